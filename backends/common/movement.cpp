@@ -1,0 +1,349 @@
+#include "backends/common/movement.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "operators/params.hpp"
+
+namespace mosaic {
+
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+namespace {
+
+/// Output 0 shares input 0's bytes; the executor never calls forward.
+class ViewKernel final : public Kernel {
+ public:
+  Status init(const KernelContext&) { return Status::ok(); }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>&) override {
+    return Status::internal("view kernel executed");
+  }
+  bool aliases_input() const override { return true; }
+};
+
+/// Dropout at inference: copy, and a mask of all true when asked for.
+class DropoutKernel final : public Kernel {
+ public:
+  Status init(const KernelContext&) { return Status::ok(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (dst[0]->data() != src[0]->data()) std::memcpy(dst[0]->data(), src[0]->data(), src[0]->bytes());
+    if (dst.size() > 1 && dst[1]) std::memset(dst[1]->data(), 1, dst[1]->bytes());
+    return Status::ok();
+  }
+};
+
+class TransposeKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(perm_, transpose_perm(ctx));
+    in_shape_ = ctx.inputs[0].shape;
+    esize_ = dtype_size(ctx.inputs[0].dtype);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t r = perm_.size();
+    auto in_strides = row_major_strides(in_shape_);
+    Shape out_shape(r);
+    std::vector<int64_t> st(r);  // input stride for each output axis
+    for (size_t i = 0; i < r; ++i) {
+      out_shape[i] = in_shape_[perm_[i]];
+      st[i] = in_strides[perm_[i]];
+    }
+    const int64_t n = shape_numel(out_shape);
+    const auto* in = static_cast<const char*>(src[0]->data());
+    auto* out = static_cast<char*>(dst[0]->data());
+    std::vector<int64_t> idx(r, 0);
+    int64_t off = 0;
+    for (int64_t o = 0; o < n; ++o) {
+      std::memcpy(out + o * esize_, in + off * esize_, esize_);
+      for (int64_t a = static_cast<int64_t>(r) - 1; a >= 0; --a) {
+        off += st[a];
+        if (++idx[a] < out_shape[a]) break;
+        off -= st[a] * out_shape[a];
+        idx[a] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+  Shape in_shape_;
+  size_t esize_ = 4;
+};
+
+class ConcatKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const Shape& out = ctx.outputs[0].shape;
+    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", 0),
+                                                         static_cast<int64_t>(out.size()), *ctx.node));
+    esize_ = dtype_size(ctx.outputs[0].dtype);
+    outer_ = 1;
+    for (int64_t i = 0; i < axis; ++i) outer_ *= out[i];
+    for (const auto& in : ctx.inputs) chunk_.push_back(in.numel() / std::max<int64_t>(outer_, 1) * esize_);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    auto* out = static_cast<char*>(dst[0]->data());
+    for (int64_t o = 0; o < outer_; ++o)
+      for (size_t i = 0; i < src.size(); ++i) {
+        std::memcpy(out, static_cast<const char*>(src[i]->data()) + o * chunk_[i], chunk_[i]);
+        out += chunk_[i];
+      }
+    return Status::ok();
+  }
+
+ private:
+  size_t esize_ = 4;
+  int64_t outer_ = 1;
+  std::vector<int64_t> chunk_;
+};
+
+/// Copies an output whose every element maps to one input element (or a constant),
+/// given a per-axis index map; used by Slice and Pad.
+class IndexMapKernel : public Kernel {
+ public:
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t r = out_shape_.size();
+    const auto in_strides = row_major_strides(in_shape_);
+    const auto* in = static_cast<const char*>(src[0]->data());
+    auto* out = static_cast<char*>(dst[0]->data());
+    const int64_t n = shape_numel(out_shape_);
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t off = 0;
+      bool inside = true;
+      for (size_t a = 0; a < r && inside; ++a) {
+        int64_t i = map_[a][idx[a]];
+        if (i < 0) inside = false;
+        else off += i * in_strides[a];
+      }
+      if (inside) std::memcpy(out + o * esize_, in + off * esize_, esize_);
+      else std::memcpy(out + o * esize_, fill_, esize_);
+      for (int64_t a = static_cast<int64_t>(r) - 1; a >= 0; --a) {
+        if (++idx[a] < out_shape_[a]) break;
+        idx[a] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+ protected:
+  Shape in_shape_, out_shape_;
+  std::vector<std::vector<int64_t>> map_;  ///< per axis: output index -> input index, -1 = fill
+  size_t esize_ = 4;
+  alignas(8) char fill_[8] = {};
+};
+
+class SliceKernel final : public IndexMapKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(ctx));
+    in_shape_ = ctx.inputs[0].shape;
+    out_shape_ = ctx.outputs[0].shape;
+    esize_ = dtype_size(ctx.inputs[0].dtype);
+    for (auto& rg : ranges) {
+      std::vector<int64_t> m(rg[2]);
+      for (int64_t i = 0; i < rg[2]; ++i) m[i] = rg[0] + i * rg[1];
+      map_.push_back(std::move(m));
+    }
+    return Status::ok();
+  }
+};
+
+class PadKernel final : public IndexMapKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
+    in_shape_ = ctx.inputs[0].shape;
+    out_shape_ = ctx.outputs[0].shape;
+    const DType dt = ctx.inputs[0].dtype;
+    esize_ = dtype_size(dt);
+    if (dt == DType::kF32) std::memcpy(fill_, &p.value, 4);
+    else if (dt == DType::kI64) {
+      int64_t v = static_cast<int64_t>(p.value);
+      std::memcpy(fill_, &v, 8);
+    } else {
+      fill_[0] = p.value != 0;
+    }
+    const size_t r = in_shape_.size();
+    for (size_t a = 0; a < r; ++a) {
+      const int64_t d = in_shape_[a];
+      std::vector<int64_t> m(out_shape_[a]);
+      for (int64_t o = 0; o < out_shape_[a]; ++o) {
+        int64_t i = o - p.pads[a];
+        if (i < 0 || i >= d) {
+          if (p.mode == "constant" || d == 0) i = -1;
+          else if (p.mode == "edge") i = i < 0 ? 0 : d - 1;
+          else {
+            while (i < 0 || i >= d) i = i < 0 ? -i : 2 * (d - 1) - i;
+          }
+        }
+        m[o] = i;
+      }
+      map_.push_back(std::move(m));
+    }
+    return Status::ok();
+  }
+};
+
+class GatherKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const Shape& x = ctx.inputs[0].shape;
+    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", 0),
+                                                         static_cast<int64_t>(x.size()), *ctx.node));
+    esize_ = dtype_size(ctx.inputs[0].dtype);
+    outer_ = 1;
+    for (int64_t i = 0; i < axis; ++i) outer_ *= x[i];
+    axis_dim_ = x[axis];
+    inner_bytes_ = esize_;
+    for (size_t i = axis + 1; i < x.size(); ++i) inner_bytes_ *= x[i];
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto* in = static_cast<const char*>(src[0]->data());
+    auto* out = static_cast<char*>(dst[0]->data());
+    const int64_t ni = src[1]->numel();
+    const int64_t* idx = src[1]->i64();
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < ni; ++j) {
+        int64_t i = idx[j] < 0 ? idx[j] + axis_dim_ : idx[j];
+        if (i < 0 || i >= axis_dim_) return Status::invalid(label_ + ": index " + std::to_string(idx[j]) + " out of range");
+        std::memcpy(out, in + (o * axis_dim_ + i) * inner_bytes_, inner_bytes_);
+        out += inner_bytes_;
+      }
+    return Status::ok();
+  }
+
+ private:
+  size_t esize_ = 4;
+  int64_t outer_ = 1, axis_dim_ = 1, inner_bytes_ = 4;
+  std::string label_;
+};
+
+class CastKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    from_ = ctx.inputs[0].dtype;
+    to_ = ctx.outputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const Tensor& x = *src[0];
+    Tensor& y = *dst[0];
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double v = x.get(i);
+      switch (to_) {
+        case DType::kF32: y.f32()[i] = static_cast<float>(v); break;
+        case DType::kI64: y.i64()[i] = static_cast<int64_t>(v); break;
+        case DType::kBool: y.u8()[i] = v != 0; break;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  DType from_ = DType::kF32, to_ = DType::kF32;
+};
+
+class ShapeKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const Shape& x = ctx.inputs[0].shape;
+    const int64_t r = static_cast<int64_t>(x.size());
+    int64_t start = ctx.node->attr_int("start", 0), end = ctx.node->attr_int("end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = std::clamp<int64_t>(start, 0, r);
+    end = std::clamp<int64_t>(end, 0, r);
+    for (int64_t i = start; i < end; ++i) dims_.push_back(x[i]);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
+    std::memcpy(dst[0]->data(), dims_.data(), dims_.size() * 8);
+    return Status::ok();
+  }
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+class ConstantKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const Node& n = *ctx.node;
+    if (n.has_attr("value")) value_ = *n.attrs.at("value").t;
+    else if (n.has_attr("value_float")) value_ = Tensor::from_f32({}, {n.attr_float("value_float", 0)});
+    else if (n.has_attr("value_floats")) {
+      auto v = n.attr_floats("value_floats");
+      value_ = Tensor::from_f32({static_cast<int64_t>(v.size())}, v);
+    } else if (n.has_attr("value_int")) value_ = Tensor::scalar_i64(n.attr_int("value_int", 0));
+    else if (n.has_attr("value_ints")) {
+      auto v = n.attr_ints("value_ints");
+      value_ = Tensor::from_i64({static_cast<int64_t>(v.size())}, v);
+    } else {
+      return Status::unsupported(n.label() + ": no supported value attribute");
+    }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
+    std::memcpy(dst[0]->data(), value_.data(), value_.bytes());
+    return Status::ok();
+  }
+
+ private:
+  Tensor value_;
+};
+
+class ConstantOfShapeKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.node->has_attr("value")) {
+      const Tensor& v = *ctx.node->attrs.at("value").t;
+      std::memcpy(fill_, v.data(), dtype_size(v.dtype()));
+    }
+    esize_ = dtype_size(ctx.outputs[0].dtype);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
+    auto* out = static_cast<char*>(dst[0]->data());
+    for (int64_t i = 0; i < dst[0]->numel(); ++i) std::memcpy(out + i * esize_, fill_, esize_);
+    return Status::ok();
+  }
+
+ private:
+  alignas(8) char fill_[8] = {};
+  size_t esize_ = 4;
+};
+
+}  // namespace
+
+void register_view_kernels(KernelRegistry& registry, const std::string& backend) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    registry.add(backend, op, make_factory<ViewKernel>());
+  registry.add(backend, "Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    if (ctx.has_output(1)) return make_factory<DropoutKernel>()(ctx);
+    return make_factory<ViewKernel>()(ctx);
+  });
+}
+
+void register_movement_kernel(KernelRegistry& registry, const std::string& backend, const std::string& op) {
+  if (op == "Transpose") registry.add(backend, op, make_factory<TransposeKernel>());
+  else if (op == "Concat") registry.add(backend, op, make_factory<ConcatKernel>());
+  else if (op == "Slice") registry.add(backend, op, make_factory<SliceKernel>());
+  else if (op == "Pad") registry.add(backend, op, make_factory<PadKernel>());
+  else if (op == "Gather") registry.add(backend, op, make_factory<GatherKernel>());
+  else if (op == "Cast") registry.add(backend, op, make_factory<CastKernel>());
+  else if (op == "Shape") registry.add(backend, op, make_factory<ShapeKernel>());
+  else if (op == "Constant") registry.add(backend, op, make_factory<ConstantKernel>());
+  else if (op == "ConstantOfShape") registry.add(backend, op, make_factory<ConstantOfShapeKernel>());
+}
+
+}  // namespace mosaic

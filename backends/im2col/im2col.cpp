@@ -1,0 +1,517 @@
+#include "backends/im2col/im2col.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/common/movement.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic {
+namespace {
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+/// 1-d and 2-d windows as 2-d (H = 1 for 1-d).
+struct Win2 {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+Expected<Win2> lift2(const Window& w, const Node& node) {
+  if (w.rank() == 2)
+    return Win2{w.in[0], w.in[1], w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.stride[0], w.stride[1],
+                w.dilation[0], w.dilation[1], w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]};
+  if (w.rank() == 1)
+    return Win2{1, w.in[0], 1, w.out[0], 1, w.kernel[0], 1, w.stride[0], 1, w.dilation[0], 0, w.pad_begin[0], 0,
+                w.pad_end[0]};
+  return Status::unsupported(node.label() + ": im2col implements 1-d and 2-d windows only, got " +
+                             std::to_string(w.rank()) + "-d");
+}
+
+/// Unfolds one image's group of channels into cols[(c*kh + i)*kw + j][oh*ow] (row stride ld).
+void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_t ld) {
+  const int64_t rows = channels * w.kh * w.kw;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t c = r / (w.kh * w.kw), ki = (r / w.kw) % w.kh, kj = r % w.kw;
+    const float* xc = x + c * w.ih * w.iw;
+    float* dst = cols + r * ld;
+    for (int64_t oy = 0; oy < w.oh; ++oy) {
+      const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
+      float* d = dst + oy * w.ow;
+      if (iy < 0 || iy >= w.ih) {
+        std::fill(d, d + w.ow, 0.f);
+        continue;
+      }
+      const float* xr = xc + iy * w.iw;
+      if (w.sw == 1) {
+        const int64_t off = kj * w.dw - w.pl;  // ix = ox + off
+        const int64_t lo = std::clamp<int64_t>(-off, 0, w.ow), hi = std::clamp<int64_t>(w.iw - off, 0, w.ow);
+        std::fill(d, d + lo, 0.f);
+        if (hi > lo) std::memcpy(d + lo, xr + lo + off, (hi - lo) * sizeof(float));
+        std::fill(d + std::max(hi, lo), d + w.ow, 0.f);
+      } else {
+        for (int64_t ox = 0; ox < w.ow; ++ox) {
+          const int64_t ix = ox * w.sw - w.pl + kj * w.dw;
+          d[ox] = (ix >= 0 && ix < w.iw) ? xr[ix] : 0.f;
+        }
+      }
+    }
+  }
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift2(p_.win, *ctx.node));
+    k_ = p_.c_per_group() * w_.kh * w_.kw;
+    ohw_ = w_.oh * w_.ow;
+    pointwise_ = w_.kh == 1 && w_.kw == 1 && w_.sh == 1 && w_.sw == 1 && w_.pt == 0 && w_.pl == 0 && w_.pb == 0 &&
+                 w_.pr == 0;
+    // Small outputs batch several images into one GEMM (N = images * oh * ow).
+    chunk_ = ohw_ >= 256 ? 1 : std::max<int64_t>(1, std::min<int64_t>(p_.n, 4096 / std::max<int64_t>(ohw_, 1)));
+    if (!pointwise_ || chunk_ > 1) {
+      cols_.resize(static_cast<size_t>(k_ * chunk_ * ohw_));
+      if (ctx.tracker) ctx.tracker->on_alloc(cols_.size() * sizeof(float));
+      tracker_ = ctx.tracker;
+    }
+    if (chunk_ > 1) tmp_.resize(static_cast<size_t>(p_.oc * chunk_ * ohw_));
+    if (tracker_) tracker_->on_alloc(tmp_.size() * sizeof(float));
+    return Status::ok();
+  }
+  ~ConvKernel() override {
+    if (tracker_) tracker_->on_free((cols_.size() + tmp_.size()) * sizeof(float));
+  }
+  size_t workspace_bytes() const override { return (cols_.size() + tmp_.size()) * sizeof(float); }
+
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    const float* wt = src[1]->f32();
+    const float* bias = p_.has_bias ? src[2]->f32() : nullptr;
+    float* y = dst[0]->f32();
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group(), in_sp = w_.ih * w_.iw;
+    if (chunk_ == 1) {
+      for (int64_t n = 0; n < p_.n; ++n)
+        for (int64_t g = 0; g < p_.group; ++g) {
+          const float* xg = x + (n * p_.c + g * cg) * in_sp;
+          const float* b = xg;
+          if (!pointwise_) {
+            im2col(xg, cg, w_, cols_.data(), ohw_);
+            b = cols_.data();
+          }
+          float* yg = y + (n * p_.oc + g * ocg) * ohw_;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ohw_, k_, 1.f, wt + g * ocg * k_, k_, b, ohw_,
+                      0.f, yg, ohw_);
+          if (bias) add_bias(yg, bias + g * ocg, ocg, ohw_, ohw_);
+        }
+      return Status::ok();
+    }
+    for (int64_t n0 = 0; n0 < p_.n; n0 += chunk_) {
+      const int64_t nb = std::min(chunk_, p_.n - n0), ld = nb * ohw_;
+      for (int64_t g = 0; g < p_.group; ++g) {
+        for (int64_t i = 0; i < nb; ++i)
+          im2col(x + ((n0 + i) * p_.c + g * cg) * in_sp, cg, w_, cols_.data() + i * ohw_, ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ld, k_, 1.f, wt + g * ocg * k_, k_, cols_.data(),
+                    ld, 0.f, tmp_.data(), ld);
+        // tmp[oc][i][hw] -> y[n0+i][g*ocg+oc][hw]
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t i = 0; i < nb; ++i)
+          for (int64_t oc = 0; oc < ocg; ++oc) {
+            float* yo = y + ((n0 + i) * p_.oc + g * ocg + oc) * ohw_;
+            const float* t = tmp_.data() + oc * ld + i * ohw_;
+            const float b = bias ? bias[g * ocg + oc] : 0.f;
+            for (int64_t j = 0; j < ohw_; ++j) yo[j] = t[j] + b;
+          }
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  static void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t r = 0; r < rows; ++r) ArrayMap(y + r * ld, cols) += bias[r];
+  }
+  ConvParams p_;
+  Win2 w_{};
+  int64_t k_ = 0, ohw_ = 0, chunk_ = 1;
+  bool pointwise_ = false;
+  std::vector<float> cols_, tmp_;
+  MemoryTracker* tracker_ = nullptr;
+};
+
+class PoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.has_output(1)) return Status::unsupported(ctx.node->label() + ": MaxPool Indices output (naive only)");
+    MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift2(p_.win, *ctx.node));
+    is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
+    global_ = ctx.node->op_type.rfind("Global", 0) == 0;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    const int64_t in_sp = w_.ih * w_.iw, out_sp = w_.oh * w_.ow, nc = p_.n * p_.c;
+    if (global_) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < nc; ++i) {
+        ConstArrayMap v(x + i * in_sp, in_sp);
+        y[i] = is_max_ ? v.maxCoeff() : v.sum() / static_cast<float>(in_sp);
+      }
+      return Status::ok();
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nc; ++i) {
+      const float* xc = x + i * in_sp;
+      float* yc = y + i * out_sp;
+      for (int64_t oy = 0; oy < w_.oh; ++oy)
+        for (int64_t ox = 0; ox < w_.ow; ++ox) {
+          const int64_t y0 = oy * w_.sh - w_.pt, x0 = ox * w_.sw - w_.pl;
+          float best = -std::numeric_limits<float>::infinity(), sum = 0.f;
+          int64_t count = 0;
+          for (int64_t ki = 0; ki < w_.kh; ++ki) {
+            const int64_t iy = y0 + ki * w_.dh;
+            if (iy < 0 || iy >= w_.ih) continue;
+            for (int64_t kj = 0; kj < w_.kw; ++kj) {
+              const int64_t ix = x0 + kj * w_.dw;
+              if (ix < 0 || ix >= w_.iw) continue;
+              const float v = xc[iy * w_.iw + ix];
+              best = std::max(best, v);
+              sum += v;
+              ++count;
+            }
+          }
+          if (is_max_) {
+            yc[oy * w_.ow + ox] = best;
+          } else {
+            int64_t div = count;
+            if (p_.count_include_pad) {
+              const int64_t ey = std::min(y0 + (w_.kh - 1) * w_.dh + 1, w_.ih + w_.pb);
+              const int64_t ex = std::min(x0 + (w_.kw - 1) * w_.dw + 1, w_.iw + w_.pr);
+              div = ((ey - y0 + w_.dh - 1) / w_.dh) * ((ex - x0 + w_.dw - 1) / w_.dw);
+            }
+            yc[oy * w_.ow + ox] = sum / static_cast<float>(div);
+          }
+        }
+    }
+    return Status::ok();
+  }
+
+ private:
+  PoolParams p_;
+  Win2 w_{};
+  bool is_max_ = true, global_ = false;
+};
+
+class GemmKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
+    if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    float* y = dst[0]->f32();
+    float beta = 0.f;
+    if (p_.has_c && p_.beta != 0.f) {
+      const float* c = src[2]->f32();
+      const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < p_.m; ++i) {
+        const float* crow = c + (cm == 1 ? 0 : i) * cn;
+        float* yr = y + i * p_.n;
+        if (cn == 1) std::fill(yr, yr + p_.n, crow[0]);
+        else std::memcpy(yr, crow, p_.n * sizeof(float));
+      }
+      beta = p_.beta;
+    }
+    cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans, p_.m,
+                p_.n, p_.k, p_.alpha, src[0]->f32(), p_.trans_a ? p_.m : p_.k, src[1]->f32(),
+                p_.trans_b ? p_.k : p_.n, beta, y, p_.n);
+    return Status::ok();
+  }
+
+ private:
+  GemmParams p_;
+  Shape c_shape_;
+};
+
+class MatMulKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto p = matmul_params(ctx.inputs[0].shape, ctx.inputs[1].shape);
+    if (!p.ok()) return p.status().with_context(ctx.node->label());
+    p_ = p.value();
+    // B shared by every batch entry and A contiguous: one GEMM with M = batch * m.
+    fold_batch_ = shape_numel(p_.b_batch) == 1 && p_.a_batch == p_.batch;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* a = src[0]->f32();
+    const float* b = src[1]->f32();
+    float* y = dst[0]->f32();
+    const int64_t nb = shape_numel(p_.batch);
+    if (fold_batch_) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb * p_.m, p_.n, p_.k, 1.f, a, p_.k, b, p_.n, 0.f, y,
+                  p_.n);
+      return Status::ok();
+    }
+    auto strides = [&](const Shape& in) {
+      std::vector<int64_t> st(p_.batch.size(), 0);
+      auto rs = row_major_strides(in);
+      for (size_t i = 0; i < in.size(); ++i) st[i] = in[i] == 1 ? 0 : rs[i];
+      return st;
+    };
+    const auto sa = strides(p_.a_batch), sb = strides(p_.b_batch);
+    std::vector<int64_t> idx(p_.batch.size(), 0);
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p_.m, p_.n, p_.k, 1.f, a + oa * p_.m * p_.k, p_.k,
+                  b + ob * p_.k * p_.n, p_.n, 0.f, y + bi * p_.m * p_.n, p_.n);
+      for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < p_.batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  MatMulParams p_;
+  bool fold_batch_ = false;
+};
+
+/// Broadcast binary op: the output is walked row by row over its last (collapsed) axis,
+/// where each operand is either contiguous or a broadcast scalar, and Eigen does the row.
+class BinaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.outputs[0].dtype != DType::kF32)
+      return Status::unsupported(ctx.node->label() + ": im2col computes float32 only");
+    const std::string& op = ctx.node->op_type;
+    op_ = op == "Add" ? 0 : op == "Sub" ? 1 : op == "Mul" ? 2 : 3;
+    out_ = ctx.outputs[0].shape;
+    if (out_.empty()) out_ = {1};
+    auto strides = [&](Shape in) {
+      in.insert(in.begin(), out_.size() - in.size(), 1);
+      std::vector<int64_t> st(out_.size(), 0);
+      auto rs = row_major_strides(in);
+      for (size_t i = 0; i < in.size(); ++i) st[i] = in[i] == 1 ? 0 : rs[i];
+      return st;
+    };
+    sa_ = strides(ctx.inputs[0].shape);
+    sb_ = strides(ctx.inputs[1].shape);
+    // Collapse trailing axes whose operand strides stay contiguous (or stay broadcast).
+    row_ = out_.back();
+    int64_t axis = static_cast<int64_t>(out_.size()) - 1;
+    const bool a_contig = sa_[axis] == 1, b_contig = sb_[axis] == 1;
+    while (axis > 0) {
+      const int64_t prev = axis - 1;
+      const bool ok_a = a_contig ? sa_[prev] == row_ : sa_[prev] == 0;
+      const bool ok_b = b_contig ? sb_[prev] == row_ : sb_[prev] == 0;
+      if (!ok_a || !ok_b) break;
+      row_ *= out_[prev];
+      axis = prev;
+    }
+    outer_axes_ = axis;
+    a_row_ = a_contig;
+    b_row_ = b_contig;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* a = src[0]->f32();
+    const float* b = src[1]->f32();
+    float* y = dst[0]->f32();
+    const int64_t rows = shape_numel(out_) / row_;
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * row_ > 32768)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t oa = 0, ob = 0, rem = r;
+      for (int64_t d = outer_axes_ - 1; d >= 0; --d) {
+        const int64_t i = rem % out_[d];
+        rem /= out_[d];
+        oa += i * sa_[d];
+        ob += i * sb_[d];
+      }
+      ArrayMap yr(y + r * row_, row_);
+      if (a_row_ && b_row_) apply(yr, ConstArrayMap(a + oa, row_), ConstArrayMap(b + ob, row_));
+      else if (a_row_) apply(yr, ConstArrayMap(a + oa, row_), b[ob]);
+      else if (b_row_) apply(yr, a[oa], ConstArrayMap(b + ob, row_));
+      else yr.setConstant(scalar(a[oa], b[ob]));
+    }
+    return Status::ok();
+  }
+
+ private:
+  float scalar(float a, float b) const { return op_ == 0 ? a + b : op_ == 1 ? a - b : op_ == 2 ? a * b : a / b; }
+  template <class A, class B>
+  void apply(ArrayMap& y, const A& a, const B& b) const {
+    switch (op_) {
+      case 0: y = a + b; break;
+      case 1: y = a - b; break;
+      case 2: y = a * b; break;
+      default: y = a / b; break;
+    }
+  }
+  int op_ = 0;
+  Shape out_;
+  std::vector<int64_t> sa_, sb_;
+  int64_t row_ = 1, outer_axes_ = 0;
+  bool a_row_ = true, b_row_ = true;
+};
+
+class UnaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    op_ = ctx.node->op_type;
+    alpha_ = ctx.node->attr_float("alpha", 0.01f);
+    clip_ = clip_attr_params(ctx);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const int64_t n = src[0]->numel();
+    float lo = clip_.lo, hi = clip_.hi;
+    if (src.size() > 1 && src[1]) lo = src[1]->f32()[0];
+    if (src.size() > 2 && src[2]) hi = src[2]->f32()[0];
+    const int64_t block = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > 4 * block)
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+      const int64_t len = std::min(block, n - b0);
+      ConstArrayMap x(src[0]->f32() + b0, len);
+      ArrayMap y(dst[0]->f32() + b0, len);
+      if (op_ == "Relu") y = x.max(0.f);
+      else if (op_ == "LeakyRelu") y = (x >= 0.f).select(x, alpha_ * x);
+      else if (op_ == "Sigmoid") y = 1.f / (1.f + (-x).exp());
+      else if (op_ == "Tanh") y = x.tanh();
+      else y = x.max(lo).min(hi);
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::string op_;
+  float alpha_ = 0.01f;
+  ClipParams clip_{};
+};
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, softmax_params(ctx));
+    log_ = ctx.node->op_type == "LogSoftmax";
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    using Strided = Eigen::Map<const Eigen::ArrayXf, 0, Eigen::InnerStride<>>;
+    using StridedOut = Eigen::Map<Eigen::ArrayXf, 0, Eigen::InnerStride<>>;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t o = 0; o < p_.outer; ++o)
+      for (int64_t in = 0; in < p_.inner; ++in) {
+        const int64_t base = o * p_.axis_dim * p_.inner + in;
+        Strided v(x + base, p_.axis_dim, Eigen::InnerStride<>(p_.inner));
+        StridedOut out(y + base, p_.axis_dim, Eigen::InnerStride<>(p_.inner));
+        const float mx = v.maxCoeff();
+        Eigen::ArrayXf e = (v - mx).exp();
+        const float sum = e.sum();
+        if (log_) out = v - mx - std::log(sum);
+        else out = e / sum;
+      }
+    return Status::ok();
+  }
+
+ private:
+  SoftmaxParams p_;
+  bool log_ = false;
+};
+
+class BatchNormKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    eps_ = ctx.node->attr_float("epsilon", 1e-5f);
+    const Shape& x = ctx.inputs[0].shape;
+    n_ = x[0];
+    c_ = x[1];
+    sp_ = shape_numel(x) / std::max<int64_t>(n_ * c_, 1);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    ConstArrayMap scale(src[1]->f32(), c_), b(src[2]->f32(), c_), mean(src[3]->f32(), c_), var(src[4]->f32(), c_);
+    const Eigen::ArrayXf mul = scale / (var + eps_).sqrt();
+    const Eigen::ArrayXf add = b - mean * mul;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c) {
+        const int64_t o = (n * c_ + c) * sp_;
+        ArrayMap(dst[0]->f32() + o, sp_) = ConstArrayMap(src[0]->f32() + o, sp_) * mul[c] + add[c];
+      }
+    return Status::ok();
+  }
+
+ private:
+  float eps_ = 1e-5f;
+  int64_t n_ = 0, c_ = 0, sp_ = 0;
+};
+
+class LrnKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, lrn_params(ctx));
+    const Shape& x = ctx.inputs[0].shape;
+    n_ = x[0];
+    c_ = x[1];
+    sp_ = shape_numel(x) / std::max<int64_t>(n_ * c_, 1);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const int64_t lo = (p_.size - 1) / 2, hi = p_.size - 1 - lo;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c) {
+        Eigen::ArrayXf sq = Eigen::ArrayXf::Zero(sp_);
+        for (int64_t j = std::max<int64_t>(0, c - lo); j <= std::min(c_ - 1, c + hi); ++j)
+          sq += ConstArrayMap(src[0]->f32() + (n * c_ + j) * sp_, sp_).square();
+        const int64_t o = (n * c_ + c) * sp_;
+        ArrayMap(dst[0]->f32() + o, sp_) =
+            ConstArrayMap(src[0]->f32() + o, sp_) / (p_.bias + (p_.alpha / p_.size) * sq).pow(p_.beta);
+      }
+    return Status::ok();
+  }
+
+ private:
+  LrnParams p_;
+  int64_t n_ = 0, c_ = 0, sp_ = 0;
+};
+
+}  // namespace
+
+void register_im2col_kernels(KernelRegistry& registry) {
+  const std::string b = "im2col";
+  registry.add(b, "Conv", make_factory<ConvKernel>());
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    registry.add(b, op, make_factory<PoolKernel>());
+  registry.add(b, "Gemm", make_factory<GemmKernel>());
+  registry.add(b, "MatMul", make_factory<MatMulKernel>());
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) registry.add(b, op, make_factory<BinaryKernel>());
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) registry.add(b, op, make_factory<UnaryKernel>());
+  registry.add(b, "Softmax", make_factory<SoftmaxKernel>());
+  registry.add(b, "LogSoftmax", make_factory<SoftmaxKernel>());
+  registry.add(b, "BatchNormalization", make_factory<BatchNormKernel>());
+  registry.add(b, "LRN", make_factory<LrnKernel>());
+  register_view_kernels(registry, b);
+  for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(registry, b, op);
+}
+
+}  // namespace mosaic

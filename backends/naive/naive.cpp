@@ -1,0 +1,440 @@
+#include "backends/naive/naive.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/common/movement.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic {
+namespace {
+
+/// A window geometry lifted to exactly 3 spatial dims (leading dims of size 1).
+struct Win3 {
+  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+};
+
+Expected<Win3> lift3(const Window& w, const Node& node) {
+  const size_t r = w.rank();
+  if (r < 1 || r > 3) return Status::unsupported(node.label() + ": " + std::to_string(r) + "-d windows (1-3 supported)");
+  Win3 o;
+  for (size_t i = 0; i < 3; ++i) {
+    bool real = i >= 3 - r;
+    size_t j = real ? i - (3 - r) : 0;
+    o.in[i] = real ? w.in[j] : 1;
+    o.out[i] = real ? w.out[j] : 1;
+    o.k[i] = real ? w.kernel[j] : 1;
+    o.s[i] = real ? w.stride[j] : 1;
+    o.d[i] = real ? w.dilation[j] : 1;
+    o.pb[i] = real ? w.pad_begin[j] : 0;
+    o.pe[i] = real ? w.pad_end[j] : 0;
+  }
+  return o;
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift3(p_.win, *ctx.node));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    const float* wt = src[1]->f32();
+    const float* bias = p_.has_bias ? src[2]->f32() : nullptr;
+    float* y = dst[0]->f32();
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group();
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    const int64_t ksz = w_.k[0] * w_.k[1] * w_.k[2];
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t oc = 0; oc < p_.oc; ++oc) {
+        const int64_t g = oc / ocg;
+        for (int64_t od = 0; od < w_.out[0]; ++od)
+          for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+            for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+              float acc = bias ? bias[oc] : 0.f;
+              for (int64_t ic = 0; ic < cg; ++ic) {
+                const float* xc = x + (n * p_.c + g * cg + ic) * in_sp;
+                const float* wc = wt + (oc * cg + ic) * ksz;
+                for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+                  int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+                  if (id < 0 || id >= w_.in[0]) continue;
+                  for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+                    int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+                    if (ih < 0 || ih >= w_.in[1]) continue;
+                    for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+                      int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+                      if (iw < 0 || iw >= w_.in[2]) continue;
+                      acc += xc[(id * w_.in[1] + ih) * w_.in[2] + iw] * wc[(kd * w_.k[1] + kh) * w_.k[2] + kw];
+                    }
+                  }
+                }
+              }
+              y[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow] = acc;
+            }
+      }
+    return Status::ok();
+  }
+
+ private:
+  ConvParams p_;
+  Win3 w_;
+};
+
+class PoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift3(p_.win, *ctx.node));
+    is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    int64_t* indices = dst.size() > 1 && dst[1] ? dst[1]->i64() : nullptr;
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    for (int64_t nc = 0; nc < p_.n * p_.c; ++nc) {
+      const float* xc = x + nc * in_sp;
+      for (int64_t od = 0; od < w_.out[0]; ++od)
+        for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+          for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t best_i = -1;
+            double sum = 0;
+            int64_t count = 0, padded_count = 1;
+            const int64_t o3[3] = {od, oh, ow};
+            for (int a = 0; a < 3; ++a) {
+              // Window positions inside input + padding (PyTorch/ONNX divisor with count_include_pad).
+              int64_t start = o3[a] * w_.s[a] - w_.pb[a];
+              int64_t end = std::min(start + (w_.k[a] - 1) * w_.d[a] + 1, w_.in[a] + w_.pe[a]);
+              padded_count *= (end - start + w_.d[a] - 1) / w_.d[a];
+            }
+            for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+              int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+              if (id < 0 || id >= w_.in[0]) continue;
+              for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+                int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+                if (ih < 0 || ih >= w_.in[1]) continue;
+                for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+                  int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+                  if (iw < 0 || iw >= w_.in[2]) continue;
+                  const int64_t off = (id * w_.in[1] + ih) * w_.in[2] + iw;
+                  const float v = xc[off];
+                  if (v > best || best_i < 0) {
+                    best = v;
+                    best_i = p_.storage_order ? (iw * w_.in[1] + ih) * w_.in[0] + id : off;
+                  }
+                  sum += v;
+                  ++count;
+                }
+              }
+            }
+            const int64_t o = nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow;
+            if (is_max_) {
+              y[o] = best;
+              if (indices) indices[o] = nc * in_sp + best_i;
+            } else {
+              y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? padded_count : count));
+            }
+          }
+    }
+    return Status::ok();
+  }
+
+ private:
+  PoolParams p_;
+  Win3 w_;
+  bool is_max_ = true;
+};
+
+class GemmKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
+    if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* a = src[0]->f32();
+    const float* b = src[1]->f32();
+    const float* c = p_.has_c ? src[2]->f32() : nullptr;
+    float* y = dst[0]->f32();
+    // C broadcasts as [1|M, 1|N].
+    const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1;
+    const int64_t cn = c_shape_.empty() ? 1 : c_shape_.back();
+    for (int64_t i = 0; i < p_.m; ++i)
+      for (int64_t j = 0; j < p_.n; ++j) {
+        float acc = 0.f;
+        for (int64_t k = 0; k < p_.k; ++k) {
+          float av = p_.trans_a ? a[k * p_.m + i] : a[i * p_.k + k];
+          float bv = p_.trans_b ? b[j * p_.k + k] : b[k * p_.n + j];
+          acc += av * bv;
+        }
+        float cv = c ? c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.f;
+        y[i * p_.n + j] = p_.alpha * acc + p_.beta * cv;
+      }
+    return Status::ok();
+  }
+
+ private:
+  GemmParams p_;
+  Shape c_shape_;
+};
+
+/// Offset of a broadcast operand for a flat output index, via per-axis strides (0 where broadcast).
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  auto rs = row_major_strides(in);
+  const size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) st[i + off] = in[i] == 1 ? 0 : rs[i];
+  return st;
+}
+
+class MatMulKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto p = matmul_params(ctx.inputs[0].shape, ctx.inputs[1].shape);
+    if (!p.ok()) return p.status().with_context(ctx.node->label());
+    p_ = p.value();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* a = src[0]->f32();
+    const float* b = src[1]->f32();
+    float* y = dst[0]->f32();
+    const auto sa = broadcast_strides(p_.a_batch, p_.batch), sb = broadcast_strides(p_.b_batch, p_.batch);
+    const int64_t nb = shape_numel(p_.batch);
+    std::vector<int64_t> idx(p_.batch.size(), 0);
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      const float* ab = a + oa * p_.m * p_.k;
+      const float* bb = b + ob * p_.k * p_.n;
+      float* yb = y + bi * p_.m * p_.n;
+      for (int64_t i = 0; i < p_.m; ++i)
+        for (int64_t j = 0; j < p_.n; ++j) {
+          float acc = 0.f;
+          for (int64_t k = 0; k < p_.k; ++k) acc += ab[i * p_.k + k] * bb[k * p_.n + j];
+          yb[i * p_.n + j] = acc;
+        }
+      for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < p_.batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  MatMulParams p_;
+};
+
+enum class BinOp { kAdd, kSub, kMul, kDiv };
+
+template <class T>
+T apply(BinOp op, T a, T b) {
+  switch (op) {
+    case BinOp::kAdd: return a + b;
+    case BinOp::kSub: return a - b;
+    case BinOp::kMul: return a * b;
+    case BinOp::kDiv: return b == T(0) && std::is_integral_v<T> ? T(0) : a / b;
+  }
+  return a;
+}
+
+class BinaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const std::string& op = ctx.node->op_type;
+    op_ = op == "Add" ? BinOp::kAdd : op == "Sub" ? BinOp::kSub : op == "Mul" ? BinOp::kMul : BinOp::kDiv;
+    out_ = ctx.outputs[0].shape;
+    sa_ = broadcast_strides(ctx.inputs[0].shape, out_);
+    sb_ = broadcast_strides(ctx.inputs[1].shape, out_);
+    dtype_ = ctx.outputs[0].dtype;
+    return Status::ok();
+  }
+  template <class T>
+  void run(const T* a, const T* b, T* y) const {
+    const int64_t n = shape_numel(out_);
+    std::vector<int64_t> idx(out_.size(), 0);
+    int64_t oa = 0, ob = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = apply(op_, a[oa], b[ob]);
+      for (int64_t d = static_cast<int64_t>(out_.size()) - 1; d >= 0; --d) {
+        oa += sa_[d];
+        ob += sb_[d];
+        if (++idx[d] < out_[d]) break;
+        oa -= sa_[d] * out_[d];
+        ob -= sb_[d] * out_[d];
+        idx[d] = 0;
+      }
+    }
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (dtype_ == DType::kF32) run(src[0]->f32(), src[1]->f32(), dst[0]->f32());
+    else run(src[0]->i64(), src[1]->i64(), dst[0]->i64());
+    return Status::ok();
+  }
+
+ private:
+  BinOp op_ = BinOp::kAdd;
+  Shape out_;
+  std::vector<int64_t> sa_, sb_;
+  DType dtype_ = DType::kF32;
+};
+
+class UnaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    op_ = ctx.node->op_type;
+    alpha_ = ctx.node->attr_float("alpha", 0.01f);
+    clip_ = clip_attr_params(ctx);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    const int64_t n = src[0]->numel();
+    if (op_ == "Relu") {
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+    } else if (op_ == "LeakyRelu") {
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0.f ? x[i] : alpha_ * x[i];
+    } else if (op_ == "Sigmoid") {
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
+    } else if (op_ == "Tanh") {
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+    } else {  // Clip; runtime bounds override the load-time ones
+      float lo = clip_.lo, hi = clip_.hi;
+      if (src.size() > 1 && src[1]) lo = src[1]->f32()[0];
+      if (src.size() > 2 && src[2]) hi = src[2]->f32()[0];
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::string op_;
+  float alpha_ = 0.01f;
+  ClipParams clip_{};
+};
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, softmax_params(ctx));
+    log_ = ctx.node->op_type == "LogSoftmax";
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    for (int64_t o = 0; o < p_.outer; ++o)
+      for (int64_t in = 0; in < p_.inner; ++in) {
+        const int64_t base = o * p_.axis_dim * p_.inner + in;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t a = 0; a < p_.axis_dim; ++a) mx = std::max(mx, x[base + a * p_.inner]);
+        double sum = 0;
+        for (int64_t a = 0; a < p_.axis_dim; ++a) sum += std::exp(static_cast<double>(x[base + a * p_.inner] - mx));
+        for (int64_t a = 0; a < p_.axis_dim; ++a) {
+          const float v = x[base + a * p_.inner] - mx;
+          y[base + a * p_.inner] = log_ ? static_cast<float>(v - std::log(sum)) : static_cast<float>(std::exp(v) / sum);
+        }
+      }
+    return Status::ok();
+  }
+
+ private:
+  SoftmaxParams p_;
+  bool log_ = false;
+};
+
+class BatchNormKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    eps_ = ctx.node->attr_float("epsilon", 1e-5f);
+    const Shape& x = ctx.inputs[0].shape;
+    n_ = x[0];
+    c_ = x[1];
+    sp_ = shape_numel(x) / std::max<int64_t>(n_ * c_, 1);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float *x = src[0]->f32(), *scale = src[1]->f32(), *b = src[2]->f32(), *mean = src[3]->f32(),
+                *var = src[4]->f32();
+    float* y = dst[0]->f32();
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c) {
+        const float inv = 1.f / std::sqrt(var[c] + eps_);
+        for (int64_t i = 0; i < sp_; ++i) {
+          const int64_t o = (n * c_ + c) * sp_ + i;
+          y[o] = scale[c] * (x[o] - mean[c]) * inv + b[c];
+        }
+      }
+    return Status::ok();
+  }
+
+ private:
+  float eps_ = 1e-5f;
+  int64_t n_ = 0, c_ = 0, sp_ = 0;
+};
+
+class LrnKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, lrn_params(ctx));
+    const Shape& x = ctx.inputs[0].shape;
+    n_ = x[0];
+    c_ = x[1];
+    sp_ = shape_numel(x) / std::max<int64_t>(n_ * c_, 1);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    const int64_t lo = (p_.size - 1) / 2, hi = p_.size - 1 - lo;  // [c - floor, c + ceil]
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t i = 0; i < sp_; ++i) {
+          double sq = 0;
+          for (int64_t j = std::max<int64_t>(0, c - lo); j <= std::min(c_ - 1, c + hi); ++j) {
+            const float v = x[(n * c_ + j) * sp_ + i];
+            sq += static_cast<double>(v) * v;
+          }
+          const int64_t o = (n * c_ + c) * sp_ + i;
+          y[o] = static_cast<float>(x[o] / std::pow(p_.bias + p_.alpha / p_.size * sq, p_.beta));
+        }
+    return Status::ok();
+  }
+
+ private:
+  LrnParams p_;
+  int64_t n_ = 0, c_ = 0, sp_ = 0;
+};
+
+}  // namespace
+
+void register_naive_kernels(KernelRegistry& registry) {
+  const std::string b = "naive";
+  registry.add(b, "Conv", make_factory<ConvKernel>());
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    registry.add(b, op, make_factory<PoolKernel>());
+  registry.add(b, "Gemm", make_factory<GemmKernel>());
+  registry.add(b, "MatMul", make_factory<MatMulKernel>());
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) registry.add(b, op, make_factory<BinaryKernel>());
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) registry.add(b, op, make_factory<UnaryKernel>());
+  registry.add(b, "Softmax", make_factory<SoftmaxKernel>());
+  registry.add(b, "LogSoftmax", make_factory<SoftmaxKernel>());
+  registry.add(b, "BatchNormalization", make_factory<BatchNormKernel>());
+  registry.add(b, "LRN", make_factory<LrnKernel>());
+  register_view_kernels(registry, b);
+  for (const char* op : {"Transpose", "Concat", "Slice", "Pad", "Gather", "Cast", "Shape", "Constant", "ConstantOfShape"})
+    register_movement_kernel(registry, b, op);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,637 @@
+#include "backends/onednn/onednn.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "backends/common/movement.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+memory::dims to_dims(const Shape& s) { return s.empty() ? memory::dims{1} : memory::dims(s.begin(), s.end()); }
+
+/// Plain row-major f32 descriptor.
+memory::desc plain(const Shape& s) {
+  memory::dims d = to_dims(s);
+  memory::dims strides(d.size(), 1);
+  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * d[i + 1];
+  return memory::desc(d, dt::f32, strides);
+}
+
+memory::desc any(const Shape& s) { return memory::desc(to_dims(s), dt::f32, tag::any); }
+
+/// Runs `fn` and turns a dnnl::error into a Status naming the node.
+template <class F>
+Status guarded(const Node& node, F&& fn) {
+  try {
+    return fn();
+  } catch (const dnnl::error& e) {
+    return Status::unsupported(node.label() + ": oneDNN: " + e.what());
+  }
+}
+
+/// A memory object whose handle is rebound to a tensor at each call.
+struct Bound {
+  memory mem;
+  void bind(const Tensor* t) { mem.set_data_handle(t->data()); }
+};
+
+/// A memory in a (possibly blocked) layout owned by the kernel, with reorders to/from plain.
+class Staged {
+ public:
+  /// If `want` equals the plain descriptor, no buffer or reorder is needed.
+  void init(const memory::desc& plain_md, const memory::desc& want, MemoryTracker* tracker, bool to_plain) {
+    user = memory(plain_md, engine(), DNNL_MEMORY_NONE);
+    needs_reorder = want != plain_md;
+    if (needs_reorder) {
+      internal = memory(want, engine());
+      bytes = want.get_size();
+      if (tracker) tracker->on_alloc(bytes);
+      tracker_ = tracker;
+      reorder = to_plain ? dnnl::reorder(internal, user) : dnnl::reorder(user, internal);
+      to_plain_ = to_plain;
+    } else {
+      internal = user;
+    }
+  }
+  ~Staged() {
+    if (tracker_) tracker_->on_free(bytes);
+  }
+  /// Binds the user tensor; for inputs, reorders it into the internal layout.
+  void bind_in(const Tensor* t) {
+    user.set_data_handle(t->data());
+    if (needs_reorder) reorder.execute(stream(), user, internal);
+  }
+  void bind_out(Tensor* t) { user.set_data_handle(t->data()); }
+  void finish_out() {
+    if (needs_reorder) reorder.execute(stream(), internal, user);
+  }
+  memory user, internal;
+  dnnl::reorder reorder;
+  bool needs_reorder = false;
+  size_t bytes = 0;
+
+ private:
+  MemoryTracker* tracker_ = nullptr;
+  bool to_plain_ = false;
+};
+
+/// Weights reordered once at create time when constant, else at every call.
+class Weights {
+ public:
+  void init(const memory::desc& plain_md, const memory::desc& want, const Tensor* constant, MemoryTracker* tracker) {
+    staged_.init(plain_md, want, tracker, false);
+    constant_ = constant != nullptr;
+    if (constant_) staged_.bind_in(constant);
+    if (constant_) stream().wait();
+  }
+  memory& get(const Tensor* t) {
+    if (!constant_) staged_.bind_in(t);
+    return staged_.internal;
+  }
+  size_t bytes() const { return staged_.bytes; }
+
+ private:
+  Staged staged_;
+  bool constant_ = false;
+};
+
+// ---- Conv -----------------------------------------------------------------------------------
+
+class ConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(ConvParams p, conv_params(ctx));
+    return guarded(*ctx.node, [&]() -> Status {
+      const Shape& xs = ctx.inputs[0].shape;
+      const Shape& ys = ctx.outputs[0].shape;
+      Shape ws = ctx.inputs[1].shape;
+      if (p.group > 1) {
+        ws[0] /= p.group;
+        ws.insert(ws.begin(), p.group);
+      }
+      memory::dims strides(p.win.stride.begin(), p.win.stride.end());
+      memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.pad_end.begin(), p.win.pad_end.end());
+      for (auto d : p.win.dilation) dil.push_back(d - 1);
+      // Make padding_r consistent with the output size (floor division leaves slack).
+      for (size_t i = 0; i < p.win.rank(); ++i)
+        pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
+      has_bias_ = p.has_bias;
+      auto d = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                           any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
+                         : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                           any(xs), any(ws), any(ys), strides, dil, pl, pr);
+      dnnl::convolution_forward::primitive_desc pd(d, engine());
+      src_.init(plain(xs), pd.src_desc(), ctx.tracker, false);
+      dst_.init(plain(ys), pd.dst_desc(), ctx.tracker, true);
+      weights_.init(plain(ws), pd.weights_desc(), ctx.constant(1), ctx.tracker);
+      if (has_bias_) bias_.mem = memory(plain({p.oc}), engine(), DNNL_MEMORY_NONE);
+      prim_ = dnnl::convolution_forward(pd);
+      return Status::ok();
+    });
+  }
+  size_t workspace_bytes() const override { return src_.bytes + dst_.bytes + weights_.bytes(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind_in(src[0]);
+    dst_.bind_out(dst[0]);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.internal},
+                                         {DNNL_ARG_WEIGHTS, weights_.get(src[1])},
+                                         {DNNL_ARG_DST, dst_.internal}};
+    if (has_bias_) {
+      bias_.bind(src[2]);
+      args[DNNL_ARG_BIAS] = bias_.mem;
+    }
+    prim_.execute(stream(), args);
+    dst_.finish_out();
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Staged src_, dst_;
+  Weights weights_;
+  Bound bias_;
+  bool has_bias_ = false;
+  dnnl::convolution_forward prim_;
+};
+
+// ---- Pooling --------------------------------------------------------------------------------
+
+class PoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.has_output(1)) return Status::unsupported(ctx.node->label() + ": MaxPool Indices output (naive only)");
+    MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(ctx));
+    const bool is_max = ctx.node->op_type.find("Max") != std::string::npos;
+    return guarded(*ctx.node, [&]() -> Status {
+      memory::dims strides(p.win.stride.begin(), p.win.stride.end()), kernel(p.win.kernel.begin(), p.win.kernel.end());
+      memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.rank());
+      for (auto d : p.win.dilation) dil.push_back(d - 1);
+      bool extra_pad = false;
+      for (size_t i = 0; i < p.win.rank(); ++i) {
+        pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
+        extra_pad = extra_pad || pr[i] > p.win.pad_end[i];
+        if (pr[i] < 0) pr[i] = 0;
+      }
+      if (!is_max && p.count_include_pad && extra_pad)
+        return Status::unsupported(ctx.node->label() +
+                                   ": ceil_mode windows past the padding with count_include_pad (divisor differs)");
+      const algorithm alg = is_max ? algorithm::pooling_max
+                                   : (p.count_include_pad ? algorithm::pooling_avg_include_padding
+                                                          : algorithm::pooling_avg_exclude_padding);
+      const Shape& xs = ctx.inputs[0].shape;
+      const Shape& ys = ctx.outputs[0].shape;
+      dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, plain(xs), plain(ys), strides, kernel, dil,
+                                       pl, pr);
+      dnnl::pooling_v2_forward::primitive_desc pd(d, engine());
+      src_.mem = memory(plain(xs), engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(plain(ys), engine(), DNNL_MEMORY_NONE);
+      prim_ = dnnl::pooling_v2_forward(pd);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_, dst_;
+  dnnl::pooling_v2_forward prim_;
+};
+
+// ---- Gemm / MatMul via the matmul primitive ---------------------------------------------------
+
+/// dst = alpha * A x B (+ bias), A and B possibly transposed (via strides) and batched.
+class MatMulBase : public Kernel {
+ protected:
+  Status build(const KernelContext& ctx, const memory::desc& a, const memory::desc& b, const memory::desc* bias,
+               const memory::desc& y, float alpha, const Tensor* b_const) {
+    return guarded(*ctx.node, [&]() -> Status {
+      memory::desc b_want = b_const ? memory::desc(b.dims(), dt::f32, tag::any) : b;
+      auto d = bias ? dnnl::matmul::desc(a, b_want, *bias, y) : dnnl::matmul::desc(a, b_want, y);
+      dnnl::primitive_attr attr;
+      if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+      dnnl::matmul::primitive_desc pd(d, attr, engine());
+      a_.mem = memory(a, engine(), DNNL_MEMORY_NONE);
+      y_.mem = memory(y, engine(), DNNL_MEMORY_NONE);
+      if (bias) bias_.mem = memory(*bias, engine(), DNNL_MEMORY_NONE);
+      weights_.init(b, pd.weights_desc(), b_const, ctx.tracker);
+      prim_ = dnnl::matmul(pd);
+      return Status::ok();
+    });
+  }
+  void run(const Tensor* a, const Tensor* b, const void* bias, Tensor* y) {
+    a_.bind(a);
+    y_.bind(y);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_.mem}, {DNNL_ARG_WEIGHTS, weights_.get(b)}, {DNNL_ARG_DST, y_.mem}};
+    if (bias) {
+      bias_.mem.set_data_handle(const_cast<void*>(bias));
+      args[DNNL_ARG_BIAS] = bias_.mem;
+    }
+    prim_.execute(stream(), args);
+    stream().wait();
+  }
+  size_t workspace_bytes() const override { return weights_.bytes(); }
+
+ private:
+  Bound a_, y_, bias_;
+  Weights weights_;
+  dnnl::matmul prim_;
+};
+
+class GemmKernel final : public MatMulBase {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
+    const memory::desc a = p_.trans_a ? memory::desc({p_.m, p_.k}, dt::f32, {1, p_.m}) : plain({p_.m, p_.k});
+    const memory::desc b = p_.trans_b ? memory::desc({p_.k, p_.n}, dt::f32, {1, p_.k}) : plain({p_.k, p_.n});
+    const memory::desc y = plain({p_.m, p_.n});
+    memory::desc bias_md;
+    if (p_.has_c && p_.beta != 0.f) {
+      Shape c = ctx.inputs[2].shape;
+      while (c.size() < 2) c.insert(c.begin(), 1);
+      bias_md = plain(c);
+      c_elems_ = shape_numel(c);
+      // The bias is added after alpha scaling: pass beta * C directly.
+      if (p_.beta != 1.f) scaled_c_.resize(static_cast<size_t>(c_elems_));
+    }
+    return build(ctx, a, b, c_elems_ ? &bias_md : nullptr, y, p_.alpha, ctx.constant(1));
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const void* bias = nullptr;
+    if (c_elems_) {
+      bias = src[2]->data();
+      if (!scaled_c_.empty()) {
+        for (int64_t i = 0; i < c_elems_; ++i) scaled_c_[i] = p_.beta * src[2]->f32()[i];
+        bias = scaled_c_.data();
+      }
+    }
+    run(src[0], src[1], bias, dst[0]);
+    return Status::ok();
+  }
+
+ private:
+  GemmParams p_;
+  int64_t c_elems_ = 0;
+  std::vector<float> scaled_c_;
+};
+
+class MatMulKernel final : public MatMulBase {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto p = matmul_params(ctx.inputs[0].shape, ctx.inputs[1].shape);
+    if (!p.ok()) return p.status().with_context(ctx.node->label());
+    Shape a = p->a_batch, b = p->b_batch, y = p->batch;
+    a.insert(a.end(), {p->m, p->k});
+    b.insert(b.end(), {p->k, p->n});
+    y.insert(y.end(), {p->m, p->n});
+    if (a.size() > 12) return Status::unsupported(ctx.node->label() + ": rank above 12");
+    return build(ctx, plain(a), plain(b), nullptr, plain(y), 1.f, ctx.constant(1));
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    run(src[0], src[1], nullptr, dst[0]);
+    return Status::ok();
+  }
+};
+
+// ---- Element-wise, binary -------------------------------------------------------------------
+
+class EltwiseKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const std::string& op = ctx.node->op_type;
+    algorithm alg = algorithm::eltwise_relu;
+    float alpha = 0.f, beta = 0.f;
+    if (op == "LeakyRelu") alpha = ctx.node->attr_float("alpha", 0.01f);
+    else if (op == "Sigmoid") alg = algorithm::eltwise_logistic;
+    else if (op == "Tanh") alg = algorithm::eltwise_tanh;
+    else if (op == "Clip") {
+      if ((ctx.has_input(1) && !ctx.constant(1)) || (ctx.has_input(2) && !ctx.constant(2)))
+        return Status::unsupported(ctx.node->label() + ": Clip bounds computed at run time");
+      ClipParams c = clip_attr_params(ctx);
+      alg = algorithm::eltwise_clip_v2;
+      alpha = std::isinf(c.lo) ? -FLT_MAX : c.lo;
+      beta = std::isinf(c.hi) ? FLT_MAX : c.hi;
+    }
+    return guarded(*ctx.node, [&]() -> Status {
+      const memory::desc md = plain(ctx.inputs[0].shape);
+      dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
+      prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
+      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_, dst_;
+  dnnl::eltwise_forward prim_;
+};
+
+class BinaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.outputs[0].dtype != DType::kF32)
+      return Status::unsupported(ctx.node->label() + ": oneDNN backend computes float32 only");
+    const std::string& op = ctx.node->op_type;
+    const algorithm alg = op == "Add" ? algorithm::binary_add
+                          : op == "Sub" ? algorithm::binary_sub
+                          : op == "Mul" ? algorithm::binary_mul
+                                        : algorithm::binary_div;
+    const Shape& out = ctx.outputs[0].shape;
+    Shape a = ctx.inputs[0].shape, b = ctx.inputs[1].shape;
+    a.insert(a.begin(), out.size() - a.size(), 1);
+    b.insert(b.begin(), out.size() - b.size(), 1);
+    // oneDNN broadcasts src1 only; commutative ops may swap operands.
+    if (a != out) {
+      if (b == out && (op == "Add" || op == "Mul")) {
+        std::swap(a, b);
+        swapped_ = true;
+      } else {
+        return Status::unsupported(ctx.node->label() + ": oneDNN binary broadcasts only its second operand");
+      }
+    }
+    return guarded(*ctx.node, [&]() -> Status {
+      dnnl::binary::desc d(alg, plain(a), plain(b), plain(out));
+      prim_ = dnnl::binary(dnnl::binary::primitive_desc(d, engine()));
+      a_.mem = memory(plain(a), engine(), DNNL_MEMORY_NONE);
+      b_.mem = memory(plain(b), engine(), DNNL_MEMORY_NONE);
+      y_.mem = memory(plain(out), engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    a_.bind(src[swapped_ ? 1 : 0]);
+    b_.bind(src[swapped_ ? 0 : 1]);
+    y_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC_0, a_.mem}, {DNNL_ARG_SRC_1, b_.mem}, {DNNL_ARG_DST, y_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound a_, b_, y_;
+  bool swapped_ = false;
+  dnnl::binary prim_;
+};
+
+// ---- Softmax, BatchNorm, LRN ----------------------------------------------------------------
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(SoftmaxParams p, softmax_params(ctx));
+    const bool log = ctx.node->op_type == "LogSoftmax";
+    return guarded(*ctx.node, [&]() -> Status {
+      const memory::desc md = plain({p.outer, p.axis_dim, p.inner});
+      dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, log ? algorithm::softmax_log : algorithm::softmax_accurate,
+                                       md, md, 1);
+      prim_ = dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, engine()));
+      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_, dst_;
+  dnnl::softmax_v2_forward prim_;
+};
+
+class BatchNormKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    const Shape& x = ctx.inputs[0].shape;
+    c_ = x[1];
+    return guarded(*ctx.node, [&]() -> Status {
+      const memory::desc md = plain(x);
+      auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                   dnnl::normalization_flags::use_shift;
+      dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, md, ctx.node->attr_float("epsilon", 1e-5f),
+                                                flags);
+      prim_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(d, engine()));
+      const memory::desc cmd = plain({c_});
+      for (auto* b : {&src_, &dst_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      for (auto* b : {&scale_, &shift_, &mean_, &var_}) b->mem = memory(cmd, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    scale_.bind(src[1]);
+    shift_.bind(src[2]);
+    mean_.bind(src[3]);
+    var_.bind(src[4]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem},
+                             {DNNL_ARG_SCALE, scale_.mem},
+                             {DNNL_ARG_SHIFT, shift_.mem},
+                             {DNNL_ARG_MEAN, mean_.mem},
+                             {DNNL_ARG_VARIANCE, var_.mem},
+                             {DNNL_ARG_DST, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  int64_t c_ = 0;
+  Bound src_, dst_, scale_, shift_, mean_, var_;
+  dnnl::batch_normalization_forward prim_;
+};
+
+class LrnKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(LrnParams p, lrn_params(ctx));
+    if (p.size % 2 == 0)
+      return Status::unsupported(ctx.node->label() + ": even LRN size (oneDNN's window is symmetric, ONNX's is not)");
+    return guarded(*ctx.node, [&]() -> Status {
+      const memory::desc md = plain(ctx.inputs[0].shape);
+      dnnl::lrn_forward::desc d(prop_kind::forward_inference, algorithm::lrn_across_channels, md, p.size, p.alpha,
+                                p.beta, p.bias);
+      prim_ = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(d, engine()));
+      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_, dst_;
+  dnnl::lrn_forward prim_;
+};
+
+// ---- Data movement: concat, transpose (reorder), constant pad (reorder into a sub-memory) ----
+
+class ConcatKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.outputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float concat");
+    const int64_t r = static_cast<int64_t>(ctx.outputs[0].shape.size());
+    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", 0), r, *ctx.node));
+    return guarded(*ctx.node, [&]() -> Status {
+      std::vector<memory::desc> mds;
+      for (const auto& in : ctx.inputs) {
+        if (in.numel() == 0) return Status::unsupported(ctx.node->label() + ": empty input");
+        mds.push_back(plain(in.shape));
+      }
+      dnnl::concat::primitive_desc pd(plain(ctx.outputs[0].shape), static_cast<int>(axis), mds, engine());
+      prim_ = dnnl::concat(pd);
+      for (auto& md : mds) srcs_.push_back({memory(md, engine(), DNNL_MEMORY_NONE)});
+      dst_.mem = memory(plain(ctx.outputs[0].shape), engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    std::unordered_map<int, memory> args;
+    for (size_t i = 0; i < srcs_.size(); ++i) {
+      srcs_[i].bind(src[i]);
+      args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = srcs_[i].mem;
+    }
+    dst_.bind(dst[0]);
+    args[DNNL_ARG_DST] = dst_.mem;
+    prim_.execute(stream(), args);
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  std::vector<Bound> srcs_;
+  Bound dst_;
+  dnnl::concat prim_;
+};
+
+class ReorderKernel : public Kernel {
+ public:
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (fill_) {
+      float* y = dst[0]->f32();
+      std::fill(y, y + dst[0]->numel(), value_);
+    }
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_FROM, src_.mem}, {DNNL_ARG_TO, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ protected:
+  Bound src_, dst_;
+  dnnl::reorder prim_;
+  bool fill_ = false;
+  float value_ = 0.f;
+};
+
+/// Transpose as a reorder from the input viewed with permuted strides.
+class TransposeKernel final : public ReorderKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.inputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float transpose");
+    MOSAIC_ASSIGN_OR_RETURN(auto perm, transpose_perm(ctx));
+    if (perm.empty()) return Status::unsupported(ctx.node->label() + ": rank-0 transpose");
+    return guarded(*ctx.node, [&]() -> Status {
+      const auto in_strides = row_major_strides(ctx.inputs[0].shape);
+      memory::dims strides;
+      for (auto p : perm) strides.push_back(in_strides[p]);
+      const memory::desc from(to_dims(ctx.outputs[0].shape), dt::f32, strides), to = plain(ctx.outputs[0].shape);
+      prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+      src_.mem = memory(from, engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(to, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+};
+
+/// Constant Pad: fill the output, then reorder the input into the interior sub-memory.
+class PadKernel final : public ReorderKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
+    if (p.mode != "constant") return Status::unsupported(ctx.node->label() + ": oneDNN has no " + p.mode + " padding");
+    if (ctx.inputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float pad");
+    const size_t r = ctx.inputs[0].shape.size();
+    for (auto v : p.pads)
+      if (v < 0) return Status::unsupported(ctx.node->label() + ": negative pads (cropping)");
+    if (ctx.inputs[0].numel() == 0 || r == 0) return Status::unsupported(ctx.node->label() + ": empty input");
+    fill_ = true;
+    value_ = p.value;
+    return guarded(*ctx.node, [&]() -> Status {
+      const memory::desc out = plain(ctx.outputs[0].shape);
+      memory::dims offsets(p.pads.begin(), p.pads.begin() + static_cast<long>(r));
+      const memory::desc interior = out.submemory_desc(to_dims(ctx.inputs[0].shape), offsets);
+      const memory::desc in = plain(ctx.inputs[0].shape);
+      prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in, engine(), interior));
+      src_.mem = memory(in, engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(interior, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+};
+
+}  // namespace
+
+void register_onednn_kernels(KernelRegistry& registry) {
+  const std::string b = "onednn";
+  registry.add(b, "Conv", make_factory<ConvKernel>());
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    registry.add(b, op, make_factory<PoolKernel>());
+  registry.add(b, "Gemm", make_factory<GemmKernel>());
+  registry.add(b, "MatMul", make_factory<MatMulKernel>());
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) registry.add(b, op, make_factory<BinaryKernel>());
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) registry.add(b, op, make_factory<EltwiseKernel>());
+  registry.add(b, "Softmax", make_factory<SoftmaxKernel>());
+  registry.add(b, "LogSoftmax", make_factory<SoftmaxKernel>());
+  registry.add(b, "BatchNormalization", make_factory<BatchNormKernel>());
+  registry.add(b, "LRN", make_factory<LrnKernel>());
+  registry.add(b, "Concat", make_factory<ConcatKernel>());
+  registry.add(b, "Transpose", make_factory<TransposeKernel>());
+  registry.add(b, "Pad", make_factory<PadKernel>());
+  register_view_kernels(registry, b);
+}
+
+}  // namespace mosaic

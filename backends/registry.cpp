@@ -1,0 +1,30 @@
+#include "backends/registry.hpp"
+
+#include <omp.h>
+
+#include "backends/im2col/im2col.hpp"
+#include "backends/naive/naive.hpp"
+#include "backends/onednn/onednn.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace mosaic {
+
+const KernelRegistry& builtin_registry() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    register_naive_kernels(r);
+    register_im2col_kernels(r);
+    register_onednn_kernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+void set_num_threads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,40 @@
+#include "core/kernel.hpp"
+
+#include <algorithm>
+
+namespace mosaic {
+
+void KernelRegistry::add(const std::string& backend, const std::string& op_type, KernelFactory factory) {
+  if (!table_.count(backend)) order_.push_back(backend);
+  table_[backend][op_type] = std::move(factory);
+}
+
+bool KernelRegistry::has_backend(const std::string& backend) const { return table_.count(backend) != 0; }
+
+bool KernelRegistry::has_kernel(const std::string& backend, const std::string& op_type) const {
+  auto it = table_.find(backend);
+  return it != table_.end() && it->second.count(op_type) != 0;
+}
+
+std::vector<std::string> KernelRegistry::backends() const { return order_; }
+
+std::vector<std::string> KernelRegistry::ops(const std::string& backend) const {
+  std::vector<std::string> out;
+  auto it = table_.find(backend);
+  if (it != table_.end())
+    for (const auto& [op, f] : it->second) out.push_back(op);
+  return out;
+}
+
+Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& backend, const KernelContext& ctx) const {
+  auto it = table_.find(backend);
+  if (it == table_.end()) return Status::not_found("unknown backend '" + backend + "'");
+  auto k = it->second.find(ctx.node->op_type);
+  if (k == it->second.end())
+    return Status::unsupported("backend '" + backend + "' has no kernel for " + ctx.node->op_type);
+  auto made = k->second(ctx);
+  if (!made.ok()) return made.status().with_context(backend);
+  return made;
+}
+
+}  // namespace mosaic

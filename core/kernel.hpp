@@ -1,0 +1,76 @@
+// Kernel interface and the explicit per-backend kernel registry.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/status.hpp"
+#include "core/tensor.hpp"
+
+namespace mosaic {
+
+/// Everything a kernel may look at when it is created (the "create" stage):
+/// the node, static input/output descriptors, and the values of constant inputs
+/// (weights), so kernels can prepack them once.
+struct KernelContext {
+  const Node* node = nullptr;
+  int64_t opset = 13;
+  std::vector<TensorDesc> inputs;          ///< empty shape + missing flag for omitted inputs
+  std::vector<bool> input_present;
+  std::vector<TensorDesc> outputs;
+  std::vector<bool> output_present;
+  std::vector<const Tensor*> constants;    ///< non-null where input i is an initializer
+  MemoryTracker* tracker = nullptr;        ///< report workspace/prepacked allocations here
+
+  bool has_input(size_t i) const { return i < input_present.size() && input_present[i]; }
+  bool has_output(size_t i) const { return i < output_present.size() && output_present[i]; }
+  const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
+};
+
+/// A compiled node on one backend. Created once per plan; forward is the hot path.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Computes outputs from inputs. Omitted optional inputs/outputs are nullptr.
+  virtual Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) = 0;
+  /// Bytes of scratch and prepacked data this kernel holds (reported as workspace).
+  virtual size_t workspace_bytes() const { return 0; }
+  /// If true, output 0 is a view of input 0 (same bytes, new shape); forward is not called.
+  virtual bool aliases_input() const { return false; }
+};
+
+using KernelFactory = std::function<Expected<std::unique_ptr<Kernel>>(const KernelContext&)>;
+
+/// Maps (backend, op type) to a kernel factory. Each backend fills it through an
+/// explicit `register_<backend>_kernels(KernelRegistry&)` call; nothing self-registers.
+class KernelRegistry {
+ public:
+  void add(const std::string& backend, const std::string& op_type, KernelFactory factory);
+  bool has_backend(const std::string& backend) const;
+  bool has_kernel(const std::string& backend, const std::string& op_type) const;
+  std::vector<std::string> backends() const;
+  std::vector<std::string> ops(const std::string& backend) const;
+  /// Creates the kernel, or returns kUnsupported with the reason.
+  Expected<std::unique_ptr<Kernel>> create(const std::string& backend, const KernelContext& ctx) const;
+
+ private:
+  std::map<std::string, std::map<std::string, KernelFactory>> table_;
+  std::vector<std::string> order_;
+};
+
+/// Helper for kernels that are a plain function of the context.
+template <class K>
+KernelFactory make_factory() {
+  return [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    auto k = std::make_unique<K>();
+    Status st = k->init(ctx);
+    if (!st.is_ok()) return st;
+    return std::unique_ptr<Kernel>(std::move(k));
+  };
+}
+
+}  // namespace mosaic

@@ -1,0 +1,274 @@
+#include "core/plan.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <sstream>
+
+#include "operators/schema.hpp"
+
+namespace mosaic {
+
+Expected<Placement> Placement::parse(const std::string& spec, const KernelRegistry& registry) {
+  Placement p;
+  bool default_set = false;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      return Status::invalid("assign spec '" + spec + "': item '" + item + "' is not KEY=BACKEND");
+    std::string key = item.substr(0, eq), backend = item.substr(eq + 1);
+    if (!registry.has_backend(backend))
+      return Status::invalid("assign spec '" + spec + "': unknown backend '" + backend + "'");
+    if (key == "*") {
+      p.default_backend = backend;
+      default_set = true;
+    } else if (key[0] == '@') {
+      p.by_name[key.substr(1)] = backend;
+    } else {
+      if (!find_schema(key)) return Status::invalid("assign spec '" + spec + "': unknown op type '" + key + "'");
+      p.by_op[key] = backend;
+    }
+  }
+  if (!default_set && p.by_op.empty() && p.by_name.empty())
+    return Status::invalid("assign spec '" + spec + "' assigns nothing");
+  return p;
+}
+
+Placement Placement::all_on(const std::string& backend, std::vector<std::string> fallback) {
+  Placement p;
+  p.default_backend = backend;
+  p.fallback = std::move(fallback);
+  return p;
+}
+
+const std::string& Placement::backend_for(const Node& node) const {
+  auto n = by_name.find(node.name);
+  if (n != by_name.end()) return n->second;
+  auto o = by_op.find(node.op_type);
+  if (o != by_op.end()) return o->second;
+  return default_backend;
+}
+
+std::string Placement::str() const {
+  std::string s;
+  for (const auto& [k, v] : by_name) s += "@" + k + "=" + v + ",";
+  for (const auto& [k, v] : by_op) s += k + "=" + v + ",";
+  return s + "*=" + default_backend;
+}
+
+int64_t Plan::workspace_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : steps_) n += static_cast<int64_t>(s.kernel->workspace_bytes());
+  return n;
+}
+
+int Plan::fallback_count() const {
+  int n = 0;
+  for (const auto& s : steps_) n += s.fell_back();
+  return n;
+}
+
+Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
+                                            const KernelRegistry& registry) {
+  auto plan = std::make_unique<Plan>();
+  Plan& P = *plan;
+  P.graph_ = graph;
+  P.placement_ = placement;
+  const Graph& g = P.graph_;
+  std::map<std::string, int> index;
+  auto add_value = [&](const std::string& name) -> int {
+    auto it = index.find(name);
+    if (it != index.end()) return it->second;
+    PlanValue v;
+    v.name = name;
+    auto d = g.value_descs.find(name);
+    if (d != g.value_descs.end()) v.desc = d->second;
+    auto c = g.initializers.find(name);
+    if (c != g.initializers.end()) {
+      v.is_const = true;
+      v.tensor = c->second;
+      P.weight_bytes_ += static_cast<int64_t>(c->second.bytes());
+    }
+    P.values_.push_back(std::move(v));
+    return index[name] = static_cast<int>(P.values_.size()) - 1;
+  };
+  for (const auto& in : g.inputs) {
+    int v = add_value(in.name);
+    P.values_[v].is_input = true;
+    P.input_values_.push_back(v);
+  }
+
+  // Register every value first: contexts below hold pointers into values_.
+  for (const auto& node : g.nodes) {
+    for (const auto& in : node.inputs)
+      if (!in.empty()) add_value(in);
+    for (const auto& out : node.outputs)
+      if (!out.empty()) add_value(out);
+  }
+  for (const auto& out : g.outputs) add_value(out.name);
+
+  // Create stage: one kernel per node, on the requested backend or the first fallback that can.
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& node = g.nodes[ni];
+    PlanStep step;
+    step.node = static_cast<int>(ni);
+    KernelContext ctx;
+    ctx.node = &node;
+    ctx.opset = g.opset;
+    ctx.tracker = &P.tracker_;
+    for (const auto& in : node.inputs) {
+      int v = in.empty() ? -1 : add_value(in);
+      step.in.push_back(v);
+      ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+      ctx.input_present.push_back(v >= 0);
+      ctx.constants.push_back(v >= 0 && P.values_[v].is_const ? &P.values_[v].tensor : nullptr);
+    }
+    for (const auto& out : node.outputs) {
+      int v = out.empty() ? -1 : add_value(out);
+      step.out.push_back(v);
+      ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+      ctx.output_present.push_back(v >= 0);
+      if (v >= 0) step.out_bytes += P.values_[v].desc.bytes();
+    }
+    step.flops = node_flops(ctx);
+    step.requested = placement.backend_for(node);
+    std::vector<std::string> order{step.requested};
+    for (const auto& f : placement.fallback)
+      if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
+    std::string reasons;
+    for (const auto& backend : order) {
+      const int64_t t0 = now_ns();
+      auto k = registry.create(backend, ctx);
+      if (k.ok()) {
+        step.create_ns = now_ns() - t0;
+        step.kernel = std::move(k.value());
+        step.backend = backend;
+        break;
+      }
+      if (k.status().code() != StatusCode::kUnsupported && k.status().code() != StatusCode::kNotFound)
+        return k.status().with_context(g.source + ": " + node.label());
+      reasons += (reasons.empty() ? "" : "; ") + k.status().message();
+    }
+    if (!step.kernel)
+      return Status::unsupported(g.source + ": " + node.label() + ": no backend can run it (" + reasons + ")");
+    if (step.backend != step.requested) step.fallback_reason = reasons;
+    step.alias = step.kernel->aliases_input();
+    P.steps_.push_back(std::move(step));
+  }
+  for (const auto& out : g.outputs) P.output_values_.push_back(add_value(out.name));
+
+  // Memory planning: liveness per value, greedy best-fit reuse of storage buffers.
+  const int nsteps = static_cast<int>(P.steps_.size());
+  std::vector<int> last_use(P.values_.size(), -1);
+  for (int s = 0; s < nsteps; ++s)
+    for (int v : P.steps_[s].in)
+      if (v >= 0) last_use[v] = std::max(last_use[v], s);
+  for (int v : P.output_values_) last_use[v] = INT_MAX;
+  struct Storage {
+    size_t bytes = 0;
+    int last_use = -1;
+    bool busy = false;
+  };
+  std::vector<Storage> storage;
+  auto acquire = [&](size_t bytes, int until) {
+    int best = -1;
+    for (size_t i = 0; i < storage.size(); ++i) {
+      if (storage[i].busy) continue;
+      if (best < 0) { best = static_cast<int>(i); continue; }
+      const Storage& b = storage[best];
+      const Storage& c = storage[i];
+      const bool c_fits = c.bytes >= bytes, b_fits = b.bytes >= bytes;
+      if ((c_fits && (!b_fits || c.bytes < b.bytes)) || (!c_fits && !b_fits && c.bytes > b.bytes)) best = static_cast<int>(i);
+    }
+    if (best < 0) {
+      storage.push_back({});
+      best = static_cast<int>(storage.size()) - 1;
+    }
+    storage[best].bytes = std::max(storage[best].bytes, bytes);
+    storage[best].busy = true;
+    storage[best].last_use = until;
+    return best;
+  };
+  for (int v : P.input_values_) P.values_[v].storage = acquire(P.values_[v].desc.bytes(), std::max(last_use[v], 0));
+  for (int s = 0; s < nsteps; ++s) {
+    PlanStep& st = P.steps_[s];
+    for (size_t o = 0; o < st.out.size(); ++o) {
+      int v = st.out[o];
+      if (v < 0) continue;
+      if (o == 0 && st.alias && st.in[0] >= 0) {
+        int src = st.in[0];
+        P.values_[v].storage = P.values_[src].storage;
+        if (P.values_[v].storage >= 0)
+          storage[P.values_[v].storage].last_use = std::max(storage[P.values_[v].storage].last_use, last_use[v]);
+        continue;
+      }
+      P.values_[v].storage = acquire(P.values_[v].desc.bytes(), std::max(last_use[v], s));
+    }
+    for (auto& sto : storage)
+      if (sto.busy && sto.last_use <= s) sto.busy = false;
+  }
+  for (const auto& sto : storage) {
+    P.storage_.push_back(std::make_shared<Buffer>(sto.bytes, &P.tracker_));
+    P.activation_bytes_ += static_cast<int64_t>(sto.bytes);
+  }
+  // Bind tensors (views for aliases) and the per-step pointer lists.
+  for (int v : P.input_values_)
+    P.values_[v].tensor = Tensor::on_buffer(P.values_[v].desc, P.storage_[P.values_[v].storage]);
+  for (int s = 0; s < nsteps; ++s) {
+    PlanStep& st = P.steps_[s];
+    for (size_t o = 0; o < st.out.size(); ++o) {
+      int v = st.out[o];
+      if (v < 0) continue;
+      PlanValue& pv = P.values_[v];
+      if (o == 0 && st.alias) pv.tensor = P.values_[st.in[0]].tensor.reshaped(pv.desc.shape);
+      else pv.tensor = Tensor::on_buffer(pv.desc, P.storage_[pv.storage]);
+    }
+  }
+  for (auto& st : P.steps_) {
+    for (int v : st.in) st.src.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
+    for (int v : st.out) st.dst.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
+  }
+  return plan;
+}
+
+Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs, ExecObserver* observer,
+                 int64_t iteration) {
+  if (inputs.size() != input_values_.size())
+    return Status::invalid("expected " + std::to_string(input_values_.size()) + " inputs, got " +
+                           std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    PlanValue& v = values_[input_values_[i]];
+    if (inputs[i].desc() != v.desc)
+      return Status::invalid("input '" + v.name + "' expects " + v.desc.str() + ", got " + inputs[i].desc().str());
+    if (v.desc.bytes()) std::memcpy(v.tensor.data(), inputs[i].data(), v.desc.bytes());
+  }
+  const int64_t run_begin = observer ? now_ns() : 0;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    PlanStep& st = steps_[s];
+    if (st.alias) continue;
+    if (observer) {
+      NodeEvent ev;
+      ev.step = static_cast<int>(s);
+      ev.iteration = iteration;
+      ev.begin_ns = now_ns();
+      Status status = st.kernel->forward(st.src, st.dst);
+      ev.end_ns = now_ns();
+      if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " on " + st.backend);
+      observer->on_node(ev);
+    } else {
+      Status status = st.kernel->forward(st.src, st.dst);
+      if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " on " + st.backend);
+    }
+  }
+  if (observer) observer->on_run({iteration, run_begin, now_ns()});
+  if (outputs) {
+    outputs->clear();
+    for (int v : output_values_) outputs->push_back(values_[v].tensor.clone());
+  }
+  return Status::ok();
+}
+
+}  // namespace mosaic

@@ -1,0 +1,145 @@
+#include "core/prepare.hpp"
+
+#include "core/events.hpp"
+
+#include <chrono>
+#include <set>
+
+#include "operators/schema.hpp"
+
+namespace mosaic {
+
+const char* stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::kCreate: return "create";
+    case Stage::kForward: return "forward";
+    case Stage::kBackward: return "backward";
+    case Stage::kConversion: return "conversion";
+  }
+  return "?";
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
+  for (auto& in : g.inputs) {
+    if (!in.has_shape) return Status::invalid(g.source + ": input '" + in.name + "' has no shape information");
+    Shape s = in.dims;
+    for (size_t d = 0; d < s.size(); ++d) {
+      const bool symbolic = s[d] < 0;
+      if (d == 0 && opt.batch > 0) {
+        if (!symbolic && s[0] != opt.batch)
+          report.notes.push_back("input '" + in.name + "': fixed batch " + std::to_string(s[0]) + " overridden to " +
+                                 std::to_string(opt.batch));
+        s[0] = opt.batch;
+      } else if (symbolic) {
+        if (d != 0)
+          return Status::invalid(g.source + ": input '" + in.name + "' dimension " + std::to_string(d) +
+                                 " is symbolic ('" + (d < in.dim_params.size() ? in.dim_params[d] : "?") +
+                                 "'); only the batch dimension can be bound");
+        s[0] = 1;
+      }
+    }
+    g.value_descs[in.name] = {in.dtype, s};
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, const PrepareOptions& opt) {
+  PrepareReport report;
+  g.value_descs.clear();
+  MOSAIC_RETURN_IF_ERROR(bind_inputs(g, opt, report));
+  for (const auto& [name, t] : g.initializers) g.value_descs[name] = t.desc();
+
+  std::vector<Node> kept;
+  for (const Node& node : g.nodes) {
+    KernelContext ctx;
+    ctx.node = &node;
+    ctx.opset = g.opset;
+    bool all_const = true;
+    for (const auto& in : node.inputs) {
+      if (in.empty()) {
+        ctx.inputs.push_back({});
+        ctx.input_present.push_back(false);
+        ctx.constants.push_back(nullptr);
+        continue;
+      }
+      auto it = g.value_descs.find(in);
+      if (it == g.value_descs.end())
+        return Status::invalid(g.source + ": " + node.label() + " uses value '" + in +
+                               "' that no earlier node, input or initializer defines");
+      ctx.inputs.push_back(it->second);
+      ctx.input_present.push_back(true);
+      auto c = g.initializers.find(in);
+      ctx.constants.push_back(c == g.initializers.end() ? nullptr : &c->second);
+      all_const = all_const && c != g.initializers.end();
+    }
+    auto outs = infer_node(ctx);
+    if (!outs.ok()) return outs.status().with_context(g.source);
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      ctx.outputs.push_back(outs.value()[i]);
+      ctx.output_present.push_back(node.has_output(i));
+    }
+    const bool foldable = all_const || node.op_type == "Shape";
+    if (foldable) {
+      auto kernel = registry.create(opt.fold_backend, ctx);
+      if (!kernel.ok()) return kernel.status().with_context(g.source + ": constant folding");
+      std::vector<const Tensor*> src;
+      for (size_t i = 0; i < node.inputs.size(); ++i) src.push_back(ctx.constants[i]);
+      std::vector<Tensor> results;
+      std::vector<Tensor*> dst;
+      for (size_t i = 0; i < node.outputs.size(); ++i) results.push_back(Tensor::empty(ctx.outputs[i]));
+      for (auto& r : results) dst.push_back(&r);
+      if (kernel.value()->aliases_input()) {
+        results[0] = ctx.constants[0]->clone().reshaped(ctx.outputs[0].shape);
+      } else {
+        for (size_t i = 0; i < node.outputs.size(); ++i)
+          if (!node.has_output(i)) dst[i] = nullptr;
+        Status st = kernel.value()->forward(src, dst);
+        if (!st.is_ok()) return st.with_context(g.source + ": constant folding");
+      }
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (!node.has_output(i)) continue;
+        g.initializers[node.outputs[i]] = results[i];
+        g.value_descs[node.outputs[i]] = results[i].desc();
+      }
+      ++report.folded_nodes;
+      continue;
+    }
+    const OpSchema* schema = find_schema(node.op_type);
+    if (schema && schema->folding_only)
+      return Status::unsupported(g.source + ": " + node.label() + " computes on run-time data; " + node.op_type +
+                                 " is only supported on constants (folded at load)");
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.has_output(i)) g.value_descs[node.outputs[i]] = ctx.outputs[i];
+    kept.push_back(node);
+  }
+  g.nodes = std::move(kept);
+
+  for (const auto& out : g.outputs)
+    if (!g.value_descs.count(out.name))
+      return Status::invalid(g.source + ": graph output '" + out.name + "' is never computed");
+
+  // Drop initializers nothing uses any more (folded shape constants, unused weights).
+  std::set<std::string> used;
+  for (const auto& n : g.nodes) used.insert(n.inputs.begin(), n.inputs.end());
+  for (const auto& o : g.outputs) used.insert(o.name);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();) {
+    if (!used.count(it->first)) {
+      it = g.initializers.erase(it);
+      ++report.removed_initializers;
+    } else {
+      ++it;
+    }
+  }
+  return report;
+}
+
+}  // namespace mosaic

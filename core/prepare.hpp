@@ -1,0 +1,27 @@
+// Turns a freshly loaded graph into a static one: binds the batch dimension, checks
+// topology, infers every value's shape, and folds constant subgraphs (PyTorch's
+// exporter emits Shape/Gather/Concat/... chains, e.g. for nn.ZeroPad2d).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+struct PrepareOptions {
+  int64_t batch = 0;          ///< 0: keep fixed batch dims, bind symbolic ones to 1
+  std::string fold_backend = "naive";
+};
+
+struct PrepareReport {
+  int folded_nodes = 0;
+  int removed_initializers = 0;
+  std::vector<std::string> notes;
+};
+
+Expected<PrepareReport> prepare_graph(Graph& graph, const KernelRegistry& registry, const PrepareOptions& options);
+
+}  // namespace mosaic

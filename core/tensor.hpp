@@ -1,0 +1,108 @@
+// Tensor = descriptor (dtype, shape) + a reference-counted buffer from a tracked allocator.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mosaic {
+
+/// Element types. float32 is the compute type; int64 carries shapes and indices;
+/// bool is only produced by ops such as Dropout's mask.
+enum class DType : uint8_t { kF32, kI64, kBool };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+using Shape = std::vector<int64_t>;
+
+/// Product of the dimensions (1 for a scalar).
+int64_t shape_numel(const Shape& shape);
+/// "[64,3,32,32]".
+std::string shape_str(const Shape& shape);
+
+struct TensorDesc {
+  DType dtype = DType::kF32;
+  Shape shape;
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool operator==(const TensorDesc& o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator!=(const TensorDesc& o) const { return !(*this == o); }
+  std::string str() const;
+};
+
+/// Counts live bytes and the high-water mark of everything allocated through it.
+class MemoryTracker {
+ public:
+  void on_alloc(size_t bytes);
+  void on_free(size_t bytes);
+  int64_t current() const { return current_.load(); }
+  int64_t peak() const { return peak_.load(); }
+  void reset_peak() { peak_.store(current_.load()); }
+
+ private:
+  std::atomic<int64_t> current_{0};
+  std::atomic<int64_t> peak_{0};
+};
+
+/// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker.
+class Buffer {
+ public:
+  Buffer(size_t bytes, MemoryTracker* tracker);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryTracker* tracker_ = nullptr;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Allocates a zero-filled tensor.
+  static Tensor empty(const TensorDesc& desc, MemoryTracker* tracker = nullptr);
+  /// Wraps an existing buffer (which must be large enough).
+  static Tensor on_buffer(const TensorDesc& desc, std::shared_ptr<Buffer> buffer);
+  static Tensor scalar_i64(int64_t v);
+  static Tensor from_f32(const Shape& shape, const std::vector<float>& values);
+  static Tensor from_i64(const Shape& shape, const std::vector<int64_t>& values);
+
+  bool defined() const { return buffer_ != nullptr; }
+  const TensorDesc& desc() const { return desc_; }
+  const Shape& shape() const { return desc_.shape; }
+  DType dtype() const { return desc_.dtype; }
+  int64_t numel() const { return desc_.numel(); }
+  size_t bytes() const { return desc_.bytes(); }
+  int64_t dim(size_t i) const { return desc_.shape[i]; }
+  size_t rank() const { return desc_.shape.size(); }
+
+  void* data() const { return buffer_ ? buffer_->data() : nullptr; }
+  float* f32() const { return static_cast<float*>(data()); }
+  int64_t* i64() const { return static_cast<int64_t*>(data()); }
+  uint8_t* u8() const { return static_cast<uint8_t*>(data()); }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+
+  /// Same buffer, another shape of the same element count.
+  Tensor reshaped(const Shape& shape) const;
+  /// Deep copy (untracked unless a tracker is given).
+  Tensor clone(MemoryTracker* tracker = nullptr) const;
+  /// Reads element i as double whatever the dtype (for checks and printing).
+  double get(int64_t i) const;
+  /// Values as int64 (from i64 or f32 tensors); used for shape inputs.
+  std::vector<int64_t> to_i64_vector() const;
+
+ private:
+  TensorDesc desc_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+}  // namespace mosaic

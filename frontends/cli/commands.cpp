@@ -1,0 +1,405 @@
+#include "frontends/cli/commands.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "backends/registry.hpp"
+#include "core/prepare.hpp"
+#include "examples/zoo.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/compare.hpp"
+#include "metrics/report.hpp"
+#include "operators/schema.hpp"
+
+namespace mosaic::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+int fail(const Status& st) {
+  std::cerr << "mosaic: error: " << st.message() << "\n";
+  return 2;
+}
+
+/// A model path, or `zoo:NAME` for a built-in model.
+Expected<Graph> load_model(const std::string& spec) {
+  if (spec.rfind("zoo:", 0) == 0) {
+    auto g = build_zoo_model(spec.substr(4));
+    if (g.ok()) g->source = spec;
+    return g;
+  }
+  return load_onnx(spec);
+}
+
+/// Lists the backends that lack a kernel for the op, for unsupported-op messages.
+Status explain_unsupported(const Status& st, const Graph& g) {
+  if (st.code() != StatusCode::kUnsupported) return st;
+  for (const auto& n : g.nodes)
+    if (st.message().find(n.label()) != std::string::npos) {
+      std::string lacking;
+      for (const auto& b : builtin_registry().backends())
+        if (!builtin_registry().has_kernel(b, n.op_type)) lacking += (lacking.empty() ? "" : ", ") + b;
+      if (!lacking.empty()) return Status(st.code(), st.message() + " (backends without a kernel for it: " + lacking + ")");
+      break;
+    }
+  return st;
+}
+
+Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report) {
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
+  PrepareOptions po;
+  po.batch = c.batch;
+  Graph original = g;
+  auto r = prepare_graph(g, builtin_registry(), po);
+  if (!r.ok()) return explain_unsupported(r.status(), original);
+  if (report) *report = r.value();
+  return g;
+}
+
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(0.f, 1.f);
+  std::vector<Tensor> inputs;
+  for (const auto& in : g.inputs) {
+    Tensor t = Tensor::empty(g.value_descs.at(in.name));
+    if (t.dtype() == DType::kF32)
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+}  // namespace
+
+// ---- info ---------------------------------------------------------------------------------
+
+int run_info(const InfoOptions& o) {
+  set_num_threads(o.common.threads);
+  PrepareReport pr;
+  auto g = load_prepared(o.model, o.common, &pr);
+  if (!g.ok()) return fail(g.status());
+  auto plan = Plan::build(g.value(), Placement::all_on("naive", {}), builtin_registry());
+  if (!plan.ok()) return fail(plan.status());
+  const Plan& p = *plan.value();
+  std::cout << "model:   " << o.model << " (graph '" << g->name << "', opset " << g->opset << ")\n";
+  for (const auto& in : g->inputs) std::cout << "input:   " << in.name << " " << g->value_descs.at(in.name).str() << "\n";
+  for (const auto& out : g->outputs)
+    std::cout << "output:  " << out.name << " " << g->value_descs.at(out.name).str() << "\n";
+  for (const auto& n : pr.notes) std::cout << "note:    " << n << "\n";
+  std::map<std::string, int> ops;
+  double flops = 0;
+  for (const auto& s : p.steps()) {
+    ops[p.node(s).op_type]++;
+    flops += s.flops;
+  }
+  std::cout << "params:  " << with_commas(g->parameter_count()) << " (" << format_bytes(static_cast<double>(p.weight_bytes()))
+            << ")\n";
+  std::cout << "nodes:   " << p.steps().size() << " (" << pr.folded_nodes << " constant nodes folded at load):";
+  for (const auto& [op, n] : ops) std::cout << " " << op << " " << n;
+  const int64_t batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
+  std::cout << "\nFLOPs:   " << flops / 1e9 << " GFLOP forward per batch of " << batch << " (" << flops / 2e6 / batch
+            << " M multiply-adds per image)\n";
+  std::cout << "memory:  weights " << format_bytes(static_cast<double>(p.weight_bytes())) << ", activations "
+            << format_bytes(static_cast<double>(p.activation_bytes())) << " (planned with buffer reuse)\n";
+  if (!o.nodes) return 0;
+  const auto& reg = builtin_registry();
+  char line[256];
+  std::snprintf(line, sizeof line, "\n%-20s %-18s %-20s %12s %10s  %s\n", "node", "op", "output", "params", "MFLOP",
+                "backends");
+  std::cout << line;
+  for (const auto& s : p.steps()) {
+    const Node& n = p.node(s);
+    int64_t params = 0;
+    for (size_t i = 0; i < s.in.size(); ++i)
+      if (s.in[i] >= 0 && p.values()[s.in[i]].is_const && p.values()[s.in[i]].desc.dtype == DType::kF32)
+        params += p.values()[s.in[i]].desc.numel();
+    // Which backends can actually create a kernel for this node.
+    KernelContext ctx;
+    ctx.node = &n;
+    ctx.opset = g->opset;
+    for (int v : s.in) {
+      ctx.inputs.push_back(v < 0 ? TensorDesc{} : p.values()[v].desc);
+      ctx.input_present.push_back(v >= 0);
+      ctx.constants.push_back(v >= 0 && p.values()[v].is_const ? &p.values()[v].tensor : nullptr);
+    }
+    for (int v : s.out) {
+      ctx.outputs.push_back(v < 0 ? TensorDesc{} : p.values()[v].desc);
+      ctx.output_present.push_back(v >= 0);
+    }
+    std::string backends;
+    for (const auto& b : reg.backends()) {
+      auto k = reg.create(b, ctx);
+      backends += (backends.empty() ? "" : ",") + (k.ok() ? b : "-");
+    }
+    std::snprintf(line, sizeof line, "%-20.20s %-18.18s %-20.20s %12s %10.2f  %s\n", n.name.c_str(), n.op_type.c_str(),
+                  shape_str(p.values()[s.out[0]].desc.shape).c_str(), with_commas(params).c_str(), s.flops / 1e6,
+                  backends.c_str());
+    std::cout << line;
+  }
+  return 0;
+}
+
+// ---- bench --------------------------------------------------------------------------------
+
+int run_bench(const BenchOptions& o) {
+  if (o.mode != "inference") {
+    if (o.mode == "training")
+      return fail(Status::unsupported("--mode training needs backward kernels, which Mosaic does not have yet; "
+                                      "use --mode inference"));
+    return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
+  }
+  const auto& reg = builtin_registry();
+  for (const auto& b : o.backends)
+    if (!reg.has_backend(b)) return fail(Status::invalid("unknown backend '" + b + "' (known: naive, im2col, onednn)"));
+  for (const auto& b : o.fallback)
+    if (b != "none" && !reg.has_backend(b)) return fail(Status::invalid("unknown fallback backend '" + b + "'"));
+  std::vector<std::string> fallback;
+  for (const auto& b : o.fallback)
+    if (b != "none") fallback.push_back(b);
+  std::vector<std::pair<std::string, Placement>> configs;
+  if (!o.assign.empty()) {
+    auto p = Placement::parse(o.assign, reg);
+    if (!p.ok()) return fail(p.status());
+    p->fallback = fallback;
+    configs.emplace_back("mixed", p.value());
+  } else {
+    for (const auto& b : o.backends) configs.emplace_back(b, Placement::all_on(b, fallback));
+  }
+  set_num_threads(o.common.threads);
+  PrepareReport pr;
+  auto g = load_prepared(o.model, o.common, &pr);
+  if (!g.ok()) return fail(g.status());
+  const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+
+  BenchReport report;
+  report.model = o.model;
+  report.batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
+  report.mode = o.mode;
+  report.threads = omp_get_max_threads();
+  report.config = o.config;
+  report.seed = o.common.seed;
+  report.notes = pr.notes;
+
+  // Build every plan before timing anything: bad placements fail fast, with no partial output.
+  std::vector<std::unique_ptr<Plan>> plans;
+  for (auto& [label, placement] : configs) {
+    auto plan = Plan::build(g.value(), placement, reg);
+    if (!plan.ok()) return fail(explain_unsupported(plan.status(), g.value()));
+    plans.push_back(std::move(plan.value()));
+  }
+  std::vector<Tensor> reference;
+  if (o.check) {
+    std::unique_ptr<Plan> naive_plan;
+    Plan* ref = nullptr;
+    for (size_t i = 0; i < configs.size(); ++i)
+      if (configs[i].first == "naive") ref = plans[i].get();
+    if (!ref) {
+      auto p = Plan::build(g.value(), Placement::all_on("naive", {}), reg);
+      if (!p.ok()) return fail(p.status());
+      naive_plan = std::move(p.value());
+      ref = naive_plan.get();
+    }
+    std::cerr << "computing the naive reference output...\n";
+    Status st = ref->run(inputs, &reference);
+    if (!st.is_ok()) return fail(st);
+  }
+  bool all_ok = true;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Plan& plan = *plans[i];
+    std::cerr << "benchmarking " << configs[i].first << "...\n";
+    ConfigReport check;
+    if (o.check) {
+      std::vector<Tensor> outs;
+      Status st = plan.run(inputs, &outs);
+      if (!st.is_ok()) return fail(st);
+      check.checked = true;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        Agreement a = compare_tensors(outs[k], reference[k], o.rtol, o.atol);
+        check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
+        check.max_rel_err = std::max(check.max_rel_err, a.max_rel);
+        if (!a.ok && check.check_ok) {
+          check.check_ok = false;
+          check.check_message = "output '" + g->outputs[k].name + "' " + a.message;
+        }
+      }
+      all_ok = all_ok && check.check_ok;
+    }
+    plan.tracker().reset_peak();
+    auto r = run_benchmark(plan, inputs, o.config);
+    if (!r.ok()) return fail(r.status());
+    ConfigReport c = make_config_report(configs[i].first, plan, r.value(), report.batch);
+    c.checked = check.checked;
+    c.check_ok = check.check_ok;
+    c.max_abs_err = check.max_abs_err;
+    c.max_rel_err = check.max_rel_err;
+    c.check_message = check.check_message;
+    c.peak_tracked_bytes = plan.tracker().peak();
+    report.configs.push_back(std::move(c));
+  }
+  fill_speedups(report, 0);
+  print_report(report, std::cout);
+  if (!o.json.empty()) {
+    Status st = write_json(report, o.json);
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!o.csv.empty()) {
+    Status st = write_csv(report, o.csv);
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!all_ok) std::cerr << "mosaic: outputs differ from the naive reference (see check lines above)\n";
+  return all_ok ? 0 : 1;
+}
+
+// ---- verify -------------------------------------------------------------------------------
+
+namespace {
+
+enum class Verdict { kPassed, kFailed, kUnsupported };
+
+struct CaseResult {
+  Verdict verdict = Verdict::kPassed;
+  std::string detail;
+};
+
+CaseResult classify(const Status& st) {
+  return {st.code() == StatusCode::kUnsupported ? Verdict::kUnsupported : Verdict::kFailed, st.message()};
+}
+
+std::vector<std::string> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && e.path().extension() == ".pb")
+      found.emplace_back(std::atoi(n.c_str() + prefix.size()), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+CaseResult run_case(const fs::path& dir, const std::string& backend, const VerifyOptions& o) {
+  auto g = load_onnx((dir / "model.onnx").string());
+  if (!g.ok()) return classify(g.status());
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return {Verdict::kFailed, "no test_data_set_* directory"};
+  CaseResult result;
+  double worst = 0;
+  for (const auto& set : sets) {
+    std::vector<Tensor> inputs, expected;
+    for (const auto& f : sorted_files(set, "input_")) {
+      auto t = load_tensor_pb(f);
+      if (!t.ok()) return classify(t.status());
+      inputs.push_back(t.value());
+    }
+    for (const auto& f : sorted_files(set, "output_")) {
+      auto t = load_tensor_pb(f);
+      if (!t.ok()) return classify(t.status());
+      expected.push_back(t.value());
+    }
+    Graph graph = g.value();
+    if (inputs.size() != graph.inputs.size())
+      return {Verdict::kFailed, "model has " + std::to_string(graph.inputs.size()) + " inputs, data set has " +
+                                    std::to_string(inputs.size())};
+    // The data set fixes the input shapes.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      graph.inputs[i].dims = inputs[i].shape();
+      graph.inputs[i].has_shape = true;
+      graph.inputs[i].dtype = inputs[i].dtype();
+    }
+    auto pr = prepare_graph(graph, builtin_registry(), PrepareOptions{});
+    if (!pr.ok()) return classify(pr.status());
+    auto plan = Plan::build(graph, Placement::all_on(backend, {}), builtin_registry());
+    if (!plan.ok()) return classify(plan.status());
+    std::vector<Tensor> outs;
+    Status st = plan.value()->run(inputs, &outs);
+    if (!st.is_ok()) return classify(st);
+    if (outs.size() != expected.size())
+      return {Verdict::kFailed, "produced " + std::to_string(outs.size()) + " outputs, expected " +
+                                    std::to_string(expected.size())};
+    for (size_t k = 0; k < outs.size(); ++k) {
+      Agreement a = compare_tensors(outs[k], expected[k], o.rtol, o.atol);
+      worst = std::max(worst, a.max_abs);
+      if (!a.ok)
+        return {Verdict::kFailed, set.filename().string() + " output " + std::to_string(k) + ": " + a.message};
+    }
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "max abs err %.3g", worst);
+  result.detail = buf;
+  return result;
+}
+
+}  // namespace
+
+int run_verify(const VerifyOptions& o) {
+  std::vector<std::string> backends;
+  if (o.backend == "all") backends = builtin_registry().backends();
+  else if (builtin_registry().has_backend(o.backend)) backends = {o.backend};
+  else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: naive, im2col, onednn, all)"));
+  std::regex filter;
+  try {
+    filter = std::regex(o.filter.empty() ? ".*" : o.filter);
+  } catch (const std::regex_error&) {
+    return fail(Status::invalid("--filter '" + o.filter + "' is not a valid regular expression"));
+  }
+  std::vector<fs::path> cases;
+  for (const auto& p : o.paths) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) return fail(Status::not_found(p + ": not a directory (expected a test case or suite)"));
+    if (fs::exists(fs::path(p) / "model.onnx")) {
+      cases.push_back(p);
+      continue;
+    }
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(p))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) found.push_back(e.path());
+    if (found.empty()) return fail(Status::not_found(p + ": contains no model.onnx nor test case directories"));
+    std::sort(found.begin(), found.end());
+    cases.insert(cases.end(), found.begin(), found.end());
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  for (const auto& c : cases) {
+    const std::string name = c.filename().string();
+    if (!std::regex_search(name, filter)) continue;
+    for (const auto& b : backends) {
+      CaseResult r = run_case(c, b, o);
+      const char* tag = r.verdict == Verdict::kPassed ? "PASSED" : r.verdict == Verdict::kFailed ? "FAILED" : "UNSUPPORTED";
+      (r.verdict == Verdict::kPassed ? passed : r.verdict == Verdict::kFailed ? failed : skipped)++;
+      if (!o.quiet || r.verdict == Verdict::kFailed)
+        std::cout << tag << " " << name << " [" << b << "] " << r.detail << "\n";
+    }
+  }
+  std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
+  return failed ? 1 : 0;
+}
+
+// ---- export -------------------------------------------------------------------------------
+
+int run_export(const ExportOptions& o) {
+  auto g = build_zoo_model(o.name, o.seed);
+  if (!g.ok()) return fail(g.status());
+  Status st = save_onnx(g.value(), o.output);
+  if (!st.is_ok()) return fail(st);
+  std::cout << "wrote " << o.output << ": " << zoo_description(o.name) << "\n";
+  return 0;
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,58 @@
+// The mosaic subcommands as functions (the CLI is a thin CLI11 layer over these).
+// Each returns the process exit code: 0 success, 1 a check failed (mismatch, failed
+// conformance case), 2 bad input or usage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "metrics/benchmark.hpp"
+
+namespace mosaic::cli {
+
+struct CommonOptions {
+  int64_t batch = 0;  ///< 0: model's own batch (symbolic -> 1)
+  int threads = 0;
+  uint64_t seed = 42;
+};
+
+struct InfoOptions {
+  CommonOptions common;
+  std::string model;
+  bool nodes = true;
+};
+
+struct BenchOptions {
+  CommonOptions common;
+  std::string model;
+  std::vector<std::string> backends{"naive", "im2col", "onednn"};
+  std::string assign;
+  std::vector<std::string> fallback{"naive"};
+  std::string mode = "inference";
+  BenchConfig config;
+  std::string json, csv;
+  bool check = true;
+  double rtol = 1e-3, atol = 1e-4;
+};
+
+struct VerifyOptions {
+  std::vector<std::string> paths;
+  std::string backend = "naive";
+  std::string filter;
+  double rtol = 1e-3, atol = 1e-5;
+  bool quiet = false;
+};
+
+struct ExportOptions {
+  std::string name;
+  std::string output;
+  uint64_t seed = 0;
+};
+
+int run_info(const InfoOptions& o);
+int run_bench(const BenchOptions& o);
+int run_verify(const VerifyOptions& o);
+int run_export(const ExportOptions& o);
+
+}  // namespace mosaic::cli

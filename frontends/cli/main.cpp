@@ -1,0 +1,116 @@
+// `mosaic`: the command-line front end. Parses arguments with CLI11 and dispatches to
+// the subcommands in commands.cpp. Exceptions stop here.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "examples/zoo.hpp"
+#include "frontends/cli/commands.hpp"
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mosaic::cli;
+  CLI::App app{"Mosaic: compare deep-learning backends node by node on one ONNX model"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mosaic 0.1.0");
+
+  auto add_common = [](CLI::App* cmd, CommonOptions& c) {
+    cmd->add_option("--batch", c.batch, "bind the batch dimension (default: the model's, symbolic = 1)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--seed", c.seed, "seed of the random input");
+  };
+
+  InfoOptions info;
+  auto* info_cmd = app.add_subcommand("info", "graph summary: nodes, shapes, parameters, FLOPs, memory");
+  info_cmd->add_option("model", info.model, "ONNX file, or zoo:NAME")->required();
+  add_common(info_cmd, info.common);
+  bool no_nodes = false;
+  info_cmd->add_flag("--no-nodes", no_nodes, "omit the per-node table");
+
+  BenchOptions bench;
+  std::string backends = "naive,im2col,onednn", fallback = "naive";
+  auto* bench_cmd = app.add_subcommand("bench", "time every node on each backend, checked against naive");
+  bench_cmd->add_option("model", bench.model, "ONNX file, or zoo:NAME")->required();
+  add_common(bench_cmd, bench.common);
+  bench_cmd->add_option("--backends", backends, "comma-separated backends to compare")->capture_default_str();
+  bench_cmd->add_option("--assign", bench.assign, "mixed placement, e.g. Conv=onednn,Gemm=im2col,@fc1=naive,*=naive");
+  bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
+      ->capture_default_str();
+  bench_cmd->add_option("--mode", bench.mode, "inference (training arrives with backward kernels)")->capture_default_str();
+  bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
+  bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--max-seconds", bench.config.max_seconds, "time budget per backend; iterations stop early past it")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--json", bench.json, "write the report as JSON");
+  bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
+  bool no_check = false;
+  bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
+  bench_cmd->add_option("--rtol", bench.rtol, "relative tolerance of the check")->capture_default_str();
+  bench_cmd->add_option("--atol", bench.atol, "absolute tolerance of the check")->capture_default_str();
+
+  VerifyOptions verify;
+  auto* verify_cmd = app.add_subcommand("verify", "run ONNX backend-test cases (model.onnx + test_data_set_*/)");
+  verify_cmd->add_option("paths", verify.paths, "case directories or suites of them")->required();
+  verify_cmd->add_option("--backend", verify.backend, "naive, im2col, onednn or all")->capture_default_str();
+  verify_cmd->add_option("--filter", verify.filter, "only cases whose name matches this regular expression");
+  verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
+  verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
+  verify_cmd->add_flag("--quiet", verify.quiet, "print only failures and the summary");
+
+  ExportOptions exp;
+  std::string names;
+  for (const auto& n : mosaic::zoo_names()) names += (names.empty() ? "" : ", ") + n;
+  auto* export_cmd = app.add_subcommand("export", "write a built-in model as ONNX (" + names + ")");
+  export_cmd->add_option("name", exp.name, "zoo model name")->required();
+  export_cmd->add_option("-o,--output", exp.output, "output .onnx file")->required();
+  export_cmd->add_option("--seed", exp.seed, "seed of the random weights")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (*info_cmd) {
+      info.nodes = !no_nodes;
+      return run_info(info);
+    }
+    if (*bench_cmd) {
+      bench.backends = split(backends);
+      bench.fallback = split(fallback);
+      bench.check = !no_check;
+      if (bench.backends.empty() && bench.assign.empty()) {
+        std::cerr << "mosaic: error: --backends is empty\n";
+        return 2;
+      }
+      return run_bench(bench);
+    }
+    if (*verify_cmd) return run_verify(verify);
+    if (*export_cmd) return run_export(exp);
+  } catch (const std::exception& e) {
+    std::cerr << "mosaic: error: " << e.what() << "\n";
+    return 2;
+  }
+  return 2;
+}

@@ -1,0 +1,307 @@
+#include "frontends/onnx/onnx_io.hpp"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mosaic {
+namespace {
+
+namespace fs = std::filesystem;
+
+Expected<std::string> read_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::not_found(path + ": no such file");
+  if (fs::is_directory(path, ec)) return Status::invalid(path + ": is a directory, expected a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::io_error(path + ": cannot open");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DType::kF32;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32: return DType::kI64;
+    case onnx::TensorProto::BOOL: return DType::kBool;
+    default:
+      return Status::unsupported(what + " has element type " +
+                                 onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t)) +
+                                 "; Mosaic supports float32, int64 (int32 is widened) and bool");
+  }
+}
+
+int32_t dtype_to_onnx(DType d) {
+  switch (d) {
+    case DType::kF32: return onnx::TensorProto::FLOAT;
+    case DType::kI64: return onnx::TensorProto::INT64;
+    case DType::kBool: return onnx::TensorProto::BOOL;
+  }
+  return 0;
+}
+
+/// Converts a TensorProto (inline or external data) to a Tensor.
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  MOSAIC_ASSIGN_OR_RETURN(DType dt, dtype_from_onnx(p.data_type(), what));
+  Shape shape(p.dims().begin(), p.dims().end());
+  for (auto d : shape)
+    if (d < 0) return Status::invalid(what + " has a negative dimension");
+  Tensor t = Tensor::empty({dt, shape});
+  const int64_t n = t.numel();
+  const bool is_int32 = p.data_type() == onnx::TensorProto::INT32;
+  std::string raw;
+  bool has_raw = false;
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : p.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    }
+    if (location.empty()) return Status::invalid(what + ": external data without a location");
+    const std::string file = (fs::path(base_dir) / location).string();
+    std::ifstream f(file, std::ios::binary);
+    if (!f) return Status::not_found(what + ": external data file " + file + " not found");
+    const int64_t want = length >= 0 ? length : n * static_cast<int64_t>(is_int32 ? 4 : dtype_size(dt));
+    raw.resize(static_cast<size_t>(want));
+    f.seekg(offset);
+    f.read(raw.data(), want);
+    if (f.gcount() != want)
+      return Status::io_error(what + ": external data file " + file + " is shorter than offset+length");
+    has_raw = true;
+  } else if (p.has_raw_data()) {
+    raw = p.raw_data();
+    has_raw = true;
+  }
+  const size_t src_esize = is_int32 ? 4 : dtype_size(dt);
+  if (has_raw) {
+    if (raw.size() != static_cast<size_t>(n) * src_esize)
+      return Status::invalid(what + ": raw data has " + std::to_string(raw.size()) + " bytes, expected " +
+                             std::to_string(static_cast<size_t>(n) * src_esize));
+    if (is_int32) {
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, raw.data() + i * 4, 4);
+        t.i64()[i] = v;
+      }
+    } else if (n) {
+      std::memcpy(t.data(), raw.data(), raw.size());
+    }
+    return t;
+  }
+  auto check = [&](int64_t have) -> Status {
+    if (have != n)
+      return Status::invalid(what + ": has " + std::to_string(have) + " values, shape needs " + std::to_string(n));
+    return Status::ok();
+  };
+  switch (p.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      MOSAIC_RETURN_IF_ERROR(check(p.float_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.f32()[i] = p.float_data(static_cast<int>(i));
+      break;
+    case onnx::TensorProto::INT64:
+      MOSAIC_RETURN_IF_ERROR(check(p.int64_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.i64()[i] = p.int64_data(static_cast<int>(i));
+      break;
+    default:  // INT32 and BOOL live in int32_data
+      MOSAIC_RETURN_IF_ERROR(check(p.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) {
+        if (dt == DType::kBool) t.u8()[i] = p.int32_data(static_cast<int>(i)) != 0;
+        else t.i64()[i] = p.int32_data(static_cast<int>(i));
+      }
+  }
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->set_name(name);
+  p->set_data_type(dtype_to_onnx(t.dtype()));
+  for (auto d : t.shape()) p->add_dims(d);
+  p->set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
+}
+
+Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& v, const std::string& file) {
+  ValueInfo info;
+  info.name = v.name();
+  if (!v.type().has_tensor_type())
+    return Status::unsupported(file + ": value '" + v.name() + "' is not a tensor");
+  const auto& tt = v.type().tensor_type();
+  MOSAIC_ASSIGN_OR_RETURN(info.dtype, dtype_from_onnx(tt.elem_type(), file + ": value '" + v.name() + "'"));
+  if (tt.has_shape()) {
+    info.has_shape = true;
+    for (const auto& d : tt.shape().dim()) {
+      info.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      info.dim_params.push_back(d.dim_param());
+    }
+  }
+  return info;
+}
+
+Expected<Attribute> attr_from_proto(const onnx::AttributeProto& a, const std::string& base_dir, const std::string& what) {
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: return Attribute::of_int(a.i());
+    case onnx::AttributeProto::FLOAT: return Attribute::of_float(a.f());
+    case onnx::AttributeProto::STRING: return Attribute::of_string(a.s());
+    case onnx::AttributeProto::INTS: return Attribute::of_ints({a.ints().begin(), a.ints().end()});
+    case onnx::AttributeProto::FLOATS: return Attribute::of_floats({a.floats().begin(), a.floats().end()});
+    case onnx::AttributeProto::STRINGS: {
+      Attribute r;
+      r.kind = Attribute::Kind::kStrings;
+      r.strings.assign(a.strings().begin(), a.strings().end());
+      return r;
+    }
+    case onnx::AttributeProto::TENSOR: {
+      MOSAIC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(a.t(), base_dir, what + " attribute '" + a.name() + "'"));
+      return Attribute::of_tensor(std::move(t));
+    }
+    default: {
+      Attribute r;
+      r.kind = Attribute::Kind::kOther;
+      return r;
+    }
+  }
+}
+
+}  // namespace
+
+Expected<Graph> load_onnx(const std::string& path) {
+  MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes))
+    return Status::invalid(path + ": not a valid ONNX model (protobuf parse failed; truncated or not ONNX?)");
+  if (!model.has_graph() || (model.graph().node_size() == 0 && model.graph().output_size() == 0))
+    return Status::invalid(path + ": not a valid ONNX model (no graph)");
+  Graph g;
+  g.source = path;
+  g.name = model.graph().name();
+  g.opset = 0;
+  for (const auto& op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
+  if (g.opset == 0) return Status::invalid(path + ": model imports no default-domain opset");
+  if (g.opset < 7 || g.opset > 17)
+    return Status::unsupported(path + ": opset " + std::to_string(g.opset) + " (supported: 7 to 17)");
+  const std::string base_dir = fs::path(path).parent_path().string();
+  const auto& gp = model.graph();
+  for (const auto& init : gp.initializer()) {
+    MOSAIC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, base_dir, path + ": initializer '" + init.name() + "'"));
+    g.initializers[init.name()] = std::move(t);
+  }
+  for (const auto& in : gp.input()) {
+    if (g.initializers.count(in.name())) continue;
+    MOSAIC_ASSIGN_OR_RETURN(ValueInfo info, value_info_from_proto(in, path));
+    g.inputs.push_back(std::move(info));
+  }
+  for (const auto& out : gp.output()) {
+    ValueInfo info;
+    info.name = out.name();
+    g.outputs.push_back(info);
+  }
+  int unnamed = 0;
+  for (const auto& np : gp.node()) {
+    Node n;
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(unnamed++) : np.name();
+    n.op_type = np.op_type();
+    n.domain = np.domain();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& a : np.attribute()) {
+      MOSAIC_ASSIGN_OR_RETURN(Attribute attr, attr_from_proto(a, base_dir, path + ": " + n.label()));
+      n.attrs[a.name()] = std::move(attr);
+    }
+    g.nodes.push_back(std::move(n));
+  }
+  return g;
+}
+
+Status save_onnx(const Graph& g, const std::string& path) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("mosaic");
+  auto* op = model.add_opset_import();
+  op->set_domain("");
+  op->set_version(g.opset);
+  auto* gp = model.mutable_graph();
+  gp->set_name(g.name);
+  auto set_type = [](onnx::ValueInfoProto* v, DType dt, const std::vector<int64_t>& dims,
+                     const std::vector<std::string>& params) {
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(dtype_to_onnx(dt));
+    auto* sh = tt->mutable_shape();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      auto* d = sh->add_dim();
+      if (dims[i] >= 0) d->set_dim_value(dims[i]);
+      else d->set_dim_param(i < params.size() && !params[i].empty() ? params[i] : "N");
+    }
+  };
+  for (const auto& in : g.inputs) {
+    auto* v = gp->add_input();
+    v->set_name(in.name);
+    set_type(v, in.dtype, in.dims, in.dim_params);
+  }
+  for (const auto& out : g.outputs) {
+    auto* v = gp->add_output();
+    v->set_name(out.name);
+    auto d = g.value_descs.find(out.name);
+    std::vector<int64_t> dims = out.has_shape ? out.dims : (d != g.value_descs.end() ? d->second.shape : Shape{});
+    set_type(v, out.dtype, dims, out.dim_params);
+  }
+  for (const auto& [name, t] : g.initializers) tensor_to_proto(t, name, gp->add_initializer());
+  for (const auto& n : g.nodes) {
+    auto* np = gp->add_node();
+    np->set_name(n.name);
+    np->set_op_type(n.op_type);
+    for (const auto& i : n.inputs) np->add_input(i);
+    for (const auto& o : n.outputs) np->add_output(o);
+    for (const auto& [key, a] : n.attrs) {
+      auto* ap = np->add_attribute();
+      ap->set_name(key);
+      switch (a.kind) {
+        case Attribute::Kind::kInt: ap->set_type(onnx::AttributeProto::INT); ap->set_i(a.i); break;
+        case Attribute::Kind::kFloat: ap->set_type(onnx::AttributeProto::FLOAT); ap->set_f(a.f); break;
+        case Attribute::Kind::kString: ap->set_type(onnx::AttributeProto::STRING); ap->set_s(a.s); break;
+        case Attribute::Kind::kInts:
+          ap->set_type(onnx::AttributeProto::INTS);
+          for (auto v : a.ints) ap->add_ints(v);
+          break;
+        case Attribute::Kind::kFloats:
+          ap->set_type(onnx::AttributeProto::FLOATS);
+          for (auto v : a.floats) ap->add_floats(v);
+          break;
+        case Attribute::Kind::kTensor:
+          ap->set_type(onnx::AttributeProto::TENSOR);
+          tensor_to_proto(*a.t, "", ap->mutable_t());
+          break;
+        default:
+          return Status::unsupported(n.label() + ": attribute '" + key + "' cannot be exported");
+      }
+    }
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return Status::io_error(path + ": cannot open for writing");
+  if (!model.SerializeToOstream(&f)) return Status::io_error(path + ": write failed");
+  return Status::ok();
+}
+
+Expected<Tensor> load_tensor_pb(const std::string& path, std::string* name) {
+  MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  onnx::TensorProto p;
+  if (!p.ParseFromString(bytes)) return Status::invalid(path + ": not a valid TensorProto");
+  if (name) *name = p.name();
+  return tensor_from_proto(p, fs::path(path).parent_path().string(), path);
+}
+
+Status save_tensor_pb(const Tensor& tensor, const std::string& name, const std::string& path) {
+  onnx::TensorProto p;
+  tensor_to_proto(tensor, name, &p);
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !p.SerializeToOstream(&f)) return Status::io_error(path + ": cannot write");
+  return Status::ok();
+}
+
+}  // namespace mosaic

@@ -1,0 +1,20 @@
+// ONNX frontend: load a model (with external data) into a Graph, save a Graph as ONNX,
+// and read/write single TensorProto files (backend-test data sets).
+#pragma once
+
+#include <string>
+
+#include "core/graph.hpp"
+#include "core/status.hpp"
+
+namespace mosaic {
+
+/// Loads an ONNX model file. Errors name the file (and node/tensor where relevant).
+Expected<Graph> load_onnx(const std::string& path);
+/// Writes a graph as an ONNX model (opset graph.opset, weights as raw data).
+Status save_onnx(const Graph& graph, const std::string& path);
+/// Reads a serialized TensorProto (e.g. test_data_set_0/input_0.pb).
+Expected<Tensor> load_tensor_pb(const std::string& path, std::string* name = nullptr);
+Status save_tensor_pb(const Tensor& tensor, const std::string& name, const std::string& path);
+
+}  // namespace mosaic

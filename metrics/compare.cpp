@@ -1,0 +1,41 @@
+#include "metrics/compare.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace mosaic {
+
+Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, double atol) {
+  Agreement a;
+  if (got.shape() != ref.shape()) {
+    a.ok = false;
+    a.message = "shape " + shape_str(got.shape()) + " != expected " + shape_str(ref.shape());
+    return a;
+  }
+  double worst_excess = -1;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double g = got.get(i), r = ref.get(i);
+    if (std::isnan(r) && std::isnan(g)) continue;
+    if (std::isinf(r) && g == r) continue;
+    const double err = std::fabs(g - r);
+    const double excess = std::isnan(err) ? INFINITY : err - (atol + rtol * std::fabs(r));
+    if (!(err <= a.max_abs)) a.max_abs = std::isnan(err) ? INFINITY : err;
+    a.max_rel = std::max(a.max_rel, err / std::max(std::fabs(r), 1e-12));
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      a.worst = i;
+      a.worst_got = g;
+      a.worst_ref = r;
+    }
+  }
+  if (worst_excess > 0) {
+    a.ok = false;
+    std::ostringstream os;
+    os << "element " << a.worst << ": got " << a.worst_got << ", expected " << a.worst_ref << " (max abs err "
+       << a.max_abs << ")";
+    a.message = os.str();
+  }
+  return a;
+}
+
+}  // namespace mosaic

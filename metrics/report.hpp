@@ -1,0 +1,61 @@
+// Benchmark reports: one ConfigReport per backend configuration, printed as tables
+// (console sink) or written as JSON / CSV (file sinks). See docs/json-schema.md.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/plan.hpp"
+#include "metrics/benchmark.hpp"
+
+namespace mosaic {
+
+struct NodeRow {
+  std::string name, op, backend, requested, output_shape, fallback_reason;
+  double flops = 0, median_us = 0, min_us = 0, gflops = 0, share = 0;
+  int64_t output_bytes = 0, workspace_bytes = 0;
+  bool view = false;  ///< zero-copy view (Reshape/Flatten/...): not executed
+};
+
+struct ConfigReport {
+  std::string label;
+  std::string placement;
+  std::vector<NodeRow> nodes;
+  bool checked = false, check_ok = true;
+  double max_abs_err = 0, max_rel_err = 0;
+  std::string check_message;
+  int warmup = 0, measured = 0, repeats = 1;
+  bool budget_hit = false;
+  double median_ms = 0, min_ms = 0, images_per_s = 0, gflops = 0, speedup_vs_naive = 0, overhead_us = 0;
+  double kernel_ms = 0;
+  std::vector<double> repeat_images_per_s;
+  int64_t weight_bytes = 0, activation_bytes = 0, workspace_bytes = 0, peak_tracked_bytes = 0;
+  double total_flops = 0;
+  int fallbacks = 0;
+};
+
+struct BenchReport {
+  std::string model;
+  int64_t batch = 1;
+  std::string mode = "inference";
+  int threads = 0;
+  BenchConfig config;
+  uint64_t seed = 0;
+  std::vector<std::string> notes;
+  std::vector<ConfigReport> configs;
+};
+
+/// Builds the per-node rows and summary of one configuration.
+ConfigReport make_config_report(const std::string& label, const Plan& plan, const BenchResult& result, int64_t batch);
+/// Fills speedup_vs_naive from the "naive" configuration (if present) or a given naive median.
+void fill_speedups(BenchReport& report, double naive_median_ms);
+
+void print_report(const BenchReport& report, std::ostream& os);
+Status write_json(const BenchReport& report, const std::string& path);
+Status write_csv(const BenchReport& report, const std::string& path);
+
+/// "12.3 MB" style.
+std::string format_bytes(double bytes);
+
+}  // namespace mosaic

@@ -1,0 +1,35 @@
+// One schema per ONNX op: arity, shape inference, analytic FLOPs. No compute code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/kernel.hpp"
+#include "core/status.hpp"
+
+namespace mosaic {
+
+struct OpSchema {
+  std::string op_type;
+  int min_inputs = 1, max_inputs = 1;
+  int min_outputs = 1, max_outputs = 1;
+  /// Output descriptors from input descriptors (and constant inputs where the op needs values).
+  Expected<std::vector<TensorDesc>> (*infer)(const KernelContext& ctx) = nullptr;
+  /// Forward floating-point operations (a multiply-add counts as 2).
+  double (*flops)(const KernelContext& ctx) = nullptr;
+  /// True for ops that only compute shapes/constants (Shape, Gather, ...): they are expected
+  /// to fold away at load time.
+  bool folding_only = false;
+  std::string summary;
+};
+
+/// The schema for an op type, or nullptr.
+const OpSchema* find_schema(const std::string& op_type);
+/// Every op type that has a schema, sorted.
+std::vector<std::string> schema_names();
+/// Runs the schema's checks and shape inference for a node, with the node named in errors.
+Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx);
+/// Forward FLOPs of a node with known input/output descriptors.
+double node_flops(const KernelContext& ctx);
+
+}  // namespace mosaic

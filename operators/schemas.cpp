@@ -1,0 +1,519 @@
+// Shape inference and FLOP counts for every supported ONNX op.
+#include <algorithm>
+#include <map>
+
+#include "operators/params.hpp"
+#include "operators/schema.hpp"
+
+namespace mosaic {
+
+namespace {
+
+using Descs = std::vector<TensorDesc>;
+using Result = Expected<Descs>;
+
+const TensorDesc& in0(const KernelContext& c) { return c.inputs[0]; }
+
+Status need_float(const KernelContext& c, size_t i) {
+  if (c.inputs[i].dtype != DType::kF32)
+    return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
+                               dtype_name(c.inputs[i].dtype) + "; Mosaic computes in float32");
+  return Status::ok();
+}
+
+const Tensor* need_const(const KernelContext& c, size_t i, Status* st, const char* what) {
+  const Tensor* t = c.has_input(i) ? c.constant(i) : nullptr;
+  if (!t) *st = Status::unsupported(c.node->label() + ": input '" + what + "' must be a constant known at load time");
+  return t;
+}
+
+// ---- inference functions --------------------------------------------------------------
+
+Result infer_same_float(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  return Descs{in0(c)};
+}
+
+Result infer_identity(const KernelContext& c) { return Descs{in0(c)}; }
+
+Result infer_dropout(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  bool training = c.node->attr_int("is_test", 1) == 0 && c.opset < 7;
+  if (c.opset >= 12 && c.has_input(2)) {
+    const Tensor* t = c.constant(2);
+    if (!t) return Status::unsupported(c.node->label() + ": training_mode must be a constant");
+    training = t->get(0) != 0;
+  }
+  if (training) return Status::unsupported(c.node->label() + ": Dropout in training mode (inference only here)");
+  Descs out{in0(c)};
+  if (c.node->has_output(1)) out.push_back({DType::kBool, in0(c).shape});
+  return out;
+}
+
+Result infer_clip(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  for (size_t i = 1; i < 3; ++i)
+    if (c.has_input(i) && c.inputs[i].numel() != 1)
+      return Status::invalid(c.node->label() + ": min/max must be scalars");
+  return Descs{in0(c)};
+}
+
+Result infer_binary(const KernelContext& c) {
+  if (c.inputs[0].dtype != c.inputs[1].dtype)
+    return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(c.inputs[0].dtype) + " vs " +
+                           dtype_name(c.inputs[1].dtype) + ")");
+  if (c.inputs[0].dtype == DType::kBool) return Status::unsupported(c.node->label() + ": bool arithmetic");
+  auto s = broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape);
+  if (!s.ok()) return s.status().with_context(c.node->label());
+  return Descs{{c.inputs[0].dtype, s.value()}};
+}
+
+Result infer_conv(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 1));
+  MOSAIC_ASSIGN_OR_RETURN(ConvParams p, conv_params(c));
+  Shape out{p.n, p.oc};
+  out.insert(out.end(), p.win.out.begin(), p.win.out.end());
+  return Descs{{DType::kF32, out}};
+}
+
+Result infer_pool(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(c));
+  Shape out{p.n, p.c};
+  out.insert(out.end(), p.win.out.begin(), p.win.out.end());
+  Descs res{{DType::kF32, out}};
+  if (c.node->has_output(1)) {
+    if (c.node->op_type != "MaxPool") return Status::invalid(c.node->label() + ": only MaxPool has a second output");
+    res.push_back({DType::kI64, out});
+  }
+  return res;
+}
+
+Result infer_gemm(const KernelContext& c) {
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.has_input(i)) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
+  MOSAIC_ASSIGN_OR_RETURN(GemmParams p, gemm_params(c));
+  return Descs{{DType::kF32, {p.m, p.n}}};
+}
+
+Result infer_matmul(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 1));
+  auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
+  if (!p.ok()) return p.status().with_context(c.node->label());
+  return Descs{{DType::kF32, p->out}};
+}
+
+Result infer_flatten(const KernelContext& c) {
+  const Shape& x = in0(c).shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t axis = c.node->attr_int("axis", 1);
+  if (axis < -r || axis > r) return Status::invalid(c.node->label() + ": axis out of range");
+  if (axis < 0) axis += r;
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < r; ++i) (i < axis ? a : b) *= x[i];
+  return Descs{{in0(c).dtype, {a, b}}};
+}
+
+Result infer_reshape(const KernelContext& c) {
+  Status st;
+  std::vector<int64_t> target;
+  if (c.opset < 5) {
+    target = c.node->attr_ints("shape");
+  } else {
+    const Tensor* t = need_const(c, 1, &st, "shape");
+    if (!t) return st;
+    target = t->to_i64_vector();
+  }
+  const Shape& x = in0(c).shape;
+  const bool allowzero = c.node->attr_int("allowzero", 0) != 0;
+  Shape out(target.size());
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    int64_t d = target[i];
+    if (d == 0 && !allowzero) {
+      if (i >= x.size()) return Status::invalid(c.node->label() + ": shape has 0 at an axis the input lacks");
+      d = x[i];
+    }
+    if (d == -1) {
+      if (infer_at >= 0) return Status::invalid(c.node->label() + ": more than one -1 in shape");
+      infer_at = static_cast<int64_t>(i);
+      out[i] = 1;
+      continue;
+    }
+    if (d < 0) return Status::invalid(c.node->label() + ": negative dimension in shape");
+    out[i] = d;
+    known *= d;
+  }
+  const int64_t total = shape_numel(x);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known)
+      return Status::invalid(c.node->label() + ": cannot reshape " + shape_str(x) + " to " + shape_str(target));
+    out[infer_at] = total / known;
+  } else if (known != total) {
+    return Status::invalid(c.node->label() + ": cannot reshape " + shape_str(x) + " (" + std::to_string(total) +
+                           " elements) to " + shape_str(out));
+  }
+  return Descs{{in0(c).dtype, out}};
+}
+
+Result infer_transpose(const KernelContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(auto perm, transpose_perm(c));
+  Shape out;
+  for (auto p : perm) out.push_back(in0(c).shape[p]);
+  return Descs{{in0(c).dtype, out}};
+}
+
+Result infer_concat(const KernelContext& c) {
+  if (!c.node->has_attr("axis")) return Status::invalid(c.node->label() + ": missing attribute axis");
+  const int64_t r = static_cast<int64_t>(in0(c).shape.size());
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), r, *c.node));
+  Shape out = in0(c).shape;
+  for (size_t i = 1; i < c.inputs.size(); ++i) {
+    const Shape& s = c.inputs[i].shape;
+    if (static_cast<int64_t>(s.size()) != r || c.inputs[i].dtype != in0(c).dtype)
+      return Status::invalid(c.node->label() + ": input " + std::to_string(i) + " rank or dtype differs");
+    for (int64_t d = 0; d < r; ++d)
+      if (d != axis && s[d] != out[d])
+        return Status::invalid(c.node->label() + ": input shapes " + shape_str(in0(c).shape) + " and " +
+                               shape_str(s) + " differ off the concat axis");
+    out[axis] += s[axis];
+  }
+  return Descs{{in0(c).dtype, out}};
+}
+
+Result infer_pad(const KernelContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(c));
+  Shape out = in0(c).shape;
+  const size_t r = out.size();
+  for (size_t i = 0; i < r; ++i) {
+    out[i] += p.pads[i] + p.pads[i + r];
+    if (out[i] < 0) return Status::invalid(c.node->label() + ": pads shrink axis " + std::to_string(i) + " below 0");
+    if (p.mode == "reflect" && (p.pads[i] >= in0(c).shape[i] || p.pads[i + r] >= in0(c).shape[i]) &&
+        (p.pads[i] > 0 || p.pads[i + r] > 0))
+      return Status::invalid(c.node->label() + ": reflect pads must be smaller than the axis");
+  }
+  return Descs{{in0(c).dtype, out}};
+}
+
+Result infer_softmax(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  MOSAIC_ASSIGN_OR_RETURN(auto p, softmax_params(c));
+  (void)p;
+  return Descs{in0(c)};
+}
+
+Result infer_bn(const KernelContext& c) {
+  for (size_t i = 0; i < 5; ++i) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
+  if (c.node->attr_int("training_mode", 0) != 0 || c.node->has_output(1))
+    return Status::unsupported(c.node->label() + ": BatchNormalization in training mode (inference only here)");
+  const Shape& x = in0(c).shape;
+  if (x.size() < 2) return Status::invalid(c.node->label() + ": input must be N x C x ...");
+  for (size_t i = 1; i < 5; ++i)
+    if (c.inputs[i].shape != Shape{x[1]})
+      return Status::invalid(c.node->label() + ": input " + std::to_string(i) + " must have shape [" +
+                             std::to_string(x[1]) + "], got " + shape_str(c.inputs[i].shape));
+  return Descs{in0(c)};
+}
+
+Result infer_lrn(const KernelContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  MOSAIC_ASSIGN_OR_RETURN(auto p, lrn_params(c));
+  (void)p;
+  return Descs{in0(c)};
+}
+
+// ---- folding-only ops -------------------------------------------------------------------
+
+Expected<DType> onnx_dtype(int64_t code, const Node& node) {
+  switch (code) {
+    case 1: return DType::kF32;
+    case 7: return DType::kI64;
+    case 9: return DType::kBool;
+    default:
+      return Status::unsupported(node.label() + ": ONNX element type " + std::to_string(code) +
+                                 " (only float32, int64 and bool are supported)");
+  }
+}
+
+Result infer_constant(const KernelContext& c) {
+  const Node& n = *c.node;
+  if (n.has_attr("value")) return Descs{n.attrs.at("value").t->desc()};
+  if (n.has_attr("value_float") || n.has_attr("value_int")) return Descs{{n.has_attr("value_float") ? DType::kF32 : DType::kI64, {}}};
+  if (n.has_attr("value_floats")) return Descs{{DType::kF32, {static_cast<int64_t>(n.attr_floats("value_floats").size())}}};
+  if (n.has_attr("value_ints")) return Descs{{DType::kI64, {static_cast<int64_t>(n.attr_ints("value_ints").size())}}};
+  return Status::unsupported(n.label() + ": Constant without a supported value attribute");
+}
+
+Result infer_constant_of_shape(const KernelContext& c) {
+  Status st;
+  const Tensor* t = need_const(c, 0, &st, "input");
+  if (!t) return st;
+  DType dt = DType::kF32;
+  if (c.node->has_attr("value")) dt = c.node->attrs.at("value").t->dtype();
+  return Descs{{dt, t->to_i64_vector()}};
+}
+
+Result infer_shape(const KernelContext& c) {
+  const int64_t r = static_cast<int64_t>(in0(c).shape.size());
+  int64_t start = c.node->attr_int("start", 0), end = c.node->attr_int("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  return Descs{{DType::kI64, {std::max<int64_t>(0, end - start)}}};
+}
+
+Result infer_gather(const KernelContext& c) {
+  const Shape& x = in0(c).shape;
+  if (c.inputs[1].dtype != DType::kI64) return Status::unsupported(c.node->label() + ": indices must be int64");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), static_cast<int64_t>(x.size()), *c.node));
+  Shape out(x.begin(), x.begin() + axis);
+  out.insert(out.end(), c.inputs[1].shape.begin(), c.inputs[1].shape.end());
+  out.insert(out.end(), x.begin() + axis + 1, x.end());
+  return Descs{{in0(c).dtype, out}};
+}
+
+Expected<std::vector<int64_t>> axes_of(const KernelContext& c, bool required) {
+  if (c.opset < 13 || c.node->has_attr("axes")) return c.node->attr_ints("axes");
+  if (!c.has_input(1)) {
+    if (required) return Status::invalid(c.node->label() + ": missing axes");
+    return std::vector<int64_t>{};
+  }
+  Status st;
+  const Tensor* t = need_const(c, 1, &st, "axes");
+  if (!t) return st;
+  return t->to_i64_vector();
+}
+
+Result infer_unsqueeze(const KernelContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(auto axes, axes_of(c, true));
+  const int64_t r = static_cast<int64_t>(in0(c).shape.size() + axes.size());
+  std::vector<bool> is_new(r, false);
+  for (auto a : axes) {
+    MOSAIC_ASSIGN_OR_RETURN(int64_t ax, normalize_axis(a, r, *c.node));
+    if (is_new[ax]) return Status::invalid(c.node->label() + ": repeated axis");
+    is_new[ax] = true;
+  }
+  Shape out;
+  size_t j = 0;
+  for (int64_t i = 0; i < r; ++i) out.push_back(is_new[i] ? 1 : in0(c).shape[j++]);
+  return Descs{{in0(c).dtype, out}};
+}
+
+Result infer_squeeze(const KernelContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(auto axes, axes_of(c, false));
+  const Shape& x = in0(c).shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  std::vector<bool> drop(r, false);
+  if (axes.empty()) {
+    for (int64_t i = 0; i < r; ++i) drop[i] = x[i] == 1;
+  } else {
+    for (auto a : axes) {
+      MOSAIC_ASSIGN_OR_RETURN(int64_t ax, normalize_axis(a, r, *c.node));
+      if (x[ax] != 1) return Status::invalid(c.node->label() + ": cannot squeeze axis of size " + std::to_string(x[ax]));
+      drop[ax] = true;
+    }
+  }
+  Shape out;
+  for (int64_t i = 0; i < r; ++i)
+    if (!drop[i]) out.push_back(x[i]);
+  return Descs{{in0(c).dtype, out}};
+}
+
+Result infer_cast(const KernelContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(DType to, onnx_dtype(c.node->attr_int("to", 1), *c.node));
+  return Descs{{to, in0(c).shape}};
+}
+
+}  // namespace
+
+namespace {
+Result infer_slice(const KernelContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(c));
+  Shape out;
+  for (auto& r : ranges) out.push_back(r[2]);
+  return Descs{{in0(c).dtype, out}};
+}
+}  // namespace
+
+Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const KernelContext& c) {
+  const Shape& x = c.inputs[0].shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.node->attr_ints("starts");
+    ends = c.node->attr_ints("ends");
+    axes = c.node->attr_ints("axes");
+  } else {
+    Status st;
+    for (size_t i = 1; i < 5; ++i) {
+      if (!c.has_input(i)) continue;
+      const Tensor* t = need_const(c, i, &st, "starts/ends/axes/steps");
+      if (!t) return st;
+      (i == 1 ? starts : i == 2 ? ends : i == 3 ? axes : steps) = t->to_i64_vector();
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return Status::invalid(c.node->label() + ": starts/ends/axes/steps lengths differ");
+  std::vector<std::array<int64_t, 3>> ranges(r);
+  for (int64_t i = 0; i < r; ++i) ranges[i] = {0, 1, x[i]};
+  for (size_t i = 0; i < axes.size(); ++i) {
+    MOSAIC_ASSIGN_OR_RETURN(int64_t ax, normalize_axis(axes[i], r, *c.node));
+    const int64_t d = x[ax], step = steps[i];
+    if (step == 0) return Status::invalid(c.node->label() + ": step 0");
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += d;
+    if (e < 0) e += d;
+    int64_t len;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      len = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      len = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    ranges[ax] = {s, step, len};
+  }
+  return ranges;
+}
+
+namespace {
+
+// ---- FLOP counts -----------------------------------------------------------------------
+
+double f_zero(const KernelContext&) { return 0; }
+double f_out_numel(const KernelContext& c) { return static_cast<double>(c.outputs[0].numel()); }
+double f_conv(const KernelContext& c) {
+  auto p = conv_params(c);
+  if (!p.ok()) return 0;
+  double macs = static_cast<double>(p->n) * p->oc * p->win.out_size() * p->c_per_group() * p->win.kernel_size();
+  return 2 * macs + (p->has_bias ? static_cast<double>(c.outputs[0].numel()) : 0);
+}
+double f_pool(const KernelContext& c) {
+  auto p = pool_params(c);
+  if (!p.ok()) return 0;
+  return static_cast<double>(c.outputs[0].numel()) * p->win.kernel_size();
+}
+double f_gemm(const KernelContext& c) {
+  auto p = gemm_params(c);
+  if (!p.ok()) return 0;
+  return 2.0 * p->m * p->n * p->k + (p->has_c && p->beta != 0 ? 1.0 * p->m * p->n : 0) + (p->alpha != 1 ? 1.0 * p->m * p->n : 0);
+}
+double f_matmul(const KernelContext& c) {
+  auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
+  if (!p.ok()) return 0;
+  return 2.0 * shape_numel(p->batch) * p->m * p->n * p->k;
+}
+double f_softmax(const KernelContext& c) { return 4.0 * c.outputs[0].numel(); }  // max, exp, sum, scale
+double f_bn(const KernelContext& c) { return 2.0 * c.outputs[0].numel(); }        // folded scale+shift
+double f_lrn(const KernelContext& c) {
+  auto p = lrn_params(c);
+  return p.ok() ? static_cast<double>(c.outputs[0].numel()) * (2.0 * p->size + 3) : 0;
+}
+double f_sigmoid(const KernelContext& c) { return 4.0 * c.outputs[0].numel(); }
+
+std::map<std::string, OpSchema> build_table() {
+  std::map<std::string, OpSchema> t;
+  auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
+                 std::string summary) {
+    OpSchema s;
+    s.op_type = op;
+    s.min_inputs = imin;
+    s.max_inputs = imax;
+    s.min_outputs = omin;
+    s.max_outputs = omax;
+    s.infer = infer;
+    s.flops = flops;
+    s.folding_only = fold;
+    s.summary = std::move(summary);
+    t[op] = std::move(s);
+  };
+  add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
+  add("Relu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "max(x, 0)");
+  add("LeakyRelu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "x if x >= 0 else alpha * x");
+  add("Clip", 1, 3, 1, 1, infer_clip, f_out_numel, false, "min(max(x, lo), hi)");
+  add("Sigmoid", 1, 1, 1, 1, infer_same_float, f_sigmoid, false, "1 / (1 + exp(-x))");
+  add("Tanh", 1, 1, 1, 1, infer_same_float, f_sigmoid, false, "tanh(x)");
+  add("MaxPool", 1, 1, 1, 2, infer_pool, f_pool, false, "max over windows (pads, ceil_mode, dilations, Indices)");
+  add("AveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over windows (count_include_pad, ceil_mode)");
+  add("GlobalAveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over all spatial positions");
+  add("GlobalMaxPool", 1, 1, 1, 1, infer_pool, f_pool, false, "max over all spatial positions");
+  add("Gemm", 2, 3, 1, 1, infer_gemm, f_gemm, false, "alpha * op(A) op(B) + beta * C");
+  add("MatMul", 2, 2, 1, 1, infer_matmul, f_matmul, false, "numpy matmul with batch broadcasting");
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    add(op, 2, 2, 1, 1, infer_binary, f_out_numel, false, "elementwise with numpy broadcasting");
+  add("Flatten", 1, 1, 1, 1, infer_flatten, f_zero, false, "reshape to 2-D at axis");
+  add("Reshape", 1, 2, 1, 1, infer_reshape, f_zero, false, "reshape (0 copies, -1 infers)");
+  add("Transpose", 1, 1, 1, 1, infer_transpose, f_zero, false, "permute axes");
+  add("Concat", 1, 1 << 20, 1, 1, infer_concat, f_zero, false, "join along axis");
+  add("Pad", 1, 4, 1, 1, infer_pad, f_zero, false, "constant / reflect / edge padding");
+  add("Softmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "exp(x) / sum exp(x) along axis");
+  add("LogSoftmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "x - log sum exp(x) along axis");
+  add("BatchNormalization", 5, 5, 1, 5, infer_bn, f_bn, false, "inference: scale * (x - mean) / sqrt(var + eps) + B");
+  add("LRN", 1, 1, 1, 1, infer_lrn, f_lrn, false, "local response normalisation across channels");
+  add("Dropout", 1, 3, 1, 2, infer_dropout, f_zero, false, "identity at inference (mask all true)");
+  add("Identity", 1, 1, 1, 1, infer_identity, f_zero, false, "copy");
+  add("Constant", 0, 0, 1, 1, infer_constant, f_zero, true, "constant from attribute");
+  add("ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape, f_zero, true, "tensor of a given shape filled with value");
+  add("Shape", 1, 1, 1, 1, infer_shape, f_zero, true, "shape of the input as int64");
+  add("Gather", 2, 2, 1, 1, infer_gather, f_zero, true, "take along axis");
+  add("Unsqueeze", 1, 2, 1, 1, infer_unsqueeze, f_zero, true, "insert unit axes");
+  add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
+  add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");
+  add("Cast", 1, 1, 1, 1, infer_cast, f_zero, true, "convert element type (float32, int64, bool)");
+  return t;
+}
+
+const std::map<std::string, OpSchema>& table() {
+  static const std::map<std::string, OpSchema> t = build_table();
+  return t;
+}
+
+}  // namespace
+
+const OpSchema* find_schema(const std::string& op_type) {
+  auto it = table().find(op_type);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> schema_names() {
+  std::vector<std::string> v;
+  for (const auto& [k, s] : table()) v.push_back(k);
+  return v;
+}
+
+Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx) {
+  const Node& node = *ctx.node;
+  if (!node.domain.empty() && node.domain != "ai.onnx")
+    return Status::unsupported(node.label() + ": operator domain '" + node.domain + "' is not supported");
+  const OpSchema* s = find_schema(node.op_type);
+  if (!s) return Status::unsupported(node.label() + ": operator " + node.op_type + " is not supported by Mosaic");
+  const int nin = static_cast<int>(node.inputs.size());
+  if (nin < s->min_inputs || nin > s->max_inputs)
+    return Status::invalid(node.label() + ": has " + std::to_string(nin) + " inputs, expected " +
+                           std::to_string(s->min_inputs) + ".." + std::to_string(s->max_inputs));
+  for (int i = 0; i < s->min_inputs; ++i)
+    if (!ctx.has_input(i)) return Status::invalid(node.label() + ": required input " + std::to_string(i) + " is missing");
+  const int nout = static_cast<int>(node.outputs.size());
+  if (nout < s->min_outputs || nout > s->max_outputs)
+    return Status::invalid(node.label() + ": has " + std::to_string(nout) + " outputs, expected " +
+                           std::to_string(s->min_outputs) + ".." + std::to_string(s->max_outputs));
+  auto r = s->infer(ctx);
+  if (!r.ok()) return r;
+  r->resize(node.outputs.size(), TensorDesc{});
+  return r;
+}
+
+double node_flops(const KernelContext& ctx) {
+  const OpSchema* s = find_schema(ctx.node->op_type);
+  return s && s->flops ? s->flops(ctx) : 0.0;
+}
+
+}  // namespace mosaic
