@@ -2,6 +2,7 @@
 
 #include "core/events.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -55,6 +56,12 @@ Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
 Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, const PrepareOptions& opt) {
   PrepareReport report;
   g.value_descs.clear();
+  for (const auto& [name, value] : opt.constant_inputs) {
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ValueInfo& v) { return v.name == name; });
+    if (it == g.inputs.end()) return Status::invalid(g.source + ": no graph input named '" + name + "' to bind");
+    g.inputs.erase(it);
+    g.initializers[name] = value;
+  }
   MOSAIC_RETURN_IF_ERROR(bind_inputs(g, opt, report));
   for (const auto& [name, t] : g.initializers) g.value_descs[name] = t.desc();
 
@@ -113,10 +120,6 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
       ++report.folded_nodes;
       continue;
     }
-    const OpSchema* schema = find_schema(node.op_type);
-    if (schema && schema->folding_only)
-      return Status::unsupported(g.source + ": " + node.label() + " computes on run-time data; " + node.op_type +
-                                 " is only supported on constants (folded at load)");
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.has_output(i)) g.value_descs[node.outputs[i]] = ctx.outputs[i];
     kept.push_back(node);

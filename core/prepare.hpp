@@ -3,6 +3,7 @@
 // exporter emits Shape/Gather/Concat/... chains, e.g. for nn.ZeroPad2d).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace mosaic {
 struct PrepareOptions {
   int64_t batch = 0;          ///< 0: keep fixed batch dims, bind symbolic ones to 1
   std::string fold_backend = "naive";
+  /// Graph inputs given values at load time (e.g. int64 shape arguments of a test case):
+  /// they become initializers, so the shapes that depend on them are static.
+  std::map<std::string, Tensor> constant_inputs;
 };
 
 struct PrepareReport {

@@ -218,8 +218,8 @@ Expected<PadParams> pad_params(const KernelContext& ctx) {
     p.pads = pads->to_i64_vector();
     if (ctx.has_input(2)) {
       const Tensor* v = ctx.constant(2);
-      if (!v) return Status::unsupported(node.label() + ": constant_value must be a constant");
-      if (v->numel() > 0) p.value = static_cast<float>(v->get(0));
+      if (!v) p.value_at_run_time = true;
+      else if (v->numel() > 0) p.value = static_cast<float>(v->get(0));
     }
     if (ctx.has_input(3)) {
       const Tensor* axes_t = ctx.constant(3);

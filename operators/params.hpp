@@ -71,6 +71,7 @@ struct PadParams {
   std::string mode = "constant";
   std::vector<int64_t> pads;  ///< [begin_0..begin_r-1, end_0..end_r-1]
   float value = 0.f;
+  bool value_at_run_time = false;  ///< constant_value is a run-time input (read from src[2])
 };
 /// Needs the pads (and value) input to be constant for opset >= 11.
 Expected<PadParams> pad_params(const KernelContext& ctx);

@@ -17,8 +17,8 @@ struct OpSchema {
   Expected<std::vector<TensorDesc>> (*infer)(const KernelContext& ctx) = nullptr;
   /// Forward floating-point operations (a multiply-add counts as 2).
   double (*flops)(const KernelContext& ctx) = nullptr;
-  /// True for ops that only compute shapes/constants (Shape, Gather, ...): they are expected
-  /// to fold away at load time.
+  /// True for ops that mostly compute shapes/constants (Shape, Gather, ...): they normally
+  /// fold away at load time; on run-time data only the naive backend runs them.
   bool folding_only = false;
   std::string summary;
 };

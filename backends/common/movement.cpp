@@ -114,6 +114,9 @@ class IndexMapKernel : public Kernel {
     const auto* in = static_cast<const char*>(src[0]->data());
     auto* out = static_cast<char*>(dst[0]->data());
     const int64_t n = shape_numel(out_shape_);
+    const char* fill = fill_;
+    if (fill_input_ >= 0 && src.size() > static_cast<size_t>(fill_input_) && src[fill_input_])
+      fill = static_cast<const char*>(src[fill_input_]->data());
     std::vector<int64_t> idx(r, 0);
     for (int64_t o = 0; o < n; ++o) {
       int64_t off = 0;
@@ -124,7 +127,7 @@ class IndexMapKernel : public Kernel {
         else off += i * in_strides[a];
       }
       if (inside) std::memcpy(out + o * esize_, in + off * esize_, esize_);
-      else std::memcpy(out + o * esize_, fill_, esize_);
+      else std::memcpy(out + o * esize_, fill, esize_);
       for (int64_t a = static_cast<int64_t>(r) - 1; a >= 0; --a) {
         if (++idx[a] < out_shape_[a]) break;
         idx[a] = 0;
@@ -138,6 +141,7 @@ class IndexMapKernel : public Kernel {
   std::vector<std::vector<int64_t>> map_;  ///< per axis: output index -> input index, -1 = fill
   size_t esize_ = 4;
   alignas(8) char fill_[8] = {};
+  int fill_input_ = -1;  ///< input holding the fill value at run time, if any
 };
 
 class SliceKernel final : public IndexMapKernel {
@@ -160,6 +164,7 @@ class PadKernel final : public IndexMapKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
+    if (p.value_at_run_time) fill_input_ = 2;
     in_shape_ = ctx.inputs[0].shape;
     out_shape_ = ctx.outputs[0].shape;
     const DType dt = ctx.inputs[0].dtype;

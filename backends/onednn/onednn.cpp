@@ -276,8 +276,10 @@ class GemmKernel final : public MatMulBase {
       while (c.size() < 2) c.insert(c.begin(), 1);
       bias_md = plain(c);
       c_elems_ = shape_numel(c);
-      // The bias is added after alpha scaling: pass beta * C directly.
-      if (p_.beta != 1.f) scaled_c_.resize(static_cast<size_t>(c_elems_));
+      // oneDNN scales (A x B + bias) by alpha, so the bias is C * beta / alpha.
+      if (p_.alpha == 0.f) return Status::unsupported(ctx.node->label() + ": alpha = 0");
+      c_scale_ = p_.beta / p_.alpha;
+      if (c_scale_ != 1.f) scaled_c_.resize(static_cast<size_t>(c_elems_));
     }
     return build(ctx, a, b, c_elems_ ? &bias_md : nullptr, y, p_.alpha, ctx.constant(1));
   }
@@ -286,7 +288,7 @@ class GemmKernel final : public MatMulBase {
     if (c_elems_) {
       bias = src[2]->data();
       if (!scaled_c_.empty()) {
-        for (int64_t i = 0; i < c_elems_; ++i) scaled_c_[i] = p_.beta * src[2]->f32()[i];
+        for (int64_t i = 0; i < c_elems_; ++i) scaled_c_[i] = c_scale_ * src[2]->f32()[i];
         bias = scaled_c_.data();
       }
     }
@@ -297,6 +299,7 @@ class GemmKernel final : public MatMulBase {
  private:
   GemmParams p_;
   int64_t c_elems_ = 0;
+  float c_scale_ = 1.f;
   std::vector<float> scaled_c_;
 };
 
@@ -593,6 +596,7 @@ class PadKernel final : public ReorderKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
     if (p.mode != "constant") return Status::unsupported(ctx.node->label() + ": oneDNN has no " + p.mode + " padding");
+    if (p.value_at_run_time) return Status::unsupported(ctx.node->label() + ": pad value computed at run time");
     if (ctx.inputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float pad");
     const size_t r = ctx.inputs[0].shape.size();
     for (auto v : p.pads)

@@ -309,23 +309,29 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
       if (!t.ok()) return classify(t.status());
       inputs.push_back(t.value());
     }
+    Graph graph = g.value();
+    if (inputs.size() != graph.inputs.size())
+      return {Verdict::kFailed, "model has " + std::to_string(graph.inputs.size()) + " inputs, data set has " +
+                                    std::to_string(inputs.size())};
+    // The data set fixes the input shapes; int64 inputs are shape arguments (Reshape's
+    // shape, Slice's starts, ...) and are bound as load-time constants.
+    PrepareOptions po;
+    std::vector<Tensor> runtime_inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      graph.inputs[i].dims = inputs[i].shape();
+      graph.inputs[i].has_shape = true;
+      graph.inputs[i].dtype = inputs[i].dtype();
+      if (inputs[i].dtype() == DType::kI64) po.constant_inputs[graph.inputs[i].name] = inputs[i];
+      else runtime_inputs.push_back(inputs[i]);
+    }
+    auto pr = prepare_graph(graph, builtin_registry(), po);
+    if (!pr.ok()) return classify(pr.status());
     for (const auto& f : sorted_files(set, "output_")) {
       auto t = load_tensor_pb(f);
       if (!t.ok()) return classify(t.status());
       expected.push_back(t.value());
     }
-    Graph graph = g.value();
-    if (inputs.size() != graph.inputs.size())
-      return {Verdict::kFailed, "model has " + std::to_string(graph.inputs.size()) + " inputs, data set has " +
-                                    std::to_string(inputs.size())};
-    // The data set fixes the input shapes.
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      graph.inputs[i].dims = inputs[i].shape();
-      graph.inputs[i].has_shape = true;
-      graph.inputs[i].dtype = inputs[i].dtype();
-    }
-    auto pr = prepare_graph(graph, builtin_registry(), PrepareOptions{});
-    if (!pr.ok()) return classify(pr.status());
+    inputs = runtime_inputs;
     auto plan = Plan::build(graph, Placement::all_on(backend, {}), builtin_registry());
     if (!plan.ok()) return classify(plan.status());
     std::vector<Tensor> outs;

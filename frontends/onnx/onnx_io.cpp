@@ -183,9 +183,15 @@ Expected<Graph> load_onnx(const std::string& path) {
   g.opset = 0;
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
-  if (g.opset == 0) return Status::invalid(path + ": model imports no default-domain opset");
-  if (g.opset < 7 || g.opset > 17)
-    return Status::unsupported(path + ": opset " + std::to_string(g.opset) + " (supported: 7 to 17)");
+  bool uses_default_domain = false;
+  for (const auto& np : model.graph().node())
+    uses_default_domain = uses_default_domain || np.domain().empty() || np.domain() == "ai.onnx";
+  if (g.opset == 0) {
+    if (uses_default_domain) return Status::invalid(path + ": model imports no default-domain opset");
+    g.opset = 17;  // only other domains: their nodes are reported as unsupported
+  }
+  if (g.opset > 17)
+    return Status::unsupported(path + ": opset " + std::to_string(g.opset) + " (supported: up to 17)");
   const std::string base_dir = fs::path(path).parent_path().string();
   const auto& gp = model.graph();
   for (const auto& init : gp.initializer()) {

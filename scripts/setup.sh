@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs Mosaic's build and test dependencies (Debian 12) and builds it in ./build.
+# Usage: scripts/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends \
+  build-essential cmake ninja-build pkg-config \
+  libdnnl-dev libopenblas-openmp-dev libeigen3-dev \
+  libonnx-dev libprotobuf-dev protobuf-compiler \
+  libgtest-dev libcli11-dev nlohmann-json3-dev \
+  libonnx-testdata python3-torch python3-torchvision python3-onnx
+if [ "${1:-}" = "--no-build" ]; then exit 0; fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds Mosaic and runs the whole test suite (unit, cross-backend, CLI error paths, ONNX
+# node tests, torchvision-vs-PyTorch). Set MOSAIC_SANITIZE=1 for an ASan/UBSan build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build
+extra=()
+if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then build=build-asan; extra=(-DMOSAIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo); fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
+cmake --build "$build"
+ctest --test-dir "$build" -j2 --output-on-failure

@@ -1,0 +1,189 @@
+// One list of op cases, run on every backend and compared with the naive oracle
+// (in the spirit of ggml's test-backend-ops). The oracle itself is checked against
+// hand-computed values in test_naive.cpp and against the official ONNX node tests.
+#include <gtest/gtest.h>
+
+#include "metrics/compare.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using A = Attribute;
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> v;
+  uint64_t seed = 1;
+  auto add = [&](std::string label, Node n, std::vector<Shape> shapes, std::vector<bool> is_const = {},
+                 int64_t opset = 13) {
+    OpCase c;
+    c.label = std::move(label);
+    c.node = std::move(n);
+    for (const auto& s : shapes) c.inputs.push_back(s.empty() && false ? Tensor() : random_tensor(s, seed++));
+    c.is_const = std::move(is_const);
+    c.opset = opset;
+    v.push_back(std::move(c));
+  };
+  auto conv = [&](std::string label, Shape x, Shape w, std::map<std::string, A> attrs, bool bias = true) {
+    std::vector<Shape> shapes{x, w};
+    if (bias) shapes.push_back({w[0]});
+    add(std::move(label), make_node("Conv", std::move(attrs)), shapes, {false, true, true});
+  };
+  conv("conv3x3", {2, 3, 9, 9}, {8, 3, 3, 3}, {});
+  conv("conv3x3_pad_stride", {2, 4, 10, 11}, {6, 4, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}, {"strides", A::of_ints({2, 2})}});
+  conv("conv_asym_pad", {1, 3, 8, 8}, {4, 3, 3, 2}, {{"pads", A::of_ints({0, 1, 2, 0})}});
+  conv("conv_dilated", {2, 3, 12, 12}, {5, 3, 3, 3}, {{"dilations", A::of_ints({2, 2})}, {"pads", A::of_ints({2, 2, 2, 2})}});
+  conv("conv_groups", {2, 8, 7, 7}, {12, 2, 3, 3}, {{"group", A::of_int(4)}, {"pads", A::of_ints({1, 1, 1, 1})}});
+  conv("conv_depthwise", {2, 16, 9, 9}, {16, 1, 3, 3}, {{"group", A::of_int(16)}, {"strides", A::of_ints({2, 2})}, {"pads", A::of_ints({1, 1, 1, 1})}});
+  conv("conv_pointwise", {3, 16, 5, 5}, {24, 16, 1, 1}, {}, false);
+  conv("conv_same_upper", {1, 3, 7, 7}, {4, 3, 4, 4}, {{"auto_pad", A::of_string("SAME_UPPER")}, {"strides", A::of_ints({2, 2})}});
+  conv("conv_same_lower", {1, 3, 7, 8}, {4, 3, 3, 3}, {{"auto_pad", A::of_string("SAME_LOWER")}});
+  conv("conv_valid", {1, 3, 7, 8}, {4, 3, 3, 3}, {{"auto_pad", A::of_string("VALID")}, {"strides", A::of_ints({2, 3})}});
+  conv("conv_1d", {2, 3, 17}, {5, 3, 4}, {{"strides", A::of_ints({2})}, {"pads", A::of_ints({1, 2})}});
+  conv("conv_big_batch_small_out", {64, 32, 4, 4}, {16, 32, 3, 3}, {});
+  {  // runtime (non-constant) weights
+    OpCase c;
+    c.label = "conv_runtime_weights";
+    c.node = make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}});
+    c.inputs = {random_tensor({2, 3, 6, 6}, 91), random_tensor({4, 3, 3, 3}, 92), random_tensor({4}, 93)};
+    v.push_back(c);
+  }
+  auto pool = [&](std::string label, std::string op, Shape x, std::map<std::string, A> attrs) {
+    add(std::move(label), make_node(op, std::move(attrs)), {x});
+  };
+  pool("maxpool_k3s2", "MaxPool", {2, 4, 9, 9}, {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})}});
+  pool("maxpool_pads", "MaxPool", {2, 3, 8, 8}, {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}});
+  pool("maxpool_ceil", "MaxPool", {1, 3, 10, 10}, {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})}, {"ceil_mode", A::of_int(1)}});
+  pool("maxpool_dilated", "MaxPool", {1, 2, 10, 10}, {{"kernel_shape", A::of_ints({2, 2})}, {"dilations", A::of_ints({2, 2})}});
+  pool("avgpool_exclude_pad", "AveragePool", {2, 3, 7, 7}, {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}, {"strides", A::of_ints({2, 2})}});
+  pool("avgpool_include_pad", "AveragePool", {2, 3, 7, 7}, {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}, {"count_include_pad", A::of_int(1)}});
+  pool("avgpool_ceil", "AveragePool", {1, 2, 9, 9}, {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}, {"ceil_mode", A::of_int(1)}});
+  pool("globalavg", "GlobalAveragePool", {3, 5, 6, 7}, {});
+  pool("globalmax", "GlobalMaxPool", {3, 5, 6, 7}, {});
+  add("gemm_transB", make_node("Gemm", {{"transB", A::of_int(1)}}), {{5, 7}, {9, 7}, {9}}, {false, true, true});
+  add("gemm_transA_alpha_beta", make_node("Gemm", {{"transA", A::of_int(1)}, {"alpha", A::of_float(0.5f)}, {"beta", A::of_float(2.f)}}),
+      {{7, 5}, {7, 9}, {5, 9}}, {false, true, false});
+  add("gemm_no_c", make_node("Gemm"), {{4, 6}, {6, 3}}, {false, false});
+  add("gemm_c_column", make_node("Gemm"), {{4, 6}, {6, 3}, {4, 1}}, {false, true, true});
+  add("matmul_2d", make_node("MatMul"), {{6, 5}, {5, 7}});
+  add("matmul_batched", make_node("MatMul"), {{2, 3, 4, 5}, {2, 3, 5, 6}});
+  add("matmul_broadcast_b", make_node("MatMul"), {{2, 3, 4, 5}, {5, 6}}, {false, true});
+  add("matmul_broadcast_batch", make_node("MatMul"), {{2, 1, 4, 5}, {3, 5, 2}});
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    add(std::string(op) + "_same", make_node(op), {{2, 3, 4, 5}, {2, 3, 4, 5}});
+    add(std::string(op) + "_channel", make_node(op), {{2, 3, 4, 5}, {1, 3, 1, 1}});
+    add(std::string(op) + "_row", make_node(op), {{2, 3, 4, 5}, {5}});
+    add(std::string(op) + "_scalar", make_node(op), {{2, 3, 4}, {}});
+    add(std::string(op) + "_mixed", make_node(op), {{2, 1, 4, 1}, {3, 1, 6}});
+  }
+  for (const char* op : {"Relu", "Sigmoid", "Tanh"}) add(op, make_node(op), {{2, 3, 17, 5}});
+  add("LeakyRelu", make_node("LeakyRelu", {{"alpha", A::of_float(0.2f)}}), {{2, 3, 7}});
+  {
+    OpCase c;
+    c.label = "Clip_const_bounds";
+    c.node = make_node("Clip");
+    c.inputs = {random_tensor({2, 3, 7}, 71), Tensor::from_f32({}, {-0.3f}), Tensor::from_f32({}, {0.4f})};
+    c.is_const = {false, true, true};
+    v.push_back(c);
+    c.label = "Clip_attr_opset6";
+    c.node = make_node("Clip", {{"min", A::of_float(-0.5f)}, {"max", A::of_float(0.25f)}});
+    c.inputs = {random_tensor({4, 9}, 72)};
+    c.is_const = {};
+    c.opset = 7;
+    v.push_back(c);
+  }
+  add("softmax_last", make_node("Softmax"), {{4, 10}});
+  add("softmax_axis1_4d", make_node("Softmax", {{"axis", A::of_int(1)}}), {{2, 5, 3, 4}});
+  add("softmax_legacy_coerce", make_node("Softmax", {{"axis", A::of_int(1)}}), {{2, 3, 4}}, {}, 11);
+  add("logsoftmax_last", make_node("LogSoftmax"), {{4, 10}});
+  add("logsoftmax_axis0", make_node("LogSoftmax", {{"axis", A::of_int(0)}}), {{6, 3}});
+  {
+    OpCase c;
+    c.label = "batchnorm";
+    c.node = make_node("BatchNormalization", {{"epsilon", A::of_float(1e-3f)}});
+    c.inputs = {random_tensor({2, 4, 5, 5}, 81), random_tensor({4}, 82), random_tensor({4}, 83), random_tensor({4}, 84),
+                random_tensor({4}, 85, 0.5f, 2.f)};
+    c.is_const = {false, true, true, true, true};
+    v.push_back(c);
+  }
+  add("lrn5", make_node("LRN", {{"size", A::of_int(5)}, {"alpha", A::of_float(1e-2f)}, {"beta", A::of_float(0.75f)}, {"bias", A::of_float(2.f)}}),
+      {{2, 7, 4, 4}});
+  add("lrn4_even", make_node("LRN", {{"size", A::of_int(4)}}), {{1, 6, 3, 3}});
+  add("concat_axis1", make_node("Concat", {{"axis", A::of_int(1)}}), {{2, 3, 4}, {2, 5, 4}, {2, 1, 4}});
+  add("concat_axis_neg", make_node("Concat", {{"axis", A::of_int(-1)}}), {{2, 3}, {2, 4}});
+  add("transpose_nchw_nhwc", make_node("Transpose", {{"perm", A::of_ints({0, 2, 3, 1})}}), {{2, 3, 4, 5}});
+  add("transpose_default", make_node("Transpose"), {{3, 4, 5}});
+  add("flatten_axis2", make_node("Flatten", {{"axis", A::of_int(2)}}), {{2, 3, 4, 5}});
+  add("identity", make_node("Identity"), {{3, 4}});
+  add("dropout_inference", make_node("Dropout"), {{3, 4}});
+  auto pad = [&](std::string label, std::string mode, std::vector<int64_t> pads) {
+    OpCase c;
+    c.label = std::move(label);
+    c.node = make_node("Pad", {{"mode", A::of_string(mode)}});
+    c.inputs = {random_tensor({2, 3, 4, 5}, seed++), Tensor::from_i64({8}, pads), Tensor::from_f32({}, {0.5f})};
+    c.is_const = {false, true, true};
+    v.push_back(c);
+  };
+  pad("pad_constant", "constant", {0, 0, 1, 2, 0, 0, 2, 1});
+  pad("pad_reflect", "reflect", {0, 0, 2, 1, 0, 0, 1, 3});
+  pad("pad_edge", "edge", {0, 1, 1, 0, 0, 0, 2, 2});
+  pad("pad_crop", "constant", {0, 0, -1, 1, 0, 0, 1, -2});
+  {
+    OpCase c;
+    c.label = "reshape";
+    c.node = make_node("Reshape");
+    c.inputs = {random_tensor({2, 3, 4}, 61), Tensor::from_i64({3}, {0, -1, 2})};
+    c.is_const = {false, true};
+    v.push_back(c);
+  }
+  return v;
+}
+
+class BackendOps : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(BackendOps, MatchesNaive) {
+  const OpCase& c = GetParam();
+  std::vector<Tensor> ref;
+  Status st = run_on(c, "naive", &ref);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  int ran = 0;
+  for (const std::string backend : {"im2col", "onednn"}) {
+    std::vector<Tensor> got;
+    st = run_on(c, backend, &got);
+    if (st.code() == StatusCode::kUnsupported) {
+      // Declining is allowed, but it must say why.
+      EXPECT_FALSE(st.message().empty());
+      continue;
+    }
+    ASSERT_TRUE(st.is_ok()) << backend << ": " << st.to_string();
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      Agreement a = compare_tensors(got[i], ref[i], 1e-4, 1e-5);
+      EXPECT_TRUE(a.ok) << c.label << " on " << backend << ": " << a.message;
+    }
+    ++ran;
+  }
+  // The core compute ops must run on both optimised backends.
+  static const std::set<std::string> must_run = {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "Relu",
+                                                 "Softmax", "BatchNormalization", "Concat", "Transpose"};
+  if (must_run.count(c.node.op_type)) {
+    EXPECT_EQ(ran, 2) << c.label;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, BackendOps, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
+
+TEST(BackendOps, UnsupportedSaysWhy) {
+  OpCase c;
+  c.label = "lrn_even";
+  c.node = make_node("LRN", {{"size", Attribute::of_int(4)}});
+  c.inputs = {random_tensor({1, 6, 3, 3}, 5)};
+  std::vector<Tensor> out;
+  Status st = run_on(c, "onednn", &out);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("even LRN size"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace mosaic::test

@@ -1,0 +1,210 @@
+// The mosaic command end to end: success paths and every bad-input path named in the
+// design (clear one-line message, non-zero exit, no partial result files).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "examples/zoo.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+CmdResult mosaic(const std::string& args) {
+  CmdResult r;
+  const std::string cmd = std::string(MOSAIC_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mosaic_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string fmnist() {
+    const std::string p = path("fmnist.onnx");
+    if (!fs::exists(p)) {
+      EXPECT_EQ(mosaic("export fmnist-cnn -o " + p).code, 0);
+    }
+    return p;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, ExportInfoBench) {
+  const std::string model = fmnist();
+  CmdResult info = mosaic("info " + model + " --batch 4");
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_NE(info.out.find("421,642"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("float32[4,10]"), std::string::npos);
+  EXPECT_NE(info.out.find("naive,im2col,onednn"), std::string::npos);
+
+  const std::string json = path("r.json"), csv = path("r.csv");
+  CmdResult b = mosaic("bench " + model + " --batch 3 --warmup 1 --iterations 3 --json " + json + " --csv " + csv);
+  ASSERT_EQ(b.code, 0) << b.out;
+  for (const char* s : {"== naive", "== im2col", "== onednn", "images/s", "outputs match naive", "speed-up vs naive"})
+    EXPECT_NE(b.out.find(s), std::string::npos) << s << "\n" << b.out;
+  std::ifstream jf(json);
+  auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["schema"], "mosaic.bench/1");
+  ASSERT_EQ(j["runs"].size(), 3u);
+  for (const auto& r : j["runs"]) {
+    EXPECT_TRUE(r["check"]["passed"].get<bool>());
+    EXPECT_EQ(r["iterations"]["measured"], 3);
+    EXPECT_GT(r["summary"]["images_per_s"].get<double>(), 0);
+    EXPECT_EQ(r["nodes"].size(), 10u);
+    double conv1 = r["nodes"][0]["flops"];
+    EXPECT_DOUBLE_EQ(conv1, 3.0 * (2 * 32 * 28 * 28 * 9 + 32 * 28 * 28));  // hand-counted
+  }
+  std::ifstream cf(csv);
+  std::string header;
+  std::getline(cf, header);
+  EXPECT_EQ(header.rfind("config,node,op,backend", 0), 0u);
+}
+
+TEST_F(Cli, MixedPlacementAndFallbackAreReported) {
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --warmup 0 --iterations 1 --assign Conv=onednn,Gemm=im2col,*=naive");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("== mixed"), std::string::npos);
+  EXPECT_NE(b.out.find("conv1              Conv               onednn"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("fc1                Gemm               im2col"), std::string::npos) << b.out;
+}
+
+TEST_F(Cli, MissingFile) {
+  CmdResult r = mosaic("info " + path("nope.onnx"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("nope.onnx: no such file"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, TruncatedAndNonOnnxFiles) {
+  const std::string model = fmnist();
+  std::ifstream in(model, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string trunc = path("trunc.onnx");
+  std::ofstream(trunc, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  CmdResult r = mosaic("info " + trunc);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("trunc.onnx"), std::string::npos) << r.out;
+  const std::string text = path("readme.onnx");
+  std::ofstream(text) << "this is not a model\n";
+  r = mosaic("bench " + text);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("readme.onnx: not a valid ONNX model"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, UnsupportedOpNamesNodeAndBackends) {
+  Graph g = build_zoo_model("fmnist-cnn").value();
+  g.nodes[1].op_type = "Frobnicate";
+  const std::string p = path("frob.onnx");
+  ASSERT_TRUE(save_onnx(g, p).is_ok());
+  CmdResult r = mosaic("bench " + p + " --backends onednn");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("node 'relu1' (Frobnicate)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("backends without a kernel for it: naive, im2col, onednn"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one line:\n" << r.out;
+}
+
+TEST_F(Cli, InputShapeThatDoesNotFit) {
+  // A Reshape hard-coded to batch 1 cannot take --batch 4.
+  Graph g;
+  g.name = "fixed";
+  g.opset = 13;
+  ValueInfo x;
+  x.name = "x";
+  x.dims = {1, 4};
+  x.has_shape = true;
+  g.inputs.push_back(x);
+  g.initializers["shape"] = Tensor::from_i64({2}, {2, 2});
+  Node n;
+  n.name = "reshape_fixed";
+  n.op_type = "Reshape";
+  n.inputs = {"x", "shape"};
+  n.outputs = {"y"};
+  g.nodes.push_back(n);
+  g.outputs.push_back({"y", DType::kF32, {2, 2}, {}, true});
+  const std::string p = path("fixed.onnx");
+  ASSERT_TRUE(save_onnx(g, p).is_ok());
+  EXPECT_EQ(mosaic("info " + p).code, 0);
+  CmdResult r = mosaic("info " + p + " --batch 4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("reshape_fixed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot reshape [4,4]"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, UnknownBackendAndBadAssignLeaveNoFiles) {
+  const std::string json = path("partial.json");
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --backends naive,cuda --json " + json);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown backend 'cuda'"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(json));
+  r = mosaic("bench zoo:fmnist-cnn --assign Conv=onednn,Frob=naive --json " + json);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown op type 'Frob'"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --assign Conv:onednn");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("not KEY=BACKEND"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --mode training");
+  EXPECT_EQ(r.code, 2);
+  r = mosaic("export resnet9000 -o " + path("x.onnx"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown zoo model 'resnet9000'"), std::string::npos);
+  EXPECT_FALSE(fs::exists(json));
+  r = mosaic("bench");
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST_F(Cli, VerifyPassesAndCatchesWrongOutputs) {
+  // Build a one-case suite from the naive output of a tiny model, then corrupt it.
+  const std::string model = fmnist();
+  const fs::path case_dir = dir_ / "suite" / "test_fmnist";
+  fs::create_directories(case_dir / "test_data_set_0");
+  fs::copy_file(model, case_dir / "model.onnx");
+  Tensor x = Tensor::empty({DType::kF32, {2, 1, 28, 28}});
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(i % 17) / 17.f;
+  ASSERT_TRUE(save_tensor_pb(x, "input", (case_dir / "test_data_set_0" / "input_0.pb").string()).is_ok());
+  // Expected output: computed independently by the naive backend through the library.
+  Graph g = load_onnx(model).value();
+  g.inputs[0].dims = {2, 1, 28, 28};
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  auto plan = Plan::build(g, Placement::all_on("naive"), builtin_registry());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(plan.value()->run({x}, &out).is_ok());
+  const std::string expected = (case_dir / "test_data_set_0" / "output_0.pb").string();
+  ASSERT_TRUE(save_tensor_pb(out[0], "logits", expected).is_ok());
+  CmdResult r = mosaic("verify " + (dir_ / "suite").string() + " --backend all");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\n3 passed, 0 failed, 0 skipped\n"), std::string::npos) << r.out;
+  out[0].f32()[3] += 0.5f;
+  ASSERT_TRUE(save_tensor_pb(out[0], "logits", expected).is_ok());
+  r = mosaic("verify " + case_dir.string() + " --backend onednn");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAILED test_fmnist [onednn] test_data_set_0 output 0: element 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 1 failed, 0 skipped"), std::string::npos);
+  r = mosaic("verify " + path("empty_dir_that_is_missing"));
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
+}  // namespace mosaic::test

@@ -1,0 +1,90 @@
+// Helpers shared by the tests: single-node graphs, random tensors, running a graph on a backend.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/registry.hpp"
+#include "core/plan.hpp"
+#include "core/prepare.hpp"
+
+namespace mosaic::test {
+
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::empty({DType::kF32, shape});
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = d(rng);
+  return t;
+}
+
+/// One node whose inputs are runtime tensors ("x0", "x1", ...) or initializers.
+struct OpCase {
+  std::string label;
+  Node node;
+  std::vector<Tensor> inputs;        ///< one per node input; undefined = omitted
+  std::vector<bool> is_const;        ///< input i becomes an initializer
+  int64_t opset = 13;
+};
+
+/// Names the case in test output instead of dumping its bytes.
+inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.label; }
+
+inline Graph make_graph(const OpCase& c) {
+  Graph g;
+  g.source = c.label;
+  g.opset = c.opset;
+  Node n = c.node;
+  n.inputs.clear();
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].defined()) {
+      n.inputs.push_back("");
+      continue;
+    }
+    const std::string name = "x" + std::to_string(i);
+    n.inputs.push_back(name);
+    if (i < c.is_const.size() && c.is_const[i]) {
+      g.initializers[name] = c.inputs[i];
+    } else {
+      ValueInfo v;
+      v.name = name;
+      v.dtype = c.inputs[i].dtype();
+      v.dims = c.inputs[i].shape();
+      v.has_shape = true;
+      g.inputs.push_back(v);
+    }
+  }
+  if (n.outputs.empty()) n.outputs = {"y"};
+  for (const auto& o : n.outputs)
+    if (!o.empty()) g.outputs.push_back(ValueInfo{o, DType::kF32, {}, {}, false});
+  g.nodes.push_back(n);
+  return g;
+}
+
+/// Runs the case on one backend with no fallback. Returns the status (kUnsupported if the
+/// backend declines) and fills outputs.
+inline Status run_on(const OpCase& c, const std::string& backend, std::vector<Tensor>* outputs) {
+  Graph g = make_graph(c);
+  auto pr = prepare_graph(g, builtin_registry(), PrepareOptions{});
+  if (!pr.ok()) return pr.status();
+  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry());
+  if (!plan.ok()) return plan.status();
+  std::vector<Tensor> runtime;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.inputs[i].defined() && !(i < c.is_const.size() && c.is_const[i])) runtime.push_back(c.inputs[i]);
+  return plan.value()->run(runtime, outputs);
+}
+
+inline Node make_node(const std::string& op, std::map<std::string, Attribute> attrs = {}) {
+  Node n;
+  n.op_type = op;
+  n.name = op + "_test";
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+}  // namespace mosaic::test
