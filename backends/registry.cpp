@@ -7,6 +7,7 @@
 #include "backends/onednn/onednn.hpp"
 
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
 
 namespace mosaic {
 
@@ -20,6 +21,10 @@ const KernelRegistry& builtin_registry() {
   }();
   return registry;
 }
+
+std::string blas_core_name() { return openblas_get_corename(); }
+
+std::string onednn_isa_name() { return onednn_effective_isa(); }
 
 void set_num_threads(int threads) {
   if (threads <= 0) return;

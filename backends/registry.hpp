@@ -1,12 +1,20 @@
 // The registry of all built-in backends, filled by explicit calls (no static registration).
 #pragma once
 
+#include <string>
+
 #include "core/kernel.hpp"
 
 namespace mosaic {
 
 /// naive, im2col, onednn — in that order.
 const KernelRegistry& builtin_registry();
+/// OpenBLAS's kernel family in use ("SkylakeX", "Haswell", ...); the environment variable
+/// OPENBLAS_CORETYPE overrides OpenBLAS's own CPU detection.
+std::string blas_core_name();
+/// oneDNN's effective instruction set ("avx512_core", ...).
+std::string onednn_isa_name();
+
 /// Sets the thread count of OpenMP, OpenBLAS and oneDNN (0 = leave the defaults).
 void set_num_threads(int threads);
 

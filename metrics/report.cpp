@@ -73,7 +73,7 @@ void fill_speedups(BenchReport& report, double naive_median_ms) {
 
 void print_report(const BenchReport& rep, std::ostream& os) {
   os << "model " << rep.model << "  batch " << rep.batch << "  mode " << rep.mode << "  threads " << rep.threads
-     << "\n";
+     << "  OpenBLAS " << rep.blas_core << "  oneDNN " << rep.onednn_isa << "\n";
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
   for (const auto& c : rep.configs) {
     os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
@@ -124,6 +124,8 @@ Status write_json(const BenchReport& rep, const std::string& path) {
   j["batch"] = rep.batch;
   j["mode"] = rep.mode;
   j["threads"] = rep.threads;
+  j["blas_core"] = rep.blas_core;
+  j["onednn_isa"] = rep.onednn_isa;
   j["seed"] = rep.seed;
   j["config"] = {{"warmup", rep.config.warmup},
                  {"iterations", rep.config.iterations},

@@ -40,6 +40,8 @@ struct BenchReport {
   int64_t batch = 1;
   std::string mode = "inference";
   int threads = 0;
+  std::string blas_core;   ///< OpenBLAS kernel family in use
+  std::string onednn_isa;  ///< oneDNN's effective ISA
   BenchConfig config;
   uint64_t seed = 0;
   std::vector<std::string> notes;

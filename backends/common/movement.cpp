@@ -104,41 +104,74 @@ class ConcatKernel final : public Kernel {
   std::vector<int64_t> chunk_;
 };
 
-/// Copies an output whose every element maps to one input element (or a constant),
-/// given a per-axis index map; used by Slice and Pad.
+/// Copies an output whose every element maps to one input element (or a fill value),
+/// given a per-axis index map; used by Slice and Pad. Rows (all axes but the last) are
+/// processed in parallel, and the last axis is copied as runs of contiguous elements.
 class IndexMapKernel : public Kernel {
  public:
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const size_t r = out_shape_.size();
-    const auto in_strides = row_major_strides(in_shape_);
     const auto* in = static_cast<const char*>(src[0]->data());
     auto* out = static_cast<char*>(dst[0]->data());
-    const int64_t n = shape_numel(out_shape_);
     const char* fill = fill_;
     if (fill_input_ >= 0 && src.size() > static_cast<size_t>(fill_input_) && src[fill_input_])
       fill = static_cast<const char*>(src[fill_input_]->data());
-    std::vector<int64_t> idx(r, 0);
-    for (int64_t o = 0; o < n; ++o) {
-      int64_t off = 0;
+    if (r == 0) {
+      std::memcpy(out, in, esize_);
+      return Status::ok();
+    }
+    const int64_t row_len = out_shape_[r - 1];
+    const int64_t rows = row_len ? shape_numel(out_shape_) / row_len : 0;
+    const auto in_strides = row_major_strides(in_shape_);
+#pragma omp parallel for schedule(static) if (rows * row_len > 65536)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t off = 0, rem = row;
       bool inside = true;
-      for (size_t a = 0; a < r && inside; ++a) {
-        int64_t i = map_[a][idx[a]];
+      for (int64_t a = static_cast<int64_t>(r) - 2; a >= 0; --a) {
+        const int64_t i = map_[a][rem % out_shape_[a]];
+        rem /= out_shape_[a];
         if (i < 0) inside = false;
         else off += i * in_strides[a];
       }
-      if (inside) std::memcpy(out + o * esize_, in + off * esize_, esize_);
-      else std::memcpy(out + o * esize_, fill, esize_);
-      for (int64_t a = static_cast<int64_t>(r) - 1; a >= 0; --a) {
-        if (++idx[a] < out_shape_[a]) break;
-        idx[a] = 0;
+      char* o = out + row * row_len * static_cast<int64_t>(esize_);
+      for (const Run& run : runs_) {
+        char* d = o + run.out_start * static_cast<int64_t>(esize_);
+        if (!inside || run.in_start < 0) {
+          for (int64_t j = 0; j < run.length; ++j) std::memcpy(d + j * esize_, fill, esize_);
+        } else if (run.step == 1) {
+          std::memcpy(d, in + (off + run.in_start) * static_cast<int64_t>(esize_), run.length * esize_);
+        } else {
+          for (int64_t j = 0; j < run.length; ++j)
+            std::memcpy(d + j * esize_, in + (off + run.in_start + j * run.step) * static_cast<int64_t>(esize_), esize_);
+        }
       }
     }
     return Status::ok();
   }
 
  protected:
+  /// Splits the last axis's map into runs: fill, contiguous copy, or strided copy.
+  void build_runs() {
+    const std::vector<int64_t>& m = map_.back();
+    for (int64_t j = 0; j < static_cast<int64_t>(m.size());) {
+      Run run{j, m[j], 1, 1};
+      if (m[j] >= 0 && j + 1 < static_cast<int64_t>(m.size()) && m[j + 1] >= 0) run.step = m[j + 1] - m[j];
+      while (j + run.length < static_cast<int64_t>(m.size())) {
+        const int64_t next = m[j + run.length];
+        if (m[j] < 0 ? next >= 0 : next != m[j] + run.length * run.step) break;
+        ++run.length;
+      }
+      if (run.step != 1 && run.length == 1) run.step = 1;
+      runs_.push_back(run);
+      j += run.length;
+    }
+  }
+  struct Run {
+    int64_t out_start, in_start, length, step;  ///< in_start < 0: fill
+  };
   Shape in_shape_, out_shape_;
   std::vector<std::vector<int64_t>> map_;  ///< per axis: output index -> input index, -1 = fill
+  std::vector<Run> runs_;
   size_t esize_ = 4;
   alignas(8) char fill_[8] = {};
   int fill_input_ = -1;  ///< input holding the fill value at run time, if any
@@ -156,6 +189,7 @@ class SliceKernel final : public IndexMapKernel {
       for (int64_t i = 0; i < rg[2]; ++i) m[i] = rg[0] + i * rg[1];
       map_.push_back(std::move(m));
     }
+    if (!map_.empty()) build_runs();
     return Status::ok();
   }
 };
@@ -193,6 +227,7 @@ class PadKernel final : public IndexMapKernel {
       }
       map_.push_back(std::move(m));
     }
+    if (!map_.empty()) build_runs();
     return Status::ok();
   }
 };

@@ -35,9 +35,9 @@ Expected<Win2> lift2(const Window& w, const Node& node) {
 }
 
 /// Unfolds one image's group of channels into cols[(c*kh + i)*kw + j][oh*ow] (row stride ld).
-void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_t ld) {
+void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_t ld, bool parallel) {
   const int64_t rows = channels * w.kh * w.kw;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t c = r / (w.kh * w.kw), ki = (r / w.kw) % w.kh, kj = r % w.kw;
     const float* xc = x + c * w.ih * w.iw;
@@ -66,6 +66,10 @@ void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_
   }
 }
 
+/// Convolution as im2col + sgemm. With a batch, each thread takes whole images (or, for
+/// small outputs, chunks of images batched into one GEMM) and runs im2col and a
+/// single-threaded sgemm on its own column buffer, which stays in its cache; with one
+/// image, im2col and the GEMM are parallelised inside instead.
 class ConvKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -75,19 +79,21 @@ class ConvKernel final : public Kernel {
     ohw_ = w_.oh * w_.ow;
     pointwise_ = w_.kh == 1 && w_.kw == 1 && w_.sh == 1 && w_.sw == 1 && w_.pt == 0 && w_.pl == 0 && w_.pb == 0 &&
                  w_.pr == 0;
+    threads_ = std::max(1, omp_get_max_threads());
     // Small outputs batch several images into one GEMM (N = images * oh * ow).
-    chunk_ = ohw_ >= 256 ? 1 : std::max<int64_t>(1, std::min<int64_t>(p_.n, 4096 / std::max<int64_t>(ohw_, 1)));
-    if (!pointwise_ || chunk_ > 1) {
-      cols_.resize(static_cast<size_t>(k_ * chunk_ * ohw_));
-      if (ctx.tracker) ctx.tracker->on_alloc(cols_.size() * sizeof(float));
-      tracker_ = ctx.tracker;
-    }
-    if (chunk_ > 1) tmp_.resize(static_cast<size_t>(p_.oc * chunk_ * ohw_));
-    if (tracker_) tracker_->on_alloc(tmp_.size() * sizeof(float));
+    chunk_ = ohw_ >= 256 ? 1 : std::max<int64_t>(1, std::min<int64_t>(p_.n, 1024 / std::max<int64_t>(ohw_, 1)));
+    if (p_.n > 1) chunk_ = std::min<int64_t>(chunk_, (p_.n + threads_ - 1) / threads_);
+    const int64_t workers = p_.n >= threads_ ? threads_ : 1;
+    cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? k_ * chunk_ * ohw_ : 0;
+    tmp_per_worker_ = chunk_ > 1 ? p_.oc_per_group() * chunk_ * ohw_ : 0;
+    cols_.resize(static_cast<size_t>(cols_per_worker_ * workers));
+    tmp_.resize(static_cast<size_t>(tmp_per_worker_ * workers));
+    tracker_ = ctx.tracker;
+    if (tracker_) tracker_->on_alloc(workspace_bytes());
     return Status::ok();
   }
   ~ConvKernel() override {
-    if (tracker_) tracker_->on_free((cols_.size() + tmp_.size()) * sizeof(float));
+    if (tracker_) tracker_->on_free(workspace_bytes());
   }
   size_t workspace_bytes() const override { return (cols_.size() + tmp_.size()) * sizeof(float); }
 
@@ -96,51 +102,55 @@ class ConvKernel final : public Kernel {
     const float* wt = src[1]->f32();
     const float* bias = p_.has_bias ? src[2]->f32() : nullptr;
     float* y = dst[0]->f32();
-    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group(), in_sp = w_.ih * w_.iw;
-    if (chunk_ == 1) {
-      for (int64_t n = 0; n < p_.n; ++n)
-        for (int64_t g = 0; g < p_.group; ++g) {
-          const float* xg = x + (n * p_.c + g * cg) * in_sp;
-          const float* b = xg;
-          if (!pointwise_) {
-            im2col(xg, cg, w_, cols_.data(), ohw_);
-            b = cols_.data();
-          }
-          float* yg = y + (n * p_.oc + g * ocg) * ohw_;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ohw_, k_, 1.f, wt + g * ocg * k_, k_, b, ohw_,
-                      0.f, yg, ohw_);
-          if (bias) add_bias(yg, bias + g * ocg, ocg, ohw_, ohw_);
-        }
-      return Status::ok();
-    }
-    for (int64_t n0 = 0; n0 < p_.n; n0 += chunk_) {
-      const int64_t nb = std::min(chunk_, p_.n - n0), ld = nb * ohw_;
-      for (int64_t g = 0; g < p_.group; ++g) {
-        for (int64_t i = 0; i < nb; ++i)
-          im2col(x + ((n0 + i) * p_.c + g * cg) * in_sp, cg, w_, cols_.data() + i * ohw_, ld);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ld, k_, 1.f, wt + g * ocg * k_, k_, cols_.data(),
-                    ld, 0.f, tmp_.data(), ld);
-        // tmp[oc][i][hw] -> y[n0+i][g*ocg+oc][hw]
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t i = 0; i < nb; ++i)
-          for (int64_t oc = 0; oc < ocg; ++oc) {
-            float* yo = y + ((n0 + i) * p_.oc + g * ocg + oc) * ohw_;
-            const float* t = tmp_.data() + oc * ld + i * ohw_;
-            const float b = bias ? bias[g * ocg + oc] : 0.f;
-            for (int64_t j = 0; j < ohw_; ++j) yo[j] = t[j] + b;
-          }
+    const int64_t chunks = (p_.n + chunk_ - 1) / chunk_;
+    if (p_.n >= threads_) {
+#pragma omp parallel
+      {
+        const int t = omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < chunks; ++c) run_chunk(x, wt, bias, y, c * chunk_, t, false);
       }
+    } else {
+      for (int64_t c = 0; c < chunks; ++c) run_chunk(x, wt, bias, y, c * chunk_, 0, true);
     }
     return Status::ok();
   }
 
  private:
-  static void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, int64_t ld) {
-    for (int64_t r = 0; r < rows; ++r) ArrayMap(y + r * ld, cols) += bias[r];
+  /// Images [n0, n0 + chunk) on worker `t`'s buffers; `inner_parallel` lets im2col use threads.
+  void run_chunk(const float* x, const float* wt, const float* bias, float* y, int64_t n0, int t,
+                 bool inner_parallel) {
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group(), in_sp = w_.ih * w_.iw;
+    const int64_t nb = std::min(chunk_, p_.n - n0), ld = nb * ohw_;
+    float* cols = cols_.data() + t * cols_per_worker_;
+    float* tmp = tmp_.data() + t * tmp_per_worker_;
+    for (int64_t g = 0; g < p_.group; ++g) {
+      const float* b = x + (n0 * p_.c + g * cg) * in_sp;
+      if (!pointwise_ || nb > 1) {
+        for (int64_t i = 0; i < nb; ++i)
+          im2col(x + ((n0 + i) * p_.c + g * cg) * in_sp, cg, w_, cols + i * ohw_, ld, inner_parallel);
+        b = cols;
+      }
+      float* out = nb > 1 ? tmp : y + (n0 * p_.oc + g * ocg) * ohw_;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ld, k_, 1.f, wt + g * ocg * k_, k_, b, ld, 0.f,
+                  out, ld);
+      for (int64_t i = 0; i < nb; ++i)
+        for (int64_t oc = 0; oc < ocg; ++oc) {
+          float* yo = y + ((n0 + i) * p_.oc + g * ocg + oc) * ohw_;
+          const float bv = bias ? bias[g * ocg + oc] : 0.f;
+          if (nb > 1) {
+            const float* tv = tmp + oc * ld + i * ohw_;
+            for (int64_t j = 0; j < ohw_; ++j) yo[j] = tv[j] + bv;
+          } else if (bias) {
+            ArrayMap(yo, ohw_) += bv;
+          }
+        }
+    }
   }
   ConvParams p_;
   Win2 w_{};
-  int64_t k_ = 0, ohw_ = 0, chunk_ = 1;
+  int64_t k_ = 0, ohw_ = 0, chunk_ = 1, cols_per_worker_ = 0, tmp_per_worker_ = 0;
+  int threads_ = 1;
   bool pointwise_ = false;
   std::vector<float> cols_, tmp_;
   MemoryTracker* tracker_ = nullptr;

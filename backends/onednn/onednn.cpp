@@ -619,6 +619,19 @@ class PadKernel final : public ReorderKernel {
 
 }  // namespace
 
+std::string onednn_effective_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 void register_onednn_kernels(KernelRegistry& registry) {
   const std::string b = "onednn";
   registry.add(b, "Conv", make_factory<ConvKernel>());

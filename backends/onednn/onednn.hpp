@@ -5,10 +5,14 @@
 // blocked layouts internally where that is faster.
 #pragma once
 
+#include <string>
+
 #include "core/kernel.hpp"
 
 namespace mosaic {
 
 void register_onednn_kernels(KernelRegistry& registry);
+/// oneDNN's effective CPU instruction set, e.g. "avx512_core_amx".
+std::string onednn_effective_isa();
 
 }  // namespace mosaic

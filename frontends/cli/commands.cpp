@@ -190,6 +190,8 @@ int run_bench(const BenchOptions& o) {
   report.batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
   report.mode = o.mode;
   report.threads = omp_get_max_threads();
+  report.blas_core = blas_core_name();
+  report.onednn_isa = onednn_isa_name();
   report.config = o.config;
   report.seed = o.common.seed;
   report.notes = pr.notes;

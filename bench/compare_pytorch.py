@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Side-by-side inference throughput: Mosaic's backends vs PyTorch 1.13 (Debian python3-torch).
+
+Both run in this process tree with the same thread count and the same OpenBLAS settings
+(OPENBLAS_CORETYPE is inherited by both, and printed). PyTorch runs the same architectures
+(built with torch.nn, random weights) with the seeds' methodology: warm-up, then measured
+iterations, median time per batch. Mosaic runs `mosaic bench --json`.
+
+Prints a Markdown table of images/s and the ratios the project tracks:
+  onednn / PyTorch, im2col / onednn, per-node overhead, and the largest Conv and Gemm
+  layers' GFLOP/s as a fraction of the machine's measured OpenBLAS sgemm peak.
+
+usage: bench/compare_pytorch.py [--mosaic build/mosaic] [--models alexnet-cifar,vgg16-cifar]
+                                [--batches 1,64,250] [--threads 2] [--json results/perf.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+
+
+def alexnet_cifar():
+    return nn.Sequential(
+        nn.Conv2d(3, 192, 3, stride=2), nn.ReLU(), nn.ZeroPad2d(1), nn.MaxPool2d(3, 2),
+        nn.Conv2d(192, 384, 3), nn.ReLU(), nn.ZeroPad2d(1), nn.MaxPool2d(2, 2),
+        nn.Conv2d(384, 256, 3), nn.ReLU(), nn.ZeroPad2d(1),
+        nn.Conv2d(256, 256, 3), nn.ReLU(), nn.ZeroPad2d(1),
+        nn.Conv2d(256, 256, 3), nn.ReLU(), nn.ZeroPad2d(1), nn.MaxPool2d(2, 2),
+        nn.Flatten(), nn.Linear(1024, 8192), nn.ReLU(), nn.Linear(8192, 8192), nn.ReLU(), nn.Linear(8192, 10))
+
+
+def vgg16_cifar():
+    layers, cin = [], 3
+    for block in ([64, 64], [128, 128], [256, 256, 256], [512, 512, 512]):
+        for cout in block:
+            layers += [nn.Conv2d(cin, cout, 3), nn.ReLU(), nn.ZeroPad2d(1)]
+            cin = cout
+        layers.append(nn.MaxPool2d(2, 2))
+    layers += [nn.Flatten(), nn.Linear(2048, 512), nn.ReLU(), nn.Linear(512, 100)]
+    return nn.Sequential(*layers)
+
+
+MODELS = {"alexnet-cifar": alexnet_cifar, "vgg16-cifar": vgg16_cifar}
+PARAMS = {"alexnet-cifar": 78330250, "vgg16-cifar": 8735652}
+
+
+def time_pytorch(name, batch, warmup, iterations, budget):
+    torch.manual_seed(0)
+    model = MODELS[name]().eval()
+    assert sum(p.numel() for p in model.parameters()) == PARAMS[name]
+    x = torch.rand(batch, 3, 32, 32)
+    times = []
+    with torch.no_grad():
+        start = time.perf_counter()
+        for _ in range(warmup):
+            model(x)
+            if time.perf_counter() - start > budget / 4:
+                break
+        start = time.perf_counter()
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            model(x)
+            times.append(time.perf_counter() - t0)
+            if time.perf_counter() - start > budget * 3 / 4:
+                break
+    med = statistics.median(times)
+    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+
+
+def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget):
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        cmd = [mosaic, "bench", model_path, "--batch", str(batch), "--backends", ",".join(backends),
+               "--threads", str(threads), "--warmup", str(warmup), "--iterations", str(iterations),
+               "--max-seconds", str(budget), "--no-check", "--json", tmp.name]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(tmp.name) as f:
+            return json.load(f)
+
+
+def gemm_peak(mosaic, threads):
+    exe = os.path.join(os.path.dirname(os.path.abspath(mosaic)), "mosaic_gemm_peak")
+    out = subprocess.run([exe, "4096", "5"], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS=str(threads))).stdout
+    return json.loads(out)["gflops"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mosaic", default="build/mosaic")
+    ap.add_argument("--models", default="alexnet-cifar,vgg16-cifar")
+    ap.add_argument("--batches", default="1,64,250")
+    ap.add_argument("--backends", default="im2col,onednn")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--max-seconds", type=float, default=40)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    backends = args.backends.split(",")
+    peak = gemm_peak(args.mosaic, args.threads)
+    print(f"threads {args.threads}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(autodetect)')}, "
+          f"torch {torch.__version__}, OpenBLAS sgemm 4096^3 peak {peak:.1f} GFLOP/s\n")
+    results = {"threads": args.threads, "gemm_peak_gflops": peak,
+               "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "rows": []}
+    header = "| model | batch | PyTorch img/s | " + " | ".join(f"{b} img/s" for b in backends)
+    header += " | onednn / PyTorch | im2col / onednn | overhead us/node (onednn) | largest Conv % peak | largest Gemm % peak |"
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            path = os.path.join(tmp, name + ".onnx")
+            subprocess.run([args.mosaic, "export", name, "-o", path], check=True, stdout=subprocess.DEVNULL)
+            for batch in map(int, args.batches.split(",")):
+                pt = time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds)
+                rep = run_mosaic(args.mosaic, path, batch, backends, args.threads, args.warmup, args.iterations,
+                                 args.max_seconds)
+                runs = {r["label"]: r for r in rep["runs"]}
+                ips = {b: runs[b]["summary"]["images_per_s"] for b in backends}
+                row = {"model": name, "batch": batch, "pytorch": pt, "mosaic": {b: runs[b]["summary"] for b in backends}}
+                cells = [name, str(batch), f"{pt['images_per_s']:.0f}"] + [f"{ips[b]:.0f}" for b in backends]
+                if "onednn" in runs:
+                    od = runs["onednn"]
+                    row["onednn_vs_pytorch"] = ips["onednn"] / pt["images_per_s"]
+                    cells.append(f"{row['onednn_vs_pytorch']:.2f}x")
+                    if "im2col" in runs:
+                        row["im2col_vs_onednn"] = ips["im2col"] / ips["onednn"]
+                        cells.append(f"{row['im2col_vs_onednn']:.2f}x")
+                    else:
+                        cells.append("-")
+                    cells.append(f"{od['summary']['overhead_per_node_us']:.2f}")
+                    for op in ("Conv", "Gemm"):
+                        nodes = [n for n in od["nodes"] if n["op"] == op]
+                        big = max(nodes, key=lambda n: n["flops"])
+                        row[f"largest_{op.lower()}"] = {"node": big["name"], "gflops": big["gflops"],
+                                                        "fraction_of_peak": big["gflops"] / peak}
+                        cells.append(f"{big['name']} {100 * big['gflops'] / peak:.0f}%")
+                print("| " + " | ".join(cells) + " |", flush=True)
+                results["rows"].append(row)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
