@@ -18,11 +18,21 @@ bool KernelRegistry::has_kernel(const std::string& backend, const std::string& o
 
 std::vector<std::string> KernelRegistry::backends() const { return order_; }
 
+void KernelRegistry::add_layout_op(const std::string& backend, const std::string& op_type) {
+  layout_ops_[backend].insert(op_type);
+}
+
+bool KernelRegistry::accepts_layouts(const std::string& backend, const std::string& op_type) const {
+  auto it = layout_ops_.find(backend);
+  return it != layout_ops_.end() && it->second.count(op_type) != 0;
+}
+
 std::vector<std::string> KernelRegistry::ops(const std::string& backend) const {
   std::vector<std::string> out;
   auto it = table_.find(backend);
   if (it != table_.end())
-    for (const auto& [op, f] : it->second) out.push_back(op);
+    for (const auto& [op, f] : it->second)
+    if (op != kToPlainOp) out.push_back(op);
   return out;
 }
 

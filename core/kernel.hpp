@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,10 +26,16 @@ struct KernelContext {
   std::vector<bool> output_present;
   std::vector<const Tensor*> constants;    ///< non-null where input i is an initializer
   MemoryTracker* tracker = nullptr;        ///< report workspace/prepacked allocations here
+  /// Where output i may be left in this backend's own layout: every consumer is a
+  /// layout-aware op on the same backend (see KernelRegistry::add_layout_op).
+  std::vector<bool> output_layout_free;
 
   bool has_input(size_t i) const { return i < input_present.size() && input_present[i]; }
   bool has_output(size_t i) const { return i < output_present.size() && output_present[i]; }
   const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
+  /// Layout of input i (nullptr: plain). Non-null only for layout-aware ops.
+  const Layout* input_layout(size_t i) const { return i < inputs.size() ? inputs[i].layout.get() : nullptr; }
+  bool layout_free(size_t i) const { return i < output_layout_free.size() && output_layout_free[i]; }
 };
 
 /// A compiled node on one backend. Created once per plan; forward is the hot path.
@@ -41,7 +48,14 @@ class Kernel {
   virtual size_t workspace_bytes() const { return 0; }
   /// If true, output 0 is a view of input 0 (same bytes, new shape); forward is not called.
   virtual bool aliases_input() const { return false; }
+  /// The layout forward writes output i in (nullptr: plain). Only non-null where the
+  /// context allowed it (KernelContext::layout_free).
+  virtual std::shared_ptr<const Layout> output_layout(size_t) const { return nullptr; }
 };
+
+/// Op type of the conversion step the planner inserts to turn a backend's layout into a
+/// plain tensor. Every backend that produces layouts registers a kernel for it.
+inline constexpr const char* kToPlainOp = "mosaic.ToPlain";
 
 using KernelFactory = std::function<Expected<std::unique_ptr<Kernel>>(const KernelContext&)>;
 
@@ -54,11 +68,16 @@ class KernelRegistry {
   bool has_kernel(const std::string& backend, const std::string& op_type) const;
   std::vector<std::string> backends() const;
   std::vector<std::string> ops(const std::string& backend) const;
+  /// Declares that the backend's kernel for op_type accepts inputs in the backend's own
+  /// layouts (and may produce them).
+  void add_layout_op(const std::string& backend, const std::string& op_type);
+  bool accepts_layouts(const std::string& backend, const std::string& op_type) const;
   /// Creates the kernel, or returns kUnsupported with the reason.
   Expected<std::unique_ptr<Kernel>> create(const std::string& backend, const KernelContext& ctx) const;
 
  private:
   std::map<std::string, std::map<std::string, KernelFactory>> table_;
+  std::map<std::string, std::set<std::string>> layout_ops_;
   std::vector<std::string> order_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <cstring>
 #include <sstream>
 
@@ -65,6 +66,12 @@ int64_t Plan::workspace_bytes() const {
   return n;
 }
 
+int Plan::conversion_count() const {
+  int n = 0;
+  for (const auto& s : steps_) n += s.conversion;
+  return n;
+}
+
 int Plan::fallback_count() const {
   int n = 0;
   for (const auto& s : steps_) n += s.fell_back();
@@ -77,7 +84,10 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   Plan& P = *plan;
   P.graph_ = graph;
   P.placement_ = placement;
-  const Graph& g = P.graph_;
+  Graph& g = P.graph_;
+  // Conversion steps append synthetic nodes and values; reserve so references stay valid.
+  g.nodes.reserve(g.nodes.size() * 2 + g.outputs.size() + 8);
+  P.values_.reserve(g.value_descs.size() * 2 + g.initializers.size() + 8);
   std::map<std::string, int> index;
   auto add_value = [&](const std::string& name) -> int {
     auto it = index.find(name);
@@ -100,52 +110,126 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     P.values_[v].is_input = true;
     P.input_values_.push_back(v);
   }
-
-  // Register every value first: contexts below hold pointers into values_.
-  for (const auto& node : g.nodes) {
-    for (const auto& in : node.inputs)
-      if (!in.empty()) add_value(in);
-    for (const auto& out : node.outputs)
+  // Register every value first, and who consumes it (for layout decisions).
+  std::map<std::string, std::vector<size_t>> consumers;
+  const size_t original_nodes = g.nodes.size();
+  for (size_t ni = 0; ni < original_nodes; ++ni) {
+    for (const auto& in : g.nodes[ni].inputs)
+      if (!in.empty()) {
+        add_value(in);
+        consumers[in].push_back(ni);
+      }
+    for (const auto& out : g.nodes[ni].outputs)
       if (!out.empty()) add_value(out);
   }
-  for (const auto& out : g.outputs) add_value(out.name);
+  std::set<std::string> graph_outputs;
+  for (const auto& out : g.outputs) {
+    add_value(out.name);
+    graph_outputs.insert(out.name);
+  }
+
+  // A value may stay in `backend`'s layout if every consumer is a layout-aware op placed on it.
+  auto layout_free = [&](const std::string& value, const std::string& backend) {
+    if (graph_outputs.count(value) || !consumers.count(value)) return false;
+    for (size_t c : consumers[value]) {
+      const Node& n = g.nodes[c];
+      if (placement.backend_for(n) != backend || !registry.accepts_layouts(backend, n.op_type)) return false;
+    }
+    return true;
+  };
+  std::map<int, int> plain_copy;  // value in a layout -> its converted plain value
+  // Inserts (once per value) a timed step converting `v` to plain; returns the plain value.
+  auto to_plain = [&](int v) -> Expected<int> {
+    auto it = plain_copy.find(v);
+    if (it != plain_copy.end()) return it->second;
+    const TensorDesc from = P.values_[v].desc;
+    const std::string backend = from.layout->backend();
+    Node conv;
+    conv.op_type = kToPlainOp;
+    conv.name = "to_plain(" + P.values_[v].name + ")";
+    conv.inputs = {P.values_[v].name};
+    conv.outputs = {P.values_[v].name + "@plain"};
+    g.nodes.push_back(conv);
+    PlanValue pv;
+    pv.name = conv.outputs[0];
+    pv.desc = {from.dtype, from.shape, nullptr};
+    P.values_.push_back(pv);
+    const int out = static_cast<int>(P.values_.size()) - 1;
+    index[pv.name] = out;
+    PlanStep step;
+    step.node = static_cast<int>(g.nodes.size()) - 1;
+    step.backend = step.requested = backend;
+    step.conversion = true;
+    KernelContext ctx;
+    ctx.node = &g.nodes.back();
+    ctx.opset = g.opset;
+    ctx.tracker = &P.tracker_;
+    ctx.inputs = {from};
+    ctx.input_present = {true};
+    ctx.constants = {nullptr};
+    ctx.outputs = {pv.desc};
+    ctx.output_present = {true};
+    const int64_t t0 = now_ns();
+    auto k = registry.create(backend, ctx);
+    if (!k.ok()) return k.status().with_context(g.source + ": converting '" + P.values_[v].name + "' to plain");
+    step.create_ns = now_ns() - t0;
+    step.kernel = std::move(k.value());
+    step.in = {v};
+    step.out = {out};
+    step.out_bytes = pv.desc.bytes();
+    P.steps_.push_back(std::move(step));
+    plain_copy[v] = out;
+    return out;
+  };
 
   // Create stage: one kernel per node, on the requested backend or the first fallback that can.
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+  for (size_t ni = 0; ni < original_nodes; ++ni) {
     const Node& node = g.nodes[ni];
     PlanStep step;
     step.node = static_cast<int>(ni);
-    KernelContext ctx;
-    ctx.node = &node;
-    ctx.opset = g.opset;
-    ctx.tracker = &P.tracker_;
-    for (const auto& in : node.inputs) {
-      int v = in.empty() ? -1 : add_value(in);
-      step.in.push_back(v);
-      ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
-      ctx.input_present.push_back(v >= 0);
-      ctx.constants.push_back(v >= 0 && P.values_[v].is_const ? &P.values_[v].tensor : nullptr);
-    }
-    for (const auto& out : node.outputs) {
-      int v = out.empty() ? -1 : add_value(out);
-      step.out.push_back(v);
-      ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
-      ctx.output_present.push_back(v >= 0);
-      if (v >= 0) step.out_bytes += P.values_[v].desc.bytes();
-    }
-    step.flops = node_flops(ctx);
     step.requested = placement.backend_for(node);
     std::vector<std::string> order{step.requested};
     for (const auto& f : placement.fallback)
       if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
     std::string reasons;
     for (const auto& backend : order) {
+      // Inputs in a layout this kernel cannot read are converted first.
+      std::vector<int> in;
+      for (const auto& name : node.inputs) {
+        int v = name.empty() ? -1 : index.at(name);
+        if (v >= 0 && P.values_[v].desc.layout &&
+            (P.values_[v].desc.layout->backend() != backend || !registry.accepts_layouts(backend, node.op_type))) {
+          MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
+        }
+        in.push_back(v);
+      }
+      KernelContext ctx;
+      ctx.node = &g.nodes[ni];
+      ctx.opset = g.opset;
+      ctx.tracker = &P.tracker_;
+      for (int v : in) {
+        ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+        ctx.input_present.push_back(v >= 0);
+        ctx.constants.push_back(v >= 0 && P.values_[v].is_const ? &P.values_[v].tensor : nullptr);
+      }
+      std::vector<int> out;
+      for (const auto& name : node.outputs) {
+        int v = name.empty() ? -1 : index.at(name);
+        out.push_back(v);
+        ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+        ctx.output_present.push_back(v >= 0);
+        ctx.output_layout_free.push_back(v >= 0 && registry.accepts_layouts(backend, node.op_type) &&
+                                         layout_free(name, backend));
+      }
+      if (step.flops == 0) step.flops = node_flops(ctx);
       const int64_t t0 = now_ns();
       auto k = registry.create(backend, ctx);
       if (k.ok()) {
         step.create_ns = now_ns() - t0;
         step.kernel = std::move(k.value());
         step.backend = backend;
+        step.in = in;
+        step.out = out;
         break;
       }
       if (k.status().code() != StatusCode::kUnsupported && k.status().code() != StatusCode::kNotFound)
@@ -156,9 +240,21 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       return Status::unsupported(g.source + ": " + node.label() + ": no backend can run it (" + reasons + ")");
     if (step.backend != step.requested) step.fallback_reason = reasons;
     step.alias = step.kernel->aliases_input();
+    for (size_t o = 0; o < step.out.size(); ++o) {
+      const int v = step.out[o];
+      if (v < 0) continue;
+      P.values_[v].desc.layout = step.kernel->output_layout(o);
+      step.out_bytes += P.values_[v].desc.bytes();
+    }
     P.steps_.push_back(std::move(step));
   }
-  for (const auto& out : g.outputs) P.output_values_.push_back(add_value(out.name));
+  for (const auto& out : g.outputs) {
+    int v = index.at(out.name);
+    if (P.values_[v].desc.layout) {
+      MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
+    }
+    P.output_values_.push_back(v);
+  }
 
   // Memory planning: liveness per value, greedy best-fit reuse of storage buffers.
   const int nsteps = static_cast<int>(P.steps_.size());
@@ -252,6 +348,7 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs
     if (observer) {
       NodeEvent ev;
       ev.step = static_cast<int>(s);
+      ev.stage = st.conversion ? Stage::kConversion : Stage::kForward;
       ev.iteration = iteration;
       ev.begin_ns = now_ns();
       Status status = st.kernel->forward(st.src, st.dst);

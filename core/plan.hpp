@@ -50,6 +50,7 @@ struct PlanStep {
   double flops = 0;
   size_t out_bytes = 0;
   bool alias = false;
+  bool conversion = false;       ///< a layout conversion the planner inserted
   int64_t create_ns = 0;
   bool fell_back() const { return !fallback_reason.empty(); }
 };
@@ -75,6 +76,7 @@ class Plan {
   int64_t activation_bytes() const { return activation_bytes_; }
   int64_t workspace_bytes() const;
   int fallback_count() const;
+  int conversion_count() const;
 
  private:
   Graph graph_;

@@ -58,7 +58,9 @@ std::string shape_str(const Shape& shape) {
   return os.str();
 }
 
-std::string TensorDesc::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+std::string TensorDesc::str() const {
+  return std::string(dtype_name(dtype)) + shape_str(shape) + (layout ? " (" + layout->name() + ")" : "");
+}
 
 void MemoryTracker::on_alloc(size_t bytes) {
   int64_t now = current_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);

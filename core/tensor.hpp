@@ -24,13 +24,32 @@ int64_t shape_numel(const Shape& shape);
 /// "[64,3,32,32]".
 std::string shape_str(const Shape& shape);
 
+/// A backend-specific memory layout (e.g. oneDNN's blocked nChw16c). Tensors whose
+/// descriptor has no layout are plain row-major. Only the backend that produced a layout
+/// reads it; everyone else gets the tensor through a conversion step the planner inserts.
+class Layout {
+ public:
+  virtual ~Layout() = default;
+  virtual std::string backend() const = 0;
+  /// Short human-readable name, e.g. "nChw16c".
+  virtual std::string name() const = 0;
+  /// Storage size in bytes (blocked layouts may pad).
+  virtual size_t bytes() const = 0;
+  virtual bool equals(const Layout& other) const = 0;
+};
+
 struct TensorDesc {
   DType dtype = DType::kF32;
   Shape shape;
+  std::shared_ptr<const Layout> layout;  ///< nullptr: plain row-major
 
   int64_t numel() const { return shape_numel(shape); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
-  bool operator==(const TensorDesc& o) const { return dtype == o.dtype && shape == o.shape; }
+  size_t bytes() const { return layout ? layout->bytes() : static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool plain() const { return layout == nullptr; }
+  bool operator==(const TensorDesc& o) const {
+    return dtype == o.dtype && shape == o.shape &&
+           (layout == o.layout || (layout && o.layout && layout->equals(*o.layout)));
+  }
   bool operator!=(const TensorDesc& o) const { return !(*this == o); }
   std::string str() const;
 };

@@ -74,6 +74,18 @@ Expected<Window> make_window(const Node& node, const Shape& in_spatial, const st
   return w;
 }
 
+Activation fused_activation(const Node& node) {
+  Activation a;
+  const std::string kind = node.attr_string("mosaic.activation", "");
+  if (kind == "Relu") a.kind = Activation::Kind::kRelu;
+  else if (kind == "LeakyRelu") a.kind = Activation::Kind::kLeakyRelu;
+  else if (kind == "Clip") a.kind = Activation::Kind::kClip;
+  a.alpha = node.attr_float("mosaic.alpha", 0.01f);
+  a.lo = node.attr_float("mosaic.min", -std::numeric_limits<float>::infinity());
+  a.hi = node.attr_float("mosaic.max", std::numeric_limits<float>::infinity());
+  return a;
+}
+
 Expected<ConvParams> conv_params(const KernelContext& ctx) {
   const Node& node = *ctx.node;
   const Shape& x = ctx.inputs[0].shape;

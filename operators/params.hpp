@@ -25,6 +25,28 @@ struct Window {
 Expected<Window> make_window(const Node& node, const Shape& in_spatial, const std::vector<int64_t>& kernel,
                              bool ceil_mode);
 
+/// A fused activation ("mosaic.activation" set by the fusion pass) applied to a Conv or
+/// Gemm output: none, Relu, LeakyRelu(alpha) or Clip(lo, hi).
+struct Activation {
+  enum class Kind { kNone, kRelu, kLeakyRelu, kClip } kind = Kind::kNone;
+  float alpha = 0.f, lo = 0.f, hi = 0.f;
+  bool active() const { return kind != Kind::kNone; }
+  float apply(float v) const {
+    switch (kind) {
+      case Kind::kNone: return v;
+      case Kind::kRelu: return v > 0.f ? v : 0.f;
+      case Kind::kLeakyRelu: return v >= 0.f ? v : alpha * v;
+      case Kind::kClip: return v < lo ? lo : (v > hi ? hi : v);
+    }
+    return v;
+  }
+  void apply(float* data, int64_t n) const {
+    if (active())
+      for (int64_t i = 0; i < n; ++i) data[i] = apply(data[i]);
+  }
+};
+Activation fused_activation(const Node& node);
+
 struct ConvParams {
   int64_t n = 0, c = 0, oc = 0, group = 1;
   Window win;

@@ -394,7 +394,8 @@ double f_conv(const KernelContext& c) {
   auto p = conv_params(c);
   if (!p.ok()) return 0;
   double macs = static_cast<double>(p->n) * p->oc * p->win.out_size() * p->c_per_group() * p->win.kernel_size();
-  return 2 * macs + (p->has_bias ? static_cast<double>(c.outputs[0].numel()) : 0);
+  const double out = static_cast<double>(c.outputs[0].numel());
+  return 2 * macs + (p->has_bias ? out : 0) + (fused_activation(*c.node).active() ? out : 0);
 }
 double f_pool(const KernelContext& c) {
   auto p = pool_params(c);
@@ -404,7 +405,8 @@ double f_pool(const KernelContext& c) {
 double f_gemm(const KernelContext& c) {
   auto p = gemm_params(c);
   if (!p.ok()) return 0;
-  return 2.0 * p->m * p->n * p->k + (p->has_c && p->beta != 0 ? 1.0 * p->m * p->n : 0) + (p->alpha != 1 ? 1.0 * p->m * p->n : 0);
+  return 2.0 * p->m * p->n * p->k + (p->has_c && p->beta != 0 ? 1.0 * p->m * p->n : 0) +
+         (p->alpha != 1 ? 1.0 * p->m * p->n : 0) + (fused_activation(*c.node).active() ? 1.0 * p->m * p->n : 0);
 }
 double f_matmul(const KernelContext& c) {
   auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);

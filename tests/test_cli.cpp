@@ -62,7 +62,7 @@ TEST_F(Cli, ExportInfoBench) {
   EXPECT_NE(info.out.find("naive,im2col,onednn"), std::string::npos);
 
   const std::string json = path("r.json"), csv = path("r.csv");
-  CmdResult b = mosaic("bench " + model + " --batch 3 --warmup 1 --iterations 3 --json " + json + " --csv " + csv);
+  CmdResult b = mosaic("bench " + model + " --batch 3 --warmup 1 --iterations 3 --no-fuse --json " + json + " --csv " + csv);
   ASSERT_EQ(b.code, 0) << b.out;
   for (const char* s : {"== naive", "== im2col", "== onednn", "images/s", "outputs match naive", "speed-up vs naive"})
     EXPECT_NE(b.out.find(s), std::string::npos) << s << "\n" << b.out;
@@ -82,10 +82,24 @@ TEST_F(Cli, ExportInfoBench) {
   std::string header;
   std::getline(cf, header);
   EXPECT_EQ(header.rfind("config,node,op,backend", 0), 0u);
+
+  // Fused (default): Conv+Relu pairs become one node whose FLOPs include the activation,
+  // and every backend still matches the unfused naive reference.
+  b = mosaic("bench " + model + " --batch 3 --warmup 1 --iterations 2 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("fused 3 node pairs"), std::string::npos) << b.out;
+  std::ifstream jf2(json);
+  auto j2 = nlohmann::json::parse(jf2);
+  for (const auto& r : j2["runs"]) {
+    EXPECT_TRUE(r["check"]["passed"].get<bool>());
+    EXPECT_EQ(r["nodes"][0]["name"], "conv1+relu1");
+    double conv1 = r["nodes"][0]["flops"];
+    EXPECT_DOUBLE_EQ(conv1, 3.0 * (2 * 32 * 28 * 28 * 9 + 2 * 32 * 28 * 28));
+  }
 }
 
 TEST_F(Cli, MixedPlacementAndFallbackAreReported) {
-  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --warmup 0 --iterations 1 --assign Conv=onednn,Gemm=im2col,*=naive");
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --warmup 0 --iterations 1 --no-fuse --assign Conv=onednn,Gemm=im2col,*=naive");
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("== mixed"), std::string::npos);
   EXPECT_NE(b.out.find("conv1              Conv               onednn"), std::string::npos) << b.out;

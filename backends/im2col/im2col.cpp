@@ -34,17 +34,19 @@ Expected<Win2> lift2(const Window& w, const Node& node) {
                              std::to_string(w.rank()) + "-d");
 }
 
-/// Unfolds one image's group of channels into cols[(c*kh + i)*kw + j][oh*ow] (row stride ld).
-void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_t ld, bool parallel) {
+/// Unfolds output rows [oy0, oy1) of one image's group of channels into
+/// cols[(c*kh + i)*kw + j][(oy - oy0)*ow + ox] (row stride ld).
+void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_t ld, bool parallel, int64_t oy0,
+            int64_t oy1) {
   const int64_t rows = channels * w.kh * w.kw;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t c = r / (w.kh * w.kw), ki = (r / w.kw) % w.kh, kj = r % w.kw;
     const float* xc = x + c * w.ih * w.iw;
     float* dst = cols + r * ld;
-    for (int64_t oy = 0; oy < w.oh; ++oy) {
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
       const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
-      float* d = dst + oy * w.ow;
+      float* d = dst + (oy - oy0) * w.ow;
       if (iy < 0 || iy >= w.ih) {
         std::fill(d, d + w.ow, 0.f);
         continue;
@@ -75,16 +77,22 @@ class ConvKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
     MOSAIC_ASSIGN_OR_RETURN(w_, lift2(p_.win, *ctx.node));
+    act_ = fused_activation(*ctx.node);
     k_ = p_.c_per_group() * w_.kh * w_.kw;
     ohw_ = w_.oh * w_.ow;
     pointwise_ = w_.kh == 1 && w_.kw == 1 && w_.sh == 1 && w_.sw == 1 && w_.pt == 0 && w_.pl == 0 && w_.pb == 0 &&
                  w_.pr == 0;
     threads_ = std::max(1, omp_get_max_threads());
-    // Small outputs batch several images into one GEMM (N = images * oh * ow).
-    chunk_ = ohw_ >= 256 ? 1 : std::max<int64_t>(1, std::min<int64_t>(p_.n, 1024 / std::max<int64_t>(ohw_, 1)));
-    if (p_.n > 1) chunk_ = std::min<int64_t>(chunk_, (p_.n + threads_ - 1) / threads_);
+    // Small outputs batch several images into one GEMM (N = images * oh * ow), with the
+    // chunks balanced across threads; large outputs are unfolded in bands of output rows
+    // so that a band's columns stay in cache.
+    const int64_t max_chunk = ohw_ >= 256 ? 1 : std::max<int64_t>(1, 1024 / std::max<int64_t>(ohw_, 1));
+    int64_t chunks = (p_.n + max_chunk - 1) / max_chunk;
+    if (p_.n >= threads_) chunks = ((chunks + threads_ - 1) / threads_) * threads_;
+    chunk_ = (p_.n + chunks - 1) / chunks;
+    band_ = chunk_ > 1 ? w_.oh : std::clamp<int64_t>(kBandPixels / std::max<int64_t>(w_.ow, 1), 1, w_.oh);
     const int64_t workers = p_.n >= threads_ ? threads_ : 1;
-    cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? k_ * chunk_ * ohw_ : 0;
+    cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? k_ * chunk_ * band_ * w_.ow : 0;
     tmp_per_worker_ = chunk_ > 1 ? p_.oc_per_group() * chunk_ * ohw_ : 0;
     cols_.resize(static_cast<size_t>(cols_per_worker_ * workers));
     tmp_.resize(static_cast<size_t>(tmp_per_worker_ * workers));
@@ -125,15 +133,27 @@ class ConvKernel final : public Kernel {
     float* cols = cols_.data() + t * cols_per_worker_;
     float* tmp = tmp_.data() + t * tmp_per_worker_;
     for (int64_t g = 0; g < p_.group; ++g) {
-      const float* b = x + (n0 * p_.c + g * cg) * in_sp;
-      if (!pointwise_ || nb > 1) {
-        for (int64_t i = 0; i < nb; ++i)
-          im2col(x + ((n0 + i) * p_.c + g * cg) * in_sp, cg, w_, cols + i * ohw_, ld, inner_parallel);
-        b = cols;
+      if (nb == 1 && !pointwise_) {
+        // One image, unfolded and multiplied band by band straight into y.
+        const float* xg = x + (n0 * p_.c + g * cg) * in_sp;
+        float* yg = y + (n0 * p_.oc + g * ocg) * ohw_;
+        for (int64_t oy0 = 0; oy0 < w_.oh; oy0 += band_) {
+          const int64_t oy1 = std::min(w_.oh, oy0 + band_), cols_n = (oy1 - oy0) * w_.ow;
+          im2col(xg, cg, w_, cols, cols_n, inner_parallel, oy0, oy1);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, cols_n, k_, 1.f, wt + g * ocg * k_, k_, cols,
+                      cols_n, 0.f, yg + oy0 * w_.ow, ohw_);
+        }
+      } else {
+        const float* b = x + (n0 * p_.c + g * cg) * in_sp;
+        if (!pointwise_ || nb > 1) {
+          for (int64_t i = 0; i < nb; ++i)
+            im2col(x + ((n0 + i) * p_.c + g * cg) * in_sp, cg, w_, cols + i * ohw_, ld, inner_parallel, 0, w_.oh);
+          b = cols;
+        }
+        float* out = nb > 1 ? tmp : y + (n0 * p_.oc + g * ocg) * ohw_;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ld, k_, 1.f, wt + g * ocg * k_, k_, b, ld, 0.f,
+                    out, ld);
       }
-      float* out = nb > 1 ? tmp : y + (n0 * p_.oc + g * ocg) * ohw_;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, ld, k_, 1.f, wt + g * ocg * k_, k_, b, ld, 0.f,
-                  out, ld);
       for (int64_t i = 0; i < nb; ++i)
         for (int64_t oc = 0; oc < ocg; ++oc) {
           float* yo = y + ((n0 + i) * p_.oc + g * ocg + oc) * ohw_;
@@ -144,12 +164,26 @@ class ConvKernel final : public Kernel {
           } else if (bias) {
             ArrayMap(yo, ohw_) += bv;
           }
+          epilogue(yo, ohw_);
         }
     }
   }
+  /// The fused activation, vectorised with Eigen.
+  void epilogue(float* y, int64_t n) const {
+    if (!act_.active()) return;
+    ArrayMap v(y, n);
+    switch (act_.kind) {
+      case Activation::Kind::kRelu: v = v.max(0.f); break;
+      case Activation::Kind::kLeakyRelu: v = (v >= 0.f).select(v, act_.alpha * v); break;
+      case Activation::Kind::kClip: v = v.max(act_.lo).min(act_.hi); break;
+      case Activation::Kind::kNone: break;
+    }
+  }
   ConvParams p_;
+  Activation act_;
   Win2 w_{};
-  int64_t k_ = 0, ohw_ = 0, chunk_ = 1, cols_per_worker_ = 0, tmp_per_worker_ = 0;
+  static constexpr int64_t kBandPixels = 256;  ///< output pixels unfolded at a time
+  int64_t k_ = 0, ohw_ = 0, chunk_ = 1, band_ = 1, cols_per_worker_ = 0, tmp_per_worker_ = 0;
   int threads_ = 1;
   bool pointwise_ = false;
   std::vector<float> cols_, tmp_;
@@ -226,6 +260,7 @@ class GemmKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
     if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
+    act_ = fused_activation(*ctx.node);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -246,12 +281,22 @@ class GemmKernel final : public Kernel {
     cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans, p_.m,
                 p_.n, p_.k, p_.alpha, src[0]->f32(), p_.trans_a ? p_.m : p_.k, src[1]->f32(),
                 p_.trans_b ? p_.k : p_.n, beta, y, p_.n);
+    if (act_.active()) {
+#pragma omp parallel for schedule(static) if (p_.m * p_.n > 65536)
+      for (int64_t i = 0; i < p_.m; ++i) {
+        ArrayMap v(y + i * p_.n, p_.n);
+        if (act_.kind == Activation::Kind::kRelu) v = v.max(0.f);
+        else if (act_.kind == Activation::Kind::kLeakyRelu) v = (v >= 0.f).select(v, act_.alpha * v);
+        else v = v.max(act_.lo).min(act_.hi);
+      }
+    }
     return Status::ok();
   }
 
  private:
   GemmParams p_;
   Shape c_shape_;
+  Activation act_;
 };
 
 class MatMulKernel final : public Kernel {

@@ -38,6 +38,7 @@ class ConvKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
     MOSAIC_ASSIGN_OR_RETURN(w_, lift3(p_.win, *ctx.node));
+    act_ = fused_activation(*ctx.node);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -72,7 +73,7 @@ class ConvKernel final : public Kernel {
                   }
                 }
               }
-              y[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow] = acc;
+              y[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow] = act_.apply(acc);
             }
       }
     return Status::ok();
@@ -81,6 +82,7 @@ class ConvKernel final : public Kernel {
  private:
   ConvParams p_;
   Win3 w_;
+  Activation act_;
 };
 
 class PoolKernel final : public Kernel {
@@ -155,6 +157,7 @@ class GemmKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
     if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
+    act_ = fused_activation(*ctx.node);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -174,7 +177,7 @@ class GemmKernel final : public Kernel {
           acc += av * bv;
         }
         float cv = c ? c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.f;
-        y[i * p_.n + j] = p_.alpha * acc + p_.beta * cv;
+        y[i * p_.n + j] = act_.apply(p_.alpha * acc + p_.beta * cv);
       }
     return Status::ok();
   }
@@ -182,6 +185,7 @@ class GemmKernel final : public Kernel {
  private:
   GemmParams p_;
   Shape c_shape_;
+  Activation act_;
 };
 
 /// Offset of a broadcast operand for a flat output index, via per-axis strides (0 where broadcast).

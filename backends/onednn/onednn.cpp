@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "backends/common/movement.hpp"
@@ -40,6 +41,60 @@ memory::desc plain(const Shape& s) {
 
 memory::desc any(const Shape& s) { return memory::desc(to_dims(s), dt::f32, tag::any); }
 
+/// A fused activation as an eltwise post-op.
+dnnl::primitive_attr activation_attr(const Activation& act) {
+  dnnl::primitive_attr attr;
+  if (!act.active()) return attr;
+  dnnl::post_ops ops;
+  switch (act.kind) {
+    case Activation::Kind::kRelu: ops.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f); break;
+    case Activation::Kind::kLeakyRelu: ops.append_eltwise(1.f, algorithm::eltwise_relu, act.alpha, 0.f); break;
+    case Activation::Kind::kClip:
+      ops.append_eltwise(1.f, algorithm::eltwise_clip_v2, std::isinf(act.lo) ? -FLT_MAX : act.lo,
+                         std::isinf(act.hi) ? FLT_MAX : act.hi);
+      break;
+    case Activation::Kind::kNone: break;
+  }
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+/// A oneDNN memory descriptor as a Mosaic layout.
+class DnnlLayout final : public Layout {
+ public:
+  explicit DnnlLayout(memory::desc md) : md_(std::move(md)) {}
+  std::string backend() const override { return "onednn"; }
+  std::string name() const override {
+    // e.g. "blocked:b16" for nChw16c-style channel blocking.
+    const auto& blk = md_.data.format_desc.blocking;
+    std::string n = "blocked";
+    for (int i = 0; i < blk.inner_nblks; ++i)
+      n += ":" + std::string(1, static_cast<char>('a' + blk.inner_idxs[i])) + std::to_string(blk.inner_blks[i]);
+    return n;
+  }
+  size_t bytes() const override { return md_.get_size(); }
+  bool equals(const Layout& other) const override {
+    auto* o = dynamic_cast<const DnnlLayout*>(&other);
+    return o && o->md_ == md_;
+  }
+  const memory::desc& md() const { return md_; }
+
+ private:
+  memory::desc md_;
+};
+
+/// The descriptor of input i as it arrives: its oneDNN layout, or plain.
+memory::desc input_md(const KernelContext& ctx, size_t i) {
+  if (auto* l = dynamic_cast<const DnnlLayout*>(ctx.input_layout(i))) return l->md();
+  return plain(ctx.inputs[i].shape);
+}
+
+/// The layout to report for an output kept in `md` (nullptr when md is plain).
+std::shared_ptr<const Layout> layout_of(const memory::desc& md, const Shape& shape) {
+  if (md == plain(shape)) return nullptr;
+  return std::make_shared<DnnlLayout>(md);
+}
+
 /// Runs `fn` and turns a dnnl::error into a Status naming the node.
 template <class F>
 Status guarded(const Node& node, F&& fn) {
@@ -59,10 +114,11 @@ struct Bound {
 /// A memory in a (possibly blocked) layout owned by the kernel, with reorders to/from plain.
 class Staged {
  public:
-  /// If `want` equals the plain descriptor, no buffer or reorder is needed.
-  void init(const memory::desc& plain_md, const memory::desc& want, MemoryTracker* tracker, bool to_plain) {
-    user = memory(plain_md, engine(), DNNL_MEMORY_NONE);
-    needs_reorder = want != plain_md;
+  /// `user_md` is how the tensor is handed over (plain or a producer's layout), `want` what
+  /// the primitive needs. If they are equal, no buffer or reorder is needed.
+  void init(const memory::desc& user_md, const memory::desc& want, MemoryTracker* tracker, bool to_plain) {
+    user = memory(user_md, engine(), DNNL_MEMORY_NONE);
+    needs_reorder = want != user_md;
     if (needs_reorder) {
       internal = memory(want, engine());
       bytes = want.get_size();
@@ -141,9 +197,12 @@ class ConvKernel final : public Kernel {
                                                            any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                                            any(xs), any(ws), any(ys), strides, dil, pl, pr);
-      dnnl::convolution_forward::primitive_desc pd(d, engine());
-      src_.init(plain(xs), pd.src_desc(), ctx.tracker, false);
-      dst_.init(plain(ys), pd.dst_desc(), ctx.tracker, true);
+      dnnl::convolution_forward::primitive_desc pd(d, activation_attr(fused_activation(*ctx.node)), engine());
+      src_.init(input_md(ctx, 0), pd.src_desc(), ctx.tracker, false);
+      // Keep oneDNN's output layout when every consumer can read it; else reorder to plain.
+      const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(ys);
+      dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
+      out_layout_ = layout_of(out_md, ys);
       weights_.init(plain(ws), pd.weights_desc(), ctx.constant(1), ctx.tracker);
       if (has_bias_) bias_.mem = memory(plain({p.oc}), engine(), DNNL_MEMORY_NONE);
       prim_ = dnnl::convolution_forward(pd);
@@ -151,6 +210,7 @@ class ConvKernel final : public Kernel {
     });
   }
   size_t workspace_bytes() const override { return src_.bytes + dst_.bytes + weights_.bytes(); }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     src_.bind_in(src[0]);
     dst_.bind_out(dst[0]);
@@ -172,6 +232,7 @@ class ConvKernel final : public Kernel {
   Weights weights_;
   Bound bias_;
   bool has_bias_ = false;
+  std::shared_ptr<const Layout> out_layout_;
   dnnl::convolution_forward prim_;
 };
 
@@ -199,27 +260,34 @@ class PoolKernel final : public Kernel {
       const algorithm alg = is_max ? algorithm::pooling_max
                                    : (p.count_include_pad ? algorithm::pooling_avg_include_padding
                                                           : algorithm::pooling_avg_exclude_padding);
-      const Shape& xs = ctx.inputs[0].shape;
       const Shape& ys = ctx.outputs[0].shape;
-      dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, plain(xs), plain(ys), strides, kernel, dil,
-                                       pl, pr);
+      // Pool in the input's layout; the output follows it (reordered to plain if needed).
+      const memory::desc src = input_md(ctx, 0);
+      dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, src, any(ys), strides, kernel, dil, pl, pr);
       dnnl::pooling_v2_forward::primitive_desc pd(d, engine());
-      src_.mem = memory(plain(xs), engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(plain(ys), engine(), DNNL_MEMORY_NONE);
+      src_.mem = memory(src, engine(), DNNL_MEMORY_NONE);
+      const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(ys);
+      dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
+      out_layout_ = layout_of(out_md, ys);
       prim_ = dnnl::pooling_v2_forward(pd);
       return Status::ok();
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     src_.bind(src[0]);
-    dst_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    dst_.bind_out(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
+    dst_.finish_out();
     stream().wait();
     return Status::ok();
   }
+  size_t workspace_bytes() const override { return dst_.bytes; }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
 
  private:
-  Bound src_, dst_;
+  Bound src_;
+  Staged dst_;
+  std::shared_ptr<const Layout> out_layout_;
   dnnl::pooling_v2_forward prim_;
 };
 
@@ -233,7 +301,7 @@ class MatMulBase : public Kernel {
     return guarded(*ctx.node, [&]() -> Status {
       memory::desc b_want = b_const ? memory::desc(b.dims(), dt::f32, tag::any) : b;
       auto d = bias ? dnnl::matmul::desc(a, b_want, *bias, y) : dnnl::matmul::desc(a, b_want, y);
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = activation_attr(fused_activation(*ctx.node));
       if (alpha != 1.f) attr.set_output_scales(0, {alpha});
       dnnl::matmul::primitive_desc pd(d, attr, engine());
       a_.mem = memory(a, engine(), DNNL_MEMORY_NONE);
@@ -341,24 +409,33 @@ class EltwiseKernel final : public Kernel {
       beta = std::isinf(c.hi) ? FLT_MAX : c.hi;
     }
     return guarded(*ctx.node, [&]() -> Status {
-      const memory::desc md = plain(ctx.inputs[0].shape);
+      // Element-wise in the input's layout; the output is reordered to plain if it must be.
+      const memory::desc md = input_md(ctx, 0);
+      const Shape& ys = ctx.outputs[0].shape;
       dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
       prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
       src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      const memory::desc out_md = ctx.layout_free(0) ? md : plain(ys);
+      dst_.init(out_md, md, ctx.tracker, true);
+      out_layout_ = layout_of(out_md, ys);
       return Status::ok();
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     src_.bind(src[0]);
-    dst_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    dst_.bind_out(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
+    dst_.finish_out();
     stream().wait();
     return Status::ok();
   }
+  size_t workspace_bytes() const override { return dst_.bytes; }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
 
  private:
-  Bound src_, dst_;
+  Bound src_;
+  Staged dst_;
+  std::shared_ptr<const Layout> out_layout_;
   dnnl::eltwise_forward prim_;
 };
 
@@ -386,25 +463,38 @@ class BinaryKernel final : public Kernel {
       }
     }
     return guarded(*ctx.node, [&]() -> Status {
-      dnnl::binary::desc d(alg, plain(a), plain(b), plain(out));
-      prim_ = dnnl::binary(dnnl::binary::primitive_desc(d, engine()));
-      a_.mem = memory(plain(a), engine(), DNNL_MEMORY_NONE);
-      b_.mem = memory(plain(b), engine(), DNNL_MEMORY_NONE);
-      y_.mem = memory(plain(out), engine(), DNNL_MEMORY_NONE);
+      // Operands in oneDNN layouts are used as they are when both share one (same shape, as
+      // in a residual Add); otherwise they are reordered to plain first.
+      const size_t ia = swapped_ ? 1 : 0, ib = swapped_ ? 0 : 1;
+      memory::desc ma = input_md(ctx, ia), mb = input_md(ctx, ib);
+      memory::desc compute_a = plain(a), compute_b = plain(b);
+      if (ma == mb && a == b) compute_a = compute_b = ma;
+      a_.init(ma, compute_a, ctx.tracker, false);
+      b_.init(mb, compute_b, ctx.tracker, false);
+      dnnl::binary::desc d(alg, compute_a, compute_b, any(out));
+      dnnl::binary::primitive_desc pd(d, engine());
+      const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(out);
+      y_.init(out_md, pd.dst_desc(), ctx.tracker, true);
+      out_layout_ = layout_of(out_md, out);
+      prim_ = dnnl::binary(pd);
       return Status::ok();
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    a_.bind(src[swapped_ ? 1 : 0]);
-    b_.bind(src[swapped_ ? 0 : 1]);
-    y_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC_0, a_.mem}, {DNNL_ARG_SRC_1, b_.mem}, {DNNL_ARG_DST, y_.mem}});
+    a_.bind_in(src[swapped_ ? 1 : 0]);
+    b_.bind_in(src[swapped_ ? 0 : 1]);
+    y_.bind_out(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC_0, a_.internal}, {DNNL_ARG_SRC_1, b_.internal}, {DNNL_ARG_DST, y_.internal}});
+    y_.finish_out();
     stream().wait();
     return Status::ok();
   }
+  size_t workspace_bytes() const override { return a_.bytes + b_.bytes + y_.bytes; }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
 
  private:
-  Bound a_, b_, y_;
+  Staged a_, b_, y_;
+  std::shared_ptr<const Layout> out_layout_;
   bool swapped_ = false;
   dnnl::binary prim_;
 };
@@ -445,14 +535,17 @@ class BatchNormKernel final : public Kernel {
     const Shape& x = ctx.inputs[0].shape;
     c_ = x[1];
     return guarded(*ctx.node, [&]() -> Status {
-      const memory::desc md = plain(x);
+      const memory::desc md = input_md(ctx, 0);
       auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                    dnnl::normalization_flags::use_shift;
       dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, md, ctx.node->attr_float("epsilon", 1e-5f),
                                                 flags);
       prim_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(d, engine()));
       const memory::desc cmd = plain({c_});
-      for (auto* b : {&src_, &dst_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      const memory::desc out_md = ctx.layout_free(0) ? md : plain(x);
+      dst_.init(out_md, md, ctx.tracker, true);
+      out_layout_ = layout_of(out_md, x);
       for (auto* b : {&scale_, &shift_, &mean_, &var_}) b->mem = memory(cmd, engine(), DNNL_MEMORY_NONE);
       return Status::ok();
     });
@@ -463,20 +556,25 @@ class BatchNormKernel final : public Kernel {
     shift_.bind(src[2]);
     mean_.bind(src[3]);
     var_.bind(src[4]);
-    dst_.bind(dst[0]);
+    dst_.bind_out(dst[0]);
     prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem},
                              {DNNL_ARG_SCALE, scale_.mem},
                              {DNNL_ARG_SHIFT, shift_.mem},
                              {DNNL_ARG_MEAN, mean_.mem},
                              {DNNL_ARG_VARIANCE, var_.mem},
-                             {DNNL_ARG_DST, dst_.mem}});
+                             {DNNL_ARG_DST, dst_.internal}});
+    dst_.finish_out();
     stream().wait();
     return Status::ok();
   }
+  size_t workspace_bytes() const override { return dst_.bytes; }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
 
  private:
   int64_t c_ = 0;
-  Bound src_, dst_, scale_, shift_, mean_, var_;
+  Bound src_, scale_, shift_, mean_, var_;
+  Staged dst_;
+  std::shared_ptr<const Layout> out_layout_;
   dnnl::batch_normalization_forward prim_;
 };
 
@@ -554,7 +652,7 @@ class ReorderKernel : public Kernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (fill_) {
       float* y = dst[0]->f32();
-      std::fill(y, y + dst[0]->numel(), value_);
+      std::fill(y, y + out_bytes_ / sizeof(float), value_);
     }
     src_.bind(src[0]);
     dst_.bind(dst[0]);
@@ -568,6 +666,7 @@ class ReorderKernel : public Kernel {
   dnnl::reorder prim_;
   bool fill_ = false;
   float value_ = 0.f;
+  size_t out_bytes_ = 0;  ///< bytes of the output in its layout (blocked may pad channels)
 };
 
 /// Transpose as a reorder from the input viewed with permuted strides.
@@ -590,7 +689,35 @@ class TransposeKernel final : public ReorderKernel {
   }
 };
 
+/// The same layout as `md` for other dims, when `md` is plain or channel-blocked (the
+/// layouts oneDNN's convolutions produce); empty otherwise.
+std::optional<memory::desc> same_layout(const memory::desc& md, const memory::dims& dims) {
+  const auto& blk = md.data.format_desc.blocking;
+  if (md.data.format_kind != dnnl_blocked) return std::nullopt;
+  if (blk.inner_nblks == 0) {
+    // Plain strides in some axis order: keep the order.
+    std::vector<int> order(md.data.ndims);
+    for (int i = 0; i < md.data.ndims; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return blk.strides[a] > blk.strides[b]; });
+    memory::dims strides(dims.size());
+    memory::dim stride = 1;
+    for (int i = md.data.ndims - 1; i >= 0; --i) {
+      strides[order[i]] = stride;
+      stride *= dims[order[i]];
+    }
+    return memory::desc(dims, dt::f32, strides);
+  }
+  if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1 || md.data.ndims != 4) return std::nullopt;
+  switch (blk.inner_blks[0]) {
+    case 16: return memory::desc(dims, dt::f32, tag::nChw16c);
+    case 8: return memory::desc(dims, dt::f32, tag::nChw8c);
+    case 4: return memory::desc(dims, dt::f32, tag::nChw4c);
+    default: return std::nullopt;
+  }
+}
+
 /// Constant Pad: fill the output, then reorder the input into the interior sub-memory.
+/// Works in the input's layout when it is channel-blocked and only spatial axes are padded.
 class PadKernel final : public ReorderKernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -605,16 +732,74 @@ class PadKernel final : public ReorderKernel {
     fill_ = true;
     value_ = p.value;
     return guarded(*ctx.node, [&]() -> Status {
-      const memory::desc out = plain(ctx.outputs[0].shape);
+      memory::desc in = input_md(ctx, 0);
+      memory::desc out = plain(ctx.outputs[0].shape);
+      const bool channel_padded = r > 1 && (p.pads[1] != 0 || p.pads[1 + r] != 0);
+      if (ctx.input_layout(0) && !channel_padded) {
+        if (auto same = same_layout(in, to_dims(ctx.outputs[0].shape))) out = *same;
+      }
+      if (ctx.input_layout(0) && out == plain(ctx.outputs[0].shape)) {
+        // Cannot pad in this layout: read the input through a plain staging copy.
+        staged_in_.init(in, plain(ctx.inputs[0].shape), ctx.tracker, false);
+        in = plain(ctx.inputs[0].shape);
+        staged_ = true;
+      }
+      if (!ctx.layout_free(0) && out != plain(ctx.outputs[0].shape)) out = plain(ctx.outputs[0].shape);
+      out_layout_ = layout_of(out, ctx.outputs[0].shape);
+      out_bytes_ = out.get_size();
       memory::dims offsets(p.pads.begin(), p.pads.begin() + static_cast<long>(r));
       const memory::desc interior = out.submemory_desc(to_dims(ctx.inputs[0].shape), offsets);
-      const memory::desc in = plain(ctx.inputs[0].shape);
       prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in, engine(), interior));
       src_.mem = memory(in, engine(), DNNL_MEMORY_NONE);
       dst_.mem = memory(interior, engine(), DNNL_MEMORY_NONE);
       return Status::ok();
     });
   }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (!staged_) return ReorderKernel::forward(src, dst);
+    staged_in_.bind_in(src[0]);
+    float* y = dst[0]->f32();
+    std::fill(y, y + out_bytes_ / sizeof(float), value_);
+    src_.mem.set_data_handle(staged_in_.internal.get_data_handle());
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_FROM, src_.mem}, {DNNL_ARG_TO, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  size_t workspace_bytes() const override { return staged_in_.bytes; }
+
+ private:
+  Staged staged_in_;
+  bool staged_ = false;
+  std::shared_ptr<const Layout> out_layout_;
+};
+
+/// The planner's conversion step: a oneDNN layout to plain row-major.
+class ToPlainKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto* l = dynamic_cast<const DnnlLayout*>(ctx.input_layout(0));
+    if (!l) return Status::internal(ctx.node->label() + ": input is not in a oneDNN layout");
+    return guarded(*ctx.node, [&]() -> Status {
+      const memory::desc to = plain(ctx.outputs[0].shape);
+      prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), l->md(), engine(), to));
+      src_.mem = memory(l->md(), engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(to, engine(), DNNL_MEMORY_NONE);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_FROM, src_.mem}, {DNNL_ARG_TO, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_, dst_;
+  dnnl::reorder prim_;
 };
 
 }  // namespace
@@ -649,6 +834,12 @@ void register_onednn_kernels(KernelRegistry& registry) {
   registry.add(b, "Transpose", make_factory<TransposeKernel>());
   registry.add(b, "Pad", make_factory<PadKernel>());
   register_view_kernels(registry, b);
+  // Ops whose kernels read and write oneDNN's blocked layouts, so chains of them skip the
+  // reorders to and from plain.
+  registry.add(b, kToPlainOp, make_factory<ToPlainKernel>());
+  for (const char* op : {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "LeakyRelu",
+                         "Sigmoid", "Tanh", "Clip", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Pad"})
+    registry.add_layout_op(b, op);
 }
 
 }  // namespace mosaic

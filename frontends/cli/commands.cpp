@@ -12,6 +12,7 @@
 #include <set>
 
 #include "backends/registry.hpp"
+#include "core/fuse.hpp"
 #include "core/prepare.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -196,10 +197,20 @@ int run_bench(const BenchOptions& o) {
   report.seed = o.common.seed;
   report.notes = pr.notes;
 
+  // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
+  Graph timed = g.value();
+  if (o.fuse) {
+    FuseReport fr = fuse_graph(timed);
+    if (!fr.fused.empty()) {
+      std::string list;
+      for (const auto& f : fr.fused) list += (list.empty() ? "" : ", ") + f;
+      report.notes.push_back("fused " + std::to_string(fr.fused.size()) + " node pairs (--no-fuse to disable): " + list);
+    }
+  }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
   for (auto& [label, placement] : configs) {
-    auto plan = Plan::build(g.value(), placement, reg);
+    auto plan = Plan::build(timed, placement, reg);
     if (!plan.ok()) return fail(explain_unsupported(plan.status(), g.value()));
     plans.push_back(std::move(plan.value()));
   }
@@ -207,7 +218,7 @@ int run_bench(const BenchOptions& o) {
   if (o.check) {
     std::unique_ptr<Plan> naive_plan;
     Plan* ref = nullptr;
-    for (size_t i = 0; i < configs.size(); ++i)
+    for (size_t i = 0; i < configs.size() && !o.fuse; ++i)
       if (configs[i].first == "naive") ref = plans[i].get();
     if (!ref) {
       auto p = Plan::build(g.value(), Placement::all_on("naive", {}), reg);

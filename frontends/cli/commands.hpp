@@ -33,6 +33,7 @@ struct BenchOptions {
   BenchConfig config;
   std::string json, csv;
   bool check = true;
+  bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
   double rtol = 1e-3, atol = 1e-4;
 };
 

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   bench_cmd->add_option("--json", bench.json, "write the report as JSON");
   bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
-  bool no_check = false;
+  bool no_check = false, no_fuse = false;
+  bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
   bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
   bench_cmd->add_option("--rtol", bench.rtol, "relative tolerance of the check")->capture_default_str();
   bench_cmd->add_option("--atol", bench.atol, "absolute tolerance of the check")->capture_default_str();
@@ -100,6 +101,7 @@ int main(int argc, char** argv) {
       bench.backends = split(backends);
       bench.fallback = split(fallback);
       bench.check = !no_check;
+      bench.fuse = !no_fuse;
       if (bench.backends.empty() && bench.assign.empty()) {
         std::cerr << "mosaic: error: --backends is empty\n";
         return 2;
