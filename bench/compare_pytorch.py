@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """Side-by-side inference throughput: Mosaic's backends vs PyTorch 1.13 (Debian python3-torch).
 
-Both run in this process tree with the same thread count and the same OpenBLAS settings
-(OPENBLAS_CORETYPE is inherited by both, and printed). PyTorch runs the same architectures
-(built with torch.nn, random weights) with the seeds' methodology: warm-up, then measured
-iterations, median time per batch. Mosaic runs `mosaic bench --json`.
+Both run with the same thread count and the same OpenBLAS settings (OPENBLAS_CORETYPE is
+inherited by both, and printed). PyTorch runs the same architectures (built with torch.nn,
+random weights) with the seeds' methodology: warm-up, then measured iterations, median time
+per batch, in a fresh subprocess per configuration, twice: with Debian's default BLAS
+(pthreads OpenBLAS behind libblas.so.3) and with the OpenMP build of OpenBLAS that Mosaic
+links (LD_LIBRARY_PATH). The better of the two is the baseline for the ratios, so the
+claims are conservative. Mosaic runs `mosaic bench --json`.
 
 Prints a Markdown table of images/s and the ratios the project tracks:
   onednn / PyTorch, im2col / onednn, per-node overhead, and the largest Conv and Gemm
@@ -74,6 +77,20 @@ def time_pytorch(name, batch, warmup, iterations, budget):
     return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
 
 
+OPENMP_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+
+
+def pytorch_subprocess(name, batch, args, openmp_blas):
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    if openmp_blas:
+        env["LD_LIBRARY_PATH"] = OPENMP_BLAS_DIR
+    cmd = [sys.executable, os.path.abspath(__file__), "--pytorch-worker", name, str(batch), "--threads",
+           str(args.threads), "--warmup", str(args.warmup), "--iterations", str(args.iterations),
+           "--max-seconds", str(args.max_seconds)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget):
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
         cmd = [mosaic, "bench", model_path, "--batch", str(batch), "--backends", ",".join(backends),
@@ -102,8 +119,13 @@ def main():
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=40)
     ap.add_argument("--json", default="")
+    ap.add_argument("--pytorch-worker", nargs=2, metavar=("MODEL", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.pytorch_worker:
+        name, batch = args.pytorch_worker[0], int(args.pytorch_worker[1])
+        print(json.dumps(time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds)))
+        return 0
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     backends = args.backends.split(",")
     peak = gemm_peak(args.mosaic, args.threads)
@@ -111,7 +133,7 @@ def main():
           f"torch {torch.__version__}, OpenBLAS sgemm 4096^3 peak {peak:.1f} GFLOP/s\n")
     results = {"threads": args.threads, "gemm_peak_gflops": peak,
                "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "rows": []}
-    header = "| model | batch | PyTorch img/s | " + " | ".join(f"{b} img/s" for b in backends)
+    header = "| model | batch | PyTorch img/s (default BLAS / OpenMP BLAS) | " + " | ".join(f"{b} img/s" for b in backends)
     header += " | onednn / PyTorch | im2col / onednn | overhead us/node (onednn) | largest Conv % peak | largest Gemm % peak |"
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -120,13 +142,17 @@ def main():
             path = os.path.join(tmp, name + ".onnx")
             subprocess.run([args.mosaic, "export", name, "-o", path], check=True, stdout=subprocess.DEVNULL)
             for batch in map(int, args.batches.split(",")):
-                pt = time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds)
+                pt_default = pytorch_subprocess(name, batch, args, False)
+                pt_openmp = pytorch_subprocess(name, batch, args, True)
+                pt = max(pt_default, pt_openmp, key=lambda r: r["images_per_s"])
                 rep = run_mosaic(args.mosaic, path, batch, backends, args.threads, args.warmup, args.iterations,
                                  args.max_seconds)
                 runs = {r["label"]: r for r in rep["runs"]}
                 ips = {b: runs[b]["summary"]["images_per_s"] for b in backends}
-                row = {"model": name, "batch": batch, "pytorch": pt, "mosaic": {b: runs[b]["summary"] for b in backends}}
-                cells = [name, str(batch), f"{pt['images_per_s']:.0f}"] + [f"{ips[b]:.0f}" for b in backends]
+                row = {"model": name, "batch": batch, "pytorch": pt, "pytorch_default_blas": pt_default,
+                       "pytorch_openmp_blas": pt_openmp, "mosaic": {b: runs[b]["summary"] for b in backends}}
+                cells = [name, str(batch), f"{pt_default['images_per_s']:.0f} / {pt_openmp['images_per_s']:.0f}"]
+                cells += [f"{ips[b]:.0f}" for b in backends]
                 if "onednn" in runs:
                     od = runs["onednn"]
                     row["onednn_vs_pytorch"] = ips["onednn"] / pt["images_per_s"]

@@ -150,6 +150,39 @@ TEST(Plan, FallbackIsRecordedAndShown) {
   EXPECT_NE(strict.status().message().find("reflect_pad"), std::string::npos) << strict.status().message();
 }
 
+TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
+  // Conv -> Relu stay in oneDNN's blocked layout; the reflect Pad can only run on naive, so
+  // the planner must insert a timed conversion to plain in front of it.
+  Graph g;
+  g.source = "layouts";
+  g.opset = 13;
+  g.inputs.push_back(input("x", {2, 16, 8, 8}));
+  g.initializers["w"] = random_tensor({32, 16, 3, 3}, 21);
+  g.initializers["b"] = random_tensor({32}, 22);
+  g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  g.nodes.push_back(node("Conv", "conv", {"x", "w", "b"}, {"c"}, {{"pads", A::of_ints({1, 1, 1, 1})}}));
+  g.nodes.push_back(node("Relu", "relu", {"c"}, {"r"}));
+  g.nodes.push_back(node("Pad", "reflect", {"r", "pads"}, {"y"}, {{"mode", A::of_string("reflect")}}));
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  auto plan = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry());
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const Plan& p = *plan.value();
+  ASSERT_EQ(p.steps().size(), 4u);
+  EXPECT_FALSE(p.values()[p.steps()[0].out[0]].desc.plain()) << "conv output kept blocked";
+  EXPECT_TRUE(p.steps()[2].conversion);
+  EXPECT_EQ(p.node(p.steps()[2]).name, "to_plain(r)");
+  EXPECT_EQ(p.steps()[3].backend, "naive");
+  EXPECT_EQ(p.conversion_count(), 1);
+  std::vector<Tensor> got, want;
+  Tensor x = random_tensor({2, 16, 8, 8}, 23);
+  ASSERT_TRUE(plan.value()->run({x}, &got).is_ok());
+  auto ref = Plan::build(g, Placement::all_on("naive"), builtin_registry());
+  ASSERT_TRUE(ref.value()->run({x}, &want).is_ok());
+  Agreement a = compare_tensors(got[0], want[0], 1e-4, 1e-5);
+  EXPECT_TRUE(a.ok) << a.message;
+}
+
 TEST(Plan, ReusesActivationMemory) {
   Graph g;
   g.inputs.push_back(input("x", {1000}));

@@ -34,16 +34,18 @@ Expected<Win2> lift2(const Window& w, const Node& node) {
                              std::to_string(w.rank()) + "-d");
 }
 
-/// Unfolds output rows [oy0, oy1) of one image's group of channels into
-/// cols[(c*kh + i)*kw + j][(oy - oy0)*ow + ox] (row stride ld).
-void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_t ld, bool parallel, int64_t oy0,
-            int64_t oy1) {
-  const int64_t rows = channels * w.kh * w.kw;
+/// Unfolds output rows [oy0, oy1) of `images` images (image i at x + i * image_stride)
+/// for one group of channels into cols[(c*kh + ki)*kw + kj][i*band + (oy - oy0)*ow + ox]
+/// (row stride ld, band = (oy1 - oy0) * ow). Each cols row is written contiguously.
+void im2col(const float* x, int64_t images, int64_t image_stride, int64_t channels, const Win2& w, float* cols,
+            int64_t ld, bool parallel, int64_t oy0, int64_t oy1) {
+  const int64_t rows = channels * w.kh * w.kw, band = (oy1 - oy0) * w.ow;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t c = r / (w.kh * w.kw), ki = (r / w.kw) % w.kh, kj = r % w.kw;
-    const float* xc = x + c * w.ih * w.iw;
-    float* dst = cols + r * ld;
+    for (int64_t img = 0; img < images; ++img) {
+    const float* xc = x + img * image_stride + c * w.ih * w.iw;
+    float* dst = cols + r * ld + img * band;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
       const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
       float* d = dst + (oy - oy0) * w.ow;
@@ -51,19 +53,19 @@ void im2col(const float* x, int64_t channels, const Win2& w, float* cols, int64_
         std::fill(d, d + w.ow, 0.f);
         continue;
       }
+      // Columns ox in [lo, hi) read x[ox * sw + off]; the rest are padding.
       const float* xr = xc + iy * w.iw;
+      const int64_t off = kj * w.dw - w.pl;
+      const int64_t lo = std::clamp<int64_t>((-off + w.sw - 1) / w.sw, 0, w.ow);
+      const int64_t hi = std::clamp<int64_t>((w.iw - off + w.sw - 1) / w.sw, lo, w.ow);
+      for (int64_t ox = 0; ox < lo; ++ox) d[ox] = 0.f;
       if (w.sw == 1) {
-        const int64_t off = kj * w.dw - w.pl;  // ix = ox + off
-        const int64_t lo = std::clamp<int64_t>(-off, 0, w.ow), hi = std::clamp<int64_t>(w.iw - off, 0, w.ow);
-        std::fill(d, d + lo, 0.f);
-        if (hi > lo) std::memcpy(d + lo, xr + lo + off, (hi - lo) * sizeof(float));
-        std::fill(d + std::max(hi, lo), d + w.ow, 0.f);
+        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = xr[ox + off];
       } else {
-        for (int64_t ox = 0; ox < w.ow; ++ox) {
-          const int64_t ix = ox * w.sw - w.pl + kj * w.dw;
-          d[ox] = (ix >= 0 && ix < w.iw) ? xr[ix] : 0.f;
-        }
+        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = xr[ox * w.sw + off];
       }
+      for (int64_t ox = hi; ox < w.ow; ++ox) d[ox] = 0.f;
+    }
     }
   }
 }
@@ -139,15 +141,14 @@ class ConvKernel final : public Kernel {
         float* yg = y + (n0 * p_.oc + g * ocg) * ohw_;
         for (int64_t oy0 = 0; oy0 < w_.oh; oy0 += band_) {
           const int64_t oy1 = std::min(w_.oh, oy0 + band_), cols_n = (oy1 - oy0) * w_.ow;
-          im2col(xg, cg, w_, cols, cols_n, inner_parallel, oy0, oy1);
+          im2col(xg, 1, 0, cg, w_, cols, cols_n, inner_parallel, oy0, oy1);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, cols_n, k_, 1.f, wt + g * ocg * k_, k_, cols,
                       cols_n, 0.f, yg + oy0 * w_.ow, ohw_);
         }
       } else {
         const float* b = x + (n0 * p_.c + g * cg) * in_sp;
         if (!pointwise_ || nb > 1) {
-          for (int64_t i = 0; i < nb; ++i)
-            im2col(x + ((n0 + i) * p_.c + g * cg) * in_sp, cg, w_, cols + i * ohw_, ld, inner_parallel, 0, w_.oh);
+          im2col(x + (n0 * p_.c + g * cg) * in_sp, nb, p_.c * in_sp, cg, w_, cols, ld, inner_parallel, 0, w_.oh);
           b = cols;
         }
         float* out = nb > 1 ? tmp : y + (n0 * p_.oc + g * ocg) * ohw_;
@@ -198,6 +199,8 @@ class PoolKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(w_, lift2(p_.win, *ctx.node));
     is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
     global_ = ctx.node->op_type.rfind("Global", 0) == 0;
+    interior_ = w_.pt == 0 && w_.pl == 0 && (w_.oh - 1) * w_.sh + (w_.kh - 1) * w_.dh < w_.ih &&
+                (w_.ow - 1) * w_.sw + (w_.kw - 1) * w_.dw < w_.iw;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -209,6 +212,26 @@ class PoolKernel final : public Kernel {
       for (int64_t i = 0; i < nc; ++i) {
         ConstArrayMap v(x + i * in_sp, in_sp);
         y[i] = is_max_ ? v.maxCoeff() : v.sum() / static_cast<float>(in_sp);
+      }
+      return Status::ok();
+    }
+    if (is_max_ && interior_) {
+      // Every window lies inside the input: no bounds checks.
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < nc; ++i) {
+        const float* xc = x + i * in_sp;
+        float* yc = y + i * out_sp;
+        for (int64_t oy = 0; oy < w_.oh; ++oy) {
+          float* yr = yc + oy * w_.ow;
+          const float* x0 = xc + oy * w_.sh * w_.iw;
+          for (int64_t ox = 0; ox < w_.ow; ++ox) yr[ox] = x0[ox * w_.sw];
+          for (int64_t ki = 0; ki < w_.kh; ++ki)
+            for (int64_t kj = 0; kj < w_.kw; ++kj) {
+              if (ki == 0 && kj == 0) continue;
+              const float* xr = x0 + ki * w_.dh * w_.iw + kj * w_.dw;
+              for (int64_t ox = 0; ox < w_.ow; ++ox) yr[ox] = std::max(yr[ox], xr[ox * w_.sw]);
+            }
+        }
       }
       return Status::ok();
     }
@@ -252,7 +275,7 @@ class PoolKernel final : public Kernel {
  private:
   PoolParams p_;
   Win2 w_{};
-  bool is_max_ = true, global_ = false;
+  bool is_max_ = true, global_ = false, interior_ = false;
 };
 
 class GemmKernel final : public Kernel {

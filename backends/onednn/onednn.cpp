@@ -466,7 +466,9 @@ class BinaryKernel final : public Kernel {
       // Operands in oneDNN layouts are used as they are when both share one (same shape, as
       // in a residual Add); otherwise they are reordered to plain first.
       const size_t ia = swapped_ ? 1 : 0, ib = swapped_ ? 0 : 1;
-      memory::desc ma = input_md(ctx, ia), mb = input_md(ctx, ib);
+      // Plain operands are viewed at the output's rank (broadcast shapes padded with 1s).
+      memory::desc ma = ctx.input_layout(ia) ? input_md(ctx, ia) : plain(a);
+      memory::desc mb = ctx.input_layout(ib) ? input_md(ctx, ib) : plain(b);
       memory::desc compute_a = plain(a), compute_b = plain(b);
       if (ma == mb && a == b) compute_a = compute_b = ma;
       a_.init(ma, compute_a, ctx.tracker, false);

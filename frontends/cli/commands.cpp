@@ -410,6 +410,31 @@ int run_verify(const VerifyOptions& o) {
   return failed ? 1 : 0;
 }
 
+// ---- backends ------------------------------------------------------------------------------
+
+int run_backends(bool markdown) {
+  const auto& reg = builtin_registry();
+  const auto backends = reg.backends();
+  if (markdown) {
+    std::cout << "| op |";
+    for (const auto& b : backends) std::cout << " " << b << " |";
+    std::cout << "\n|---|";
+    for (size_t i = 0; i < backends.size(); ++i) std::cout << "---|";
+    std::cout << "\n";
+  }
+  for (const auto& op : schema_names()) {
+    if (markdown) std::cout << "| " << op << " |";
+    else std::printf("%-20s", op.c_str());
+    for (const auto& b : backends) {
+      std::string cell = reg.has_kernel(b, op) ? (reg.accepts_layouts(b, op) ? "yes (layouts)" : "yes") : "-";
+      if (markdown) std::cout << " " << cell << " |";
+      else std::printf(" %-8s:%-14s", b.c_str(), cell.c_str());
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
 // ---- export -------------------------------------------------------------------------------
 
 int run_export(const ExportOptions& o) {

@@ -55,5 +55,7 @@ int run_info(const InfoOptions& o);
 int run_bench(const BenchOptions& o);
 int run_verify(const VerifyOptions& o);
 int run_export(const ExportOptions& o);
+/// Prints the op x backend table of the kernel registry (Markdown with --markdown).
+int run_backends(bool markdown);
 
 }  // namespace mosaic::cli

@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
   export_cmd->add_option("-o,--output", exp.output, "output .onnx file")->required();
   export_cmd->add_option("--seed", exp.seed, "seed of the random weights")->capture_default_str();
 
+  bool markdown = false;
+  auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
+  backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -110,6 +114,7 @@ int main(int argc, char** argv) {
     }
     if (*verify_cmd) return run_verify(verify);
     if (*export_cmd) return run_export(exp);
+    if (*backends_cmd) return run_backends(markdown);
   } catch (const std::exception& e) {
     std::cerr << "mosaic: error: " << e.what() << "\n";
     return 2;
