@@ -39,6 +39,10 @@ class Layout {
 };
 
 struct TensorDesc {
+  TensorDesc() = default;
+  TensorDesc(DType d, Shape s, std::shared_ptr<const Layout> l = nullptr)
+      : dtype(d), shape(std::move(s)), layout(std::move(l)) {}
+
   DType dtype = DType::kF32;
   Shape shape;
   std::shared_ptr<const Layout> layout;  ///< nullptr: plain row-major

@@ -64,6 +64,10 @@ std::vector<OpCase> cases() {
   add("gemm_transA_alpha_beta", make_node("Gemm", {{"transA", A::of_int(1)}, {"alpha", A::of_float(0.5f)}, {"beta", A::of_float(2.f)}}),
       {{7, 5}, {7, 9}, {5, 9}}, {false, true, false});
   add("gemm_no_c", make_node("Gemm"), {{4, 6}, {6, 3}}, {false, false});
+  add("gemm_one_row_transB", make_node("Gemm", {{"transB", A::of_int(1)}, {"alpha", A::of_float(1.5f)}}),
+      {{1, 33}, {17, 33}, {17}}, {false, true, true});
+  add("gemm_one_row_transA", make_node("Gemm", {{"transA", A::of_int(1)}, {"beta", A::of_float(0.5f)}}),
+      {{33, 1}, {33, 17}, {1, 17}}, {false, true, true});
   add("gemm_c_column", make_node("Gemm"), {{4, 6}, {6, 3}, {4, 1}}, {false, true, true});
   add("matmul_2d", make_node("MatMul"), {{6, 5}, {5, 7}});
   add("matmul_batched", make_node("MatMul"), {{2, 3, 4, 5}, {2, 3, 5, 6}});

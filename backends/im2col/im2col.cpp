@@ -18,6 +18,17 @@ namespace {
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
+/// Applies a fused activation to n contiguous floats with Eigen.
+void apply_activation(const Activation& act, float* y, int64_t n) {
+  ArrayMap v(y, n);
+  switch (act.kind) {
+    case Activation::Kind::kRelu: v = v.max(0.f); break;
+    case Activation::Kind::kLeakyRelu: v = (v >= 0.f).select(v, act.alpha * v); break;
+    case Activation::Kind::kClip: v = v.max(act.lo).min(act.hi); break;
+    case Activation::Kind::kNone: break;
+  }
+}
+
 /// 1-d and 2-d windows as 2-d (H = 1 for 1-d).
 struct Win2 {
   int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
@@ -165,19 +176,8 @@ class ConvKernel final : public Kernel {
           } else if (bias) {
             ArrayMap(yo, ohw_) += bv;
           }
-          epilogue(yo, ohw_);
+          if (act_.active()) apply_activation(act_, yo, ohw_);
         }
-    }
-  }
-  /// The fused activation, vectorised with Eigen.
-  void epilogue(float* y, int64_t n) const {
-    if (!act_.active()) return;
-    ArrayMap v(y, n);
-    switch (act_.kind) {
-      case Activation::Kind::kRelu: v = v.max(0.f); break;
-      case Activation::Kind::kLeakyRelu: v = (v >= 0.f).select(v, act_.alpha * v); break;
-      case Activation::Kind::kClip: v = v.max(act_.lo).min(act_.hi); break;
-      case Activation::Kind::kNone: break;
     }
   }
   ConvParams p_;
@@ -301,17 +301,20 @@ class GemmKernel final : public Kernel {
       }
       beta = p_.beta;
     }
-    cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans, p_.m,
-                p_.n, p_.k, p_.alpha, src[0]->f32(), p_.trans_a ? p_.m : p_.k, src[1]->f32(),
-                p_.trans_b ? p_.k : p_.n, beta, y, p_.n);
+    if (p_.m == 1) {
+      // A single row (batch 1): y = op(B)^T x as a matrix-vector product, which OpenBLAS
+      // runs at memory bandwidth; x is contiguous whether or not A is transposed.
+      cblas_sgemv(CblasRowMajor, p_.trans_b ? CblasNoTrans : CblasTrans, p_.trans_b ? p_.n : p_.k,
+                  p_.trans_b ? p_.k : p_.n, p_.alpha, src[1]->f32(), p_.trans_b ? p_.k : p_.n, src[0]->f32(), 1,
+                  beta, y, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans,
+                  p_.m, p_.n, p_.k, p_.alpha, src[0]->f32(), p_.trans_a ? p_.m : p_.k, src[1]->f32(),
+                  p_.trans_b ? p_.k : p_.n, beta, y, p_.n);
+    }
     if (act_.active()) {
 #pragma omp parallel for schedule(static) if (p_.m * p_.n > 65536)
-      for (int64_t i = 0; i < p_.m; ++i) {
-        ArrayMap v(y + i * p_.n, p_.n);
-        if (act_.kind == Activation::Kind::kRelu) v = v.max(0.f);
-        else if (act_.kind == Activation::Kind::kLeakyRelu) v = (v >= 0.f).select(v, act_.alpha * v);
-        else v = v.max(act_.lo).min(act_.hi);
-      }
+      for (int64_t i = 0; i < p_.m; ++i) apply_activation(act_, y + i * p_.n, p_.n);
     }
     return Status::ok();
   }

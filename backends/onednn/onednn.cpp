@@ -172,6 +172,28 @@ class Weights {
   bool constant_ = false;
 };
 
+/// A kernel running one primitive from src to dst, both bound per call (softmax, LRN,
+/// reorders). DNNL_ARG_FROM/TO are the same argument ids as SRC/DST.
+class SrcDstPrimitive : public Kernel {
+ public:
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ protected:
+  void set(dnnl::primitive prim, const memory::desc& src, const memory::desc& dst) {
+    prim_ = std::move(prim);
+    src_.mem = memory(src, engine(), DNNL_MEMORY_NONE);
+    dst_.mem = memory(dst, engine(), DNNL_MEMORY_NONE);
+  }
+  Bound src_, dst_;
+  dnnl::primitive prim_;
+};
+
 // ---- Conv -----------------------------------------------------------------------------------
 
 class ConvKernel final : public Kernel {
@@ -503,7 +525,7 @@ class BinaryKernel final : public Kernel {
 
 // ---- Softmax, BatchNorm, LRN ----------------------------------------------------------------
 
-class SoftmaxKernel final : public Kernel {
+class SoftmaxKernel final : public SrcDstPrimitive {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(SoftmaxParams p, softmax_params(ctx));
@@ -512,23 +534,10 @@ class SoftmaxKernel final : public Kernel {
       const memory::desc md = plain({p.outer, p.axis_dim, p.inner});
       dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, log ? algorithm::softmax_log : algorithm::softmax_accurate,
                                        md, md, 1);
-      prim_ = dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, engine()));
-      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      set(dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, engine())), md, md);
       return Status::ok();
     });
   }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    src_.bind(src[0]);
-    dst_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
-    stream().wait();
-    return Status::ok();
-  }
-
- private:
-  Bound src_, dst_;
-  dnnl::softmax_v2_forward prim_;
 };
 
 class BatchNormKernel final : public Kernel {
@@ -580,7 +589,7 @@ class BatchNormKernel final : public Kernel {
   dnnl::batch_normalization_forward prim_;
 };
 
-class LrnKernel final : public Kernel {
+class LrnKernel final : public SrcDstPrimitive {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(LrnParams p, lrn_params(ctx));
@@ -590,23 +599,10 @@ class LrnKernel final : public Kernel {
       const memory::desc md = plain(ctx.inputs[0].shape);
       dnnl::lrn_forward::desc d(prop_kind::forward_inference, algorithm::lrn_across_channels, md, p.size, p.alpha,
                                 p.beta, p.bias);
-      prim_ = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(d, engine()));
-      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      set(dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(d, engine())), md, md);
       return Status::ok();
     });
   }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    src_.bind(src[0]);
-    dst_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}});
-    stream().wait();
-    return Status::ok();
-  }
-
- private:
-  Bound src_, dst_;
-  dnnl::lrn_forward prim_;
 };
 
 // ---- Data movement: concat, transpose (reorder), constant pad (reorder into a sub-memory) ----
@@ -649,23 +645,17 @@ class ConcatKernel final : public Kernel {
   dnnl::concat prim_;
 };
 
-class ReorderKernel : public Kernel {
+class ReorderKernel : public SrcDstPrimitive {
  public:
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (fill_) {
       float* y = dst[0]->f32();
       std::fill(y, y + out_bytes_ / sizeof(float), value_);
     }
-    src_.bind(src[0]);
-    dst_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_FROM, src_.mem}, {DNNL_ARG_TO, dst_.mem}});
-    stream().wait();
-    return Status::ok();
+    return SrcDstPrimitive::forward(src, dst);
   }
 
  protected:
-  Bound src_, dst_;
-  dnnl::reorder prim_;
   bool fill_ = false;
   float value_ = 0.f;
   size_t out_bytes_ = 0;  ///< bytes of the output in its layout (blocked may pad channels)
@@ -683,9 +673,7 @@ class TransposeKernel final : public ReorderKernel {
       memory::dims strides;
       for (auto p : perm) strides.push_back(in_strides[p]);
       const memory::desc from(to_dims(ctx.outputs[0].shape), dt::f32, strides), to = plain(ctx.outputs[0].shape);
-      prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
-      src_.mem = memory(from, engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(to, engine(), DNNL_MEMORY_NONE);
+      set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to)), from, to);
       return Status::ok();
     });
   }
@@ -751,9 +739,7 @@ class PadKernel final : public ReorderKernel {
       out_bytes_ = out.get_size();
       memory::dims offsets(p.pads.begin(), p.pads.begin() + static_cast<long>(r));
       const memory::desc interior = out.submemory_desc(to_dims(ctx.inputs[0].shape), offsets);
-      prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in, engine(), interior));
-      src_.mem = memory(in, engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(interior, engine(), DNNL_MEMORY_NONE);
+      set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in, engine(), interior)), in, interior);
       return Status::ok();
     });
   }
@@ -778,30 +764,17 @@ class PadKernel final : public ReorderKernel {
 };
 
 /// The planner's conversion step: a oneDNN layout to plain row-major.
-class ToPlainKernel final : public Kernel {
+class ToPlainKernel final : public SrcDstPrimitive {
  public:
   Status init(const KernelContext& ctx) {
     auto* l = dynamic_cast<const DnnlLayout*>(ctx.input_layout(0));
     if (!l) return Status::internal(ctx.node->label() + ": input is not in a oneDNN layout");
     return guarded(*ctx.node, [&]() -> Status {
       const memory::desc to = plain(ctx.outputs[0].shape);
-      prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), l->md(), engine(), to));
-      src_.mem = memory(l->md(), engine(), DNNL_MEMORY_NONE);
-      dst_.mem = memory(to, engine(), DNNL_MEMORY_NONE);
+      set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), l->md(), engine(), to)), l->md(), to);
       return Status::ok();
     });
   }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    src_.bind(src[0]);
-    dst_.bind(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_FROM, src_.mem}, {DNNL_ARG_TO, dst_.mem}});
-    stream().wait();
-    return Status::ok();
-  }
-
- private:
-  Bound src_, dst_;
-  dnnl::reorder prim_;
 };
 
 }  // namespace
