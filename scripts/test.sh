@@ -5,7 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
 extra=()
-if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then build=build-asan; extra=(-DMOSAIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo); fi
+if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then
+  build=build-asan
+  extra=(-DMOSAIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+  # Any finding fails the test that triggered it (UBSan only warns by default).
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
 cmake --build "$build"
 ctest --test-dir "$build" -j2 --output-on-failure

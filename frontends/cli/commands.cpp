@@ -1,6 +1,7 @@
 #include "frontends/cli/commands.hpp"
 
 #include <omp.h>
+#include <regex.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +9,6 @@
 #include <iostream>
 #include <map>
 #include <random>
-#include <regex>
 #include <set>
 
 #include "backends/registry.hpp"
@@ -373,12 +373,14 @@ int run_verify(const VerifyOptions& o) {
   if (o.backend == "all") backends = builtin_registry().backends();
   else if (builtin_registry().has_backend(o.backend)) backends = {o.backend};
   else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: naive, im2col, onednn, all)"));
-  std::regex filter;
-  try {
-    filter = std::regex(o.filter.empty() ? ".*" : o.filter);
-  } catch (const std::regex_error&) {
+  // POSIX extended regular expression.
+  regex_t filter;
+  if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
     return fail(Status::invalid("--filter '" + o.filter + "' is not a valid regular expression"));
-  }
+  struct Free {
+    regex_t* r;
+    ~Free() { regfree(r); }
+  } free_filter{&filter};
   std::vector<fs::path> cases;
   for (const auto& p : o.paths) {
     std::error_code ec;
@@ -397,7 +399,7 @@ int run_verify(const VerifyOptions& o) {
   int passed = 0, failed = 0, skipped = 0;
   for (const auto& c : cases) {
     const std::string name = c.filename().string();
-    if (!std::regex_search(name, filter)) continue;
+    if (regexec(&filter, name.c_str(), 0, nullptr, 0) != 0) continue;
     for (const auto& b : backends) {
       CaseResult r = run_case(c, b, o);
       const char* tag = r.verdict == Verdict::kPassed ? "PASSED" : r.verdict == Verdict::kFailed ? "FAILED" : "UNSUPPORTED";
