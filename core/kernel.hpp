@@ -26,6 +26,11 @@ struct KernelContext {
   std::vector<bool> output_present;
   std::vector<const Tensor*> constants;    ///< non-null where input i is an initializer
   MemoryTracker* tracker = nullptr;        ///< report workspace/prepacked allocations here
+  /// Training plan: the kernel runs forward in training mode (Dropout masks, batch
+  /// statistics) and must keep what its backward needs.
+  bool training = false;
+  /// Seed for stochastic kernels (Dropout), distinct per node.
+  uint64_t seed = 0;
   /// Where output i may be left in this backend's own layout: every consumer is a
   /// layout-aware op on the same backend (see KernelRegistry::add_layout_op).
   std::vector<bool> output_layout_free;
@@ -38,10 +43,25 @@ struct KernelContext {
   bool layout_free(size_t i) const { return i < output_layout_free.size() && output_layout_free[i]; }
 };
 
+/// Arguments of a backward call, indexed like the node's inputs and outputs. `src` and
+/// `dst` are the forward tensors; `diff_dst[i]` is the loss gradient w.r.t. output i
+/// (nullptr if none flows back); the kernel overwrites every non-null `diff_src[i]` with
+/// the gradient w.r.t. input i (nullptr: not needed).
+struct BackwardArgs {
+  std::vector<const Tensor*> src;
+  std::vector<const Tensor*> dst;
+  std::vector<const Tensor*> diff_dst;
+  std::vector<Tensor*> diff_src;
+};
+
 /// A compiled node on one backend. Created once per plan; forward is the hot path.
 class Kernel {
  public:
   virtual ~Kernel() = default;
+  /// Gradients of the inputs from the gradients of the outputs (training).
+  virtual Status backward(const BackwardArgs&) { return Status::unsupported("this kernel has no backward"); }
+  /// True if backward is implemented (training plans fall back from kernels without it).
+  virtual bool has_backward() const { return false; }
   /// Computes outputs from inputs. Omitted optional inputs/outputs are nullptr.
   virtual Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) = 0;
   /// Bytes of scratch and prepacked data this kernel holds (reported as workspace).

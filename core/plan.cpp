@@ -79,11 +79,13 @@ int Plan::fallback_count() const {
 }
 
 Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
-                                            const KernelRegistry& registry) {
+                                            const KernelRegistry& registry, const PlanOptions& options) {
   auto plan = std::make_unique<Plan>();
   Plan& P = *plan;
   P.graph_ = graph;
   P.placement_ = placement;
+  P.options_ = options;
+  const bool training = options.training;
   Graph& g = P.graph_;
   // Conversion steps append synthetic nodes and values; reserve so references stay valid.
   g.nodes.reserve(g.nodes.size() * 2 + g.outputs.size() + 8);
@@ -100,6 +102,9 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     if (c != g.initializers.end()) {
       v.is_const = true;
       v.tensor = c->second;
+      // Parameters of a training plan are the plan's own copies, updated in place.
+      v.trainable = training && c->second.dtype() == DType::kF32 && !options.frozen.count(name);
+      if (v.trainable) v.tensor = c->second.clone();
       P.weight_bytes_ += static_cast<int64_t>(c->second.bytes());
     }
     P.values_.push_back(std::move(v));
@@ -128,9 +133,25 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     graph_outputs.insert(out.name);
   }
 
+  // Training: a value needs a gradient if it is a parameter or computed from one.
+  if (training) {
+    for (size_t ni = 0; ni < original_nodes; ++ni)
+      if (const OpSchema* schema = find_schema(g.nodes[ni].op_type))
+        for (int i : schema->non_trainable_inputs)
+          if (g.nodes[ni].has_input(static_cast<size_t>(i))) P.values_[index.at(g.nodes[ni].inputs[i])].trainable = false;
+    for (auto& v : P.values_) v.needs_grad = v.trainable || (options.input_grads && v.is_input);
+    for (size_t ni = 0; ni < original_nodes; ++ni) {
+      bool any = false;
+      for (const auto& in : g.nodes[ni].inputs)
+        if (!in.empty()) any = any || P.values_[index.at(in)].needs_grad;
+      for (const auto& out : g.nodes[ni].outputs)
+        if (!out.empty() && any && P.values_[index.at(out)].desc.dtype == DType::kF32) P.values_[index.at(out)].needs_grad = true;
+    }
+  }
+
   // A value may stay in `backend`'s layout if every consumer is a layout-aware op placed on it.
   auto layout_free = [&](const std::string& value, const std::string& backend) {
-    if (graph_outputs.count(value) || !consumers.count(value)) return false;
+    if (training || graph_outputs.count(value) || !consumers.count(value)) return false;
     for (size_t c : consumers[value]) {
       const Node& n = g.nodes[c];
       if (placement.backend_for(n) != backend || !registry.accepts_layouts(backend, n.op_type)) return false;
@@ -207,10 +228,17 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       ctx.node = &g.nodes[ni];
       ctx.opset = g.opset;
       ctx.tracker = &P.tracker_;
+      ctx.training = training;
+      ctx.seed = options.seed * 1000003u + ni;
+      bool grads_flow = false;
       for (int v : in) {
         ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
         ctx.input_present.push_back(v >= 0);
-        ctx.constants.push_back(v >= 0 && P.values_[v].is_const ? &P.values_[v].tensor : nullptr);
+        // Parameters change every step: kernels must not prepack them as constants.
+        const bool constant = v >= 0 && P.values_[v].is_const && !P.values_[v].trainable &&
+                              !(options.shared_weights && P.values_[v].desc.dtype == DType::kF32);
+        ctx.constants.push_back(constant ? &P.values_[v].tensor : nullptr);
+        grads_flow = grads_flow || (v >= 0 && P.values_[v].needs_grad);
       }
       std::vector<int> out;
       for (const auto& name : node.outputs) {
@@ -224,6 +252,8 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       if (step.flops == 0) step.flops = node_flops(ctx);
       const int64_t t0 = now_ns();
       auto k = registry.create(backend, ctx);
+      if (k.ok() && grads_flow && !k.value()->has_backward())
+        k = Status::unsupported("backend '" + backend + "' has no backward for " + node.op_type);
       if (k.ok()) {
         step.create_ns = now_ns() - t0;
         step.kernel = std::move(k.value());
@@ -271,7 +301,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   std::vector<Storage> storage;
   auto acquire = [&](size_t bytes, int until) {
     int best = -1;
-    for (size_t i = 0; i < storage.size(); ++i) {
+    for (size_t i = 0; i < storage.size() && !training; ++i) {  // training keeps every activation
       if (storage[i].busy) continue;
       if (best < 0) { best = static_cast<int>(i); continue; }
       const Storage& b = storage[best];
@@ -327,7 +357,95 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     for (int v : st.in) st.src.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
     for (int v : st.out) st.dst.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
   }
+  if (training) {
+    // Gradient buffers, and per-input scratch that backward writes before accumulating.
+    for (auto& v : P.values_)
+      if (v.needs_grad) v.grad = Tensor::empty({DType::kF32, v.desc.shape}, &P.tracker_);
+    std::vector<size_t> scratch_bytes;
+    for (auto& st : P.steps_)
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad) {
+          if (scratch_bytes.size() <= i) scratch_bytes.resize(i + 1, 0);
+          scratch_bytes[i] = std::max(scratch_bytes[i], P.values_[st.in[i]].desc.bytes());
+        }
+    std::vector<std::shared_ptr<Buffer>> pool;
+    for (size_t b : scratch_bytes) pool.push_back(std::make_shared<Buffer>(b, &P.tracker_));
+    for (auto& st : P.steps_) {
+      st.scratch.resize(st.in.size());
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad)
+          st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[st.in[i]].desc.shape}, pool[i]);
+    }
+  }
   return plan;
+}
+
+std::vector<ParamRef> Plan::parameters() const {
+  std::vector<ParamRef> out;
+  for (const auto& v : values_)
+    if (v.trainable) out.push_back({v.name, v.tensor, v.grad});
+  std::sort(out.begin(), out.end(), [](const ParamRef& a, const ParamRef& b) { return a.name < b.name; });
+  return out;
+}
+
+const Tensor* Plan::input_grad(size_t i) const {
+  const PlanValue& v = values_[input_values_.at(i)];
+  return v.grad.defined() ? &v.grad : nullptr;
+}
+
+namespace {
+void accumulate(Tensor& into, const Tensor& from) {
+  float* d = into.f32();
+  const float* s = from.f32();
+  for (int64_t i = 0; i < into.numel(); ++i) d[i] += s[i];
+}
+}  // namespace
+
+Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* observer, int64_t iteration) {
+  if (!options_.training) return Status::invalid("backward needs a plan built for training");
+  if (output_grads.size() != output_values_.size())
+    return Status::invalid("expected " + std::to_string(output_values_.size()) + " output gradients");
+  for (auto& v : values_)
+    if (v.grad.defined()) std::fill(v.grad.f32(), v.grad.f32() + v.grad.numel(), 0.f);
+  for (size_t i = 0; i < output_values_.size(); ++i) {
+    PlanValue& v = values_[output_values_[i]];
+    if (!v.grad.defined()) continue;
+    if (output_grads[i].shape() != v.desc.shape)
+      return Status::invalid("gradient of output '" + v.name + "' has shape " + shape_str(output_grads[i].shape()));
+    accumulate(v.grad, output_grads[i]);
+  }
+  const int64_t run_begin = observer ? now_ns() : 0;
+  for (size_t s = steps_.size(); s-- > 0;) {
+    PlanStep& st = steps_[s];
+    bool flows = false;
+    for (int v : st.in) flows = flows || (v >= 0 && values_[v].needs_grad);
+    if (!flows) continue;
+    if (st.alias) {
+      accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad);
+      continue;
+    }
+    BackwardArgs args;
+    args.src = st.src;
+    for (Tensor* t : st.dst) args.dst.push_back(t);
+    for (int v : st.out) args.diff_dst.push_back(v >= 0 && values_[v].needs_grad ? &values_[v].grad : nullptr);
+    for (size_t i = 0; i < st.in.size(); ++i)
+      args.diff_src.push_back(st.scratch[i].defined() ? &st.scratch[i] : nullptr);
+    NodeEvent ev;
+    ev.step = static_cast<int>(s);
+    ev.stage = Stage::kBackward;
+    ev.iteration = iteration;
+    if (observer) ev.begin_ns = now_ns();
+    Status status = st.kernel->backward(args);
+    if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " backward on " + st.backend);
+    for (size_t i = 0; i < st.in.size(); ++i)
+      if (st.scratch[i].defined()) accumulate(values_[st.in[i]].grad, st.scratch[i]);
+    if (observer) {
+      ev.end_ns = now_ns();
+      observer->on_node(ev);
+    }
+  }
+  if (observer) observer->on_run({iteration, run_begin, now_ns()});
+  return Status::ok();
 }
 
 Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs, ExecObserver* observer,

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,27 @@ struct Placement {
   std::string str() const;
 };
 
+/// How a plan is built. A training plan runs kernels in training mode, keeps every
+/// activation alive for the backward pass, owns copies of the trainable parameters (the
+/// model's float initializers not listed in `frozen`) and computes their gradients.
+struct PlanOptions {
+  bool training = false;
+  uint64_t seed = 0;              ///< seeds stochastic kernels (Dropout), per node
+  std::set<std::string> frozen;   ///< initializers that are not trained
+  bool input_grads = false;       ///< also compute gradients w.r.t. the graph inputs
+  /// Float initializers may change between runs (they are another plan's parameters):
+  /// kernels must not prepack them.
+  bool shared_weights = false;
+};
+
+/// A trainable parameter of a training plan: its value (updated in place by optimizers)
+/// and the gradient of the last backward pass.
+struct ParamRef {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+};
+
 /// A value slot of the plan: a graph input, constant or intermediate.
 struct PlanValue {
   std::string name;
@@ -35,7 +57,10 @@ struct PlanValue {
   Tensor tensor;        ///< bound once at build time (constants, planned buffers, views)
   bool is_const = false;
   bool is_input = false;
+  bool trainable = false;  ///< a parameter of a training plan
+  bool needs_grad = false; ///< depends on a parameter (training plans)
   int storage = -1;     ///< index into the plan's storage list (-1: constant)
+  Tensor grad;          ///< gradient buffer (training plans, needs_grad values)
 };
 
 struct PlanStep {
@@ -47,6 +72,7 @@ struct PlanStep {
   std::vector<int> in, out;      ///< value indices (-1: omitted)
   std::vector<const Tensor*> src;
   std::vector<Tensor*> dst;
+  std::vector<Tensor> scratch;   ///< per input: where backward writes its gradient
   double flops = 0;
   size_t out_bytes = 0;
   bool alias = false;
@@ -59,11 +85,22 @@ class Plan {
  public:
   /// Creates a kernel for every node (create stage) and plans activation memory.
   static Expected<std::unique_ptr<Plan>> build(const Graph& graph, const Placement& placement,
-                                               const KernelRegistry& registry);
+                                               const KernelRegistry& registry, const PlanOptions& options = {});
 
   /// Runs one forward pass. `inputs` follow graph().inputs; outputs follow graph().outputs.
   Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs, ExecObserver* observer = nullptr,
              int64_t iteration = 0);
+
+  /// Backward pass of a training plan: `output_grads` (one per graph output) are the loss
+  /// gradients w.r.t. the outputs of the last run(); fills every parameter's gradient.
+  Status backward(const std::vector<Tensor>& output_grads, ExecObserver* observer = nullptr, int64_t iteration = 0);
+  /// The trainable parameters (training plans), in initializer name order.
+  std::vector<ParamRef> parameters() const;
+  /// Output i of the last run, without copying.
+  const Tensor& output(size_t i) const { return values_[output_values_[i]].tensor; }
+  /// Gradient of a graph input after backward (nullptr if it has none).
+  const Tensor* input_grad(size_t i) const;
+  bool training() const { return options_.training; }
 
   const Graph& graph() const { return graph_; }
   const std::vector<PlanStep>& steps() const { return steps_; }
@@ -81,6 +118,7 @@ class Plan {
  private:
   Graph graph_;
   Placement placement_;
+  PlanOptions options_;
   std::vector<PlanValue> values_;
   std::vector<PlanStep> steps_;
   std::vector<std::shared_ptr<Buffer>> storage_;

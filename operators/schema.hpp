@@ -20,6 +20,9 @@ struct OpSchema {
   /// True for ops that mostly compute shapes/constants (Shape, Gather, ...): they normally
   /// fold away at load time; on run-time data only the naive backend runs them.
   bool folding_only = false;
+  /// Inputs that are statistics or shapes, never trained (BatchNormalization's running mean
+  /// and variance).
+  std::vector<int> non_trainable_inputs;
   std::string summary;
 };
 

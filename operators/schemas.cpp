@@ -459,6 +459,7 @@ std::map<std::string, OpSchema> build_table() {
   add("Softmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "exp(x) / sum exp(x) along axis");
   add("LogSoftmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "x - log sum exp(x) along axis");
   add("BatchNormalization", 5, 5, 1, 5, infer_bn, f_bn, false, "inference: scale * (x - mean) / sqrt(var + eps) + B");
+  t["BatchNormalization"].non_trainable_inputs = {3, 4};
   add("LRN", 1, 1, 1, 1, infer_lrn, f_lrn, false, "local response normalisation across channels");
   add("Dropout", 1, 3, 1, 2, infer_dropout, f_zero, false, "identity at inference (mask all true)");
   add("Identity", 1, 1, 1, 1, infer_identity, f_zero, false, "copy");

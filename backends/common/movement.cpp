@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "operators/params.hpp"
 
@@ -23,6 +24,8 @@ class ViewKernel final : public Kernel {
     return Status::internal("view kernel executed");
   }
   bool aliases_input() const override { return true; }
+  /// The executor passes gradients through views itself (same elements, new shape).
+  bool has_backward() const override { return true; }
 };
 
 /// Dropout at inference: copy, and a mask of all true when asked for.
@@ -34,6 +37,52 @@ class DropoutKernel final : public Kernel {
     if (dst.size() > 1 && dst[1]) std::memset(dst[1]->data(), 1, dst[1]->bytes());
     return Status::ok();
   }
+};
+
+/// Dropout in training mode: y = x * mask / (1 - ratio), mask ~ Bernoulli(1 - ratio), drawn
+/// from a generator seeded per node and advanced every call (PyTorch's semantics; the
+/// masks themselves differ from PyTorch's generator).
+class DropoutTrainKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    ratio_ = ctx.node->attr_float("ratio", 0.5f);
+    if (ctx.has_input(1)) {
+      const Tensor* r = ctx.constant(1);
+      if (!r) return Status::unsupported(ctx.node->label() + ": ratio must be a constant");
+      ratio_ = static_cast<float>(r->get(0));
+    }
+    if (ratio_ < 0.f || ratio_ >= 1.f) return Status::invalid(ctx.node->label() + ": ratio must be in [0, 1)");
+    rng_.seed(ctx.seed);
+    mask_.resize(static_cast<size_t>(ctx.inputs[0].numel()));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float scale = 1.f / (1.f - ratio_);
+    std::bernoulli_distribution keep(1.0 - ratio_);
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    for (size_t i = 0; i < mask_.size(); ++i) {
+      mask_[i] = keep(rng_);
+      y[i] = mask_[i] ? x[i] * scale : 0.f;
+    }
+    if (dst.size() > 1 && dst[1]) std::memcpy(dst[1]->data(), mask_.data(), mask_.size());
+    return Status::ok();
+  }
+  bool has_backward() const override { return true; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    const float scale = 1.f / (1.f - ratio_);
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = a.diff_src[0]->f32();
+    for (size_t i = 0; i < mask_.size(); ++i) dx[i] = mask_[i] ? dy[i] * scale : 0.f;
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return mask_.size(); }
+
+ private:
+  float ratio_ = 0.5f;
+  std::mt19937_64 rng_;
+  std::vector<uint8_t> mask_;
 };
 
 class TransposeKernel final : public Kernel {
@@ -69,6 +118,33 @@ class TransposeKernel final : public Kernel {
     }
     return Status::ok();
   }
+  bool has_backward() const override { return esize_ == 4; }
+  /// dx[source index] = dy[o]: the same walk as forward with the copy reversed.
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    const size_t r = perm_.size();
+    auto in_strides = row_major_strides(in_shape_);
+    Shape out_shape(r);
+    std::vector<int64_t> st(r);
+    for (size_t i = 0; i < r; ++i) {
+      out_shape[i] = in_shape_[perm_[i]];
+      st[i] = in_strides[perm_[i]];
+    }
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = a.diff_src[0]->f32();
+    std::vector<int64_t> idx(r, 0);
+    int64_t off = 0;
+    for (int64_t o = 0; o < shape_numel(out_shape); ++o) {
+      dx[off] = dy[o];
+      for (int64_t ax = static_cast<int64_t>(r) - 1; ax >= 0; --ax) {
+        off += st[ax];
+        if (++idx[ax] < out_shape[ax]) break;
+        off -= st[ax] * out_shape[ax];
+        idx[ax] = 0;
+      }
+    }
+    return Status::ok();
+  }
 
  private:
   std::vector<int64_t> perm_;
@@ -94,6 +170,17 @@ class ConcatKernel final : public Kernel {
       for (size_t i = 0; i < src.size(); ++i) {
         std::memcpy(out, static_cast<const char*>(src[i]->data()) + o * chunk_[i], chunk_[i]);
         out += chunk_[i];
+      }
+    return Status::ok();
+  }
+  bool has_backward() const override { return esize_ == 4; }
+  /// Each input's gradient is its slice of dy.
+  Status backward(const BackwardArgs& a) override {
+    const auto* dy = static_cast<const char*>(a.diff_dst[0]->data());
+    for (int64_t o = 0; o < outer_; ++o)
+      for (size_t i = 0; i < chunk_.size(); ++i) {
+        if (a.diff_src[i]) std::memcpy(static_cast<char*>(a.diff_src[i]->data()) + o * chunk_[i], dy, chunk_[i]);
+        dy += chunk_[i];
       }
     return Status::ok();
   }
@@ -144,6 +231,35 @@ class IndexMapKernel : public Kernel {
           for (int64_t j = 0; j < run.length; ++j)
             std::memcpy(d + j * esize_, in + (off + run.in_start + j * run.step) * static_cast<int64_t>(esize_), esize_);
         }
+      }
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return esize_ == 4; }
+  /// dx[i] = sum of dy over the output elements copied from input element i (padding and
+  /// sliced-away elements get nothing; reflect/edge padding accumulates).
+  Status backward(const BackwardArgs& a) override {
+    if (a.diff_src.size() > 2 && a.diff_src[2]) a.diff_src[2]->f32()[0] = 0.f;
+    if (!a.diff_src[0]) return Status::ok();
+    float* dx = a.diff_src[0]->f32();
+    std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
+    const float* dy = a.diff_dst[0]->f32();
+    const size_t r = out_shape_.size();
+    const auto in_strides = row_major_strides(in_shape_);
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t o = 0; o < shape_numel(out_shape_); ++o) {
+      int64_t off = 0;
+      bool inside = true;
+      for (size_t ax = 0; ax < r && inside; ++ax) {
+        const int64_t i = map_[ax][idx[ax]];
+        if (i < 0) inside = false;
+        else off += i * in_strides[ax];
+      }
+      if (inside) dx[off] += dy[o];
+      for (int64_t ax = static_cast<int64_t>(r) - 1; ax >= 0; --ax) {
+        if (++idx[ax] < out_shape_[ax]) break;
+        idx[ax] = 0;
       }
     }
     return Status::ok();
@@ -369,6 +485,7 @@ void register_view_kernels(KernelRegistry& registry, const std::string& backend)
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
     registry.add(backend, op, make_factory<ViewKernel>());
   registry.add(backend, "Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    if (ctx.training) return make_factory<DropoutTrainKernel>()(ctx);
     if (ctx.has_output(1)) return make_factory<DropoutKernel>()(ctx);
     return make_factory<ViewKernel>()(ctx);
   });

@@ -33,12 +33,27 @@ Expected<Win3> lift3(const Window& w, const Node& node) {
   return o;
 }
 
+/// Zeroes a gradient output if it is requested.
+float* grad_out(const BackwardArgs& a, size_t i) {
+  if (i >= a.diff_src.size() || !a.diff_src[i]) return nullptr;
+  float* p = a.diff_src[i]->f32();
+  std::fill(p, p + a.diff_src[i]->numel(), 0.f);
+  return p;
+}
+
+Status no_fused_backward(const Activation& act, const Node& node) {
+  if (act.active())
+    return Status::unsupported(node.label() + ": backward of a fused activation (training plans are not fused)");
+  return Status::ok();
+}
+
 class ConvKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
     MOSAIC_ASSIGN_OR_RETURN(w_, lift3(p_.win, *ctx.node));
     act_ = fused_activation(*ctx.node);
+    node_ = ctx.node;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -79,10 +94,55 @@ class ConvKernel final : public Kernel {
     return Status::ok();
   }
 
+  bool has_backward() const override { return true; }
+  Status backward(const BackwardArgs& a) override {
+    MOSAIC_RETURN_IF_ERROR(no_fused_backward(act_, *node_));
+    const float* x = a.src[0]->f32();
+    const float* wt = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    float* dw = grad_out(a, 1);
+    float* db = grad_out(a, 2);
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group();
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    const int64_t ksz = w_.k[0] * w_.k[1] * w_.k[2];
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t oc = 0; oc < p_.oc; ++oc) {
+        const int64_t g = oc / ocg;
+        for (int64_t od = 0; od < w_.out[0]; ++od)
+          for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+            for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+              const float grad = dy[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
+              if (db) db[oc] += grad;
+              for (int64_t ic = 0; ic < cg; ++ic) {
+                const int64_t xbase = (n * p_.c + g * cg + ic) * in_sp, wbase = (oc * cg + ic) * ksz;
+                for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+                  int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+                  if (id < 0 || id >= w_.in[0]) continue;
+                  for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+                    int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+                    if (ih < 0 || ih >= w_.in[1]) continue;
+                    for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+                      int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+                      if (iw < 0 || iw >= w_.in[2]) continue;
+                      const int64_t xi = xbase + (id * w_.in[1] + ih) * w_.in[2] + iw;
+                      const int64_t wi = wbase + (kd * w_.k[1] + kh) * w_.k[2] + kw;
+                      if (dx) dx[xi] += wt[wi] * grad;
+                      if (dw) dw[wi] += x[xi] * grad;
+                    }
+                  }
+                }
+              }
+            }
+      }
+    return Status::ok();
+  }
+
  private:
   ConvParams p_;
   Win3 w_;
   Activation act_;
+  const Node* node_ = nullptr;
 };
 
 class PoolKernel final : public Kernel {
@@ -146,6 +206,60 @@ class PoolKernel final : public Kernel {
     return Status::ok();
   }
 
+  bool has_backward() const override { return true; }
+  /// Max: the gradient goes to the window's first maximum (as forward picks it); average:
+  /// spread over the window with the forward divisor.
+  Status backward(const BackwardArgs& a) override {
+    const float* x = a.src[0]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    if (!dx) return Status::ok();
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    for (int64_t nc = 0; nc < p_.n * p_.c; ++nc) {
+      const float* xc = x + nc * in_sp;
+      float* dxc = dx + nc * in_sp;
+      for (int64_t od = 0; od < w_.out[0]; ++od)
+        for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+          for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+            const float g = dy[nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
+            std::vector<int64_t> cells;
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t best_i = -1, padded_count = 1;
+            const int64_t o3[3] = {od, oh, ow};
+            for (int ax = 0; ax < 3; ++ax) {
+              int64_t start = o3[ax] * w_.s[ax] - w_.pb[ax];
+              int64_t end = std::min(start + (w_.k[ax] - 1) * w_.d[ax] + 1, w_.in[ax] + w_.pe[ax]);
+              padded_count *= (end - start + w_.d[ax] - 1) / w_.d[ax];
+            }
+            for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+              int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+              if (id < 0 || id >= w_.in[0]) continue;
+              for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+                int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+                if (ih < 0 || ih >= w_.in[1]) continue;
+                for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+                  int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+                  if (iw < 0 || iw >= w_.in[2]) continue;
+                  const int64_t off = (id * w_.in[1] + ih) * w_.in[2] + iw;
+                  if (xc[off] > best || best_i < 0) {
+                    best = xc[off];
+                    best_i = off;
+                  }
+                  cells.push_back(off);
+                }
+              }
+            }
+            if (is_max_) {
+              if (best_i >= 0) dxc[best_i] += g;
+            } else {
+              const float share = g / static_cast<float>(p_.count_include_pad ? padded_count : cells.size());
+              for (int64_t off : cells) dxc[off] += share;
+            }
+          }
+    }
+    return Status::ok();
+  }
+
  private:
   PoolParams p_;
   Win3 w_;
@@ -158,6 +272,7 @@ class GemmKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
     if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
     act_ = fused_activation(*ctx.node);
+    node_ = ctx.node;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -182,10 +297,41 @@ class GemmKernel final : public Kernel {
     return Status::ok();
   }
 
+  bool has_backward() const override { return true; }
+  Status backward(const BackwardArgs& a) override {
+    MOSAIC_RETURN_IF_ERROR(no_fused_backward(act_, *node_));
+    const float* A = a.src[0]->f32();
+    const float* B = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    auto opA = [&](int64_t i, int64_t k) { return p_.trans_a ? A[k * p_.m + i] : A[i * p_.k + k]; };
+    auto opB = [&](int64_t k, int64_t j) { return p_.trans_b ? B[j * p_.k + k] : B[k * p_.n + j]; };
+    if (float* dA = grad_out(a, 0))
+      for (int64_t i = 0; i < p_.m; ++i)
+        for (int64_t k = 0; k < p_.k; ++k) {
+          float acc = 0.f;
+          for (int64_t j = 0; j < p_.n; ++j) acc += dy[i * p_.n + j] * opB(k, j);
+          (p_.trans_a ? dA[k * p_.m + i] : dA[i * p_.k + k]) = p_.alpha * acc;
+        }
+    if (float* dB = grad_out(a, 1))
+      for (int64_t k = 0; k < p_.k; ++k)
+        for (int64_t j = 0; j < p_.n; ++j) {
+          float acc = 0.f;
+          for (int64_t i = 0; i < p_.m; ++i) acc += opA(i, k) * dy[i * p_.n + j];
+          (p_.trans_b ? dB[j * p_.k + k] : dB[k * p_.n + j]) = p_.alpha * acc;
+        }
+    if (float* dC = grad_out(a, 2)) {
+      const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+      for (int64_t i = 0; i < p_.m; ++i)
+        for (int64_t j = 0; j < p_.n; ++j) dC[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] += p_.beta * dy[i * p_.n + j];
+    }
+    return Status::ok();
+  }
+
  private:
   GemmParams p_;
   Shape c_shape_;
   Activation act_;
+  const Node* node_ = nullptr;
 };
 
 /// Offset of a broadcast operand for a flat output index, via per-axis strides (0 where broadcast).
@@ -227,6 +373,37 @@ class MatMulKernel final : public Kernel {
           for (int64_t k = 0; k < p_.k; ++k) acc += ab[i * p_.k + k] * bb[k * p_.n + j];
           yb[i * p_.n + j] = acc;
         }
+      for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < p_.batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  Status backward(const BackwardArgs& a) override {
+    const float* A = a.src[0]->f32();
+    const float* B = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dA = grad_out(a, 0);
+    float* dB = grad_out(a, 1);
+    const auto sa = broadcast_strides(p_.a_batch, p_.batch), sb = broadcast_strides(p_.b_batch, p_.batch);
+    const int64_t nb = shape_numel(p_.batch);
+    std::vector<int64_t> idx(p_.batch.size(), 0);
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      const float* g = dy + bi * p_.m * p_.n;
+      for (int64_t i = 0; i < p_.m; ++i)
+        for (int64_t j = 0; j < p_.n; ++j)
+          for (int64_t k = 0; k < p_.k; ++k) {
+            if (dA) dA[oa * p_.m * p_.k + i * p_.k + k] += g[i * p_.n + j] * B[ob * p_.k * p_.n + k * p_.n + j];
+            if (dB) dB[ob * p_.k * p_.n + k * p_.n + j] += A[oa * p_.m * p_.k + i * p_.k + k] * g[i * p_.n + j];
+          }
       for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
         if (++idx[d] < p_.batch[d]) break;
         idx[d] = 0;
@@ -285,6 +462,48 @@ class BinaryKernel final : public Kernel {
     else run(src[0]->i64(), src[1]->i64(), dst[0]->i64());
     return Status::ok();
   }
+  bool has_backward() const override { return dtype_ == DType::kF32; }
+  /// Each operand's gradient is summed over the axes it was broadcast along.
+  Status backward(const BackwardArgs& g) override {
+    const float* a = g.src[0]->f32();
+    const float* b = g.src[1]->f32();
+    const float* dy = g.diff_dst[0]->f32();
+    float* da = grad_out(g, 0);
+    float* db = grad_out(g, 1);
+    const int64_t n = shape_numel(out_);
+    std::vector<int64_t> idx(out_.size(), 0);
+    int64_t oa = 0, ob = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float gy = dy[i];
+      switch (op_) {
+        case BinOp::kAdd:
+          if (da) da[oa] += gy;
+          if (db) db[ob] += gy;
+          break;
+        case BinOp::kSub:
+          if (da) da[oa] += gy;
+          if (db) db[ob] -= gy;
+          break;
+        case BinOp::kMul:
+          if (da) da[oa] += gy * b[ob];
+          if (db) db[ob] += gy * a[oa];
+          break;
+        case BinOp::kDiv:
+          if (da) da[oa] += gy / b[ob];
+          if (db) db[ob] -= gy * a[oa] / (b[ob] * b[ob]);
+          break;
+      }
+      for (int64_t d = static_cast<int64_t>(out_.size()) - 1; d >= 0; --d) {
+        oa += sa_[d];
+        ob += sb_[d];
+        if (++idx[d] < out_[d]) break;
+        oa -= sa_[d] * out_[d];
+        ob -= sb_[d] * out_[d];
+        idx[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
 
  private:
   BinOp op_ = BinOp::kAdd;
@@ -322,6 +541,32 @@ class UnaryKernel final : public Kernel {
     return Status::ok();
   }
 
+  bool has_backward() const override { return true; }
+  /// PyTorch's conventions at kinks: Relu and LeakyRelu use x > 0, Clip passes x in [lo, hi].
+  Status backward(const BackwardArgs& a) override {
+    const float* x = a.src[0]->f32();
+    const float* y = a.dst[0]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    grad_out(a, 1);
+    grad_out(a, 2);
+    if (!dx) return Status::ok();
+    const int64_t n = a.src[0]->numel();
+    float lo = clip_.lo, hi = clip_.hi;
+    if (a.src.size() > 1 && a.src[1]) lo = a.src[1]->f32()[0];
+    if (a.src.size() > 2 && a.src[2]) hi = a.src[2]->f32()[0];
+    for (int64_t i = 0; i < n; ++i) {
+      float d;
+      if (op_ == "Relu") d = x[i] > 0.f ? 1.f : 0.f;
+      else if (op_ == "LeakyRelu") d = x[i] > 0.f ? 1.f : alpha_;
+      else if (op_ == "Sigmoid") d = y[i] * (1.f - y[i]);
+      else if (op_ == "Tanh") d = 1.f - y[i] * y[i];
+      else d = (x[i] >= lo && x[i] <= hi) ? 1.f : 0.f;
+      dx[i] = dy[i] * d;
+    }
+    return Status::ok();
+  }
+
  private:
   std::string op_;
   float alpha_ = 0.01f;
@@ -348,6 +593,29 @@ class SoftmaxKernel final : public Kernel {
         for (int64_t a = 0; a < p_.axis_dim; ++a) {
           const float v = x[base + a * p_.inner] - mx;
           y[base + a * p_.inner] = log_ ? static_cast<float>(v - std::log(sum)) : static_cast<float>(std::exp(v) / sum);
+        }
+      }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  /// Softmax: dx = y (dy - sum(dy y)); LogSoftmax: dx = dy - exp(y) sum(dy).
+  Status backward(const BackwardArgs& a) override {
+    const float* y = a.dst[0]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    if (!dx) return Status::ok();
+    for (int64_t o = 0; o < p_.outer; ++o)
+      for (int64_t in = 0; in < p_.inner; ++in) {
+        const int64_t base = o * p_.axis_dim * p_.inner + in;
+        double sum = 0;
+        for (int64_t k = 0; k < p_.axis_dim; ++k) {
+          const int64_t i = base + k * p_.inner;
+          sum += log_ ? dy[i] : static_cast<double>(dy[i]) * y[i];
+        }
+        for (int64_t k = 0; k < p_.axis_dim; ++k) {
+          const int64_t i = base + k * p_.inner;
+          dx[i] = log_ ? static_cast<float>(dy[i] - std::exp(y[i]) * sum) : static_cast<float>(y[i] * (dy[i] - sum));
         }
       }
     return Status::ok();
@@ -383,6 +651,30 @@ class BatchNormKernel final : public Kernel {
     return Status::ok();
   }
 
+  bool has_backward() const override { return true; }
+  /// With the given (running) statistics: dx = dy scale / sqrt(var + eps),
+  /// dscale = sum dy (x - mean) / sqrt(var + eps), dB = sum dy.
+  Status backward(const BackwardArgs& a) override {
+    const float *x = a.src[0]->f32(), *scale = a.src[1]->f32(), *mean = a.src[3]->f32(), *var = a.src[4]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    float* dscale = grad_out(a, 1);
+    float* dshift = grad_out(a, 2);
+    grad_out(a, 3);
+    grad_out(a, 4);
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c) {
+        const float inv = 1.f / std::sqrt(var[c] + eps_);
+        for (int64_t i = 0; i < sp_; ++i) {
+          const int64_t o = (n * c_ + c) * sp_ + i;
+          if (dx) dx[o] = dy[o] * scale[c] * inv;
+          if (dscale) dscale[c] += dy[o] * (x[o] - mean[c]) * inv;
+          if (dshift) dshift[c] += dy[o];
+        }
+      }
+    return Status::ok();
+  }
+
  private:
   float eps_ = 1e-5f;
   int64_t n_ = 0, c_ = 0, sp_ = 0;
@@ -413,6 +705,37 @@ class LrnKernel final : public Kernel {
           const int64_t o = (n * c_ + c) * sp_ + i;
           y[o] = static_cast<float>(x[o] / std::pow(p_.bias + p_.alpha / p_.size * sq, p_.beta));
         }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  /// y_c = x_c s_c^-b with s_c = bias + a/size sum_{j in W(c)} x_j^2, so
+  /// dx_j = dy_j s_j^-b - (2 a b / size) x_j sum_{c: j in W(c)} dy_c x_c s_c^(-b-1).
+  Status backward(const BackwardArgs& a) override {
+    const float* x = a.src[0]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    if (!dx) return Status::ok();
+    const int64_t lo = (p_.size - 1) / 2, hi = p_.size - 1 - lo;
+    std::vector<double> s(static_cast<size_t>(c_));
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t i = 0; i < sp_; ++i) {
+        auto at = [&](int64_t c) { return (n * c_ + c) * sp_ + i; };
+        for (int64_t c = 0; c < c_; ++c) {
+          double sq = 0;
+          for (int64_t j = std::max<int64_t>(0, c - lo); j <= std::min(c_ - 1, c + hi); ++j)
+            sq += static_cast<double>(x[at(j)]) * x[at(j)];
+          s[c] = p_.bias + p_.alpha / p_.size * sq;
+        }
+        for (int64_t j = 0; j < c_; ++j) {
+          double acc = 0;
+          // Channels c whose window [c - lo, c + hi] contains j.
+          for (int64_t c = std::max<int64_t>(0, j - hi); c <= std::min(c_ - 1, j + lo); ++c)
+            acc += dy[at(c)] * x[at(c)] * std::pow(s[c], -p_.beta - 1);
+          dx[at(j)] = static_cast<float>(dy[at(j)] * std::pow(s[j], -p_.beta) -
+                                         2.0 * p_.alpha * p_.beta / p_.size * x[at(j)] * acc);
+        }
+      }
     return Status::ok();
   }
 

@@ -5,6 +5,7 @@
 
 #include "examples/zoo.hpp"
 #include "frontends/cli/commands.hpp"
+#include "frontends/cli/train.hpp"
 
 namespace {
 
@@ -86,6 +87,36 @@ int main(int argc, char** argv) {
   export_cmd->add_option("-o,--output", exp.output, "output .onnx file")->required();
   export_cmd->add_option("--seed", exp.seed, "seed of the random weights")->capture_default_str();
 
+  TrainOptions train;
+  bool no_shuffle = false;
+  auto* train_cmd = app.add_subcommand("train", "train a model: forward, loss, backward, optimizer step, per epoch report");
+  train_cmd->add_option("model", train.model, "ONNX file, or zoo:NAME")->required();
+  train_cmd->add_option("--data", train.data, "fashion-mnist, idx:DIR or synthetic:N,C,H,W,K")->capture_default_str();
+  train_cmd->add_option("--backend", train.backend, "backend (nodes it cannot train fall back to naive)")->capture_default_str();
+  train_cmd->add_option("--optimizer", train.optimizer, "sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad")->capture_default_str();
+  train_cmd->add_option("--lr", train.opt.lr, "learning rate")->capture_default_str();
+  train_cmd->add_option("--momentum", train.opt.momentum, "momentum (sgd, rmsprop)");
+  train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
+  train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
+  train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
+  train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();
+  train_cmd->add_option("--json", train.json, "write per-step losses and per-epoch results as JSON");
+  train_cmd->add_option("--threads", train.threads, "threads")->check(CLI::NonNegativeNumber);
+
+  GradcheckCliOptions gc;
+  auto* gc_cmd = app.add_subcommand("gradcheck", "check every parameter's gradient against finite differences");
+  gc_cmd->add_option("model", gc.model, "ONNX file, or zoo:NAME")->required();
+  gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked")->capture_default_str();
+  gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  gc_cmd->add_option("--eps", gc.check.eps, "finite-difference step")->capture_default_str();
+  gc_cmd->add_option("--tolerance", gc.check.tolerance, "max relative error")->capture_default_str();
+  gc_cmd->add_option("--directions", gc.check.directions, "random directions per tensor")->capture_default_str();
+  gc_cmd->add_option("--elements", gc.check.elements, "random single elements per tensor")->capture_default_str();
+  gc_cmd->add_option("--seed", gc.check.seed, "seed of input, labels and probes")->capture_default_str();
+  gc_cmd->add_option("--threads", gc.threads, "threads")->check(CLI::NonNegativeNumber);
+
   bool markdown = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
   backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
@@ -115,6 +146,11 @@ int main(int argc, char** argv) {
     if (*verify_cmd) return run_verify(verify);
     if (*export_cmd) return run_export(exp);
     if (*backends_cmd) return run_backends(markdown);
+    if (*train_cmd) {
+      train.shuffle = !no_shuffle;
+      return run_train(train);
+    }
+    if (*gc_cmd) return run_gradcheck(gc);
   } catch (const std::exception& e) {
     std::cerr << "mosaic: error: " << e.what() << "\n";
     return 2;

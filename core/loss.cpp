@@ -1,0 +1,56 @@
+#include "core/loss.hpp"
+
+#include <cmath>
+
+namespace mosaic {
+
+Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits) {
+  if (logits.rank() != 2) return Status::invalid("cross-entropy needs logits [N, C], got " + shape_str(logits.shape()));
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  if (labels.numel() != n) return Status::invalid("cross-entropy: " + std::to_string(labels.numel()) + " labels for " +
+                                                  std::to_string(n) + " rows");
+  LossValue r;
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = static_cast<int64_t>(labels.get(i));
+    if (label < 0 || label >= c)
+      return Status::invalid("cross-entropy: label " + std::to_string(label) + " outside [0, " + std::to_string(c) + ")");
+    const float* x = logits.f32() + i * c;
+    int64_t arg = 0;
+    float mx = x[0];
+    for (int64_t j = 1; j < c; ++j)
+      if (x[j] > mx) {
+        mx = x[j];
+        arg = j;
+      }
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(x[j]) - mx);
+    const double lse = mx + std::log(sum);
+    total += lse - x[label];
+    r.correct += arg == label;
+    if (dlogits) {
+      float* d = dlogits->f32() + i * c;
+      for (int64_t j = 0; j < c; ++j)
+        d[j] = static_cast<float>((std::exp(x[j] - lse) - (j == label ? 1.0 : 0.0)) / static_cast<double>(n));
+    }
+  }
+  r.loss = total / static_cast<double>(n);
+  return r;
+}
+
+Expected<LossValue> mse_loss(const Tensor& y, const Tensor& target, Tensor* dy) {
+  if (y.numel() != target.numel())
+    return Status::invalid("MSE: output " + shape_str(y.shape()) + " and target " + shape_str(target.shape()) + " differ");
+  LossValue r;
+  double total = 0;
+  const double n = static_cast<double>(y.numel());
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const double diff = static_cast<double>(y.f32()[i]) - target.get(i);
+    total += diff * diff;
+    if (dy) dy->f32()[i] = static_cast<float>(2.0 * diff / n);
+  }
+  r.loss = total / n;
+  return r;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,199 @@
+#include "frontends/cli/train.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backends/registry.hpp"
+#include "core/loss.hpp"
+#include "core/prepare.hpp"
+#include "examples/zoo.hpp"
+#include "frontends/data/dataset.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+
+namespace mosaic::cli {
+namespace {
+
+int fail(const Status& st) {
+  std::cerr << "mosaic: error: " << st.message() << "\n";
+  return 2;
+}
+
+Expected<Graph> load_prepared(const std::string& spec, int64_t batch) {
+  Graph g;
+  if (spec.rfind("zoo:", 0) == 0) {
+    MOSAIC_ASSIGN_OR_RETURN(g, build_zoo_model(spec.substr(4)));
+    g.source = spec;
+  } else {
+    MOSAIC_ASSIGN_OR_RETURN(g, load_onnx(spec));
+  }
+  PrepareOptions po;
+  po.batch = batch;
+  MOSAIC_RETURN_IF_ERROR(prepare_graph(g, builtin_registry(), po).status());
+  if (g.inputs.size() != 1 || g.outputs.empty())
+    return Status::invalid(spec + ": training needs a model with one input and a logits output");
+  return g;
+}
+
+bool finite(double v) { return std::isfinite(v); }
+
+}  // namespace
+
+int run_train(const TrainOptions& o) {
+  set_num_threads(o.threads);
+  const auto& reg = builtin_registry();
+  if (!reg.has_backend(o.backend)) return fail(Status::invalid("unknown backend '" + o.backend + "'"));
+  if (o.batch < 1 || o.epochs < 1) return fail(Status::invalid("--batch and --epochs must be positive"));
+  auto opt = make_optimizer(o.optimizer, o.opt);
+  if (!opt.ok()) return fail(opt.status());
+  auto data = load_data(o.data, o.seed);
+  if (!data.ok()) return fail(data.status());
+  auto g = load_prepared(o.model, o.batch);
+  if (!g.ok()) return fail(g.status());
+  const Shape in_shape = g->value_descs.at(g->inputs[0].name).shape;
+  Shape want{o.batch};
+  want.insert(want.end(), data->train.images.shape().begin() + 1, data->train.images.shape().end());
+  if (in_shape != want)
+    return fail(Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + shape_str(in_shape) +
+                                " but the data gives batches of " + shape_str(want)));
+  const Shape out_shape = g->value_descs.at(g->outputs[0].name).shape;
+  if (out_shape != Shape{o.batch, data->train.classes})
+    return fail(Status::invalid(o.model + ": output '" + g->outputs[0].name + "' is " + shape_str(out_shape) +
+                                ", expected [" + std::to_string(o.batch) + "," + std::to_string(data->train.classes) +
+                                "] logits"));
+  PlanOptions po;
+  po.training = true;
+  po.seed = o.seed;
+  auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
+  if (!plan.ok()) return fail(plan.status());
+  Plan& P = *plan.value();
+  for (const auto& s : P.steps())
+    if (s.fell_back())
+      std::cout << "fallback: " << P.node(s).name << " (" << P.node(s).op_type << ") trains on " << s.backend << ": "
+                << s.fallback_reason << "\n";
+  std::vector<ParamRef> params = P.parameters();
+
+  // Evaluation plan over the same parameter buffers (kernels do not prepack them).
+  auto eval_graph = load_prepared(o.model, o.eval_batch);
+  if (!eval_graph.ok()) return fail(eval_graph.status());
+  for (const auto& p : params) eval_graph->initializers[p.name] = p.value;
+  PlanOptions eo;
+  eo.shared_weights = true;
+  auto eval = Plan::build(eval_graph.value(), Placement::all_on(o.backend, {"naive"}), reg, eo);
+  if (!eval.ok()) return fail(eval.status());
+
+  auto evaluate = [&](const Dataset& d) -> Expected<double> {
+    Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
+    const int64_t per = x.numel() / o.eval_batch;
+    int64_t correct = 0;
+    for (int64_t start = 0; start < d.size(); start += o.eval_batch) {
+      const int64_t m = std::min(o.eval_batch, d.size() - start);
+      std::fill(x.f32(), x.f32() + x.numel(), 0.f);
+      std::copy(d.images.f32() + start * per, d.images.f32() + (start + m) * per, x.f32());
+      MOSAIC_RETURN_IF_ERROR(eval.value()->run({x}, nullptr));
+      const Tensor& y = eval.value()->output(0);
+      const int64_t c = y.dim(1);
+      for (int64_t i = 0; i < m; ++i) {
+        const float* row = y.f32() + i * c;
+        correct += std::max_element(row, row + c) - row == d.labels.i64()[start + i];
+      }
+    }
+    return static_cast<double>(correct) / static_cast<double>(d.size());
+  };
+
+  BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
+  Tensor images = Tensor::empty({DType::kF32, want});
+  Tensor labels = Tensor::empty({DType::kI64, {o.batch}});
+  Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
+  nlohmann::json log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", o.optimizer},
+                        {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle}};
+  log["steps"] = nlohmann::json::array();
+  log["epochs"] = nlohmann::json::array();
+  std::printf("training %s on %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter tensors\n",
+              o.model.c_str(), o.data.c_str(), o.optimizer.c_str(), o.opt.lr, static_cast<long long>(o.batch),
+              static_cast<long long>(it.batches_per_epoch()), params.size());
+  int64_t step = 0;
+  std::string diverged;
+  for (int64_t epoch = 1; epoch <= o.epochs && diverged.empty(); ++epoch) {
+    it.start_epoch();
+    const int64_t t0 = now_ns();
+    double loss_sum = 0;
+    int64_t correct = 0, seen = 0;
+    for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
+      if (o.steps > 0 && step >= o.steps) break;
+      it.fill(b, images, labels);
+      Status st = P.run({images}, nullptr);
+      if (!st.is_ok()) return fail(st);
+      auto loss = softmax_cross_entropy(P.output(0), labels, &dlogits);
+      if (!loss.ok()) return fail(loss.status());
+      ++step;
+      log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
+      if (!finite(loss->loss)) {
+        diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step);
+        break;
+      }
+      loss_sum += loss->loss;
+      correct += loss->correct;
+      seen += o.batch;
+      st = P.backward({dlogits});
+      if (!st.is_ok()) return fail(st);
+      st = opt.value()->step(params);
+      if (!st.is_ok()) return fail(st);
+    }
+    const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+    for (const auto& p : params)
+      for (int64_t i = 0; i < p.value.numel() && diverged.empty(); ++i)
+        if (!std::isfinite(p.value.f32()[i]))
+          diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step) + " (weights)";
+    if (!diverged.empty()) break;
+    auto test_acc = evaluate(data->test);
+    if (!test_acc.ok()) return fail(test_acc.status());
+    const int64_t batches = seen / o.batch;
+    std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f\n",
+                static_cast<long long>(epoch), secs, seen / secs, batches ? loss_sum / batches : 0.0,
+                seen ? static_cast<double>(correct) / seen : 0.0, test_acc.value());
+    log["epochs"].push_back({{"epoch", epoch},
+                             {"seconds", secs},
+                             {"images_per_s", seen / secs},
+                             {"train_loss", batches ? loss_sum / batches : 0.0},
+                             {"train_accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
+                             {"test_accuracy", test_acc.value()}});
+    if (o.steps > 0 && step >= o.steps) break;
+  }
+  if (!diverged.empty()) {
+    std::printf("%s\n", diverged.c_str());
+    log["diverged"] = diverged;
+  }
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
+    f << log.dump(2) << "\n";
+  }
+  return diverged.empty() ? 0 : 1;
+}
+
+int run_gradcheck(const GradcheckCliOptions& o) {
+  set_num_threads(o.threads);
+  const auto& reg = builtin_registry();
+  if (!reg.has_backend(o.backend)) return fail(Status::invalid("unknown backend '" + o.backend + "'"));
+  auto g = load_prepared(o.model, o.batch);
+  if (!g.ok()) return fail(g.status());
+  auto report = gradcheck(g.value(), reg, Placement::all_on(o.backend, {"naive"}), o.check);
+  if (!report.ok()) return fail(report.status());
+  for (const auto& t : report->tensors) {
+    std::printf("%-6s %-28s %d probes", t.passed ? "PASS" : "FAIL", t.name.c_str(), t.checked);
+    if (t.skipped_kinks) std::printf(" (%d skipped at kinks)", t.skipped_kinks);
+    if (t.checked)
+      std::printf("  worst %s: analytic %.6g numeric %.6g rel err %.2e", t.worst.what.c_str(), t.worst.analytic,
+                  t.worst.numeric, t.worst.error);
+    std::printf("\n");
+  }
+  int passed = 0, failed = 0;
+  for (const auto& t : report->tensors) (t.passed ? passed : failed)++;
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,143 @@
+#include "frontends/data/dataset.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+namespace mosaic {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Reads a whole file, decompressing gzip transparently (zlib passes plain files through).
+Expected<std::string> read_maybe_gz(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::not_found(path + ": no such file");
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return Status::io_error(path + ": cannot open");
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  int err = 0;
+  const char* msg = gzerror(f, &err);
+  std::string why = err != Z_OK && err != Z_STREAM_END ? msg : "";
+  gzclose(f);
+  if (n < 0 || !why.empty()) return Status::io_error(path + ": corrupt compressed data (" + why + ")");
+  return out;
+}
+
+uint32_t be32(const std::string& s, size_t off) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data() + off);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+/// The first existing of DIR/NAME and DIR/NAME.gz.
+std::string pick(const std::string& dir, const std::string& name) {
+  const std::string plain = (fs::path(dir) / name).string();
+  std::error_code ec;
+  return fs::exists(plain, ec) ? plain : plain + ".gz";
+}
+
+}  // namespace
+
+Expected<Dataset> load_idx(const std::string& images_path, const std::string& labels_path) {
+  MOSAIC_ASSIGN_OR_RETURN(std::string img, read_maybe_gz(images_path));
+  MOSAIC_ASSIGN_OR_RETURN(std::string lab, read_maybe_gz(labels_path));
+  if (img.size() < 16 || be32(img, 0) != 0x803)
+    return Status::invalid(images_path + ": not an IDX image file (magic 0x00000803 expected)");
+  if (lab.size() < 8 || be32(lab, 0) != 0x801)
+    return Status::invalid(labels_path + ": not an IDX label file (magic 0x00000801 expected)");
+  const int64_t n = be32(img, 4), h = be32(img, 8), w = be32(img, 12), nl = be32(lab, 4);
+  if (static_cast<int64_t>(img.size()) != 16 + n * h * w)
+    return Status::invalid(images_path + ": truncated (" + std::to_string(img.size()) + " bytes for " +
+                           std::to_string(n) + " images of " + std::to_string(h) + "x" + std::to_string(w) + ")");
+  if (static_cast<int64_t>(lab.size()) != 8 + nl) return Status::invalid(labels_path + ": truncated");
+  if (nl != n)
+    return Status::invalid(labels_path + ": " + std::to_string(nl) + " labels for " + std::to_string(n) + " images");
+  Dataset d;
+  d.name = images_path;
+  d.images = Tensor::empty({DType::kF32, {n, 1, h, w}});
+  d.labels = Tensor::empty({DType::kI64, {n}});
+  const auto* px = reinterpret_cast<const unsigned char*>(img.data() + 16);
+  for (int64_t i = 0; i < n * h * w; ++i) d.images.f32()[i] = static_cast<float>(px[i]) / 255.f;
+  const auto* lb = reinterpret_cast<const unsigned char*>(lab.data() + 8);
+  for (int64_t i = 0; i < n; ++i) {
+    d.labels.i64()[i] = lb[i];
+    d.classes = std::max<int64_t>(d.classes, lb[i] + 1);
+  }
+  return d;
+}
+
+Expected<DataSplits> load_data(const std::string& spec, uint64_t seed) {
+  DataSplits s;
+  std::string dir;
+  if (spec == "fashion-mnist") dir = "/usr/share/datasets/fashion-mnist";
+  else if (spec.rfind("idx:", 0) == 0) dir = spec.substr(4);
+  if (!dir.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      return Status::not_found("--data " + spec + ": directory " + dir + " not found" +
+                               (spec == "fashion-mnist" ? " (apt-get install dataset-fashion-mnist)" : ""));
+    MOSAIC_ASSIGN_OR_RETURN(s.train, load_idx(pick(dir, "train-images-idx3-ubyte"), pick(dir, "train-labels-idx1-ubyte")));
+    MOSAIC_ASSIGN_OR_RETURN(s.test, load_idx(pick(dir, "t10k-images-idx3-ubyte"), pick(dir, "t10k-labels-idx1-ubyte")));
+    s.test.classes = s.train.classes = std::max(s.train.classes, s.test.classes);
+    return s;
+  }
+  if (spec.rfind("synthetic:", 0) == 0) {
+    std::vector<int64_t> v;
+    std::string rest = spec.substr(10);
+    size_t pos = 0;
+    while (pos <= rest.size()) {
+      size_t comma = rest.find(',', pos);
+      const std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      char* end = nullptr;
+      const long long x = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end || x <= 0) return Status::invalid("--data " + spec + ": expected synthetic:N,C,H,W,K");
+      v.push_back(x);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    if (v.size() != 5) return Status::invalid("--data " + spec + ": expected synthetic:N,C,H,W,K");
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> px(0.f, 1.f);
+    const int64_t n = v[0], held = std::max<int64_t>(1, n / 6);
+    for (Dataset* d : {&s.train, &s.test}) {
+      const int64_t m = d == &s.train ? n - held : held;
+      d->name = spec;
+      d->classes = v[4];
+      d->images = Tensor::empty({DType::kF32, {m, v[1], v[2], v[3]}});
+      d->labels = Tensor::empty({DType::kI64, {m}});
+      for (int64_t i = 0; i < d->images.numel(); ++i) d->images.f32()[i] = px(rng);
+      for (int64_t i = 0; i < m; ++i) d->labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(v[4]));
+    }
+    return s;
+  }
+  return Status::invalid("--data '" + spec + "': expected fashion-mnist, idx:DIR or synthetic:N,C,H,W,K");
+}
+
+BatchIterator::BatchIterator(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed)
+    : data_(data), batch_(batch), shuffle_(shuffle), rng_(seed), order_(static_cast<size_t>(data.size())) {
+  std::iota(order_.begin(), order_.end(), 0);
+}
+
+void BatchIterator::start_epoch() {
+  if (!shuffle_) return;
+  for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[rng_() % i]);
+}
+
+int64_t BatchIterator::batches_per_epoch() const { return batch_ > 0 ? data_.size() / batch_ : 0; }
+
+void BatchIterator::fill(int64_t b, Tensor& images, Tensor& labels) const {
+  const int64_t per = data_.images.numel() / std::max<int64_t>(data_.size(), 1);
+  for (int64_t i = 0; i < batch_; ++i) {
+    const int64_t src = order_[static_cast<size_t>(b * batch_ + i)];
+    std::memcpy(images.f32() + i * per, data_.images.f32() + src * per, static_cast<size_t>(per) * sizeof(float));
+    labels.i64()[i] = data_.labels.i64()[src];
+  }
+}
+
+}  // namespace mosaic

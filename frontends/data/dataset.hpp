@@ -1,0 +1,56 @@
+// Datasets for training: IDX files (MNIST / Fashion-MNIST, plain or .gz) and synthetic
+// data, as float images in [0, 1] (NCHW) with int64 labels, plus seeded batching.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+#include "core/tensor.hpp"
+
+namespace mosaic {
+
+struct Dataset {
+  std::string name;
+  Tensor images;  ///< float32 [N, C, H, W], pixels scaled to [0, 1]
+  Tensor labels;  ///< int64 [N]
+  int64_t classes = 0;
+  int64_t size() const { return images.defined() ? images.dim(0) : 0; }
+};
+
+struct DataSplits {
+  Dataset train, test;
+};
+
+/// Reads an IDX image file (magic 0x803, uint8) and label file (0x801) — plain or gzip.
+/// Errors name the file and what is wrong (missing, truncated, bad magic, count mismatch).
+Expected<Dataset> load_idx(const std::string& images_path, const std::string& labels_path);
+
+/// A data spec:
+///   fashion-mnist            Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)
+///   idx:DIR                  DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+///   synthetic:N,C,H,W,K      N random images of C x H x W in K classes (seeded), 1/6 held out
+Expected<DataSplits> load_data(const std::string& spec, uint64_t seed);
+
+/// Visits a dataset in batches: seeded Fisher-Yates shuffle per epoch (or file order),
+/// full batches only (the last partial batch of an epoch is dropped).
+class BatchIterator {
+ public:
+  BatchIterator(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed);
+  /// Starts an epoch (reshuffles when shuffling).
+  void start_epoch();
+  int64_t batches_per_epoch() const;
+  /// Copies batch b of the current epoch into images [batch, C, H, W] and labels [batch].
+  void fill(int64_t b, Tensor& images, Tensor& labels) const;
+
+ private:
+  const Dataset& data_;
+  int64_t batch_;
+  bool shuffle_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace mosaic
