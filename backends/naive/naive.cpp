@@ -70,7 +70,7 @@ class ConvKernel final : public Kernel {
         for (int64_t od = 0; od < w_.out[0]; ++od)
           for (int64_t oh = 0; oh < w_.out[1]; ++oh)
             for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
-              float acc = bias ? bias[oc] : 0.f;
+              double acc = bias ? bias[oc] : 0.0;  // the oracle sums in double
               for (int64_t ic = 0; ic < cg; ++ic) {
                 const float* xc = x + (n * p_.c + g * cg + ic) * in_sp;
                 const float* wc = wt + (oc * cg + ic) * ksz;
@@ -83,12 +83,12 @@ class ConvKernel final : public Kernel {
                     for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
                       int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
                       if (iw < 0 || iw >= w_.in[2]) continue;
-                      acc += xc[(id * w_.in[1] + ih) * w_.in[2] + iw] * wc[(kd * w_.k[1] + kh) * w_.k[2] + kw];
+                      acc += static_cast<double>(xc[(id * w_.in[1] + ih) * w_.in[2] + iw]) * wc[(kd * w_.k[1] + kh) * w_.k[2] + kw];
                     }
                   }
                 }
               }
-              y[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow] = act_.apply(acc);
+              y[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow] = act_.apply(static_cast<float>(acc));
             }
       }
     return Status::ok();
@@ -100,9 +100,15 @@ class ConvKernel final : public Kernel {
     const float* x = a.src[0]->f32();
     const float* wt = a.src[1]->f32();
     const float* dy = a.diff_dst[0]->f32();
-    float* dx = grad_out(a, 0);
-    float* dw = grad_out(a, 1);
-    float* db = grad_out(a, 2);
+    float* dx_out = grad_out(a, 0);
+    float* dw_out = grad_out(a, 1);
+    float* db_out = grad_out(a, 2);
+    // The oracle accumulates in double and rounds once.
+    std::vector<double> dxd(dx_out ? a.diff_src[0]->numel() : 0), dwd(dw_out ? a.diff_src[1]->numel() : 0),
+        dbd(db_out ? a.diff_src[2]->numel() : 0);
+    double* dx = dx_out ? dxd.data() : nullptr;
+    double* dw = dw_out ? dwd.data() : nullptr;
+    double* db = db_out ? dbd.data() : nullptr;
     const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group();
     const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
     const int64_t ksz = w_.k[0] * w_.k[1] * w_.k[2];
@@ -112,7 +118,7 @@ class ConvKernel final : public Kernel {
         for (int64_t od = 0; od < w_.out[0]; ++od)
           for (int64_t oh = 0; oh < w_.out[1]; ++oh)
             for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
-              const float grad = dy[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
+              const double grad = dy[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
               if (db) db[oc] += grad;
               for (int64_t ic = 0; ic < cg; ++ic) {
                 const int64_t xbase = (n * p_.c + g * cg + ic) * in_sp, wbase = (oc * cg + ic) * ksz;
@@ -135,6 +141,9 @@ class ConvKernel final : public Kernel {
               }
             }
       }
+    for (size_t i = 0; i < dxd.size(); ++i) dx_out[i] = static_cast<float>(dxd[i]);
+    for (size_t i = 0; i < dwd.size(); ++i) dw_out[i] = static_cast<float>(dwd[i]);
+    for (size_t i = 0; i < dbd.size(); ++i) db_out[i] = static_cast<float>(dbd[i]);
     return Status::ok();
   }
 
@@ -285,14 +294,14 @@ class GemmKernel final : public Kernel {
     const int64_t cn = c_shape_.empty() ? 1 : c_shape_.back();
     for (int64_t i = 0; i < p_.m; ++i)
       for (int64_t j = 0; j < p_.n; ++j) {
-        float acc = 0.f;
+        double acc = 0;
         for (int64_t k = 0; k < p_.k; ++k) {
-          float av = p_.trans_a ? a[k * p_.m + i] : a[i * p_.k + k];
-          float bv = p_.trans_b ? b[j * p_.k + k] : b[k * p_.n + j];
+          const double av = p_.trans_a ? a[k * p_.m + i] : a[i * p_.k + k];
+          const double bv = p_.trans_b ? b[j * p_.k + k] : b[k * p_.n + j];
           acc += av * bv;
         }
-        float cv = c ? c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.f;
-        y[i * p_.n + j] = act_.apply(p_.alpha * acc + p_.beta * cv);
+        const double cv = c ? c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.0;
+        y[i * p_.n + j] = act_.apply(static_cast<float>(p_.alpha * acc + p_.beta * cv));
       }
     return Status::ok();
   }
@@ -308,21 +317,23 @@ class GemmKernel final : public Kernel {
     if (float* dA = grad_out(a, 0))
       for (int64_t i = 0; i < p_.m; ++i)
         for (int64_t k = 0; k < p_.k; ++k) {
-          float acc = 0.f;
-          for (int64_t j = 0; j < p_.n; ++j) acc += dy[i * p_.n + j] * opB(k, j);
-          (p_.trans_a ? dA[k * p_.m + i] : dA[i * p_.k + k]) = p_.alpha * acc;
+          double acc = 0;
+          for (int64_t j = 0; j < p_.n; ++j) acc += static_cast<double>(dy[i * p_.n + j]) * opB(k, j);
+          (p_.trans_a ? dA[k * p_.m + i] : dA[i * p_.k + k]) = static_cast<float>(p_.alpha * acc);
         }
     if (float* dB = grad_out(a, 1))
       for (int64_t k = 0; k < p_.k; ++k)
         for (int64_t j = 0; j < p_.n; ++j) {
-          float acc = 0.f;
-          for (int64_t i = 0; i < p_.m; ++i) acc += opA(i, k) * dy[i * p_.n + j];
-          (p_.trans_b ? dB[j * p_.k + k] : dB[k * p_.n + j]) = p_.alpha * acc;
+          double acc = 0;
+          for (int64_t i = 0; i < p_.m; ++i) acc += static_cast<double>(opA(i, k)) * dy[i * p_.n + j];
+          (p_.trans_b ? dB[j * p_.k + k] : dB[k * p_.n + j]) = static_cast<float>(p_.alpha * acc);
         }
     if (float* dC = grad_out(a, 2)) {
       const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+      std::vector<double> acc(static_cast<size_t>(a.diff_src[2]->numel()), 0.0);
       for (int64_t i = 0; i < p_.m; ++i)
-        for (int64_t j = 0; j < p_.n; ++j) dC[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] += p_.beta * dy[i * p_.n + j];
+        for (int64_t j = 0; j < p_.n; ++j) acc[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] += p_.beta * dy[i * p_.n + j];
+      for (size_t i = 0; i < acc.size(); ++i) dC[i] = static_cast<float>(acc[i]);
     }
     return Status::ok();
   }
@@ -369,9 +380,9 @@ class MatMulKernel final : public Kernel {
       float* yb = y + bi * p_.m * p_.n;
       for (int64_t i = 0; i < p_.m; ++i)
         for (int64_t j = 0; j < p_.n; ++j) {
-          float acc = 0.f;
-          for (int64_t k = 0; k < p_.k; ++k) acc += ab[i * p_.k + k] * bb[k * p_.n + j];
-          yb[i * p_.n + j] = acc;
+          double acc = 0;
+          for (int64_t k = 0; k < p_.k; ++k) acc += static_cast<double>(ab[i * p_.k + k]) * bb[k * p_.n + j];
+          yb[i * p_.n + j] = static_cast<float>(acc);
         }
       for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
         if (++idx[d] < p_.batch[d]) break;

@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
   train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
   train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
+  bool no_eval = false;
+  train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (reported as -1)");
   train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();
   train_cmd->add_option("--json", train.json, "write per-step losses and per-epoch results as JSON");
   train_cmd->add_option("--threads", train.threads, "threads")->check(CLI::NonNegativeNumber);
@@ -148,6 +150,7 @@ int main(int argc, char** argv) {
     if (*backends_cmd) return run_backends(markdown);
     if (*train_cmd) {
       train.shuffle = !no_shuffle;
+      train.evaluate = !no_eval;
       return run_train(train);
     }
     if (*gc_cmd) return run_gradcheck(gc);

@@ -148,7 +148,8 @@ int run_train(const TrainOptions& o) {
         if (!std::isfinite(p.value.f32()[i]))
           diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step) + " (weights)";
     if (!diverged.empty()) break;
-    auto test_acc = evaluate(data->test);
+    Expected<double> test_acc = -1.0;
+    if (o.evaluate) test_acc = evaluate(data->test);
     if (!test_acc.ok()) return fail(test_acc.status());
     const int64_t batches = seen / o.batch;
     std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f\n",

@@ -14,6 +14,7 @@ struct TrainOptions {
   OptimizerConfig opt;
   int64_t batch = 64, epochs = 1, steps = 0, eval_batch = 500;
   bool shuffle = true;
+  bool evaluate = true;  ///< test accuracy after each epoch
   uint64_t seed = 0;
   int threads = 0;
 };
