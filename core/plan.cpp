@@ -104,7 +104,9 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       v.tensor = c->second;
       // Parameters of a training plan are the plan's own copies, updated in place.
       v.trainable = training && c->second.dtype() == DType::kF32 && !options.frozen.count(name);
-      if (v.trainable) v.tensor = c->second.clone();
+      // A training plan owns its float initializers: parameters are updated by optimizers,
+      // running statistics by BatchNormalization.
+      if (training && c->second.dtype() == DType::kF32) v.tensor = c->second.clone();
       P.weight_bytes_ += static_cast<int64_t>(c->second.bytes());
     }
     P.values_.push_back(std::move(v));

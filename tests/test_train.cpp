@@ -118,6 +118,41 @@ TEST_P(NaiveBackward, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Ops, NaiveBackward, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
 
+TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
+  // One channel, values 1 and 3: batch mean 2, biased variance 1 (unbiased 2).
+  OpCase c;
+  c.label = "bn_train";
+  c.node = make_node("BatchNormalization", {{"epsilon", A::of_float(0.f)}, {"momentum", A::of_float(0.9f)}});
+  c.inputs = {Tensor::from_f32({2, 1, 1, 1}, {1, 3}), Tensor::from_f32({1}, {2}), Tensor::from_f32({1}, {0.5f}),
+              Tensor::from_f32({1}, {0}), Tensor::from_f32({1}, {1})};
+  c.is_const = {false, true, true, true, true};
+  Graph g = prepared(c);
+  PlanOptions po;
+  po.training = true;
+  auto plan = Plan::build(g, Placement::all_on("naive", {}), builtin_registry(), po);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_TRUE(plan.value()->run({Tensor::from_f32({2, 1, 1, 1}, {1, 3})}, nullptr).is_ok());
+  const Tensor& y = plan.value()->output(0);
+  EXPECT_NEAR(y.f32()[0], 2 * -1 + 0.5f, 1e-6);
+  EXPECT_NEAR(y.f32()[1], 2 * 1 + 0.5f, 1e-6);
+  for (const auto& v : plan.value()->values()) {
+    if (v.name == "x3") {
+      EXPECT_NEAR(v.tensor.f32()[0], 0.2f, 1e-6) << "running mean 0.9 * 0 + 0.1 * 2";
+    }
+    if (v.name == "x4") {
+      EXPECT_NEAR(v.tensor.f32()[0], 1.1f, 1e-6) << "running var 0.9 * 1 + 0.1 * 2";
+    }
+  }
+  // Only scale and bias are parameters; the statistics are not trained.
+  std::vector<std::string> names;
+  for (const auto& p : plan.value()->parameters()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"x1", "x2"}));
+  // The optimised backends decline training-mode statistics rather than compute wrong ones.
+  auto od = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry(), po);
+  ASSERT_TRUE(od.ok());
+  EXPECT_EQ(od.value()->steps()[0].backend, "naive");
+}
+
 // ---- planted bugs ------------------------------------------------------------------------
 
 /// Relu whose backward has the wrong sign.

@@ -521,6 +521,7 @@ class SoftmaxKernel final : public Kernel {
 class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
+    if (ctx.training) return Status::unsupported(ctx.node->label() + ": training-mode batch statistics (naive only)");
     eps_ = ctx.node->attr_float("epsilon", 1e-5f);
     const Shape& x = ctx.inputs[0].shape;
     n_ = x[0];

@@ -637,9 +637,15 @@ class SoftmaxKernel final : public Kernel {
   bool log_ = false;
 };
 
+/// Inference: normalise with the given statistics. Training (as PyTorch's model.train()):
+/// normalise with the batch's mean and biased variance, and update the running statistics
+/// in place: running = momentum * running + (1 - momentum) * batch (ONNX's momentum, i.e.
+/// 1 - PyTorch's), the running variance with the unbiased batch variance (PyTorch's rule).
 class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
+    training_ = ctx.training;
+    momentum_ = ctx.node->attr_float("momentum", 0.9f);
     eps_ = ctx.node->attr_float("epsilon", 1e-5f);
     const Shape& x = ctx.inputs[0].shape;
     n_ = x[0];
@@ -651,6 +657,7 @@ class BatchNormKernel final : public Kernel {
     const float *x = src[0]->f32(), *scale = src[1]->f32(), *b = src[2]->f32(), *mean = src[3]->f32(),
                 *var = src[4]->f32();
     float* y = dst[0]->f32();
+    if (training_) return forward_training(x, scale, b, const_cast<float*>(mean), const_cast<float*>(var), y);
     for (int64_t n = 0; n < n_; ++n)
       for (int64_t c = 0; c < c_; ++c) {
         const float inv = 1.f / std::sqrt(var[c] + eps_);
@@ -662,10 +669,40 @@ class BatchNormKernel final : public Kernel {
     return Status::ok();
   }
 
+  Status forward_training(const float* x, const float* scale, const float* b, float* running_mean,
+                          float* running_var, float* y) {
+    const double m = static_cast<double>(n_ * sp_);
+    batch_mean_.assign(static_cast<size_t>(c_), 0.0);
+    batch_invstd_.assign(static_cast<size_t>(c_), 0.0);
+    for (int64_t c = 0; c < c_; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t i = 0; i < sp_; ++i) sum += x[(n * c_ + c) * sp_ + i];
+      const double mean = sum / m;
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t i = 0; i < sp_; ++i) {
+          const double d = x[(n * c_ + c) * sp_ + i] - mean;
+          sq += d * d;
+        }
+      const double var = sq / m;
+      batch_mean_[c] = mean;
+      batch_invstd_[c] = 1.0 / std::sqrt(var + eps_);
+      running_mean[c] = static_cast<float>(momentum_ * running_mean[c] + (1 - momentum_) * mean);
+      running_var[c] = static_cast<float>(momentum_ * running_var[c] + (1 - momentum_) * (m > 1 ? sq / (m - 1) : var));
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t i = 0; i < sp_; ++i) {
+          const int64_t o = (n * c_ + c) * sp_ + i;
+          y[o] = static_cast<float>(scale[c] * (x[o] - mean) * batch_invstd_[c] + b[c]);
+        }
+    }
+    return Status::ok();
+  }
+
   bool has_backward() const override { return true; }
   /// With the given (running) statistics: dx = dy scale / sqrt(var + eps),
   /// dscale = sum dy (x - mean) / sqrt(var + eps), dB = sum dy.
   Status backward(const BackwardArgs& a) override {
+    if (training_) return backward_training(a);
     const float *x = a.src[0]->f32(), *scale = a.src[1]->f32(), *mean = a.src[3]->f32(), *var = a.src[4]->f32();
     const float* dy = a.diff_dst[0]->f32();
     float* dx = grad_out(a, 0);
@@ -686,9 +723,45 @@ class BatchNormKernel final : public Kernel {
     return Status::ok();
   }
 
+  /// Through the batch statistics: with xhat = (x - mean) invstd over M = N x spatial,
+  /// dx = invstd / M (M g - sum g - xhat sum(g xhat)) where g = dy scale;
+  /// dscale = sum dy xhat, dB = sum dy.
+  Status backward_training(const BackwardArgs& a) {
+    const float *x = a.src[0]->f32(), *scale = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = grad_out(a, 0);
+    float* dscale = grad_out(a, 1);
+    float* dshift = grad_out(a, 2);
+    grad_out(a, 3);
+    grad_out(a, 4);
+    const double m = static_cast<double>(n_ * sp_);
+    for (int64_t c = 0; c < c_; ++c) {
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t i = 0; i < sp_; ++i) {
+          const int64_t o = (n * c_ + c) * sp_ + i;
+          const double xhat = (x[o] - batch_mean_[c]) * batch_invstd_[c];
+          sum_dy += dy[o];
+          sum_dy_xhat += dy[o] * xhat;
+        }
+      if (dscale) dscale[c] = static_cast<float>(sum_dy_xhat);
+      if (dshift) dshift[c] = static_cast<float>(sum_dy);
+      if (!dx) continue;
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t i = 0; i < sp_; ++i) {
+          const int64_t o = (n * c_ + c) * sp_ + i;
+          const double xhat = (x[o] - batch_mean_[c]) * batch_invstd_[c];
+          dx[o] = static_cast<float>(scale[c] * batch_invstd_[c] / m * (m * dy[o] - sum_dy - xhat * sum_dy_xhat));
+        }
+    }
+    return Status::ok();
+  }
+
  private:
-  float eps_ = 1e-5f;
+  bool training_ = false;
+  float momentum_ = 0.9f, eps_ = 1e-5f;
   int64_t n_ = 0, c_ = 0, sp_ = 0;
+  std::vector<double> batch_mean_, batch_invstd_;
 };
 
 class LrnKernel final : public Kernel {

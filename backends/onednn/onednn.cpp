@@ -543,6 +543,7 @@ class SoftmaxKernel final : public SrcDstPrimitive {
 class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
+    if (ctx.training) return Status::unsupported(ctx.node->label() + ": training-mode batch statistics (naive only)");
     const Shape& x = ctx.inputs[0].shape;
     c_ = x[1];
     return guarded(*ctx.node, [&]() -> Status {
