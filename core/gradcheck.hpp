@@ -19,7 +19,7 @@ enum class GradcheckLoss {
 
 struct GradcheckOptions {
   GradcheckLoss loss = GradcheckLoss::kCrossEntropy;
-  double eps = 1e-2;        ///< finite-difference step (relative to a unit-norm probe)
+  double eps = 1e-3;        ///< finite-difference step (relative to a unit-norm probe)
   double tolerance = 2e-2;  ///< max |fd - analytic| / max(|fd|, |analytic|, |gradient|, scale)
   double scale = 1e-6;      ///< absolute floor of the error denominator (for all-zero gradients)
   int directions = 3;       ///< random unit directions per tensor

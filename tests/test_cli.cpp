@@ -189,6 +189,50 @@ TEST_F(Cli, UnknownBackendAndBadAssignLeaveNoFiles) {
   EXPECT_EQ(r.code, 2);
 }
 
+TEST_F(Cli, TrainLearnsSavesAndDetectsDivergence) {
+  const std::string json = path("train.json"), ckpt = path("ckpt.onnx");
+  // 7 fixed synthetic training images: Adam memorises them within 25 steps.
+  CmdResult r = mosaic("train zoo:fmnist-cnn --data synthetic:8,1,28,28,10 --optimizer adam --lr 0.002 --batch 7 "
+                       "--epochs 25 --no-shuffle --json " + json + " --save " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 25:"), std::string::npos) << r.out;
+  std::ifstream jf(json);
+  auto j = nlohmann::json::parse(jf);
+  ASSERT_EQ(j["steps"].size(), 25u);
+  const double first = j["steps"][0]["loss"], last = j["steps"][24]["loss"];
+  EXPECT_GT(first, 2.0);
+  EXPECT_LT(last, 0.2) << r.out;
+  // The checkpoint is an ONNX model with the trained weights: it loads and differs from the start.
+  Graph start = build_zoo_model("fmnist-cnn").value();
+  auto saved = load_onnx(ckpt);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  EXPECT_NE(saved->initializers.at("fc2.bias").f32()[0], start.initializers.at("fc2.bias").f32()[0]);
+  EXPECT_EQ(mosaic("info " + ckpt + " --no-nodes").code, 0);
+  // --steps stops early; a huge learning rate diverges and is reported, exit 1.
+  r = mosaic("train " + ckpt + " --data synthetic:32,1,28,28,10 --batch 9 --steps 2 --no-eval --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --data synthetic:32,1,28,28,10 --optimizer sgd --lr 1e30 --batch 9 --epochs 3");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("diverged at epoch 1 step"), std::string::npos) << r.out;
+  // Bad inputs: data that does not fit the model, unknown optimizer, missing data.
+  r = mosaic("train zoo:fmnist-cnn --data synthetic:32,3,32,32,10 --batch 4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("but the data gives batches of [4,3,32,32]"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --data synthetic:32,1,28,28,10 --optimizer lion");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown optimizer 'lion'"), std::string::npos);
+  r = mosaic("train zoo:fmnist-cnn --data idx:" + path("nodata"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("nodata not found"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, GradcheckVerdicts) {
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --directions 1 --elements 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS   conv1.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("9 passed, 0 failed"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, VerifyPassesAndCatchesWrongOutputs) {
   // Build a one-case suite from the naive output of a tiny model, then corrupt it.
   const std::string model = fmnist();

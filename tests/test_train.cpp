@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "backends/naive/naive.hpp"
 #include "core/gradcheck.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
+#include "core/schedule.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "test_util.hpp"
@@ -334,6 +336,21 @@ TEST(Optimizers, MatchPyTorchStepsByHand) {
   EXPECT_FALSE(make_optimizer("sgdd", c).ok());
 }
 
+TEST(Schedules, StepAndCosineByHand) {
+  auto step = make_schedule("step:2:0.5", 10);
+  ASSERT_TRUE(step.ok());
+  EXPECT_DOUBLE_EQ(step.value()->lr(0.1, 0), 0.1);
+  EXPECT_DOUBLE_EQ(step.value()->lr(0.1, 1), 0.1);
+  EXPECT_DOUBLE_EQ(step.value()->lr(0.1, 2), 0.05);
+  EXPECT_DOUBLE_EQ(step.value()->lr(0.1, 5), 0.025);
+  auto cosine = make_schedule("cosine", 4);
+  ASSERT_TRUE(cosine.ok());
+  EXPECT_DOUBLE_EQ(cosine.value()->lr(0.1, 0), 0.1);
+  EXPECT_NEAR(cosine.value()->lr(0.1, 2), 0.05, 1e-12);
+  EXPECT_NEAR(cosine.value()->lr(0.1, 4), 0.0, 1e-12);
+  for (const char* bad : {"step:0:0.5", "step:2", "linear", "step:2:x"}) EXPECT_FALSE(make_schedule(bad, 3).ok()) << bad;
+}
+
 // ---- datasets --------------------------------------------------------------------------
 
 void write_gz(const std::string& path, const std::string& bytes) {
@@ -373,6 +390,38 @@ TEST(Datasets, IdxGzAndErrors) {
   EXPECT_NE(bad.status().message().find("not an IDX image file"), std::string::npos);
   EXPECT_FALSE(load_data("idx:/nonexistent/dir", 0).ok());
   EXPECT_FALSE(load_data("cifar-1000", 0).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Datasets, CifarBinary) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mosaic_cifar_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto record = [](int label, int fill) {
+    std::string r(1, static_cast<char>(label));
+    r += std::string(3072, static_cast<char>(fill));
+    return r;
+  };
+  for (int k = 1; k <= 5; ++k) {
+    std::ofstream f(dir / ("data_batch_" + std::to_string(k) + ".bin"), std::ios::binary);
+    f << record(k, 51) << record(9, 255);
+  }
+  {
+    std::ofstream f(dir / "test_batch.bin", std::ios::binary);
+    f << record(3, 0);
+  }
+  auto d = load_data("cifar10:" + dir.string(), 0);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->train.images.shape(), (Shape{10, 3, 32, 32}));
+  EXPECT_EQ(d->train.labels.i64()[2], 2);
+  EXPECT_FLOAT_EQ(d->train.images.f32()[5], 0.2f);
+  EXPECT_EQ(d->test.size(), 1);
+  {
+    std::ofstream f(dir / "test_batch.bin", std::ios::binary);
+    f << record(3, 0).substr(0, 100);
+  }
+  auto bad = load_data("cifar10:" + dir.string(), 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("test_batch.bin"), std::string::npos) << bad.status().message();
   std::filesystem::remove_all(dir);
 }
 

@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--optimizer", train.optimizer, "sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad")->capture_default_str();
   train_cmd->add_option("--lr", train.opt.lr, "learning rate")->capture_default_str();
   train_cmd->add_option("--momentum", train.opt.momentum, "momentum (sgd, rmsprop)");
+  train_cmd->add_option("--lr-schedule", train.lr_schedule, "constant, cosine or step:EPOCHS:GAMMA")->capture_default_str();
+  train_cmd->add_option("--save", train.save, "write the trained model as ONNX (a checkpoint to continue from)");
   train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
   train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
   train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);

@@ -8,6 +8,7 @@
 
 #include "backends/registry.hpp"
 #include "core/loss.hpp"
+#include "core/schedule.hpp"
 #include "core/prepare.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/data/dataset.hpp"
@@ -48,6 +49,8 @@ int run_train(const TrainOptions& o) {
   if (o.batch < 1 || o.epochs < 1) return fail(Status::invalid("--batch and --epochs must be positive"));
   auto opt = make_optimizer(o.optimizer, o.opt);
   if (!opt.ok()) return fail(opt.status());
+  auto schedule = make_schedule(o.lr_schedule, o.epochs);
+  if (!schedule.ok()) return fail(schedule.status());
   auto data = load_data(o.data, o.seed);
   if (!data.ok()) return fail(data.status());
   auto g = load_prepared(o.model, o.batch);
@@ -117,6 +120,7 @@ int run_train(const TrainOptions& o) {
   int64_t step = 0;
   std::string diverged;
   for (int64_t epoch = 1; epoch <= o.epochs && diverged.empty(); ++epoch) {
+    opt.value()->set_lr(schedule.value()->lr(o.opt.lr, epoch - 1));
     it.start_epoch();
     const int64_t t0 = now_ns();
     double loss_sum = 0;
@@ -156,6 +160,7 @@ int run_train(const TrainOptions& o) {
                 static_cast<long long>(epoch), secs, seen / secs, batches ? loss_sum / batches : 0.0,
                 seen ? static_cast<double>(correct) / seen : 0.0, test_acc.value());
     log["epochs"].push_back({{"epoch", epoch},
+                             {"lr", opt.value()->lr()},
                              {"seconds", secs},
                              {"images_per_s", seen / secs},
                              {"train_loss", batches ? loss_sum / batches : 0.0},
@@ -166,6 +171,25 @@ int run_train(const TrainOptions& o) {
   if (!diverged.empty()) {
     std::printf("%s\n", diverged.c_str());
     log["diverged"] = diverged;
+  }
+  if (!o.save.empty() && diverged.empty()) {
+    // The model as loaded, with the plan's trained parameters and running statistics.
+    Graph original;
+    if (o.model.rfind("zoo:", 0) == 0) {
+      auto z = build_zoo_model(o.model.substr(4));
+      if (!z.ok()) return fail(z.status());
+      original = z.value();
+    } else {
+      auto l = load_onnx(o.model);
+      if (!l.ok()) return fail(l.status());
+      original = l.value();
+    }
+    for (const auto& v : P.values())
+      if (v.is_const && original.initializers.count(v.name) && v.desc.dtype == DType::kF32)
+        original.initializers[v.name] = v.tensor.clone();
+    Status st = save_onnx(original, o.save);
+    if (!st.is_ok()) return fail(st);
+    std::printf("saved %s\n", o.save.c_str());
   }
   if (!o.json.empty()) {
     std::ofstream f(o.json);

@@ -11,6 +11,8 @@ namespace mosaic::cli {
 
 struct TrainOptions {
   std::string model, data = "fashion-mnist", backend = "naive", optimizer = "sgd", json;
+  std::string lr_schedule = "constant";
+  std::string save;  ///< write the trained model (ONNX) here
   OptimizerConfig opt;
   int64_t batch = 64, epochs = 1, steps = 0, eval_batch = 500;
   bool shuffle = true;

@@ -72,6 +72,38 @@ Expected<Dataset> load_idx(const std::string& images_path, const std::string& la
   return d;
 }
 
+Expected<Dataset> load_cifar(const std::vector<std::string>& files, int label_bytes, int64_t classes) {
+  const int64_t record = label_bytes + 3 * 32 * 32;
+  std::vector<std::string> blobs;
+  int64_t n = 0;
+  for (const auto& f : files) {
+    MOSAIC_ASSIGN_OR_RETURN(std::string b, read_maybe_gz(f));
+    if (b.empty() || static_cast<int64_t>(b.size()) % record != 0)
+      return Status::invalid(f + ": " + std::to_string(b.size()) + " bytes is not a whole number of " +
+                             std::to_string(record) + "-byte CIFAR records");
+    n += static_cast<int64_t>(b.size()) / record;
+    blobs.push_back(std::move(b));
+  }
+  Dataset d;
+  d.name = files.empty() ? "" : files[0];
+  d.classes = classes;
+  d.images = Tensor::empty({DType::kF32, {n, 3, 32, 32}});
+  d.labels = Tensor::empty({DType::kI64, {n}});
+  int64_t i = 0;
+  for (size_t k = 0; k < blobs.size(); ++k) {
+    const auto* p = reinterpret_cast<const unsigned char*>(blobs[k].data());
+    for (int64_t r = 0; r < static_cast<int64_t>(blobs[k].size()) / record; ++r, ++i) {
+      const unsigned char* rec = p + r * record;
+      const int64_t label = rec[label_bytes - 1];
+      if (label >= classes) return Status::invalid(files[k] + ": record " + std::to_string(r) + " has label " +
+                                                   std::to_string(label) + " >= " + std::to_string(classes));
+      d.labels.i64()[i] = label;
+      for (int64_t j = 0; j < 3 * 32 * 32; ++j) d.images.f32()[i * 3072 + j] = rec[label_bytes + j] / 255.f;
+    }
+  }
+  return d;
+}
+
 Expected<DataSplits> load_data(const std::string& spec, uint64_t seed) {
   DataSplits s;
   std::string dir;
@@ -85,6 +117,22 @@ Expected<DataSplits> load_data(const std::string& spec, uint64_t seed) {
     MOSAIC_ASSIGN_OR_RETURN(s.train, load_idx(pick(dir, "train-images-idx3-ubyte"), pick(dir, "train-labels-idx1-ubyte")));
     MOSAIC_ASSIGN_OR_RETURN(s.test, load_idx(pick(dir, "t10k-images-idx3-ubyte"), pick(dir, "t10k-labels-idx1-ubyte")));
     s.test.classes = s.train.classes = std::max(s.train.classes, s.test.classes);
+    return s;
+  }
+  if (spec.rfind("cifar10:", 0) == 0 || spec.rfind("cifar100:", 0) == 0) {
+    const bool c10 = spec.rfind("cifar10:", 0) == 0;
+    const std::string d = spec.substr(c10 ? 8 : 9);
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) return Status::not_found("--data " + spec + ": directory " + d + " not found");
+    std::vector<std::string> train;
+    if (c10) {
+      for (int k = 1; k <= 5; ++k) train.push_back((fs::path(d) / ("data_batch_" + std::to_string(k) + ".bin")).string());
+    } else {
+      train.push_back((fs::path(d) / "train.bin").string());
+    }
+    const std::string test = (fs::path(d) / (c10 ? "test_batch.bin" : "test.bin")).string();
+    MOSAIC_ASSIGN_OR_RETURN(s.train, load_cifar(train, c10 ? 1 : 2, c10 ? 10 : 100));
+    MOSAIC_ASSIGN_OR_RETURN(s.test, load_cifar({test}, c10 ? 1 : 2, c10 ? 10 : 100));
     return s;
   }
   if (spec.rfind("synthetic:", 0) == 0) {
@@ -116,7 +164,8 @@ Expected<DataSplits> load_data(const std::string& spec, uint64_t seed) {
     }
     return s;
   }
-  return Status::invalid("--data '" + spec + "': expected fashion-mnist, idx:DIR or synthetic:N,C,H,W,K");
+  return Status::invalid("--data '" + spec +
+                         "': expected fashion-mnist, idx:DIR, cifar10:DIR, cifar100:DIR or synthetic:N,C,H,W,K");
 }
 
 BatchIterator::BatchIterator(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed)

@@ -28,9 +28,15 @@ struct DataSplits {
 /// Errors name the file and what is wrong (missing, truncated, bad magic, count mismatch).
 Expected<Dataset> load_idx(const std::string& images_path, const std::string& labels_path);
 
+/// Reads CIFAR binary files: records of `label_bytes` label bytes (the last one is used)
+/// followed by 3 x 32 x 32 pixel bytes.
+Expected<Dataset> load_cifar(const std::vector<std::string>& files, int label_bytes, int64_t classes);
+
 /// A data spec:
 ///   fashion-mnist            Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)
 ///   idx:DIR                  DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+///   cifar10:DIR              DIR/data_batch_{1..5}.bin, DIR/test_batch.bin (CIFAR-10 binary)
+///   cifar100:DIR             DIR/train.bin, DIR/test.bin (CIFAR-100 binary, fine labels)
 ///   synthetic:N,C,H,W,K      N random images of C x H x W in K classes (seeded), 1/6 held out
 Expected<DataSplits> load_data(const std::string& spec, uint64_t seed);
 
