@@ -28,7 +28,8 @@ Graph prepared(const OpCase& c) {
   return g;
 }
 
-GradcheckReport check_op(const OpCase& c, const KernelRegistry& reg, double tol = 2e-2) {
+GradcheckReport check_op(const OpCase& c, const KernelRegistry& reg, double tol = 2e-2,
+                         const std::string& backend = "naive") {
   Graph g = prepared(c);
   GradcheckOptions o;
   o.loss = GradcheckLoss::kProjection;
@@ -36,7 +37,7 @@ GradcheckReport check_op(const OpCase& c, const KernelRegistry& reg, double tol 
   o.input_hi = 1.f;
   o.tolerance = tol;
   o.eps = 1e-2;
-  auto r = gradcheck(g, reg, Placement::all_on("naive", {}), o);
+  auto r = gradcheck(g, reg, Placement::all_on(backend, {}), o);
   EXPECT_TRUE(r.ok()) << c.label << ": " << r.status().to_string();
   return r.ok() ? r.value() : GradcheckReport{};
 }
@@ -118,6 +119,24 @@ TEST_P(NaiveBackward, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, NaiveBackward, ::testing::ValuesIn(backward_cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
+
+/// The same cases on im2col, where it has backward kernels (others are skipped).
+class Im2colBackward : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(Im2colBackward, MatchesFiniteDifferences) {
+  const OpCase& c = GetParam();
+  PlanOptions po;
+  po.training = true;
+  po.input_grads = true;
+  Graph g = prepared(c);
+  if (!Plan::build(g, Placement::all_on("im2col", {}), builtin_registry(), po).ok())
+    GTEST_SKIP() << "im2col has no backward for " << c.node.op_type;
+  GradcheckReport r = check_op(c, builtin_registry(), 2e-2, "im2col");
+  EXPECT_TRUE(r.passed()) << c.label << ": " << failures(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Im2colBackward, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
 
 TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
@@ -221,6 +240,23 @@ TEST(Gradcheck, WholeNetworkPassesOnNaive) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->passed()) << failures(r.value());
   EXPECT_EQ(r->tensors.size(), 9u) << "8 parameters and the input";
+}
+
+TEST(Gradcheck, WholeNetworkPassesOnIm2col) {
+  Graph g = build_zoo_model("fmnist-cnn", 4).value();
+  PrepareOptions po;
+  po.batch = 3;
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok());
+  PlanOptions train;
+  train.training = true;
+  auto plan = Plan::build(g, Placement::all_on("im2col", {}), builtin_registry(), train);
+  ASSERT_TRUE(plan.ok()) << "every fmnist-cnn node trains on im2col: " << plan.status().to_string();
+  GradcheckOptions o;
+  o.directions = 2;
+  o.elements = 2;
+  auto r = gradcheck(g, builtin_registry(), Placement::all_on("im2col", {}), o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << failures(r.value());
 }
 
 TEST(Gradcheck, CatchesWrongSignBackward) {

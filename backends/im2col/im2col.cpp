@@ -81,6 +81,25 @@ void im2col(const float* x, int64_t images, int64_t image_stride, int64_t channe
   }
 }
 
+/// Adjoint of im2col for one image: dx[c, iy, ix] += dcols[(c*kh + ki)*kw + kj][oy*ow + ox].
+void col2im(const float* dcols, int64_t channels, const Win2& w, float* dx) {
+  const int64_t ohw = w.oh * w.ow;
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t ki = 0; ki < w.kh; ++ki)
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        const float* d = dcols + ((c * w.kh + ki) * w.kw + kj) * ohw;
+        float* xc = dx + c * w.ih * w.iw;
+        for (int64_t oy = 0; oy < w.oh; ++oy) {
+          const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
+          if (iy < 0 || iy >= w.ih) continue;
+          for (int64_t ox = 0; ox < w.ow; ++ox) {
+            const int64_t ix = ox * w.sw - w.pl + kj * w.dw;
+            if (ix >= 0 && ix < w.iw) xc[iy * w.iw + ix] += d[oy * w.ow + ox];
+          }
+        }
+      }
+}
+
 /// Convolution as im2col + sgemm. With a batch, each thread takes whole images (or, for
 /// small outputs, chunks of images batched into one GEMM) and runs im2col and a
 /// single-threaded sgemm on its own column buffer, which stays in its cache; with one
@@ -133,6 +152,58 @@ class ConvKernel final : public Kernel {
       }
     } else {
       for (int64_t c = 0; c < chunks; ++c) run_chunk(x, wt, bias, y, c * chunk_, 0, true);
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return !act_.active(); }
+  /// Per image and group: dW += dY cols^T, dcols = W^T dY folded back by col2im, db = sum dY.
+  /// Threads take whole images with private dW/db accumulators, summed at the end.
+  Status backward(const BackwardArgs& a) override {
+    const float* x = a.src[0]->f32();
+    const float* wt = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = a.diff_src[0] ? a.diff_src[0]->f32() : nullptr;
+    float* dw = a.diff_src.size() > 1 && a.diff_src[1] ? a.diff_src[1]->f32() : nullptr;
+    float* db = a.diff_src.size() > 2 && a.diff_src[2] ? a.diff_src[2]->f32() : nullptr;
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group(), in_sp = w_.ih * w_.iw;
+    const int64_t wsize = p_.oc * k_;
+    if (dx) std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
+    const int threads = std::max(1, std::min<int>(threads_, static_cast<int>(p_.n)));
+    std::vector<float> dw_acc(static_cast<size_t>(dw ? wsize * threads : 0), 0.f);
+    std::vector<float> db_acc(static_cast<size_t>(db ? p_.oc * threads : 0), 0.f);
+    std::vector<float> cols(static_cast<size_t>(k_ * ohw_ * threads)), dcols(cols.size());
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t n = 0; n < p_.n; ++n) {
+      const int t = omp_get_thread_num();
+      float* c = cols.data() + t * k_ * ohw_;
+      float* dc = dcols.data() + t * k_ * ohw_;
+      for (int64_t g = 0; g < p_.group; ++g) {
+        const float* xg = x + (n * p_.c + g * cg) * in_sp;
+        const float* dyg = dy + (n * p_.oc + g * ocg) * ohw_;
+        if (dw) {
+          im2col(xg, 1, 0, cg, w_, c, ohw_, false, 0, w_.oh);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg, k_, ohw_, 1.f, dyg, ohw_, c, ohw_, 1.f,
+                      dw_acc.data() + t * wsize + g * ocg * k_, k_);
+        }
+        if (dx) {
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ohw_, ocg, 1.f, wt + g * ocg * k_, k_, dyg, ohw_,
+                      0.f, dc, ohw_);
+          col2im(dc, cg, w_, dx + (n * p_.c + g * cg) * in_sp);
+        }
+        if (db)
+          for (int64_t oc = 0; oc < ocg; ++oc) db_acc[t * p_.oc + g * ocg + oc] += ConstArrayMap(dyg + oc * ohw_, ohw_).sum();
+      }
+    }
+    for (int t = 0; t < threads; ++t) {
+      if (dw) {
+        if (t == 0) std::copy(dw_acc.begin(), dw_acc.begin() + wsize, dw);
+        else ArrayMap(dw, wsize) += ConstArrayMap(dw_acc.data() + t * wsize, wsize);
+      }
+      if (db) {
+        if (t == 0) std::copy(db_acc.begin(), db_acc.begin() + p_.oc, db);
+        else ArrayMap(db, p_.oc) += ConstArrayMap(db_acc.data() + t * p_.oc, p_.oc);
+      }
     }
     return Status::ok();
   }
@@ -272,6 +343,58 @@ class PoolKernel final : public Kernel {
     return Status::ok();
   }
 
+  bool has_backward() const override { return true; }
+  /// Max: to the window's first maximum; average: spread with the forward divisor.
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    const float* x = a.src[0]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = a.diff_src[0]->f32();
+    const int64_t in_sp = w_.ih * w_.iw, out_sp = w_.oh * w_.ow, nc = p_.n * p_.c;
+    std::fill(dx, dx + nc * in_sp, 0.f);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nc; ++i) {
+      const float* xc = x + i * in_sp;
+      float* dxc = dx + i * in_sp;
+      for (int64_t oy = 0; oy < w_.oh; ++oy)
+        for (int64_t ox = 0; ox < w_.ow; ++ox) {
+          const float g = dy[i * out_sp + oy * w_.ow + ox];
+          const int64_t y0 = oy * w_.sh - w_.pt, x0 = ox * w_.sw - w_.pl;
+          int64_t best = -1, count = 0;
+          for (int64_t ki = 0; ki < w_.kh; ++ki) {
+            const int64_t iy = y0 + ki * w_.dh;
+            if (iy < 0 || iy >= w_.ih) continue;
+            for (int64_t kj = 0; kj < w_.kw; ++kj) {
+              const int64_t ix = x0 + kj * w_.dw;
+              if (ix < 0 || ix >= w_.iw) continue;
+              if (best < 0 || xc[iy * w_.iw + ix] > xc[best]) best = iy * w_.iw + ix;
+              ++count;
+            }
+          }
+          if (is_max_) {
+            if (best >= 0) dxc[best] += g;
+            continue;
+          }
+          int64_t div = count;
+          if (p_.count_include_pad) {
+            const int64_t ey = std::min(y0 + (w_.kh - 1) * w_.dh + 1, w_.ih + w_.pb);
+            const int64_t ex = std::min(x0 + (w_.kw - 1) * w_.dw + 1, w_.iw + w_.pr);
+            div = ((ey - y0 + w_.dh - 1) / w_.dh) * ((ex - x0 + w_.dw - 1) / w_.dw);
+          }
+          const float share = g / static_cast<float>(div);
+          for (int64_t ki = 0; ki < w_.kh; ++ki) {
+            const int64_t iy = y0 + ki * w_.dh;
+            if (iy < 0 || iy >= w_.ih) continue;
+            for (int64_t kj = 0; kj < w_.kw; ++kj) {
+              const int64_t ix = x0 + kj * w_.dw;
+              if (ix >= 0 && ix < w_.iw) dxc[iy * w_.iw + ix] += share;
+            }
+          }
+        }
+    }
+    return Status::ok();
+  }
+
  private:
   PoolParams p_;
   Win2 w_{};
@@ -315,6 +438,46 @@ class GemmKernel final : public Kernel {
     if (act_.active()) {
 #pragma omp parallel for schedule(static) if (p_.m * p_.n > 65536)
       for (int64_t i = 0; i < p_.m; ++i) apply_activation(act_, y + i * p_.n, p_.n);
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return !act_.active(); }
+  /// dA = alpha dY op(B)^T, dB = alpha op(A)^T dY (each laid out as its operand), dC = beta
+  /// dY summed over C's broadcast axes — all as sgemm calls with the matching transposes.
+  Status backward(const BackwardArgs& a) override {
+    const float* A = a.src[0]->f32();
+    const float* B = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    const int64_t M = p_.m, N = p_.n, K = p_.k;
+    const float alpha = p_.alpha;
+    if (a.diff_src[0]) {
+      float* dA = a.diff_src[0]->f32();
+      if (!p_.trans_a)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, p_.trans_b ? CblasNoTrans : CblasTrans, M, K, N, alpha, dy, N, B,
+                    p_.trans_b ? K : N, 0.f, dA, K);
+      else
+        cblas_sgemm(CblasRowMajor, p_.trans_b ? CblasTrans : CblasNoTrans, CblasTrans, K, M, N, alpha, B,
+                    p_.trans_b ? K : N, dy, N, 0.f, dA, M);
+    }
+    if (a.diff_src[1]) {
+      float* dB = a.diff_src[1]->f32();
+      if (!p_.trans_b)
+        cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasNoTrans : CblasTrans, CblasNoTrans, K, N, M, alpha, A,
+                    p_.trans_a ? M : K, dy, N, 0.f, dB, N);
+      else
+        cblas_sgemm(CblasRowMajor, CblasTrans, p_.trans_a ? CblasTrans : CblasNoTrans, N, K, M, alpha, dy, N, A,
+                    p_.trans_a ? M : K, 0.f, dB, K);
+    }
+    if (a.diff_src.size() > 2 && a.diff_src[2]) {
+      float* dC = a.diff_src[2]->f32();
+      const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+      std::fill(dC, dC + a.diff_src[2]->numel(), 0.f);
+      for (int64_t i = 0; i < M; ++i) {
+        float* row = dC + (cm == 1 ? 0 : i) * cn;
+        if (cn == 1) row[0] += p_.beta * ConstArrayMap(dy + i * N, N).sum();
+        else ArrayMap(row, N) += p_.beta * ConstArrayMap(dy + i * N, N);
+      }
     }
     return Status::ok();
   }
@@ -476,6 +639,28 @@ class UnaryKernel final : public Kernel {
       else if (op_ == "Sigmoid") y = 1.f / (1.f + (-x).exp());
       else if (op_ == "Tanh") y = x.tanh();
       else y = x.max(lo).min(hi);
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  /// The same derivatives (and kink conventions) as naive, vectorised with Eigen.
+  Status backward(const BackwardArgs& a) override {
+    for (size_t i = 1; i < a.diff_src.size(); ++i)
+      if (a.diff_src[i]) std::fill(a.diff_src[i]->f32(), a.diff_src[i]->f32() + a.diff_src[i]->numel(), 0.f);
+    if (!a.diff_src[0]) return Status::ok();
+    const int64_t n = a.src[0]->numel();
+    ConstArrayMap x(a.src[0]->f32(), n), y(a.dst[0]->f32(), n), dy(a.diff_dst[0]->f32(), n);
+    ArrayMap dx(a.diff_src[0]->f32(), n);
+    if (op_ == "Relu") dx = (x > 0.f).select(dy, 0.f);
+    else if (op_ == "LeakyRelu") dx = (x > 0.f).select(dy, alpha_ * dy);
+    else if (op_ == "Sigmoid") dx = dy * y * (1.f - y);
+    else if (op_ == "Tanh") dx = dy * (1.f - y.square());
+    else {
+      float lo = clip_.lo, hi = clip_.hi;
+      if (a.src.size() > 1 && a.src[1]) lo = a.src[1]->f32()[0];
+      if (a.src.size() > 2 && a.src[2]) hi = a.src[2]->f32()[0];
+      dx = (x >= lo && x <= hi).select(dy, 0.f);
     }
     return Status::ok();
   }
