@@ -19,6 +19,7 @@ struct BenchConfig {
 struct NodeStats {
   int step = 0;
   double median_ns = 0, min_ns = 0;
+  double backward_median_ns = 0;  ///< training benchmarks
 };
 
 struct BenchResult {
@@ -32,7 +33,15 @@ struct BenchResult {
   double kernel_sum_median_ns = 0;         ///< sum over nodes of their median time
   double overhead_per_node_ns = 0;         ///< (iteration - kernels) / executed nodes, median
   int executed_nodes = 0;
+  double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training: median per stage
 };
+
+class Optimizer;
+
+/// A training step per iteration: forward, softmax cross-entropy on `labels`, backward and
+/// an optimizer step, on a plan built for training.
+Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const Tensor& labels,
+                                             Optimizer& optimizer, const BenchConfig& config);
 
 /// Runs `plan` on `inputs` as configured. Fails if any iteration fails.
 Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& config);

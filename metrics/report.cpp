@@ -40,8 +40,11 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
     if (by_step[s]) {
       row.median_us = by_step[s]->median_ns / 1e3;
       row.min_us = by_step[s]->min_ns / 1e3;
+      row.backward_us = by_step[s]->backward_median_ns / 1e3;
       row.gflops = row.median_us > 0 ? row.flops / (row.median_us * 1e3) : 0;
-      row.share = r.kernel_sum_median_ns > 0 ? by_step[s]->median_ns / r.kernel_sum_median_ns : 0;
+      row.share = r.kernel_sum_median_ns > 0
+                      ? (by_step[s]->median_ns + by_step[s]->backward_median_ns) / r.kernel_sum_median_ns
+                      : 0;
     }
     c.total_flops += row.flops;
     c.nodes.push_back(row);
@@ -53,6 +56,10 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.median_ms = r.median_ns / 1e6;
   c.min_ms = r.min_ns / 1e6;
   c.kernel_ms = r.kernel_sum_median_ns / 1e6;
+  c.forward_ms = r.forward_ms;
+  c.backward_ms = r.backward_ms;
+  c.loss_ms = r.loss_ms;
+  c.optimizer_ms = r.optimizer_ms;
   c.images_per_s = r.median_ns > 0 ? static_cast<double>(batch) / (r.median_ns / 1e9) : 0;
   for (double m : r.repeat_median_ns) c.repeat_images_per_s.push_back(m > 0 ? static_cast<double>(batch) / (m / 1e9) : 0);
   c.gflops = r.median_ns > 0 ? c.total_flops / r.median_ns : 0;
@@ -77,16 +84,19 @@ void print_report(const BenchReport& rep, std::ostream& os) {
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
   for (const auto& c : rep.configs) {
     os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
+    const bool training = rep.mode == "training";
     char line[512];
-    std::snprintf(line, sizeof line, "%-18s %-18s %-8s %-18s %10s %11s %9s %6s %10s %10s\n", "node", "op", "backend",
-                  "output", "MFLOP", "median us", "GFLOP/s", "share", "out bytes", "workspace");
+    std::snprintf(line, sizeof line, "%-18s %-18s %-8s %-18s %10s %11s %11s %9s %6s %10s %10s\n", "node", "op",
+                  "backend", "output", "MFLOP", "median us", training ? "bwd us" : "", "GFLOP/s", "share", "out bytes",
+                  "workspace");
     os << line;
+    auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
     for (const auto& n : c.nodes) {
-      std::snprintf(line, sizeof line, "%-18.18s %-18.18s %-8s %-18.18s %10.2f %11s %9s %5.1f%% %10s %10s\n",
+      std::snprintf(line, sizeof line, "%-18.18s %-18.18s %-8s %-18.18s %10.2f %11s %11s %9s %5.1f%% %10s %10s\n",
                     n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
-                    n.view ? "view" : (std::ostringstream() << std::fixed << std::setprecision(1) << n.median_us).str().c_str(),
-                    n.view || n.flops == 0 ? "-" : (std::ostringstream() << std::fixed << std::setprecision(1) << n.gflops).str().c_str(),
-                    100 * n.share, format_bytes(static_cast<double>(n.output_bytes)).c_str(),
+                    n.view ? "view" : fixed(n.median_us).c_str(), training && !n.view ? fixed(n.backward_us).c_str() : "",
+                    n.view || n.flops == 0 ? "-" : fixed(n.gflops).c_str(), 100 * n.share,
+                    format_bytes(static_cast<double>(n.output_bytes)).c_str(),
                     format_bytes(static_cast<double>(n.workspace_bytes)).c_str());
       os << line;
     }
@@ -100,6 +110,11 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     os << line;
     if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
     os << std::defaultfloat << "\n";
+    if (training) {
+      std::snprintf(line, sizeof line, "         step: forward %.3f ms  loss %.3f ms  backward %.3f ms  optimizer %.3f ms\n",
+                    c.forward_ms, c.loss_ms, c.backward_ms, c.optimizer_ms);
+      os << line;
+    }
     std::snprintf(line, sizeof line,
                   "         kernels %.3f ms  overhead %.2f us/node  iterations %d measured (%d warm-up)%s\n",
                   c.kernel_ms, c.overhead_us, c.measured, c.warmup, c.budget_hit ? ", stopped by the time budget" : "");
@@ -109,7 +124,8 @@ void print_report(const BenchReport& rep, std::ostream& os) {
        << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
        << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
     if (c.checked) {
-      if (c.check_ok) os << "check:   outputs match naive (max abs err " << c.max_abs_err << ")\n";
+      const char* what = rep.mode == "training" ? "loss and gradients" : "outputs";
+      if (c.check_ok) os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
       else os << "check:   MISMATCH vs naive: " << c.check_message << "\n";
     }
     if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
@@ -152,6 +168,10 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                     {"total_flops", c.total_flops},
                     {"speedup_vs_naive", c.speedup_vs_naive},
                     {"overhead_per_node_us", c.overhead_us},
+                    {"forward_ms", c.forward_ms},
+                    {"loss_ms", c.loss_ms},
+                    {"backward_ms", c.backward_ms},
+                    {"optimizer_ms", c.optimizer_ms},
                     {"fallbacks", c.fallbacks}};
     r["memory"] = {{"weight_bytes", c.weight_bytes},
                    {"activation_bytes", c.activation_bytes},
@@ -169,6 +189,7 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                             {"flops", n.flops},
                             {"median_us", n.median_us},
                             {"min_us", n.min_us},
+                            {"backward_median_us", n.backward_us},
                             {"gflops", n.gflops},
                             {"share", n.share},
                             {"output_bytes", n.output_bytes},

@@ -14,6 +14,7 @@ namespace mosaic {
 struct NodeRow {
   std::string name, op, backend, requested, output_shape, fallback_reason;
   double flops = 0, median_us = 0, min_us = 0, gflops = 0, share = 0;
+  double backward_us = 0;  ///< training benchmarks: median backward time
   int64_t output_bytes = 0, workspace_bytes = 0;
   bool view = false;  ///< zero-copy view (Reshape/Flatten/...): not executed
 };
@@ -29,6 +30,7 @@ struct ConfigReport {
   bool budget_hit = false;
   double median_ms = 0, min_ms = 0, images_per_s = 0, gflops = 0, speedup_vs_naive = 0, overhead_us = 0;
   double kernel_ms = 0;
+  double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training
   std::vector<double> repeat_images_per_s;
   int64_t weight_bytes = 0, activation_bytes = 0, workspace_bytes = 0, peak_tracked_bytes = 0;
   double total_flops = 0;

@@ -179,8 +179,9 @@ TEST_F(Cli, UnknownBackendAndBadAssignLeaveNoFiles) {
   r = mosaic("bench zoo:fmnist-cnn --assign Conv:onednn");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("not KEY=BACKEND"), std::string::npos) << r.out;
-  r = mosaic("bench zoo:fmnist-cnn --mode training");
+  r = mosaic("bench zoo:fmnist-cnn --mode train");
   EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--mode must be inference or training"), std::string::npos) << r.out;
   r = mosaic("export resnet9000 -o " + path("x.onnx"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("unknown zoo model 'resnet9000'"), std::string::npos);
@@ -224,6 +225,24 @@ TEST_F(Cli, TrainLearnsSavesAndDetectsDivergence) {
   r = mosaic("train zoo:fmnist-cnn --data idx:" + path("nodata"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("nodata not found"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, TrainingBenchmark) {
+  const std::string json = path("train_bench.json");
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --mode training --batch 4 --backends im2col,onednn --warmup 1 --iterations 2 "
+                       "--json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("check:   loss and gradients match naive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step: forward"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fallback: conv1 (Conv) ran on naive instead of onednn: backend 'onednn' has no backward"),
+            std::string::npos) << r.out;
+  std::ifstream jf(json);
+  auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["mode"], "training");
+  const auto& conv = j["runs"][0]["nodes"][0];
+  EXPECT_EQ(conv["backend"], "im2col");
+  EXPECT_GT(conv["backward_median_us"].get<double>(), 0);
+  EXPECT_GT(j["runs"][0]["summary"]["backward_ms"].get<double>(), 0);
 }
 
 TEST_F(Cli, GradcheckVerdicts) {

@@ -4,6 +4,7 @@
 #include <regex.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,8 @@
 
 #include "backends/registry.hpp"
 #include "core/fuse.hpp"
+#include "core/loss.hpp"
+#include "core/optimizer.hpp"
 #include "core/prepare.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -154,15 +157,117 @@ int run_info(const InfoOptions& o) {
   return 0;
 }
 
-// ---- bench --------------------------------------------------------------------------------
+// ---- bench --------
+
+namespace {
+
+/// Training benchmark: each iteration is forward, loss, backward and an optimizer step.
+/// Before timing, every plan's loss and parameter gradients on the same batch are compared
+/// with the naive plan's.
+int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs,
+                       const Graph& g, const std::vector<Tensor>& inputs, BenchReport& report) {
+  const auto& reg = builtin_registry();
+  const Shape out = g.value_descs.at(g.outputs[0].name).shape;
+  if (out.size() != 2) return fail(Status::invalid(g.source + ": training needs a first output of shape [N, C]"));
+  Tensor labels = Tensor::empty({DType::kI64, {out[0]}});
+  std::mt19937_64 rng(o.common.seed + 1);
+  for (int64_t i = 0; i < out[0]; ++i) labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(out[1]));
+  PlanOptions po;
+  po.training = true;
+  po.seed = o.common.seed;
+  std::vector<std::unique_ptr<Plan>> plans;
+  for (const auto& [label, placement] : configs) {
+    auto plan = Plan::build(g, placement, reg, po);
+    if (!plan.ok()) return fail(explain_unsupported(plan.status(), g));
+    plans.push_back(std::move(plan.value()));
+  }
+  // One forward/backward on `plan`: its loss and its parameters' gradients (copied).
+  auto gradients = [&](Plan& plan, double* loss, std::vector<Tensor>* grads) -> Status {
+    MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr));
+    Tensor d = Tensor::empty({DType::kF32, plan.output(0).shape()});
+    MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(plan.output(0), labels, &d));
+    *loss = l.loss;
+    std::vector<Tensor> seeds{d};
+    for (size_t i = 1; i < g.outputs.size(); ++i) seeds.push_back(Tensor::empty({DType::kF32, plan.output(i).shape()}));
+    MOSAIC_RETURN_IF_ERROR(plan.backward(seeds));
+    for (const auto& p : plan.parameters()) grads->push_back(p.grad.clone());
+    return Status::ok();
+  };
+  double ref_loss = 0;
+  std::vector<Tensor> ref_grads;
+  if (o.check) {
+    auto ref = Plan::build(g, Placement::all_on("naive", {}), reg, po);
+    if (!ref.ok()) return fail(ref.status());
+    std::cerr << "computing the naive reference gradients...\n";
+    Status st = gradients(*ref.value(), &ref_loss, &ref_grads);
+    if (!st.is_ok()) return fail(st);
+  }
+  OptimizerConfig oc;
+  oc.lr = o.lr;
+  bool all_ok = true;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Plan& plan = *plans[i];
+    std::cerr << "benchmarking " << configs[i].first << " (training)...\n";
+    ConfigReport check;
+    if (o.check) {
+      double loss = 0;
+      std::vector<Tensor> grads;
+      Status st = gradients(plan, &loss, &grads);
+      if (!st.is_ok()) return fail(st);
+      check.checked = true;
+      check.max_abs_err = std::fabs(loss - ref_loss);
+      if (check.max_abs_err > o.rtol * std::fabs(ref_loss) + 1e-6) {
+        check.check_ok = false;
+        check.check_message = "loss " + std::to_string(loss) + " vs " + std::to_string(ref_loss);
+      }
+      const auto params = plan.parameters();
+      for (size_t k = 0; k < grads.size(); ++k) {
+        // Gradients compare on the scale of the largest gradient of the tensor.
+        double scale = 0;
+        for (int64_t e = 0; e < ref_grads[k].numel(); ++e) scale = std::max(scale, std::fabs(ref_grads[k].get(e)));
+        Agreement a = compare_tensors(grads[k], ref_grads[k], o.rtol, 1e-4 * scale + 1e-9);
+        check.max_rel_err = std::max(check.max_rel_err, a.max_abs / std::max(scale, 1e-12));
+        if (!a.ok && check.check_ok) {
+          check.check_ok = false;
+          check.check_message = "gradient of '" + params[k].name + "' " + a.message;
+        }
+      }
+      all_ok = all_ok && check.check_ok;
+    }
+    auto opt = make_optimizer(o.optimizer, oc);
+    if (!opt.ok()) return fail(opt.status());
+    plan.tracker().reset_peak();
+    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), o.config);
+    if (!r.ok()) return fail(r.status());
+    ConfigReport c = make_config_report(configs[i].first, plan, r.value(), report.batch);
+    c.checked = check.checked;
+    c.check_ok = check.check_ok;
+    c.max_abs_err = check.max_abs_err;
+    c.max_rel_err = check.max_rel_err;
+    c.check_message = check.check_message;
+    c.peak_tracked_bytes = plan.tracker().peak();
+    report.configs.push_back(std::move(c));
+  }
+  fill_speedups(report, 0);
+  print_report(report, std::cout);
+  if (!o.json.empty()) {
+    Status st = write_json(report, o.json);
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!o.csv.empty()) {
+    Status st = write_csv(report, o.csv);
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!all_ok) std::cerr << "mosaic: gradients differ from the naive reference (see check lines above)\n";
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace------------------------------------------------------------------------
 
 int run_bench(const BenchOptions& o) {
-  if (o.mode != "inference") {
-    if (o.mode == "training")
-      return fail(Status::unsupported("--mode training needs backward kernels, which Mosaic does not have yet; "
-                                      "use --mode inference"));
+  if (o.mode != "inference" && o.mode != "training")
     return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
-  }
+  const bool training = o.mode == "training";
   const auto& reg = builtin_registry();
   for (const auto& b : o.backends)
     if (!reg.has_backend(b)) return fail(Status::invalid("unknown backend '" + b + "' (known: naive, im2col, onednn)"));
@@ -197,6 +302,7 @@ int run_bench(const BenchOptions& o) {
   report.seed = o.common.seed;
   report.notes = pr.notes;
 
+  if (training) return run_training_bench(o, configs, g.value(), inputs, report);
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g.value();
   if (o.fuse) {

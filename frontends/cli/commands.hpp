@@ -30,6 +30,8 @@ struct BenchOptions {
   std::string assign;
   std::vector<std::string> fallback{"naive"};
   std::string mode = "inference";
+  std::string optimizer = "sgd";  ///< training mode
+  double lr = 0.01;               ///< training mode
   BenchConfig config;
   std::string json, csv;
   bool check = true;

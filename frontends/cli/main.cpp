@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--assign", bench.assign, "mixed placement, e.g. Conv=onednn,Gemm=im2col,@fc1=naive,*=naive");
   bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
       ->capture_default_str();
-  bench_cmd->add_option("--mode", bench.mode, "inference (training arrives with backward kernels)")->capture_default_str();
+  bench_cmd->add_option("--mode", bench.mode, "inference, or training (forward + loss + backward + optimizer step)")
+      ->capture_default_str();
+  bench_cmd->add_option("--optimizer", bench.optimizer, "optimizer of --mode training")->capture_default_str();
+  bench_cmd->add_option("--lr", bench.lr, "learning rate of --mode training")->capture_default_str();
   bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(CLI::PositiveNumber);
   bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(CLI::PositiveNumber);
