@@ -121,23 +121,27 @@ TEST_P(NaiveBackward, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Ops, NaiveBackward, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
 
-/// The same cases on im2col, where it has backward kernels (others are skipped).
-class Im2colBackward : public ::testing::TestWithParam<OpCase> {};
+/// The same cases on the optimised backends, where they have backward kernels (the others
+/// are skipped: a training plan would fall back to naive for them).
+class OptimisedBackward : public ::testing::TestWithParam<std::tuple<std::string, OpCase>> {};
 
-TEST_P(Im2colBackward, MatchesFiniteDifferences) {
-  const OpCase& c = GetParam();
+TEST_P(OptimisedBackward, MatchesFiniteDifferences) {
+  const auto& [backend, c] = GetParam();
   PlanOptions po;
   po.training = true;
   po.input_grads = true;
   Graph g = prepared(c);
-  if (!Plan::build(g, Placement::all_on("im2col", {}), builtin_registry(), po).ok())
-    GTEST_SKIP() << "im2col has no backward for " << c.node.op_type;
-  GradcheckReport r = check_op(c, builtin_registry(), 2e-2, "im2col");
-  EXPECT_TRUE(r.passed()) << c.label << ": " << failures(r);
+  if (!Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po).ok())
+    GTEST_SKIP() << backend << " has no backward for " << c.node.op_type;
+  GradcheckReport r = check_op(c, builtin_registry(), 2e-2, backend);
+  EXPECT_TRUE(r.passed()) << c.label << " on " << backend << ": " << failures(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, Im2colBackward, ::testing::ValuesIn(backward_cases()),
-                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Ops, OptimisedBackward,
+                         ::testing::Combine(::testing::Values("im2col", "onednn"), ::testing::ValuesIn(backward_cases())),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, OpCase>>& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param).label;
+                         });
 
 TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
   // One channel, values 1 and 3: batch mean 2, biased variance 1 (unbiased 2).
@@ -242,22 +246,27 @@ TEST(Gradcheck, WholeNetworkPassesOnNaive) {
   EXPECT_EQ(r->tensors.size(), 9u) << "8 parameters and the input";
 }
 
-TEST(Gradcheck, WholeNetworkPassesOnIm2col) {
+class WholeNetwork : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WholeNetwork, GradcheckPasses) {
+  const std::string backend = GetParam();
   Graph g = build_zoo_model("fmnist-cnn", 4).value();
   PrepareOptions po;
   po.batch = 3;
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok());
   PlanOptions train;
   train.training = true;
-  auto plan = Plan::build(g, Placement::all_on("im2col", {}), builtin_registry(), train);
-  ASSERT_TRUE(plan.ok()) << "every fmnist-cnn node trains on im2col: " << plan.status().to_string();
+  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), train);
+  ASSERT_TRUE(plan.ok()) << "every fmnist-cnn node trains on " << backend << ": " << plan.status().to_string();
   GradcheckOptions o;
   o.directions = 2;
   o.elements = 2;
-  auto r = gradcheck(g, builtin_registry(), Placement::all_on("im2col", {}), o);
+  auto r = gradcheck(g, builtin_registry(), Placement::all_on(backend, {}), o);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->passed()) << failures(r.value());
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::Values("im2col", "onednn"));
 
 TEST(Gradcheck, CatchesWrongSignBackward) {
   KernelRegistry reg;

@@ -215,6 +215,28 @@ class ConvKernel final : public Kernel {
       for (size_t i = 0; i < p.win.rank(); ++i)
         pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
       has_bias_ = p.has_bias;
+      if (ctx.training && !fused_activation(*ctx.node).active()) {
+        // Backward primitives on plain layouts, hinted by a plain training forward.
+        const memory::desc xs_md = plain(xs), ws_md = plain(ws), ys_md = plain(ys), b_md = plain({p.oc});
+        auto fd = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                              xs_md, ws_md, b_md, ys_md, strides, dil, pl, pr)
+                            : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                              xs_md, ws_md, ys_md, strides, dil, pl, pr);
+        dnnl::convolution_forward::primitive_desc fpd(fd, engine());
+        dnnl::convolution_backward_data::desc bdd(algorithm::convolution_direct, xs_md, ws_md, ys_md, strides, dil, pl, pr);
+        bwd_data_ = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(bdd, engine(), fpd));
+        auto bwd = has_bias_ ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, xs_md, ws_md, b_md,
+                                                                        ys_md, strides, dil, pl, pr)
+                             : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, xs_md, ws_md,
+                                                                        ys_md, strides, dil, pl, pr);
+        bwd_weights_ =
+            dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(bwd, engine(), fpd));
+        for (auto* b : {&b_src_, &b_diff_src_}) b->mem = memory(xs_md, engine(), DNNL_MEMORY_NONE);
+        for (auto* b : {&b_w_, &b_diff_w_}) b->mem = memory(ws_md, engine(), DNNL_MEMORY_NONE);
+        b_diff_dst_.mem = memory(ys_md, engine(), DNNL_MEMORY_NONE);
+        b_diff_b_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
       auto d = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                                            any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
@@ -233,6 +255,37 @@ class ConvKernel final : public Kernel {
   }
   size_t workspace_bytes() const override { return src_.bytes + dst_.bytes + weights_.bytes(); }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return trainable_; }
+  Status backward(const BackwardArgs& a) override {
+    if (a.diff_src[0]) {
+      b_diff_dst_.bind(a.diff_dst[0]);
+      b_w_.bind(a.src[1]);
+      b_diff_src_.bind(a.diff_src[0]);
+      bwd_data_.execute(stream(), {{DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
+                                   {DNNL_ARG_WEIGHTS, b_w_.mem},
+                                   {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
+    }
+    if (a.diff_src[1] || (has_bias_ && a.diff_src[2])) {
+      // oneDNN computes both weight and bias gradients; missing ones go to scratch.
+      Tensor scratch_w, scratch_b;
+      Tensor* dw = a.diff_src[1];
+      Tensor* db = has_bias_ ? a.diff_src[2] : nullptr;
+      if (!dw) dw = &(scratch_w = Tensor::empty({DType::kF32, a.src[1]->shape()}));
+      if (has_bias_ && !db) db = &(scratch_b = Tensor::empty({DType::kF32, a.src[2]->shape()}));
+      b_src_.bind(a.src[0]);
+      b_diff_dst_.bind(a.diff_dst[0]);
+      b_diff_w_.bind(dw);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
+                                           {DNNL_ARG_DIFF_WEIGHTS, b_diff_w_.mem}};
+      if (has_bias_) {
+        b_diff_b_.bind(db);
+        args[DNNL_ARG_DIFF_BIAS] = b_diff_b_.mem;
+      }
+      bwd_weights_.execute(stream(), args);
+    }
+    stream().wait();
+    return Status::ok();
+  }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     src_.bind_in(src[0]);
     dst_.bind_out(dst[0]);
@@ -255,6 +308,10 @@ class ConvKernel final : public Kernel {
   Bound bias_;
   bool has_bias_ = false;
   std::shared_ptr<const Layout> out_layout_;
+  bool trainable_ = false;
+  dnnl::convolution_backward_data bwd_data_;
+  dnnl::convolution_backward_weights bwd_weights_;
+  Bound b_src_, b_diff_src_, b_w_, b_diff_w_, b_diff_dst_, b_diff_b_;
   dnnl::convolution_forward prim_;
 };
 
@@ -292,10 +349,34 @@ class PoolKernel final : public Kernel {
       dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
       out_layout_ = layout_of(out_md, ys);
       prim_ = dnnl::pooling_v2_forward(pd);
+      if (ctx.training && !ctx.input_layout(0)) {
+        // Training forward on plain layouts keeps the max-pool workspace for backward.
+        const memory::desc xs = plain(ctx.inputs[0].shape), y_md = plain(ys);
+        dnnl::pooling_v2_forward::primitive_desc tpd(
+            dnnl::pooling_v2_forward::desc(prop_kind::forward_training, alg, xs, y_md, strides, kernel, dil, pl, pr),
+            engine());
+        train_fwd_ = dnnl::pooling_v2_forward(tpd);
+        dnnl::pooling_v2_backward::desc bd(alg, xs, y_md, strides, kernel, dil, pl, pr);
+        bwd_ = dnnl::pooling_v2_backward(dnnl::pooling_v2_backward::primitive_desc(bd, engine(), tpd));
+        if (tpd.workspace_desc().get_size()) workspace_ = memory(tpd.workspace_desc(), engine());
+        t_src_.mem = memory(xs, engine(), DNNL_MEMORY_NONE);
+        for (auto* b : {&t_dst_, &b_diff_dst_}) b->mem = memory(y_md, engine(), DNNL_MEMORY_NONE);
+        b_diff_src_.mem = memory(xs, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
       return Status::ok();
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (trainable_) {
+      t_src_.bind(src[0]);
+      t_dst_.bind(dst[0]);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, t_src_.mem}, {DNNL_ARG_DST, t_dst_.mem}};
+      if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+      train_fwd_.execute(stream(), args);
+      stream().wait();
+      return Status::ok();
+    }
     src_.bind(src[0]);
     dst_.bind_out(dst[0]);
     prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
@@ -303,14 +384,30 @@ class PoolKernel final : public Kernel {
     stream().wait();
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return dst_.bytes; }
+  size_t workspace_bytes() const override { return dst_.bytes + (workspace_ ? workspace_.get_desc().get_size() : 0); }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return trainable_; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    b_diff_dst_.bind(a.diff_dst[0]);
+    b_diff_src_.bind(a.diff_src[0]);
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, b_diff_dst_.mem}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}};
+    if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+    bwd_.execute(stream(), args);
+    stream().wait();
+    return Status::ok();
+  }
 
  private:
   Bound src_;
   Staged dst_;
   std::shared_ptr<const Layout> out_layout_;
   dnnl::pooling_v2_forward prim_;
+  bool trainable_ = false;
+  dnnl::pooling_v2_forward train_fwd_;
+  dnnl::pooling_v2_backward bwd_;
+  memory workspace_;
+  Bound t_src_, t_dst_, b_diff_dst_, b_diff_src_;
 };
 
 // ---- Gemm / MatMul via the matmul primitive ---------------------------------------------------
@@ -370,8 +467,41 @@ class GemmKernel final : public MatMulBase {
       if (p_.alpha == 0.f) return Status::unsupported(ctx.node->label() + ": alpha = 0");
       c_scale_ = p_.beta / p_.alpha;
       if (c_scale_ != 1.f) scaled_c_.resize(static_cast<size_t>(c_elems_));
+      c_shape_ = ctx.inputs[2].shape;
     }
-    return build(ctx, a, b, c_elems_ ? &bias_md : nullptr, y, p_.alpha, ctx.constant(1));
+    MOSAIC_RETURN_IF_ERROR(build(ctx, a, b, c_elems_ ? &bias_md : nullptr, y, p_.alpha, ctx.constant(1)));
+    if (ctx.training && !fused_activation(*ctx.node).active()) return build_backward(ctx);
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return trainable_; }
+  /// dA = alpha dY op(B)^T and dB = alpha op(A)^T dY as matmuls whose transposes are strides;
+  /// dC = beta dY summed over C's broadcast axes.
+  Status backward(const BackwardArgs& a) override {
+    if (a.diff_src[0]) {
+      da_args_[0].mem.set_data_handle(const_cast<void*>(p_.trans_a ? a.src[1]->data() : a.diff_dst[0]->data()));
+      da_args_[1].mem.set_data_handle(const_cast<void*>(p_.trans_a ? a.diff_dst[0]->data() : a.src[1]->data()));
+      da_args_[2].bind(a.diff_src[0]);
+      da_.execute(stream(), {{DNNL_ARG_SRC, da_args_[0].mem}, {DNNL_ARG_WEIGHTS, da_args_[1].mem},
+                             {DNNL_ARG_DST, da_args_[2].mem}});
+    }
+    if (a.diff_src[1]) {
+      db_args_[0].mem.set_data_handle(const_cast<void*>(p_.trans_b ? a.diff_dst[0]->data() : a.src[0]->data()));
+      db_args_[1].mem.set_data_handle(const_cast<void*>(p_.trans_b ? a.src[0]->data() : a.diff_dst[0]->data()));
+      db_args_[2].bind(a.diff_src[1]);
+      db_.execute(stream(), {{DNNL_ARG_SRC, db_args_[0].mem}, {DNNL_ARG_WEIGHTS, db_args_[1].mem},
+                             {DNNL_ARG_DST, db_args_[2].mem}});
+    }
+    stream().wait();
+    if (a.diff_src.size() > 2 && a.diff_src[2]) {
+      const float* dy = a.diff_dst[0]->f32();
+      float* dc = a.diff_src[2]->f32();
+      std::fill(dc, dc + a.diff_src[2]->numel(), 0.f);
+      const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+      for (int64_t i = 0; i < p_.m; ++i)
+        for (int64_t j = 0; j < p_.n; ++j) dc[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] += p_.beta * dy[i * p_.n + j];
+    }
+    return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const void* bias = nullptr;
@@ -387,10 +517,43 @@ class GemmKernel final : public MatMulBase {
   }
 
  private:
+  Status build_backward(const KernelContext& ctx) {
+    return guarded(*ctx.node, [&]() -> Status {
+      const int64_t M = p_.m, N = p_.n, K = p_.k;
+      // A matrix of the given shape stored row-major, or the transpose of such a matrix.
+      auto rm = [](int64_t r, int64_t c) { return memory::desc({r, c}, dt::f32, {c, 1}); };
+      auto tr = [](int64_t r, int64_t c) { return memory::desc({r, c}, dt::f32, {1, r}); };
+      dnnl::primitive_attr attr;
+      if (p_.alpha != 1.f) attr.set_output_scales(0, {p_.alpha});
+      auto make = [&](const memory::desc& s, const memory::desc& w, const memory::desc& d, dnnl::matmul& prim,
+                      Bound* args) {
+        prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(s, w, d), attr, engine()));
+        args[0].mem = memory(s, engine(), DNNL_MEMORY_NONE);
+        args[1].mem = memory(w, engine(), DNNL_MEMORY_NONE);
+        args[2].mem = memory(d, engine(), DNNL_MEMORY_NONE);
+      };
+      // op(B) as [K, N] and its transpose [N, K], from B's storage; likewise op(A).
+      const memory::desc opb_t = p_.trans_b ? rm(N, K) : tr(N, K);
+      const memory::desc opb = p_.trans_b ? tr(K, N) : rm(K, N);
+      const memory::desc opa_t = p_.trans_a ? rm(K, M) : tr(K, M);
+      const memory::desc opa = p_.trans_a ? tr(M, K) : rm(M, K);
+      if (!p_.trans_a) make(rm(M, N), opb_t, rm(M, K), da_, da_args_);  // dA = dY op(B)^T
+      else make(opb, tr(N, M), rm(K, M), da_, da_args_);                // dA stored [K, M]: op(B) dY^T
+      if (!p_.trans_b) make(opa_t, rm(M, N), rm(K, N), db_, db_args_);  // dB = op(A)^T dY
+      else make(tr(N, M), opa, rm(N, K), db_, db_args_);                // dB stored [N, K]: dY^T op(A)
+      trainable_ = true;
+      return Status::ok();
+    });
+  }
+
   GemmParams p_;
   int64_t c_elems_ = 0;
   float c_scale_ = 1.f;
   std::vector<float> scaled_c_;
+  Shape c_shape_;
+  bool trainable_ = false;
+  dnnl::matmul da_, db_;
+  Bound da_args_[3], db_args_[3];
 };
 
 class MatMulKernel final : public MatMulBase {
@@ -436,6 +599,14 @@ class EltwiseKernel final : public Kernel {
       const Shape& ys = ctx.outputs[0].shape;
       dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
       prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
+      if (ctx.training && !ctx.input_layout(0)) {
+        dnnl::eltwise_forward::primitive_desc hint(
+            dnnl::eltwise_forward::desc(prop_kind::forward_training, alg, md, alpha, beta), engine());
+        dnnl::eltwise_backward::desc bd(alg, md, md, alpha, beta);
+        bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), hint));
+        for (auto* b : {&b_src_, &b_diff_dst_, &b_diff_src_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
       src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
       const memory::desc out_md = ctx.layout_free(0) ? md : plain(ys);
       dst_.init(out_md, md, ctx.tracker, true);
@@ -453,12 +624,28 @@ class EltwiseKernel final : public Kernel {
   }
   size_t workspace_bytes() const override { return dst_.bytes; }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return trainable_; }
+  Status backward(const BackwardArgs& a) override {
+    for (size_t i = 1; i < a.diff_src.size(); ++i)
+      if (a.diff_src[i]) std::fill(a.diff_src[i]->f32(), a.diff_src[i]->f32() + a.diff_src[i]->numel(), 0.f);
+    if (!a.diff_src[0]) return Status::ok();
+    b_src_.bind(a.src[0]);
+    b_diff_dst_.bind(a.diff_dst[0]);
+    b_diff_src_.bind(a.diff_src[0]);
+    bwd_.execute(stream(), {{DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
+                            {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
 
  private:
   Bound src_;
   Staged dst_;
   std::shared_ptr<const Layout> out_layout_;
   dnnl::eltwise_forward prim_;
+  bool trainable_ = false;
+  dnnl::eltwise_backward bwd_;
+  Bound b_src_, b_diff_dst_, b_diff_src_;
 };
 
 class BinaryKernel final : public Kernel {

@@ -6,7 +6,7 @@ equivalent torch.nn model, and trains both for STEPS steps on the first STEPS*BA
 Fashion-MNIST training images in file order (`--no-shuffle`), no augmentation, with the same
 optimizer and hyperparameters. The per-step losses must agree to a relative 1e-3.
 
-usage: train_agreement.py MOSAIC [--backends naive,im2col,onednn] [--steps 20] [--batch 64]
+usage: train_agreement.py MOSAIC [--backends naive,im2col,onednn] [--optimizers sgd,adam] [--steps 20] [--batch 64]
 exit 0 when every (backend, optimizer) agrees; 1 otherwise; 77 if data or torch is missing.
 """
 import argparse
@@ -25,6 +25,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mosaic")
     ap.add_argument("--backends", default="naive,im2col,onednn")
+    ap.add_argument("--optimizers", default="sgd,adam")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rtol", type=float, default=1e-3)
@@ -54,6 +55,8 @@ def main():
 
     configs = [("sgd", {"lr": 0.05}, lambda p: torch.optim.SGD(p, lr=0.05)),
                ("adam", {"lr": 0.002}, lambda p: torch.optim.Adam(p, lr=0.002))]
+    wanted = set(args.optimizers.split(","))
+    configs = [c for c in configs if c[0] in wanted]
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         model_path = os.path.join(tmp, "fmnist.onnx")
