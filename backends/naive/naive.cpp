@@ -173,42 +173,23 @@ class PoolKernel final : public Kernel {
         for (int64_t oh = 0; oh < w_.out[1]; ++oh)
           for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
             float best = -std::numeric_limits<float>::infinity();
-            int64_t best_i = -1;
+            int64_t best_i = -1, count = 0;
             double sum = 0;
-            int64_t count = 0, padded_count = 1;
-            const int64_t o3[3] = {od, oh, ow};
-            for (int a = 0; a < 3; ++a) {
-              // Window positions inside input + padding (PyTorch/ONNX divisor with count_include_pad).
-              int64_t start = o3[a] * w_.s[a] - w_.pb[a];
-              int64_t end = std::min(start + (w_.k[a] - 1) * w_.d[a] + 1, w_.in[a] + w_.pe[a]);
-              padded_count *= (end - start + w_.d[a] - 1) / w_.d[a];
-            }
-            for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
-              int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
-              if (id < 0 || id >= w_.in[0]) continue;
-              for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
-                int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
-                if (ih < 0 || ih >= w_.in[1]) continue;
-                for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
-                  int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
-                  if (iw < 0 || iw >= w_.in[2]) continue;
-                  const int64_t off = (id * w_.in[1] + ih) * w_.in[2] + iw;
-                  const float v = xc[off];
-                  if (v > best || best_i < 0) {
-                    best = v;
-                    best_i = p_.storage_order ? (iw * w_.in[1] + ih) * w_.in[0] + id : off;
-                  }
-                  sum += v;
-                  ++count;
-                }
+            visit_window(od, oh, ow, [&](int64_t off, int64_t id, int64_t ih, int64_t iw) {
+              const float v = xc[off];
+              if (v > best || best_i < 0) {
+                best = v;
+                best_i = p_.storage_order ? (iw * w_.in[1] + ih) * w_.in[0] + id : off;
               }
-            }
+              sum += v;
+              ++count;
+            });
             const int64_t o = nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow;
             if (is_max_) {
               y[o] = best;
               if (indices) indices[o] = nc * in_sp + best_i;
             } else {
-              y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? padded_count : count));
+              y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? padded_count(od, oh, ow) : count));
             }
           }
     }
@@ -233,35 +214,18 @@ class PoolKernel final : public Kernel {
             const float g = dy[nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
             std::vector<int64_t> cells;
             float best = -std::numeric_limits<float>::infinity();
-            int64_t best_i = -1, padded_count = 1;
-            const int64_t o3[3] = {od, oh, ow};
-            for (int ax = 0; ax < 3; ++ax) {
-              int64_t start = o3[ax] * w_.s[ax] - w_.pb[ax];
-              int64_t end = std::min(start + (w_.k[ax] - 1) * w_.d[ax] + 1, w_.in[ax] + w_.pe[ax]);
-              padded_count *= (end - start + w_.d[ax] - 1) / w_.d[ax];
-            }
-            for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
-              int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
-              if (id < 0 || id >= w_.in[0]) continue;
-              for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
-                int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
-                if (ih < 0 || ih >= w_.in[1]) continue;
-                for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
-                  int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
-                  if (iw < 0 || iw >= w_.in[2]) continue;
-                  const int64_t off = (id * w_.in[1] + ih) * w_.in[2] + iw;
-                  if (xc[off] > best || best_i < 0) {
-                    best = xc[off];
-                    best_i = off;
-                  }
-                  cells.push_back(off);
-                }
+            int64_t best_i = -1;
+            visit_window(od, oh, ow, [&](int64_t off, int64_t, int64_t, int64_t) {
+              if (xc[off] > best || best_i < 0) {
+                best = xc[off];
+                best_i = off;
               }
-            }
+              cells.push_back(off);
+            });
             if (is_max_) {
               if (best_i >= 0) dxc[best_i] += g;
             } else {
-              const float share = g / static_cast<float>(p_.count_include_pad ? padded_count : cells.size());
+              const float share = g / static_cast<float>(p_.count_include_pad ? padded_count(od, oh, ow) : cells.size());
               for (int64_t off : cells) dxc[off] += share;
             }
           }
@@ -270,6 +234,34 @@ class PoolKernel final : public Kernel {
   }
 
  private:
+  /// Calls f(offset, id, ih, iw) for every window cell of output (od, oh, ow) inside the input.
+  template <class F>
+  void visit_window(int64_t od, int64_t oh, int64_t ow, F&& f) const {
+    for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+      const int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+      if (id < 0 || id >= w_.in[0]) continue;
+      for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+        const int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+        if (ih < 0 || ih >= w_.in[1]) continue;
+        for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+          const int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+          if (iw < 0 || iw >= w_.in[2]) continue;
+          f((id * w_.in[1] + ih) * w_.in[2] + iw, id, ih, iw);
+        }
+      }
+    }
+  }
+  /// Window positions inside input + padding: the PyTorch/ONNX divisor with count_include_pad.
+  int64_t padded_count(int64_t od, int64_t oh, int64_t ow) const {
+    const int64_t o3[3] = {od, oh, ow};
+    int64_t n = 1;
+    for (int a = 0; a < 3; ++a) {
+      const int64_t start = o3[a] * w_.s[a] - w_.pb[a];
+      const int64_t end = std::min(start + (w_.k[a] - 1) * w_.d[a] + 1, w_.in[a] + w_.pe[a]);
+      n *= (end - start + w_.d[a] - 1) / w_.d[a];
+    }
+    return n;
+  }
   PoolParams p_;
   Win3 w_;
   bool is_max_ = true;

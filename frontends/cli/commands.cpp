@@ -161,6 +161,31 @@ int run_info(const InfoOptions& o) {
 
 namespace {
 
+/// Copies a check's outcome into a configuration's report.
+void apply_check(ConfigReport& c, const ConfigReport& check) {
+  c.checked = check.checked;
+  c.check_ok = check.check_ok;
+  c.max_abs_err = check.max_abs_err;
+  c.max_rel_err = check.max_rel_err;
+  c.check_message = check.check_message;
+}
+
+/// Prints the report, writes the requested files, and turns the checks into an exit code.
+int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what) {
+  fill_speedups(report, 0);
+  print_report(report, std::cout);
+  if (!o.json.empty()) {
+    Status st = write_json(report, o.json);
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!o.csv.empty()) {
+    Status st = write_csv(report, o.csv);
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!all_ok) std::cerr << "mosaic: " << what << " differ from the naive reference (see check lines above)\n";
+  return all_ok ? 0 : 1;
+}
+
 /// Training benchmark: each iteration is forward, loss, backward and an optimizer step.
 /// Before timing, every plan's loss and parameter gradients on the same batch are compared
 /// with the naive plan's.
@@ -240,26 +265,11 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), o.config);
     if (!r.ok()) return fail(r.status());
     ConfigReport c = make_config_report(configs[i].first, plan, r.value(), report.batch);
-    c.checked = check.checked;
-    c.check_ok = check.check_ok;
-    c.max_abs_err = check.max_abs_err;
-    c.max_rel_err = check.max_rel_err;
-    c.check_message = check.check_message;
+    apply_check(c, check);
     c.peak_tracked_bytes = plan.tracker().peak();
     report.configs.push_back(std::move(c));
   }
-  fill_speedups(report, 0);
-  print_report(report, std::cout);
-  if (!o.json.empty()) {
-    Status st = write_json(report, o.json);
-    if (!st.is_ok()) return fail(st);
-  }
-  if (!o.csv.empty()) {
-    Status st = write_csv(report, o.csv);
-    if (!st.is_ok()) return fail(st);
-  }
-  if (!all_ok) std::cerr << "mosaic: gradients differ from the naive reference (see check lines above)\n";
-  return all_ok ? 0 : 1;
+  return emit_report(report, o, all_ok, "loss and gradients");
 }
 
 }  // namespace------------------------------------------------------------------------
@@ -361,26 +371,11 @@ int run_bench(const BenchOptions& o) {
     auto r = run_benchmark(plan, inputs, o.config);
     if (!r.ok()) return fail(r.status());
     ConfigReport c = make_config_report(configs[i].first, plan, r.value(), report.batch);
-    c.checked = check.checked;
-    c.check_ok = check.check_ok;
-    c.max_abs_err = check.max_abs_err;
-    c.max_rel_err = check.max_rel_err;
-    c.check_message = check.check_message;
+    apply_check(c, check);
     c.peak_tracked_bytes = plan.tracker().peak();
     report.configs.push_back(std::move(c));
   }
-  fill_speedups(report, 0);
-  print_report(report, std::cout);
-  if (!o.json.empty()) {
-    Status st = write_json(report, o.json);
-    if (!st.is_ok()) return fail(st);
-  }
-  if (!o.csv.empty()) {
-    Status st = write_csv(report, o.csv);
-    if (!st.is_ok()) return fail(st);
-  }
-  if (!all_ok) std::cerr << "mosaic: outputs differ from the naive reference (see check lines above)\n";
-  return all_ok ? 0 : 1;
+  return emit_report(report, o, all_ok, "outputs");
 }
 
 // ---- verify -------------------------------------------------------------------------------
