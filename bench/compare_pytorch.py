@@ -54,12 +54,39 @@ MODELS = {"alexnet-cifar": alexnet_cifar, "vgg16-cifar": vgg16_cifar}
 PARAMS = {"alexnet-cifar": 78330250, "vgg16-cifar": 8735652}
 
 
-def time_pytorch(name, batch, warmup, iterations, budget):
+def time_pytorch(name, batch, warmup, iterations, budget, training=False):
     torch.manual_seed(0)
     model = MODELS[name]().eval()
     assert sum(p.numel() for p in model.parameters()) == PARAMS[name]
     x = torch.rand(batch, 3, 32, 32)
     times = []
+    if training:
+        # One SGD training step per iteration: forward, cross-entropy, backward, update.
+        model.train()
+        classes = 10 if name == "alexnet-cifar" else 100
+        y = torch.randint(0, classes, (batch,))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        start = time.perf_counter()
+        for _ in range(warmup):
+            step()
+            if time.perf_counter() - start > budget / 4:
+                break
+        start = time.perf_counter()
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+            if time.perf_counter() - start > budget * 3 / 4:
+                break
+        med = statistics.median(times)
+        return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
     with torch.no_grad():
         start = time.perf_counter()
         for _ in range(warmup):
@@ -86,16 +113,16 @@ def pytorch_subprocess(name, batch, args, openmp_blas):
         env["LD_LIBRARY_PATH"] = OPENMP_BLAS_DIR
     cmd = [sys.executable, os.path.abspath(__file__), "--pytorch-worker", name, str(batch), "--threads",
            str(args.threads), "--warmup", str(args.warmup), "--iterations", str(args.iterations),
-           "--max-seconds", str(args.max_seconds)]
+           "--max-seconds", str(args.max_seconds), "--mode", args.mode]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget):
+def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget, mode="inference"):
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
         cmd = [mosaic, "bench", model_path, "--batch", str(batch), "--backends", ",".join(backends),
                "--threads", str(threads), "--warmup", str(warmup), "--iterations", str(iterations),
-               "--max-seconds", str(budget), "--no-check", "--json", tmp.name]
+               "--max-seconds", str(budget), "--no-check", "--mode", mode, "--json", tmp.name]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(tmp.name) as f:
             return json.load(f)
@@ -119,17 +146,19 @@ def main():
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=40)
     ap.add_argument("--json", default="")
+    ap.add_argument("--mode", default="inference", choices=["inference", "training"])
     ap.add_argument("--pytorch-worker", nargs=2, metavar=("MODEL", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.pytorch_worker:
         name, batch = args.pytorch_worker[0], int(args.pytorch_worker[1])
-        print(json.dumps(time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds)))
+        print(json.dumps(time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds,
+                                      args.mode == "training")))
         return 0
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     backends = args.backends.split(",")
     peak = gemm_peak(args.mosaic, args.threads)
-    print(f"threads {args.threads}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(autodetect)')}, "
+    print(f"mode {args.mode}, threads {args.threads}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(autodetect)')}, "
           f"torch {torch.__version__}, OpenBLAS sgemm 4096^3 peak {peak:.1f} GFLOP/s\n")
     results = {"threads": args.threads, "gemm_peak_gflops": peak,
                "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "rows": []}
@@ -146,7 +175,7 @@ def main():
                 pt_openmp = pytorch_subprocess(name, batch, args, True)
                 pt = max(pt_default, pt_openmp, key=lambda r: r["images_per_s"])
                 rep = run_mosaic(args.mosaic, path, batch, backends, args.threads, args.warmup, args.iterations,
-                                 args.max_seconds)
+                                 args.max_seconds, args.mode)
                 runs = {r["label"]: r for r in rep["runs"]}
                 ips = {b: runs[b]["summary"]["images_per_s"] for b in backends}
                 row = {"model": name, "batch": batch, "pytorch": pt, "pytorch_default_blas": pt_default,

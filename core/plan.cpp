@@ -372,12 +372,25 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
         }
     std::vector<std::shared_ptr<Buffer>> pool;
     for (size_t b : scratch_bytes) pool.push_back(std::make_shared<Buffer>(b, &P.tracker_));
+    // A value used by exactly one input slot (and not a graph output) gets its gradient
+    // written directly by that consumer; all others are zeroed and accumulated.
+    std::vector<int> uses(P.values_.size(), 0);
+    for (const auto& st : P.steps_)
+      for (int v : st.in)
+        if (v >= 0) ++uses[v];
+    for (int v : P.output_values_) uses[v] += 2;
     for (auto& st : P.steps_) {
       st.scratch.resize(st.in.size());
-      for (size_t i = 0; i < st.in.size(); ++i)
-        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad)
-          st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[st.in[i]].desc.shape}, pool[i]);
+      st.direct.assign(st.in.size(), false);
+      for (size_t i = 0; i < st.in.size(); ++i) {
+        const int v = st.in[i];
+        if (v < 0 || !P.values_[v].needs_grad) continue;
+        if (uses[v] == 1 && !st.alias) st.direct[i] = true;
+        else st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[v].desc.shape}, pool[i]);
+        if (!st.direct[i]) P.values_[v].accumulated = true;
+      }
     }
+    for (int v : P.output_values_) P.values_[v].accumulated = true;
   }
   return plan;
 }
@@ -408,7 +421,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   if (output_grads.size() != output_values_.size())
     return Status::invalid("expected " + std::to_string(output_values_.size()) + " output gradients");
   for (auto& v : values_)
-    if (v.grad.defined()) std::fill(v.grad.f32(), v.grad.f32() + v.grad.numel(), 0.f);
+    if (v.grad.defined() && v.accumulated) std::fill(v.grad.f32(), v.grad.f32() + v.grad.numel(), 0.f);
   for (size_t i = 0; i < output_values_.size(); ++i) {
     PlanValue& v = values_[output_values_[i]];
     if (!v.grad.defined()) continue;
@@ -431,7 +444,8 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
     for (Tensor* t : st.dst) args.dst.push_back(t);
     for (int v : st.out) args.diff_dst.push_back(v >= 0 && values_[v].needs_grad ? &values_[v].grad : nullptr);
     for (size_t i = 0; i < st.in.size(); ++i)
-      args.diff_src.push_back(st.scratch[i].defined() ? &st.scratch[i] : nullptr);
+      args.diff_src.push_back(st.direct[i] ? &values_[st.in[i]].grad
+                                           : (st.scratch[i].defined() ? &st.scratch[i] : nullptr));
     NodeEvent ev;
     ev.step = static_cast<int>(s);
     ev.stage = Stage::kBackward;

@@ -59,6 +59,7 @@ struct PlanValue {
   bool is_input = false;
   bool trainable = false;  ///< a parameter of a training plan
   bool needs_grad = false; ///< depends on a parameter (training plans)
+  bool accumulated = false;  ///< its gradient is summed from several contributions (zeroed first)
   int storage = -1;     ///< index into the plan's storage list (-1: constant)
   Tensor grad;          ///< gradient buffer (training plans, needs_grad values)
 };
@@ -73,6 +74,7 @@ struct PlanStep {
   std::vector<const Tensor*> src;
   std::vector<Tensor*> dst;
   std::vector<Tensor> scratch;   ///< per input: where backward writes its gradient
+  std::vector<bool> direct;      ///< per input: sole consumer, so backward writes the gradient itself
   double flops = 0;
   size_t out_bytes = 0;
   bool alias = false;

@@ -143,6 +143,41 @@ INSTANTIATE_TEST_SUITE_P(Ops, OptimisedBackward,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).label;
                          });
 
+TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
+  // y = x * x + x: x is used three times (twice by one node), dy/dx = 2x + 1.
+  Graph g;
+  g.source = "accumulate";
+  ValueInfo in;
+  in.name = "x";
+  in.dims = {5};
+  in.has_shape = true;
+  g.inputs.push_back(in);
+  Node mul = make_node("Mul"), add = make_node("Add");
+  mul.inputs = {"x", "x"};
+  mul.outputs = {"m"};
+  add.inputs = {"m", "x"};
+  add.outputs = {"y"};
+  g.nodes = {mul, add};
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    PlanOptions po;
+    po.training = true;
+    po.input_grads = true;
+    auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry(), po);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    Tensor x = Tensor::from_f32({5}, {-2, -0.5f, 0, 1, 3});
+    ASSERT_TRUE(plan.value()->run({x}, nullptr).is_ok());
+    ASSERT_TRUE(plan.value()->backward({Tensor::from_f32({5}, {1, 1, 1, 1, 1})}).is_ok());
+    const Tensor* dx = plan.value()->input_grad(0);
+    ASSERT_NE(dx, nullptr);
+    for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(dx->f32()[i], 2 * x.f32()[i] + 1) << backend << " element " << i;
+    // A second backward gives the same gradient (buffers are reset, not accumulated across calls).
+    ASSERT_TRUE(plan.value()->backward({Tensor::from_f32({5}, {1, 1, 1, 1, 1})}).is_ok());
+    EXPECT_FLOAT_EQ(plan.value()->input_grad(0)->f32()[4], 7.f) << backend;
+  }
+}
+
 TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
   // One channel, values 1 and 3: batch mean 2, biased variance 1 (unbiased 2).
   OpCase c;

@@ -247,6 +247,32 @@ class IndexMapKernel : public Kernel {
     const float* dy = a.diff_dst[0]->f32();
     const size_t r = out_shape_.size();
     const auto in_strides = row_major_strides(in_shape_);
+    if (injective_ && r > 0) {
+      // Every input element is copied at most once (constant padding, slicing): the
+      // forward's row runs in reverse, rows in parallel.
+      const int64_t row_len = out_shape_[r - 1];
+      const int64_t rows = row_len ? shape_numel(out_shape_) / row_len : 0;
+#pragma omp parallel for schedule(static) if (rows * row_len > 65536)
+      for (int64_t row = 0; row < rows; ++row) {
+        int64_t off = 0, rem = row;
+        bool inside = true;
+        for (int64_t ax = static_cast<int64_t>(r) - 2; ax >= 0; --ax) {
+          const int64_t i = map_[ax][rem % out_shape_[ax]];
+          rem /= out_shape_[ax];
+          if (i < 0) inside = false;
+          else off += i * in_strides[ax];
+        }
+        if (!inside) continue;
+        const float* g = dy + row * row_len;
+        for (const Run& run : runs_) {
+          if (run.in_start < 0) continue;
+          if (run.step == 1) std::memcpy(dx + off + run.in_start, g + run.out_start, run.length * sizeof(float));
+          else
+            for (int64_t j = 0; j < run.length; ++j) dx[off + run.in_start + j * run.step] = g[run.out_start + j];
+        }
+      }
+      return Status::ok();
+    }
     std::vector<int64_t> idx(r, 0);
     for (int64_t o = 0; o < shape_numel(out_shape_); ++o) {
       int64_t off = 0;
@@ -266,8 +292,16 @@ class IndexMapKernel : public Kernel {
   }
 
  protected:
-  /// Splits the last axis's map into runs: fill, contiguous copy, or strided copy.
+  /// Splits the last axis's map into runs: fill, contiguous copy, or strided copy; and notes
+  /// whether every input element is read at most once (backward can then run in parallel).
   void build_runs() {
+    injective_ = true;
+    for (const auto& m : map_) {
+      std::vector<int64_t> seen(m.begin(), m.end());
+      std::sort(seen.begin(), seen.end());
+      for (size_t i = 1; i < seen.size(); ++i)
+        if (seen[i] >= 0 && seen[i] == seen[i - 1]) injective_ = false;
+    }
     const std::vector<int64_t>& m = map_.back();
     for (int64_t j = 0; j < static_cast<int64_t>(m.size());) {
       Run run{j, m[j], 1, 1};
@@ -288,6 +322,7 @@ class IndexMapKernel : public Kernel {
   Shape in_shape_, out_shape_;
   std::vector<std::vector<int64_t>> map_;  ///< per axis: output index -> input index, -1 = fill
   std::vector<Run> runs_;
+  bool injective_ = false;
   size_t esize_ = 4;
   alignas(8) char fill_[8] = {};
   int fill_input_ = -1;  ///< input holding the fill value at run time, if any
