@@ -303,15 +303,20 @@ TEST_P(WholeNetwork, GradcheckPasses) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::Values("im2col", "onednn"));
 
-TEST(Gradcheck, CatchesWrongSignBackward) {
+/// Gradchecks fmnist-cnn on naive with `op`'s kernel replaced by a planted bug.
+Expected<GradcheckReport> with_planted_bug(const std::string& op, KernelFactory buggy) {
   KernelRegistry reg;
   register_naive_kernels(reg);
-  reg.add("naive", "Relu", make_factory<WrongSignRelu>());
+  reg.add("naive", op, std::move(buggy));
   Graph g = build_zoo_model("fmnist-cnn", 3).value();
   PrepareOptions po;
   po.batch = 2;
-  ASSERT_TRUE(prepare_graph(g, reg, po).ok());
-  auto r = gradcheck(g, reg, Placement::all_on("naive", {}), GradcheckOptions{});
+  MOSAIC_RETURN_IF_ERROR(prepare_graph(g, reg, po).status());
+  return gradcheck(g, reg, Placement::all_on("naive", {}), GradcheckOptions{});
+}
+
+TEST(Gradcheck, CatchesWrongSignBackward) {
+  auto r = with_planted_bug("Relu", make_factory<WrongSignRelu>());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_FALSE(r->passed());
   // fc2 is after the last ReLU: its gradients are still right; everything before is wrong.
@@ -326,14 +331,7 @@ TEST(Gradcheck, CatchesWrongSignBackward) {
 }
 
 TEST(Gradcheck, CatchesMissingTerm) {
-  KernelRegistry reg;
-  register_naive_kernels(reg);
-  reg.add("naive", "Gemm", make_factory<MissingBiasGemm>());
-  Graph g = build_zoo_model("fmnist-cnn", 3).value();
-  PrepareOptions po;
-  po.batch = 2;
-  ASSERT_TRUE(prepare_graph(g, reg, po).ok());
-  auto r = gradcheck(g, reg, Placement::all_on("naive", {}), GradcheckOptions{});
+  auto r = with_planted_bug("Gemm", make_factory<MissingBiasGemm>());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   for (const auto& t : r->tensors) {
     if (t.name == "fc1.bias" || t.name == "fc2.bias") {
