@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/common/broadcast.hpp"
 #include "backends/common/movement.hpp"
 #include "operators/params.hpp"
 
@@ -508,27 +509,10 @@ class MatMulKernel final : public Kernel {
                   p_.n);
       return Status::ok();
     }
-    auto strides = [&](const Shape& in) {
-      std::vector<int64_t> st(p_.batch.size(), 0);
-      auto rs = row_major_strides(in);
-      for (size_t i = 0; i < in.size(); ++i) st[i] = in[i] == 1 ? 0 : rs[i];
-      return st;
-    };
-    const auto sa = strides(p_.a_batch), sb = strides(p_.b_batch);
-    std::vector<int64_t> idx(p_.batch.size(), 0);
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < idx.size(); ++d) {
-        oa += idx[d] * sa[d];
-        ob += idx[d] * sb[d];
-      }
+    for_each_matmul_batch(p_, [&](int64_t bi, int64_t oa, int64_t ob) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p_.m, p_.n, p_.k, 1.f, a + oa * p_.m * p_.k, p_.k,
                   b + ob * p_.k * p_.n, p_.n, 0.f, y + bi * p_.m * p_.n, p_.n);
-      for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < p_.batch[d]) break;
-        idx[d] = 0;
-      }
-    }
+    });
     return Status::ok();
   }
 
@@ -548,15 +532,8 @@ class BinaryKernel final : public Kernel {
     op_ = op == "Add" ? 0 : op == "Sub" ? 1 : op == "Mul" ? 2 : 3;
     out_ = ctx.outputs[0].shape;
     if (out_.empty()) out_ = {1};
-    auto strides = [&](Shape in) {
-      in.insert(in.begin(), out_.size() - in.size(), 1);
-      std::vector<int64_t> st(out_.size(), 0);
-      auto rs = row_major_strides(in);
-      for (size_t i = 0; i < in.size(); ++i) st[i] = in[i] == 1 ? 0 : rs[i];
-      return st;
-    };
-    sa_ = strides(ctx.inputs[0].shape);
-    sb_ = strides(ctx.inputs[1].shape);
+    sa_ = broadcast_strides(ctx.inputs[0].shape, out_);
+    sb_ = broadcast_strides(ctx.inputs[1].shape, out_);
     // Collapse trailing axes whose operand strides stay contiguous (or stay broadcast).
     row_ = out_.back();
     int64_t axis = static_cast<int64_t>(out_.size()) - 1;

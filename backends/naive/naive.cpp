@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/common/broadcast.hpp"
 #include "backends/common/movement.hpp"
 #include "operators/params.hpp"
 
@@ -337,15 +338,6 @@ class GemmKernel final : public Kernel {
   const Node* node_ = nullptr;
 };
 
-/// Offset of a broadcast operand for a flat output index, via per-axis strides (0 where broadcast).
-std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  auto rs = row_major_strides(in);
-  const size_t off = out.size() - in.size();
-  for (size_t i = 0; i < in.size(); ++i) st[i + off] = in[i] == 1 ? 0 : rs[i];
-  return st;
-}
-
 class MatMulKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -358,15 +350,7 @@ class MatMulKernel final : public Kernel {
     const float* a = src[0]->f32();
     const float* b = src[1]->f32();
     float* y = dst[0]->f32();
-    const auto sa = broadcast_strides(p_.a_batch, p_.batch), sb = broadcast_strides(p_.b_batch, p_.batch);
-    const int64_t nb = shape_numel(p_.batch);
-    std::vector<int64_t> idx(p_.batch.size(), 0);
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < idx.size(); ++d) {
-        oa += idx[d] * sa[d];
-        ob += idx[d] * sb[d];
-      }
+    for_each_matmul_batch(p_, [&](int64_t bi, int64_t oa, int64_t ob) {
       const float* ab = a + oa * p_.m * p_.k;
       const float* bb = b + ob * p_.k * p_.n;
       float* yb = y + bi * p_.m * p_.n;
@@ -376,11 +360,7 @@ class MatMulKernel final : public Kernel {
           for (int64_t k = 0; k < p_.k; ++k) acc += static_cast<double>(ab[i * p_.k + k]) * bb[k * p_.n + j];
           yb[i * p_.n + j] = static_cast<float>(acc);
         }
-      for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < p_.batch[d]) break;
-        idx[d] = 0;
-      }
-    }
+    });
     return Status::ok();
   }
 
@@ -391,15 +371,7 @@ class MatMulKernel final : public Kernel {
     const float* dy = a.diff_dst[0]->f32();
     float* dA = grad_out(a, 0);
     float* dB = grad_out(a, 1);
-    const auto sa = broadcast_strides(p_.a_batch, p_.batch), sb = broadcast_strides(p_.b_batch, p_.batch);
-    const int64_t nb = shape_numel(p_.batch);
-    std::vector<int64_t> idx(p_.batch.size(), 0);
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < idx.size(); ++d) {
-        oa += idx[d] * sa[d];
-        ob += idx[d] * sb[d];
-      }
+    for_each_matmul_batch(p_, [&](int64_t bi, int64_t oa, int64_t ob) {
       const float* g = dy + bi * p_.m * p_.n;
       for (int64_t i = 0; i < p_.m; ++i)
         for (int64_t j = 0; j < p_.n; ++j)
@@ -407,11 +379,7 @@ class MatMulKernel final : public Kernel {
             if (dA) dA[oa * p_.m * p_.k + i * p_.k + k] += g[i * p_.n + j] * B[ob * p_.k * p_.n + k * p_.n + j];
             if (dB) dB[ob * p_.k * p_.n + k * p_.n + j] += A[oa * p_.m * p_.k + i * p_.k + k] * g[i * p_.n + j];
           }
-      for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < p_.batch[d]) break;
-        idx[d] = 0;
-      }
-    }
+    });
     return Status::ok();
   }
 

@@ -161,13 +161,17 @@ int run_info(const InfoOptions& o) {
 
 namespace {
 
-/// Copies a check's outcome into a configuration's report.
-void apply_check(ConfigReport& c, const ConfigReport& check) {
+/// Adds a timed configuration to the report, with its check's outcome and peak memory.
+void add_config(BenchReport& report, const std::string& label, Plan& plan, const BenchResult& result,
+                const ConfigReport& check) {
+  ConfigReport c = make_config_report(label, plan, result, report.batch);
   c.checked = check.checked;
   c.check_ok = check.check_ok;
   c.max_abs_err = check.max_abs_err;
   c.max_rel_err = check.max_rel_err;
   c.check_message = check.check_message;
+  c.peak_tracked_bytes = plan.tracker().peak();
+  report.configs.push_back(std::move(c));
 }
 
 /// Prints the report, writes the requested files, and turns the checks into an exit code.
@@ -264,10 +268,7 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     plan.tracker().reset_peak();
     auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), o.config);
     if (!r.ok()) return fail(r.status());
-    ConfigReport c = make_config_report(configs[i].first, plan, r.value(), report.batch);
-    apply_check(c, check);
-    c.peak_tracked_bytes = plan.tracker().peak();
-    report.configs.push_back(std::move(c));
+    add_config(report, configs[i].first, plan, r.value(), check);
   }
   return emit_report(report, o, all_ok, "loss and gradients");
 }
@@ -370,10 +371,7 @@ int run_bench(const BenchOptions& o) {
     plan.tracker().reset_peak();
     auto r = run_benchmark(plan, inputs, o.config);
     if (!r.ok()) return fail(r.status());
-    ConfigReport c = make_config_report(configs[i].first, plan, r.value(), report.batch);
-    apply_check(c, check);
-    c.peak_tracked_bytes = plan.tracker().peak();
-    report.configs.push_back(std::move(c));
+    add_config(report, configs[i].first, plan, r.value(), check);
   }
   return emit_report(report, o, all_ok, "outputs");
 }
