@@ -1,18 +1,52 @@
 #include "core/optimizer.hpp"
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cmath>
+#include <mutex>
+
+#include "core/plan.hpp"
 
 namespace mosaic {
 
 Status Optimizer::step(std::vector<ParamRef>& params) {
-  if (state_.empty()) state_.resize(params.size());
-  if (state_.size() != params.size()) return Status::invalid(name() + ": the parameter list changed between steps");
-  ++steps_;
-  for (size_t i = 0; i < params.size(); ++i) {
-    ParamRef& p = params[i];
+  std::vector<float*> values;
+  std::vector<const float*> grads;
+  std::vector<int64_t> sizes;
+  for (ParamRef& p : params) {
     if (!p.grad.defined() || p.grad.numel() != p.value.numel())
       return Status::invalid(name() + ": parameter '" + p.name + "' has no gradient of its size");
-    update(p.value.f32(), p.grad.f32(), p.value.numel(), state_[i], steps_);
+    values.push_back(p.value.f32());
+    grads.push_back(p.grad.f32());
+    sizes.push_back(p.value.numel());
+  }
+  return step(values, grads, sizes);
+}
+
+Status Optimizer::step(const std::vector<float*>& values, const std::vector<const float*>& grads,
+                       const std::vector<int64_t>& sizes) {
+  if (values.size() != grads.size() || values.size() != sizes.size())
+    return Status::invalid(name() + ": values, gradients and sizes differ in count");
+  if (state_.empty()) state_.resize(values.size());
+  if (state_.size() != values.size()) return Status::invalid(name() + ": the parameter list changed between steps");
+  try {
+    const size_t buffers = state_names().size();
+    for (size_t i = 0; i < values.size(); ++i) {
+      auto& st = state_[i];
+      if (st.empty())
+        for (size_t k = 0; k < buffers; ++k) st.emplace_back(static_cast<size_t>(sizes[i]), initial_state(k));
+      if (st.size() != buffers)
+        return Status::invalid(name() + ": parameter " + std::to_string(i) + " has " + std::to_string(st.size()) +
+                               " state buffers, the optimizer declares " + std::to_string(buffers));
+      for (const auto& b : st)
+        if (static_cast<int64_t>(b.size()) != sizes[i])
+          return Status::invalid(name() + ": a state buffer of parameter " + std::to_string(i) + " has the wrong size");
+    }
+    ++steps_;
+    for (size_t i = 0; i < values.size(); ++i) update(values[i], grads[i], sizes[i], state_[i], steps_);
+  } catch (const std::exception& e) {
+    return Status::internal("optimizer " + name() + " threw: " + e.what());
   }
   return Status::ok();
 }
@@ -27,11 +61,13 @@ class Sgd final : public Optimizer {
  public:
   using Optimizer::Optimizer;
   std::string name() const override { return "sgd"; }
+  std::vector<std::string> state_names() const override {
+    return config_.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+  }
 
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t t) override {
     const double lr = config_.lr, wd = config_.weight_decay, mu = config_.momentum, damp = config_.dampening;
-    if (mu != 0 && st.empty()) st.emplace_back(static_cast<size_t>(n), 0.f);
     for (int64_t i = 0; i < n; ++i) {
       double d = g[i] + wd * p[i];
       if (mu != 0) {
@@ -51,13 +87,10 @@ class Adam final : public Optimizer {
  public:
   Adam(OptimizerConfig c, bool decoupled) : Optimizer(c), decoupled_(decoupled) {}
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t t) override {
-    if (st.empty()) {
-      st.emplace_back(static_cast<size_t>(n), 0.f);
-      st.emplace_back(static_cast<size_t>(n), 0.f);
-    }
     const double lr = config_.lr, wd = config_.weight_decay, b1 = config_.beta1, b2 = config_.beta2;
     const double eps = eps_or(config_, 1e-8);
     const double bc1 = 1 - std::pow(b1, static_cast<double>(t)), bc2 = 1 - std::pow(b2, static_cast<double>(t));
@@ -84,13 +117,13 @@ class RmsProp final : public Optimizer {
  public:
   using Optimizer::Optimizer;
   std::string name() const override { return "rmsprop"; }
+  std::vector<std::string> state_names() const override {
+    if (config_.momentum != 0) return {"square_avg", "momentum_buffer"};
+    return {"square_avg"};
+  }
 
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t) override {
-    if (st.empty()) {
-      st.emplace_back(static_cast<size_t>(n), 0.f);
-      if (config_.momentum != 0) st.emplace_back(static_cast<size_t>(n), 0.f);
-    }
     const double lr = config_.lr, wd = config_.weight_decay, a = config_.alpha, mu = config_.momentum;
     const double eps = eps_or(config_, 1e-8);
     for (int64_t i = 0; i < n; ++i) {
@@ -114,10 +147,11 @@ class Adagrad final : public Optimizer {
  public:
   using Optimizer::Optimizer;
   std::string name() const override { return "adagrad"; }
+  std::vector<std::string> state_names() const override { return {"sum"}; }
+  float initial_state(size_t) const override { return static_cast<float>(config_.initial_accumulator_value); }
 
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t t) override {
-    if (st.empty()) st.emplace_back(static_cast<size_t>(n), static_cast<float>(config_.initial_accumulator_value));
     const double wd = config_.weight_decay, eps = eps_or(config_, 1e-10);
     const double clr = config_.lr / (1 + static_cast<double>(t - 1) * config_.lr_decay);
     for (int64_t i = 0; i < n; ++i) {
@@ -129,29 +163,119 @@ class Adagrad final : public Optimizer {
   }
 };
 
+using PluginFactory = Optimizer* (*)(const OptimizerConfig*);
+
+struct PluginTable {
+  std::mutex mu;
+  std::map<std::string, std::pair<PluginFactory, std::string>> by_name;  ///< name -> (factory, path)
+};
+
+PluginTable& plugins() {
+  static PluginTable table;
+  return table;
+}
+
+std::vector<std::string> builtin_names() {
+  return {"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"};
+}
+
+Status check_extra_keys(const Optimizer& opt, const OptimizerConfig& c) {
+  const auto keys = opt.extra_keys();
+  for (const auto& kv : c.extra)
+    if (std::find(keys.begin(), keys.end(), kv.first) == keys.end()) {
+      std::string known;
+      for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
+      return Status::invalid("optimizer " + opt.name() + " has no hyperparameter '" + kv.first + "'" +
+                             (known.empty() ? std::string(" (it reads none)") : " (it reads: " + known + ")"));
+    }
+  return Status::ok();
+}
+
 }  // namespace
 
-std::vector<std::string> optimizer_names() { return {"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"}; }
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> names = builtin_names();
+  std::lock_guard<std::mutex> lock(plugins().mu);
+  for (const auto& kv : plugins().by_name) names.push_back(kv.first);
+  return names;
+}
+
+Expected<std::string> load_optimizer_plugin(const std::string& path) {
+  // Kept loaded for the life of the process: optimizers it creates point into it.
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* why = dlerror();
+    return Status::io_error("optimizer plugin " + path + ": cannot load: " + (why ? why : "unknown error"));
+  }
+  auto version = reinterpret_cast<int (*)()>(dlsym(lib, "mosaic_optimizer_api_version"));
+  auto name_fn = reinterpret_cast<const char* (*)()>(dlsym(lib, "mosaic_optimizer_plugin_name"));
+  auto create = reinterpret_cast<PluginFactory>(dlsym(lib, "mosaic_create_optimizer"));
+  if (!version || !name_fn || !create) {
+    dlclose(lib);
+    return Status::invalid("optimizer plugin " + path +
+                           ": not a Mosaic optimizer plugin (no MOSAIC_OPTIMIZER_PLUGIN exports)");
+  }
+  const int v = version();
+  if (v != MOSAIC_OPTIMIZER_API_VERSION) {
+    dlclose(lib);
+    return Status::invalid("optimizer plugin " + path + " was built against optimizer interface version " +
+                           std::to_string(v) + ", this Mosaic has version " +
+                           std::to_string(MOSAIC_OPTIMIZER_API_VERSION) + "; rebuild it against this Mosaic's headers");
+  }
+  const std::string name = name_fn() ? name_fn() : "";
+  if (name.empty()) return Status::invalid("optimizer plugin " + path + ": empty optimizer name");
+  const auto builtins = builtin_names();
+  if (std::find(builtins.begin(), builtins.end(), name) != builtins.end())
+    return Status::invalid("optimizer plugin " + path + ": name '" + name + "' is a built-in optimizer's");
+  std::lock_guard<std::mutex> lock(plugins().mu);
+  auto it = plugins().by_name.find(name);
+  if (it != plugins().by_name.end() && it->second.second != path)
+    return Status::invalid("optimizer plugin " + path + ": '" + name + "' is already provided by " + it->second.second);
+  plugins().by_name[name] = {create, path};
+  return name;
+}
 
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, const OptimizerConfig& config) {
   OptimizerConfig c = config;
-  if (c.lr <= 0) return Status::invalid("optimizer " + name + ": learning rate must be positive");
-  if (name == "sgd") return std::unique_ptr<Optimizer>(new Sgd(c));
-  if (name == "momentum" || name == "nesterov") {
+  if (!(c.lr > 0)) return Status::invalid("optimizer " + name + ": learning rate must be positive");
+  std::unique_ptr<Optimizer> opt;
+  if (name == "sgd") {
+    opt.reset(new Sgd(c));
+  } else if (name == "momentum" || name == "nesterov") {
     if (c.momentum == 0) c.momentum = 0.9;
     c.nesterov = name == "nesterov";
-    return std::unique_ptr<Optimizer>(new Sgd(c));
-  }
-  if (name == "adam") return std::unique_ptr<Optimizer>(new Adam(c, false));
-  if (name == "adamw") {
+    opt.reset(new Sgd(c));
+  } else if (name == "adam") {
+    opt.reset(new Adam(c, false));
+  } else if (name == "adamw") {
     if (config.weight_decay == 0) c.weight_decay = 0.01;  // PyTorch's AdamW default
-    return std::unique_ptr<Optimizer>(new Adam(c, true));
+    opt.reset(new Adam(c, true));
+  } else if (name == "rmsprop") {
+    opt.reset(new RmsProp(c));
+  } else if (name == "adagrad") {
+    opt.reset(new Adagrad(c));
+  } else {
+    PluginFactory create = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(plugins().mu);
+      auto it = plugins().by_name.find(name);
+      if (it != plugins().by_name.end()) create = it->second.first;
+    }
+    if (!create) {
+      std::string known;
+      for (const auto& n : optimizer_names()) known += (known.empty() ? "" : ", ") + n;
+      return Status::invalid("unknown optimizer '" + name + "' (known: " + known +
+                             "; user optimizers come from --optimizer-plugin)");
+    }
+    try {
+      opt.reset(create(&c));
+    } catch (const std::exception& e) {
+      return Status::invalid("optimizer " + name + ": the plugin's constructor threw: " + e.what());
+    }
+    if (!opt) return Status::invalid("optimizer " + name + ": the plugin returned no optimizer");
   }
-  if (name == "rmsprop") return std::unique_ptr<Optimizer>(new RmsProp(c));
-  if (name == "adagrad") return std::unique_ptr<Optimizer>(new Adagrad(c));
-  std::string known;
-  for (const auto& n : optimizer_names()) known += (known.empty() ? "" : ", ") + n;
-  return Status::invalid("unknown optimizer '" + name + "' (known: " + known + ")");
+  MOSAIC_RETURN_IF_ERROR(check_extra_keys(*opt, c));
+  return opt;
 }
 
 }  // namespace mosaic

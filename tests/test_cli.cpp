@@ -18,23 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CmdResult {
-  int code = -1;
-  std::string out;
-};
-
-CmdResult mosaic(const std::string& args) {
-  CmdResult r;
-  const std::string cmd = std::string(MOSAIC_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {

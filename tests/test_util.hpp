@@ -2,6 +2,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
 
 #include <map>
 #include <random>
@@ -13,6 +17,24 @@
 #include "core/prepare.hpp"
 
 namespace mosaic::test {
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+/// Runs the mosaic binary with `args`; stdout and stderr together.
+inline CmdResult mosaic(const std::string& args) {
+  CmdResult r;
+  const std::string cmd = std::string(MOSAIC_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
   Tensor t = Tensor::empty({DType::kF32, shape});

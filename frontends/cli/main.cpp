@@ -96,7 +96,19 @@ int main(int argc, char** argv) {
   train_cmd->add_option("model", train.model, "ONNX file, or zoo:NAME")->required();
   train_cmd->add_option("--data", train.data, "fashion-mnist, idx:DIR or synthetic:N,C,H,W,K")->capture_default_str();
   train_cmd->add_option("--backend", train.backend, "backend (nodes it cannot train fall back to naive)")->capture_default_str();
-  train_cmd->add_option("--optimizer", train.optimizer, "sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad")->capture_default_str();
+  train.optimizer.clear();
+  train_cmd->add_option("--optimizer", train.optimizer,
+                        "sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad, or a plugin's (default: sgd, or the plugin's)");
+  train_cmd->add_option("--optimizer-plugin", train.plugins, "load a user optimizer (shared library)");
+  std::string train_opts;
+  train_cmd->add_option("--opt", train_opts, "further optimizer hyperparameters: key=value[,key=value]");
+  std::string freeze;
+  train_cmd->add_option("--freeze", freeze, "parameters kept fixed: comma-separated names or regular expressions");
+  train_cmd->add_option("--normalize", train.normalize,
+                        "per-channel input normalisation: none, auto (training-set statistics) or MEAN,..:STD,..")
+      ->capture_default_str();
+  bool no_prefetch = false;
+  train_cmd->add_flag("--no-prefetch", no_prefetch, "load batches on the training thread (no background loader)");
   train_cmd->add_option("--lr", train.opt.lr, "learning rate")->capture_default_str();
   train_cmd->add_option("--momentum", train.opt.momentum, "momentum (sgd, rmsprop)");
   train_cmd->add_option("--lr-schedule", train.lr_schedule, "constant, cosine or step:EPOCHS:GAMMA")->capture_default_str();
@@ -123,6 +135,27 @@ int main(int argc, char** argv) {
   gc_cmd->add_option("--elements", gc.check.elements, "random single elements per tensor")->capture_default_str();
   gc_cmd->add_option("--seed", gc.check.seed, "seed of input, labels and probes")->capture_default_str();
   gc_cmd->add_option("--threads", gc.threads, "threads")->check(CLI::NonNegativeNumber);
+
+  OptcheckCliOptions oc;
+  std::string oc_opts;
+  auto* oc_cmd = app.add_subcommand("optcheck", "validate an optimizer: reference trajectories, ONNX training-op data, "
+                                                "convergence, a real network");
+  oc_cmd->add_option("--optimizer", oc.optimizer, "optimizer to check (default: the plugin's)");
+  oc_cmd->add_option("--optimizer-plugin", oc.plugins, "load a user optimizer (shared library)");
+  oc_cmd->add_option("--reference", oc.reference, "built-in rule the optimizer must reproduce (default: its own name)");
+  auto* oc_lr = oc_cmd->add_option("--lr", oc.opt.lr, "learning rate of the convergence and network checks (default: per rule)");
+  oc_cmd->add_option("--momentum", oc.opt.momentum, "momentum of the convergence and network checks");
+  oc_cmd->add_option("--weight-decay", oc.opt.weight_decay, "weight decay of the convergence and network checks");
+  oc_cmd->add_option("--opt", oc_opts, "further hyperparameters: key=value[,key=value]");
+  oc_cmd->add_option("--model", oc.model, "network whose gradients feed the optimizer ('none' to skip)")->capture_default_str();
+  oc_cmd->add_option("--backend", oc.backend, "backend of the network check")->capture_default_str();
+  oc_cmd->add_option("--steps", oc.steps, "steps of the network check")->capture_default_str()->check(CLI::PositiveNumber);
+  oc_cmd->add_option("--onnx-data", oc.onnx_data, "ONNX node-test directory")->capture_default_str();
+  oc_cmd->add_option("--tolerance", oc.tolerance, "trajectory tolerance (relative to the reference's movement)")
+      ->capture_default_str();
+  oc_cmd->add_option("--seed", oc.seed, "seed of the problems")->capture_default_str();
+  oc_cmd->add_option("--json", oc.json, "write the verdicts as JSON");
+  oc_cmd->add_option("--threads", oc.threads, "threads")->check(CLI::NonNegativeNumber);
 
   bool markdown = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
@@ -156,9 +189,17 @@ int main(int argc, char** argv) {
     if (*train_cmd) {
       train.shuffle = !no_shuffle;
       train.evaluate = !no_eval;
+      train.prefetch = !no_prefetch;
+      train.opt_params = split(train_opts);
+      train.freeze = split(freeze);
       return run_train(train);
     }
     if (*gc_cmd) return run_gradcheck(gc);
+    if (*oc_cmd) {
+      oc.lr_given = oc_lr->count() > 0;
+      oc.opt_params = split(oc_opts);
+      return run_optcheck(oc);
+    }
   } catch (const std::exception& e) {
     std::cerr << "mosaic: error: " << e.what() << "\n";
     return 2;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "backends/registry.hpp"
 #include "core/loss.hpp"
@@ -47,12 +48,18 @@ int run_train(const TrainOptions& o) {
   const auto& reg = builtin_registry();
   if (!reg.has_backend(o.backend)) return fail(Status::invalid("unknown backend '" + o.backend + "'"));
   if (o.batch < 1 || o.epochs < 1) return fail(Status::invalid("--batch and --epochs must be positive"));
-  auto opt = make_optimizer(o.optimizer, o.opt);
+  OptimizerConfig oc = o.opt;
+  std::string opt_name = o.optimizer;
+  Status flags = apply_optimizer_flags(o.plugins, o.opt_params, oc, opt_name);
+  if (!flags.is_ok()) return fail(flags);
+  auto opt = make_optimizer(opt_name, oc);
   if (!opt.ok()) return fail(opt.status());
   auto schedule = make_schedule(o.lr_schedule, o.epochs);
   if (!schedule.ok()) return fail(schedule.status());
   auto data = load_data(o.data, o.seed);
   if (!data.ok()) return fail(data.status());
+  auto norm = parse_normalization(o.normalize, data->train);
+  if (!norm.ok()) return fail(norm.status());
   auto g = load_prepared(o.model, o.batch);
   if (!g.ok()) return fail(g.status());
   const Shape in_shape = g->value_descs.at(g->inputs[0].name).shape;
@@ -69,6 +76,21 @@ int run_train(const TrainOptions& o) {
   PlanOptions po;
   po.training = true;
   po.seed = o.seed;
+  for (const auto& pattern : o.freeze) {
+    std::regex re;
+    try {
+      re = std::regex(pattern, std::regex::extended);
+    } catch (const std::regex_error& e) {
+      return fail(Status::invalid("--freeze '" + pattern + "': bad regular expression: " + e.what()));
+    }
+    int matched = 0;
+    for (const auto& kv : g->initializers)
+      if (kv.second.dtype() == DType::kF32 && (kv.first == pattern || std::regex_match(kv.first, re)))
+        po.frozen.insert(kv.first), ++matched;
+    if (!matched)
+      return fail(Status::invalid("--freeze '" + pattern + "' matches no parameter of " + o.model +
+                                  " (see `mosaic info` for the names)"));
+  }
   auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
   if (!plan.ok()) return fail(plan.status());
   Plan& P = *plan.value();
@@ -95,6 +117,7 @@ int run_train(const TrainOptions& o) {
       const int64_t m = std::min(o.eval_batch, d.size() - start);
       std::fill(x.f32(), x.f32() + x.numel(), 0.f);
       std::copy(d.images.f32() + start * per, d.images.f32() + (start + m) * per, x.f32());
+      if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
       MOSAIC_RETURN_IF_ERROR(eval.value()->run({x}, nullptr));
       const Tensor& y = eval.value()->output(0);
       const int64_t c = y.dim(1);
@@ -107,30 +130,33 @@ int run_train(const TrainOptions& o) {
   };
 
   BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
-  Tensor images = Tensor::empty({DType::kF32, want});
-  Tensor labels = Tensor::empty({DType::kI64, {o.batch}});
+  it.set_normalization(norm.value());
+  Prefetcher loader(it, want, o.batch, o.prefetch);
   Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
-  nlohmann::json log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", o.optimizer},
+  nlohmann::json log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
                         {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle}};
   log["steps"] = nlohmann::json::array();
   log["epochs"] = nlohmann::json::array();
-  std::printf("training %s on %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter tensors\n",
-              o.model.c_str(), o.data.c_str(), o.optimizer.c_str(), o.opt.lr, static_cast<long long>(o.batch),
-              static_cast<long long>(it.batches_per_epoch()), params.size());
+  log["normalize"] = o.normalize;
+  log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
+  std::printf("training %s on %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter tensors (%zu frozen)\n",
+              o.model.c_str(), o.data.c_str(), opt_name.c_str(), o.opt.lr, static_cast<long long>(o.batch),
+              static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
   int64_t step = 0;
   std::string diverged;
   for (int64_t epoch = 1; epoch <= o.epochs && diverged.empty(); ++epoch) {
     opt.value()->set_lr(schedule.value()->lr(o.opt.lr, epoch - 1));
-    it.start_epoch();
+    loader.start_epoch();
     const int64_t t0 = now_ns();
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
     for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
       if (o.steps > 0 && step >= o.steps) break;
-      it.fill(b, images, labels);
-      Status st = P.run({images}, nullptr);
+      const Tensor *images = nullptr, *labels = nullptr;
+      loader.next(b, &images, &labels);
+      Status st = P.run({*images}, nullptr);
       if (!st.is_ok()) return fail(st);
-      auto loss = softmax_cross_entropy(P.output(0), labels, &dlogits);
+      auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
       if (!loss.ok()) return fail(loss.status());
       ++step;
       log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});

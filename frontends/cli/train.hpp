@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/gradcheck.hpp"
 #include "core/optimizer.hpp"
@@ -14,6 +15,11 @@ struct TrainOptions {
   std::string lr_schedule = "constant";
   std::string save;  ///< write the trained model (ONNX) here
   OptimizerConfig opt;
+  std::vector<std::string> plugins;     ///< --optimizer-plugin libraries
+  std::vector<std::string> opt_params;  ///< --opt key=value (OptimizerConfig::extra)
+  std::vector<std::string> freeze;      ///< parameters kept fixed: names or regexes
+  std::string normalize = "none";       ///< none, auto, or MEAN[,MEAN..]:STD[,STD..]
+  bool prefetch = true;                 ///< background loader thread
   int64_t batch = 64, epochs = 1, steps = 0, eval_batch = 500;
   bool shuffle = true;
   bool evaluate = true;  ///< test accuracy after each epoch
@@ -28,7 +34,25 @@ struct GradcheckCliOptions {
   GradcheckOptions check;
 };
 
+struct OptcheckCliOptions {
+  std::string optimizer, reference, model = "zoo:fmnist-cnn", backend = "naive", json;
+  std::string onnx_data = "/usr/share/libonnx-testdata/data/node";
+  std::vector<std::string> plugins, opt_params;
+  OptimizerConfig opt;
+  bool lr_given = false;
+  int64_t steps = 30;
+  double tolerance = 1e-4;
+  uint64_t seed = 1;
+  int threads = 0;
+};
+
+/// Loads --optimizer-plugin libraries and parses --opt key=value into config.extra. If
+/// `optimizer` is empty it becomes the (single) plugin's optimizer, else "sgd".
+Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std::vector<std::string>& opt_params,
+                             OptimizerConfig& config, std::string& optimizer);
+
 int run_train(const TrainOptions& o);
+int run_optcheck(const OptcheckCliOptions& o);
 int run_gradcheck(const GradcheckCliOptions& o);
 
 }  // namespace mosaic::cli

@@ -3,7 +3,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <sstream>
 #include <filesystem>
 #include <numeric>
 
@@ -187,6 +189,105 @@ void BatchIterator::fill(int64_t b, Tensor& images, Tensor& labels) const {
     std::memcpy(images.f32() + i * per, data_.images.f32() + src * per, static_cast<size_t>(per) * sizeof(float));
     labels.i64()[i] = data_.labels.i64()[src];
   }
+  if (norm_.enabled()) {
+    const int64_t c = data_.images.dim(1);
+    norm_.apply(images.f32(), batch_, c, per / c);
+  }
+}
+
+void Normalization::apply(float* images, int64_t count, int64_t channels, int64_t pixels_per_channel) const {
+  for (int64_t n = 0; n < count; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float m = mean[static_cast<size_t>(c)], inv = 1.f / std[static_cast<size_t>(c)];
+      float* x = images + (n * channels + c) * pixels_per_channel;
+      for (int64_t i = 0; i < pixels_per_channel; ++i) x[i] = (x[i] - m) * inv;
+    }
+}
+
+Expected<Normalization> parse_normalization(const std::string& spec, const Dataset& train) {
+  Normalization n;
+  if (spec.empty() || spec == "none") return n;
+  const int64_t channels = train.images.dim(1);
+  const int64_t per = train.images.numel() / std::max<int64_t>(train.size(), 1) / channels;
+  if (spec == "auto") {
+    for (int64_t c = 0; c < channels; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < train.size(); ++i) {
+        const float* x = train.images.f32() + (i * channels + c) * per;
+        for (int64_t k = 0; k < per; ++k) sum += x[k], sq += static_cast<double>(x[k]) * x[k];
+      }
+      const double cnt = static_cast<double>(train.size() * per);
+      const double mean = sum / cnt, var = std::max(sq / cnt - mean * mean, 0.0);
+      n.mean.push_back(static_cast<float>(mean));
+      n.std.push_back(static_cast<float>(std::sqrt(var) > 1e-12 ? std::sqrt(var) : 1.0));
+    }
+    return n;
+  }
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos)
+    return Status::invalid("--normalize '" + spec + "': expected none, auto or MEAN[,MEAN..]:STD[,STD..]");
+  auto parse_list = [&](const std::string& s, std::vector<float>& out) -> Status {
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char* end = nullptr;
+      const float v = std::strtof(item.c_str(), &end);
+      if (item.empty() || *end != '\0') return Status::invalid("--normalize '" + spec + "': '" + item + "' is not a number");
+      out.push_back(v);
+    }
+    if (out.size() == 1) out.assign(static_cast<size_t>(channels), out[0]);
+    if (static_cast<int64_t>(out.size()) != channels)
+      return Status::invalid("--normalize '" + spec + "': " + std::to_string(out.size()) + " values for " +
+                             std::to_string(channels) + " channels");
+    return Status::ok();
+  };
+  MOSAIC_RETURN_IF_ERROR(parse_list(spec.substr(0, colon), n.mean));
+  MOSAIC_RETURN_IF_ERROR(parse_list(spec.substr(colon + 1), n.std));
+  for (float s : n.std)
+    if (!(s > 0)) return Status::invalid("--normalize '" + spec + "': standard deviations must be positive");
+  return n;
+}
+
+Prefetcher::Prefetcher(BatchIterator& it, const Shape& image_shape, int64_t batch, bool threaded)
+    : it_(it), threaded_(threaded) {
+  for (int s = 0; s < 2; ++s) {
+    images_[s] = Tensor::empty({DType::kF32, image_shape});
+    labels_[s] = Tensor::empty({DType::kI64, {batch}});
+  }
+}
+
+Prefetcher::~Prefetcher() { wait(); }
+
+void Prefetcher::wait() {
+  if (pending_.valid()) pending_.get();
+}
+
+void Prefetcher::launch(int64_t b) {
+  pending_batch_ = b;
+  if (b >= it_.batches_per_epoch()) return;
+  const int s = static_cast<int>(b & 1);
+  if (threaded_)
+    pending_ = std::async(std::launch::async, [this, b, s] { it_.fill(b, images_[s], labels_[s]); });
+  else
+    it_.fill(b, images_[s], labels_[s]);
+}
+
+void Prefetcher::start_epoch() {
+  wait();
+  it_.start_epoch();
+  launch(0);
+}
+
+void Prefetcher::next(int64_t b, const Tensor** images, const Tensor** labels) {
+  if (b != pending_batch_) {  // not the batch being prefetched: load it now
+    wait();
+    launch(b);
+  }
+  wait();
+  const int s = static_cast<int>(b & 1);
+  *images = &images_[s];
+  *labels = &labels_[s];
+  launch(b + 1);  // the other buffer; the caller holds this one until its next call
 }
 
 }  // namespace mosaic

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,6 +41,18 @@ Expected<Dataset> load_cifar(const std::vector<std::string>& files, int label_by
 ///   synthetic:N,C,H,W,K      N random images of C x H x W in K classes (seeded), 1/6 held out
 Expected<DataSplits> load_data(const std::string& spec, uint64_t seed);
 
+/// Per-channel input normalisation x' = (x - mean[c]) / std[c].
+struct Normalization {
+  std::vector<float> mean, std;
+  bool enabled() const { return !mean.empty(); }
+  /// Normalises `count` images of [C, H, W] in place.
+  void apply(float* images, int64_t count, int64_t channels, int64_t pixels_per_channel) const;
+};
+
+/// "none"; "auto" (per-channel mean and standard deviation of `train`); or explicit
+/// "MEAN[,MEAN..]:STD[,STD..]" with one value per channel (or one for all).
+Expected<Normalization> parse_normalization(const std::string& spec, const Dataset& train);
+
 /// Visits a dataset in batches: seeded Fisher-Yates shuffle per epoch (or file order),
 /// full batches only (the last partial batch of an epoch is dropped).
 class BatchIterator {
@@ -49,14 +62,41 @@ class BatchIterator {
   void start_epoch();
   int64_t batches_per_epoch() const;
   /// Copies batch b of the current epoch into images [batch, C, H, W] and labels [batch].
+  /// Normalised when a normalisation is set.
   void fill(int64_t b, Tensor& images, Tensor& labels) const;
+  void set_normalization(Normalization n) { norm_ = std::move(n); }
 
  private:
   const Dataset& data_;
+  Normalization norm_;
   int64_t batch_;
   bool shuffle_;
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
+};
+
+/// The background loader: while the caller trains on batch b, a worker thread assembles
+/// batch b + 1 (gather in shuffled order, normalise) into the other of two buffers.
+/// Without threading it fills on the caller's thread; the batches are the same.
+class Prefetcher {
+ public:
+  Prefetcher(BatchIterator& it, const Shape& image_shape, int64_t batch, bool threaded);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+  /// Starts an epoch (waits for in-flight work, reshuffles, begins loading batch 0).
+  void start_epoch();
+  /// Batch b of the epoch (b = 0, 1, ... in order); valid until the next call.
+  void next(int64_t b, const Tensor** images, const Tensor** labels);
+
+ private:
+  void launch(int64_t b);
+  void wait();
+  BatchIterator& it_;
+  bool threaded_;
+  Tensor images_[2], labels_[2];
+  std::future<void> pending_;
+  int64_t pending_batch_ = -1;
 };
 
 }  // namespace mosaic

@@ -1,0 +1,88 @@
+// `mosaic optcheck`: verdicts on an optimizer (validate/optcheck.hpp), and the optimizer
+// flags shared with `mosaic train` (--optimizer-plugin, --opt key=value).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backends/registry.hpp"
+#include "frontends/cli/train.hpp"
+#include "validate/optcheck.hpp"
+
+namespace mosaic::cli {
+
+Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std::vector<std::string>& opt_params,
+                             OptimizerConfig& config, std::string& optimizer) {
+  std::string plugin_name;
+  for (const auto& path : plugins) {
+    MOSAIC_ASSIGN_OR_RETURN(plugin_name, load_optimizer_plugin(path));
+  }
+  if (optimizer.empty()) {
+    if (plugins.size() > 1) return Status::invalid("several --optimizer-plugin given: say which with --optimizer");
+    optimizer = plugins.empty() ? "sgd" : plugin_name;
+  }
+  for (const auto& kv : opt_params) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::invalid("--opt '" + kv + "': expected key=value");
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') return Status::invalid("--opt " + key + ": '" + value + "' is not a number");
+    config.extra[key] = v;
+  }
+  return Status::ok();
+}
+
+int run_optcheck(const OptcheckCliOptions& in) {
+  set_num_threads(in.threads);
+  OptcheckOptions o;
+  o.optimizer = in.optimizer;
+  o.config = in.opt;
+  Status st = apply_optimizer_flags(in.plugins, in.opt_params, o.config, o.optimizer);
+  if (!st.is_ok()) {
+    std::cerr << "mosaic: error: " << st.message() << "\n";
+    return 2;
+  }
+  o.reference = in.reference;
+  o.lr_given = in.lr_given;
+  o.onnx_data = in.onnx_data;
+  o.model = in.model == "none" ? "" : in.model;
+  o.backend = in.backend;
+  o.steps = in.steps;
+  o.tolerance = in.tolerance;
+  o.seed = in.seed;
+  if (!builtin_registry().has_backend(o.backend)) {
+    std::cerr << "mosaic: error: unknown backend '" << o.backend << "'\n";
+    return 2;
+  }
+  auto results = optcheck(o);
+  if (!results.ok()) {
+    std::cerr << "mosaic: error: " << results.status().message() << "\n";
+    return 2;
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  nlohmann::json log = {{"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", nlohmann::json::array()}};
+  std::printf("optcheck %s%s\n", o.optimizer.c_str(), o.reference.empty() ? "" : (" against " + o.reference).c_str());
+  for (const auto& r : results.value()) {
+    std::printf("%-4s  %-58s %s\n", r.verdict.c_str(), r.check.c_str(), r.detail.c_str());
+    (r.verdict == "PASS" ? passed : r.verdict == "FAIL" ? failed : skipped)++;
+    log["checks"].push_back({{"check", r.check}, {"verdict", r.verdict}, {"detail", r.detail}});
+  }
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  log["passed"] = passed;
+  log["failed"] = failed;
+  log["skipped"] = skipped;
+  if (!in.json.empty()) {
+    std::ofstream f(in.json);
+    if (!f) {
+      std::cerr << "mosaic: error: " << in.json << ": cannot open for writing\n";
+      return 2;
+    }
+    f << log.dump(2) << "\n";
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace mosaic::cli
