@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
   train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
   train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--steps-per-epoch", train.steps_per_epoch, "cut every epoch short after this many steps")
+      ->check(CLI::NonNegativeNumber);
   train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
   bool no_eval = false;
   train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (reported as -1)");
@@ -157,6 +159,12 @@ int main(int argc, char** argv) {
   oc_cmd->add_option("--json", oc.json, "write the verdicts as JSON");
   oc_cmd->add_option("--threads", oc.threads, "threads")->check(CLI::NonNegativeNumber);
 
+  SweepOptions sweep;
+  auto* sweep_cmd = app.add_subcommand("sweep", "run a YAML grid of training runs; write Table 2 and Table 3 (resumable)");
+  sweep_cmd->add_option("config", sweep.config, "sweep YAML file (docs/sweeps.md)")->required();
+  sweep_cmd->add_option("--max-cells", sweep.max_cells, "run at most this many new cells, then stop")
+      ->check(CLI::NonNegativeNumber);
+
   bool markdown = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
   backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
@@ -195,6 +203,7 @@ int main(int argc, char** argv) {
       return run_train(train);
     }
     if (*gc_cmd) return run_gradcheck(gc);
+    if (*sweep_cmd) return run_sweep(sweep);
     if (*oc_cmd) {
       oc.lr_given = oc_lr->count() > 0;
       oc.opt_params = split(oc_opts);

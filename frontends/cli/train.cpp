@@ -43,36 +43,39 @@ bool finite(double v) { return std::isfinite(v); }
 
 }  // namespace
 
-int run_train(const TrainOptions& o) {
+Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
   set_num_threads(o.threads);
   const auto& reg = builtin_registry();
-  if (!reg.has_backend(o.backend)) return fail(Status::invalid("unknown backend '" + o.backend + "'"));
-  if (o.batch < 1 || o.epochs < 1) return fail(Status::invalid("--batch and --epochs must be positive"));
+  if (!reg.has_backend(o.backend)) return Status::invalid("unknown backend '" + o.backend + "'");
+  if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
   OptimizerConfig oc = o.opt;
   std::string opt_name = o.optimizer;
   Status flags = apply_optimizer_flags(o.plugins, o.opt_params, oc, opt_name);
-  if (!flags.is_ok()) return fail(flags);
+  if (!flags.is_ok()) return flags;
   auto opt = make_optimizer(opt_name, oc);
-  if (!opt.ok()) return fail(opt.status());
+  if (!opt.ok()) return opt.status();
   auto schedule = make_schedule(o.lr_schedule, o.epochs);
-  if (!schedule.ok()) return fail(schedule.status());
-  auto data = load_data(o.data, o.seed);
-  if (!data.ok()) return fail(data.status());
+  if (!schedule.ok()) return schedule.status();
+  DataSplits loaded;
+  if (!preloaded) {
+    MOSAIC_ASSIGN_OR_RETURN(loaded, load_data(o.data, o.seed));
+  }
+  const DataSplits* data = preloaded ? preloaded : &loaded;
   auto norm = parse_normalization(o.normalize, data->train);
-  if (!norm.ok()) return fail(norm.status());
+  if (!norm.ok()) return norm.status();
   auto g = load_prepared(o.model, o.batch);
-  if (!g.ok()) return fail(g.status());
+  if (!g.ok()) return g.status();
   const Shape in_shape = g->value_descs.at(g->inputs[0].name).shape;
   Shape want{o.batch};
   want.insert(want.end(), data->train.images.shape().begin() + 1, data->train.images.shape().end());
   if (in_shape != want)
-    return fail(Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + shape_str(in_shape) +
-                                " but the data gives batches of " + shape_str(want)));
+    return Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + shape_str(in_shape) +
+                                " but the data gives batches of " + shape_str(want));
   const Shape out_shape = g->value_descs.at(g->outputs[0].name).shape;
   if (out_shape != Shape{o.batch, data->train.classes})
-    return fail(Status::invalid(o.model + ": output '" + g->outputs[0].name + "' is " + shape_str(out_shape) +
+    return Status::invalid(o.model + ": output '" + g->outputs[0].name + "' is " + shape_str(out_shape) +
                                 ", expected [" + std::to_string(o.batch) + "," + std::to_string(data->train.classes) +
-                                "] logits"));
+                                "] logits");
   PlanOptions po;
   po.training = true;
   po.seed = o.seed;
@@ -81,40 +84,45 @@ int run_train(const TrainOptions& o) {
     try {
       re = std::regex(pattern, std::regex::extended);
     } catch (const std::regex_error& e) {
-      return fail(Status::invalid("--freeze '" + pattern + "': bad regular expression: " + e.what()));
+      return Status::invalid("--freeze '" + pattern + "': bad regular expression: " + e.what());
     }
     int matched = 0;
     for (const auto& kv : g->initializers)
       if (kv.second.dtype() == DType::kF32 && (kv.first == pattern || std::regex_match(kv.first, re)))
         po.frozen.insert(kv.first), ++matched;
     if (!matched)
-      return fail(Status::invalid("--freeze '" + pattern + "' matches no parameter of " + o.model +
-                                  " (see `mosaic info` for the names)"));
+      return Status::invalid("--freeze '" + pattern + "' matches no parameter of " + o.model +
+                                  " (see `mosaic info` for the names)");
   }
   auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
-  if (!plan.ok()) return fail(plan.status());
+  if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
+  TrainResult result;
   for (const auto& s : P.steps())
     if (s.fell_back())
-      std::cout << "fallback: " << P.node(s).name << " (" << P.node(s).op_type << ") trains on " << s.backend << ": "
-                << s.fallback_reason << "\n";
+      result.fallbacks.push_back(P.node(s).name + " (" + P.node(s).op_type + ") trains on " + s.backend + ": " +
+                                 s.fallback_reason);
+  if (verbose)
+    for (const auto& f : result.fallbacks) std::cout << "fallback: " << f << "\n";
   std::vector<ParamRef> params = P.parameters();
 
   // Evaluation plan over the same parameter buffers (kernels do not prepack them).
-  auto eval_graph = load_prepared(o.model, o.eval_batch);
-  if (!eval_graph.ok()) return fail(eval_graph.status());
+  // No larger than the test set: padding a few images to a big batch wastes a whole pass.
+  const int64_t eval_batch = std::max<int64_t>(1, std::min(o.eval_batch, data->test.size()));
+  auto eval_graph = load_prepared(o.model, eval_batch);
+  if (!eval_graph.ok()) return eval_graph.status();
   for (const auto& p : params) eval_graph->initializers[p.name] = p.value;
   PlanOptions eo;
   eo.shared_weights = true;
   auto eval = Plan::build(eval_graph.value(), Placement::all_on(o.backend, {"naive"}), reg, eo);
-  if (!eval.ok()) return fail(eval.status());
+  if (!eval.ok()) return eval.status();
 
   auto evaluate = [&](const Dataset& d) -> Expected<double> {
     Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
-    const int64_t per = x.numel() / o.eval_batch;
+    const int64_t per = x.numel() / eval_batch;
     int64_t correct = 0;
-    for (int64_t start = 0; start < d.size(); start += o.eval_batch) {
-      const int64_t m = std::min(o.eval_batch, d.size() - start);
+    for (int64_t start = 0; start < d.size(); start += eval_batch) {
+      const int64_t m = std::min(eval_batch, d.size() - start);
       std::fill(x.f32(), x.f32() + x.numel(), 0.f);
       std::copy(d.images.f32() + start * per, d.images.f32() + (start + m) * per, x.f32());
       if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
@@ -133,13 +141,15 @@ int run_train(const TrainOptions& o) {
   it.set_normalization(norm.value());
   Prefetcher loader(it, want, o.batch, o.prefetch);
   Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
-  nlohmann::json log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
+  nlohmann::json& log = result.log;
+  log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
                         {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle}};
   log["steps"] = nlohmann::json::array();
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
-  std::printf("training %s on %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter tensors (%zu frozen)\n",
+  if (verbose)
+    std::printf("training %s on %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter tensors (%zu frozen)\n",
               o.model.c_str(), o.data.c_str(), opt_name.c_str(), o.opt.lr, static_cast<long long>(o.batch),
               static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
   int64_t step = 0;
@@ -152,12 +162,13 @@ int run_train(const TrainOptions& o) {
     int64_t correct = 0, seen = 0;
     for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
       if (o.steps > 0 && step >= o.steps) break;
+      if (o.steps_per_epoch > 0 && b >= o.steps_per_epoch) break;
       const Tensor *images = nullptr, *labels = nullptr;
       loader.next(b, &images, &labels);
       Status st = P.run({*images}, nullptr);
-      if (!st.is_ok()) return fail(st);
+      if (!st.is_ok()) return st;
       auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
-      if (!loss.ok()) return fail(loss.status());
+      if (!loss.ok()) return loss.status();
       ++step;
       log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
       if (!finite(loss->loss)) {
@@ -168,9 +179,9 @@ int run_train(const TrainOptions& o) {
       correct += loss->correct;
       seen += o.batch;
       st = P.backward({dlogits});
-      if (!st.is_ok()) return fail(st);
+      if (!st.is_ok()) return st;
       st = opt.value()->step(params);
-      if (!st.is_ok()) return fail(st);
+      if (!st.is_ok()) return st;
     }
     const double secs = static_cast<double>(now_ns() - t0) / 1e9;
     for (const auto& p : params)
@@ -180,9 +191,10 @@ int run_train(const TrainOptions& o) {
     if (!diverged.empty()) break;
     Expected<double> test_acc = -1.0;
     if (o.evaluate) test_acc = evaluate(data->test);
-    if (!test_acc.ok()) return fail(test_acc.status());
+    if (!test_acc.ok()) return test_acc.status();
     const int64_t batches = seen / o.batch;
-    std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f\n",
+    if (verbose)
+      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f\n",
                 static_cast<long long>(epoch), secs, seen / secs, batches ? loss_sum / batches : 0.0,
                 seen ? static_cast<double>(correct) / seen : 0.0, test_acc.value());
     log["epochs"].push_back({{"epoch", epoch},
@@ -195,34 +207,40 @@ int run_train(const TrainOptions& o) {
     if (o.steps > 0 && step >= o.steps) break;
   }
   if (!diverged.empty()) {
-    std::printf("%s\n", diverged.c_str());
+    if (verbose) std::printf("%s\n", diverged.c_str());
     log["diverged"] = diverged;
+    result.diverged = diverged;
   }
   if (!o.save.empty() && diverged.empty()) {
     // The model as loaded, with the plan's trained parameters and running statistics.
     Graph original;
     if (o.model.rfind("zoo:", 0) == 0) {
       auto z = build_zoo_model(o.model.substr(4));
-      if (!z.ok()) return fail(z.status());
+      if (!z.ok()) return z.status();
       original = z.value();
     } else {
       auto l = load_onnx(o.model);
-      if (!l.ok()) return fail(l.status());
+      if (!l.ok()) return l.status();
       original = l.value();
     }
     for (const auto& v : P.values())
       if (v.is_const && original.initializers.count(v.name) && v.desc.dtype == DType::kF32)
         original.initializers[v.name] = v.tensor.clone();
-    Status st = save_onnx(original, o.save);
-    if (!st.is_ok()) return fail(st);
-    std::printf("saved %s\n", o.save.c_str());
+    MOSAIC_RETURN_IF_ERROR(save_onnx(original, o.save));
+    if (verbose) std::printf("saved %s\n", o.save.c_str());
   }
+  return result;
+}
+
+int run_train(const TrainOptions& o) {
+  auto r = train_model(o, nullptr, true);
+  if (!r.ok()) return fail(r.status());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
-    f << log.dump(2) << "\n";
+    f << r->log.dump(2) << "\n";
   }
-  return diverged.empty() ? 0 : 1;
+  return r->diverged.empty() ? 0 : 1;
 }
 
 int run_gradcheck(const GradcheckCliOptions& o) {

@@ -5,8 +5,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/gradcheck.hpp"
 #include "core/optimizer.hpp"
+
+namespace mosaic {
+struct DataSplits;
+}
 
 namespace mosaic::cli {
 
@@ -21,6 +27,7 @@ struct TrainOptions {
   std::string normalize = "none";       ///< none, auto, or MEAN[,MEAN..]:STD[,STD..]
   bool prefetch = true;                 ///< background loader thread
   int64_t batch = 64, epochs = 1, steps = 0, eval_batch = 500;
+  int64_t steps_per_epoch = 0;  ///< cut every epoch short (timing sweeps); 0: whole epochs
   bool shuffle = true;
   bool evaluate = true;  ///< test accuracy after each epoch
   uint64_t seed = 0;
@@ -51,8 +58,24 @@ struct OptcheckCliOptions {
 Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std::vector<std::string>& opt_params,
                              OptimizerConfig& config, std::string& optimizer);
 
+struct TrainResult {
+  nlohmann::json log;            ///< what --json writes: settings, per-step losses, per-epoch results
+  std::string diverged;          ///< "diverged at epoch E step S" or empty
+  std::vector<std::string> fallbacks;
+};
+
+/// Trains as `mosaic train` does (printing progress when verbose); `preloaded` data, if
+/// given, is used instead of loading o.data. Errors for bad input; divergence is a result.
+Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose);
+
 int run_train(const TrainOptions& o);
 int run_optcheck(const OptcheckCliOptions& o);
+
+struct SweepOptions {
+  std::string config;
+  int max_cells = 0;  ///< run at most this many new cells, then stop (0: all)
+};
+int run_sweep(const SweepOptions& o);
 int run_gradcheck(const GradcheckCliOptions& o);
 
 }  // namespace mosaic::cli

@@ -1,0 +1,309 @@
+// `mosaic sweep CONFIG.yaml`: runs a grid of training cells, keeps every finished cell
+// in OUTPUT/results.sqlite (so an interrupted sweep resumes where it stopped), and
+// writes the seed's Table 2 (epoch time and throughput vs batch) and Table 3 (accuracy
+// at chosen epochs per optimizer and lr) as CSV and Markdown.
+#include <sqlite3.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "backends/registry.hpp"
+#include "frontends/cli/train.hpp"
+#include "frontends/config/sweep_config.hpp"
+#include "frontends/data/dataset.hpp"
+
+namespace mosaic::cli {
+namespace {
+
+int fail(const Status& st) {
+  std::cerr << "mosaic: error: " << st.message() << "\n";
+  return 2;
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+/// The results store: one row per finished cell.
+class Store {
+ public:
+  ~Store() {
+    if (db_) sqlite3_close(db_);
+  }
+  Status open(const std::string& path) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK)
+      return Status::io_error(path + ": cannot open the results store: " + sqlite3_errmsg(db_));
+    path_ = path;
+    return exec(
+        "CREATE TABLE IF NOT EXISTS cells (key TEXT PRIMARY KEY, model TEXT, backend TEXT, optimizer TEXT, "
+        "lr REAL, batch INTEGER, status TEXT, message TEXT, log TEXT, finished TEXT DEFAULT CURRENT_TIMESTAMP)");
+  }
+  Status exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      const std::string m = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Status::io_error(path_ + ": " + m);
+    }
+    return Status::ok();
+  }
+  /// status and log of a finished cell, if any.
+  bool find(const std::string& key, std::string* status, std::string* message, std::string* log) {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT status, message, log FROM cells WHERE key = ?", -1, &st, nullptr);
+    sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+    const bool found = sqlite3_step(st) == SQLITE_ROW;
+    if (found) {
+      auto col = [&](int i) {
+        const unsigned char* t = sqlite3_column_text(st, i);
+        return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+      };
+      *status = col(0);
+      *message = col(1);
+      *log = col(2);
+    }
+    sqlite3_finalize(st);
+    return found;
+  }
+  Status put(const std::string& key, const std::string& model, const std::string& backend, const std::string& opt,
+             double lr, int64_t batch, const std::string& status, const std::string& message, const std::string& log) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_,
+                           "INSERT OR REPLACE INTO cells (key, model, backend, optimizer, lr, batch, status, message, log) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           -1, &st, nullptr) != SQLITE_OK)
+      return Status::io_error(path_ + ": " + sqlite3_errmsg(db_));
+    int i = 1;
+    for (const std::string* s : {&key, &model, &backend, &opt}) sqlite3_bind_text(st, i++, s->c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, i++, lr);
+    sqlite3_bind_int64(st, i++, batch);
+    for (const std::string* s : {&status, &message, &log}) sqlite3_bind_text(st, i++, s->c_str(), -1, SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return Status::io_error(path_ + ": cannot record a cell: " + sqlite3_errmsg(db_));
+    return Status::ok();
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+struct Cell {
+  std::string model, backend, optimizer;
+  double lr = 0;
+  int64_t batch = 0;
+  std::string key;
+  // results
+  std::string status, message;
+  nlohmann::json log;
+};
+
+std::string cell_key(const SweepConfig& c, const Cell& cell) {
+  // Every setting that changes a cell's result is in its key: a changed setting is a new cell.
+  std::ostringstream k;
+  k << cell.model << "|" << cell.backend << "|" << cell.optimizer << "|lr=" << cell.lr << "|batch=" << cell.batch
+    << "|data=" << c.data << "|epochs=" << c.epochs << "|steps_per_epoch=" << c.steps_per_epoch << "|seed=" << c.seed
+    << "|shuffle=" << c.shuffle << "|eval=" << c.evaluate << "|norm=" << c.normalize << "|momentum=" << c.momentum
+    << "|wd=" << c.weight_decay;
+  return k.str();
+}
+
+Status write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) return Status::io_error(path + ": cannot open for writing");
+  f << text;
+  return f ? Status::ok() : Status::io_error(path + ": write failed");
+}
+
+/// Table 2: mean epoch time and throughput vs batch size.
+Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells) {
+  std::ostringstream csv, md;
+  csv << "model,backend,optimizer,lr,batch,epochs,mean_epoch_s,images_per_s,status\n";
+  // Markdown: one row per (model, backend, optimizer, lr), one column per batch size.
+  md << "# " << c.name << ": Table 2, mean epoch time and throughput vs batch size\n\n"
+     << "Data `" << c.data << "`, " << c.epochs << " epoch(s)" << (c.steps_per_epoch ? ", each cut to " + std::to_string(c.steps_per_epoch) + " steps" : "")
+     << ". Cells: seconds per epoch / images per second.\n\n| model | backend | optimizer | lr |";
+  for (int64_t b : c.batches) md << " batch " << b << " |";
+  md << "\n|---|---|---|---|";
+  for (size_t i = 0; i < c.batches.size(); ++i) md << "---|";
+  md << "\n";
+  std::map<std::string, std::map<int64_t, std::string>> rows;
+  std::vector<std::string> order;
+  for (const Cell& cell : cells) {
+    double secs = 0, images = 0;
+    int64_t epochs = 0;
+    for (const auto& e : cell.log.value("epochs", nlohmann::json::array())) {
+      secs += e["seconds"].get<double>();
+      images += e["seconds"].get<double>() * e["images_per_s"].get<double>();
+      ++epochs;
+    }
+    const double mean = epochs ? secs / static_cast<double>(epochs) : NAN, ips = secs > 0 ? images / secs : NAN;
+    csv << cell.model << "," << cell.backend << "," << cell.optimizer << "," << num(cell.lr) << "," << cell.batch << ","
+        << epochs << "," << (epochs ? num(mean) : "") << "," << (secs > 0 ? num(ips) : "") << "," << cell.status << "\n";
+    const std::string row = "| " + cell.model + " | " + cell.backend + " | " + cell.optimizer + " | " + num(cell.lr) + " |";
+    if (!rows.count(row)) order.push_back(row);
+    char buf[64];
+    if (epochs) std::snprintf(buf, sizeof buf, "%.2f s / %.0f", mean, ips);
+    rows[row][cell.batch] = epochs ? buf : cell.status == "error" ? "error" : "—";
+  }
+  for (const auto& row : order) {
+    md << row;
+    for (int64_t b : c.batches) md << " " << (rows[row].count(b) ? rows[row][b] : "") << " |";
+    md << "\n";
+  }
+  MOSAIC_RETURN_IF_ERROR(write_file(c.output + "/table2.csv", csv.str()));
+  return write_file(c.output + "/table2.md", md.str());
+}
+
+/// Table 3: accuracy at chosen epochs per optimizer and lr; blank where the run diverged.
+Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells) {
+  const std::string field = c.accuracy == "test" ? "test_accuracy" : "train_accuracy";
+  std::ostringstream csv, md;
+  csv << "model,backend,batch,optimizer,lr";
+  md << "# " << c.name << ": Table 3, " << c.accuracy << " accuracy (%) by epoch\n\nData `" << c.data
+     << "`. A blank: the run diverged before that epoch.\n\n| model | backend | batch | optimizer | lr |";
+  for (int64_t e : c.accuracy_epochs) {
+    csv << ",epoch_" << e;
+    md << " epoch " << e << " |";
+  }
+  csv << ",status\n";
+  md << " note |\n|---|---|---|---|---|";
+  for (size_t i = 0; i <= c.accuracy_epochs.size(); ++i) md << "---|";
+  md << "\n";
+  for (const Cell& cell : cells) {
+    std::map<int64_t, double> acc;
+    for (const auto& e : cell.log.value("epochs", nlohmann::json::array()))
+      acc[e["epoch"].get<int64_t>()] = e[field].get<double>();
+    csv << cell.model << "," << cell.backend << "," << cell.batch << "," << cell.optimizer << "," << num(cell.lr);
+    md << "| " << cell.model << " | " << cell.backend << " | " << cell.batch << " | " << cell.optimizer << " | "
+       << num(cell.lr) << " |";
+    for (int64_t e : c.accuracy_epochs) {
+      char buf[32] = "";
+      if (acc.count(e)) std::snprintf(buf, sizeof buf, "%.2f", 100 * acc[e]);
+      csv << "," << buf;
+      md << " " << buf << " |";
+    }
+    csv << "," << cell.status << "\n";
+    md << " " << (cell.status == "done" ? "" : cell.message) << " |\n";
+  }
+  MOSAIC_RETURN_IF_ERROR(write_file(c.output + "/table3.csv", csv.str()));
+  return write_file(c.output + "/table3.md", md.str());
+}
+
+}  // namespace
+
+int run_sweep(const SweepOptions& so) {
+  auto cfg = load_sweep_config(so.config);
+  if (!cfg.ok()) return fail(cfg.status());
+  const SweepConfig& c = cfg.value();
+  set_num_threads(c.threads);
+  // Validate everything before the first cell runs: a typo fails now, not hours in.
+  for (const auto& b : c.backends)
+    if (!builtin_registry().has_backend(b)) return fail(Status::invalid(c.file + ": key 'backends': unknown backend '" + b + "'"));
+  for (const auto& o : c.optimizers) {
+    OptimizerConfig oc;
+    auto opt = make_optimizer(o, oc);
+    if (!opt.ok()) return fail(Status::invalid(c.file + ": key 'optimizers': " + opt.status().message()));
+  }
+  for (const auto& m : c.models)
+    if (m.rfind("zoo:", 0) != 0 && !std::filesystem::exists(m))
+      return fail(Status::not_found(c.file + ": key 'models': " + m + " not found"));
+  auto data = load_data(c.data, c.seed);
+  if (!data.ok()) return fail(Status(data.status().code(), c.file + ": key 'data': " + data.status().message()));
+  std::error_code ec;
+  std::filesystem::create_directories(c.output, ec);
+  if (ec) return fail(Status::io_error(c.output + ": cannot create the output directory: " + ec.message()));
+  Store store;
+  Status st = store.open(c.output + "/results.sqlite");
+  if (!st.is_ok()) return fail(st);
+
+  std::vector<Cell> cells;
+  for (const auto& m : c.models)
+    for (const auto& b : c.backends)
+      for (int64_t batch : c.batches)
+        for (const auto& o : c.optimizers)
+          for (double lr : c.lrs) {
+            Cell cell{m, b, o, lr, batch, "", "", "", {}};
+            cell.key = cell_key(c, cell);
+            cells.push_back(cell);
+          }
+  std::printf("sweep %s: %zu cells, results in %s\n", c.name.c_str(), cells.size(), c.output.c_str());
+  int ran = 0, cached = 0, errors = 0;
+  bool stopped = false;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    Cell& cell = cells[i];
+    std::string log;
+    const std::string label = cell.model + " " + cell.backend + " batch " + std::to_string(cell.batch) + " " +
+                              cell.optimizer + " lr " + num(cell.lr);
+    if (store.find(cell.key, &cell.status, &cell.message, &log)) {
+      cell.log = log.empty() ? nlohmann::json::object() : nlohmann::json::parse(log, nullptr, false);
+      ++cached;
+      std::printf("[%zu/%zu] %s: finished earlier (%s)\n", i + 1, cells.size(), label.c_str(), cell.status.c_str());
+      continue;
+    }
+    if (so.max_cells > 0 && ran >= so.max_cells) {
+      stopped = true;
+      break;
+    }
+    TrainOptions t;
+    t.model = cell.model;
+    t.data = c.data;
+    t.backend = cell.backend;
+    t.optimizer = cell.optimizer;
+    t.opt.lr = cell.lr;
+    t.opt.momentum = c.momentum;
+    t.opt.weight_decay = c.weight_decay;
+    t.batch = cell.batch;
+    t.epochs = c.epochs;
+    t.steps_per_epoch = c.steps_per_epoch;
+    t.seed = c.seed;
+    t.shuffle = c.shuffle;
+    t.evaluate = c.evaluate;
+    t.normalize = c.normalize;
+    std::printf("[%zu/%zu] %s ...\n", i + 1, cells.size(), label.c_str());
+    std::fflush(stdout);
+    auto r = train_model(t, &data.value(), false);
+    if (r.ok()) {
+      cell.log = r->log;
+      cell.status = r->diverged.empty() ? "done" : "diverged";
+      cell.message = r->diverged;
+    } else {
+      cell.status = "error";
+      cell.message = r.status().message();
+      ++errors;
+    }
+    ++ran;
+    std::string summary = cell.status == "error" ? "error: " + cell.message : cell.message;
+    if (cell.status == "done" && !cell.log["epochs"].empty()) {
+      const auto& last = cell.log["epochs"].back();
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%.0f images/s, train acc %.4f, test acc %.4f", last["images_per_s"].get<double>(),
+                    last["train_accuracy"].get<double>(), last["test_accuracy"].get<double>());
+      summary = buf;
+    }
+    std::printf("[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), summary.c_str());
+    if (cell.status == "error") continue;  // not stored: a rerun retries it
+    st = store.put(cell.key, cell.model, cell.backend, cell.optimizer, cell.lr, cell.batch, cell.status, cell.message,
+                   cell.log.dump());
+    if (!st.is_ok()) return fail(st);
+  }
+  std::vector<Cell> finished;
+  for (const auto& cell : cells)
+    if (!cell.status.empty()) finished.push_back(cell);
+  st = write_table2(c, finished);
+  if (st.is_ok()) st = write_table3(c, finished);
+  if (!st.is_ok()) return fail(st);
+  std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3}.{csv,md}\n", ran, cached, errors,
+              stopped ? "; stopped at --max-cells (run again to resume)" : "", c.output.c_str());
+  return errors ? 1 : 0;
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,119 @@
+#include "frontends/config/sweep_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+namespace mosaic {
+namespace {
+
+const std::set<std::string> kKeys = {"name",      "output",   "data",     "models",       "backends",
+                                     "optimizers", "lr",       "batch",    "epochs",       "steps_per_epoch",
+                                     "seed",      "evaluate", "shuffle",  "normalize",    "momentum",
+                                     "weight_decay", "threads", "accuracy_epochs", "accuracy"};
+
+/// Reads key as T or a list of T (a scalar becomes a one-element list).
+template <typename T>
+Status read_list(const YAML::Node& root, const std::string& file, const std::string& key, std::vector<T>& out) {
+  const YAML::Node n = root[key];
+  if (!n) return Status::ok();
+  out.clear();
+  try {
+    if (n.IsScalar()) {
+      out.push_back(n.as<T>());
+    } else if (n.IsSequence()) {
+      for (const auto& item : n) out.push_back(item.as<T>());
+    } else {
+      return Status::invalid(file + ": key '" + key + "' must be a value or a list");
+    }
+  } catch (const YAML::Exception&) {
+    return Status::invalid(file + ": key '" + key + "' has a value of the wrong type");
+  }
+  if (out.empty()) return Status::invalid(file + ": key '" + key + "' is an empty list");
+  return Status::ok();
+}
+
+template <typename T>
+Status read_value(const YAML::Node& root, const std::string& file, const std::string& key, T& out) {
+  const YAML::Node n = root[key];
+  if (!n) return Status::ok();
+  if (!n.IsScalar()) return Status::invalid(file + ": key '" + key + "' must be a single value");
+  try {
+    out = n.as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::invalid(file + ": key '" + key + "' has a value of the wrong type ('" + n.Scalar() + "')");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<SweepConfig> load_sweep_config(const std::string& path) {
+  if (!std::filesystem::exists(path)) return Status::not_found(path + ": not found");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return Status::invalid(path + ": not valid YAML: " + e.what());
+  }
+  if (!root.IsMap()) return Status::invalid(path + ": expected a mapping of sweep keys");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (!kKeys.count(key)) {
+      std::string known;
+      for (const auto& k : kKeys) known += (known.empty() ? "" : ", ") + k;
+      return Status::invalid(path + ": unknown key '" + key + "' (known: " + known + ")");
+    }
+  }
+  SweepConfig c;
+  c.file = path;
+  c.name = std::filesystem::path(path).stem().string();
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "name", c.name));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "output", c.output));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "data", c.data));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "models", c.models));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "backends", c.backends));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "optimizers", c.optimizers));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "lr", c.lrs));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "batch", c.batches));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "epochs", c.epochs));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "steps_per_epoch", c.steps_per_epoch));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "seed", c.seed));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "evaluate", c.evaluate));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "shuffle", c.shuffle));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "normalize", c.normalize));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "momentum", c.momentum));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "weight_decay", c.weight_decay));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "threads", c.threads));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "accuracy_epochs", c.accuracy_epochs));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "accuracy", c.accuracy));
+
+  if (c.models.empty()) return Status::invalid(path + ": key 'models' is required (ONNX files or zoo:NAME)");
+  if (c.epochs < 1) return Status::invalid(path + ": key 'epochs' must be positive");
+  if (c.steps_per_epoch < 0) return Status::invalid(path + ": key 'steps_per_epoch' must not be negative");
+  for (double lr : c.lrs)
+    if (!(lr > 0)) return Status::invalid(path + ": key 'lr': learning rates must be positive");
+  for (int64_t b : c.batches)
+    if (b < 1) return Status::invalid(path + ": key 'batch': batch sizes must be positive");
+  for (int64_t e : c.accuracy_epochs)
+    if (e < 1 || e > c.epochs)
+      return Status::invalid(path + ": key 'accuracy_epochs': epoch " + std::to_string(e) + " is outside 1.." +
+                             std::to_string(c.epochs));
+  if (c.accuracy_epochs.empty())
+    for (int64_t e = 1; e <= c.epochs; ++e) c.accuracy_epochs.push_back(e);
+  if (c.accuracy != "train" && c.accuracy != "test")
+    return Status::invalid(path + ": key 'accuracy' must be train or test");
+  if (c.accuracy == "test" && !c.evaluate)
+    return Status::invalid(path + ": key 'accuracy' is test but 'evaluate' is false");
+  // Relative paths are relative to the YAML file, so a sweep runs the same from anywhere.
+  const auto base = std::filesystem::path(path).parent_path();
+  if (c.output.empty()) c.output = (base / ("sweep-" + c.name)).string();
+  else if (std::filesystem::path(c.output).is_relative()) c.output = (base / c.output).string();
+  for (auto& m : c.models)
+    if (m.rfind("zoo:", 0) != 0 && std::filesystem::path(m).is_relative()) m = (base / m).string();
+  return c;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,37 @@
+// Sweep configuration from YAML: a grid of training runs (models x backends x
+// optimizers x learning rates x batch sizes) and the tables to write from them.
+// docs/sweeps.md describes every key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace mosaic {
+
+struct SweepConfig {
+  std::string file;    ///< the YAML file (for messages)
+  std::string name;    ///< sweep name (table titles)
+  std::string output;  ///< directory of results.sqlite and the tables (relative: to the YAML file)
+  std::string data = "fashion-mnist";
+  std::vector<std::string> models, backends{"onednn"}, optimizers{"sgd"};
+  std::vector<double> lrs{0.01};
+  std::vector<int64_t> batches{64};
+  int64_t epochs = 1;
+  int64_t steps_per_epoch = 0;  ///< cut each epoch short (0: whole epochs)
+  uint64_t seed = 0;
+  bool evaluate = true;   ///< test accuracy per epoch
+  bool shuffle = true;
+  std::string normalize = "none";
+  double momentum = 0, weight_decay = 0;
+  int threads = 0;
+  std::vector<int64_t> accuracy_epochs;  ///< Table 3 columns (default: every epoch)
+  std::string accuracy = "train";         ///< Table 3 reports train or test accuracy
+};
+
+/// Parses and validates; errors name the file and the key.
+Expected<SweepConfig> load_sweep_config(const std::string& path);
+
+}  // namespace mosaic

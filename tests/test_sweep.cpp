@@ -1,0 +1,110 @@
+// `mosaic sweep`: grid, resume from the results store, Table 2/3 contents, config errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Sweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mosaic_sweep_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  static std::string read(const fs::path& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+  fs::path dir_;
+};
+
+const char* kGrid = R"(name: tiny
+output: out
+data: synthetic:48,1,28,28,10
+models: zoo:fmnist-cnn
+backends: [naive, im2col]
+optimizers: [sgd, adam]
+lr: [0.01, 1.0e30]
+batch: 8
+epochs: 2
+steps_per_epoch: 2
+accuracy_epochs: [1, 2]
+)";
+
+TEST_F(Sweep, RunsResumesAndWritesTables) {
+  const std::string cfg = write("grid.yaml", kGrid);
+  // Interrupted after 3 of 8 cells (--max-cells stands in for Ctrl-C between cells).
+  CmdResult r = mosaic("sweep " + cfg + " --max-cells 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 cells run, 0 finished earlier"), std::string::npos) << r.out;
+  r = mosaic("sweep " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("5 cells run, 3 finished earlier"), std::string::npos) << r.out;
+  r = mosaic("sweep " + cfg);
+  EXPECT_NE(r.out.find("0 cells run, 8 finished earlier"), std::string::npos) << r.out;
+
+  const std::string t2 = read(dir_ / "out" / "table2.csv"), t3 = read(dir_ / "out" / "table3.csv");
+  EXPECT_EQ(t2.rfind("model,backend,optimizer,lr,batch,epochs,mean_epoch_s,images_per_s,status\n", 0), 0u) << t2;
+  EXPECT_EQ(std::count(t2.begin(), t2.end(), '\n'), 9);
+  EXPECT_NE(t2.find("zoo:fmnist-cnn,im2col,adam,0.01,8,2,"), std::string::npos) << t2;
+  EXPECT_EQ(t3.rfind("model,backend,batch,optimizer,lr,epoch_1,epoch_2,status\n", 0), 0u) << t3;
+  // The diverging learning rate leaves blanks, as in the seed's Table 3.
+  EXPECT_NE(t3.find("zoo:fmnist-cnn,naive,8,sgd,1e+30,,,diverged\n"), std::string::npos) << t3;
+  const std::string md = read(dir_ / "out" / "table3.md");
+  EXPECT_NE(md.find("| zoo:fmnist-cnn | naive | 8 | sgd | 1e+30 |  |  | diverged at epoch 1 step"), std::string::npos) << md;
+  EXPECT_NE(read(dir_ / "out" / "table2.md").find("| batch 8 |"), std::string::npos);
+
+  // A changed setting is a new cell, not a stale cached one.
+  std::string more = kGrid;
+  more.replace(more.find("epochs: 2"), 9, "epochs: 1");
+  more.replace(more.find("accuracy_epochs: [1, 2]"), 23, "accuracy_epochs: [1]");
+  r = mosaic("sweep " + write("grid.yaml", more) + " --max-cells 1");
+  EXPECT_NE(r.out.find("1 cells run, 0 finished earlier"), std::string::npos) << r.out;
+}
+
+TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
+  struct Case {
+    std::string yaml, message;
+  };
+  const std::vector<Case> cases = {
+      {"models: zoo:fmnist-cnn\nbatchsize: 4\n", "unknown key 'batchsize'"},
+      {"models: zoo:fmnist-cnn\nepochs: many\n", "key 'epochs' has a value of the wrong type ('many')"},
+      {"backends: [naive]\n", "key 'models' is required"},
+      {"models: zoo:fmnist-cnn\nbackends: [cuda]\n", "key 'backends': unknown backend 'cuda'"},
+      {"models: zoo:fmnist-cnn\noptimizers: [lamb]\n", "key 'optimizers': unknown optimizer 'lamb'"},
+      {"models: nosuch.onnx\n", "nosuch.onnx not found"},
+      {"models: zoo:fmnist-cnn\ndata: idx:/nonexistent\n", "key 'data': "},
+      {"models: zoo:fmnist-cnn\nepochs: 2\naccuracy_epochs: [5]\n", "epoch 5 is outside 1..2"},
+      {"models: [zoo:fmnist-cnn\n", "not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    const std::string cfg = write("bad.yaml", "output: out\n" + c.yaml);
+    CmdResult r = mosaic("sweep " + cfg);
+    EXPECT_EQ(r.code, 2) << c.yaml << r.out;
+    EXPECT_NE(r.out.find(cfg), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.yaml << " -> " << r.out;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << c.yaml;
+  }
+  CmdResult r = mosaic("sweep " + (dir_ / "missing.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("missing.yaml: not found"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
