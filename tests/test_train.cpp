@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backends/common/pooling.hpp"
 #include "backends/naive/naive.hpp"
 #include "core/gradcheck.hpp"
 #include "core/loss.hpp"
@@ -522,6 +523,53 @@ TEST(Datasets, SeededShuffleIsAPermutation) {
   std::multiset<float> all;
   for (int64_t i = 0; i < 50; ++i) all.insert(d->train.images.f32()[i * 4]);
   EXPECT_EQ(seen, all) << "every image exactly once";
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+TEST(MaxPoolBackward, NearTiesGoToTheFirstAsInExactArithmetic) {
+  // One 1x4 plane, window 1x2 stride 2 (two windows) and a 2x2 window over a 2x2 plane.
+  Window w;
+  w.in = {1, 4};
+  w.out = {1, 2};
+  w.kernel = {1, 2};
+  w.stride = {1, 2};
+  w.dilation = {1, 1};
+  w.pad_begin = w.pad_end = {0, 0};
+  const float one_up = std::nextafter(std::nextafter(1.f, 2.f), 2.f);  // 2 ulp above 1
+  const float x[4] = {1.f, one_up, 0.5f, 0.5001f};
+  const float dy[2] = {3.f, 7.f};
+  float dx[4];
+  max_pool_backward(x, dy, dx, 1, w);
+  // Window 1: 2 ulp apart is a tie (rounding), the first takes it. Window 2: a real maximum.
+  EXPECT_EQ(dx[0], 3.f);
+  EXPECT_EQ(dx[1], 0.f);
+  EXPECT_EQ(dx[2], 0.f);
+  EXPECT_EQ(dx[3], 7.f);
+  // With no tolerance the strict maximum wins.
+  max_pool_backward(x, dy, dx, 1, w, 0.f);
+  EXPECT_EQ(dx[0], 0.f);
+  EXPECT_EQ(dx[1], 3.f);
+  // Padding: windows that overlap the border only see real elements; negative values.
+  Window p = w;
+  p.in = {2, 2};
+  p.out = {2, 2};
+  p.kernel = {2, 2};
+  p.stride = {1, 1};
+  p.pad_begin = {1, 1};
+  const float xn[4] = {-4.f, -1.f, -2.f, -3.f};
+  const float g[4] = {1.f, 2.f, 4.f, 8.f};
+  float dn[4];
+  max_pool_backward(xn, g, dn, 1, p);
+  // Windows (top-left corners at -1,-1 / -1,0 / 0,-1 / 0,0) hold {-4}, {-4,-1}, {-4,-2}, all.
+  EXPECT_EQ(dn[0], 1.f);
+  EXPECT_EQ(dn[1], 2.f + 8.f);
+  EXPECT_EQ(dn[2], 4.f);
+  EXPECT_EQ(dn[3], 0.f);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "backends/common/broadcast.hpp"
 #include "backends/common/movement.hpp"
+#include "backends/common/pooling.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -345,36 +346,34 @@ class PoolKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
-  /// Max: to the window's first maximum; average: spread with the forward divisor.
+  /// Max: to the window's first (near-)maximum (common/pooling.hpp); average: spread with
+  /// the forward divisor.
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
     const float* x = a.src[0]->f32();
     const float* dy = a.diff_dst[0]->f32();
     float* dx = a.diff_src[0]->f32();
     const int64_t in_sp = w_.ih * w_.iw, out_sp = w_.oh * w_.ow, nc = p_.n * p_.c;
+    if (is_max_) {
+      max_pool_backward(x, dy, dx, nc, p_.win);
+      return Status::ok();
+    }
     std::fill(dx, dx + nc * in_sp, 0.f);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < nc; ++i) {
-      const float* xc = x + i * in_sp;
       float* dxc = dx + i * in_sp;
       for (int64_t oy = 0; oy < w_.oh; ++oy)
         for (int64_t ox = 0; ox < w_.ow; ++ox) {
           const float g = dy[i * out_sp + oy * w_.ow + ox];
           const int64_t y0 = oy * w_.sh - w_.pt, x0 = ox * w_.sw - w_.pl;
-          int64_t best = -1, count = 0;
+          int64_t count = 0;
           for (int64_t ki = 0; ki < w_.kh; ++ki) {
             const int64_t iy = y0 + ki * w_.dh;
             if (iy < 0 || iy >= w_.ih) continue;
             for (int64_t kj = 0; kj < w_.kw; ++kj) {
               const int64_t ix = x0 + kj * w_.dw;
-              if (ix < 0 || ix >= w_.iw) continue;
-              if (best < 0 || xc[iy * w_.iw + ix] > xc[best]) best = iy * w_.iw + ix;
-              ++count;
+              if (ix >= 0 && ix < w_.iw) ++count;
             }
-          }
-          if (is_max_) {
-            if (best >= 0) dxc[best] += g;
-            continue;
           }
           int64_t div = count;
           if (p_.count_include_pad) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "backends/common/movement.hpp"
+#include "backends/common/pooling.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -349,8 +350,16 @@ class PoolKernel final : public Kernel {
       dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
       out_layout_ = layout_of(out_md, ys);
       prim_ = dnnl::pooling_v2_forward(pd);
-      if (ctx.training && !ctx.input_layout(0)) {
-        // Training forward on plain layouts keeps the max-pool workspace for backward.
+      if (ctx.training && !ctx.input_layout(0) && is_max) {
+        // Max-pool backward routes by the shared near-tie rule (common/pooling.hpp), not
+        // by oneDNN's workspace: the same subgradient as PyTorch where the forward's
+        // rounding split exact ties. The forward stays the inference primitive.
+        win_ = p.win;
+        nc_ = p.n * p.c;
+        max_backward_ = true;
+        trainable_ = true;
+      } else if (ctx.training && !ctx.input_layout(0)) {
+        // Average pooling on plain layouts: oneDNN's training forward and backward.
         const memory::desc xs = plain(ctx.inputs[0].shape), y_md = plain(ys);
         dnnl::pooling_v2_forward::primitive_desc tpd(
             dnnl::pooling_v2_forward::desc(prop_kind::forward_training, alg, xs, y_md, strides, kernel, dil, pl, pr),
@@ -368,7 +377,7 @@ class PoolKernel final : public Kernel {
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    if (trainable_) {
+    if (trainable_ && !max_backward_) {
       t_src_.bind(src[0]);
       t_dst_.bind(dst[0]);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, t_src_.mem}, {DNNL_ARG_DST, t_dst_.mem}};
@@ -389,6 +398,10 @@ class PoolKernel final : public Kernel {
   bool has_backward() const override { return trainable_; }
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
+    if (max_backward_) {
+      max_pool_backward(a.src[0]->f32(), a.diff_dst[0]->f32(), a.diff_src[0]->f32(), nc_, win_);
+      return Status::ok();
+    }
     b_diff_dst_.bind(a.diff_dst[0]);
     b_diff_src_.bind(a.diff_src[0]);
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, b_diff_dst_.mem}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}};
@@ -403,7 +416,9 @@ class PoolKernel final : public Kernel {
   Staged dst_;
   std::shared_ptr<const Layout> out_layout_;
   dnnl::pooling_v2_forward prim_;
-  bool trainable_ = false;
+  bool trainable_ = false, max_backward_ = false;
+  Window win_;
+  int64_t nc_ = 0;
   dnnl::pooling_v2_forward train_fwd_;
   dnnl::pooling_v2_backward bwd_;
   memory workspace_;

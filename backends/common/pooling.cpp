@@ -1,0 +1,57 @@
+#include "backends/common/pooling.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace mosaic {
+
+void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, const Window& w, float tie_rtol) {
+  // Lift to 3-d: missing leading dims have extent 1.
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0, 0, 0};
+  const size_t r = w.rank(), off = 3 - r;
+  for (size_t i = 0; i < r; ++i) {
+    in[off + i] = w.in[i], out[off + i] = w.out[i], k[off + i] = w.kernel[i];
+    s[off + i] = w.stride[i], d[off + i] = w.dilation[i], p[off + i] = w.pad_begin[i];
+  }
+  const int64_t in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
+  std::fill(dx, dx + nc * in_sp, 0.f);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < nc; ++c) {
+    const float* xc = x + c * in_sp;
+    const float* dyc = dy + c * out_sp;
+    float* dxc = dx + c * in_sp;
+    std::vector<int64_t> cand;
+    cand.reserve(static_cast<size_t>(k[0] * k[1] * k[2]));
+    for (int64_t o0 = 0; o0 < out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          cand.clear();
+          float best = -INFINITY;
+          for (int64_t a = 0; a < k[0]; ++a) {
+            const int64_t i0 = o0 * s[0] - p[0] + a * d[0];
+            if (i0 < 0 || i0 >= in[0]) continue;
+            for (int64_t b = 0; b < k[1]; ++b) {
+              const int64_t i1 = o1 * s[1] - p[1] + b * d[1];
+              if (i1 < 0 || i1 >= in[1]) continue;
+              for (int64_t e = 0; e < k[2]; ++e) {
+                const int64_t i2 = o2 * s[2] - p[2] + e * d[2];
+                if (i2 < 0 || i2 >= in[2]) continue;
+                const int64_t idx = (i0 * in[1] + i1) * in[2] + i2;
+                cand.push_back(idx);
+                best = std::max(best, xc[idx]);
+              }
+            }
+          }
+          if (cand.empty()) continue;
+          const float floor = best - std::fabs(best) * tie_rtol;
+          for (int64_t idx : cand)
+            if (xc[idx] >= floor) {
+              dxc[idx] += dyc[(o0 * out[1] + o1) * out[2] + o2];
+              break;
+            }
+        }
+  }
+}
+
+}  // namespace mosaic
