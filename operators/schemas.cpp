@@ -441,6 +441,7 @@ std::map<std::string, OpSchema> build_table() {
   add("Relu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "max(x, 0)");
   add("LeakyRelu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "x if x >= 0 else alpha * x");
   add("Clip", 1, 3, 1, 1, infer_clip, f_out_numel, false, "min(max(x, lo), hi)");
+  t["Clip"].non_trainable_inputs = {1, 2};
   add("Sigmoid", 1, 1, 1, 1, infer_same_float, f_sigmoid, false, "1 / (1 + exp(-x))");
   add("Tanh", 1, 1, 1, 1, infer_same_float, f_sigmoid, false, "tanh(x)");
   add("MaxPool", 1, 1, 1, 2, infer_pool, f_pool, false, "max over windows (pads, ceil_mode, dilations, Indices)");
@@ -462,6 +463,9 @@ std::map<std::string, OpSchema> build_table() {
   t["BatchNormalization"].non_trainable_inputs = {3, 4};
   add("LRN", 1, 1, 1, 1, infer_lrn, f_lrn, false, "local response normalisation across channels");
   add("Dropout", 1, 3, 1, 2, infer_dropout, f_zero, false, "identity at inference (mask all true)");
+  // Hyperparameters given as float initializers are not trained.
+  t["Dropout"].non_trainable_inputs = {1, 2};
+  t["Pad"].non_trainable_inputs = {1, 2, 3};
   add("Identity", 1, 1, 1, 1, infer_identity, f_zero, false, "copy");
   add("Constant", 0, 0, 1, 1, infer_constant, f_zero, true, "constant from attribute");
   add("ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape, f_zero, true, "tensor of a given shape filled with value");

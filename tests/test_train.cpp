@@ -80,6 +80,18 @@ std::vector<OpCase> backward_cases() {
   add("add_broadcast", make_node("Add"), {{2, 3, 4}, {3, 1}}, {false, true});
   add("sub_broadcast", make_node("Sub"), {{2, 3}, {3}});
   add("mul_broadcast", make_node("Mul"), {{2, 3, 4}, {4}});
+  add("mul_same_shape", make_node("Mul"), {{2, 3, 4}, {2, 3, 4}});
+  add("matmul_batch_both", make_node("MatMul"), {{2, 1, 3, 4}, {3, 4, 5}});
+  add("globalmax", make_node("GlobalMaxPool"), {{2, 3, 3, 3}});
+  add("lrn5", make_node("LRN", {{"size", A::of_int(5)}, {"alpha", A::of_float(0.3f)}, {"beta", A::of_float(0.6f)}, {"bias", A::of_float(2.f)}}),
+      {{2, 7, 3, 1}});
+  {
+    OpCase c;
+    c.label = "div_broadcast";
+    c.node = make_node("Div");
+    c.inputs = {random_tensor({2, 3, 4}, 31, -1, 1), random_tensor({3, 1}, 32, 0.5f, 1.5f)};
+    v.push_back(c);
+  }
   for (const char* op : {"Relu", "Sigmoid", "Tanh"}) add(op, make_node(op), {{3, 7}});
   add("leakyrelu", make_node("LeakyRelu", {{"alpha", A::of_float(0.2f)}}), {{3, 7}});
   add("softmax_axis1", make_node("Softmax", {{"axis", A::of_int(1)}}), {{2, 4, 3}});
@@ -122,8 +134,8 @@ TEST_P(NaiveBackward, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Ops, NaiveBackward, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
 
-/// The same cases on the optimised backends, where they have backward kernels (the others
-/// are skipped: a training plan would fall back to naive for them).
+/// The same cases on the optimised backends: every case a backend runs forward must have a
+/// backward there (only cases it declines outright, like oneDNN's reflect padding, skip).
 class OptimisedBackward : public ::testing::TestWithParam<std::tuple<std::string, OpCase>> {};
 
 TEST_P(OptimisedBackward, MatchesFiniteDifferences) {
@@ -132,8 +144,12 @@ TEST_P(OptimisedBackward, MatchesFiniteDifferences) {
   po.training = true;
   po.input_grads = true;
   Graph g = prepared(c);
-  if (!Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po).ok())
-    GTEST_SKIP() << backend << " has no backward for " << c.node.op_type;
+  if (!Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po).ok()) {
+    // Only a case the backend declines outright may lack a backward.
+    ASSERT_FALSE(Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), PlanOptions{}).ok())
+        << backend << " runs " << c.label << " forward but has no backward for it";
+    GTEST_SKIP() << backend << " declines " << c.label << " (forward too)";
+  }
   GradcheckReport r = check_op(c, builtin_registry(), 2e-2, backend);
   EXPECT_TRUE(r.passed()) << c.label << " on " << backend << ": " << failures(r);
 }
@@ -190,28 +206,31 @@ TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
   Graph g = prepared(c);
   PlanOptions po;
   po.training = true;
-  auto plan = Plan::build(g, Placement::all_on("naive", {}), builtin_registry(), po);
-  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  ASSERT_TRUE(plan.value()->run({Tensor::from_f32({2, 1, 1, 1}, {1, 3})}, nullptr).is_ok());
-  const Tensor& y = plan.value()->output(0);
-  EXPECT_NEAR(y.f32()[0], 2 * -1 + 0.5f, 1e-6);
-  EXPECT_NEAR(y.f32()[1], 2 * 1 + 0.5f, 1e-6);
-  for (const auto& v : plan.value()->values()) {
-    if (v.name == "x3") {
-      EXPECT_NEAR(v.tensor.f32()[0], 0.2f, 1e-6) << "running mean 0.9 * 0 + 0.1 * 2";
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
+    ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
+    EXPECT_EQ(plan.value()->steps()[0].backend, backend);
+    ASSERT_TRUE(plan.value()->run({Tensor::from_f32({2, 1, 1, 1}, {1, 3})}, nullptr).is_ok());
+    const Tensor& y = plan.value()->output(0);
+    EXPECT_NEAR(y.f32()[0], 2 * -1 + 0.5f, 1e-6) << backend;
+    EXPECT_NEAR(y.f32()[1], 2 * 1 + 0.5f, 1e-6) << backend;
+    int seen = 0;
+    for (const auto& v : plan.value()->values()) {
+      if (v.name == "x3") {
+        EXPECT_NEAR(v.tensor.f32()[0], 0.2f, 1e-6) << backend << ": running mean 0.9 * 0 + 0.1 * 2";
+        ++seen;
+      }
+      if (v.name == "x4") {
+        EXPECT_NEAR(v.tensor.f32()[0], 1.1f, 1e-6) << backend << ": running var 0.9 * 1 + 0.1 * 2";
+        ++seen;
+      }
     }
-    if (v.name == "x4") {
-      EXPECT_NEAR(v.tensor.f32()[0], 1.1f, 1e-6) << "running var 0.9 * 1 + 0.1 * 2";
-    }
+    EXPECT_EQ(seen, 2);
+    // Only scale and bias are parameters; the statistics are not trained.
+    std::vector<std::string> names;
+    for (const auto& p : plan.value()->parameters()) names.push_back(p.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"x1", "x2"})) << backend;
   }
-  // Only scale and bias are parameters; the statistics are not trained.
-  std::vector<std::string> names;
-  for (const auto& p : plan.value()->parameters()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"x1", "x2"}));
-  // The optimised backends decline training-mode statistics rather than compute wrong ones.
-  auto od = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry(), po);
-  ASSERT_TRUE(od.ok());
-  EXPECT_EQ(od.value()->steps()[0].backend, "naive");
 }
 
 // ---- planted bugs ------------------------------------------------------------------------
@@ -570,6 +589,52 @@ TEST(MaxPoolBackward, NearTiesGoToTheFirstAsInExactArithmetic) {
   EXPECT_EQ(dn[1], 2.f + 8.f);
   EXPECT_EQ(dn[2], 4.f);
   EXPECT_EQ(dn[3], 0.f);
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+TEST(DropoutTraining, SeededMaskScalesAndRoutesGradients) {
+  OpCase c;
+  c.label = "dropout_train";
+  c.node = make_node("Dropout", {{"seed", A::of_int(5)}});
+  c.inputs = {random_tensor({100, 100}, 3, 0.5f, 1.5f), Tensor::from_f32({}, {0.25f})};
+  c.is_const = {false, true};
+  Graph g = prepared(c);
+  PlanOptions po;
+  po.training = true;
+  po.seed = 11;
+  po.input_grads = true;
+  std::vector<float> first_mask;
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
+    ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
+    Plan& P = *plan.value();
+    const Tensor x = c.inputs[0];
+    ASSERT_TRUE(P.run({x}, nullptr).is_ok());
+    const Tensor& y = P.output(0);
+    int64_t dropped = 0;
+    std::vector<float> mask;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      // Kept elements are scaled by 1 / (1 - ratio), the others are zero.
+      if (y.f32()[i] == 0.f) ++dropped;
+      else EXPECT_NEAR(y.f32()[i], x.f32()[i] / 0.75f, 1e-6);
+      mask.push_back(y.f32()[i] != 0.f);
+    }
+    EXPECT_NEAR(static_cast<double>(dropped) / y.numel(), 0.25, 0.02) << backend;
+    // The same seed gives the same mask on every backend.
+    if (first_mask.empty()) first_mask = mask;
+    else EXPECT_EQ(mask, first_mask) << backend;
+    Tensor dy = random_tensor({100, 100}, 4);
+    ASSERT_TRUE(P.backward({dy}).is_ok());
+    const Tensor* dx = P.input_grad(0);
+    ASSERT_NE(dx, nullptr);
+    for (int64_t i = 0; i < dy.numel(); ++i)
+      ASSERT_NEAR(dx->f32()[i], mask[static_cast<size_t>(i)] ? dy.f32()[i] / 0.75f : 0.f, 1e-6) << backend << " " << i;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backends/common/broadcast.hpp"
+#include "backends/common/grad.hpp"
 #include "backends/common/movement.hpp"
 #include "operators/params.hpp"
 
@@ -631,24 +632,12 @@ class BatchNormKernel final : public Kernel {
 
   Status forward_training(const float* x, const float* scale, const float* b, float* running_mean,
                           float* running_var, float* y) {
-    const double m = static_cast<double>(n_ * sp_);
     batch_mean_.assign(static_cast<size_t>(c_), 0.0);
     batch_invstd_.assign(static_cast<size_t>(c_), 0.0);
+    batch_norm_statistics(x, n_, c_, sp_, eps_, momentum_, batch_mean_.data(), batch_invstd_.data(), running_mean,
+                          running_var);
     for (int64_t c = 0; c < c_; ++c) {
-      double sum = 0, sq = 0;
-      for (int64_t n = 0; n < n_; ++n)
-        for (int64_t i = 0; i < sp_; ++i) sum += x[(n * c_ + c) * sp_ + i];
-      const double mean = sum / m;
-      for (int64_t n = 0; n < n_; ++n)
-        for (int64_t i = 0; i < sp_; ++i) {
-          const double d = x[(n * c_ + c) * sp_ + i] - mean;
-          sq += d * d;
-        }
-      const double var = sq / m;
-      batch_mean_[c] = mean;
-      batch_invstd_[c] = 1.0 / std::sqrt(var + eps_);
-      running_mean[c] = static_cast<float>(momentum_ * running_mean[c] + (1 - momentum_) * mean);
-      running_var[c] = static_cast<float>(momentum_ * running_var[c] + (1 - momentum_) * (m > 1 ? sq / (m - 1) : var));
+      const double mean = batch_mean_[c];
       for (int64_t n = 0; n < n_; ++n)
         for (int64_t i = 0; i < sp_; ++i) {
           const int64_t o = (n * c_ + c) * sp_ + i;

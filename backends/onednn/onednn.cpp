@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "backends/common/grad.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/pooling.hpp"
 #include "operators/params.hpp"
@@ -581,12 +582,27 @@ class MatMulKernel final : public MatMulBase {
     b.insert(b.end(), {p->k, p->n});
     y.insert(y.end(), {p->m, p->n});
     if (a.size() > 12) return Status::unsupported(ctx.node->label() + ": rank above 12");
+    p_ = p.value();
     return build(ctx, plain(a), plain(b), nullptr, plain(y), 1.f, ctx.constant(1));
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     run(src[0], src[1], nullptr, dst[0]);
     return Status::ok();
   }
+  bool has_backward() const override { return true; }
+  /// dA = dY B^T, dB = A^T dY per batch with oneDNN's sgemm, summed over broadcasts.
+  Status backward(const BackwardArgs& a) override {
+    matmul_backward(p_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
+                    a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr,
+                    [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+                       int64_t ldb, float beta, float* C, int64_t ldc) {
+                      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, A, lda, B, ldb, beta, C, ldc);
+                    });
+    return Status::ok();
+  }
+
+ private:
+  MatMulParams p_;
 };
 
 // ---- Element-wise, binary -------------------------------------------------------------------
@@ -674,6 +690,10 @@ class BinaryKernel final : public Kernel {
                           : op == "Mul" ? algorithm::binary_mul
                                         : algorithm::binary_div;
     const Shape& out = ctx.outputs[0].shape;
+    a_shape_ = ctx.inputs[0].shape;
+    b_shape_ = ctx.inputs[1].shape;
+    out_shape_ = out;
+    op_ = binary_op_of(op);
     Shape a = ctx.inputs[0].shape, b = ctx.inputs[1].shape;
     a.insert(a.begin(), out.size() - a.size(), 1);
     b.insert(b.begin(), out.size() - b.size(), 1);
@@ -717,8 +737,17 @@ class BinaryKernel final : public Kernel {
   }
   size_t workspace_bytes() const override { return a_.bytes + b_.bytes + y_.bytes; }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return true; }
+  /// oneDNN has no binary backward: the shared broadcast reduction (common/grad.hpp).
+  Status backward(const BackwardArgs& a) override {
+    binary_backward(op_, a_shape_, b_shape_, out_shape_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
+                    a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr);
+    return Status::ok();
+  }
 
  private:
+  Shape a_shape_, b_shape_, out_shape_;
+  BinaryOp op_ = BinaryOp::kAdd;
   Staged a_, b_, y_;
   std::shared_ptr<const Layout> out_layout_;
   bool swapped_ = false;
@@ -734,33 +763,76 @@ class SoftmaxKernel final : public SrcDstPrimitive {
     const bool log = ctx.node->op_type == "LogSoftmax";
     return guarded(*ctx.node, [&]() -> Status {
       const memory::desc md = plain({p.outer, p.axis_dim, p.inner});
-      dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, log ? algorithm::softmax_log : algorithm::softmax_accurate,
+      const algorithm alg = log ? algorithm::softmax_log : algorithm::softmax_accurate;
+      dnnl::softmax_v2_forward::desc d(ctx.training ? prop_kind::forward_training : prop_kind::forward_inference, alg,
                                        md, md, 1);
-      set(dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, engine())), md, md);
+      dnnl::softmax_v2_forward::primitive_desc pd(d, engine());
+      set(dnnl::softmax_v2_forward(pd), md, md);
+      if (ctx.training) {
+        dnnl::softmax_v2_backward::desc bd(alg, md, md, md, 1);
+        bwd_ = dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(bd, engine(), pd));
+        for (auto* b : {&b_dst_, &b_diff_dst_, &b_diff_src_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
       return Status::ok();
     });
   }
+  bool has_backward() const override { return trainable_; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    b_dst_.bind(a.dst[0]);
+    b_diff_dst_.bind(a.diff_dst[0]);
+    b_diff_src_.bind(a.diff_src[0]);
+    bwd_.execute(stream(), {{DNNL_ARG_DST, b_dst_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
+                            {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  bool trainable_ = false;
+  dnnl::softmax_v2_backward bwd_;
+  Bound b_dst_, b_diff_dst_, b_diff_src_;
 };
 
 class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
-    if (ctx.training) return Status::unsupported(ctx.node->label() + ": training-mode batch statistics (naive only)");
     const Shape& x = ctx.inputs[0].shape;
     c_ = x[1];
+    m_ = shape_numel(x) / std::max<int64_t>(c_, 1);
+    training_ = ctx.training;
+    momentum_ = ctx.node->attr_float("momentum", 0.9f);
+    if (training_ && ctx.input_layout(0))
+      return Status::unsupported(ctx.node->label() + ": training on a blocked input layout");
     return guarded(*ctx.node, [&]() -> Status {
       const memory::desc md = input_md(ctx, 0);
-      auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-                   dnnl::normalization_flags::use_shift;
-      dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, md, ctx.node->attr_float("epsilon", 1e-5f),
-                                                flags);
-      prim_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(d, engine()));
+      const float eps = ctx.node->attr_float("epsilon", 1e-5f);
+      auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+      if (!training_) flags = flags | dnnl::normalization_flags::use_global_stats;
+      dnnl::batch_normalization_forward::desc d(
+          training_ ? prop_kind::forward_training : prop_kind::forward_inference, md, eps, flags);
+      dnnl::batch_normalization_forward::primitive_desc pd(d, engine());
+      prim_ = dnnl::batch_normalization_forward(pd);
       const memory::desc cmd = plain({c_});
       src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
       const memory::desc out_md = ctx.layout_free(0) ? md : plain(x);
       dst_.init(out_md, md, ctx.tracker, true);
       out_layout_ = layout_of(out_md, x);
       for (auto* b : {&scale_, &shift_, &mean_, &var_}) b->mem = memory(cmd, engine(), DNNL_MEMORY_NONE);
+      if (training_) {
+        // Batch statistics land in kernel-owned buffers; the running averages are updated
+        // from them, and backward differentiates through them.
+        batch_mean_ = memory(cmd, engine());
+        batch_var_ = memory(cmd, engine());
+        dnnl::batch_normalization_backward::desc bd(prop_kind::backward, md, md, eps,
+                                                    dnnl::normalization_flags::use_scale |
+                                                        dnnl::normalization_flags::use_shift);
+        bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(bd, engine(), pd));
+        for (auto* b : {&b_src_, &b_diff_dst_, &b_diff_src_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+        diff_scale_ = memory(cmd, engine());
+        diff_shift_ = memory(cmd, engine());
+      }
       return Status::ok();
     });
   }
@@ -768,28 +840,84 @@ class BatchNormKernel final : public Kernel {
     src_.bind(src[0]);
     scale_.bind(src[1]);
     shift_.bind(src[2]);
-    mean_.bind(src[3]);
-    var_.bind(src[4]);
     dst_.bind_out(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem},
-                             {DNNL_ARG_SCALE, scale_.mem},
-                             {DNNL_ARG_SHIFT, shift_.mem},
-                             {DNNL_ARG_MEAN, mean_.mem},
-                             {DNNL_ARG_VARIANCE, var_.mem},
-                             {DNNL_ARG_DST, dst_.internal}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.mem},
+                                         {DNNL_ARG_SCALE, scale_.mem},
+                                         {DNNL_ARG_SHIFT, shift_.mem},
+                                         {DNNL_ARG_DST, dst_.internal}};
+    if (training_) {
+      args[DNNL_ARG_MEAN] = batch_mean_;
+      args[DNNL_ARG_VARIANCE] = batch_var_;
+    } else {
+      mean_.bind(src[3]);
+      var_.bind(src[4]);
+      args[DNNL_ARG_MEAN] = mean_.mem;
+      args[DNNL_ARG_VARIANCE] = var_.mem;
+    }
+    prim_.execute(stream(), args);
     dst_.finish_out();
     stream().wait();
+    if (training_) {
+      // Running averages as ONNX/PyTorch: r = momentum r + (1 - momentum) batch, with the
+      // unbiased variance (oneDNN's is biased).
+      auto* rm = const_cast<float*>(src[3]->f32());
+      auto* rv = const_cast<float*>(src[4]->f32());
+      const float* bm = static_cast<const float*>(batch_mean_.get_data_handle());
+      const float* bv = static_cast<const float*>(batch_var_.get_data_handle());
+      const double unbias = m_ > 1 ? static_cast<double>(m_) / static_cast<double>(m_ - 1) : 1.0;
+      for (int64_t c = 0; c < c_; ++c) {
+        rm[c] = static_cast<float>(momentum_ * rm[c] + (1 - momentum_) * bm[c]);
+        rv[c] = static_cast<float>(momentum_ * rv[c] + (1 - momentum_) * bv[c] * unbias);
+      }
+    }
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return dst_.bytes; }
+  size_t workspace_bytes() const override { return dst_.bytes + (training_ ? 4 * c_ * sizeof(float) : 0); }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return training_; }
+  /// oneDNN's backward through the batch statistics: diff_src, diff_scale, diff_shift.
+  Status backward(const BackwardArgs& a) override {
+    b_src_.bind(a.src[0]);
+    scale_.bind(a.src[1]);
+    shift_.bind(a.src[2]);
+    b_diff_dst_.bind(a.diff_dst[0]);
+    std::vector<float> scratch;
+    if (a.diff_src[0]) {
+      b_diff_src_.bind(a.diff_src[0]);
+    } else {
+      scratch.resize(static_cast<size_t>(m_ * c_));
+      b_diff_src_.mem.set_data_handle(scratch.data());
+    }
+    bwd_.execute(stream(), {{DNNL_ARG_SRC, b_src_.mem},
+                            {DNNL_ARG_MEAN, batch_mean_},
+                            {DNNL_ARG_VARIANCE, batch_var_},
+                            {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
+                            {DNNL_ARG_SCALE, scale_.mem},
+                            {DNNL_ARG_SHIFT, shift_.mem},
+                            {DNNL_ARG_DIFF_SRC, b_diff_src_.mem},
+                            {DNNL_ARG_DIFF_SCALE, diff_scale_},
+                            {DNNL_ARG_DIFF_SHIFT, diff_shift_}});
+    stream().wait();
+    const float* ds = static_cast<const float*>(diff_scale_.get_data_handle());
+    const float* db = static_cast<const float*>(diff_shift_.get_data_handle());
+    if (a.diff_src.size() > 1 && a.diff_src[1]) std::copy(ds, ds + c_, a.diff_src[1]->f32());
+    if (a.diff_src.size() > 2 && a.diff_src[2]) std::copy(db, db + c_, a.diff_src[2]->f32());
+    for (size_t i = 3; i < a.diff_src.size(); ++i)
+      if (a.diff_src[i]) std::fill(a.diff_src[i]->f32(), a.diff_src[i]->f32() + c_, 0.f);
+    return Status::ok();
+  }
 
  private:
-  int64_t c_ = 0;
+  int64_t c_ = 0, m_ = 0;
+  bool training_ = false;
+  float momentum_ = 0.9f;
   Bound src_, scale_, shift_, mean_, var_;
   Staged dst_;
   std::shared_ptr<const Layout> out_layout_;
   dnnl::batch_normalization_forward prim_;
+  memory batch_mean_, batch_var_, diff_scale_, diff_shift_;
+  dnnl::batch_normalization_backward bwd_;
+  Bound b_src_, b_diff_dst_, b_diff_src_;
 };
 
 class LrnKernel final : public SrcDstPrimitive {
@@ -800,12 +928,50 @@ class LrnKernel final : public SrcDstPrimitive {
       return Status::unsupported(ctx.node->label() + ": even LRN size (oneDNN's window is symmetric, ONNX's is not)");
     return guarded(*ctx.node, [&]() -> Status {
       const memory::desc md = plain(ctx.inputs[0].shape);
-      dnnl::lrn_forward::desc d(prop_kind::forward_inference, algorithm::lrn_across_channels, md, p.size, p.alpha,
-                                p.beta, p.bias);
-      set(dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(d, engine())), md, md);
+      dnnl::lrn_forward::desc d(ctx.training ? prop_kind::forward_training : prop_kind::forward_inference,
+                                algorithm::lrn_across_channels, md, p.size, p.alpha, p.beta, p.bias);
+      dnnl::lrn_forward::primitive_desc pd(d, engine());
+      set(dnnl::lrn_forward(pd), md, md);
+      if (ctx.training) {
+        dnnl::lrn_backward::desc bd(algorithm::lrn_across_channels, md, md, p.size, p.alpha, p.beta, p.bias);
+        bwd_ = dnnl::lrn_backward(dnnl::lrn_backward::primitive_desc(bd, engine(), pd));
+        if (pd.workspace_desc().get_size()) workspace_ = memory(pd.workspace_desc(), engine());
+        for (auto* b : {&b_src_, &b_diff_dst_, &b_diff_src_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
       return Status::ok();
     });
   }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (!trainable_) return SrcDstPrimitive::forward(src, dst);
+    src_.bind(src[0]);
+    dst_.bind(dst[0]);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.mem}};
+    if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+    prim_.execute(stream(), args);
+    stream().wait();
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return workspace_ ? workspace_.get_desc().get_size() : 0; }
+  bool has_backward() const override { return trainable_; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    b_src_.bind(a.src[0]);
+    b_diff_dst_.bind(a.diff_dst[0]);
+    b_diff_src_.bind(a.diff_src[0]);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}};
+    if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+    bwd_.execute(stream(), args);
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  bool trainable_ = false;
+  dnnl::lrn_backward bwd_;
+  memory workspace_;
+  Bound b_src_, b_diff_dst_, b_diff_src_;
 };
 
 // ---- Data movement: concat, transpose (reorder), constant pad (reorder into a sub-memory) ----
@@ -822,12 +988,35 @@ class ConcatKernel final : public Kernel {
         if (in.numel() == 0) return Status::unsupported(ctx.node->label() + ": empty input");
         mds.push_back(plain(in.shape));
       }
-      dnnl::concat::primitive_desc pd(plain(ctx.outputs[0].shape), static_cast<int>(axis), mds, engine());
+      const memory::desc out = plain(ctx.outputs[0].shape);
+      dnnl::concat::primitive_desc pd(out, static_cast<int>(axis), mds, engine());
       prim_ = dnnl::concat(pd);
       for (auto& md : mds) srcs_.push_back({memory(md, engine(), DNNL_MEMORY_NONE)});
-      dst_.mem = memory(plain(ctx.outputs[0].shape), engine(), DNNL_MEMORY_NONE);
+      dst_.mem = memory(out, engine(), DNNL_MEMORY_NONE);
+      if (ctx.training) {
+        // Backward: input i's gradient is its slab of dy, copied out by a reorder.
+        memory::dims offsets(out.dims().size(), 0);
+        for (auto& md : mds) {
+          const memory::desc slab = out.submemory_desc(md.dims(), offsets);
+          back_.push_back(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), slab, engine(), md)));
+          back_from_.push_back({memory(slab, engine(), DNNL_MEMORY_NONE)});
+          back_to_.push_back({memory(md, engine(), DNNL_MEMORY_NONE)});
+          offsets[static_cast<size_t>(axis)] += md.dims()[static_cast<size_t>(axis)];
+        }
+      }
       return Status::ok();
     });
+  }
+  bool has_backward() const override { return !back_.empty(); }
+  Status backward(const BackwardArgs& a) override {
+    for (size_t i = 0; i < back_.size(); ++i) {
+      if (!a.diff_src[i]) continue;
+      back_from_[i].bind(a.diff_dst[0]);
+      back_to_[i].bind(a.diff_src[i]);
+      back_[i].execute(stream(), {{DNNL_ARG_FROM, back_from_[i].mem}, {DNNL_ARG_TO, back_to_[i].mem}});
+    }
+    stream().wait();
+    return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     std::unordered_map<int, memory> args;
@@ -846,10 +1035,24 @@ class ConcatKernel final : public Kernel {
   std::vector<Bound> srcs_;
   Bound dst_;
   dnnl::concat prim_;
+  std::vector<dnnl::reorder> back_;
+  std::vector<Bound> back_from_, back_to_;
 };
 
 class ReorderKernel : public SrcDstPrimitive {
  public:
+  bool has_backward() const override { return static_cast<bool>(back_); }
+  /// The backward is one reorder from dy (`back_from_`) into dx (`back_to_`).
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    for (size_t i = 1; i < a.diff_src.size(); ++i)
+      if (a.diff_src[i]) std::memset(a.diff_src[i]->data(), 0, a.diff_src[i]->bytes());
+    back_from_.bind(a.diff_dst[0]);
+    back_to_.bind(a.diff_src[0]);
+    back_.execute(stream(), {{DNNL_ARG_FROM, back_from_.mem}, {DNNL_ARG_TO, back_to_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (fill_) {
       float* y = dst[0]->f32();
@@ -859,9 +1062,16 @@ class ReorderKernel : public SrcDstPrimitive {
   }
 
  protected:
+  void set_backward(const memory::desc& from, const memory::desc& to) {
+    back_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+    back_from_.mem = memory(from, engine(), DNNL_MEMORY_NONE);
+    back_to_.mem = memory(to, engine(), DNNL_MEMORY_NONE);
+  }
   bool fill_ = false;
   float value_ = 0.f;
   size_t out_bytes_ = 0;  ///< bytes of the output in its layout (blocked may pad channels)
+  dnnl::reorder back_;
+  Bound back_from_, back_to_;
 };
 
 /// Transpose as a reorder from the input viewed with permuted strides.
@@ -877,6 +1087,8 @@ class TransposeKernel final : public ReorderKernel {
       for (auto p : perm) strides.push_back(in_strides[p]);
       const memory::desc from(to_dims(ctx.outputs[0].shape), dt::f32, strides), to = plain(ctx.outputs[0].shape);
       set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to)), from, to);
+      // Backward: dy (plain, output order) written into dx through the same permuted view.
+      if (ctx.training) set_backward(to, from);
       return Status::ok();
     });
   }
@@ -943,6 +1155,8 @@ class PadKernel final : public ReorderKernel {
       memory::dims offsets(p.pads.begin(), p.pads.begin() + static_cast<long>(r));
       const memory::desc interior = out.submemory_desc(to_dims(ctx.inputs[0].shape), offsets);
       set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in, engine(), interior)), in, interior);
+      // Backward of constant padding: dx is dy's interior, cropped out by a reorder.
+      if (ctx.training && !staged_ && !ctx.input_layout(0)) set_backward(interior, in);
       return Status::ok();
     });
   }

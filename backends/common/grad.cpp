@@ -1,0 +1,108 @@
+#include "backends/common/grad.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/common/broadcast.hpp"
+
+namespace mosaic {
+
+BinaryOp binary_op_of(const std::string& op_type) {
+  if (op_type == "Add") return BinaryOp::kAdd;
+  if (op_type == "Sub") return BinaryOp::kSub;
+  if (op_type == "Mul") return BinaryOp::kMul;
+  return BinaryOp::kDiv;
+}
+
+namespace {
+
+inline float grad_a(BinaryOp op, float g, float, float b) {
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub: return g;
+    case BinaryOp::kMul: return g * b;
+    default: return g / b;
+  }
+}
+
+inline float grad_b(BinaryOp op, float g, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd: return g;
+    case BinaryOp::kSub: return -g;
+    case BinaryOp::kMul: return g * a;
+    default: return -g * a / (b * b);
+  }
+}
+
+}  // namespace
+
+void binary_backward(BinaryOp op, const Shape& a_shape, const Shape& b_shape, const Shape& out_shape, const float* a,
+                     const float* b, const float* dy, float* da, float* db) {
+  Shape out = out_shape.empty() ? Shape{1} : out_shape;
+  const int64_t n = shape_numel(out);
+  if (a_shape == out && b_shape == out) {
+    // No broadcasting (residual adds, gates): element-wise and parallel.
+#pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) {
+      if (da) da[i] = grad_a(op, dy[i], a[i], b[i]);
+      if (db) db[i] = grad_b(op, dy[i], a[i], b[i]);
+    }
+    return;
+  }
+  const auto sa = broadcast_strides(a_shape, out), sb = broadcast_strides(b_shape, out);
+  // Sum in double: a broadcast operand can gather many contributions.
+  std::vector<double> acc_a(da ? static_cast<size_t>(shape_numel(a_shape)) : 0, 0.0);
+  std::vector<double> acc_b(db ? static_cast<size_t>(shape_numel(b_shape)) : 0, 0.0);
+  std::vector<int64_t> idx(out.size(), 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (da) acc_a[static_cast<size_t>(oa)] += grad_a(op, dy[i], a[oa], b[ob]);
+    if (db) acc_b[static_cast<size_t>(ob)] += grad_b(op, dy[i], a[oa], b[ob]);
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++idx[d] < out[d]) break;
+      oa -= sa[d] * out[d];
+      ob -= sb[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+  for (size_t i = 0; i < acc_a.size(); ++i) da[i] = static_cast<float>(acc_a[i]);
+  for (size_t i = 0; i < acc_b.size(); ++i) db[i] = static_cast<float>(acc_b[i]);
+}
+
+void matmul_backward(const MatMulParams& p, const float* a, const float* b, const float* dy, float* da, float* db,
+                     const GemmFn& gemm) {
+  const int64_t sa = p.m * p.k, sb = p.k * p.n, sy = p.m * p.n;
+  if (da) std::fill(da, da + shape_numel(p.a_batch) * sa, 0.f);
+  if (db) std::fill(db, db + shape_numel(p.b_batch) * sb, 0.f);
+  for_each_matmul_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
+    // dA (m x k) += dY (m x n) B^T;  dB (k x n) += A^T (k x m) dY.
+    if (da) gemm(false, true, p.m, p.k, p.n, dy + bi * sy, p.n, b + ob * sb, p.n, 1.f, da + oa * sa, p.k);
+    if (db) gemm(true, false, p.k, p.n, p.m, a + oa * sa, p.k, dy + bi * sy, p.n, 1.f, db + ob * sb, p.n);
+  });
+}
+
+void batch_norm_statistics(const float* x, int64_t n, int64_t c, int64_t sp, double eps, double momentum, double* mean,
+                           double* invstd, float* running_mean, float* running_var) {
+  const double m = static_cast<double>(n * sp);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < sp; ++k) sum += x[(i * c + ch) * sp + k];
+    const double mu = sum / m;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < sp; ++k) {
+        const double d = x[(i * c + ch) * sp + k] - mu;
+        sq += d * d;
+      }
+    mean[ch] = mu;
+    invstd[ch] = 1.0 / std::sqrt(sq / m + eps);
+    running_mean[ch] = static_cast<float>(momentum * running_mean[ch] + (1 - momentum) * mu);
+    running_var[ch] = static_cast<float>(momentum * running_var[ch] + (1 - momentum) * (m > 1 ? sq / (m - 1) : sq / m));
+  }
+}
+
+}  // namespace mosaic
