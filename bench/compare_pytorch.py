@@ -17,6 +17,7 @@ usage: bench/compare_pytorch.py [--mosaic build/mosaic] [--models alexnet-cifar,
                                 [--batches 1,64,250] [--threads 2] [--json results/perf.json]
 """
 import argparse
+import resource
 import json
 import os
 import statistics
@@ -86,7 +87,8 @@ def time_pytorch(name, batch, warmup, iterations, budget, training=False):
             if time.perf_counter() - start > budget * 3 / 4:
                 break
         med = statistics.median(times)
-        return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+        return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times),
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     with torch.no_grad():
         start = time.perf_counter()
         for _ in range(warmup):
@@ -101,7 +103,8 @@ def time_pytorch(name, batch, warmup, iterations, budget, training=False):
             if time.perf_counter() - start > budget * 3 / 4:
                 break
     med = statistics.median(times)
-    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 OPENMP_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
@@ -119,13 +122,22 @@ def pytorch_subprocess(name, batch, args, openmp_blas):
 
 
 def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget, mode="inference"):
-    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        cmd = [mosaic, "bench", model_path, "--batch", str(batch), "--backends", ",".join(backends),
-               "--threads", str(threads), "--warmup", str(warmup), "--iterations", str(iterations),
-               "--max-seconds", str(budget), "--no-check", "--mode", mode, "--json", tmp.name]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(tmp.name) as f:
-            return json.load(f)
+    """One `mosaic bench` process per backend, so each one's peak RSS is its own."""
+    runs = []
+    for backend in backends:
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [mosaic, "bench", model_path, "--batch", str(batch), "--backends", backend,
+                   "--threads", str(threads), "--warmup", str(warmup), "--iterations", str(iterations),
+                   "--max-seconds", str(budget), "--no-check", "--mode", mode, "--json", tmp.name]
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            if status != 0:
+                raise RuntimeError(" ".join(cmd) + " failed")
+            with open(tmp.name) as f:
+                run = json.load(f)["runs"][0]
+            run["peak_rss_mb"] = usage.ru_maxrss / 1024
+            runs.append(run)
+    return {"runs": runs}
 
 
 def gemm_peak(mosaic, threads):
@@ -163,7 +175,8 @@ def main():
     results = {"threads": args.threads, "gemm_peak_gflops": peak,
                "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "rows": []}
     header = "| model | batch | PyTorch img/s (default BLAS / OpenMP BLAS) | " + " | ".join(f"{b} img/s" for b in backends)
-    header += " | onednn / PyTorch | im2col / onednn | overhead us/node (onednn) | largest Conv % peak | largest Gemm % peak |"
+    header += (" | onednn / PyTorch | im2col / onednn | overhead us/node (onednn) | largest Conv % peak | largest Gemm % peak"
+               " | peak RSS MB (" + " / ".join(backends) + " vs PyTorch) |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,7 +192,8 @@ def main():
                 runs = {r["label"]: r for r in rep["runs"]}
                 ips = {b: runs[b]["summary"]["images_per_s"] for b in backends}
                 row = {"model": name, "batch": batch, "pytorch": pt, "pytorch_default_blas": pt_default,
-                       "pytorch_openmp_blas": pt_openmp, "mosaic": {b: runs[b]["summary"] for b in backends}}
+                       "pytorch_openmp_blas": pt_openmp, "mosaic": {b: runs[b]["summary"] for b in backends},
+                       "peak_rss_mb": {b: runs[b]["peak_rss_mb"] for b in backends}}
                 cells = [name, str(batch), f"{pt_default['images_per_s']:.0f} / {pt_openmp['images_per_s']:.0f}"]
                 cells += [f"{ips[b]:.0f}" for b in backends]
                 if "onednn" in runs:
@@ -198,6 +212,8 @@ def main():
                         row[f"largest_{op.lower()}"] = {"node": big["name"], "gflops": big["gflops"],
                                                         "fraction_of_peak": big["gflops"] / peak}
                         cells.append(f"{big['name']} {100 * big['gflops'] / peak:.0f}%")
+                cells.append(" / ".join(f"{runs[b]['peak_rss_mb']:.0f}" for b in backends) +
+                             f" vs {pt['peak_rss_mb']:.0f}")
                 print("| " + " | ".join(cells) + " |", flush=True)
                 results["rows"].append(row)
     if args.json:

@@ -78,6 +78,32 @@ int Plan::fallback_count() const {
   return n;
 }
 
+namespace {
+
+/// Greedy best fit: among the slots `is_free` accepts, the smallest that holds `bytes`, else
+/// the largest (which grows); a new slot if none is free. Slots have a `bytes` member.
+template <class Slot, class Free>
+int best_fit(std::vector<Slot>& slots, size_t bytes, Free is_free) {
+  int best = -1;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!is_free(slots[i])) continue;
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const size_t b = slots[best].bytes, c = slots[i].bytes;
+    const bool c_fits = c >= bytes, b_fits = b >= bytes;
+    if ((c_fits && (!b_fits || c < b)) || (!c_fits && !b_fits && c > b)) best = static_cast<int>(i);
+  }
+  if (best < 0) {
+    slots.emplace_back();
+    best = static_cast<int>(slots.size()) - 1;
+  }
+  return best;
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
                                             const KernelRegistry& registry, const PlanOptions& options) {
   auto plan = std::make_unique<Plan>();
@@ -106,7 +132,11 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       v.trainable = training && c->second.dtype() == DType::kF32 && !options.frozen.count(name);
       // A training plan owns its float initializers: parameters are updated by optimizers,
       // running statistics by BatchNormalization.
-      if (training && c->second.dtype() == DType::kF32) v.tensor = c->second.clone();
+      // The plan's graph refers to the copies too, so the caller's tensors can be released.
+      if (training && c->second.dtype() == DType::kF32) {
+        v.tensor = c->second.clone();
+        c->second = v.tensor;
+      }
       P.weight_bytes_ += static_cast<int64_t>(c->second.bytes());
     }
     P.values_.push_back(std::move(v));
@@ -302,19 +332,8 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   };
   std::vector<Storage> storage;
   auto acquire = [&](size_t bytes, int until) {
-    int best = -1;
-    for (size_t i = 0; i < storage.size() && !training; ++i) {  // training keeps every activation
-      if (storage[i].busy) continue;
-      if (best < 0) { best = static_cast<int>(i); continue; }
-      const Storage& b = storage[best];
-      const Storage& c = storage[i];
-      const bool c_fits = c.bytes >= bytes, b_fits = b.bytes >= bytes;
-      if ((c_fits && (!b_fits || c.bytes < b.bytes)) || (!c_fits && !b_fits && c.bytes > b.bytes)) best = static_cast<int>(i);
-    }
-    if (best < 0) {
-      storage.push_back({});
-      best = static_cast<int>(storage.size()) - 1;
-    }
+    // Training keeps every activation for backward: no reuse.
+    const int best = best_fit(storage, bytes, [&](const Storage& c) { return !training && !c.busy; });
     storage[best].bytes = std::max(storage[best].bytes, bytes);
     storage[best].busy = true;
     storage[best].last_use = until;
@@ -360,18 +379,6 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     for (int v : st.out) st.dst.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
   }
   if (training) {
-    // Gradient buffers, and per-input scratch that backward writes before accumulating.
-    for (auto& v : P.values_)
-      if (v.needs_grad) v.grad = Tensor::empty({DType::kF32, v.desc.shape}, &P.tracker_);
-    std::vector<size_t> scratch_bytes;
-    for (auto& st : P.steps_)
-      for (size_t i = 0; i < st.in.size(); ++i)
-        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad) {
-          if (scratch_bytes.size() <= i) scratch_bytes.resize(i + 1, 0);
-          scratch_bytes[i] = std::max(scratch_bytes[i], P.values_[st.in[i]].desc.bytes());
-        }
-    std::vector<std::shared_ptr<Buffer>> pool;
-    for (size_t b : scratch_bytes) pool.push_back(std::make_shared<Buffer>(b, &P.tracker_));
     // A value used by exactly one input slot (and not a graph output) gets its gradient
     // written directly by that consumer; all others are zeroed and accumulated.
     std::vector<int> uses(P.values_.size(), 0);
@@ -380,17 +387,78 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
         if (v >= 0) ++uses[v];
     for (int v : P.output_values_) uses[v] += 2;
     for (auto& st : P.steps_) {
-      st.scratch.resize(st.in.size());
       st.direct.assign(st.in.size(), false);
       for (size_t i = 0; i < st.in.size(); ++i) {
         const int v = st.in[i];
         if (v < 0 || !P.values_[v].needs_grad) continue;
         if (uses[v] == 1 && !st.alias) st.direct[i] = true;
-        else st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[v].desc.shape}, pool[i]);
-        if (!st.direct[i]) P.values_[v].accumulated = true;
+        else P.values_[v].accumulated = true;
       }
     }
     for (int v : P.output_values_) P.values_[v].accumulated = true;
+
+    // Gradient buffers. Parameters, graph inputs and outputs, and values nobody consumes keep
+    // their own. An intermediate gradient lives only from the backward of its last consumer to
+    // that of its producer, so those share buffers, planned like activations in reverse order.
+    std::vector<int> producer(P.values_.size(), -1), last_consumer(P.values_.size(), -1);
+    for (int s = 0; s < nsteps; ++s) {
+      for (int v : P.steps_[s].out)
+        if (v >= 0) producer[v] = s;
+      for (int v : P.steps_[s].in)
+        if (v >= 0) last_consumer[v] = std::max(last_consumer[v], s);
+    }
+    std::vector<bool> is_output(P.values_.size(), false);
+    for (int v : P.output_values_) is_output[v] = true;
+    struct Interval {
+      int begin, end, value;  // backward time: step s runs at nsteps - 1 - s
+    };
+    std::vector<Interval> pooled;
+    for (int v = 0; v < static_cast<int>(P.values_.size()); ++v) {
+      PlanValue& pv = P.values_[v];
+      if (!pv.needs_grad) continue;
+      if (pv.is_const || pv.is_input || is_output[v] || producer[v] < 0 || last_consumer[v] < 0) {
+        pv.grad = Tensor::empty({DType::kF32, pv.desc.shape}, &P.tracker_);
+        continue;
+      }
+      pv.grad_pooled = true;
+      pooled.push_back({nsteps - 1 - last_consumer[v], nsteps - 1 - producer[v], v});
+      if (pv.accumulated) P.steps_[last_consumer[v]].zero_grads.push_back(v);
+    }
+    std::stable_sort(pooled.begin(), pooled.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+    struct Slot {
+      size_t bytes = 0;
+      int end = -1;
+      std::vector<int> values;
+    };
+    std::vector<Slot> slots;
+    for (const Interval& iv : pooled) {
+      const size_t bytes = P.values_[iv.value].desc.bytes();
+      const int best = best_fit(slots, bytes, [&](const Slot& c) { return c.end < iv.begin; });
+      slots[best].bytes = std::max(slots[best].bytes, bytes);
+      slots[best].end = iv.end;
+      slots[best].values.push_back(iv.value);
+    }
+    for (const Slot& slot : slots) {
+      auto buffer = std::make_shared<Buffer>(slot.bytes, &P.tracker_);
+      for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer({DType::kF32, P.values_[v].desc.shape}, buffer);
+    }
+
+    // Per-input scratch that backward writes before accumulating (one buffer per input slot).
+    std::vector<size_t> scratch_bytes;
+    for (const auto& st : P.steps_)
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias) {
+          if (scratch_bytes.size() <= i) scratch_bytes.resize(i + 1, 0);
+          scratch_bytes[i] = std::max(scratch_bytes[i], P.values_[st.in[i]].desc.bytes());
+        }
+    std::vector<std::shared_ptr<Buffer>> pool;
+    for (size_t b : scratch_bytes) pool.push_back(b ? std::make_shared<Buffer>(b, &P.tracker_) : nullptr);
+    for (auto& st : P.steps_) {
+      st.scratch.resize(st.in.size());
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias)
+          st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[st.in[i]].desc.shape}, pool[i]);
+    }
   }
   return plan;
 }
@@ -421,7 +489,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   if (output_grads.size() != output_values_.size())
     return Status::invalid("expected " + std::to_string(output_values_.size()) + " output gradients");
   for (auto& v : values_)
-    if (v.grad.defined() && v.accumulated) std::fill(v.grad.f32(), v.grad.f32() + v.grad.numel(), 0.f);
+    if (v.grad.defined() && v.accumulated && !v.grad_pooled) std::fill(v.grad.f32(), v.grad.f32() + v.grad.numel(), 0.f);
   for (size_t i = 0; i < output_values_.size(); ++i) {
     PlanValue& v = values_[output_values_[i]];
     if (!v.grad.defined()) continue;
@@ -435,6 +503,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
     bool flows = false;
     for (int v : st.in) flows = flows || (v >= 0 && values_[v].needs_grad);
     if (!flows) continue;
+    for (int v : st.zero_grads) std::fill(values_[v].grad.f32(), values_[v].grad.f32() + values_[v].grad.numel(), 0.f);
     if (st.alias) {
       accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad);
       continue;

@@ -60,6 +60,7 @@ struct PlanValue {
   bool trainable = false;  ///< a parameter of a training plan
   bool needs_grad = false; ///< depends on a parameter (training plans)
   bool accumulated = false;  ///< its gradient is summed from several contributions (zeroed first)
+  bool grad_pooled = false;  ///< its gradient buffer is shared with others live at other times
   int storage = -1;     ///< index into the plan's storage list (-1: constant)
   Tensor grad;          ///< gradient buffer (training plans, needs_grad values)
 };
@@ -75,6 +76,7 @@ struct PlanStep {
   std::vector<Tensor*> dst;
   std::vector<Tensor> scratch;   ///< per input: where backward writes its gradient
   std::vector<bool> direct;      ///< per input: sole consumer, so backward writes the gradient itself
+  std::vector<int> zero_grads;   ///< pooled accumulated gradients first written by this step's backward
   double flops = 0;
   size_t out_bytes = 0;
   bool alias = false;

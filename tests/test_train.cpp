@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "backends/common/pooling.hpp"
 #include "backends/naive/naive.hpp"
@@ -192,6 +193,58 @@ TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
     // A second backward gives the same gradient (buffers are reset, not accumulated across calls).
     ASSERT_TRUE(plan.value()->backward({Tensor::from_f32({5}, {1, 1, 1, 1, 1})}).is_ok());
     EXPECT_FLOAT_EQ(plan.value()->input_grad(0)->f32()[4], 7.f) << backend;
+  }
+}
+
+TEST(Autodiff, PooledIntermediateGradientsAreResetPerBackward) {
+  // h1 = x w1, h2 = h1^2 + h1, h3 = h2 w2, y = h3^2 + h3 (elementwise): h1 and h3 feed three
+  // input slots, so their gradients accumulate; all intermediate gradients share buffers.
+  Graph g;
+  g.source = "pooled";
+  ValueInfo in;
+  in.name = "x";
+  in.dims = {5};
+  in.has_shape = true;
+  g.inputs.push_back(in);
+  g.initializers["w1"] = Tensor::from_f32({5}, {0.5f, -1, 2, 0.25f, 1.5f});
+  g.initializers["w2"] = Tensor::from_f32({5}, {1, 0.5f, -0.5f, 2, -1});
+  auto node = [](const std::string& op, std::vector<std::string> ins, const std::string& out) {
+    Node n = make_node(op);
+    n.inputs = std::move(ins);
+    n.outputs = {out};
+    return n;
+  };
+  g.nodes = {node("Mul", {"x", "w1"}, "h1"), node("Mul", {"h1", "h1"}, "s1"), node("Add", {"s1", "h1"}, "h2"),
+             node("Mul", {"h2", "w2"}, "h3"), node("Mul", {"h3", "h3"}, "s3"), node("Add", {"s3", "h3"}, "y")};
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  const Tensor x = Tensor::from_f32({5}, {1, -2, 0.5f, 3, -0.75f});
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    PlanOptions po;
+    po.training = true;
+    auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry(), po);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    Plan& P = *plan.value();
+    // Intermediate gradients (h1, s1, h2, h3, s3) live at different times and share buffers.
+    std::set<const void*> buffers;
+    int pooled = 0;
+    for (const auto& v : P.values())
+      if (v.grad_pooled) ++pooled, buffers.insert(v.grad.data());
+    EXPECT_EQ(pooled, 5) << backend;
+    EXPECT_LT(buffers.size(), 5u) << backend;
+    for (int pass = 0; pass < 2; ++pass) {
+      ASSERT_TRUE(P.run({x}, nullptr).is_ok());
+      ASSERT_TRUE(P.backward({Tensor::from_f32({5}, {1, 1, 1, 1, 1})}).is_ok());
+      const auto params = P.parameters();  // sorted by name: w1, w2
+      ASSERT_EQ(params.size(), 2u);
+      for (int i = 0; i < 5; ++i) {
+        const double w1 = g.initializers["w1"].f32()[i], w2 = g.initializers["w2"].f32()[i], xi = x.f32()[i];
+        const double h1 = xi * w1, h2 = h1 * h1 + h1, h3 = h2 * w2;
+        const double dh3 = 2 * h3 + 1, dh2 = dh3 * w2, dh1 = dh2 * (2 * h1 + 1);
+        EXPECT_NEAR(params[1].grad.f32()[i], dh3 * h2, 1e-4 * std::fabs(dh3 * h2) + 1e-5) << backend << " dw2 " << i;
+        EXPECT_NEAR(params[0].grad.f32()[i], dh1 * xi, 1e-4 * std::fabs(dh1 * xi) + 1e-5) << backend << " dw1 " << i;
+      }
+    }
   }
 }
 

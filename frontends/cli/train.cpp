@@ -97,6 +97,9 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
   if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
+  // The plan trains its own copies of the float initializers; drop the loaded ones.
+  for (auto& kv : g->initializers)
+    if (kv.second.dtype() == DType::kF32) kv.second = Tensor();
   TrainResult result;
   for (const auto& s : P.steps())
     if (s.fell_back())
