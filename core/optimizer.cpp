@@ -55,6 +55,11 @@ namespace {
 
 double eps_or(const OptimizerConfig& c, double def) { return c.eps < 0 ? def : c.eps; }
 
+// The built-in rules are elementwise and memory-bound: each loop is split over the OpenMP
+// threads (large tensors only) and vectorised; arithmetic is in double, rounded to float once
+// per stored value.
+constexpr int64_t kParallelMin = 1 << 15;
+
 /// PyTorch SGD: g += wd p; b = mu b + (1 - dampening) g (b = g on the first step);
 /// g = nesterov ? g + mu b : b; p -= lr g.
 class Sgd final : public Optimizer {
@@ -68,14 +73,22 @@ class Sgd final : public Optimizer {
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t t) override {
     const double lr = config_.lr, wd = config_.weight_decay, mu = config_.momentum, damp = config_.dampening;
+    if (mu == 0) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(p[i] - lr * (g[i] + wd * p[i]));
+      return;
+    }
+    float* b = st[0].data();
+    // First step: b = g; later: b = mu b + (1 - dampening) g.
+    const double keep = t == 1 ? 0 : mu, take = t == 1 ? 1 : 1 - damp;
+    // Nesterov steps along d + mu b, plain momentum along b.
+    const double own = config_.nesterov ? 1 : 0, ahead = config_.nesterov ? mu : 1;
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
-      double d = g[i] + wd * p[i];
-      if (mu != 0) {
-        float& b = st[0][i];
-        b = static_cast<float>(t == 1 ? d : mu * b + (1 - damp) * d);
-        d = config_.nesterov ? d + mu * b : b;
-      }
-      p[i] = static_cast<float>(p[i] - lr * d);
+      const double d = g[i] + wd * p[i];
+      const float bi = static_cast<float>(keep * b[i] + take * d);
+      b[i] = bi;
+      p[i] = static_cast<float>(p[i] - lr * (own * d + ahead * bi));
     }
   }
 };
@@ -95,15 +108,18 @@ class Adam final : public Optimizer {
     const double eps = eps_or(config_, 1e-8);
     const double bc1 = 1 - std::pow(b1, static_cast<double>(t)), bc2 = 1 - std::pow(b2, static_cast<double>(t));
     const double step = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+    // AdamW shrinks the weight; Adam adds the decay to the gradient.
+    const double shrink = decoupled_ ? 1 - lr * wd : 1, coupled = decoupled_ ? 0 : wd;
+    float* m = st[0].data();
+    float* v = st[1].data();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
-      double pi = p[i], d = g[i];
-      if (decoupled_) pi *= 1 - lr * wd;
-      else d += wd * pi;
-      float& m = st[0][i];
-      float& v = st[1][i];
-      m = static_cast<float>(b1 * m + (1 - b1) * d);
-      v = static_cast<float>(b2 * v + (1 - b2) * d * d);
-      p[i] = static_cast<float>(pi - step * m / (std::sqrt(static_cast<double>(v)) / bc2_sqrt + eps));
+      const double pi = p[i] * shrink, d = g[i] + coupled * p[i];
+      const float mi = static_cast<float>(b1 * m[i] + (1 - b1) * d);
+      const float vi = static_cast<float>(b2 * v[i] + (1 - b2) * d * d);
+      m[i] = mi;
+      v[i] = vi;
+      p[i] = static_cast<float>(pi - step * mi / (std::sqrt(static_cast<double>(vi)) / bc2_sqrt + eps));
     }
   }
 
@@ -126,18 +142,26 @@ class RmsProp final : public Optimizer {
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t) override {
     const double lr = config_.lr, wd = config_.weight_decay, a = config_.alpha, mu = config_.momentum;
     const double eps = eps_or(config_, 1e-8);
+    float* v = st[0].data();
+    if (mu == 0) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = g[i] + wd * p[i];
+        const float vi = static_cast<float>(a * v[i] + (1 - a) * d * d);
+        v[i] = vi;
+        p[i] = static_cast<float>(p[i] - lr * (d / (std::sqrt(static_cast<double>(vi)) + eps)));
+      }
+      return;
+    }
+    float* b = st[1].data();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       const double d = g[i] + wd * p[i];
-      float& v = st[0][i];
-      v = static_cast<float>(a * v + (1 - a) * d * d);
-      const double upd = d / (std::sqrt(static_cast<double>(v)) + eps);
-      if (mu != 0) {
-        float& b = st[1][i];
-        b = static_cast<float>(mu * b + upd);
-        p[i] = static_cast<float>(p[i] - lr * b);
-      } else {
-        p[i] = static_cast<float>(p[i] - lr * upd);
-      }
+      const float vi = static_cast<float>(a * v[i] + (1 - a) * d * d);
+      v[i] = vi;
+      const float bi = static_cast<float>(mu * b[i] + d / (std::sqrt(static_cast<double>(vi)) + eps));
+      b[i] = bi;
+      p[i] = static_cast<float>(p[i] - lr * bi);
     }
   }
 };
@@ -154,11 +178,13 @@ class Adagrad final : public Optimizer {
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t t) override {
     const double wd = config_.weight_decay, eps = eps_or(config_, 1e-10);
     const double clr = config_.lr / (1 + static_cast<double>(t - 1) * config_.lr_decay);
+    float* sum = st[0].data();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       const double d = g[i] + wd * p[i];
-      float& s = st[0][i];
-      s = static_cast<float>(s + d * d);
-      p[i] = static_cast<float>(p[i] - clr * d / (std::sqrt(static_cast<double>(s)) + eps));
+      const float si = static_cast<float>(sum[i] + d * d);
+      sum[i] = si;
+      p[i] = static_cast<float>(p[i] - clr * d / (std::sqrt(static_cast<double>(si)) + eps));
     }
   }
 };
