@@ -77,6 +77,13 @@ std::vector<OpCase> backward_cases() {
   add("avgpool_include_pad", make_node("AveragePool", {{"kernel_shape", A::of_ints({2, 2})}, {"pads", A::of_ints({1, 1, 0, 0})}, {"count_include_pad", A::of_int(1)}}),
       {{1, 2, 4, 4}});
   add("maxpool", make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {{2, 2, 4, 4}});
+  add("maxpool_overlap_pad", make_node("MaxPool", {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}}),
+      {{1, 2, 5, 5}});
+  add("maxpool_1d", make_node("MaxPool", {{"kernel_shape", A::of_ints({3})}, {"strides", A::of_ints({2})}}), {{2, 3, 7}});
+  add("maxpool_dilated", make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"dilations", A::of_ints({2, 2})}}),
+      {{1, 2, 5, 5}});
+  add("maxpool_3d", make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2, 2})}, {"strides", A::of_ints({2, 2, 2})}}),
+      {{1, 2, 4, 4, 4}});
   add("globalavg", make_node("GlobalAveragePool"), {{2, 3, 3, 3}});
   add("add_broadcast", make_node("Add"), {{2, 3, 4}, {3, 1}}, {false, true});
   add("sub_broadcast", make_node("Sub"), {{2, 3}, {3}});

@@ -15,6 +15,37 @@ void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, c
     s[off + i] = w.stride[i], d[off + i] = w.dilation[i], p[off + i] = w.pad_begin[i];
   }
   const int64_t in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
+  if (in[0] == 1 && k[0] == 1 && d[1] == 1 && d[2] == 1) {
+    // 1-d and 2-d windows without dilation: clip each window once, find its maximum, then
+    // the first element (in window order) within the tie tolerance of it.
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nc; ++c) {
+      const float* xc = x + c * in_sp;
+      const float* dyc = dy + c * out_sp;
+      float* dxc = dx + c * in_sp;
+      std::fill(dxc, dxc + in_sp, 0.f);
+      for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+        const int64_t h0 = std::max<int64_t>(0, o1 * s[1] - p[1]), h1 = std::min(in[1], o1 * s[1] - p[1] + k[1]);
+        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          const int64_t w0 = std::max<int64_t>(0, o2 * s[2] - p[2]), w1 = std::min(in[2], o2 * s[2] - p[2] + k[2]);
+          if (h0 >= h1 || w0 >= w1) continue;
+          float best = -INFINITY;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) best = std::max(best, xc[h * in[2] + w]);
+          const float floor = best - std::fabs(best) * tie_rtol;
+          const float g = dyc[o1 * out[2] + o2];
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w)
+              if (xc[h * in[2] + w] >= floor) {
+                dxc[h * in[2] + w] += g;
+                h = h1;  // first one only
+                break;
+              }
+        }
+      }
+    }
+    return;
+  }
   std::fill(dx, dx + nc * in_sp, 0.f);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < nc; ++c) {

@@ -84,13 +84,13 @@ void im2col(const float* x, int64_t images, int64_t image_stride, int64_t channe
   }
 }
 
-/// Adjoint of im2col for one image: dx[c, iy, ix] += dcols[(c*kh + ki)*kw + kj][oy*ow + ox].
-void col2im(const float* dcols, int64_t channels, const Win2& w, float* dx) {
-  const int64_t ohw = w.oh * w.ow;
+/// Adjoint of im2col for one image: dx[c, iy, ix] += dcols[(c*kh + ki)*kw + kj][oy*ow + ox]
+/// (row stride ld).
+void col2im(const float* dcols, int64_t ld, int64_t channels, const Win2& w, float* dx) {
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t ki = 0; ki < w.kh; ++ki)
       for (int64_t kj = 0; kj < w.kw; ++kj) {
-        const float* d = dcols + ((c * w.kh + ki) * w.kw + kj) * ohw;
+        const float* d = dcols + ((c * w.kh + ki) * w.kw + kj) * ld;
         float* xc = dx + c * w.ih * w.iw;
         for (int64_t oy = 0; oy < w.oh; ++oy) {
           const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
@@ -136,7 +136,7 @@ class ConvKernel final : public Kernel {
     return Status::ok();
   }
   ~ConvKernel() override {
-    if (tracker_) tracker_->on_free(workspace_bytes());
+    if (tracker_) tracker_->on_free(workspace_bytes() + bwd_scratch_.size() * sizeof(float));
   }
   size_t workspace_bytes() const override { return (cols_.size() + tmp_.size()) * sizeof(float); }
 
@@ -160,8 +160,9 @@ class ConvKernel final : public Kernel {
   }
 
   bool has_backward() const override { return !act_.active(); }
-  /// Per image and group: dW += dY cols^T, dcols = W^T dY folded back by col2im, db = sum dY.
-  /// Threads take whole images with private dW/db accumulators, summed at the end.
+  /// Per chunk of images (the forward's chunks: small outputs batch several images into one
+  /// GEMM) and group: dW += dY cols^T, dcols = W^T dY folded back by col2im, db = sum dY.
+  /// Threads take whole chunks with private dW/db accumulators, summed at the end.
   Status backward(const BackwardArgs& a) override {
     const float* x = a.src[0]->f32();
     const float* wt = a.src[1]->f32();
@@ -170,42 +171,66 @@ class ConvKernel final : public Kernel {
     float* dw = a.diff_src.size() > 1 && a.diff_src[1] ? a.diff_src[1]->f32() : nullptr;
     float* db = a.diff_src.size() > 2 && a.diff_src[2] ? a.diff_src[2]->f32() : nullptr;
     const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group(), in_sp = w_.ih * w_.iw;
-    const int64_t wsize = p_.oc * k_;
+    const int64_t wsize = p_.oc * k_, chunks = (p_.n + chunk_ - 1) / chunk_;
+    const int64_t cols_size = k_ * chunk_ * ohw_, dy_size = chunk_ > 1 ? ocg * chunk_ * ohw_ : 0;
     if (dx) std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
-    const int threads = std::max(1, std::min<int>(threads_, static_cast<int>(p_.n)));
-    std::vector<float> dw_acc(static_cast<size_t>(dw ? wsize * threads : 0), 0.f);
-    std::vector<float> db_acc(static_cast<size_t>(db ? p_.oc * threads : 0), 0.f);
-    std::vector<float> cols(static_cast<size_t>(k_ * ohw_ * threads)), dcols(cols.size());
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t n = 0; n < p_.n; ++n) {
+    const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads_, chunks)));
+    // Scratch kept between calls (training runs backward every step): per thread, the
+    // unfolded input, its gradient, the chunk's dY gathered to [ocg, images * oh * ow], and
+    // the dW/db accumulators.
+    const size_t per_thread = static_cast<size_t>(2 * cols_size + dy_size + (dw ? wsize : 0) + (db ? p_.oc : 0));
+    if (bwd_scratch_.size() < per_thread * threads) {
+      if (tracker_) tracker_->on_alloc((per_thread * threads - bwd_scratch_.size()) * sizeof(float));
+      bwd_scratch_.resize(per_thread * threads);
+    }
+#pragma omp parallel num_threads(threads)
+    {
       const int t = omp_get_thread_num();
-      float* c = cols.data() + t * k_ * ohw_;
-      float* dc = dcols.data() + t * k_ * ohw_;
-      for (int64_t g = 0; g < p_.group; ++g) {
-        const float* xg = x + (n * p_.c + g * cg) * in_sp;
-        const float* dyg = dy + (n * p_.oc + g * ocg) * ohw_;
-        if (dw) {
-          im2col(xg, 1, 0, cg, w_, c, ohw_, false, 0, w_.oh);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg, k_, ohw_, 1.f, dyg, ohw_, c, ohw_, 1.f,
-                      dw_acc.data() + t * wsize + g * ocg * k_, k_);
+      float* c = bwd_scratch_.data() + t * per_thread;
+      float* dc = c + cols_size;
+      float* dyc = dc + cols_size;
+      float* dw_acc = dw ? dyc + dy_size : nullptr;
+      float* db_acc = (dw ? dw_acc + wsize : dyc + dy_size);
+      if (dw) std::fill(dw_acc, dw_acc + wsize, 0.f);
+      if (db) std::fill(db_acc, db_acc + p_.oc, 0.f);
+#pragma omp for schedule(static)
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t n0 = ch * chunk_, nb = std::min(chunk_, p_.n - n0), ld = nb * ohw_;
+        for (int64_t g = 0; g < p_.group; ++g) {
+          const float* xg = x + (n0 * p_.c + g * cg) * in_sp;
+          // dY of the chunk as one [ocg, nb * ohw] matrix.
+          const float* dyg = dy + (n0 * p_.oc + g * ocg) * ohw_;
+          if (nb > 1) {
+            for (int64_t oc = 0; oc < ocg; ++oc)
+              for (int64_t i = 0; i < nb; ++i)
+                std::copy_n(dy + ((n0 + i) * p_.oc + g * ocg + oc) * ohw_, ohw_, dyc + oc * ld + i * ohw_);
+            dyg = dyc;
+          }
+          if (dw) {
+            im2col(xg, nb, p_.c * in_sp, cg, w_, c, ld, false, 0, w_.oh);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg, k_, ld, 1.f, dyg, ld, c, ld, 1.f,
+                        dw_acc + g * ocg * k_, k_);
+          }
+          if (dx) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ld, ocg, 1.f, wt + g * ocg * k_, k_, dyg, ld, 0.f,
+                        dc, ld);
+            for (int64_t i = 0; i < nb; ++i) col2im(dc + i * ohw_, ld, cg, w_, dx + ((n0 + i) * p_.c + g * cg) * in_sp);
+          }
+          if (db)
+            for (int64_t oc = 0; oc < ocg; ++oc) db_acc[g * ocg + oc] += ConstArrayMap(dyg + oc * ld, ld).sum();
         }
-        if (dx) {
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ohw_, ocg, 1.f, wt + g * ocg * k_, k_, dyg, ohw_,
-                      0.f, dc, ohw_);
-          col2im(dc, cg, w_, dx + (n * p_.c + g * cg) * in_sp);
-        }
-        if (db)
-          for (int64_t oc = 0; oc < ocg; ++oc) db_acc[t * p_.oc + g * ocg + oc] += ConstArrayMap(dyg + oc * ohw_, ohw_).sum();
       }
     }
     for (int t = 0; t < threads; ++t) {
+      const float* base = bwd_scratch_.data() + t * per_thread + 2 * cols_size + dy_size;
       if (dw) {
-        if (t == 0) std::copy(dw_acc.begin(), dw_acc.begin() + wsize, dw);
-        else ArrayMap(dw, wsize) += ConstArrayMap(dw_acc.data() + t * wsize, wsize);
+        if (t == 0) std::copy(base, base + wsize, dw);
+        else ArrayMap(dw, wsize) += ConstArrayMap(base, wsize);
       }
       if (db) {
-        if (t == 0) std::copy(db_acc.begin(), db_acc.begin() + p_.oc, db);
-        else ArrayMap(db, p_.oc) += ConstArrayMap(db_acc.data() + t * p_.oc, p_.oc);
+        const float* b = base + (dw ? wsize : 0);
+        if (t == 0) std::copy(b, b + p_.oc, db);
+        else ArrayMap(db, p_.oc) += ConstArrayMap(b, p_.oc);
       }
     }
     return Status::ok();
@@ -261,7 +286,7 @@ class ConvKernel final : public Kernel {
   int64_t k_ = 0, ohw_ = 0, chunk_ = 1, band_ = 1, cols_per_worker_ = 0, tmp_per_worker_ = 0;
   int threads_ = 1;
   bool pointwise_ = false;
-  std::vector<float> cols_, tmp_;
+  std::vector<float> cols_, tmp_, bwd_scratch_;
   MemoryTracker* tracker_ = nullptr;
 };
 

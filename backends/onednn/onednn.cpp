@@ -113,19 +113,54 @@ struct Bound {
   void bind(const Tensor* t) { mem.set_data_handle(t->data()); }
 };
 
+/// Scratch for blocked copies that live within one kernel call (training primitives). Calls run
+/// one at a time on a thread, so every kernel's copies share a few per-thread slots, each as
+/// large as its largest request. Growth is counted on the tracker of the kernel that asked.
+void* transient_slot(int slot, size_t bytes, MemoryTracker* tracker) {
+  struct Slot {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  struct Slots {
+    Slot slot[8];
+    ~Slots() {
+      for (Slot& s : slot) std::free(s.data);
+    }
+  };
+  thread_local Slots slots;
+  Slot& s = slots.slot[slot];
+  if (s.bytes < bytes) {
+    std::free(s.data);
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    s.data = std::aligned_alloc(64, rounded);
+    if (!s.data) throw std::bad_alloc();
+    if (tracker) tracker->on_alloc(rounded - s.bytes);
+    s.bytes = rounded;
+  }
+  return s.data;
+}
+
 /// A memory in a (possibly blocked) layout owned by the kernel, with reorders to/from plain.
 class Staged {
  public:
   /// `user_md` is how the tensor is handed over (plain or a producer's layout), `want` what
-  /// the primitive needs. If they are equal, no buffer or reorder is needed.
-  void init(const memory::desc& user_md, const memory::desc& want, MemoryTracker* tracker, bool to_plain) {
+  /// the primitive needs. If they are equal, no buffer or reorder is needed. With a
+  /// `transient_slot` (>= 0) the blocked copy lives in that shared slot during one call only.
+  void init(const memory::desc& user_md, const memory::desc& want, MemoryTracker* tracker, bool to_plain,
+            int transient = -1) {
     user = memory(user_md, engine(), DNNL_MEMORY_NONE);
     needs_reorder = want != user_md;
     if (needs_reorder) {
-      internal = memory(want, engine());
+      transient_ = transient;
       bytes = want.get_size();
-      if (tracker) tracker->on_alloc(bytes);
-      tracker_ = tracker;
+      if (transient_ >= 0) {
+        internal = memory(want, engine(), DNNL_MEMORY_NONE);
+      } else {
+        internal = memory(want, engine());
+        if (tracker) tracker->on_alloc(bytes);
+        tracker_ = tracker;
+      }
+      scratch_tracker_ = tracker;
       reorder = to_plain ? dnnl::reorder(internal, user) : dnnl::reorder(user, internal);
       to_plain_ = to_plain;
     } else {
@@ -135,12 +170,19 @@ class Staged {
   ~Staged() {
     if (tracker_) tracker_->on_free(bytes);
   }
+  /// Bytes the kernel holds for the copy (0 when none or transient).
+  size_t owned_bytes() const { return needs_reorder && transient_ < 0 ? bytes : 0; }
   /// Binds the user tensor; for inputs, reorders it into the internal layout.
   void bind_in(const Tensor* t) {
     user.set_data_handle(t->data());
-    if (needs_reorder) reorder.execute(stream(), user, internal);
+    if (!needs_reorder) return;
+    attach();
+    reorder.execute(stream(), user, internal);
   }
-  void bind_out(Tensor* t) { user.set_data_handle(t->data()); }
+  void bind_out(Tensor* t) {
+    user.set_data_handle(t->data());
+    if (needs_reorder) attach();
+  }
   void finish_out() {
     if (needs_reorder) reorder.execute(stream(), internal, user);
   }
@@ -150,8 +192,13 @@ class Staged {
   size_t bytes = 0;
 
  private:
+  void attach() {
+    if (transient_ >= 0) internal.set_data_handle(transient_slot(transient_, bytes, scratch_tracker_));
+  }
   MemoryTracker* tracker_ = nullptr;
+  MemoryTracker* scratch_tracker_ = nullptr;
   bool to_plain_ = false;
+  int transient_ = -1;
 };
 
 /// Weights reordered once at create time when constant, else at every call.
@@ -167,7 +214,7 @@ class Weights {
     if (!constant_) staged_.bind_in(t);
     return staged_.internal;
   }
-  size_t bytes() const { return staged_.bytes; }
+  size_t bytes() const { return staged_.owned_bytes(); }
 
  private:
   Staged staged_;
@@ -217,28 +264,7 @@ class ConvKernel final : public Kernel {
       for (size_t i = 0; i < p.win.rank(); ++i)
         pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
       has_bias_ = p.has_bias;
-      if (ctx.training && !fused_activation(*ctx.node).active()) {
-        // Backward primitives on plain layouts, hinted by a plain training forward.
-        const memory::desc xs_md = plain(xs), ws_md = plain(ws), ys_md = plain(ys), b_md = plain({p.oc});
-        auto fd = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                              xs_md, ws_md, b_md, ys_md, strides, dil, pl, pr)
-                            : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                              xs_md, ws_md, ys_md, strides, dil, pl, pr);
-        dnnl::convolution_forward::primitive_desc fpd(fd, engine());
-        dnnl::convolution_backward_data::desc bdd(algorithm::convolution_direct, xs_md, ws_md, ys_md, strides, dil, pl, pr);
-        bwd_data_ = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(bdd, engine(), fpd));
-        auto bwd = has_bias_ ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, xs_md, ws_md, b_md,
-                                                                        ys_md, strides, dil, pl, pr)
-                             : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, xs_md, ws_md,
-                                                                        ys_md, strides, dil, pl, pr);
-        bwd_weights_ =
-            dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(bwd, engine(), fpd));
-        for (auto* b : {&b_src_, &b_diff_src_}) b->mem = memory(xs_md, engine(), DNNL_MEMORY_NONE);
-        for (auto* b : {&b_w_, &b_diff_w_}) b->mem = memory(ws_md, engine(), DNNL_MEMORY_NONE);
-        b_diff_dst_.mem = memory(ys_md, engine(), DNNL_MEMORY_NONE);
-        b_diff_b_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
-        trainable_ = true;
-      }
+      if (ctx.training && !fused_activation(*ctx.node).active()) return init_training(ctx, xs, ws, ys, p.oc, strides, dil, pl, pr);
       auto d = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                                            any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
@@ -255,17 +281,20 @@ class ConvKernel final : public Kernel {
       return Status::ok();
     });
   }
-  size_t workspace_bytes() const override { return src_.bytes + dst_.bytes + weights_.bytes(); }
+  size_t workspace_bytes() const override { return src_.owned_bytes() + dst_.owned_bytes() + weights_.bytes(); }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return trainable_; }
   Status backward(const BackwardArgs& a) override {
+    bool diff_dst_ready = false;
     if (a.diff_src[0]) {
-      b_diff_dst_.bind(a.diff_dst[0]);
-      b_w_.bind(a.src[1]);
-      b_diff_src_.bind(a.diff_src[0]);
-      bwd_data_.execute(stream(), {{DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
-                                   {DNNL_ARG_WEIGHTS, b_w_.mem},
-                                   {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
+      bd_diff_dst_.bind_in(a.diff_dst[0]);
+      diff_dst_ready = true;
+      bd_diff_src_.bind_out(a.diff_src[0]);
+      memory& w = bd_weights_from_forward_ ? weights_.get(a.src[1]) : (bd_w_.bind_in(a.src[1]), bd_w_.internal);
+      bwd_data_.execute(stream(), {{DNNL_ARG_DIFF_DST, bd_diff_dst_.internal},
+                                   {DNNL_ARG_WEIGHTS, w},
+                                   {DNNL_ARG_DIFF_SRC, bd_diff_src_.internal}});
+      bd_diff_src_.finish_out();
     }
     if (a.diff_src[1] || (has_bias_ && a.diff_src[2])) {
       // oneDNN computes both weight and bias gradients; missing ones go to scratch.
@@ -274,16 +303,24 @@ class ConvKernel final : public Kernel {
       Tensor* db = has_bias_ ? a.diff_src[2] : nullptr;
       if (!dw) dw = &(scratch_w = Tensor::empty({DType::kF32, a.src[1]->shape()}));
       if (has_bias_ && !db) db = &(scratch_b = Tensor::empty({DType::kF32, a.src[2]->shape()}));
-      b_src_.bind(a.src[0]);
-      b_diff_dst_.bind(a.diff_dst[0]);
-      b_diff_w_.bind(dw);
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
-                                           {DNNL_ARG_DIFF_WEIGHTS, b_diff_w_.mem}};
+      bw_src_.bind_in(a.src[0]);
+      memory diff_dst;
+      if (bw_diff_dst_from_data_) {
+        if (!diff_dst_ready) bd_diff_dst_.bind_in(a.diff_dst[0]);
+        diff_dst = bd_diff_dst_.internal;
+      } else {
+        bw_diff_dst_.bind_in(a.diff_dst[0]);
+        diff_dst = bw_diff_dst_.internal;
+      }
+      bw_diff_w_.bind_out(dw);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bw_src_.internal}, {DNNL_ARG_DIFF_DST, diff_dst},
+                                           {DNNL_ARG_DIFF_WEIGHTS, bw_diff_w_.internal}};
       if (has_bias_) {
         b_diff_b_.bind(db);
         args[DNNL_ARG_DIFF_BIAS] = b_diff_b_.mem;
       }
       bwd_weights_.execute(stream(), args);
+      bw_diff_w_.finish_out();
     }
     stream().wait();
     return Status::ok();
@@ -310,10 +347,55 @@ class ConvKernel final : public Kernel {
   Bound bias_;
   bool has_bias_ = false;
   std::shared_ptr<const Layout> out_layout_;
+  /// Training: forward, backward-data and backward-weights primitives on the layouts oneDNN
+  /// prefers (blocked), with plain tensors reordered in and out around each call. The
+  /// blocked copies are transient (shared slots), so the plan's memory stays that of plain
+  /// activations and gradients.
+  Status init_training(const KernelContext& ctx, const Shape& xs, const Shape& ws, const Shape& ys, int64_t oc,
+                       const memory::dims& strides, const memory::dims& dil, const memory::dims& pl,
+                       const memory::dims& pr) {
+    trainable_ = true;
+    const memory::desc b_md = plain({oc});
+    auto fd = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                          any(xs), any(ws), b_md, any(ys), strides, dil, pl, pr)
+                        : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                          any(xs), any(ws), any(ys), strides, dil, pl, pr);
+    dnnl::convolution_forward::primitive_desc fpd(fd, engine());
+    dnnl::convolution_backward_data::desc bdd(algorithm::convolution_direct, any(xs), any(ws), any(ys), strides, dil,
+                                              pl, pr);
+    dnnl::convolution_backward_data::primitive_desc bdpd(bdd, engine(), fpd);
+    auto bwd = has_bias_ ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs), any(ws),
+                                                                    b_md, any(ys), strides, dil, pl, pr)
+                         : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs), any(ws),
+                                                                    any(ys), strides, dil, pl, pr);
+    dnnl::convolution_backward_weights::primitive_desc bwpd(bwd, engine(), fpd);
+    prim_ = dnnl::convolution_forward(fpd);
+    bwd_data_ = dnnl::convolution_backward_data(bdpd);
+    bwd_weights_ = dnnl::convolution_backward_weights(bwpd);
+    // Slots: forward src 0 and dst 1; backward diff_dst 2, weights 3, diff_src 4, src 0,
+    // diff_dst for weights 5, diff_weights 6.
+    src_.init(input_md(ctx, 0), fpd.src_desc(), ctx.tracker, false, 0);
+    dst_.init(plain(ys), fpd.dst_desc(), ctx.tracker, true, 1);
+    weights_.init(plain(ws), fpd.weights_desc(), nullptr, ctx.tracker);
+    if (has_bias_) bias_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
+    bd_diff_dst_.init(plain(ys), bdpd.diff_dst_desc(), ctx.tracker, false, 2);
+    bd_weights_from_forward_ = bdpd.weights_desc() == fpd.weights_desc();
+    if (!bd_weights_from_forward_) bd_w_.init(plain(ws), bdpd.weights_desc(), ctx.tracker, false, 3);
+    bd_diff_src_.init(plain(xs), bdpd.diff_src_desc(), ctx.tracker, true, 4);
+    bw_src_.init(plain(xs), bwpd.src_desc(), ctx.tracker, false, 0);
+    bw_diff_dst_from_data_ = bwpd.diff_dst_desc() == bdpd.diff_dst_desc();
+    if (!bw_diff_dst_from_data_) bw_diff_dst_.init(plain(ys), bwpd.diff_dst_desc(), ctx.tracker, false, 5);
+    bw_diff_w_.init(plain(ws), bwpd.diff_weights_desc(), ctx.tracker, true, 6);
+    b_diff_b_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
+    return Status::ok();
+  }
+
   bool trainable_ = false;
   dnnl::convolution_backward_data bwd_data_;
   dnnl::convolution_backward_weights bwd_weights_;
-  Bound b_src_, b_diff_src_, b_w_, b_diff_w_, b_diff_dst_, b_diff_b_;
+  Staged bd_diff_dst_, bd_w_, bd_diff_src_, bw_src_, bw_diff_dst_, bw_diff_w_;
+  bool bd_weights_from_forward_ = false, bw_diff_dst_from_data_ = false;
+  Bound b_diff_b_;
   dnnl::convolution_forward prim_;
 };
 
