@@ -47,7 +47,7 @@ bool spatial_zero_pads(const Graph& g, const Node& pad, std::vector<int64_t>* ou
 
 }  // namespace
 
-FuseReport fuse_graph(Graph& g) {
+FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   FuseReport report;
   bool changed = true;
   while (changed) {
@@ -81,7 +81,9 @@ FuseReport fuse_graph(Graph& g) {
       }
       // Conv/Gemm -> activation
       const bool act = consumer.op_type == "Relu" || consumer.op_type == "LeakyRelu" || consumer.op_type == "Clip";
-      if (!act || (prod.op_type != "Conv" && prod.op_type != "Gemm") || prod.has_attr("mosaic.activation")) continue;
+      if (!act || !options.activations || (prod.op_type != "Conv" && prod.op_type != "Gemm") ||
+          prod.has_attr("mosaic.activation"))
+        continue;
       if (consumer.op_type == "Clip") {
         float lo = -INFINITY, hi = INFINITY;
         if (g.opset < 11) {

@@ -19,7 +19,13 @@ struct FuseReport {
   std::vector<std::string> fused;  ///< names of the fused nodes, e.g. "conv1+relu1"
 };
 
+struct FuseOptions {
+  /// Fuse activations into Conv/Gemm. Training plans fold only the padding: their kernels
+  /// have no backward for a fused activation.
+  bool activations = true;
+};
+
 /// Rewrites a prepared graph (value_descs filled) in place.
-FuseReport fuse_graph(Graph& graph);
+FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
 
 }  // namespace mosaic

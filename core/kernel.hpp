@@ -62,6 +62,12 @@ class Kernel {
   virtual Status backward(const BackwardArgs&) { return Status::unsupported("this kernel has no backward"); }
   /// True if backward is implemented (training plans fall back from kernels without it).
   virtual bool has_backward() const { return false; }
+  /// Whether backward reads forward input i / output i. A training plan keeps a tensor
+  /// until backward only if some backward reads it, and reuses the rest of the buffers as
+  /// inference does (a convolution's output that only a Relu reading its own output
+  /// consumes is not kept). Conservative default: everything is read.
+  virtual bool backward_reads_input(size_t) const { return true; }
+  virtual bool backward_reads_output(size_t) const { return true; }
   /// Computes outputs from inputs. Omitted optional inputs/outputs are nullptr.
   virtual Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) = 0;
   /// Bytes of scratch and prepacked data this kernel holds (reported as workspace).

@@ -325,6 +325,19 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     for (int v : P.steps_[s].in)
       if (v >= 0) last_use[v] = std::max(last_use[v], s);
   for (int v : P.output_values_) last_use[v] = INT_MAX;
+  if (training) {
+    // Tensors a backward reads are kept until backward; the rest are reused.
+    for (int v : P.input_values_) last_use[v] = INT_MAX;
+    for (const PlanStep& st : P.steps_) {
+      bool flows = false;
+      for (int v : st.in) flows = flows || (v >= 0 && P.values_[v].needs_grad);
+      if (!flows || st.alias) continue;
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i] >= 0 && st.kernel->backward_reads_input(i)) last_use[st.in[i]] = INT_MAX;
+      for (size_t o = 0; o < st.out.size(); ++o)
+        if (st.out[o] >= 0 && st.kernel->backward_reads_output(o)) last_use[st.out[o]] = INT_MAX;
+    }
+  }
   struct Storage {
     size_t bytes = 0;
     int last_use = -1;
@@ -332,8 +345,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   };
   std::vector<Storage> storage;
   auto acquire = [&](size_t bytes, int until) {
-    // Training keeps every activation for backward: no reuse.
-    const int best = best_fit(storage, bytes, [&](const Storage& c) { return !training && !c.busy; });
+    const int best = best_fit(storage, bytes, [&](const Storage& c) { return !c.busy; });
     storage[best].bytes = std::max(storage[best].bytes, bytes);
     storage[best].busy = true;
     storage[best].last_use = until;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "backends/common/pooling.hpp"
@@ -252,6 +253,54 @@ TEST(Autodiff, PooledIntermediateGradientsAreResetPerBackward) {
         EXPECT_NEAR(params[0].grad.f32()[i], dh1 * xi, 1e-4 * std::fabs(dh1 * xi) + 1e-5) << backend << " dw1 " << i;
       }
     }
+  }
+}
+
+TEST(TrainingMemory, KeepsOnlyWhatBackwardReads) {
+  // x -> Conv -> Relu -> Conv -> y -> Flatten. Conv backward reads its input and weights, Relu its
+  // output: the first Conv's output is dead once Relu ran, and the second Conv's output
+  // reuses its buffer. Gradients stay right (gradcheck), which they would not if a kept
+  // tensor had been overwritten.
+  Graph g;
+  g.source = "keeps";
+  ValueInfo in;
+  in.name = "x";
+  in.dims = {2, 3, 5, 5};
+  in.has_shape = true;
+  g.inputs.push_back(in);
+  g.initializers["w1"] = random_tensor({3, 3, 3, 3}, 41, -0.5f, 0.5f);
+  g.initializers["w2"] = random_tensor({3, 3, 3, 3}, 42, -0.5f, 0.5f);
+  auto conv = [](const std::string& x, const std::string& w, const std::string& y) {
+    Node n = make_node("Conv", {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}});
+    n.inputs = {x, w};
+    n.outputs = {y};
+    return n;
+  };
+  Node relu = make_node("Relu");
+  relu.inputs = {"c1"};
+  relu.outputs = {"r1"};
+  Node flatten = make_node("Flatten");  // gradcheck wants an [N, C] output
+  flatten.inputs = {"y"};
+  flatten.outputs = {"out"};
+  g.nodes = {conv("x", "w1", "c1"), relu, conv("r1", "w2", "y"), flatten};
+  g.outputs.push_back({"out", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    PlanOptions po;
+    po.training = true;
+    auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    std::map<std::string, int> storage;
+    for (const auto& v : plan.value()->values()) storage[v.name] = v.storage;
+    EXPECT_EQ(storage.at("c1"), storage.at("y")) << backend << ": the dead Conv output's buffer is reused";
+    EXPECT_NE(storage.at("r1"), storage.at("y")) << backend << ": Relu's output is kept for backward";
+    EXPECT_NE(storage.at("x"), storage.at("y")) << backend;
+    GradcheckOptions o;
+    o.directions = 2;
+    o.elements = 3;
+    auto r = gradcheck(g, builtin_registry(), Placement::all_on(backend, {}), o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->passed()) << backend << ": " << failures(r.value());
   }
 }
 

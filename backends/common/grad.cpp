@@ -15,6 +15,9 @@ BinaryOp binary_op_of(const std::string& op_type) {
   return BinaryOp::kDiv;
 }
 
+bool unary_backward_reads_input(const std::string& op) { return op == "LeakyRelu" || op == "Clip"; }
+bool unary_backward_reads_output(const std::string& op) { return op == "Relu" || op == "Sigmoid" || op == "Tanh"; }
+
 namespace {
 
 inline float grad_a(BinaryOp op, float g, float, float b) {

@@ -2,6 +2,8 @@
 // arithmetic on plain tensors (broadcast binary ops, batched MatMul given a GEMM).
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 #include <functional>
 
@@ -17,6 +19,14 @@ BinaryOp binary_op_of(const std::string& op_type);
 /// along. Either may be null.
 void binary_backward(BinaryOp op, const Shape& a_shape, const Shape& b_shape, const Shape& out, const float* a,
                      const float* b, const float* dy, float* da, float* db);
+
+/// What the shared backward rules read of the forward tensors (Kernel::backward_reads_*):
+/// Relu, Sigmoid and Tanh differentiate from their output (y > 0, y (1 - y), 1 - y^2),
+/// LeakyRelu and Clip from their input; Softmax and LogSoftmax from their output; Add and
+/// Sub need neither operand, Mul and Div both.
+bool unary_backward_reads_input(const std::string& op);
+bool unary_backward_reads_output(const std::string& op);
+inline bool binary_backward_reads_inputs(BinaryOp op) { return op == BinaryOp::kMul || op == BinaryOp::kDiv; }
 
 /// Row-major C = op(A) op(B) + beta C, as cblas_sgemm / dnnl_sgemm.
 using GemmFn = std::function<void(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,

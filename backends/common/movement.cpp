@@ -26,6 +26,8 @@ class ViewKernel final : public Kernel {
   bool aliases_input() const override { return true; }
   /// The executor passes gradients through views itself (same elements, new shape).
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
 };
 
 /// Dropout at inference: copy, and a mask of all true when asked for.
@@ -69,6 +71,8 @@ class DropoutTrainKernel final : public Kernel {
     return Status::ok();
   }
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
     const float scale = 1.f / (1.f - ratio_);
@@ -119,6 +123,8 @@ class TransposeKernel final : public Kernel {
     return Status::ok();
   }
   bool has_backward() const override { return esize_ == 4; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// dx[source index] = dy[o]: the same walk as forward with the copy reversed.
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
@@ -174,6 +180,8 @@ class ConcatKernel final : public Kernel {
     return Status::ok();
   }
   bool has_backward() const override { return esize_ == 4; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// Each input's gradient is its slice of dy.
   Status backward(const BackwardArgs& a) override {
     const auto* dy = static_cast<const char*>(a.diff_dst[0]->data());
@@ -237,6 +245,8 @@ class IndexMapKernel : public Kernel {
   }
 
   bool has_backward() const override { return esize_ == 4; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// dx[i] = sum of dy over the output elements copied from input element i (padding and
   /// sliced-away elements get nothing; reflect/edge padding accumulates).
   Status backward(const BackwardArgs& a) override {

@@ -160,6 +160,7 @@ class ConvKernel final : public Kernel {
   }
 
   bool has_backward() const override { return !act_.active(); }
+  bool backward_reads_output(size_t) const override { return false; }
   /// Per chunk of images (the forward's chunks: small outputs batch several images into one
   /// GEMM) and group: dW += dY cols^T, dcols = W^T dY folded back by col2im, db = sum dY.
   /// Threads take whole chunks with private dW/db accumulators, summed at the end.
@@ -372,6 +373,7 @@ class PoolKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// Max: to the window's first (near-)maximum (common/pooling.hpp); average: spread with
   /// the forward divisor.
   Status backward(const BackwardArgs& a) override {
@@ -469,6 +471,7 @@ class GemmKernel final : public Kernel {
   }
 
   bool has_backward() const override { return !act_.active(); }
+  bool backward_reads_output(size_t) const override { return false; }
   /// dA = alpha dY op(B)^T, dB = alpha op(A)^T dY (each laid out as its operand), dC = beta
   /// dY summed over C's broadcast axes — all as sgemm calls with the matching transposes.
   Status backward(const BackwardArgs& a) override {
@@ -548,6 +551,7 @@ class MatMulKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     matmul_backward(p_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
                     a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr,
@@ -616,6 +620,8 @@ class BinaryKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return binary_backward_reads_inputs(static_cast<BinaryOp>(op_)); }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     binary_backward(static_cast<BinaryOp>(op_), a_shape_, b_shape_, out_, a.src[0]->f32(), a.src[1]->f32(),
                     a.diff_dst[0]->f32(), a.diff_src[0] ? a.diff_src[0]->f32() : nullptr,
@@ -670,6 +676,8 @@ class UnaryKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t i) const override { return i > 0 || unary_backward_reads_input(op_); }
+  bool backward_reads_output(size_t) const override { return unary_backward_reads_output(op_); }
   /// The same derivatives (and kink conventions) as naive, vectorised with Eigen.
   Status backward(const BackwardArgs& a) override {
     for (size_t i = 1; i < a.diff_src.size(); ++i)
@@ -678,7 +686,7 @@ class UnaryKernel final : public Kernel {
     const int64_t n = a.src[0]->numel();
     ConstArrayMap x(a.src[0]->f32(), n), y(a.dst[0]->f32(), n), dy(a.diff_dst[0]->f32(), n);
     ArrayMap dx(a.diff_src[0]->f32(), n);
-    if (op_ == "Relu") dx = (x > 0.f).select(dy, 0.f);
+    if (op_ == "Relu") dx = (y > 0.f).select(dy, 0.f);  // y > 0 exactly where x > 0
     else if (op_ == "LeakyRelu") dx = (x > 0.f).select(dy, alpha_ * dy);
     else if (op_ == "Sigmoid") dx = dy * y * (1.f - y);
     else if (op_ == "Tanh") dx = dy * (1.f - y.square());
@@ -725,6 +733,7 @@ class SoftmaxKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
   /// Softmax: dx = y (dy - sum dy y); LogSoftmax: dx = dy - exp(y) sum dy.
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();

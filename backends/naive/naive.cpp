@@ -97,6 +97,7 @@ class ConvKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     MOSAIC_RETURN_IF_ERROR(no_fused_backward(act_, *node_));
     const float* x = a.src[0]->f32();
@@ -199,6 +200,7 @@ class PoolKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// Max: the gradient goes to the window's first maximum (as forward picks it); average:
   /// spread over the window with the forward divisor.
   Status backward(const BackwardArgs& a) override {
@@ -301,6 +303,7 @@ class GemmKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     MOSAIC_RETURN_IF_ERROR(no_fused_backward(act_, *node_));
     const float* A = a.src[0]->f32();
@@ -366,6 +369,7 @@ class MatMulKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     const float* A = a.src[0]->f32();
     const float* B = a.src[1]->f32();
@@ -435,6 +439,8 @@ class BinaryKernel final : public Kernel {
     return Status::ok();
   }
   bool has_backward() const override { return dtype_ == DType::kF32; }
+  bool backward_reads_input(size_t) const override { return op_ == BinOp::kMul || op_ == BinOp::kDiv; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// Each operand's gradient is summed over the axes it was broadcast along.
   Status backward(const BackwardArgs& g) override {
     const float* a = g.src[0]->f32();
@@ -514,7 +520,10 @@ class UnaryKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
-  /// PyTorch's conventions at kinks: Relu and LeakyRelu use x > 0, Clip passes x in [lo, hi].
+  bool backward_reads_input(size_t i) const override { return i > 0 || unary_backward_reads_input(op_); }
+  bool backward_reads_output(size_t) const override { return unary_backward_reads_output(op_); }
+  /// PyTorch's conventions at kinks: Relu and LeakyRelu use x > 0 (for Relu read as y > 0,
+  /// the same set, so x need not be kept), Clip passes x in [lo, hi].
   Status backward(const BackwardArgs& a) override {
     const float* x = a.src[0]->f32();
     const float* y = a.dst[0]->f32();
@@ -529,7 +538,7 @@ class UnaryKernel final : public Kernel {
     if (a.src.size() > 2 && a.src[2]) hi = a.src[2]->f32()[0];
     for (int64_t i = 0; i < n; ++i) {
       float d;
-      if (op_ == "Relu") d = x[i] > 0.f ? 1.f : 0.f;
+      if (op_ == "Relu") d = y[i] > 0.f ? 1.f : 0.f;
       else if (op_ == "LeakyRelu") d = x[i] > 0.f ? 1.f : alpha_;
       else if (op_ == "Sigmoid") d = y[i] * (1.f - y[i]);
       else if (op_ == "Tanh") d = 1.f - y[i] * y[i];
@@ -571,6 +580,7 @@ class SoftmaxKernel final : public Kernel {
   }
 
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
   /// Softmax: dx = y (dy - sum(dy y)); LogSoftmax: dx = dy - exp(y) sum(dy).
   Status backward(const BackwardArgs& a) override {
     const float* y = a.dst[0]->f32();

@@ -284,6 +284,7 @@ class ConvKernel final : public Kernel {
   size_t workspace_bytes() const override { return src_.owned_bytes() + dst_.owned_bytes() + weights_.bytes(); }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return trainable_; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     bool diff_dst_ready = false;
     if (a.diff_src[0]) {
@@ -479,6 +480,7 @@ class PoolKernel final : public Kernel {
   size_t workspace_bytes() const override { return dst_.bytes + (workspace_ ? workspace_.get_desc().get_size() : 0); }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return trainable_; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
     if (max_backward_) {
@@ -573,6 +575,7 @@ class GemmKernel final : public MatMulBase {
   }
 
   bool has_backward() const override { return trainable_; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// dA = alpha dY op(B)^T and dB = alpha op(A)^T dY as matmuls whose transposes are strides;
   /// dC = beta dY summed over C's broadcast axes.
   Status backward(const BackwardArgs& a) override {
@@ -672,6 +675,7 @@ class MatMulKernel final : public MatMulBase {
     return Status::ok();
   }
   bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// dA = dY B^T, dB = A^T dY per batch with oneDNN's sgemm, summed over broadcasts.
   Status backward(const BackwardArgs& a) override {
     matmul_backward(p_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
@@ -693,6 +697,7 @@ class EltwiseKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     const std::string& op = ctx.node->op_type;
+    op_ = op;
     algorithm alg = algorithm::eltwise_relu;
     float alpha = 0.f, beta = 0.f;
     if (op == "LeakyRelu") alpha = ctx.node->attr_float("alpha", 0.01f);
@@ -713,9 +718,16 @@ class EltwiseKernel final : public Kernel {
       dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
       prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
       if (ctx.training && !ctx.input_layout(0)) {
+        // Relu, Sigmoid and Tanh differentiate from their output (oneDNN's use_dst_for_bwd
+        // variants), so the plan need not keep their input.
+        algorithm balg = alg;
+        if (unary_backward_reads_output(op))
+          balg = op == "Relu"      ? algorithm::eltwise_relu_use_dst_for_bwd
+                 : op == "Sigmoid" ? algorithm::eltwise_logistic_use_dst_for_bwd
+                                   : algorithm::eltwise_tanh_use_dst_for_bwd;
         dnnl::eltwise_forward::primitive_desc hint(
-            dnnl::eltwise_forward::desc(prop_kind::forward_training, alg, md, alpha, beta), engine());
-        dnnl::eltwise_backward::desc bd(alg, md, md, alpha, beta);
+            dnnl::eltwise_forward::desc(prop_kind::forward_training, balg, md, alpha, beta), engine());
+        dnnl::eltwise_backward::desc bd(balg, md, md, alpha, beta);
         bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), hint));
         for (auto* b : {&b_src_, &b_diff_dst_, &b_diff_src_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
         trainable_ = true;
@@ -738,14 +750,17 @@ class EltwiseKernel final : public Kernel {
   size_t workspace_bytes() const override { return dst_.bytes; }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return trainable_; }
+  bool backward_reads_input(size_t i) const override { return i > 0 || unary_backward_reads_input(op_); }
+  bool backward_reads_output(size_t) const override { return unary_backward_reads_output(op_); }
   Status backward(const BackwardArgs& a) override {
     for (size_t i = 1; i < a.diff_src.size(); ++i)
       if (a.diff_src[i]) std::fill(a.diff_src[i]->f32(), a.diff_src[i]->f32() + a.diff_src[i]->numel(), 0.f);
     if (!a.diff_src[0]) return Status::ok();
-    b_src_.bind(a.src[0]);
+    const bool from_dst = unary_backward_reads_output(op_);
+    b_src_.bind(from_dst ? a.dst[0] : a.src[0]);
     b_diff_dst_.bind(a.diff_dst[0]);
     b_diff_src_.bind(a.diff_src[0]);
-    bwd_.execute(stream(), {{DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
+    bwd_.execute(stream(), {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
                             {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
     stream().wait();
     return Status::ok();
@@ -757,6 +772,7 @@ class EltwiseKernel final : public Kernel {
   std::shared_ptr<const Layout> out_layout_;
   dnnl::eltwise_forward prim_;
   bool trainable_ = false;
+  std::string op_;
   dnnl::eltwise_backward bwd_;
   Bound b_src_, b_diff_dst_, b_diff_src_;
 };
@@ -820,6 +836,8 @@ class BinaryKernel final : public Kernel {
   size_t workspace_bytes() const override { return a_.bytes + b_.bytes + y_.bytes; }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return binary_backward_reads_inputs(op_); }
+  bool backward_reads_output(size_t) const override { return false; }
   /// oneDNN has no binary backward: the shared broadcast reduction (common/grad.hpp).
   Status backward(const BackwardArgs& a) override {
     binary_backward(op_, a_shape_, b_shape_, out_shape_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
@@ -860,6 +878,7 @@ class SoftmaxKernel final : public SrcDstPrimitive {
     });
   }
   bool has_backward() const override { return trainable_; }
+  bool backward_reads_input(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
     b_dst_.bind(a.dst[0]);
@@ -1090,6 +1109,8 @@ class ConcatKernel final : public Kernel {
     });
   }
   bool has_backward() const override { return !back_.empty(); }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     for (size_t i = 0; i < back_.size(); ++i) {
       if (!a.diff_src[i]) continue;
@@ -1124,6 +1145,8 @@ class ConcatKernel final : public Kernel {
 class ReorderKernel : public SrcDstPrimitive {
  public:
   bool has_backward() const override { return static_cast<bool>(back_); }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
   /// The backward is one reorder from dy (`back_from_`) into dx (`back_to_`).
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();

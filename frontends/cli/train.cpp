@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "backends/registry.hpp"
+#include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
 #include "core/prepare.hpp"
@@ -94,6 +95,11 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
       return Status::invalid("--freeze '" + pattern + "' matches no parameter of " + o.model +
                                   " (see `mosaic info` for the names)");
   }
+  // Zero padding folds into the convolutions (exact; activations stay separate nodes, as
+  // kernels have no backward for a fused one).
+  FuseOptions fo;
+  fo.activations = false;
+  fuse_graph(g.value(), fo);
   auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
   if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
@@ -115,6 +121,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   auto eval_graph = load_prepared(o.model, eval_batch);
   if (!eval_graph.ok()) return eval_graph.status();
   for (const auto& p : params) eval_graph->initializers[p.name] = p.value;
+  fuse_graph(eval_graph.value());
   PlanOptions eo;
   eo.shared_weights = true;
   auto eval = Plan::build(eval_graph.value(), Placement::all_on(o.backend, {"naive"}), reg, eo);
