@@ -92,12 +92,20 @@ void col2im(const float* dcols, int64_t ld, int64_t channels, const Win2& w, flo
       for (int64_t kj = 0; kj < w.kw; ++kj) {
         const float* d = dcols + ((c * w.kh + ki) * w.kw + kj) * ld;
         float* xc = dx + c * w.ih * w.iw;
+        // Columns ox in [lo, hi) land on x[ox * sw + off] (as in im2col); the rest on padding.
+        const int64_t off = kj * w.dw - w.pl;
+        const int64_t lo = std::clamp<int64_t>((-off + w.sw - 1) / w.sw, 0, w.ow);
+        const int64_t hi = std::clamp<int64_t>((w.iw - off + w.sw - 1) / w.sw, lo, w.ow);
         for (int64_t oy = 0; oy < w.oh; ++oy) {
           const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
           if (iy < 0 || iy >= w.ih) continue;
-          for (int64_t ox = 0; ox < w.ow; ++ox) {
-            const int64_t ix = ox * w.sw - w.pl + kj * w.dw;
-            if (ix >= 0 && ix < w.iw) xc[iy * w.iw + ix] += d[oy * w.ow + ox];
+          float* __restrict xr = xc + iy * w.iw + off;
+          const float* __restrict dr = d + oy * w.ow;
+          if (w.sw == 1) {
+#pragma omp simd
+            for (int64_t ox = lo; ox < hi; ++ox) xr[ox] += dr[ox];
+          } else {
+            for (int64_t ox = lo; ox < hi; ++ox) xr[ox * w.sw] += dr[ox];
           }
         }
       }
