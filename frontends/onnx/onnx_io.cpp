@@ -16,11 +16,15 @@ Expected<std::string> read_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::not_found(path + ": no such file");
   if (fs::is_directory(path, ec)) return Status::invalid(path + ": is a directory, expected a file");
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::io_error(path + ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  // One buffer of the file's size (a model's weights can be most of the machine's memory).
+  const std::streamoff size = f.tellg();
+  if (size < 0) return Status::io_error(path + ": cannot read");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  if (size && !f.read(bytes.data(), size)) return Status::io_error(path + ": read failed");
+  return bytes;
 }
 
 Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
@@ -54,8 +58,8 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   Tensor t = Tensor::empty({dt, shape});
   const int64_t n = t.numel();
   const bool is_int32 = p.data_type() == onnx::TensorProto::INT32;
-  std::string raw;
-  bool has_raw = false;
+  std::string external;
+  const std::string* raw = nullptr;  // the proto's own bytes, or the external file's
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
@@ -69,29 +73,28 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
     std::ifstream f(file, std::ios::binary);
     if (!f) return Status::not_found(what + ": external data file " + file + " not found");
     const int64_t want = length >= 0 ? length : n * static_cast<int64_t>(is_int32 ? 4 : dtype_size(dt));
-    raw.resize(static_cast<size_t>(want));
+    external.resize(static_cast<size_t>(want));
     f.seekg(offset);
-    f.read(raw.data(), want);
+    f.read(external.data(), want);
     if (f.gcount() != want)
       return Status::io_error(what + ": external data file " + file + " is shorter than offset+length");
-    has_raw = true;
+    raw = &external;
   } else if (p.has_raw_data()) {
-    raw = p.raw_data();
-    has_raw = true;
+    raw = &p.raw_data();
   }
   const size_t src_esize = is_int32 ? 4 : dtype_size(dt);
-  if (has_raw) {
-    if (raw.size() != static_cast<size_t>(n) * src_esize)
-      return Status::invalid(what + ": raw data has " + std::to_string(raw.size()) + " bytes, expected " +
+  if (raw) {
+    if (raw->size() != static_cast<size_t>(n) * src_esize)
+      return Status::invalid(what + ": raw data has " + std::to_string(raw->size()) + " bytes, expected " +
                              std::to_string(static_cast<size_t>(n) * src_esize));
     if (is_int32) {
       for (int64_t i = 0; i < n; ++i) {
         int32_t v;
-        std::memcpy(&v, raw.data() + i * 4, 4);
+        std::memcpy(&v, raw->data() + i * 4, 4);
         t.i64()[i] = v;
       }
     } else if (n) {
-      std::memcpy(t.data(), raw.data(), raw.size());
+      std::memcpy(t.data(), raw->data(), raw->size());
     }
     return t;
   }
@@ -171,10 +174,14 @@ Expected<Attribute> attr_from_proto(const onnx::AttributeProto& a, const std::st
 }  // namespace
 
 Expected<Graph> load_onnx(const std::string& path) {
-  MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
   onnx::ModelProto model;
-  if (bytes.empty() || !model.ParseFromString(bytes))
-    return Status::invalid(path + ": not a valid ONNX model (protobuf parse failed; truncated or not ONNX?)");
+  {
+    // The file's bytes are released once parsed; below, each initializer's bytes are
+    // released once copied, so loading peaks near one copy of the weights, not three.
+    MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+    if (bytes.empty() || !model.ParseFromString(bytes))
+      return Status::invalid(path + ": not a valid ONNX model (protobuf parse failed; truncated or not ONNX?)");
+  }
   if (!model.has_graph() || (model.graph().node_size() == 0 && model.graph().output_size() == 0))
     return Status::invalid(path + ": not a valid ONNX model (no graph)");
   Graph g;
@@ -194,9 +201,11 @@ Expected<Graph> load_onnx(const std::string& path) {
     return Status::unsupported(path + ": opset " + std::to_string(g.opset) + " (supported: up to 17)");
   const std::string base_dir = fs::path(path).parent_path().string();
   const auto& gp = model.graph();
-  for (const auto& init : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const auto& init = gp.initializer(i);
     MOSAIC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, base_dir, path + ": initializer '" + init.name() + "'"));
     g.initializers[init.name()] = std::move(t);
+    if (init.has_raw_data()) delete model.mutable_graph()->mutable_initializer(i)->release_raw_data();
   }
   for (const auto& in : gp.input()) {
     if (g.initializers.count(in.name())) continue;
