@@ -56,8 +56,9 @@ namespace {
 double eps_or(const OptimizerConfig& c, double def) { return c.eps < 0 ? def : c.eps; }
 
 // The built-in rules are elementwise and memory-bound: each loop is split over the OpenMP
-// threads (large tensors only) and vectorised; arithmetic is in double, rounded to float once
-// per stored value.
+// threads (large tensors only) and vectorised. Arithmetic is in double, rounded to float once
+// per stored value, except the square root and the division by it, which are in float as in
+// PyTorch (in double they cost as much as the memory traffic).
 constexpr int64_t kParallelMin = 1 << 15;
 
 /// PyTorch SGD: g += wd p; b = mu b + (1 - dampening) g (b = g on the first step);
@@ -107,7 +108,8 @@ class Adam final : public Optimizer {
     const double lr = config_.lr, wd = config_.weight_decay, b1 = config_.beta1, b2 = config_.beta2;
     const double eps = eps_or(config_, 1e-8);
     const double bc1 = 1 - std::pow(b1, static_cast<double>(t)), bc2 = 1 - std::pow(b2, static_cast<double>(t));
-    const double step = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+    const double step = lr / bc1;
+    const float bc2_sqrt = static_cast<float>(std::sqrt(bc2)), eps_f = static_cast<float>(eps);
     // AdamW shrinks the weight; Adam adds the decay to the gradient.
     const double shrink = decoupled_ ? 1 - lr * wd : 1, coupled = decoupled_ ? 0 : wd;
     float* m = st[0].data();
@@ -119,7 +121,7 @@ class Adam final : public Optimizer {
       const float vi = static_cast<float>(b2 * v[i] + (1 - b2) * d * d);
       m[i] = mi;
       v[i] = vi;
-      p[i] = static_cast<float>(pi - step * mi / (std::sqrt(static_cast<double>(vi)) / bc2_sqrt + eps));
+      p[i] = static_cast<float>(pi - step * (mi / (std::sqrt(vi) / bc2_sqrt + eps_f)));
     }
   }
 
@@ -141,7 +143,7 @@ class RmsProp final : public Optimizer {
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t) override {
     const double lr = config_.lr, wd = config_.weight_decay, a = config_.alpha, mu = config_.momentum;
-    const double eps = eps_or(config_, 1e-8);
+    const float eps_f = static_cast<float>(eps_or(config_, 1e-8));
     float* v = st[0].data();
     if (mu == 0) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
@@ -149,7 +151,7 @@ class RmsProp final : public Optimizer {
         const double d = g[i] + wd * p[i];
         const float vi = static_cast<float>(a * v[i] + (1 - a) * d * d);
         v[i] = vi;
-        p[i] = static_cast<float>(p[i] - lr * (d / (std::sqrt(static_cast<double>(vi)) + eps)));
+        p[i] = static_cast<float>(p[i] - lr * (static_cast<float>(d) / (std::sqrt(vi) + eps_f)));
       }
       return;
     }
@@ -159,7 +161,7 @@ class RmsProp final : public Optimizer {
       const double d = g[i] + wd * p[i];
       const float vi = static_cast<float>(a * v[i] + (1 - a) * d * d);
       v[i] = vi;
-      const float bi = static_cast<float>(mu * b[i] + d / (std::sqrt(static_cast<double>(vi)) + eps));
+      const float bi = static_cast<float>(mu * b[i] + static_cast<float>(d) / (std::sqrt(vi) + eps_f));
       b[i] = bi;
       p[i] = static_cast<float>(p[i] - lr * bi);
     }
@@ -176,7 +178,8 @@ class Adagrad final : public Optimizer {
 
  protected:
   void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& st, int64_t t) override {
-    const double wd = config_.weight_decay, eps = eps_or(config_, 1e-10);
+    const double wd = config_.weight_decay;
+    const float eps_f = static_cast<float>(eps_or(config_, 1e-10));
     const double clr = config_.lr / (1 + static_cast<double>(t - 1) * config_.lr_decay);
     float* sum = st[0].data();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
@@ -184,7 +187,7 @@ class Adagrad final : public Optimizer {
       const double d = g[i] + wd * p[i];
       const float si = static_cast<float>(sum[i] + d * d);
       sum[i] = si;
-      p[i] = static_cast<float>(p[i] - clr * d / (std::sqrt(static_cast<double>(si)) + eps));
+      p[i] = static_cast<float>(p[i] - clr * (static_cast<float>(d) / (std::sqrt(si) + eps_f)));
     }
   }
 };
