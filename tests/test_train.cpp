@@ -701,6 +701,23 @@ TEST(MaxPoolBackward, NearTiesGoToTheFirstAsInExactArithmetic) {
   EXPECT_EQ(dn[1], 2.f + 8.f);
   EXPECT_EQ(dn[2], 4.f);
   EXPECT_EQ(dn[3], 0.f);
+  // 2x2 windows tiling a 2x6 plane (the vectorised path): a near-tie goes to the first in
+  // window order, a real maximum in the lower row wins, a NaN never takes the gradient.
+  Window t = w;
+  t.in = {2, 6};
+  t.out = {1, 3};
+  t.kernel = {2, 2};
+  t.stride = {2, 2};
+  t.pad_begin = t.pad_end = {0, 0};
+  const float nan = std::nanf("");
+  const float xt[12] = {0.5f, 0.2f, -1.f, -3.f, nan, 1.f,  //
+                        0.2f, 0.5f * one_up, -0.5f, -0.6f, 2.f, 0.f};
+  const float gt[3] = {1.f, 2.f, 4.f};
+  float dt[12];
+  max_pool_backward(xt, gt, dt, 1, t);
+  const float want[12] = {1.f, 0.f, 0.f, 0.f, 0.f, 0.f,  //
+                          0.f, 0.f, 2.f, 0.f, 4.f, 0.f};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(dt[i], want[i]) << "element " << i;
 }
 
 }  // namespace
