@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -48,71 +49,42 @@ Expected<Win2> lift2(const Window& w, const Node& node) {
                              std::to_string(w.rank()) + "-d");
 }
 
-/// Unfolds output rows [oy0, oy1) of `images` images (image i at x + i * image_stride)
-/// for one group of channels into cols[(c*kh + ki)*kw + kj][i*band + (oy - oy0)*ow + ox]
-/// (row stride ld, band = (oy1 - oy0) * ow). Each cols row is written contiguously.
-void im2col(const float* x, int64_t images, int64_t image_stride, int64_t channels, const Win2& w, float* cols,
-            int64_t ld, bool parallel, int64_t oy0, int64_t oy1) {
-  const int64_t rows = channels * w.kh * w.kw, band = (oy1 - oy0) * w.ow;
+/// im2col through a precomputed table (built once per kernel): column q of kernel offset
+/// kidx = ki * kw + kj reads x at table[kidx * table_ld + q] within a channel plane (images of
+/// a chunk apart by their stride, baked in), or is padding (-1). Each element costs one
+/// gather, whatever the image width; per-row bounds logic cost more than the copies on
+/// VGG16's small feature maps (2-14 pixels wide).
+/// cols[(c * kh*kw + kidx)][q] for q < nq (row stride ld).
+void im2col_table(const float* x, int64_t channels, int64_t plane, const int32_t* table, int64_t kk, int64_t table_ld,
+                  int64_t nq, float* cols, int64_t ld, bool parallel) {
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t c = r / (w.kh * w.kw), ki = (r / w.kw) % w.kh, kj = r % w.kw;
-    for (int64_t img = 0; img < images; ++img) {
-    const float* xc = x + img * image_stride + c * w.ih * w.iw;
-    float* dst = cols + r * ld + img * band;
-    for (int64_t oy = oy0; oy < oy1; ++oy) {
-      const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
-      float* d = dst + (oy - oy0) * w.ow;
-      if (iy < 0 || iy >= w.ih) {
-        std::fill(d, d + w.ow, 0.f);
-        continue;
-      }
-      // Columns ox in [lo, hi) read x[ox * sw + off]; the rest are padding.
-      const float* xr = xc + iy * w.iw;
-      const int64_t off = kj * w.dw - w.pl;
-      const int64_t lo = std::clamp<int64_t>((-off + w.sw - 1) / w.sw, 0, w.ow);
-      const int64_t hi = std::clamp<int64_t>((w.iw - off + w.sw - 1) / w.sw, lo, w.ow);
-      for (int64_t ox = 0; ox < lo; ++ox) d[ox] = 0.f;
-      if (w.sw == 1) {
-        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = xr[ox + off];
-      } else {
-        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = xr[ox * w.sw + off];
-      }
-      for (int64_t ox = hi; ox < w.ow; ++ox) d[ox] = 0.f;
-    }
+  for (int64_t r = 0; r < channels * kk; ++r) {
+    const int32_t* tb = table + (r % kk) * table_ld;
+    const float* xc = x + (r / kk) * plane;
+    float* d = cols + r * ld;
+#pragma omp simd
+    for (int64_t q = 0; q < nq; ++q) {
+      const int32_t o = tb[q];
+      const float v = xc[o < 0 ? 0 : o];
+      d[q] = o < 0 ? 0.f : v;
     }
   }
 }
 
-/// Adjoint of im2col for one image: dx[c, iy, ix] += dcols[(c*kh + ki)*kw + kj][oy*ow + ox]
-/// (row stride ld).
-void col2im(const float* dcols, int64_t ld, int64_t channels, const Win2& w, float* dx) {
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t ki = 0; ki < w.kh; ++ki)
-      for (int64_t kj = 0; kj < w.kw; ++kj) {
-        const float* d = dcols + ((c * w.kh + ki) * w.kw + kj) * ld;
-        float* xc = dx + c * w.ih * w.iw;
-        // Columns ox in [lo, hi) land on x[ox * sw + off] (as in im2col); the rest on padding.
-        const int64_t off = kj * w.dw - w.pl;
-        const int64_t lo = std::clamp<int64_t>((-off + w.sw - 1) / w.sw, 0, w.ow);
-        const int64_t hi = std::clamp<int64_t>((w.iw - off + w.sw - 1) / w.sw, lo, w.ow);
-        for (int64_t oy = 0; oy < w.oh; ++oy) {
-          const int64_t iy = oy * w.sh - w.pt + ki * w.dh;
-          if (iy < 0 || iy >= w.ih) continue;
-          float* __restrict xr = xc + iy * w.iw + off;
-          const float* __restrict dr = d + oy * w.ow;
-          if (w.sw == 1) {
-#pragma omp simd
-            for (int64_t ox = lo; ox < hi; ++ox) xr[ox] += dr[ox];
-          } else {
-            for (int64_t ox = lo; ox < hi; ++ox) xr[ox * w.sw] += dr[ox];
-          }
-        }
-      }
+/// Adjoint of im2col_table: dx[...] += dcols over the same table.
+void col2im_table(const float* dcols, int64_t ld, int64_t channels, int64_t plane, const int32_t* table, int64_t kk,
+                  int64_t table_ld, int64_t nq, float* dx) {
+  for (int64_t r = 0; r < channels * kk; ++r) {
+    const int32_t* tb = table + (r % kk) * table_ld;
+    float* xc = dx + (r / kk) * plane;
+    const float* d = dcols + r * ld;
+    for (int64_t q = 0; q < nq; ++q)
+      if (tb[q] >= 0) xc[tb[q]] += d[q];
+  }
 }
 
-/// Convolution as im2col + sgemm. With a batch, each thread takes whole images (or, for
-/// small outputs, chunks of images batched into one GEMM) and runs im2col and a
+/// Convolution as im2col (through the gather table) + sgemm. With a batch, each thread takes
+/// whole images (or, for small outputs, chunks of images batched into one GEMM) and runs im2col and a
 /// single-threaded sgemm on its own column buffer, which stays in its cache; with one
 /// image, im2col and the GEMM are parallelised inside instead.
 class ConvKernel final : public Kernel {
@@ -138,6 +110,22 @@ class ConvKernel final : public Kernel {
     cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? k_ * chunk_ * band_ * w_.ow : 0;
     tmp_per_worker_ = chunk_ > 1 ? p_.oc_per_group() * chunk_ * ohw_ : 0;
     cols_.resize(static_cast<size_t>(cols_per_worker_ * workers));
+    {
+      // Unfolding table for a chunk: column q = image * oh*ow + oy*ow + ox, per (ki, kj).
+      const int64_t kk = w_.kh * w_.kw, nq = chunk_ * ohw_, image = p_.c * w_.ih * w_.iw;
+      if (chunk_ * image > INT32_MAX) return Status::unsupported(ctx.node->label() + ": image chunk too large");
+      table_.assign(static_cast<size_t>(kk * nq), -1);
+      for (int64_t ki = 0; ki < w_.kh; ++ki)
+        for (int64_t kj = 0; kj < w_.kw; ++kj)
+          for (int64_t i = 0; i < chunk_; ++i)
+            for (int64_t oy = 0; oy < w_.oh; ++oy)
+              for (int64_t ox = 0; ox < w_.ow; ++ox) {
+                const int64_t iy = oy * w_.sh - w_.pt + ki * w_.dh, ix = ox * w_.sw - w_.pl + kj * w_.dw;
+                if (iy < 0 || iy >= w_.ih || ix < 0 || ix >= w_.iw) continue;
+                table_[static_cast<size_t>((ki * w_.kw + kj) * nq + i * ohw_ + oy * w_.ow + ox)] =
+                    static_cast<int32_t>(i * image + iy * w_.iw + ix);
+              }
+    }
     tmp_.resize(static_cast<size_t>(tmp_per_worker_ * workers));
     tracker_ = ctx.tracker;
     if (tracker_) tracker_->on_alloc(workspace_bytes());
@@ -146,7 +134,9 @@ class ConvKernel final : public Kernel {
   ~ConvKernel() override {
     if (tracker_) tracker_->on_free(workspace_bytes() + bwd_scratch_.size() * sizeof(float));
   }
-  size_t workspace_bytes() const override { return (cols_.size() + tmp_.size()) * sizeof(float); }
+  size_t workspace_bytes() const override {
+    return (cols_.size() + tmp_.size()) * sizeof(float) + table_.size() * sizeof(int32_t);
+  }
 
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float* x = src[0]->f32();
@@ -216,14 +206,15 @@ class ConvKernel final : public Kernel {
             dyg = dyc;
           }
           if (dw) {
-            im2col(xg, nb, p_.c * in_sp, cg, w_, c, ld, false, 0, w_.oh);
+            im2col_table(xg, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld, c, ld, false);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg, k_, ld, 1.f, dyg, ld, c, ld, 1.f,
                         dw_acc + g * ocg * k_, k_);
           }
           if (dx) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ld, ocg, 1.f, wt + g * ocg * k_, k_, dyg, ld, 0.f,
                         dc, ld);
-            for (int64_t i = 0; i < nb; ++i) col2im(dc + i * ohw_, ld, cg, w_, dx + ((n0 + i) * p_.c + g * cg) * in_sp);
+            col2im_table(dc, ld, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld,
+                         dx + (n0 * p_.c + g * cg) * in_sp);
           }
           if (db)
             for (int64_t oc = 0; oc < ocg; ++oc) db_acc[g * ocg + oc] += ConstArrayMap(dyg + oc * ld, ld).sum();
@@ -260,14 +251,15 @@ class ConvKernel final : public Kernel {
         float* yg = y + (n0 * p_.oc + g * ocg) * ohw_;
         for (int64_t oy0 = 0; oy0 < w_.oh; oy0 += band_) {
           const int64_t oy1 = std::min(w_.oh, oy0 + band_), cols_n = (oy1 - oy0) * w_.ow;
-          im2col(xg, 1, 0, cg, w_, cols, cols_n, inner_parallel, oy0, oy1);
+          im2col_table(xg, cg, in_sp, table_.data() + oy0 * w_.ow, w_.kh * w_.kw, chunk_ * ohw_, cols_n, cols, cols_n,
+                       inner_parallel);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, cols_n, k_, 1.f, wt + g * ocg * k_, k_, cols,
                       cols_n, 0.f, yg + oy0 * w_.ow, ohw_);
         }
       } else {
         const float* b = x + (n0 * p_.c + g * cg) * in_sp;
-        if (!pointwise_ || nb > 1) {
-          im2col(x + (n0 * p_.c + g * cg) * in_sp, nb, p_.c * in_sp, cg, w_, cols, ld, inner_parallel, 0, w_.oh);
+        if (nb > 1) {  // (one pointwise image is its own column matrix)
+          im2col_table(b, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld, cols, ld, inner_parallel);
           b = cols;
         }
         float* out = nb > 1 ? tmp : y + (n0 * p_.oc + g * ocg) * ohw_;
@@ -296,6 +288,7 @@ class ConvKernel final : public Kernel {
   int threads_ = 1;
   bool pointwise_ = false;
   std::vector<float> cols_, tmp_, bwd_scratch_;
+  std::vector<int32_t> table_;  ///< im2col_table's offsets for chunks of several images
   MemoryTracker* tracker_ = nullptr;
 };
 
