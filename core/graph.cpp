@@ -39,6 +39,11 @@ std::string Node::label() const {
   return "node '" + (name.empty() ? (outputs.empty() ? std::string("?") : outputs[0]) : name) + "' (" + op_type + ")";
 }
 
+void Graph::release_float_initializers() {
+  for (auto& kv : initializers)
+    if (kv.second.dtype() == DType::kF32) kv.second = Tensor();
+}
+
 int64_t Graph::parameter_count() const {
   int64_t n = 0;
   for (const auto& [name, t] : initializers)

@@ -74,6 +74,9 @@ struct Graph {
   /// Number of float parameters held in initializers.
   int64_t parameter_count() const;
   const Node* producer(const std::string& value) const;
+  /// Empties the float initializers' tensors, keeping their names (a training plan holds its
+  /// own copies; this releases the loaded ones).
+  void release_float_initializers();
 };
 
 }  // namespace mosaic

@@ -326,12 +326,12 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       if (v >= 0) last_use[v] = std::max(last_use[v], s);
   for (int v : P.output_values_) last_use[v] = INT_MAX;
   if (training) {
+    for (PlanStep& st : P.steps_)
+      for (int v : st.in) st.flows = st.flows || (v >= 0 && P.values_[v].needs_grad);
     // Tensors a backward reads are kept until backward; the rest are reused.
     for (int v : P.input_values_) last_use[v] = INT_MAX;
     for (const PlanStep& st : P.steps_) {
-      bool flows = false;
-      for (int v : st.in) flows = flows || (v >= 0 && P.values_[v].needs_grad);
-      if (!flows || st.alias) continue;
+      if (!st.flows || st.alias) continue;
       for (size_t i = 0; i < st.in.size(); ++i)
         if (st.in[i] >= 0 && st.kernel->backward_reads_input(i)) last_use[st.in[i]] = INT_MAX;
       for (size_t o = 0; o < st.out.size(); ++o)
@@ -455,11 +455,15 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer({DType::kF32, P.values_[v].desc.shape}, buffer);
     }
 
-    // Per-input scratch that backward writes before accumulating (one buffer per input slot).
+    // Per-input scratch that backward writes before accumulating (one buffer per input slot,
+    // sized for the slots that accumulate; views accumulate directly).
+    auto scratched = [&](const PlanStep& st, size_t i) {
+      return st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias;
+    };
     std::vector<size_t> scratch_bytes;
     for (const auto& st : P.steps_)
       for (size_t i = 0; i < st.in.size(); ++i)
-        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias) {
+        if (scratched(st, i)) {
           if (scratch_bytes.size() <= i) scratch_bytes.resize(i + 1, 0);
           scratch_bytes[i] = std::max(scratch_bytes[i], P.values_[st.in[i]].desc.bytes());
         }
@@ -468,8 +472,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     for (auto& st : P.steps_) {
       st.scratch.resize(st.in.size());
       for (size_t i = 0; i < st.in.size(); ++i)
-        if (st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias)
-          st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[st.in[i]].desc.shape}, pool[i]);
+        if (scratched(st, i)) st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[st.in[i]].desc.shape}, pool[i]);
     }
   }
   return plan;
@@ -512,9 +515,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   const int64_t run_begin = observer ? now_ns() : 0;
   for (size_t s = steps_.size(); s-- > 0;) {
     PlanStep& st = steps_[s];
-    bool flows = false;
-    for (int v : st.in) flows = flows || (v >= 0 && values_[v].needs_grad);
-    if (!flows) continue;
+    if (!st.flows) continue;
     for (int v : st.zero_grads) std::fill(values_[v].grad.f32(), values_[v].grad.f32() + values_[v].grad.numel(), 0.f);
     if (st.alias) {
       accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad);

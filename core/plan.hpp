@@ -81,6 +81,7 @@ struct PlanStep {
   size_t out_bytes = 0;
   bool alias = false;
   bool conversion = false;       ///< a layout conversion the planner inserted
+  bool flows = false;            ///< training: a gradient flows back through it (an input needs one)
   int64_t create_ns = 0;
   bool fell_back() const { return !fallback_reason.empty(); }
 };

@@ -172,15 +172,21 @@ INSTANTIATE_TEST_SUITE_P(Ops, OptimisedBackward,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).label;
                          });
 
-TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
-  // y = x * x + x: x is used three times (twice by one node), dy/dx = 2x + 1.
+/// An empty graph named `source` with one float input "x" of shape `dims`.
+Graph graph_with_input(const std::string& source, std::vector<int64_t> dims) {
   Graph g;
-  g.source = "accumulate";
+  g.source = source;
   ValueInfo in;
   in.name = "x";
-  in.dims = {5};
+  in.dims = std::move(dims);
   in.has_shape = true;
   g.inputs.push_back(in);
+  return g;
+}
+
+TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
+  // y = x * x + x: x is used three times (twice by one node), dy/dx = 2x + 1.
+  Graph g = graph_with_input("accumulate", {5});
   Node mul = make_node("Mul"), add = make_node("Add");
   mul.inputs = {"x", "x"};
   mul.outputs = {"m"};
@@ -210,13 +216,7 @@ TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
 TEST(Autodiff, PooledIntermediateGradientsAreResetPerBackward) {
   // h1 = x w1, h2 = h1^2 + h1, h3 = h2 w2, y = h3^2 + h3 (elementwise): h1 and h3 feed three
   // input slots, so their gradients accumulate; all intermediate gradients share buffers.
-  Graph g;
-  g.source = "pooled";
-  ValueInfo in;
-  in.name = "x";
-  in.dims = {5};
-  in.has_shape = true;
-  g.inputs.push_back(in);
+  Graph g = graph_with_input("pooled", {5});
   g.initializers["w1"] = Tensor::from_f32({5}, {0.5f, -1, 2, 0.25f, 1.5f});
   g.initializers["w2"] = Tensor::from_f32({5}, {1, 0.5f, -0.5f, 2, -1});
   auto node = [](const std::string& op, std::vector<std::string> ins, const std::string& out) {
@@ -264,13 +264,7 @@ TEST(TrainingMemory, KeepsOnlyWhatBackwardReads) {
   // output: the first Conv's output is dead once Relu ran, and the second Conv's output
   // reuses its buffer. Gradients stay right (gradcheck), which they would not if a kept
   // tensor had been overwritten.
-  Graph g;
-  g.source = "keeps";
-  ValueInfo in;
-  in.name = "x";
-  in.dims = {2, 3, 5, 5};
-  in.has_shape = true;
-  g.inputs.push_back(in);
+  Graph g = graph_with_input("keeps", {2, 3, 5, 5});
   g.initializers["w1"] = random_tensor({3, 3, 3, 3}, 41, -0.5f, 0.5f);
   g.initializers["w2"] = random_tensor({3, 3, 3, 3}, 42, -0.5f, 0.5f);
   auto conv = [](const std::string& x, const std::string& w, const std::string& y) {

@@ -288,7 +288,7 @@ class ConvKernel final : public Kernel {
   int threads_ = 1;
   bool pointwise_ = false;
   std::vector<float> cols_, tmp_, bwd_scratch_;
-  std::vector<int32_t> table_;  ///< im2col_table's offsets for chunks of several images
+  std::vector<int32_t> table_;  ///< im2col_table's offsets for one chunk (chunk_ images)
   MemoryTracker* tracker_ = nullptr;
 };
 

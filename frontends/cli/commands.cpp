@@ -250,9 +250,8 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
   }
   // The plans own copies of the float initializers; the loaded ones would only add to the
   // peak memory the benchmark reports.
-  for (Graph* graph : {&g, &timed})
-    for (auto& kv : graph->initializers)
-      if (kv.second.dtype() == DType::kF32) kv.second = Tensor();
+  g.release_float_initializers();
+  timed.release_float_initializers();
   // Checks first, so the reference gradients are released before anything is timed.
   bool all_ok = true;
   std::vector<ConfigReport> checks(configs.size());

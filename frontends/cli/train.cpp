@@ -104,8 +104,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
   // The plan trains its own copies of the float initializers; drop the loaded ones.
-  for (auto& kv : g->initializers)
-    if (kv.second.dtype() == DType::kF32) kv.second = Tensor();
+  g->release_float_initializers();
   TrainResult result;
   for (const auto& s : P.steps())
     if (s.fell_back())
