@@ -18,13 +18,15 @@ bool KernelRegistry::has_kernel(const std::string& backend, const std::string& o
 
 std::vector<std::string> KernelRegistry::backends() const { return order_; }
 
-void KernelRegistry::add_layout_op(const std::string& backend, const std::string& op_type) {
+void KernelRegistry::add_layout_op(const std::string& backend, const std::string& op_type, bool in_training) {
   layout_ops_[backend].insert(op_type);
+  if (in_training) training_layout_ops_[backend].insert(op_type);
 }
 
-bool KernelRegistry::accepts_layouts(const std::string& backend, const std::string& op_type) const {
-  auto it = layout_ops_.find(backend);
-  return it != layout_ops_.end() && it->second.count(op_type) != 0;
+bool KernelRegistry::accepts_layouts(const std::string& backend, const std::string& op_type, bool training) const {
+  const auto& ops = training ? training_layout_ops_ : layout_ops_;
+  auto it = ops.find(backend);
+  return it != ops.end() && it->second.count(op_type) != 0;
 }
 
 std::vector<std::string> KernelRegistry::ops(const std::string& backend) const {

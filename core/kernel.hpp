@@ -32,7 +32,9 @@ struct KernelContext {
   /// Seed for stochastic kernels (Dropout), distinct per node.
   uint64_t seed = 0;
   /// Where output i may be left in this backend's own layout: every consumer is a
-  /// layout-aware op on the same backend (see KernelRegistry::add_layout_op).
+  /// layout-aware op on the same backend (see KernelRegistry::add_layout_op). In training
+  /// plans the gradient of such an output arrives in the same layout, and the gradient of
+  /// an input in a layout must be written in that layout.
   std::vector<bool> output_layout_free;
 
   bool has_input(size_t i) const { return i < input_present.size() && input_present[i]; }
@@ -95,15 +97,16 @@ class KernelRegistry {
   std::vector<std::string> backends() const;
   std::vector<std::string> ops(const std::string& backend) const;
   /// Declares that the backend's kernel for op_type accepts inputs in the backend's own
-  /// layouts (and may produce them).
-  void add_layout_op(const std::string& backend, const std::string& op_type);
-  bool accepts_layouts(const std::string& backend, const std::string& op_type) const;
+  /// layouts (and may produce them); `in_training` if its training kernel does too, with
+  /// backward reading and writing gradients in the layouts of the values they belong to.
+  void add_layout_op(const std::string& backend, const std::string& op_type, bool in_training = false);
+  bool accepts_layouts(const std::string& backend, const std::string& op_type, bool training = false) const;
   /// Creates the kernel, or returns kUnsupported with the reason.
   Expected<std::unique_ptr<Kernel>> create(const std::string& backend, const KernelContext& ctx) const;
 
  private:
   std::map<std::string, std::map<std::string, KernelFactory>> table_;
-  std::map<std::string, std::set<std::string>> layout_ops_;
+  std::map<std::string, std::set<std::string>> layout_ops_, training_layout_ops_;
   std::vector<std::string> order_;
 };
 

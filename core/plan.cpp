@@ -181,12 +181,14 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     }
   }
 
-  // A value may stay in `backend`'s layout if every consumer is a layout-aware op placed on it.
+  // A value may stay in `backend`'s layout if every consumer is a layout-aware op placed on it
+  // (in training plans: one whose backward works in layouts too; the value's gradient then
+  // shares its layout).
   auto layout_free = [&](const std::string& value, const std::string& backend) {
-    if (training || graph_outputs.count(value) || !consumers.count(value)) return false;
+    if (graph_outputs.count(value) || !consumers.count(value)) return false;
     for (size_t c : consumers[value]) {
       const Node& n = g.nodes[c];
-      if (placement.backend_for(n) != backend || !registry.accepts_layouts(backend, n.op_type)) return false;
+      if (placement.backend_for(n) != backend || !registry.accepts_layouts(backend, n.op_type, training)) return false;
     }
     return true;
   };
@@ -206,6 +208,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     PlanValue pv;
     pv.name = conv.outputs[0];
     pv.desc = {from.dtype, from.shape, nullptr};
+    pv.needs_grad = P.values_[v].needs_grad;  // training: its backward converts the gradient back
     P.values_.push_back(pv);
     const int out = static_cast<int>(P.values_.size()) - 1;
     index[pv.name] = out;
@@ -217,6 +220,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     ctx.node = &g.nodes.back();
     ctx.opset = g.opset;
     ctx.tracker = &P.tracker_;
+    ctx.training = training;
     ctx.inputs = {from};
     ctx.input_present = {true};
     ctx.constants = {nullptr};
@@ -230,6 +234,9 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     step.in = {v};
     step.out = {out};
     step.out_bytes = pv.desc.bytes();
+    if (training && pv.needs_grad && !step.kernel->has_backward())
+      return Status::unsupported(g.source + ": converting '" + P.values_[v].name + "' to plain has no backward on " +
+                                 backend);
     P.steps_.push_back(std::move(step));
     plain_copy[v] = out;
     return out;
@@ -251,7 +258,8 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       for (const auto& name : node.inputs) {
         int v = name.empty() ? -1 : index.at(name);
         if (v >= 0 && P.values_[v].desc.layout &&
-            (P.values_[v].desc.layout->backend() != backend || !registry.accepts_layouts(backend, node.op_type))) {
+            (P.values_[v].desc.layout->backend() != backend ||
+             !registry.accepts_layouts(backend, node.op_type, training))) {
           MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
         }
         in.push_back(v);
@@ -278,7 +286,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
         out.push_back(v);
         ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
         ctx.output_present.push_back(v >= 0);
-        ctx.output_layout_free.push_back(v >= 0 && registry.accepts_layouts(backend, node.op_type) &&
+        ctx.output_layout_free.push_back(v >= 0 && registry.accepts_layouts(backend, node.op_type, training) &&
                                          layout_free(name, backend));
       }
       if (step.flops == 0) step.flops = node_flops(ctx);
@@ -429,7 +437,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       PlanValue& pv = P.values_[v];
       if (!pv.needs_grad) continue;
       if (pv.is_const || pv.is_input || is_output[v] || producer[v] < 0 || last_consumer[v] < 0) {
-        pv.grad = Tensor::empty({DType::kF32, pv.desc.shape}, &P.tracker_);
+        pv.grad = Tensor::empty(pv.desc, &P.tracker_);
         continue;
       }
       pv.grad_pooled = true;
@@ -452,7 +460,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     }
     for (const Slot& slot : slots) {
       auto buffer = std::make_shared<Buffer>(slot.bytes, &P.tracker_);
-      for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer({DType::kF32, P.values_[v].desc.shape}, buffer);
+      for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer(P.values_[v].desc, buffer);
     }
 
     // Per-input scratch that backward writes before accumulating (one buffer per input slot,
@@ -472,7 +480,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     for (auto& st : P.steps_) {
       st.scratch.resize(st.in.size());
       for (size_t i = 0; i < st.in.size(); ++i)
-        if (scratched(st, i)) st.scratch[i] = Tensor::on_buffer({DType::kF32, P.values_[st.in[i]].desc.shape}, pool[i]);
+        if (scratched(st, i)) st.scratch[i] = Tensor::on_buffer(P.values_[st.in[i]].desc, pool[i]);
     }
   }
   return plan;
@@ -492,11 +500,15 @@ const Tensor* Plan::input_grad(size_t i) const {
 }
 
 namespace {
+// Gradients share their value's layout; element-wise sums and zeroing run over the storage
+// (a blocked layout's padding is zero in both operands).
 void accumulate(Tensor& into, const Tensor& from) {
   float* d = into.f32();
   const float* s = from.f32();
-  for (int64_t i = 0; i < into.numel(); ++i) d[i] += s[i];
+  const int64_t n = static_cast<int64_t>(into.bytes() / sizeof(float));
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
+void zero(Tensor& t) { std::memset(t.data(), 0, t.bytes()); }
 }  // namespace
 
 Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* observer, int64_t iteration) {
@@ -504,7 +516,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   if (output_grads.size() != output_values_.size())
     return Status::invalid("expected " + std::to_string(output_values_.size()) + " output gradients");
   for (auto& v : values_)
-    if (v.grad.defined() && v.accumulated && !v.grad_pooled) std::fill(v.grad.f32(), v.grad.f32() + v.grad.numel(), 0.f);
+    if (v.grad.defined() && v.accumulated && !v.grad_pooled) zero(v.grad);
   for (size_t i = 0; i < output_values_.size(); ++i) {
     PlanValue& v = values_[output_values_[i]];
     if (!v.grad.defined()) continue;
@@ -516,7 +528,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   for (size_t s = steps_.size(); s-- > 0;) {
     PlanStep& st = steps_[s];
     if (!st.flows) continue;
-    for (int v : st.zero_grads) std::fill(values_[v].grad.f32(), values_[v].grad.f32() + values_[v].grad.numel(), 0.f);
+    for (int v : st.zero_grads) zero(values_[v].grad);
     if (st.alias) {
       accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad);
       continue;

@@ -714,6 +714,136 @@ TEST(MaxPoolBackward, NearTiesGoToTheFirstAsInExactArithmetic) {
   for (int i = 0; i < 12; ++i) EXPECT_EQ(dt[i], want[i]) << "element " << i;
 }
 
+TEST(MaxPoolBackward, ChannelBlockedLanesMatchThePlainRule) {
+  // [outer][spatial][lanes] (oneDNN's nChw16c) against the plain routine run on each lane's
+  // plane: 2x2 tiles (the vectorised path), overlapping padded windows, 1-d, dilated 3-d.
+  // Values come from a few levels, with near-ties 1 ulp apart, so ties are common.
+  auto window = [](Shape in, Shape k, Shape s, Shape d, Shape pb, Shape pe) {
+    Window w;
+    w.in = in, w.kernel = k, w.stride = s, w.dilation = d, w.pad_begin = pb, w.pad_end = pe;
+    for (size_t i = 0; i < in.size(); ++i) w.out.push_back((in[i] + pb[i] + pe[i] - (k[i] - 1) * d[i] - 1) / s[i] + 1);
+    return w;
+  };
+  const std::vector<Window> windows = {
+      window({6, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}),
+      window({7, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}),
+      window({9}, {3}, {2}, {1}, {0}, {1}),
+      window({3, 4, 5}, {2, 2, 2}, {1, 2, 1}, {2, 1, 2}, {0, 1, 0}, {0, 1, 1}),
+  };
+  for (const int lanes : {16, 8, 5}) {
+    for (const Window& w : windows) {
+      const int64_t outer = 3, in_sp = w.in_size(), out_sp = w.out_size();
+      std::vector<float> x(outer * in_sp * lanes), dy(outer * out_sp * lanes), dx(x.size());
+      uint64_t state = 7;
+      auto next = [&]() { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+      for (float& v : x) v = std::nextafter(static_cast<float>(next() % 4) * 0.25f, next() % 2 ? 2.f : -2.f);
+      for (float& v : dy) v = static_cast<float>(next() % 100) / 10.f;
+      max_pool_backward_lanes(x.data(), dy.data(), dx.data(), outer, lanes, w);
+      for (int64_t c = 0; c < outer; ++c)
+        for (int l = 0; l < lanes; ++l) {
+          std::vector<float> px(in_sp), pdy(out_sp), pdx(in_sp);
+          for (int64_t i = 0; i < in_sp; ++i) px[i] = x[(c * in_sp + i) * lanes + l];
+          for (int64_t i = 0; i < out_sp; ++i) pdy[i] = dy[(c * out_sp + i) * lanes + l];
+          max_pool_backward(px.data(), pdy.data(), pdx.data(), 1, w);
+          for (int64_t i = 0; i < in_sp; ++i)
+            ASSERT_EQ(dx[(c * in_sp + i) * lanes + l], pdx[i])
+                << "lanes " << lanes << " rank " << w.rank() << " plane " << c << " lane " << l << " element " << i;
+        }
+    }
+  }
+}
+
+/// x [2,3,9,9] -> Conv(20) -> Relu -> Pad(bottom/right 1, `pad_mode`) -> MaxPool 2x2 -> Conv(24) ->
+/// Relu -> MaxPool 3x3/2 pad 1 -> Conv 1x1(16) -> Relu -> Flatten: a CNN chain whose channel
+/// counts are not whole 16-channel blocks.
+Graph blocked_chain(const std::string& pad_mode) {
+  Graph g = graph_with_input("chain_" + pad_mode, {2, 3, 9, 9});
+  g.initializers["w1"] = random_tensor({20, 3, 3, 3}, 51, -0.5f, 0.5f);
+  g.initializers["b1"] = random_tensor({20}, 52, -0.1f, 0.1f);
+  g.initializers["w2"] = random_tensor({24, 20, 3, 3}, 53, -0.2f, 0.2f);
+  g.initializers["w3"] = random_tensor({16, 24, 1, 1}, 54, -0.3f, 0.3f);
+  std::vector<Node> nodes;
+  auto add = [&](Node n, std::vector<std::string> in, std::string out) {
+    n.name = out;
+    n.inputs = std::move(in);
+    n.outputs = {std::move(out)};
+    nodes.push_back(std::move(n));
+  };
+  add(make_node("Conv", {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}}), {"x", "w1", "b1"}, "c1");
+  add(make_node("Relu"), {"c1"}, "r1");
+  g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 0, 0, 0, 0, 1, 1});
+  add(make_node("Pad", {{"mode", A::of_string(pad_mode)}}), {"r1", "pads"}, "p1");
+  add(make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {"p1"}, "m1");
+  add(make_node("Conv", {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}}), {"m1", "w2"}, "c2");
+  add(make_node("Relu"), {"c2"}, "r2");
+  add(make_node("MaxPool", {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})},
+                            {"pads", A::of_ints({1, 1, 1, 1})}}),
+      {"r2"}, "m2");
+  add(make_node("Conv", {{"kernel_shape", A::of_ints({1, 1})}}), {"m2", "w3"}, "c3");
+  add(make_node("Relu"), {"c3"}, "r3");
+  add(make_node("Flatten"), {"r3"}, "out");
+  g.nodes = nodes;
+  g.outputs.push_back({"out", DType::kF32, {}, {}, false});
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  return g;
+}
+
+TEST(TrainingLayouts, OneDnnChainsStayBlockedAndMatchNaive) {
+  // onednn training plans keep a CNN chain in oneDNN's blocked layouts, gradients included;
+  // parameter and input gradients must equal naive's (plain loops) and pass gradcheck. With a
+  // reflect Pad oneDNN cannot run, the Pad falls back to naive behind a conversion whose
+  // backward turns the plain gradient back into the layout.
+  const Tensor x = random_tensor({2, 3, 9, 9}, 55);
+  for (const std::string mode : {"constant", "reflect"}) {
+    Graph g = blocked_chain(mode);
+    std::map<std::string, std::map<std::string, Tensor>> grads;
+    for (const std::string backend : {"naive", "onednn"}) {
+      PlanOptions po;
+      po.training = true;
+      po.input_grads = true;
+      auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry(), po);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      Plan& P = *plan.value();
+      if (backend == "onednn") {
+        std::map<std::string, bool> blocked;
+        for (const auto& v : P.values()) blocked[v.name] = v.desc.layout != nullptr;
+        for (const char* name : {"c1", "r1", "c2", "r2", "m2", "c3"})
+          EXPECT_TRUE(blocked.at(name)) << mode << ": " << name << " should stay blocked";
+        EXPECT_FALSE(blocked.at("r3")) << mode << ": Flatten reads r3, so it is plain";
+        // The fallback Pad writes plain, so the pool after it reads and writes plain.
+        EXPECT_EQ(blocked.at("p1"), mode == "constant") << mode;
+        EXPECT_EQ(blocked.at("m1"), mode == "constant") << mode;
+        EXPECT_EQ(P.conversion_count(), mode == "constant" ? 0 : 1) << mode;
+        EXPECT_EQ(P.fallback_count(), mode == "constant" ? 0 : 1) << mode;
+      }
+      // Two steps: the second backward must not see the first's gradients.
+      Tensor dy = random_tensor({2, 144}, 56);
+      for (int step = 0; step < 2; ++step) {
+        ASSERT_TRUE(P.run({x}, nullptr).is_ok());
+        ASSERT_TRUE(P.backward({dy}).is_ok());
+      }
+      for (const auto& p : P.parameters()) grads[backend][p.name] = p.grad.clone();
+      grads[backend]["x"] = P.input_grad(0)->clone();
+    }
+    for (const auto& [name, want] : grads["naive"]) {
+      const Tensor& got = grads["onednn"].at(name);
+      ASSERT_EQ(got.shape(), want.shape()) << name;
+      float scale = 0.f, worst = 0.f;
+      for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::fabs(want.f32()[i]));
+      for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::fabs(got.f32()[i] - want.f32()[i]));
+      EXPECT_GT(scale, 0.f) << mode << " " << name;
+      EXPECT_LE(worst, 1e-4f * scale) << mode << ": gradient of " << name;
+    }
+    GradcheckOptions o;
+    o.directions = 2;
+    o.elements = 3;
+    o.check_input = true;
+    auto r = gradcheck(g, builtin_registry(), Placement::all_on("onednn", {"naive"}), o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->passed()) << mode << ": " << failures(r.value());
+  }
+}
+
 }  // namespace
 }  // namespace mosaic::test
 

@@ -6,14 +6,158 @@
 
 namespace mosaic {
 
-void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, const Window& w, float tie_rtol) {
-  // Lift to 3-d: missing leading dims have extent 1.
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0, 0, 0};
-  const size_t r = w.rank(), off = 3 - r;
-  for (size_t i = 0; i < r; ++i) {
-    in[off + i] = w.in[i], out[off + i] = w.out[i], k[off + i] = w.kernel[i];
-    s[off + i] = w.stride[i], d[off + i] = w.dilation[i], p[off + i] = w.pad_begin[i];
+namespace {
+
+/// One 2x2 window: the gradient goes to the first element (in window order) within the tie
+/// tolerance of the maximum. Written with bitwise logic so loops over it vectorise.
+inline void route_2x2(float a, float b, float e, float f, float g, float tie_rtol, float& qa, float& qb, float& qe,
+                      float& qf) {
+  float m = -INFINITY;  // NaN elements never win, as in the general loop
+  m = m < a ? a : m;
+  m = m < b ? b : m;
+  m = m < e ? e : m;
+  m = m < f ? f : m;
+  const float floor = m - std::fabs(m) * tie_rtol;
+  const int ta = a >= floor, tb = (b >= floor) & ~ta & 1, te = (e >= floor) & ~(ta | tb) & 1,
+            tf = (f >= floor) & ~(ta | tb | te) & 1;
+  qa = ta ? g : 0.f;
+  qb = tb ? g : 0.f;
+  qe = te ? g : 0.f;
+  qf = tf ? g : 0.f;
+}
+
+/// A 1-3-d window lifted to 3-d: missing leading dims have extent 1.
+struct Window3 {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
+          p[3] = {0, 0, 0};
+  explicit Window3(const Window& w) {
+    const size_t r = w.rank(), off = 3 - r;
+    for (size_t i = 0; i < r; ++i) {
+      in[off + i] = w.in[i], out[off + i] = w.out[i], k[off + i] = w.kernel[i];
+      s[off + i] = w.stride[i], d[off + i] = w.dilation[i], p[off + i] = w.pad_begin[i];
+    }
   }
+  /// Spatial offsets of the window of output (o0, o1, o2) inside the input, in window order.
+  void window(int64_t o0, int64_t o1, int64_t o2, std::vector<int64_t>& cand) const {
+    cand.clear();
+    for (int64_t a = 0; a < k[0]; ++a) {
+      const int64_t i0 = o0 * s[0] - p[0] + a * d[0];
+      if (i0 < 0 || i0 >= in[0]) continue;
+      for (int64_t b = 0; b < k[1]; ++b) {
+        const int64_t i1 = o1 * s[1] - p[1] + b * d[1];
+        if (i1 < 0 || i1 >= in[1]) continue;
+        for (int64_t e = 0; e < k[2]; ++e) {
+          const int64_t i2 = o2 * s[2] - p[2] + e * d[2];
+          if (i2 >= 0 && i2 < in[2]) cand.push_back((i0 * in[1] + i1) * in[2] + i2);
+        }
+      }
+    }
+  }
+};
+
+/// Lane-blocked max-pool backward; kL > 0 fixes the lane count at compile time so the lane
+/// loops vectorise (16 lanes: one AVX-512 register).
+template <int kL>
+void max_pool_backward_blocked(const float* x, const float* dy, float* dx, int64_t outer, int lanes, const Window& win,
+                               float tie_rtol) {
+  const int L = kL > 0 ? kL : lanes;
+  const Window3 w(win);
+  const int64_t in_sp = w.in[0] * w.in[1] * w.in[2], out_sp = w.out[0] * w.out[1] * w.out[2];
+  if (kL > 0 && w.in[0] == 1 && w.k[0] == 1 && w.k[1] == 2 && w.k[2] == 2 && w.s[1] == 2 && w.s[2] == 2 &&
+      w.p[1] == 0 && w.p[2] == 0 && w.d[1] == 1 && w.d[2] == 1 && w.in[1] == 2 * w.out[1] && w.in[2] == 2 * w.out[2]) {
+    // 2x2 windows tiling the input: every element written once, branch-free across lanes.
+    const int64_t row = w.in[2] * L;
+#pragma omp parallel for schedule(static)
+    for (int64_t co = 0; co < outer * w.out[1]; ++co) {
+      const int64_t c = co / w.out[1], o1 = co % w.out[1];
+      const float* r0 = x + c * in_sp * L + 2 * o1 * row;
+      float* d0 = dx + c * in_sp * L + 2 * o1 * row;
+      const float* g = dy + (c * out_sp + o1 * w.out[2]) * L;
+      for (int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+        const float *__restrict pa = r0 + 2 * o2 * L, *__restrict pb = pa + L, *__restrict pe = pa + row,
+                    *__restrict pf = pe + L, *__restrict gv = g + o2 * L;
+        float *__restrict qa = d0 + 2 * o2 * L, *__restrict qb = qa + L, *__restrict qe = qa + row,
+              *__restrict qf = qe + L;
+#pragma omp simd
+        for (int l = 0; l < kL; ++l) route_2x2(pa[l], pb[l], pe[l], pf[l], gv[l], tie_rtol, qa[l], qb[l], qe[l], qf[l]);
+      }
+    }
+    return;
+  }
+  // General windows: per output, the lanes' maxima, then the first element of each lane
+  // within the tie tolerance takes that lane's gradient. Lane state sits in fixed arrays
+  // (registers when kL is known), with masks instead of branches.
+  constexpr int kMax = kL > 0 ? kL : 64;
+  if (L > kMax) {
+    // Wider than any oneDNN channel block: the plain routine, lane by lane.
+    std::vector<float> px(in_sp), pdy(out_sp), pdx(in_sp);
+    for (int64_t c = 0; c < outer; ++c)
+      for (int l = 0; l < L; ++l) {
+        for (int64_t i = 0; i < in_sp; ++i) px[i] = x[(c * in_sp + i) * L + l];
+        for (int64_t i = 0; i < out_sp; ++i) pdy[i] = dy[(c * out_sp + i) * L + l];
+        max_pool_backward(px.data(), pdy.data(), pdx.data(), 1, win, tie_rtol);
+        for (int64_t i = 0; i < in_sp; ++i) dx[(c * in_sp + i) * L + l] = pdx[i];
+      }
+    return;
+  }
+#pragma omp parallel
+  {
+    std::vector<int64_t> cand;
+    cand.reserve(static_cast<size_t>(w.k[0] * w.k[1] * w.k[2]));
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < outer; ++c) {
+      const float* __restrict xc = x + c * in_sp * L;
+      const float* __restrict dyc = dy + c * out_sp * L;
+      float* __restrict dxc = dx + c * in_sp * L;
+      std::fill(dxc, dxc + in_sp * L, 0.f);
+      int64_t o = 0;
+      for (int64_t o0 = 0; o0 < w.out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < w.out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < w.out[2]; ++o2, ++o) {
+            w.window(o0, o1, o2, cand);
+            if (cand.empty()) continue;
+            alignas(64) float b[kMax], f[kMax], open[kMax];
+            for (int l = 0; l < L; ++l) b[l] = -INFINITY;
+            for (int64_t idx : cand) {
+              const float* __restrict v = xc + idx * L;
+#pragma omp simd
+              for (int l = 0; l < L; ++l) b[l] = b[l] < v[l] ? v[l] : b[l];
+            }
+#pragma omp simd
+            for (int l = 0; l < L; ++l) {
+              f[l] = b[l] - std::fabs(b[l]) * tie_rtol;
+              open[l] = 1.f;  // 1 until the lane's gradient is routed
+            }
+            const float* __restrict g = dyc + o * L;
+            for (int64_t idx : cand) {
+              const float* __restrict v = xc + idx * L;
+              float* __restrict d = dxc + idx * L;
+#pragma omp simd
+              for (int l = 0; l < L; ++l) {
+                const bool hit = (v[l] >= f[l]) & (open[l] > 0.f);
+                d[l] += hit ? g[l] : 0.f;
+                open[l] = hit ? 0.f : open[l];
+              }
+            }
+          }
+    }
+  }
+}
+
+}  // namespace
+
+void max_pool_backward_lanes(const float* x, const float* dy, float* dx, int64_t outer, int lanes, const Window& w,
+                             float tie_rtol) {
+  switch (lanes) {
+    case 16: return max_pool_backward_blocked<16>(x, dy, dx, outer, lanes, w, tie_rtol);
+    case 8: return max_pool_backward_blocked<8>(x, dy, dx, outer, lanes, w, tie_rtol);
+    default: return max_pool_backward_blocked<0>(x, dy, dx, outer, lanes, w, tie_rtol);
+  }
+}
+
+void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, const Window& w, float tie_rtol) {
+  const Window3 w3(w);
+  const int64_t(&in)[3] = w3.in, (&out)[3] = w3.out, (&k)[3] = w3.k, (&s)[3] = w3.s, (&d)[3] = w3.d, (&p)[3] = w3.p;
   const int64_t in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
   if (in[0] == 1 && k[0] == 1 && k[1] == 2 && k[2] == 2 && s[1] == 2 && s[2] == 2 && p[1] == 0 && p[2] == 0 &&
       d[1] == 1 && d[2] == 1 && in[1] == 2 * out[1] && in[2] == 2 * out[2]) {
@@ -22,28 +166,13 @@ void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, c
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < nc; ++c) {
       for (int64_t o1 = 0; o1 < out[1]; ++o1) {
-        const float* r0 = x + c * in_sp + 2 * o1 * in[2];
-        const float* r1 = r0 + in[2];
-        float* d0 = dx + c * in_sp + 2 * o1 * in[2];
-        float* d1 = d0 + in[2];
-        const float* g = dy + c * out_sp + o1 * out[2];
+        const float *__restrict r0 = x + c * in_sp + 2 * o1 * in[2], *__restrict r1 = r0 + in[2];
+        float *__restrict d0 = dx + c * in_sp + 2 * o1 * in[2], *__restrict d1 = d0 + in[2];
+        const float* __restrict g = dy + c * out_sp + o1 * out[2];
 #pragma omp simd
-        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
-          const float a = r0[2 * o2], b = r0[2 * o2 + 1], e = r1[2 * o2], f = r1[2 * o2 + 1];
-          float m = -INFINITY;  // the same NaN handling as the general loop below
-          m = m < a ? a : m;
-          m = m < b ? b : m;
-          m = m < e ? e : m;
-          m = m < f ? f : m;
-          const float floor = m - std::fabs(m) * tie_rtol;
-          const bool ta = a >= floor, tb = !ta && b >= floor, te = !ta && !tb && e >= floor,
-                     tf = !ta && !tb && !te && f >= floor;
-          const float gv = g[o2];
-          d0[2 * o2] = ta ? gv : 0.f;
-          d0[2 * o2 + 1] = tb ? gv : 0.f;
-          d1[2 * o2] = te ? gv : 0.f;
-          d1[2 * o2 + 1] = tf ? gv : 0.f;
-        }
+        for (int64_t o2 = 0; o2 < out[2]; ++o2)
+          route_2x2(r0[2 * o2], r0[2 * o2 + 1], r1[2 * o2], r1[2 * o2 + 1], g[o2], tie_rtol, d0[2 * o2],
+                    d0[2 * o2 + 1], d1[2 * o2], d1[2 * o2 + 1]);
       }
     }
     return;
@@ -90,24 +219,10 @@ void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, c
     for (int64_t o0 = 0; o0 < out[0]; ++o0)
       for (int64_t o1 = 0; o1 < out[1]; ++o1)
         for (int64_t o2 = 0; o2 < out[2]; ++o2) {
-          cand.clear();
-          float best = -INFINITY;
-          for (int64_t a = 0; a < k[0]; ++a) {
-            const int64_t i0 = o0 * s[0] - p[0] + a * d[0];
-            if (i0 < 0 || i0 >= in[0]) continue;
-            for (int64_t b = 0; b < k[1]; ++b) {
-              const int64_t i1 = o1 * s[1] - p[1] + b * d[1];
-              if (i1 < 0 || i1 >= in[1]) continue;
-              for (int64_t e = 0; e < k[2]; ++e) {
-                const int64_t i2 = o2 * s[2] - p[2] + e * d[2];
-                if (i2 < 0 || i2 >= in[2]) continue;
-                const int64_t idx = (i0 * in[1] + i1) * in[2] + i2;
-                cand.push_back(idx);
-                best = std::max(best, xc[idx]);
-              }
-            }
-          }
+          w3.window(o0, o1, o2, cand);
           if (cand.empty()) continue;
+          float best = -INFINITY;
+          for (int64_t idx : cand) best = std::max(best, xc[idx]);
           const float floor = best - std::fabs(best) * tie_rtol;
           for (int64_t idx : cand)
             if (xc[idx] >= floor) {

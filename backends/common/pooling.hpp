@@ -24,4 +24,9 @@ constexpr float kMaxPoolTieRtol = 0x1p-18f;
 void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, const Window& w,
                        float tie_rtol = kMaxPoolTieRtol);
 
+/// The same for channel-blocked tensors laid out [outer][spatial][lanes] (oneDNN's nChw16c:
+/// outer = N * C / 16 with C padded to whole blocks, lanes = 16). Each lane is its own plane.
+void max_pool_backward_lanes(const float* x, const float* dy, float* dx, int64_t outer, int lanes, const Window& w,
+                             float tie_rtol = kMaxPoolTieRtol);
+
 }  // namespace mosaic

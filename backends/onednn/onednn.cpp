@@ -6,6 +6,7 @@
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "backends/common/grad.hpp"
@@ -95,6 +96,24 @@ memory::desc input_md(const KernelContext& ctx, size_t i) {
 std::shared_ptr<const Layout> layout_of(const memory::desc& md, const Shape& shape) {
   if (md == plain(shape)) return nullptr;
   return std::make_shared<DnnlLayout>(md);
+}
+
+/// Channels per block when `md` is [N][C / L][spatial...][L] (nCw16c, nChw16c, nCdhw16c and
+/// their 8- or 4-wide forms), else 0.
+int channel_lanes(const memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims < 3 || d.offset0 != 0) return 0;
+  const auto& blk = d.format_desc.blocking;
+  if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1) return 0;
+  const memory::dim lanes = blk.inner_blks[0];
+  memory::dim stride = lanes;
+  for (int i = d.ndims - 1; i >= 2; --i) {
+    if (blk.strides[i] != stride || d.padded_dims[i] != d.dims[i]) return 0;
+    stride *= d.dims[i];
+  }
+  if (blk.strides[1] != stride) return 0;
+  if (d.dims[0] > 1 && blk.strides[0] != stride * (d.padded_dims[1] / lanes)) return 0;
+  return static_cast<int>(lanes);
 }
 
 /// Runs `fn` and turns a dnnl::error into a Status naming the node.
@@ -373,19 +392,23 @@ class ConvKernel final : public Kernel {
     prim_ = dnnl::convolution_forward(fpd);
     bwd_data_ = dnnl::convolution_backward_data(bdpd);
     bwd_weights_ = dnnl::convolution_backward_weights(bwpd);
+    // The input (and its gradient) arrive in the producer's layout; the output (and its
+    // gradient) stay in the primitive's when every consumer reads it, else plain.
     // Slots: forward src 0 and dst 1; backward diff_dst 2, weights 3, diff_src 4, src 0,
     // diff_dst for weights 5, diff_weights 6.
-    src_.init(input_md(ctx, 0), fpd.src_desc(), ctx.tracker, false, 0);
-    dst_.init(plain(ys), fpd.dst_desc(), ctx.tracker, true, 1);
+    const memory::desc x_md = input_md(ctx, 0), y_md = ctx.layout_free(0) ? fpd.dst_desc() : plain(ys);
+    out_layout_ = layout_of(y_md, ys);
+    src_.init(x_md, fpd.src_desc(), ctx.tracker, false, 0);
+    dst_.init(y_md, fpd.dst_desc(), ctx.tracker, true, 1);
     weights_.init(plain(ws), fpd.weights_desc(), nullptr, ctx.tracker);
     if (has_bias_) bias_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
-    bd_diff_dst_.init(plain(ys), bdpd.diff_dst_desc(), ctx.tracker, false, 2);
+    bd_diff_dst_.init(y_md, bdpd.diff_dst_desc(), ctx.tracker, false, 2);
     bd_weights_from_forward_ = bdpd.weights_desc() == fpd.weights_desc();
     if (!bd_weights_from_forward_) bd_w_.init(plain(ws), bdpd.weights_desc(), ctx.tracker, false, 3);
-    bd_diff_src_.init(plain(xs), bdpd.diff_src_desc(), ctx.tracker, true, 4);
-    bw_src_.init(plain(xs), bwpd.src_desc(), ctx.tracker, false, 0);
+    bd_diff_src_.init(x_md, bdpd.diff_src_desc(), ctx.tracker, true, 4);
+    bw_src_.init(x_md, bwpd.src_desc(), ctx.tracker, false, 0);
     bw_diff_dst_from_data_ = bwpd.diff_dst_desc() == bdpd.diff_dst_desc();
-    if (!bw_diff_dst_from_data_) bw_diff_dst_.init(plain(ys), bwpd.diff_dst_desc(), ctx.tracker, false, 5);
+    if (!bw_diff_dst_from_data_) bw_diff_dst_.init(y_md, bwpd.diff_dst_desc(), ctx.tracker, false, 5);
     bw_diff_w_.init(plain(ws), bwpd.diff_weights_desc(), ctx.tracker, true, 6);
     b_diff_b_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
     return Status::ok();
@@ -434,7 +457,19 @@ class PoolKernel final : public Kernel {
       dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
       out_layout_ = layout_of(out_md, ys);
       prim_ = dnnl::pooling_v2_forward(pd);
-      if (ctx.training && !ctx.input_layout(0) && is_max) {
+      const int lanes = ctx.input_layout(0) ? channel_lanes(src) : 0;
+      if (ctx.training && ctx.input_layout(0) && (!is_max || !lanes || channel_lanes(pd.dst_desc()) != lanes))
+        return Status::unsupported(ctx.node->label() + ": training pool in layout " + ctx.input_layout(0)->name());
+      if (ctx.training && lanes) {
+        // Max pooling on channel-blocked tensors: the same near-tie rule, lane by lane. The
+        // gradient of an output left plain is reordered into the pool's layout first.
+        win_ = p.win;
+        nc_ = ctx.inputs[0].shape[0] * (src.data.padded_dims[1] / lanes);
+        lanes_ = lanes;
+        b_diff_dst_staged_.init(out_md, pd.dst_desc(), ctx.tracker, false, 1);
+        max_backward_ = true;
+        trainable_ = true;
+      } else if (ctx.training && !ctx.input_layout(0) && is_max) {
         // Max-pool backward routes by the shared near-tie rule (common/pooling.hpp), not
         // by oneDNN's workspace: the same subgradient as PyTorch where the forward's
         // rounding split exact ties. The forward stays the inference primitive.
@@ -483,6 +518,13 @@ class PoolKernel final : public Kernel {
   bool backward_reads_output(size_t) const override { return false; }
   Status backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return Status::ok();
+    if (max_backward_ && lanes_) {
+      b_diff_dst_staged_.bind_in(a.diff_dst[0]);
+      stream().wait();
+      max_pool_backward_lanes(a.src[0]->f32(), static_cast<const float*>(b_diff_dst_staged_.internal.get_data_handle()),
+                              a.diff_src[0]->f32(), nc_, lanes_, win_);
+      return Status::ok();
+    }
     if (max_backward_) {
       max_pool_backward(a.src[0]->f32(), a.diff_dst[0]->f32(), a.diff_src[0]->f32(), nc_, win_);
       return Status::ok();
@@ -504,6 +546,8 @@ class PoolKernel final : public Kernel {
   bool trainable_ = false, max_backward_ = false;
   Window win_;
   int64_t nc_ = 0;
+  int lanes_ = 0;
+  Staged b_diff_dst_staged_;
   dnnl::pooling_v2_forward train_fwd_;
   dnnl::pooling_v2_backward bwd_;
   memory workspace_;
@@ -717,7 +761,8 @@ class EltwiseKernel final : public Kernel {
       const Shape& ys = ctx.outputs[0].shape;
       dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
       prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
-      if (ctx.training && !ctx.input_layout(0)) {
+      const memory::desc out_md = ctx.layout_free(0) ? md : plain(ys);
+      if (ctx.training) {
         // Relu, Sigmoid and Tanh differentiate from their output (oneDNN's use_dst_for_bwd
         // variants), so the plan need not keep their input.
         algorithm balg = alg;
@@ -729,11 +774,16 @@ class EltwiseKernel final : public Kernel {
             dnnl::eltwise_forward::desc(prop_kind::forward_training, balg, md, alpha, beta), engine());
         dnnl::eltwise_backward::desc bd(balg, md, md, alpha, beta);
         bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), hint));
-        for (auto* b : {&b_src_, &b_diff_dst_, &b_diff_src_}) b->mem = memory(md, engine(), DNNL_MEMORY_NONE);
+        // Backward runs in the input's layout, where dx is written. The output and its
+        // gradient are plain if the input is in a layout its consumers cannot read: they are
+        // reordered in through transient slots.
+        const bool from_dst = unary_backward_reads_output(op);
+        b_data_.init(from_dst ? out_md : md, md, ctx.tracker, false, 0);
+        b_diff_dst_.init(out_md, md, ctx.tracker, false, 1);
+        b_diff_src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
         trainable_ = true;
       }
       src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
-      const memory::desc out_md = ctx.layout_free(0) ? md : plain(ys);
       dst_.init(out_md, md, ctx.tracker, true);
       out_layout_ = layout_of(out_md, ys);
       return Status::ok();
@@ -757,11 +807,11 @@ class EltwiseKernel final : public Kernel {
       if (a.diff_src[i]) std::fill(a.diff_src[i]->f32(), a.diff_src[i]->f32() + a.diff_src[i]->numel(), 0.f);
     if (!a.diff_src[0]) return Status::ok();
     const bool from_dst = unary_backward_reads_output(op_);
-    b_src_.bind(from_dst ? a.dst[0] : a.src[0]);
-    b_diff_dst_.bind(a.diff_dst[0]);
+    b_data_.bind_in(from_dst ? a.dst[0] : a.src[0]);
+    b_diff_dst_.bind_in(a.diff_dst[0]);
     b_diff_src_.bind(a.diff_src[0]);
-    bwd_.execute(stream(), {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, b_src_.mem}, {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
-                            {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
+    bwd_.execute(stream(), {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, b_data_.internal},
+                            {DNNL_ARG_DIFF_DST, b_diff_dst_.internal}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
     stream().wait();
     return Status::ok();
   }
@@ -774,7 +824,8 @@ class EltwiseKernel final : public Kernel {
   bool trainable_ = false;
   std::string op_;
   dnnl::eltwise_backward bwd_;
-  Bound b_src_, b_diff_dst_, b_diff_src_;
+  Staged b_data_, b_diff_dst_;
+  Bound b_diff_src_;
 };
 
 class BinaryKernel final : public Kernel {
@@ -1243,6 +1294,7 @@ class PadKernel final : public ReorderKernel {
     value_ = p.value;
     return guarded(*ctx.node, [&]() -> Status {
       memory::desc in = input_md(ctx, 0);
+      const memory::desc in_layout = in;
       memory::desc out = plain(ctx.outputs[0].shape);
       const bool channel_padded = r > 1 && (p.pads[1] != 0 || p.pads[1 + r] != 0);
       if (ctx.input_layout(0) && !channel_padded) {
@@ -1260,8 +1312,9 @@ class PadKernel final : public ReorderKernel {
       memory::dims offsets(p.pads.begin(), p.pads.begin() + static_cast<long>(r));
       const memory::desc interior = out.submemory_desc(to_dims(ctx.inputs[0].shape), offsets);
       set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in, engine(), interior)), in, interior);
-      // Backward of constant padding: dx is dy's interior, cropped out by a reorder.
-      if (ctx.training && !staged_ && !ctx.input_layout(0)) set_backward(interior, in);
+      // Backward of constant padding: dx (in the input's layout) is dy's interior, cropped
+      // out by a reorder.
+      if (ctx.training) set_backward(interior, in_layout);
       return Status::ok();
     });
   }
@@ -1285,8 +1338,9 @@ class PadKernel final : public ReorderKernel {
   std::shared_ptr<const Layout> out_layout_;
 };
 
-/// The planner's conversion step: a oneDNN layout to plain row-major.
-class ToPlainKernel final : public SrcDstPrimitive {
+/// The planner's conversion step: a oneDNN layout to plain row-major. In training its
+/// backward converts the plain gradient back into the layout.
+class ToPlainKernel final : public ReorderKernel {
  public:
   Status init(const KernelContext& ctx) {
     auto* l = dynamic_cast<const DnnlLayout*>(ctx.input_layout(0));
@@ -1294,6 +1348,7 @@ class ToPlainKernel final : public SrcDstPrimitive {
     return guarded(*ctx.node, [&]() -> Status {
       const memory::desc to = plain(ctx.outputs[0].shape);
       set(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), l->md(), engine(), to)), l->md(), to);
+      if (ctx.training) set_backward(to, l->md());
       return Status::ok();
     });
   }
@@ -1334,9 +1389,11 @@ void register_onednn_kernels(KernelRegistry& registry) {
   // Ops whose kernels read and write oneDNN's blocked layouts, so chains of them skip the
   // reorders to and from plain.
   registry.add(b, kToPlainOp, make_factory<ToPlainKernel>());
+  // Training kernels (forward and backward) in blocked layouts: the chains of a CNN.
+  const std::set<std::string> in_training = {"Conv", "MaxPool", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Pad"};
   for (const char* op : {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "LeakyRelu",
                          "Sigmoid", "Tanh", "Clip", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Pad"})
-    registry.add_layout_op(b, op);
+    registry.add_layout_op(b, op, in_training.count(op) != 0);
 }
 
 }  // namespace mosaic
