@@ -41,6 +41,11 @@ std::vector<OpCase> cases() {
   conv("conv_valid", {1, 3, 7, 8}, {4, 3, 3, 3}, {{"auto_pad", A::of_string("VALID")}, {"strides", A::of_ints({2, 3})}});
   conv("conv_1d", {2, 3, 17}, {5, 3, 4}, {{"strides", A::of_ints({2})}, {"pads", A::of_ints({1, 2})}});
   conv("conv_big_batch_small_out", {64, 32, 4, 4}, {16, 32, 3, 3}, {});
+  // Stride-1 layers whose rows keep the input's width: im2col unfolds them by shifted copies
+  // (several images per GEMM; one output row; bands of a large image with asymmetric pads).
+  conv("conv_same_chunked", {4, 5, 9, 9}, {6, 5, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});
+  conv("conv_one_row", {2, 3, 1, 70}, {4, 3, 1, 5}, {{"pads", A::of_ints({0, 2, 0, 2})}});
+  conv("conv_same_bands_asym", {2, 3, 20, 21}, {4, 3, 3, 4}, {{"pads", A::of_ints({2, 1, 0, 2})}});
   {  // runtime (non-constant) weights
     OpCase c;
     c.label = "conv_runtime_weights";

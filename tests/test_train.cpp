@@ -70,6 +70,12 @@ std::vector<OpCase> backward_cases() {
   // A larger image: im2col's forward unfolds it in several bands of rows, its backward whole.
   add("conv_bands", make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}}), {{2, 3, 24, 24}, {4, 3, 3, 3}, {4}},
       {false, true, true});
+  // Stride-1 "same" layers (im2col's shifted-copy unfolding and its adjoint): several small
+  // images per GEMM, and bands of a larger one with asymmetric pads.
+  add("conv_same_chunked", make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}}), {{3, 4, 9, 9}, {5, 4, 3, 3}, {5}},
+      {false, true, true});
+  add("conv_same_asym", make_node("Conv", {{"pads", A::of_ints({2, 1, 0, 2})}}), {{1, 2, 20, 21}, {3, 2, 3, 4}},
+      {false, true});
   add("conv_groups_dilated", make_node("Conv", {{"group", A::of_int(2)}, {"dilations", A::of_ints({2, 2})}, {"pads", A::of_ints({2, 2, 2, 2})}}),
       {{1, 4, 5, 5}, {6, 2, 3, 3}}, {false, true});
   add("gemm_transB", make_node("Gemm", {{"transB", A::of_int(1)}, {"alpha", A::of_float(0.7f)}, {"beta", A::of_float(1.3f)}}),

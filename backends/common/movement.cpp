@@ -200,8 +200,9 @@ class ConcatKernel final : public Kernel {
 };
 
 /// Copies an output whose every element maps to one input element (or a fill value),
-/// given a per-axis index map; used by Slice and Pad. Rows (all axes but the last) are
-/// processed in parallel, and the last axis is copied as runs of contiguous elements.
+/// given a per-axis index map; used by Slice and Pad. Planes (all axes but the last two)
+/// are processed in parallel, rows within a plane in order, and the last axis is copied as
+/// runs of contiguous elements.
 class IndexMapKernel : public Kernel {
  public:
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -215,32 +216,40 @@ class IndexMapKernel : public Kernel {
       std::memcpy(out, in, esize_);
       return Status::ok();
     }
-    const int64_t row_len = out_shape_[r - 1];
-    const int64_t rows = row_len ? shape_numel(out_shape_) / row_len : 0;
-    const auto in_strides = row_major_strides(in_shape_);
-#pragma omp parallel for schedule(static) if (rows * row_len > 65536)
-    for (int64_t row = 0; row < rows; ++row) {
-      int64_t off = 0, rem = row;
-      bool inside = true;
-      for (int64_t a = static_cast<int64_t>(r) - 2; a >= 0; --a) {
-        const int64_t i = map_[a][rem % out_shape_[a]];
-        rem /= out_shape_[a];
-        if (i < 0) inside = false;
-        else off += i * in_strides[a];
-      }
-      char* o = out + row * row_len * static_cast<int64_t>(esize_);
+    const int64_t es = static_cast<int64_t>(esize_);
+    if (esize_ == 4) {
+      // Float rows (Pad in CNNs: rows of a few elements) with inline loops, not library calls.
+      float v;
+      std::memcpy(&v, fill, 4);
+      const auto* x = reinterpret_cast<const float*>(in);
+      auto* y = reinterpret_cast<float*>(out);
+      for_each_row([&](int64_t row, int64_t off, bool inside) {
+        float* o = y + row * out_shape_[r - 1];
+        for (const Run& run : runs_) {
+          float* d = o + run.out_start;
+          if (!inside || run.in_start < 0) {
+            for (int64_t j = 0; j < run.length; ++j) d[j] = v;
+          } else {
+            const float* sx = x + off + run.in_start;
+            for (int64_t j = 0; j < run.length; ++j) d[j] = sx[j * run.step];
+          }
+        }
+      });
+      return Status::ok();
+    }
+    for_each_row([&](int64_t row, int64_t off, bool inside) {
+      char* o = out + row * out_shape_[r - 1] * es;
       for (const Run& run : runs_) {
-        char* d = o + run.out_start * static_cast<int64_t>(esize_);
+        char* d = o + run.out_start * es;
         if (!inside || run.in_start < 0) {
-          for (int64_t j = 0; j < run.length; ++j) std::memcpy(d + j * esize_, fill, esize_);
+          fill_elements(d, fill, run.length);
         } else if (run.step == 1) {
-          std::memcpy(d, in + (off + run.in_start) * static_cast<int64_t>(esize_), run.length * esize_);
+          std::memcpy(d, in + (off + run.in_start) * es, run.length * esize_);
         } else {
-          for (int64_t j = 0; j < run.length; ++j)
-            std::memcpy(d + j * esize_, in + (off + run.in_start + j * run.step) * static_cast<int64_t>(esize_), esize_);
+          for (int64_t j = 0; j < run.length; ++j) std::memcpy(d + j * es, in + (off + run.in_start + j * run.step) * es, esize_);
         }
       }
-    }
+    });
     return Status::ok();
   }
 
@@ -253,36 +262,30 @@ class IndexMapKernel : public Kernel {
     if (a.diff_src.size() > 2 && a.diff_src[2]) a.diff_src[2]->f32()[0] = 0.f;
     if (!a.diff_src[0]) return Status::ok();
     float* dx = a.diff_src[0]->f32();
-    std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
+    const int64_t nx = a.diff_src[0]->numel();
     const float* dy = a.diff_dst[0]->f32();
     const size_t r = out_shape_.size();
     const auto in_strides = row_major_strides(in_shape_);
     if (injective_ && r > 0) {
       // Every input element is copied at most once (constant padding, slicing): the
-      // forward's row runs in reverse, rows in parallel.
-      const int64_t row_len = out_shape_[r - 1];
-      const int64_t rows = row_len ? shape_numel(out_shape_) / row_len : 0;
-#pragma omp parallel for schedule(static) if (rows * row_len > 65536)
-      for (int64_t row = 0; row < rows; ++row) {
-        int64_t off = 0, rem = row;
-        bool inside = true;
-        for (int64_t ax = static_cast<int64_t>(r) - 2; ax >= 0; --ax) {
-          const int64_t i = map_[ax][rem % out_shape_[ax]];
-          rem /= out_shape_[ax];
-          if (i < 0) inside = false;
-          else off += i * in_strides[ax];
-        }
-        if (!inside) continue;
-        const float* g = dy + row * row_len;
+      // forward's row runs in reverse. Only elements no output reads need zeroing.
+      if (!covers_input_) {
+#pragma omp parallel for schedule(static) if (nx > 65536)
+        for (int64_t b = 0; b < (nx + 4095) / 4096; ++b)
+          std::fill(dx + b * 4096, dx + std::min(nx, (b + 1) * 4096), 0.f);
+      }
+      for_each_row([&](int64_t row, int64_t off, bool inside) {
+        if (!inside) return;
+        const float* g = dy + row * out_shape_[r - 1];
         for (const Run& run : runs_) {
           if (run.in_start < 0) continue;
-          if (run.step == 1) std::memcpy(dx + off + run.in_start, g + run.out_start, run.length * sizeof(float));
-          else
-            for (int64_t j = 0; j < run.length; ++j) dx[off + run.in_start + j * run.step] = g[run.out_start + j];
+          float* d = dx + off + run.in_start;
+          for (int64_t j = 0; j < run.length; ++j) d[j * run.step] = g[run.out_start + j];
         }
-      }
+      });
       return Status::ok();
     }
+    std::fill(dx, dx + nx, 0.f);
     std::vector<int64_t> idx(r, 0);
     for (int64_t o = 0; o < shape_numel(out_shape_); ++o) {
       int64_t off = 0;
@@ -305,12 +308,15 @@ class IndexMapKernel : public Kernel {
   /// Splits the last axis's map into runs: fill, contiguous copy, or strided copy; and notes
   /// whether every input element is read at most once (backward can then run in parallel).
   void build_runs() {
-    injective_ = true;
-    for (const auto& m : map_) {
-      std::vector<int64_t> seen(m.begin(), m.end());
+    injective_ = covers_input_ = true;
+    for (size_t a = 0; a < map_.size(); ++a) {
+      std::vector<int64_t> seen(map_[a].begin(), map_[a].end());
       std::sort(seen.begin(), seen.end());
       for (size_t i = 1; i < seen.size(); ++i)
         if (seen[i] >= 0 && seen[i] == seen[i - 1]) injective_ = false;
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      const int64_t read = static_cast<int64_t>(std::count_if(seen.begin(), seen.end(), [](int64_t i) { return i >= 0; }));
+      if (read != in_shape_[a]) covers_input_ = false;
     }
     const std::vector<int64_t>& m = map_.back();
     for (int64_t j = 0; j < static_cast<int64_t>(m.size());) {
@@ -329,10 +335,46 @@ class IndexMapKernel : public Kernel {
   struct Run {
     int64_t out_start, in_start, length, step;  ///< in_start < 0: fill
   };
+  /// Calls fn(row, input offset of the row, whether the row maps inside the input) for every
+  /// output row (all axes but the last), planes in parallel.
+  template <class F>
+  void for_each_row(F&& fn) const {
+    const size_t r = out_shape_.size();
+    const int64_t row_len = out_shape_[r - 1];
+    const int64_t rows = row_len ? shape_numel(out_shape_) / row_len : 0;
+    const int64_t h = r >= 2 ? out_shape_[r - 2] : 1, planes = h ? rows / h : 0;
+    const auto in_strides = row_major_strides(in_shape_);
+#pragma omp parallel for schedule(static) if (rows * row_len > 65536)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      int64_t base = 0, rem = plane;
+      bool inside = true;
+      for (int64_t a = static_cast<int64_t>(r) - 3; a >= 0; --a) {
+        const int64_t i = map_[a][rem % out_shape_[a]];
+        rem /= out_shape_[a];
+        if (i < 0) inside = false;
+        else base += i * in_strides[a];
+      }
+      for (int64_t y = 0; y < h; ++y) {
+        const int64_t i = r >= 2 ? map_[r - 2][y] : 0;
+        fn(plane * h + y, base + (i >= 0 ? i * (r >= 2 ? in_strides[r - 2] : 0) : 0), inside && i >= 0);
+      }
+    }
+  }
+  /// n copies of the esize_-byte value at `value`.
+  void fill_elements(char* d, const char* value, int64_t n) const {
+    if (esize_ == 4) {
+      float v;
+      std::memcpy(&v, value, 4);
+      std::fill_n(reinterpret_cast<float*>(d), n, v);
+    } else {
+      for (int64_t j = 0; j < n; ++j) std::memcpy(d + j * static_cast<int64_t>(esize_), value, esize_);
+    }
+  }
   Shape in_shape_, out_shape_;
   std::vector<std::vector<int64_t>> map_;  ///< per axis: output index -> input index, -1 = fill
   std::vector<Run> runs_;
   bool injective_ = false;
+  bool covers_input_ = false;  ///< every input element is read by some output element
   size_t esize_ = 4;
   alignas(8) char fill_[8] = {};
   int fill_input_ = -1;  ///< input holding the fill value at run time, if any

@@ -83,6 +83,82 @@ void col2im_table(const float* dcols, int64_t ld, int64_t channels, int64_t plan
   }
 }
 
+/// im2col for stride-1 convolutions whose output rows are as wide as the input's (the
+/// "same" 3x3/pad-1 layers of VGG-style nets), or that have one output row: for kernel offset
+/// kidx, output pixel p reads input pixel p + delta[kidx] or is padding, so a column row is
+/// one contiguous copy of the input plane, with zeros before and after it and at the
+/// `holes` (padding columns of rows that are otherwise inside). No gathers, no table reads.
+struct ShiftUnfold {
+  struct Offset {
+    int64_t delta = 0, a = 0, b = 0;  ///< pixels [a, b) of the output read p + delta, but the holes
+    std::vector<int64_t> holes;       ///< padding pixels inside [a, b), ascending
+  };
+  static constexpr int64_t kMinPixels = 64;
+  bool usable = false;
+  int64_t ohw = 0;
+  std::vector<Offset> offsets;  ///< per kernel offset ki * kw + kj
+
+  void init(const Win2& w) {
+    ohw = w.oh * w.ow;
+    // Below some 64 pixels per image the per-segment work costs more than the table's gathers
+    // (VGG16-CIFAR's 6x6 and 2x2 layers run faster through the table).
+    usable = w.sh == 1 && w.sw == 1 && (w.iw == w.ow || w.oh == 1) && ohw >= kMinPixels;
+    if (!usable) return;
+    offsets.assign(static_cast<size_t>(w.kh * w.kw), {});
+    for (int64_t ki = 0; ki < w.kh; ++ki)
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        Offset& o = offsets[static_cast<size_t>(ki * w.kw + kj)];
+        o.delta = (ki * w.dh - w.pt) * w.iw + (kj * w.dw - w.pl);
+        std::vector<bool> valid(static_cast<size_t>(ohw));
+        o.a = ohw;
+        o.b = 0;
+        for (int64_t oy = 0; oy < w.oh; ++oy)
+          for (int64_t ox = 0; ox < w.ow; ++ox) {
+            const int64_t iy = oy - w.pt + ki * w.dh, ix = ox - w.pl + kj * w.dw, q = oy * w.ow + ox;
+            valid[static_cast<size_t>(q)] = iy >= 0 && iy < w.ih && ix >= 0 && ix < w.iw;
+            if (valid[static_cast<size_t>(q)]) o.a = std::min(o.a, q), o.b = std::max(o.b, q + 1);
+          }
+        if (o.a >= o.b) o.a = o.b = 0;
+        for (int64_t q = o.a; q < o.b; ++q)
+          if (!valid[static_cast<size_t>(q)]) o.holes.push_back(q);
+      }
+  }
+  /// cols[(c * kk + kidx) * ld + i * ohw + (p - p0)] for `channels` channels of `images`
+  /// images (x's images `image` apart, channel planes `plane` apart) and pixels [p0, p1).
+  void unfold(const float* x, int64_t channels, int64_t plane, int64_t image, int64_t images, int64_t p0, int64_t p1,
+              float* cols, int64_t ld, bool parallel) const {
+    const int64_t kk = static_cast<int64_t>(offsets.size()), n = p1 - p0;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r = 0; r < channels * kk; ++r) {
+      const Offset& o = offsets[static_cast<size_t>(r % kk)];
+      const int64_t lo = std::clamp(o.a, p0, p1), hi = std::clamp(o.b, p0, p1);
+      for (int64_t i = 0; i < images; ++i) {
+        const float* src = x + i * image + (r / kk) * plane + o.delta;
+        float* d = cols + r * ld + i * n - p0;
+        std::fill(d + p0, d + lo, 0.f);
+        std::copy(src + lo, src + hi, d + lo);
+        std::fill(d + hi, d + p1, 0.f);
+        for (int64_t q : o.holes)
+          if (q >= p0 && q < p1) d[q] = 0.f;
+      }
+    }
+  }
+  /// Adjoint over whole images: dx[...] += dcols. Zeroes dcols at the holes first.
+  void fold(float* dcols, int64_t ld, int64_t channels, int64_t plane, int64_t image, int64_t images, float* dx) const {
+    const int64_t kk = static_cast<int64_t>(offsets.size());
+    for (int64_t r = 0; r < channels * kk; ++r) {
+      const Offset& o = offsets[static_cast<size_t>(r % kk)];
+      for (int64_t i = 0; i < images; ++i) {
+        float* d = dcols + r * ld + i * ohw;
+        for (int64_t q : o.holes) d[q] = 0.f;
+        float* xs = dx + i * image + (r / kk) * plane + o.delta;
+#pragma omp simd
+        for (int64_t q = o.a; q < o.b; ++q) xs[q] += d[q];
+      }
+    }
+  }
+};
+
 /// Convolution as im2col (through the gather table) + sgemm. With a batch, each thread takes
 /// whole images (or, for small outputs, chunks of images batched into one GEMM) and runs im2col and a
 /// single-threaded sgemm on its own column buffer, which stays in its cache; with one
@@ -126,6 +202,8 @@ class ConvKernel final : public Kernel {
                     static_cast<int32_t>(i * image + iy * w_.iw + ix);
               }
     }
+    shift_.init(w_);
+    if (shift_.usable) table_.clear();
     tmp_.resize(static_cast<size_t>(tmp_per_worker_ * workers));
     tracker_ = ctx.tracker;
     if (tracker_) tracker_->on_alloc(workspace_bytes());
@@ -148,7 +226,7 @@ class ConvKernel final : public Kernel {
 #pragma omp parallel
       {
         const int t = omp_get_thread_num();
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t c = 0; c < chunks; ++c) run_chunk(x, wt, bias, y, c * chunk_, t, false);
       }
     } else {
@@ -161,7 +239,8 @@ class ConvKernel final : public Kernel {
   bool backward_reads_output(size_t) const override { return false; }
   /// Per chunk of images (the forward's chunks: small outputs batch several images into one
   /// GEMM) and group: dW += dY cols^T, dcols = W^T dY folded back by col2im, db = sum dY.
-  /// Threads take whole chunks with private dW/db accumulators, summed at the end.
+  /// Threads take whole chunks (dynamically: the two vCPUs of these machines often run at
+  /// different speeds) with private dW/db accumulators, summed at the end.
   Status backward(const BackwardArgs& a) override {
     const float* x = a.src[0]->f32();
     const float* wt = a.src[1]->f32();
@@ -172,7 +251,6 @@ class ConvKernel final : public Kernel {
     const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group(), in_sp = w_.ih * w_.iw;
     const int64_t wsize = p_.oc * k_, chunks = (p_.n + chunk_ - 1) / chunk_;
     const int64_t cols_size = k_ * chunk_ * ohw_, dy_size = chunk_ > 1 ? ocg * chunk_ * ohw_ : 0;
-    if (dx) std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads_, chunks)));
     // Scratch kept between calls (training runs backward every step): per thread, the
     // unfolded input, its gradient, the chunk's dY gathered to [ocg, images * oh * ow], and
@@ -192,9 +270,10 @@ class ConvKernel final : public Kernel {
       float* db_acc = (dw ? dw_acc + wsize : dyc + dy_size);
       if (dw) std::fill(dw_acc, dw_acc + wsize, 0.f);
       if (db) std::fill(db_acc, db_acc + p_.oc, 0.f);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
       for (int64_t ch = 0; ch < chunks; ++ch) {
         const int64_t n0 = ch * chunk_, nb = std::min(chunk_, p_.n - n0), ld = nb * ohw_;
+        if (dx) std::fill(dx + n0 * p_.c * in_sp, dx + (n0 + nb) * p_.c * in_sp, 0.f);  // the chunk's images
         for (int64_t g = 0; g < p_.group; ++g) {
           const float* xg = x + (n0 * p_.c + g * cg) * in_sp;
           // dY of the chunk as one [ocg, nb * ohw] matrix.
@@ -206,15 +285,17 @@ class ConvKernel final : public Kernel {
             dyg = dyc;
           }
           if (dw) {
-            im2col_table(xg, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld, c, ld, false);
+            unfold(xg, cg, nb, 0, ohw_, c, ld, false);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg, k_, ld, 1.f, dyg, ld, c, ld, 1.f,
                         dw_acc + g * ocg * k_, k_);
           }
           if (dx) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ld, ocg, 1.f, wt + g * ocg * k_, k_, dyg, ld, 0.f,
                         dc, ld);
-            col2im_table(dc, ld, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld,
-                         dx + (n0 * p_.c + g * cg) * in_sp);
+            if (shift_.usable) shift_.fold(dc, ld, cg, in_sp, p_.c * in_sp, nb, dx + (n0 * p_.c + g * cg) * in_sp);
+            else
+              col2im_table(dc, ld, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld,
+                           dx + (n0 * p_.c + g * cg) * in_sp);
           }
           if (db)
             for (int64_t oc = 0; oc < ocg; ++oc) db_acc[g * ocg + oc] += ConstArrayMap(dyg + oc * ld, ld).sum();
@@ -251,15 +332,14 @@ class ConvKernel final : public Kernel {
         float* yg = y + (n0 * p_.oc + g * ocg) * ohw_;
         for (int64_t oy0 = 0; oy0 < w_.oh; oy0 += band_) {
           const int64_t oy1 = std::min(w_.oh, oy0 + band_), cols_n = (oy1 - oy0) * w_.ow;
-          im2col_table(xg, cg, in_sp, table_.data() + oy0 * w_.ow, w_.kh * w_.kw, chunk_ * ohw_, cols_n, cols, cols_n,
-                       inner_parallel);
+          unfold(xg, cg, 1, oy0 * w_.ow, oy1 * w_.ow, cols, cols_n, inner_parallel);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg, cols_n, k_, 1.f, wt + g * ocg * k_, k_, cols,
                       cols_n, 0.f, yg + oy0 * w_.ow, ohw_);
         }
       } else {
         const float* b = x + (n0 * p_.c + g * cg) * in_sp;
         if (nb > 1) {  // (one pointwise image is its own column matrix)
-          im2col_table(b, cg, in_sp, table_.data(), w_.kh * w_.kw, chunk_ * ohw_, ld, cols, ld, inner_parallel);
+          unfold(b, cg, nb, 0, ohw_, cols, ld, inner_parallel);
           b = cols;
         }
         float* out = nb > 1 ? tmp : y + (n0 * p_.oc + g * ocg) * ohw_;
@@ -280,9 +360,21 @@ class ConvKernel final : public Kernel {
         }
     }
   }
+  /// Columns of `images` images (pixels [p0, p1) of each) of one group, by shifted copies
+  /// where the geometry allows, else through the gather table.
+  void unfold(const float* xg, int64_t channels, int64_t images, int64_t p0, int64_t p1, float* cols, int64_t ld,
+              bool parallel) const {
+    const int64_t in_sp = w_.ih * w_.iw;
+    if (shift_.usable)
+      shift_.unfold(xg, channels, in_sp, p_.c * in_sp, images, p0, p1, cols, ld, parallel);
+    else
+      im2col_table(xg, channels, in_sp, table_.data() + p0, w_.kh * w_.kw, chunk_ * ohw_,
+                   images > 1 ? images * ohw_ : p1 - p0, cols, ld, parallel);
+  }
   ConvParams p_;
   Activation act_;
   Win2 w_{};
+  ShiftUnfold shift_;
   static constexpr int64_t kBandPixels = 256;  ///< output pixels unfolded at a time
   int64_t k_ = 0, ohw_ = 0, chunk_ = 1, band_ = 1, cols_per_worker_ = 0, tmp_per_worker_ = 0;
   int threads_ = 1;
