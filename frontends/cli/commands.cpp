@@ -552,7 +552,10 @@ int run_backends(bool markdown) {
     if (markdown) std::cout << "| " << op << " |";
     else std::printf("%-20s", op.c_str());
     for (const auto& b : backends) {
-      std::string cell = reg.has_kernel(b, op) ? (reg.accepts_layouts(b, op) ? "yes (layouts)" : "yes") : "-";
+      std::string cell = !reg.has_kernel(b, op)               ? "-"
+                         : reg.accepts_layouts(b, op, true) ? "yes (layouts, training too)"
+                         : reg.accepts_layouts(b, op)       ? "yes (layouts)"
+                                                            : "yes";
       if (markdown) std::cout << " " << cell << " |";
       else std::printf(" %-8s:%-14s", b.c_str(), cell.c_str());
     }
