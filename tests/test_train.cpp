@@ -760,9 +760,10 @@ TEST(MaxPoolBackward, ChannelBlockedLanesMatchThePlainRule) {
 }
 
 /// x [2,3,9,9] -> Conv(20) -> Relu -> Pad(bottom/right 1, `pad_mode`) -> MaxPool 2x2 -> Conv(24) ->
-/// Relu -> MaxPool 3x3/2 pad 1 -> Conv 1x1(16) -> Relu -> Flatten: a CNN chain whose channel
-/// counts are not whole 16-channel blocks.
-Graph blocked_chain(const std::string& pad_mode) {
+/// Relu -> MaxPool 3x3/2 pad 1 -> Conv 1x1(16) -> Relu [-> MaxPool 2x2/1 if `pool_tail`] ->
+/// Flatten: a CNN chain whose channel counts are not whole 16-channel blocks, ending in a Relu
+/// or a pool that reads blocked and must write plain for Flatten.
+Graph blocked_chain(const std::string& pad_mode, bool pool_tail) {
   Graph g = graph_with_input("chain_" + pad_mode, {2, 3, 9, 9});
   g.initializers["w1"] = random_tensor({20, 3, 3, 3}, 51, -0.5f, 0.5f);
   g.initializers["b1"] = random_tensor({20}, 52, -0.1f, 0.1f);
@@ -787,7 +788,8 @@ Graph blocked_chain(const std::string& pad_mode) {
       {"r2"}, "m2");
   add(make_node("Conv", {{"kernel_shape", A::of_ints({1, 1})}}), {"m2", "w3"}, "c3");
   add(make_node("Relu"), {"c3"}, "r3");
-  add(make_node("Flatten"), {"r3"}, "out");
+  if (pool_tail) add(make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}}), {"r3"}, "m3");
+  add(make_node("Flatten"), {pool_tail ? "m3" : "r3"}, "out");
   g.nodes = nodes;
   g.outputs.push_back({"out", DType::kF32, {}, {}, false});
   EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
@@ -800,8 +802,10 @@ TEST(TrainingLayouts, OneDnnChainsStayBlockedAndMatchNaive) {
   // reflect Pad oneDNN cannot run, the Pad falls back to naive behind a conversion whose
   // backward turns the plain gradient back into the layout.
   const Tensor x = random_tensor({2, 3, 9, 9}, 55);
-  for (const std::string mode : {"constant", "reflect"}) {
-    Graph g = blocked_chain(mode);
+  for (const auto& [mode, pool_tail] : std::vector<std::pair<std::string, bool>>{
+           {"constant", true}, {"constant", false}, {"reflect", true}}) {
+    SCOPED_TRACE(mode + (pool_tail ? ", pool tail" : ", relu tail"));
+    Graph g = blocked_chain(mode, pool_tail);
     std::map<std::string, std::map<std::string, Tensor>> grads;
     for (const std::string backend : {"naive", "onednn"}) {
       PlanOptions po;
@@ -814,8 +818,12 @@ TEST(TrainingLayouts, OneDnnChainsStayBlockedAndMatchNaive) {
         std::map<std::string, bool> blocked;
         for (const auto& v : P.values()) blocked[v.name] = v.desc.layout != nullptr;
         for (const char* name : {"c1", "r1", "c2", "r2", "m2", "c3"})
-          EXPECT_TRUE(blocked.at(name)) << mode << ": " << name << " should stay blocked";
-        EXPECT_FALSE(blocked.at("r3")) << mode << ": Flatten reads r3, so it is plain";
+          EXPECT_TRUE(blocked.at(name)) << name << " should stay blocked";
+        // Flatten reads the last node's output, so it is plain (read blocked, written plain).
+        EXPECT_EQ(blocked.at("r3"), pool_tail);
+        if (pool_tail) {
+          EXPECT_FALSE(blocked.at("m3"));
+        }
         // The fallback Pad writes plain, so the pool after it reads and writes plain.
         EXPECT_EQ(blocked.at("p1"), mode == "constant") << mode;
         EXPECT_EQ(blocked.at("m1"), mode == "constant") << mode;
@@ -823,7 +831,7 @@ TEST(TrainingLayouts, OneDnnChainsStayBlockedAndMatchNaive) {
         EXPECT_EQ(P.fallback_count(), mode == "constant" ? 0 : 1) << mode;
       }
       // Two steps: the second backward must not see the first's gradients.
-      Tensor dy = random_tensor({2, 144}, 56);
+      Tensor dy = random_tensor({2, pool_tail ? 64 : 144}, 56);
       for (int step = 0; step < 2; ++step) {
         ASSERT_TRUE(P.run({x}, nullptr).is_ok());
         ASSERT_TRUE(P.backward({dy}).is_ok());
