@@ -218,7 +218,8 @@ class IndexMapKernel : public Kernel {
     }
     const int64_t es = static_cast<int64_t>(esize_);
     if (esize_ == 4) {
-      // Float rows (Pad in CNNs: rows of a few elements) with inline loops, not library calls.
+      // Float rows (Pad in CNNs: rows of a few elements) with inline loops, not library calls;
+      // other element sizes below.
       float v;
       std::memcpy(&v, fill, 4);
       const auto* x = reinterpret_cast<const float*>(in);
@@ -242,7 +243,7 @@ class IndexMapKernel : public Kernel {
       for (const Run& run : runs_) {
         char* d = o + run.out_start * es;
         if (!inside || run.in_start < 0) {
-          fill_elements(d, fill, run.length);
+          for (int64_t j = 0; j < run.length; ++j) std::memcpy(d + j * es, fill, esize_);
         } else if (run.step == 1) {
           std::memcpy(d, in + (off + run.in_start) * es, run.length * esize_);
         } else {
@@ -358,16 +359,6 @@ class IndexMapKernel : public Kernel {
         const int64_t i = r >= 2 ? map_[r - 2][y] : 0;
         fn(plane * h + y, base + (i >= 0 ? i * (r >= 2 ? in_strides[r - 2] : 0) : 0), inside && i >= 0);
       }
-    }
-  }
-  /// n copies of the esize_-byte value at `value`.
-  void fill_elements(char* d, const char* value, int64_t n) const {
-    if (esize_ == 4) {
-      float v;
-      std::memcpy(&v, value, 4);
-      std::fill_n(reinterpret_cast<float*>(d), n, v);
-    } else {
-      for (int64_t j = 0; j < n; ++j) std::memcpy(d + j * static_cast<int64_t>(esize_), value, esize_);
     }
   }
   Shape in_shape_, out_shape_;

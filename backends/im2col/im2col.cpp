@@ -186,7 +186,8 @@ class ConvKernel final : public Kernel {
     cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? k_ * chunk_ * band_ * w_.ow : 0;
     tmp_per_worker_ = chunk_ > 1 ? p_.oc_per_group() * chunk_ * ohw_ : 0;
     cols_.resize(static_cast<size_t>(cols_per_worker_ * workers));
-    {
+    shift_.init(w_);
+    if (!shift_.usable) {
       // Unfolding table for a chunk: column q = image * oh*ow + oy*ow + ox, per (ki, kj).
       const int64_t kk = w_.kh * w_.kw, nq = chunk_ * ohw_, image = p_.c * w_.ih * w_.iw;
       if (chunk_ * image > INT32_MAX) return Status::unsupported(ctx.node->label() + ": image chunk too large");
@@ -202,8 +203,6 @@ class ConvKernel final : public Kernel {
                     static_cast<int32_t>(i * image + iy * w_.iw + ix);
               }
     }
-    shift_.init(w_);
-    if (shift_.usable) table_.clear();
     tmp_.resize(static_cast<size_t>(tmp_per_worker_ * workers));
     tracker_ = ctx.tracker;
     if (tracker_) tracker_->on_alloc(workspace_bytes());
