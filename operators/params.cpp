@@ -74,6 +74,25 @@ Expected<Window> make_window(const Node& node, const Shape& in_spatial, const st
   return w;
 }
 
+Window3::Window3(const Window& w) {
+  const size_t r = std::min<size_t>(w.rank(), 3), off = 3 - r;
+  for (size_t i = 0; i < r; ++i) {
+    in[off + i] = w.in[i];
+    out[off + i] = w.out[i];
+    k[off + i] = w.kernel[i];
+    s[off + i] = w.stride[i];
+    d[off + i] = w.dilation[i];
+    pb[off + i] = w.pad_begin[i];
+    pe[off + i] = w.pad_end[i];
+  }
+}
+
+Expected<Window3> lift_window3(const Window& w, const Node& node) {
+  if (w.rank() < 1 || w.rank() > 3)
+    return Status::unsupported(node.label() + ": " + std::to_string(w.rank()) + "-d windows (1-3 supported)");
+  return Window3(w);
+}
+
 Activation fused_activation(const Node& node) {
   Activation a;
   const std::string kind = node.attr_string("mosaic.activation", "");

@@ -2,6 +2,7 @@
 // backend's kernels, so all of them agree on what a node means.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -20,6 +21,48 @@ struct Window {
   int64_t out_size() const;
   int64_t kernel_size() const;
 };
+
+/// A window geometry with exactly 3 spatial axes (missing leading axes have size 1), so that
+/// loops over 1-, 2- and 3-d windows share one code path.
+struct Window3 {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
+          pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+  Window3() = default;
+  /// Lifts a window of rank 1-3 (the caller has checked the rank; lift_window3 checks it).
+  explicit Window3(const Window& w);
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  /// Window cells inside input + padding: the PyTorch/ONNX divisor with count_include_pad.
+  int64_t padded_cells(int64_t o0, int64_t o1, int64_t o2) const {
+    const int64_t o[3] = {o0, o1, o2};
+    int64_t n = 1;
+    for (int a = 0; a < 3; ++a) {
+      const int64_t start = o[a] * s[a] - pb[a];
+      const int64_t end = std::min(start + (k[a] - 1) * d[a] + 1, in[a] + pe[a]);
+      n *= (end - start + d[a] - 1) / d[a];
+    }
+    return n;
+  }
+  /// Calls f(offset) for each cell of output (o0, o1, o2)'s window that lies inside the
+  /// input, in window order (offsets into one input plane/volume).
+  template <class F>
+  void each_cell(int64_t o0, int64_t o1, int64_t o2, F&& f) const {
+    for (int64_t a = 0; a < k[0]; ++a) {
+      const int64_t i0 = o0 * s[0] - pb[0] + a * d[0];
+      if (i0 < 0 || i0 >= in[0]) continue;
+      for (int64_t b = 0; b < k[1]; ++b) {
+        const int64_t i1 = o1 * s[1] - pb[1] + b * d[1];
+        if (i1 < 0 || i1 >= in[1]) continue;
+        for (int64_t c = 0; c < k[2]; ++c) {
+          const int64_t i2 = o2 * s[2] - pb[2] + c * d[2];
+          if (i2 >= 0 && i2 < in[2]) f((i0 * in[1] + i1) * in[2] + i2);
+        }
+      }
+    }
+  }
+};
+/// Lifts a 1-3-d window; other ranks are unsupported (the message names the node).
+Expected<Window3> lift_window3(const Window& w, const Node& node);
 
 /// Resolves strides/pads/dilations/auto_pad (and ceil_mode for pooling) for a node.
 Expected<Window> make_window(const Node& node, const Shape& in_spatial, const std::vector<int64_t>& kernel,

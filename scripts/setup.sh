@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs Mosaic's build and test dependencies (Debian 12) and builds it in ./build.
 # Usage: scripts/setup.sh [--no-build]
+# libdnnl-dev only *recommends* ocl-icd-opencl-dev, but Debian's dnnl-config.cmake calls
+# find_package(OpenCL REQUIRED): it is listed explicitly because of --no-install-recommends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -9,7 +11,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
   build-essential cmake ninja-build pkg-config \
-  libdnnl-dev libopenblas-openmp-dev libeigen3-dev \
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-openmp-dev libeigen3-dev \
   libonnx-dev libprotobuf-dev protobuf-compiler \
   libgtest-dev libcli11-dev nlohmann-json3-dev \
   libyaml-cpp-dev libsqlite3-dev zlib1g-dev libonnx-testdata dataset-fashion-mnist python3-torch python3-torchvision python3-onnx

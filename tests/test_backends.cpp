@@ -196,4 +196,7 @@ TEST(BackendOps, UnsupportedSaysWhy) {
 }
 
 }  // namespace
+
+std::vector<OpCase> forward_op_cases() { return cases(); }
+
 }  // namespace mosaic::test

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "examples/zoo.hpp"
@@ -227,11 +228,83 @@ TEST_F(Cli, TrainingBenchmark) {
   EXPECT_GT(j["runs"][0]["summary"]["backward_ms"].get<double>(), 0);
 }
 
+/// The line of `out` that starts with `verdict` and names `tensor`, or "".
+std::string verdict_line(const std::string& out, const std::string& verdict, const std::string& tensor) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(verdict + " ", 0) == 0 && line.find(" " + tensor + " ") != std::string::npos) return line;
+  return "";
+}
+
 TEST_F(Cli, GradcheckVerdicts) {
-  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --directions 1 --elements 1");
+  const std::string json = (dir_ / "gc.json").string();
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --directions 1 --elements 1 --json " + json);
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("PASS   conv1.weight"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("9 passed, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(verdict_line(r.out, "PASS", "conv1.weight"), "") << r.out;
+  EXPECT_NE(r.out.find("9 passed, 0 failed, 0 inconclusive"), std::string::npos) << r.out;
+  std::ifstream jf(json);
+  auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["schema"], "mosaic.gradcheck/1");
+  EXPECT_EQ(j["summary"]["passed"], 9);
+  EXPECT_EQ(j["tensors"][0]["verdict"], "PASS");
+}
+
+TEST_F(Cli, GradcheckFailsAPlantedBugWithExitOne) {
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --backend im2col --plant conv-dw-scale");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(verdict_line(r.out, "FAIL", "conv1.weight"), "") << r.out;
+  EXPECT_NE(r.out.find("on im2col+conv-dw-scale"), std::string::npos) << r.out;
+  r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --plant no-such-bug");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown planted bug 'no-such-bug' (known: conv-dx-sign"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, GradcheckWithoutJudgedProbesIsInconclusiveNotPass) {
+  // Steps of 10 and 5 cross kinks in every probe: nothing can be judged. The old gradcheck
+  // printed PASS with 0 probes and exited 0.
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --eps 10 --halvings 1");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(verdict_line(r.out, "INCONCLUSIVE", "conv1.weight"), "") << r.out;
+  EXPECT_NE(r.out.find("0 failed, "), std::string::npos) << r.out;
+  // No tensor with nothing judged is a PASS (fc2 follows the last ReLU: it has no kinks).
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("PASS ", 0) == 0) {
+      EXPECT_EQ(line.find(" 0 probes"), std::string::npos) << line;
+    }
+  EXPECT_NE(r.out.find("INCONCLUSIVE is not a pass"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, GradcheckNamesFallbackNodesAndCanForbidThem) {
+  // im2col has no Slice kernel: the Slice runs (and differentiates) on naive, and the report
+  // says so; --fallback none refuses to check anything else than im2col.
+  Graph g;
+  g.source = "slice";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {-1, 1, 6, 6}, {"N", "", "", ""}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w"] = random_tensor({2, 1, 3, 3}, 1);
+  g.initializers["fw"] = random_tensor({3, 16}, 2);
+  g.initializers["starts"] = Tensor::from_i64({1}, {1});
+  g.initializers["ends"] = Tensor::from_i64({1}, {3});
+  g.initializers["axes"] = Tensor::from_i64({1}, {3});
+  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out, std::string name) {
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.name = std::move(name);
+    g.nodes.push_back(n);
+  };
+  add(make_node("Conv"), {"x", "w"}, {"c"}, "conv");
+  add(make_node("Slice"), {"c", "starts", "ends", "axes"}, {"s"}, "cut");
+  add(make_node("Flatten"), {"s"}, {"f"}, "flat");
+  add(make_node("Gemm", {{"transB", Attribute::of_int(1)}}), {"f", "fw"}, {"y"}, "fc");
+  const std::string model = (dir_ / "slice.onnx").string();
+  ASSERT_TRUE(save_onnx(g, model).is_ok());
+  CmdResult r = mosaic("gradcheck " + model + " --batch 2 --backend im2col");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note:  not checked on im2col: 'cut' (Slice) on naive"), std::string::npos) << r.out;
+  r = mosaic("gradcheck " + model + " --batch 2 --backend im2col --fallback none");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("'cut'"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, VerifyPassesAndCatchesWrongOutputs) {

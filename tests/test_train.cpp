@@ -11,7 +11,7 @@
 
 #include "backends/common/pooling.hpp"
 #include "backends/naive/naive.hpp"
-#include "core/gradcheck.hpp"
+#include "validate/gradcheck.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
 #include "core/schedule.hpp"
@@ -48,8 +48,8 @@ GradcheckReport check_op(const OpCase& c, const KernelRegistry& reg, double tol 
 std::string failures(const GradcheckReport& r) {
   std::string s;
   for (const auto& t : r.tensors)
-    if (!t.passed)
-      s += t.name + " (" + t.worst.what + ": analytic " + std::to_string(t.worst.analytic) + " numeric " +
+    if (!t.passed())
+      s += t.name + " " + verdict_name(t.verdict) + " " + t.reason + " (" + t.worst.what + ": analytic " + std::to_string(t.worst.analytic) + " numeric " +
            std::to_string(t.worst.numeric) + ") ";
   return s;
 }
@@ -454,10 +454,10 @@ TEST(Gradcheck, CatchesWrongSignBackward) {
   // fc2 is after the last ReLU: its gradients are still right; everything before is wrong.
   for (const auto& t : r->tensors) {
     if (t.name.rfind("fc2", 0) == 0) {
-      EXPECT_TRUE(t.passed) << t.name;
+      EXPECT_TRUE(t.passed()) << t.name;
     }
     if (t.name == "conv1.weight" || t.name == "fc1.bias") {
-      EXPECT_FALSE(t.passed) << t.name;
+      EXPECT_FALSE(t.passed()) << t.name;
     }
   }
 }
@@ -467,10 +467,10 @@ TEST(Gradcheck, CatchesMissingTerm) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   for (const auto& t : r->tensors) {
     if (t.name == "fc1.bias" || t.name == "fc2.bias") {
-      EXPECT_FALSE(t.passed) << t.name;
+      EXPECT_FALSE(t.passed()) << t.name;
     }
     if (t.name == "fc2.weight" || t.name == "conv1.weight") {
-      EXPECT_TRUE(t.passed) << t.name;
+      EXPECT_TRUE(t.passed()) << t.name;
     }
   }
 }

@@ -101,6 +101,9 @@ inline Status run_on(const OpCase& c, const std::string& backend, std::vector<Te
   return plan.value()->run(runtime, outputs);
 }
 
+/// The forward op cases every backend runs (test_backends.cpp).
+std::vector<OpCase> forward_op_cases();
+
 inline Node make_node(const std::string& op, std::map<std::string, Attribute> attrs = {}) {
   Node n;
   n.op_type = op;

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "backends/registry.hpp"
-#include "core/gradcheck.hpp"
+#include "validate/gradcheck.hpp"
 #include "core/loss.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
@@ -534,7 +534,7 @@ std::vector<OptcheckResult> check_network(const OptcheckOptions& o) {
     int failed = 0;
     std::string worst;
     for (const auto& t : rep->tensors)
-      if (!t.passed) {
+      if (!t.passed()) {
         ++failed;
         if (worst.empty()) worst = t.name + fmt(" (rel err %.2e)", t.worst.error);
       }

@@ -26,34 +26,11 @@ inline void route_2x2(float a, float b, float e, float f, float g, float tie_rto
   qf = tf ? g : 0.f;
 }
 
-/// A 1-3-d window lifted to 3-d: missing leading dims have extent 1.
-struct Window3 {
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
-          p[3] = {0, 0, 0};
-  explicit Window3(const Window& w) {
-    const size_t r = w.rank(), off = 3 - r;
-    for (size_t i = 0; i < r; ++i) {
-      in[off + i] = w.in[i], out[off + i] = w.out[i], k[off + i] = w.kernel[i];
-      s[off + i] = w.stride[i], d[off + i] = w.dilation[i], p[off + i] = w.pad_begin[i];
-    }
-  }
-  /// Spatial offsets of the window of output (o0, o1, o2) inside the input, in window order.
-  void window(int64_t o0, int64_t o1, int64_t o2, std::vector<int64_t>& cand) const {
-    cand.clear();
-    for (int64_t a = 0; a < k[0]; ++a) {
-      const int64_t i0 = o0 * s[0] - p[0] + a * d[0];
-      if (i0 < 0 || i0 >= in[0]) continue;
-      for (int64_t b = 0; b < k[1]; ++b) {
-        const int64_t i1 = o1 * s[1] - p[1] + b * d[1];
-        if (i1 < 0 || i1 >= in[1]) continue;
-        for (int64_t e = 0; e < k[2]; ++e) {
-          const int64_t i2 = o2 * s[2] - p[2] + e * d[2];
-          if (i2 >= 0 && i2 < in[2]) cand.push_back((i0 * in[1] + i1) * in[2] + i2);
-        }
-      }
-    }
-  }
-};
+/// Spatial offsets of the window of output (o0, o1, o2) inside the input, in window order.
+void window_cells(const Window3& w, int64_t o0, int64_t o1, int64_t o2, std::vector<int64_t>& cand) {
+  cand.clear();
+  w.each_cell(o0, o1, o2, [&](int64_t off) { cand.push_back(off); });
+}
 
 /// Lane-blocked max-pool backward; kL > 0 fixes the lane count at compile time so the lane
 /// loops vectorise (16 lanes: one AVX-512 register).
@@ -64,7 +41,7 @@ void max_pool_backward_blocked(const float* x, const float* dy, float* dx, int64
   const Window3 w(win);
   const int64_t in_sp = w.in[0] * w.in[1] * w.in[2], out_sp = w.out[0] * w.out[1] * w.out[2];
   if (kL > 0 && w.in[0] == 1 && w.k[0] == 1 && w.k[1] == 2 && w.k[2] == 2 && w.s[1] == 2 && w.s[2] == 2 &&
-      w.p[1] == 0 && w.p[2] == 0 && w.d[1] == 1 && w.d[2] == 1 && w.in[1] == 2 * w.out[1] && w.in[2] == 2 * w.out[2]) {
+      w.pb[1] == 0 && w.pb[2] == 0 && w.d[1] == 1 && w.d[2] == 1 && w.in[1] == 2 * w.out[1] && w.in[2] == 2 * w.out[2]) {
     // 2x2 windows tiling the input: every element written once, branch-free across lanes.
     const int64_t row = w.in[2] * L;
 #pragma omp parallel for schedule(static)
@@ -114,7 +91,7 @@ void max_pool_backward_blocked(const float* x, const float* dy, float* dx, int64
       for (int64_t o0 = 0; o0 < w.out[0]; ++o0)
         for (int64_t o1 = 0; o1 < w.out[1]; ++o1)
           for (int64_t o2 = 0; o2 < w.out[2]; ++o2, ++o) {
-            w.window(o0, o1, o2, cand);
+            window_cells(w, o0, o1, o2, cand);
             if (cand.empty()) continue;
             alignas(64) float b[kMax], f[kMax], open[kMax];
             for (int l = 0; l < L; ++l) b[l] = -INFINITY;
@@ -157,7 +134,7 @@ void max_pool_backward_lanes(const float* x, const float* dy, float* dx, int64_t
 
 void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, const Window& w, float tie_rtol) {
   const Window3 w3(w);
-  const int64_t(&in)[3] = w3.in, (&out)[3] = w3.out, (&k)[3] = w3.k, (&s)[3] = w3.s, (&d)[3] = w3.d, (&p)[3] = w3.p;
+  const int64_t(&in)[3] = w3.in, (&out)[3] = w3.out, (&k)[3] = w3.k, (&s)[3] = w3.s, (&d)[3] = w3.d, (&p)[3] = w3.pb;
   const int64_t in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
   if (in[0] == 1 && k[0] == 1 && k[1] == 2 && k[2] == 2 && s[1] == 2 && s[2] == 2 && p[1] == 0 && p[2] == 0 &&
       d[1] == 1 && d[2] == 1 && in[1] == 2 * out[1] && in[2] == 2 * out[2]) {
@@ -219,7 +196,7 @@ void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, c
     for (int64_t o0 = 0; o0 < out[0]; ++o0)
       for (int64_t o1 = 0; o1 < out[1]; ++o1)
         for (int64_t o2 = 0; o2 < out[2]; ++o2) {
-          w3.window(o0, o1, o2, cand);
+          window_cells(w3, o0, o1, o2, cand);
           if (cand.empty()) continue;
           float best = -INFINITY;
           for (int64_t idx : cand) best = std::max(best, xc[idx]);

@@ -12,29 +12,6 @@
 namespace mosaic {
 namespace {
 
-/// A window geometry lifted to exactly 3 spatial dims (leading dims of size 1).
-struct Win3 {
-  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-};
-
-Expected<Win3> lift3(const Window& w, const Node& node) {
-  const size_t r = w.rank();
-  if (r < 1 || r > 3) return Status::unsupported(node.label() + ": " + std::to_string(r) + "-d windows (1-3 supported)");
-  Win3 o;
-  for (size_t i = 0; i < 3; ++i) {
-    bool real = i >= 3 - r;
-    size_t j = real ? i - (3 - r) : 0;
-    o.in[i] = real ? w.in[j] : 1;
-    o.out[i] = real ? w.out[j] : 1;
-    o.k[i] = real ? w.kernel[j] : 1;
-    o.s[i] = real ? w.stride[j] : 1;
-    o.d[i] = real ? w.dilation[j] : 1;
-    o.pb[i] = real ? w.pad_begin[j] : 0;
-    o.pe[i] = real ? w.pad_end[j] : 0;
-  }
-  return o;
-}
-
 /// Zeroes a gradient output if it is requested.
 float* grad_out(const BackwardArgs& a, size_t i) {
   if (i >= a.diff_src.size() || !a.diff_src[i]) return nullptr;
@@ -53,7 +30,7 @@ class ConvKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(w_, lift3(p_.win, *ctx.node));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
     act_ = fused_activation(*ctx.node);
     node_ = ctx.node;
     return Status::ok();
@@ -152,7 +129,7 @@ class ConvKernel final : public Kernel {
 
  private:
   ConvParams p_;
-  Win3 w_;
+  Window3 w_;
   Activation act_;
   const Node* node_ = nullptr;
 };
@@ -161,7 +138,7 @@ class PoolKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(w_, lift3(p_.win, *ctx.node));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
     is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
     return Status::ok();
   }
@@ -192,7 +169,7 @@ class PoolKernel final : public Kernel {
               y[o] = best;
               if (indices) indices[o] = nc * in_sp + best_i;
             } else {
-              y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? padded_count(od, oh, ow) : count));
+              y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? w_.padded_cells(od, oh, ow) : count));
             }
           }
     }
@@ -229,7 +206,7 @@ class PoolKernel final : public Kernel {
             if (is_max_) {
               if (best_i >= 0) dxc[best_i] += g;
             } else {
-              const float share = g / static_cast<float>(p_.count_include_pad ? padded_count(od, oh, ow) : cells.size());
+              const float share = g / static_cast<float>(p_.count_include_pad ? w_.padded_cells(od, oh, ow) : cells.size());
               for (int64_t off : cells) dxc[off] += share;
             }
           }
@@ -255,19 +232,8 @@ class PoolKernel final : public Kernel {
       }
     }
   }
-  /// Window positions inside input + padding: the PyTorch/ONNX divisor with count_include_pad.
-  int64_t padded_count(int64_t od, int64_t oh, int64_t ow) const {
-    const int64_t o3[3] = {od, oh, ow};
-    int64_t n = 1;
-    for (int a = 0; a < 3; ++a) {
-      const int64_t start = o3[a] * w_.s[a] - w_.pb[a];
-      const int64_t end = std::min(start + (w_.k[a] - 1) * w_.d[a] + 1, w_.in[a] + w_.pe[a]);
-      n *= (end - start + w_.d[a] - 1) / w_.d[a];
-    }
-    return n;
-  }
   PoolParams p_;
-  Win3 w_;
+  Window3 w_;
   bool is_max_ = true;
 };
 

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "backends/registry.hpp"
+#include "frontends/cli/cli_util.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
@@ -28,10 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int fail(const Status& st) {
-  std::cerr << "mosaic: error: " << st.message() << "\n";
-  return 2;
-}
 
 /// A model path, or `zoo:NAME` for a built-in model.
 Expected<Graph> load_model(const std::string& spec) {

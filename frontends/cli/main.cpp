@@ -1,6 +1,7 @@
 // `mosaic`: the command-line front end. Parses arguments with CLI11 and dispatches to
 // the subcommands in commands.cpp. Exceptions stop here.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 
 #include "examples/zoo.hpp"
@@ -28,6 +29,8 @@ std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) {
   using namespace mosaic::cli;
+  // Line-buffered even into a pipe or file, so an interrupted run keeps what it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Mosaic: compare deep-learning backends node by node on one ONNX model"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mosaic 0.1.0");
@@ -131,8 +134,17 @@ int main(int argc, char** argv) {
   gc_cmd->add_option("model", gc.model, "ONNX file, or zoo:NAME")->required();
   gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked")->capture_default_str();
   gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  gc_cmd->add_option("--eps", gc.check.eps, "finite-difference step")->capture_default_str();
+  std::string gc_fallback = "naive";
+  gc_cmd->add_option("--fallback", gc_fallback, "backends for nodes the checked one cannot run ('none' to forbid)")
+      ->capture_default_str();
+  gc_cmd->add_option("--eps", gc.check.eps, "largest finite-difference step (halved until no branch switches)")
+      ->capture_default_str();
+  gc_cmd->add_option("--halvings", gc.check.halvings, "at most this many halvings of the step")->capture_default_str();
   gc_cmd->add_option("--tolerance", gc.check.tolerance, "max relative error")->capture_default_str();
+  gc_cmd->add_option("--min-probes", gc.check.min_probes, "judged probes a PASS needs")->capture_default_str();
+  gc_cmd->add_option("--json", gc.json, "write the verdicts as JSON");
+  gc_cmd->add_option("--plant", gc.plant, "check the backend with a planted backward bug (measures gradcheck itself; "
+                                          "docs/gradcheck.md lists them)");
   gc_cmd->add_option("--directions", gc.check.directions, "random directions per tensor")->capture_default_str();
   gc_cmd->add_option("--elements", gc.check.elements, "random single elements per tensor")->capture_default_str();
   gc_cmd->add_option("--seed", gc.check.seed, "seed of input, labels and probes")->capture_default_str();
@@ -202,7 +214,10 @@ int main(int argc, char** argv) {
       train.freeze = split(freeze);
       return run_train(train);
     }
-    if (*gc_cmd) return run_gradcheck(gc);
+    if (*gc_cmd) {
+      gc.fallback = split(gc_fallback);
+      return run_gradcheck(gc);
+    }
     if (*sweep_cmd) return run_sweep(sweep);
     if (*oc_cmd) {
       oc.lr_given = oc_lr->count() > 0;

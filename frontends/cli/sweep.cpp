@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backends/registry.hpp"
+#include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/config/sweep_config.hpp"
 #include "frontends/data/dataset.hpp"
@@ -20,10 +21,6 @@
 namespace mosaic::cli {
 namespace {
 
-int fail(const Status& st) {
-  std::cerr << "mosaic: error: " << st.message() << "\n";
-  return 2;
-}
 
 std::string num(double v) {
   std::ostringstream s;

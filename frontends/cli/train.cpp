@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "backends/registry.hpp"
+#include "frontends/cli/cli_util.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -15,14 +16,11 @@
 #include "examples/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
+#include "validate/planted_bugs.hpp"
 
 namespace mosaic::cli {
 namespace {
 
-int fail(const Status& st) {
-  std::cerr << "mosaic: error: " << st.message() << "\n";
-  return 2;
-}
 
 Expected<Graph> load_prepared(const std::string& spec, int64_t batch) {
   Graph g;
@@ -254,24 +252,87 @@ int run_train(const TrainOptions& o) {
 
 int run_gradcheck(const GradcheckCliOptions& o) {
   set_num_threads(o.threads);
-  const auto& reg = builtin_registry();
-  if (!reg.has_backend(o.backend)) return fail(Status::invalid("unknown backend '" + o.backend + "'"));
+  KernelRegistry reg = builtin_registry();
+  if (!reg.has_backend(o.backend)) return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(reg.backends()) + ")"));
+  std::vector<std::string> fallback;
+  for (const auto& b : o.fallback) {
+    if (b == "none") continue;
+    if (!reg.has_backend(b)) return fail(Status::invalid("unknown --fallback backend '" + b + "' (known: " + join(reg.backends()) + ", none)"));
+    if (b != o.backend) fallback.push_back(b);
+  }
+  if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
   auto g = load_prepared(o.model, o.batch);
   if (!g.ok()) return fail(g.status());
-  auto report = gradcheck(g.value(), reg, Placement::all_on(o.backend, {"naive"}), o.check);
+  std::string checked = o.backend;
+  if (!o.plant.empty()) {
+    if (Status st = register_planted_bug(reg, o.backend, o.plant); !st.is_ok()) return fail(st);
+    checked += "+" + o.plant;
+  }
+  auto report = gradcheck(g.value(), reg, Placement::all_on(checked, fallback), o.check);
   if (!report.ok()) return fail(report.status());
-  for (const auto& t : report->tensors) {
-    std::printf("%-6s %-28s %d probes", t.passed ? "PASS" : "FAIL", t.name.c_str(), t.checked);
-    if (t.skipped_kinks) std::printf(" (%d skipped at kinks)", t.skipped_kinks);
+  const GradcheckReport& r = report.value();
+  std::printf("gradcheck %s on %s, batch %lld, seed %llu: loss %.9g (double-precision reference %.9g)\n",
+              o.model.c_str(), checked.c_str(), static_cast<long long>(o.batch),
+              static_cast<unsigned long long>(o.check.seed), r.loss, r.reference_loss);
+  if (!r.forward_ok)
+    std::printf("FAIL   forward: the %s loss differs from the reference by more than 1e-3 relative; its gradients "
+                "are of another function\n", o.backend.c_str());
+  if (r.ambiguous)
+    std::printf("note:  %lld branch decisions at the base point are within float rounding of a tie or kink "
+                "(after %d input draws); the backend may take them either way\n",
+                static_cast<long long>(r.ambiguous), r.input_draws);
+  for (const auto& f : r.fallback_nodes) std::printf("note:  not checked on %s: %s\n", o.backend.c_str(), f.c_str());
+  for (const auto& f : r.float_reference_nodes)
+    std::printf("note:  reference forward in float (no double implementation) for %s\n", f.c_str());
+  size_t width = 6;
+  for (const auto& t : r.tensors) width = std::max(width, t.name.size());
+  for (const auto& t : r.tensors) {
+    std::printf("%-12s %-*s %d probes", verdict_name(t.verdict), static_cast<int>(width), t.name.c_str(), t.checked);
+    if (t.kinks || t.unstable) std::printf(" (%d at kinks, %d unstable)", t.kinks, t.unstable);
     if (t.checked)
-      std::printf("  worst %s: analytic %.6g numeric %.6g rel err %.2e", t.worst.what.c_str(), t.worst.analytic,
-                  t.worst.numeric, t.worst.error);
+      std::printf("  worst %s: analytic %.6g numeric %.6g rel err %.2e (step %.2g)", t.worst.what.c_str(),
+                  t.worst.analytic, t.worst.numeric, t.worst.error, t.worst.step);
+    if (!t.reason.empty()) std::printf("  %s", t.reason.c_str());
     std::printf("\n");
   }
-  int passed = 0, failed = 0;
-  for (const auto& t : report->tensors) (t.passed ? passed : failed)++;
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  const int passed = r.count(Verdict::kPass), failed = r.count(Verdict::kFail) + (r.forward_ok ? 0 : 1),
+            inconclusive = r.count(Verdict::kInconclusive);
+  std::printf("%d passed, %d failed, %d inconclusive\n", passed, failed, inconclusive);
+  if (!o.json.empty()) {
+    nlohmann::json j;
+    j["schema"] = "mosaic.gradcheck/1";
+    j["model"] = o.model;
+    j["backend"] = checked;
+    j["batch"] = o.batch;
+    j["seed"] = o.check.seed;
+    j["tolerance"] = o.check.tolerance;
+    j["loss"] = r.loss;
+    j["reference_loss"] = r.reference_loss;
+    j["forward_ok"] = r.forward_ok;
+    j["fallback_nodes"] = r.fallback_nodes;
+    j["input_draws"] = r.input_draws;
+    j["ambiguous_decisions"] = r.ambiguous;
+    j["float_reference_nodes"] = r.float_reference_nodes;
+    for (const auto& t : r.tensors) {
+      nlohmann::json e{{"name", t.name}, {"verdict", verdict_name(t.verdict)}, {"probes_judged", t.checked},
+                       {"probes_at_kinks", t.kinks}, {"probes_unstable", t.unstable}};
+      if (t.checked)
+        e["worst"] = {{"probe", t.worst.what}, {"analytic", t.worst.analytic}, {"numeric", t.worst.numeric},
+                      {"rel_error", t.worst.error}, {"step", t.worst.step}};
+      if (!t.reason.empty()) e["reason"] = t.reason;
+      j["tensors"].push_back(e);
+    }
+    j["summary"] = {{"passed", passed}, {"failed", failed}, {"inconclusive", inconclusive}};
+    std::ofstream f(o.json);
+    f << j.dump(2) << "\n";
+    if (!f) return fail(Status::invalid(o.json + ": cannot write"));
+  }
+  if (failed) return 1;
+  if (inconclusive) {
+    std::fprintf(stderr, "mosaic: %d tensors could not be verified (INCONCLUSIVE is not a pass)\n", inconclusive);
+    return 3;
+  }
+  return 0;
 }
 
 }  // namespace mosaic::cli

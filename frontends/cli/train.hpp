@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/gradcheck.hpp"
+#include "validate/gradcheck.hpp"
 #include "core/optimizer.hpp"
 
 namespace mosaic {
@@ -35,7 +35,9 @@ struct TrainOptions {
 };
 
 struct GradcheckCliOptions {
-  std::string model, backend = "naive";
+  std::string model, backend = "naive", json;
+  std::vector<std::string> fallback{"naive"};  ///< backends for nodes the checked one cannot run ("none": error)
+  std::string plant;  ///< check backend+plant, a planted bug (validate/planted_bugs.hpp): measures gradcheck itself
   int64_t batch = 2;
   int threads = 0;
   GradcheckOptions check;

@@ -1,0 +1,22 @@
+// Helpers shared by the subcommands: error exit, lists in messages, and output-path checks
+// made before any work starts (so a bad path never costs a run, nor leaves half a report).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace mosaic::cli {
+
+/// Prints "mosaic: error: MESSAGE" and returns exit code 2 (bad input or usage).
+int fail(const Status& st);
+/// "a, b, c".
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+/// An output file named by `flag` can be written: not a directory, in an existing writable
+/// directory, and (if it exists) writable itself. Nothing is created.
+Status check_output_path(const std::string& path, const std::string& flag);
+/// check_output_path for each (flag, path) with a non-empty path, and no two the same file.
+Status check_output_paths(const std::vector<std::pair<std::string, std::string>>& flag_paths);
+
+}  // namespace mosaic::cli

@@ -1,0 +1,171 @@
+// gradcheck's verdicts: the double-precision reference against the naive oracle on every op,
+// its branch record, no false alarm on correct models on every backend, and every planted
+// bug failing on every backend that runs the op it breaks.
+#include <gtest/gtest.h>
+
+#include "backends/registry.hpp"
+#include "examples/zoo.hpp"
+#include "metrics/compare.hpp"
+#include "test_util.hpp"
+#include "validate/gradcheck.hpp"
+#include "validate/planted_bugs.hpp"
+#include "validate/reference_forward.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using A = Attribute;
+
+class ReferenceOps : public ::testing::TestWithParam<OpCase> {};
+
+/// The reference is a second, independent implementation of every op: it must agree with
+/// the naive oracle to float rounding (naive rounds every output to float).
+TEST_P(ReferenceOps, MatchesNaive) {
+  const OpCase& c = GetParam();
+  Graph g = make_graph(c);
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  std::vector<Tensor> runtime;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.inputs[i].defined() && !(i < c.is_const.size() && c.is_const[i])) runtime.push_back(c.inputs[i]);
+  auto plan = Plan::build(g, Placement::all_on("naive", {}), builtin_registry());
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<Tensor> expected;
+  ASSERT_TRUE(plan.value()->run(runtime, &expected).is_ok());
+  auto ref = ReferenceForward::create(g, builtin_registry(), false);
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  for (size_t k = 0; k < runtime.size(); ++k)
+    for (int64_t i = 0; i < runtime[k].numel(); ++i) ref.value()->input(k)[i] = runtime[k].get(i);
+  ASSERT_TRUE(ref.value()->run().is_ok());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    if (expected[k].dtype() != DType::kF32) continue;
+    const DTensor& got = ref.value()->output(k);
+    ASSERT_EQ(got.shape, expected[k].shape()) << c.label;
+    Tensor as_float = Tensor::empty({DType::kF32, got.shape});
+    for (int64_t i = 0; i < got.numel(); ++i) as_float.f32()[i] = static_cast<float>(got.v[i]);
+    Agreement a = compare_tensors(as_float, expected[k], 1e-5, 1e-6);
+    EXPECT_TRUE(a.ok) << c.label << ": " << a.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, ReferenceOps, ::testing::ValuesIn(forward_op_cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.label; });
+
+TEST(ReferenceForward, RecordsBranchesAndNearTies) {
+  // Relu -> MaxPool 2x1: the record changes exactly when an input crosses zero or a
+  // window's maximum moves.
+  Graph g;
+  g.source = "branches";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {1, 1, 2, 2}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  Node relu = make_node("Relu");
+  relu.inputs = {"x"};
+  relu.outputs = {"r"};
+  Node pool = make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 1})}});
+  pool.inputs = {"r"};
+  pool.outputs = {"y"};
+  g.nodes = {relu, pool};
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  auto ref = ReferenceForward::create(g, builtin_registry(), false).value();
+  auto run = [&](std::vector<double> x) {
+    ref->input(0) = x;
+    EXPECT_TRUE(ref->run().is_ok());
+    return ref->branches();
+  };
+  const BranchRecord base = run({0.5, -1.0, 0.25, 2.0});
+  EXPECT_EQ(branch_changes(base, run({0.5, -1.0, 0.25, 2.0})), 0);
+  EXPECT_EQ(branch_changes(base, run({0.5, -0.5, 0.25, 2.5})), 0) << "same signs, same maxima";
+  EXPECT_EQ(branch_changes(base, run({0.5, 0.1, 0.25, 2.0})), 1) << "x[1] crossed zero (the max stays)";
+  EXPECT_EQ(branch_changes(base, run({0.1, -1.0, 0.25, 2.0})), 1) << "column 0's max moved to row 1";
+  EXPECT_EQ(base.ambiguous, 0);
+  run({0.5, -1.0, 0.5 * (1 - 1e-9), 2.0});
+  EXPECT_EQ(ref->branches().ambiguous, 1) << "0.5 vs 0.5(1 - 1e-9): a near-tie float may break either way";
+}
+
+/// A small CNN with every op the planted bugs break: Conv (3x3, pad 1, bias),
+/// BatchNormalization, Relu, MaxPool, a second Conv, a residual Add, Gemm with bias.
+Graph bug_model() {
+  Graph g;
+  g.source = "bug-model";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3, 8, 8}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w1"] = random_tensor({4, 3, 3, 3}, 11, -0.4f, 0.4f);
+  g.initializers["b1"] = random_tensor({4}, 12, -0.2f, 0.2f);
+  g.initializers["gamma"] = random_tensor({4}, 13, 0.5f, 1.5f);
+  g.initializers["beta"] = random_tensor({4}, 14, -0.2f, 0.2f);
+  g.initializers["mean"] = random_tensor({4}, 15, -0.1f, 0.1f);
+  g.initializers["var"] = random_tensor({4}, 16, 0.5f, 1.5f);
+  g.initializers["w2"] = random_tensor({4, 4, 3, 3}, 17, -0.3f, 0.3f);
+  g.initializers["b2"] = random_tensor({4}, 18, -0.2f, 0.2f);
+  g.initializers["fw"] = random_tensor({5, 64}, 19, -0.2f, 0.2f);
+  g.initializers["fb"] = random_tensor({5}, 20, -0.2f, 0.2f);
+  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out) {
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.name = n.outputs[0];
+    g.nodes.push_back(n);
+  };
+  const A pad1 = A::of_ints({1, 1, 1, 1});
+  add(make_node("Conv", {{"pads", pad1}}), {"x", "w1", "b1"}, {"c1"});
+  add(make_node("BatchNormalization"), {"c1", "gamma", "beta", "mean", "var"}, {"bn"});
+  add(make_node("Relu"), {"bn"}, {"r1"});
+  add(make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {"r1"}, {"p"});
+  add(make_node("Conv", {{"pads", pad1}}), {"p", "w2", "b2"}, {"c2"});
+  add(make_node("Add"), {"c2", "p"}, {"s"});
+  add(make_node("Relu"), {"s"}, {"r2"});
+  add(make_node("Flatten"), {"r2"}, {"f"});
+  add(make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"y"});
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  return g;
+}
+
+class GradcheckBackends : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GradcheckBackends, CorrectModelsPassWithDefaultSettings) {
+  const std::string backend = GetParam();
+  for (uint64_t seed : {1, 2, 3}) {
+    GradcheckOptions o;
+    o.seed = seed;
+    auto r = gradcheck(bug_model(), builtin_registry(), Placement::all_on(backend, {}), o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->forward_ok) << backend;
+    EXPECT_TRUE(r->fallback_nodes.empty()) << backend << " runs every node of the model";
+    for (const auto& t : r->tensors)
+      EXPECT_TRUE(t.passed()) << backend << " seed " << seed << ": " << t.name << " " << verdict_name(t.verdict)
+                              << " " << t.reason << " worst " << t.worst.what << " err " << t.worst.error;
+  }
+  Graph fm = build_zoo_model("fmnist-cnn", 5).value();
+  PrepareOptions po;
+  po.batch = 2;
+  ASSERT_TRUE(prepare_graph(fm, builtin_registry(), po).ok());
+  auto r = gradcheck(fm, builtin_registry(), Placement::all_on(backend, {}), GradcheckOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << backend << ": fmnist-cnn";
+}
+
+TEST_P(GradcheckBackends, EveryPlantedBugFails) {
+  const std::string base = GetParam();
+  KernelRegistry reg = builtin_registry();
+  const Graph g = bug_model();
+  for (const auto& bug : planted_bugs()) {
+    ASSERT_TRUE(register_planted_bug(reg, base, bug.name).is_ok());
+    const std::string name = base + "+" + bug.name;
+    auto r = gradcheck(g, reg, Placement::all_on(name, {}), GradcheckOptions{});
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+    EXPECT_GT(r->count(Verdict::kFail), 0) << name << " (" << bug.description << ") was not caught";
+    EXPECT_TRUE(r->forward_ok) << name << ": a backward bug leaves the forward intact";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, GradcheckBackends, ::testing::ValuesIn(builtin_registry().backends()));
+
+TEST(PlantedBugs, UnknownNamesAreErrors) {
+  KernelRegistry reg = builtin_registry();
+  Status st = register_planted_bug(reg, "naive", "no-such-bug");
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("known: conv-dx-sign"), std::string::npos) << st.message();
+  EXPECT_EQ(register_planted_bug(reg, "nope", "conv-dx-sign").code(), StatusCode::kNotFound);
+  EXPECT_GE(planted_bugs().size(), 8u);
+}
+
+}  // namespace
+}  // namespace mosaic::test

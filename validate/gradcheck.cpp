@@ -1,0 +1,317 @@
+#include "validate/gradcheck.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "core/loss.hpp"
+#include "validate/reference_forward.hpp"
+
+namespace mosaic {
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "PASS";
+    case Verdict::kFail: return "FAIL";
+    case Verdict::kInconclusive: return "INCONCLUSIVE";
+  }
+  return "?";
+}
+
+int GradcheckReport::count(Verdict v) const {
+  return static_cast<int>(std::count_if(tensors.begin(), tensors.end(), [&](const TensorVerdict& t) { return t.verdict == v; }));
+}
+
+bool GradcheckReport::passed() const { return forward_ok && count(Verdict::kPass) == static_cast<int>(tensors.size()); }
+
+namespace {
+
+/// A probe direction: (element, weight) pairs of unit norm.
+using Direction = std::vector<std::pair<int64_t, double>>;
+
+struct Probe {
+  std::string what;
+  Direction d;
+};
+
+std::vector<Probe> make_probes(const Tensor& grad, double gnorm, const GradcheckOptions& o, std::mt19937_64& rng) {
+  std::vector<Probe> probes;
+  const int64_t n = grad.numel();
+  std::normal_distribution<double> gauss;
+  if (gnorm > 0) {  // along the analytic gradient: the strongest signal, catches wrong signs and scales
+    Direction d(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) d[i] = {i, grad.f32()[i] / gnorm};
+    probes.push_back({"gradient direction", std::move(d)});
+  }
+  for (int k = 0; k < o.directions && n > 1; ++k) {
+    Direction d(static_cast<size_t>(n));
+    double norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      d[i] = {i, gauss(rng)};
+      norm += d[i].second * d[i].second;
+    }
+    for (auto& e : d) e.second /= std::sqrt(norm);
+    probes.push_back({"direction " + std::to_string(k + 1), std::move(d)});
+  }
+  const int64_t count = std::min<int64_t>(n, o.elements);
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t i = n <= o.elements ? k : static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    probes.push_back({"element [" + std::to_string(i) + "]", Direction{{i, 1.0}}});
+  }
+  return probes;
+}
+
+}  // namespace
+
+Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
+                                    const GradcheckOptions& o) {
+  if (graph.inputs.empty() || graph.outputs.empty())
+    return Status::invalid(graph.source + ": gradcheck needs a model with inputs and outputs");
+  for (const auto& n : graph.nodes)
+    if (n.op_type == "Dropout")
+      return Status::unsupported(graph.source + ": " + n.label() + ": gradcheck needs a deterministic forward");
+  if (!(o.eps > 0) || o.halvings < 1 || !(o.tolerance > 0))
+    return Status::invalid("gradcheck: --eps and --tolerance must be positive, halvings at least 1");
+  PlanOptions po;
+  po.training = true;
+  po.input_grads = o.check_input;
+  po.seed = o.seed;
+  MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(graph, placement, registry, po));
+  MOSAIC_ASSIGN_OR_RETURN(auto ref, ReferenceForward::create(graph, registry, /*training=*/true));
+
+  GradcheckReport report;
+  report.backend = placement.default_backend;
+  report.float_reference_nodes = ref->float_nodes();
+  for (const auto& s : plan->steps())
+    if (!s.conversion && s.backend != report.backend)
+      report.fallback_nodes.push_back("'" + plan->node(s).name + "' (" + plan->node(s).op_type + ") on " + s.backend +
+                                      (s.fallback_reason.empty() ? "" : ": " + s.fallback_reason));
+
+  std::mt19937_64 rng(o.seed);
+  // The input is ours to choose: draw it until the base point has no decision that float
+  // arithmetic could take either way (a near-tie in a max-pool window, an activation input
+  // at rounding distance from its kink), where the backend's gradient may legitimately
+  // follow the other branch.
+  std::uniform_real_distribution<float> u(o.input_lo, o.input_hi);
+  std::vector<Tensor> xs, best;
+  int64_t fewest = -1;
+  for (int draw = 0; draw < std::max(o.input_draws, 1) && fewest != 0; ++draw) {
+    xs.clear();
+    for (size_t k = 0; k < graph.inputs.size(); ++k) {
+      Tensor x = Tensor::empty(graph.value_descs.at(graph.inputs[k].name));
+      if (x.dtype() != DType::kF32) return Status::unsupported(graph.source + ": gradcheck needs float inputs");
+      for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng);
+      std::vector<double>& rx = ref->input(k);
+      for (int64_t i = 0; i < x.numel(); ++i) rx[i] = x.f32()[i];
+      xs.push_back(x);
+    }
+    MOSAIC_RETURN_IF_ERROR(ref->run());
+    report.input_draws = draw + 1;
+    if (fewest < 0 || ref->branches().ambiguous < fewest) {
+      fewest = ref->branches().ambiguous;
+      best = xs;
+    }
+  }
+  xs = best;
+  report.ambiguous = fewest;
+  for (size_t k = 0; k < xs.size(); ++k)
+    for (int64_t i = 0; i < xs[k].numel(); ++i) ref->input(k)[i] = xs[k].f32()[i];
+  MOSAIC_RETURN_IF_ERROR(plan->run(xs, nullptr));
+  const size_t nout = graph.outputs.size();
+  // Loss weights: labels for cross-entropy, projections r for the projection loss.
+  Tensor labels;
+  std::vector<Tensor> proj;
+  if (o.loss == GradcheckLoss::kCrossEntropy) {
+    const Tensor& logits0 = plan->output(0);
+    if (logits0.rank() != 2) return Status::invalid(graph.source + ": gradcheck needs a first output of shape [N, C]");
+    labels = Tensor::empty({DType::kI64, {logits0.dim(0)}});
+    for (int64_t i = 0; i < labels.numel(); ++i) labels.i64()[i] = static_cast<int64_t>(rng() % logits0.dim(1));
+  } else {
+    std::uniform_real_distribution<float> r(-1.f, 1.f);
+    for (size_t k = 0; k < nout; ++k) {
+      Tensor t = Tensor::empty({DType::kF32, plan->output(k).shape()});
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = r(rng);
+      proj.push_back(t);
+    }
+  }
+  // The backend's loss (float) and its gradients w.r.t. the outputs.
+  std::vector<Tensor> seeds;
+  if (o.loss == GradcheckLoss::kCrossEntropy) {
+    Tensor d = Tensor::empty(plan->output(0).desc());
+    MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(plan->output(0), labels, &d));
+    report.loss = l.loss;
+    seeds.push_back(d);
+    for (size_t k = 1; k < nout; ++k) seeds.push_back(Tensor::empty({DType::kF32, plan->output(k).shape()}));
+  } else {
+    for (size_t k = 0; k < nout; ++k) {
+      const Tensor& y = plan->output(k);
+      for (int64_t i = 0; i < y.numel(); ++i) report.loss += static_cast<double>(y.f32()[i]) * proj[k].f32()[i];
+      seeds.push_back(proj[k]);
+    }
+  }
+  MOSAIC_RETURN_IF_ERROR(plan->backward(seeds));
+
+  // The reference loss in double; `magnitude` gets the scale its rounding is relative to.
+  auto reference_loss = [&](const std::vector<std::string>& changed, double* magnitude) -> Expected<double> {
+    MOSAIC_RETURN_IF_ERROR(ref->run_from(changed));
+    double loss = 0, mag = 0;
+    if (o.loss == GradcheckLoss::kCrossEntropy) {
+      const DTensor& y = ref->output(0);
+      const int64_t n = y.shape[0], c = y.shape[1];
+      for (int64_t i = 0; i < n; ++i) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < c; ++j) mx = std::max(mx, y.v[i * c + j]);
+        for (int64_t j = 0; j < c; ++j) sum += std::exp(y.v[i * c + j] - mx);
+        loss += mx + std::log(sum) - y.v[i * c + labels.i64()[i]];
+      }
+      loss /= static_cast<double>(n);
+      mag = std::fabs(loss) + 1.0;
+    } else {
+      for (size_t k = 0; k < nout; ++k)
+        for (int64_t i = 0; i < ref->output(k).numel(); ++i) {
+          loss += ref->output(k).v[i] * proj[k].f32()[i];
+          mag += std::fabs(ref->output(k).v[i] * proj[k].f32()[i]);
+        }
+    }
+    if (magnitude) *magnitude = mag;
+    return loss;
+  };
+  double magnitude = 0;
+  MOSAIC_ASSIGN_OR_RETURN(report.reference_loss, reference_loss({}, &magnitude));
+  // The float forward agrees with the double one to rounding; beyond 1e-3 it computes
+  // another function, and its gradients cannot be judged against this one's.
+  report.forward_ok = std::fabs(report.loss - report.reference_loss) <= 1e-3 * std::max(magnitude, 1e-12);
+  const BranchRecord base = ref->branches();
+
+  struct Target {
+    std::string name, value_name;
+    std::vector<double>* value;
+    Tensor grad;
+  };
+  std::vector<Target> targets;
+  for (const auto& p : plan->parameters()) {
+    std::vector<double>* v = ref->parameter(p.name);
+    if (!v) return Status::internal("gradcheck: parameter '" + p.name + "' is not in the reference forward");
+    targets.push_back({p.name, p.name, v, p.grad.clone()});
+  }
+  for (size_t i = 0; i < xs.size() && o.check_input; ++i)
+    if (const Tensor* g = plan->input_grad(i)) targets.push_back({"input:" + graph.inputs[i].name, graph.inputs[i].name, &ref->input(i), g->clone()});
+
+  // Error floors. A gradient that is zero in exact arithmetic (a bias feeding a training-mode
+  // BatchNormalization, whose batch mean cancels it) is float noise in any backend, at the
+  // scale of the gradients computed alongside it: the floor of a tensor is 1e-3 of the
+  // largest gradient norm among the tensors its consumers also take (a Conv's weight for its
+  // bias), and never below 1e-6 of the largest gradient norm of the model.
+  auto norm = [](const Tensor& g) {
+    double s2 = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) s2 += static_cast<double>(g.f32()[i]) * g.f32()[i];
+    return std::sqrt(s2);
+  };
+  std::map<std::string, double> norms;
+  double largest = 0;
+  for (const auto& t : targets) largest = std::max(largest, norms[t.value_name] = norm(t.grad));
+  auto floor_of = [&](const std::string& value) {
+    double f = std::max(o.scale, 1e-6 * largest);
+    for (const auto& n : graph.nodes)
+      if (std::find(n.inputs.begin(), n.inputs.end(), value) != n.inputs.end())
+        for (const auto& other : n.inputs)
+          if (norms.count(other)) f = std::max(f, 1e-3 * norms[other]);
+    return f;
+  };
+
+  for (auto& t : targets) {
+    TensorVerdict v;
+    v.name = t.name;
+    const double gnorm = norms[t.value_name], floor = floor_of(t.value_name);
+    const std::vector<Probe> probes = make_probes(t.grad, gnorm, o, rng);
+    std::vector<double>& p = *t.value;
+    for (const auto& probe : probes) {
+      ProbeResult r;
+      r.what = probe.what;
+      for (const auto& [i, w] : probe.d) r.analytic += static_cast<double>(t.grad.f32()[i]) * w;
+      // f(+h), f(-h) and the branch switches they cause, per halving level (lazily).
+      struct Pair {
+        double plus = 0, minus = 0;
+        int64_t switches = 0;
+        bool done = false;
+      };
+      std::vector<Pair> pairs(static_cast<size_t>(o.halvings) + 1);
+      auto pair = [&](int k) -> Expected<Pair> {
+        Pair& q = pairs[k];
+        if (q.done) return q;
+        const double h = std::ldexp(o.eps, -k);
+        for (int sign : {1, -1}) {
+          std::vector<double> saved;
+          saved.reserve(probe.d.size());
+          for (const auto& [i, w] : probe.d) {
+            saved.push_back(p[i]);
+            p[i] += sign * h * w;
+          }
+          auto f = reference_loss({t.value_name}, nullptr);
+          size_t s = 0;
+          for (const auto& [i, w] : probe.d) p[i] = saved[s++];
+          if (!f.ok()) return f.status();
+          (sign > 0 ? q.plus : q.minus) = f.value();
+          q.switches += branch_changes(base, ref->branches());
+        }
+        q.done = true;
+        return q;
+      };
+      auto rel = [&](double a, double b) {
+        return std::fabs(a - b) / std::max({std::fabs(a), std::fabs(b), gnorm, floor});
+      };
+      r.outcome = ProbeOutcome::kKink;
+      for (int k = 0; k < o.halvings; ++k) {
+        MOSAIC_ASSIGN_OR_RETURN(Pair a, pair(k));
+        if (k == 0) r.switches = a.switches;
+        if (a.switches) continue;
+        MOSAIC_ASSIGN_OR_RETURN(Pair b, pair(k + 1));
+        if (b.switches) continue;
+        const double h = std::ldexp(o.eps, -k);
+        const double d1 = (a.plus - a.minus) / (2 * h), d2 = (b.plus - b.minus) / h;
+        // Two clean steps that agree to a tenth of the tolerance: their Richardson
+        // extrapolation (which cancels the h^2 term) is accurate far below it.
+        if (std::fabs(d1 - d2) > 0.1 * o.tolerance * std::max({std::fabs(d2), gnorm, floor})) {
+          r.outcome = ProbeOutcome::kUnstable;
+          continue;
+        }
+        r.outcome = ProbeOutcome::kJudged;
+        r.numeric = (4 * d2 - d1) / 3;
+        r.step = h;
+        r.error = rel(r.analytic, r.numeric);
+        break;
+      }
+      if (r.outcome == ProbeOutcome::kKink) {
+        ++v.kinks;
+        continue;
+      }
+      if (r.outcome == ProbeOutcome::kUnstable) {
+        ++v.unstable;
+        continue;
+      }
+      ++v.checked;
+      if (v.checked == 1 || r.error > v.worst.error) v.worst = r;
+    }
+    // Leave the downstream values as the unperturbed tensor gives them.
+    MOSAIC_RETURN_IF_ERROR(ref->run_from({t.value_name}));
+    const int needed = std::min<int>(o.min_probes, static_cast<int>(probes.size()));
+    if (v.checked > 0 && v.worst.error > o.tolerance) {
+      v.verdict = Verdict::kFail;
+    } else if (v.checked < std::max(needed, 1)) {
+      v.verdict = Verdict::kInconclusive;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "%d of %zu probes judged (%d switched a branch at every step from %g down to %g, %d had no two "
+                    "agreeing steps); %d needed",
+                    v.checked, probes.size(), v.kinks, o.eps, std::ldexp(o.eps, -o.halvings), v.unstable,
+                    std::max(needed, 1));
+      v.reason = buf;
+    }
+    report.tensors.push_back(v);
+  }
+  return report;
+}
+
+}  // namespace mosaic

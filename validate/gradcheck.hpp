@@ -1,0 +1,100 @@
+// Numerical gradient checking of a graph (Caffe's GradientChecker, for graphs).
+//
+// A scalar loss of the outputs (cross-entropy against random labels, or a random
+// projection); every trainable parameter and graph input is probed along the analytic
+// gradient, random unit directions and single elements. The analytic side is the checked
+// backend's backward, in float. The numeric side is a central difference of a
+// double-precision reference forward (validate/reference_forward.hpp), so rounding does not
+// limit the step. A step is used only if neither +h nor -h changes any piecewise node's
+// branch (a ReLU's sign, a max-pool's argmax, ...): the step is halved until none changes,
+// and two consecutive clean steps must agree (their Richardson extrapolation is the
+// estimate). A probe that no step makes clean and stable is not judged.
+//
+// Verdicts per tensor: PASS (at least `min_probes` probes judged, all within tolerance),
+// FAIL (a judged probe is off), INCONCLUSIVE (too few probes could be judged; never a pass).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/kernel.hpp"
+#include "core/plan.hpp"
+
+namespace mosaic {
+
+enum class GradcheckLoss {
+  kCrossEntropy,  ///< softmax cross-entropy of output 0 ([N, C]) against random labels
+  kProjection,    ///< sum over outputs of <y, r> with fixed random r: any output shapes
+};
+
+struct GradcheckOptions {
+  GradcheckLoss loss = GradcheckLoss::kCrossEntropy;
+  double eps = 1e-3;        ///< largest finite-difference step (the probe direction has unit norm)
+  int halvings = 12;        ///< the step is halved at most this often to get off kinks
+  /// Max |numeric - analytic| / max(|numeric|, |analytic|, |tensor gradient|, floor). A
+  /// gradient off by 1% fails; float rounding of a correct backward is ~1e-5. The floor is
+  /// `scale`, 1e-6 of the model's largest tensor gradient norm, and 1e-3 of the largest among
+  /// tensors taken by the same nodes (gradcheck.cpp explains why).
+  double tolerance = 2e-3;
+  double scale = 1e-7;      ///< absolute floor of the error denominator (all-zero gradients)
+  int directions = 3;       ///< random unit directions per tensor
+  int elements = 4;         ///< random single elements per tensor (all if the tensor is smaller)
+  int min_probes = 2;       ///< judged probes a PASS needs (fewer if the tensor has fewer probes)
+  int input_draws = 8;      ///< inputs drawn at most, until no branch decision is ambiguous
+  uint64_t seed = 1;
+  bool check_input = true;  ///< also check the gradients w.r.t. every graph input
+  float input_lo = 0.f, input_hi = 1.f;  ///< inputs are drawn uniformly from [lo, hi]
+};
+
+enum class ProbeOutcome {
+  kJudged,    ///< a clean, stable estimate was compared with the analytic value
+  kKink,      ///< every step tried switched some piecewise node's branch
+  kUnstable,  ///< clean steps were found, but no two consecutive ones agreed
+};
+
+struct ProbeResult {
+  std::string what;         ///< "gradient direction", "direction 2" or "element [3]"
+  ProbeOutcome outcome = ProbeOutcome::kJudged;
+  double analytic = 0, numeric = 0, error = 0;
+  double step = 0;          ///< the step of the estimate (judged probes)
+  int64_t switches = 0;     ///< branch switches at the largest step
+};
+
+enum class Verdict { kPass, kFail, kInconclusive };
+const char* verdict_name(Verdict v);
+
+struct TensorVerdict {
+  std::string name;         ///< parameter name or "input:NAME"
+  Verdict verdict = Verdict::kPass;
+  int checked = 0;          ///< judged probes
+  int kinks = 0;            ///< probes no step could keep off a kink
+  int unstable = 0;         ///< probes without a stable estimate
+  ProbeResult worst;        ///< the judged probe with the largest error
+  std::string reason;       ///< why INCONCLUSIVE
+  bool passed() const { return verdict == Verdict::kPass; }
+};
+
+struct GradcheckReport {
+  std::string backend;
+  std::vector<TensorVerdict> tensors;
+  /// Nodes the checked backend did not run ("'name' (Op) on naive: reason"): their
+  /// backward is another backend's.
+  std::vector<std::string> fallback_nodes;
+  /// Nodes the reference forward evaluated in float (no double implementation).
+  std::vector<std::string> float_reference_nodes;
+  int input_draws = 1;                  ///< inputs drawn to get a base point without ambiguity
+  int64_t ambiguous = 0;                ///< ambiguous branch decisions left at the base point
+  double loss = 0, reference_loss = 0;  ///< the backend's (float) and the reference's (double)
+  bool forward_ok = true;               ///< the backend's loss agrees with the reference's
+  int count(Verdict v) const;
+  /// Every tensor passed and the forward agreed.
+  bool passed() const;
+};
+
+/// Checks `graph` (prepared, static shapes) placed by `placement` on `registry`. The backend
+/// checked is placement.default_backend.
+Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
+                                    const GradcheckOptions& options);
+
+}  // namespace mosaic

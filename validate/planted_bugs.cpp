@@ -1,0 +1,182 @@
+#include "validate/planted_bugs.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mosaic {
+
+const std::vector<PlantedBug>& planted_bugs() {
+  static const std::vector<PlantedBug> bugs = {
+      {"conv-dx-sign", "Conv", "convolution backward-data with the wrong sign"},
+      {"conv-dw-scale", "Conv", "convolution weight gradient scaled by 1.01"},
+      {"conv-db-missing", "Conv", "convolution bias gradient missing (zero)"},
+      {"conv-dw-shifted", "Conv", "convolution weight gradient shifted by one element (off-by-one)"},
+      {"conv-dx-dilation", "Conv", "convolution backward-data computed with dilation + 1 (pads widened to keep shapes)"},
+      {"gemm-bias-missing", "Gemm", "Gemm bias (C) gradient missing (zero)"},
+      {"gemm-dw-transposed", "Gemm", "Gemm weight (B) gradient written transposed"},
+      {"gemm-dx-scale", "Gemm", "Gemm input (A) gradient scaled by 1.01"},
+      {"maxpool-window-off-by-one", "MaxPool", "max-pool backward over a window one element larger per axis"},
+      {"relu-mask-inverted", "Relu", "Relu backward passes the gradient where the input is negative"},
+      {"add-operand-dropped", "Add", "Add backward drops the second operand's gradient"},
+      {"batchnorm-no-statistics", "BatchNormalization",
+       "training BatchNormalization backward ignores the batch statistics' dependence on x"},
+  };
+  return bugs;
+}
+
+namespace {
+
+/// A node with a different window: `grow` added to every kernel extent (pooling) or to every
+/// dilation (convolution, where the pads widen by what the kernel's reach grew, so the
+/// output keeps its shape). False if the node has no axis to mutate.
+bool mutate_window(Node& n, const Shape& weight_or_empty) {
+  if (n.attr_string("auto_pad", "NOTSET") != "NOTSET") return false;
+  std::vector<int64_t> kernel = weight_or_empty.empty() ? n.attr_ints("kernel_shape")
+                                                        : Shape(weight_or_empty.begin() + 2, weight_or_empty.end());
+  const size_t r = kernel.size();
+  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  std::vector<int64_t> dil = n.attr_ints("dilations", std::vector<int64_t>(r, 1));
+  if (pads.size() != 2 * r || dil.size() != r) return false;
+  bool changed = false;
+  for (size_t a = 0; a < r; ++a) {
+    if (weight_or_empty.empty()) {  // pooling: one more element, one more end pad
+      kernel[a] += 1;
+      pads[r + a] += 1;
+      changed = true;
+    } else if (kernel[a] > 1) {  // convolution: reach grows by kernel - 1
+      dil[a] += 1;
+      pads[a] += (kernel[a] - 1) / 2;
+      pads[r + a] += kernel[a] - 1 - (kernel[a] - 1) / 2;
+      changed = true;
+    }
+  }
+  if (weight_or_empty.empty()) n.attrs["kernel_shape"] = Attribute::of_ints(kernel);
+  else n.attrs["dilations"] = Attribute::of_ints(dil);
+  n.attrs["pads"] = Attribute::of_ints(pads);
+  return changed;
+}
+
+class BuggyKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx, const KernelRegistry& registry, const std::string& base, const std::string& bug) {
+    bug_ = bug;
+    MOSAIC_ASSIGN_OR_RETURN(inner_, registry.create(base, ctx));
+    if (bug == "conv-dx-dilation" || bug == "maxpool-window-off-by-one") {
+      mutated_node_ = std::make_unique<Node>(*ctx.node);
+      if (mutate_window(*mutated_node_, bug == "conv-dx-dilation" ? ctx.inputs[1].shape : Shape{})) {
+        KernelContext c = ctx;
+        c.node = mutated_node_.get();
+        MOSAIC_ASSIGN_OR_RETURN(mutated_, registry.create(base, c));
+        for (size_t i = 0; i < ctx.outputs.size(); ++i)
+          scratch_.push_back(ctx.has_output(i) ? Tensor::empty(TensorDesc(ctx.outputs[i].dtype, ctx.outputs[i].shape))
+                                               : Tensor());
+      }
+    }
+    if (bug == "batchnorm-no-statistics") eps_ = ctx.node->attr_float("epsilon", 1e-5f);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    MOSAIC_RETURN_IF_ERROR(inner_->forward(src, dst));
+    if (!mutated_) return Status::ok();
+    std::vector<Tensor*> sdst;
+    for (auto& t : scratch_) sdst.push_back(t.defined() ? &t : nullptr);
+    return mutated_->forward(src, sdst);  // its backward may need its own workspace
+  }
+  bool has_backward() const override { return inner_->has_backward(); }
+  bool backward_reads_input(size_t i) const override {
+    return inner_->backward_reads_input(i) || bug_ == "batchnorm-no-statistics" || mutated_;
+  }
+  bool backward_reads_output(size_t i) const override { return inner_->backward_reads_output(i); }
+  bool aliases_input() const override { return inner_->aliases_input(); }
+  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+
+  Status backward(const BackwardArgs& a) override {
+    MOSAIC_RETURN_IF_ERROR(inner_->backward(a));
+    auto grad = [&](size_t i) -> Tensor* { return i < a.diff_src.size() ? a.diff_src[i] : nullptr; };
+    auto scale = [](Tensor* t, float f) {
+      if (t)
+        for (int64_t i = 0; i < t->numel(); ++i) t->f32()[i] *= f;
+    };
+    if (bug_ == "conv-dx-sign") scale(grad(0), -1.f);
+    else if (bug_ == "conv-dw-scale") scale(grad(1), 1.01f);
+    else if (bug_ == "conv-db-missing" || bug_ == "gemm-bias-missing") scale(grad(2), 0.f);
+    else if (bug_ == "gemm-dx-scale") scale(grad(0), 1.01f);
+    else if (bug_ == "add-operand-dropped") scale(grad(1), 0.f);
+    else if (bug_ == "conv-dw-shifted" && grad(1)) {
+      float* w = grad(1)->f32();
+      std::rotate(w, w + 1, w + grad(1)->numel());
+    } else if (bug_ == "gemm-dw-transposed" && grad(1)) {
+      Tensor* g = grad(1);
+      const int64_t r = g->dim(0), c = g->dim(1);
+      Tensor copy = g->clone();
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j) g->f32()[j * r + i] = copy.f32()[i * c + j];
+    } else if (bug_ == "relu-mask-inverted" && grad(0)) {
+      for (int64_t i = 0; i < grad(0)->numel(); ++i) grad(0)->f32()[i] = a.diff_dst[0]->f32()[i] - grad(0)->f32()[i];
+    } else if (bug_ == "batchnorm-no-statistics" && grad(0)) {
+      batch_norm_without_statistics(a);
+    } else if (mutated_ && grad(0)) {
+      BackwardArgs m = a;
+      for (size_t i = 0; i < m.dst.size(); ++i) m.dst[i] = scratch_[i].defined() ? &scratch_[i] : nullptr;
+      for (size_t i = 1; i < m.diff_src.size(); ++i) m.diff_src[i] = nullptr;
+      return mutated_->backward(m);
+    }
+    return Status::ok();
+  }
+
+ private:
+  /// dx = dy scale / sqrt(var_batch + eps): the batch mean and variance treated as constants.
+  void batch_norm_without_statistics(const BackwardArgs& a) {
+    const Tensor& x = *a.src[0];
+    const int64_t n = x.dim(0), c = x.dim(1), sp = x.numel() / std::max<int64_t>(n * c, 1);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double sum = 0, sq = 0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < sp; ++i) sum += x.f32()[(b * c + ch) * sp + i];
+      const double mean = sum / static_cast<double>(n * sp);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < sp; ++i) sq += std::pow(x.f32()[(b * c + ch) * sp + i] - mean, 2);
+      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n * sp) + eps_);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < sp; ++i) {
+          const int64_t o = (b * c + ch) * sp + i;
+          a.diff_src[0]->f32()[o] = static_cast<float>(a.diff_dst[0]->f32()[o] * a.src[1]->f32()[ch] * inv);
+        }
+    }
+  }
+
+  std::string bug_;
+  std::unique_ptr<Kernel> inner_, mutated_;
+  std::unique_ptr<Node> mutated_node_;
+  std::vector<Tensor> scratch_;
+  double eps_ = 1e-5;
+};
+
+}  // namespace
+
+Status register_planted_bug(KernelRegistry& registry, const std::string& base, const std::string& bug) {
+  if (!registry.has_backend(base)) return Status::not_found("planted bug: unknown backend '" + base + "'");
+  const auto& bugs = planted_bugs();
+  auto it = std::find_if(bugs.begin(), bugs.end(), [&](const PlantedBug& b) { return b.name == bug; });
+  if (it == bugs.end()) {
+    std::string known;
+    for (const auto& b : bugs) known += (known.empty() ? "" : ", ") + b.name;
+    return Status::not_found("unknown planted bug '" + bug + "' (known: " + known + ")");
+  }
+  const std::string name = base + "+" + bug;
+  if (registry.has_backend(name)) return Status::ok();
+  for (const auto& op : registry.ops(base)) {
+    if (op == it->op) {
+      registry.add(name, op, [&registry, base, bug](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+        auto k = std::make_unique<BuggyKernel>();
+        MOSAIC_RETURN_IF_ERROR(k->init(ctx, registry, base, bug));
+        return std::unique_ptr<Kernel>(std::move(k));
+      });
+    } else {
+      registry.add(name, op, [&registry, base](const KernelContext& ctx) { return registry.create(base, ctx); });
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace mosaic

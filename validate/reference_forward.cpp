@@ -1,0 +1,661 @@
+#include "validate/reference_forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "backends/common/broadcast.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic {
+
+int64_t branch_changes(const BranchRecord& a, const BranchRecord& b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.codes.size() && i < b.codes.size(); ++i)
+    for (size_t j = 0; j < a.codes[i].size() && j < b.codes[i].size(); ++j) n += a.codes[i][j] != b.codes[i][j];
+  return n;
+}
+
+namespace {
+
+using Codes = std::vector<int32_t>;
+
+/// 1 above the kink, 0 below, 2 exactly on it (a value that is exactly zero, such as a
+/// Relu of a Relu's zero, stays on it when perturbed and is no switch).
+int32_t sign_code(double x) { return x > 0 ? 1 : (x < 0 ? 0 : 2); }
+int32_t clip_code(double x, double lo, double hi) {
+  return x < lo ? 0 : x == lo ? 1 : x < hi ? 2 : x == hi ? 3 : 4;
+}
+
+/// Applies an activation fused into Conv/Gemm (as the fusion pass writes it) in double.
+double activate(const Activation& a, double x, int32_t* code) {
+  switch (a.kind) {
+    case Activation::Kind::kNone: return x;
+    case Activation::Kind::kRelu: *code = sign_code(x); return x > 0 ? x : 0.0;
+    case Activation::Kind::kLeakyRelu: *code = sign_code(x); return x >= 0 ? x : a.alpha * x;
+    case Activation::Kind::kClip: *code = clip_code(x, a.lo, a.hi); return std::min(std::max(x, double(a.lo)), double(a.hi));
+  }
+  return x;
+}
+
+/// Output element i of `out_shape` walks `in` through per-axis strides (0 = broadcast).
+template <class F>
+void each_strided(const Shape& out_shape, const std::vector<int64_t>& strides, F&& f) {
+  const int64_t n = shape_numel(out_shape);
+  std::vector<int64_t> idx(out_shape.size(), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, off);
+    for (int64_t d = static_cast<int64_t>(out_shape.size()) - 1; d >= 0; --d) {
+      off += strides[d];
+      if (++idx[d] < out_shape[d]) break;
+      off -= strides[d] * out_shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+struct ReferenceForward::Impl {
+  struct Step {
+    const Node* node = nullptr;
+    KernelContext ctx;
+    std::vector<int> in, out;
+    std::unique_ptr<Kernel> float_kernel;  ///< ops without a double implementation
+    int branch = -1;                       ///< index into the branch record
+  };
+  Graph graph;
+  bool training = false;
+  std::vector<DTensor> values;
+  std::vector<TensorDesc> descs;
+  std::map<std::string, int> index;
+  std::vector<int> inputs, outputs;
+  std::vector<Step> steps;
+  std::vector<int64_t> ambiguous;  ///< per step, of its last run
+
+  const DTensor& in(const Step& s, size_t i) const { return values[s.in[i]]; }
+  bool has_in(const Step& s, size_t i) const { return i < s.in.size() && s.in[i] >= 0; }
+  DTensor& out(const Step& s, size_t i) {
+    DTensor& t = values[s.out[i]];
+    t.shape = descs[s.out[i]].shape;
+    t.v.assign(static_cast<size_t>(shape_numel(t.shape)), 0.0);
+    return t;
+  }
+
+  Status run_step(Step& s, Codes* codes, int64_t* ambiguous);
+  Status conv(Step& s, Codes* codes);
+  Status pool(Step& s, Codes* codes, int64_t* ambiguous);
+  Status gemm(Step& s, Codes* codes);
+  Status matmul(Step& s);
+  Status binary(Step& s);
+  Status unary(Step& s, Codes* codes);
+  Status softmax(Step& s);
+  Status batch_norm(Step& s);
+  Status lrn(Step& s);
+  Status transpose(Step& s);
+  Status axis_maps(Step& s, const std::vector<std::vector<int64_t>>& maps, double fill);
+  Status concat(Step& s);
+  Status on_float_kernel(Step& s);
+  int64_t near_kinks(const Step& s, const std::vector<double>& x, bool fused) const;
+};
+
+namespace {
+
+bool piecewise(const Node& n) {
+  const std::string& op = n.op_type;
+  return op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "MaxPool" || op == "GlobalMaxPool" ||
+         ((op == "Conv" || op == "Gemm") && fused_activation(n).active());
+}
+
+bool has_double_impl(const std::string& op) {
+  static const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm",
+                               "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
+                               "Softmax", "LogSoftmax", "BatchNormalization", "LRN", "Reshape", "Flatten", "Squeeze",
+                               "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat"};
+  return std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; }) != std::end(kOps);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Graph& graph, const KernelRegistry& registry,
+                                                                     bool training) {
+  std::unique_ptr<ReferenceForward> rf(new ReferenceForward());
+  rf->impl_ = std::make_unique<Impl>();
+  Impl& m = *rf->impl_;
+  m.graph = graph;
+  m.training = training;
+  Graph& g = m.graph;
+  auto value = [&](const std::string& name) -> Expected<int> {
+    auto it = m.index.find(name);
+    if (it != m.index.end()) return it->second;
+    auto d = g.value_descs.find(name);
+    if (d == g.value_descs.end()) return Status::invalid(g.source + ": value '" + name + "' has no inferred shape");
+    const int id = static_cast<int>(m.values.size());
+    DTensor t;
+    t.shape = d->second.shape;
+    auto c = g.initializers.find(name);
+    if (c != g.initializers.end()) {
+      if (!c->second.defined()) return Status::invalid(g.source + ": initializer '" + name + "' was released");
+      t.v.resize(static_cast<size_t>(c->second.numel()));
+      for (int64_t i = 0; i < c->second.numel(); ++i) t.v[i] = c->second.get(i);
+    }
+    m.values.push_back(std::move(t));
+    m.descs.push_back(TensorDesc(d->second.dtype, d->second.shape));
+    return m.index[name] = id;
+  };
+  for (const auto& in : g.inputs) {
+    MOSAIC_ASSIGN_OR_RETURN(int v, value(in.name));
+    m.values[v].v.assign(static_cast<size_t>(shape_numel(m.values[v].shape)), 0.0);
+    m.inputs.push_back(v);
+  }
+  for (const auto& n : g.nodes) {
+    Impl::Step s;
+    s.node = &n;
+    s.ctx.node = &n;
+    s.ctx.opset = g.opset;
+    s.ctx.training = training;
+    for (const auto& name : n.inputs) {
+      int v = -1;
+      if (!name.empty()) {
+        MOSAIC_ASSIGN_OR_RETURN(v, value(name));
+      }
+      s.in.push_back(v);
+      s.ctx.inputs.push_back(v < 0 ? TensorDesc{} : m.descs[v]);
+      s.ctx.input_present.push_back(v >= 0);
+      auto c = name.empty() ? g.initializers.end() : g.initializers.find(name);
+      s.ctx.constants.push_back(c != g.initializers.end() ? &c->second : nullptr);
+    }
+    for (const auto& name : n.outputs) {
+      int v = -1;
+      if (!name.empty()) {
+        MOSAIC_ASSIGN_OR_RETURN(v, value(name));
+      }
+      s.out.push_back(v);
+      s.ctx.outputs.push_back(v < 0 ? TensorDesc{} : m.descs[v]);
+      s.ctx.output_present.push_back(v >= 0);
+    }
+    if (n.op_type == "Dropout" && training)
+      return Status::unsupported(g.source + ": " + n.label() + ": a reference forward needs a deterministic graph");
+    // Float outputs only: shape arithmetic (int64) runs on the naive kernels exactly.
+    const bool float_op = !s.out.empty() && s.out[0] >= 0 && m.descs[s.out[0]].dtype == DType::kF32;
+    if (!float_op || !has_double_impl(n.op_type)) {
+      auto k = registry.create("naive", s.ctx);
+      if (!k.ok()) return k.status().with_context(g.source);
+      s.float_kernel = std::move(k.value());
+      if (float_op) rf->float_nodes_.push_back("'" + n.name + "' (" + n.op_type + ")");
+    }
+    if (piecewise(n)) {
+      s.branch = static_cast<int>(rf->branches_.nodes.size());
+      rf->branches_.nodes.push_back(static_cast<int>(&n - g.nodes.data()));
+      rf->branches_.codes.emplace_back();
+    }
+    m.steps.push_back(std::move(s));
+  }
+  for (const auto& out : g.outputs) {
+    MOSAIC_ASSIGN_OR_RETURN(int v, value(out.name));
+    m.outputs.push_back(v);
+  }
+  return rf;
+}
+
+ReferenceForward::~ReferenceForward() = default;
+
+std::vector<double>* ReferenceForward::parameter(const std::string& name) {
+  auto c = impl_->graph.initializers.find(name);
+  if (c == impl_->graph.initializers.end() || c->second.dtype() != DType::kF32) return nullptr;
+  return &impl_->values[impl_->index.at(name)].v;
+}
+
+std::vector<double>& ReferenceForward::input(size_t i) { return impl_->values[impl_->inputs.at(i)].v; }
+
+const DTensor& ReferenceForward::output(size_t i) const { return impl_->values[impl_->outputs.at(i)]; }
+
+Status ReferenceForward::run() { return run_from({}); }
+
+Status ReferenceForward::run_from(const std::vector<std::string>& changed) {
+  std::vector<bool> dirty(impl_->values.size(), changed.empty());
+  std::vector<int64_t>& ambiguous = impl_->ambiguous;
+  ambiguous.resize(impl_->steps.size(), 0);
+  for (const auto& name : changed) {
+    auto it = impl_->index.find(name);
+    if (it == impl_->index.end()) return Status::invalid("reference forward: no value named '" + name + "'");
+    dirty[it->second] = true;
+  }
+  for (auto& s : impl_->steps) {
+    bool affected = changed.empty();
+    for (int v : s.in) affected = affected || (v >= 0 && dirty[v]);
+    if (!affected) continue;
+    for (int v : s.out)
+      if (v >= 0) dirty[v] = true;
+    ambiguous[&s - impl_->steps.data()] = 0;
+    Codes* codes = s.branch >= 0 ? &branches_.codes[s.branch] : nullptr;
+    Status st = impl_->run_step(s, codes, &ambiguous[&s - impl_->steps.data()]);
+    if (!st.is_ok()) return st.with_context(impl_->graph.source + ": reference forward");
+  }
+  branches_.ambiguous = 0;
+  for (int64_t a : ambiguous) branches_.ambiguous += a;
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::run_step(Step& s, Codes* codes, int64_t* ambiguous) {
+  if (s.float_kernel) return on_float_kernel(s);
+  const std::string& op = s.node->op_type;
+  if (op == "Conv") {
+    MOSAIC_RETURN_IF_ERROR(conv(s, codes));
+    *ambiguous += near_kinks(s, values[s.out[0]].v, true);
+    return Status::ok();
+  }
+  if (op.find("Pool") != std::string::npos) return pool(s, codes, ambiguous);
+  if (op == "Gemm") {
+    MOSAIC_RETURN_IF_ERROR(gemm(s, codes));
+    *ambiguous += near_kinks(s, values[s.out[0]].v, true);
+    return Status::ok();
+  }
+  if (op == "MatMul") return matmul(s);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return binary(s);
+  if (op == "Softmax" || op == "LogSoftmax") return softmax(s);
+  if (op == "BatchNormalization") return batch_norm(s);
+  if (op == "LRN") return lrn(s);
+  if (op == "Transpose") return transpose(s);
+  if (op == "Concat") return concat(s);
+  if (op == "Slice") {
+    MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(s.ctx));
+    std::vector<std::vector<int64_t>> maps;
+    for (const auto& r : ranges) {
+      maps.emplace_back();
+      for (int64_t i = 0; i < r[2]; ++i) maps.back().push_back(r[0] + i * r[1]);
+    }
+    return axis_maps(s, maps, 0.0);
+  }
+  if (op == "Pad") {
+    MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(s.ctx));
+    const Shape& x = in(s, 0).shape;
+    const Shape& y = descs[s.out[0]].shape;
+    std::vector<std::vector<int64_t>> maps(x.size());
+    for (size_t a = 0; a < x.size(); ++a)
+      for (int64_t o = 0; o < y[a]; ++o) {
+        int64_t i = o - p.pads[a];
+        if ((i < 0 || i >= x[a]) && (p.mode == "constant" || x[a] == 0)) i = -1;
+        else if (p.mode == "edge") i = std::min(std::max<int64_t>(i, 0), x[a] - 1);
+        else
+          while (i < 0 || i >= x[a]) i = i < 0 ? -i : 2 * (x[a] - 1) - i;
+        maps[a].push_back(i);
+      }
+    const double fill = p.value_at_run_time && has_in(s, 2) ? in(s, 2).v.at(0) : p.value;
+    return axis_maps(s, maps, fill);
+  }
+  if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Clip") {
+    *ambiguous += near_kinks(s, in(s, 0).v, false);
+    return unary(s, codes);
+  }
+  // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference): same elements.
+  out(s, 0).v = in(s, 0).v;
+  if (s.out.size() > 1 && s.out[1] >= 0) std::fill(out(s, 1).v.begin(), values[s.out[1]].v.end(), 1.0);
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
+  MOSAIC_ASSIGN_OR_RETURN(ConvParams p, conv_params(s.ctx));
+  MOSAIC_ASSIGN_OR_RETURN(Window3 g, lift_window3(p.win, *s.node));
+  const Activation act = fused_activation(*s.node);
+  const std::vector<double>& x = in(s, 0).v;
+  const std::vector<double>& w = in(s, 1).v;
+  const double* bias = p.has_bias ? in(s, 2).v.data() : nullptr;
+  DTensor& y = out(s, 0);
+  if (codes) codes->assign(y.v.size(), 0);
+  const int64_t cg = p.c_per_group(), ocg = p.oc_per_group(), ksz = g.k[0] * g.k[1] * g.k[2];
+  // Kernel taps [lo, hi) of output position o along axis a that land inside the input.
+  auto taps = [&](int a, int64_t o, int64_t* lo, int64_t* hi) {
+    *lo = 0;
+    *hi = g.k[a];
+    const int64_t start = o * g.s[a] - g.pb[a];
+    while (*lo < *hi && start + *lo * g.d[a] < 0) ++*lo;
+    while (*hi > *lo && start + (*hi - 1) * g.d[a] >= g.in[a]) --*hi;
+  };
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t oc = 0; oc < p.oc; ++oc)
+      for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+            int64_t lo[3], hi[3];
+            taps(0, o0, &lo[0], &hi[0]);
+            taps(1, o1, &lo[1], &hi[1]);
+            taps(2, o2, &lo[2], &hi[2]);
+            const int64_t b0 = o0 * g.s[0] - g.pb[0], b1 = o1 * g.s[1] - g.pb[1], b2 = o2 * g.s[2] - g.pb[2];
+            double acc = bias ? bias[oc] : 0.0;
+            for (int64_t ic = 0; ic < cg; ++ic) {
+              const double* xc = x.data() + (n * p.c + oc / ocg * cg + ic) * g.in_size();
+              const double* wc = w.data() + (oc * cg + ic) * ksz;
+              for (int64_t a = lo[0]; a < hi[0]; ++a)
+                for (int64_t b = lo[1]; b < hi[1]; ++b) {
+                  const double* xr = xc + ((b0 + a * g.d[0]) * g.in[1] + b1 + b * g.d[1]) * g.in[2] + b2;
+                  const double* wr = wc + (a * g.k[1] + b) * g.k[2];
+                  for (int64_t c = lo[2]; c < hi[2]; ++c) acc += xr[c * g.d[2]] * wr[c];
+                }
+            }
+            const int64_t o = (n * p.oc + oc) * g.out_size() + (o0 * g.out[1] + o1) * g.out[2] + o2;
+            int32_t code = 0;
+            y.v[o] = activate(act, acc, &code);
+            if (codes) (*codes)[o] = code;
+          }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::pool(Step& s, Codes* codes, int64_t* ambiguous) {
+  MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(s.ctx));
+  MOSAIC_ASSIGN_OR_RETURN(Window3 g, lift_window3(p.win, *s.node));
+  const bool is_max = s.node->op_type.find("Max") != std::string::npos;
+  const std::vector<double>& x = in(s, 0).v;
+  DTensor& y = out(s, 0);
+  if (codes) codes->assign(y.v.size(), -1);
+  for (int64_t nc = 0; nc < p.n * p.c; ++nc)
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+          const double* xc = x.data() + nc * g.in_size();
+          double best = -std::numeric_limits<double>::infinity(), second = best, sum = 0;
+          int64_t arg = -1, count = 0;
+          g.each_cell(o0, o1, o2, [&](int64_t off) {
+            if (arg < 0 || xc[off] > best) {
+              second = best;
+              best = xc[off];
+              arg = off;
+            } else if (xc[off] > second) {
+              second = xc[off];
+            }
+            sum += xc[off];
+            ++count;
+          });
+          const int64_t o = nc * g.out_size() + (o0 * g.out[1] + o1) * g.out[2] + o2;
+          if (is_max) {
+            y.v[o] = best;
+            if (codes) (*codes)[o] = static_cast<int32_t>(arg);
+            if (best != second && best - second <= std::ldexp(std::fabs(best), -16)) ++*ambiguous;
+          } else {
+            y.v[o] = sum / static_cast<double>(p.count_include_pad ? g.padded_cells(o0, o1, o2) : count);
+          }
+        }
+  if (s.out.size() > 1 && s.out[1] >= 0) return Status::unsupported(s.node->label() + ": MaxPool Indices output");
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::gemm(Step& s, Codes* codes) {
+  MOSAIC_ASSIGN_OR_RETURN(GemmParams p, gemm_params(s.ctx));
+  const Activation act = fused_activation(*s.node);
+  const std::vector<double>& a = in(s, 0).v;
+  const std::vector<double>& b = in(s, 1).v;
+  const Shape cs = p.has_c ? in(s, 2).shape : Shape{};
+  const int64_t cm = cs.size() == 2 ? cs[0] : 1, cn = cs.empty() ? 1 : cs.back();
+  DTensor& y = out(s, 0);
+  if (codes) codes->assign(y.v.size(), 0);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.n; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < p.k; ++k)
+        acc += (p.trans_a ? a[k * p.m + i] : a[i * p.k + k]) * (p.trans_b ? b[j * p.k + k] : b[k * p.n + j]);
+      double v = static_cast<double>(p.alpha) * acc;
+      if (p.has_c) v += static_cast<double>(p.beta) * in(s, 2).v[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+      int32_t code = 0;
+      y.v[i * p.n + j] = activate(act, v, &code);
+      if (codes) (*codes)[i * p.n + j] = code;
+    }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::matmul(Step& s) {
+  MOSAIC_ASSIGN_OR_RETURN(MatMulParams p, matmul_params(in(s, 0).shape, in(s, 1).shape));
+  const std::vector<double>& a = in(s, 0).v;
+  const std::vector<double>& b = in(s, 1).v;
+  DTensor& y = out(s, 0);
+  for_each_matmul_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < p.k; ++k) acc += a[(oa * p.m + i) * p.k + k] * b[(ob * p.k + k) * p.n + j];
+        y.v[(bi * p.m + i) * p.n + j] = acc;
+      }
+  });
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::binary(Step& s) {
+  const std::string& op = s.node->op_type;
+  DTensor& y = out(s, 0);
+  const auto sa = broadcast_strides(in(s, 0).shape, y.shape), sb = broadcast_strides(in(s, 1).shape, y.shape);
+  const std::vector<double>& a = in(s, 0).v;
+  const std::vector<double>& b = in(s, 1).v;
+  std::vector<int64_t> offs(y.v.size());
+  each_strided(y.shape, sb, [&](int64_t i, int64_t off) { offs[i] = off; });
+  each_strided(y.shape, sa, [&](int64_t i, int64_t off) {
+    const double u = a[off], v = b[offs[i]];
+    y.v[i] = op == "Add" ? u + v : op == "Sub" ? u - v : op == "Mul" ? u * v : u / v;
+  });
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::unary(Step& s, Codes* codes) {
+  const std::string& op = s.node->op_type;
+  const std::vector<double>& x = in(s, 0).v;
+  DTensor& y = out(s, 0);
+  if (codes) codes->assign(y.v.size(), 0);
+  const double alpha = s.node->attr_float("alpha", 0.01f);
+  double lo = 0, hi = 0;
+  if (op == "Clip") {
+    const ClipParams c = clip_attr_params(s.ctx);
+    lo = c.lo;
+    hi = c.hi;
+    if (has_in(s, 1)) lo = in(s, 1).v.at(0);
+    if (has_in(s, 2)) hi = in(s, 2).v.at(0);
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    if (op == "Relu") {
+      y.v[i] = v > 0 ? v : 0.0;
+      (*codes)[i] = sign_code(v);
+    } else if (op == "LeakyRelu") {
+      y.v[i] = v >= 0 ? v : alpha * v;
+      (*codes)[i] = sign_code(v);
+    } else if (op == "Sigmoid") {
+      y.v[i] = 1.0 / (1.0 + std::exp(-v));
+    } else if (op == "Tanh") {
+      y.v[i] = std::tanh(v);
+    } else {
+      y.v[i] = std::min(std::max(v, lo), hi);
+      (*codes)[i] = clip_code(v, lo, hi);
+    }
+  }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::softmax(Step& s) {
+  MOSAIC_ASSIGN_OR_RETURN(SoftmaxParams p, softmax_params(s.ctx));
+  const bool log = s.node->op_type == "LogSoftmax";
+  const std::vector<double>& x = in(s, 0).v;
+  DTensor& y = out(s, 0);
+  for (int64_t o = 0; o < p.outer; ++o)
+    for (int64_t i = 0; i < p.inner; ++i) {
+      const int64_t base = o * p.axis_dim * p.inner + i;
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t a = 0; a < p.axis_dim; ++a) mx = std::max(mx, x[base + a * p.inner]);
+      for (int64_t a = 0; a < p.axis_dim; ++a) sum += std::exp(x[base + a * p.inner] - mx);
+      for (int64_t a = 0; a < p.axis_dim; ++a) {
+        const double v = x[base + a * p.inner] - mx;
+        y.v[base + a * p.inner] = log ? v - std::log(sum) : std::exp(v) / sum;
+      }
+    }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::batch_norm(Step& s) {
+  const Shape& xs = in(s, 0).shape;
+  const int64_t n = xs[0], c = xs[1], sp = shape_numel(xs) / std::max<int64_t>(n * c, 1);
+  const double eps = s.node->attr_float("epsilon", 1e-5f);
+  const std::vector<double>& x = in(s, 0).v;
+  const std::vector<double>& scale = in(s, 1).v;
+  const std::vector<double>& shift = in(s, 2).v;
+  DTensor& y = out(s, 0);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mean = in(s, 3).v[ch], var = in(s, 4).v[ch];
+    if (training) {  // the batch's mean and biased variance
+      double sum = 0, sq = 0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < sp; ++i) sum += x[(b * c + ch) * sp + i];
+      mean = sum / static_cast<double>(n * sp);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < sp; ++i) sq += (x[(b * c + ch) * sp + i] - mean) * (x[(b * c + ch) * sp + i] - mean);
+      var = sq / static_cast<double>(n * sp);
+    }
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < sp; ++i) {
+        const int64_t o = (b * c + ch) * sp + i;
+        y.v[o] = scale[ch] * (x[o] - mean) * inv + shift[ch];
+      }
+  }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::lrn(Step& s) {
+  MOSAIC_ASSIGN_OR_RETURN(LrnParams p, lrn_params(s.ctx));
+  const Shape& xs = in(s, 0).shape;
+  const int64_t n = xs[0], c = xs[1], sp = shape_numel(xs) / std::max<int64_t>(n * c, 1);
+  const int64_t lo = (p.size - 1) / 2, hi = p.size - 1 - lo;
+  const std::vector<double>& x = in(s, 0).v;
+  DTensor& y = out(s, 0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < sp; ++i) {
+        double sq = 0;
+        for (int64_t j = std::max<int64_t>(0, ch - lo); j <= std::min(c - 1, ch + hi); ++j)
+          sq += x[(b * c + j) * sp + i] * x[(b * c + j) * sp + i];
+        const int64_t o = (b * c + ch) * sp + i;
+        y.v[o] = x[o] / std::pow(double(p.bias) + double(p.alpha) / double(p.size) * sq, double(p.beta));
+      }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::transpose(Step& s) {
+  MOSAIC_ASSIGN_OR_RETURN(auto perm, transpose_perm(s.ctx));
+  const auto st = row_major_strides(in(s, 0).shape);
+  std::vector<int64_t> strides;
+  for (int64_t a : perm) strides.push_back(st[a]);
+  const std::vector<double>& x = in(s, 0).v;
+  DTensor& y = out(s, 0);
+  each_strided(y.shape, strides, [&](int64_t i, int64_t off) { y.v[i] = x[off]; });
+  return Status::ok();
+}
+
+/// Output index (o_0, ..., o_r) reads input (maps[0][o_0], ...), or `fill` where any map is -1.
+Status ReferenceForward::Impl::axis_maps(Step& s, const std::vector<std::vector<int64_t>>& maps, double fill) {
+  const std::vector<double>& x = in(s, 0).v;
+  const auto st = row_major_strides(in(s, 0).shape);
+  DTensor& y = out(s, 0);
+  const size_t r = y.shape.size();
+  std::vector<int64_t> idx(r, 0);
+  for (size_t i = 0; i < y.v.size(); ++i) {
+    int64_t off = 0;
+    bool inside = true;
+    for (size_t a = 0; a < r && inside; ++a) {
+      const int64_t m = maps[a][idx[a]];
+      inside = m >= 0;
+      off += m * st[a];
+    }
+    y.v[i] = inside ? x[off] : fill;
+    for (int64_t a = static_cast<int64_t>(r) - 1; a >= 0; --a) {
+      if (++idx[a] < y.shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+Status ReferenceForward::Impl::concat(Step& s) {
+  DTensor& y = out(s, 0);
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(s.node->attr_int("axis", 0),
+                                                       static_cast<int64_t>(y.shape.size()), *s.node));
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= y.shape[i];
+  size_t at = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      const std::vector<double>& x = in(s, i).v;
+      const size_t chunk = x.size() / static_cast<size_t>(std::max<int64_t>(outer, 1));
+      std::copy(x.begin() + o * chunk, x.begin() + (o + 1) * chunk, y.v.begin() + at);
+      at += chunk;
+    }
+  return Status::ok();
+}
+
+/// Elements of a Relu/LeakyRelu/Clip input (or a fused activation's, given the output,
+/// which differs from the input only past the kink) within 2^-16 of the node's RMS of a kink.
+int64_t ReferenceForward::Impl::near_kinks(const Step& s, const std::vector<double>& x, bool fused) const {
+  const std::string& op = s.node->op_type;
+  double lo = 0, hi = 0;
+  if (fused) {
+    const Activation a = fused_activation(*s.node);
+    if (!a.active()) return 0;
+    if (a.kind == Activation::Kind::kClip) {
+      lo = a.lo;
+      hi = a.hi;
+    }
+  } else if (op == "Clip") {
+    const ClipParams c = clip_attr_params(s.ctx);
+    lo = has_in(s, 1) ? in(s, 1).v.at(0) : c.lo;
+    hi = has_in(s, 2) ? in(s, 2).v.at(0) : c.hi;
+  } else if (op != "Relu" && op != "LeakyRelu") {
+    return 0;
+  }
+  double sq = 0;
+  for (double v : x) sq += v * v;
+  const double band = std::ldexp(std::sqrt(sq / std::max<size_t>(x.size(), 1)), -16);
+  int64_t n = 0;
+  for (double v : x) {
+    const double gap = std::min(std::fabs(v - lo), std::fabs(v - hi));
+    n += gap != 0 && gap <= band;
+  }
+  return n;
+}
+
+/// An op without a double implementation: inputs rounded to their dtype, the naive kernel,
+/// outputs widened back.
+Status ReferenceForward::Impl::on_float_kernel(Step& s) {
+  std::vector<Tensor> srcs(s.in.size()), dsts(s.out.size());
+  std::vector<const Tensor*> src;
+  std::vector<Tensor*> dst;
+  for (size_t i = 0; i < s.in.size(); ++i) {
+    if (s.in[i] < 0) {
+      src.push_back(nullptr);
+      continue;
+    }
+    srcs[i] = Tensor::empty(descs[s.in[i]]);
+    const std::vector<double>& v = values[s.in[i]].v;
+    for (size_t e = 0; e < v.size(); ++e) switch (srcs[i].dtype()) {
+        case DType::kF32: srcs[i].f32()[e] = static_cast<float>(v[e]); break;
+        case DType::kI64: srcs[i].i64()[e] = static_cast<int64_t>(v[e]); break;
+        case DType::kBool: srcs[i].u8()[e] = v[e] != 0; break;
+      }
+    src.push_back(&srcs[i]);
+  }
+  for (size_t i = 0; i < s.out.size(); ++i) {
+    if (s.out[i] < 0) {
+      dst.push_back(nullptr);
+      continue;
+    }
+    dsts[i] = Tensor::empty(descs[s.out[i]]);
+    dst.push_back(&dsts[i]);
+  }
+  if (s.float_kernel->aliases_input()) dsts[0] = srcs[0].reshaped(descs[s.out[0]].shape);
+  else MOSAIC_RETURN_IF_ERROR(s.float_kernel->forward(src, dst));
+  for (size_t i = 0; i < s.out.size(); ++i)
+    if (s.out[i] >= 0) {
+      DTensor& y = out(s, i);
+      for (size_t e = 0; e < y.v.size(); ++e) y.v[e] = dsts[i].get(static_cast<int64_t>(e));
+    }
+  return Status::ok();
+}
+
+}  // namespace mosaic
