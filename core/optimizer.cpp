@@ -222,6 +222,32 @@ Status check_extra_keys(const Optimizer& opt, const OptimizerConfig& c) {
 
 }  // namespace
 
+std::vector<std::string> builtin_hyperparameters(const std::string& o) {
+  if (o == "sgd" || o == "momentum" || o == "nesterov") return {"lr", "momentum", "dampening", "nesterov", "weight_decay"};
+  if (o == "adam" || o == "adamw") return {"lr", "beta1", "beta2", "eps", "weight_decay"};
+  if (o == "rmsprop") return {"lr", "alpha", "eps", "momentum", "weight_decay"};
+  if (o == "adagrad") return {"lr", "lr_decay", "eps", "initial_accumulator_value", "weight_decay"};
+  return {};
+}
+
+Status set_builtin_hyperparameter(const std::string& optimizer, const std::string& key, double value,
+                                  OptimizerConfig& c) {
+  const auto keys = builtin_hyperparameters(optimizer);
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    std::string known;
+    for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
+    return Status::invalid("optimizer " + optimizer + " has no hyperparameter '" + key + "' (it reads: " + known + ")");
+  }
+  if (key == "nesterov" && value != 0 && value != 1) return Status::invalid("nesterov must be 0 or 1");
+  double* field = key == "lr" ? &c.lr : key == "momentum" ? &c.momentum : key == "dampening" ? &c.dampening
+                : key == "weight_decay" ? &c.weight_decay : key == "beta1" ? &c.beta1 : key == "beta2" ? &c.beta2
+                : key == "eps" ? &c.eps : key == "alpha" ? &c.alpha : key == "lr_decay" ? &c.lr_decay
+                : key == "initial_accumulator_value" ? &c.initial_accumulator_value : nullptr;
+  if (key == "nesterov") c.nesterov = value != 0;
+  else *field = value;
+  return Status::ok();
+}
+
 std::vector<std::string> optimizer_names() {
   std::vector<std::string> names = builtin_names();
   std::lock_guard<std::mutex> lock(plugins().mu);
@@ -231,7 +257,9 @@ std::vector<std::string> optimizer_names() {
 
 Expected<std::string> load_optimizer_plugin(const std::string& path) {
   // Kept loaded for the life of the process: optimizers it creates point into it.
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // A path without a slash is a file here, not a name for the library search path.
+  const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
     return Status::io_error("optimizer plugin " + path + ": cannot load: " + (why ? why : "unknown error"));

@@ -96,6 +96,14 @@ class Optimizer {
 /// rmsprop, adagrad; then any optimizer a loaded plugin provides.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, const OptimizerConfig& config);
 std::vector<std::string> optimizer_names();
+/// The hyperparameters a built-in optimizer reads, by their standard names (PyTorch's:
+/// lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps, alpha, lr_decay,
+/// initial_accumulator_value); empty for a name that is not built in.
+std::vector<std::string> builtin_hyperparameters(const std::string& optimizer);
+/// Sets the standard hyperparameter `key` of `config` (nesterov: 0 or 1). kInvalidArgument
+/// names the key if the built-in `optimizer` does not read it, with the keys it does read.
+Status set_builtin_hyperparameter(const std::string& optimizer, const std::string& key, double value,
+                                  OptimizerConfig& config);
 /// Loads a plugin (a shared library exporting MOSAIC_OPTIMIZER_PLUGIN) and makes its
 /// optimizer known to make_optimizer. Returns the optimizer's name. Refuses a library
 /// built against another MOSAIC_OPTIMIZER_API_VERSION.

@@ -48,9 +48,36 @@ Placement Placement::all_on(const std::string& backend, std::vector<std::string>
 const std::string& Placement::backend_for(const Node& node) const {
   auto n = by_name.find(node.name);
   if (n != by_name.end()) return n->second;
+  // A fused node ("conv1+relu1") follows the first of its parts that is named.
+  for (size_t start = 0; node.name.find('+') != std::string::npos && start <= node.name.size();) {
+    const size_t end = std::min(node.name.find('+', start), node.name.size());
+    auto part = by_name.find(node.name.substr(start, end - start));
+    if (part != by_name.end()) return part->second;
+    start = end + 1;
+  }
   auto o = by_op.find(node.op_type);
   if (o != by_op.end()) return o->second;
   return default_backend;
+}
+
+Status Placement::check_names(const Graph& graph) const {
+  for (const auto& [name, backend] : by_name) {
+    const bool found = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) { return n.name == name; });
+    if (found) continue;
+    std::string names;
+    size_t listed = 0;
+    for (const auto& n : graph.nodes) {
+      if (n.name.empty()) continue;
+      if (++listed > 30) {
+        names += ", ... (" + std::to_string(graph.nodes.size()) + " nodes; 'mosaic info' lists them)";
+        break;
+      }
+      names += (names.empty() ? "" : ", ") + n.name;
+    }
+    return Status::invalid("--assign @" + name + "=" + backend + ": " + graph.source + " has no node named '" + name +
+                           "' (nodes: " + names + ")");
+  }
+  return Status::ok();
 }
 
 std::string Placement::str() const {
@@ -378,7 +405,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       if (sto.busy && sto.last_use <= s) sto.busy = false;
   }
   for (const auto& sto : storage) {
-    P.storage_.push_back(std::make_shared<Buffer>(sto.bytes, &P.tracker_));
+    P.storage_.push_back(options.allocate ? std::make_shared<Buffer>(sto.bytes, &P.tracker_) : nullptr);
     P.activation_bytes_ += static_cast<int64_t>(sto.bytes);
   }
   // Bind tensors (views for aliases) and the per-step pointer lists.
@@ -560,6 +587,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
 
 Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs, ExecObserver* observer,
                  int64_t iteration) {
+  if (!options_.allocate) return Status::invalid("this plan was built without buffers (PlanOptions::allocate) and cannot run");
   if (inputs.size() != input_values_.size())
     return Status::invalid("expected " + std::to_string(input_values_.size()) + " inputs, got " +
                            std::to_string(inputs.size()));

@@ -25,7 +25,11 @@ struct Placement {
 
   static Expected<Placement> parse(const std::string& spec, const KernelRegistry& registry);
   static Placement all_on(const std::string& backend, std::vector<std::string> fallback = {"naive"});
+  /// The backend asked for `node`: by name (a fused node "a+b" by the first of its parts
+  /// that is named), else by op type, else the default.
   const std::string& backend_for(const Node& node) const;
+  /// Every `@NAME` key names a node of `graph` (as loaded, before fusion).
+  Status check_names(const Graph& graph) const;
   std::string str() const;
 };
 
@@ -40,6 +44,9 @@ struct PlanOptions {
   /// Float initializers may change between runs (they are another plan's parameters):
   /// kernels must not prepack them.
   bool shared_weights = false;
+  /// False: plan placement, layouts and memory sizes without allocating activation buffers
+  /// (`mosaic info` on any batch size); such a plan cannot run.
+  bool allocate = true;
 };
 
 /// A trainable parameter of a training plan: its value (updated in place by optimizers)

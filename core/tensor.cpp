@@ -71,11 +71,16 @@ void MemoryTracker::on_alloc(size_t bytes) {
 
 void MemoryTracker::on_free(size_t bytes) { current_.fetch_sub(static_cast<int64_t>(bytes)); }
 
+OutOfMemory::OutOfMemory(size_t bytes)
+    : bytes_(bytes),
+      what_("out of memory: could not allocate " + std::to_string(bytes) + " bytes (" +
+            std::to_string(bytes >> 20) + " MiB)") {}
+
 Buffer::Buffer(size_t bytes, MemoryTracker* tracker) : bytes_(bytes), tracker_(tracker) {
   size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
   data_ = std::aligned_alloc(64, rounded);
-  if (!data_) throw std::bad_alloc();
+  if (!data_) throw OutOfMemory(bytes);
   std::memset(data_, 0, rounded);
   if (tracker_) tracker_->on_alloc(bytes_);
 }

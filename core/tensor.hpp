@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,19 @@ class MemoryTracker {
  private:
   std::atomic<int64_t> current_{0};
   std::atomic<int64_t> peak_{0};
+};
+
+/// Thrown by Buffer when an allocation fails; says how many bytes were asked for (the CLI
+/// prints it as "mosaic: error: out of memory: could not allocate N bytes").
+class OutOfMemory : public std::bad_alloc {
+ public:
+  explicit OutOfMemory(size_t bytes);
+  const char* what() const noexcept override { return what_.c_str(); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  std::string what_;
 };
 
 /// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker.

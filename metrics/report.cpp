@@ -85,15 +85,19 @@ void print_report(const BenchReport& rep, std::ostream& os) {
   for (const auto& c : rep.configs) {
     os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
     const bool training = rep.mode == "training";
-    char line[512];
-    std::snprintf(line, sizeof line, "%-18s %-18s %-8s %-18s %10s %11s %11s %9s %6s %10s %10s\n", "node", "op",
+    // Names are never cut: the node column is as wide as the longest (torchvision's
+    // "/layer1/layer1.0/conv1/Conv"-style names differ only at their ends).
+    int width = 18;
+    for (const auto& n : c.nodes) width = std::max(width, static_cast<int>(n.name.size()));
+    char line[1024];
+    std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %11s %9s %6s %10s %10s\n", width, "node", "op",
                   "backend", "output", "MFLOP", "median us", training ? "bwd us" : "", "GFLOP/s", "share", "out bytes",
                   "workspace");
     os << line;
     auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
     for (const auto& n : c.nodes) {
-      std::snprintf(line, sizeof line, "%-18.18s %-18.18s %-8s %-18.18s %10.2f %11s %11s %9s %5.1f%% %10s %10s\n",
-                    n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
+      std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %11s %9s %5.1f%% %10s %10s\n",
+                    width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
                     n.view ? "view" : fixed(n.median_us).c_str(), training && !n.view ? fixed(n.backward_us).c_str() : "",
                     n.view || n.flops == 0 ? "-" : fixed(n.gflops).c_str(), 100 * n.share,
                     format_bytes(static_cast<double>(n.output_bytes)).c_str(),

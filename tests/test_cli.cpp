@@ -339,4 +339,126 @@ TEST_F(Cli, VerifyPassesAndCatchesWrongOutputs) {
 }
 
 }  // namespace
+
+// ---- fail early and clearly (issue: verdicts users can trust) ----------------------------
+
+TEST_F(Cli, NumberOptionsSayWhatTheyWant) {
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"info zoo:fmnist-cnn --batch 0", "mosaic: error: --batch: must be a positive integer, got 0"},
+      {"info zoo:fmnist-cnn --batch -1", "mosaic: error: --batch: must be a positive integer, got -1"},
+      {"info zoo:fmnist-cnn --batch abc", "mosaic: error: --batch: must be a positive integer, got abc"},
+      {"bench zoo:fmnist-cnn --iterations 0", "mosaic: error: --iterations: must be a positive integer, got 0"},
+      {"bench zoo:fmnist-cnn --threads -1", "mosaic: error: --threads: must be a non-negative integer, got -1"},
+  };
+  for (const auto& c : cases) {
+    CmdResult r = mosaic(c.args);
+    EXPECT_EQ(r.code, 2) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("179769"), std::string::npos) << "no 309-digit bound:\n" << r.out;
+  }
+}
+
+TEST_F(Cli, TyposGetSuggestions) {
+  CmdResult r = mosaic("bnech zoo:fmnist-cnn");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("mosaic: error: unknown command 'bnech'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("did you mean bench?"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --iteration 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("did you mean --iterations?"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, AssignRefusesUnknownNodesAndFollowsFusedParts) {
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --assign @conv9=onednn --batch 2 --iterations 1 --warmup 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("has no node named 'conv9' (nodes: conv1, relu1"), std::string::npos) << r.out;
+  // conv1 is fused with relu1: the fused node follows @conv1.
+  r = mosaic("bench zoo:fmnist-cnn --assign @conv1=onednn,*=naive --batch 2 --iterations 1 --warmup 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::istringstream lines(r.out);
+  bool seen = false;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("conv1+relu1 ", 0) == 0) {
+      seen = true;
+      EXPECT_NE(line.find(" onednn "), std::string::npos) << line;
+    }
+  EXPECT_TRUE(seen) << r.out;
+}
+
+TEST_F(Cli, BadOutputsAndFlagsAreRefusedBeforeAnyWork) {
+  const std::string json = path("r.json");
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"bench zoo:fmnist-cnn --json " + dir_.string(), "is a directory, not a file"},
+      {"bench zoo:fmnist-cnn --json " + json + " --csv " + json, "--json and --csv name the same file"},
+      {"bench zoo:fmnist-cnn --csv /nonexistent/r.csv", "directory /nonexistent does not exist"},
+      {"bench zoo:fmnist-cnn --mode training --optimizer adamm", "unknown optimizer 'adamm'"},
+      {"bench zoo:fmnist-cnn --assign Conv=onednn --backends naive", "--assign and --backends exclude each other"},
+      {"train zoo:fmnist-cnn --json /nonexistent/t.json", "directory /nonexistent does not exist"},
+      {"train zoo:fmnist-cnn --data synthetic:8,1,28,28,10 --optimizer adam --momentum 0.9",
+       "optimizer adam has no hyperparameter 'momentum' (it reads: lr, beta1, beta2, eps, weight_decay)"},
+      {"gradcheck zoo:fmnist-cnn --json " + dir_.string(), "is a directory"},
+  };
+  for (const auto& c : cases) {
+    CmdResult r = mosaic(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("benchmarking"), std::string::npos) << "refused before timing: " << c.args;
+  }
+  EXPECT_FALSE(fs::exists(json)) << "no partial report";
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --no-check --rtol 0.1 --batch 1 --iterations 1 --warmup 0 --backends naive");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: --rtol/--atol have no effect with --no-check"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, OptAcceptsStandardHyperparameterNames) {
+  CmdResult r = mosaic("train zoo:fmnist-cnn --data synthetic:8,1,28,28,10 --optimizer adam --opt beta1=0.8,beta2=0.99,"
+                       "eps=1e-7,lr=0.002 --batch 4 --epochs 1 --no-eval");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("with backend onednn: adam, lr 0.002"), std::string::npos) << "default backend named:\n" << r.out;
+}
+
+TEST_F(Cli, InfoComputesSizesWithoutAllocatingThem) {
+  CmdResult r = mosaic("info zoo:fmnist-cnn --batch 100000000 --no-nodes");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("input float32[100000000,1,28,28]"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --batch 100000000 --backends naive");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mosaic: error: out of memory: could not allocate"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, InfoListsParameterNamesAndFullNodeNames) {
+  CmdResult r = mosaic("info zoo:fmnist-cnn --batch 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("conv1.weight"), std::string::npos) << "parameter names for --freeze:\n" << r.out;
+}
+
+TEST_F(Cli, PluginPathWithoutSlashIsAFile) {
+  const std::string lib = "libmosaic_lion.so";
+  fs::copy_file(std::string(MOSAIC_PLUGIN_DIR) + "/examples/custom_optimizer/" + lib, dir_ / lib);
+  CmdResult r = mosaic("optcheck --optimizer-plugin " + lib + " --model none --onnx-data " + path("none"));
+  EXPECT_NE(r.out.find("cannot open shared object"), std::string::npos) << "not in the working directory:\n" << r.out;
+  const std::string cmd = "cd " + dir_.string() + " && ";
+  FILE* p = popen((cmd + MOSAIC_BIN + " optcheck --optimizer-plugin " + lib + " --model none 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  EXPECT_NE(out.find("optcheck lion"), std::string::npos) << out;
+}
+
+TEST_F(Cli, VerifyThatVerifiedNothingFails) {
+  const std::string suite = "/usr/share/libonnx-testdata/data/node";
+  if (!fs::exists(suite)) GTEST_SKIP() << "libonnx-testdata not installed";
+  CmdResult r = mosaic("verify " + suite + " --filter nomatchxyz");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--filter 'nomatchxyz' matches none of the"), std::string::npos) << r.out;
+  r = mosaic("verify " + suite + " --filter '^test_gru_defaults$' --backend onednn");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("nothing was verified: all 1 case runs were UNSUPPORTED on onednn"), std::string::npos) << r.out;
+}
+
 }  // namespace mosaic::test

@@ -27,6 +27,19 @@ bool has_line(const std::string& out, const std::string& verdict, const std::str
   return out.find(verdict + "  " + check) != std::string::npos;
 }
 
+class EveryBuiltinOptimizer : public ::testing::TestWithParam<std::string> {};
+
+/// Every built-in rule passes every check with default settings, network descent included
+/// (it is judged against the reference rule under the same problem, not an absolute drop).
+TEST_P(EveryBuiltinOptimizer, PassesOptcheckWithDefaults) {
+  CmdResult r = mosaic("optcheck --optimizer " + GetParam());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has_line(r.out, "PASS", "network descent")) << r.out;
+  EXPECT_NE(r.out.find(" 0 failed"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, EveryBuiltinOptimizer, ::testing::ValuesIn(optcheck_references()));
+
 TEST(Optcheck, ReferenceRulesByHand) {
   // Adam, one step from zero state, t = 1: m = 0.1 g, v = 0.001 g^2, p -= lr sign(g) (eps aside).
   OptimizerConfig c;
@@ -107,8 +120,9 @@ TEST(Optcheck, PluginLoadingErrors) {
   r = mosaic("optcheck --optimizer-plugin /nonexistent/libx.so");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("optimizer plugin /nonexistent/libx.so: cannot load"), std::string::npos) << r.out;
-  // A shared library that is not a Mosaic plugin.
-  r = mosaic("optcheck --optimizer-plugin libz.so.1");
+  // A shared library that is not a Mosaic plugin (a bare name is a file in the working
+  // directory, not a library-path lookup: PluginPathWithoutSlashIsAFile).
+  r = mosaic("optcheck --optimizer-plugin /lib/x86_64-linux-gnu/libz.so.1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("not a Mosaic optimizer plugin"), std::string::npos) << r.out;
   r = mosaic("optcheck --optimizer-plugin " + kLion + " --opt b3=0.5 --model none");

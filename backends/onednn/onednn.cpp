@@ -116,13 +116,13 @@ int channel_lanes(const memory::desc& md) {
   return static_cast<int>(lanes);
 }
 
-/// Runs `fn` and turns a dnnl::error into a Status naming the node.
+/// Runs `fn` and turns a dnnl::error into a Status naming the node (onednn_error_status).
 template <class F>
 Status guarded(const Node& node, F&& fn) {
   try {
     return fn();
   } catch (const dnnl::error& e) {
-    return Status::unsupported(node.label() + ": oneDNN: " + e.what());
+    return onednn_error_status(static_cast<int>(e.status), e.what(), node);
   }
 }
 
@@ -1367,6 +1367,16 @@ std::string onednn_effective_isa() {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
     default: return "other";
   }
+}
+
+Status onednn_error_status(int status, const std::string& what, const Node& node) {
+  const std::string msg = node.label() + ": oneDNN: " + what;
+  if (status == dnnl_unimplemented) return Status::unsupported(msg + " (no implementation for this configuration)");
+  const char* name = status == dnnl_out_of_memory       ? "out of memory"
+                     : status == dnnl_invalid_arguments ? "invalid arguments"
+                     : status == dnnl_runtime_error     ? "runtime error"
+                                                        : "error";
+  return Status::internal(msg + " (" + name + ", status " + std::to_string(status) + ")");
 }
 
 void register_onednn_kernels(KernelRegistry& registry) {

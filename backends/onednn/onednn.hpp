@@ -12,6 +12,12 @@
 namespace mosaic {
 
 void register_onednn_kernels(KernelRegistry& registry);
+/// The Status for a dnnl::error (status code `status`, text `what`) raised for `node`. Only
+/// dnnl_unimplemented, oneDNN's "no implementation for this configuration", is a decline
+/// (kUnsupported: the planner falls back and reports why). Any other error (invalid arguments,
+/// out of memory, a runtime error) is a failure of the library and is reported as one
+/// (kInternal: the command stops with the message), never a quiet fallback.
+Status onednn_error_status(int status, const std::string& what, const Node& node);
 /// oneDNN's effective CPU instruction set, e.g. "avx512_core_amx".
 std::string onednn_effective_isa();
 

@@ -13,6 +13,9 @@ namespace mosaic::cli {
 int fail(const Status& st);
 /// "a, b, c".
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+/// The candidate closest to `word` by edit distance, or "" if none is plausibly meant
+/// (distance above a third of the word's length, at least 2).
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 /// An output file named by `flag` can be written: not a directory, in an existing writable
 /// directory, and (if it exists) writable itself. Nothing is created.
 Status check_output_path(const std::string& path, const std::string& flag);

@@ -93,7 +93,9 @@ int run_info(const InfoOptions& o) {
   PrepareReport pr;
   auto g = load_prepared(o.model, o.common, &pr);
   if (!g.ok()) return fail(g.status());
-  auto plan = Plan::build(g.value(), Placement::all_on("naive", {}), builtin_registry());
+  PlanOptions sizes_only;
+  sizes_only.allocate = false;  // sizes are computed, not allocated: any --batch works
+  auto plan = Plan::build(g.value(), Placement::all_on("naive", {}), builtin_registry(), sizes_only);
   if (!plan.ok()) return fail(plan.status());
   const Plan& p = *plan.value();
   std::cout << "model:   " << o.model << " (graph '" << g->name << "', opset " << g->opset << ")\n";
@@ -117,9 +119,16 @@ int run_info(const InfoOptions& o) {
   std::cout << "memory:  weights " << format_bytes(static_cast<double>(p.weight_bytes())) << ", activations "
             << format_bytes(static_cast<double>(p.activation_bytes())) << " (planned with buffer reuse)\n";
   if (!o.nodes) return 0;
+  // Trainable parameters by name (what --freeze matches), with their shapes.
+  std::cout << "\nparameters (names for train --freeze):\n";
+  for (const auto& [name, t] : g->initializers)
+    if (t.dtype() == DType::kF32 && t.numel() > 0)
+      std::cout << "  " << name << " " << shape_str(t.shape()) << " (" << with_commas(t.numel()) << ")\n";
   const auto& reg = builtin_registry();
-  char line[256];
-  std::snprintf(line, sizeof line, "\n%-20s %-18s %-20s %12s %10s  %s\n", "node", "op", "output", "params", "MFLOP",
+  char line[1024];
+  int width = 20;
+  for (const auto& s : p.steps()) width = std::max(width, static_cast<int>(p.node(s).name.size()));
+  std::snprintf(line, sizeof line, "\n%-*s %-18s %-20s %12s %10s  %s\n", width, "node", "op", "output", "params", "MFLOP",
                 "backends");
   std::cout << line;
   for (const auto& s : p.steps()) {
@@ -146,7 +155,7 @@ int run_info(const InfoOptions& o) {
       auto k = reg.create(b, ctx);
       backends += (backends.empty() ? "" : ",") + (k.ok() ? b : "-");
     }
-    std::snprintf(line, sizeof line, "%-20.20s %-18.18s %-20.20s %12s %10.2f  %s\n", n.name.c_str(), n.op_type.c_str(),
+    std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-20.20s %12s %10.2f  %s\n", width, 600, n.name.c_str(), n.op_type.c_str(),
                   shape_str(p.values()[s.out[0]].desc.shape).c_str(), with_commas(params).c_str(), s.flops / 1e6,
                   backends.c_str());
     std::cout << line;
@@ -308,6 +317,13 @@ int run_bench(const BenchOptions& o) {
   if (o.mode != "inference" && o.mode != "training")
     return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
   const bool training = o.mode == "training";
+  // Everything that can be refused is refused before minutes of timing.
+  if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}}); !st.is_ok()) return fail(st);
+  if (training) {
+    OptimizerConfig probe;
+    probe.lr = o.lr;
+    if (auto opt = make_optimizer(o.optimizer, probe); !opt.ok()) return fail(opt.status().with_context("--optimizer"));
+  }
   const auto& reg = builtin_registry();
   for (const auto& b : o.backends)
     if (!reg.has_backend(b)) return fail(Status::invalid("unknown backend '" + b + "' (known: naive, im2col, onednn)"));
@@ -329,6 +345,8 @@ int run_bench(const BenchOptions& o) {
   PrepareReport pr;
   auto g = load_prepared(o.model, o.common, &pr);
   if (!g.ok()) return fail(g.status());
+  for (const auto& [label, placement] : configs)
+    if (Status st = placement.check_names(g.value()); !st.is_ok()) return fail(st);
   const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
 
   BenchReport report;
@@ -493,7 +511,7 @@ int run_verify(const VerifyOptions& o) {
   std::vector<std::string> backends;
   if (o.backend == "all") backends = builtin_registry().backends();
   else if (builtin_registry().has_backend(o.backend)) backends = {o.backend};
-  else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: naive, im2col, onednn, all)"));
+  else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ", all)"));
   // POSIX extended regular expression.
   regex_t filter;
   if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
@@ -529,8 +547,17 @@ int run_verify(const VerifyOptions& o) {
         std::cout << tag << " " << name << " [" << b << "] " << r.detail << "\n";
     }
   }
+  if (passed + failed + skipped == 0)
+    return fail(Status::not_found("--filter '" + o.filter + "' matches none of the " + std::to_string(cases.size()) +
+                                  " cases: nothing was verified"));
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
-  return failed ? 1 : 0;
+  if (failed) return 1;
+  if (passed == 0) {
+    std::cerr << "mosaic: nothing was verified: all " << skipped << " case runs were UNSUPPORTED on " << join(backends)
+              << "\n";
+    return 3;
+  }
+  return 0;
 }
 
 // ---- backends ------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 // `mosaic`: the command-line front end. Parses arguments with CLI11 and dispatches to
 // the subcommands in commands.cpp. Exceptions stop here.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "examples/zoo.hpp"
+#include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
 #include "frontends/cli/train.hpp"
 
@@ -25,6 +28,51 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+/// An integer option's check: a whole number >= `min`, with a message that says so.
+CLI::Validator integer_at_least(long long min) {
+  const std::string what = min > 0 ? "a positive integer" : "a non-negative integer";
+  return CLI::Validator(
+      [min, what](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || errno == ERANGE || v < min) return "must be " + what + ", got " + s;
+        return "";
+      },
+      min > 0 ? "POSITIVE" : "NON-NEGATIVE", "");
+}
+
+/// "mosaic: error: ..." for a parse error, with a suggestion for a mistyped command or option.
+int parse_failure(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  std::string msg = e.what(), hint;
+  std::vector<std::string> commands;
+  for (const auto* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  if (argc > 1 && argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+    msg = std::string("unknown command '") + argv[1] + "' (commands: " + mosaic::cli::join(commands) + ")";
+    const std::string guess = mosaic::cli::closest(argv[1], commands);
+    if (!guess.empty()) hint = "; did you mean " + guess + "?";
+  } else if (argc > 1) {
+    // An unknown option: suggest the closest option of the subcommand.
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands({}))
+      if (sub->get_name() == argv[1])
+        for (const auto* opt : sub->get_options())
+          for (const auto& n : opt->get_lnames()) names.push_back("--" + n);
+    for (int i = 2; i < argc && hint.empty(); ++i) {
+      const std::string a = argv[i];
+      const std::string name = a.substr(0, a.find('='));
+      if (a.rfind("--", 0) != 0 || msg.find(a) == std::string::npos ||
+          std::find(names.begin(), names.end(), name) != names.end())
+        continue;
+      const std::string guess = mosaic::cli::closest(name, names);
+      if (!guess.empty()) hint = "; did you mean " + guess + "?";
+    }
+  }
+  std::cerr << "mosaic: error: " << msg << hint << "\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -37,9 +85,9 @@ int main(int argc, char** argv) {
 
   auto add_common = [](CLI::App* cmd, CommonOptions& c) {
     cmd->add_option("--batch", c.batch, "bind the batch dimension (default: the model's, symbolic = 1)")
-        ->check(CLI::PositiveNumber);
+        ->check(integer_at_least(1));
     cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(integer_at_least(0));
     cmd->add_option("--seed", c.seed, "seed of the random input");
   };
 
@@ -55,7 +103,8 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "time every node on each backend, checked against naive");
   bench_cmd->add_option("model", bench.model, "ONNX file, or zoo:NAME")->required();
   add_common(bench_cmd, bench.common);
-  bench_cmd->add_option("--backends", backends, "comma-separated backends to compare")->capture_default_str();
+  auto* backends_opt =
+      bench_cmd->add_option("--backends", backends, "comma-separated backends to compare")->capture_default_str();
   bench_cmd->add_option("--assign", bench.assign, "mixed placement, e.g. Conv=onednn,Gemm=im2col,@fc1=naive,*=naive");
   bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
       ->capture_default_str();
@@ -63,18 +112,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("--optimizer", bench.optimizer, "optimizer of --mode training")->capture_default_str();
   bench_cmd->add_option("--lr", bench.lr, "learning rate of --mode training")->capture_default_str();
-  bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
-  bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(CLI::PositiveNumber);
-  bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(integer_at_least(0));
+  bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(integer_at_least(1));
+  bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(integer_at_least(1));
   bench_cmd->add_option("--max-seconds", bench.config.max_seconds, "time budget per backend; iterations stop early past it")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(integer_at_least(1));
   bench_cmd->add_option("--json", bench.json, "write the report as JSON");
   bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
   bool no_check = false, no_fuse = false;
   bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
   bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
-  bench_cmd->add_option("--rtol", bench.rtol, "relative tolerance of the check")->capture_default_str();
-  bench_cmd->add_option("--atol", bench.atol, "absolute tolerance of the check")->capture_default_str();
+  auto* rtol_opt = bench_cmd->add_option("--rtol", bench.rtol, "relative tolerance of the check")->capture_default_str();
+  auto* atol_opt = bench_cmd->add_option("--atol", bench.atol, "absolute tolerance of the check")->capture_default_str();
 
   VerifyOptions verify;
   auto* verify_cmd = app.add_subcommand("verify", "run ONNX backend-test cases (model.onnx + test_data_set_*/)");
@@ -113,27 +162,28 @@ int main(int argc, char** argv) {
   bool no_prefetch = false;
   train_cmd->add_flag("--no-prefetch", no_prefetch, "load batches on the training thread (no background loader)");
   train_cmd->add_option("--lr", train.opt.lr, "learning rate")->capture_default_str();
-  train_cmd->add_option("--momentum", train.opt.momentum, "momentum (sgd, rmsprop)");
+  double train_momentum = 0;
+  auto* train_momentum_opt = train_cmd->add_option("--momentum", train_momentum, "momentum (sgd, rmsprop; as --opt momentum=X)");
   train_cmd->add_option("--lr-schedule", train.lr_schedule, "constant, cosine or step:EPOCHS:GAMMA")->capture_default_str();
   train_cmd->add_option("--save", train.save, "write the trained model as ONNX (a checkpoint to continue from)");
   train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
-  train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(integer_at_least(1));
+  train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(integer_at_least(1));
+  train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)")->check(integer_at_least(0));
   train_cmd->add_option("--steps-per-epoch", train.steps_per_epoch, "cut every epoch short after this many steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_at_least(0));
   train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
   bool no_eval = false;
   train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (reported as -1)");
   train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();
   train_cmd->add_option("--json", train.json, "write per-step losses and per-epoch results as JSON");
-  train_cmd->add_option("--threads", train.threads, "threads")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--threads", train.threads, "threads")->check(integer_at_least(0));
 
   GradcheckCliOptions gc;
   auto* gc_cmd = app.add_subcommand("gradcheck", "check every parameter's gradient against finite differences");
   gc_cmd->add_option("model", gc.model, "ONNX file, or zoo:NAME")->required();
   gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked")->capture_default_str();
-  gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str()->check(integer_at_least(1));
   std::string gc_fallback = "naive";
   gc_cmd->add_option("--fallback", gc_fallback, "backends for nodes the checked one cannot run ('none' to forbid)")
       ->capture_default_str();
@@ -148,7 +198,7 @@ int main(int argc, char** argv) {
   gc_cmd->add_option("--directions", gc.check.directions, "random directions per tensor")->capture_default_str();
   gc_cmd->add_option("--elements", gc.check.elements, "random single elements per tensor")->capture_default_str();
   gc_cmd->add_option("--seed", gc.check.seed, "seed of input, labels and probes")->capture_default_str();
-  gc_cmd->add_option("--threads", gc.threads, "threads")->check(CLI::NonNegativeNumber);
+  gc_cmd->add_option("--threads", gc.threads, "threads")->check(integer_at_least(0));
 
   OptcheckCliOptions oc;
   std::string oc_opts;
@@ -163,19 +213,19 @@ int main(int argc, char** argv) {
   oc_cmd->add_option("--opt", oc_opts, "further hyperparameters: key=value[,key=value]");
   oc_cmd->add_option("--model", oc.model, "network whose gradients feed the optimizer ('none' to skip)")->capture_default_str();
   oc_cmd->add_option("--backend", oc.backend, "backend of the network check")->capture_default_str();
-  oc_cmd->add_option("--steps", oc.steps, "steps of the network check")->capture_default_str()->check(CLI::PositiveNumber);
+  oc_cmd->add_option("--steps", oc.steps, "steps of the network check")->capture_default_str()->check(integer_at_least(1));
   oc_cmd->add_option("--onnx-data", oc.onnx_data, "ONNX node-test directory")->capture_default_str();
   oc_cmd->add_option("--tolerance", oc.tolerance, "trajectory tolerance (relative to the reference's movement)")
       ->capture_default_str();
   oc_cmd->add_option("--seed", oc.seed, "seed of the problems")->capture_default_str();
   oc_cmd->add_option("--json", oc.json, "write the verdicts as JSON");
-  oc_cmd->add_option("--threads", oc.threads, "threads")->check(CLI::NonNegativeNumber);
+  oc_cmd->add_option("--threads", oc.threads, "threads")->check(integer_at_least(0));
 
   SweepOptions sweep;
   auto* sweep_cmd = app.add_subcommand("sweep", "run a YAML grid of training runs; write Table 2 and Table 3 (resumable)");
   sweep_cmd->add_option("config", sweep.config, "sweep YAML file (docs/sweeps.md)")->required();
   sweep_cmd->add_option("--max-cells", sweep.max_cells, "run at most this many new cells, then stop")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_at_least(0));
 
   bool markdown = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
@@ -184,8 +234,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    return parse_failure(app, e, argc, argv);
   }
   try {
     if (*info_cmd) {
@@ -197,6 +246,15 @@ int main(int argc, char** argv) {
       bench.fallback = split(fallback);
       bench.check = !no_check;
       bench.fuse = !no_fuse;
+      if (!bench.assign.empty() && backends_opt->count()) {
+        std::cerr << "mosaic: error: --assign and --backends exclude each other (--assign times one mixed placement; "
+                     "--backends compares whole backends)\n";
+        return 2;
+      }
+      if (no_check && (rtol_opt->count() || atol_opt->count()))
+        std::cerr << "mosaic: warning: --rtol/--atol have no effect with --no-check\n";
+      if (bench.mode != "training" && (bench_cmd->get_option("--optimizer")->count() || bench_cmd->get_option("--lr")->count()))
+        std::cerr << "mosaic: warning: --optimizer/--lr only apply to --mode training\n";
       if (bench.backends.empty() && bench.assign.empty()) {
         std::cerr << "mosaic: error: --backends is empty\n";
         return 2;
@@ -211,6 +269,8 @@ int main(int argc, char** argv) {
       train.evaluate = !no_eval;
       train.prefetch = !no_prefetch;
       train.opt_params = split(train_opts);
+      // --momentum goes through the same check as --opt: an optimizer that ignores it refuses it.
+      if (train_momentum_opt->count()) train.opt_params.push_back("momentum=" + std::to_string(train_momentum));
       train.freeze = split(freeze);
       return run_train(train);
     }

@@ -8,6 +8,7 @@
 
 #include "backends/registry.hpp"
 #include "frontends/cli/train.hpp"
+#include "frontends/cli/cli_util.hpp"
 #include "validate/optcheck.hpp"
 
 namespace mosaic::cli {
@@ -30,7 +31,13 @@ Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std:
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0') return Status::invalid("--opt " + key + ": '" + value + "' is not a number");
-    config.extra[key] = v;
+    // Built-ins take their standard keys (and refuse the ones they ignore); plugins get
+    // every key in `extra` and refuse what they do not read.
+    if (!builtin_hyperparameters(optimizer).empty()) {
+      MOSAIC_RETURN_IF_ERROR(set_builtin_hyperparameter(optimizer, key, v, config).with_context("--opt"));
+    } else {
+      config.extra[key] = v;
+    }
   }
   return Status::ok();
 }
@@ -53,24 +60,25 @@ int run_optcheck(const OptcheckCliOptions& in) {
   o.steps = in.steps;
   o.tolerance = in.tolerance;
   o.seed = in.seed;
-  if (!builtin_registry().has_backend(o.backend)) {
-    std::cerr << "mosaic: error: unknown backend '" << o.backend << "'\n";
-    return 2;
-  }
+  if (!builtin_registry().has_backend(o.backend))
+    return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
+  if (Status ps = check_output_paths({{"--json", in.json}}); !ps.is_ok()) return fail(ps);
   auto results = optcheck(o);
   if (!results.ok()) {
     std::cerr << "mosaic: error: " << results.status().message() << "\n";
     return 2;
   }
-  int passed = 0, failed = 0, skipped = 0;
+  int passed = 0, failed = 0, skipped = 0, inconclusive = 0;
   nlohmann::json log = {{"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", nlohmann::json::array()}};
   std::printf("optcheck %s%s\n", o.optimizer.c_str(), o.reference.empty() ? "" : (" against " + o.reference).c_str());
   for (const auto& r : results.value()) {
     std::printf("%-4s  %-58s %s\n", r.verdict.c_str(), r.check.c_str(), r.detail.c_str());
-    (r.verdict == "PASS" ? passed : r.verdict == "FAIL" ? failed : skipped)++;
+    (r.verdict == "PASS" ? passed : r.verdict == "FAIL" ? failed : r.verdict == "INCONCLUSIVE" ? inconclusive : skipped)++;
     log["checks"].push_back({{"check", r.check}, {"verdict", r.verdict}, {"detail", r.detail}});
   }
-  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  std::printf("%d passed, %d failed, %d skipped%s\n", passed, failed, skipped,
+              inconclusive ? (", " + std::to_string(inconclusive) + " inconclusive").c_str() : "");
+  log["inconclusive"] = inconclusive;
   log["passed"] = passed;
   log["failed"] = failed;
   log["skipped"] = skipped;
@@ -82,7 +90,7 @@ int run_optcheck(const OptcheckCliOptions& in) {
     }
     f << log.dump(2) << "\n";
   }
-  return failed ? 1 : 0;
+  return failed ? 1 : inconclusive ? 3 : 0;
 }
 
 }  // namespace mosaic::cli

@@ -156,8 +156,9 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   log["normalize"] = o.normalize;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
   if (verbose)
-    std::printf("training %s on %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter tensors (%zu frozen)\n",
-              o.model.c_str(), o.data.c_str(), opt_name.c_str(), o.opt.lr, static_cast<long long>(o.batch),
+    std::printf("training %s on %s with backend %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter "
+                "tensors (%zu frozen)\n",
+                o.model.c_str(), o.data.c_str(), o.backend.c_str(), opt_name.c_str(), oc.lr, static_cast<long long>(o.batch),
               static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
   int64_t step = 0;
   std::string diverged;
@@ -240,6 +241,9 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
 }
 
 int run_train(const TrainOptions& o) {
+  if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}}); !st.is_ok()) return fail(st);
+  if (!builtin_registry().has_backend(o.backend))
+    return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
   auto r = train_model(o, nullptr, true);
   if (!r.ok()) return fail(r.status());
   if (!o.json.empty()) {

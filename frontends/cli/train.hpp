@@ -17,7 +17,7 @@ struct DataSplits;
 namespace mosaic::cli {
 
 struct TrainOptions {
-  std::string model, data = "fashion-mnist", backend = "naive", optimizer = "sgd", json;
+  std::string model, data = "fashion-mnist", backend = "onednn", optimizer = "sgd", json;
   std::string lr_schedule = "constant";
   std::string save;  ///< write the trained model (ONNX) here
   OptimizerConfig opt;

@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Measures gradcheck's verdicts: false alarms on correct models, catches of planted bugs.
+
+Corpus (docs/gradcheck.md#measured):
+  correct  the zoo models; torchvision exports (resnet18, squeezenet1_1, mobilenet_v2,
+           googlenet at small inputs); plain PyTorch CNNs and MLPs with PyTorch's default
+           initialisation and various depths, paddings, strides and pooling; each with
+           --seed S on every backend. Any FAIL is a false alarm.
+  planted  every planted bug (mosaic gradcheck --plant) on every backend, on every model
+           that has the op it breaks. Anything but FAIL is a miss.
+
+Results are appended one JSON line per run to OUT/results.jsonl; a rerun skips what is
+there (the corpus takes hours: run it in pieces with --only / --seeds). --table prints the
+Markdown tables of docs/gradcheck.md from the results.
+
+usage: gradcheck_corpus.py MOSAIC OUT [--seeds 1-20] [--backends naive,im2col,onednn]
+                           [--only NAME,...] [--kind correct|planted|both] [--table]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ZOO = {"fmnist-cnn": 2, "alexnet-cifar": 2, "vgg16-cifar": 2}
+TORCHVISION = {"resnet18": 32, "squeezenet1_1": 64, "mobilenet_v2": 32, "googlenet": 64}
+# Plain nets: (name, layers, input channels, input size); a layer is conv:C:K:S:P, pool:max|avg:K:S, fc:N.
+PLAIN = [
+    ("cnn2-nopad", ["conv:8:3:1:0", "conv:16:3:1:0", "pool:max:2:2", "fc:64", "fc:10"], 1, 28),
+    ("cnn3-pad-stride", ["conv:8:3:2:1", "conv:16:3:1:1", "pool:max:3:2", "conv:16:3:1:1", "fc:10"], 3, 32),
+    ("cnn4-avg", ["conv:6:5:1:2", "pool:avg:2:2", "conv:12:3:1:1", "pool:max:2:2", "conv:12:3:1:0", "fc:10"], 3, 24),
+    ("cnn-deep", ["conv:8:3:1:1"] * 3 + ["pool:max:2:2"] + ["conv:16:3:1:1"] * 3 + ["pool:max:2:2", "fc:10"], 3, 16),
+    ("cnn-k1-k5", ["conv:8:1:1:0", "conv:8:5:1:2", "pool:max:2:1", "conv:4:3:2:0", "fc:10"], 2, 15),
+    ("mlp2", ["fc:64", "fc:10"], 1, 12),
+    ("mlp4", ["fc:128", "fc:64", "fc:32", "fc:10"], 1, 16),
+]
+
+EXPORT = r'''
+import sys, torch, torch.nn as nn, torchvision
+kind, name, path, spec = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+torch.manual_seed(0)
+if kind == "torchvision":
+    size = int(spec)
+    m = getattr(torchvision.models, name)(weights=None, **({"aux_logits": False, "init_weights": True} if name == "googlenet" else {}))
+    shape = (1, 3, size, size)
+else:
+    layers, c, size = spec.split(";")[0].split(","), int(spec.split(";")[1]), int(spec.split(";")[2])
+    mods, ch, hw, flat = [], c, size, False
+    for l in layers:
+        p = l.split(":")
+        if p[0] == "conv":
+            o, k, s, pad = map(int, p[1:]); mods += [nn.Conv2d(ch, o, k, s, pad), nn.ReLU()]
+            ch, hw = o, (hw + 2 * pad - k) // s + 1
+        elif p[0] == "pool":
+            k, s = int(p[2]), int(p[3]); mods.append(nn.MaxPool2d(k, s) if p[1] == "max" else nn.AvgPool2d(k, s))
+            hw = (hw - k) // s + 1
+        else:
+            if not flat: mods.append(nn.Flatten()); ch, flat = ch * hw * hw, True
+            mods += [nn.Linear(ch, int(p[1])), nn.ReLU()]; ch = int(p[1])
+    m = nn.Sequential(*mods[:-1])  # no ReLU after the logits
+    shape = (1, c, size, size)
+m.eval()
+torch.onnx.export(m, torch.zeros(*shape), path, input_names=["x"], output_names=["y"],
+                  dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=13, do_constant_folding=True)
+'''
+
+
+def models(out):
+    """(name, model path or zoo:NAME, batch) for the whole corpus, exporting what is missing."""
+    os.makedirs(out, exist_ok=True)
+    found = [(n, "zoo:" + n, b) for n, b in ZOO.items()]
+    todo = [("torchvision", n, str(s)) for n, s in TORCHVISION.items()]
+    todo += [("plain", n, ",".join(l) + ";%d;%d" % (c, s)) for n, l, c, s in PLAIN]
+    for kind, name, spec in todo:
+        path = os.path.join(out, name + ".onnx")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, "-c", EXPORT, kind, name, path, spec], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        found.append((name, path, 2))
+    return found
+
+
+def ops_of(mosaic, model, batch):
+    r = subprocess.run([mosaic, "info", model, "--batch", str(batch)], capture_output=True, text=True)
+    ops = set()
+    for line in r.stdout.splitlines():
+        if line.startswith("nodes:"):
+            parts = line.split(":", 2)[2].split()
+            ops.update(parts[0::2])
+    return ops
+
+
+def bugs(mosaic):
+    r = subprocess.run([mosaic, "gradcheck", "zoo:fmnist-cnn", "--plant", "?"], capture_output=True, text=True)
+    known = r.stderr.split("(known: ")[1].rstrip(")\n").split(", ")
+    return {b: {"conv": "Conv", "gemm": "Gemm", "maxpool": "MaxPool", "relu": "Relu", "add": "Add",
+                "batchnorm": "BatchNormalization"}[b.split("-")[0]] for b in known}
+
+
+def run(mosaic, model, batch, backend, seed, plant=None):
+    cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", backend, "--seed", str(seed), "--json", "/dev/stdout"]
+    if plant:
+        cmd += ["--plant", plant]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    doc = None
+    text = r.stdout
+    start = text.find("{\n")
+    if start >= 0:
+        try:
+            doc = json.loads(text[start:])
+        except ValueError:
+            doc = None
+    return {"exit": r.returncode, "seconds": round(time.time() - t0, 1),
+            "summary": doc["summary"] if doc else None,
+            "worst": max((t["worst"]["rel_error"] for t in doc["tensors"] if "worst" in t), default=None) if doc else None,
+            "error": r.stderr.strip()[-300:] if r.returncode == 2 else ""}
+
+
+def table(out):
+    rows = [json.loads(l) for l in open(os.path.join(out, "results.jsonl"))]
+    print("### Correct models (false alarms)\n")
+    print("| model | backend | runs | PASS (all tensors) | INCONCLUSIVE runs | FAIL runs | worst rel err | s/run |")
+    print("|---|---|---|---|---|---|---|---|")
+    keys = sorted({(r["model"], r["backend"]) for r in rows if r["kind"] == "correct"})
+    for m, b in keys:
+        rs = [r for r in rows if r["kind"] == "correct" and r["model"] == m and r["backend"] == b]
+        ok = sum(r["exit"] == 0 for r in rs)
+        inc = sum(r["exit"] == 3 for r in rs)
+        bad = sum(r["exit"] == 1 for r in rs)
+        err = sum(r["exit"] == 2 for r in rs)
+        worst = max((r["worst"] for r in rs if r["worst"] is not None), default=0)
+        print("| %s | %s | %d | %d | %d | %d%s | %.1e | %.0f |" % (m, b, len(rs), ok, inc, bad,
+              " (%d errors)" % err if err else "", worst, sum(r["seconds"] for r in rs) / len(rs)))
+    planted = [r for r in rows if r["kind"] == "planted"]
+    if planted:
+        print("\n### Planted bugs (catch rate)\n")
+        print("| bug | backend | runs | FAIL (caught) | missed |")
+        print("|---|---|---|---|---|")
+        for bug, b in sorted({(r["bug"], r["backend"]) for r in planted}):
+            rs = [r for r in planted if r["bug"] == bug and r["backend"] == b]
+            caught = sum(r["exit"] == 1 for r in rs)
+            missed = ", ".join(r["model"] for r in rs if r["exit"] != 1)
+            print("| %s | %s | %d | %d | %s |" % (bug, b, len(rs), caught, missed or "-"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mosaic")
+    ap.add_argument("out")
+    ap.add_argument("--seeds", default="1-20")
+    ap.add_argument("--backends", default="naive,im2col,onednn")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
+    ap.add_argument("--table", action="store_true")
+    a = ap.parse_args()
+    if a.table:
+        table(a.out)
+        return
+    lo, _, hi = a.seeds.partition("-")
+    seeds = list(range(int(lo), int(hi or lo) + 1))
+    backends = a.backends.split(",")
+    only = set(a.only.split(",")) if a.only else None
+    path = os.path.join(a.out, "results.jsonl")
+    done = set()
+    if os.path.exists(path):
+        for l in open(path):
+            r = json.loads(l)
+            done.add((r["kind"], r["model"], r["backend"], r["seed"], r.get("bug")))
+    corpus = [m for m in models(a.out) if not only or m[0] in only]
+    planted = bugs(a.mosaic)
+    with open(path, "a") as f:
+        for name, model, batch in corpus:
+            ops = ops_of(a.mosaic, model, batch)
+            for backend in backends:
+                jobs = []
+                if a.kind in ("correct", "both"):
+                    jobs += [("correct", s, None) for s in seeds]
+                if a.kind in ("planted", "both"):
+                    jobs += [("planted", 1, bug) for bug, op in planted.items() if op in ops]
+                for kind, seed, bug in jobs:
+                    if (kind, name, backend, seed, bug) in done:
+                        continue
+                    r = run(a.mosaic, model, batch, backend, seed, bug)
+                    r.update({"kind": kind, "model": name, "backend": backend, "seed": seed, "bug": bug})
+                    f.write(json.dumps(r) + "\n")
+                    f.flush()
+                    print("%-8s %-16s %-7s seed %-2d %-28s exit %d  %s  %.0fs" % (
+                        kind, name, backend, seed, bug or "", r["exit"], r["summary"], r["seconds"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
