@@ -12,9 +12,13 @@ Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, dou
     a.message = "shape " + shape_str(got.shape()) + " != expected " + shape_str(ref.shape());
     return a;
   }
-  double worst_excess = -1;
+  double worst_excess = -1, diff2 = 0, ref2 = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
     const double g = got.get(i), r = ref.get(i);
+    if (std::isfinite(g) && std::isfinite(r)) {
+      diff2 += (g - r) * (g - r);
+      ref2 += r * r;
+    }
     if (std::isnan(r) && std::isnan(g)) continue;
     if (std::isinf(r) && g == r) continue;
     const double err = std::fabs(g - r);
@@ -28,6 +32,7 @@ Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, dou
       a.worst_ref = r;
     }
   }
+  a.rel_l2 = std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-30);
   if (worst_excess > 0) {
     a.ok = false;
     std::ostringstream os;

@@ -131,6 +131,7 @@ void print_report(const BenchReport& rep, std::ostream& os) {
       const char* what = rep.mode == "training" ? "loss and gradients" : "outputs";
       if (c.check_ok) os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
       else os << "check:   MISMATCH vs naive: " << c.check_message << "\n";
+      if (!c.first_divergent_node.empty()) os << "check:   first divergent node: " << c.first_divergent_node << "\n";
     }
     if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
   }
@@ -161,7 +162,8 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                   {"passed", c.check_ok},
                   {"max_abs_error", c.max_abs_err},
                   {"max_rel_error", c.max_rel_err},
-                  {"message", c.check_message}};
+                  {"message", c.check_message},
+                  {"first_divergent_node", c.first_divergent_node.empty() ? nlohmann::json() : nlohmann::json(c.first_divergent_node)}};
     r["iterations"] = {{"warmup", c.warmup}, {"measured", c.measured}, {"repeats", c.repeats}, {"budget_hit", c.budget_hit}};
     r["summary"] = {{"images_per_s", c.images_per_s},
                     {"repeat_images_per_s", c.repeat_images_per_s},

@@ -26,6 +26,9 @@ struct ConfigReport {
   bool checked = false, check_ok = true;
   double max_abs_err = 0, max_rel_err = 0;
   std::string check_message;
+  /// When the check failed: the first node that diverges from naive on its own (per-node
+  /// replay, validate/per_node.hpp), e.g. "'fc2' (Gemm) on onednn: max abs 0.0123, ...".
+  std::string first_divergent_node;
   int warmup = 0, measured = 0, repeats = 1;
   bool budget_hit = false;
   double median_ms = 0, min_ms = 0, images_per_s = 0, gflops = 0, speedup_vs_naive = 0, overhead_us = 0;

@@ -461,4 +461,23 @@ TEST_F(Cli, VerifyThatVerifiedNothingFails) {
   EXPECT_NE(r.out.find("nothing was verified: all 1 case runs were UNSUPPORTED on onednn"), std::string::npos) << r.out;
 }
 
+
+TEST_F(Cli, VerifyPerNodeAndBenchNameTheDivergentNode) {
+  CmdResult r = mosaic("verify zoo:fmnist-cnn --per-node --backend all --batch 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const auto& b : builtin_registry().backends())
+    EXPECT_NE(r.out.find("all 10 nodes that ran on " + b + " agree with naive"), std::string::npos) << b << "\n" << r.out;
+  EXPECT_NE(r.out.find("rel L2"), std::string::npos) << r.out;
+  // An impossible tolerance makes bench's check fail: the report names the first node that
+  // diverges on its own, in the console and in the JSON.
+  const std::string json = path("div.json");
+  r = mosaic("bench zoo:fmnist-cnn --batch 2 --iterations 1 --warmup 0 --rtol 1e-12 --atol 1e-15 --backends im2col --json " +
+             json);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("check:   first divergent node: 'conv1+relu1' (Conv) on im2col"), std::string::npos) << r.out;
+  std::ifstream jf(json);
+  auto j = nlohmann::json::parse(jf);
+  EXPECT_NE(j["runs"][0]["check"]["first_divergent_node"].get<std::string>().find("conv1+relu1"), std::string::npos);
+}
+
 }  // namespace mosaic::test

@@ -8,6 +8,7 @@
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
 #include "validate/gradcheck.hpp"
+#include "validate/per_node.hpp"
 #include "validate/planted_bugs.hpp"
 #include "validate/reference_forward.hpp"
 
@@ -151,12 +152,37 @@ TEST_P(GradcheckBackends, EveryPlantedBugFails) {
     const std::string name = base + "+" + bug.name;
     auto r = gradcheck(g, reg, Placement::all_on(name, {}), GradcheckOptions{});
     ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
-    EXPECT_GT(r->count(Verdict::kFail), 0) << name << " (" << bug.description << ") was not caught";
-    EXPECT_TRUE(r->forward_ok) << name << ": a backward bug leaves the forward intact";
+    if (bug.forward) {
+      EXPECT_FALSE(r->forward_ok) << name << " (" << bug.description << "): the forward check must catch it";
+    } else {
+      EXPECT_GT(r->count(Verdict::kFail), 0) << name << " (" << bug.description << ") was not caught";
+      EXPECT_TRUE(r->forward_ok) << name << ": a backward bug leaves the forward intact";
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, GradcheckBackends, ::testing::ValuesIn(builtin_registry().backends()));
+
+TEST(PerNode, NamesTheFirstDivergentNodeOnEveryBackend) {
+  const Graph g = bug_model();
+  const std::vector<Tensor> inputs{random_tensor({2, 3, 8, 8}, 5, 0.f, 1.f)};
+  for (const auto& base : builtin_registry().backends()) {
+    auto ok = compare_per_node(g, builtin_registry(), Placement::all_on(base, {}), inputs, 1e-3, 1e-4);
+    ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+    EXPECT_EQ(ok->first_divergent, -1) << base;
+    EXPECT_EQ(ok->nodes.size(), g.nodes.size()) << "every node compared";
+    KernelRegistry reg = builtin_registry();
+    ASSERT_TRUE(register_planted_bug(reg, base, "gemm-forward-scale").is_ok());
+    // Only the Gemm is wrong: the nodes before it agree, and the Gemm is named.
+    auto bad = compare_per_node(g, reg, Placement::all_on(base + "+gemm-forward-scale", {}), inputs, 1e-3, 1e-4);
+    ASSERT_TRUE(bad.ok()) << bad.status().to_string();
+    ASSERT_GE(bad->first_divergent, 0) << base;
+    const NodeAgreement& n = bad->nodes[bad->first_divergent];
+    EXPECT_EQ(n.op, "Gemm") << base;
+    EXPECT_NEAR(n.rel_l2, 0.01, 1e-3) << base << ": the output is 1.01 times naive's";
+    for (int i = 0; i < bad->first_divergent; ++i) EXPECT_TRUE(bad->nodes[i].ok) << bad->nodes[i].node;
+  }
+}
 
 TEST(PlantedBugs, UnknownNamesAreErrors) {
   KernelRegistry reg = builtin_registry();

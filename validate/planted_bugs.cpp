@@ -20,6 +20,7 @@ const std::vector<PlantedBug>& planted_bugs() {
       {"add-operand-dropped", "Add", "Add backward drops the second operand's gradient"},
       {"batchnorm-no-statistics", "BatchNormalization",
        "training BatchNormalization backward ignores the batch statistics' dependence on x"},
+      {"gemm-forward-scale", "Gemm", "Gemm forward output scaled by 1.01 (a forward bug)", true},
   };
   return bugs;
 }
@@ -77,6 +78,8 @@ class BuggyKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     MOSAIC_RETURN_IF_ERROR(inner_->forward(src, dst));
+    if (bug_ == "gemm-forward-scale")
+      for (int64_t i = 0; i < dst[0]->numel(); ++i) dst[0]->f32()[i] *= 1.01f;
     if (!mutated_) return Status::ok();
     std::vector<Tensor*> sdst;
     for (auto& t : scratch_) sdst.push_back(t.defined() ? &t : nullptr);

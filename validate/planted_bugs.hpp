@@ -1,4 +1,5 @@
-// Planted backward bugs, to measure what gradcheck catches. Each bug registers a backend
+// Planted bugs, to measure what gradcheck (backward) and the per-node oracle check (forward)
+// catch. Each bug registers a backend
 // "<base>+<bug>" that runs <base>'s kernels, except that one op's backward is wrong in one
 // specific way: a sign, a scale, a missing term, a transposed or shifted weight gradient,
 // or a backward computed by <base>'s own kernel for a mutated node (a wrong dilation in
@@ -16,6 +17,7 @@ struct PlantedBug {
   std::string name;         ///< e.g. "conv-dx-sign"
   std::string op;           ///< op type whose backward it breaks
   std::string description;
+  bool forward = false;     ///< the forward is wrong (the rest break only the backward)
 };
 
 /// Every bug, in a fixed order.

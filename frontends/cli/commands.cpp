@@ -22,6 +22,7 @@
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/compare.hpp"
 #include "metrics/report.hpp"
+#include "validate/per_node.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic::cli {
@@ -176,6 +177,7 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
   c.max_abs_err = check.max_abs_err;
   c.max_rel_err = check.max_rel_err;
   c.check_message = check.check_message;
+  c.first_divergent_node = check.first_divergent_node;
   c.peak_tracked_bytes = plan.tracker().peak();
   report.configs.push_back(std::move(c));
 }
@@ -194,6 +196,19 @@ int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const c
   }
   if (!all_ok) std::cerr << "mosaic: " << what << " differ from the naive reference (see check lines above)\n";
   return all_ok ? 0 : 1;
+}
+
+/// The first node that diverges from naive when run alone (a failed check's culprit), or
+/// why none could be named.
+std::string first_divergent(const Graph& g, const KernelRegistry& reg, const Placement& placement,
+                            const std::vector<Tensor>& inputs, const BenchOptions& o) {
+  auto r = compare_per_node(g, reg, placement, inputs, o.rtol, o.atol);
+  if (!r.ok()) return "per-node check failed: " + r.status().message();
+  if (r->first_divergent < 0) return "none alone: every node agrees with naive on its own inputs (the error accumulates)";
+  const NodeAgreement& n = r->nodes[r->first_divergent];
+  char buf[160];
+  std::snprintf(buf, sizeof buf, ": max abs %.3g, max rel %.3g, rel L2 %.3g", n.max_abs, n.max_rel, n.rel_l2);
+  return "'" + n.node + "' (" + n.op + ") on " + n.backend + buf;
 }
 
 /// Applies the fusion pass to the graph the timed plans run, noting what it merged.
@@ -406,6 +421,7 @@ int run_bench(const BenchOptions& o) {
           check.check_message = "output '" + g->outputs[k].name + "' " + a.message;
         }
       }
+      if (!check.check_ok) check.first_divergent_node = first_divergent(timed, reg, configs[i].second, inputs, o);
       all_ok = all_ok && check.check_ok;
     }
     plan.tracker().reset_peak();
@@ -419,6 +435,59 @@ int run_bench(const BenchOptions& o) {
 // ---- verify -------------------------------------------------------------------------------
 
 namespace {
+
+/// Prints a per-node table; returns whether every node that ran agreed.
+bool print_per_node(const PerNodeReport& r, const std::string& backend, bool quiet) {
+  int width = 12;
+  for (const auto& n : r.nodes) width = std::max(width, static_cast<int>(n.node.size()));
+  if (!quiet) {
+    std::printf("%-*s %-18s %-8s %11s %11s %11s  %s\n", width, "node", "op", "backend", "max abs", "max rel", "rel L2",
+                "verdict");
+    for (const auto& n : r.nodes) {
+      if (!n.ran) {
+        std::printf("%-*s %-18s %-8s %11s %11s %11s  UNSUPPORTED %s\n", width, n.node.c_str(), n.op.c_str(),
+                    n.backend.c_str(), "-", "-", "-", n.note.c_str());
+        continue;
+      }
+      std::printf("%-*s %-18s %-8s %11.3g %11.3g %11.3g  %s\n", width, n.node.c_str(), n.op.c_str(), n.backend.c_str(),
+                  n.max_abs, n.max_rel, n.rel_l2, n.ok ? "ok" : ("DIVERGES: " + n.note).c_str());
+    }
+  }
+  if (r.first_divergent >= 0) {
+    const NodeAgreement& n = r.nodes[r.first_divergent];
+    std::printf("first divergent node on %s: '%s' (%s): max abs %.3g, max rel %.3g, rel L2 %.3g\n", backend.c_str(),
+                n.node.c_str(), n.op.c_str(), n.max_abs, n.max_rel, n.rel_l2);
+    return false;
+  }
+  int ran = 0;
+  for (const auto& n : r.nodes) ran += n.ran;
+  std::printf("all %d nodes that ran on %s agree with naive (%zu declined)\n", ran, backend.c_str(), r.nodes.size() - ran);
+  return true;
+}
+
+int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& backends) {
+  if (o.paths.size() != 1) return fail(Status::invalid("--per-node takes one model (an ONNX file or zoo:NAME)"));
+  set_num_threads(o.common.threads);
+  auto g = load_prepared(o.paths[0], o.common, nullptr);
+  if (!g.ok()) return fail(g.status());
+  const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+  bool all_ok = true;
+  int ran = 0;
+  for (const auto& b : backends) {
+    std::printf("== %s: each node alone on %s vs naive (rtol %g, atol %g)\n", o.paths[0].c_str(), b.c_str(), o.rtol,
+                o.atol);
+    auto r = compare_per_node(g.value(), builtin_registry(), Placement::all_on(b, {}), inputs, o.rtol, o.atol);
+    if (!r.ok()) return fail(r.status());
+    all_ok = print_per_node(r.value(), b, o.quiet) && all_ok;
+    for (const auto& n : r->nodes) ran += n.ran;
+  }
+  if (!all_ok) return 1;
+  if (ran == 0) {
+    std::cerr << "mosaic: nothing was verified: no node ran on " << join(backends) << "\n";
+    return 3;
+  }
+  return 0;
+}
 
 enum class Verdict { kPassed, kFailed, kUnsupported };
 
@@ -512,6 +581,7 @@ int run_verify(const VerifyOptions& o) {
   if (o.backend == "all") backends = builtin_registry().backends();
   else if (builtin_registry().has_backend(o.backend)) backends = {o.backend};
   else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ", all)"));
+  if (o.per_node) return run_verify_per_node(o, backends);
   // POSIX extended regular expression.
   regex_t filter;
   if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)

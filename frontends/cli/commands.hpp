@@ -45,6 +45,8 @@ struct VerifyOptions {
   std::string filter;
   double rtol = 1e-3, atol = 1e-5;
   bool quiet = false;
+  bool per_node = false;  ///< PATH is a model: compare every node with naive (validate/per_node.hpp)
+  CommonOptions common;   ///< --batch, --seed of the --per-node input
 };
 
 struct ExportOptions {

@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
   verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
   verify_cmd->add_flag("--quiet", verify.quiet, "print only failures and the summary");
+  verify_cmd->add_flag("--per-node", verify.per_node,
+                       "PATH is a model (file or zoo:NAME): compare each node alone with naive, name the first that diverges");
+  add_common(verify_cmd, verify.common);
 
   ExportOptions exp;
   std::string names;

@@ -1,0 +1,39 @@
+// Per-node agreement with the naive oracle: which node diverges, and by how much.
+//
+// The naive backend runs the whole graph once, keeping every intermediate value. Then each
+// node runs alone on the backend its placement names, on exactly naive's inputs for that
+// node, and its outputs are compared with naive's (max abs, max rel, and the L2 norm of the
+// difference relative to the reference's: Deep500's norm metrics). A node is judged on its
+// own kernel only, not on error accumulated upstream, so the first node out of tolerance
+// (in topological order) is the one to look at, as benchdnn checks one primitive at a time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/kernel.hpp"
+#include "core/plan.hpp"
+
+namespace mosaic {
+
+struct NodeAgreement {
+  std::string node, op, backend;
+  bool ran = true;          ///< false: the backend declined the node (`note` says why)
+  bool ok = true;           ///< every output within rtol/atol of naive's
+  double max_abs = 0, max_rel = 0, rel_l2 = 0;
+  std::string note;
+};
+
+struct PerNodeReport {
+  std::vector<NodeAgreement> nodes;
+  /// Index into nodes of the first that ran and left tolerance, or -1.
+  int first_divergent = -1;
+};
+
+/// Compares every float-producing node of `graph` (prepared) placed by `placement` with the
+/// naive oracle on `inputs`.
+Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
+                                         const std::vector<Tensor>& inputs, double rtol, double atol);
+
+}  // namespace mosaic
