@@ -31,6 +31,10 @@ struct KernelContext {
   bool training = false;
   /// Seed for stochastic kernels (Dropout), distinct per node.
   uint64_t seed = 0;
+  /// Results must repeat bit for bit at a fixed thread count: no work split that depends
+  /// on timing (im2col's convolution backward takes chunks statically instead of
+  /// dynamically). Somewhat slower where threads run at different speeds.
+  bool deterministic = false;
   /// Where output i may be left in this backend's own layout: every consumer is a
   /// layout-aware op on the same backend (see KernelRegistry::add_layout_op). In training
   /// plans the gradient of such an output arrives in the same layout, and the gradient of

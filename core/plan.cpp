@@ -248,6 +248,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     ctx.opset = g.opset;
     ctx.tracker = &P.tracker_;
     ctx.training = training;
+    ctx.deterministic = options.deterministic;
     ctx.inputs = {from};
     ctx.input_present = {true};
     ctx.constants = {nullptr};
@@ -296,6 +297,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
       ctx.opset = g.opset;
       ctx.tracker = &P.tracker_;
       ctx.training = training;
+      ctx.deterministic = options.deterministic;
       ctx.seed = options.seed * 1000003u + ni;
       bool grads_flow = false;
       for (int v : in) {

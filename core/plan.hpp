@@ -47,6 +47,8 @@ struct PlanOptions {
   /// False: plan placement, layouts and memory sizes without allocating activation buffers
   /// (`mosaic info` on any batch size); such a plan cannot run.
   bool allocate = true;
+  /// Kernels avoid timing-dependent work splits (KernelContext::deterministic).
+  bool deterministic = false;
 };
 
 /// A trainable parameter of a training plan: its value (updated in place by optimizers)

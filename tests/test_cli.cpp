@@ -480,4 +480,17 @@ TEST_F(Cli, VerifyPerNodeAndBenchNameTheDivergentNode) {
   EXPECT_NE(j["runs"][0]["check"]["first_divergent_node"].get<std::string>().find("conv1+relu1"), std::string::npos);
 }
 
+
+TEST_F(Cli, VerifyDeterminismAudit) {
+  CmdResult r = mosaic("verify zoo:fmnist-cnn --determinism --deterministic --backend all --batch 8 --quiet");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const auto& b : builtin_registry().backends())
+    EXPECT_NE(r.out.find("== zoo:fmnist-cnn on " + b + " (deterministic plans)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("repeated, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gradients 8/8 bitwise identical"), std::string::npos) << r.out;
+  r = mosaic("verify zoo:fmnist-cnn --deterministic");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--deterministic only applies to --determinism"), std::string::npos) << r.out;
+}
+
 }  // namespace mosaic::test

@@ -3,11 +3,15 @@
 // bug failing on every backend that runs the op it breaks.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "backends/registry.hpp"
 #include "examples/zoo.hpp"
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
 #include "validate/gradcheck.hpp"
+#include "validate/determinism.hpp"
 #include "validate/per_node.hpp"
 #include "validate/planted_bugs.hpp"
 #include "validate/reference_forward.hpp"
@@ -181,6 +185,36 @@ TEST(PerNode, NamesTheFirstDivergentNodeOnEveryBackend) {
     EXPECT_EQ(n.op, "Gemm") << base;
     EXPECT_NEAR(n.rel_l2, 0.01, 1e-3) << base << ": the output is 1.01 times naive's";
     for (int i = 0; i < bad->first_divergent; ++i) EXPECT_TRUE(bad->nodes[i].ok) << bad->nodes[i].node;
+  }
+}
+
+TEST(Determinism, UlpDistanceByHand) {
+  EXPECT_EQ(ulp_distance(1.f, 1.f), 0);
+  EXPECT_EQ(ulp_distance(1.f, std::nextafter(1.f, 2.f)), 1);
+  EXPECT_EQ(ulp_distance(std::nextafter(1.f, 0.f), std::nextafter(1.f, 2.f)), 2);
+  EXPECT_EQ(ulp_distance(0.f, -0.f), 0) << "+0 and -0 are the same value";
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(ulp_distance(-tiny, tiny), 2) << "across zero";
+  EXPECT_EQ(ulp_distance(2.f, 1.f), 1 << 23) << "one binade";
+}
+
+TEST(Determinism, DeterministicPlansRepeatBitForBitOnEveryBackend) {
+  Graph g = build_zoo_model("fmnist-cnn", 7).value();
+  PrepareOptions po;
+  po.batch = 8;
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok());
+  const std::vector<Tensor> inputs{random_tensor({8, 1, 28, 28}, 9, 0.f, 1.f)};
+  for (const auto& b : builtin_registry().backends()) {
+    auto r = audit_determinism(g, builtin_registry(), b, inputs, 2, /*deterministic=*/true);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->nodes.size(), g.nodes.size());
+    EXPECT_EQ(r->gradients.size(), 8u);
+    for (const auto* rows : {&r->nodes, &r->gradients})
+      for (const auto& row : *rows) EXPECT_EQ(row.repeat_max_ulp, 0) << b << ": " << row.what;
+    if (b == "naive") {  // plain loops: no thread count changes a bit
+      for (const auto* rows : {&r->nodes, &r->gradients})
+        for (const auto& row : *rows) EXPECT_EQ(row.threads_max_ulp, 0) << row.what;
+    }
   }
 }
 

@@ -7,9 +7,7 @@
 
 namespace mosaic {
 
-Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
-                                         const std::vector<Tensor>& inputs, double rtol, double atol) {
-  // Naive once, with every node output made a graph output so that none is reused.
+Graph with_every_value_as_output(const Graph& graph) {
   Graph all = graph;
   std::set<std::string> listed;
   for (const auto& o : all.outputs) listed.insert(o.name);
@@ -19,6 +17,13 @@ Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistr
         all.outputs.push_back(ValueInfo{o, graph.value_descs.at(o).dtype, graph.value_descs.at(o).shape, {}, true});
         listed.insert(o);
       }
+  return all;
+}
+
+Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
+                                         const std::vector<Tensor>& inputs, double rtol, double atol) {
+  // Naive once, with every node output made a graph output so that none is reused.
+  const Graph all = with_every_value_as_output(graph);
   MOSAIC_ASSIGN_OR_RETURN(auto naive, Plan::build(all, Placement::all_on("naive", {}), registry));
   std::vector<Tensor> outs;
   MOSAIC_RETURN_IF_ERROR(naive->run(inputs, &outs));

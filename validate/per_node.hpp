@@ -31,6 +31,10 @@ struct PerNodeReport {
   int first_divergent = -1;
 };
 
+/// `graph` with every node output also a graph output, so a plan keeps (and returns) all of
+/// them; the original outputs come first.
+Graph with_every_value_as_output(const Graph& graph);
+
 /// Compares every float-producing node of `graph` (prepared) placed by `placement` with the
 /// naive oracle on `inputs`.
 Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistry& registry, const Placement& placement,

@@ -19,6 +19,20 @@
 namespace mosaic {
 namespace {
 
+/// Sum in an order that depends only on n, never on the address (Eigen's vectorised sum
+/// peels to alignment first, so the same values in another buffer round differently):
+/// 16 strided partial sums, added in a fixed order. Vectorises as well.
+float ordered_sum(const float* p, int64_t n) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) lane[l] += p[i + l];
+  for (int l = 0; i < n; ++i, ++l) lane[l] += p[i];
+  float s = 0.f;
+  for (float v : lane) s += v;
+  return s;
+}
+
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
@@ -174,6 +188,7 @@ class ConvKernel final : public Kernel {
     pointwise_ = w_.kh == 1 && w_.kw == 1 && w_.sh == 1 && w_.sw == 1 && w_.pt == 0 && w_.pl == 0 && w_.pb == 0 &&
                  w_.pr == 0;
     threads_ = std::max(1, omp_get_max_threads());
+    deterministic_ = ctx.deterministic;
     // Small outputs batch several images into one GEMM (N = images * oh * ow), with the
     // chunks balanced across threads; large outputs are unfolded in bands of output rows
     // so that a band's columns stay in cache.
@@ -259,6 +274,9 @@ class ConvKernel final : public Kernel {
       if (tracker_) tracker_->on_alloc((per_thread * threads - bwd_scratch_.size()) * sizeof(float));
       bwd_scratch_.resize(per_thread * threads);
     }
+    // Dynamic chunks balance unequal vCPUs, but which thread sums which images into its
+    // accumulator then varies run to run; deterministic plans take chunks statically.
+    omp_set_schedule(deterministic_ ? omp_sched_static : omp_sched_dynamic, 1);
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num();
@@ -269,7 +287,7 @@ class ConvKernel final : public Kernel {
       float* db_acc = (dw ? dw_acc + wsize : dyc + dy_size);
       if (dw) std::fill(dw_acc, dw_acc + wsize, 0.f);
       if (db) std::fill(db_acc, db_acc + p_.oc, 0.f);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(runtime)
       for (int64_t ch = 0; ch < chunks; ++ch) {
         const int64_t n0 = ch * chunk_, nb = std::min(chunk_, p_.n - n0), ld = nb * ohw_;
         if (dx) std::fill(dx + n0 * p_.c * in_sp, dx + (n0 + nb) * p_.c * in_sp, 0.f);  // the chunk's images
@@ -297,7 +315,7 @@ class ConvKernel final : public Kernel {
                            dx + (n0 * p_.c + g * cg) * in_sp);
           }
           if (db)
-            for (int64_t oc = 0; oc < ocg; ++oc) db_acc[g * ocg + oc] += ConstArrayMap(dyg + oc * ld, ld).sum();
+            for (int64_t oc = 0; oc < ocg; ++oc) db_acc[g * ocg + oc] += ordered_sum(dyg + oc * ld, ld);
         }
       }
     }
@@ -377,6 +395,7 @@ class ConvKernel final : public Kernel {
   static constexpr int64_t kBandPixels = 256;  ///< output pixels unfolded at a time
   int64_t k_ = 0, ohw_ = 0, chunk_ = 1, band_ = 1, cols_per_worker_ = 0, tmp_per_worker_ = 0;
   int threads_ = 1;
+  bool deterministic_ = false;
   bool pointwise_ = false;
   std::vector<float> cols_, tmp_, bwd_scratch_;
   std::vector<int32_t> table_;  ///< im2col_table's offsets for one chunk (chunk_ images)
@@ -596,7 +615,7 @@ class GemmKernel final : public Kernel {
       std::fill(dC, dC + a.diff_src[2]->numel(), 0.f);
       for (int64_t i = 0; i < M; ++i) {
         float* row = dC + (cm == 1 ? 0 : i) * cn;
-        if (cn == 1) row[0] += p_.beta * ConstArrayMap(dy + i * N, N).sum();
+        if (cn == 1) row[0] += p_.beta * ordered_sum(dy + i * N, N);
         else ArrayMap(row, N) += p_.beta * ConstArrayMap(dy + i * N, N);
       }
     }

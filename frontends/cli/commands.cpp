@@ -22,6 +22,7 @@
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/compare.hpp"
 #include "metrics/report.hpp"
+#include "validate/determinism.hpp"
 #include "validate/per_node.hpp"
 #include "operators/schema.hpp"
 
@@ -234,6 +235,7 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
   PlanOptions po;
   po.training = true;
   po.seed = o.common.seed;
+  po.deterministic = o.deterministic;
   // Timed plans fold zero padding into convolutions (activations stay separate: fused
   // ones have no backward); the naive reference trains the graph as loaded.
   Graph timed = g;
@@ -382,7 +384,9 @@ int run_bench(const BenchOptions& o) {
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
   for (auto& [label, placement] : configs) {
-    auto plan = Plan::build(timed, placement, reg);
+    PlanOptions po;
+    po.deterministic = o.deterministic;
+    auto plan = Plan::build(timed, placement, reg, po);
     if (!plan.ok()) return fail(explain_unsupported(plan.status(), g.value()));
     plans.push_back(std::move(plan.value()));
   }
@@ -463,6 +467,52 @@ bool print_per_node(const PerNodeReport& r, const std::string& backend, bool qui
   for (const auto& n : r.nodes) ran += n.ran;
   std::printf("all %d nodes that ran on %s agree with naive (%zu declined)\n", ran, backend.c_str(), r.nodes.size() - ran);
   return true;
+}
+
+int run_verify_determinism(const VerifyOptions& o, const std::vector<std::string>& backends) {
+  if (o.paths.size() != 1) return fail(Status::invalid("--determinism takes one model (an ONNX file or zoo:NAME)"));
+  auto g = load_prepared(o.paths[0], o.common, nullptr);
+  if (!g.ok()) return fail(g.status());
+  const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+  const int threads = o.common.threads > 0 ? o.common.threads : omp_get_max_threads();
+  bool repeat_ok = true;
+  for (const auto& b : backends) {
+    auto r = audit_determinism(g.value(), builtin_registry(), b, inputs, threads, o.deterministic);
+    if (!r.ok()) return fail(r.status());
+    auto summary = [](const std::vector<DeterminismRow>& rows, bool threads_axis) {
+      int same = 0;
+      int64_t worst = 0;
+      for (const auto& row : rows) {
+        const int64_t u = threads_axis ? row.threads_max_ulp : row.repeat_max_ulp;
+        same += u == 0;
+        worst = std::max(worst, u);
+      }
+      return std::to_string(same) + "/" + std::to_string(rows.size()) + " bitwise identical" +
+             (worst ? " (max drift " + std::to_string(worst) + " ULP)" : "");
+    };
+    std::printf("== %s on %s%s: one training step, each run on a fresh plan\n", o.paths[0].c_str(), b.c_str(),
+                o.deterministic ? " (deterministic plans)" : "");
+    std::printf("repeated, %d threads:   forward %s; gradients %s\n", threads, summary(r->nodes, false).c_str(),
+                summary(r->gradients, false).c_str());
+    std::printf("%d threads vs 1:        forward %s; gradients %s\n", threads, summary(r->nodes, true).c_str(),
+                summary(r->gradients, true).c_str());
+    if (!o.quiet) {
+      std::printf("%-40s %14s %14s\n", "node output / gradient", "repeat ULP", "vs 1 thread");
+      for (const auto* rows : {&r->nodes, &r->gradients})
+        for (const auto& row : *rows)
+          std::printf("%-40s %14lld %14lld\n", row.what.c_str(), static_cast<long long>(row.repeat_max_ulp),
+                      static_cast<long long>(row.threads_max_ulp));
+    }
+    for (const auto* rows : {&r->nodes, &r->gradients})
+      for (const auto& row : *rows) repeat_ok = repeat_ok && row.repeat_max_ulp == 0;
+  }
+  // Drift is a finding, not a failure, unless deterministic plans were asked for: then a
+  // repeat that differs breaks the promise.
+  if (o.deterministic && !repeat_ok) {
+    std::cerr << "mosaic: deterministic plans did not repeat bit for bit\n";
+    return 1;
+  }
+  return 0;
 }
 
 int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& backends) {
@@ -581,7 +631,10 @@ int run_verify(const VerifyOptions& o) {
   if (o.backend == "all") backends = builtin_registry().backends();
   else if (builtin_registry().has_backend(o.backend)) backends = {o.backend};
   else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ", all)"));
+  if (o.per_node && o.determinism) return fail(Status::invalid("--per-node and --determinism are separate audits: give one"));
+  if (o.deterministic && !o.determinism) return fail(Status::invalid("--deterministic only applies to --determinism"));
   if (o.per_node) return run_verify_per_node(o, backends);
+  if (o.determinism) return run_verify_determinism(o, backends);
   // POSIX extended regular expression.
   regex_t filter;
   if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)

@@ -36,6 +36,7 @@ struct BenchOptions {
   std::string json, csv;
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
+  bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
   double rtol = 1e-3, atol = 1e-4;
 };
 
@@ -46,6 +47,8 @@ struct VerifyOptions {
   double rtol = 1e-3, atol = 1e-5;
   bool quiet = false;
   bool per_node = false;  ///< PATH is a model: compare every node with naive (validate/per_node.hpp)
+  bool determinism = false;    ///< PATH is a model: audit repeatability (validate/determinism.hpp)
+  bool deterministic = false;  ///< ... with deterministic plans (KernelContext::deterministic)
   CommonOptions common;   ///< --batch, --seed of the --per-node input
 };
 

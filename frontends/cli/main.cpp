@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
   bool no_check = false, no_fuse = false;
   bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
   bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
+  bench_cmd->add_flag("--deterministic", bench.deterministic,
+                      "bitwise-repeatable plans at a fixed thread count (no timing-dependent work splits)");
   auto* rtol_opt = bench_cmd->add_option("--rtol", bench.rtol, "relative tolerance of the check")->capture_default_str();
   auto* atol_opt = bench_cmd->add_option("--atol", bench.atol, "absolute tolerance of the check")->capture_default_str();
 
@@ -135,6 +137,10 @@ int main(int argc, char** argv) {
   verify_cmd->add_flag("--quiet", verify.quiet, "print only failures and the summary");
   verify_cmd->add_flag("--per-node", verify.per_node,
                        "PATH is a model (file or zoo:NAME): compare each node alone with naive, name the first that diverges");
+  verify_cmd->add_flag("--determinism", verify.determinism,
+                       "PATH is a model: is a training step bitwise repeatable, and across thread counts? (per node)");
+  verify_cmd->add_flag("--deterministic", verify.deterministic,
+                       "with --determinism: audit deterministic plans (no timing-dependent work splits)");
   add_common(verify_cmd, verify.common);
 
   ExportOptions exp;
@@ -176,6 +182,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--steps-per-epoch", train.steps_per_epoch, "cut every epoch short after this many steps")
       ->check(integer_at_least(0));
   train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
+  train_cmd->add_flag("--deterministic", train.deterministic,
+                      "bitwise-repeatable steps at a fixed thread count (no timing-dependent work splits)");
   bool no_eval = false;
   train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (reported as -1)");
   train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();

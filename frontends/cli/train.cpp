@@ -78,6 +78,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   PlanOptions po;
   po.training = true;
   po.seed = o.seed;
+  po.deterministic = o.deterministic;
   for (const auto& pattern : o.freeze) {
     std::regex re;
     try {

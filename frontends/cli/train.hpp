@@ -30,6 +30,7 @@ struct TrainOptions {
   int64_t steps_per_epoch = 0;  ///< cut every epoch short (timing sweeps); 0: whole epochs
   bool shuffle = true;
   bool evaluate = true;  ///< test accuracy after each epoch
+  bool deterministic = false;  ///< bitwise-repeatable plans at a fixed thread count
   uint64_t seed = 0;
   int threads = 0;
 };
