@@ -188,6 +188,26 @@ TEST(PerNode, NamesTheFirstDivergentNodeOnEveryBackend) {
   }
 }
 
+TEST(PerNode, NamesTheNodeWhoseBackwardDiverges) {
+  const Graph g = bug_model();
+  const std::vector<Tensor> inputs{random_tensor({2, 3, 8, 8}, 5, 0.f, 1.f)};
+  const Tensor labels = Tensor::from_i64({2}, {1, 3});
+  for (const auto& base : builtin_registry().backends()) {
+    auto ok = compare_per_node_backward(g, builtin_registry(), Placement::all_on(base, {}), inputs, labels, 1e-3, 1e-6);
+    ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+    EXPECT_EQ(ok->first_divergent, -1) << base << ": " << (ok->first_divergent >= 0 ? ok->nodes[ok->first_divergent].note : "");
+    for (const std::string bug : {"maxpool-window-off-by-one", "add-operand-dropped", "conv-dw-scale"}) {
+      KernelRegistry reg = builtin_registry();
+      ASSERT_TRUE(register_planted_bug(reg, base, bug).is_ok());
+      auto r = compare_per_node_backward(g, reg, Placement::all_on(base + "+" + bug, {}), inputs, labels, 1e-3, 1e-6);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      ASSERT_GE(r->first_divergent, 0) << base << "+" << bug;
+      const std::string want = bug == "conv-dw-scale" ? "c1" : bug == "add-operand-dropped" ? "s" : "p";
+      EXPECT_EQ(r->nodes[r->first_divergent].node, want) << base << "+" << bug << ": " << r->nodes[r->first_divergent].note;
+    }
+  }
+}
+
 TEST(Determinism, UlpDistanceByHand) {
   EXPECT_EQ(ulp_distance(1.f, 1.f), 0);
   EXPECT_EQ(ulp_distance(1.f, std::nextafter(1.f, 2.f)), 1);

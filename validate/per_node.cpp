@@ -1,11 +1,56 @@
 #include "validate/per_node.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "core/loss.hpp"
 #include "metrics/compare.hpp"
 
 namespace mosaic {
+
+namespace {
+
+/// Node `n` of `graph` alone: its runtime inputs become graph inputs (named in `fed`, in
+/// order), its constant inputs stay initializers, its outputs are the graph's.
+Graph single_node_graph(const Graph& graph, const Node& n, std::vector<std::string>* fed) {
+  Graph one;
+  one.source = graph.source;
+  one.opset = graph.opset;
+  one.nodes.push_back(n);
+  for (const auto& in : n.inputs) {
+    if (in.empty() || one.initializers.count(in)) continue;
+    auto init = graph.initializers.find(in);
+    if (init != graph.initializers.end()) {
+      one.initializers[in] = init->second;
+    } else if (std::find(fed->begin(), fed->end(), in) == fed->end()) {
+      const TensorDesc& d = graph.value_descs.at(in);
+      one.inputs.push_back(ValueInfo{in, d.dtype, d.shape, {}, true});
+      fed->push_back(in);
+    }
+    one.value_descs[in] = graph.value_descs.at(in);
+  }
+  for (const auto& o : n.outputs)
+    if (!o.empty()) {
+      one.outputs.push_back(ValueInfo{o, graph.value_descs.at(o).dtype, graph.value_descs.at(o).shape, {}, true});
+      one.value_descs[o] = graph.value_descs.at(o);
+    }
+  return one;
+}
+
+/// Folds one comparison into a node's row.
+void add_comparison(NodeAgreement& a, const Agreement& c, const std::string& what) {
+  a.max_abs = std::max(a.max_abs, c.max_abs);
+  a.max_rel = std::max(a.max_rel, c.max_rel);
+  a.rel_l2 = std::max(a.rel_l2, c.rel_l2);
+  if (!c.ok && a.ok) {
+    a.ok = false;
+    a.note = what + " " + c.message;
+  }
+}
+
+}  // namespace
 
 Graph with_every_value_as_output(const Graph& graph) {
   Graph all = graph;
@@ -38,29 +83,10 @@ Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistr
     a.node = n.name;
     a.op = n.op_type;
     a.backend = placement.backend_for(n);
-    // The node alone: runtime inputs become graph inputs fed with naive's values.
-    Graph one;
-    one.source = graph.source;
-    one.opset = graph.opset;
-    one.nodes.push_back(n);
+    std::vector<std::string> fed;
+    const Graph one = single_node_graph(graph, n, &fed);
     std::vector<Tensor> feed;
-    for (const auto& in : n.inputs) {
-      if (in.empty() || one.initializers.count(in)) continue;
-      auto init = graph.initializers.find(in);
-      if (init != graph.initializers.end()) {
-        one.initializers[in] = init->second;
-      } else if (std::none_of(one.inputs.begin(), one.inputs.end(), [&](const ValueInfo& v) { return v.name == in; })) {
-        const TensorDesc& d = graph.value_descs.at(in);
-        one.inputs.push_back(ValueInfo{in, d.dtype, d.shape, {}, true});
-        feed.push_back(value.at(in));
-      }
-      one.value_descs[in] = graph.value_descs.at(in);
-    }
-    for (const auto& o : n.outputs)
-      if (!o.empty()) {
-        one.outputs.push_back(ValueInfo{o, graph.value_descs.at(o).dtype, graph.value_descs.at(o).shape, {}, true});
-        one.value_descs[o] = graph.value_descs.at(o);
-      }
+    for (const auto& in : fed) feed.push_back(value.at(in));
     auto plan = Plan::build(one, Placement::all_on(a.backend, {}), registry);
     if (!plan.ok()) {
       if (plan.status().code() != StatusCode::kUnsupported) return plan.status();
@@ -71,16 +97,88 @@ Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistr
     }
     std::vector<Tensor> got;
     MOSAIC_RETURN_IF_ERROR(plan.value()->run(feed, &got).with_context(n.label()));
-    for (size_t k = 0; k < got.size(); ++k) {
-      if (got[k].dtype() != DType::kF32) continue;
-      const Agreement c = compare_tensors(got[k], value.at(one.outputs[k].name), rtol, atol);
-      a.max_abs = std::max(a.max_abs, c.max_abs);
-      a.max_rel = std::max(a.max_rel, c.max_rel);
-      a.rel_l2 = std::max(a.rel_l2, c.rel_l2);
-      if (!c.ok && a.ok) {
-        a.ok = false;
-        a.note = "output '" + one.outputs[k].name + "' " + c.message;
+    for (size_t k = 0; k < got.size(); ++k)
+      if (got[k].dtype() == DType::kF32)
+        add_comparison(a, compare_tensors(got[k], value.at(one.outputs[k].name), rtol, atol),
+                       "output '" + one.outputs[k].name + "'");
+    if (!a.ok && report.first_divergent < 0) report.first_divergent = static_cast<int>(report.nodes.size());
+    report.nodes.push_back(a);
+  }
+  return report;
+}
+
+Expected<PerNodeReport> compare_per_node_backward(const Graph& graph, const KernelRegistry& registry,
+                                                  const Placement& placement, const std::vector<Tensor>& inputs,
+                                                  const Tensor& labels, double rtol, double atol) {
+  // One naive training step on the whole graph, every value an output: its forward values
+  // and the gradient arriving at every value.
+  const Graph all = with_every_value_as_output(graph);
+  PlanOptions po;
+  po.training = true;
+  MOSAIC_ASSIGN_OR_RETURN(auto naive, Plan::build(all, Placement::all_on("naive", {}), registry, po));
+  std::vector<Tensor> outs;
+  MOSAIC_RETURN_IF_ERROR(naive->run(inputs, &outs));
+  Tensor d = Tensor::empty(naive->output(0).desc());
+  MOSAIC_RETURN_IF_ERROR(softmax_cross_entropy(naive->output(0), labels, &d).status());
+  std::vector<Tensor> seeds{d};
+  for (size_t k = 1; k < all.outputs.size(); ++k) seeds.push_back(Tensor::empty(naive->output(k).desc()));
+  MOSAIC_RETURN_IF_ERROR(naive->backward(seeds));
+  std::map<std::string, Tensor> value, grad;
+  for (size_t i = 0; i < graph.inputs.size() && i < inputs.size(); ++i) value[graph.inputs[i].name] = inputs[i];
+  for (size_t i = 0; i < all.outputs.size(); ++i) value[all.outputs[i].name] = outs[i];
+  for (const auto& v : naive->values())
+    if (v.grad.defined()) grad[v.name] = v.grad.clone();
+
+  PerNodeReport report;
+  for (const auto& n : graph.nodes) {
+    // Nodes a gradient flows back through: a float output that received one.
+    if (n.outputs.empty() || n.outputs[0].empty() || !grad.count(n.outputs[0])) continue;
+    NodeAgreement a;
+    a.node = n.name;
+    a.op = n.op_type;
+    a.backend = placement.backend_for(n);
+    std::vector<std::string> fed;
+    const Graph one = single_node_graph(graph, n, &fed);
+    std::vector<Tensor> feed, dy;
+    for (const auto& in : fed) feed.push_back(value.at(in));
+    for (const auto& o : one.outputs)
+      dy.push_back(grad.count(o.name) ? grad.at(o.name) : Tensor::empty(graph.value_descs.at(o.name)));
+    // The node's backward on naive and on its backend, from the same x and dy.
+    auto backward_of = [&](const std::string& backend, std::vector<Tensor>* grads,
+                           std::vector<std::string>* names) -> Status {
+      PlanOptions one_po;
+      one_po.training = true;
+      one_po.input_grads = true;
+      MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(one, Placement::all_on(backend, {}), registry, one_po));
+      MOSAIC_RETURN_IF_ERROR(plan->run(feed, nullptr));
+      MOSAIC_RETURN_IF_ERROR(plan->backward(dy));
+      for (size_t i = 0; i < fed.size(); ++i)
+        if (const Tensor* g = plan->input_grad(i)) {
+          grads->push_back(g->clone());
+          names->push_back("gradient of '" + fed[i] + "'");
+        }
+      for (const auto& p : plan->parameters()) {
+        grads->push_back(p.grad.clone());
+        names->push_back("gradient of '" + p.name + "'");
       }
+      return Status::ok();
+    };
+    std::vector<Tensor> ref, got;
+    std::vector<std::string> ref_names, got_names;
+    MOSAIC_RETURN_IF_ERROR(backward_of("naive", &ref, &ref_names).with_context(n.label()));
+    Status st = backward_of(a.backend, &got, &got_names);
+    if (!st.is_ok()) {
+      if (st.code() != StatusCode::kUnsupported) return st.with_context(n.label());
+      a.ran = false;
+      a.note = st.message();
+      report.nodes.push_back(a);
+      continue;
+    }
+    for (size_t k = 0; k < got.size() && k < ref.size(); ++k) {
+      // Gradients sum many products: judged on the scale of the tensor's largest element.
+      double scale = 0;
+      for (int64_t e = 0; e < ref[k].numel(); ++e) scale = std::max(scale, std::fabs(ref[k].get(e)));
+      add_comparison(a, compare_tensors(got[k], ref[k], rtol, atol + rtol * scale), ref_names[k]);
     }
     if (!a.ok && report.first_divergent < 0) report.first_divergent = static_cast<int>(report.nodes.size());
     report.nodes.push_back(a);

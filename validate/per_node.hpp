@@ -40,4 +40,13 @@ Graph with_every_value_as_output(const Graph& graph);
 Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
                                          const std::vector<Tensor>& inputs, double rtol, double atol);
 
+/// The same for the backward of a training step (cross-entropy of output 0 against
+/// `labels`): naive trains the whole graph once, keeping every forward value and the gradient
+/// arriving at every value; then each node's backward runs alone on naive and on its backend
+/// from the same inputs and output gradients, and the input and parameter gradients are
+/// compared (on the scale of each gradient's largest element).
+Expected<PerNodeReport> compare_per_node_backward(const Graph& graph, const KernelRegistry& registry,
+                                                  const Placement& placement, const std::vector<Tensor>& inputs,
+                                                  const Tensor& labels, double rtol, double atol);
+
 }  // namespace mosaic

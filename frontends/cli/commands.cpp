@@ -202,14 +202,15 @@ int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const c
 /// The first node that diverges from naive when run alone (a failed check's culprit), or
 /// why none could be named.
 std::string first_divergent(const Graph& g, const KernelRegistry& reg, const Placement& placement,
-                            const std::vector<Tensor>& inputs, const BenchOptions& o) {
-  auto r = compare_per_node(g, reg, placement, inputs, o.rtol, o.atol);
+                            const std::vector<Tensor>& inputs, const BenchOptions& o, const Tensor* labels = nullptr) {
+  auto r = labels ? compare_per_node_backward(g, reg, placement, inputs, *labels, o.rtol, o.atol)
+                  : compare_per_node(g, reg, placement, inputs, o.rtol, o.atol);
   if (!r.ok()) return "per-node check failed: " + r.status().message();
   if (r->first_divergent < 0) return "none alone: every node agrees with naive on its own inputs (the error accumulates)";
   const NodeAgreement& n = r->nodes[r->first_divergent];
   char buf[160];
   std::snprintf(buf, sizeof buf, ": max abs %.3g, max rel %.3g, rel L2 %.3g", n.max_abs, n.max_rel, n.rel_l2);
-  return "'" + n.node + "' (" + n.op + ") on " + n.backend + buf;
+  return "'" + n.node + "' (" + n.op + ") on " + n.backend + (labels ? " (backward)" : "") + buf + "; " + n.note;
 }
 
 /// Applies the fusion pass to the graph the timed plans run, noting what it merged.
@@ -308,6 +309,7 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
           check.check_message = "gradient of '" + params[k].name + "' " + a.message;
         }
       }
+      if (!check.check_ok) check.first_divergent_node = first_divergent(timed, reg, configs[i].second, inputs, o, &labels);
       all_ok = all_ok && check.check_ok;
     }
   }
@@ -530,6 +532,18 @@ int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& 
     if (!r.ok()) return fail(r.status());
     all_ok = print_per_node(r.value(), b, o.quiet) && all_ok;
     for (const auto& n : r->nodes) ran += n.ran;
+    // The backward of a training step too, where the model ends in [N, classes] logits.
+    const Shape logits = g->value_descs.at(g->outputs[0].name).shape;
+    if (logits.size() == 2 && g->value_descs.at(g->outputs[0].name).dtype == DType::kF32) {
+      Tensor labels = Tensor::empty({DType::kI64, {logits[0]}});
+      for (int64_t i = 0; i < logits[0]; ++i) labels.i64()[i] = i % logits[1];
+      std::printf("== %s: each node's backward alone on %s vs naive (same inputs and output gradients)\n",
+                  o.paths[0].c_str(), b.c_str());
+      auto rb = compare_per_node_backward(g.value(), builtin_registry(), Placement::all_on(b, {}), inputs, labels,
+                                          o.rtol, o.atol);
+      if (!rb.ok()) return fail(rb.status());
+      all_ok = print_per_node(rb.value(), b, o.quiet) && all_ok;
+    }
   }
   if (!all_ok) return 1;
   if (ran == 0) {
