@@ -79,7 +79,7 @@ Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistr
   PerNodeReport report;
   for (const auto& n : graph.nodes) {
     if (n.outputs.empty() || graph.value_descs.at(n.outputs[0]).dtype != DType::kF32) continue;
-    NodeAgreement a{n.name, n.op_type, placement.backend_for(n)};
+    NodeAgreement a(n.name, n.op_type, placement.backend_for(n));
     std::vector<std::string> fed;
     const Graph one = single_node_graph(graph, n, &fed);
     std::vector<Tensor> feed;
@@ -130,7 +130,7 @@ Expected<PerNodeReport> compare_per_node_backward(const Graph& graph, const Kern
   for (const auto& n : graph.nodes) {
     // Nodes a gradient flows back through: a float output that received one.
     if (n.outputs.empty() || n.outputs[0].empty() || !grad.count(n.outputs[0])) continue;
-    NodeAgreement a{n.name, n.op_type, placement.backend_for(n)};
+    NodeAgreement a(n.name, n.op_type, placement.backend_for(n));
     std::vector<std::string> fed;
     const Graph one = single_node_graph(graph, n, &fed);
     std::vector<Tensor> feed, dy;

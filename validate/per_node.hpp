@@ -18,6 +18,7 @@
 namespace mosaic {
 
 struct NodeAgreement {
+  NodeAgreement(std::string n, std::string o, std::string b) : node(std::move(n)), op(std::move(o)), backend(std::move(b)) {}
   std::string node, op, backend;
   bool ran = true;          ///< false: the backend declined the node (`note` says why)
   bool ok = true;           ///< every output within rtol/atol of naive's
