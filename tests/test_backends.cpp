@@ -3,6 +3,7 @@
 // hand-computed values in test_naive.cpp and against the official ONNX node tests.
 #include <gtest/gtest.h>
 
+#include "backends/onednn/onednn.hpp"
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
 
@@ -198,5 +199,20 @@ TEST(BackendOps, UnsupportedSaysWhy) {
 }  // namespace
 
 std::vector<OpCase> forward_op_cases() { return cases(); }
+
+TEST(OneDnnErrors, OnlyUnimplementedIsADecline) {
+  Node n = make_node("Conv");
+  n.name = "conv7";
+  // dnnl_status_t: out_of_memory 1, invalid_arguments 2, unimplemented 3, runtime_error 5.
+  Status st = onednn_error_status(3, "could not create a primitive descriptor", n);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("no implementation for this configuration"), std::string::npos) << st.message();
+  for (int code : {1, 2, 5}) {
+    st = onednn_error_status(code, "boom", n);
+    EXPECT_EQ(st.code(), StatusCode::kInternal) << code << ": a real failure is not a fallback";
+    EXPECT_NE(st.message().find("node 'conv7' (Conv): oneDNN: boom"), std::string::npos) << st.message();
+  }
+  EXPECT_NE(onednn_error_status(2, "x", n).message().find("invalid arguments"), std::string::npos);
+}
 
 }  // namespace mosaic::test

@@ -493,4 +493,18 @@ TEST_F(Cli, VerifyDeterminismAudit) {
   EXPECT_NE(r.out.find("--deterministic only applies to --determinism"), std::string::npos) << r.out;
 }
 
+
+TEST_F(Cli, InterruptedPipedTrainKeepsWhatItPrinted) {
+  // stdout into a file, the process killed mid-run: with full buffering the file stayed
+  // empty; line buffering keeps the start-up line.
+  const std::string out = path("train.txt");
+  const std::string cmd = "timeout -s TERM 4 " + std::string(MOSAIC_BIN) +
+                          " train zoo:fmnist-cnn --data synthetic:3000,1,28,28,10 --epochs 1000 --backend naive --no-eval > " +
+                          out + " 2>/dev/null";
+  EXPECT_NE(std::system(cmd.c_str()), 0) << "killed by timeout";
+  std::ifstream f(out);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("training zoo:fmnist-cnn on synthetic"), std::string::npos) << "'" << text << "'";
+}
+
 }  // namespace mosaic::test
