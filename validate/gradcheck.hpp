@@ -86,7 +86,10 @@ struct GradcheckReport {
   int input_draws = 1;                  ///< inputs drawn to get a base point without ambiguity
   int64_t ambiguous = 0;                ///< ambiguous branch decisions left at the base point
   double loss = 0, reference_loss = 0;  ///< the backend's (float) and the reference's (double)
-  bool forward_ok = true;               ///< the backend's loss agrees with the reference's
+  /// Largest |backend output - reference output| over the output's largest |reference|.
+  double forward_error = 0;
+  /// The backend's loss agrees with the reference's to 1e-3 relative and forward_error <= 1e-3.
+  bool forward_ok = true;
   int count(Verdict v) const;
   /// Every tensor passed and the forward agreed.
   bool passed() const;

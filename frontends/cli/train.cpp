@@ -280,8 +280,8 @@ int run_gradcheck(const GradcheckCliOptions& o) {
               o.model.c_str(), checked.c_str(), static_cast<long long>(o.batch),
               static_cast<unsigned long long>(o.check.seed), r.loss, r.reference_loss);
   if (!r.forward_ok)
-    std::printf("FAIL   forward: the %s loss differs from the reference by more than 1e-3 relative; its gradients "
-                "are of another function\n", o.backend.c_str());
+    std::printf("FAIL   forward: the %s outputs differ from the reference by %.3g of their scale (tolerance 1e-3); "
+                "its gradients are of another function\n", checked.c_str(), r.forward_error);
   if (r.ambiguous)
     std::printf("note:  %lld branch decisions at the base point are within float rounding of a tie or kink "
                 "(after %d input draws); the backend may take them either way\n",
@@ -314,6 +314,7 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     j["loss"] = r.loss;
     j["reference_loss"] = r.reference_loss;
     j["forward_ok"] = r.forward_ok;
+    j["forward_error"] = r.forward_error;
     j["fallback_nodes"] = r.fallback_nodes;
     j["input_draws"] = r.input_draws;
     j["ambiguous_decisions"] = r.ambiguous;
