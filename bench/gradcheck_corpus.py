@@ -9,11 +9,12 @@ Corpus (docs/gradcheck.md#measured):
   planted  every planted bug (mosaic gradcheck --plant) on every backend, on every model
            that has the op it breaks. Anything but FAIL is a miss.
 
-Results are appended one JSON line per run to OUT/results.jsonl; a rerun skips what is
-there (the corpus takes hours: run it in pieces with --only / --seeds). --table prints the
-Markdown tables of docs/gradcheck.md from the results.
+Results are appended one JSON line per run to --results (default OUT/results.jsonl); a
+rerun skips what is there (the corpus takes hours: run it in pieces with --only / --seeds).
+The recorded run is docs/gradcheck_corpus.jsonl: pass it as --results to continue it.
+--table prints the Markdown tables of docs/gradcheck.md from the results.
 
-usage: gradcheck_corpus.py MOSAIC OUT [--seeds 1-20] [--backends naive,im2col,onednn]
+usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends naive,im2col,onednn]
                            [--only NAME,...] [--kind correct|planted|both] [--table]
 """
 import argparse
@@ -118,8 +119,8 @@ def run(mosaic, model, batch, backend, seed, plant=None):
             "error": r.stderr.strip()[-300:] if r.returncode == 2 else ""}
 
 
-def table(out):
-    rows = [json.loads(l) for l in open(os.path.join(out, "results.jsonl"))]
+def table(path):
+    rows = [json.loads(l) for l in open(path)]
     print("### Correct models (false alarms)\n")
     print("| model | backend | runs | PASS (all tensors) | INCONCLUSIVE runs | FAIL runs | worst rel err | s/run |")
     print("|---|---|---|---|---|---|---|---|")
@@ -154,15 +155,16 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--results", default="")
     a = ap.parse_args()
+    path = a.results or os.path.join(a.out, "results.jsonl")
     if a.table:
-        table(a.out)
+        table(path)
         return
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     backends = a.backends.split(",")
     only = set(a.only.split(",")) if a.only else None
-    path = os.path.join(a.out, "results.jsonl")
     done = set()
     if os.path.exists(path):
         for l in open(path):

@@ -9,7 +9,9 @@ if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then
   build=build-asan
   extra=(-DMOSAIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
   # Any finding fails the test that triggered it (UBSan only warns by default).
-  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+  # allocator_may_return_null: a failed allocation returns null as in production (the out-of-memory
+  # message is tested), instead of ASan aborting the process.
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
 cmake --build "$build"
