@@ -6,6 +6,7 @@
 #include <map>
 
 #include "backends/common/broadcast.hpp"
+#include "backends/common/movement.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -261,30 +262,13 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes, int64_t* ambiguou
   if (op == "Transpose") return transpose(s);
   if (op == "Concat") return concat(s);
   if (op == "Slice") {
-    MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(s.ctx));
-    std::vector<std::vector<int64_t>> maps;
-    for (const auto& r : ranges) {
-      maps.emplace_back();
-      for (int64_t i = 0; i < r[2]; ++i) maps.back().push_back(r[0] + i * r[1]);
-    }
+    MOSAIC_ASSIGN_OR_RETURN(AxisMaps maps, slice_axis_maps(s.ctx));
     return axis_maps(s, maps, 0.0);
   }
   if (op == "Pad") {
     MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(s.ctx));
-    const Shape& x = in(s, 0).shape;
-    const Shape& y = descs[s.out[0]].shape;
-    std::vector<std::vector<int64_t>> maps(x.size());
-    for (size_t a = 0; a < x.size(); ++a)
-      for (int64_t o = 0; o < y[a]; ++o) {
-        int64_t i = o - p.pads[a];
-        if ((i < 0 || i >= x[a]) && (p.mode == "constant" || x[a] == 0)) i = -1;
-        else if (p.mode == "edge") i = std::min(std::max<int64_t>(i, 0), x[a] - 1);
-        else
-          while (i < 0 || i >= x[a]) i = i < 0 ? -i : 2 * (x[a] - 1) - i;
-        maps[a].push_back(i);
-      }
     const double fill = p.value_at_run_time && has_in(s, 2) ? in(s, 2).v.at(0) : p.value;
-    return axis_maps(s, maps, fill);
+    return axis_maps(s, pad_axis_maps(p, in(s, 0).shape, descs[s.out[0]].shape), fill);
   }
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Clip") {
     *ambiguous += near_kinks(s, in(s, 0).v, false);

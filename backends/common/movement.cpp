@@ -8,6 +8,38 @@
 
 namespace mosaic {
 
+Expected<AxisMaps> slice_axis_maps(const KernelContext& ctx) {
+  MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(ctx));
+  AxisMaps maps;
+  for (auto& rg : ranges) {
+    std::vector<int64_t> m(rg[2]);
+    for (int64_t i = 0; i < rg[2]; ++i) m[i] = rg[0] + i * rg[1];
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
+
+AxisMaps pad_axis_maps(const PadParams& p, const Shape& in, const Shape& out) {
+  AxisMaps maps;
+  for (size_t a = 0; a < in.size(); ++a) {
+    const int64_t d = in[a];
+    std::vector<int64_t> m(out[a]);
+    for (int64_t o = 0; o < out[a]; ++o) {
+      int64_t i = o - p.pads[a];
+      if (i < 0 || i >= d) {
+        if (p.mode == "constant" || d == 0) i = -1;
+        else if (p.mode == "edge") i = i < 0 ? 0 : d - 1;
+        else {
+          while (i < 0 || i >= d) i = i < 0 ? -i : 2 * (d - 1) - i;
+        }
+      }
+      m[o] = i;
+    }
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
+
 std::vector<int64_t> row_major_strides(const Shape& shape) {
   std::vector<int64_t> s(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
@@ -374,15 +406,10 @@ class IndexMapKernel : public Kernel {
 class SliceKernel final : public IndexMapKernel {
  public:
   Status init(const KernelContext& ctx) {
-    MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(map_, slice_axis_maps(ctx));
     in_shape_ = ctx.inputs[0].shape;
     out_shape_ = ctx.outputs[0].shape;
     esize_ = dtype_size(ctx.inputs[0].dtype);
-    for (auto& rg : ranges) {
-      std::vector<int64_t> m(rg[2]);
-      for (int64_t i = 0; i < rg[2]; ++i) m[i] = rg[0] + i * rg[1];
-      map_.push_back(std::move(m));
-    }
     if (!map_.empty()) build_runs();
     return Status::ok();
   }
@@ -404,23 +431,7 @@ class PadKernel final : public IndexMapKernel {
     } else {
       fill_[0] = p.value != 0;
     }
-    const size_t r = in_shape_.size();
-    for (size_t a = 0; a < r; ++a) {
-      const int64_t d = in_shape_[a];
-      std::vector<int64_t> m(out_shape_[a]);
-      for (int64_t o = 0; o < out_shape_[a]; ++o) {
-        int64_t i = o - p.pads[a];
-        if (i < 0 || i >= d) {
-          if (p.mode == "constant" || d == 0) i = -1;
-          else if (p.mode == "edge") i = i < 0 ? 0 : d - 1;
-          else {
-            while (i < 0 || i >= d) i = i < 0 ? -i : 2 * (d - 1) - i;
-          }
-        }
-        m[o] = i;
-      }
-      map_.push_back(std::move(m));
-    }
+    map_ = pad_axis_maps(p, in_shape_, out_shape_);
     if (!map_.empty()) build_runs();
     return Status::ok();
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/kernel.hpp"
+#include "operators/params.hpp"
 
 namespace mosaic {
 
@@ -13,6 +14,14 @@ void register_view_kernels(KernelRegistry& registry, const std::string& backend)
 /// Registers one movement op by name ("Transpose", "Concat", "Slice", "Gather", "Pad",
 /// "Cast", "Shape", "Constant", "ConstantOfShape").
 void register_movement_kernel(KernelRegistry& registry, const std::string& backend, const std::string& op);
+
+/// Per output axis, the input index each output index reads (-1: the fill value). Slice and
+/// Pad are both such per-axis maps; the kernels here and gradcheck's double-precision
+/// reference share them.
+using AxisMaps = std::vector<std::vector<int64_t>>;
+Expected<AxisMaps> slice_axis_maps(const KernelContext& ctx);
+/// Pad's maps for `p` (constant: -1 outside; edge: clamped; reflect: mirrored).
+AxisMaps pad_axis_maps(const PadParams& p, const Shape& in, const Shape& out);
 
 /// Row-major strides of a shape, in elements.
 std::vector<int64_t> row_major_strides(const Shape& shape);
