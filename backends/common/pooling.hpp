@@ -12,11 +12,11 @@ namespace mosaic {
 /// where an output falls in their blocking (vector body or tail, FMA order), so
 /// activations that are equal in exact arithmetic (flat image regions) arrive a few ulp
 /// apart. Treating them as tied and routing the gradient to the first in window order —
-/// the rule of PyTorch and of the naive oracle for exact ties — makes the optimised
-/// backends pick the same subgradient as they do. 2^-18 (about 32 ulp) covers the spread
-/// measured on Fashion-MNIST (oneDNN's 288-term sums need more than 2^-20; tolerances of
-/// 2^-19 to 2^-17 all agree with PyTorch, see docs/training.md); a real difference that
-/// small changes the loss by less than float rounding does.
+/// PyTorch's rule for exact ties — makes the optimised backends pick the subgradient
+/// PyTorch picks. The naive oracle's backward uses the same rule. 2^-18 (about 32 ulp)
+/// covers the spread measured on Fashion-MNIST (oneDNN's 288-term sums need more than
+/// 2^-20; tolerances of 2^-19 to 2^-17 all agree with PyTorch, see docs/training.md); a
+/// real difference that small changes the loss by less than float rounding does.
 constexpr float kMaxPoolTieRtol = 0x1p-18f;
 
 /// dx = scatter of dy to each window's first (near-)maximum, for nc planes of a 1-3-d

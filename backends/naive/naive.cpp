@@ -7,6 +7,7 @@
 #include "backends/common/broadcast.hpp"
 #include "backends/common/grad.hpp"
 #include "backends/common/movement.hpp"
+#include "backends/common/pooling.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -178,7 +179,7 @@ class PoolKernel final : public Kernel {
 
   bool has_backward() const override { return true; }
   bool backward_reads_output(size_t) const override { return false; }
-  /// Max: the gradient goes to the window's first maximum (as forward picks it); average:
+  /// Max: the gradient goes to the window's first (near-)maximum; average:
   /// spread over the window with the forward divisor.
   Status backward(const BackwardArgs& a) override {
     const float* x = a.src[0]->f32();
@@ -204,6 +205,14 @@ class PoolKernel final : public Kernel {
               cells.push_back(off);
             });
             if (is_max_) {
+              // The first cell within the tie tolerance of the maximum: exact ties as in
+              // PyTorch, and near-ties the way every backend routes them (pooling.hpp).
+              const float floor = best - std::fabs(best) * kMaxPoolTieRtol;
+              for (int64_t off : cells)
+                if (xc[off] >= floor) {
+                  best_i = off;
+                  break;
+                }
               if (best_i >= 0) dxc[best_i] += g;
             } else {
               const float share = g / static_cast<float>(p_.count_include_pad ? w_.padded_cells(od, oh, ow) : cells.size());

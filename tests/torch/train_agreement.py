@@ -4,7 +4,9 @@
 Exports Mosaic's zoo model fmnist-cnn (seeded weights), loads those exact weights into an
 equivalent torch.nn model, and trains both for STEPS steps on the first STEPS*BATCH
 Fashion-MNIST training images in file order (`--no-shuffle`), no augmentation, with the same
-optimizer and hyperparameters. The per-step losses must agree to a relative 1e-3.
+optimizer and hyperparameters. The per-step losses must agree to a relative 1e-3. When a
+backend differs, `mosaic verify --per-node` names the first node whose forward or backward,
+alone on naive's inputs, leaves tolerance against naive.
 
 usage: train_agreement.py MOSAIC [--backends naive,im2col,onednn] [--optimizers sgd,adam] [--steps 20] [--batch 64]
 exit 0 when every (backend, optimizer) agrees; 1 otherwise; 77 if data or torch is missing.
@@ -19,6 +21,20 @@ import sys
 import tempfile
 
 DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def diagnose(mosaic, model_path, backend, batch):
+    """Names the first node whose forward or backward leaves tolerance against naive on its own inputs."""
+    if backend == "naive":
+        print("  naive is the oracle: the difference is in the model, the data or the optimizer, not in a node")
+        return
+    r = subprocess.run([mosaic, "verify", model_path, "--per-node", "--backend", backend, "--batch", str(batch)],
+                       capture_output=True, text=True)
+    lines = [l for l in r.stdout.splitlines() if l.startswith(("==", "first divergent", "all "))]
+    for l in lines:
+        print("  " + l, flush=True)
+    if r.returncode == 0:
+        print("  every node agrees with naive alone, so the difference accumulates across nodes or steps", flush=True)
 
 
 def main():
@@ -97,6 +113,8 @@ def main():
                 print(f"{'AGREE' if agree else 'DIFFER'} {opt_name:5s} [{backend}] {len(mosaic_losses)} steps, "
                       f"worst relative difference {worst:.2e} (first {mosaic_losses[0]:.5f} vs {torch_losses[0]:.5f}, "
                       f"last {mosaic_losses[-1]:.5f} vs {torch_losses[-1]:.5f})", flush=True)
+                if not agree:
+                    diagnose(args.mosaic, model_path, backend, args.batch)
     return 0 if ok else 1
 
 
