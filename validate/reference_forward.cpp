@@ -290,41 +290,52 @@ Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
   DTensor& y = out(s, 0);
   if (codes) codes->assign(y.v.size(), 0);
   const int64_t cg = p.c_per_group(), ocg = p.oc_per_group(), ksz = g.k[0] * g.k[1] * g.k[2];
-  // Kernel taps [lo, hi) of output position o along axis a that land inside the input.
-  auto taps = [&](int a, int64_t o, int64_t* lo, int64_t* hi) {
-    *lo = 0;
-    *hi = g.k[a];
-    const int64_t start = o * g.s[a] - g.pb[a];
-    while (*lo < *hi && start + *lo * g.d[a] < 0) ++*lo;
-    while (*hi > *lo && start + (*hi - 1) * g.d[a] >= g.in[a]) --*hi;
-  };
-#pragma omp parallel for collapse(2) schedule(dynamic)
+  const int64_t K = cg * ksz, P = g.out_size(), groups = p.oc / ocg;
+  // Each output is the dot product of its filter (K contiguous weights) with its input
+  // patch. The patches of one image and group are gathered first (zeros where the window
+  // leaves the input), P rows of K, so every dot product reads two contiguous rows: the
+  // gradient checks spend nearly all their time here.
+  std::vector<double> patches(static_cast<size_t>(P * K));
   for (int64_t n = 0; n < p.n; ++n)
-    for (int64_t oc = 0; oc < p.oc; ++oc)
-      for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
-        for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
-          for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-            int64_t lo[3], hi[3];
-            taps(0, o0, &lo[0], &hi[0]);
-            taps(1, o1, &lo[1], &hi[1]);
-            taps(2, o2, &lo[2], &hi[2]);
-            const int64_t b0 = o0 * g.s[0] - g.pb[0], b1 = o1 * g.s[1] - g.pb[1], b2 = o2 * g.s[2] - g.pb[2];
-            double acc = bias ? bias[oc] : 0.0;
-            for (int64_t ic = 0; ic < cg; ++ic) {
-              const double* xc = x.data() + (n * p.c + oc / ocg * cg + ic) * g.in_size();
-              const double* wc = w.data() + (oc * cg + ic) * ksz;
-              for (int64_t a = lo[0]; a < hi[0]; ++a)
-                for (int64_t b = lo[1]; b < hi[1]; ++b) {
-                  const double* xr = xc + ((b0 + a * g.d[0]) * g.in[1] + b1 + b * g.d[1]) * g.in[2] + b2;
-                  const double* wr = wc + (a * g.k[1] + b) * g.k[2];
-                  for (int64_t c = lo[2]; c < hi[2]; ++c) acc += xr[c * g.d[2]] * wr[c];
-                }
+    for (int64_t grp = 0; grp < groups; ++grp) {
+#pragma omp parallel for schedule(static)
+      for (int64_t o = 0; o < P; ++o) {
+        const int64_t o0 = o / (g.out[1] * g.out[2]), o1 = o / g.out[2] % g.out[1], o2 = o % g.out[2];
+        double* row = patches.data() + o * K;
+        for (int64_t ic = 0; ic < cg; ++ic) {
+          const double* xc = x.data() + (n * p.c + grp * cg + ic) * g.in_size();
+          for (int64_t a = 0; a < g.k[0]; ++a) {
+            const int64_t i0 = o0 * g.s[0] - g.pb[0] + a * g.d[0];
+            for (int64_t b = 0; b < g.k[1]; ++b, row += g.k[2]) {
+              const int64_t i1 = o1 * g.s[1] - g.pb[1] + b * g.d[1];
+              if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+                std::fill(row, row + g.k[2], 0.0);
+                continue;
+              }
+              const double* xr = xc + (i0 * g.in[1] + i1) * g.in[2];
+              for (int64_t c = 0, i2 = o2 * g.s[2] - g.pb[2]; c < g.k[2]; ++c, i2 += g.d[2])
+                row[c] = i2 >= 0 && i2 < g.in[2] ? xr[i2] : 0.0;
             }
-            const int64_t o = (n * p.oc + oc) * g.out_size() + (o0 * g.out[1] + o1) * g.out[2] + o2;
-            int32_t code = 0;
-            y.v[o] = activate(act, acc, &code);
-            if (codes) (*codes)[o] = code;
           }
+        }
+      }
+#pragma omp parallel for collapse(2) schedule(static)
+      for (int64_t oc = grp * ocg; oc < (grp + 1) * ocg; ++oc)
+        for (int64_t o = 0; o < P; ++o) {
+          const double* wr = w.data() + oc * K;
+          const double* pr = patches.data() + o * K;
+          double acc[4] = {0, 0, 0, 0};  // four chains, so the loop is not one long dependency
+          int64_t k = 0;
+          for (; k + 4 <= K; k += 4)
+            for (int j = 0; j < 4; ++j) acc[j] += wr[k + j] * pr[k + j];
+          for (; k < K; ++k) acc[0] += wr[k] * pr[k];
+          const double v = (bias ? bias[oc] : 0.0) + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+          const int64_t at = (n * p.oc + oc) * P + o;
+          int32_t code = 0;
+          y.v[at] = activate(act, v, &code);
+          if (codes) (*codes)[at] = code;
+        }
+    }
   return Status::ok();
 }
 
