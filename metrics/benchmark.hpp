@@ -1,40 +1,59 @@
-// Timing of a plan: warm-up, measured iterations in repeats, per-node kernel times from
-// the executor's events, and derived statistics (median, min, GFLOP/s, overhead).
+// Timing of a plan: warm-up, measured iterations in repeats (fixed, or adaptive until the
+// median is known to a target precision), every per-iteration and per-node sample kept, and
+// their statistics (metrics/stats.hpp). Definitions in docs/metrics.md.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/plan.hpp"
+#include "metrics/stats.hpp"
 
 namespace mosaic {
 
 struct BenchConfig {
   int warmup = 20;           ///< seed 001: 20 warm-up mini-batches
-  int iterations = 100;      ///< ... then 100 measured
-  int repeats = 1;           ///< runs averaged (seed 001 uses 3)
+  int iterations = 100;      ///< ... then 100 measured per repeat (fixed mode)
+  int repeats = 1;           ///< repeats in this process (seed 001 uses 3)
   double max_seconds = 60;   ///< time budget per configuration; iterations stop early past it
+  double min_seconds = 0;    ///< each repeat also lasts at least this long (-t)
+  /// Adaptive mode when > 0: measure until the 95% CI of the median is within +-target_ci
+  /// (a fraction, 0.02 = 2%) of the median, after at least kAdaptiveMinIterations and
+  /// min_seconds, within the budget and at most max_iterations (0: no cap). One repeat.
+  double target_ci = 0;
+  int max_iterations = 0;
 };
+
+/// Adaptive mode never stops before this many measured iterations.
+inline constexpr int kAdaptiveMinIterations = 10;
 
 struct NodeStats {
   int step = 0;
-  double median_ns = 0, min_ns = 0;
-  double backward_median_ns = 0;  ///< training benchmarks
+  std::vector<double> forward_ns, backward_ns;  ///< one sample per measured iteration
+  SampleStats forward, backward;
 };
 
 struct BenchResult {
   int warmup_done = 0;
   int measured = 0;
-  bool budget_hit = false;
+  bool budget_hit = false;                 ///< the budget ended measuring before the plan did
+  bool adaptive = false, converged = false;
   std::vector<double> iteration_ns;        ///< wall time of each measured iteration
+  std::vector<int> repeat_of;              ///< repeat index of each measured iteration
   std::vector<double> repeat_median_ns;    ///< per repeat
+  SampleStats iteration;                   ///< over all measured iterations
   std::vector<NodeStats> nodes;            ///< per executed (non-view) step
-  double median_ns = 0, min_ns = 0;
   double kernel_sum_median_ns = 0;         ///< sum over nodes of their median time
+  /// Median over iterations of (time inside nodes [+ loss + optimizer in training]) / iteration
+  /// time: how much of the measured iteration the per-node times account for.
+  double node_coverage = 0;
   double overhead_per_node_ns = 0;         ///< (iteration - kernels) / executed nodes, median
   int executed_nodes = 0;
   double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training: median per stage
 };
+
+/// Per-node times should account for the iteration within this fraction (docs/metrics.md).
+inline constexpr double kNodeCoverageTolerance = 0.05;
 
 class Optimizer;
 

@@ -37,14 +37,13 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
     row.flops = st.flops;
     row.output_bytes = static_cast<int64_t>(st.out_bytes);
     row.workspace_bytes = static_cast<int64_t>(st.kernel->workspace_bytes());
-    if (by_step[s]) {
-      row.median_us = by_step[s]->median_ns / 1e3;
-      row.min_us = by_step[s]->min_ns / 1e3;
-      row.backward_us = by_step[s]->backward_median_ns / 1e3;
+    if (const NodeStats* ns = by_step[s]) {
+      row.timing = *ns;
+      row.median_us = ns->forward.median / 1e3;
+      row.min_us = ns->forward.min / 1e3;
+      row.backward_us = ns->backward.median / 1e3;
       row.gflops = row.median_us > 0 ? row.flops / (row.median_us * 1e3) : 0;
-      row.share = r.kernel_sum_median_ns > 0
-                      ? (by_step[s]->median_ns + by_step[s]->backward_median_ns) / r.kernel_sum_median_ns
-                      : 0;
+      row.share = r.kernel_sum_median_ns > 0 ? (ns->forward.median + ns->backward.median) / r.kernel_sum_median_ns : 0;
     }
     c.total_flops += row.flops;
     c.nodes.push_back(row);
@@ -53,16 +52,18 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.measured = r.measured;
   c.repeats = static_cast<int>(r.repeat_median_ns.size());
   c.budget_hit = r.budget_hit;
-  c.median_ms = r.median_ns / 1e6;
-  c.min_ms = r.min_ns / 1e6;
+  c.timing = r;
+  c.timing.nodes.clear();
+  c.median_ms = r.iteration.median / 1e6;
+  c.min_ms = r.iteration.min / 1e6;
   c.kernel_ms = r.kernel_sum_median_ns / 1e6;
   c.forward_ms = r.forward_ms;
   c.backward_ms = r.backward_ms;
   c.loss_ms = r.loss_ms;
   c.optimizer_ms = r.optimizer_ms;
-  c.images_per_s = r.median_ns > 0 ? static_cast<double>(batch) / (r.median_ns / 1e9) : 0;
+  c.images_per_s = r.iteration.median > 0 ? static_cast<double>(batch) / (r.iteration.median / 1e9) : 0;
   for (double m : r.repeat_median_ns) c.repeat_images_per_s.push_back(m > 0 ? static_cast<double>(batch) / (m / 1e9) : 0);
-  c.gflops = r.median_ns > 0 ? c.total_flops / r.median_ns : 0;
+  c.gflops = r.iteration.median > 0 ? c.total_flops / r.iteration.median : 0;
   c.overhead_us = r.overhead_per_node_ns / 1e3;
   c.weight_bytes = plan.weight_bytes();
   c.activation_bytes = plan.activation_bytes();
@@ -77,6 +78,42 @@ void fill_speedups(BenchReport& report, double naive_median_ms) {
   if (naive_median_ms <= 0) return;
   for (auto& c : report.configs) c.speedup_vs_naive = c.median_ms > 0 ? naive_median_ms / c.median_ms : 0;
 }
+
+namespace {
+
+/// The iteration-time statistics, per-repeat throughput, adaptive outcome and node coverage.
+void print_statistics(const ConfigReport& c, const BenchConfig& cfg, std::ostream& os) {
+  const SampleStats& st = c.timing.iteration;
+  char line[512];
+  std::string ci = "n/a (fewer than 6 samples)";
+  if (st.ci_low && st.ci_high) {
+    std::snprintf(line, sizeof line, "[%.3f, %.3f] ms (+-%.1f%%)", *st.ci_low / 1e6, *st.ci_high / 1e6,
+                  100 * st.rel_ci_half_width().value_or(0));
+    ci = line;
+  }
+  std::snprintf(line, sizeof line,
+                "timing:  median 95%% CI %s  mean %.3f ms  IQR %.3f ms  p90 %.3f ms  p99 %.3f ms  outliers %d/%zu%s\n",
+                ci.c_str(), st.mean / 1e6, st.iqr / 1e6, st.p90 / 1e6, st.p99 / 1e6, st.outliers, st.n,
+                st.noisy ? "  NOISY (CI beyond +-5% or over 10% outliers)" : "");
+  os << line;
+  if (c.repeat_images_per_s.size() > 1) {
+    os << "repeats:";
+    for (double v : c.repeat_images_per_s) os << " " << std::fixed << std::setprecision(1) << v;
+    os << std::defaultfloat << " images/s\n";
+  }
+  if (c.timing.adaptive) {
+    std::snprintf(line, sizeof line, "adaptive: target +-%.1f%% %s after %d iterations%s\n", 100 * cfg.target_ci,
+                  c.timing.converged ? "reached" : "NOT reached", c.measured,
+                  c.timing.converged ? "" : c.budget_hit ? " (time budget ended)" : " (--iterations cap)");
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "coverage: per-node times account for %.1f%% of the iteration%s\n",
+                100 * c.timing.node_coverage,
+                c.timing.node_coverage < 1 - kNodeCoverageTolerance ? " (less than 95%: time outside the nodes)" : "");
+  os << line;
+}
+
+}  // namespace
 
 void print_report(const BenchReport& rep, std::ostream& os) {
   os << "model " << rep.model << "  batch " << rep.batch << "  mode " << rep.mode << "  threads " << rep.threads
@@ -119,6 +156,7 @@ void print_report(const BenchReport& rep, std::ostream& os) {
                     c.forward_ms, c.loss_ms, c.backward_ms, c.optimizer_ms);
       os << line;
     }
+    print_statistics(c, rep.config, os);
     std::snprintf(line, sizeof line,
                   "         kernels %.3f ms  overhead %.2f us/node  iterations %d measured (%d warm-up)%s\n",
                   c.kernel_ms, c.overhead_us, c.measured, c.warmup, c.budget_hit ? ", stopped by the time budget" : "");
@@ -137,10 +175,34 @@ void print_report(const BenchReport& rep, std::ostream& os) {
   }
 }
 
+namespace {
+
+/// Statistics of a sample in nanoseconds as JSON in `unit` (1e3: microseconds, 1e6:
+/// milliseconds); null when there are no samples, null CI bounds when the sample is too small.
+nlohmann::json stats_json(const SampleStats& s, double unit) {
+  if (s.n == 0) return nullptr;
+  auto opt = [&](const std::optional<double>& v) { return v ? nlohmann::json(*v / unit) : nlohmann::json(); };
+  const auto half = s.rel_ci_half_width();
+  return {{"n", s.n}, {"median", s.median / unit}, {"min", s.min / unit}, {"max", s.max / unit},
+          {"mean", s.mean / unit}, {"stddev", s.stddev / unit}, {"q1", s.q1 / unit}, {"q3", s.q3 / unit},
+          {"iqr", s.iqr / unit}, {"p90", s.p90 / unit}, {"p99", s.p99 / unit}, {"ci95_low", opt(s.ci_low)},
+          {"ci95_high", opt(s.ci_high)}, {"ci_coverage", s.ci_low ? nlohmann::json(s.ci_coverage) : nlohmann::json()},
+          {"rel_ci_half_width", half ? nlohmann::json(*half) : nlohmann::json()}, {"outliers", s.outliers},
+          {"noisy", s.noisy}};
+}
+
+nlohmann::json scaled(const std::vector<double>& ns, double unit) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double v : ns) a.push_back(v / unit);
+  return a;
+}
+
+}  // namespace
+
 Status write_json(const BenchReport& rep, const std::string& path) {
   using nlohmann::json;
   json j;
-  j["schema"] = "mosaic.bench/1";
+  j["schema"] = "mosaic.bench/2";
   j["model"] = rep.model;
   j["batch"] = rep.batch;
   j["mode"] = rep.mode;
@@ -151,9 +213,13 @@ Status write_json(const BenchReport& rep, const std::string& path) {
   j["config"] = {{"warmup", rep.config.warmup},
                  {"iterations", rep.config.iterations},
                  {"repeats", rep.config.repeats},
-                 {"max_seconds", rep.config.max_seconds}};
+                 {"max_seconds", rep.config.max_seconds},
+                 {"min_seconds", rep.config.min_seconds},
+                 {"target_ci", rep.config.target_ci > 0 ? json(rep.config.target_ci) : json()}};
   j["notes"] = rep.notes;
   j["runs"] = json::array();
+  // Figures that only exist in training are null in inference.
+  auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
   for (const auto& c : rep.configs) {
     json r;
     r["label"] = c.label;
@@ -164,7 +230,10 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                   {"max_rel_error", c.max_rel_err},
                   {"message", c.check_message},
                   {"first_divergent_node", c.first_divergent_node.empty() ? nlohmann::json() : nlohmann::json(c.first_divergent_node)}};
-    r["iterations"] = {{"warmup", c.warmup}, {"measured", c.measured}, {"repeats", c.repeats}, {"budget_hit", c.budget_hit}};
+    r["iterations"] = {{"warmup", c.warmup}, {"measured", c.measured}, {"repeats", c.repeats}, {"budget_hit", c.budget_hit},
+                       {"adaptive", c.timing.adaptive}, {"converged", c.timing.adaptive ? json(c.timing.converged) : json()}};
+    r["iteration_ms"] = stats_json(c.timing.iteration, 1e6);
+    r["samples"] = {{"iteration_ms", scaled(c.timing.iteration_ns, 1e6)}, {"repeat", c.timing.repeat_of}};
     r["summary"] = {{"images_per_s", c.images_per_s},
                     {"repeat_images_per_s", c.repeat_images_per_s},
                     {"median_ms", c.median_ms},
@@ -172,13 +241,14 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                     {"kernel_ms", c.kernel_ms},
                     {"gflops", c.gflops},
                     {"total_flops", c.total_flops},
-                    {"speedup_vs_naive", c.speedup_vs_naive},
+                    {"speedup_vs_naive", c.speedup_vs_naive > 0 ? json(c.speedup_vs_naive) : json()},
                     {"overhead_per_node_us", c.overhead_us},
-                    {"forward_ms", c.forward_ms},
-                    {"loss_ms", c.loss_ms},
-                    {"backward_ms", c.backward_ms},
-                    {"optimizer_ms", c.optimizer_ms},
-                    {"fallbacks", c.fallbacks}};
+                    {"forward_ms", train(c.forward_ms)},
+                    {"loss_ms", train(c.loss_ms)},
+                    {"backward_ms", train(c.backward_ms)},
+                    {"optimizer_ms", train(c.optimizer_ms)},
+                    {"fallbacks", c.fallbacks},
+                    {"node_coverage", c.timing.node_coverage}};
     r["memory"] = {{"weight_bytes", c.weight_bytes},
                    {"activation_bytes", c.activation_bytes},
                    {"workspace_bytes", c.workspace_bytes},
@@ -193,10 +263,14 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                             {"output_shape", n.output_shape},
                             {"view", n.view},
                             {"flops", n.flops},
-                            {"median_us", n.median_us},
-                            {"min_us", n.min_us},
-                            {"backward_median_us", n.backward_us},
-                            {"gflops", n.gflops},
+                            {"median_us", n.view ? json() : json(n.median_us)},
+                            {"min_us", n.view ? json() : json(n.min_us)},
+                            {"backward_median_us", n.view ? json() : train(n.backward_us)},
+                            {"forward_us", stats_json(n.timing.forward, 1e3)},
+                            {"backward_us", stats_json(n.timing.backward, 1e3)},
+                            {"samples_us", scaled(n.timing.forward_ns, 1e3)},
+                            {"backward_samples_us", scaled(n.timing.backward_ns, 1e3)},
+                            {"gflops", n.view || n.flops == 0 ? json() : json(n.gflops)},
                             {"share", n.share},
                             {"output_bytes", n.output_bytes},
                             {"workspace_bytes", n.workspace_bytes}});

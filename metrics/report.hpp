@@ -15,6 +15,7 @@ struct NodeRow {
   std::string name, op, backend, requested, output_shape, fallback_reason;
   double flops = 0, median_us = 0, min_us = 0, gflops = 0, share = 0;
   double backward_us = 0;  ///< training benchmarks: median backward time
+  NodeStats timing;        ///< every forward/backward sample and its statistics (ns)
   int64_t output_bytes = 0, workspace_bytes = 0;
   bool view = false;  ///< zero-copy view (Reshape/Flatten/...): not executed
 };
@@ -31,6 +32,7 @@ struct ConfigReport {
   std::string first_divergent_node;
   int warmup = 0, measured = 0, repeats = 1;
   bool budget_hit = false;
+  BenchResult timing;  ///< samples, statistics and modes of the run (its per-node part is in `nodes`)
   double median_ms = 0, min_ms = 0, images_per_s = 0, gflops = 0, speedup_vs_naive = 0, overhead_us = 0;
   double kernel_ms = 0;
   double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training

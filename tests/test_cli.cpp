@@ -52,7 +52,7 @@ TEST_F(Cli, ExportInfoBench) {
     EXPECT_NE(b.out.find(s), std::string::npos) << s << "\n" << b.out;
   std::ifstream jf(json);
   auto j = nlohmann::json::parse(jf);
-  EXPECT_EQ(j["schema"], "mosaic.bench/1");
+  EXPECT_EQ(j["schema"], "mosaic.bench/2");
   ASSERT_EQ(j["runs"].size(), 3u);
   for (const auto& r : j["runs"]) {
     EXPECT_TRUE(r["check"]["passed"].get<bool>());

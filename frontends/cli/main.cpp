@@ -117,6 +117,13 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(integer_at_least(1));
   bench_cmd->add_option("--max-seconds", bench.config.max_seconds, "time budget per backend; iterations stop early past it")
       ->capture_default_str()->check(integer_at_least(1));
+  bench_cmd->add_option("-t,--min-seconds", bench.config.min_seconds, "each repeat also measures for at least this long")
+      ->check(CLI::NonNegativeNumber);
+  double target_ci_pct = 0;
+  auto* target_ci_opt = bench_cmd->add_option(
+      "--target-ci", target_ci_pct,
+      "adaptive: measure until the 95% CI of the median is within +-PCT% of it (or the budget ends)")
+      ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--json", bench.json, "write the report as JSON");
   bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
   bool no_check = false, no_fuse = false;
@@ -266,6 +273,21 @@ int main(int argc, char** argv) {
         std::cerr << "mosaic: warning: --rtol/--atol have no effect with --no-check\n";
       if (bench.mode != "training" && (bench_cmd->get_option("--optimizer")->count() || bench_cmd->get_option("--lr")->count()))
         std::cerr << "mosaic: warning: --optimizer/--lr only apply to --mode training\n";
+      if (bench.config.min_seconds >= bench.config.max_seconds * 0.75) {
+        std::cerr << "mosaic: error: --min-seconds " << bench.config.min_seconds
+                  << " does not fit the measuring part (3/4) of --max-seconds " << bench.config.max_seconds
+                  << "; raise --max-seconds\n";
+        return 2;
+      }
+      if (target_ci_opt->count()) {
+        if (bench_cmd->get_option("--repeats")->count()) {
+          std::cerr << "mosaic: error: --target-ci measures one adaptive repeat; it excludes --repeats\n";
+          return 2;
+        }
+        bench.config.target_ci = target_ci_pct / 100;
+        // An explicit --iterations caps the adaptive run; otherwise only the budget does.
+        if (bench_cmd->get_option("--iterations")->count()) bench.config.max_iterations = bench.config.iterations;
+      }
       if (bench.backends.empty() && bench.assign.empty()) {
         std::cerr << "mosaic: error: --backends is empty\n";
         return 2;

@@ -1,0 +1,47 @@
+// Descriptive statistics of timing samples: quantiles, a distribution-free confidence interval
+// of the median, Tukey outliers and a "noisy" verdict. Definitions in docs/metrics.md.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace mosaic {
+
+struct SampleStats {
+  size_t n = 0;
+  double min = 0, max = 0, mean = 0, stddev = 0;
+  double median = 0, q1 = 0, q3 = 0, iqr = 0, p90 = 0, p99 = 0;
+  /// 95% confidence interval of the median from order statistics (binomial, no distribution
+  /// assumed). Empty when the sample is too small for 95% coverage (n < 6).
+  std::optional<double> ci_low, ci_high;
+  double ci_coverage = 0;  ///< the interval's exact coverage (>= 0.95), 0 when there is none
+  int outliers = 0;        ///< samples outside [q1 - 1.5 iqr, q3 + 1.5 iqr]
+  bool noisy = false;      ///< see kNoisyRelHalfWidth and kNoisyOutlierShare
+
+  /// Half the CI width over the median; empty when there is no interval.
+  std::optional<double> rel_ci_half_width() const;
+};
+
+/// A run is noisy when the CI of its median is wider than +-5% of the median ...
+inline constexpr double kNoisyRelHalfWidth = 0.05;
+/// ... or more than 10% of its samples are outliers.
+inline constexpr double kNoisyOutlierShare = 0.10;
+
+/// Statistics of a sample (taken by value: sorted internally). An empty sample gives n = 0.
+SampleStats describe(std::vector<double> samples);
+
+/// Quantile p in [0, 1] of a sorted sample, linear between order statistics (Hyndman-Fan
+/// type 7, numpy's default). 0 for an empty sample.
+double quantile_sorted(const std::vector<double>& sorted, double p);
+
+/// Ranks (1-based, lo <= hi) of the order statistics bounding a distribution-free confidence
+/// interval of the median with coverage >= `level`, and that coverage; {0, 0, 0} when n is too
+/// small for it.
+struct MedianCiRanks {
+  size_t lo = 0, hi = 0;
+  double coverage = 0;
+};
+MedianCiRanks median_ci_ranks(size_t n, double level = 0.95);
+
+}  // namespace mosaic

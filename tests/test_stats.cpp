@@ -1,0 +1,162 @@
+// Timing statistics against hand-computed values and a coverage simulation; the benchmark's
+// raw samples, adaptive and minimum-duration modes end to end.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "metrics/stats.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+TEST(Stats, QuantilesAreHyndmanFanType7) {
+  const std::vector<double> s{1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.25), 1.75);  // numpy.quantile([1,2,3,4], 0.25)
+  EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.9), 3.7);
+  EXPECT_DOUBLE_EQ(quantile_sorted(s, 1.0), 4);
+  EXPECT_DOUBLE_EQ(quantile_sorted({7}, 0.99), 7);
+}
+
+TEST(Stats, MedianCiRanksMatchTheBinomialTable) {
+  // Coverage of [x_(j), x_(n-j+1)] is 1 - 2 P(Bin(n, 1/2) <= j-1), computed by hand.
+  auto r = median_ci_ranks(10);
+  EXPECT_EQ(r.lo, 2u);
+  EXPECT_EQ(r.hi, 9u);
+  EXPECT_NEAR(r.coverage, 1 - 2 * 11.0 / 1024, 1e-12);
+  r = median_ci_ranks(6);
+  EXPECT_EQ(r.lo, 1u);
+  EXPECT_EQ(r.hi, 6u);
+  EXPECT_NEAR(r.coverage, 1 - 2.0 / 64, 1e-12);
+  EXPECT_EQ(median_ci_ranks(5).lo, 0u);  // 1 - 2/32 = 0.9375 < 0.95: no interval
+  r = median_ci_ranks(100);  // the textbook ranks for n = 100
+  EXPECT_EQ(r.lo, 40u);
+  EXPECT_EQ(r.hi, 61u);
+  EXPECT_GE(r.coverage, 0.95);
+  EXPECT_LT(median_ci_ranks(100000).coverage, 0.96);  // large n: close to 95%, no underflow
+  EXPECT_GT(median_ci_ranks(100000).lo, 49000u);
+}
+
+TEST(Stats, DescribeHandComputed) {
+  SampleStats s = describe({4, 1, 3, 2, 100});
+  EXPECT_EQ(s.n, 5u);
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 22);
+  EXPECT_DOUBLE_EQ(s.q1, 2);
+  EXPECT_DOUBLE_EQ(s.q3, 4);
+  EXPECT_EQ(s.outliers, 1);       // 100 > q3 + 1.5 * iqr = 7
+  EXPECT_TRUE(s.noisy);           // 1 of 5 is over 10%
+  EXPECT_FALSE(s.ci_low.has_value());  // n = 5: too small for a 95% interval
+  EXPECT_FALSE(s.rel_ci_half_width().has_value());
+  EXPECT_EQ(describe({}).n, 0u);
+
+  std::vector<double> steady(50, 10.0);
+  steady[3] = 10.2;
+  s = describe(steady);
+  EXPECT_DOUBLE_EQ(*s.ci_low, 10);
+  EXPECT_DOUBLE_EQ(*s.ci_high, 10);
+  EXPECT_FALSE(s.noisy);
+}
+
+TEST(Stats, MedianCiCoversTheTrueMedianAtLeast95PercentOfTheTime) {
+  // Exponential timings (skewed, as run times are): true median ln 2.
+  std::mt19937_64 rng(7);
+  std::exponential_distribution<double> d(1.0);
+  for (size_t n : {8, 30, 200}) {
+    int covered = 0;
+    const int trials = 4000;
+    for (int t = 0; t < trials; ++t) {
+      std::vector<double> v(n);
+      for (auto& x : v) x = d(rng);
+      const SampleStats s = describe(v);
+      covered += *s.ci_low <= std::log(2.0) && std::log(2.0) <= *s.ci_high;
+    }
+    // The exact coverage is >= 0.95; 4000 trials put 3 sigma at about 1 point.
+    EXPECT_GE(covered, 0.94 * trials) << "n = " << n;
+  }
+}
+
+TEST(BenchStats, JsonKeepsEverySampleAndItsStatistics) {
+  const std::string json = ::testing::TempDir() + "stats.json";
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends im2col --warmup 1 --iterations 7 --repeats 2 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  for (const char* s : {"timing:  median 95% CI", "repeats:", "coverage: per-node times account for"})
+    EXPECT_NE(b.out.find(s), std::string::npos) << s << "\n" << b.out;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["schema"], "mosaic.bench/2");
+  const auto& r = j["runs"][0];
+  ASSERT_EQ(r["samples"]["iteration_ms"].size(), 14u);
+  ASSERT_EQ(r["samples"]["repeat"].size(), 14u);
+  EXPECT_EQ(r["samples"]["repeat"][13], 1);
+  std::vector<double> it = r["samples"]["iteration_ms"];
+  EXPECT_NEAR(r["iteration_ms"]["median"].get<double>(), describe(it).median, 1e-9);
+  EXPECT_NEAR(r["summary"]["median_ms"].get<double>(), describe(it).median, 1e-9);
+  EXPECT_EQ(r["iteration_ms"]["n"], 14);
+  EXPECT_EQ(r["summary"]["repeat_images_per_s"].size(), 2u);
+  const double coverage = r["summary"]["node_coverage"];
+  EXPECT_GT(coverage, 0.5);
+  EXPECT_LE(coverage, 1.001);
+  for (const auto& n : r["nodes"]) {
+    if (n["view"]) continue;
+    ASSERT_EQ(n["samples_us"].size(), 14u) << n["name"];
+    std::vector<double> s = n["samples_us"];
+    EXPECT_NEAR(n["median_us"].get<double>(), describe(s).median, 1e-9);
+    EXPECT_TRUE(n["backward_us"].is_null());  // inference: no backward figure, null not 0
+  }
+}
+
+TEST(BenchStats, AdaptiveStopsAtItsCapOrTarget) {
+  const std::string json = ::testing::TempDir() + "adaptive.json";
+  // A target no run can reach within 12 iterations: stops at the explicit cap, says so.
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends naive --warmup 1 --target-ci 0.0001 --iterations 12 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("target +-0.0% NOT reached after 12 iterations (--iterations cap)"), std::string::npos) << b.out;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["runs"][0]["iterations"]["measured"], 12);
+  EXPECT_EQ(j["runs"][0]["iterations"]["converged"], false);
+  // A loose target is reached, after at least the minimum of 10 iterations, and the reported
+  // interval is within it.
+  b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends naive --warmup 1 --target-ci 50 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream f2(json);
+  const auto j2 = nlohmann::json::parse(f2);
+  const auto& r = j2["runs"][0];
+  EXPECT_EQ(r["iterations"]["converged"], true);
+  EXPECT_GE(r["iterations"]["measured"].get<int>(), 10);
+  EXPECT_LE(r["iteration_ms"]["rel_ci_half_width"].get<double>(), 0.5);
+}
+
+TEST(BenchStats, MinSecondsExtendsEachRepeat) {
+  const std::string json = ::testing::TempDir() + "mins.json";
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 1 --backends naive --warmup 1 --iterations 1 -t 0.5 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  std::vector<double> it = j["runs"][0]["samples"]["iteration_ms"];
+  double total = 0;
+  for (double x : it) total += x;
+  EXPECT_GT(it.size(), 1u);
+  EXPECT_GE(total, 450.0);  // measured time alone; the loop ends just past 0.5 s
+}
+
+TEST(BenchStats, BadCombinationsAreRefused) {
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --target-ci 2 --repeats 3");
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.out.find("--target-ci measures one adaptive repeat; it excludes --repeats"), std::string::npos) << b.out;
+  b = mosaic("bench zoo:fmnist-cnn -t 50 --max-seconds 60");
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.out.find("--min-seconds 50 does not fit"), std::string::npos) << b.out;
+  b = mosaic("bench zoo:fmnist-cnn --target-ci -1");
+  EXPECT_NE(b.code, 0);
+}
+
+}  // namespace
+}  // namespace mosaic::test
