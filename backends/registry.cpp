@@ -8,6 +8,7 @@
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
+extern "C" char* openblas_get_config(void);
 
 namespace mosaic {
 
@@ -25,6 +26,13 @@ const KernelRegistry& builtin_registry() {
 std::string blas_core_name() { return openblas_get_corename(); }
 
 std::string onednn_isa_name() { return onednn_effective_isa(); }
+
+std::vector<std::pair<std::string, std::string>> backend_library_versions() {
+  // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64".
+  std::string blas = openblas_get_config();
+  if (blas.rfind("OpenBLAS ", 0) == 0) blas = blas.substr(9);
+  return {{"OpenBLAS", blas}, {"oneDNN", onednn_version()}, {"Eigen", eigen_version()}};
+}
 
 void set_num_threads(int threads) {
   if (threads <= 0) return;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/kernel.hpp"
 
@@ -14,6 +16,9 @@ const KernelRegistry& builtin_registry();
 std::string blas_core_name();
 /// oneDNN's effective instruction set ("avx512_core", ...).
 std::string onednn_isa_name();
+
+/// Versions of the libraries the built-in backends use: OpenBLAS, oneDNN, Eigen.
+std::vector<std::pair<std::string, std::string>> backend_library_versions();
 
 /// Sets the thread count of OpenMP, OpenBLAS and oneDNN (0 = leave the defaults).
 void set_num_threads(int threads);

@@ -173,6 +173,8 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     }
     if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
   }
+  os << "\n";
+  for (const auto& l : provenance_lines(rep.provenance)) os << l << "\n";
 }
 
 namespace {
@@ -217,6 +219,7 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                  {"min_seconds", rep.config.min_seconds},
                  {"target_ci", rep.config.target_ci > 0 ? json(rep.config.target_ci) : json()}};
   j["notes"] = rep.notes;
+  j["provenance"] = provenance_json(rep.provenance);
   j["runs"] = json::array();
   // Figures that only exist in training are null in inference.
   auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
@@ -285,6 +288,8 @@ Status write_json(const BenchReport& rep, const std::string& path) {
 Status write_csv(const BenchReport& rep, const std::string& path) {
   std::ofstream f(path);
   if (!f) return Status::io_error(path + ": cannot open for writing");
+  // Provenance first, as '#' comment lines (pandas: read_csv(..., comment='#')).
+  for (const auto& l : provenance_lines(rep.provenance)) f << "# " << l << "\n";
   f << "config,node,op,backend,output_shape,flops,median_us,min_us,gflops,share,output_bytes,workspace_bytes\n";
   auto q = [](const std::string& s) { return "\"" + s + "\""; };
   for (const auto& c : rep.configs) {

@@ -8,6 +8,7 @@
 
 #include "core/plan.hpp"
 #include "metrics/benchmark.hpp"
+#include "metrics/provenance.hpp"
 
 namespace mosaic {
 
@@ -53,6 +54,7 @@ struct BenchReport {
   uint64_t seed = 0;
   std::vector<std::string> notes;
   std::vector<ConfigReport> configs;
+  Provenance provenance;
 };
 
 /// Builds the per-node rows and summary of one configuration.

@@ -65,6 +65,8 @@ TEST_F(Cli, ExportInfoBench) {
   std::ifstream cf(csv);
   std::string header;
   std::getline(cf, header);
+  EXPECT_EQ(header.rfind("# machine: ", 0), 0u) << header;  // the provenance block comes first
+  while (header.rfind("#", 0) == 0) std::getline(cf, header);
   EXPECT_EQ(header.rfind("config,node,op,backend", 0), 0u);
 
   // Fused (default): Conv+Relu pairs become one node whose FLOPs include the activation,

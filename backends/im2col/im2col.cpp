@@ -1047,4 +1047,9 @@ void register_im2col_kernels(KernelRegistry& registry) {
   for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(registry, b, op);
 }
 
+std::string eigen_version() {
+  return std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
+}
+
 }  // namespace mosaic

@@ -8,5 +8,7 @@
 namespace mosaic {
 
 void register_im2col_kernels(KernelRegistry& registry);
+/// The Eigen version compiled in ("3.4.0").
+std::string eigen_version();
 
 }  // namespace mosaic

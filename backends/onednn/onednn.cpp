@@ -1356,6 +1356,12 @@ class ToPlainKernel final : public ReorderKernel {
 
 }  // namespace
 
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (commit " +
+         v->hash + ")";
+}
+
 std::string onednn_effective_isa() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41: return "sse41";

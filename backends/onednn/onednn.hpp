@@ -20,5 +20,7 @@ void register_onednn_kernels(KernelRegistry& registry);
 Status onednn_error_status(int status, const std::string& what, const Node& node);
 /// oneDNN's effective CPU instruction set, e.g. "avx512_core_amx".
 std::string onednn_effective_isa();
+/// "2.6.3 (commit ...)".
+std::string onednn_version();
 
 }  // namespace mosaic

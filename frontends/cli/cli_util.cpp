@@ -1,10 +1,15 @@
 #include "frontends/cli/cli_util.hpp"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+
+#include "backends/registry.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/sha256.hpp"
 
 namespace mosaic::cli {
 
@@ -71,6 +76,20 @@ Status check_output_paths(const std::vector<std::pair<std::string, std::string>>
     }
   }
   return Status::ok();
+}
+
+Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds) {
+  Provenance p = collect_provenance();
+  p.threads = omp_get_max_threads();
+  p.blas_core = blas_core_name();
+  p.onednn_isa = onednn_isa_name();
+  p.versions = backend_library_versions();
+  for (auto& v : onnx_library_versions()) p.versions.push_back(std::move(v));
+  p.model = model;
+  if (!model.empty() && model.rfind("zoo:", 0) != 0)
+    if (auto h = sha256_file(model); h.ok()) p.model_sha256 = h.value();
+  p.seeds = seeds;
+  return p;
 }
 
 }  // namespace mosaic::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.hpp"
+#include "metrics/provenance.hpp"
 
 namespace mosaic::cli {
 
@@ -21,5 +22,9 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
 Status check_output_path(const std::string& path, const std::string& flag);
 /// check_output_path for each (flag, path) with a non-empty path, and no two the same file.
 Status check_output_paths(const std::vector<std::pair<std::string, std::string>>& flag_paths);
+
+/// Provenance of a run of the current command on `model` (an ONNX file, hashed, or zoo:NAME):
+/// machine, build, every library's version, kernels in use, threads, seeds.
+Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds);
 
 }  // namespace mosaic::cli

@@ -378,6 +378,7 @@ int run_bench(const BenchOptions& o) {
   report.config = o.config;
   report.seed = o.common.seed;
   report.notes = pr.notes;
+  report.provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
 
   if (training) return run_training_bench(o, configs, g.value(), inputs, report);
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.

@@ -76,6 +76,7 @@ int parse_failure(CLI::App& app, const CLI::ParseError& e, int argc, char** argv
 }  // namespace
 
 int main(int argc, char** argv) {
+  mosaic::set_command_line(argc, argv);
   using namespace mosaic::cli;
   // Line-buffered even into a pipe or file, so an interrupted run keeps what it printed.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -113,6 +113,13 @@ std::string cell_key(const SweepConfig& c, const Cell& cell) {
   return k.str();
 }
 
+/// The sweep run's provenance as '#' comment lines, heading each CSV table.
+std::string provenance_block(const SweepConfig& c) {
+  std::string b;
+  for (const auto& l : provenance_lines(run_provenance("", {{"sweep", std::to_string(c.seed)}}))) b += "# " + l + "\n";
+  return b;
+}
+
 Status write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   if (!f) return Status::io_error(path + ": cannot open for writing");
@@ -123,7 +130,7 @@ Status write_file(const std::string& path, const std::string& text) {
 /// Table 2: mean epoch time and throughput vs batch size.
 Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells) {
   std::ostringstream csv, md;
-  csv << "model,backend,optimizer,lr,batch,epochs,mean_epoch_s,images_per_s,status\n";
+  csv << provenance_block(c) << "model,backend,optimizer,lr,batch,epochs,mean_epoch_s,images_per_s,status\n";
   // Markdown: one row per (model, backend, optimizer, lr), one column per batch size.
   md << "# " << c.name << ": Table 2, mean epoch time and throughput vs batch size\n\n"
      << "Data `" << c.data << "`, " << c.epochs << " epoch(s)" << (c.steps_per_epoch ? ", each cut to " + std::to_string(c.steps_per_epoch) + " steps" : "")
@@ -164,7 +171,7 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells) {
 Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells) {
   const std::string field = c.accuracy == "test" ? "test_accuracy" : "train_accuracy";
   std::ostringstream csv, md;
-  csv << "model,backend,batch,optimizer,lr";
+  csv << provenance_block(c) << "model,backend,batch,optimizer,lr";
   md << "# " << c.name << ": Table 3, " << c.accuracy << " accuracy (%) by epoch\n\nData `" << c.data
      << "`. A blank: the run diverged before that epoch.\n\n| model | backend | batch | optimizer | lr |";
   for (int64_t e : c.accuracy_epochs) {

@@ -152,6 +152,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   nlohmann::json& log = result.log;
   log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
                         {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle}};
+  log["provenance"] = provenance_json(run_provenance(o.model, {{"data", std::to_string(o.seed)}}));
   log["steps"] = nlohmann::json::array();
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
@@ -310,6 +311,7 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     j["backend"] = checked;
     j["batch"] = o.batch;
     j["seed"] = o.check.seed;
+    j["provenance"] = provenance_json(run_provenance(o.model, {{"gradcheck", std::to_string(o.check.seed)}}));
     j["tolerance"] = o.check.tolerance;
     j["loss"] = r.loss;
     j["reference_loss"] = r.reference_loss;

@@ -319,4 +319,10 @@ Status save_tensor_pb(const Tensor& tensor, const std::string& name, const std::
   return Status::ok();
 }
 
+std::vector<std::pair<std::string, std::string>> onnx_library_versions() {
+  const int v = GOOGLE_PROTOBUF_VERSION;  // 3021012 = 3.21.12
+  return {{"ONNX", MOSAIC_ONNX_VERSION},
+          {"protobuf", std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000)}};
+}
+
 }  // namespace mosaic

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/graph.hpp"
 #include "core/status.hpp"
@@ -16,5 +18,7 @@ Status save_onnx(const Graph& graph, const std::string& path);
 /// Reads a serialized TensorProto (e.g. test_data_set_0/input_0.pb).
 Expected<Tensor> load_tensor_pb(const std::string& path, std::string* name = nullptr);
 Status save_tensor_pb(const Tensor& tensor, const std::string& name, const std::string& path);
+/// Versions of the ONNX and protobuf libraries the frontend was built with.
+std::vector<std::pair<std::string, std::string>> onnx_library_versions();
 
 }  // namespace mosaic

@@ -1,0 +1,57 @@
+// What a result needs to be reproduced and compared: machine, build, libraries, run
+// (docs/metrics.md, "Provenance"). Recorded in every JSON and CSV the tool writes.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mosaic {
+
+/// Written at build time by cmake/git_info.cmake.
+extern const char* const kGitCommit;
+extern const bool kGitDirty;
+
+struct Provenance {
+  // machine
+  std::string hostname, cpu_model, cpu_flags, os;
+  int cores_online = 0, threads = 0;
+  int64_t memory_bytes = 0;
+  std::string blas_core, onednn_isa;
+  bool blas_core_forced = false;  ///< OPENBLAS_CORETYPE overrides OpenBLAS's CPU detection
+  // build
+  std::string compiler, build_type, git_commit;
+  bool git_dirty = false, sanitized = false, native = false;
+  std::vector<std::pair<std::string, std::string>> versions;  ///< library -> version
+  // run
+  std::string time_utc;  ///< ISO 8601
+  std::string model, model_sha256;  ///< the hash is empty for built-in zoo models
+  std::vector<std::pair<std::string, std::string>> seeds;
+  std::vector<std::pair<std::string, std::string>> environment;  ///< the variables that change results
+  std::vector<std::string> argv;
+  std::string cwd;  ///< working directory (relative paths in argv are relative to it)
+};
+
+/// Remembers the process's command line for provenance (main calls it first).
+void set_command_line(int argc, char** argv);
+
+/// Machine, build, time, environment and command line. Library versions, kernels, threads,
+/// model and seeds are the caller's to add.
+Provenance collect_provenance();
+
+/// Environment variables recorded because they change what runs: OPENBLAS_*, OMP_*,
+/// GOMP_*, KMP_*, DNNL_*, ONEDNN_*, MKL_*, MOSAIC_*.
+bool is_recorded_env(const std::string& name);
+
+/// A shell-quoted word ('...' when it contains anything but [A-Za-z0-9_./:=,+@%-]).
+std::string shell_quote(const std::string& word);
+/// One line that reruns the command: the recorded environment, then the quoted argv.
+std::string reproducer(const Provenance& p);
+
+nlohmann::json provenance_json(const Provenance& p);
+/// "key: value" lines (CSV header block, text reports).
+std::vector<std::string> provenance_lines(const Provenance& p);
+
+}  // namespace mosaic
