@@ -319,6 +319,16 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
                                          layout_free(name, backend));
       }
       if (step.flops == 0) step.flops = node_flops(ctx);
+      if (training) {
+        const std::vector<double> bf = node_backward_flops(ctx);
+        step.backward_flops_data = step.backward_flops_weights = 0;
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] < 0) continue;
+          const PlanValue& v = P.values_[in[i]];
+          if (v.trainable) step.backward_flops_weights += bf[i];
+          else if (v.needs_grad) step.backward_flops_data += bf[i];
+        }
+      }
       const int64_t t0 = now_ns();
       auto k = registry.create(backend, ctx);
       if (k.ok() && grads_flow && !k.value()->has_backward())

@@ -87,6 +87,9 @@ struct PlanStep {
   std::vector<bool> direct;      ///< per input: sole consumer, so backward writes the gradient itself
   std::vector<int> zero_grads;   ///< pooled accumulated gradients first written by this step's backward
   double flops = 0;
+  /// Training plans: backward FLOPs of the gradients this step computes, for activations
+  /// (inputs that depend on a parameter) and for parameters apart.
+  double backward_flops_data = 0, backward_flops_weights = 0;
   size_t out_bytes = 0;
   bool alias = false;
   bool conversion = false;       ///< a layout conversion the planner inserted

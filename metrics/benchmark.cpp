@@ -151,6 +151,9 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
   r.backward_ms = median(bwd) / 1e6;
   r.loss_ms = median(loss_t) / 1e6;
   r.optimizer_ms = median(opt_t) / 1e6;
+  for (const auto& p : params) r.gradient_bytes += static_cast<int64_t>(p.grad.bytes());
+  for (const auto& per_param : optimizer.state())
+    for (const auto& buffer : per_param) r.optimizer_state_bytes += static_cast<int64_t>(buffer.size() * sizeof(float));
   return r;
 }
 

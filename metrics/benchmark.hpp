@@ -50,6 +50,8 @@ struct BenchResult {
   double overhead_per_node_ns = 0;         ///< (iteration - kernels) / executed nodes, median
   int executed_nodes = 0;
   double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training: median per stage
+  int64_t gradient_bytes = 0;         ///< training: the parameters' gradient buffers
+  int64_t optimizer_state_bytes = 0;  ///< training: the optimizer's per-parameter state
 };
 
 /// Per-node times should account for the iteration within this fraction (docs/metrics.md).

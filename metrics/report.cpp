@@ -1,5 +1,7 @@
 #include "metrics/report.hpp"
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -15,6 +17,12 @@ std::string format_bytes(double b) {
   else if (b >= 1e3) std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
   else std::snprintf(buf, sizeof buf, "%.0f B", b);
   return buf;
+}
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // kilobytes on Linux
 }
 
 ConfigReport make_config_report(const std::string& label, const Plan& plan, const BenchResult& r, int64_t batch) {
@@ -35,6 +43,8 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
     row.view = st.alias;
     row.output_shape = st.out.empty() || st.out[0] < 0 ? "" : shape_str(plan.values()[st.out[0]].desc.shape);
     row.flops = st.flops;
+    row.backward_flops_data = st.backward_flops_data;
+    row.backward_flops_weights = st.backward_flops_weights;
     row.output_bytes = static_cast<int64_t>(st.out_bytes);
     row.workspace_bytes = static_cast<int64_t>(st.kernel->workspace_bytes());
     if (const NodeStats* ns = by_step[s]) {
@@ -43,9 +53,13 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
       row.min_us = ns->forward.min / 1e3;
       row.backward_us = ns->backward.median / 1e3;
       row.gflops = row.median_us > 0 ? row.flops / (row.median_us * 1e3) : 0;
+      row.backward_gflops =
+          row.backward_us > 0 ? (row.backward_flops_data + row.backward_flops_weights) / (row.backward_us * 1e3) : 0;
       row.share = r.kernel_sum_median_ns > 0 ? (ns->forward.median + ns->backward.median) / r.kernel_sum_median_ns : 0;
     }
     c.total_flops += row.flops;
+    c.create_ms += static_cast<double>(st.create_ns) / 1e6;
+    c.total_backward_flops += row.backward_flops_data + row.backward_flops_weights;
     c.nodes.push_back(row);
   }
   c.warmup = r.warmup_done;
@@ -63,7 +77,9 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.optimizer_ms = r.optimizer_ms;
   c.images_per_s = r.iteration.median > 0 ? static_cast<double>(batch) / (r.iteration.median / 1e9) : 0;
   for (double m : r.repeat_median_ns) c.repeat_images_per_s.push_back(m > 0 ? static_cast<double>(batch) / (m / 1e9) : 0);
-  c.gflops = r.iteration.median > 0 ? c.total_flops / r.iteration.median : 0;
+  // Training: a step does forward and backward work (the optimizer's few FLOPs per
+  // parameter are not counted).
+  c.gflops = r.iteration.median > 0 ? (c.total_flops + c.total_backward_flops) / r.iteration.median : 0;
   c.overhead_us = r.overhead_per_node_ns / 1e3;
   c.weight_bytes = plan.weight_bytes();
   c.activation_bytes = plan.activation_bytes();
@@ -127,16 +143,18 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     int width = 18;
     for (const auto& n : c.nodes) width = std::max(width, static_cast<int>(n.name.size()));
     char line[1024];
-    std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %11s %9s %6s %10s %10s\n", width, "node", "op",
-                  "backend", "output", "MFLOP", "median us", training ? "bwd us" : "", "GFLOP/s", "share", "out bytes",
-                  "workspace");
+    std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %9s %11s %9s %6s %10s %10s\n", width, "node", "op",
+                  "backend", "output", "MFLOP", "median us", "GFLOP/s", training ? "bwd us" : "",
+                  training ? "bwd GF/s" : "", "share", "out bytes", "workspace");
     os << line;
     auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
     for (const auto& n : c.nodes) {
-      std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %11s %9s %5.1f%% %10s %10s\n",
+      const bool bwd = training && !n.view;
+      std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %11s %9s %5.1f%% %10s %10s\n",
                     width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
-                    n.view ? "view" : fixed(n.median_us).c_str(), training && !n.view ? fixed(n.backward_us).c_str() : "",
-                    n.view || n.flops == 0 ? "-" : fixed(n.gflops).c_str(), 100 * n.share,
+                    n.view ? "view" : fixed(n.median_us).c_str(), n.view || n.flops == 0 ? "-" : fixed(n.gflops).c_str(),
+                    bwd ? fixed(n.backward_us).c_str() : "",
+                    bwd ? (n.backward_gflops > 0 ? fixed(n.backward_gflops).c_str() : "-") : "", 100 * n.share,
                     format_bytes(static_cast<double>(n.output_bytes)).c_str(),
                     format_bytes(static_cast<double>(n.workspace_bytes)).c_str());
       os << line;
@@ -145,9 +163,16 @@ void print_report(const BenchReport& rep, std::ostream& os) {
       if (!n.fallback_reason.empty())
         os << "fallback: " << n.name << " (" << n.op << ") ran on " << n.backend << " instead of " << n.requested
            << ": " << n.fallback_reason << "\n";
-    std::snprintf(line, sizeof line,
-                  "summary: %.1f images/s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
-                  c.images_per_s, c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
+    if (training)
+      std::snprintf(line, sizeof line,
+                    "summary: %.1f images/s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.2f GFLOP per step "
+                    "(forward %.2f + backward %.2f)",
+                    c.images_per_s, c.median_ms, c.min_ms, c.gflops, (c.total_flops + c.total_backward_flops) / 1e9,
+                    c.total_flops / 1e9, c.total_backward_flops / 1e9);
+    else
+      std::snprintf(line, sizeof line,
+                    "summary: %.1f images/s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
+                    c.images_per_s, c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
     os << line;
     if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
     os << std::defaultfloat << "\n";
@@ -161,10 +186,15 @@ void print_report(const BenchReport& rep, std::ostream& os) {
                   "         kernels %.3f ms  overhead %.2f us/node  iterations %d measured (%d warm-up)%s\n",
                   c.kernel_ms, c.overhead_us, c.measured, c.warmup, c.budget_hit ? ", stopped by the time budget" : "");
     os << line;
-    os << "memory:  weights " << format_bytes(static_cast<double>(c.weight_bytes)) << "  activations "
-       << format_bytes(static_cast<double>(c.activation_bytes)) << "  workspace "
+    os << "memory:  weights " << format_bytes(static_cast<double>(c.weight_bytes));
+    if (training)
+      os << "  gradients " << format_bytes(static_cast<double>(c.timing.gradient_bytes)) << "  optimizer state "
+         << format_bytes(static_cast<double>(c.timing.optimizer_state_bytes));
+    os << "  activations " << format_bytes(static_cast<double>(c.activation_bytes)) << "  workspace "
        << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
        << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
+    std::snprintf(line, sizeof line, "plan:    created in %.1f ms (every kernel built, weights prepacked)\n", c.create_ms);
+    os << line;
     if (c.checked) {
       const char* what = rep.mode == "training" ? "loss and gradients" : "outputs";
       if (c.check_ok) os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
@@ -173,7 +203,7 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     }
     if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
   }
-  os << "\n";
+  os << "\nprocess peak RSS " << format_bytes(static_cast<double>(rep.peak_rss_bytes)) << " (getrusage; all of the above)\n";
   for (const auto& l : provenance_lines(rep.provenance)) os << l << "\n";
 }
 
@@ -220,9 +250,11 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                  {"target_ci", rep.config.target_ci > 0 ? json(rep.config.target_ci) : json()}};
   j["notes"] = rep.notes;
   j["provenance"] = provenance_json(rep.provenance);
+  j["peak_rss_bytes"] = rep.peak_rss_bytes;
   j["runs"] = json::array();
   // Figures that only exist in training are null in inference.
   auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
+  auto train_bytes = [&](int64_t v) { return rep.mode == "training" ? json(v) : json(); };
   for (const auto& c : rep.configs) {
     json r;
     r["label"] = c.label;
@@ -244,6 +276,7 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                     {"kernel_ms", c.kernel_ms},
                     {"gflops", c.gflops},
                     {"total_flops", c.total_flops},
+                    {"total_backward_flops", train(c.total_backward_flops)},
                     {"speedup_vs_naive", c.speedup_vs_naive > 0 ? json(c.speedup_vs_naive) : json()},
                     {"overhead_per_node_us", c.overhead_us},
                     {"forward_ms", train(c.forward_ms)},
@@ -252,7 +285,10 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                     {"optimizer_ms", train(c.optimizer_ms)},
                     {"fallbacks", c.fallbacks},
                     {"node_coverage", c.timing.node_coverage}};
+    r["create_ms"] = c.create_ms;
     r["memory"] = {{"weight_bytes", c.weight_bytes},
+                   {"gradient_bytes", train_bytes(c.timing.gradient_bytes)},
+                   {"optimizer_state_bytes", train_bytes(c.timing.optimizer_state_bytes)},
                    {"activation_bytes", c.activation_bytes},
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
@@ -269,6 +305,9 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                             {"median_us", n.view ? json() : json(n.median_us)},
                             {"min_us", n.view ? json() : json(n.min_us)},
                             {"backward_median_us", n.view ? json() : train(n.backward_us)},
+                            {"backward_flops_data", train(n.backward_flops_data)},
+                            {"backward_flops_weights", train(n.backward_flops_weights)},
+                            {"backward_gflops", n.view || n.backward_gflops == 0 ? json() : train(n.backward_gflops)},
                             {"forward_us", stats_json(n.timing.forward, 1e3)},
                             {"backward_us", stats_json(n.timing.backward, 1e3)},
                             {"samples_us", scaled(n.timing.forward_ns, 1e3)},

@@ -16,6 +16,8 @@ struct NodeRow {
   std::string name, op, backend, requested, output_shape, fallback_reason;
   double flops = 0, median_us = 0, min_us = 0, gflops = 0, share = 0;
   double backward_us = 0;  ///< training benchmarks: median backward time
+  double backward_flops_data = 0, backward_flops_weights = 0;  ///< training: see PlanStep
+  double backward_gflops = 0;                                  ///< training: both / backward_us
   NodeStats timing;        ///< every forward/backward sample and its statistics (ns)
   int64_t output_bytes = 0, workspace_bytes = 0;
   bool view = false;  ///< zero-copy view (Reshape/Flatten/...): not executed
@@ -39,7 +41,9 @@ struct ConfigReport {
   double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training
   std::vector<double> repeat_images_per_s;
   int64_t weight_bytes = 0, activation_bytes = 0, workspace_bytes = 0, peak_tracked_bytes = 0;
-  double total_flops = 0;
+  double create_ms = 0;  ///< plan creation: building every kernel (create stage)
+  double total_flops = 0;           ///< forward FLOPs of one batch
+  double total_backward_flops = 0;  ///< training: backward FLOPs of one batch (data + weights)
   int fallbacks = 0;
 };
 
@@ -55,6 +59,7 @@ struct BenchReport {
   std::vector<std::string> notes;
   std::vector<ConfigReport> configs;
   Provenance provenance;
+  int64_t peak_rss_bytes = 0;  ///< the process's peak resident set (getrusage) when the report was made
 };
 
 /// Builds the per-node rows and summary of one configuration.
@@ -65,6 +70,9 @@ void fill_speedups(BenchReport& report, double naive_median_ms);
 void print_report(const BenchReport& report, std::ostream& os);
 Status write_json(const BenchReport& report, const std::string& path);
 Status write_csv(const BenchReport& report, const std::string& path);
+
+/// The process's peak resident set size so far (getrusage), in bytes.
+int64_t peak_rss_bytes();
 
 /// "12.3 MB" style.
 std::string format_bytes(double bytes);

@@ -17,6 +17,9 @@ struct OpSchema {
   Expected<std::vector<TensorDesc>> (*infer)(const KernelContext& ctx) = nullptr;
   /// Forward floating-point operations (a multiply-add counts as 2).
   double (*flops)(const KernelContext& ctx) = nullptr;
+  /// Backward FLOPs per input: entry i is the cost of the gradient with respect to input i
+  /// (docs/metrics.md). Empty: no FLOPs (data movement, views, folding-only ops).
+  std::vector<double> (*backward_flops)(const KernelContext& ctx) = nullptr;
   /// True for ops that mostly compute shapes/constants (Shape, Gather, ...): they normally
   /// fold away at load time; on run-time data only the naive backend runs them.
   bool folding_only = false;
@@ -34,5 +37,7 @@ std::vector<std::string> schema_names();
 Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx);
 /// Forward FLOPs of a node with known input/output descriptors.
 double node_flops(const KernelContext& ctx);
+/// Backward FLOPs per input of a node (one entry per input; 0 where not counted).
+std::vector<double> node_backward_flops(const KernelContext& ctx);
 
 }  // namespace mosaic

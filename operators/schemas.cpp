@@ -421,6 +421,52 @@ double f_lrn(const KernelContext& c) {
 }
 double f_sigmoid(const KernelContext& c) { return 4.0 * c.outputs[0].numel(); }
 
+// Backward: one entry per input, the FLOPs of that input's gradient.
+using Grads = std::vector<double>;
+double out_numel(const KernelContext& c) { return static_cast<double>(c.outputs[0].numel()); }
+/// Elementwise ops: `per_input[i]` FLOPs per output element for input i's gradient, plus one
+/// add per output element to reduce over broadcast axes when input i is smaller than the output.
+Grads elementwise_grads(const KernelContext& c, std::vector<double> per_input) {
+  Grads g(c.inputs.size(), 0);
+  for (size_t i = 0; i < g.size() && i < per_input.size(); ++i)
+    if (c.has_input(i))
+      g[i] = out_numel(c) * (per_input[i] + (c.inputs[i].numel() < c.outputs[0].numel() ? 1 : 0));
+  return g;
+}
+Grads b_conv(const KernelContext& c) {
+  auto p = conv_params(c);
+  if (!p.ok()) return {};
+  const double macs = static_cast<double>(p->n) * p->oc * p->win.out_size() * p->c_per_group() * p->win.kernel_size();
+  // dX: the transposed convolution; dW: the correlation of X with dY; dB: a sum over dY.
+  return {2 * macs, 2 * macs, p->has_bias ? out_numel(c) : 0};
+}
+Grads b_gemm(const KernelContext& c) {
+  auto p = gemm_params(c);
+  if (!p.ok()) return {};
+  const double mnk = 2.0 * p->m * p->n * p->k, scale = p->alpha != 1 ? 1.0 : 0.0;
+  return {mnk + scale * p->m * p->k, mnk + scale * p->k * p->n, p->has_c ? 1.0 * p->m * p->n : 0};
+}
+Grads b_matmul(const KernelContext& c) { return {f_matmul(c), f_matmul(c)}; }
+Grads b_mask(const KernelContext& c) { return elementwise_grads(c, {1}); }        // g * mask
+Grads b_sigmoid(const KernelContext& c) { return elementwise_grads(c, {3}); }     // g * y * (1 - y)
+Grads b_pool(const KernelContext& c) {
+  // Max: one add per output (to its argmax); average: one multiply-add per window element.
+  if (c.node->op_type == "MaxPool" || c.node->op_type == "GlobalMaxPool") return {out_numel(c)};
+  return {2 * f_pool(c)};
+}
+Grads b_add(const KernelContext& c) { return elementwise_grads(c, {0, c.node->op_type == "Sub" ? 1.0 : 0.0}); }
+Grads b_mul(const KernelContext& c) { return elementwise_grads(c, {1, 1}); }       // g * b, g * a
+Grads b_div(const KernelContext& c) { return elementwise_grads(c, {1, 3}); }       // g / b, -g * a / b^2
+Grads b_softmax(const KernelContext& c) { return {4 * out_numel(c)}; }             // row dot, then y * (g - dot)
+Grads b_bn(const KernelContext& c) {
+  // Training statistics: dX 5 per element (with the two sums below); dScale = sum(g * xhat)
+  // 2 per element; dB = sum(g) 1 per element.
+  const double n = out_numel(c);
+  return {5 * n, 2 * n, n, 0, 0};
+}
+Grads b_lrn(const KernelContext& c) { return {2 * f_lrn(c)}; }
+Grads b_dropout(const KernelContext& c) { return {out_numel(c)}; }                 // g * mask * scale
+
 std::map<std::string, OpSchema> build_table() {
   std::map<std::string, OpSchema> t;
   auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
@@ -438,6 +484,9 @@ std::map<std::string, OpSchema> build_table() {
     t[op] = std::move(s);
   };
   add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
+  auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const KernelContext&)) {
+    for (const char* op : ops) t[op].backward_flops = f;
+  };
   add("Relu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "max(x, 0)");
   add("LeakyRelu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "x if x >= 0 else alpha * x");
   add("Clip", 1, 3, 1, 1, infer_clip, f_out_numel, false, "min(max(x, lo), hi)");
@@ -475,6 +524,19 @@ std::map<std::string, OpSchema> build_table() {
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");
   add("Cast", 1, 1, 1, 1, infer_cast, f_zero, true, "convert element type (float32, int64, bool)");
+  bwd({"Conv"}, b_conv);
+  bwd({"Gemm"}, b_gemm);
+  bwd({"MatMul"}, b_matmul);
+  bwd({"Relu", "LeakyRelu", "Clip"}, b_mask);
+  bwd({"Sigmoid", "Tanh"}, b_sigmoid);
+  bwd({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, b_pool);
+  bwd({"Add", "Sub"}, b_add);
+  bwd({"Mul"}, b_mul);
+  bwd({"Div"}, b_div);
+  bwd({"Softmax", "LogSoftmax"}, b_softmax);
+  bwd({"BatchNormalization"}, b_bn);
+  bwd({"LRN"}, b_lrn);
+  bwd({"Dropout"}, b_dropout);
   return t;
 }
 
@@ -521,6 +583,13 @@ Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx) {
 double node_flops(const KernelContext& ctx) {
   const OpSchema* s = find_schema(ctx.node->op_type);
   return s && s->flops ? s->flops(ctx) : 0.0;
+}
+
+std::vector<double> node_backward_flops(const KernelContext& ctx) {
+  const OpSchema* s = find_schema(ctx.node->op_type);
+  std::vector<double> g = s && s->backward_flops ? s->backward_flops(ctx) : std::vector<double>{};
+  g.resize(ctx.inputs.size(), 0.0);
+  return g;
 }
 
 }  // namespace mosaic

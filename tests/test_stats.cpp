@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <random>
 
 #include "metrics/stats.hpp"
@@ -156,6 +157,49 @@ TEST(BenchStats, BadCombinationsAreRefused) {
   EXPECT_NE(b.out.find("--min-seconds 50 does not fit"), std::string::npos) << b.out;
   b = mosaic("bench zoo:fmnist-cnn --target-ci -1");
   EXPECT_NE(b.code, 0);
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+TEST(BenchFlops, TrainingCountsBackwardDataAndWeightsFromTheSchemas) {
+  const std::string json = ::testing::TempDir() + "train_flops.json";
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 3 --mode training --backends im2col --optimizer adam --warmup 1 "
+                      "--iterations 2 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  const auto& r = j["runs"][0];
+  std::map<std::string, nlohmann::json> node;
+  for (const auto& n : r["nodes"]) node[n["name"]] = n;
+  // Hand-counted. conv1 sees the input image: no data gradient, only dW (2 x MACs) and dB.
+  EXPECT_EQ(node["conv1"]["backward_flops_data"].get<double>(), 0);
+  EXPECT_EQ(node["conv1"]["backward_flops_weights"].get<double>(), 2.0 * 3 * 32 * 784 * 1 * 9 + 3 * 32 * 784);
+  // conv2: 3 x 64 x 14 x 14 outputs, 32 x 3 x 3 MACs each, for dX and for dW; + dB.
+  const double macs2 = 3.0 * 64 * 196 * 32 * 9;
+  EXPECT_EQ(node["conv2"]["backward_flops_data"].get<double>(), 2 * macs2);
+  EXPECT_EQ(node["conv2"]["backward_flops_weights"].get<double>(), 2 * macs2 + 3 * 64 * 196);
+  EXPECT_EQ(node["fc1"]["backward_flops_data"].get<double>(), 2.0 * 3 * 128 * 3136);
+  EXPECT_EQ(node["fc1"]["backward_flops_weights"].get<double>(), 2.0 * 3 * 128 * 3136 + 3 * 128);
+  EXPECT_EQ(node["relu1"]["backward_flops_data"].get<double>(), 3.0 * 32 * 28 * 28);
+  EXPECT_EQ(node["pool1"]["backward_flops_data"].get<double>(), 3.0 * 32 * 14 * 14);  // one add per output
+  double sum = 0;
+  for (const auto& [name, n] : node)
+    if (!n["backward_flops_data"].is_null()) sum += n["backward_flops_data"].get<double>() + n["backward_flops_weights"].get<double>();
+  EXPECT_DOUBLE_EQ(r["summary"]["total_backward_flops"].get<double>(), sum);
+  // Training GFLOP/s counts the step's forward and backward work.
+  const double gflops = (r["summary"]["total_flops"].get<double>() + sum) / (r["summary"]["median_ms"].get<double>() * 1e6);
+  EXPECT_NEAR(r["summary"]["gflops"].get<double>(), gflops, 1e-6 * gflops);
+  EXPECT_NE(b.out.find("GFLOP per step (forward"), std::string::npos) << b.out;
+  // Memory in the TBD suite's categories: a gradient per weight, Adam's two moments per weight.
+  const auto& m = r["memory"];
+  EXPECT_EQ(m["gradient_bytes"].get<int64_t>(), m["weight_bytes"].get<int64_t>());
+  EXPECT_EQ(m["optimizer_state_bytes"].get<int64_t>(), 2 * m["weight_bytes"].get<int64_t>());
+  EXPECT_GT(r["create_ms"].get<double>(), 0);
+  EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), m["weight_bytes"].get<int64_t>() + m["activation_bytes"].get<int64_t>());
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
 /// Prints the report, writes the requested files, and turns the checks into an exit code.
 int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what) {
   fill_speedups(report, 0);
+  report.peak_rss_bytes = peak_rss_bytes();
   print_report(report, std::cout);
   if (!o.json.empty()) {
     Status st = write_json(report, o.json);
