@@ -16,8 +16,9 @@ namespace {
 /// kernels per iteration, and per-run overhead.
 class TimingObserver final : public ExecObserver {
  public:
-  explicit TimingObserver(size_t steps) : forward_(steps), backward_(steps) {}
+  TimingObserver(size_t steps, TraceRecorder* trace) : forward_(steps), backward_(steps), trace_(trace) {}
   void on_node(const NodeEvent& e) override {
+    if (trace_) trace_->on_node(e);
     const double d = static_cast<double>(e.end_ns - e.begin_ns);
     (e.stage == Stage::kBackward ? backward_ : forward_)[e.step].push_back(d);
     const size_t it = static_cast<size_t>(e.iteration);
@@ -36,6 +37,7 @@ class TimingObserver final : public ExecObserver {
   std::vector<double> overhead_, kernel_by_iteration_;
 
  private:
+  TraceRecorder* trace_;
   double run_kernel_ns_ = 0;
   int run_nodes_ = 0;
 };
@@ -45,7 +47,8 @@ class TimingObserver final : public ExecObserver {
 using IterationFn = std::function<Expected<double>(ExecObserver* observer, int64_t iteration)>;
 
 /// Warm-up, then measured iterations as `cfg` says, into `r` (raw samples and statistics).
-Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteration, BenchResult& r) {
+Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteration, BenchResult& r,
+               TraceRecorder* trace) {
   const int64_t budget_ns = static_cast<int64_t>(cfg.max_seconds * 1e9);
   const int64_t min_ns = static_cast<int64_t>(cfg.min_seconds * 1e9);
   const int64_t start = now_ns();
@@ -55,7 +58,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
     ++r.warmup_done;
     if (now_ns() - start > budget_ns / 4) break;
   }
-  TimingObserver obs(steps);
+  TimingObserver obs(steps, trace);
   std::vector<double> accounted;  // per iteration: time the nodes, loss and optimizer account for
   r.adaptive = cfg.target_ci > 0;
   const int repeats = r.adaptive ? 1 : std::max(cfg.repeats, 1);
@@ -80,7 +83,9 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       const int64_t t0 = now_ns();
       auto extra = iteration(&obs, it++);
       MOSAIC_RETURN_IF_ERROR(extra.status());
-      const double d = static_cast<double>(now_ns() - t0);
+      const int64_t t1 = now_ns();
+      if (trace) trace->span("iteration", "iteration", t0, t1, it - 1);
+      const double d = static_cast<double>(t1 - t0);
       r.iteration_ns.push_back(d);
       r.repeat_of.push_back(rep);
       rep_ns.push_back(d);
@@ -120,7 +125,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
 }  // namespace
 
 Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const Tensor& labels,
-                                             Optimizer& optimizer, const BenchConfig& cfg) {
+                                             Optimizer& optimizer, const BenchConfig& cfg, TraceRecorder* trace) {
   BenchResult r;
   std::vector<ParamRef> params = plan.parameters();
   Tensor dlogits;
@@ -138,6 +143,12 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
     const int64_t t3 = now_ns();
     MOSAIC_RETURN_IF_ERROR(optimizer.step(params));
     const int64_t t4 = now_ns();
+    if (obs && trace) {
+      trace->span("forward", "stage", t0, t1, it);
+      trace->span("loss", "stage", t1, t2, it);
+      trace->span("backward", "stage", t2, t3, it);
+      trace->span("optimizer step", "stage", t3, t4, it);
+    }
     if (obs) {
       fwd.push_back(static_cast<double>(t1 - t0));
       loss_t.push_back(static_cast<double>(t2 - t1));
@@ -146,7 +157,7 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
     }
     return static_cast<double>((t2 - t1) + (t4 - t3));
   };
-  MOSAIC_RETURN_IF_ERROR(measure(cfg, plan.steps().size(), step, r));
+  MOSAIC_RETURN_IF_ERROR(measure(cfg, plan.steps().size(), step, r, trace));
   r.forward_ms = median(fwd) / 1e6;
   r.backward_ms = median(bwd) / 1e6;
   r.loss_ms = median(loss_t) / 1e6;
@@ -157,13 +168,14 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
   return r;
 }
 
-Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& cfg) {
+Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& cfg,
+                                   TraceRecorder* trace) {
   BenchResult r;
   auto run = [&](ExecObserver* obs, int64_t it) -> Expected<double> {
     MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr, obs, it));
     return 0.0;
   };
-  MOSAIC_RETURN_IF_ERROR(measure(cfg, plan.steps().size(), run, r));
+  MOSAIC_RETURN_IF_ERROR(measure(cfg, plan.steps().size(), run, r, trace));
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/plan.hpp"
 #include "metrics/stats.hpp"
+#include "metrics/trace.hpp"
 
 namespace mosaic {
 
@@ -61,11 +62,14 @@ class Optimizer;
 
 /// A training step per iteration: forward, softmax cross-entropy on `labels`, backward and
 /// an optimizer step, on a plan built for training.
+/// `trace`, when given, records every measured node and stage (begin_config is the caller's).
 Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const Tensor& labels,
-                                             Optimizer& optimizer, const BenchConfig& config);
+                                             Optimizer& optimizer, const BenchConfig& config,
+                                             TraceRecorder* trace = nullptr);
 
 /// Runs `plan` on `inputs` as configured. Fails if any iteration fails.
-Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& config);
+Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& config,
+                                   TraceRecorder* trace = nullptr);
 
 /// Median of a sample (copy).
 double median(std::vector<double> v);

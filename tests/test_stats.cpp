@@ -204,3 +204,54 @@ TEST(BenchFlops, TrainingCountsBackwardDataAndWeightsFromTheSchemas) {
 
 }  // namespace
 }  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+TEST(BenchTrace, EveryMeasuredNodeNestedInItsIterationWithItsFigures) {
+  const std::string dir = ::testing::TempDir(), json = dir + "trace_report.json", trace = dir + "trace.json";
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --mode training --backends im2col,onednn --warmup 1 --iterations 3 "
+                       "--json " + json + " --trace " + trace);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream rf(json), tf(trace);
+  const auto report = nlohmann::json::parse(rf);
+  const auto events = nlohmann::json::parse(tf)["traceEvents"];
+  for (int pid = 1; pid <= 2; ++pid) {
+    const auto& run = report["runs"][pid - 1];
+    bool named = false;
+    for (const auto& e : events)
+      named = named || (e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == pid && e["args"]["name"] == run["label"]);
+    EXPECT_TRUE(named) << run["label"];
+    // As many node events as the report has samples, forward and backward.
+    size_t want_fwd = 0, want_bwd = 0;
+    for (const auto& n : run["nodes"]) {
+      want_fwd += n["samples_us"].size();
+      want_bwd += n["backward_samples_us"].size();
+    }
+    std::vector<nlohmann::json> iterations, nodes;
+    size_t fwd = 0, bwd = 0, stages = 0;
+    for (const auto& e : events) {
+      if (e["ph"] != "X" || e["pid"] != pid) continue;
+      if (e["cat"] == "iteration") iterations.push_back(e);
+      else if (e["cat"] == "stage") ++stages;
+      else {
+        nodes.push_back(e);
+        (e["cat"] == "backward" ? bwd : fwd) += 1;
+        for (const char* k : {"op", "backend", "flops", "gflops", "output_bytes", "iteration"})
+          EXPECT_TRUE(e["args"].contains(k)) << k;
+      }
+    }
+    EXPECT_EQ(fwd, want_fwd);
+    EXPECT_EQ(bwd, want_bwd);
+    EXPECT_EQ(iterations.size(), 3u);
+    EXPECT_EQ(stages, 4u * 3);  // forward, loss, backward, optimizer step
+    for (const auto& n : nodes) {
+      const auto& it = iterations.at(n["args"]["iteration"].get<size_t>());
+      EXPECT_GE(n["ts"].get<double>() + 1e-3, it["ts"].get<double>()) << n;
+      EXPECT_LE(n["ts"].get<double>() + n["dur"].get<double>(), it["ts"].get<double>() + it["dur"].get<double>() + 1e-3) << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mosaic::test

@@ -184,7 +184,7 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
 }
 
 /// Prints the report, writes the requested files, and turns the checks into an exit code.
-int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what) {
+int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what, const TraceRecorder* trace) {
   fill_speedups(report, 0);
   report.peak_rss_bytes = peak_rss_bytes();
   print_report(report, std::cout);
@@ -195,6 +195,11 @@ int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const c
   if (!o.csv.empty()) {
     Status st = write_csv(report, o.csv);
     if (!st.is_ok()) return fail(st);
+  }
+  if (trace) {
+    Status st = trace->write(o.trace);
+    if (!st.is_ok()) return fail(st);
+    std::cerr << "trace: " << trace->events() << " events in " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
   if (!all_ok) std::cerr << "mosaic: " << what << " differ from the naive reference (see check lines above)\n";
   return all_ok ? 0 : 1;
@@ -227,7 +232,7 @@ void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
 /// Before timing, every plan's loss and parameter gradients on the same batch are compared
 /// with the naive plan's.
 int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs,
-                       Graph& g, const std::vector<Tensor>& inputs, BenchReport& report) {
+                       Graph& g, const std::vector<Tensor>& inputs, BenchReport& report, TraceRecorder* trace) {
   const auto& reg = builtin_registry();
   const Shape out = g.value_descs.at(g.outputs[0].name).shape;
   if (out.size() != 2) return fail(Status::invalid(g.source + ": training needs a first output of shape [N, C]"));
@@ -324,11 +329,12 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     auto opt = make_optimizer(o.optimizer, oc);
     if (!opt.ok()) return fail(opt.status());
     plan.tracker().reset_peak();
-    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), o.config);
+    if (trace) trace->begin_config(configs[i].first, plan);
+    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), o.config, trace);
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), checks[i]);
   }
-  return emit_report(report, o, all_ok, "loss and gradients");
+  return emit_report(report, o, all_ok, "loss and gradients", trace);
 }
 
 }  // namespace------------------------------------------------------------------------
@@ -338,7 +344,8 @@ int run_bench(const BenchOptions& o) {
     return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
   const bool training = o.mode == "training";
   // Everything that can be refused is refused before minutes of timing.
-  if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}}); !st.is_ok()) return fail(st);
+  if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}, {"--trace", o.trace}}); !st.is_ok())
+    return fail(st);
   if (training) {
     OptimizerConfig probe;
     probe.lr = o.lr;
@@ -381,7 +388,9 @@ int run_bench(const BenchOptions& o) {
   report.notes = pr.notes;
   report.provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
 
-  if (training) return run_training_bench(o, configs, g.value(), inputs, report);
+  TraceRecorder recorder;
+  TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;
+  if (training) return run_training_bench(o, configs, g.value(), inputs, report, trace);
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g.value();
   if (o.fuse) fuse_for_bench(timed, {}, report);
@@ -433,11 +442,12 @@ int run_bench(const BenchOptions& o) {
       all_ok = all_ok && check.check_ok;
     }
     plan.tracker().reset_peak();
-    auto r = run_benchmark(plan, inputs, o.config);
+    if (trace) trace->begin_config(configs[i].first, plan);
+    auto r = run_benchmark(plan, inputs, o.config, trace);
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), check);
   }
-  return emit_report(report, o, all_ok, "outputs");
+  return emit_report(report, o, all_ok, "outputs", trace);
 }
 
 // ---- verify -------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ struct BenchOptions {
   double lr = 0.01;               ///< training mode
   BenchConfig config;
   std::string json, csv;
+  std::string trace;  ///< Chrome trace-event file of the measured iterations
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
