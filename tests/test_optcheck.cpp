@@ -106,6 +106,15 @@ TEST(Optcheck, PlantedOptimizerBugsFail) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has_line(r.out, "FAIL", "trajectory fixed-gradients weight_decay=0.1")) << r.out;
   EXPECT_TRUE(has_line(r.out, "PASS", "trajectory fixed-gradients defaults")) << r.out;
+  // JUnit: one test case per check, the failed ones as <failure> with their detail.
+  const std::string xml = ::testing::TempDir() + "optcheck.xml";
+  r = mosaic("optcheck --optimizer-plugin " + plugin("sgd_ignores_weight_decay") + " --reference sgd --model none --junit " + xml);
+  EXPECT_EQ(r.code, 1) << r.out;
+  std::ifstream xf(xml);
+  const std::string x((std::istreambuf_iterator<char>(xf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(x.find("name=\"trajectory fixed-gradients weight_decay=0.1\" time=\"0\">\n      <failure message=\"FAIL"),
+            std::string::npos) << x;
+  EXPECT_NE(x.find("name=\"trajectory fixed-gradients defaults\" time=\"0\"/>"), std::string::npos) << x;
   // A correct user Adam passes.
   r = mosaic("optcheck --optimizer-plugin " + plugin("adam_copy") + " --reference adam --model none");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -21,6 +21,7 @@
 #include "examples/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/compare.hpp"
+#include "metrics/junit.hpp"
 #include "metrics/report.hpp"
 #include "validate/determinism.hpp"
 #include "validate/per_node.hpp"
@@ -659,6 +660,9 @@ int run_verify(const VerifyOptions& o) {
   else return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ", all)"));
   if (o.per_node && o.determinism) return fail(Status::invalid("--per-node and --determinism are separate audits: give one"));
   if (o.deterministic && !o.determinism) return fail(Status::invalid("--deterministic only applies to --determinism"));
+  if (!o.junit.empty() && (o.per_node || o.determinism))
+    return fail(Status::invalid("--junit applies to conformance cases, not to --per-node or --determinism"));
+  if (Status st = check_output_paths({{"--junit", o.junit}}); !st.is_ok()) return fail(st);
   if (o.per_node) return run_verify_per_node(o, backends);
   if (o.determinism) return run_verify_determinism(o, backends);
   // POSIX extended regular expression.
@@ -685,11 +689,18 @@ int run_verify(const VerifyOptions& o) {
     cases.insert(cases.end(), found.begin(), found.end());
   }
   int passed = 0, failed = 0, skipped = 0;
+  std::vector<JUnitCase> junit;
   for (const auto& c : cases) {
     const std::string name = c.filename().string();
     if (regexec(&filter, name.c_str(), 0, nullptr, 0) != 0) continue;
     for (const auto& b : backends) {
+      const int64_t t0 = now_ns();
       CaseResult r = run_case(c, b, o);
+      junit.push_back({"verify [" + b + "]", name,
+                       r.verdict == Verdict::kPassed   ? JUnitCase::Outcome::kPass
+                       : r.verdict == Verdict::kFailed ? JUnitCase::Outcome::kFail
+                                                       : JUnitCase::Outcome::kSkipped,
+                       r.detail, static_cast<double>(now_ns() - t0) / 1e9});
       const char* tag = r.verdict == Verdict::kPassed ? "PASSED" : r.verdict == Verdict::kFailed ? "FAILED" : "UNSUPPORTED";
       (r.verdict == Verdict::kPassed ? passed : r.verdict == Verdict::kFailed ? failed : skipped)++;
       if (!o.quiet || r.verdict == Verdict::kFailed)
@@ -700,6 +711,8 @@ int run_verify(const VerifyOptions& o) {
     return fail(Status::not_found("--filter '" + o.filter + "' matches none of the " + std::to_string(cases.size()) +
                                   " cases: nothing was verified"));
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
+  if (!o.junit.empty())
+    if (Status st = write_junit(o.junit, "mosaic verify", junit); !st.is_ok()) return fail(st);
   if (failed) return 1;
   if (passed == 0) {
     std::cerr << "mosaic: nothing was verified: all " << skipped << " case runs were UNSUPPORTED on " << join(backends)

@@ -47,6 +47,7 @@ struct VerifyOptions {
   std::string filter;
   double rtol = 1e-3, atol = 1e-5;
   bool quiet = false;
+  std::string junit;      ///< JUnit XML of the verdicts (conformance cases)
   bool per_node = false;  ///< PATH is a model: compare every node with naive (validate/per_node.hpp)
   bool determinism = false;    ///< PATH is a model: audit repeatability (validate/determinism.hpp)
   bool deterministic = false;  ///< ... with deterministic plans (KernelContext::deterministic)

@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
   verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
   verify_cmd->add_flag("--quiet", verify.quiet, "print only failures and the summary");
+  verify_cmd->add_option("--junit", verify.junit, "write the verdicts as JUnit XML (one suite per backend)");
   verify_cmd->add_flag("--per-node", verify.per_node,
                        "PATH is a model (file or zoo:NAME): compare each node alone with naive, name the first that diverges");
   verify_cmd->add_flag("--determinism", verify.determinism,
@@ -213,6 +214,7 @@ int main(int argc, char** argv) {
   gc_cmd->add_option("--tolerance", gc.check.tolerance, "max relative error")->capture_default_str();
   gc_cmd->add_option("--min-probes", gc.check.min_probes, "judged probes a PASS needs")->capture_default_str();
   gc_cmd->add_option("--json", gc.json, "write the verdicts as JSON");
+  gc_cmd->add_option("--junit", gc.junit, "write the verdicts as JUnit XML (one test case per tensor)");
   gc_cmd->add_option("--plant", gc.plant, "check the backend with a planted backward bug (measures gradcheck itself; "
                                           "docs/gradcheck.md lists them)");
   gc_cmd->add_option("--directions", gc.check.directions, "random directions per tensor")->capture_default_str();
@@ -239,6 +241,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   oc_cmd->add_option("--seed", oc.seed, "seed of the problems")->capture_default_str();
   oc_cmd->add_option("--json", oc.json, "write the verdicts as JSON");
+  oc_cmd->add_option("--junit", oc.junit, "write the verdicts as JUnit XML (one test case per check)");
   oc_cmd->add_option("--threads", oc.threads, "threads")->check(integer_at_least(0));
 
   SweepOptions sweep;

@@ -9,6 +9,7 @@
 #include "backends/registry.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/cli/cli_util.hpp"
+#include "metrics/junit.hpp"
 #include "validate/optcheck.hpp"
 
 namespace mosaic::cli {
@@ -62,7 +63,7 @@ int run_optcheck(const OptcheckCliOptions& in) {
   o.seed = in.seed;
   if (!builtin_registry().has_backend(o.backend))
     return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
-  if (Status ps = check_output_paths({{"--json", in.json}}); !ps.is_ok()) return fail(ps);
+  if (Status ps = check_output_paths({{"--json", in.json}, {"--junit", in.junit}}); !ps.is_ok()) return fail(ps);
   auto results = optcheck(o);
   if (!results.ok()) {
     std::cerr << "mosaic: error: " << results.status().message() << "\n";
@@ -72,7 +73,13 @@ int run_optcheck(const OptcheckCliOptions& in) {
   nlohmann::json log = {{"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", nlohmann::json::array()}};
   log["provenance"] = provenance_json(run_provenance(o.model, {{"optcheck", std::to_string(o.seed)}}));
   std::printf("optcheck %s%s\n", o.optimizer.c_str(), o.reference.empty() ? "" : (" against " + o.reference).c_str());
+  std::vector<JUnitCase> junit;
   for (const auto& r : results.value()) {
+    junit.push_back({"optcheck [" + o.optimizer + "]", r.check,
+                     r.verdict == "PASS"   ? JUnitCase::Outcome::kPass
+                     : r.verdict == "FAIL" ? JUnitCase::Outcome::kFail
+                                           : JUnitCase::Outcome::kSkipped,
+                     r.verdict + ": " + r.detail, 0});
     std::printf("%-4s  %-58s %s\n", r.verdict.c_str(), r.check.c_str(), r.detail.c_str());
     (r.verdict == "PASS" ? passed : r.verdict == "FAIL" ? failed : r.verdict == "INCONCLUSIVE" ? inconclusive : skipped)++;
     log["checks"].push_back({{"check", r.check}, {"verdict", r.verdict}, {"detail", r.detail}});
@@ -83,6 +90,8 @@ int run_optcheck(const OptcheckCliOptions& in) {
   log["passed"] = passed;
   log["failed"] = failed;
   log["skipped"] = skipped;
+  if (!in.junit.empty())
+    if (Status st = write_junit(in.junit, "mosaic optcheck", junit); !st.is_ok()) return fail(st);
   if (!in.json.empty()) {
     std::ofstream f(in.json);
     if (!f) {

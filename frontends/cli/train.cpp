@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 
 #include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
+#include "metrics/junit.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -266,7 +268,7 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     if (!reg.has_backend(b)) return fail(Status::invalid("unknown --fallback backend '" + b + "' (known: " + join(reg.backends()) + ", none)"));
     if (b != o.backend) fallback.push_back(b);
   }
-  if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
+  if (Status st = check_output_paths({{"--json", o.json}, {"--junit", o.junit}}); !st.is_ok()) return fail(st);
   auto g = load_prepared(o.model, o.batch);
   if (!g.ok()) return fail(g.status());
   std::string checked = o.backend;
@@ -334,6 +336,31 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     std::ofstream f(o.json);
     f << j.dump(2) << "\n";
     if (!f) return fail(Status::invalid(o.json + ": cannot write"));
+  }
+  if (!o.junit.empty()) {
+    const std::string suite = "gradcheck [" + checked + "] " + o.model;
+    std::vector<JUnitCase> cases;
+    char fwd[160];
+    std::snprintf(fwd, sizeof fwd, "outputs differ from the double-precision reference by %.3g of their scale (tolerance 1e-3)",
+                  r.forward_error);
+    cases.push_back({suite, "forward", r.forward_ok ? JUnitCase::Outcome::kPass : JUnitCase::Outcome::kFail, fwd, 0});
+    for (const auto& t : r.tensors) {
+      char detail[512];
+      std::snprintf(detail, sizeof detail, "%s: %d probes judged, %d at kinks, %d unstable%s%s", verdict_name(t.verdict),
+                    t.checked, t.kinks, t.unstable, t.reason.empty() ? "" : "; ", t.reason.c_str());
+      if (t.checked) {
+        char worst[256];
+        std::snprintf(worst, sizeof worst, "; worst %s: analytic %.6g numeric %.6g rel err %.2e", t.worst.what.c_str(),
+                      t.worst.analytic, t.worst.numeric, t.worst.error);
+        std::strncat(detail, worst, sizeof detail - std::strlen(detail) - 1);
+      }
+      cases.push_back({suite, t.name,
+                       t.verdict == Verdict::kPass   ? JUnitCase::Outcome::kPass
+                       : t.verdict == Verdict::kFail ? JUnitCase::Outcome::kFail
+                                                     : JUnitCase::Outcome::kSkipped,
+                       detail, 0});
+    }
+    if (Status st = write_junit(o.junit, "mosaic gradcheck", cases); !st.is_ok()) return fail(st);
   }
   if (failed) return 1;
   if (inconclusive) {

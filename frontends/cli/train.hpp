@@ -36,7 +36,7 @@ struct TrainOptions {
 };
 
 struct GradcheckCliOptions {
-  std::string model, backend = "naive", json;
+  std::string model, backend = "naive", json, junit;
   std::vector<std::string> fallback{"naive"};  ///< backends for nodes the checked one cannot run ("none": error)
   std::string plant;  ///< check backend+plant, a planted bug (validate/planted_bugs.hpp): measures gradcheck itself
   int64_t batch = 2;
@@ -45,7 +45,7 @@ struct GradcheckCliOptions {
 };
 
 struct OptcheckCliOptions {
-  std::string optimizer, reference, model = "zoo:fmnist-cnn", backend = "naive", json;
+  std::string optimizer, reference, model = "zoo:fmnist-cnn", backend = "naive", json, junit;
   std::string onnx_data = "/usr/share/libonnx-testdata/data/node";
   std::vector<std::string> plugins, opt_params;
   OptimizerConfig opt;
