@@ -55,6 +55,8 @@ nlohmann::json pairs_json(const std::vector<std::pair<std::string, std::string>>
 
 void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
 
+const std::vector<std::string>& command_line_args() { return command_line(); }
+
 bool is_recorded_env(const std::string& name) {
   for (const char* prefix : {"OPENBLAS_", "OMP_", "GOMP_", "KMP_", "DNNL_", "ONEDNN_", "MKL_", "MOSAIC_"})
     if (name.rfind(prefix, 0) == 0) return true;

@@ -36,6 +36,8 @@ struct Provenance {
 
 /// Remembers the process's command line for provenance (main calls it first).
 void set_command_line(int argc, char** argv);
+/// The remembered command line (empty if set_command_line was not called).
+const std::vector<std::string>& command_line_args();
 
 /// Machine, build, time, environment and command line. Library versions, kernels, threads,
 /// model and seeds are the caller's to add.

@@ -207,10 +207,6 @@ void print_report(const BenchReport& rep, std::ostream& os) {
   for (const auto& l : provenance_lines(rep.provenance)) os << l << "\n";
 }
 
-namespace {
-
-/// Statistics of a sample in nanoseconds as JSON in `unit` (1e3: microseconds, 1e6:
-/// milliseconds); null when there are no samples, null CI bounds when the sample is too small.
 nlohmann::json stats_json(const SampleStats& s, double unit) {
   if (s.n == 0) return nullptr;
   auto opt = [&](const std::optional<double>& v) { return v ? nlohmann::json(*v / unit) : nlohmann::json(); };
@@ -222,6 +218,8 @@ nlohmann::json stats_json(const SampleStats& s, double unit) {
           {"rel_ci_half_width", half ? nlohmann::json(*half) : nlohmann::json()}, {"outliers", s.outliers},
           {"noisy", s.noisy}};
 }
+
+namespace {
 
 nlohmann::json scaled(const std::vector<double>& ns, double unit) {
   nlohmann::json a = nlohmann::json::array();

@@ -2,6 +2,7 @@
 // (console sink) or written as JSON / CSV (file sinks). See docs/json-schema.md.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -70,6 +71,10 @@ void fill_speedups(BenchReport& report, double naive_median_ms);
 void print_report(const BenchReport& report, std::ostream& os);
 Status write_json(const BenchReport& report, const std::string& path);
 Status write_csv(const BenchReport& report, const std::string& path);
+
+/// Statistics of a sample in nanoseconds as JSON in `unit` (1e3: microseconds, 1e6:
+/// milliseconds); null when there are no samples, null CI bounds when the sample is too small.
+nlohmann::json stats_json(const SampleStats& s, double unit);
 
 /// The process's peak resident set size so far (getrusage), in bytes.
 int64_t peak_rss_bytes();

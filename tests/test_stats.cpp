@@ -255,3 +255,48 @@ TEST(BenchTrace, EveryMeasuredNodeNestedInItsIterationWithItsFigures) {
 
 }  // namespace
 }  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+TEST(BenchProcesses, IndependentProcessesArePooled) {
+  const std::string json = ::testing::TempDir() + "processes.json";
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends naive,onednn --warmup 1 --iterations 4 --repeats 2 "
+                       "--processes 3 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("3 independent processes, samples pooled"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("check: every process matches naive"), std::string::npos) << b.out;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["config"]["processes"], 3);
+  ASSERT_EQ(j["processes"].size(), 3u);
+  for (const auto& r : j["runs"]) {
+    const std::string label = r["label"];
+    std::vector<double> it = r["samples"]["iteration_ms"];
+    ASSERT_EQ(it.size(), 3u * 2 * 4) << label;  // processes x repeats x iterations
+    std::vector<int> rep = r["samples"]["repeat"];
+    EXPECT_EQ(rep.front(), 0);
+    EXPECT_EQ(rep.back(), 5);  // repeats numbered across processes
+    EXPECT_EQ(r["summary"]["repeat_images_per_s"].size(), 6u);
+    EXPECT_NEAR(r["summary"]["median_ms"].get<double>(), describe(it).median, 1e-12);
+    EXPECT_NEAR(r["summary"]["images_per_s"].get<double>(), 2 / (describe(it).median / 1e3), 1e-6);
+    for (const auto& p : j["processes"]) EXPECT_GT(p["runs"][label]["images_per_s"].get<double>(), 0);
+    for (const auto& n : r["nodes"])
+      if (!n["view"]) {
+        EXPECT_EQ(n["samples_us"].size(), 24u) << n["name"];
+      }
+  }
+}
+
+TEST(BenchProcesses, AFailingProcessStopsTheRunWithItsError) {
+  CmdResult b = mosaic("bench /nonexistent/model.onnx --processes 2");
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("/nonexistent/model.onnx"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("process 1 of 2 failed with exit code 2"), std::string::npos) << b.out;
+  b = mosaic("bench zoo:fmnist-cnn --processes 2 --csv " + ::testing::TempDir() + "p.csv");
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.out.find("with --processes use --json"), std::string::npos) << b.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test

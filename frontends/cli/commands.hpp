@@ -35,6 +35,7 @@ struct BenchOptions {
   BenchConfig config;
   std::string json, csv;
   std::string trace;  ///< Chrome trace-event file of the measured iterations
+  int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
@@ -62,6 +63,8 @@ struct ExportOptions {
 
 int run_info(const InfoOptions& o);
 int run_bench(const BenchOptions& o);
+/// bench --processes K (K > 1): K child processes of this command, samples pooled.
+int run_bench_processes(const BenchOptions& o);
 int run_verify(const VerifyOptions& o);
 int run_export(const ExportOptions& o);
 /// Prints the op x backend table of the kernel registry (Markdown with --markdown).

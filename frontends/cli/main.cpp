@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--json", bench.json, "write the report as JSON");
   bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
+  bench_cmd->add_option("--processes", bench.processes,
+                        "run the benchmark in K independent processes and pool their samples (seed 001's x3)")
+      ->capture_default_str()->check(integer_at_least(1));
   bench_cmd->add_option("--trace", bench.trace, "write a Chrome trace-event file of the measured iterations (Perfetto)");
   bool no_check = false, no_fuse = false;
   bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
@@ -297,7 +300,7 @@ int main(int argc, char** argv) {
         std::cerr << "mosaic: error: --backends is empty\n";
         return 2;
       }
-      return run_bench(bench);
+      return bench.processes > 1 ? run_bench_processes(bench) : run_bench(bench);
     }
     if (*verify_cmd) return run_verify(verify);
     if (*export_cmd) return run_export(exp);
