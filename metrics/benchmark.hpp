@@ -23,6 +23,7 @@ struct BenchConfig {
   /// min_seconds, within the budget and at most max_iterations (0: no cap). One repeat.
   double target_ci = 0;
   int max_iterations = 0;
+  std::string progress;  ///< label of the terminal progress line while measuring ("" = none)
 };
 
 /// Adaptive mode never stops before this many measured iterations.

@@ -23,10 +23,10 @@ struct CmdResult {
   std::string out;
 };
 
-/// Runs the mosaic binary with `args`; stdout and stderr together.
-inline CmdResult mosaic(const std::string& args) {
+/// Runs a shell command line; stdout and stderr together.
+inline CmdResult mosaic_shell(const std::string& command) {
   CmdResult r;
-  const std::string cmd = std::string(MOSAIC_BIN) + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
   size_t n;
@@ -35,6 +35,9 @@ inline CmdResult mosaic(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+/// Runs the mosaic binary with `args`; stdout and stderr together.
+inline CmdResult mosaic(const std::string& args) { return mosaic_shell(std::string(MOSAIC_BIN) + " " + args); }
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
   Tensor t = Tensor::empty({DType::kF32, shape});

@@ -234,6 +234,7 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   };
 
   for (auto& t : targets) {
+    if (o.on_tensor) o.on_tensor(static_cast<size_t>(&t - targets.data()), targets.size(), t.name);
     TensorVerdict v;
     v.name = t.name;
     const double gnorm = norms[t.value_name], floor = floor_of(t.value_name);

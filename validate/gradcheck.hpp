@@ -14,6 +14,8 @@
 // FAIL (a judged probe is off), INCONCLUSIVE (too few probes could be judged; never a pass).
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -45,6 +47,8 @@ struct GradcheckOptions {
   uint64_t seed = 1;
   bool check_input = true;  ///< also check the gradients w.r.t. every graph input
   float input_lo = 0.f, input_hi = 1.f;  ///< inputs are drawn uniformly from [lo, hi]
+  /// Called before each tensor is probed (index, count, name): the CLI's progress line.
+  std::function<void(size_t, size_t, const std::string&)> on_tensor;
 };
 
 enum class ProbeOutcome {

@@ -22,6 +22,7 @@
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/compare.hpp"
 #include "metrics/junit.hpp"
+#include "metrics/progress.hpp"
 #include "metrics/report.hpp"
 #include "validate/determinism.hpp"
 #include "validate/per_node.hpp"
@@ -327,11 +328,13 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
   for (size_t i = 0; i < configs.size(); ++i) {
     Plan& plan = *plans[i];
     std::cerr << "benchmarking " << configs[i].first << " (training)...\n";
+    BenchConfig cfg = o.config;
+    cfg.progress = "benchmarking " + configs[i].first;
     auto opt = make_optimizer(o.optimizer, oc);
     if (!opt.ok()) return fail(opt.status());
     plan.tracker().reset_peak();
     if (trace) trace->begin_config(configs[i].first, plan);
-    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), o.config, trace);
+    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), cfg, trace);
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), checks[i]);
   }
@@ -417,13 +420,16 @@ int run_bench(const BenchOptions& o) {
       ref = naive_plan.get();
     }
     std::cerr << "computing the naive reference output...\n";
-    Status st = ref->run(inputs, &reference);
+    NodeProgress ref_progress("naive reference", ref->steps().size());
+    Status st = ref->run(inputs, &reference, &ref_progress);
     if (!st.is_ok()) return fail(st);
   }
   bool all_ok = true;
   for (size_t i = 0; i < configs.size(); ++i) {
     Plan& plan = *plans[i];
     std::cerr << "benchmarking " << configs[i].first << "...\n";
+    BenchConfig cfg = o.config;
+    cfg.progress = "benchmarking " + configs[i].first;
     ConfigReport check;
     if (o.check) {
       std::vector<Tensor> outs;
@@ -444,7 +450,7 @@ int run_bench(const BenchOptions& o) {
     }
     plan.tracker().reset_peak();
     if (trace) trace->begin_config(configs[i].first, plan);
-    auto r = run_benchmark(plan, inputs, o.config, trace);
+    auto r = run_benchmark(plan, inputs, cfg, trace);
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), check);
   }

@@ -11,6 +11,7 @@
 #include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "metrics/junit.hpp"
+#include "metrics/progress.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -172,9 +173,17 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
     const int64_t t0 = now_ns();
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
+    Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
+    int64_t epoch_steps = it.batches_per_epoch();
+    if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
     for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
       if (o.steps > 0 && step >= o.steps) break;
       if (o.steps_per_epoch > 0 && b >= o.steps_per_epoch) break;
+      if (verbose && b > 0) {
+        char loss_text[48];
+        std::snprintf(loss_text, sizeof loss_text, "train loss %.4f", loss_sum / static_cast<double>(b));
+        progress.update(static_cast<double>(b), static_cast<double>(epoch_steps), loss_text);
+      }
       const Tensor *images = nullptr, *labels = nullptr;
       loader.next(b, &images, &labels);
       Status st = P.run({*images}, nullptr);
@@ -195,6 +204,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
       st = opt.value()->step(params);
       if (!st.is_ok()) return st;
     }
+    progress.finish();
     const double secs = static_cast<double>(now_ns() - t0) / 1e9;
     for (const auto& p : params)
       for (int64_t i = 0; i < p.value.numel() && diverged.empty(); ++i)
@@ -276,7 +286,13 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     if (Status st = register_planted_bug(reg, o.backend, o.plant); !st.is_ok()) return fail(st);
     checked += "+" + o.plant;
   }
-  auto report = gradcheck(g.value(), reg, Placement::all_on(checked, fallback), o.check);
+  GradcheckOptions check = o.check;
+  Progress progress("gradcheck " + checked);
+  check.on_tensor = [&](size_t i, size_t n, const std::string& name) {
+    progress.update(static_cast<double>(i), static_cast<double>(n), "tensors (" + name + ")");
+  };
+  auto report = gradcheck(g.value(), reg, Placement::all_on(checked, fallback), check);
+  progress.finish();
   if (!report.ok()) return fail(report.status());
   const GradcheckReport& r = report.value();
   std::printf("gradcheck %s on %s, batch %lld, seed %llu: loss %.9g (double-precision reference %.9g)\n",

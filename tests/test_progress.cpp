@@ -1,0 +1,40 @@
+// Progress lines: the text, shown on a terminal (through script(1)'s pseudo-terminal) and
+// never in a pipe or with MOSAIC_PROGRESS=0.
+#include <gtest/gtest.h>
+
+#include "metrics/progress.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+TEST(Progress, FormatHandComputed) {
+  EXPECT_EQ(Progress::format(30, 120, 12), "30/120 (25%)  12s elapsed, ETA 36s");
+  EXPECT_EQ(Progress::format(1, 3, 100), "1/3 (33%)  1m40s elapsed, ETA 3m20s");
+  EXPECT_EQ(Progress::format(0, 9, 2), "0/9  2s elapsed");          // nothing done: no ETA yet
+  EXPECT_EQ(Progress::format(7, 0, 4000), "7  1h07m elapsed");     // unknown total (adaptive)
+}
+
+/// Runs mosaic ARGS under a pseudo-terminal; stdout and stderr together.
+CmdResult on_terminal(const std::string& args, const std::string& env = "") {
+  return mosaic_shell("script -qec \"" + env + " " + std::string(MOSAIC_BIN) + " " + args + "\" /dev/null");
+}
+
+TEST(Progress, ShownOnATerminalOnly) {
+  const std::string bench = "bench zoo:fmnist-cnn --batch 2 --backends naive --warmup 2 --iterations 20";
+  CmdResult tty = on_terminal(bench);
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("benchmarking naive: "), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("ETA"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos);  // redrawn in place, then erased
+  CmdResult pipe = mosaic(bench);
+  ASSERT_EQ(pipe.code, 0) << pipe.out;
+  EXPECT_EQ(pipe.out.find("ETA"), std::string::npos) << pipe.out;
+  EXPECT_EQ(pipe.out.find('\r'), std::string::npos);
+  CmdResult off = on_terminal(bench, "MOSAIC_PROGRESS=0");
+  ASSERT_EQ(off.code, 0) << off.out;
+  EXPECT_EQ(off.out.find("ETA"), std::string::npos) << off.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
