@@ -53,6 +53,15 @@ nlohmann::json pairs_json(const std::vector<std::pair<std::string, std::string>>
 
 }  // namespace
 
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
 
 const std::vector<std::string>& command_line_args() { return command_line(); }
@@ -81,12 +90,7 @@ Provenance collect_provenance() {
   p.native = MOSAIC_NATIVE_BUILD;
   p.git_commit = kGitCommit;
   p.git_dirty = kGitDirty;
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  p.time_utc = buf;
+  p.time_utc = utc_now_iso8601();
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
     const size_t eq = kv.find('=');

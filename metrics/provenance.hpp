@@ -34,6 +34,9 @@ struct Provenance {
   std::string cwd;  ///< working directory (relative paths in argv are relative to it)
 };
 
+/// The current time as ISO 8601 UTC ("2026-11-23T08:12:09Z").
+std::string utc_now_iso8601();
+
 /// Remembers the process's command line for provenance (main calls it first).
 void set_command_line(int argc, char** argv);
 /// The remembered command line (empty if set_command_line was not called).

@@ -46,6 +46,11 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
     row.backward_flops_data = st.backward_flops_data;
     row.backward_flops_weights = st.backward_flops_weights;
     row.output_bytes = static_cast<int64_t>(st.out_bytes);
+    if (!st.alias) {
+      row.bytes_moved = row.output_bytes;
+      for (int v : st.in)
+        if (v >= 0) row.bytes_moved += static_cast<int64_t>(plan.values()[v].desc.bytes());
+    }
     row.workspace_bytes = static_cast<int64_t>(st.kernel->workspace_bytes());
     if (const NodeStats* ns = by_step[s]) {
       row.timing = *ns;
@@ -134,6 +139,15 @@ void print_statistics(const ConfigReport& c, const BenchConfig& cfg, std::ostrea
 void print_report(const BenchReport& rep, std::ostream& os) {
   os << "model " << rep.model << "  batch " << rep.batch << "  mode " << rep.mode << "  threads " << rep.threads
      << "  OpenBLAS " << rep.blas_core << "  oneDNN " << rep.onednn_isa << "\n";
+  if (rep.peaks.sgemm_gflops > 0) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "peaks: sgemm %.1f GFLOP/s (OpenBLAS %.1f, oneDNN %.1f), memory %.1f GB/s (%s %s)\n",
+                  rep.peaks.sgemm_gflops, rep.peaks.openblas_sgemm_gflops, rep.peaks.onednn_sgemm_gflops,
+                  rep.peaks.bandwidth_gbs, rep.peaks.from_cache ? "cached, measured" : "measured",
+                  rep.peaks.measured_utc.c_str());
+    os << line;
+  }
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
   for (const auto& c : rep.configs) {
     os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
@@ -143,16 +157,19 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     int width = 18;
     for (const auto& n : c.nodes) width = std::max(width, static_cast<int>(n.name.size()));
     char line[1024];
-    std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %9s %11s %9s %6s %10s %10s\n", width, "node", "op",
-                  "backend", "output", "MFLOP", "median us", "GFLOP/s", training ? "bwd us" : "",
-                  training ? "bwd GF/s" : "", "share", "out bytes", "workspace");
+    const double peak = rep.peaks.sgemm_gflops;
+    std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %9s %6s %11s %9s %6s %10s %10s\n", width, "node",
+                  "op", "backend", "output", "MFLOP", "median us", "GFLOP/s", peak > 0 ? "%peak" : "",
+                  training ? "bwd us" : "", training ? "bwd GF/s" : "", "share", "out bytes", "workspace");
     os << line;
     auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
     for (const auto& n : c.nodes) {
       const bool bwd = training && !n.view;
-      std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %11s %9s %5.1f%% %10s %10s\n",
+      const bool timed = !n.view && n.flops > 0;
+      std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %6s %11s %9s %5.1f%% %10s %10s\n",
                     width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
-                    n.view ? "view" : fixed(n.median_us).c_str(), n.view || n.flops == 0 ? "-" : fixed(n.gflops).c_str(),
+                    n.view ? "view" : fixed(n.median_us).c_str(), timed ? fixed(n.gflops).c_str() : "-",
+                    peak > 0 && timed ? fixed(100 * n.gflops / peak).c_str() : "",
                     bwd ? fixed(n.backward_us).c_str() : "",
                     bwd ? (n.backward_gflops > 0 ? fixed(n.backward_gflops).c_str() : "-") : "", 100 * n.share,
                     format_bytes(static_cast<double>(n.output_bytes)).c_str(),
@@ -174,6 +191,7 @@ void print_report(const BenchReport& rep, std::ostream& os) {
                     "summary: %.1f images/s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
                     c.images_per_s, c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
     os << line;
+    if (peak > 0) os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of sgemm peak";
     if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
     os << std::defaultfloat << "\n";
     if (training) {
@@ -250,6 +268,18 @@ Status write_json(const BenchReport& rep, const std::string& path) {
   j["provenance"] = provenance_json(rep.provenance);
   j["peak_rss_bytes"] = rep.peak_rss_bytes;
   j["runs"] = json::array();
+  // Peaks: null when not measured; a node's roofline bound is min(peak, intensity x bandwidth).
+  const MachinePeaks& pk = rep.peaks;
+  auto peak_pct = [&](double gflops) { return pk.sgemm_gflops > 0 && gflops > 0 ? json(100 * gflops / pk.sgemm_gflops) : json(); };
+  auto roof = [&](const NodeRow& n) {
+    if (pk.sgemm_gflops <= 0 || n.view || n.bytes_moved == 0 || n.flops == 0) return json();
+    return json(std::min(pk.sgemm_gflops, n.flops / static_cast<double>(n.bytes_moved) * pk.bandwidth_gbs));
+  };
+  j["peaks"] = pk.sgemm_gflops > 0 ? json{{"sgemm_gflops", pk.sgemm_gflops},
+                                          {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
+                                          {"onednn_sgemm_gflops", pk.onednn_sgemm_gflops}, {"bandwidth_gbs", pk.bandwidth_gbs},
+                                          {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache}}
+                                    : json();
   // Figures that only exist in training are null in inference.
   auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
   auto train_bytes = [&](int64_t v) { return rep.mode == "training" ? json(v) : json(); };
@@ -282,7 +312,8 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                     {"backward_ms", train(c.backward_ms)},
                     {"optimizer_ms", train(c.optimizer_ms)},
                     {"fallbacks", c.fallbacks},
-                    {"node_coverage", c.timing.node_coverage}};
+                    {"node_coverage", c.timing.node_coverage},
+                    {"pct_of_peak", peak_pct(c.gflops)}};
     r["create_ms"] = c.create_ms;
     r["memory"] = {{"weight_bytes", c.weight_bytes},
                    {"gradient_bytes", train_bytes(c.timing.gradient_bytes)},
@@ -313,6 +344,12 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                             {"gflops", n.view || n.flops == 0 ? json() : json(n.gflops)},
                             {"share", n.share},
                             {"output_bytes", n.output_bytes},
+                            {"bytes_moved", n.view ? json() : json(n.bytes_moved)},
+                            {"arithmetic_intensity", n.view || n.bytes_moved == 0 ? json() : json(n.flops / n.bytes_moved)},
+                            {"pct_of_peak", peak_pct(n.view || n.flops == 0 ? 0 : n.gflops)},
+                            {"roofline_gflops", roof(n)},
+                            {"pct_of_roofline", roof(n).is_null() || n.view || n.flops == 0 ? json()
+                                                : json(100 * n.gflops / roof(n).get<double>())},
                             {"workspace_bytes", n.workspace_bytes}});
     j["runs"].push_back(r);
   }

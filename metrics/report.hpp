@@ -9,6 +9,7 @@
 
 #include "core/plan.hpp"
 #include "metrics/benchmark.hpp"
+#include "metrics/peaks.hpp"
 #include "metrics/provenance.hpp"
 
 namespace mosaic {
@@ -20,6 +21,7 @@ struct NodeRow {
   double backward_flops_data = 0, backward_flops_weights = 0;  ///< training: see PlanStep
   double backward_gflops = 0;                                  ///< training: both / backward_us
   NodeStats timing;        ///< every forward/backward sample and its statistics (ns)
+  int64_t bytes_moved = 0;  ///< forward: every input (weights included) read once + outputs written once
   int64_t output_bytes = 0, workspace_bytes = 0;
   bool view = false;  ///< zero-copy view (Reshape/Flatten/...): not executed
 };
@@ -60,6 +62,7 @@ struct BenchReport {
   std::vector<std::string> notes;
   std::vector<ConfigReport> configs;
   Provenance provenance;
+  MachinePeaks peaks;  ///< sgemm_gflops 0: not measured (--no-peaks)
   int64_t peak_rss_bytes = 0;  ///< the process's peak resident set (getrusage) when the report was made
 };
 

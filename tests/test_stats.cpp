@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <map>
@@ -296,6 +297,56 @@ TEST(BenchProcesses, AFailingProcessStopsTheRunWithItsError) {
   b = mosaic("bench zoo:fmnist-cnn --processes 2 --csv " + ::testing::TempDir() + "p.csv");
   EXPECT_EQ(b.code, 2);
   EXPECT_NE(b.out.find("with --processes use --json"), std::string::npos) << b.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+TEST(BenchPeaks, MeasuredOnceCachedAndUsedForPercentAndRoofline) {
+  const std::string dir = ::testing::TempDir() + "peaks_cache_" + std::to_string(::getpid());
+  const std::string json = ::testing::TempDir() + "peaks.json";
+  const std::string cmd = "env MOSAIC_CACHE_DIR=" + dir + " " + std::string(MOSAIC_BIN) +
+                          " bench zoo:fmnist-cnn --batch 2 --backends onednn --warmup 1 --iterations 3 --json " + json;
+  CmdResult first = mosaic_shell(cmd);
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("measuring the machine's sgemm and memory peaks"), std::string::npos) << first.out;
+  std::ifstream f1(json);
+  const auto j1 = nlohmann::json::parse(f1);
+  CmdResult second = mosaic_shell(cmd);
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_EQ(second.out.find("measuring the machine's"), std::string::npos) << second.out;  // cached
+  std::ifstream f2(json);
+  const auto j2 = nlohmann::json::parse(f2);
+  EXPECT_EQ(j1["peaks"]["from_cache"], false);
+  EXPECT_EQ(j2["peaks"]["from_cache"], true);
+  EXPECT_EQ(j2["peaks"]["sgemm_gflops"], j1["peaks"]["sgemm_gflops"]);
+  const double peak = j2["peaks"]["sgemm_gflops"], bw = j2["peaks"]["bandwidth_gbs"];
+  EXPECT_GT(peak, 1);
+  EXPECT_GT(bw, 0.1);
+  EXPECT_DOUBLE_EQ(peak, std::max(j2["peaks"]["openblas_sgemm_gflops"].get<double>(), j2["peaks"]["onednn_sgemm_gflops"].get<double>()));
+  const auto& conv1 = j2["runs"][0]["nodes"][0];
+  ASSERT_EQ(conv1["name"], "conv1+relu1");
+  // Read once: the image 2x1x28x28, weights 32x1x3x3, bias 32; written once: 2x32x28x28.
+  const double bytes = 4.0 * (2 * 784 + 32 * 9 + 32 + 2 * 32 * 784);
+  EXPECT_EQ(conv1["bytes_moved"].get<double>(), bytes);
+  const double flops = conv1["flops"], ai = flops / bytes;
+  EXPECT_DOUBLE_EQ(conv1["arithmetic_intensity"].get<double>(), ai);
+  EXPECT_NEAR(conv1["roofline_gflops"].get<double>(), std::min(peak, ai * bw), 1e-9);
+  EXPECT_NEAR(conv1["pct_of_peak"].get<double>(), 100 * conv1["gflops"].get<double>() / peak, 1e-9);
+  EXPECT_NEAR(j2["runs"][0]["summary"]["pct_of_peak"].get<double>(),
+              100 * j2["runs"][0]["summary"]["gflops"].get<double>() / peak, 1e-9);
+  // --no-peaks: nothing measured, the figures are null.
+  CmdResult none = mosaic_shell("env MOSAIC_CACHE_DIR=" + dir + "_none " + std::string(MOSAIC_BIN) +
+                                " bench zoo:fmnist-cnn --batch 2 --backends onednn --warmup 1 --iterations 2 --no-peaks --json " + json);
+  ASSERT_EQ(none.code, 0) << none.out;
+  std::ifstream f3(json);
+  const auto j3 = nlohmann::json::parse(f3);
+  EXPECT_TRUE(j3["peaks"].is_null());
+  EXPECT_TRUE(j3["runs"][0]["nodes"][0]["pct_of_peak"].is_null());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

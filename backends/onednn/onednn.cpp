@@ -1362,6 +1362,10 @@ std::string onednn_version() {
          v->hash + ")";
 }
 
+bool onednn_sgemm(int n, const float* a, const float* b, float* c) {
+  return dnnl_sgemm('N', 'N', n, n, n, 1.f, a, n, b, n, 0.f, c, n) == dnnl_success;
+}
+
 std::string onednn_effective_isa() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41: return "sse41";

@@ -22,5 +22,7 @@ Status onednn_error_status(int status, const std::string& what, const Node& node
 std::string onednn_effective_isa();
 /// "2.6.3 (commit ...)".
 std::string onednn_version();
+/// C = A B on n x n row-major matrices with oneDNN's own GEMM (dnnl_sgemm); false on error.
+bool onednn_sgemm(int n, const float* a, const float* b, float* c);
 
 }  // namespace mosaic

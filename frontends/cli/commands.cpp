@@ -21,6 +21,7 @@
 #include "examples/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/compare.hpp"
+#include "backends/machine_probe.hpp"
 #include "metrics/junit.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/report.hpp"
@@ -391,6 +392,23 @@ int run_bench(const BenchOptions& o) {
   report.seed = o.common.seed;
   report.notes = pr.notes;
   report.provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
+  if (o.peaks) {
+    const Provenance& p = report.provenance;
+    const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | OpenBLAS " + p.blas_core +
+                            " | oneDNN " + p.onednn_isa;
+    report.peaks = load_or_measure_peaks(
+        key,
+        [] {
+          std::cerr << "measuring the machine's sgemm and memory peaks (once; cached in " << cache_dir() << ")...\n";
+          MachinePeaks m;
+          m.openblas_sgemm_gflops = probe_sgemm_gflops();
+          m.onednn_sgemm_gflops = probe_onednn_sgemm_gflops();
+          m.sgemm_gflops = std::max(m.openblas_sgemm_gflops, m.onednn_sgemm_gflops);
+          m.bandwidth_gbs = probe_triad_gbs();
+          return m;
+        },
+        o.refresh_peaks);
+  }
 
   TraceRecorder recorder;
   TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;

@@ -35,6 +35,8 @@ struct BenchOptions {
   BenchConfig config;
   std::string json, csv;
   std::string trace;  ///< Chrome trace-event file of the measured iterations
+  bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
+  bool refresh_peaks = false;  ///< measure the peaks again even if cached
   int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans

@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--json", bench.json, "write the report as JSON");
   bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
+  bool no_peaks = false;
+  bench_cmd->add_flag("--no-peaks", no_peaks, "do not measure or report the machine's sgemm and memory peaks");
+  bench_cmd->add_flag("--refresh-peaks", bench.refresh_peaks, "measure the peaks again instead of using the cached ones");
   bench_cmd->add_option("--processes", bench.processes,
                         "run the benchmark in K independent processes and pool their samples (seed 001's x3)")
       ->capture_default_str()->check(integer_at_least(1));
@@ -272,6 +275,7 @@ int main(int argc, char** argv) {
       bench.fallback = split(fallback);
       bench.check = !no_check;
       bench.fuse = !no_fuse;
+      bench.peaks = !no_peaks;
       if (!bench.assign.empty() && backends_opt->count()) {
         std::cerr << "mosaic: error: --assign and --backends exclude each other (--assign times one mixed placement; "
                      "--backends compares whole backends)\n";

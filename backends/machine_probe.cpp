@@ -1,0 +1,63 @@
+#include "backends/machine_probe.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/onednn/onednn.hpp"
+#include "core/events.hpp"
+
+namespace mosaic {
+
+namespace {
+
+/// Best-of-`runs` GFLOP/s of an n x n x n GEMM `gemm(n, a, b, c)`, after a warm-up run
+/// (page faults, thread pools); 0 if it fails.
+template <typename Gemm>
+double best_gemm_gflops(int n, int runs, Gemm gemm) {
+  const size_t size = static_cast<size_t>(n) * n;
+  std::vector<float> a(size, 0.5f), b(size, 0.25f), c(size, 0.f);
+  double best = 1e30;
+  for (int r = 0; r <= runs; ++r) {
+    const int64_t t0 = now_ns();
+    if (!gemm(n, a.data(), b.data(), c.data())) return 0;
+    const double s = static_cast<double>(now_ns() - t0) / 1e9;
+    if (r > 0) best = std::min(best, s);
+  }
+  return 2.0 * n * static_cast<double>(n) * n / best / 1e9;
+}
+
+}  // namespace
+
+double probe_sgemm_gflops(int n, int runs) {
+  return best_gemm_gflops(n, runs, [](int m, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.f, a, m, b, m, 0.f, c, m);
+    return true;
+  });
+}
+
+double probe_onednn_sgemm_gflops(int n, int runs) { return best_gemm_gflops(n, runs, onednn_sgemm); }
+
+double probe_triad_gbs(int mib, int runs) {
+  const int64_t n = static_cast<int64_t>(mib) * (1 << 20) / 4;
+  std::vector<float> a(n), b(n), c(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {  // first touch by the threads that use the pages
+    a[i] = 0.f;
+    b[i] = 1.f;
+    c[i] = 2.f;
+  }
+  double best = 1e30;
+  for (int r = 0; r <= runs; ++r) {
+    const int64_t t0 = now_ns();
+    const float s = 0.5f + static_cast<float>(r);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    const double t = static_cast<double>(now_ns() - t0) / 1e9;
+    if (r > 0) best = std::min(best, t);
+  }
+  return 3.0 * 4 * static_cast<double>(n) / best / 1e9;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,15 @@
+// The machine's measured peaks, against which bench reports "% of peak" and a roofline:
+// OpenBLAS sgemm on square matrices and a STREAM-style triad, at the current thread count.
+#pragma once
+
+namespace mosaic {
+
+/// Best-of-`runs` GFLOP/s of an n x n x n OpenBLAS sgemm (after one warm-up run).
+double probe_sgemm_gflops(int n = 2048, int runs = 3);
+/// The same with oneDNN's dnnl_sgemm (its JIT kernels may use a wider ISA than OpenBLAS's core).
+double probe_onednn_sgemm_gflops(int n = 2048, int runs = 3);
+/// Best-of-`runs` GB/s of a[i] = b[i] + s * c[i] over three arrays of `mib` MiB each
+/// (3 x 4 bytes moved per element; no write-allocate traffic counted).
+double probe_triad_gbs(int mib = 64, int runs = 5);
+
+}  // namespace mosaic
