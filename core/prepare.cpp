@@ -28,12 +28,18 @@ int64_t now_ns() {
 namespace {
 
 Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
+  std::set<std::string> used, symbolic_names;
   for (auto& in : g.inputs) {
     if (!in.has_shape) return Status::invalid(g.source + ": input '" + in.name + "' has no shape information");
     Shape s = in.dims;
     for (size_t d = 0; d < s.size(); ++d) {
       const bool symbolic = s[d] < 0;
-      if (d == 0 && opt.batch > 0) {
+      const std::string param = d < in.dim_params.size() ? in.dim_params[d] : "";
+      if (symbolic && !param.empty()) symbolic_names.insert(param);
+      if (symbolic && !param.empty() && opt.dims.count(param) && !(d == 0 && opt.batch > 0)) {
+        s[d] = opt.dims.at(param);
+        used.insert(param);
+      } else if (d == 0 && opt.batch > 0) {
         if (!symbolic && s[0] != opt.batch)
           report.notes.push_back("input '" + in.name + "': fixed batch " + std::to_string(s[0]) + " overridden to " +
                                  std::to_string(opt.batch));
@@ -41,12 +47,20 @@ Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
       } else if (symbolic) {
         if (d != 0)
           return Status::invalid(g.source + ": input '" + in.name + "' dimension " + std::to_string(d) +
-                                 " is symbolic ('" + (d < in.dim_params.size() ? in.dim_params[d] : "?") +
-                                 "'); only the batch dimension can be bound");
+                                 " is symbolic ('" + (param.empty() ? "?" : param) + "'); bind it with --shape " +
+                                 (param.empty() ? "NAME" : param) + "=N");
         s[0] = 1;
       }
     }
     g.value_descs[in.name] = {in.dtype, s};
+  }
+  for (const auto& [name, value] : opt.dims) {
+    if (used.count(name) || (symbolic_names.count(name) && opt.batch > 0)) continue;
+    std::string known;
+    for (const auto& n : symbolic_names) known += (known.empty() ? "" : ", ") + n;
+    return Status::invalid(g.source + ": --shape " + name + "=" + std::to_string(value) +
+                           ": no input has a symbolic dimension named '" + name + "' (symbolic: " +
+                           (known.empty() ? "none" : known) + ")");
   }
   return Status::ok();
 }

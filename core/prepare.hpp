@@ -14,6 +14,9 @@ namespace mosaic {
 
 struct PrepareOptions {
   int64_t batch = 0;          ///< 0: keep fixed batch dims, bind symbolic ones to 1
+  /// Symbolic dimensions bound by name (--shape NAME=N); the batch dimension too, unless
+  /// `batch` is set. A name no input uses is an error.
+  std::map<std::string, int64_t> dims;
   std::string fold_backend = "naive";
   /// Graph inputs given values at load time (e.g. int64 shape arguments of a test case):
   /// they become initializers, so the shapes that depend on them are static.

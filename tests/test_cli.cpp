@@ -340,6 +340,39 @@ TEST_F(Cli, VerifyPassesAndCatchesWrongOutputs) {
   EXPECT_EQ(r.code, 2);
 }
 
+TEST_F(Cli, ShapeBindsSymbolicDimensionsByName) {
+  // A fully convolutional model whose image size is symbolic: [N, 1, H, W].
+  Graph g;
+  g.source = "symbolic";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {-1, 1, -1, -1}, {"N", "", "H", "W"}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w"] = random_tensor({2, 1, 3, 3}, 1);
+  Node conv = make_node("Conv");
+  conv.inputs = {"x", "w"};
+  conv.outputs = {"y"};
+  conv.name = "conv";
+  g.nodes.push_back(conv);
+  const std::string model = path("symbolic.onnx");
+  ASSERT_TRUE(save_onnx(g, model).is_ok());
+
+  CmdResult r = mosaic("info " + model + " --shape H=9 --shape W=7 --batch 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("float32[3,2,7,5]"), std::string::npos) << r.out;  // 3x3 valid conv of 9x7
+  r = mosaic("bench " + model + " --shape H=9 --shape W=7 --shape N=2 --backends naive,onednn --warmup 1 --iterations 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[2,2,7,5]"), std::string::npos) << r.out;
+  // Unbound, unknown and malformed names: clear errors naming the dimension.
+  r = mosaic("info " + model + " --shape H=9");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("dimension 3 is symbolic ('W'); bind it with --shape W=N"), std::string::npos) << r.out;
+  r = mosaic("info " + model + " --shape H=9 --shape W=7 --shape depth=4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("no input has a symbolic dimension named 'depth' (symbolic: H, N, W)"), std::string::npos) << r.out;
+  r = mosaic("info " + model + " --shape H9");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--shape 'H9': expected NAME=N"), std::string::npos) << r.out;
+}
+
 }  // namespace
 
 // ---- fail early and clearly (issue: verdicts users can trust) ----------------------------

@@ -63,6 +63,15 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
   PrepareOptions po;
   po.batch = c.batch;
+  for (const auto& spec : c.shapes) {
+    const size_t eq = spec.find('=');
+    const std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
+    char* end = nullptr;
+    const long long v = eq == std::string::npos ? 0 : std::strtoll(spec.c_str() + eq + 1, &end, 10);
+    if (name.empty() || eq == std::string::npos || !end || *end || v < 1)
+      return Status::invalid("--shape '" + spec + "': expected NAME=N with a symbolic dimension's name and N >= 1");
+    po.dims[name] = v;
+  }
   Graph original = g;
   auto r = prepare_graph(g, builtin_registry(), po);
   if (!r.ok()) return explain_unsupported(r.status(), original);

@@ -13,6 +13,7 @@ namespace mosaic::cli {
 
 struct CommonOptions {
   int64_t batch = 0;  ///< 0: model's own batch (symbolic -> 1)
+  std::vector<std::string> shapes;  ///< --shape NAME=N: symbolic dimensions bound by name
   int threads = 0;
   uint64_t seed = 42;
 };

@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)")
         ->check(integer_at_least(0));
     cmd->add_option("--seed", c.seed, "seed of the random input");
+    cmd->add_option("--shape", c.shapes, "bind a symbolic input dimension by name: NAME=N (repeatable)");
   };
 
   InfoOptions info;
