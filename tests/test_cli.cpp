@@ -277,6 +277,17 @@ TEST_F(Cli, GradcheckWithoutJudgedProbesIsInconclusiveNotPass) {
   EXPECT_NE(r.out.find("INCONCLUSIVE is not a pass"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, GradcheckNeverJudgesBelowTheLossResolution) {
+  // At a step of 1e-12 the double loss's rounding (16 ulps of ~2.3) is ~2e-2 in every
+  // difference quotient, far above a tenth of the tolerance on any tensor's scale: nothing
+  // is judged, every tensor is INCONCLUSIVE ("unstable"), and nothing FAILs on rounding
+  // noise, as a correct mobilenet_v2 tensor did before the rule.
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 1 --eps 1e-12 --halvings 1");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 0 failed, 9 inconclusive"), std::string::npos) << r.out;
+  EXPECT_NE(verdict_line(r.out, "INCONCLUSIVE", "conv2.weight").find("unstable"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, GradcheckNamesFallbackNodesAndCanForbidThem) {
   // im2col has no Slice kernel: the Slice runs (and differentiates) on naive, and the report
   // says so; --fallback none refuses to check anything else than im2col.

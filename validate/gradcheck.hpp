@@ -51,10 +51,15 @@ struct GradcheckOptions {
   std::function<void(size_t, size_t, const std::string&)> on_tensor;
 };
 
+/// The double-precision reference loss is trusted to this many ulps of its magnitude: the
+/// rounding accumulated over the forward pass (gradcheck.cpp, the resolution of a step).
+inline constexpr double kLossUlps = 16;
+
 enum class ProbeOutcome {
   kJudged,    ///< a clean, stable estimate was compared with the analytic value
   kKink,      ///< every step tried switched some piecewise node's branch
-  kUnstable,  ///< clean steps were found, but no two consecutive ones agreed
+  kUnstable,  ///< clean steps were found, but no two consecutive ones agreed, or the only
+              ///< clean steps were too small to resolve the tolerance above the loss's rounding
 };
 
 struct ProbeResult {
