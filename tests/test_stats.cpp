@@ -289,6 +289,12 @@ TEST(BenchProcesses, IndependentProcessesArePooled) {
   }
 }
 
+TEST(BenchProcesses, AdaptiveOutcomePerProcess) {
+  CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 1 --backends onednn --warmup 1 --target-ci 50 --iterations 30 --processes 2");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("adaptive: target precision reached in 2 of 2 processes"), std::string::npos) << b.out;
+}
+
 TEST(BenchProcesses, AFailingProcessStopsTheRunWithItsError) {
   CmdResult b = mosaic("bench /nonexistent/model.onnx --processes 2");
   EXPECT_EQ(b.code, 2) << b.out;

@@ -78,7 +78,8 @@ json combine(std::vector<json>& reports) {
     for (const auto& r : reports[p]["runs"])
       per[r["label"].get<std::string>()] = {{"images_per_s", r["summary"]["images_per_s"]},
                                             {"median_ms", r["summary"]["median_ms"]},
-                                            {"check_passed", r["check"]["passed"]}};
+                                            {"check_passed", r["check"]["passed"]},
+                                            {"converged", r["iterations"]["converged"]}};
     out["processes"].push_back({{"process", p}, {"runs", per}});
   }
   for (size_t i = 0; i < out["runs"].size(); ++i) {
@@ -194,6 +195,11 @@ int run_bench_processes(const BenchOptions& o) {
       std::printf("  95%% CI [%.3f, %.3f] ms", st["ci95_low"].get<double>(), st["ci95_high"].get<double>());
     std::printf("  %d iterations  %.1f GFLOP/s%s\n", run["iterations"]["measured"].get<int>(),
                 run["summary"]["gflops"].get<double>(), st["noisy"].get<bool>() ? "  NOISY" : "");
+    if (run["iterations"]["adaptive"].get<bool>()) {
+      int converged = 0;
+      for (const auto& p : combined["processes"]) converged += p["runs"][label]["converged"] == true;
+      std::printf("  adaptive: target precision reached in %d of %zu processes\n", converged, combined["processes"].size());
+    }
     std::printf("  check: %s\n", run["check"]["passed"].get<bool>() ? "every process matches naive" : "MISMATCH in a process");
   }
   std::printf("\nreproduce: %s\n", reproducer(run_provenance(o.model, {})).c_str());
