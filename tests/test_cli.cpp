@@ -320,6 +320,40 @@ TEST_F(Cli, GradcheckNamesFallbackNodesAndCanForbidThem) {
   EXPECT_NE(r.out.find("'cut'"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, VerifyPerNodeSetsAsideGradientsAtExactKinks) {
+  // Relu(x - 0.5) is exactly 0 on about half the elements: the lower bound of the Clip that
+  // follows (ReLU6, as in mobilenet_v2). There naive passes the gradient ([lo, hi], as
+  // torch.clamp) and oneDNN's clip_v2 does not (lo < x < hi, as nn.ReLU6): both are right,
+  // and per-node verify used to report the Clip divergent on onednn.
+  Graph g;
+  g.source = "kinks";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {-1, 16}, {"N", ""}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["half"] = Tensor::from_f32({1}, {0.5f});
+  g.initializers["lo"] = Tensor::from_f32({}, {0.f});
+  g.initializers["hi"] = Tensor::from_f32({}, {6.f});
+  g.initializers["w"] = random_tensor({16, 4}, 3);
+  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out, std::string name) {
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.name = std::move(name);
+    g.nodes.push_back(n);
+  };
+  add(make_node("Sub"), {"x", "half"}, {"s"}, "shift");
+  add(make_node("Relu"), {"s"}, {"r"}, "relu");
+  add(make_node("Clip"), {"r", "lo", "hi"}, {"c"}, "relu6");
+  add(make_node("MatMul"), {"c", "w"}, {"y"}, "fc");
+  const std::string model = path("kinks.onnx");
+  ASSERT_TRUE(save_onnx(g, model).is_ok());
+  CmdResult r = mosaic("verify " + model + " --per-node --backend all --batch 8");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("DIVERGES"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input elements exactly on a kink, where either one-sided gradient is right, were not compared: "
+                       "relu6 ("),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(Cli, VerifyPassesAndCatchesWrongOutputs) {
   // Build a one-case suite from the naive output of a tiny model, then corrupt it.
   const std::string model = fmnist();

@@ -24,6 +24,9 @@ struct NodeAgreement {
   bool ok = true;           ///< every output within rtol/atol of naive's
   double max_abs = 0, max_rel = 0, rel_l2 = 0;
   std::string note;
+  /// Backward: input elements exactly on a kink (Relu/LeakyRelu at 0, Clip at a bound),
+  /// whose one-sided gradients are not compared (per_node.cpp).
+  int64_t note_kinks = 0;
 };
 
 struct PerNodeReport {

@@ -505,6 +505,16 @@ bool print_per_node(const PerNodeReport& r, const std::string& backend, bool qui
                   n.max_abs, n.max_rel, n.rel_l2, n.ok ? "ok" : ("DIVERGES: " + n.note).c_str());
     }
   }
+  int64_t kinks = 0;
+  std::string kink_nodes;
+  for (const auto& n : r.nodes)
+    if (n.note_kinks) {
+      kinks += n.note_kinks;
+      kink_nodes += (kink_nodes.empty() ? "" : ", ") + n.node + " (" + std::to_string(n.note_kinks) + ")";
+    }
+  if (kinks)
+    std::printf("note: %lld input elements exactly on a kink, where either one-sided gradient is right, were not "
+                "compared: %s\n", static_cast<long long>(kinks), kink_nodes.c_str());
   if (r.first_divergent >= 0) {
     const NodeAgreement& n = r.nodes[r.first_divergent];
     std::printf("first divergent node on %s: '%s' (%s): max abs %.3g, max rel %.3g, rel L2 %.3g\n", backend.c_str(),
