@@ -79,12 +79,12 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
     auto enough = [&](int done) {
       if (now_ns() - rep_start < min_ns) return false;
       if (!r.adaptive) return done >= std::max(cfg.iterations, 1);
-      if (cfg.max_iterations > 0 && done >= cfg.max_iterations) return true;
-      if (done < next_check) return false;
+      const bool capped = cfg.max_iterations > 0 && done >= cfg.max_iterations;
+      if (!capped && done < next_check) return false;
       next_check = done + std::max(1, done / 10);
       const auto half = describe(rep_ns).rel_ci_half_width();
       r.converged = half && *half <= cfg.target_ci;
-      return r.converged;
+      return r.converged || capped;
     };
     for (int i = 0; !enough(i); ++i) {
       const int64_t t0 = now_ns();
