@@ -54,13 +54,12 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
   const int64_t min_ns = static_cast<int64_t>(cfg.min_seconds * 1e9);
   const int64_t start = now_ns();
   // Warm-up: at least one iteration; at most a quarter of the budget.
-  const bool show = !cfg.progress.empty();
   {
-    Progress warm(cfg.progress + " (warm-up)");
+    Progress warm(cfg.progress.empty() ? "" : cfg.progress + " (warm-up)");
     for (int i = 0; i < std::max(cfg.warmup, 1); ++i) {
       MOSAIC_RETURN_IF_ERROR(iteration(nullptr, 0).status());
       ++r.warmup_done;
-      if (show) warm.update(i + 1, std::max(cfg.warmup, 1));
+      warm.update(i + 1, std::max(cfg.warmup, 1));
       if (now_ns() - start > budget_ns / 4) break;
     }
   }
@@ -97,7 +96,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       r.repeat_of.push_back(rep);
       rep_ns.push_back(d);
       accounted.push_back(extra.value());
-      if (show) {
+      if (progress.enabled()) {
         // Fixed mode knows its total; adaptive mode does not (its target decides).
         const double total = r.adaptive ? 0 : static_cast<double>(repeats) * std::max(cfg.iterations, 1);
         progress.update(static_cast<double>(it), std::max(total, static_cast<double>(it)),

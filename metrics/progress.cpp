@@ -33,7 +33,8 @@ std::string Progress::format(double done, double total, double elapsed) {
   return buf;
 }
 
-Progress::Progress(std::string label) : label_(std::move(label)), enabled_(wanted()), start_ns_(now_ns()) {}
+Progress::Progress(std::string label)
+    : label_(std::move(label)), enabled_(!label_.empty() && wanted()), start_ns_(now_ns()) {}
 
 Progress::~Progress() { finish(); }
 

@@ -1,6 +1,7 @@
 // A progress line for long work on a terminal: "label: 37/120 (31%)  12s elapsed, ETA 26s".
 // Redrawn in place on stderr at most 10 times a second, erased when done; nothing at all
-// when stderr is not a terminal (pipes, files, CI logs) or MOSAIC_PROGRESS=0.
+// when stderr is not a terminal (pipes, files, CI logs), MOSAIC_PROGRESS=0, or the label
+// is empty.
 #pragma once
 
 #include <cstdint>

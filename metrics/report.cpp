@@ -322,7 +322,8 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
     r["nodes"] = json::array();
-    for (const auto& n : c.nodes)
+    for (const auto& n : c.nodes) {
+      const json bound = roof(n);  // null for views and nodes without FLOPs
       r["nodes"].push_back({{"name", n.name},
                             {"op", n.op},
                             {"backend", n.backend},
@@ -347,10 +348,10 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                             {"bytes_moved", n.view ? json() : json(n.bytes_moved)},
                             {"arithmetic_intensity", n.view || n.bytes_moved == 0 ? json() : json(n.flops / n.bytes_moved)},
                             {"pct_of_peak", peak_pct(n.view || n.flops == 0 ? 0 : n.gflops)},
-                            {"roofline_gflops", roof(n)},
-                            {"pct_of_roofline", roof(n).is_null() || n.view || n.flops == 0 ? json()
-                                                : json(100 * n.gflops / roof(n).get<double>())},
+                            {"roofline_gflops", bound},
+                            {"pct_of_roofline", bound.is_null() ? json() : json(100 * n.gflops / bound.get<double>())},
                             {"workspace_bytes", n.workspace_bytes}});
+    }
     j["runs"].push_back(r);
   }
   std::ofstream f(path);

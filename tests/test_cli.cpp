@@ -300,16 +300,10 @@ TEST_F(Cli, GradcheckNamesFallbackNodesAndCanForbidThem) {
   g.initializers["starts"] = Tensor::from_i64({1}, {1});
   g.initializers["ends"] = Tensor::from_i64({1}, {3});
   g.initializers["axes"] = Tensor::from_i64({1}, {3});
-  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out, std::string name) {
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.name = std::move(name);
-    g.nodes.push_back(n);
-  };
-  add(make_node("Conv"), {"x", "w"}, {"c"}, "conv");
-  add(make_node("Slice"), {"c", "starts", "ends", "axes"}, {"s"}, "cut");
-  add(make_node("Flatten"), {"s"}, {"f"}, "flat");
-  add(make_node("Gemm", {{"transB", Attribute::of_int(1)}}), {"f", "fw"}, {"y"}, "fc");
+  add_node(g, make_node("Conv"), {"x", "w"}, {"c"}, "conv");
+  add_node(g, make_node("Slice"), {"c", "starts", "ends", "axes"}, {"s"}, "cut");
+  add_node(g, make_node("Flatten"), {"s"}, {"f"}, "flat");
+  add_node(g, make_node("Gemm", {{"transB", Attribute::of_int(1)}}), {"f", "fw"}, {"y"}, "fc");
   const std::string model = (dir_ / "slice.onnx").string();
   ASSERT_TRUE(save_onnx(g, model).is_ok());
   CmdResult r = mosaic("gradcheck " + model + " --batch 2 --backend im2col");
@@ -333,16 +327,10 @@ TEST_F(Cli, VerifyPerNodeSetsAsideGradientsAtExactKinks) {
   g.initializers["lo"] = Tensor::from_f32({}, {0.f});
   g.initializers["hi"] = Tensor::from_f32({}, {6.f});
   g.initializers["w"] = random_tensor({16, 4}, 3);
-  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out, std::string name) {
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.name = std::move(name);
-    g.nodes.push_back(n);
-  };
-  add(make_node("Sub"), {"x", "half"}, {"s"}, "shift");
-  add(make_node("Relu"), {"s"}, {"r"}, "relu");
-  add(make_node("Clip"), {"r", "lo", "hi"}, {"c"}, "relu6");
-  add(make_node("MatMul"), {"c", "w"}, {"y"}, "fc");
+  add_node(g, make_node("Sub"), {"x", "half"}, {"s"}, "shift");
+  add_node(g, make_node("Relu"), {"s"}, {"r"}, "relu");
+  add_node(g, make_node("Clip"), {"r", "lo", "hi"}, {"c"}, "relu6");
+  add_node(g, make_node("MatMul"), {"c", "w"}, {"y"}, "fc");
   const std::string model = path("kinks.onnx");
   ASSERT_TRUE(save_onnx(g, model).is_ok());
   CmdResult r = mosaic("verify " + model + " --per-node --backend all --batch 8");

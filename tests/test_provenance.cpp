@@ -41,11 +41,6 @@ TEST(Provenance, ShellQuoting) {
   EXPECT_FALSE(is_recorded_env("HOME"));
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  return nlohmann::json::parse(f);
-}
-
 TEST(Provenance, BenchRecordsModelHashEnvironmentAndAReproducerThatReruns) {
   const std::string dir = ::testing::TempDir();
   const std::string model = dir + "prov_model.onnx", json = dir + "prov.json", json2 = dir + "prov2.json";

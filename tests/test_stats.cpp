@@ -90,8 +90,7 @@ TEST(BenchStats, JsonKeepsEverySampleAndItsStatistics) {
   ASSERT_EQ(b.code, 0) << b.out;
   for (const char* s : {"timing:  median 95% CI", "repeats:", "coverage: per-node times account for"})
     EXPECT_NE(b.out.find(s), std::string::npos) << s << "\n" << b.out;
-  std::ifstream f(json);
-  const auto j = nlohmann::json::parse(f);
+  const auto j = read_json(json);
   EXPECT_EQ(j["schema"], "mosaic.bench/2");
   const auto& r = j["runs"][0];
   ASSERT_EQ(r["samples"]["iteration_ms"].size(), 14u);
@@ -120,16 +119,14 @@ TEST(BenchStats, AdaptiveStopsAtItsCapOrTarget) {
   CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends naive --warmup 1 --target-ci 0.0001 --iterations 12 --json " + json);
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("target +-0.0% NOT reached after 12 iterations (--iterations cap)"), std::string::npos) << b.out;
-  std::ifstream f(json);
-  const auto j = nlohmann::json::parse(f);
+  const auto j = read_json(json);
   EXPECT_EQ(j["runs"][0]["iterations"]["measured"], 12);
   EXPECT_EQ(j["runs"][0]["iterations"]["converged"], false);
   // A loose target is reached, after at least the minimum of 10 iterations, and the reported
   // interval is within it.
   b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends naive --warmup 1 --target-ci 50 --json " + json);
   ASSERT_EQ(b.code, 0) << b.out;
-  std::ifstream f2(json);
-  const auto j2 = nlohmann::json::parse(f2);
+  const auto j2 = read_json(json);
   const auto& r = j2["runs"][0];
   EXPECT_EQ(r["iterations"]["converged"], true);
   EXPECT_GE(r["iterations"]["measured"].get<int>(), 10);
@@ -140,8 +137,7 @@ TEST(BenchStats, MinSecondsExtendsEachRepeat) {
   const std::string json = ::testing::TempDir() + "mins.json";
   CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 1 --backends naive --warmup 1 --iterations 1 -t 0.5 --json " + json);
   ASSERT_EQ(b.code, 0) << b.out;
-  std::ifstream f(json);
-  const auto j = nlohmann::json::parse(f);
+  const auto j = read_json(json);
   std::vector<double> it = j["runs"][0]["samples"]["iteration_ms"];
   double total = 0;
   for (double x : it) total += x;
@@ -160,19 +156,12 @@ TEST(BenchStats, BadCombinationsAreRefused) {
   EXPECT_NE(b.code, 0);
 }
 
-}  // namespace
-}  // namespace mosaic::test
-
-namespace mosaic::test {
-namespace {
-
 TEST(BenchFlops, TrainingCountsBackwardDataAndWeightsFromTheSchemas) {
   const std::string json = ::testing::TempDir() + "train_flops.json";
   CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 3 --mode training --backends im2col --optimizer adam --warmup 1 "
                       "--iterations 2 --json " + json);
   ASSERT_EQ(b.code, 0) << b.out;
-  std::ifstream f(json);
-  const auto j = nlohmann::json::parse(f);
+  const auto j = read_json(json);
   const auto& r = j["runs"][0];
   std::map<std::string, nlohmann::json> node;
   for (const auto& n : r["nodes"]) node[n["name"]] = n;
@@ -203,20 +192,13 @@ TEST(BenchFlops, TrainingCountsBackwardDataAndWeightsFromTheSchemas) {
   EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), m["weight_bytes"].get<int64_t>() + m["activation_bytes"].get<int64_t>());
 }
 
-}  // namespace
-}  // namespace mosaic::test
-
-namespace mosaic::test {
-namespace {
-
 TEST(BenchTrace, EveryMeasuredNodeNestedInItsIterationWithItsFigures) {
   const std::string dir = ::testing::TempDir(), json = dir + "trace_report.json", trace = dir + "trace.json";
   CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --mode training --backends im2col,onednn --warmup 1 --iterations 3 "
                        "--json " + json + " --trace " + trace);
   ASSERT_EQ(b.code, 0) << b.out;
-  std::ifstream rf(json), tf(trace);
-  const auto report = nlohmann::json::parse(rf);
-  const auto events = nlohmann::json::parse(tf)["traceEvents"];
+  const auto report = read_json(json);
+  const auto events = read_json(trace)["traceEvents"];
   for (int pid = 1; pid <= 2; ++pid) {
     const auto& run = report["runs"][pid - 1];
     bool named = false;
@@ -254,12 +236,6 @@ TEST(BenchTrace, EveryMeasuredNodeNestedInItsIterationWithItsFigures) {
   }
 }
 
-}  // namespace
-}  // namespace mosaic::test
-
-namespace mosaic::test {
-namespace {
-
 TEST(BenchProcesses, IndependentProcessesArePooled) {
   const std::string json = ::testing::TempDir() + "processes.json";
   CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 2 --backends naive,onednn --warmup 1 --iterations 4 --repeats 2 "
@@ -267,8 +243,7 @@ TEST(BenchProcesses, IndependentProcessesArePooled) {
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("3 independent processes, samples pooled"), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("check: every process matches naive"), std::string::npos) << b.out;
-  std::ifstream f(json);
-  const auto j = nlohmann::json::parse(f);
+  const auto j = read_json(json);
   EXPECT_EQ(j["config"]["processes"], 3);
   ASSERT_EQ(j["processes"].size(), 3u);
   for (const auto& r : j["runs"]) {
@@ -305,12 +280,6 @@ TEST(BenchProcesses, AFailingProcessStopsTheRunWithItsError) {
   EXPECT_NE(b.out.find("with --processes use --json"), std::string::npos) << b.out;
 }
 
-}  // namespace
-}  // namespace mosaic::test
-
-namespace mosaic::test {
-namespace {
-
 TEST(BenchPeaks, MeasuredOnceCachedAndUsedForPercentAndRoofline) {
   const std::string dir = ::testing::TempDir() + "peaks_cache_" + std::to_string(::getpid());
   const std::string json = ::testing::TempDir() + "peaks.json";
@@ -319,13 +288,11 @@ TEST(BenchPeaks, MeasuredOnceCachedAndUsedForPercentAndRoofline) {
   CmdResult first = mosaic_shell(cmd);
   ASSERT_EQ(first.code, 0) << first.out;
   EXPECT_NE(first.out.find("measuring the machine's sgemm and memory peaks"), std::string::npos) << first.out;
-  std::ifstream f1(json);
-  const auto j1 = nlohmann::json::parse(f1);
+  const auto j1 = read_json(json);
   CmdResult second = mosaic_shell(cmd);
   ASSERT_EQ(second.code, 0) << second.out;
   EXPECT_EQ(second.out.find("measuring the machine's"), std::string::npos) << second.out;  // cached
-  std::ifstream f2(json);
-  const auto j2 = nlohmann::json::parse(f2);
+  const auto j2 = read_json(json);
   EXPECT_EQ(j1["peaks"]["from_cache"], false);
   EXPECT_EQ(j2["peaks"]["from_cache"], true);
   EXPECT_EQ(j2["peaks"]["sgemm_gflops"], j1["peaks"]["sgemm_gflops"]);
@@ -348,8 +315,7 @@ TEST(BenchPeaks, MeasuredOnceCachedAndUsedForPercentAndRoofline) {
   CmdResult none = mosaic_shell("env MOSAIC_CACHE_DIR=" + dir + "_none " + std::string(MOSAIC_BIN) +
                                 " bench zoo:fmnist-cnn --batch 2 --backends onednn --warmup 1 --iterations 2 --no-peaks --json " + json);
   ASSERT_EQ(none.code, 0) << none.out;
-  std::ifstream f3(json);
-  const auto j3 = nlohmann::json::parse(f3);
+  const auto j3 = read_json(json);
   EXPECT_TRUE(j3["peaks"].is_null());
   EXPECT_TRUE(j3["runs"][0]["nodes"][0]["pct_of_peak"].is_null());
   std::filesystem::remove_all(dir);

@@ -7,7 +7,9 @@
 #include <array>
 #include <cstdio>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +40,12 @@ inline CmdResult mosaic_shell(const std::string& command) {
 
 /// Runs the mosaic binary with `args`; stdout and stderr together.
 inline CmdResult mosaic(const std::string& args) { return mosaic_shell(std::string(MOSAIC_BIN) + " " + args); }
+
+/// A JSON file the command under test wrote.
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
   Tensor t = Tensor::empty({DType::kF32, shape});
@@ -113,6 +121,14 @@ inline Node make_node(const std::string& op, std::map<std::string, Attribute> at
   n.name = op + "_test";
   n.attrs = std::move(attrs);
   return n;
+}
+
+/// Appends `n` to `g` wired to `in` and `out` and named `name`.
+inline void add_node(Graph& g, Node n, std::vector<std::string> in, std::vector<std::string> out, std::string name) {
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.name = std::move(name);
+  g.nodes.push_back(std::move(n));
 }
 
 }  // namespace mosaic::test

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <optional>
 #include <set>
 
 #include "core/loss.hpp"
 #include "metrics/compare.hpp"
+#include "operators/params.hpp"
 
 namespace mosaic {
 
@@ -24,18 +24,19 @@ std::vector<int64_t> kink_elements(const Graph& graph, const Node& n, const std:
   std::vector<double> kinks;
   if (n.op_type == "Relu" || n.op_type == "LeakyRelu") kinks = {0.0};
   if (n.op_type == "Clip") {
-    auto bound = [&](size_t i, const char* attr) -> std::optional<double> {
-      if (i < n.inputs.size() && !n.inputs[i].empty()) {
-        const std::string& name = n.inputs[i];
-        if (graph.initializers.count(name)) return graph.initializers.at(name).get(0);
-        if (value.count(name)) return value.at(name).get(0);
-        return std::nullopt;
-      }
-      if (n.has_attr(attr)) return n.attr_float(attr, 0.f);
-      return std::nullopt;
-    };
-    for (auto b : {bound(1, "min"), bound(2, "max")})
-      if (b) kinks.push_back(*b);
+    // The bounds as every kernel reads them (attributes before opset 11, constant inputs after).
+    KernelContext ctx;
+    ctx.node = &n;
+    ctx.opset = graph.opset;
+    for (const auto& name : n.inputs) {
+      const Tensor* t = graph.initializers.count(name) ? &graph.initializers.at(name)
+                        : value.count(name)             ? &value.at(name)
+                                                        : nullptr;
+      ctx.input_present.push_back(!name.empty());
+      ctx.constants.push_back(t);
+    }
+    const ClipParams c = clip_attr_params(ctx);
+    kinks = {c.lo, c.hi};  // an absent bound is infinite and matches nothing
   }
   if (kinks.empty() || x.dtype() != DType::kF32) return at;
   for (int64_t e = 0; e < x.numel(); ++e)

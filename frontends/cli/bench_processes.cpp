@@ -175,7 +175,8 @@ int run_bench_processes(const BenchOptions& o) {
     reports.push_back(json::parse(jf));
   }
   json combined = combine(reports);
-  combined["provenance"] = provenance_json(run_provenance(o.model, {{"input", std::to_string(o.common.seed)}}));
+  const Provenance provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
+  combined["provenance"] = provenance_json(provenance);
   std::printf("model %s  batch %lld  mode %s  %d independent processes, samples pooled\n", o.model.c_str(),
               static_cast<long long>(combined["batch"].get<int64_t>()), o.mode.c_str(), o.processes);
   for (const auto& run : combined["runs"]) {
@@ -202,7 +203,7 @@ int run_bench_processes(const BenchOptions& o) {
     }
     std::printf("  check: %s\n", run["check"]["passed"].get<bool>() ? "every process matches naive" : "MISMATCH in a process");
   }
-  std::printf("\nreproduce: %s\n", reproducer(run_provenance(o.model, {})).c_str());
+  std::printf("\nreproduce: %s\n", reproducer(provenance).c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));

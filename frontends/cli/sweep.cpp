@@ -128,9 +128,9 @@ Status write_file(const std::string& path, const std::string& text) {
 }
 
 /// Table 2: mean epoch time and throughput vs batch size.
-Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells) {
+Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const std::string& provenance) {
   std::ostringstream csv, md;
-  csv << provenance_block(c) << "model,backend,optimizer,lr,batch,epochs,mean_epoch_s,images_per_s,status\n";
+  csv << provenance << "model,backend,optimizer,lr,batch,epochs,mean_epoch_s,images_per_s,status\n";
   // Markdown: one row per (model, backend, optimizer, lr), one column per batch size.
   md << "# " << c.name << ": Table 2, mean epoch time and throughput vs batch size\n\n"
      << "Data `" << c.data << "`, " << c.epochs << " epoch(s)" << (c.steps_per_epoch ? ", each cut to " + std::to_string(c.steps_per_epoch) + " steps" : "")
@@ -168,10 +168,10 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells) {
 }
 
 /// Table 3: accuracy at chosen epochs per optimizer and lr; blank where the run diverged.
-Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells) {
+Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells, const std::string& provenance) {
   const std::string field = c.accuracy == "test" ? "test_accuracy" : "train_accuracy";
   std::ostringstream csv, md;
-  csv << provenance_block(c) << "model,backend,batch,optimizer,lr";
+  csv << provenance << "model,backend,batch,optimizer,lr";
   md << "# " << c.name << ": Table 3, " << c.accuracy << " accuracy (%) by epoch\n\nData `" << c.data
      << "`. A blank: the run diverged before that epoch.\n\n| model | backend | batch | optimizer | lr |";
   for (int64_t e : c.accuracy_epochs) {
@@ -302,8 +302,9 @@ int run_sweep(const SweepOptions& so) {
   std::vector<Cell> finished;
   for (const auto& cell : cells)
     if (!cell.status.empty()) finished.push_back(cell);
-  st = write_table2(c, finished);
-  if (st.is_ok()) st = write_table3(c, finished);
+  const std::string provenance = provenance_block(c);
+  st = write_table2(c, finished, provenance);
+  if (st.is_ok()) st = write_table3(c, finished, provenance);
   if (!st.is_ok()) return fail(st);
   std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3}.{csv,md}\n", ran, cached, errors,
               stopped ? "; stopped at --max-cells (run again to resume)" : "", c.output.c_str());
