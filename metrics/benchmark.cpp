@@ -1,5 +1,7 @@
 #include "metrics/benchmark.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <functional>
 
@@ -10,6 +12,12 @@
 namespace mosaic {
 
 double median(std::vector<double> v) { return describe(std::move(v)).median; }
+
+int64_t process_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
 
 namespace {
 
@@ -22,9 +30,11 @@ class TimingObserver final : public ExecObserver {
     if (trace_) trace_->on_node(e);
     const double d = static_cast<double>(e.end_ns - e.begin_ns);
     (e.stage == Stage::kBackward ? backward_ : forward_)[e.step].push_back(d);
-    const size_t it = static_cast<size_t>(e.iteration);
-    if (kernel_by_iteration_.size() <= it) kernel_by_iteration_.resize(it + 1, 0);
-    kernel_by_iteration_[it] += d;
+    if (e.iteration >= 0) {  // negative: a metrics-overhead iteration (measure())
+      const size_t it = static_cast<size_t>(e.iteration);
+      if (kernel_by_iteration_.size() <= it) kernel_by_iteration_.resize(it + 1, 0);
+      kernel_by_iteration_[it] += d;
+    }
     run_kernel_ns_ += d;
     ++run_nodes_;
   }
@@ -44,7 +54,8 @@ class TimingObserver final : public ExecObserver {
 };
 
 /// One measured (or warm-up, with a null observer) iteration; returns its extra accounted
-/// time outside the nodes (loss and optimizer in training), in nanoseconds.
+/// time outside the nodes (loss and optimizer in training), in nanoseconds. A negative
+/// iteration number is a metrics-overhead iteration: timed by the caller, recorded nowhere.
 using IterationFn = std::function<Expected<double>(ExecObserver* observer, int64_t iteration)>;
 
 /// Warm-up, then measured iterations as `cfg` says, into `r` (raw samples and statistics).
@@ -69,6 +80,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
   r.adaptive = cfg.target_ci > 0;
   const int repeats = r.adaptive ? 1 : std::max(cfg.repeats, 1);
   const int64_t measure_start = now_ns();
+  double cpu_ns = 0, wall_ns = 0;  // over the measuring loops of the repeats
   int64_t it = 0;
   for (int rep = 0; rep < repeats && !r.budget_hit; ++rep) {
     std::vector<double> rep_ns;
@@ -85,6 +97,8 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       r.converged = half && *half <= cfg.target_ci;
       return r.converged || capped;
     };
+    // CPU time over the whole repeat: two clock reads per repeat, none per iteration.
+    const int64_t rep_cpu0 = process_cpu_ns(), rep_wall0 = now_ns();
     for (int i = 0; !enough(i); ++i) {
       const int64_t t0 = now_ns();
       auto extra = iteration(&obs, it++);
@@ -107,10 +121,13 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
         break;
       }
     }
+    cpu_ns += static_cast<double>(process_cpu_ns() - rep_cpu0);
+    wall_ns += static_cast<double>(now_ns() - rep_wall0);
     r.repeat_median_ns.push_back(median(rep_ns));
   }
   r.measured = static_cast<int>(r.iteration_ns.size());
   r.iteration = describe(r.iteration_ns);
+  r.cpu_cores = wall_ns > 0 ? cpu_ns / wall_ns : 0;
 
   for (size_t s = 0; s < steps; ++s) {
     if (obs.forward_[s].empty() && obs.backward_[s].empty()) continue;
@@ -131,6 +148,24 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
     if (r.iteration_ns[i] > 0) coverage.push_back((kernels + accounted[i]) / r.iteration_ns[i]);
   }
   r.node_coverage = median(coverage);
+  if (cfg.overhead_pairs > 0) {
+    // Alternate on and off (which goes first swaps every pair, so drift hits both alike);
+    // the observer here is a scratch one: these iterations are not part of the results.
+    // Negative iteration numbers tell the iteration function not to record them.
+    TimingObserver scratch(steps, nullptr);
+    std::vector<double> on, off;
+    for (int i = 0; i < cfg.overhead_pairs; ++i) {
+      for (int k = 0; k < 2; ++k) {
+        const bool metrics = (i + k) % 2 == 0;
+        const int64_t t0 = now_ns();
+        MOSAIC_RETURN_IF_ERROR(iteration(metrics ? &scratch : nullptr, -1 - i).status());
+        (metrics ? on : off).push_back(static_cast<double>(now_ns() - t0));
+      }
+    }
+    r.metrics_on_ns = median(on);
+    r.metrics_off_ns = median(off);
+    r.metrics_overhead = r.metrics_off_ns > 0 ? r.metrics_on_ns / r.metrics_off_ns - 1 : 0;
+  }
   return Status::ok();
 }
 
@@ -142,26 +177,43 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
   std::vector<ParamRef> params = plan.parameters();
   Tensor dlogits;
   std::vector<double> fwd, bwd, loss_t, opt_t;
+  double stage_cpu[4] = {0, 0, 0, 0}, stage_wall[4] = {0, 0, 0, 0};  // forward, loss, backward, optimizer
+  bool stage_pass = false;
   auto step = [&](ExecObserver* obs, int64_t it) -> Expected<double> {
+    // Per-stage CPU clocks only in the untimed stage pass (kStageCpuSteps).
+    auto cpu = [&] { return stage_pass ? process_cpu_ns() : 0; };
+    int64_t c[5];
+    c[0] = cpu();
     const int64_t t0 = now_ns();
     MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr, obs, it));
     const int64_t t1 = now_ns();
+    c[1] = cpu();
     if (!dlogits.defined()) dlogits = Tensor::empty({DType::kF32, plan.output(0).shape()});
     MOSAIC_RETURN_IF_ERROR(softmax_cross_entropy(plan.output(0), labels, &dlogits).status());
     std::vector<Tensor> seeds{dlogits};
     for (size_t i = 1; i < plan.graph().outputs.size(); ++i) seeds.push_back(Tensor::empty({DType::kF32, plan.output(i).shape()}));
+    c[2] = cpu();
     const int64_t t2 = now_ns();
     MOSAIC_RETURN_IF_ERROR(plan.backward(seeds, obs, it));
     const int64_t t3 = now_ns();
+    c[3] = cpu();
     MOSAIC_RETURN_IF_ERROR(optimizer.step(params));
     const int64_t t4 = now_ns();
+    c[4] = cpu();
+    if (stage_pass) {
+      const int64_t t[5] = {t0, t1, t2, t3, t4};
+      for (int k = 0; k < 4; ++k) {
+        stage_cpu[k] += static_cast<double>(c[k + 1] - c[k]);
+        stage_wall[k] += static_cast<double>(t[k + 1] - t[k]);
+      }
+    }
     if (obs && trace) {
       trace->span("forward", "stage", t0, t1, it);
       trace->span("loss", "stage", t1, t2, it);
       trace->span("backward", "stage", t2, t3, it);
       trace->span("optimizer step", "stage", t3, t4, it);
     }
-    if (obs) {
+    if (obs && it >= 0) {  // it < 0: metrics-overhead iterations, not results
       fwd.push_back(static_cast<double>(t1 - t0));
       loss_t.push_back(static_cast<double>(t2 - t1));
       bwd.push_back(static_cast<double>(t3 - t2));
@@ -170,10 +222,14 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
     return static_cast<double>((t2 - t1) + (t4 - t3));
   };
   MOSAIC_RETURN_IF_ERROR(measure(cfg, plan.steps().size(), step, r, trace));
+  stage_pass = true;
+  for (int i = 0; i < kStageCpuSteps; ++i) MOSAIC_RETURN_IF_ERROR(step(nullptr, -1).status());
   r.forward_ms = median(fwd) / 1e6;
   r.backward_ms = median(bwd) / 1e6;
   r.loss_ms = median(loss_t) / 1e6;
   r.optimizer_ms = median(opt_t) / 1e6;
+  const char* stage_names[4] = {"forward", "loss", "backward", "optimizer"};
+  for (int k = 0; k < 4; ++k) r.stage_cpu_cores.emplace_back(stage_names[k], stage_wall[k] > 0 ? stage_cpu[k] / stage_wall[k] : 0);
   for (const auto& p : params) r.gradient_bytes += static_cast<int64_t>(p.grad.bytes());
   for (const auto& per_param : optimizer.state())
     for (const auto& buffer : per_param) r.optimizer_state_bytes += static_cast<int64_t>(buffer.size() * sizeof(float));

@@ -3,6 +3,7 @@
 // their statistics (metrics/stats.hpp). Definitions in docs/metrics.md.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct BenchConfig {
   double target_ci = 0;
   int max_iterations = 0;
   std::string progress;  ///< label of the terminal progress line while measuring ("" = none)
+  /// > 0: after measuring, this many pairs of iterations alternate metrics on (per-node
+  /// events, CPU clocks) and off, to measure what the metrics cost (BenchResult::metrics_overhead).
+  int overhead_pairs = 0;
 };
 
 /// Adaptive mode never stops before this many measured iterations.
@@ -52,9 +56,24 @@ struct BenchResult {
   double overhead_per_node_ns = 0;         ///< (iteration - kernels) / executed nodes, median
   int executed_nodes = 0;
   double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training: median per stage
+  /// CPU time of the process (all threads) per wall second over the measuring loops (read
+  /// at each repeat's start and end): cores kept busy (spin-waiting OpenMP threads count as
+  /// busy; docs/metrics.md).
+  double cpu_cores = 0;
+  /// Training: the same per stage (forward, loss, backward, optimizer), over kStageCpuSteps
+  /// extra steps; empty in inference.
+  std::vector<std::pair<std::string, double>> stage_cpu_cores;
+  /// With overhead_pairs: median iteration time with metrics / without - 1 (NaN if not measured).
+  double metrics_overhead = std::numeric_limits<double>::quiet_NaN();
+  double metrics_on_ns = 0, metrics_off_ns = 0;  ///< the two medians
   int64_t gradient_bytes = 0;         ///< training: the parameters' gradient buffers
   int64_t optimizer_state_bytes = 0;  ///< training: the optimizer's per-parameter state
 };
+
+/// Training: per-stage CPU time is measured on this many extra steps after the timed ones
+/// (reading the process CPU clock of a multi-threaded process can cost milliseconds, so it
+/// is never read inside a timed iteration).
+inline constexpr int kStageCpuSteps = 8;
 
 /// Per-node times should account for the iteration within this fraction (docs/metrics.md).
 inline constexpr double kNodeCoverageTolerance = 0.05;
@@ -74,5 +93,8 @@ Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& input
 
 /// Median of a sample (copy).
 double median(std::vector<double> v);
+
+/// CPU time consumed so far by the whole process (every thread), in nanoseconds.
+int64_t process_cpu_ns();
 
 }  // namespace mosaic

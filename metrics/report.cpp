@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -139,6 +140,7 @@ void print_statistics(const ConfigReport& c, const BenchConfig& cfg, std::ostrea
 void print_report(const BenchReport& rep, std::ostream& os) {
   os << "model " << rep.model << "  batch " << rep.batch << "  mode " << rep.mode << "  threads " << rep.threads
      << "  OpenBLAS " << rep.blas_core << "  oneDNN " << rep.onednn_isa << "\n";
+  if (!rep.input.empty()) os << "input: " << rep.input << "\n";
   if (rep.peaks.sgemm_gflops > 0) {
     char line[256];
     std::snprintf(line, sizeof line,
@@ -200,6 +202,18 @@ void print_report(const BenchReport& rep, std::ostream& os) {
       os << line;
     }
     print_statistics(c, rep.config, os);
+    std::string cpu = "cpu:     " + std::to_string(c.timing.cpu_cores).substr(0, 4) + " cores busy of " +
+                      std::to_string(rep.threads) + " threads";
+    for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + std::to_string(cores).substr(0, 4);
+    os << cpu << "\n";
+    if (!std::isnan(c.timing.metrics_overhead)) {
+      std::snprintf(line, sizeof line,
+                    "metrics: cost %+.2f%% of the iteration (median %.4f ms with per-node events and CPU clocks, %.4f ms "
+                    "without; %d alternating pairs)\n",
+                    100 * c.timing.metrics_overhead, c.timing.metrics_on_ns / 1e6, c.timing.metrics_off_ns / 1e6,
+                    rep.config.overhead_pairs);
+      os << line;
+    }
     std::snprintf(line, sizeof line,
                   "         kernels %.3f ms  overhead %.2f us/node  iterations %d measured (%d warm-up)%s\n",
                   c.kernel_ms, c.overhead_us, c.measured, c.warmup, c.budget_hit ? ", stopped by the time budget" : "");
@@ -247,7 +261,7 @@ nlohmann::json scaled(const std::vector<double>& ns, double unit) {
 
 }  // namespace
 
-Status write_json(const BenchReport& rep, const std::string& path) {
+nlohmann::json bench_json(const BenchReport& rep) {
   using nlohmann::json;
   json j;
   j["schema"] = "mosaic.bench/2";
@@ -258,6 +272,7 @@ Status write_json(const BenchReport& rep, const std::string& path) {
   j["blas_core"] = rep.blas_core;
   j["onednn_isa"] = rep.onednn_isa;
   j["seed"] = rep.seed;
+  j["input"] = rep.input;
   j["config"] = {{"warmup", rep.config.warmup},
                  {"iterations", rep.config.iterations},
                  {"repeats", rep.config.repeats},
@@ -313,6 +328,16 @@ Status write_json(const BenchReport& rep, const std::string& path) {
                     {"optimizer_ms", train(c.optimizer_ms)},
                     {"fallbacks", c.fallbacks},
                     {"node_coverage", c.timing.node_coverage},
+                    {"cpu_cores", c.timing.cpu_cores},
+                    {"metrics_overhead", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_overhead)},
+                    {"metrics_on_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_on_ns / 1e6)},
+                    {"metrics_off_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_off_ns / 1e6)},
+                    {"cpu_utilization", rep.threads > 0 ? json(c.timing.cpu_cores / rep.threads) : json()},
+                    {"stage_cpu_cores", c.timing.stage_cpu_cores.empty() ? json() : [&] {
+                       json st = json::object();
+                       for (const auto& [stage, cores] : c.timing.stage_cpu_cores) st[stage] = cores;
+                       return st;
+                     }()},
                     {"pct_of_peak", peak_pct(c.gflops)}};
     r["create_ms"] = c.create_ms;
     r["memory"] = {{"weight_bytes", c.weight_bytes},
@@ -354,9 +379,13 @@ Status write_json(const BenchReport& rep, const std::string& path) {
     }
     j["runs"].push_back(r);
   }
+  return j;
+}
+
+Status write_json(const BenchReport& rep, const std::string& path) {
   std::ofstream f(path);
   if (!f) return Status::io_error(path + ": cannot open for writing");
-  f << j.dump(2) << "\n";
+  f << bench_json(rep).dump(2) << "\n";
   return f ? Status::ok() : Status::io_error(path + ": write failed");
 }
 

@@ -59,6 +59,7 @@ struct BenchReport {
   std::string onednn_isa;  ///< oneDNN's effective ISA
   BenchConfig config;
   uint64_t seed = 0;
+  std::string input;  ///< what the input was: random values (seed) or real data (bench --data)
   std::vector<std::string> notes;
   std::vector<ConfigReport> configs;
   Provenance provenance;
@@ -72,6 +73,8 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
 void fill_speedups(BenchReport& report, double naive_median_ms);
 
 void print_report(const BenchReport& report, std::ostream& os);
+/// The report as JSON (schema mosaic.bench/2, docs/json-schema.md); write_json writes it.
+nlohmann::json bench_json(const BenchReport& report);
 Status write_json(const BenchReport& report, const std::string& path);
 Status write_csv(const BenchReport& report, const std::string& path);
 

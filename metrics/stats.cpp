@@ -69,3 +69,101 @@ SampleStats describe(std::vector<double> v) {
 }
 
 }  // namespace mosaic
+
+namespace mosaic {
+
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.empty() || b.empty()) return std::nan("");
+  const size_t na = a.size(), nb = b.size(), n = na + nb;
+  std::vector<std::pair<double, bool>> all;  // value, from a
+  all.reserve(n);
+  for (double v : a) all.emplace_back(v, true);
+  for (double v : b) all.emplace_back(v, false);
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // Rank sum of a with mid-ranks for ties; the tie term sum(t^3 - t) corrects the variance.
+  double rank_sum_a = 0, ties = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double mid = (static_cast<double>(i) + static_cast<double>(j) + 1) / 2;  // ranks i+1..j
+    for (size_t k = i; k < j; ++k)
+      if (all[k].second) rank_sum_a += mid;
+    const double t = static_cast<double>(j - i);
+    ties += t * t * t - t;
+    i = j;
+  }
+  const double fa = static_cast<double>(na), fb = static_cast<double>(nb), fn = static_cast<double>(n);
+  const double u = rank_sum_a - fa * (fa + 1) / 2;
+  const double mean = fa * fb / 2;
+  const double var = fa * fb / 12 * ((fn + 1) - ties / (fn * (fn - 1)));
+  if (var <= 0) return 1;
+  const double z = std::max(0.0, std::fabs(u - mean) - 0.5) / std::sqrt(var);
+  return std::erfc(z / std::sqrt(2.0));
+}
+
+}  // namespace mosaic
+
+namespace mosaic {
+namespace {
+
+/// Continued fraction of the incomplete beta function (modified Lentz), x < (a+1)/(a+b+2).
+double beta_fraction(double a, double b, double x) {
+  const double tiny = 1e-300;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  if (std::fabs(d) < tiny) d = tiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 300; ++m) {
+    const double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    for (int step = 0; step < 2; ++step) {
+      d = 1 + aa * d;
+      if (std::fabs(d) < tiny) d = tiny;
+      c = 1 + aa / c;
+      if (std::fabs(c) < tiny) c = tiny;
+      d = 1 / d;
+      h *= d * c;
+      aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+      if (step == 1 && std::fabs(d * c - 1) < 1e-15) return h;
+    }
+  }
+  return h;
+}
+
+/// I_x(a, b), the regularized incomplete beta function.
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_fraction(a, b, x) / a;
+  return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+}  // namespace
+
+double student_t_p(double t, double df) {
+  if (std::isnan(t) || !(df > 0)) return std::nan("");
+  if (std::isinf(t)) return 0;
+  return incomplete_beta(df / 2, 0.5, df / (df + t * t));
+}
+
+double welch_t_p(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 2 || b.size() < 2) return std::nan("");
+  auto mean_var = [](const std::vector<double>& v) {
+    const double n = static_cast<double>(v.size());
+    const double m = std::accumulate(v.begin(), v.end(), 0.0) / n;
+    double ss = 0;
+    for (double x : v) ss += (x - m) * (x - m);
+    return std::pair<double, double>{m, ss / (n - 1)};
+  };
+  const auto [ma, va] = mean_var(a);
+  const auto [mb, vb] = mean_var(b);
+  const double sa = va / static_cast<double>(a.size()), sb = vb / static_cast<double>(b.size());
+  if (sa + sb <= 0) return ma == mb ? 1 : 0;
+  const double t = (mb - ma) / std::sqrt(sa + sb);
+  const double df = (sa + sb) * (sa + sb) /
+                    (sa * sa / static_cast<double>(a.size() - 1) + sb * sb / static_cast<double>(b.size() - 1));
+  return student_t_p(t, df);
+}
+
+}  // namespace mosaic

@@ -45,3 +45,25 @@ struct MedianCiRanks {
 MedianCiRanks median_ci_ranks(size_t n, double level = 0.95);
 
 }  // namespace mosaic
+
+namespace mosaic {
+
+/// Two-sided p-value of the Mann-Whitney U (Wilcoxon rank-sum) test that samples `a` and
+/// `b` come from one distribution: normal approximation with tie and continuity corrections,
+/// valid from about 8 samples each. 1 when every value is equal; NaN when either is empty.
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace mosaic
+
+namespace mosaic {
+
+/// Two-sided p-value of Student's t distribution with `df` degrees of freedom at `t`
+/// (regularized incomplete beta function).
+double student_t_p(double t, double df);
+
+/// Two-sided p-value of Welch's unequal-variance t-test that `a` and `b` have one mean;
+/// NaN with fewer than 2 values in either; 1 when both are constant and equal, 0 when both
+/// are constant and differ.
+double welch_t_p(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace mosaic

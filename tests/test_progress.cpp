@@ -1,6 +1,10 @@
 // Progress lines: the text, shown on a terminal (through script(1)'s pseudo-terminal) and
 // never in a pipe or with MOSAIC_PROGRESS=0.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "metrics/progress.hpp"
 #include "test_util.hpp"
@@ -34,6 +38,18 @@ TEST(Progress, ShownOnATerminalOnly) {
   CmdResult off = on_terminal(bench, "MOSAIC_PROGRESS=0");
   ASSERT_EQ(off.code, 0) << off.out;
   EXPECT_EQ(off.out.find("ETA"), std::string::npos) << off.out;
+}
+
+TEST(Progress, SweepsShowCellsDoneAndTheRunningCell) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mosaic_progress_sweep_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "s.yaml") << "name: p\noutput: out\ndata: synthetic:48,1,28,28,10\nmodels: zoo:fmnist-cnn\n"
+                                   "backends: [onednn]\nlr: [0.01, 0.02]\nbatch: 8\nepochs: 1\nsteps_per_epoch: 2\n";
+  CmdResult tty = on_terminal("sweep " + (dir / "s.yaml").string() + " --no-db");
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("sweep p: 1/2 (50%)"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("cells; running zoo:fmnist-cnn onednn batch 8 sgd lr 0.02"), std::string::npos) << tty.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -84,6 +84,28 @@ TEST_F(Sweep, RunsResumesAndWritesTables) {
   EXPECT_NE(r.out.find("1 cells run, 0 finished earlier"), std::string::npos) << r.out;
 }
 
+TEST_F(Sweep, ARunThatDoesNotTrainLeavesBlanks) {
+  // lr 2 kills fmnist-cnn without a NaN: at chance level after epoch 1, so Table 3 is blank
+  // (as the seed's tables are for runs that did not learn); lr 0.1 learns.
+  const std::string cfg = write("grid.yaml", R"(name: chance
+output: out
+data: fashion-mnist
+models: zoo:fmnist-cnn
+backends: [onednn]
+lr: [0.1, 2]
+batch: 32
+epochs: 1
+steps_per_epoch: 60
+evaluate: false
+)");
+  CmdResult r = mosaic("sweep " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string t3 = read(dir_ / "out" / "table3.csv"), md = read(dir_ / "out" / "table3.md");
+  EXPECT_NE(t3.find("zoo:fmnist-cnn,onednn,32,sgd,2,,does not train\n"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("zoo:fmnist-cnn,onednn,32,sgd,0.1,3"), std::string::npos) << t3;  // 30-40% after 60 steps
+  EXPECT_NE(md.find("| 2 |  | does not train: after epoch 1, train loss"), std::string::npos) << md;
+}
+
 TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
   struct Case {
     std::string yaml, message;

@@ -2,7 +2,6 @@
 // page cache, thread pools, heap layout), combined: samples pooled, statistics recomputed,
 // per-process throughput kept. The report's "x3" (seed 001) is three processes, not three
 // loops in one.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,12 +23,12 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 /// The command line without the options the parent handles itself (--processes, --json,
-/// --csv, --trace), as `--opt VALUE` or `--opt=VALUE`.
+/// --csv, --trace, --db), as `--opt VALUE` or `--opt=VALUE`; children record nothing.
 std::vector<std::string> child_args(const std::vector<std::string>& argv) {
   std::vector<std::string> out;
   for (size_t i = 0; i < argv.size(); ++i) {
     bool dropped = false;
-    for (const char* opt : {"--processes", "--json", "--csv", "--trace"}) {
+    for (const char* opt : {"--processes", "--json", "--csv", "--trace", "--db"}) {
       const std::string o = opt;
       if (argv[i] == o) {
         ++i;  // and its value
@@ -38,28 +37,10 @@ std::vector<std::string> child_args(const std::vector<std::string>& argv) {
         dropped = true;
       }
     }
-    if (!dropped) out.push_back(argv[i]);
+    if (!dropped && argv[i] != "--no-db") out.push_back(argv[i]);
   }
+  out.push_back("--no-db");  // the parent records the pooled run
   return out;
-}
-
-/// Runs `args` with this executable; stdout and stderr into `log`. Returns the exit code.
-int run_child(const std::vector<std::string>& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stdout);
-    if (!f) _exit(127);
-    dup2(fileno(stdout), fileno(stderr));
-    std::vector<char*> cargs;
-    for (const auto& a : args) cargs.push_back(const_cast<char*>(a.c_str()));
-    cargs.push_back(nullptr);
-    execv("/proc/self/exe", cargs.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /// Statistics of samples already in the report's unit.
@@ -75,11 +56,22 @@ json combine(std::vector<json>& reports) {
   out["processes"] = json::array();
   for (size_t p = 0; p < reports.size(); ++p) {
     json per = json::object();
-    for (const auto& r : reports[p]["runs"])
+    for (const auto& r : reports[p]["runs"]) {
+      // Per-process medians of every node: the units `mosaic compare` tests between runs.
+      json nodes = json::object(), backward = json::object();
+      for (const auto& n : r["nodes"]) {
+        if (n["view"].get<bool>()) continue;
+        nodes[n["name"].get<std::string>()] = describe(as_vector(n["samples_us"])).median;
+        if (!as_vector(n["backward_samples_us"]).empty())
+          backward[n["name"].get<std::string>()] = describe(as_vector(n["backward_samples_us"])).median;
+      }
       per[r["label"].get<std::string>()] = {{"images_per_s", r["summary"]["images_per_s"]},
                                             {"median_ms", r["summary"]["median_ms"]},
+                                            {"node_median_us", nodes},
+                                            {"node_backward_median_us", backward},
                                             {"check_passed", r["check"]["passed"]},
                                             {"converged", r["iterations"]["converged"]}};
+    }
     out["processes"].push_back({{"process", p}, {"runs", per}});
   }
   for (size_t i = 0; i < out["runs"].size(); ++i) {
@@ -145,6 +137,8 @@ int run_bench_processes(const BenchOptions& o) {
     return fail(st);
   if (!o.csv.empty() || !o.trace.empty())
     return fail(Status::invalid("--csv and --trace describe one process; with --processes use --json (pooled samples)"));
+  auto db = open_run_store(o.db);
+  if (!db.ok()) return fail(db.status());
   const fs::path dir = fs::temp_directory_path() / ("mosaic_processes_" + std::to_string(getpid()));
   fs::create_directories(dir);
   struct Cleanup {
@@ -163,7 +157,7 @@ int run_bench_processes(const BenchOptions& o) {
     args.push_back("--json");
     args.push_back(json_path);
     std::cerr << "process " << p + 1 << "/" << o.processes << "...\n";
-    const int code = run_child(args, log);
+    const int code = run_program("/proc/self/exe", args, log);
     std::ifstream jf(json_path);
     if ((code != 0 && code != 1) || !jf) {
       std::ifstream lf(log);
@@ -209,6 +203,7 @@ int run_bench_processes(const BenchOptions& o) {
     if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
     f << combined.dump(2) << "\n";
   }
+  if (Status st = record_run(db.value().get(), combined); !st.is_ok()) return fail(st);
   return all_checks ? 0 : 1;
 }
 

@@ -1,9 +1,11 @@
 #include "frontends/cli/cli_util.hpp"
 
 #include <omp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -90,6 +92,45 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
     if (auto h = sha256_file(model); h.ok()) p.model_sha256 = h.value();
   p.seeds = seeds;
   return p;
+}
+
+int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stdout);
+    if (!f) _exit(127);
+    dup2(fileno(stdout), fileno(stderr));
+    std::vector<char*> cargs;
+    for (const auto& a : args) cargs.push_back(const_cast<char*>(a.c_str()));
+    cargs.push_back(nullptr);
+    execvp(program.c_str(), cargs.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o) {
+  std::unique_ptr<ResultsDb> none;
+  const bool given = !o.path.empty();
+  const std::string path = given ? o.path : default_results_db();
+  if (o.off || (!given && (path == "off" || path == "none"))) return none;
+  const Status writable = check_output_path(path, given ? "--db" : "results store");
+  Expected<ResultsDb> db = writable.is_ok() ? ResultsDb::open(path) : Expected<ResultsDb>(writable);
+  if (db.ok()) return std::make_unique<ResultsDb>(std::move(db).value());
+  if (given) return db.status();
+  std::cerr << "mosaic: warning: the run will not be recorded: " << db.status().message() << " (--db FILE or --no-db)\n";
+  return none;
+}
+
+Status record_run(ResultsDb* db, const nlohmann::json& doc) {
+  if (!db) return Status::ok();
+  auto id = db->record(doc);
+  if (!id.ok()) return id.status();
+  std::cerr << "recorded as run " << id.value() << " in " << db->path() << " (mosaic history; mosaic compare)\n";
+  return Status::ok();
 }
 
 }  // namespace mosaic::cli

@@ -2,11 +2,14 @@
 // made before any work starts (so a bad path never costs a run, nor leaves half a report).
 #pragma once
 
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/status.hpp"
 #include "metrics/provenance.hpp"
+#include "metrics/results_db.hpp"
 
 namespace mosaic::cli {
 
@@ -26,5 +29,23 @@ Status check_output_paths(const std::vector<std::pair<std::string, std::string>>
 /// Provenance of a run of the current command on `model` (an ONNX file, hashed, or zoo:NAME):
 /// machine, build, every library's version, kernels in use, threads, seeds.
 Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds);
+
+/// Runs `program` (a path, or a name looked up in PATH) with `args` (args[0] is its argv[0]),
+/// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,
+/// 127 when it could not be started, -1 when it could not be forked or waited for).
+int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log);
+
+/// Where bench, train and sweep record their runs (docs/cli.md#results-store).
+struct DbOptions {
+  std::string path;  ///< --db; empty: default_results_db()
+  bool off = false;  ///< --no-db (MOSAIC_DB=off does the same)
+};
+
+/// Opens the results store before a run, so a bad --db fails before the work starts. Null
+/// when recording is off. A default store that cannot be opened is a warning (the run goes
+/// on unrecorded); an explicit --db that cannot be opened is an error.
+Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o);
+/// Records a finished run's document (no-op for a null store) and says where on stderr.
+Status record_run(ResultsDb* db, const nlohmann::json& doc);
 
 }  // namespace mosaic::cli

@@ -14,6 +14,7 @@
 
 #include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
+#include "frontends/cli/models.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
@@ -34,63 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
-/// A model path, or `zoo:NAME` for a built-in model.
-Expected<Graph> load_model(const std::string& spec) {
-  if (spec.rfind("zoo:", 0) == 0) {
-    auto g = build_zoo_model(spec.substr(4));
-    if (g.ok()) g->source = spec;
-    return g;
-  }
-  return load_onnx(spec);
-}
-
-/// Lists the backends that lack a kernel for the op, for unsupported-op messages.
-Status explain_unsupported(const Status& st, const Graph& g) {
-  if (st.code() != StatusCode::kUnsupported) return st;
-  for (const auto& n : g.nodes)
-    if (st.message().find(n.label()) != std::string::npos) {
-      std::string lacking;
-      for (const auto& b : builtin_registry().backends())
-        if (!builtin_registry().has_kernel(b, n.op_type)) lacking += (lacking.empty() ? "" : ", ") + b;
-      if (!lacking.empty()) return Status(st.code(), st.message() + " (backends without a kernel for it: " + lacking + ")");
-      break;
-    }
-  return st;
-}
-
-Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report) {
-  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
-  PrepareOptions po;
-  po.batch = c.batch;
-  for (const auto& spec : c.shapes) {
-    const size_t eq = spec.find('=');
-    const std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
-    char* end = nullptr;
-    const long long v = eq == std::string::npos ? 0 : std::strtoll(spec.c_str() + eq + 1, &end, 10);
-    if (name.empty() || eq == std::string::npos || !end || *end || v < 1)
-      return Status::invalid("--shape '" + spec + "': expected NAME=N with a symbolic dimension's name and N >= 1");
-    po.dims[name] = v;
-  }
-  Graph original = g;
-  auto r = prepare_graph(g, builtin_registry(), po);
-  if (!r.ok()) return explain_unsupported(r.status(), original);
-  if (report) *report = r.value();
-  return g;
-}
-
-std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(0.f, 1.f);
-  std::vector<Tensor> inputs;
-  for (const auto& in : g.inputs) {
-    Tensor t = Tensor::empty(g.value_descs.at(in.name));
-    if (t.dtype() == DType::kF32)
-      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
-    inputs.push_back(std::move(t));
-  }
-  return inputs;
-}
 
 std::string with_commas(int64_t v) {
   std::string s = std::to_string(v);
@@ -196,7 +140,8 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
 }
 
 /// Prints the report, writes the requested files, and turns the checks into an exit code.
-int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what, const TraceRecorder* trace) {
+int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what, const TraceRecorder* trace,
+                ResultsDb* db) {
   fill_speedups(report, 0);
   report.peak_rss_bytes = peak_rss_bytes();
   print_report(report, std::cout);
@@ -213,6 +158,7 @@ int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const c
     if (!st.is_ok()) return fail(st);
     std::cerr << "trace: " << trace->events() << " events in " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
+  if (Status st = record_run(db, bench_json(report)); !st.is_ok()) return fail(st);
   if (!all_ok) std::cerr << "mosaic: " << what << " differ from the naive reference (see check lines above)\n";
   return all_ok ? 0 : 1;
 }
@@ -244,13 +190,18 @@ void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
 /// Before timing, every plan's loss and parameter gradients on the same batch are compared
 /// with the naive plan's.
 int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs,
-                       Graph& g, const std::vector<Tensor>& inputs, BenchReport& report, TraceRecorder* trace) {
+                       Graph& g, const std::vector<Tensor>& inputs, Tensor labels, BenchReport& report,
+                       TraceRecorder* trace, ResultsDb* db) {
   const auto& reg = builtin_registry();
   const Shape out = g.value_descs.at(g.outputs[0].name).shape;
   if (out.size() != 2) return fail(Status::invalid(g.source + ": training needs a first output of shape [N, C]"));
-  Tensor labels = Tensor::empty({DType::kI64, {out[0]}});
-  std::mt19937_64 rng(o.common.seed + 1);
-  for (int64_t i = 0; i < out[0]; ++i) labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(out[1]));
+  if (!labels.defined()) {
+    labels = Tensor::empty({DType::kI64, {out[0]}});
+    std::mt19937_64 rng(o.common.seed + 1);
+    for (int64_t i = 0; i < out[0]; ++i) labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(out[1]));
+  } else {
+    report.notes.push_back("labels: the same images' labels");
+  }
   PlanOptions po;
   po.training = true;
   po.seed = o.common.seed;
@@ -348,7 +299,7 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), checks[i]);
   }
-  return emit_report(report, o, all_ok, "loss and gradients", trace);
+  return emit_report(report, o, all_ok, "loss and gradients", trace, db);
 }
 
 }  // namespace------------------------------------------------------------------------
@@ -360,6 +311,8 @@ int run_bench(const BenchOptions& o) {
   // Everything that can be refused is refused before minutes of timing.
   if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}, {"--trace", o.trace}}); !st.is_ok())
     return fail(st);
+  auto db = open_run_store(o.find_max_batch ? DbOptions{"", true} : o.db);  // --find-max-batch times nothing
+  if (!db.ok()) return fail(db.status());
   if (training) {
     OptimizerConfig probe;
     probe.lr = o.lr;
@@ -388,10 +341,25 @@ int run_bench(const BenchOptions& o) {
   if (!g.ok()) return fail(g.status());
   for (const auto& [label, placement] : configs)
     if (Status st = placement.check_names(g.value()); !st.is_ok()) return fail(st);
-  const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+  if (o.find_max_batch) return run_find_max_batch(o, configs);
+  std::vector<Tensor> inputs;
+  Tensor data_labels;
+  std::string input_description = "random uniform [0, 1) (seed " + std::to_string(o.common.seed) + ")";
+  if (o.data.empty()) {
+    inputs = random_inputs(g.value(), o.common.seed);
+  } else {
+    auto batch = real_batch(g.value(), o.data, o.common.seed);
+    if (!batch.ok()) return fail(batch.status());
+    inputs = std::move(batch->inputs);
+    data_labels = batch->labels;
+    input_description = batch->description;
+    if (training && !data_labels.defined())
+      pr.notes.push_back("labels: random (the data's classes do not match the model's logits)");
+  }
 
   BenchReport report;
   report.model = o.model;
+  report.input = input_description;
   report.batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
   report.mode = o.mode;
   report.threads = omp_get_max_threads();
@@ -421,7 +389,7 @@ int run_bench(const BenchOptions& o) {
 
   TraceRecorder recorder;
   TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;
-  if (training) return run_training_bench(o, configs, g.value(), inputs, report, trace);
+  if (training) return run_training_bench(o, configs, g.value(), inputs, data_labels, report, trace, db.value().get());
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g.value();
   if (o.fuse) fuse_for_bench(timed, {}, report);
@@ -481,7 +449,7 @@ int run_bench(const BenchOptions& o) {
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), check);
   }
-  return emit_report(report, o, all_ok, "outputs", trace);
+  return emit_report(report, o, all_ok, "outputs", trace, db.value().get());
 }
 
 // ---- verify -------------------------------------------------------------------------------

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "frontends/cli/cli_util.hpp"
+#include "core/plan.hpp"
 #include "metrics/benchmark.hpp"
+#include "metrics/run_compare.hpp"
 
 namespace mosaic::cli {
 
@@ -36,6 +39,9 @@ struct BenchOptions {
   BenchConfig config;
   std::string json, csv;
   std::string trace;  ///< Chrome trace-event file of the measured iterations
+  std::string data;   ///< --data SPEC: real images (and labels) as the input instead of random values
+  bool find_max_batch = false;  ///< find the largest batch that fits (max_batch.cpp) instead of timing
+  std::string memory_limit;     ///< ... within this many bytes ("4G"); empty: 90% of MemAvailable
   bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
   bool refresh_peaks = false;  ///< measure the peaks again even if cached
   int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
@@ -43,6 +49,7 @@ struct BenchOptions {
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
   double rtol = 1e-3, atol = 1e-4;
+  DbOptions db;  ///< the results store the run is recorded in
 };
 
 struct VerifyOptions {
@@ -64,10 +71,39 @@ struct ExportOptions {
   uint64_t seed = 0;
 };
 
+struct HistoryOptions {
+  std::string db;           ///< empty: default_results_db()
+  std::string kind, model;  ///< filters
+  int limit = 20;
+  int64_t show = 0;  ///< > 0: print that run's document
+};
+
+struct CompareCliOptions {
+  std::string a, b;  ///< run ids, last / last~N, or bench JSON files
+  std::string db, json;
+  CompareOptions stats;
+  int nodes = 10;  ///< node rows shown per configuration
+};
+
+struct ReportOptions {
+  std::vector<std::string> inputs;  ///< bench/train/sweep JSON files, sweep directories, run ids
+  std::string output = "report.html";
+  std::string db, title;
+};
+
 int run_info(const InfoOptions& o);
+/// One self-contained HTML page with matplotlib figures (frontends/cli/html_report.cpp).
+int run_report(const ReportOptions& o);
+int run_history(const HistoryOptions& o);
+/// Exit 1 when a configuration is significantly slower beyond the threshold.
+int run_compare(const CompareCliOptions& o);
 int run_bench(const BenchOptions& o);
 /// bench --processes K (K > 1): K child processes of this command, samples pooled.
 int run_bench_processes(const BenchOptions& o);
+/// bench --find-max-batch: per configuration, the largest batch within the memory limit.
+int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs);
+/// "512M", "4G", "1.5GiB", "1000" (bytes) -> bytes; errors name --memory-limit.
+Expected<int64_t> parse_bytes(const std::string& text);
 int run_verify(const VerifyOptions& o);
 int run_export(const ExportOptions& o);
 /// Prints the op x backend table of the kernel registry (Markdown with --markdown).

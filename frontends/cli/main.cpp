@@ -84,6 +84,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "mosaic 0.1.0");
 
+  auto add_db = [](CLI::App* cmd, mosaic::cli::DbOptions& d) {
+    cmd->add_option("--db", d.path, "results store to record the run in (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
+    cmd->add_flag("--no-db", d.off, "do not record the run");
+  };
   auto add_common = [](CLI::App* cmd, CommonOptions& c) {
     cmd->add_option("--batch", c.batch, "bind the batch dimension (default: the model's, symbolic = 1)")
         ->check(integer_at_least(1));
@@ -134,6 +138,16 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--processes", bench.processes,
                         "run the benchmark in K independent processes and pool their samples (seed 001's x3)")
       ->capture_default_str()->check(integer_at_least(1));
+  add_db(bench_cmd, bench.db);
+  bench_cmd->add_option("--metrics-overhead", bench.config.overhead_pairs,
+                        "after timing, N pairs of iterations alternate metrics on and off: what measuring costs")
+      ->check(integer_at_least(1));
+  bench_cmd->add_flag("--find-max-batch", bench.find_max_batch,
+                      "find the largest batch that fits in memory per backend (accounting + a confirming run); no timing");
+  bench_cmd->add_option("--memory-limit", bench.memory_limit, "memory --find-max-batch fits in: 512M, 4G, ... "
+                                                              "(default: 90% of the available memory)");
+  bench_cmd->add_option("--data", bench.data,
+                        "time on real images: the first batch of fashion-mnist, idx:DIR or synthetic:N,C,H,W,K (default: random)");
   bench_cmd->add_option("--trace", bench.trace, "write a Chrome trace-event file of the measured iterations (Perfetto)");
   bool no_check = false, no_fuse = false;
   bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
@@ -205,7 +219,10 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (reported as -1)");
   train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();
   train_cmd->add_option("--json", train.json, "write per-step losses and per-epoch results as JSON");
+  train_cmd->add_option("--target-accuracy", train.target_accuracy,
+                        "report the training time until the test accuracy first reaches this fraction (time-to-accuracy)");
   train_cmd->add_option("--threads", train.threads, "threads")->check(integer_at_least(0));
+  add_db(train_cmd, train.db);
 
   GradcheckCliOptions gc;
   auto* gc_cmd = app.add_subcommand("gradcheck", "check every parameter's gradient against finite differences");
@@ -256,6 +273,36 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("config", sweep.config, "sweep YAML file (docs/sweeps.md)")->required();
   sweep_cmd->add_option("--max-cells", sweep.max_cells, "run at most this many new cells, then stop")
       ->check(integer_at_least(0));
+  add_db(sweep_cmd, sweep.db);
+
+  HistoryOptions history;
+  auto* history_cmd = app.add_subcommand("history", "list the runs in the results store (bench, train, sweep)");
+  history_cmd->add_option("--db", history.db, "results store (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
+  history_cmd->add_option("--kind", history.kind, "only bench, train or sweep runs");
+  history_cmd->add_option("--model", history.model, "only runs whose model contains this text");
+  history_cmd->add_option("--limit", history.limit, "newest N runs (0: all)")->capture_default_str()->check(integer_at_least(0));
+  history_cmd->add_option("--show", history.show, "print run ID's stored document (JSON)")->check(integer_at_least(1));
+
+  CompareCliOptions cmp;
+  double threshold_pct = 100 * cmp.stats.threshold;
+  auto* compare_cmd = app.add_subcommand(
+      "compare", "are two bench runs' timings different? per backend and per node, with a significance test");
+  compare_cmd->add_option("a", cmp.a, "baseline: run id, last, last~N (N bench runs before the last), or bench JSON file")
+      ->required();
+  compare_cmd->add_option("b", cmp.b, "candidate: the same forms")->required();
+  compare_cmd->add_option("--db", cmp.db, "results store the ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
+  compare_cmd->add_option("--threshold", threshold_pct, "smallest change of the median that counts, in percent")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  compare_cmd->add_option("--alpha", cmp.stats.alpha, "significance level")->capture_default_str();
+  compare_cmd->add_option("--nodes", cmp.nodes, "node rows shown per backend")->capture_default_str()->check(integer_at_least(0));
+  compare_cmd->add_option("--json", cmp.json, "write the comparison as JSON");
+
+  ReportOptions report;
+  auto* report_cmd = app.add_subcommand("report", "one self-contained HTML page with figures from bench, train and sweep runs");
+  report_cmd->add_option("inputs", report.inputs, "bench/train JSON files, sweep output directories, or run ids")->required();
+  report_cmd->add_option("-o,--output", report.output, "the HTML file")->capture_default_str();
+  report_cmd->add_option("--db", report.db, "results store run ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
+  report_cmd->add_option("--title", report.title, "page title");
 
   bool markdown = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
@@ -301,6 +348,16 @@ int main(int argc, char** argv) {
         // An explicit --iterations caps the adaptive run; otherwise only the budget does.
         if (bench_cmd->get_option("--iterations")->count()) bench.config.max_iterations = bench.config.iterations;
       }
+      if (bench.find_max_batch) {
+        for (const char* excluded : {"--batch", "--processes", "--csv", "--trace", "--target-ci", "--data"})
+          if (bench_cmd->get_option(excluded)->count()) {
+            std::cerr << "mosaic: error: --find-max-batch searches the batch and times nothing; it excludes " << excluded << "\n";
+            return 2;
+          }
+      } else if (!bench.memory_limit.empty()) {
+        std::cerr << "mosaic: error: --memory-limit only applies to --find-max-batch\n";
+        return 2;
+      }
       if (bench.backends.empty() && bench.assign.empty()) {
         std::cerr << "mosaic: error: --backends is empty\n";
         return 2;
@@ -325,6 +382,12 @@ int main(int argc, char** argv) {
       return run_gradcheck(gc);
     }
     if (*sweep_cmd) return run_sweep(sweep);
+    if (*history_cmd) return run_history(history);
+    if (*report_cmd) return run_report(report);
+    if (*compare_cmd) {
+      cmp.stats.threshold = threshold_pct / 100;
+      return run_compare(cmp);
+    }
     if (*oc_cmd) {
       oc.lr_given = oc_lr->count() > 0;
       oc.opt_params = split(oc_opts);

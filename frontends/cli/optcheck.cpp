@@ -70,7 +70,7 @@ int run_optcheck(const OptcheckCliOptions& in) {
     return 2;
   }
   int passed = 0, failed = 0, skipped = 0, inconclusive = 0;
-  nlohmann::json log = {{"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", nlohmann::json::array()}};
+  nlohmann::json log = {{"schema", "mosaic.optcheck/1"}, {"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", nlohmann::json::array()}};
   log["provenance"] = provenance_json(run_provenance(o.model, {{"optcheck", std::to_string(o.seed)}}));
   std::printf("optcheck %s%s\n", o.optimizer.c_str(), o.reference.empty() ? "" : (" against " + o.reference).c_str());
   std::vector<JUnitCase> junit;

@@ -2,8 +2,6 @@
 // in OUTPUT/results.sqlite (so an interrupted sweep resumes where it stopped), and
 // writes the seed's Table 2 (epoch time and throughput vs batch) and Table 3 (accuracy
 // at chosen epochs per optimizer and lr) as CSV and Markdown.
-#include <sqlite3.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +15,8 @@
 #include "frontends/cli/train.hpp"
 #include "frontends/config/sweep_config.hpp"
 #include "frontends/data/dataset.hpp"
+#include "metrics/progress.hpp"
+#include "metrics/sqlite_db.hpp"
 
 namespace mosaic::cli {
 namespace {
@@ -28,69 +28,39 @@ std::string num(double v) {
   return s.str();
 }
 
-/// The results store: one row per finished cell.
+/// The sweep's cell store: one row per finished cell (what a rerun resumes from).
 class Store {
  public:
-  ~Store() {
-    if (db_) sqlite3_close(db_);
-  }
   Status open(const std::string& path) {
-    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK)
-      return Status::io_error(path + ": cannot open the results store: " + sqlite3_errmsg(db_));
-    path_ = path;
-    return exec(
+    auto db = SqliteDb::open(path);
+    if (!db.ok()) return db.status().with_context("the sweep's cell store");
+    db_ = std::move(db).value();
+    return db_->exec_script(
         "CREATE TABLE IF NOT EXISTS cells (key TEXT PRIMARY KEY, model TEXT, backend TEXT, optimizer TEXT, "
         "lr REAL, batch INTEGER, status TEXT, message TEXT, log TEXT, finished TEXT DEFAULT CURRENT_TIMESTAMP)");
   }
-  Status exec(const std::string& sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      const std::string m = err ? err : "unknown error";
-      sqlite3_free(err);
-      return Status::io_error(path_ + ": " + m);
-    }
-    return Status::ok();
-  }
-  /// status and log of a finished cell, if any.
-  bool find(const std::string& key, std::string* status, std::string* message, std::string* log) {
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db_, "SELECT status, message, log FROM cells WHERE key = ?", -1, &st, nullptr);
-    sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-    const bool found = sqlite3_step(st) == SQLITE_ROW;
-    if (found) {
-      auto col = [&](int i) {
-        const unsigned char* t = sqlite3_column_text(st, i);
-        return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-      };
-      *status = col(0);
-      *message = col(1);
-      *log = col(2);
-    }
-    sqlite3_finalize(st);
+  /// status, message and log of a finished cell, if any.
+  Expected<bool> find(const std::string& key, std::string* status, std::string* message, std::string* log) {
+    bool found = false;
+    MOSAIC_RETURN_IF_ERROR(db_->run("SELECT status, message, log FROM cells WHERE key = ?", {key}, [&](const SqliteDb::Row& r) {
+      found = true;
+      *status = SqliteDb::text(r[0]);
+      *message = SqliteDb::text(r[1]);
+      *log = SqliteDb::text(r[2]);
+    }));
     return found;
   }
   Status put(const std::string& key, const std::string& model, const std::string& backend, const std::string& opt,
              double lr, int64_t batch, const std::string& status, const std::string& message, const std::string& log) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db_,
-                           "INSERT OR REPLACE INTO cells (key, model, backend, optimizer, lr, batch, status, message, log) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           -1, &st, nullptr) != SQLITE_OK)
-      return Status::io_error(path_ + ": " + sqlite3_errmsg(db_));
-    int i = 1;
-    for (const std::string* s : {&key, &model, &backend, &opt}) sqlite3_bind_text(st, i++, s->c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(st, i++, lr);
-    sqlite3_bind_int64(st, i++, batch);
-    for (const std::string* s : {&status, &message, &log}) sqlite3_bind_text(st, i++, s->c_str(), -1, SQLITE_TRANSIENT);
-    const int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return Status::io_error(path_ + ": cannot record a cell: " + sqlite3_errmsg(db_));
-    return Status::ok();
+    return db_
+        ->run("INSERT OR REPLACE INTO cells (key, model, backend, optimizer, lr, batch, status, message, log) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              {key, model, backend, opt, lr, batch, status, message, log})
+        .with_context("cannot record a cell");
   }
 
  private:
-  sqlite3* db_ = nullptr;
-  std::string path_;
+  std::unique_ptr<SqliteDb> db_;
 };
 
 struct Cell {
@@ -167,13 +137,15 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const 
   return write_file(c.output + "/table2.md", md.str());
 }
 
-/// Table 3: accuracy at chosen epochs per optimizer and lr; blank where the run diverged.
+/// Table 3: accuracy at chosen epochs per optimizer and lr; blank where the run does not
+/// train (diverged before that epoch, or at chance level after the first: chance_level()).
 Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells, const std::string& provenance) {
   const std::string field = c.accuracy == "test" ? "test_accuracy" : "train_accuracy";
   std::ostringstream csv, md;
   csv << provenance << "model,backend,batch,optimizer,lr";
   md << "# " << c.name << ": Table 3, " << c.accuracy << " accuracy (%) by epoch\n\nData `" << c.data
-     << "`. A blank: the run diverged before that epoch.\n\n| model | backend | batch | optimizer | lr |";
+     << "`. A blank: the run does not train: it diverged before that epoch, or its loss was still at chance level "
+        "after the first (docs/sweeps.md).\n\n| model | backend | batch | optimizer | lr |";
   for (int64_t e : c.accuracy_epochs) {
     csv << ",epoch_" << e;
     md << " epoch " << e << " |";
@@ -189,17 +161,38 @@ Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells, const 
     csv << cell.model << "," << cell.backend << "," << cell.batch << "," << cell.optimizer << "," << num(cell.lr);
     md << "| " << cell.model << " | " << cell.backend << " | " << cell.batch << " | " << cell.optimizer << " | "
        << num(cell.lr) << " |";
+    const std::string stuck = cell.log.value("does_not_train", "");
     for (int64_t e : c.accuracy_epochs) {
       char buf[32] = "";
-      if (acc.count(e)) std::snprintf(buf, sizeof buf, "%.2f", 100 * acc[e]);
+      if (acc.count(e) && stuck.empty()) std::snprintf(buf, sizeof buf, "%.2f", 100 * acc[e]);
       csv << "," << buf;
       md << " " << buf << " |";
     }
-    csv << "," << cell.status << "\n";
-    md << " " << (cell.status == "done" ? "" : cell.message) << " |\n";
+    csv << "," << (stuck.empty() ? cell.status : "does not train") << "\n";
+    md << " " << (cell.status != "done" ? cell.message : stuck.empty() ? "" : "does not train: " + stuck) << " |\n";
   }
   MOSAIC_RETURN_IF_ERROR(write_file(c.output + "/table3.csv", csv.str()));
   return write_file(c.output + "/table3.md", md.str());
+}
+
+/// The sweep as one document (schema mosaic.sweep/1): settings, provenance, finished cells.
+nlohmann::json sweep_json(const SweepConfig& c, const std::vector<Cell>& finished, bool stopped) {
+  nlohmann::json doc{{"schema", "mosaic.sweep/1"},
+                     {"name", c.name},
+                     {"config", c.file},
+                     {"data", c.data},
+                     {"epochs", c.epochs},
+                     {"steps_per_epoch", c.steps_per_epoch},
+                     {"seed", c.seed},
+                     {"complete", !stopped},
+                     {"provenance", provenance_json(run_provenance("", {{"sweep", std::to_string(c.seed)}}))},
+                     {"cells", nlohmann::json::array()}};
+  for (const auto& cell : finished)
+    doc["cells"].push_back({{"model", cell.model}, {"backend", cell.backend}, {"optimizer", cell.optimizer}, {"lr", cell.lr},
+                            {"batch", cell.batch}, {"status", cell.status},
+                            {"message", cell.message.empty() ? nlohmann::json() : nlohmann::json(cell.message)},
+                            {"log", cell.log}});
+  return doc;
 }
 
 }  // namespace
@@ -228,6 +221,8 @@ int run_sweep(const SweepOptions& so) {
   Store store;
   Status st = store.open(c.output + "/results.sqlite");
   if (!st.is_ok()) return fail(st);
+  auto db = open_run_store(so.db);
+  if (!db.ok()) return fail(db.status());
 
   std::vector<Cell> cells;
   for (const auto& m : c.models)
@@ -241,13 +236,16 @@ int run_sweep(const SweepOptions& so) {
           }
   std::printf("sweep %s: %zu cells, results in %s\n", c.name.c_str(), cells.size(), c.output.c_str());
   int ran = 0, cached = 0, errors = 0;
+  Progress progress("sweep " + c.name);  // on a terminal: cells done, elapsed, ETA
   bool stopped = false;
   for (size_t i = 0; i < cells.size(); ++i) {
     Cell& cell = cells[i];
     std::string log;
     const std::string label = cell.model + " " + cell.backend + " batch " + std::to_string(cell.batch) + " " +
                               cell.optimizer + " lr " + num(cell.lr);
-    if (store.find(cell.key, &cell.status, &cell.message, &log)) {
+    auto found = store.find(cell.key, &cell.status, &cell.message, &log);
+    if (!found.ok()) return fail(found.status());
+    if (found.value()) {
       cell.log = log.empty() ? nlohmann::json::object() : nlohmann::json::parse(log, nullptr, false);
       ++cached;
       std::printf("[%zu/%zu] %s: finished earlier (%s)\n", i + 1, cells.size(), label.c_str(), cell.status.c_str());
@@ -274,7 +272,9 @@ int run_sweep(const SweepOptions& so) {
     t.normalize = c.normalize;
     std::printf("[%zu/%zu] %s ...\n", i + 1, cells.size(), label.c_str());
     std::fflush(stdout);
+    progress.update(static_cast<double>(i), static_cast<double>(cells.size()), "cells; running " + label);
     auto r = train_model(t, &data.value(), false);
+    progress.finish();
     if (r.ok()) {
       cell.log = r->log;
       cell.status = r->diverged.empty() ? "done" : "diverged";
@@ -305,8 +305,11 @@ int run_sweep(const SweepOptions& so) {
   const std::string provenance = provenance_block(c);
   st = write_table2(c, finished, provenance);
   if (st.is_ok()) st = write_table3(c, finished, provenance);
+  const nlohmann::json doc = sweep_json(c, finished, stopped);
+  if (st.is_ok()) st = write_file(c.output + "/sweep.json", doc.dump(2) + "\n");
+  if (st.is_ok()) st = record_run(db.value().get(), doc);
   if (!st.is_ok()) return fail(st);
-  std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3}.{csv,md}\n", ran, cached, errors,
+  std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3}.{csv,md}, every cell in sweep.json\n", ran, cached, errors,
               stopped ? "; stopped at --max-cells (run again to resume)" : "", c.output.c_str());
   return errors ? 1 : 0;
 }

@@ -45,11 +45,26 @@ bool finite(double v) { return std::isfinite(v); }
 
 }  // namespace
 
+std::string chance_level(double train_loss, double train_accuracy, int64_t classes) {
+  if (classes < 2) return "";
+  const double k = static_cast<double>(classes), chance_loss = std::log(k);
+  if (train_loss < kChanceLossShare * chance_loss || train_accuracy > kChanceAccuracyFactor / k) return "";
+  char b[200];
+  std::snprintf(b, sizeof b, "after epoch 1, train loss %.4f >= %.2f x ln %lld (a uniform guess) and train accuracy %.4f <= %.1f/%lld: no better than chance",
+                train_loss, kChanceLossShare, static_cast<long long>(classes), train_accuracy, kChanceAccuracyFactor,
+                static_cast<long long>(classes));
+  return b;
+}
+
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
   set_num_threads(o.threads);
   const auto& reg = builtin_registry();
   if (!reg.has_backend(o.backend)) return Status::invalid("unknown backend '" + o.backend + "'");
   if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
+  if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
+    return Status::invalid("--target-accuracy must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
+  if (o.target_accuracy > 0 && !o.evaluate)
+    return Status::invalid("--target-accuracy needs the test accuracy of each epoch; it excludes --no-eval");
   OptimizerConfig oc = o.opt;
   std::string opt_name = o.optimizer;
   Status flags = apply_optimizer_flags(o.plugins, o.opt_params, oc, opt_name);
@@ -153,7 +168,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   Prefetcher loader(it, want, o.batch, o.prefetch);
   Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
   nlohmann::json& log = result.log;
-  log = {{"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
+  log = {{"schema", "mosaic.train/1"}, {"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
                         {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle}};
   log["provenance"] = provenance_json(run_provenance(o.model, {{"data", std::to_string(o.seed)}}));
   log["steps"] = nlohmann::json::array();
@@ -165,12 +180,16 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
                 "tensors (%zu frozen)\n",
                 o.model.c_str(), o.data.c_str(), o.backend.c_str(), opt_name.c_str(), oc.lr, static_cast<long long>(o.batch),
               static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
+  log["classes"] = data->train.classes;
   int64_t step = 0;
   std::string diverged;
+  double train_seconds = 0;  // training time so far, evaluation excluded (time-to-accuracy)
+  nlohmann::json reached;    // the first epoch at --target-accuracy
   for (int64_t epoch = 1; epoch <= o.epochs && diverged.empty(); ++epoch) {
     opt.value()->set_lr(schedule.value()->lr(o.opt.lr, epoch - 1));
     loader.start_epoch();
     const int64_t t0 = now_ns();
+    const int64_t load0 = loader.load_ns(), wait0 = loader.wait_ns();
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
     Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
@@ -206,6 +225,10 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
     }
     progress.finish();
     const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+    train_seconds += secs;
+    // Data loading: the loader's busy time, and the part the training thread waited for.
+    const double load_s = static_cast<double>(loader.load_ns() - load0) / 1e9;
+    const double wait_s = static_cast<double>(loader.wait_ns() - wait0) / 1e9;
     for (const auto& p : params)
       for (int64_t i = 0; i < p.value.numel() && diverged.empty(); ++i)
         if (!std::isfinite(p.value.f32()[i]))
@@ -215,18 +238,40 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
     if (o.evaluate) test_acc = evaluate(data->test);
     if (!test_acc.ok()) return test_acc.status();
     const int64_t batches = seen / o.batch;
+    const double train_loss = batches ? loss_sum / batches : 0.0;
+    const double train_acc = seen ? static_cast<double>(correct) / seen : 0.0;
     if (verbose)
-      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f\n",
-                static_cast<long long>(epoch), secs, seen / secs, batches ? loss_sum / batches : 0.0,
-                seen ? static_cast<double>(correct) / seen : 0.0, test_acc.value());
+      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f; data loading "
+                  "%.2f s, %.2f s of it exposed\n",
+                  static_cast<long long>(epoch), secs, seen / secs, train_loss, train_acc, test_acc.value(), load_s, wait_s);
+    if (epoch == 1 && batches >= kChanceMinSteps) {
+      const std::string why = chance_level(train_loss, train_acc, data->train.classes);
+      if (!why.empty()) {
+        log["does_not_train"] = why;
+        if (verbose) std::printf("does not train: %s\n", why.c_str());
+      }
+    }
+    if (o.target_accuracy > 0 && reached.is_null() && test_acc.value() >= o.target_accuracy) {
+      reached = {{"epoch", epoch}, {"step", step}, {"train_seconds", train_seconds}, {"test_accuracy", test_acc.value()}};
+      if (verbose)
+        std::printf("reached test accuracy %.4f >= %.4f after epoch %lld: %.2f s of training\n", test_acc.value(),
+                    o.target_accuracy, static_cast<long long>(epoch), train_seconds);
+    }
     log["epochs"].push_back({{"epoch", epoch},
                              {"lr", opt.value()->lr()},
                              {"seconds", secs},
                              {"images_per_s", seen / secs},
-                             {"train_loss", batches ? loss_sum / batches : 0.0},
-                             {"train_accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
-                             {"test_accuracy", test_acc.value()}});
+                             {"train_loss", train_loss},
+                             {"train_accuracy", train_acc},
+                             {"test_accuracy", test_acc.value()},
+                             {"data_load_s", load_s},
+                             {"data_wait_s", wait_s}});
     if (o.steps > 0 && step >= o.steps) break;
+  }
+  if (o.target_accuracy > 0) {
+    log["time_to_accuracy"] = {{"target", o.target_accuracy}, {"reached", !reached.is_null()}, {"at", reached}};
+    if (verbose && reached.is_null())
+      std::printf("test accuracy %.4f not reached in %lld epoch(s)\n", o.target_accuracy, static_cast<long long>(o.epochs));
   }
   if (!diverged.empty()) {
     if (verbose) std::printf("%s\n", diverged.c_str());
@@ -258,6 +303,8 @@ int run_train(const TrainOptions& o) {
   if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}}); !st.is_ok()) return fail(st);
   if (!builtin_registry().has_backend(o.backend))
     return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
+  auto db = open_run_store(o.db);
+  if (!db.ok()) return fail(db.status());
   auto r = train_model(o, nullptr, true);
   if (!r.ok()) return fail(r.status());
   if (!o.json.empty()) {
@@ -265,6 +312,7 @@ int run_train(const TrainOptions& o) {
     if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
     f << r->log.dump(2) << "\n";
   }
+  if (Status st = record_run(db.value().get(), r->log); !st.is_ok()) return fail(st);
   return r->diverged.empty() ? 0 : 1;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frontends/cli/cli_util.hpp"
 #include "validate/gradcheck.hpp"
 #include "core/optimizer.hpp"
 
@@ -33,7 +34,17 @@ struct TrainOptions {
   bool deterministic = false;  ///< bitwise-repeatable plans at a fixed thread count
   uint64_t seed = 0;
   int threads = 0;
+  double target_accuracy = 0;  ///< > 0: record the training time until the test accuracy reaches it
+  DbOptions db;  ///< results store (run_train records; train_model does not)
 };
+
+/// "Does not train": after the first epoch (of at least kChanceMinSteps steps) the train
+/// loss is still at least kChanceLossShare x ln(classes) (a uniform guess) and the train
+/// accuracy at most kChanceAccuracyFactor / classes. Returns the explanation, or "" when
+/// the run trains.
+inline constexpr double kChanceLossShare = 0.95, kChanceAccuracyFactor = 1.5;
+inline constexpr int64_t kChanceMinSteps = 50;
+std::string chance_level(double train_loss, double train_accuracy, int64_t classes);
 
 struct GradcheckCliOptions {
   std::string model, backend = "naive", json, junit;
@@ -77,6 +88,7 @@ int run_optcheck(const OptcheckCliOptions& o);
 struct SweepOptions {
   std::string config;
   int max_cells = 0;  ///< run at most this many new cells, then stop (0: all)
+  DbOptions db;       ///< results store the sweep (all its finished cells) is recorded in
 };
 int run_sweep(const SweepOptions& o);
 int run_gradcheck(const GradcheckCliOptions& o);

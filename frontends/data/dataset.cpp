@@ -1,5 +1,7 @@
 #include "frontends/data/dataset.hpp"
 
+#include <chrono>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -266,10 +268,15 @@ void Prefetcher::launch(int64_t b) {
   pending_batch_ = b;
   if (b >= it_.batches_per_epoch()) return;
   const int s = static_cast<int>(b & 1);
-  if (threaded_)
-    pending_ = std::async(std::launch::async, [this, b, s] { it_.fill(b, images_[s], labels_[s]); });
-  else
+  auto fill = [this, b, s] {
+    const auto t0 = std::chrono::steady_clock::now();
     it_.fill(b, images_[s], labels_[s]);
+    load_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (threaded_)
+    pending_ = std::async(std::launch::async, fill);
+  else
+    fill();
 }
 
 void Prefetcher::start_epoch() {
@@ -279,6 +286,7 @@ void Prefetcher::start_epoch() {
 }
 
 void Prefetcher::next(int64_t b, const Tensor** images, const Tensor** labels) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (b != pending_batch_) {  // not the batch being prefetched: load it now
     wait();
     launch(b);
@@ -288,6 +296,8 @@ void Prefetcher::next(int64_t b, const Tensor** images, const Tensor** labels) {
   *images = &images_[s];
   *labels = &labels_[s];
   launch(b + 1);  // the other buffer; the caller holds this one until its next call
+  // Everything next() cost the caller: waiting, and (unthreaded) loading the next batch.
+  wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace mosaic

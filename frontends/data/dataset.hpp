@@ -2,6 +2,7 @@
 // data, as float images in [0, 1] (NCHW) with int64 labels, plus seeded batching.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <random>
@@ -88,6 +89,10 @@ class Prefetcher {
   void start_epoch();
   /// Batch b of the epoch (b = 0, 1, ... in order); valid until the next call.
   void next(int64_t b, const Tensor** images, const Tensor** labels);
+  /// Nanoseconds spent filling batches (on the loader thread when threaded), and spent by
+  /// the caller inside next() waiting for one: the exposed part. Cumulative.
+  int64_t load_ns() const { return load_ns_.load(); }
+  int64_t wait_ns() const { return wait_ns_; }
 
  private:
   void launch(int64_t b);
@@ -97,6 +102,8 @@ class Prefetcher {
   Tensor images_[2], labels_[2];
   std::future<void> pending_;
   int64_t pending_batch_ = -1;
+  std::atomic<int64_t> load_ns_{0};
+  int64_t wait_ns_ = 0;
 };
 
 }  // namespace mosaic

@@ -1,0 +1,245 @@
+// `mosaic report INPUT... -o FILE.html`: one self-contained HTML page from bench, train
+// and sweep runs (JSON files, sweep output directories, or run ids in the results store).
+// The figures are drawn by matplotlib (frontends/report/plots.py, embedded at build time)
+// and inlined as SVG data URIs, so the page is a single file. docs/report.md.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "frontends/cli/cli_util.hpp"
+#include "frontends/cli/commands.hpp"
+#include "metrics/junit.hpp"
+
+namespace mosaic::cli {
+
+extern const char* const kPlotsScript;  // generated from frontends/report/plots.py
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// HTML text and attribute values: the XML escapes serve (junit.hpp).
+std::string html_escape(const std::string& s) { return xml_escape(s); }
+
+std::string base64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string o;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                       static_cast<unsigned char>(in[i + 2]);
+    o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    o += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
+    o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
+  }
+  return o;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string num(const json& v, const char* fmt) {
+  if (!v.is_number()) return "&ndash;";
+  char b[64];
+  std::snprintf(b, sizeof b, fmt, v.get<double>());
+  return b;
+}
+
+/// Loads one INPUT: a run id, a sweep output directory, or a JSON file. Errors name it.
+Expected<json> load_input(const std::string& in, const std::string& db_path, std::unique_ptr<ResultsDb>& db) {
+  json doc;
+  if (!in.empty() && in.find_first_not_of("0123456789") == std::string::npos) {
+    if (!db) {
+      const std::string path = db_path.empty() ? default_results_db() : db_path;
+      if (!fs::exists(path)) return Status::not_found(in + ": no results store " + path + " to look the run up in (--db FILE)");
+      auto opened = ResultsDb::open(path);
+      if (!opened.ok()) return opened.status();
+      db = std::make_unique<ResultsDb>(std::move(opened).value());
+    }
+    auto d = db->document(std::atoll(in.c_str()));
+    if (!d.ok()) return d.status();
+    doc = d.value();
+    doc["_name"] = "run " + in;
+  } else {
+    std::string file = in;
+    if (fs::is_directory(in)) {
+      file = (fs::path(in) / "sweep.json").string();
+      if (!fs::exists(file)) return Status::not_found(in + ": a directory without sweep.json (not a sweep's output directory)");
+    }
+    std::ifstream f(file);
+    if (!f) return Status::not_found(in + ": no such run id, file or directory");
+    doc = json::parse(f, nullptr, false);
+    if (doc.is_discarded()) return Status::invalid(file + ": not JSON");
+    doc["_name"] = in;
+  }
+  if (run_kind(doc).empty())
+    return Status::invalid(in + ": not a bench, train or sweep document (schema '" +
+                           (doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "") + "')");
+  return doc;
+}
+
+/// The Python that draws the figures: $MOSAIC_PYTHON, else Debian's, else python3 on PATH.
+std::string python() {
+  if (const char* p = std::getenv("MOSAIC_PYTHON"); p && *p) return p;
+  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+void bench_table(std::ostream& h, const json& d) {
+  h << "<table><tr><th>backend</th><th>median ms</th><th>95% CI ms</th><th>images/s</th><th>GFLOP/s</th><th>% peak</th>"
+       "<th>iterations</th><th>check</th></tr>\n";
+  for (const auto& r : d.value("runs", json::array())) {
+    const json& s = r.value("summary", json::object());
+    const json& it = r.value("iteration_ms", json::object());
+    const json& ck = r.value("check", json::object());
+    h << "<tr><td>" << html_escape(r.value("label", "")) << "</td><td>" << num(s.value("median_ms", json()), "%.4g")
+      << "</td><td>" << num(it.is_object() ? it.value("ci95_low", json()) : json(), "%.4g") << " &ndash; "
+      << num(it.is_object() ? it.value("ci95_high", json()) : json(), "%.4g") << "</td><td>"
+      << num(s.value("images_per_s", json()), "%.1f") << "</td><td>" << num(s.value("gflops", json()), "%.2f") << "</td><td>"
+      << num(s.value("pct_of_peak", json()), "%.1f") << "</td><td>"
+      << (r.contains("iterations") ? r["iterations"].value("measured", 0) : 0) << "</td><td>"
+      << (!ck.value("performed", false) ? "not run" : ck.value("passed", false) ? "matches naive" : "<b>MISMATCH</b>")
+      << "</td></tr>\n";
+  }
+  h << "</table>\n";
+}
+
+void train_table(std::ostream& h, const json& d) {
+  h << "<table><tr><th>epoch</th><th>seconds</th><th>images/s</th><th>train loss</th><th>train acc</th><th>test acc</th></tr>\n";
+  for (const auto& e : d.value("epochs", json::array()))
+    h << "<tr><td>" << e.value("epoch", 0) << "</td><td>" << num(e.value("seconds", json()), "%.2f") << "</td><td>"
+      << num(e.value("images_per_s", json()), "%.0f") << "</td><td>" << num(e.value("train_loss", json()), "%.4f")
+      << "</td><td>" << num(e.value("train_accuracy", json()), "%.4f") << "</td><td>"
+      << (e.value("test_accuracy", -1.0) < 0 ? "&ndash;" : num(e["test_accuracy"], "%.4f")) << "</td></tr>\n";
+  h << "</table>\n";
+  if (d.contains("diverged")) h << "<p><b>" << html_escape(d["diverged"].get<std::string>()) << "</b></p>\n";
+}
+
+void sweep_table(std::ostream& h, const json& d) {
+  h << "<table><tr><th>model</th><th>backend</th><th>optimizer</th><th>lr</th><th>batch</th><th>status</th>"
+       "<th>last test acc</th><th>images/s</th></tr>\n";
+  for (const auto& c : d.value("cells", json::array())) {
+    const json& ep = c.contains("log") && c["log"].is_object() ? c["log"].value("epochs", json::array()) : json::array();
+    const json last = ep.empty() ? json::object() : ep.back();
+    h << "<tr><td>" << html_escape(c.value("model", "")) << "</td><td>" << html_escape(c.value("backend", "")) << "</td><td>"
+      << html_escape(c.value("optimizer", "")) << "</td><td>" << num(c.value("lr", json()), "%g") << "</td><td>"
+      << c.value("batch", 0) << "</td><td>" << html_escape(c.value("status", "")) << "</td><td>"
+      << (last.value("test_accuracy", -1.0) < 0 ? "&ndash;" : num(last["test_accuracy"], "%.4f")) << "</td><td>"
+      << num(last.value("images_per_s", json()), "%.0f") << "</td></tr>\n";
+  }
+  h << "</table>\n";
+}
+
+const char* kStyle = R"css(
+body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; } th { background: #f4f4f4; }
+td:first-child { text-align: left; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; } figcaption { font-size: 0.85em; color: #555; }
+code, pre { font-size: 0.8em; background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
+)css";
+
+}  // namespace
+
+int run_report(const ReportOptions& o) {
+  if (o.inputs.empty()) return fail(Status::invalid("report needs at least one INPUT (bench/train JSON, sweep directory, run id)"));
+  if (Status st = check_output_path(o.output, "-o"); !st.is_ok()) return fail(st);
+  std::unique_ptr<ResultsDb> db;
+  json data{{"bench", json::array()}, {"train", json::array()}, {"sweep", json::array()}};
+  std::vector<json> docs;
+  for (const auto& in : o.inputs) {
+    auto d = load_input(in, o.db, db);
+    if (!d.ok()) return fail(d.status());
+    data[run_kind(d.value())].push_back(d.value());
+    docs.push_back(std::move(d).value());
+  }
+  // Draw the figures in a private directory.
+  std::string tmpl = (fs::temp_directory_path() / "mosaic_report_XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) return fail(Status::io_error("cannot create a temporary directory for the figures"));
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{tmpl};
+  const fs::path dir(tmpl);
+  std::ofstream(dir / "data.json") << data.dump();
+  std::ofstream(dir / "plots.py") << kPlotsScript;
+  const std::string py = python();
+  const std::string log = (dir / "plots.log").string();
+  const int code = run_program(py, {py, (dir / "plots.py").string(), (dir / "data.json").string(), dir.string()}, log);
+  if (code != 0) {
+    std::string msg = read_file(log);
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    if (code == 127) msg = "cannot run " + py + " (set MOSAIC_PYTHON to a Python 3 with matplotlib)";
+    if (msg.size() > 2000) msg = "..." + msg.substr(msg.size() - 2000);
+    return fail(Status::internal("report: drawing the figures failed (exit " + std::to_string(code) + "): " + msg));
+  }
+  const json figures = json::parse(read_file((dir / "figures.json").string()), nullptr, false);
+  if (!figures.is_array()) return fail(Status::internal("report: the figure script wrote no figure list"));
+
+  std::ostringstream h;
+  const std::string title = o.title.empty() ? "Mosaic report" : o.title;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(title) << "</title><style>"
+    << kStyle << "</style></head>\n<body data-figures=\"" << figures.size() << "\">\n<h1>" << html_escape(title) << "</h1>\n"
+    << "<p>Generated " << utc_now_iso8601() << " by <code>" << html_escape(reproducer(collect_provenance())) << "</code> from "
+    << docs.size() << " run(s); figures drawn by matplotlib.</p>\n";
+  h << "<h2>Figures</h2>\n";
+  if (figures.empty())
+    h << "<p>No figure applies to these runs (throughput vs batch needs two batch sizes of one model; curves need "
+         "train or sweep runs).</p>\n";
+  for (const auto& f : figures) {
+    const std::string svg = read_file((dir / f.value("file", "")).string());
+    h << "<figure><img class=\"figure\" alt=\"" << html_escape(f.value("title", "")) << "\" src=\"data:image/svg+xml;base64,"
+      << base64(svg) << "\"><figcaption><b>" << html_escape(f.value("title", "")) << ".</b> "
+      << html_escape(f.value("caption", "")) << "</figcaption></figure>\n";
+  }
+  h << "<h2>Runs</h2>\n";
+  for (const auto& d : docs) {
+    const std::string kind = run_kind(d);
+    h << "<h3>" << html_escape(d["_name"].get<std::string>()) << ": " << kind << " of "
+      << html_escape(d.value("model", d.value("name", "?"))) << "</h3>\n";
+    if (kind == "bench") {
+      h << "<p>batch " << d.value("batch", 0) << ", " << html_escape(d.value("mode", "")) << ", " << d.value("threads", 0)
+        << " threads, OpenBLAS " << html_escape(d.value("blas_core", "")) << ", oneDNN " << html_escape(d.value("onednn_isa", ""))
+        << "</p>\n";
+      bench_table(h, d);
+    } else if (kind == "train") {
+      train_table(h, d);
+    } else {
+      sweep_table(h, d);
+    }
+    const json& p = d.value("provenance", json::object());
+    if (p.contains("run")) h << "<p>Reproduce: <code>" << html_escape(p["run"].value("reproducer", "")) << "</code></p>\n";
+    h << "<details><summary>provenance</summary><pre>" << html_escape(p.dump(1)) << "</pre></details>\n";
+  }
+  // Headless checks (tests/report/check_report.sh) read how many figures decoded.
+  h << "<script>window.addEventListener('load', function () {\n"
+       "  var imgs = document.querySelectorAll('img.figure'), ok = 0;\n"
+       "  imgs.forEach(function (i) { if (i.complete && i.naturalWidth > 0) ok++; });\n"
+       "  document.body.setAttribute('data-figures-loaded', ok + '/' + imgs.length);\n"
+       "});</script>\n</body></html>\n";
+  std::ofstream out(o.output);
+  if (!out || !(out << h.str())) return fail(Status::io_error(o.output + ": write failed"));
+  std::cerr << "report: " << figures.size() << " figures, " << docs.size() << " runs in " << o.output << "\n";
+  return 0;
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,240 @@
+// `mosaic bench MODEL --find-max-batch [--memory-limit X]`: the largest batch whose memory
+// fits, per backend. The memory accounting of plans built without allocating (cheap at any
+// batch) predicts it by bisection; a real run at that batch (allocate, one iteration or
+// training step) confirms it, and steps down if the run does not fit. docs/cli.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "backends/registry.hpp"
+#include "core/fuse.hpp"
+#include "core/loss.hpp"
+#include "core/optimizer.hpp"
+#include "frontends/cli/cli_util.hpp"
+#include "frontends/cli/commands.hpp"
+#include "frontends/cli/models.hpp"
+#include "metrics/report.hpp"
+
+namespace mosaic::cli {
+namespace {
+
+using nlohmann::json;
+
+/// Resident set size of the process now, from /proc/self/statm.
+int64_t current_rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+/// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
+int64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+struct Footprint {
+  bool ok = false;          ///< built (and, for a real run, ran) without error
+  std::string error;        ///< why not
+  int64_t accounted = 0;    ///< weights + activations + workspace [+ gradients + optimizer state]
+  int64_t rss_growth = 0;   ///< real runs: resident memory the run added to the process
+};
+
+/// Memory of `label`'s plan at batch `batch`: planned only (real = false), or allocated and
+/// run once (one inference, or one training step with the chosen optimizer).
+Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t batch, bool real) {
+  Footprint f;
+  const int64_t rss0 = real ? current_rss_bytes() : 0;
+  CommonOptions c = o.common;
+  c.batch = batch;
+  auto g = load_prepared(o.model, c, nullptr);
+  if (!g.ok()) {
+    f.error = g.status().message();
+    return f;
+  }
+  const bool training = o.mode == "training";
+  FuseOptions fo;
+  fo.activations = !training;
+  if (o.fuse || training) fuse_graph(g.value(), fo);
+  PlanOptions po;
+  po.training = training;
+  po.allocate = real;
+  po.seed = o.common.seed;
+  auto plan = Plan::build(g.value(), placement, builtin_registry(), po);
+  if (!plan.ok()) {
+    f.error = plan.status().message();
+    return f;
+  }
+  Plan& p = *plan.value();
+  int64_t extra = 0;  // training: gradients and optimizer state
+  if (real) {
+    const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+    Status st = p.run(inputs, nullptr);
+    if (st.is_ok() && training) {
+      const Shape out = p.output(0).shape();
+      Tensor labels = Tensor::empty({DType::kI64, {out[0]}});
+      for (int64_t i = 0; i < out[0]; ++i) labels.i64()[i] = i % out[1];
+      Tensor d = Tensor::empty({DType::kF32, out});
+      auto loss = softmax_cross_entropy(p.output(0), labels, &d);
+      st = loss.ok() ? p.backward({d}) : loss.status();
+      OptimizerConfig oc;
+      oc.lr = o.lr;
+      auto opt = make_optimizer(o.optimizer, oc);
+      std::vector<ParamRef> params = p.parameters();
+      if (st.is_ok()) st = opt.ok() ? opt.value()->step(params) : opt.status();
+      for (const auto& q : params) extra += static_cast<int64_t>(q.grad.bytes());
+      if (opt.ok())
+        for (const auto& per_param : opt.value()->state())
+          for (const auto& buffer : per_param) extra += static_cast<int64_t>(buffer.size() * sizeof(float));
+    }
+    if (!st.is_ok()) {
+      f.error = st.message();
+      return f;
+    }
+    f.rss_growth = current_rss_bytes() - rss0;
+  }
+  f.ok = true;
+  f.accounted = p.weight_bytes() + p.activation_bytes() + p.workspace_bytes() + extra;
+  return f;
+}
+
+struct MaxBatch {
+  std::string label, error;
+  int64_t max_batch = 0, predicted = 0;
+  Footprint at_max;
+  int64_t next_accounted = 0;  ///< planned memory at max_batch + 1 (what did not fit)
+  int real_runs = 0;
+};
+
+MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const Placement& placement, int64_t limit) {
+  MaxBatch m;
+  m.label = label;
+  // Batch 1 for real: the batch-independent memory the plan accounting does not see
+  // (gradients, optimizer state).
+  const Footprint real1 = footprint(o, placement, 1, true);
+  ++m.real_runs;
+  const Footprint plan1 = footprint(o, placement, 1, false);
+  if (!real1.ok || !plan1.ok) {
+    m.error = "batch 1: " + (real1.ok ? plan1.error : real1.error);
+    return m;
+  }
+  const int64_t offset = real1.accounted - plan1.accounted;
+  auto predicted_fits = [&](int64_t b, int64_t* bytes) {
+    const Footprint f = footprint(o, placement, b, false);
+    if (bytes) *bytes = f.accounted + offset;
+    return f.ok && f.accounted + offset <= limit;
+  };
+  if (real1.accounted > limit || real1.rss_growth > limit) {
+    m.error = "batch 1 needs " + format_bytes(static_cast<double>(std::max(real1.accounted, real1.rss_growth))) +
+              ", more than the limit";
+    return m;
+  }
+  // Bisection on the accounting: lo fits, hi does not.
+  int64_t lo = 1, hi = 2;
+  while (hi <= (int64_t{1} << 30) && predicted_fits(hi, nullptr)) lo = hi, hi *= 2;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (predicted_fits(mid, nullptr) ? lo : hi) = mid;
+  }
+  m.predicted = lo;
+  // Confirm with real runs, stepping down while the run does not fit.
+  int64_t b = lo;
+  for (;;) {
+    const Footprint f = footprint(o, placement, b, true);
+    ++m.real_runs;
+    if (f.ok && f.accounted <= limit && f.rss_growth <= limit) {
+      m.max_batch = b;
+      m.at_max = f;
+      break;
+    }
+    if (b == 1 || m.real_runs >= 12) {
+      m.error = "no batch confirmed: at batch " + std::to_string(b) + " " +
+                (f.ok ? "the run used " + format_bytes(static_cast<double>(std::max(f.accounted, f.rss_growth))) : f.error);
+      return m;
+    }
+    // Scale down by how far over the limit the run was (at least one less).
+    const double used = static_cast<double>(std::max(f.accounted, f.rss_growth));
+    const int64_t next = f.ok ? static_cast<int64_t>(static_cast<double>(b) * static_cast<double>(limit) / used) : b / 2;
+    b = std::max<int64_t>(1, std::min(b - 1, next));
+  }
+  predicted_fits(m.max_batch + 1, &m.next_accounted);
+  return m;
+}
+
+}  // namespace
+
+Expected<int64_t> parse_bytes(const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  std::string unit;
+  in >> v;
+  if (in.fail() || !(v > 0)) return Status::invalid("--memory-limit '" + text + "': expected a size such as 512M, 4G or 1.5GiB");
+  std::getline(in, unit);
+  double scale = 0;
+  for (const auto& [u, k] : std::vector<std::pair<std::string, double>>{
+           {"", 1}, {"B", 1}, {"K", 1024.0}, {"KB", 1024.0}, {"KiB", 1024.0}, {"M", 1048576.0}, {"MB", 1048576.0},
+           {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GB", 1073741824.0}, {"GiB", 1073741824.0}})
+    if (unit == u) scale = k;
+  if (scale == 0) return Status::invalid("--memory-limit '" + text + "': unknown unit '" + unit + "' (B, K, M, G; KiB, MiB, GiB)");
+  return static_cast<int64_t>(v * scale);
+}
+
+int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs) {
+  int64_t limit = 0;
+  std::string source = "--memory-limit " + o.memory_limit;
+  if (o.memory_limit.empty()) {
+    limit = available_memory_bytes() * 9 / 10;
+    source = "90% of the available memory (MemAvailable)";
+    if (limit <= 0) return fail(Status::invalid("cannot read MemAvailable from /proc/meminfo; give --memory-limit"));
+  } else {
+    auto l = parse_bytes(o.memory_limit);
+    if (!l.ok()) return fail(l.status());
+    limit = l.value();
+  }
+  std::printf("largest batch of %s (%s) within %s (%s)\n", o.model.c_str(), o.mode.c_str(),
+              format_bytes(static_cast<double>(limit)).c_str(), source.c_str());
+  std::printf("%-10s %10s %10s %14s %14s %16s %6s\n", "backend", "max batch", "predicted", "accounted", "RSS growth",
+              "at max+1 (plan)", "runs");
+  json out{{"schema", "mosaic.max-batch/1"}, {"model", o.model}, {"mode", o.mode}, {"limit_bytes", limit},
+           {"limit_source", source}, {"configs", json::array()}};
+  bool all_ok = true;
+  for (const auto& [label, placement] : configs) {
+    const MaxBatch m = find_max_batch(o, label, placement, limit);
+    if (!m.error.empty()) {
+      std::printf("%-10s %s\n", label.c_str(), m.error.c_str());
+      all_ok = false;
+    } else {
+      std::printf("%-10s %10lld %10lld %14s %14s %16s %6d\n", label.c_str(), static_cast<long long>(m.max_batch),
+                  static_cast<long long>(m.predicted), format_bytes(static_cast<double>(m.at_max.accounted)).c_str(),
+                  format_bytes(static_cast<double>(m.at_max.rss_growth)).c_str(),
+                  format_bytes(static_cast<double>(m.next_accounted)).c_str(), m.real_runs);
+    }
+    out["configs"].push_back({{"label", label},
+                              {"max_batch", m.error.empty() ? json(m.max_batch) : json()},
+                              {"predicted", m.predicted > 0 ? json(m.predicted) : json()},
+                              {"accounted_bytes", m.error.empty() ? json(m.at_max.accounted) : json()},
+                              {"rss_growth_bytes", m.error.empty() ? json(m.at_max.rss_growth) : json()},
+                              {"next_accounted_bytes", m.error.empty() ? json(m.next_accounted) : json()},
+                              {"confirming_runs", m.real_runs},
+                              {"error", m.error.empty() ? json() : json(m.error)}});
+  }
+  std::printf("(accounted: weights + activations + workspace%s; confirmed by running that batch once)\n",
+              o.mode == "training" ? " + gradients + optimizer state" : "");
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
+    f << out.dump(2) << "\n";
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,95 @@
+#include "frontends/cli/models.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "backends/registry.hpp"
+#include "examples/zoo.hpp"
+#include "frontends/data/dataset.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+
+namespace mosaic::cli {
+
+Expected<Graph> load_model(const std::string& spec) {
+  if (spec.rfind("zoo:", 0) == 0) {
+    auto g = build_zoo_model(spec.substr(4));
+    if (g.ok()) g->source = spec;
+    return g;
+  }
+  return load_onnx(spec);
+}
+
+Status explain_unsupported(const Status& st, const Graph& g) {
+  if (st.code() != StatusCode::kUnsupported) return st;
+  for (const auto& n : g.nodes)
+    if (st.message().find(n.label()) != std::string::npos) {
+      std::string lacking;
+      for (const auto& b : builtin_registry().backends())
+        if (!builtin_registry().has_kernel(b, n.op_type)) lacking += (lacking.empty() ? "" : ", ") + b;
+      if (!lacking.empty()) return Status(st.code(), st.message() + " (backends without a kernel for it: " + lacking + ")");
+      break;
+    }
+  return st;
+}
+
+Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report) {
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
+  PrepareOptions po;
+  po.batch = c.batch;
+  for (const auto& spec : c.shapes) {
+    const size_t eq = spec.find('=');
+    const std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
+    char* end = nullptr;
+    const long long v = eq == std::string::npos ? 0 : std::strtoll(spec.c_str() + eq + 1, &end, 10);
+    if (name.empty() || eq == std::string::npos || !end || *end || v < 1)
+      return Status::invalid("--shape '" + spec + "': expected NAME=N with a symbolic dimension's name and N >= 1");
+    po.dims[name] = v;
+  }
+  Graph original = g;
+  auto r = prepare_graph(g, builtin_registry(), po);
+  if (!r.ok()) return explain_unsupported(r.status(), original);
+  if (report) *report = r.value();
+  return g;
+}
+
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(0.f, 1.f);
+  std::vector<Tensor> inputs;
+  for (const auto& in : g.inputs) {
+    Tensor t = Tensor::empty(g.value_descs.at(in.name));
+    if (t.dtype() == DType::kF32)
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t seed) {
+  if (g.inputs.size() != 1) return Status::invalid("--data needs a model with one input; " + g.source + " has " + std::to_string(g.inputs.size()));
+  MOSAIC_ASSIGN_OR_RETURN(DataSplits data, load_data(spec, seed));
+  const Dataset& d = data.train;
+  const TensorDesc& desc = g.value_descs.at(g.inputs[0].name);
+  const int64_t batch = desc.shape.at(0);
+  Shape want{batch};
+  want.insert(want.end(), d.images.shape().begin() + 1, d.images.shape().end());
+  if (desc.shape != want || desc.dtype != DType::kF32)
+    return Status::invalid("--data " + spec + ": " + g.source + "'s input '" + g.inputs[0].name + "' is " +
+                           shape_str(desc.shape) + " but the data gives batches of " + shape_str(want));
+  if (batch > d.size())
+    return Status::invalid("--data " + spec + ": batch " + std::to_string(batch) + " is larger than the training set (" +
+                           std::to_string(d.size()) + " images)");
+  RealBatch r;
+  Tensor x = Tensor::empty(desc);
+  std::memcpy(x.f32(), d.images.f32(), static_cast<size_t>(x.numel()) * sizeof(float));
+  r.inputs.push_back(std::move(x));
+  r.labels = Tensor::empty({DType::kI64, {batch}});
+  std::memcpy(r.labels.i64(), d.labels.i64(), static_cast<size_t>(batch) * sizeof(int64_t));
+  r.description = spec + ": training images 0.." + std::to_string(batch - 1) + " (real data, --data)";
+  const Shape logits = g.value_descs.at(g.outputs[0].name).shape;
+  if (logits.size() == 2 && logits[1] != d.classes) r.labels = Tensor();  // labels do not fit the logits: random ones
+  return r;
+}
+
+}  // namespace mosaic::cli

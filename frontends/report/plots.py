@@ -1,0 +1,178 @@
+"""Figures of `mosaic report`, drawn with matplotlib (docs/report.md).
+
+Embedded in the mosaic binary at build time and run as
+    python3 plots.py DATA.json OUTDIR
+DATA.json: {"bench": [doc, ...], "train": [doc, ...], "sweep": [doc, ...]} with each doc as
+`--json` writes it (plus "_name", how the report names it). Writes one SVG per figure into
+OUTDIR and OUTDIR/figures.json: [{"file", "title", "caption"}, ...] in page order.
+Exit 2 with a one-line message on stderr when matplotlib is missing.
+"""
+import json
+import os
+import sys
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError as e:
+    sys.stderr.write("matplotlib is not available to %s (%s): install python3-matplotlib\n" % (sys.executable, e))
+    sys.exit(2)
+
+TOP_NODES = 9  # stacked bars: the slowest nodes by name, the rest as "other"
+
+
+class Figures:
+    def __init__(self, out):
+        self.out, self.items = out, []
+
+    def save(self, fig, title, caption):
+        name = "fig%02d.svg" % (len(self.items) + 1)
+        fig.savefig(os.path.join(self.out, name), format="svg", bbox_inches="tight")
+        plt.close(fig)
+        self.items.append({"file": name, "title": title, "caption": caption})
+
+
+def label_of(doc):
+    return "%s, batch %s, %s" % (doc.get("model"), doc.get("batch"), doc.get("mode"))
+
+
+def stacked_layers(figs, doc):
+    """Per-layer time per backend as stacked bars; forward, and backward in training."""
+    runs = doc.get("runs", [])
+    training = doc.get("mode") == "training"
+    panels = [("median_us", "forward")] + ([("backward_median_us", "backward")] if training else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    for ax, (key, what) in zip(axes[0], panels):
+        total = {}
+        for r in runs:
+            for n in r.get("nodes", []):
+                if n.get(key) is not None:
+                    total[n["name"]] = total.get(n["name"], 0) + n[key]
+        top = sorted(total, key=total.get, reverse=True)[:TOP_NODES]
+        labels = [r["label"] for r in runs]
+        bottom = [0.0] * len(runs)
+        cmap = plt.get_cmap("tab10")
+        for i, name in enumerate(top + ["other"]):
+            heights = []
+            for r in runs:
+                vals = {n["name"]: n.get(key) or 0 for n in r.get("nodes", [])}
+                heights.append((sum(v for k, v in vals.items() if k not in top) if name == "other" else vals.get(name, 0)) / 1e3)
+            ax.bar(labels, heights, bottom=bottom, label=name, color=cmap(i % 10))
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        ax.set_ylabel("median time per iteration (ms)")
+        ax.set_title("%s per node" % what)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    figs.save(fig, "Per-layer time per backend: " + label_of(doc),
+              "Median kernel time of each node, stacked per backend (the %d slowest nodes by name, the rest as 'other'). "
+              "Source: %s." % (TOP_NODES, doc["_name"]))
+
+
+def roofline(figs, doc):
+    peaks = doc.get("peaks")
+    if not peaks:
+        return
+    peak, bw = peaks["sgemm_gflops"], peaks["bandwidth_gbs"]
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    xs = []
+    for i, r in enumerate(doc.get("runs", [])):
+        pts = [(n["arithmetic_intensity"], n["gflops"]) for n in r.get("nodes", [])
+               if n.get("arithmetic_intensity") and n.get("gflops")]
+        if pts:
+            xs += [p[0] for p in pts]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=r["label"], s=18, color=plt.get_cmap("tab10")(i % 10))
+    if not xs:
+        plt.close(fig)
+        return
+    lo, hi = min(xs + [peak / bw]) / 2, max(xs + [peak / bw]) * 2
+    grid = [lo * (hi / lo) ** (k / 100) for k in range(101)]
+    ax.plot(grid, [min(peak, x * bw) for x in grid], color="black", lw=1.2, label="roof: min(sgemm peak, AI x bandwidth)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
+    ax.set_ylabel("GFLOP/s")
+    ax.grid(which="both", alpha=0.25)
+    ax.legend(fontsize=7)
+    figs.save(fig, "Roofline: " + label_of(doc),
+              "Each node's achieved GFLOP/s against its arithmetic intensity; the roof is the machine's measured sgemm "
+              "peak (%.0f GFLOP/s) and memory bandwidth (%.1f GB/s). A point above the roof has its operands in cache "
+              "(the slope is DRAM bandwidth) or runs an algorithm with fewer FLOPs than the direct count (Winograd), "
+              "see docs/metrics.md. Source: %s." % (peak, bw, doc["_name"]))
+
+
+def throughput_vs_batch(figs, benches, sweeps):
+    series = {}  # (title, label) -> {batch: images/s}
+    for d in benches:
+        for r in d.get("runs", []):
+            key = ("%s, %s" % (d.get("model"), d.get("mode")), r["label"])
+            series.setdefault(key, {})[d.get("batch")] = r["summary"]["images_per_s"]
+    for s in sweeps:
+        for c in s.get("cells", []):
+            ep = (c.get("log") or {}).get("epochs") or []
+            if c.get("status") == "done" and ep:
+                key = ("%s, training (sweep %s)" % (c["model"], s.get("name")), "%s %s lr %g" % (c["backend"], c["optimizer"], c["lr"]))
+                series.setdefault(key, {})[c["batch"]] = sum(e["images_per_s"] for e in ep) / len(ep)
+    for title in sorted({k[0] for k in series}):
+        lines = {k[1]: v for k, v in series.items() if k[0] == title and len(v) >= 2}
+        if not lines:
+            continue
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        for label, pts in sorted(lines.items()):
+            b = sorted(pts)
+            ax.plot(b, [pts[x] for x in b], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("images / s")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        figs.save(fig, "Throughput vs batch size: " + title,
+                  "Images per second (bench: batch / median iteration time; sweep: mean over epochs) per backend.")
+
+
+def curves(figs, trains, sweeps):
+    runs = []  # (group title, label, epochs)
+    for t in trains:
+        runs.append(("%s on %s" % (t.get("model"), t.get("data")), "%s %s lr %g batch %s" % (
+            t.get("backend"), t.get("optimizer"), t.get("lr"), t.get("batch")), t.get("epochs", [])))
+    for s in sweeps:
+        for c in s.get("cells", []):
+            log = c.get("log") or {}
+            runs.append(("%s on %s (sweep %s)" % (c["model"], s.get("data"), s.get("name")),
+                         "%s %s lr %g batch %s" % (c["backend"], c["optimizer"], c["lr"], c["batch"]), log.get("epochs", [])))
+    for title in sorted({r[0] for r in runs}):
+        group = [r for r in runs if r[0] == title and r[2]]
+        if not group:
+            continue
+        fig, (acc, loss) = plt.subplots(1, 2, figsize=(12, 4.2))
+        tested = any(e.get("test_accuracy", -1) >= 0 for _, _, ep in group for e in ep)
+        for _, label, ep in group:
+            x = [e["epoch"] for e in ep]
+            acc.plot(x, [e["test_accuracy"] if tested else e["train_accuracy"] for e in ep], marker="o", label=label)
+            loss.plot(x, [e["train_loss"] for e in ep], marker="o", label=label)
+        acc.set_xlabel("epoch")
+        acc.set_ylabel("test accuracy" if tested else "train accuracy")
+        loss.set_xlabel("epoch")
+        loss.set_ylabel("train loss")
+        loss.set_yscale("log")
+        for ax in (acc, loss):
+            ax.grid(alpha=0.3)
+        loss.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        figs.save(fig, "Accuracy and loss vs epoch: " + title,
+                  "One line per backend, optimizer, lr and batch; diverged runs end at their last finished epoch.")
+
+
+def main():
+    data = json.load(open(sys.argv[1]))
+    figs = Figures(sys.argv[2])
+    benches, trains, sweeps = data.get("bench", []), data.get("train", []), data.get("sweep", [])
+    throughput_vs_batch(figs, benches, sweeps)
+    for d in benches:
+        stacked_layers(figs, d)
+        roofline(figs, d)
+    curves(figs, trains, sweeps)
+    json.dump(figs.items, open(os.path.join(sys.argv[2], "figures.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+#include "metrics/run_compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "metrics/stats.hpp"
+
+namespace mosaic {
+namespace {
+
+using nlohmann::json;
+
+std::vector<double> numbers(const json& j) {
+  std::vector<double> v;
+  if (j.is_array())
+    for (const auto& x : j)
+      if (x.is_number()) v.push_back(x.get<double>());
+  return v;
+}
+
+double median_of(std::vector<double> v) { return describe(std::move(v)).median; }
+
+/// A setting that should match for a like-for-like comparison.
+void check_same(const std::string& what, const json& a, const json& b, std::vector<std::string>& warnings) {
+  if (a == b) return;
+  auto show = [](const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); };
+  warnings.push_back(what + " differs: " + show(a) + " vs " + show(b));
+}
+
+json at(const json& doc, std::initializer_list<const char*> path) {
+  const json* j = &doc;
+  for (const char* k : path) {
+    if (!j->is_object() || !j->contains(k)) return json();
+    j = &(*j)[k];
+  }
+  return *j;
+}
+
+/// j[key], null when j is not an object or has no such key.
+json member(const json& j, const std::string& key) {
+  return j.is_object() && j.contains(key) ? j[key] : json();
+}
+
+/// The named node of a bench run, null when absent.
+const json& node_of(const json& run, const std::string& name) {
+  static const json none;
+  if (!run.is_object() || !run.contains("nodes") || !run["nodes"].is_array()) return none;
+  for (const auto& n : run["nodes"])
+    if (n.value("name", "") == name) return n;
+  return none;
+}
+
+/// Per-process values of configuration `label` in a bench --processes document: `key` of
+/// each process's run ("median_ms"), or of one node (`node` in "node_median_us"). Processes
+/// without it are skipped.
+std::vector<double> process_values(const json& doc, const std::string& label, const char* key, const std::string& node) {
+  std::vector<double> v;
+  for (const auto& p : doc.value("processes", json::array())) {
+    const json run = member(at(p, {"runs"}), label);
+    const json value = node.empty() ? member(run, key) : member(member(run, key), node);
+    if (value.is_number()) v.push_back(value.get<double>());
+  }
+  return v;
+}
+
+/// The verdict of a comparison with p-value `p` (NaN: too few samples to test).
+TimingComparison judge(TimingComparison t, double p, double alpha, double threshold) {
+  t.p_value = p;
+  if (std::isnan(p))
+    t.verdict = Change::kTooFewSamples;
+  else if (p >= alpha)
+    t.verdict = Change::kNone;
+  else if (std::fabs(t.change) <= threshold)
+    t.verdict = Change::kWithinThreshold;
+  else
+    t.verdict = t.change > 0 ? Change::kSlower : Change::kFaster;
+  return t;
+}
+
+Status check_doc(const json& d, const std::string& which) {
+  const std::string schema = d.is_object() ? d.value("schema", "") : "";
+  if (schema.rfind("mosaic.bench/", 0) != 0)
+    return Status::invalid(which + ": not a bench report (schema '" + schema + "'); compare reads `mosaic bench` runs");
+  if (schema == "mosaic.bench/1")
+    return Status::invalid(which + ": a mosaic.bench/1 report has no raw samples; rerun the benchmark");
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* change_name(Change c) {
+  switch (c) {
+    case Change::kNone: return "no detectable difference";
+    case Change::kWithinThreshold: return "within threshold";
+    case Change::kSlower: return "SLOWER";
+    case Change::kFaster: return "faster";
+    case Change::kTooFewSamples: return "too few samples";
+  }
+  return "?";
+}
+
+TimingComparison compare_samples(const std::string& name, const std::vector<double>& a, const std::vector<double>& b,
+                                 double alpha, double threshold) {
+  TimingComparison t;
+  t.name = name;
+  t.n_a = a.size();
+  t.n_b = b.size();
+  if (!a.empty()) t.median_a = median_of(a);
+  if (!b.empty()) t.median_b = median_of(b);
+  t.change = t.median_a > 0 ? t.median_b / t.median_a - 1 : 0;
+  if (a.size() < kMinCompareSamples || b.size() < kMinCompareSamples) return judge(t, std::nan(""), alpha, threshold);
+  return judge(t, mann_whitney_p(a, b), alpha, threshold);
+}
+
+TimingComparison compare_process_medians(const std::string& name, const std::vector<double>& a,
+                                         const std::vector<double>& b, double alpha, double threshold) {
+  TimingComparison t;
+  t.name = name;
+  t.by_process = true;
+  t.n_a = a.size();
+  t.n_b = b.size();
+  auto logs = [](const std::vector<double>& v) {
+    std::vector<double> l;
+    for (double x : v) l.push_back(std::log(std::max(x, 1e-300)));
+    return l;
+  };
+  auto mean = [](const std::vector<double>& v) { return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  const std::vector<double> la = logs(a), lb = logs(b);
+  t.median_a = a.empty() ? 0 : std::exp(mean(la));
+  t.median_b = b.empty() ? 0 : std::exp(mean(lb));
+  t.change = a.empty() || b.empty() ? 0 : std::exp(mean(lb) - mean(la)) - 1;
+  if (a.size() < kMinCompareProcesses || b.size() < kMinCompareProcesses) return judge(t, std::nan(""), alpha, threshold);
+  return judge(t, welch_t_p(la, lb), alpha, threshold);
+}
+
+bool RunComparison::slower() const {
+  for (const auto& c : configs)
+    if (c.total.verdict == Change::kSlower) return true;
+  return false;
+}
+
+Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const CompareOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_doc(a, "A"));
+  MOSAIC_RETURN_IF_ERROR(check_doc(b, "B"));
+  RunComparison r;
+  const json model_a = at(a, {"provenance", "run", "model_sha256"}).is_null() ? at(a, {"model"}) : at(a, {"provenance", "run", "model_sha256"});
+  const json model_b = at(b, {"provenance", "run", "model_sha256"}).is_null() ? at(b, {"model"}) : at(b, {"provenance", "run", "model_sha256"});
+  check_same("model", model_a, model_b, r.warnings);
+  for (const char* k : {"batch", "mode", "threads", "blas_core", "onednn_isa"}) check_same(k, at(a, {k}), at(b, {k}), r.warnings);
+  check_same("machine", at(a, {"provenance", "machine", "cpu_model"}), at(b, {"provenance", "machine", "cpu_model"}), r.warnings);
+  for (const char* k : {"build_type", "sanitized", "native"})
+    check_same(std::string("build ") + k, at(a, {"provenance", "build", k}), at(b, {"provenance", "build", k}), r.warnings);
+  const bool training = a.value("mode", "") == "training";
+  auto processes = [](const json& d) { return d.contains("processes") && d["processes"].is_array() ? d["processes"].size() : size_t{1}; };
+  r.processes_a = processes(a);
+  r.processes_b = processes(b);
+  r.by_process = r.processes_a >= kMinCompareProcesses && r.processes_b >= kMinCompareProcesses;
+
+  std::vector<std::string> labels_b;
+  for (const auto& rb : b.value("runs", json::array())) labels_b.push_back(rb.value("label", ""));
+  for (const auto& ra : a.value("runs", json::array())) {
+    const std::string label = ra.value("label", "");
+    const json* rb = nullptr;
+    for (const auto& x : b["runs"])
+      if (x.value("label", "") == label) rb = &x;
+    if (!rb) {
+      r.only_a.push_back(label);
+      continue;
+    }
+    ConfigComparison c;
+    c.label = label;
+    if (r.by_process)
+      c.total = compare_process_medians(label, process_values(a, label, "median_ms", ""), process_values(b, label, "median_ms", ""),
+                                        o.alpha, o.threshold);
+    else
+      c.total = compare_samples(label, numbers(at(ra, {"samples", "iteration_ms"})),
+                                numbers(at(*rb, {"samples", "iteration_ms"})), o.alpha, o.threshold);
+    // Nodes present in both, by name; views have no samples. Per process when every process
+    // of both runs has the node's median, else by raw samples.
+    struct Pair {
+      std::string name, op;
+      std::vector<double> a, b;
+      bool by_process;
+    };
+    std::vector<Pair> pairs;
+    auto add_pair = [&](const std::string& shown, const std::string& op, const std::string& node, const char* key,
+                        const char* samples) {
+      const std::vector<double> pa = process_values(a, label, key, node), pb = process_values(b, label, key, node);
+      const json& na = node_of(ra, node);
+      const json& nb = node_of(*rb, node);
+      if (r.by_process && pa.size() == r.processes_a && pb.size() == r.processes_b)
+        pairs.push_back({shown, op, pa, pb, true});
+      else
+        pairs.push_back({shown, op, numbers(na.value(samples, json())), numbers(nb.value(samples, json())), false});
+    };
+    for (const auto& na : ra.value("nodes", json::array())) {
+      if (na.value("view", false)) continue;
+      const std::string name = na.value("name", "");
+      if (node_of(*rb, name).is_null()) continue;
+      add_pair(name, na.value("op", ""), name, "node_median_us", "samples_us");
+      if (training) add_pair(name + " (backward)", na.value("op", ""), name, "node_backward_median_us", "backward_samples_us");
+    }
+    c.node_alpha = pairs.empty() ? o.alpha : o.alpha / static_cast<double>(pairs.size());
+    for (const auto& p : pairs) {
+      TimingComparison t = p.by_process ? compare_process_medians(p.name, p.a, p.b, c.node_alpha, o.threshold)
+                                        : compare_samples(p.name, p.a, p.b, c.node_alpha, o.threshold);
+      t.op = p.op;
+      c.nodes.push_back(t);
+    }
+    r.configs.push_back(std::move(c));
+    labels_b.erase(std::remove(labels_b.begin(), labels_b.end(), label), labels_b.end());
+  }
+  r.only_b = labels_b;
+  if (r.configs.empty())
+    return Status::invalid("A and B share no configuration (A has " + std::to_string(r.only_a.size()) + ", B has " +
+                           std::to_string(r.only_b.size()) + "; labels are backends or 'mixed')");
+  return r;
+}
+
+json comparison_json(const RunComparison& r, const CompareOptions& o, const std::string& a_name, const std::string& b_name) {
+  auto timing = [](const TimingComparison& t) {
+    return json{{"name", t.name},
+                {"op", t.op.empty() ? json() : json(t.op)},
+                {"n_a", t.n_a},
+                {"n_b", t.n_b},
+                {"median_a", t.median_a},
+                {"median_b", t.median_b},
+                {"change", t.change},
+                {"p_value", std::isnan(t.p_value) ? json() : json(t.p_value)},
+                {"verdict", change_name(t.verdict)},
+                {"unit", t.by_process ? "process" : "iteration"}};
+  };
+  json j{{"schema", "mosaic.compare/1"}, {"a", a_name}, {"b", b_name}, {"alpha", o.alpha}, {"threshold", o.threshold},
+         {"test", r.by_process ? "welch-log-process-medians" : "mann-whitney-samples"},
+         {"processes_a", r.processes_a}, {"processes_b", r.processes_b},
+         {"warnings", r.warnings}, {"only_in_a", r.only_a}, {"only_in_b", r.only_b}, {"slower", r.slower()},
+         {"configs", json::array()}};
+  for (const auto& c : r.configs) {
+    json cj{{"label", c.label}, {"iteration_ms", timing(c.total)}, {"node_alpha", c.node_alpha}, {"nodes_us", json::array()}};
+    for (const auto& n : c.nodes) cj["nodes_us"].push_back(timing(n));
+    j["configs"].push_back(cj);
+  }
+  return j;
+}
+
+}  // namespace mosaic

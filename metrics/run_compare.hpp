@@ -1,0 +1,81 @@
+// `mosaic compare A B`: are two benchmark runs' timings different? Per configuration (the
+// gate) and per node, a significance test plus a practical threshold on the change
+// (docs/metrics.md#comparing-runs). Runs of several processes (bench --processes K, K >= 3)
+// are compared process by process (Welch's t-test on the log of each process's median), so
+// the test sees the between-process variation; single-process runs by their raw samples
+// (Mann-Whitney U), which cannot see it.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace mosaic {
+
+struct CompareOptions {
+  double alpha = 0.05;      ///< significance level of each configuration's test
+  double threshold = 0.05;  ///< smallest relative change of the median that counts (0.05: 5%)
+};
+
+enum class Change {
+  kNone,             ///< not significant: no detectable difference
+  kWithinThreshold,  ///< significant, but the median moved less than the threshold
+  kSlower,           ///< significant and slower by more than the threshold
+  kFaster,           ///< significant and faster by more than the threshold
+  kTooFewSamples,    ///< fewer than kMinCompareSamples in A or B: no test
+};
+const char* change_name(Change c);
+
+inline constexpr size_t kMinCompareSamples = 8;
+/// Processes per run for the process-level test.
+inline constexpr size_t kMinCompareProcesses = 3;
+
+struct TimingComparison {
+  std::string name;  ///< configuration label, or node name (" (backward)" for backward)
+  std::string op;    ///< nodes: op type
+  size_t n_a = 0, n_b = 0;
+  double median_a = 0, median_b = 0;  ///< in the samples' unit
+  double change = 0;                  ///< median_b / median_a - 1
+  double p_value = 0;                 ///< NaN with kTooFewSamples
+  Change verdict = Change::kNone;
+  bool by_process = false;  ///< n_* are processes, median_* geometric means of their medians
+};
+
+/// Compares two samples of times (iterations of one run each) at level `alpha` with
+/// `threshold`: Mann-Whitney U, change of the median.
+TimingComparison compare_samples(const std::string& name, const std::vector<double>& a, const std::vector<double>& b,
+                                 double alpha, double threshold);
+/// Compares per-process medians: Welch's t-test on their logs, change of the geometric mean.
+TimingComparison compare_process_medians(const std::string& name, const std::vector<double>& a,
+                                         const std::vector<double>& b, double alpha, double threshold);
+
+struct ConfigComparison {
+  std::string label;
+  std::string unit = "ms";
+  TimingComparison total;                 ///< per-iteration time: what gates
+  std::vector<TimingComparison> nodes;    ///< per node (forward, and backward in training)
+  double node_alpha = 0;                  ///< alpha / number of node tests (Bonferroni)
+};
+
+struct RunComparison {
+  std::vector<std::string> warnings;  ///< settings that differ between A and B
+  std::vector<ConfigComparison> configs;
+  std::vector<std::string> only_a, only_b;  ///< configurations in one run only
+  size_t processes_a = 1, processes_b = 1;
+  bool by_process = false;  ///< both runs have >= kMinCompareProcesses processes
+  /// Some configuration's iteration time is significantly slower beyond the threshold.
+  bool slower() const;
+};
+
+/// Compares two bench documents (mosaic.bench/2: raw samples are needed). Errors when either
+/// is not one, or when they share no configuration.
+Expected<RunComparison> compare_bench_runs(const nlohmann::json& a, const nlohmann::json& b, const CompareOptions& o);
+
+/// The comparison as JSON (schema mosaic.compare/1, docs/json-schema.md).
+nlohmann::json comparison_json(const RunComparison& r, const CompareOptions& o, const std::string& a_name,
+                               const std::string& b_name);
+
+}  // namespace mosaic
