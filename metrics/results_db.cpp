@@ -91,8 +91,10 @@ Extract extract_train(const json& d) {
     e.summary = d["diverged"].get<std::string>();
   } else if (!epochs.empty()) {
     const json& last = epochs.back();
-    e.summary = label + ": " + std::to_string(epochs.size()) + " epoch(s), test acc " +
-                fmt("%.4f", last.value("test_accuracy", -1.0)) + fmt(", %.0f img/s", last.value("images_per_s", 0.0));
+    const json acc = last.value("test_accuracy", json());
+    e.summary = label + ": " + std::to_string(epochs.size()) + " epoch(s), " +
+                (acc.is_number() ? fmt("test acc %.4f", acc.get<double>()) : "train acc " + fmt("%.4f", last.value("train_accuracy", 0.0))) +
+                fmt(", %.0f img/s", last.value("images_per_s", 0.0));
     double secs = 0;
     for (const auto& ep : epochs) secs += ep.value("seconds", 0.0);
     e.metrics.push_back({label, "test_accuracy", "fraction", last.value("test_accuracy", json())});

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "test_util.hpp"
 
@@ -161,6 +162,39 @@ TEST(TrainMetrics, DataLoadingTimeToAccuracyAndDoesNotTrain) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--target-accuracy must be a fraction in [0, 1]"), std::string::npos) << r.out;
   fs::remove(out);
+}
+
+TEST(TrainTrace, EveryStepWithItsNodesStagesAndDataLoading) {
+  const std::string trace = tmp("train_trace.json");
+  CmdResult r = mosaic("train zoo:fmnist-cnn --data synthetic:64,1,28,28,10 --batch 8 --epochs 2 --steps-per-epoch 3 "
+                       "--backend onednn --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json events = read_json(trace)["traceEvents"];
+  std::vector<json> steps;
+  size_t fwd = 0, bwd = 0, epochs = 0, evaluations = 0;
+  std::map<std::string, int> stages;
+  for (const auto& e : events) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "iteration") steps.push_back(e);
+    else if (e["cat"] == "stage") ++stages[e["name"].get<std::string>()];
+    else if (e["cat"] == "epoch") (e["name"] == "evaluate" ? evaluations : epochs) += 1;
+    else (e["cat"] == "backward" ? bwd : fwd) += 1;
+  }
+  ASSERT_EQ(steps.size(), 6u);  // 2 epochs x 3 steps
+  for (const char* st : {"data loading (waited)", "forward", "loss", "backward", "optimizer step"}) EXPECT_EQ(stages[st], 6) << st;
+  EXPECT_EQ(epochs, 2u);
+  EXPECT_EQ(evaluations, 2u);
+  // fmnist-cnn trains 8 nodes forward (no fusion in training), each with a backward.
+  EXPECT_EQ(fwd % 6, 0u);
+  EXPECT_GE(fwd, 6u * 7);
+  EXPECT_GE(bwd, 6u * 6);
+  for (const auto& e : events) {
+    if (e["ph"] != "X" || (e["cat"] != "forward" && e["cat"] != "backward")) continue;
+    const auto& st = steps.at(e["args"]["iteration"].get<size_t>());
+    EXPECT_GE(e["ts"].get<double>() + 1e-3, st["ts"].get<double>()) << e;
+    EXPECT_LE(e["ts"].get<double>() + e["dur"].get<double>(), st["ts"].get<double>() + st["dur"].get<double>() + 1e-3) << e;
+  }
+  fs::remove(trace);
 }
 
 }  // namespace

@@ -125,7 +125,7 @@ void train_table(std::ostream& h, const json& d) {
     h << "<tr><td>" << e.value("epoch", 0) << "</td><td>" << num(e.value("seconds", json()), "%.2f") << "</td><td>"
       << num(e.value("images_per_s", json()), "%.0f") << "</td><td>" << num(e.value("train_loss", json()), "%.4f")
       << "</td><td>" << num(e.value("train_accuracy", json()), "%.4f") << "</td><td>"
-      << (e.value("test_accuracy", -1.0) < 0 ? "&ndash;" : num(e["test_accuracy"], "%.4f")) << "</td></tr>\n";
+      << num(e.value("test_accuracy", json()), "%.4f") << "</td></tr>\n";
   h << "</table>\n";
   if (d.contains("diverged")) h << "<p><b>" << html_escape(d["diverged"].get<std::string>()) << "</b></p>\n";
 }
@@ -139,7 +139,7 @@ void sweep_table(std::ostream& h, const json& d) {
     h << "<tr><td>" << html_escape(c.value("model", "")) << "</td><td>" << html_escape(c.value("backend", "")) << "</td><td>"
       << html_escape(c.value("optimizer", "")) << "</td><td>" << num(c.value("lr", json()), "%g") << "</td><td>"
       << c.value("batch", 0) << "</td><td>" << html_escape(c.value("status", "")) << "</td><td>"
-      << (last.value("test_accuracy", -1.0) < 0 ? "&ndash;" : num(last["test_accuracy"], "%.4f")) << "</td><td>"
+      << num(last.value("test_accuracy", json()), "%.4f") << "</td><td>"
       << num(last.value("images_per_s", json()), "%.0f") << "</td></tr>\n";
   }
   h << "</table>\n";

@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
   double train_momentum = 0;
   auto* train_momentum_opt = train_cmd->add_option("--momentum", train_momentum, "momentum (sgd, rmsprop; as --opt momentum=X)");
   train_cmd->add_option("--lr-schedule", train.lr_schedule, "constant, cosine or step:EPOCHS:GAMMA")->capture_default_str();
+  train_cmd->add_option("--trace", train.trace, "write a Chrome trace-event file of every step: nodes, stages, data loading");
   train_cmd->add_option("--save", train.save, "write the trained model as ONNX (a checkpoint to continue from)");
   train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
   train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(integer_at_least(1));
@@ -216,7 +217,7 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--deterministic", train.deterministic,
                       "bitwise-repeatable steps at a fixed thread count (no timing-dependent work splits)");
   bool no_eval = false;
-  train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (reported as -1)");
+  train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (null in the JSON)");
   train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();
   train_cmd->add_option("--json", train.json, "write per-step losses and per-epoch results as JSON");
   train_cmd->add_option("--target-accuracy", train.target_accuracy,

@@ -157,7 +157,7 @@ Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells, const 
   for (const Cell& cell : cells) {
     std::map<int64_t, double> acc;
     for (const auto& e : cell.log.value("epochs", nlohmann::json::array()))
-      acc[e["epoch"].get<int64_t>()] = e[field].get<double>();
+      if (e.contains(field) && e[field].is_number()) acc[e["epoch"].get<int64_t>()] = e[field].get<double>();
     csv << cell.model << "," << cell.backend << "," << cell.batch << "," << cell.optimizer << "," << num(cell.lr);
     md << "| " << cell.model << " | " << cell.backend << " | " << cell.batch << " | " << cell.optimizer << " | "
        << num(cell.lr) << " |";
@@ -289,9 +289,13 @@ int run_sweep(const SweepOptions& so) {
     if (cell.status == "done" && !cell.log["epochs"].empty()) {
       const auto& last = cell.log["epochs"].back();
       char buf[160];
-      std::snprintf(buf, sizeof buf, "%.0f images/s, train acc %.4f, test acc %.4f", last["images_per_s"].get<double>(),
-                    last["train_accuracy"].get<double>(), last["test_accuracy"].get<double>());
+      std::snprintf(buf, sizeof buf, "%.0f images/s, train acc %.4f", last["images_per_s"].get<double>(),
+                    last["train_accuracy"].get<double>());
       summary = buf;
+      if (last["test_accuracy"].is_number()) {  // null with evaluate: false
+        std::snprintf(buf, sizeof buf, ", test acc %.4f", last["test_accuracy"].get<double>());
+        summary += buf;
+      }
     }
     std::printf("[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), summary.c_str());
     if (cell.status == "error") continue;  // not stored: a rerun retries it

@@ -12,6 +12,7 @@
 #include "frontends/cli/cli_util.hpp"
 #include "metrics/junit.hpp"
 #include "metrics/progress.hpp"
+#include "metrics/trace.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -42,6 +43,12 @@ Expected<Graph> load_prepared(const std::string& spec, int64_t batch) {
 }
 
 bool finite(double v) { return std::isfinite(v); }
+
+std::string fixed4(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", v);
+  return b;
+}
 
 }  // namespace
 
@@ -181,6 +188,10 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
                 o.model.c_str(), o.data.c_str(), o.backend.c_str(), opt_name.c_str(), oc.lr, static_cast<long long>(o.batch),
               static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
   log["classes"] = data->train.classes;
+  // --trace: every step's nodes (forward and backward), stages and data loading, per epoch.
+  TraceRecorder recorder;
+  TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;
+  if (trace) trace->begin_config("train " + o.backend, P);
   int64_t step = 0;
   std::string diverged;
   double train_seconds = 0;  // training time so far, evaluation excluded (time-to-accuracy)
@@ -204,11 +215,15 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
         progress.update(static_cast<double>(b), static_cast<double>(epoch_steps), loss_text);
       }
       const Tensor *images = nullptr, *labels = nullptr;
+      const int64_t td = trace ? now_ns() : 0;
       loader.next(b, &images, &labels);
-      Status st = P.run({*images}, nullptr);
+      const int64_t tf = trace ? now_ns() : 0;
+      Status st = P.run({*images}, nullptr, trace, step);
       if (!st.is_ok()) return st;
+      const int64_t tl = trace ? now_ns() : 0;
       auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
       if (!loss.ok()) return loss.status();
+      const int64_t tb = trace ? now_ns() : 0;
       ++step;
       log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
       if (!finite(loss->loss)) {
@@ -218,9 +233,19 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
       loss_sum += loss->loss;
       correct += loss->correct;
       seen += o.batch;
-      st = P.backward({dlogits});
+      st = P.backward({dlogits}, trace, step - 1);
       if (!st.is_ok()) return st;
+      const int64_t to = trace ? now_ns() : 0;
       st = opt.value()->step(params);
+      if (trace) {
+        const int64_t te = now_ns();
+        trace->span("step", "iteration", td, te, step - 1);
+        trace->span("data loading (waited)", "stage", td, tf, step - 1);
+        trace->span("forward", "stage", tf, tl, step - 1);
+        trace->span("loss", "stage", tl, tb, step - 1);
+        trace->span("backward", "stage", tb, to, step - 1);
+        trace->span("optimizer step", "stage", to, te, step - 1);
+      }
       if (!st.is_ok()) return st;
     }
     progress.finish();
@@ -235,15 +260,21 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
           diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step) + " (weights)";
     if (!diverged.empty()) break;
     Expected<double> test_acc = -1.0;
+    const int64_t te0 = now_ns();
     if (o.evaluate) test_acc = evaluate(data->test);
+    if (trace) {
+      trace->span("epoch " + std::to_string(epoch), "epoch", t0, te0, step - 1);
+      if (o.evaluate) trace->span("evaluate", "epoch", te0, now_ns(), step - 1);
+    }
     if (!test_acc.ok()) return test_acc.status();
     const int64_t batches = seen / o.batch;
     const double train_loss = batches ? loss_sum / batches : 0.0;
     const double train_acc = seen ? static_cast<double>(correct) / seen : 0.0;
     if (verbose)
-      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %.4f; data loading "
+      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %s; data loading "
                   "%.2f s, %.2f s of it exposed\n",
-                  static_cast<long long>(epoch), secs, seen / secs, train_loss, train_acc, test_acc.value(), load_s, wait_s);
+                  static_cast<long long>(epoch), secs, seen / secs, train_loss, train_acc,
+                  o.evaluate ? fixed4(test_acc.value()).c_str() : "-", load_s, wait_s);
     if (epoch == 1 && batches >= kChanceMinSteps) {
       const std::string why = chance_level(train_loss, train_acc, data->train.classes);
       if (!why.empty()) {
@@ -263,7 +294,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
                              {"images_per_s", seen / secs},
                              {"train_loss", train_loss},
                              {"train_accuracy", train_acc},
-                             {"test_accuracy", test_acc.value()},
+                             {"test_accuracy", o.evaluate ? nlohmann::json(test_acc.value()) : nlohmann::json()},
                              {"data_load_s", load_s},
                              {"data_wait_s", wait_s}});
     if (o.steps > 0 && step >= o.steps) break;
@@ -277,6 +308,10 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
     if (verbose) std::printf("%s\n", diverged.c_str());
     log["diverged"] = diverged;
     result.diverged = diverged;
+  }
+  if (trace) {
+    MOSAIC_RETURN_IF_ERROR(trace->write(o.trace));
+    if (verbose) std::cerr << "trace: " << trace->events() << " events in " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
   if (!o.save.empty() && diverged.empty()) {
     // The model as loaded, with the plan's trained parameters and running statistics.
@@ -300,7 +335,8 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
 }
 
 int run_train(const TrainOptions& o) {
-  if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}}); !st.is_ok()) return fail(st);
+  if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}, {"--trace", o.trace}}); !st.is_ok())
+    return fail(st);
   if (!builtin_registry().has_backend(o.backend))
     return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
   auto db = open_run_store(o.db);

@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string model, data = "fashion-mnist", backend = "onednn", optimizer = "sgd", json;
   std::string lr_schedule = "constant";
   std::string save;  ///< write the trained model (ONNX) here
+  std::string trace;  ///< Chrome trace-event file of every step (nodes, stages, data loading)
   OptimizerConfig opt;
   std::vector<std::string> plugins;     ///< --optimizer-plugin libraries
   std::vector<std::string> opt_params;  ///< --opt key=value (OptimizerConfig::extra)

@@ -145,7 +145,7 @@ def curves(figs, trains, sweeps):
         if not group:
             continue
         fig, (acc, loss) = plt.subplots(1, 2, figsize=(12, 4.2))
-        tested = any(e.get("test_accuracy", -1) >= 0 for _, _, ep in group for e in ep)
+        tested = all(e.get("test_accuracy") is not None for _, _, ep in group for e in ep)
         for _, label, ep in group:
             x = [e["epoch"] for e in ep]
             acc.plot(x, [e["test_accuracy"] if tested else e["train_accuracy"] for e in ep], marker="o", label=label)

@@ -5,8 +5,8 @@
 # Usage: check_report.sh MOSAIC WORKDIR [SCREENSHOT.png]
 set -euo pipefail
 mosaic=$(realpath "$1")
-work=$2
-shot=${3:-$work/report.png}
+work=$(realpath -m "$2")
+shot=$(realpath -m "${3:-$work/report.png}")
 command -v chromium >/dev/null || { echo "FAIL: chromium is not installed (scripts/setup.sh installs it)"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 export MOSAIC_DB=off MOSAIC_PROGRESS=0
