@@ -4,6 +4,7 @@
 // training step) confirms it, and steps down if the run does not fit. docs/cli.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -107,8 +108,13 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
   return f;
 }
 
+/// Real runs one search may make (each allocates and runs the model once).
+constexpr int kMaxConfirmingRuns = 16;
+
 struct MaxBatch {
-  std::string label, error;
+  std::string label, error, note;
+  std::string limited_by;       ///< what refused max_batch + 1: "accounting" or "resident memory"
+  int64_t next_rss_growth = 0;  ///< resident growth of the refused real run (limited_by resident memory)
   int64_t max_batch = 0, predicted = 0;
   Footprint at_max;
   int64_t next_accounted = 0;  ///< planned memory at max_batch + 1 (what did not fit)
@@ -146,26 +152,33 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     (predicted_fits(mid, nullptr) ? lo : hi) = mid;
   }
   m.predicted = lo;
-  // Confirm with real runs, stepping down while the run does not fit.
-  int64_t b = lo;
-  for (;;) {
+  // Confirm with real runs. The accounting says lo + 1 does not fit; if the run at lo does
+  // not fit either (memory the accounting does not see), search down between the largest
+  // batch a real run confirmed and the smallest one a real run refused.
+  int64_t fit = 1, fail = lo + 1, b = lo;
+  Footprint fit_footprint = real1;
+  m.limited_by = "accounting";
+  while (fail - fit > 1) {
     const Footprint f = footprint(o, placement, b, true);
     ++m.real_runs;
     if (f.ok && f.accounted <= limit && f.rss_growth <= limit) {
-      m.max_batch = b;
-      m.at_max = f;
-      break;
+      fit = b;
+      fit_footprint = f;
+    } else {
+      fail = b;
+      m.limited_by = "resident memory";
+      m.next_rss_growth = f.ok ? f.rss_growth : 0;
+      if (m.real_runs >= kMaxConfirmingRuns) break;
     }
-    if (b == 1 || m.real_runs >= 12) {
-      m.error = "no batch confirmed: at batch " + std::to_string(b) + " " +
-                (f.ok ? "the run used " + format_bytes(static_cast<double>(std::max(f.accounted, f.rss_growth))) : f.error);
-      return m;
-    }
-    // Scale down by how far over the limit the run was (at least one less).
+    if (fail - fit <= 1) break;
+    // First guess from how far over the limit the run was; then bisection.
     const double used = static_cast<double>(std::max(f.accounted, f.rss_growth));
-    const int64_t next = f.ok ? static_cast<int64_t>(static_cast<double>(b) * static_cast<double>(limit) / used) : b / 2;
-    b = std::max<int64_t>(1, std::min(b - 1, next));
+    const int64_t scaled = f.ok && used > 0 ? static_cast<int64_t>(static_cast<double>(b) * static_cast<double>(limit) / used) : b / 2;
+    b = fit == 1 && m.real_runs == 2 ? std::clamp<int64_t>(scaled, fit + 1, fail - 1) : fit + (fail - fit) / 2;
   }
+  if (fail - fit > 1) m.note = "stopped after " + std::to_string(m.real_runs) + " real runs between " + std::to_string(fit) + " and " + std::to_string(fail);
+  m.max_batch = fit;
+  m.at_max = fit_footprint;
   predicted_fits(m.max_batch + 1, &m.next_accounted);
   return m;
 }
@@ -202,8 +215,8 @@ int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::s
   }
   std::printf("largest batch of %s (%s) within %s (%s)\n", o.model.c_str(), o.mode.c_str(),
               format_bytes(static_cast<double>(limit)).c_str(), source.c_str());
-  std::printf("%-10s %10s %10s %14s %14s %16s %6s\n", "backend", "max batch", "predicted", "accounted", "RSS growth",
-              "at max+1 (plan)", "runs");
+  std::printf("%-10s %10s %10s %14s %14s %16s %6s  %s\n", "backend", "max batch", "predicted", "accounted", "RSS growth",
+              "at max+1 (plan)", "runs", "max+1 refused by");
   json out{{"schema", "mosaic.max-batch/1"}, {"model", o.model}, {"mode", o.mode}, {"limit_bytes", limit},
            {"limit_source", source}, {"configs", json::array()}};
   bool all_ok = true;
@@ -213,10 +226,13 @@ int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::s
       std::printf("%-10s %s\n", label.c_str(), m.error.c_str());
       all_ok = false;
     } else {
-      std::printf("%-10s %10lld %10lld %14s %14s %16s %6d\n", label.c_str(), static_cast<long long>(m.max_batch),
+      std::printf("%-10s %10lld %10lld %14s %14s %16s %6d  %s%s\n", label.c_str(), static_cast<long long>(m.max_batch),
                   static_cast<long long>(m.predicted), format_bytes(static_cast<double>(m.at_max.accounted)).c_str(),
                   format_bytes(static_cast<double>(m.at_max.rss_growth)).c_str(),
-                  format_bytes(static_cast<double>(m.next_accounted)).c_str(), m.real_runs);
+                  format_bytes(static_cast<double>(m.next_accounted)).c_str(), m.real_runs,
+                  m.limited_by == "accounting" ? "the plan accounting"
+                                               : ("a real run (RSS growth " + format_bytes(static_cast<double>(m.next_rss_growth)) + ")").c_str(),
+                  m.note.empty() ? "" : ("; " + m.note).c_str());
     }
     out["configs"].push_back({{"label", label},
                               {"max_batch", m.error.empty() ? json(m.max_batch) : json()},
@@ -225,6 +241,9 @@ int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::s
                               {"rss_growth_bytes", m.error.empty() ? json(m.at_max.rss_growth) : json()},
                               {"next_accounted_bytes", m.error.empty() ? json(m.next_accounted) : json()},
                               {"confirming_runs", m.real_runs},
+                              {"limited_by", m.error.empty() ? json(m.limited_by) : json()},
+                              {"next_rss_growth_bytes", m.limited_by == "resident memory" ? json(m.next_rss_growth) : json()},
+                              {"note", m.note.empty() ? json() : json(m.note)},
                               {"error", m.error.empty() ? json() : json(m.error)}});
   }
   std::printf("(accounted: weights + activations + workspace%s; confirmed by running that batch once)\n",
