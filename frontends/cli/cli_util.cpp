@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "backends/registry.hpp"
@@ -123,6 +124,50 @@ Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o) {
   if (given) return db.status();
   std::cerr << "mosaic: warning: the run will not be recorded: " << db.status().message() << " (--db FILE or --no-db)\n";
   return none;
+}
+
+Expected<ResultsDb> open_existing_store(const std::string& given) {
+  const std::string path = given.empty() ? default_results_db() : given;
+  if (!std::filesystem::exists(path))
+    return Status::not_found(path + ": no results store here (bench, train and sweep create it; --db FILE names another)");
+  return ResultsDb::open(path);
+}
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
+Expected<NamedRun> load_named_run(const std::string& what, const std::string& db_path, std::unique_ptr<ResultsDb>& db) {
+  const bool is_last = what == "last" || what.rfind("last~", 0) == 0;
+  if (all_digits(what) || is_last) {
+    if (!db) {
+      auto opened = open_existing_store(db_path);
+      if (!opened.ok()) return opened.status().with_context(what);
+      db = std::make_unique<ResultsDb>(std::move(opened).value());
+    }
+    int64_t id = 0;
+    if (is_last) {
+      const std::string back = what.size() > 5 ? what.substr(5) : "0";
+      if (!all_digits(back)) return Status::invalid(what + ": expected last or last~N");
+      auto l = db->latest("bench", std::atoi(back.c_str()));
+      if (!l.ok()) return l.status().with_context(what);
+      id = l.value();
+    } else {
+      id = std::atoll(what.c_str());
+    }
+    auto doc = db->document(id);
+    if (!doc.ok()) return doc.status();
+    return NamedRun{doc.value(), "run " + std::to_string(id)};
+  }
+  std::ifstream f(what);
+  if (!f) return Status::not_found(what + ": no such run id or file");
+  nlohmann::json doc = nlohmann::json::parse(f, nullptr, false);
+  if (doc.is_discarded()) return Status::invalid(what + ": not JSON");
+  return NamedRun{doc, what};
 }
 
 Status record_run(ResultsDb* db, const nlohmann::json& doc) {

@@ -45,6 +45,17 @@ struct DbOptions {
 /// when recording is off. A default store that cannot be opened is a warning (the run goes
 /// on unrecorded); an explicit --db that cannot be opened is an error.
 Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o);
+/// An existing results store (--db, else the default); reading never creates one.
+Expected<ResultsDb> open_existing_store(const std::string& given);
+
+/// A run named on the command line: a run id, "last" / "last~N" (the newest bench runs) from
+/// the store `db_path` (opened into `db` on first use), or a JSON file.
+struct NamedRun {
+  nlohmann::json doc;
+  std::string name;  ///< "run 12" or the file
+};
+Expected<NamedRun> load_named_run(const std::string& what, const std::string& db_path, std::unique_ptr<ResultsDb>& db);
+
 /// Records a finished run's document (no-op for a null store) and says where on stderr.
 Status record_run(ResultsDb* db, const nlohmann::json& doc);
 

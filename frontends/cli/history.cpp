@@ -15,54 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-/// An existing store (history and compare read; they never create one).
-Expected<ResultsDb> open_existing(const std::string& given) {
-  const std::string path = given.empty() ? default_results_db() : given;
-  if (!std::filesystem::exists(path))
-    return Status::not_found(path + ": no results store here (bench, train and sweep create it; --db FILE names another)");
-  return ResultsDb::open(path);
-}
-
-bool all_digits(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-/// A run named on the command line: a run id, "last" / "last~N" (bench runs), or a JSON file.
-struct Named {
-  json doc;
-  std::string name;  ///< "run 12" or the file
-};
-
-Expected<Named> resolve(const std::string& what, const std::string& db_path, std::unique_ptr<ResultsDb>& db) {
-  const bool is_last = what == "last" || what.rfind("last~", 0) == 0;
-  if (all_digits(what) || is_last) {
-    if (!db) {
-      auto opened = open_existing(db_path);
-      if (!opened.ok()) return opened.status().with_context(what);
-      db = std::make_unique<ResultsDb>(std::move(opened).value());
-    }
-    int64_t id = 0;
-    if (is_last) {
-      const std::string back = what.size() > 5 ? what.substr(5) : "0";
-      if (!all_digits(back)) return Status::invalid(what + ": expected last or last~N");
-      auto l = db->latest("bench", std::atoi(back.c_str()));
-      if (!l.ok()) return l.status().with_context(what);
-      id = l.value();
-    } else {
-      id = std::atoll(what.c_str());
-    }
-    auto doc = db->document(id);
-    if (!doc.ok()) return doc.status();
-    return Named{doc.value(), "run " + std::to_string(id)};
-  }
-  std::ifstream f(what);
-  if (!f) return Status::not_found(what + ": no such run id or file");
-  json doc = json::parse(f, nullptr, false);
-  if (doc.is_discarded()) return Status::invalid(what + ": not JSON");
-  return Named{doc, what};
-}
-
-std::string describe_doc(const Named& n) {
+std::string describe_doc(const NamedRun& n) {
   const json& d = n.doc;
   const json& p = d.value("provenance", json::object());
   std::string s = n.name + ": " + d.value("model", "?") + ", batch " + std::to_string(d.value("batch", int64_t{0})) + ", " +
@@ -94,7 +47,7 @@ std::string pvalue(double p) {
 }  // namespace
 
 int run_history(const HistoryOptions& o) {
-  auto db = open_existing(o.db);
+  auto db = open_existing_store(o.db);
   if (!db.ok()) return fail(db.status());
   if (o.show > 0) {
     auto doc = db->document(o.show);
@@ -130,9 +83,9 @@ int run_compare(const CompareCliOptions& o) {
   if (!(o.stats.threshold >= 0)) return fail(Status::invalid("--threshold must be >= 0"));
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
   std::unique_ptr<ResultsDb> db;
-  auto a = resolve(o.a, o.db, db);
+  auto a = load_named_run(o.a, o.db, db);
   if (!a.ok()) return fail(a.status());
-  auto b = resolve(o.b, o.db, db);
+  auto b = load_named_run(o.b, o.db, db);
   if (!b.ok()) return fail(b.status());
   auto r = compare_bench_runs(a->doc, b->doc, o.stats);
   if (!r.ok()) return fail(r.status().with_context(o.a + " vs " + o.b));

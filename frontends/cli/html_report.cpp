@@ -61,33 +61,17 @@ std::string num(const json& v, const char* fmt) {
   return b;
 }
 
-/// Loads one INPUT: a run id, a sweep output directory, or a JSON file. Errors name it.
+/// Loads one INPUT: a run id, a sweep output directory (its sweep.json), or a JSON file of
+/// a run. Errors name it.
 Expected<json> load_input(const std::string& in, const std::string& db_path, std::unique_ptr<ResultsDb>& db) {
-  json doc;
-  if (!in.empty() && in.find_first_not_of("0123456789") == std::string::npos) {
-    if (!db) {
-      const std::string path = db_path.empty() ? default_results_db() : db_path;
-      if (!fs::exists(path)) return Status::not_found(in + ": no results store " + path + " to look the run up in (--db FILE)");
-      auto opened = ResultsDb::open(path);
-      if (!opened.ok()) return opened.status();
-      db = std::make_unique<ResultsDb>(std::move(opened).value());
-    }
-    auto d = db->document(std::atoll(in.c_str()));
-    if (!d.ok()) return d.status();
-    doc = d.value();
-    doc["_name"] = "run " + in;
-  } else {
-    std::string file = in;
-    if (fs::is_directory(in)) {
-      file = (fs::path(in) / "sweep.json").string();
-      if (!fs::exists(file)) return Status::not_found(in + ": a directory without sweep.json (not a sweep's output directory)");
-    }
-    std::ifstream f(file);
-    if (!f) return Status::not_found(in + ": no such run id, file or directory");
-    doc = json::parse(f, nullptr, false);
-    if (doc.is_discarded()) return Status::invalid(file + ": not JSON");
-    doc["_name"] = in;
+  std::string what = in;
+  if (fs::is_directory(in)) {
+    what = (fs::path(in) / "sweep.json").string();
+    if (!fs::exists(what)) return Status::not_found(in + ": a directory without sweep.json (not a sweep's output directory)");
   }
+  MOSAIC_ASSIGN_OR_RETURN(NamedRun run, load_named_run(what, db_path, db));
+  json doc = std::move(run.doc);
+  doc["_name"] = what == in ? run.name : in;
   if (run_kind(doc).empty())
     return Status::invalid(in + ": not a bench, train or sweep document (schema '" +
                            (doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "") + "')");
