@@ -533,6 +533,16 @@ std::vector<ParamRef> Plan::parameters() const {
   return out;
 }
 
+std::vector<int> Plan::grad_final_step() const {
+  std::map<std::string, int> first;
+  for (size_t s = 0; s < steps_.size(); ++s)
+    for (int v : steps_[s].in)
+      if (v >= 0 && values_[v].trainable && !first.count(values_[v].name)) first[values_[v].name] = static_cast<int>(s);
+  std::vector<int> out;
+  for (const auto& p : parameters()) out.push_back(first.count(p.name) ? first[p.name] : -1);
+  return out;
+}
+
 const Tensor* Plan::input_grad(size_t i) const {
   const PlanValue& v = values_[input_values_.at(i)];
   return v.grad.defined() ? &v.grad : nullptr;
@@ -550,7 +560,8 @@ void accumulate(Tensor& into, const Tensor& from) {
 void zero(Tensor& t) { std::memset(t.data(), 0, t.bytes()); }
 }  // namespace
 
-Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* observer, int64_t iteration) {
+Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* observer, int64_t iteration,
+                      BackwardListener* listener) {
   if (!options_.training) return Status::invalid("backward needs a plan built for training");
   if (output_grads.size() != output_values_.size())
     return Status::invalid("expected " + std::to_string(output_values_.size()) + " output gradients");
@@ -570,6 +581,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
     for (int v : st.zero_grads) zero(values_[v].grad);
     if (st.alias) {
       accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad);
+      if (listener) listener->after_backward_step(static_cast<int>(s));
       continue;
     }
     BackwardArgs args;
@@ -592,6 +604,7 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
       ev.end_ns = now_ns();
       observer->on_node(ev);
     }
+    if (listener) listener->after_backward_step(static_cast<int>(s));
   }
   if (observer) observer->on_run({iteration, run_begin, now_ns()});
   return Status::ok();

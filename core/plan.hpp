@@ -98,6 +98,15 @@ struct PlanStep {
   bool fell_back() const { return !fallback_reason.empty(); }
 };
 
+/// Told during Plan::backward when each backward step has finished, so that the gradients
+/// it made final can be used at once (data-parallel training starts reducing them while
+/// the rest of backward runs).
+class BackwardListener {
+ public:
+  virtual ~BackwardListener() = default;
+  virtual void after_backward_step(int step) = 0;
+};
+
 class Plan {
  public:
   /// Creates a kernel for every node (create stage) and plans activation memory.
@@ -110,9 +119,14 @@ class Plan {
 
   /// Backward pass of a training plan: `output_grads` (one per graph output) are the loss
   /// gradients w.r.t. the outputs of the last run(); fills every parameter's gradient.
-  Status backward(const std::vector<Tensor>& output_grads, ExecObserver* observer = nullptr, int64_t iteration = 0);
+  Status backward(const std::vector<Tensor>& output_grads, ExecObserver* observer = nullptr, int64_t iteration = 0,
+                  BackwardListener* listener = nullptr);
   /// The trainable parameters (training plans), in initializer name order.
   std::vector<ParamRef> parameters() const;
+  /// Per parameter (parameters() order): the step after whose backward its gradient is
+  /// final (the lowest-numbered step that reads it; backward runs steps in reverse), or -1
+  /// when no step reads it (its gradient is final before backward starts).
+  std::vector<int> grad_final_step() const;
   /// Output i of the last run, without copying.
   const Tensor& output(size_t i) const { return values_[output_values_[i]].tensor; }
   /// Gradient of a graph input after backward (nullptr if it has none).

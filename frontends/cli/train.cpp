@@ -13,6 +13,7 @@
 #include "metrics/junit.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/trace.hpp"
+#include "distributed/data_parallel.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -44,6 +45,28 @@ Expected<Graph> load_prepared(const std::string& spec, int64_t batch) {
 
 bool finite(double v) { return std::isfinite(v); }
 
+// The data-parallel summary: global and per-rank throughput, communication, traffic.
+void print_distributed(const nlohmann::json& d, int64_t batch) {
+  const int ranks = d["ranks"].get<int>();
+  std::printf("data-parallel %s, %d ranks, batch %lld per rank (global %lld): %.1f images/s global; gradients %.1f MB "
+              "in %zu bucket(s)\n",
+              d["mode"].get<std::string>().c_str(), ranks, static_cast<long long>(batch),
+              static_cast<long long>(batch * ranks), d["images_per_s"].get<double>(),
+              d["gradient_bytes"].get<double>() / 1e6, d["buckets"].size());
+  for (const auto& r : d["per_rank"]) {
+    const double steps = std::max(1.0, d["steps"].get<double>());
+    std::printf("  rank %d: %.1f images/s; per step: compute %.2f ms, communication %.2f ms during backward + %.2f ms "
+                "exposed; sent %.2f MB, received %.2f MB (ring closed form %.2f and %.2f MB)\n",
+                r["rank"].get<int>(), r["images_per_s"].get<double>(), 1e3 * r["compute_s"].get<double>() / steps,
+                1e3 * r["comm_in_backward_s"].get<double>() / steps, 1e3 * r["comm_exposed_s"].get<double>() / steps,
+                r["bytes_sent"].get<double>() / 1e6, r["bytes_received"].get<double>() / 1e6,
+                r["bytes_sent_expected"].get<double>() / 1e6, r["bytes_received_expected"].get<double>() / 1e6);
+  }
+  if (!d["comm_hidden_share"].is_null())
+    std::printf("  communication hidden behind backward: %.0f%%\n", 100 * d["comm_hidden_share"].get<double>());
+  std::printf("  parameters identical on every rank: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
+}
+
 std::string fixed4(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.4f", v);
@@ -63,11 +86,48 @@ std::string chance_level(double train_loss, double train_accuracy, int64_t class
   return b;
 }
 
+namespace {
+
+// What every rank of a data-parallel run must agree on.
+std::string train_settings(const TrainOptions& o) {
+  std::string s = o.model + "|" + o.data + "|" + o.backend + "|" + o.optimizer + "|" + o.lr_schedule + "|" + o.normalize;
+  for (double v : {o.opt.lr, o.opt.momentum, o.opt.weight_decay, o.target_accuracy}) s += "|" + std::to_string(v);
+  for (int64_t v : {o.batch, o.epochs, o.steps, o.eval_batch, o.steps_per_epoch, o.data_repeat,
+                    static_cast<int64_t>(o.seed), static_cast<int64_t>(o.shuffle), static_cast<int64_t>(o.evaluate)})
+    s += "|" + std::to_string(v);
+  for (const auto& v : o.opt_params) s += "|opt:" + v;
+  for (const auto& v : o.freeze) s += "|freeze:" + v;
+  for (const auto& v : o.plugins) s += "|plugin:" + v;
+  return s;
+}
+
+Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloaded, bool verbose,
+                                 dist::DataParallel* dp);
+
+}  // namespace
+
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
+  if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
+  auto dp = dist::DataParallel::start(o.distributed, o.bucket_mb, train_settings(o));
+  if (!dp.ok()) return dp.status();
+  dist::DataParallel& group = *dp.value();
+  auto r = train_impl(o, preloaded, verbose && group.rank() == 0, &group);
+  // A rank that fails must not leave the others waiting in a collective: end the job.
+  if (!r.ok() && group.size() > 1) group.abort(r.status().message());
+  if (r.ok()) r->rank = group.rank();
+  return r;
+}
+
+namespace {
+
+Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloaded, bool verbose,
+                                 dist::DataParallel* dp) {
   set_num_threads(o.threads);
+  const int ranks = dp ? dp->size() : 1;
   const auto& reg = builtin_registry();
   if (!reg.has_backend(o.backend)) return Status::invalid("unknown backend '" + o.backend + "'");
   if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
+  if (o.data_repeat < 1) return Status::invalid("--data-repeat must be at least 1");
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
     return Status::invalid("--target-accuracy must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
   if (o.target_accuracy > 0 && !o.evaluate)
@@ -85,6 +145,21 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
     MOSAIC_ASSIGN_OR_RETURN(loaded, load_data(o.data, o.seed));
   }
   const DataSplits* data = preloaded ? preloaded : &loaded;
+  DataSplits repeated;
+  if (o.data_repeat > 1) {  // the training set R times over (the data-parallel benchmark's dataset sizes)
+    repeated.test = data->test;
+    repeated.train = data->train;
+    Shape is = data->train.images.shape();
+    is[0] *= o.data_repeat;
+    repeated.train.images = Tensor::empty({DType::kF32, is});
+    repeated.train.labels = Tensor::empty({DType::kI64, {is[0]}});
+    const size_t ib = data->train.images.bytes(), lb = data->train.labels.bytes();
+    for (int64_t r = 0; r < o.data_repeat; ++r) {
+      std::memcpy(static_cast<char*>(repeated.train.images.data()) + r * ib, data->train.images.data(), ib);
+      std::memcpy(static_cast<char*>(repeated.train.labels.data()) + r * lb, data->train.labels.data(), lb);
+    }
+    data = &repeated;
+  }
   auto norm = parse_normalization(o.normalize, data->train);
   if (!norm.ok()) return norm.status();
   auto g = load_prepared(o.model, o.batch);
@@ -130,6 +205,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   // The plan trains its own copies of the float initializers; drop the loaded ones.
   g->release_float_initializers();
   TrainResult result;
+  if (dp) MOSAIC_RETURN_IF_ERROR(dp->attach(P));  // same parameters everywhere: rank 0's
   for (const auto& s : P.steps())
     if (s.fell_back())
       result.fallbacks.push_back(P.node(s).name + " (" + P.node(s).op_type + ") trains on " + s.backend + ": " +
@@ -150,12 +226,14 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   auto eval = Plan::build(eval_graph.value(), Placement::all_on(o.backend, {"naive"}), reg, eo);
   if (!eval.ok()) return eval.status();
 
+  // Data-parallel: each rank evaluates its contiguous share of the set; the counts are summed.
   auto evaluate = [&](const Dataset& d) -> Expected<double> {
     Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
     const int64_t per = x.numel() / eval_batch;
+    const int64_t rank = dp ? dp->rank() : 0, lo = d.size() * rank / ranks, hi = d.size() * (rank + 1) / ranks;
     int64_t correct = 0;
-    for (int64_t start = 0; start < d.size(); start += eval_batch) {
-      const int64_t m = std::min(eval_batch, d.size() - start);
+    for (int64_t start = lo; start < hi; start += eval_batch) {
+      const int64_t m = std::min(eval_batch, hi - start);
       std::fill(x.f32(), x.f32() + x.numel(), 0.f);
       std::copy(d.images.f32() + start * per, d.images.f32() + (start + m) * per, x.f32());
       if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
@@ -167,25 +245,32 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
         correct += std::max_element(row, row + c) - row == d.labels.i64()[start + i];
       }
     }
-    return static_cast<double>(correct) / static_cast<double>(d.size());
+    double total = static_cast<double>(correct);
+    if (dp) dp->sum(&total, 1);
+    return total / static_cast<double>(d.size());
   };
 
   BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
   it.set_normalization(norm.value());
+  if (dp) it.set_shard(dp->rank(), ranks);  // one shared order per epoch; this rank's slice of each global batch
   Prefetcher loader(it, want, o.batch, o.prefetch);
   Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
   nlohmann::json& log = result.log;
   log = {{"schema", "mosaic.train/1"}, {"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
-                        {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle}};
+                        {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle},
+                        {"ranks", ranks}, {"global_batch", o.batch * ranks}, {"data_repeat", o.data_repeat}};
   log["provenance"] = provenance_json(run_provenance(o.model, {{"data", std::to_string(o.seed)}}));
   log["steps"] = nlohmann::json::array();
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
+  if (verbose && dp)
+    std::printf("data-parallel (%s): %d ranks x batch %lld = global batch %lld\n", dp->mode().c_str(), ranks,
+                static_cast<long long>(o.batch), static_cast<long long>(o.batch * ranks));
   if (verbose)
     std::printf("training %s on %s with backend %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter "
                 "tensors (%zu frozen)\n",
-                o.model.c_str(), o.data.c_str(), o.backend.c_str(), opt_name.c_str(), oc.lr, static_cast<long long>(o.batch),
+                o.model.c_str(), o.data.c_str(), o.backend.c_str(), opt_name.c_str(), oc.lr, static_cast<long long>(o.batch * ranks),
               static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
   log["classes"] = data->train.classes;
   // --trace: every step's nodes (forward and backward), stages and data loading, per epoch.
@@ -223,6 +308,12 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
       const int64_t tl = trace ? now_ns() : 0;
       auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
       if (!loss.ok()) return loss.status();
+      if (dp) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
+        double sums[2] = {loss->loss, static_cast<double>(loss->correct)};
+        dp->sum(sums, 2);
+        loss->loss = sums[0] / ranks;
+        loss->correct = static_cast<int64_t>(sums[1]);
+      }
       const int64_t tb = trace ? now_ns() : 0;
       ++step;
       log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
@@ -232,9 +323,11 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
       }
       loss_sum += loss->loss;
       correct += loss->correct;
-      seen += o.batch;
-      st = P.backward({dlogits}, trace, step - 1);
+      seen += o.batch * ranks;
+      if (dp) dp->begin_step();
+      st = P.backward({dlogits}, trace, step - 1, dp ? dp->listener() : nullptr);
       if (!st.is_ok()) return st;
+      if (dp) dp->finish_step();  // every gradient is now the mean over ranks
       const int64_t to = trace ? now_ns() : 0;
       st = opt.value()->step(params);
       if (trace) {
@@ -267,7 +360,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
       if (o.evaluate) trace->span("evaluate", "epoch", te0, now_ns(), step - 1);
     }
     if (!test_acc.ok()) return test_acc.status();
-    const int64_t batches = seen / o.batch;
+    const int64_t batches = seen / (o.batch * ranks);
     const double train_loss = batches ? loss_sum / batches : 0.0;
     const double train_acc = seen ? static_cast<double>(correct) / seen : 0.0;
     if (verbose)
@@ -309,11 +402,17 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
     log["diverged"] = diverged;
     result.diverged = diverged;
   }
-  if (trace) {
+  if (dp) {
+    log["distributed"] = dp->report(train_seconds, step * o.batch);
+    log["distributed"]["parameters_identical"] = dp->parameters_identical(params);
+    if (verbose) print_distributed(log["distributed"], o.batch);
+  }
+  const bool rank0 = !dp || dp->rank() == 0;
+  if (trace && rank0) {
     MOSAIC_RETURN_IF_ERROR(trace->write(o.trace));
     if (verbose) std::cerr << "trace: " << trace->events() << " events in " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
-  if (!o.save.empty() && diverged.empty()) {
+  if (!o.save.empty() && diverged.empty() && rank0) {
     // The model as loaded, with the plan's trained parameters and running statistics.
     Graph original;
     if (o.model.rfind("zoo:", 0) == 0) {
@@ -334,7 +433,12 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   return result;
 }
 
+}  // namespace
+
 int run_train(const TrainOptions& o) {
+  struct EndMpi {  // a data-parallel run ends MPI on every path out
+    ~EndMpi() { dist::Comm::finalize(); }
+  } end_mpi;
   if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}, {"--trace", o.trace}}); !st.is_ok())
     return fail(st);
   if (!builtin_registry().has_backend(o.backend))
@@ -343,12 +447,13 @@ int run_train(const TrainOptions& o) {
   if (!db.ok()) return fail(db.status());
   auto r = train_model(o, nullptr, true);
   if (!r.ok()) return fail(r.status());
-  if (!o.json.empty()) {
+  if (!o.json.empty() && r->rank == 0) {
     std::ofstream f(o.json);
     if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
     f << r->log.dump(2) << "\n";
   }
-  if (Status st = record_run(db.value().get(), r->log); !st.is_ok()) return fail(st);
+  if (r->rank == 0)
+    if (Status st = record_run(db.value().get(), r->log); !st.is_ok()) return fail(st);
   return r->diverged.empty() ? 0 : 1;
 }
 

@@ -36,6 +36,11 @@ struct TrainOptions {
   uint64_t seed = 0;
   int threads = 0;
   double target_accuracy = 0;  ///< > 0: record the training time until the test accuracy reaches it
+  int64_t data_repeat = 1;  ///< the training set concatenated this many times (dataset-size scaling)
+  /// Data-parallel over MPI (docs/distributed.md): "" (one process, as always), allreduce,
+  /// allreduce-blocking. `batch` is then the per-rank batch.
+  std::string distributed;
+  double bucket_mb = 25;  ///< gradient bucket size of the all-reduce modes
   DbOptions db;  ///< results store (run_train records; train_model does not)
 };
 
@@ -77,6 +82,7 @@ struct TrainResult {
   nlohmann::json log;            ///< what --json writes: settings, per-step losses, per-epoch results
   std::string diverged;          ///< "diverged at epoch E step S" or empty
   std::vector<std::string> fallbacks;
+  int rank = 0;  ///< this process's rank in a data-parallel run (only rank 0 writes files)
 };
 
 /// Trains as `mosaic train` does (printing progress when verbose); `preloaded` data, if

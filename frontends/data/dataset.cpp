@@ -182,12 +182,12 @@ void BatchIterator::start_epoch() {
   for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[rng_() % i]);
 }
 
-int64_t BatchIterator::batches_per_epoch() const { return batch_ > 0 ? data_.size() / batch_ : 0; }
+int64_t BatchIterator::batches_per_epoch() const { return batch_ > 0 ? data_.size() / (batch_ * ranks_) : 0; }
 
 void BatchIterator::fill(int64_t b, Tensor& images, Tensor& labels) const {
   const int64_t per = data_.images.numel() / std::max<int64_t>(data_.size(), 1);
   for (int64_t i = 0; i < batch_; ++i) {
-    const int64_t src = order_[static_cast<size_t>(b * batch_ + i)];
+    const int64_t src = order_[static_cast<size_t>((b * ranks_ + rank_) * batch_ + i)];
     std::memcpy(images.f32() + i * per, data_.images.f32() + src * per, static_cast<size_t>(per) * sizeof(float));
     labels.i64()[i] = data_.labels.i64()[src];
   }

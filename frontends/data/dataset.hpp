@@ -66,10 +66,15 @@ class BatchIterator {
   /// Normalised when a normalisation is set.
   void fill(int64_t b, Tensor& images, Tensor& labels) const;
   void set_normalization(Normalization n) { norm_ = std::move(n); }
+  /// Data-parallel shard: `ranks` iterators with the same seed share one order per epoch;
+  /// global batch b is images [b·ranks·batch, (b+1)·ranks·batch) of that order, and this
+  /// rank fills its slice [rank·batch, (rank+1)·batch) of it.
+  void set_shard(int rank, int ranks) { rank_ = rank, ranks_ = ranks; }
 
  private:
   const Dataset& data_;
   Normalization norm_;
+  int rank_ = 0, ranks_ = 1;
   int64_t batch_;
   bool shuffle_;
   std::mt19937_64 rng_;

@@ -1,0 +1,124 @@
+#include "distributed/allreduce_sync.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace mosaic::dist {
+namespace {
+int64_t floats_of(const Tensor& t) { return static_cast<int64_t>(t.bytes() / sizeof(float)); }
+}  // namespace
+
+AllreduceSync::AllreduceSync(Comm& comm, std::vector<ParamRef> params, const std::vector<int>& final_step,
+                             bool overlap, int64_t bucket_bytes)
+    : comm_(comm), params_(std::move(params)), overlap_(overlap) {
+  // Backward runs steps from the last to the first: the highest final step is ready first.
+  // Parameters no step reads (-1) are ready before backward; they go first.
+  std::vector<size_t> order(params_.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto key = [&](size_t i) { return final_step[i] < 0 ? 1 << 30 : final_step[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
+  int max_step = -1;
+  for (int s : final_step) max_step = std::max(max_step, s);
+  ready_after_.resize(static_cast<size_t>(max_step + 1));
+  for (size_t i : order) {
+    const int64_t bytes = static_cast<int64_t>(params_[i].grad.bytes());
+    gradient_bytes_ += bytes;
+    if (buckets_.empty() || (!buckets_.back().params.empty() &&
+                             static_cast<int64_t>(buckets_.back().buffer.size() * sizeof(float)) + bytes > bucket_bytes))
+      buckets_.emplace_back();
+    Bucket& b = buckets_.back();
+    b.params.push_back(i);
+    b.buffer.resize(b.buffer.size() + static_cast<size_t>(floats_of(params_[i].grad)));
+    const size_t bi = buckets_.size() - 1;
+    if (final_step[i] < 0) ready_at_start_.push_back(bi);
+    else ready_after_[static_cast<size_t>(final_step[i])].push_back(bi);
+  }
+  for (size_t bi = 0; bi < buckets_.size(); ++bi)
+    buckets_[bi].ring = std::make_unique<RingAllreduce>(comm_, static_cast<int>(bi) + 100);
+}
+
+std::vector<int64_t> AllreduceSync::bucket_bytes() const {
+  std::vector<int64_t> out;
+  for (const auto& b : buckets_) out.push_back(static_cast<int64_t>(b.buffer.size() * sizeof(float)));
+  return out;
+}
+
+int64_t AllreduceSync::expected_sent_per_step() const {
+  int64_t total = 0;
+  for (const auto& b : buckets_)
+    total += RingAllreduce::expected_bytes(static_cast<int64_t>(b.buffer.size()), comm_.size(), comm_.rank());
+  return total;
+}
+
+int64_t AllreduceSync::expected_received_per_step() const {
+  const int from = (comm_.rank() + comm_.size() - 1) % comm_.size();
+  int64_t total = 0;
+  for (const auto& b : buckets_)
+    total += RingAllreduce::expected_bytes(static_cast<int64_t>(b.buffer.size()), comm_.size(), from);
+  return total;
+}
+
+void AllreduceSync::begin_step() {
+  first_start_ns_ = 0;
+  for (auto& b : buckets_) {
+    b.pending = static_cast<int>(b.params.size());
+    b.started = false;
+  }
+  const int64_t t0 = now_ns();
+  for (size_t bi : ready_at_start_)
+    if (--buckets_[bi].pending == 0 && overlap_) start(buckets_[bi]);
+  times_.in_backward_s += static_cast<double>(now_ns() - t0) / 1e9;
+}
+
+void AllreduceSync::start(Bucket& b) {
+  if (!first_start_ns_) first_start_ns_ = now_ns();
+  float* at = b.buffer.data();
+  for (size_t i : b.params) {
+    const Tensor& g = params_[i].grad;
+    std::memcpy(at, g.data(), g.bytes());
+    at += floats_of(g);
+  }
+  b.started = true;
+  b.ring->start(b.buffer.data(), static_cast<int64_t>(b.buffer.size()));
+}
+
+void AllreduceSync::poll() {
+  for (auto& b : buckets_)
+    if (b.started && b.ring->active()) b.ring->progress();
+}
+
+void AllreduceSync::after_backward_step(int step) {
+  if (!overlap_ || comm_.size() < 2) return;
+  const int64_t t0 = now_ns();
+  if (step >= 0 && static_cast<size_t>(step) < ready_after_.size())
+    for (size_t bi : ready_after_[static_cast<size_t>(step)])
+      if (--buckets_[bi].pending == 0) start(buckets_[bi]);
+  poll();
+  times_.in_backward_s += static_cast<double>(now_ns() - t0) / 1e9;
+}
+
+void AllreduceSync::finish_step() {
+  ++times_.steps;
+  if (comm_.size() < 2) return;
+  const int64_t t0 = now_ns();
+  for (auto& b : buckets_)
+    if (!b.started) start(b);
+  for (auto& b : buckets_) b.ring->finish();
+  const int64_t t1 = now_ns();
+  const float scale = 1.f / static_cast<float>(comm_.size());
+  for (auto& b : buckets_) {
+    const float* at = b.buffer.data();
+    for (size_t i : b.params) {
+      Tensor& g = params_[i].grad;
+      float* d = g.f32();
+      const int64_t n = floats_of(g);
+      for (int64_t k = 0; k < n; ++k) d[k] = at[k] * scale;
+      at += n;
+    }
+  }
+  times_.exposed_s += static_cast<double>(t1 - t0) / 1e9;
+  times_.span_s += static_cast<double>(t1 - (first_start_ns_ ? std::min(first_start_ns_, t0) : t0)) / 1e9;
+}
+
+}  // namespace mosaic::dist

@@ -1,0 +1,130 @@
+#include "distributed/comm.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace mosaic::dist {
+namespace {
+
+bool g_started = false, g_finalized = false;
+Comm* g_world = nullptr;
+// Outstanding requests: handles index this table; released slots are reused.
+std::vector<MPI_Request> g_requests;
+std::vector<int> g_free;
+
+int new_request() {
+  if (!g_free.empty()) {
+    const int h = g_free.back();
+    g_free.pop_back();
+    return h;
+  }
+  g_requests.push_back(MPI_REQUEST_NULL);
+  return static_cast<int>(g_requests.size()) - 1;
+}
+
+int to_count(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    std::fprintf(stderr, "mosaic: a message of %zu bytes exceeds MPI's int count\n", bytes);
+    MPI_Abort(MPI_COMM_WORLD, 70);
+  }
+  return static_cast<int>(bytes);
+}
+
+}  // namespace
+
+bool Comm::launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+Expected<Comm*> Comm::world() {
+  if (g_world) return g_world;
+  if (g_finalized) return Status::internal("MPI was finalized; it cannot start again in this process");
+  int provided = 0;
+  // Only the training thread calls MPI (the data loader thread never does).
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    return Status::internal("MPI_Init_thread failed (is Open MPI installed, and was the job started by mpirun?)");
+  g_started = true;
+  auto* c = new Comm();
+  MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &c->size_);
+  g_world = c;
+  return c;
+}
+
+void Comm::finalize() {
+  if (!g_started || g_finalized) return;
+  MPI_Finalize();
+  g_finalized = true;
+  delete g_world;
+  g_world = nullptr;
+}
+
+void Comm::abort(const std::string& message, int code) const {
+  std::fprintf(stderr, "mosaic: rank %d of %d (%s): %s\n", rank_, size_, host().c_str(), message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+std::string Comm::host() const {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+void Comm::barrier() const { MPI_Barrier(MPI_COMM_WORLD); }
+
+void Comm::sum(double* values, int count) {
+  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+void Comm::sum(int64_t* values, int count) {
+  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+}
+
+void Comm::broadcast(void* data, std::size_t bytes, int root) {
+  MPI_Bcast(data, to_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+}
+
+std::vector<double> Comm::all_gather(const std::vector<double>& mine) {
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(size_));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+                MPI_DOUBLE, MPI_COMM_WORLD);
+  return all;
+}
+
+std::vector<uint64_t> Comm::all_gather(uint64_t mine) {
+  std::vector<uint64_t> all(static_cast<std::size_t>(size_));
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  return all;
+}
+
+int Comm::isend(const void* data, std::size_t bytes, int to, int tag) {
+  const int h = new_request();
+  MPI_Isend(data, to_count(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD, &g_requests[static_cast<std::size_t>(h)]);
+  traffic_.sent += static_cast<int64_t>(bytes);
+  return h;
+}
+
+int Comm::irecv(void* data, std::size_t bytes, int from, int tag) {
+  const int h = new_request();
+  MPI_Irecv(data, to_count(bytes), MPI_BYTE, from, tag, MPI_COMM_WORLD, &g_requests[static_cast<std::size_t>(h)]);
+  traffic_.received += static_cast<int64_t>(bytes);
+  return h;
+}
+
+bool Comm::test(int request) {
+  int done = 0;
+  MPI_Test(&g_requests[static_cast<std::size_t>(request)], &done, MPI_STATUS_IGNORE);
+  if (done) g_free.push_back(request);
+  return done != 0;
+}
+
+void Comm::wait(int request) {
+  MPI_Wait(&g_requests[static_cast<std::size_t>(request)], MPI_STATUS_IGNORE);
+  g_free.push_back(request);
+}
+
+}  // namespace mosaic::dist

@@ -1,0 +1,202 @@
+// Data-parallel training over MPI: equivalence with one process at the global batch on every
+// backend, the ring's traffic against its closed form, shards, and the failure paths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "backends/registry.hpp"
+#include "distributed/ring_allreduce.hpp"
+#include "frontends/data/dataset.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "tests/test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Distributed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // mpirun refuses root without these (CI and containers run as root); shared-memory
+    // transfers without the kernel's cross-memory attach, which containers often forbid.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    dir_ = fs::temp_directory_path() / ("mosaic_dist_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  static CmdResult mpirun(int ranks, const std::string& args) {
+    return mosaic_shell("timeout 300 mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none " +
+                        std::string(MOSAIC_BIN) + " " + args);
+  }
+  fs::path dir_;
+};
+
+// Relative difference of the per-step losses of two train JSONs (all steps, same count).
+double loss_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  EXPECT_EQ(a["steps"].size(), b["steps"].size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a["steps"].size(), b["steps"].size()); ++i) {
+    const double x = a["steps"][i]["loss"].get<double>(), y = b["steps"][i]["loss"].get<double>();
+    worst = std::max(worst, std::abs(x - y) / std::max(std::abs(x), 1e-12));
+  }
+  return worst;
+}
+
+// Largest relative difference over every parameter of two saved models.
+double parameter_difference(const std::string& a, const std::string& b) {
+  auto ga = load_onnx(a), gb = load_onnx(b);
+  EXPECT_TRUE(ga.ok() && gb.ok());
+  if (!ga.ok() || !gb.ok()) return 1e9;
+  double worst = 0;
+  for (const auto& [name, t] : ga->initializers) {
+    if (t.dtype() != DType::kF32) continue;
+    const Tensor& u = gb->initializers.at(name);
+    double scale = 1e-6;
+    for (int64_t i = 0; i < t.numel(); ++i) scale = std::max(scale, static_cast<double>(std::abs(t.f32()[i])));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(t.f32()[i]) - u.f32()[i]) / scale);
+  }
+  return worst;
+}
+
+// N ranks at batch b take the same steps as one process at batch N·b: 20 steps, every
+// backend, SGD (file order) and Adam (shuffled: the ranks share one permutation per epoch).
+TEST_F(Distributed, AllreduceEqualsOneProcessAtTheGlobalBatch) {
+  for (const std::string& backend : builtin_registry().backends()) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      SCOPED_TRACE(backend + " " + optimizer);
+      const std::string common = "train zoo:fmnist-cnn --backend " + backend + " --optimizer " + optimizer +
+                                 " --lr " + (optimizer == "sgd" ? "0.05" : "0.001") +
+                                 " --steps 20 --no-eval --threads 1 --seed 3" +
+                                 (optimizer == "sgd" ? " --no-shuffle" : "");
+      CmdResult one = mosaic(common + " --batch 16 --json " + path("one.json") + " --save " + path("one.onnx"));
+      ASSERT_EQ(one.code, 0) << one.out;
+      CmdResult two = mpirun(2, common + " --batch 8 --distributed allreduce --json " + path("two.json") + " --save " +
+                                    path("two.onnx"));
+      ASSERT_EQ(two.code, 0) << two.out;
+      const auto a = read_json(path("one.json")), b = read_json(path("two.json"));
+      EXPECT_EQ(b["ranks"], 2);
+      EXPECT_EQ(b["batch"], 8);
+      EXPECT_EQ(b["global_batch"], 16);
+      EXPECT_LT(loss_difference(a, b), 1e-5);
+      const double params = parameter_difference(path("one.onnx"), path("two.onnx"));
+      std::printf("%s %s: losses within %.2g, parameters within %.2g (relative to each tensor's largest)\n",
+                  backend.c_str(), optimizer.c_str(), loss_difference(a, b), params);
+      // Adam moves every parameter by about lr in the direction of m/sqrt(v): where a gradient
+      // is near zero, rounding in its last bits (the sums run in another order) changes the
+      // step by up to lr, so its parameters agree less tightly than SGD's.
+      EXPECT_LT(params, optimizer == "sgd" ? 1e-4 : 1e-3);
+      EXPECT_TRUE(b["distributed"]["parameters_identical"].get<bool>());
+      EXPECT_NE(two.out.find("2 ranks x batch 8 = global batch 16"), std::string::npos) << two.out;
+    }
+  }
+}
+
+// Three ranks (chunks of unequal length), many small buckets: each rank sends and receives
+// exactly the ring's closed form, and the blocking variant computes the same sums.
+TEST_F(Distributed, RingTrafficMatchesTheClosedFormAndBlockingGivesTheSameSteps) {
+  const std::string common = "train zoo:fmnist-cnn --backend onednn --steps 6 --batch 4 --no-eval --threads 1 --bucket-mb 0.2";
+  CmdResult r = mpirun(3, common + " --distributed allreduce --json " + path("overlap.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  CmdResult b = mpirun(3, common + " --distributed allreduce-blocking --json " + path("blocking.json"));
+  ASSERT_EQ(b.code, 0) << b.out;
+  const auto o = read_json(path("overlap.json")), k = read_json(path("blocking.json"));
+  const auto& d = o["distributed"];
+  EXPECT_EQ(d["ranks"], 3);
+  EXPECT_GT(d["buckets"].size(), 2u);
+  int64_t bucket_sum = 0;
+  for (const auto& x : d["buckets"]) bucket_sum += x.get<int64_t>();
+  EXPECT_EQ(bucket_sum, d["gradient_bytes"].get<int64_t>());
+  // Closed form per bucket of n floats: 2 (N-1)/N n floats, to the float (chunks differ by one).
+  double expected_total = 0;
+  for (const auto& x : d["buckets"]) expected_total += 2.0 * 2.0 / 3.0 * x.get<double>();
+  for (const auto& rank : d["per_rank"]) {
+    EXPECT_EQ(rank["bytes_sent"], rank["bytes_sent_expected"]) << rank.dump();
+    EXPECT_EQ(rank["bytes_received"], rank["bytes_received_expected"]) << rank.dump();
+    EXPECT_NEAR(rank["bytes_sent"].get<double>() / 6, expected_total, 8.0 * d["buckets"].size()) << rank.dump();
+  }
+  EXPECT_EQ(loss_difference(o, k), 0.0) << "the same ring sums, started later";
+  EXPECT_TRUE(k["distributed"]["parameters_identical"].get<bool>());
+  EXPECT_DOUBLE_EQ(k["distributed"]["comm_hidden_share"].get<double>(), 0.0) << "blocking hides nothing";
+}
+
+TEST(RingAllreduce, ClosedFormBytes) {
+  // 10 floats over 3 ranks: chunks 4, 3, 3. Rank 0 sends chunks 0, 2 (reduce) and 1, 0 (gather).
+  EXPECT_EQ(dist::RingAllreduce::expected_bytes(10, 3, 0), (4 + 3 + 3 + 4) * 4);
+  EXPECT_EQ(dist::RingAllreduce::expected_bytes(10, 3, 1), (3 + 4 + 3 + 3) * 4);
+  EXPECT_EQ(dist::RingAllreduce::expected_bytes(12, 4, 2), 2 * 3 * 3 * 4);
+  EXPECT_EQ(dist::RingAllreduce::expected_bytes(12, 1, 0), 0);
+}
+
+// The shards of N ranks at batch b are exactly the single process's batches at N·b, in rank
+// order, with and without shuffling.
+TEST(DataShards, RanksSplitTheGlobalBatchInRankOrder) {
+  auto d = load_data("synthetic:120,1,2,2,3", 5);
+  ASSERT_TRUE(d.ok());
+  for (bool shuffle : {false, true}) {
+    BatchIterator whole(d->train, 12, shuffle, 4);
+    whole.start_epoch();
+    std::vector<BatchIterator> ranks;
+    for (int r = 0; r < 3; ++r) ranks.emplace_back(d->train, 4, shuffle, 4);
+    for (int r = 0; r < 3; ++r) ranks[r].set_shard(r, 3), ranks[r].start_epoch();
+    EXPECT_EQ(ranks[0].batches_per_epoch(), whole.batches_per_epoch());
+    Tensor wi = Tensor::empty({DType::kF32, {12, 1, 2, 2}}), wl = Tensor::empty({DType::kI64, {12}});
+    Tensor ri = Tensor::empty({DType::kF32, {4, 1, 2, 2}}), rl = Tensor::empty({DType::kI64, {4}});
+    for (int64_t b = 0; b < whole.batches_per_epoch(); ++b) {
+      whole.fill(b, wi, wl);
+      for (int r = 0; r < 3; ++r) {
+        ranks[r].fill(b, ri, rl);
+        for (int64_t i = 0; i < 16; ++i) ASSERT_EQ(ri.f32()[i], wi.f32()[r * 16 + i]) << "batch " << b << " rank " << r;
+        for (int64_t i = 0; i < 4; ++i) ASSERT_EQ(rl.i64()[i], wl.i64()[r * 4 + i]);
+      }
+    }
+  }
+}
+
+TEST_F(Distributed, RanksStartedWithOtherSettingsAreNamed) {
+  const std::string base = std::string(MOSAIC_BIN) + " train zoo:fmnist-cnn --steps 2 --no-eval --threads 1 --distributed allreduce";
+  CmdResult r = mosaic_shell("timeout 120 mpirun --oversubscribe --bind-to none -np 1 " + base + " --lr 0.1 : -np 1 " + base +
+                             " --lr 0.2");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rank(s) 1 of 2 were started with other settings than rank 0"), std::string::npos) << r.out;
+}
+
+TEST_F(Distributed, BadModeIsRefusedBeforeAnyWork) {
+  CmdResult r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ring");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking)"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed allreduce --bucket-mb 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--bucket-mb must be positive"), std::string::npos) << r.out;
+}
+
+// A rank that dies mid-run ends the job within a bounded time, and the launcher names it.
+TEST_F(Distributed, AKilledRankEndsTheJob) {
+  const std::string marker = path("killed.json");
+  const std::string cmd = "timeout 120 mpirun -np 2 --oversubscribe --bind-to none " + std::string(MOSAIC_BIN) +
+                          " train zoo:fmnist-cnn --backend naive --epochs 50 --no-eval --threads 1 --json " + marker +
+                          " > " + path("out.txt") + " 2>&1 & job=$!; "
+                          "for i in $(seq 100); do sleep 0.2; p=; "
+                          "for q in $(pgrep -f -- '" + marker + "'); do [ \"$(ps -o comm= -p $q)\" = mosaic ] && p=$q; done; "
+                          "[ -n \"$p\" ] && sleep 1 && kill -9 $p && break; done; wait $job; echo exit=$?";
+  const auto t0 = std::chrono::steady_clock::now();
+  CmdResult r = mosaic_shell(cmd);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream f(path("out.txt"));
+  const std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(r.out.find("exit=0"), std::string::npos) << r.out << out;
+  EXPECT_EQ(r.out.find("exit=124"), std::string::npos) << "timed out: the job hung\n" << out;
+  EXPECT_LT(secs, 100) << out;
+  EXPECT_NE(out.find("rank"), std::string::npos) << out;
+  EXPECT_NE(out.find("signal 9"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
