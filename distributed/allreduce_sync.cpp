@@ -1,7 +1,6 @@
 #include "distributed/allreduce_sync.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 namespace mosaic::dist {
@@ -25,11 +24,11 @@ AllreduceSync::AllreduceSync(Comm& comm, std::vector<ParamRef> params, const std
     const int64_t bytes = static_cast<int64_t>(params_[i].grad.bytes());
     gradient_bytes_ += bytes;
     if (buckets_.empty() || (!buckets_.back().params.empty() &&
-                             static_cast<int64_t>(buckets_.back().buffer.size() * sizeof(float)) + bytes > bucket_bytes))
+                             buckets_.back().floats * static_cast<int64_t>(sizeof(float)) + bytes > bucket_bytes))
       buckets_.emplace_back();
     Bucket& b = buckets_.back();
     b.params.push_back(i);
-    b.buffer.resize(b.buffer.size() + static_cast<size_t>(floats_of(params_[i].grad)));
+    b.floats += floats_of(params_[i].grad);
     const size_t bi = buckets_.size() - 1;
     if (final_step[i] < 0) ready_at_start_.push_back(bi);
     else ready_after_[static_cast<size_t>(final_step[i])].push_back(bi);
@@ -40,14 +39,14 @@ AllreduceSync::AllreduceSync(Comm& comm, std::vector<ParamRef> params, const std
 
 std::vector<int64_t> AllreduceSync::bucket_bytes() const {
   std::vector<int64_t> out;
-  for (const auto& b : buckets_) out.push_back(static_cast<int64_t>(b.buffer.size() * sizeof(float)));
+  for (const auto& b : buckets_) out.push_back(b.floats * static_cast<int64_t>(sizeof(float)));
   return out;
 }
 
 int64_t AllreduceSync::expected_sent_per_step() const {
   int64_t total = 0;
   for (const auto& b : buckets_)
-    total += RingAllreduce::expected_bytes(static_cast<int64_t>(b.buffer.size()), comm_.size(), comm_.rank());
+    total += RingAllreduce::expected_bytes(b.floats, comm_.size(), comm_.rank());
   return total;
 }
 
@@ -55,7 +54,7 @@ int64_t AllreduceSync::expected_received_per_step() const {
   const int from = (comm_.rank() + comm_.size() - 1) % comm_.size();
   int64_t total = 0;
   for (const auto& b : buckets_)
-    total += RingAllreduce::expected_bytes(static_cast<int64_t>(b.buffer.size()), comm_.size(), from);
+    total += RingAllreduce::expected_bytes(b.floats, comm_.size(), from);
   return total;
 }
 
@@ -73,14 +72,10 @@ void AllreduceSync::begin_step() {
 
 void AllreduceSync::start(Bucket& b) {
   if (!first_start_ns_) first_start_ns_ = now_ns();
-  float* at = b.buffer.data();
-  for (size_t i : b.params) {
-    const Tensor& g = params_[i].grad;
-    std::memcpy(at, g.data(), g.bytes());
-    at += floats_of(g);
-  }
+  std::vector<Segment> segments;
+  for (size_t i : b.params) segments.push_back({params_[i].grad.f32(), floats_of(params_[i].grad)});
   b.started = true;
-  b.ring->start(b.buffer.data(), static_cast<int64_t>(b.buffer.size()));
+  b.ring->start(std::move(segments), 1.f / static_cast<float>(comm_.size()));
 }
 
 void AllreduceSync::poll() {
@@ -104,19 +99,14 @@ void AllreduceSync::finish_step() {
   const int64_t t0 = now_ns();
   for (auto& b : buckets_)
     if (!b.started) start(b);
-  for (auto& b : buckets_) b.ring->finish();
-  const int64_t t1 = now_ns();
-  const float scale = 1.f / static_cast<float>(comm_.size());
-  for (auto& b : buckets_) {
-    const float* at = b.buffer.data();
-    for (size_t i : b.params) {
-      Tensor& g = params_[i].grad;
-      float* d = g.f32();
-      const int64_t n = floats_of(g);
-      for (int64_t k = 0; k < n; ++k) d[k] = at[k] * scale;
-      at += n;
-    }
+  // Advance every ring in turn (each waits on its own messages; polling all keeps every
+  // bucket's next step posted as soon as it can be).
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (auto& b : buckets_) busy = !b.ring->progress() || busy;
   }
+  // The gradients are now the means over ranks.
+  const int64_t t1 = now_ns();
   times_.exposed_s += static_cast<double>(t1 - t0) / 1e9;
   times_.span_s += static_cast<double>(t1 - (first_start_ns_ ? std::min(first_start_ns_, t0) : t0)) / 1e9;
 }

@@ -6,6 +6,8 @@
 // rings in flight, so communication runs behind the rest of backward. Blocking
 // (--distributed allreduce-blocking): every bucket is reduced after backward ends.
 // finish_step() waits for all buckets and leaves every gradient equal to the mean over ranks.
+// The rings work on the gradient tensors themselves (no staging copies), scaling by 1/N as
+// each chunk's sum completes.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +50,7 @@ class AllreduceSync : public BackwardListener {
  private:
   struct Bucket {
     std::vector<size_t> params;
-    std::vector<float> buffer;
+    int64_t floats = 0;
     int pending = 0;
     bool started = false;
     std::unique_ptr<RingAllreduce> ring;

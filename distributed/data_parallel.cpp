@@ -26,12 +26,14 @@ const std::vector<std::pair<std::string, std::string>>& distributed_modes() {
   static const std::vector<std::pair<std::string, std::string>> modes = {
       {"allreduce", "synchronous; gradients averaged by ring all-reduce in buckets, overlapped with backward"},
       {"allreduce-blocking", "synchronous; the same all-reduce, started after backward ends (no overlap)"},
+      {"avg", "model averaging (local SGD): each rank steps on its own gradients; parameters averaged every "
+              "--sync-every k steps and at epoch ends"},
   };
   return modes;
 }
 
 Expected<std::unique_ptr<DataParallel>> DataParallel::start(const std::string& mode, double bucket_mb,
-                                                            const std::string& settings) {
+                                                            int64_t sync_every, const std::string& settings) {
   const auto& modes = distributed_modes();
   if (std::none_of(modes.begin(), modes.end(), [&](const auto& m) { return m.first == mode; })) {
     std::string known;
@@ -39,13 +41,16 @@ Expected<std::unique_ptr<DataParallel>> DataParallel::start(const std::string& m
     return Status::invalid("unknown --distributed mode '" + mode + "' (known: " + known + ")");
   }
   if (!(bucket_mb > 0)) return Status::invalid("--bucket-mb must be positive");
+  if (sync_every < 1) return Status::invalid("--sync-every must be at least 1");
   auto comm = Comm::world();
   if (!comm.ok()) return comm.status();
   auto dp = std::unique_ptr<DataParallel>(new DataParallel());
   dp->comm_ = comm.value();
   dp->mode_ = mode;
   dp->bucket_bytes_ = static_cast<int64_t>(bucket_mb * 1024 * 1024);
-  const std::string mine = settings + "|mode=" + mode + "|bucket=" + std::to_string(dp->bucket_bytes_);
+  dp->sync_every_ = sync_every;
+  const std::string mine = settings + "|mode=" + mode + "|bucket=" + std::to_string(dp->bucket_bytes_) +
+                           "|sync-every=" + std::to_string(sync_every);
   const auto all = dp->comm_->all_gather(fnv(mine.data(), mine.size()));
   const std::string bad = differing_ranks(all);
   if (!bad.empty())
@@ -68,7 +73,10 @@ Status DataParallel::attach(const Plan& plan) {
     return Status::invalid("rank(s) " + bad + " built other parameters (names or shapes) than rank 0: "
                            "every rank must load the same model");
   for (auto& p : params) comm_->broadcast(p.value.data(), p.value.bytes(), 0);
-  sync_ = std::make_unique<AllreduceSync>(*comm_, params, plan.grad_final_step(), mode_ == "allreduce", bucket_bytes_);
+  if (mode_ == "avg")
+    averager_ = std::make_unique<ParamAverager>(*comm_, params, sync_every_);
+  else
+    sync_ = std::make_unique<AllreduceSync>(*comm_, params, plan.grad_final_step(), mode_ == "allreduce", bucket_bytes_);
   return Status::ok();
 }
 
@@ -79,8 +87,10 @@ bool DataParallel::parameters_identical(const std::vector<ParamRef>& params) {
 }
 
 nlohmann::json DataParallel::report(double seconds, int64_t images) {
-  const SyncTimes& t = sync_->times();
+  const SyncTimes& t = sync_ ? sync_->times() : averager_->times();
   const Traffic& traffic = comm_->traffic();
+  const int64_t sent_expected = sync_ ? sync_->expected_sent_per_step() * t.steps : averager_->expected_sent();
+  const int64_t received_expected = sync_ ? sync_->expected_received_per_step() * t.steps : averager_->expected_received();
   const std::vector<double> mine = {seconds,
                                     static_cast<double>(images),
                                     t.in_backward_s,
@@ -88,8 +98,8 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
                                     t.span_s,
                                     static_cast<double>(traffic.sent),
                                     static_cast<double>(traffic.received),
-                                    static_cast<double>(sync_->expected_sent_per_step() * t.steps),
-                                    static_cast<double>(sync_->expected_received_per_step() * t.steps)};
+                                    static_cast<double>(sent_expected),
+                                    static_cast<double>(received_expected)};
   const std::vector<double> all = comm_->all_gather(mine);
   const size_t k = mine.size();
   nlohmann::json ranks = nlohmann::json::array();
@@ -113,17 +123,24 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
                      {"bytes_sent_expected", v[7]},
                      {"bytes_received_expected", v[8]}});
   }
-  const auto buckets = sync_->bucket_bytes();
-  return {{"mode", mode_},
-          {"ranks", size()},
-          {"steps", t.steps},
-          {"gradient_bytes", sync_->gradient_bytes()},
-          {"bucket_limit_bytes", bucket_bytes_},
-          {"buckets", buckets},
-          {"algorithm", "ring all-reduce over MPI point-to-point (reduce-scatter + all-gather)"},
-          {"images_per_s", slowest > 0 ? global_images / slowest : 0.0},
-          {"comm_hidden_share", span > 0 ? nlohmann::json(1.0 - exposed / span) : nlohmann::json()},
-          {"per_rank", ranks}};
+  nlohmann::json out = {{"mode", mode_},
+                        {"ranks", size()},
+                        {"steps", t.steps},
+                        {"algorithm", "ring all-reduce over MPI point-to-point (reduce-scatter + all-gather)"},
+                        {"images_per_s", slowest > 0 ? global_images / slowest : 0.0},
+                        {"per_rank", ranks}};
+  if (sync_) {
+    out["gradient_bytes"] = sync_->gradient_bytes();
+    out["bucket_limit_bytes"] = bucket_bytes_;
+    out["buckets"] = sync_->bucket_bytes();
+    out["comm_hidden_share"] = span > 0 ? nlohmann::json(1.0 - exposed / span) : nlohmann::json();
+  } else {
+    out["parameter_bytes"] = averager_->parameter_bytes();
+    out["sync_every"] = averager_->every();
+    out["syncs"] = averager_->syncs();
+    out["comm_hidden_share"] = size() > 1 ? nlohmann::json(0.0) : nlohmann::json();  // averaging blocks
+  }
+  return out;
 }
 
 }  // namespace mosaic::dist

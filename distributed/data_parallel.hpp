@@ -13,6 +13,7 @@
 #include "core/plan.hpp"
 #include "distributed/allreduce_sync.hpp"
 #include "distributed/comm.hpp"
+#include "distributed/param_average.hpp"
 
 namespace mosaic::dist {
 
@@ -24,7 +25,7 @@ class DataParallel {
   /// Starts MPI (a group of one without mpirun) for `mode` and checks that every rank's
   /// `settings` (the command's settings, one string) are the same; an error names the ranks
   /// that differ.
-  static Expected<std::unique_ptr<DataParallel>> start(const std::string& mode, double bucket_mb,
+  static Expected<std::unique_ptr<DataParallel>> start(const std::string& mode, double bucket_mb, int64_t sync_every,
                                                        const std::string& settings);
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
@@ -33,9 +34,20 @@ class DataParallel {
   /// Checks that every rank built the same parameters (names, shapes), copies rank 0's
   /// values to all ranks, and prepares the gradient buckets.
   Status attach(const Plan& plan);
+  /// Around backward: the all-reduce modes average the gradients (begin_step before, the
+  /// listener during, finish_step after: gradients are then the means).
   BackwardListener* listener() { return sync_.get(); }
-  void begin_step() { sync_->begin_step(); }
-  void finish_step() { sync_->finish_step(); }
+  void begin_step() {
+    if (sync_) sync_->begin_step();
+  }
+  void finish_step() {
+    if (sync_) sync_->finish_step();
+  }
+  /// After the optimizer step `step` (1-based over the run): model averaging averages the
+  /// parameters every k steps and at epoch ends.
+  void after_update(int64_t step, bool epoch_end) {
+    if (averager_) averager_->after_update(step, epoch_end);
+  }
   /// Sums over ranks in place (every rank gets the sums).
   void sum(double* values, int count) { comm_->sum(values, count); }
   /// True when every rank's parameters are bitwise equal to rank 0's.
@@ -51,8 +63,9 @@ class DataParallel {
  private:
   Comm* comm_ = nullptr;
   std::string mode_;
-  int64_t bucket_bytes_ = 0;
+  int64_t bucket_bytes_ = 0, sync_every_ = 1;
   std::unique_ptr<AllreduceSync> sync_;
+  std::unique_ptr<ParamAverager> averager_;
 };
 
 }  // namespace mosaic::dist

@@ -21,15 +21,28 @@ int64_t RingAllreduce::expected_bytes(int64_t n, int ranks, int rank) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
-void RingAllreduce::start(float* data, int64_t n) {
+std::vector<RingAllreduce::Piece> RingAllreduce::pieces(int c) const {
+  std::vector<Piece> out;
+  const int64_t lo = chunk_begin(c), hi = chunk_begin(c + 1);
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const int64_t a = std::max(lo, offsets_[s]), b = std::min(hi, offsets_[s] + segments_[s].size);
+    if (a < b) out.push_back({segments_[s].data + (a - offsets_[s]), b - a});
+  }
+  return out;
+}
+
+void RingAllreduce::start(std::vector<Segment> segments, float scale) {
   size_ = comm_.size();
   rank_ = comm_.rank();
-  data_ = data;
-  n_ = n;
+  segments_ = std::move(segments);
+  offsets_.clear();
+  n_ = 0;
+  for (const auto& s : segments_) offsets_.push_back(n_), n_ += s.size;
+  scale_ = scale;
   step_ = 0;
-  active_ = size_ > 1 && n > 0;
+  active_ = size_ > 1 && n_ > 0;
   if (!active_) return;
-  incoming_.resize(static_cast<std::size_t>(n / size_ + 1));
+  incoming_.resize(static_cast<size_t>(n_ / size_ + 1));
   post();
 }
 
@@ -39,21 +52,33 @@ void RingAllreduce::post() {
   const int k = reduce ? step_ : step_ - (size_ - 1);
   const int out = reduce ? mod(rank_ - k) : mod(rank_ + 1 - k);
   const int in = reduce ? mod(rank_ - k - 1) : mod(rank_ - k);
-  float* dst = reduce ? incoming_.data() : data_ + chunk_begin(in);
-  recv_ = comm_.irecv(dst, static_cast<std::size_t>(chunk_size(in)) * sizeof(float), prev, tag_);
-  send_ = comm_.isend(data_ + chunk_begin(out), static_cast<std::size_t>(chunk_size(out)) * sizeof(float), next, tag_);
+  requests_.clear();
+  float* staged = incoming_.data();  // reduce-scatter receives beside the data, then adds
+  for (const Piece& p : pieces(in)) {
+    float* dst = reduce ? staged : p.data;
+    requests_.push_back(comm_.irecv(dst, static_cast<size_t>(p.size) * sizeof(float), prev, tag_));
+    staged += p.size;
+  }
+  for (const Piece& p : pieces(out))
+    requests_.push_back(comm_.isend(p.data, static_cast<size_t>(p.size) * sizeof(float), next, tag_));
 }
 
 bool RingAllreduce::progress() {
   while (active_) {
-    if (send_ >= 0 && comm_.test(send_)) send_ = -1;
-    if (recv_ >= 0 && comm_.test(recv_)) recv_ = -1;
-    if (send_ >= 0 || recv_ >= 0) return false;
-    if (step_ < size_ - 1) {  // add the received partial sum into this rank's chunk
+    for (int& r : requests_)
+      if (r >= 0 && comm_.test(r)) r = -1;
+    if (std::any_of(requests_.begin(), requests_.end(), [](int r) { return r >= 0; })) return false;
+    if (step_ < size_ - 1) {  // add the partial sum that arrived into this rank's chunk
       const int in = mod(rank_ - step_ - 1);
-      float* mine = data_ + chunk_begin(in);
-      const int64_t len = chunk_size(in);
-      for (int64_t i = 0; i < len; ++i) mine[i] += incoming_[static_cast<std::size_t>(i)];
+      const bool last = step_ == size_ - 2;  // the chunk is complete: scale it in the same pass
+      const float* add = incoming_.data();
+      for (const Piece& p : pieces(in)) {
+        if (last)
+          for (int64_t i = 0; i < p.size; ++i) p.data[i] = (p.data[i] + add[i]) * scale_;
+        else
+          for (int64_t i = 0; i < p.size; ++i) p.data[i] += add[i];
+        add += p.size;
+      }
     }
     if (++step_ == 2 * (size_ - 1)) {
       active_ = false;
@@ -66,8 +91,8 @@ bool RingAllreduce::progress() {
 
 void RingAllreduce::finish() {
   while (active_) {
-    if (send_ >= 0) comm_.wait(send_), send_ = -1;
-    if (recv_ >= 0) comm_.wait(recv_), recv_ = -1;
+    for (int& r : requests_)
+      if (r >= 0) comm_.wait(r), r = -1;
     progress();
   }
 }

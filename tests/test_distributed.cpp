@@ -127,6 +127,28 @@ TEST_F(Distributed, RingTrafficMatchesTheClosedFormAndBlockingGivesTheSameSteps)
   EXPECT_DOUBLE_EQ(k["distributed"]["comm_hidden_share"].get<double>(), 0.0) << "blocking hides nothing";
 }
 
+// Model averaging after every step of plain SGD is the all-reduce step: the mean of
+// p - lr g_r is p - lr mean(g_r). With k > 1 the ranks drift between averagings, and each
+// averaging moves exactly the ring's closed form of the parameter bytes.
+TEST_F(Distributed, ModelAveragingEveryStepIsAllreduceAndCountsItsSyncs) {
+  const std::string common = "train zoo:fmnist-cnn --backend onednn --steps 12 --batch 8 --no-eval --threads 1 --lr 0.05 --no-shuffle";
+  ASSERT_EQ(mpirun(2, common + " --distributed allreduce --json " + path("ar.json")).code, 0);
+  CmdResult r = mpirun(2, common + " --distributed avg --sync-every 1 --json " + path("avg1.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_LT(loss_difference(read_json(path("ar.json")), read_json(path("avg1.json"))), 1e-5);
+  r = mpirun(2, common + " --distributed avg --sync-every 5 --json " + path("avg5.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("averaged 3 times (every 5 steps and at epoch ends)"), std::string::npos) << r.out;
+  const auto d = read_json(path("avg5.json"))["distributed"];
+  EXPECT_EQ(d["syncs"], 3);  // after steps 5 and 10, and at the end of the (cut) epoch, step 12
+  EXPECT_TRUE(d["parameters_identical"].get<bool>());
+  for (const auto& rank : d["per_rank"]) {
+    EXPECT_EQ(rank["bytes_sent"], rank["bytes_sent_expected"]) << rank.dump();
+    EXPECT_EQ(rank["bytes_sent"].get<double>(), 3 * d["parameter_bytes"].get<double>()) << "2 ranks: 2 (N-1)/N = 1";
+  }
+  EXPECT_GT(loss_difference(read_json(path("ar.json")), read_json(path("avg5.json"))), 1e-6) << "local steps differ";
+}
+
 TEST(RingAllreduce, ClosedFormBytes) {
   // 10 floats over 3 ranks: chunks 4, 3, 3. Rank 0 sends chunks 0, 2 (reduce) and 1, 0 (gather).
   EXPECT_EQ(dist::RingAllreduce::expected_bytes(10, 3, 0), (4 + 3 + 3 + 4) * 4);
@@ -171,10 +193,13 @@ TEST_F(Distributed, RanksStartedWithOtherSettingsAreNamed) {
 TEST_F(Distributed, BadModeIsRefusedBeforeAnyWork) {
   CmdResult r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ring");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking, avg"), std::string::npos) << r.out;
   r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed allreduce --bucket-mb 0");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--bucket-mb must be positive"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed avg --sync-every 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--sync-every must be at least 1"), std::string::npos) << r.out;
 }
 
 // A rank that dies mid-run ends the job within a bounded time, and the launcher names it.

@@ -48,11 +48,14 @@ bool finite(double v) { return std::isfinite(v); }
 // The data-parallel summary: global and per-rank throughput, communication, traffic.
 void print_distributed(const nlohmann::json& d, int64_t batch) {
   const int ranks = d["ranks"].get<int>();
-  std::printf("data-parallel %s, %d ranks, batch %lld per rank (global %lld): %.1f images/s global; gradients %.1f MB "
-              "in %zu bucket(s)\n",
+  std::printf("data-parallel %s, %d ranks, batch %lld per rank (global %lld): %.1f images/s global; ",
               d["mode"].get<std::string>().c_str(), ranks, static_cast<long long>(batch),
-              static_cast<long long>(batch * ranks), d["images_per_s"].get<double>(),
-              d["gradient_bytes"].get<double>() / 1e6, d["buckets"].size());
+              static_cast<long long>(batch * ranks), d["images_per_s"].get<double>());
+  if (d.contains("buckets"))
+    std::printf("gradients %.1f MB in %zu bucket(s)\n", d["gradient_bytes"].get<double>() / 1e6, d["buckets"].size());
+  else
+    std::printf("parameters (%.1f MB) averaged %lld times (every %lld steps and at epoch ends)\n",
+                d["parameter_bytes"].get<double>() / 1e6, d["syncs"].get<long long>(), d["sync_every"].get<long long>());
   for (const auto& r : d["per_rank"]) {
     const double steps = std::max(1.0, d["steps"].get<double>());
     std::printf("  rank %d: %.1f images/s; per step: compute %.2f ms, communication %.2f ms during backward + %.2f ms "
@@ -108,7 +111,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
 
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
   if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
-  auto dp = dist::DataParallel::start(o.distributed, o.bucket_mb, train_settings(o));
+  auto dp = dist::DataParallel::start(o.distributed, o.bucket_mb, o.sync_every, train_settings(o));
   if (!dp.ok()) return dp.status();
   dist::DataParallel& group = *dp.value();
   auto r = train_impl(o, preloaded, verbose && group.rank() == 0, &group);
@@ -330,6 +333,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (dp) dp->finish_step();  // every gradient is now the mean over ranks
       const int64_t to = trace ? now_ns() : 0;
       st = opt.value()->step(params);
+      if (dp) dp->after_update(step, false);  // model averaging, every k steps
       if (trace) {
         const int64_t te = now_ns();
         trace->span("step", "iteration", td, te, step - 1);
@@ -342,6 +346,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (!st.is_ok()) return st;
     }
     progress.finish();
+    if (dp && diverged.empty()) dp->after_update(step, true);  // model averaging: one model before evaluation
     const double secs = static_cast<double>(now_ns() - t0) / 1e9;
     train_seconds += secs;
     // Data loading: the loader's busy time, and the part the training thread waited for.
