@@ -15,6 +15,10 @@ Comm* g_world = nullptr;
 // Outstanding requests: handles index this table; released slots are reused.
 std::vector<MPI_Request> g_requests;
 std::vector<int> g_free;
+// Communicators: Comm::handle_ indexes this table; 0 is MPI_COMM_WORLD.
+std::vector<MPI_Comm> g_comms;
+
+MPI_Comm mpi(int handle) { return g_comms[static_cast<size_t>(handle)]; }
 
 int new_request() {
   if (!g_free.empty()) {
@@ -46,6 +50,7 @@ Expected<Comm*> Comm::world() {
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
     return Status::internal("MPI_Init_thread failed (is Open MPI installed, and was the job started by mpirun?)");
   g_started = true;
+  g_comms = {MPI_COMM_WORLD};
   auto* c = new Comm();
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &c->size_);
@@ -74,43 +79,71 @@ std::string Comm::host() const {
   return name;
 }
 
-void Comm::barrier() const { MPI_Barrier(MPI_COMM_WORLD); }
+Comm::~Comm() {
+  if (handle_ != 0 && !g_finalized) {
+    MPI_Comm c = mpi(handle_);
+    MPI_Comm_free(&c);
+  }
+}
+
+std::unique_ptr<Comm> Comm::split(int color) const {
+  MPI_Comm c;
+  MPI_Comm_split(mpi(handle_), color, rank_, &c);
+  auto out = std::unique_ptr<Comm>(new Comm());
+  g_comms.push_back(c);
+  out->handle_ = static_cast<int>(g_comms.size()) - 1;
+  MPI_Comm_rank(c, &out->rank_);
+  MPI_Comm_size(c, &out->size_);
+  return out;
+}
+
+void Comm::send_control(const double* values, int count, int to, int tag) {
+  MPI_Send(values, count, MPI_DOUBLE, to, tag, mpi(handle_));
+}
+
+int Comm::recv_control(double* values, int count, int from, int tag) {
+  MPI_Status status;
+  MPI_Recv(values, count, MPI_DOUBLE, from < 0 ? MPI_ANY_SOURCE : from, tag, mpi(handle_), &status);
+  return status.MPI_SOURCE;
+}
+
+void Comm::barrier() const { MPI_Barrier(mpi(handle_)); }
 
 void Comm::sum(double* values, int count) {
-  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, mpi(handle_));
 }
 
 void Comm::sum(int64_t* values, int count) {
-  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T, MPI_SUM, mpi(handle_));
 }
 
 void Comm::broadcast(void* data, std::size_t bytes, int root) {
-  MPI_Bcast(data, to_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+  MPI_Bcast(data, to_count(bytes), MPI_BYTE, root, mpi(handle_));
 }
 
 std::vector<double> Comm::all_gather(const std::vector<double>& mine) {
   std::vector<double> all(mine.size() * static_cast<std::size_t>(size_));
   MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
-                MPI_DOUBLE, MPI_COMM_WORLD);
+                MPI_DOUBLE, mpi(handle_));
   return all;
 }
 
 std::vector<uint64_t> Comm::all_gather(uint64_t mine) {
   std::vector<uint64_t> all(static_cast<std::size_t>(size_));
-  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, mpi(handle_));
   return all;
 }
 
 int Comm::isend(const void* data, std::size_t bytes, int to, int tag) {
   const int h = new_request();
-  MPI_Isend(data, to_count(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD, &g_requests[static_cast<std::size_t>(h)]);
+  MPI_Isend(data, to_count(bytes), MPI_BYTE, to, tag, mpi(handle_), &g_requests[static_cast<std::size_t>(h)]);
   traffic_.sent += static_cast<int64_t>(bytes);
   return h;
 }
 
 int Comm::irecv(void* data, std::size_t bytes, int from, int tag) {
   const int h = new_request();
-  MPI_Irecv(data, to_count(bytes), MPI_BYTE, from, tag, MPI_COMM_WORLD, &g_requests[static_cast<std::size_t>(h)]);
+  MPI_Irecv(data, to_count(bytes), MPI_BYTE, from, tag, mpi(handle_), &g_requests[static_cast<std::size_t>(h)]);
   traffic_.received += static_cast<int64_t>(bytes);
   return h;
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ class Comm {
   static bool launched_by_mpirun();
   /// Ends MPI if it was started (at exit of main).
   static void finalize();
+  /// The ranks of this group with the same `color`, as a new group (ranks keep their
+  /// order). Collective over this group. Owned by the caller.
+  std::unique_ptr<Comm> split(int color) const;
+  ~Comm();
   /// Ends every rank of the job: prints `message` prefixed with this rank, then MPI_Abort.
   [[noreturn]] void abort(const std::string& message, int code) const;
 
@@ -48,6 +53,10 @@ class Comm {
   /// Non-blocking point-to-point: requests are opaque handles (index into an internal table).
   int isend(const void* data, std::size_t bytes, int to, int tag);
   int irecv(void* data, std::size_t bytes, int from, int tag);
+  /// Small blocking messages that are not counted in traffic() (control: step flags, lr).
+  void send_control(const double* values, int count, int to, int tag);
+  /// Receives from `from` (or any rank: -1); returns the sender.
+  int recv_control(double* values, int count, int from, int tag);
   /// True (and the handle released) when the request has completed; never blocks.
   bool test(int request);
   /// Blocks until the request completes, then releases the handle.
@@ -57,6 +66,7 @@ class Comm {
 
  private:
   Comm() = default;
+  int handle_ = 0;  // index into the table of MPI communicators (0: MPI_COMM_WORLD)
   int rank_ = 0, size_ = 1;
   Traffic traffic_;
 };

@@ -95,8 +95,53 @@ TEST_F(Distributed, AllreduceEqualsOneProcessAtTheGlobalBatch) {
       EXPECT_LT(params, optimizer == "sgd" ? 1e-4 : 1e-3);
       EXPECT_TRUE(b["distributed"]["parameters_identical"].get<bool>());
       EXPECT_NE(two.out.find("2 ranks x batch 8 = global batch 16"), std::string::npos) << two.out;
+      // Synchronous parameter server: 2 workers and 1 server take the same steps.
+      CmdResult ps = mpirun(3, common + " --batch 8 --distributed ps --json " + path("ps.json") + " --save " + path("ps.onnx"));
+      ASSERT_EQ(ps.code, 0) << ps.out;
+      const auto c = read_json(path("ps.json"));
+      EXPECT_EQ(c["global_batch"], 16);
+      EXPECT_LT(loss_difference(a, c), 1e-5);
+      const double ps_params = parameter_difference(path("one.onnx"), path("ps.onnx"));
+      std::printf("%s %s ps: losses within %.2g, parameters within %.2g\n", backend.c_str(), optimizer.c_str(),
+                  loss_difference(a, c), ps_params);
+      EXPECT_LT(ps_params, optimizer == "sgd" ? 1e-4 : 1e-3);
+      EXPECT_TRUE(c["distributed"]["parameters_identical"].get<bool>());
+      // Push + pull per worker: the parameter bytes each way per step; the server: 2x that.
+      const double per_step = c["distributed"]["parameter_bytes"].get<double>();
+      for (const auto& r : c["distributed"]["per_rank"]) {
+        EXPECT_EQ(r["bytes_sent"], r["bytes_sent_expected"]) << r.dump();
+        EXPECT_EQ(r["bytes_received"], r["bytes_received_expected"]) << r.dump();
+        EXPECT_EQ(r["bytes_sent"].get<double>(), 20 * per_step * (r["role"] == "server" ? 2 : 1)) << r.dump();
+      }
+      EXPECT_EQ(c["distributed"]["staleness"][0], 40) << "every gradient applied at once (2 workers x 20 steps)";
     }
   }
+}
+
+// Asynchronous parameter servers (2 workers, 2 servers): every gradient is applied, its
+// staleness recorded, and the model learns.
+TEST_F(Distributed, AsyncParameterServersApplyEveryGradientAndLearn) {
+  CmdResult r = mpirun(4, "train zoo:fmnist-cnn --backend onednn --steps 150 --batch 16 --threads 1 --lr 0.05 "
+                          "--distributed ps-async --servers 2 --json " + path("async.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = read_json(path("async.json"));
+  const auto& d = j["distributed"];
+  EXPECT_EQ(d["workers"], 2);
+  EXPECT_EQ(d["servers"], 2);
+  int64_t applied = 0;
+  for (const auto& n : d["staleness"]) applied += n.get<int64_t>();
+  EXPECT_EQ(applied, 2 * 2 * 150) << "each of 2 servers applies each worker's 150 pushes";
+  EXPECT_LT(d["staleness"][0].get<int64_t>(), applied) << "async: some gradients are stale";
+  int shards = 0;
+  for (const auto& rank : d["per_rank"]) {
+    EXPECT_EQ(rank["bytes_sent"], rank["bytes_sent_expected"]) << rank.dump();
+    if (rank["role"] != "server") continue;
+    ++shards;
+    EXPECT_EQ(rank["updates"], 300);
+  }
+  EXPECT_EQ(shards, 2);
+  EXPECT_GT(j["epochs"][0]["test_accuracy"].get<double>(), 0.5) << r.out;  // chance is 0.1
+  EXPECT_NE(r.out.find("staleness of applied gradients"), std::string::npos) << r.out;
 }
 
 // Three ranks (chunks of unequal length), many small buckets: each rank sends and receives
@@ -197,6 +242,10 @@ TEST_F(Distributed, BadModeIsRefusedBeforeAnyWork) {
   r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed allreduce --bucket-mb 0");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--bucket-mb must be positive"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ps");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--distributed ps with --servers 1 needs at least 2 ranks (mpirun -np), got 1"), std::string::npos)
+      << r.out;
   r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed avg --sync-every 0");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--sync-every must be at least 1"), std::string::npos) << r.out;

@@ -224,10 +224,11 @@ int main(int argc, char** argv) {
                         "report the training time until the test accuracy first reaches this fraction (time-to-accuracy)");
   train_cmd->add_option("--threads", train.threads, "threads")->check(integer_at_least(0));
   train_cmd->add_option("--distributed", train.distributed,
-                        "data-parallel over MPI (run under mpirun -np N): allreduce, allreduce-blocking or avg; --batch is per rank");
+                        "data-parallel over MPI (run under mpirun -np N): allreduce, allreduce-blocking, avg, ps or ps-async; --batch is per worker");
   train_cmd->add_option("--bucket-mb", train.bucket_mb, "gradient bucket size of the all-reduce modes (MiB)")->capture_default_str();
   train_cmd->add_option("--sync-every", train.sync_every, "avg: average the parameters every K steps (and at epoch ends)")
       ->capture_default_str();
+  train_cmd->add_option("--servers", train.servers, "ps, ps-async: parameter servers (the last K ranks)")->capture_default_str();
   train_cmd->add_option("--data-repeat", train.data_repeat, "train on the training set concatenated R times")
       ->check(integer_at_least(1));
   add_db(train_cmd, train.db);

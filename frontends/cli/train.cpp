@@ -47,27 +47,46 @@ bool finite(double v) { return std::isfinite(v); }
 
 // The data-parallel summary: global and per-rank throughput, communication, traffic.
 void print_distributed(const nlohmann::json& d, int64_t batch) {
-  const int ranks = d["ranks"].get<int>();
-  std::printf("data-parallel %s, %d ranks, batch %lld per rank (global %lld): %.1f images/s global; ",
+  const int ranks = d["workers"].get<int>();
+  std::printf("data-parallel %s, %d workers, batch %lld per worker (global %lld): %.1f images/s global; ",
               d["mode"].get<std::string>().c_str(), ranks, static_cast<long long>(batch),
               static_cast<long long>(batch * ranks), d["images_per_s"].get<double>());
-  if (d.contains("buckets"))
+  if (d.contains("staleness"))
+    std::printf("parameters %.1f MB on %d server(s)\n", d["parameter_bytes"].get<double>() / 1e6, d["servers"].get<int>());
+  else if (d.contains("buckets"))
     std::printf("gradients %.1f MB in %zu bucket(s)\n", d["gradient_bytes"].get<double>() / 1e6, d["buckets"].size());
   else
     std::printf("parameters (%.1f MB) averaged %lld times (every %lld steps and at epoch ends)\n",
                 d["parameter_bytes"].get<double>() / 1e6, d["syncs"].get<long long>(), d["sync_every"].get<long long>());
   for (const auto& r : d["per_rank"]) {
+    if (r["role"] == "server") {
+      const double updates = std::max(1.0, r["updates"].get<double>());
+      std::printf("  rank %d (server): %.0f updates; per update: %.2f ms averaging and optimizer, %.2f ms communication; "
+                  "sent %.2f MB, received %.2f MB (closed form %.2f and %.2f MB)\n",
+                  r["rank"].get<int>(), r["updates"].get<double>(), 1e3 * r["update_s"].get<double>() / updates,
+                  1e3 * r["comm_s"].get<double>() / updates, r["bytes_sent"].get<double>() / 1e6,
+                  r["bytes_received"].get<double>() / 1e6, r["bytes_sent_expected"].get<double>() / 1e6,
+                  r["bytes_received_expected"].get<double>() / 1e6);
+      continue;
+    }
     const double steps = std::max(1.0, d["steps"].get<double>());
     std::printf("  rank %d: %.1f images/s; per step: compute %.2f ms, communication %.2f ms during backward + %.2f ms "
-                "exposed; sent %.2f MB, received %.2f MB (ring closed form %.2f and %.2f MB)\n",
+                "exposed; sent %.2f MB, received %.2f MB (closed form %.2f and %.2f MB)\n",
                 r["rank"].get<int>(), r["images_per_s"].get<double>(), 1e3 * r["compute_s"].get<double>() / steps,
                 1e3 * r["comm_in_backward_s"].get<double>() / steps, 1e3 * r["comm_exposed_s"].get<double>() / steps,
                 r["bytes_sent"].get<double>() / 1e6, r["bytes_received"].get<double>() / 1e6,
                 r["bytes_sent_expected"].get<double>() / 1e6, r["bytes_received_expected"].get<double>() / 1e6);
   }
+  if (d.contains("staleness")) {
+    std::printf("  staleness of applied gradients (updates in between):");
+    const auto& h = d["staleness"];
+    for (size_t i = 0; i < h.size(); ++i)
+      if (h[i].get<int64_t>()) std::printf(" %zu%s: %lld", i, i + 1 == h.size() ? "+" : "", h[i].get<long long>());
+    std::printf("\n");
+  }
   if (!d["comm_hidden_share"].is_null())
     std::printf("  communication hidden behind backward: %.0f%%\n", 100 * d["comm_hidden_share"].get<double>());
-  std::printf("  parameters identical on every rank: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
+  std::printf("  parameters identical on every worker: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
 }
 
 std::string fixed4(double v) {
@@ -111,13 +130,18 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
 
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
   if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
-  auto dp = dist::DataParallel::start(o.distributed, o.bucket_mb, o.sync_every, train_settings(o));
+  dist::DataParallelOptions dpo;
+  dpo.mode = o.distributed;
+  dpo.bucket_mb = o.bucket_mb;
+  dpo.sync_every = o.sync_every;
+  dpo.servers = o.servers;
+  auto dp = dist::DataParallel::start(dpo, train_settings(o));
   if (!dp.ok()) return dp.status();
   dist::DataParallel& group = *dp.value();
   auto r = train_impl(o, preloaded, verbose && group.rank() == 0, &group);
   // A rank that fails must not leave the others waiting in a collective: end the job.
-  if (!r.ok() && group.size() > 1) group.abort(r.status().message());
-  if (r.ok()) r->rank = group.rank();
+  if (!r.ok() && (group.size() > 1 || group.is_server() || group.world_rank() > 0)) group.abort(r.status().message());
+  if (r.ok()) r->rank = group.world_rank();
   return r;
 }
 
@@ -209,6 +233,11 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   g->release_float_initializers();
   TrainResult result;
   if (dp) MOSAIC_RETURN_IF_ERROR(dp->attach(P));  // same parameters everywhere: rank 0's
+  if (dp && dp->is_server()) {  // a parameter server: update its shard until the workers stop
+    MOSAIC_RETURN_IF_ERROR(dp->serve(*opt.value()));
+    result.log = {{"schema", "mosaic.train/1"}, {"distributed", dp->report(0, 0)}};
+    return result;
+  }
   for (const auto& s : P.steps())
     if (s.fell_back())
       result.fallbacks.push_back(P.node(s).name + " (" + P.node(s).op_type + ") trains on " + s.backend + ": " +
@@ -267,9 +296,12 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
-  if (verbose && dp)
-    std::printf("data-parallel (%s): %d ranks x batch %lld = global batch %lld\n", dp->mode().c_str(), ranks,
-                static_cast<long long>(o.batch), static_cast<long long>(o.batch * ranks));
+  if (verbose && dp) {
+    std::printf("data-parallel (%s): %d %s x batch %lld = global batch %lld", dp->mode().c_str(), ranks,
+                dp->servers() ? "workers" : "ranks", static_cast<long long>(o.batch), static_cast<long long>(o.batch * ranks));
+    if (dp->servers()) std::printf(", and %d parameter server(s)", dp->servers());
+    std::printf("\n");
+  }
   if (verbose)
     std::printf("training %s on %s with backend %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter "
                 "tensors (%zu frozen)\n",
@@ -290,7 +322,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     const int64_t t0 = now_ns();
     const int64_t load0 = loader.load_ns(), wait0 = loader.wait_ns();
     double loss_sum = 0;
-    int64_t correct = 0, seen = 0;
+    int64_t correct = 0, seen = 0, trained = 0;  // seen: images behind the losses; trained: all workers' images
     Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
     int64_t epoch_steps = it.batches_per_epoch();
     if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
@@ -311,7 +343,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       const int64_t tl = trace ? now_ns() : 0;
       auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
       if (!loss.ok()) return loss.status();
-      if (dp) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
+      if (dp && dp->global_losses()) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
         double sums[2] = {loss->loss, static_cast<double>(loss->correct)};
         dp->sum(sums, 2);
         loss->loss = sums[0] / ranks;
@@ -322,17 +354,20 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
       if (!finite(loss->loss)) {
         diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step);
+        // ps-async workers do not share losses: the others cannot know; end the job.
+        if (dp && !dp->global_losses()) dp->abort(diverged + " (this worker's loss)");
         break;
       }
       loss_sum += loss->loss;
       correct += loss->correct;
-      seen += o.batch * ranks;
-      if (dp) dp->begin_step();
+      seen += o.batch * (dp && !dp->global_losses() ? 1 : ranks);
+      trained += o.batch * ranks;
+      if (dp) dp->begin_step(opt.value()->lr());
       st = P.backward({dlogits}, trace, step - 1, dp ? dp->listener() : nullptr);
       if (!st.is_ok()) return st;
       if (dp) dp->finish_step();  // every gradient is now the mean over ranks
       const int64_t to = trace ? now_ns() : 0;
-      st = opt.value()->step(params);
+      if (!dp || dp->workers_update()) st = opt.value()->step(params);  // else the servers did
       if (dp) dp->after_update(step, false);  // model averaging, every k steps
       if (trace) {
         const int64_t te = now_ns();
@@ -365,13 +400,13 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (o.evaluate) trace->span("evaluate", "epoch", te0, now_ns(), step - 1);
     }
     if (!test_acc.ok()) return test_acc.status();
-    const int64_t batches = seen / (o.batch * ranks);
+    const int64_t batches = trained / (o.batch * ranks);
     const double train_loss = batches ? loss_sum / batches : 0.0;
     const double train_acc = seen ? static_cast<double>(correct) / seen : 0.0;
     if (verbose)
       std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %s; data loading "
                   "%.2f s, %.2f s of it exposed\n",
-                  static_cast<long long>(epoch), secs, seen / secs, train_loss, train_acc,
+                  static_cast<long long>(epoch), secs, trained / secs, train_loss, train_acc,
                   o.evaluate ? fixed4(test_acc.value()).c_str() : "-", load_s, wait_s);
     if (epoch == 1 && batches >= kChanceMinSteps) {
       const std::string why = chance_level(train_loss, train_acc, data->train.classes);
@@ -389,7 +424,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     log["epochs"].push_back({{"epoch", epoch},
                              {"lr", opt.value()->lr()},
                              {"seconds", secs},
-                             {"images_per_s", seen / secs},
+                             {"images_per_s", trained / secs},
                              {"train_loss", train_loss},
                              {"train_accuracy", train_acc},
                              {"test_accuracy", o.evaluate ? nlohmann::json(test_acc.value()) : nlohmann::json()},
@@ -408,6 +443,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     result.diverged = diverged;
   }
   if (dp) {
+    dp->stop();  // parameter servers: this worker is done
     log["distributed"] = dp->report(train_seconds, step * o.batch);
     log["distributed"]["parameters_identical"] = dp->parameters_identical(params);
     if (verbose) print_distributed(log["distributed"], o.batch);

@@ -38,10 +38,11 @@ struct TrainOptions {
   double target_accuracy = 0;  ///< > 0: record the training time until the test accuracy reaches it
   int64_t data_repeat = 1;  ///< the training set concatenated this many times (dataset-size scaling)
   /// Data-parallel over MPI (docs/distributed.md): "" (one process, as always), allreduce,
-  /// allreduce-blocking, avg. `batch` is then the per-rank batch.
+  /// allreduce-blocking, avg, ps, ps-async. `batch` is then the per-worker batch.
   std::string distributed;
   double bucket_mb = 25;  ///< gradient bucket size of the all-reduce modes
   int64_t sync_every = 1;  ///< avg: average the parameters every this many steps
+  int servers = 1;         ///< ps, ps-async: server ranks (the last ones)
   DbOptions db;  ///< results store (run_train records; train_model does not)
 };
 
