@@ -79,6 +79,7 @@ class Optimizer {
   /// buffers; used to resume, and by optcheck to start from given state.
   void set_steps(int64_t steps) { steps_ = steps; }
   std::vector<std::vector<std::vector<float>>>& state() { return state_; }
+  const std::vector<std::vector<std::vector<float>>>& state() const { return state_; }
 
  protected:
   /// Updates one parameter of n elements. `state` holds state_names().size() buffers of n

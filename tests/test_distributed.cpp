@@ -194,6 +194,24 @@ TEST_F(Distributed, ModelAveragingEveryStepIsAllreduceAndCountsItsSyncs) {
   EXPECT_GT(loss_difference(read_json(path("ar.json")), read_json(path("avg5.json"))), 1e-6) << "local steps differ";
 }
 
+// A data-parallel run stopped at an epoch end and resumed (every rank reads the checkpoint)
+// takes the uninterrupted run's steps; the parameter-server modes refuse checkpoints.
+TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
+  const std::string run = "train zoo:fmnist-cnn --data synthetic:400,1,28,28,10 --batch 8 --threads 1 --optimizer adam "
+                          "--lr 0.001 --steps-per-epoch 6 --distributed allreduce";
+  ASSERT_EQ(mpirun(2, run + " --epochs 2 --json " + path("full.json")).code, 0);
+  CmdResult r = mpirun(2, run + " --epochs 1 --checkpoint " + path("ck"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --json " + path("resumed.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(loss_difference(read_json(path("full.json")), read_json(path("resumed.json"))), 0.0);
+  r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --batch 4");
+  EXPECT_NE(r.code, 0);
+  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ps --checkpoint " + path("ps.ck"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--checkpoint and --resume are not available with --distributed ps yet"), std::string::npos) << r.out;
+}
+
 TEST(RingAllreduce, ClosedFormBytes) {
   // 10 floats over 3 ranks: chunks 4, 3, 3. Rank 0 sends chunks 0, 2 (reduce) and 1, 0 (gather).
   EXPECT_EQ(dist::RingAllreduce::expected_bytes(10, 3, 0), (4 + 3 + 3 + 4) * 4);

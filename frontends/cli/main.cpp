@@ -206,7 +206,10 @@ int main(int argc, char** argv) {
   auto* train_momentum_opt = train_cmd->add_option("--momentum", train_momentum, "momentum (sgd, rmsprop; as --opt momentum=X)");
   train_cmd->add_option("--lr-schedule", train.lr_schedule, "constant, cosine or step:EPOCHS:GAMMA")->capture_default_str();
   train_cmd->add_option("--trace", train.trace, "write a Chrome trace-event file of every step: nodes, stages, data loading");
-  train_cmd->add_option("--save", train.save, "write the trained model as ONNX (a checkpoint to continue from)");
+  train_cmd->add_option("--save", train.save, "write the trained model as ONNX");
+  train_cmd->add_option("--checkpoint", train.checkpoint,
+                        "write a checkpoint at every epoch end: parameters, optimizer state, step, data order, log");
+  train_cmd->add_option("--resume", train.resume, "continue the run a --checkpoint file was written by");
   train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
   train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(integer_at_least(1));
   train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(integer_at_least(1));

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "backends/registry.hpp"
+#include "frontends/cli/checkpoint.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "metrics/junit.hpp"
 #include "metrics/progress.hpp"
@@ -123,6 +124,16 @@ std::string train_settings(const TrainOptions& o) {
   return s;
 }
 
+// What a checkpoint must have been written with for --resume to continue the same run.
+nlohmann::json checkpoint_settings(const TrainOptions& o, const std::string& optimizer, int ranks) {
+  return {{"model", o.model},         {"data", o.data},           {"backend", o.backend},
+          {"optimizer", optimizer},   {"lr", o.opt.lr},           {"lr_schedule", o.lr_schedule},
+          {"batch", o.batch},         {"seed", o.seed},           {"shuffle", o.shuffle},
+          {"normalize", o.normalize}, {"data_repeat", o.data_repeat}, {"steps_per_epoch", o.steps_per_epoch},
+          {"ranks", ranks},           {"distributed", o.distributed}, {"opt", o.opt_params},
+          {"freeze", o.freeze},       {"momentum", o.opt.momentum}, {"weight_decay", o.opt.weight_decay}};
+}
+
 Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloaded, bool verbose,
                                  dist::DataParallel* dp);
 
@@ -130,6 +141,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
 
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
   if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
+  if ((!o.checkpoint.empty() || !o.resume.empty()) && (o.distributed == "ps" || o.distributed == "ps-async"))
+    return Status::invalid("--checkpoint and --resume are not available with --distributed " + o.distributed +
+                           " yet (the optimizer state lives on the servers)");
   dist::DataParallelOptions dpo;
   dpo.mode = o.distributed;
   dpo.bucket_mb = o.bucket_mb;
@@ -232,6 +246,17 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   // The plan trains its own copies of the float initializers; drop the loaded ones.
   g->release_float_initializers();
   TrainResult result;
+  // --resume: the parameters, running statistics and optimizer state of the checkpoint.
+  Checkpoint resumed;
+  if (!o.resume.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(resumed, read_checkpoint(o.resume));
+    MOSAIC_RETURN_IF_ERROR(check_settings(o.resume, resumed, checkpoint_settings(o, opt_name, ranks)));
+    MOSAIC_RETURN_IF_ERROR(restore_checkpoint(o.resume, resumed, P, *opt.value()));
+    if (resumed.header.value("epoch", int64_t{0}) >= o.epochs)
+      return Status::invalid(o.resume + ": the checkpoint has already trained " +
+                             std::to_string(resumed.header.value("epoch", int64_t{0})) + " epoch(s); --epochs " +
+                             std::to_string(o.epochs) + " leaves nothing to do");
+  }
   if (dp) MOSAIC_RETURN_IF_ERROR(dp->attach(P));  // same parameters everywhere: rank 0's
   if (dp && dp->is_server()) {  // a parameter server: update its shard until the workers stop
     MOSAIC_RETURN_IF_ERROR(dp->serve(*opt.value()));
@@ -285,6 +310,8 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
   it.set_normalization(norm.value());
   if (dp) it.set_shard(dp->rank(), ranks);  // one shared order per epoch; this rank's slice of each global batch
+  const int64_t first_epoch = resumed.header.value("epoch", int64_t{0}) + 1;
+  for (int64_t e = 1; e < first_epoch; ++e) it.start_epoch();  // the shuffles of the epochs already trained
   Prefetcher loader(it, want, o.batch, o.prefetch);
   Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
   nlohmann::json& log = result.log;
@@ -316,7 +343,18 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   std::string diverged;
   double train_seconds = 0;  // training time so far, evaluation excluded (time-to-accuracy)
   nlohmann::json reached;    // the first epoch at --target-accuracy
-  for (int64_t epoch = 1; epoch <= o.epochs && diverged.empty(); ++epoch) {
+  if (!o.resume.empty()) {  // continue the log, the step count and the clocks
+    step = resumed.header.value("step", int64_t{0});
+    log["steps"] = resumed.header.value("log_steps", nlohmann::json::array());
+    log["epochs"] = resumed.header.value("log_epochs", nlohmann::json::array());
+    train_seconds = resumed.header.value("train_seconds", 0.0);
+    reached = resumed.header.value("reached", nlohmann::json());
+    log["resumed_from"] = {{"checkpoint", o.resume}, {"epoch", first_epoch - 1}, {"step", step}};
+    if (verbose)
+      std::printf("resumed from %s: %lld epoch(s), %lld steps done\n", o.resume.c_str(),
+                  static_cast<long long>(first_epoch - 1), static_cast<long long>(step));
+  }
+  for (int64_t epoch = first_epoch; epoch <= o.epochs && diverged.empty(); ++epoch) {
     opt.value()->set_lr(schedule.value()->lr(o.opt.lr, epoch - 1));
     loader.start_epoch();
     const int64_t t0 = now_ns();
@@ -430,6 +468,16 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                              {"test_accuracy", o.evaluate ? nlohmann::json(test_acc.value()) : nlohmann::json()},
                              {"data_load_s", load_s},
                              {"data_wait_s", wait_s}});
+    if (!o.checkpoint.empty() && (!dp || dp->world_rank() == 0)) {
+      nlohmann::json header = {{"settings", checkpoint_settings(o, opt_name, ranks)},
+                               {"epoch", epoch},
+                               {"step", step},
+                               {"train_seconds", train_seconds},
+                               {"reached", reached},
+                               {"log_steps", log["steps"]},
+                               {"log_epochs", log["epochs"]}};
+      MOSAIC_RETURN_IF_ERROR(write_checkpoint(o.checkpoint, std::move(header), P, *opt.value()));
+    }
     if (o.steps > 0 && step >= o.steps) break;
   }
   if (o.target_accuracy > 0) {
@@ -480,7 +528,8 @@ int run_train(const TrainOptions& o) {
   struct EndMpi {  // a data-parallel run ends MPI on every path out
     ~EndMpi() { dist::Comm::finalize(); }
   } end_mpi;
-  if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}, {"--trace", o.trace}}); !st.is_ok())
+  if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}, {"--trace", o.trace}, {"--checkpoint", o.checkpoint}});
+      !st.is_ok())
     return fail(st);
   if (!builtin_registry().has_backend(o.backend))
     return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));

@@ -21,6 +21,8 @@ struct TrainOptions {
   std::string model, data = "fashion-mnist", backend = "onednn", optimizer = "sgd", json;
   std::string lr_schedule = "constant";
   std::string save;  ///< write the trained model (ONNX) here
+  std::string checkpoint;  ///< write a checkpoint here at every epoch end (frontends/cli/checkpoint.hpp)
+  std::string resume;      ///< continue from this checkpoint
   std::string trace;  ///< Chrome trace-event file of every step (nodes, stages, data loading)
   OptimizerConfig opt;
   std::vector<std::string> plugins;     ///< --optimizer-plugin libraries
