@@ -84,6 +84,49 @@ TEST_F(Sweep, RunsResumesAndWritesTables) {
   EXPECT_NE(r.out.find("1 cells run, 0 finished earlier"), std::string::npos) << r.out;
 }
 
+// The data-parallel axes: every (mode, workers) cell runs under mpirun; the speed-up table
+// has one row per mode with 1 worker at 1.00x; a rerun finds every cell.
+TEST_F(Sweep, RanksAndModeAxesRunUnderMpirunAndTabulateSpeedup) {
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // containers (docs/distributed.md)
+  const std::string cfg = write("ranks.yaml", R"(name: scaling
+output: out
+data: synthetic:200,1,28,28,10
+models: zoo:fmnist-cnn
+batch: 8
+epochs: 2
+steps_per_epoch: 3
+evaluate: false
+threads: 1
+ranks: [1, 2]
+mode: [allreduce, ps]
+)");
+  CmdResult r = mosaic("sweep " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("4 cells run, 0 finished earlier, 0 errors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sgd lr 0.01 ps x2: "), std::string::npos) << r.out;
+  const std::string md = read(dir_ / "out" / "table_speedup.md");
+  for (const std::string mode : {"allreduce", "ps"})
+    EXPECT_NE(md.find("| zoo:fmnist-cnn | onednn | sgd | 0.01 | 8 | " + mode + " | "), std::string::npos) << md;
+  const std::string csv = read(dir_ / "out" / "table_speedup.csv");
+  EXPECT_NE(csv.find("zoo:fmnist-cnn,onednn,sgd,0.01,8,allreduce,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",1,1,done\n"), std::string::npos) << "1 worker: speed-up 1, efficiency 1\n" << csv;
+  const auto doc = read_json((dir_ / "out" / "sweep.json").string());
+  ASSERT_EQ(doc["cells"].size(), 4u);
+  for (const auto& cell : doc["cells"]) {
+    EXPECT_EQ(cell["log"]["ranks"], cell["ranks"]) << "workers";
+    EXPECT_EQ(cell["log"]["distributed"]["mode"], cell["mode"]);
+    EXPECT_EQ(cell["log"]["global_batch"], 8 * cell["ranks"].get<int>());
+  }
+  r = mosaic("sweep " + cfg);
+  EXPECT_NE(r.out.find("0 cells run, 4 finished earlier"), std::string::npos) << r.out;
+  r = mosaic("sweep " + write("bad.yaml", "models: zoo:fmnist-cnn\nmode: ring\nranks: 2\n"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'mode': unknown data-parallel mode 'ring'"), std::string::npos) << r.out;
+  r = mosaic("sweep " + write("bad2.yaml", "models: zoo:fmnist-cnn\nmode: ps\n"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'mode' needs key 'ranks'"), std::string::npos) << r.out;
+}
+
 TEST_F(Sweep, ARunThatDoesNotTrainLeavesBlanks) {
   // lr 2 kills fmnist-cnn without a NaN: at chance level after epoch 1, so Table 3 is blank
   // (as the seed's tables are for runs that did not learn); lr 0.1 learns.

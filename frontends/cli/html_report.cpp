@@ -120,7 +120,10 @@ void sweep_table(std::ostream& h, const json& d) {
   for (const auto& c : d.value("cells", json::array())) {
     const json& ep = c.contains("log") && c["log"].is_object() ? c["log"].value("epochs", json::array()) : json::array();
     const json last = ep.empty() ? json::object() : ep.back();
-    h << "<tr><td>" << html_escape(c.value("model", "")) << "</td><td>" << html_escape(c.value("backend", "")) << "</td><td>"
+    std::string backend = c.value("backend", "");
+    if (c.contains("ranks"))  // the data-parallel axes
+      backend += " " + c.value("mode", "") + " x" + std::to_string(c.value("ranks", 0));
+    h << "<tr><td>" << html_escape(c.value("model", "")) << "</td><td>" << html_escape(backend) << "</td><td>"
       << html_escape(c.value("optimizer", "")) << "</td><td>" << num(c.value("lr", json()), "%g") << "</td><td>"
       << c.value("batch", 0) << "</td><td>" << html_escape(c.value("status", "")) << "</td><td>"
       << num(last.value("test_accuracy", json()), "%.4f") << "</td><td>"

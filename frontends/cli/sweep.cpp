@@ -2,6 +2,7 @@
 // in OUTPUT/results.sqlite (so an interrupted sweep resumes where it stopped), and
 // writes the seed's Table 2 (epoch time and throughput vs batch) and Table 3 (accuracy
 // at chosen epochs per optimizer and lr) as CSV and Markdown.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,7 +12,9 @@
 #include <sstream>
 
 #include "backends/registry.hpp"
+#include "distributed/data_parallel.hpp"
 #include "frontends/cli/cli_util.hpp"
+#include "frontends/cli/sweep_distributed.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/config/sweep_config.hpp"
 #include "frontends/data/dataset.hpp"
@@ -67,11 +70,18 @@ struct Cell {
   std::string model, backend, optimizer;
   double lr = 0;
   int64_t batch = 0;
+  int64_t ranks = 0;  ///< workers under mpirun (0: in this process)
+  std::string mode;   ///< --distributed mode when ranks > 0
   std::string key;
   // results
   std::string status, message;
   nlohmann::json log;
 };
+
+/// The backend column of the tables: with the data-parallel axes, also the mode and workers.
+std::string backend_label(const Cell& cell) {
+  return cell.ranks > 0 ? cell.backend + " " + cell.mode + " x" + std::to_string(cell.ranks) : cell.backend;
+}
 
 std::string cell_key(const SweepConfig& c, const Cell& cell) {
   // Every setting that changes a cell's result is in its key: a changed setting is a new cell.
@@ -80,6 +90,10 @@ std::string cell_key(const SweepConfig& c, const Cell& cell) {
     << "|data=" << c.data << "|epochs=" << c.epochs << "|steps_per_epoch=" << c.steps_per_epoch << "|seed=" << c.seed
     << "|shuffle=" << c.shuffle << "|eval=" << c.evaluate << "|norm=" << c.normalize << "|momentum=" << c.momentum
     << "|wd=" << c.weight_decay;
+  if (cell.ranks > 0) {
+    k << "|ranks=" << cell.ranks << "|mode=" << cell.mode;
+    if (cell.mode == "ps" || cell.mode == "ps-async") k << "|servers=" << c.servers;
+  }
   return k.str();
 }
 
@@ -120,9 +134,9 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const 
       ++epochs;
     }
     const double mean = epochs ? secs / static_cast<double>(epochs) : NAN, ips = secs > 0 ? images / secs : NAN;
-    csv << cell.model << "," << cell.backend << "," << cell.optimizer << "," << num(cell.lr) << "," << cell.batch << ","
+    csv << cell.model << "," << backend_label(cell) << "," << cell.optimizer << "," << num(cell.lr) << "," << cell.batch << ","
         << epochs << "," << (epochs ? num(mean) : "") << "," << (secs > 0 ? num(ips) : "") << "," << cell.status << "\n";
-    const std::string row = "| " + cell.model + " | " + cell.backend + " | " + cell.optimizer + " | " + num(cell.lr) + " |";
+    const std::string row = "| " + cell.model + " | " + backend_label(cell) + " | " + cell.optimizer + " | " + num(cell.lr) + " |";
     if (!rows.count(row)) order.push_back(row);
     char buf[64];
     if (epochs) std::snprintf(buf, sizeof buf, "%.2f s / %.0f", mean, ips);
@@ -158,8 +172,8 @@ Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells, const 
     std::map<int64_t, double> acc;
     for (const auto& e : cell.log.value("epochs", nlohmann::json::array()))
       if (e.contains(field) && e[field].is_number()) acc[e["epoch"].get<int64_t>()] = e[field].get<double>();
-    csv << cell.model << "," << cell.backend << "," << cell.batch << "," << cell.optimizer << "," << num(cell.lr);
-    md << "| " << cell.model << " | " << cell.backend << " | " << cell.batch << " | " << cell.optimizer << " | "
+    csv << cell.model << "," << backend_label(cell) << "," << cell.batch << "," << cell.optimizer << "," << num(cell.lr);
+    md << "| " << cell.model << " | " << backend_label(cell) << " | " << cell.batch << " | " << cell.optimizer << " | "
        << num(cell.lr) << " |";
     const std::string stuck = cell.log.value("does_not_train", "");
     for (int64_t e : c.accuracy_epochs) {
@@ -187,11 +201,14 @@ nlohmann::json sweep_json(const SweepConfig& c, const std::vector<Cell>& finishe
                      {"complete", !stopped},
                      {"provenance", provenance_json(run_provenance("", {{"sweep", std::to_string(c.seed)}}))},
                      {"cells", nlohmann::json::array()}};
-  for (const auto& cell : finished)
-    doc["cells"].push_back({{"model", cell.model}, {"backend", cell.backend}, {"optimizer", cell.optimizer}, {"lr", cell.lr},
-                            {"batch", cell.batch}, {"status", cell.status},
-                            {"message", cell.message.empty() ? nlohmann::json() : nlohmann::json(cell.message)},
-                            {"log", cell.log}});
+  for (const auto& cell : finished) {
+    nlohmann::json e = {{"model", cell.model}, {"backend", cell.backend}, {"optimizer", cell.optimizer}, {"lr", cell.lr},
+                        {"batch", cell.batch}, {"status", cell.status},
+                        {"message", cell.message.empty() ? nlohmann::json() : nlohmann::json(cell.message)},
+                        {"log", cell.log}};
+    if (cell.ranks > 0) e["ranks"] = cell.ranks, e["mode"] = cell.mode;
+    doc["cells"].push_back(e);
+  }
   return doc;
 }
 
@@ -209,6 +226,11 @@ int run_sweep(const SweepOptions& so) {
     OptimizerConfig oc;
     auto opt = make_optimizer(o, oc);
     if (!opt.ok()) return fail(Status::invalid(c.file + ": key 'optimizers': " + opt.status().message()));
+  }
+  for (const auto& m : c.modes) {
+    const auto& known = dist::distributed_modes();
+    if (std::none_of(known.begin(), known.end(), [&](const auto& k) { return k.first == m; }))
+      return fail(Status::invalid(c.file + ": key 'mode': unknown data-parallel mode '" + m + "'"));
   }
   for (const auto& m : c.models)
     if (m.rfind("zoo:", 0) != 0 && !std::filesystem::exists(m))
@@ -230,9 +252,14 @@ int run_sweep(const SweepOptions& so) {
       for (int64_t batch : c.batches)
         for (const auto& o : c.optimizers)
           for (double lr : c.lrs) {
-            Cell cell{m, b, o, lr, batch, "", "", "", {}};
-            cell.key = cell_key(c, cell);
-            cells.push_back(cell);
+            const std::vector<int64_t> ranks = c.ranks.empty() ? std::vector<int64_t>{0} : c.ranks;
+            const std::vector<std::string> modes = c.ranks.empty() ? std::vector<std::string>{""} : c.modes;
+            for (const auto& mode : modes)
+              for (int64_t r : ranks) {
+                Cell cell{m, b, o, lr, batch, r, mode, "", "", "", {}};
+                cell.key = cell_key(c, cell);
+                cells.push_back(cell);
+              }
           }
   std::printf("sweep %s: %zu cells, results in %s\n", c.name.c_str(), cells.size(), c.output.c_str());
   int ran = 0, cached = 0, errors = 0;
@@ -241,8 +268,9 @@ int run_sweep(const SweepOptions& so) {
   for (size_t i = 0; i < cells.size(); ++i) {
     Cell& cell = cells[i];
     std::string log;
-    const std::string label = cell.model + " " + cell.backend + " batch " + std::to_string(cell.batch) + " " +
-                              cell.optimizer + " lr " + num(cell.lr);
+    std::string label = cell.model + " " + cell.backend + " batch " + std::to_string(cell.batch) + " " +
+                        cell.optimizer + " lr " + num(cell.lr);
+    if (cell.ranks > 0) label += " " + cell.mode + " x" + std::to_string(cell.ranks);
     auto found = store.find(cell.key, &cell.status, &cell.message, &log);
     if (!found.ok()) return fail(found.status());
     if (found.value()) {
@@ -270,10 +298,13 @@ int run_sweep(const SweepOptions& so) {
     t.shuffle = c.shuffle;
     t.evaluate = c.evaluate;
     t.normalize = c.normalize;
+    t.threads = c.threads;
+    t.distributed = cell.mode;
+    t.servers = c.servers;
     std::printf("[%zu/%zu] %s ...\n", i + 1, cells.size(), label.c_str());
     std::fflush(stdout);
     progress.update(static_cast<double>(i), static_cast<double>(cells.size()), "cells; running " + label);
-    auto r = train_model(t, &data.value(), false);
+    auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c.output) : train_model(t, &data.value(), false);
     progress.finish();
     if (r.ok()) {
       cell.log = r->log;
@@ -309,12 +340,21 @@ int run_sweep(const SweepOptions& so) {
   const std::string provenance = provenance_block(c);
   st = write_table2(c, finished, provenance);
   if (st.is_ok()) st = write_table3(c, finished, provenance);
+  if (st.is_ok() && !c.ranks.empty()) {
+    std::vector<ScalingCell> scaling;
+    for (const auto& cell : finished)
+      scaling.push_back({cell.model + " | " + cell.backend + " | " + cell.optimizer + " | " + num(cell.lr) + " | " +
+                             std::to_string(cell.batch),
+                         cell.mode, cell.ranks, steady_images_per_s(cell.log), cell.status});
+    st = write_speedup_table(c.output, c.name, provenance, c.ranks, scaling);
+  }
   const nlohmann::json doc = sweep_json(c, finished, stopped);
   if (st.is_ok()) st = write_file(c.output + "/sweep.json", doc.dump(2) + "\n");
   if (st.is_ok()) st = record_run(db.value().get(), doc);
   if (!st.is_ok()) return fail(st);
-  std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3}.{csv,md}, every cell in sweep.json\n", ran, cached, errors,
-              stopped ? "; stopped at --max-cells (run again to resume)" : "", c.output.c_str());
+  std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3%s}.{csv,md}, every cell in sweep.json\n",
+              ran, cached, errors, stopped ? "; stopped at --max-cells (run again to resume)" : "", c.output.c_str(),
+              c.ranks.empty() ? "" : ",_speedup");
   return errors ? 1 : 0;
 }
 

@@ -12,7 +12,8 @@ namespace {
 const std::set<std::string> kKeys = {"name",      "output",   "data",     "models",       "backends",
                                      "optimizers", "lr",       "batch",    "epochs",       "steps_per_epoch",
                                      "seed",      "evaluate", "shuffle",  "normalize",    "momentum",
-                                     "weight_decay", "threads", "accuracy_epochs", "accuracy"};
+                                     "weight_decay", "threads", "accuracy_epochs", "accuracy", "ranks", "mode",
+                                     "servers"};
 
 /// Reads key as T or a list of T (a scalar becomes a one-element list).
 template <typename T>
@@ -88,6 +89,13 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "weight_decay", c.weight_decay));
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "threads", c.threads));
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "accuracy_epochs", c.accuracy_epochs));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "ranks", c.ranks));
+  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "mode", c.modes));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "servers", c.servers));
+  for (int64_t r : c.ranks)
+    if (r < 1) return Status::invalid(path + ": key 'ranks': worker counts must be positive");
+  if (c.servers < 1) return Status::invalid(path + ": key 'servers' must be at least 1");
+  if (root["mode"] && c.ranks.empty()) return Status::invalid(path + ": key 'mode' needs key 'ranks' (the worker counts)");
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "accuracy", c.accuracy));
 
   if (c.models.empty()) return Status::invalid(path + ": key 'models' is required (ONNX files or zoo:NAME)");

@@ -27,6 +27,11 @@ struct SweepConfig {
   std::string normalize = "none";
   double momentum = 0, weight_decay = 0;
   int threads = 0;
+  /// Data-parallel axes: with `ranks`, every cell runs under mpirun with that many workers
+  /// (`train --distributed MODE`), for each mode; empty: cells run in this process.
+  std::vector<int64_t> ranks;
+  std::vector<std::string> modes{"allreduce"};
+  int servers = 1;  ///< parameter servers of the ps modes (besides the workers)
   std::vector<int64_t> accuracy_epochs;  ///< Table 3 columns (default: every epoch)
   std::string accuracy = "train";         ///< Table 3 reports train or test accuracy
 };

@@ -110,7 +110,7 @@ def throughput_vs_batch(figs, benches, sweeps):
     for s in sweeps:
         for c in s.get("cells", []):
             ep = (c.get("log") or {}).get("epochs") or []
-            if c.get("status") == "done" and ep:
+            if c.get("status") == "done" and ep and not c.get("ranks"):  # data-parallel cells: speedup_vs_ranks
                 key = ("%s, training (sweep %s)" % (c["model"], s.get("name")), "%s %s lr %g" % (c["backend"], c["optimizer"], c["lr"]))
                 series.setdefault(key, {})[c["batch"]] = sum(e["images_per_s"] for e in ep) / len(ep)
     for title in sorted({k[0] for k in series}):
@@ -130,6 +130,42 @@ def throughput_vs_batch(figs, benches, sweeps):
                   "Images per second (bench: batch / median iteration time; sweep: mean over epochs) per backend.")
 
 
+def steady_images_per_s(log):
+    """Global images/s: the mean over epochs 2.. when there are several (as the sweep's table)."""
+    ep = log.get("epochs") or []
+    ep = ep[1:] if len(ep) > 1 else ep
+    return sum(e["images_per_s"] for e in ep) / len(ep) if ep else None
+
+
+def speedup_vs_ranks(figs, sweeps):
+    series = {}  # (title, mode) -> {workers: images/s}
+    for s in sweeps:
+        for c in s.get("cells", []):
+            ips = steady_images_per_s(c.get("log") or {})
+            if c.get("ranks") and c.get("status") == "done" and ips:
+                title = "%s, %s %s lr %g, batch %s per worker (sweep %s)" % (
+                    c["model"], c["backend"], c["optimizer"], c["lr"], c["batch"], s.get("name"))
+                series.setdefault((title, c["mode"]), {})[c["ranks"]] = ips
+    for title in sorted({k[0] for k in series}):
+        lines = {k[1]: v for k, v in series.items() if k[0] == title and 1 in v and len(v) >= 2}
+        if not lines:
+            continue
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        most = max(max(v) for v in lines.values())
+        ax.plot([1, most], [1, most], color="grey", linestyle="--", linewidth=1, label="ideal")
+        for mode, pts in sorted(lines.items()):
+            r = sorted(pts)
+            ax.plot(r, [pts[x] / pts[1] for x in r], marker="o", label=mode)
+        ax.set_xlabel("workers")
+        ax.set_ylabel("speed-up over 1 worker")
+        ax.set_xticks(sorted({x for v in lines.values() for x in v}))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        figs.save(fig, "Data-parallel speed-up vs workers: " + title,
+                  "Global images/s on n workers / on 1 worker of the same mode (after the first epoch when there are "
+                  "several); parameter-server modes run their servers besides the workers.")
+
+
 def curves(figs, trains, sweeps):
     runs = []  # (group title, label, epochs)
     for t in trains:
@@ -138,8 +174,10 @@ def curves(figs, trains, sweeps):
     for s in sweeps:
         for c in s.get("cells", []):
             log = c.get("log") or {}
+            where = " %s x%s" % (c["mode"], c["ranks"]) if c.get("ranks") else ""
             runs.append(("%s on %s (sweep %s)" % (c["model"], s.get("data"), s.get("name")),
-                         "%s %s lr %g batch %s" % (c["backend"], c["optimizer"], c["lr"], c["batch"]), log.get("epochs", [])))
+                         "%s%s %s lr %g batch %s" % (c["backend"], where, c["optimizer"], c["lr"], c["batch"]),
+                         log.get("epochs", [])))
     for title in sorted({r[0] for r in runs}):
         group = [r for r in runs if r[0] == title and r[2]]
         if not group:
@@ -170,6 +208,7 @@ def main():
     for d in benches:
         stacked_layers(figs, d)
         roofline(figs, d)
+    speedup_vs_ranks(figs, sweeps)
     curves(figs, trains, sweeps)
     json.dump(figs.items, open(os.path.join(sys.argv[2], "figures.json"), "w"), indent=1)
 

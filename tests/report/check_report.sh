@@ -27,10 +27,26 @@ epochs: 3
 steps_per_epoch: 4
 YAML
 quiet "$mosaic" sweep sweep.yaml
-quiet "$mosaic" report b4.json b16.json t8.json sweep -o report.html --title "Mosaic report check"
+# Data-parallel axes (under mpirun): the speed-up figure.
+cat > scaling.yaml <<'YAML'
+name: scaling-check
+output: scaling
+data: synthetic:96,1,28,28,10
+models: zoo:fmnist-cnn
+batch: 8
+epochs: 2
+steps_per_epoch: 3
+evaluate: false
+threads: 1
+ranks: [1, 2]
+mode: [allreduce, ps]
+YAML
+OMPI_MCA_btl_vader_single_copy_mechanism=none quiet "$mosaic" sweep scaling.yaml
+quiet "$mosaic" report b4.json b16.json t8.json sweep scaling -o report.html --title "Mosaic report check"
 
-# 1 throughput-vs-batch (batches 4 and 16) + 3 bench runs x (stacked bars + roofline) + 1 curves.
-expected=8
+# 1 throughput-vs-batch (batches 4 and 16) + 3 bench runs x (stacked bars + roofline) + 1 speed-up vs workers
+# + 2 curves (one per sweep).
+expected=10
 chrome() { chromium --headless --no-sandbox --disable-gpu --user-data-dir="$work/chrome" "$@" 2> chrome.log; }
 chrome --dump-dom "file://$work/report.html" > dom.html || { cat chrome.log; echo "FAIL: chromium could not open the page"; exit 1; }
 loaded=$(grep -o 'data-figures-loaded="[0-9]*/[0-9]*"' dom.html || true)
@@ -39,7 +55,8 @@ if [ "$loaded" != "data-figures-loaded=\"$expected/$expected\"" ]; then
   exit 1
 fi
 for title in "Throughput vs batch size: zoo:fmnist-cnn, inference" "Per-layer time per backend: zoo:fmnist-cnn, batch 8, training" \
-             "Roofline: zoo:fmnist-cnn, batch 16, inference" "Accuracy and loss vs epoch: zoo:fmnist-cnn"; do
+             "Roofline: zoo:fmnist-cnn, batch 16, inference" "Accuracy and loss vs epoch: zoo:fmnist-cnn" \
+             "Data-parallel speed-up vs workers: zoo:fmnist-cnn, onednn sgd lr 0.01, batch 8 per worker (sweep scaling-check)"; do
   grep -qF "$title" dom.html || { echo "FAIL: no figure '$title'"; exit 1; }
 done
 chrome --hide-scrollbars --window-size=1100,2600 --screenshot="$shot" "file://$work/report.html" || { cat chrome.log; exit 1; }
