@@ -25,11 +25,7 @@ namespace mosaic::cli {
 namespace {
 
 
-std::string num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string num(double v) { return sweep_number(v); }
 
 /// The sweep's cell store: one row per finished cell (what a rerun resumes from).
 class Store {

@@ -14,12 +14,6 @@
 namespace mosaic::cli {
 namespace {
 
-std::string num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
 std::string tail(const std::string& path, size_t lines) {
   std::ifstream f(path);
   std::vector<std::string> all;
@@ -29,7 +23,15 @@ std::string tail(const std::string& path, size_t lines) {
   return out;
 }
 
+std::string num(double v) { return sweep_number(v); }
+
 }  // namespace
+
+std::string sweep_number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
 
 Expected<TrainResult> train_under_mpirun(const TrainOptions& t, int64_t workers, const std::string& workdir) {
   std::error_code ec;

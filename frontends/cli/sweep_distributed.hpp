@@ -24,6 +24,9 @@ struct ScalingCell {
   std::string status;
 };
 
+/// A number as the sweep's tables and cell keys print it (shortest stream form: 0.01, 1e+30).
+std::string sweep_number(double v);
+
 /// Global images/s of a train log: the mean over epochs 2.. when there are several (the
 /// first carries the warm-up), else epoch 1's; 0 when there is none.
 double steady_images_per_s(const nlohmann::json& log);
