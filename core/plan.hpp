@@ -107,6 +107,15 @@ class BackwardListener {
   virtual void after_backward_step(int step) = 0;
 };
 
+/// Something that exchanges gradients around each backward pass (data-parallel training):
+/// begin_step() before backward, the listener during it, finish_step() after it, when the
+/// parameters' gradients must be final and global.
+class GradientExchange : public BackwardListener {
+ public:
+  virtual void begin_step() = 0;
+  virtual void finish_step() = 0;
+};
+
 class Plan {
  public:
   /// Creates a kernel for every node (create stage) and plans activation memory.

@@ -28,16 +28,16 @@ struct SyncTimes {
   double span_s = 0;         ///< per step, first bucket start to last bucket done
 };
 
-class AllreduceSync : public BackwardListener {
+class AllreduceSync : public GradientExchange {
  public:
   /// `final_step[i]`: Plan::grad_final_step() for params[i].
   AllreduceSync(Comm& comm, std::vector<ParamRef> params, const std::vector<int>& final_step, bool overlap,
                 int64_t bucket_bytes);
   /// Call before each backward pass.
-  void begin_step();
+  void begin_step() override;
   void after_backward_step(int step) override;
   /// After backward: reduces what is left, waits, averages; gradients are then the mean.
-  void finish_step();
+  void finish_step() override;
 
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   std::vector<int64_t> bucket_bytes() const;

@@ -89,6 +89,7 @@ Status DataParallel::attach(const Plan& plan) {
     return Status::invalid("rank(s) " + bad + " built other parameters (names or shapes) than rank 0: "
                            "every rank must load the same model");
   for (auto& p : params_) world_->broadcast(p.value.data(), p.value.bytes(), 0);
+  base_ = world_->traffic();
   const std::string& mode = options_.mode;
   if (mode == "avg") {
     averager_ = std::make_unique<ParamAverager>(*world_, params_, options_.sync_every);
@@ -132,7 +133,9 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
   static const SyncTimes none;
   const SyncTimes& t = sync_ ? sync_->times() : averager_ ? averager_->times() : ps_worker_ ? ps_worker_->times()
                                                                             : ps_server_ ? ps_server_->times() : none;
-  const Traffic& traffic = world_->traffic();
+  Traffic traffic = world_->traffic();
+  traffic.sent -= base_.sent;
+  traffic.received -= base_.received;
   int64_t sent_expected = 0, received_expected = 0;
   if (sync_) {
     sent_expected = sync_->expected_sent_per_step() * t.steps;

@@ -61,6 +61,8 @@ class DataParallel {
   /// listener during, finish_step after. All-reduce: gradients are then the means. Parameter
   /// server: gradients pushed, updated parameters pulled.
   BackwardListener* listener();
+  /// The all-reduce modes' exchange, for loops that drive it themselves (bench); else null.
+  GradientExchange* gradient_exchange() { return sync_.get(); }
   void begin_step(double lr);
   void finish_step();
   /// After the optimizer step `step` (1-based over the run): model averaging averages the
@@ -97,6 +99,7 @@ class DataParallel {
   std::unique_ptr<PsServer> ps_server_;
   std::vector<ParamRef> params_;
   PsLayout layout_;
+  Traffic base_;  // the traffic before attach(): report() counts from there
 };
 
 }  // namespace mosaic::dist

@@ -172,7 +172,8 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
 }  // namespace
 
 Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const Tensor& labels,
-                                             Optimizer& optimizer, const BenchConfig& cfg, TraceRecorder* trace) {
+                                             Optimizer& optimizer, const BenchConfig& cfg, TraceRecorder* trace,
+                                             GradientExchange* exchange) {
   BenchResult r;
   std::vector<ParamRef> params = plan.parameters();
   Tensor dlogits;
@@ -194,7 +195,9 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
     for (size_t i = 1; i < plan.graph().outputs.size(); ++i) seeds.push_back(Tensor::empty({DType::kF32, plan.output(i).shape()}));
     c[2] = cpu();
     const int64_t t2 = now_ns();
-    MOSAIC_RETURN_IF_ERROR(plan.backward(seeds, obs, it));
+    if (exchange) exchange->begin_step();
+    MOSAIC_RETURN_IF_ERROR(plan.backward(seeds, obs, it, exchange));
+    if (exchange) exchange->finish_step();  // data-parallel: gradients averaged over ranks (in the backward stage)
     const int64_t t3 = now_ns();
     c[3] = cpu();
     MOSAIC_RETURN_IF_ERROR(optimizer.step(params));

@@ -85,7 +85,7 @@ class Optimizer;
 /// `trace`, when given, records every measured node and stage (begin_config is the caller's).
 Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const Tensor& labels,
                                              Optimizer& optimizer, const BenchConfig& config,
-                                             TraceRecorder* trace = nullptr);
+                                             TraceRecorder* trace = nullptr, GradientExchange* exchange = nullptr);
 
 /// Runs `plan` on `inputs` as configured. Fails if any iteration fails.
 Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& config,

@@ -379,6 +379,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
     }
     j["runs"].push_back(r);
   }
+  if (!rep.distributed.is_null()) j["distributed"] = rep.distributed;
   return j;
 }
 

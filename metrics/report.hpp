@@ -65,6 +65,7 @@ struct BenchReport {
   Provenance provenance;
   MachinePeaks peaks;  ///< sgemm_gflops 0: not measured (--no-peaks)
   int64_t peak_rss_bytes = 0;  ///< the process's peak resident set (getrusage) when the report was made
+  nlohmann::json distributed;  ///< bench under mpirun: per configuration, the data-parallel figures (null otherwise)
 };
 
 /// Builds the per-node rows and summary of one configuration.

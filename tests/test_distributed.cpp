@@ -212,6 +212,40 @@ TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
   EXPECT_NE(r.out.find("--checkpoint and --resume are not available with --distributed ps yet"), std::string::npos) << r.out;
 }
 
+// `mpirun -np 2 mosaic bench --mode training --distributed allreduce`: every backend's timed
+// steps average their gradients (ranks stay identical, traffic is the ring's closed form);
+// rank 0 reports the global throughput. What would let ranks run different iteration
+// counts is refused.
+TEST_F(Distributed, BenchTrainingStepsUnderMpirun) {
+  std::string backends;
+  for (const auto& b : builtin_registry().backends()) backends += (backends.empty() ? "" : ",") + b;
+  CmdResult r = mpirun(2, "bench zoo:fmnist-cnn --mode training --backends " + backends +
+                              " --batch 8 --iterations 4 --warmup 1 --threads 1 --distributed allreduce --json " + path("b.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = read_json(path("b.json"));
+  ASSERT_EQ(j["distributed"].size(), builtin_registry().backends().size()) << j["distributed"].dump();
+  for (const auto& [label, d] : j["distributed"].items()) {
+    SCOPED_TRACE(label);
+    EXPECT_EQ(d["global_batch"], 16);
+    EXPECT_TRUE(d["parameters_identical"].get<bool>());
+    EXPECT_GT(d["global_images_per_s"].get<double>(), 0);
+    for (const auto& rank : d["per_rank"]) {
+      EXPECT_GT(rank["bytes_sent"].get<double>(), 0);
+      EXPECT_EQ(rank["bytes_sent"], rank["bytes_sent_expected"]) << rank.dump();
+    }
+    EXPECT_NE(r.out.find(label + ": data-parallel allreduce, 2 ranks x batch 8"), std::string::npos) << r.out;
+  }
+  r = mosaic("bench zoo:fmnist-cnn --mode training --distributed ps");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bench --distributed takes allreduce or allreduce-blocking, got 'ps'"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --distributed allreduce");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bench --distributed needs --mode training"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --mode training --distributed allreduce --target-ci 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("it excludes --target-ci"), std::string::npos) << r.out;
+}
+
 TEST(RingAllreduce, ClosedFormBytes) {
   // 10 floats over 3 ranks: chunks 4, 3, 3. Rank 0 sends chunks 0, 2 (reduce) and 1, 0 (gather).
   EXPECT_EQ(dist::RingAllreduce::expected_bytes(10, 3, 0), (4 + 3 + 3 + 4) * 4);

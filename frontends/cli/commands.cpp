@@ -13,6 +13,7 @@
 #include <set>
 
 #include "backends/registry.hpp"
+#include "distributed/data_parallel.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/models.hpp"
 #include "core/fuse.hpp"
@@ -191,7 +192,7 @@ void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
 /// with the naive plan's.
 int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs,
                        Graph& g, const std::vector<Tensor>& inputs, Tensor labels, BenchReport& report,
-                       TraceRecorder* trace, ResultsDb* db) {
+                       TraceRecorder* trace, ResultsDb* db, dist::DataParallel* dp) {
   const auto& reg = builtin_registry();
   const Shape out = g.value_descs.at(g.outputs[0].name).shape;
   if (out.size() != 2) return fail(Status::invalid(g.source + ": training needs a first output of shape [N, C]"));
@@ -295,18 +296,50 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     if (!opt.ok()) return fail(opt.status());
     plan.tracker().reset_peak();
     if (trace) trace->begin_config(configs[i].first, plan);
-    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), cfg, trace);
+    if (dp) {  // every rank starts from rank 0's parameters; fixed iteration counts (no budget)
+      if (Status st = dp->attach(plan); !st.is_ok()) return fail(st);
+      cfg.max_seconds = 1e7;
+    }
+    auto r = run_training_benchmark(plan, inputs, labels, *opt.value(), cfg, trace, dp ? dp->gradient_exchange() : nullptr);
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), checks[i]);
+    if (dp) {
+      double seconds = 0;
+      for (double ns : r->iteration_ns) seconds += ns / 1e9;
+      nlohmann::json d = dp->report(seconds, static_cast<int64_t>(r->iteration_ns.size()) * report.batch);
+      const double median_s = r->iteration.median / 1e9;
+      d["global_batch"] = report.batch * dp->size();
+      d["global_images_per_s"] = median_s > 0 ? static_cast<double>(report.batch * dp->size()) / median_s : 0.0;
+      d["parameters_identical"] = dp->parameters_identical(plan.parameters());
+      if (dp->world_rank() == 0)
+        std::printf("%s: data-parallel %s, %d ranks x batch %lld: %.1f images/s global (median step %.2f ms), parameters "
+                  "identical on every rank: %s\n",
+                  configs[i].first.c_str(), dp->mode().c_str(), dp->size(), static_cast<long long>(report.batch),
+                  d["global_images_per_s"].get<double>(), 1e3 * median_s, d["parameters_identical"].get<bool>() ? "yes" : "NO");
+      report.distributed[configs[i].first] = d;
+    }
   }
+  if (dp && dp->world_rank() != 0) return all_ok ? 0 : 1;  // rank 0 reports
   return emit_report(report, o, all_ok, "loss and gradients", trace, db);
 }
 
 }  // namespace------------------------------------------------------------------------
 
 int run_bench(const BenchOptions& o) {
+  struct EndMpi {  // bench under mpirun ends MPI on every path out
+    ~EndMpi() { dist::Comm::finalize(); }
+  } end_mpi;
   if (o.mode != "inference" && o.mode != "training")
     return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
+  if (!o.distributed.empty()) {
+    if (o.distributed != "allreduce" && o.distributed != "allreduce-blocking")
+      return fail(Status::invalid("bench --distributed takes allreduce or allreduce-blocking, got '" + o.distributed +
+                                  "' (train runs the other modes)"));
+    if (o.mode != "training") return fail(Status::invalid("bench --distributed needs --mode training"));
+    if (o.config.target_ci > 0 || o.config.min_seconds > 0 || o.find_max_batch || o.processes > 1)
+      return fail(Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
+                                  "--target-ci, -t, --find-max-batch and --processes"));
+  }
   const bool training = o.mode == "training";
   // Everything that can be refused is refused before minutes of timing.
   if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}, {"--trace", o.trace}}); !st.is_ok())
@@ -389,7 +422,28 @@ int run_bench(const BenchOptions& o) {
 
   TraceRecorder recorder;
   TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;
-  if (training) return run_training_bench(o, configs, g.value(), inputs, data_labels, report, trace, db.value().get());
+  if (training) {
+    std::unique_ptr<dist::DataParallel> group;
+    if (!o.distributed.empty()) {
+      dist::DataParallelOptions dpo;
+      dpo.mode = o.distributed;
+      dpo.bucket_mb = o.bucket_mb;
+      std::string settings = o.model + "|" + std::to_string(o.common.batch) + "|" + o.optimizer + "|" +
+                             std::to_string(o.lr) + "|" + std::to_string(o.config.iterations) + "|" +
+                             std::to_string(o.config.warmup) + "|" + std::to_string(o.config.repeats) + "|" +
+                             std::to_string(o.common.seed);
+      for (const auto& c : configs) settings += "|" + c.first;
+      auto started = dist::DataParallel::start(dpo, settings);
+      if (!started.ok()) return fail(started.status());
+      group = std::move(started).value();
+      report.notes.push_back("data-parallel " + o.distributed + ": " + std::to_string(group->size()) +
+                             " ranks x batch " + std::to_string(o.common.batch) + "; per-node figures are rank 0's");
+    }
+    const int code = run_training_bench(o, configs, g.value(), inputs, data_labels, report, trace, db.value().get(), group.get());
+    // A rank that failed must not leave the others in a collective.
+    if (code == 2 && group && group->size() > 1) group->abort("bench failed (its error is above)");
+    return code;
+  }
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g.value();
   if (o.fuse) fuse_for_bench(timed, {}, report);

@@ -45,6 +45,9 @@ struct BenchOptions {
   bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
   bool refresh_peaks = false;  ///< measure the peaks again even if cached
   int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
+  /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
+  std::string distributed;
+  double bucket_mb = 25;
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)

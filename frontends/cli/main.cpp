@@ -117,6 +117,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--mode", bench.mode, "inference, or training (forward + loss + backward + optimizer step)")
       ->capture_default_str();
   bench_cmd->add_option("--optimizer", bench.optimizer, "optimizer of --mode training")->capture_default_str();
+  bench_cmd->add_option("--distributed", bench.distributed,
+                        "--mode training under mpirun -np N: allreduce or allreduce-blocking data-parallel steps; --batch is per rank");
+  bench_cmd->add_option("--bucket-mb", bench.bucket_mb, "gradient bucket size of --distributed (MiB)")->capture_default_str();
   bench_cmd->add_option("--lr", bench.lr, "learning rate of --mode training")->capture_default_str();
   bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(integer_at_least(0));
   bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(integer_at_least(1));
