@@ -48,6 +48,8 @@ Expected<std::unique_ptr<DataParallel>> DataParallel::start(const DataParallelOp
   if (!(o.bucket_mb > 0)) return Status::invalid("--bucket-mb must be positive");
   if (o.sync_every < 1) return Status::invalid("--sync-every must be at least 1");
   if (o.servers < 1) return Status::invalid("--servers must be at least 1");
+  if (o.max_staleness >= 0 && o.mode != "ps-async")
+    return Status::invalid("--max-staleness bounds the asynchronous parameter server: it needs --distributed ps-async");
   auto comm = Comm::world();
   if (!comm.ok()) return comm.status();
   auto dp = std::unique_ptr<DataParallel>(new DataParallel());
@@ -55,7 +57,8 @@ Expected<std::unique_ptr<DataParallel>> DataParallel::start(const DataParallelOp
   dp->options_ = o;
   dp->bucket_bytes_ = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
   const std::string mine = settings + "|mode=" + o.mode + "|bucket=" + std::to_string(dp->bucket_bytes_) +
-                           "|sync-every=" + std::to_string(o.sync_every) + "|servers=" + std::to_string(o.servers);
+                           "|sync-every=" + std::to_string(o.sync_every) + "|servers=" + std::to_string(o.servers) +
+                           "|max-staleness=" + std::to_string(o.max_staleness);
   const auto all = dp->world_->all_gather(fnv(mine.data(), mine.size()));
   const std::string bad = differing_ranks(all);
   if (!bad.empty())
@@ -104,7 +107,8 @@ Status DataParallel::attach(const Plan& plan) {
 
 Status DataParallel::serve(Optimizer& optimizer) {
   const int index = world_->rank() - layout_.workers;
-  ps_server_ = std::make_unique<PsServer>(*world_, params_, layout_, index, options_.mode == "ps-async", optimizer);
+  ps_server_ = std::make_unique<PsServer>(*world_, params_, layout_, index, options_.mode == "ps-async", optimizer,
+                                          options_.max_staleness);
   return ps_server_->serve();
 }
 
@@ -221,6 +225,7 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
     out["parameter_bytes"] = bytes;
     out["shard_bytes"] = layout_.shard_bytes;
     out["staleness"] = staleness;  // applied gradients by staleness 0..14, 15+ in the last bin
+    out["max_staleness"] = options_.max_staleness >= 0 ? nlohmann::json(options_.max_staleness) : nlohmann::json();
     out["comm_hidden_share"] = nlohmann::json();  // pushes overlap backward, but the pull cannot
   }
   return out;

@@ -31,6 +31,7 @@ struct DataParallelOptions {
   double bucket_mb = 25;   ///< allreduce modes
   int64_t sync_every = 1;  ///< avg
   int servers = 1;         ///< ps, ps-async
+  int64_t max_staleness = -1;  ///< ps-async: bounded staleness (-1: unbounded)
 };
 
 class DataParallel {

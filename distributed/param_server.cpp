@@ -1,6 +1,8 @@
 #include "distributed/param_server.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <numeric>
 
 namespace mosaic::dist {
@@ -96,8 +98,9 @@ int64_t PsWorker::expected_received() const { return times_.steps * param_bytes_
 // ---- server ----------------------------------------------------------------------------------
 
 PsServer::PsServer(Comm& world, const std::vector<ParamRef>& params, PsLayout layout, int index, bool async,
-                   Optimizer& optimizer)
-    : comm_(world), layout_(std::move(layout)), index_(index), async_(async), optimizer_(optimizer) {
+                   Optimizer& optimizer, int64_t max_staleness)
+    : comm_(world), layout_(std::move(layout)), index_(index), async_(async), optimizer_(optimizer),
+      max_staleness_(max_staleness) {
   for (size_t i = 0; i < params.size(); ++i)
     if (layout_.owner[i] == index_) owned_.push_back(params[i]), owned_index_.push_back(i);
 }
@@ -170,14 +173,36 @@ Status PsServer::serve_sync() {
 Status PsServer::serve_async() {
   const int W = layout_.workers;
   std::vector<int64_t> pulled(static_cast<size_t>(W), 0);  // the version each worker last received
+  std::vector<int64_t> clock(static_cast<size_t>(W), 0);   // pushes applied per worker
+  std::vector<bool> running(static_cast<size_t>(W), true), waiting(static_cast<size_t>(W), false);
   std::vector<std::vector<float>> incoming(owned_.size());
   for (size_t k = 0; k < owned_.size(); ++k) incoming[k].resize(static_cast<size_t>(floats_of(owned_[k].value)));
+  // Replies to the waiting workers the bound lets go on (all of them when unbounded).
+  auto release = [&]() {
+    int64_t slowest = INT64_MAX;
+    for (int v = 0; v < W; ++v)
+      if (running[static_cast<size_t>(v)]) slowest = std::min(slowest, clock[static_cast<size_t>(v)]);
+    for (int v = 0; v < W; ++v) {
+      const auto u = static_cast<size_t>(v);
+      if (!waiting[u] || (max_staleness_ >= 0 && clock[u] - slowest > max_staleness_)) continue;
+      const int64_t t0 = now_ns();
+      std::vector<int> sends;
+      for (size_t k = 0; k < owned_.size(); ++k)
+        sends.push_back(comm_.isend(owned_[k].value.data(), owned_[k].value.bytes(), v, value_tag(owned_index_[k])));
+      for (int r : sends) comm_.wait(r);
+      times_.exposed_s += static_cast<double>(now_ns() - t0) / 1e9;
+      pulled[u] = updates_;
+      waiting[u] = false;
+    }
+  };
   int stopped = 0;
   while (stopped < W) {
     double c[2];
     const int w = comm_.recv_control(c, 2, -1, kControlTag);
     if (c[0] == 0) {
       ++stopped;
+      running[static_cast<size_t>(w)] = false;
+      release();  // a finished worker no longer holds the others back
       continue;
     }
     const int64_t t0 = now_ns();
@@ -191,16 +216,13 @@ Status PsServer::serve_async() {
     const int64_t stale = updates_ - pulled[static_cast<size_t>(w)];
     ++staleness_[static_cast<size_t>(std::min<int64_t>(stale, kStalenessBins - 1))];
     MOSAIC_RETURN_IF_ERROR(apply(c[1], grads));
-    const int64_t t2 = now_ns();
-    std::vector<int> sends;
-    for (size_t k = 0; k < owned_.size(); ++k)
-      sends.push_back(comm_.isend(owned_[k].value.data(), owned_[k].value.bytes(), w, value_tag(owned_index_[k])));
-    for (int r : sends) comm_.wait(r);
-    pulled[static_cast<size_t>(w)] = updates_;
-    expected_ += layout_.shard_bytes[static_cast<size_t>(index_)];
-    times_.exposed_s += static_cast<double>((t1 - t0) + (now_ns() - t2)) / 1e9;
-    times_.in_backward_s += static_cast<double>(t2 - t1) / 1e9;
+    times_.exposed_s += static_cast<double>(t1 - t0) / 1e9;
+    times_.in_backward_s += static_cast<double>(now_ns() - t1) / 1e9;
     ++times_.steps;
+    ++clock[static_cast<size_t>(w)];
+    waiting[static_cast<size_t>(w)] = true;
+    expected_ += layout_.shard_bytes[static_cast<size_t>(index_)];
+    release();
   }
   return Status::ok();
 }

@@ -9,7 +9,8 @@
 // same step as one process on the workers' global batch.
 // Asynchronous (`ps-async`): a server applies each worker's gradient as it arrives and sends
 // that worker the parameters as they are then. The staleness of an applied gradient is the
-// number of updates the server made between the worker's pull and this push.
+// number of updates the server made between the worker's pull and this push. Optionally
+// bounded (--max-staleness S): no worker runs more than S steps ahead of the slowest.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +64,11 @@ class PsWorker : public BackwardListener {
 class PsServer {
  public:
   /// `params`: every parameter (the server keeps those it owns); `optimizer` updates them.
+  /// `max_staleness` >= 0 (ps-async): bounded staleness (stale-synchronous parallel): a
+  /// worker gets its reply only while it has pushed at most that many times more than the
+  /// slowest running worker, so no worker runs more than max_staleness steps ahead.
   PsServer(Comm& world, const std::vector<ParamRef>& params, PsLayout layout, int index, bool async,
-           Optimizer& optimizer);
+           Optimizer& optimizer, int64_t max_staleness = -1);
   /// Serves until every worker has stopped. Error: workers disagree on stopping (sync).
   Status serve();
   int64_t updates() const { return updates_; }
@@ -81,6 +85,7 @@ class PsServer {
   int index_;
   bool async_;
   Optimizer& optimizer_;
+  int64_t max_staleness_;
   std::vector<ParamRef> owned_;
   std::vector<size_t> owned_index_;  // position in the full parameter list (message tags)
   std::vector<int64_t> staleness_ = std::vector<int64_t>(kStalenessBins, 0);

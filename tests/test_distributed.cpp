@@ -246,6 +246,28 @@ TEST_F(Distributed, BenchTrainingStepsUnderMpirun) {
   EXPECT_NE(r.out.find("it excludes --target-ci"), std::string::npos) << r.out;
 }
 
+// Bounded staleness: with --max-staleness 0 no worker runs ahead of the slowest, so of 3
+// workers' gradients none can be staler than the 2 others' updates of the same round.
+TEST_F(Distributed, BoundedStalenessHoldsTheBound) {
+  CmdResult r = mpirun(4, "train zoo:fmnist-cnn --steps 60 --batch 8 --threads 1 --no-eval --distributed ps-async "
+                          "--max-staleness 0 --json " + path("s.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto d = read_json(path("s.json"))["distributed"];
+  EXPECT_EQ(d["max_staleness"], 0);
+  int64_t applied = 0;
+  for (size_t i = 0; i < d["staleness"].size(); ++i) {
+    applied += d["staleness"][i].get<int64_t>();
+    if (i > 2) {
+      EXPECT_EQ(d["staleness"][i], 0) << "staleness " << i << ": " << d["staleness"].dump();
+    }
+  }
+  EXPECT_EQ(applied, 3 * 60);
+  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ps --max-staleness 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--max-staleness bounds the asynchronous parameter server: it needs --distributed ps-async"),
+            std::string::npos) << r.out;
+}
+
 TEST(RingAllreduce, ClosedFormBytes) {
   // 10 floats over 3 ranks: chunks 4, 3, 3. Rank 0 sends chunks 0, 2 (reduce) and 1, 0 (gather).
   EXPECT_EQ(dist::RingAllreduce::expected_bytes(10, 3, 0), (4 + 3 + 3 + 4) * 4);

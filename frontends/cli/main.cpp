@@ -235,6 +235,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--sync-every", train.sync_every, "avg: average the parameters every K steps (and at epoch ends)")
       ->capture_default_str();
   train_cmd->add_option("--servers", train.servers, "ps, ps-async: parameter servers (the last K ranks)")->capture_default_str();
+  train_cmd->add_option("--max-staleness", train.max_staleness,
+                        "ps-async: no worker runs more than S steps ahead of the slowest (stale-synchronous)")
+      ->check(integer_at_least(0));
   train_cmd->add_option("--data-repeat", train.data_repeat, "train on the training set concatenated R times")
       ->check(integer_at_least(1));
   add_db(train_cmd, train.db);

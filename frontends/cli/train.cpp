@@ -149,6 +149,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   dpo.bucket_mb = o.bucket_mb;
   dpo.sync_every = o.sync_every;
   dpo.servers = o.servers;
+  dpo.max_staleness = o.max_staleness;
   auto dp = dist::DataParallel::start(dpo, train_settings(o));
   if (!dp.ok()) return dp.status();
   dist::DataParallel& group = *dp.value();

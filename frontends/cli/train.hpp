@@ -45,6 +45,7 @@ struct TrainOptions {
   double bucket_mb = 25;  ///< gradient bucket size of the all-reduce modes
   int64_t sync_every = 1;  ///< avg: average the parameters every this many steps
   int servers = 1;         ///< ps, ps-async: server ranks (the last ones)
+  int64_t max_staleness = -1;  ///< ps-async: bounded staleness (-1: unbounded)
   DbOptions db;  ///< results store (run_train records; train_model does not)
 };
 
