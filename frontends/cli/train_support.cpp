@@ -1,0 +1,72 @@
+#include "frontends/cli/train_support.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace mosaic::cli {
+
+std::string train_settings(const TrainOptions& o) {
+  std::string s = o.model + "|" + o.data + "|" + o.backend + "|" + o.optimizer + "|" + o.lr_schedule + "|" + o.normalize;
+  for (double v : {o.opt.lr, o.opt.momentum, o.opt.weight_decay, o.target_accuracy}) s += "|" + std::to_string(v);
+  for (int64_t v : {o.batch, o.epochs, o.steps, o.eval_batch, o.steps_per_epoch, o.data_repeat,
+                    static_cast<int64_t>(o.seed), static_cast<int64_t>(o.shuffle), static_cast<int64_t>(o.evaluate)})
+    s += "|" + std::to_string(v);
+  for (const auto& v : o.opt_params) s += "|opt:" + v;
+  for (const auto& v : o.freeze) s += "|freeze:" + v;
+  for (const auto& v : o.plugins) s += "|plugin:" + v;
+  return s;
+}
+
+nlohmann::json checkpoint_settings(const TrainOptions& o, const std::string& optimizer, int ranks) {
+  return {{"model", o.model},         {"data", o.data},           {"backend", o.backend},
+          {"optimizer", optimizer},   {"lr", o.opt.lr},           {"lr_schedule", o.lr_schedule},
+          {"batch", o.batch},         {"seed", o.seed},           {"shuffle", o.shuffle},
+          {"normalize", o.normalize}, {"data_repeat", o.data_repeat}, {"steps_per_epoch", o.steps_per_epoch},
+          {"ranks", ranks},           {"distributed", o.distributed}, {"opt", o.opt_params},
+          {"freeze", o.freeze},       {"momentum", o.opt.momentum}, {"weight_decay", o.opt.weight_decay}};
+}
+
+void print_distributed(const nlohmann::json& d, int64_t batch) {
+  const int ranks = d["workers"].get<int>();
+  std::printf("data-parallel %s, %d workers, batch %lld per worker (global %lld): %.1f images/s global; ",
+              d["mode"].get<std::string>().c_str(), ranks, static_cast<long long>(batch),
+              static_cast<long long>(batch * ranks), d["images_per_s"].get<double>());
+  if (d.contains("staleness"))
+    std::printf("parameters %.1f MB on %d server(s)\n", d["parameter_bytes"].get<double>() / 1e6, d["servers"].get<int>());
+  else if (d.contains("buckets"))
+    std::printf("gradients %.1f MB in %zu bucket(s)\n", d["gradient_bytes"].get<double>() / 1e6, d["buckets"].size());
+  else
+    std::printf("parameters (%.1f MB) averaged %lld times (every %lld steps and at epoch ends)\n",
+                d["parameter_bytes"].get<double>() / 1e6, d["syncs"].get<long long>(), d["sync_every"].get<long long>());
+  for (const auto& r : d["per_rank"]) {
+    if (r["role"] == "server") {
+      const double updates = std::max(1.0, r["updates"].get<double>());
+      std::printf("  rank %d (server): %.0f updates; per update: %.2f ms averaging and optimizer, %.2f ms communication; "
+                  "sent %.2f MB, received %.2f MB (closed form %.2f and %.2f MB)\n",
+                  r["rank"].get<int>(), r["updates"].get<double>(), 1e3 * r["update_s"].get<double>() / updates,
+                  1e3 * r["comm_s"].get<double>() / updates, r["bytes_sent"].get<double>() / 1e6,
+                  r["bytes_received"].get<double>() / 1e6, r["bytes_sent_expected"].get<double>() / 1e6,
+                  r["bytes_received_expected"].get<double>() / 1e6);
+      continue;
+    }
+    const double steps = std::max(1.0, d["steps"].get<double>());
+    std::printf("  rank %d: %.1f images/s; per step: compute %.2f ms, communication %.2f ms during backward + %.2f ms "
+                "exposed; sent %.2f MB, received %.2f MB (closed form %.2f and %.2f MB)\n",
+                r["rank"].get<int>(), r["images_per_s"].get<double>(), 1e3 * r["compute_s"].get<double>() / steps,
+                1e3 * r["comm_in_backward_s"].get<double>() / steps, 1e3 * r["comm_exposed_s"].get<double>() / steps,
+                r["bytes_sent"].get<double>() / 1e6, r["bytes_received"].get<double>() / 1e6,
+                r["bytes_sent_expected"].get<double>() / 1e6, r["bytes_received_expected"].get<double>() / 1e6);
+  }
+  if (d.contains("staleness")) {
+    std::printf("  staleness of applied gradients (updates in between):");
+    const auto& h = d["staleness"];
+    for (size_t i = 0; i < h.size(); ++i)
+      if (h[i].get<int64_t>()) std::printf(" %zu%s: %lld", i, i + 1 == h.size() ? "+" : "", h[i].get<long long>());
+    std::printf("\n");
+  }
+  if (!d["comm_hidden_share"].is_null())
+    std::printf("  communication hidden behind backward: %.0f%%\n", 100 * d["comm_hidden_share"].get<double>());
+  std::printf("  parameters identical on every worker: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
+}
+
+}  // namespace mosaic::cli
