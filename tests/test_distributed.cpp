@@ -205,6 +205,9 @@ TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
   r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --json " + path("resumed.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(loss_difference(read_json(path("full.json")), read_json(path("resumed.json"))), 0.0);
+  const auto full = read_json(path("full.json"));
+  EXPECT_EQ(full["distributed"]["first_epoch_s"], full["epochs"][0]["seconds"]);
+  EXPECT_EQ(full["distributed"]["second_epoch_s"], full["epochs"][1]["seconds"]);
   r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --batch 4");
   EXPECT_NE(r.code, 0);
   r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ps --checkpoint " + path("ps.ck"));
@@ -266,6 +269,21 @@ TEST_F(Distributed, BoundedStalenessHoldsTheBound) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--max-staleness bounds the asynchronous parameter server: it needs --distributed ps-async"),
             std::string::npos) << r.out;
+}
+
+// --data-repeat R: the training set R times over (the data-parallel benchmark's dataset
+// sizes): R times the steps per epoch, over the same images.
+TEST_F(Distributed, DataRepeatMultipliesTheEpoch) {
+  CmdResult r = mosaic("train zoo:fmnist-cnn --data synthetic:120,1,28,28,10 --batch 10 --data-repeat 3 --no-eval "
+                       "--threads 1 --no-shuffle --json " + path("r.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = read_json(path("r.json"));
+  EXPECT_EQ(j["data_repeat"], 3);
+  EXPECT_EQ(j["steps"].size(), 30u) << "100 training images (20 held out) x 3 / batch 10";
+  EXPECT_NE(r.out.find("30 batches per epoch"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --data synthetic:120,1,28,28,10 --data-repeat 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--data-repeat"), std::string::npos) << r.out;
 }
 
 TEST(RingAllreduce, ClosedFormBytes) {

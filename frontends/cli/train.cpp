@@ -429,6 +429,10 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     dp->stop();  // parameter servers: this worker is done
     log["distributed"] = dp->report(train_seconds, step * o.batch);
     log["distributed"]["parameters_identical"] = dp->parameters_identical(params);
+    if (log["epochs"].size() >= 2) {  // the data-parallel benchmark's first- vs second-epoch time
+      log["distributed"]["first_epoch_s"] = log["epochs"][0]["seconds"];
+      log["distributed"]["second_epoch_s"] = log["epochs"][1]["seconds"];
+    }
     if (verbose) print_distributed(log["distributed"], o.batch);
   }
   const bool rank0 = !dp || dp->rank() == 0;

@@ -64,6 +64,9 @@ void print_distributed(const nlohmann::json& d, int64_t batch) {
       if (h[i].get<int64_t>()) std::printf(" %zu%s: %lld", i, i + 1 == h.size() ? "+" : "", h[i].get<long long>());
     std::printf("\n");
   }
+  if (d.contains("first_epoch_s"))
+    std::printf("  first epoch %.2f s, second epoch %.2f s\n", d["first_epoch_s"].get<double>(),
+                d["second_epoch_s"].get<double>());
   if (!d["comm_hidden_share"].is_null())
     std::printf("  communication hidden behind backward: %.0f%%\n", 100 * d["comm_hidden_share"].get<double>());
   std::printf("  parameters identical on every worker: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
