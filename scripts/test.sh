@@ -12,6 +12,8 @@ if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then
   # allocator_may_return_null: a failed allocation returns null as in production (the out-of-memory
   # message is tested), instead of ASan aborting the process.
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1
+  # Open MPI keeps allocations past MPI_Finalize (data-parallel tests run ranks under mpirun).
+  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan_openmpi.supp"
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
 cmake --build "$build"
