@@ -105,6 +105,14 @@ Status DataParallel::attach(const Plan& plan) {
   return Status::ok();
 }
 
+void DataParallel::detach() {
+  sync_.reset();
+  averager_.reset();
+  ps_worker_.reset();
+  ps_server_.reset();
+  params_.clear();
+}
+
 Status DataParallel::serve(Optimizer& optimizer) {
   const int index = world_->rank() - layout_.workers;
   ps_server_ = std::make_unique<PsServer>(*world_, params_, layout_, index, options_.mode == "ps-async", optimizer,

@@ -55,6 +55,9 @@ class DataParallel {
   /// Checks that every rank built the same parameters (names, shapes), copies rank 0's
   /// values to all ranks, and prepares this rank's part of the exchange.
   Status attach(const Plan& plan);
+  /// Drops every reference to the attached plan's tensors (call before the plan goes away:
+  /// its buffers report their release to the plan's memory tracker).
+  void detach();
   /// Server ranks: serve the workers until they stop (`optimizer` updates this server's shard).
   Status serve(Optimizer& optimizer);
 

@@ -216,6 +216,12 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     fuse_for_bench(timed, fo, report);
   }
   std::vector<std::unique_ptr<Plan>> plans;
+  struct Detach {  // the group lets go of the plans' tensors before the plans are destroyed
+    dist::DataParallel* dp;
+    ~Detach() {
+      if (dp) dp->detach();
+    }
+  } detach{dp};
   for (const auto& [label, placement] : configs) {
     auto plan = Plan::build(timed, placement, reg, po);
     if (!plan.ok()) return fail(explain_unsupported(plan.status(), g));

@@ -309,6 +309,7 @@ int run_sweep(const SweepOptions& so) {
     } else {
       cell.status = "error";
       cell.message = r.status().message();
+      cell.log = nlohmann::json::object();  // the tables read an (empty) log of every finished cell
       ++errors;
     }
     ++ran;

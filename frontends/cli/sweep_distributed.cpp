@@ -78,6 +78,7 @@ Expected<TrainResult> train_under_mpirun(const TrainOptions& t, int64_t workers,
 }
 
 double steady_images_per_s(const nlohmann::json& log) {
+  if (!log.is_object()) return 0;  // a cell that failed has no log
   const auto epochs = log.value("epochs", nlohmann::json::array());
   if (epochs.empty()) return 0;
   if (epochs.size() == 1) return epochs[0].value("images_per_s", 0.0);

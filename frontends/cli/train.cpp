@@ -178,6 +178,12 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
   if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
+  struct Detach {  // the group lets go of the plan's tensors before the plan is destroyed
+    dist::DataParallel* dp;
+    ~Detach() {
+      if (dp) dp->detach();
+    }
+  } detach{dp};
   // The plan trains its own copies of the float initializers; drop the loaded ones.
   g->release_float_initializers();
   TrainResult result;
