@@ -40,8 +40,6 @@ int to_count(std::size_t bytes) {
 
 }  // namespace
 
-bool Comm::launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
-
 Expected<Comm*> Comm::world() {
   if (g_world) return g_world;
   if (g_finalized) return Status::internal("MPI was finalized; it cannot start again in this process");
@@ -107,14 +105,8 @@ int Comm::recv_control(double* values, int count, int from, int tag) {
   return status.MPI_SOURCE;
 }
 
-void Comm::barrier() const { MPI_Barrier(mpi(handle_)); }
-
 void Comm::sum(double* values, int count) {
   MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, mpi(handle_));
-}
-
-void Comm::sum(int64_t* values, int count) {
-  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T, MPI_SUM, mpi(handle_));
 }
 
 void Comm::broadcast(void* data, std::size_t bytes, int root) {

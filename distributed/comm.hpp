@@ -25,8 +25,6 @@ class Comm {
   /// Starts MPI once per process (later calls return the same group). Errors name what
   /// failed; a second start after finalize() is refused.
   static Expected<Comm*> world();
-  /// True when this process was started by mpirun (Open MPI's environment is set).
-  static bool launched_by_mpirun();
   /// Ends MPI if it was started (at exit of main).
   static void finalize();
   /// The ranks of this group with the same `color`, as a new group (ranks keep their
@@ -40,10 +38,8 @@ class Comm {
   int size() const { return size_; }
   std::string host() const;
 
-  void barrier() const;
   /// In-place sums over all ranks (small control data: losses, counters).
   void sum(double* values, int count);
-  void sum(int64_t* values, int count);
   /// Rank `root`'s bytes to every rank.
   void broadcast(void* data, std::size_t bytes, int root);
   /// Every rank's value, in rank order (on every rank).
