@@ -106,4 +106,23 @@ class DataParallel {
   Traffic base_;  // the traffic before attach(): report() counts from there
 };
 
+/// Ends MPI (if it was started) when the command's scope ends, on every path out.
+struct MpiSession {
+  MpiSession() = default;
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  ~MpiSession() { Comm::finalize(); }
+};
+
+/// Detaches the group (if any) from its plan when the scope ends: declare it after the plan,
+/// so the group lets go of the plan's tensors before the plan is destroyed.
+struct DetachOnExit {
+  DataParallel* dp;
+  DetachOnExit(const DetachOnExit&) = delete;
+  DetachOnExit& operator=(const DetachOnExit&) = delete;
+  ~DetachOnExit() {
+    if (dp) dp->detach();
+  }
+};
+
 }  // namespace mosaic::dist

@@ -216,12 +216,7 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     fuse_for_bench(timed, fo, report);
   }
   std::vector<std::unique_ptr<Plan>> plans;
-  struct Detach {  // the group lets go of the plans' tensors before the plans are destroyed
-    dist::DataParallel* dp;
-    ~Detach() {
-      if (dp) dp->detach();
-    }
-  } detach{dp};
+  dist::DetachOnExit detach{dp};  // before the plan(s) go
   for (const auto& [label, placement] : configs) {
     auto plan = Plan::build(timed, placement, reg, po);
     if (!plan.ok()) return fail(explain_unsupported(plan.status(), g));
@@ -332,9 +327,7 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
 }  // namespace------------------------------------------------------------------------
 
 int run_bench(const BenchOptions& o) {
-  struct EndMpi {  // bench under mpirun ends MPI on every path out
-    ~EndMpi() { dist::Comm::finalize(); }
-  } end_mpi;
+  dist::MpiSession mpi_session;
   if (o.mode != "inference" && o.mode != "training")
     return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
   if (!o.distributed.empty()) {

@@ -178,12 +178,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
   if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
-  struct Detach {  // the group lets go of the plan's tensors before the plan is destroyed
-    dist::DataParallel* dp;
-    ~Detach() {
-      if (dp) dp->detach();
-    }
-  } detach{dp};
+  dist::DetachOnExit detach{dp};  // before the plan(s) go
   // The plan trains its own copies of the float initializers; drop the loaded ones.
   g->release_float_initializers();
   TrainResult result;
@@ -470,9 +465,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
 }  // namespace
 
 int run_train(const TrainOptions& o) {
-  struct EndMpi {  // a data-parallel run ends MPI on every path out
-    ~EndMpi() { dist::Comm::finalize(); }
-  } end_mpi;
+  dist::MpiSession mpi_session;
   if (Status st = check_output_paths({{"--json", o.json}, {"--save", o.save}, {"--trace", o.trace}, {"--checkpoint", o.checkpoint}});
       !st.is_ok())
     return fail(st);
