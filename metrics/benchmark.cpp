@@ -7,6 +7,7 @@
 
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
+#include "metrics/peaks.hpp"
 #include "metrics/progress.hpp"
 
 namespace mosaic {
@@ -81,6 +82,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
   const int repeats = r.adaptive ? 1 : std::max(cfg.repeats, 1);
   const int64_t measure_start = now_ns();
   double cpu_ns = 0, wall_ns = 0;  // over the measuring loops of the repeats
+  OthersCpuMeter others;           // other processes' CPU over the same loops
   int64_t it = 0;
   for (int rep = 0; rep < repeats && !r.budget_hit; ++rep) {
     std::vector<double> rep_ns;
@@ -98,6 +100,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       return r.converged || capped;
     };
     // CPU time over the whole repeat: two clock reads per repeat, none per iteration.
+    others.start();
     const int64_t rep_cpu0 = process_cpu_ns(), rep_wall0 = now_ns();
     for (int i = 0; !enough(i); ++i) {
       const int64_t t0 = now_ns();
@@ -123,11 +126,13 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
     }
     cpu_ns += static_cast<double>(process_cpu_ns() - rep_cpu0);
     wall_ns += static_cast<double>(now_ns() - rep_wall0);
+    others.stop();
     r.repeat_median_ns.push_back(median(rep_ns));
   }
   r.measured = static_cast<int>(r.iteration_ns.size());
   r.iteration = describe(r.iteration_ns);
   r.cpu_cores = wall_ns > 0 ? cpu_ns / wall_ns : 0;
+  r.others_cpu = others.share();
 
   for (size_t s = 0; s < steps; ++s) {
     if (obs.forward_[s].empty() && obs.backward_[s].empty()) continue;

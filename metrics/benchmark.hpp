@@ -60,6 +60,9 @@ struct BenchResult {
   /// at each repeat's start and end): cores kept busy (spin-waiting OpenMP threads count as
   /// busy; docs/metrics.md).
   double cpu_cores = 0;
+  /// Share of the machine's CPU that other processes used over the same loops (0..1, negative
+  /// if unknown); above kPeaksContended the run was contended and its times are inflated.
+  double others_cpu = -1;
   /// Training: the same per stage (forward, loss, backward, optimizer), over kStageCpuSteps
   /// extra steps; empty in inference.
   std::vector<std::pair<std::string, double>> stage_cpu_cores;

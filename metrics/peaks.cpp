@@ -1,13 +1,18 @@
 #include "metrics/peaks.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "metrics/provenance.hpp"
+#include "metrics/report.hpp"
 
 namespace mosaic {
 
@@ -18,6 +23,107 @@ std::string cache_dir() {
   return "/tmp/mosaic-cache";
 }
 
+namespace {
+
+/// Busy jiffies of all CPUs (user, nice, system, irq, softirq, steal), or -1.
+long long busy_jiffies() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  long long user, nice, system, idle, iowait, irq, softirq, steal = 0;
+  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu") return -1;
+  f >> steal;
+  return user + nice + system + irq + softirq + steal;
+}
+
+double self_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double wall_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+void OthersCpuMeter::start() {
+  busy0_ = busy_jiffies();
+  self0_ = self_cpu_seconds();
+  wall0_ = wall_seconds();
+}
+
+void OthersCpuMeter::stop() {
+  const long long busy1 = busy_jiffies();
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (busy0_ < 0 || busy1 < 0 || hz <= 0) {
+    known_ = false;
+    return;
+  }
+  others_s_ += static_cast<double>(busy1 - busy0_) / static_cast<double>(hz) - (self_cpu_seconds() - self0_);
+  wall_s_ += wall_seconds() - wall0_;
+}
+
+double OthersCpuMeter::share() const {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (!known_ || wall_s_ <= 0 || cpus <= 0) return -1;
+  return std::clamp(others_s_ / (wall_s_ * static_cast<double>(cpus)), 0.0, 1.0);
+}
+
+double others_cpu_share_during(const std::function<void()>& work) {
+  OthersCpuMeter meter;
+  meter.start();
+  work();
+  meter.stop();
+  return meter.share();
+}
+
+std::vector<std::string> peak_sanity_notes(const BenchReport& report) {
+  std::vector<std::string> notes;
+  const double peak = report.peaks.sgemm_gflops;
+  if (peak <= 0) return notes;
+  auto pct = [&](double g) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f%%", 100 * g / peak);
+    return std::string(b);
+  };
+  const std::string advice =
+      report.peaks.from_cache ? "the cached peaks were probably measured under load: rerun with --refresh-peaks on a quiet machine"
+                              : "the peaks were probably measured under load: rerun on a quiet machine";
+  for (const auto& c : report.configs) {
+    if (c.gflops > 1.05 * peak) notes.push_back(c.label + " ran at " + pct(c.gflops) + " of the sgemm peak; " + advice);
+    std::string nodes;
+    int count = 0;
+    for (const auto& n : c.nodes)
+      if (!n.view && n.gflops > 1.05 * peak) {
+        if (count++ < 3) nodes += (nodes.empty() ? "" : ", ") + n.name + " " + pct(n.gflops);
+      }
+    if (count > 0)
+      notes.push_back(c.label + ": " + std::to_string(count) + " node(s) above 105% of the sgemm peak (" + nodes +
+                      (count > 3 ? ", ..." : "") +
+                      "); either the peaks are understated or the kernel does less arithmetic than the schema "
+                      "counts (Winograd, for example)");
+  }
+  return notes;
+}
+
+namespace {
+
+MachinePeaks from_entry(const nlohmann::json& e) {
+  MachinePeaks p;
+  p.sgemm_gflops = e["sgemm_gflops"];
+  p.openblas_sgemm_gflops = e.value("openblas_sgemm_gflops", 0.0);
+  p.onednn_sgemm_gflops = e.value("onednn_sgemm_gflops", 0.0);
+  p.bandwidth_gbs = e["bandwidth_gbs"];
+  p.measured_utc = e.value("measured_utc", "");
+  p.others_cpu = e.value("others_cpu", -1.0);
+  return p;
+}
+
+bool usable(const nlohmann::json& e) {
+  return e.is_object() && e.value("sgemm_gflops", 0.0) > 0 && e.value("bandwidth_gbs", 0.0) > 0;
+}
+
+}  // namespace
+
 MachinePeaks load_or_measure_peaks(const std::string& key, const std::function<MachinePeaks()>& measure, bool refresh) {
   namespace fs = std::filesystem;
   const std::string file = cache_dir() + "/peaks.json";
@@ -27,28 +133,34 @@ MachinePeaks load_or_measure_peaks(const std::string& key, const std::function<M
     if (f) all = nlohmann::json::parse(f, nullptr, false);
     if (!all.is_object()) all = nlohmann::json::object();
   }
-  if (!refresh && all.contains(key)) {
-    const auto& e = all[key];
-    if (e.value("sgemm_gflops", 0.0) > 0 && e.value("bandwidth_gbs", 0.0) > 0) {
-      MachinePeaks p;
-      p.sgemm_gflops = e["sgemm_gflops"];
-      p.openblas_sgemm_gflops = e.value("openblas_sgemm_gflops", 0.0);
-      p.onednn_sgemm_gflops = e.value("onednn_sgemm_gflops", 0.0);
-      p.bandwidth_gbs = e["bandwidth_gbs"];
-      p.measured_utc = e.value("measured_utc", "");
-      p.key = key;
-      p.from_cache = true;
-      p.cache_file = file;
-      return p;
-    }
+  const bool cached = all.contains(key) && usable(all[key]);
+  if (!refresh && cached) {
+    MachinePeaks p = from_entry(all[key]);
+    p.key = key;
+    p.from_cache = true;
+    p.cache_file = file;
+    return p;
   }
   MachinePeaks p = measure();
   p.key = key;
   p.cache_file = file;
   p.measured_utc = utc_now_iso8601();
+  const bool contended = p.others_cpu > kPeaksContended;
+  if (contended && cached) {
+    const MachinePeaks old = from_entry(all[key]);
+    if (old.others_cpu >= 0 && old.others_cpu <= kPeaksContended) {
+      // A refresh beside other work would replace a quiet measurement with an understated one.
+      MachinePeaks kept = old;
+      kept.key = key;
+      kept.from_cache = true;
+      kept.cache_file = file;
+      kept.kept_over_contended = p.others_cpu;
+      return kept;
+    }
+  }
   all[key] = {{"sgemm_gflops", p.sgemm_gflops}, {"openblas_sgemm_gflops", p.openblas_sgemm_gflops},
               {"onednn_sgemm_gflops", p.onednn_sgemm_gflops}, {"bandwidth_gbs", p.bandwidth_gbs},
-              {"measured_utc", p.measured_utc}};
+              {"measured_utc", p.measured_utc}, {"others_cpu", p.others_cpu}};
   // Written to a temporary file and renamed: concurrent runs never see half a file.
   std::error_code ec;
   fs::create_directories(cache_dir(), ec);

@@ -149,6 +149,14 @@ void print_report(const BenchReport& rep, std::ostream& os) {
                   rep.peaks.bandwidth_gbs, rep.peaks.from_cache ? "cached, measured" : "measured",
                   rep.peaks.measured_utc.c_str());
     os << line;
+    if (rep.peaks.others_cpu > kPeaksContended)
+      os << "warning: other processes used " << static_cast<int>(100 * rep.peaks.others_cpu + 0.5)
+         << "% of the CPU while the peaks were measured: they are understated and %peak overstated; "
+            "measure them again with --refresh-peaks on a quiet machine\n";
+    if (rep.peaks.kept_over_contended >= 0)
+      os << "note: the refreshed peaks were measured while other processes used "
+         << static_cast<int>(100 * rep.peaks.kept_over_contended + 0.5)
+         << "% of the CPU; the earlier quiet measurement is kept\n";
   }
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
   for (const auto& c : rep.configs) {
@@ -205,6 +213,9 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     std::string cpu = "cpu:     " + std::to_string(c.timing.cpu_cores).substr(0, 4) + " cores busy of " +
                       std::to_string(rep.threads) + " threads";
     for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + std::to_string(cores).substr(0, 4);
+    if (c.timing.others_cpu >= 0)
+      cpu += "; other processes " + std::to_string(static_cast<int>(100 * c.timing.others_cpu + 0.5)) + "% of the machine" +
+             (c.timing.others_cpu > kPeaksContended ? "  CONTENDED (times inflated; measure on a quiet machine)" : "");
     os << cpu << "\n";
     if (!std::isnan(c.timing.metrics_overhead)) {
       std::snprintf(line, sizeof line,
@@ -293,7 +304,9 @@ nlohmann::json bench_json(const BenchReport& rep) {
   j["peaks"] = pk.sgemm_gflops > 0 ? json{{"sgemm_gflops", pk.sgemm_gflops},
                                           {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
                                           {"onednn_sgemm_gflops", pk.onednn_sgemm_gflops}, {"bandwidth_gbs", pk.bandwidth_gbs},
-                                          {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache}}
+                                          {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache},
+                                          {"others_cpu", pk.others_cpu >= 0 ? json(pk.others_cpu) : json()},
+                                          {"contended", pk.others_cpu >= 0 ? json(pk.others_cpu > kPeaksContended) : json()}}
                                     : json();
   // Figures that only exist in training are null in inference.
   auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
@@ -329,6 +342,8 @@ nlohmann::json bench_json(const BenchReport& rep) {
                     {"fallbacks", c.fallbacks},
                     {"node_coverage", c.timing.node_coverage},
                     {"cpu_cores", c.timing.cpu_cores},
+                    {"others_cpu", c.timing.others_cpu >= 0 ? json(c.timing.others_cpu) : json()},
+                    {"contended", c.timing.others_cpu >= 0 ? json(c.timing.others_cpu > kPeaksContended) : json()},
                     {"metrics_overhead", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_overhead)},
                     {"metrics_on_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_on_ns / 1e6)},
                     {"metrics_off_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_off_ns / 1e6)},

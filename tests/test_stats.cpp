@@ -1,14 +1,21 @@
 // Timing statistics against hand-computed values and a coverage simulation; the benchmark's
 // raw samples, adaptive and minimum-duration modes end to end.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <random>
 
+#include "metrics/peaks.hpp"
+#include "metrics/report.hpp"
 #include "metrics/stats.hpp"
 #include "test_util.hpp"
 
@@ -319,6 +326,96 @@ TEST(BenchPeaks, MeasuredOnceCachedAndUsedForPercentAndRoofline) {
   EXPECT_TRUE(j3["peaks"].is_null());
   EXPECT_TRUE(j3["runs"][0]["nodes"][0]["pct_of_peak"].is_null());
   std::filesystem::remove_all(dir);
+}
+
+TEST(OthersCpu, AnotherProcessSpinningIsCountedAndThisOneIsNot) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  ASSERT_GT(cpus, 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    volatile unsigned long x = 0;
+    for (;;) x = x + 1;  // spins until killed
+  }
+  // This process spins too: its own CPU time must not count as "others".
+  const double share = others_cpu_share_during([] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    volatile unsigned long y = 0;
+    while (std::chrono::steady_clock::now() < end) y = y + 1;
+  });
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // One spinning child is one core of `cpus` (less whatever the scheduler gives this process).
+  EXPECT_GE(share, 0.6 / static_cast<double>(cpus)) << share;
+  EXPECT_LE(share, 1.0);
+}
+
+TEST(BenchPeaks, AContendedRefreshNeverReplacesAQuietMeasurement) {
+  const std::string dir = ::testing::TempDir() + "peaks_contended_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ::setenv("MOSAIC_CACHE_DIR", dir.c_str(), 1);
+  auto probe = [](double gflops, double others) {
+    return [=] {
+      MachinePeaks m;
+      m.sgemm_gflops = m.openblas_sgemm_gflops = gflops;
+      m.bandwidth_gbs = 10;
+      m.others_cpu = others;
+      return m;
+    };
+  };
+  int calls = 0;
+  auto counted = [&](std::function<MachinePeaks()> f) {
+    return [&calls, f] {
+      ++calls;
+      return f();
+    };
+  };
+  // No cache: a contended measurement is used and stored, and says so when read back.
+  MachinePeaks a = load_or_measure_peaks("k", counted(probe(50, 0.5)));
+  EXPECT_EQ(a.sgemm_gflops, 50);
+  EXPECT_FALSE(a.from_cache);
+  MachinePeaks b = load_or_measure_peaks("k", counted(probe(99, 0.0)));
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(b.from_cache);
+  EXPECT_EQ(b.sgemm_gflops, 50);
+  EXPECT_DOUBLE_EQ(b.others_cpu, 0.5);
+  // A quiet refresh replaces it; a contended refresh after that keeps the quiet one.
+  MachinePeaks c = load_or_measure_peaks("k", counted(probe(100, 0.02)), /*refresh=*/true);
+  EXPECT_EQ(c.sgemm_gflops, 100);
+  MachinePeaks d = load_or_measure_peaks("k", counted(probe(40, 0.6)), /*refresh=*/true);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(d.sgemm_gflops, 100);
+  EXPECT_TRUE(d.from_cache);
+  EXPECT_DOUBLE_EQ(d.kept_over_contended, 0.6);
+  EXPECT_EQ(load_or_measure_peaks("k", counted(probe(1, 0))).sgemm_gflops, 100);
+  ::unsetenv("MOSAIC_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BenchPeaks, FiguresAboveThePeakAreFlagged) {
+  BenchReport rep;
+  rep.peaks.sgemm_gflops = 100;
+  ConfigReport c;
+  c.label = "onednn";
+  c.gflops = 90;
+  NodeRow fast, view;
+  fast.name = "conv2";
+  fast.gflops = 180;
+  view.name = "flatten";
+  view.view = true;
+  view.gflops = 1e9;
+  c.nodes = {fast, view};
+  rep.configs.push_back(c);
+  auto notes = peak_sanity_notes(rep);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("1 node(s) above 105% of the sgemm peak (conv2 180%)"), std::string::npos) << notes[0];
+  rep.configs[0].gflops = 106;
+  rep.configs[0].nodes[0].gflops = 104;  // within 5%: not flagged
+  notes = peak_sanity_notes(rep);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("onednn ran at 106% of the sgemm peak"), std::string::npos) << notes[0];
+  rep.peaks.sgemm_gflops = 0;  // no peaks: nothing to say
+  EXPECT_TRUE(peak_sanity_notes(rep).empty());
 }
 
 }  // namespace

@@ -144,6 +144,7 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
 int emit_report(BenchReport& report, const BenchOptions& o, bool all_ok, const char* what, const TraceRecorder* trace,
                 ResultsDb* db) {
   fill_speedups(report, 0);
+  for (auto& n : peak_sanity_notes(report)) report.notes.push_back(std::move(n));
   report.peak_rss_bytes = peak_rss_bytes();
   print_report(report, std::cout);
   if (!o.json.empty()) {
@@ -410,10 +411,12 @@ int run_bench(const BenchOptions& o) {
         [] {
           std::cerr << "measuring the machine's sgemm and memory peaks (once; cached in " << cache_dir() << ")...\n";
           MachinePeaks m;
-          m.openblas_sgemm_gflops = probe_sgemm_gflops();
-          m.onednn_sgemm_gflops = probe_onednn_sgemm_gflops();
+          m.others_cpu = others_cpu_share_during([&m] {
+            m.openblas_sgemm_gflops = probe_sgemm_gflops();
+            m.onednn_sgemm_gflops = probe_onednn_sgemm_gflops();
+            m.bandwidth_gbs = probe_triad_gbs();
+          });
           m.sgemm_gflops = std::max(m.openblas_sgemm_gflops, m.onednn_sgemm_gflops);
-          m.bandwidth_gbs = probe_triad_gbs();
           return m;
         },
         o.refresh_peaks);
