@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "metrics/peaks.hpp"
 #include "metrics/stats.hpp"
 
 namespace mosaic {
@@ -167,6 +168,15 @@ Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const C
     if (!rb) {
       r.only_a.push_back(label);
       continue;
+    }
+    // A run other processes were using the machine during measures their load as much as
+    // the code (docs/metrics.md#cpu-utilisation): say so next to any verdict.
+    for (const auto& [name, run] : {std::pair<const char*, const json*>{"A", &ra}, {"B", rb}}) {
+      const json share = at(*run, {"summary", "others_cpu"});
+      if (share.is_number() && share.get<double>() > kPeaksContended)
+        r.warnings.push_back(label + " in " + name + " was CONTENDED: other processes used " +
+                             std::to_string(static_cast<int>(100 * share.get<double>() + 0.5)) +
+                             "% of the machine while it was measured; a difference may be theirs");
     }
     ConfigComparison c;
     c.label = label;

@@ -242,6 +242,18 @@ TEST_F(History, CompareFindsAKnownSlowdownAndNothingInTheSameRun) {
   r = mosaic("compare " + path("a.json") + " " + path("other.json"));
   EXPECT_NE(r.out.find("warning: threads differs: " + std::to_string(threads) + " vs " + std::to_string(threads + 1)),
             std::string::npos) << r.out;
+
+  // A run measured beside other work is named as such next to the verdicts.
+  json quiet = a, busy = a;
+  for (auto& run : quiet["runs"]) run["summary"]["others_cpu"] = 0.0;
+  busy["runs"] = quiet["runs"];
+  busy["runs"][1]["summary"]["others_cpu"] = 0.5;
+  std::ofstream(path("quiet.json")) << quiet.dump();
+  std::ofstream(path("busy.json")) << busy.dump();
+  r = mosaic("compare " + path("quiet.json") + " " + path("busy.json"));
+  EXPECT_NE(r.out.find("warning: onednn in B was CONTENDED: other processes used 50% of the machine"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("in A was CONTENDED"), std::string::npos) << r.out;
 }
 
 TEST_F(History, CompareTestsProcessesWhenBothRunsHaveThree) {
