@@ -126,17 +126,17 @@ std::vector<uint64_t> Comm::all_gather(uint64_t mine) {
   return all;
 }
 
-int Comm::isend(const void* data, std::size_t bytes, int to, int tag) {
+int Comm::isend(const void* data, std::size_t bytes, int to, int tag, bool counted) {
   const int h = new_request();
   MPI_Isend(data, to_count(bytes), MPI_BYTE, to, tag, mpi(handle_), &g_requests[static_cast<std::size_t>(h)]);
-  traffic_.sent += static_cast<int64_t>(bytes);
+  if (counted) traffic_.sent += static_cast<int64_t>(bytes);
   return h;
 }
 
-int Comm::irecv(void* data, std::size_t bytes, int from, int tag) {
+int Comm::irecv(void* data, std::size_t bytes, int from, int tag, bool counted) {
   const int h = new_request();
   MPI_Irecv(data, to_count(bytes), MPI_BYTE, from, tag, mpi(handle_), &g_requests[static_cast<std::size_t>(h)]);
-  traffic_.received += static_cast<int64_t>(bytes);
+  if (counted) traffic_.received += static_cast<int64_t>(bytes);
   return h;
 }
 

@@ -47,8 +47,9 @@ class Comm {
   std::vector<uint64_t> all_gather(uint64_t mine);
 
   /// Non-blocking point-to-point: requests are opaque handles (index into an internal table).
-  int isend(const void* data, std::size_t bytes, int to, int tag);
-  int irecv(void* data, std::size_t bytes, int from, int tag);
+  /// `counted` = false keeps the bytes out of traffic() (checkpoint state, not training traffic).
+  int isend(const void* data, std::size_t bytes, int to, int tag, bool counted = true);
+  int irecv(void* data, std::size_t bytes, int from, int tag, bool counted = true);
   /// Small blocking messages that are not counted in traffic() (control: step flags, lr).
   void send_control(const double* values, int count, int to, int tag);
   /// Receives from `from` (or any rank: -1); returns the sender.

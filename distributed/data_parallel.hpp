@@ -78,6 +78,12 @@ class DataParallel {
   void stop() {
     if (ps_worker_) ps_worker_->stop();
   }
+  /// Before a checkpoint, on world rank 0 in the parameter-server modes: the servers'
+  /// parameters into the attached plan and their optimizer state into `optimizer` (which the
+  /// workers never step). Does nothing elsewhere.
+  void gather_server_state(Optimizer& optimizer) {
+    if (ps_worker_ && world_->rank() == 0) ps_worker_->gather_state(optimizer);
+  }
   /// Sums over the workers in place (every worker gets the sums).
   void sum(double* values, int count) { workers_->sum(values, count); }
   /// Workers: true when every worker's parameters are bitwise equal to worker 0's.

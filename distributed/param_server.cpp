@@ -50,7 +50,7 @@ void PsWorker::push(size_t i) {
 
 void PsWorker::begin_step(double lr) {
   const int64_t t0 = now_ns();
-  const double go[2] = {1.0, lr};
+  const double go[2] = {kControlStep, lr};
   for (int s = 0; s < layout_.servers; ++s) comm_.send_control(go, 2, layout_.server_rank(s), kControlTag);
   std::fill(pushed_.begin(), pushed_.end(), false);
   sends_.clear();
@@ -88,8 +88,32 @@ void PsWorker::finish_step() {
 }
 
 void PsWorker::stop() {
-  const double done[2] = {0.0, 0.0};
+  const double done[2] = {kControlStop, 0.0};
   for (int s = 0; s < layout_.servers; ++s) comm_.send_control(done, 2, layout_.server_rank(s), kControlTag);
+}
+
+void PsWorker::gather_state(Optimizer& optimizer) {
+  auto& state = optimizer.state();
+  for (int s = 0; s < layout_.servers; ++s) {
+    const double ask[2] = {kControlState, 0.0};
+    comm_.send_control(ask, 2, layout_.server_rank(s), kControlTag);
+    double head[2];
+    comm_.recv_control(head, 2, layout_.server_rank(s), kStateTag);
+    if (s == 0) optimizer.set_steps(static_cast<int64_t>(head[0]));
+    const auto buffers = static_cast<size_t>(head[1]);
+    if (buffers > 0 && state.size() != params_.size()) state.assign(params_.size(), {});
+    std::vector<int> recvs;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (layout_.owner[i] != s) continue;
+      Tensor& v = params_[i].value;
+      recvs.push_back(comm_.irecv(v.data(), v.bytes(), layout_.server_rank(s), kStateTag, /*counted=*/false));
+      if (buffers == 0) continue;
+      state[i].assign(buffers, std::vector<float>(static_cast<size_t>(floats_of(v))));
+      for (auto& b : state[i])
+        recvs.push_back(comm_.irecv(b.data(), b.size() * sizeof(float), layout_.server_rank(s), kStateTag, false));
+    }
+    for (int r : recvs) comm_.wait(r);
+  }
 }
 
 int64_t PsWorker::expected_sent() const { return times_.steps * param_bytes_; }
@@ -103,6 +127,28 @@ PsServer::PsServer(Comm& world, const std::vector<ParamRef>& params, PsLayout la
       max_staleness_(max_staleness) {
   for (size_t i = 0; i < params.size(); ++i)
     if (layout_.owner[i] == index_) owned_.push_back(params[i]), owned_index_.push_back(i);
+  // Resumed from a checkpoint: the optimizer holds every parameter's state in plan order;
+  // this server steps only its own, in owned order.
+  auto& state = optimizer_.state();
+  if (!state.empty() && state.size() == params.size()) {
+    std::vector<std::vector<std::vector<float>>> mine;
+    for (size_t i : owned_index_) mine.push_back(std::move(state[i]));
+    state = std::move(mine);
+  }
+}
+
+void PsServer::send_state() {
+  const auto& state = optimizer_.state();
+  const size_t buffers = state.size() == owned_.size() && !state.empty() ? state[0].size() : 0;
+  const double head[2] = {static_cast<double>(optimizer_.steps()), static_cast<double>(buffers)};
+  comm_.send_control(head, 2, 0, kStateTag);
+  std::vector<int> sends;
+  for (size_t k = 0; k < owned_.size(); ++k) {
+    sends.push_back(comm_.isend(owned_[k].value.data(), owned_[k].value.bytes(), 0, kStateTag, /*counted=*/false));
+    if (buffers == 0) continue;
+    for (const auto& b : state[k]) sends.push_back(comm_.isend(b.data(), b.size() * sizeof(float), 0, kStateTag, false));
+  }
+  for (int r : sends) comm_.wait(r);
 }
 
 Status PsServer::serve() { return async_ ? serve_async() : serve_sync(); }
@@ -127,7 +173,11 @@ Status PsServer::serve_sync() {
     for (int w = 0; w < W; ++w) {
       double c[2];
       comm_.recv_control(c, 2, w, kControlTag);
-      if (c[0] == 0) ++stopped;
+      while (w == 0 && c[0] == kControlState) {  // worker 0 checkpoints between steps
+        send_state();
+        comm_.recv_control(c, 2, w, kControlTag);
+      }
+      if (c[0] == kControlStop) ++stopped;
       if (w == 0) lr = c[1];
     }
     if (stopped == W) return Status::ok();
@@ -199,7 +249,11 @@ Status PsServer::serve_async() {
   while (stopped < W) {
     double c[2];
     const int w = comm_.recv_control(c, 2, -1, kControlTag);
-    if (c[0] == 0) {
+    if (c[0] == kControlState) {  // worker 0 checkpoints: the shard as it is now
+      send_state();
+      continue;
+    }
+    if (c[0] == kControlStop) {
       ++stopped;
       running[static_cast<size_t>(w)] = false;
       release();  // a finished worker no longer holds the others back

@@ -11,6 +11,12 @@
 // that worker the parameters as they are then. The staleness of an applied gradient is the
 // number of updates the server made between the worker's pull and this push. Optionally
 // bounded (--max-staleness S): no worker runs more than S steps ahead of the slowest.
+//
+// Checkpoints: worker 0 asks every server for its shard (gather_state): the parameters as
+// the server holds them, its optimizer's state and step count, sent outside the traffic
+// counters. Synchronous servers answer between steps, where every worker holds the same
+// parameters; asynchronous ones whenever the request arrives. On --resume every rank reads
+// the checkpoint, and a server takes its parameters' optimizer state from it.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +50,9 @@ class PsWorker : public BackwardListener {
   void finish_step();
   /// Tells every server this worker is done.
   void stop();
+  /// Worker 0 only: every server's parameters into params (their values), and their
+  /// optimizer state and step count into `optimizer` (state per parameter, in params order).
+  void gather_state(Optimizer& optimizer);
   int64_t expected_sent() const;
   int64_t expected_received() const;
   const SyncTimes& times() const { return times_; }
@@ -80,6 +89,7 @@ class PsServer {
   Status serve_sync();
   Status serve_async();
   Status apply(double lr, const std::vector<const float*>& grads);
+  void send_state();  // to worker 0: step count, then every owned parameter and its state
   Comm& comm_;
   PsLayout layout_;
   int index_;
@@ -96,6 +106,9 @@ class PsServer {
 /// Message tags: control, and per parameter i its gradient (worker to server) and its
 /// value (server to worker).
 inline constexpr int kControlTag = 7;
+inline constexpr int kStateTag = 9;  // checkpoint state, server to worker 0
+/// Control codes (first double of a control message).
+inline constexpr double kControlStop = 0, kControlStep = 1, kControlState = 2;
 inline int grad_tag(size_t i) { return 1000 + 2 * static_cast<int>(i); }
 inline int value_tag(size_t i) { return 1001 + 2 * static_cast<int>(i); }
 

@@ -12,16 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Checkpoints : public ::testing::Test {
+class Checkpoints : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mosaic_ckpt_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  Checkpoints() : ScratchDirTest("mosaic_ckpt_") {}
 };
 
 const char* kRun = "train zoo:fmnist-cnn --data synthetic:600,1,28,28,10 --threads 1 --deterministic --seed 4";

@@ -17,25 +17,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Distributed : public ::testing::Test {
+class Distributed : public ScratchDirTest {
  protected:
+  Distributed() : ScratchDirTest("mosaic_dist_") {}
   void SetUp() override {
-    // mpirun refuses root without these (CI and containers run as root); shared-memory
-    // transfers without the kernel's cross-memory attach, which containers often forbid.
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
-    dir_ = fs::temp_directory_path() / ("mosaic_dist_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    allow_mpirun();
+    ScratchDirTest::SetUp();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   static CmdResult mpirun(int ranks, const std::string& args) {
     return mosaic_shell("timeout 300 mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none " +
                         std::string(MOSAIC_BIN) + " " + args);
   }
-  fs::path dir_;
 };
 
 // Relative difference of the per-step losses of two train JSONs (all steps, same count).
@@ -195,7 +187,7 @@ TEST_F(Distributed, ModelAveragingEveryStepIsAllreduceAndCountsItsSyncs) {
 }
 
 // A data-parallel run stopped at an epoch end and resumed (every rank reads the checkpoint)
-// takes the uninterrupted run's steps; the parameter-server modes refuse checkpoints.
+// takes the uninterrupted run's steps.
 TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
   const std::string run = "train zoo:fmnist-cnn --data synthetic:400,1,28,28,10 --batch 8 --threads 1 --optimizer adam "
                           "--lr 0.001 --steps-per-epoch 6 --distributed allreduce";
@@ -210,9 +202,32 @@ TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
   EXPECT_EQ(full["distributed"]["second_epoch_s"], full["epochs"][1]["seconds"]);
   r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --batch 4");
   EXPECT_NE(r.code, 0);
-  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ps --checkpoint " + path("ps.ck"));
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--checkpoint and --resume are not available with --distributed ps yet"), std::string::npos) << r.out;
+}
+
+// The parameter servers hold the model and the optimizer state: worker 0 gathers them for the
+// checkpoint, and on resume each server takes its shard's state back. Synchronous: the
+// resumed run's steps are the uninterrupted run's, bitwise, with two servers sharing the
+// parameters. Asynchronous: the resumed run carries on from the checkpoint's step count.
+TEST_F(Distributed, ResumedParameterServerRunTakesTheUninterruptedRunsSteps) {
+  const std::string run = "train zoo:fmnist-cnn --data synthetic:400,1,28,28,10 --batch 8 --threads 1 --optimizer adam "
+                          "--lr 0.001 --steps-per-epoch 6 --servers 2 --distributed ";
+  ASSERT_EQ(mpirun(4, run + "ps --epochs 2 --json " + path("full.json")).code, 0);
+  CmdResult r = mpirun(4, run + "ps --epochs 1 --checkpoint " + path("ck"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(4, run + "ps --epochs 2 --resume " + path("ck") + " --json " + path("resumed.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto full = read_json(path("full.json")), resumed = read_json(path("resumed.json"));
+  EXPECT_EQ(loss_difference(full, resumed), 0.0);
+  EXPECT_EQ(resumed["steps"].size(), 12u);
+  // Without the servers' Adam state the second epoch would restart from zero moments.
+  r = mpirun(4, run + "ps-async --epochs 1 --checkpoint " + path("async.ck"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(4, run + "ps-async --epochs 2 --resume " + path("async.ck") + " --json " + path("async.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto async = read_json(path("async.json"));
+  EXPECT_EQ(async["resumed_from"]["epoch"], 1);
+  EXPECT_EQ(async["steps"].size(), 12u);
+  for (const auto& s : async["steps"]) EXPECT_TRUE(std::isfinite(s["loss"].get<double>()));
 }
 
 // `mpirun -np 2 mosaic bench --mode training --distributed allreduce`: every backend's timed

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
-
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -40,6 +43,31 @@ inline CmdResult mosaic_shell(const std::string& command) {
 
 /// Runs the mosaic binary with `args`; stdout and stderr together.
 inline CmdResult mosaic(const std::string& args) { return mosaic_shell(std::string(MOSAIC_BIN) + " " + args); }
+
+/// A test with a scratch directory of its own (named after the process and the test, removed
+/// afterwards): derive, passing a prefix, and name files with path().
+class ScratchDirTest : public ::testing::Test {
+ protected:
+  explicit ScratchDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           (prefix_ + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string prefix_;
+  std::filesystem::path dir_;
+};
+
+/// mpirun refuses root without the first two (CI and containers run as root); the third
+/// makes shared-memory transfers work without the kernel's cross-memory attach, which
+/// containers often forbid.
+inline void allow_mpirun() {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+}
 
 /// A JSON file the command under test wrote.
 inline nlohmann::json read_json(const std::string& path) {

@@ -75,9 +75,6 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
 
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
   if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
-  if ((!o.checkpoint.empty() || !o.resume.empty()) && (o.distributed == "ps" || o.distributed == "ps-async"))
-    return Status::invalid("--checkpoint and --resume are not available with --distributed " + o.distributed +
-                           " yet (the optimizer state lives on the servers)");
   dist::DataParallelOptions dpo;
   dpo.mode = o.distributed;
   dpo.bucket_mb = o.bucket_mb;
@@ -405,6 +402,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                              {"data_load_s", load_s},
                              {"data_wait_s", wait_s}});
     if (!o.checkpoint.empty() && (!dp || dp->world_rank() == 0)) {
+      if (dp) dp->gather_server_state(*opt.value());  // parameter servers hold the model and its optimizer state
       nlohmann::json header = {{"settings", checkpoint_settings(o, opt_name, ranks)},
                                {"epoch", epoch},
                                {"step", step},
