@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "distributed/buckets.hpp"
+
 namespace mosaic::dist {
 namespace {
 int64_t floats_of(const Tensor& t) { return static_cast<int64_t>(t.bytes() / sizeof(float)); }
@@ -11,27 +13,21 @@ int64_t floats_of(const Tensor& t) { return static_cast<int64_t>(t.bytes() / siz
 AllreduceSync::AllreduceSync(Comm& comm, std::vector<ParamRef> params, const std::vector<int>& final_step,
                              bool overlap, int64_t bucket_bytes)
     : comm_(comm), params_(std::move(params)), overlap_(overlap) {
-  // Backward runs steps from the last to the first: the highest final step is ready first.
-  // Parameters no step reads (-1) are ready before backward; they go first.
-  std::vector<size_t> order(params_.size());
-  std::iota(order.begin(), order.end(), 0);
-  auto key = [&](size_t i) { return final_step[i] < 0 ? 1 << 30 : final_step[i]; };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
+  std::vector<int64_t> bytes;
+  for (const auto& p : params_) bytes.push_back(static_cast<int64_t>(p.grad.bytes()));
   int max_step = -1;
   for (int s : final_step) max_step = std::max(max_step, s);
   ready_after_.resize(static_cast<size_t>(max_step + 1));
-  for (size_t i : order) {
-    const int64_t bytes = static_cast<int64_t>(params_[i].grad.bytes());
-    gradient_bytes_ += bytes;
-    if (buckets_.empty() || (!buckets_.back().params.empty() &&
-                             buckets_.back().floats * static_cast<int64_t>(sizeof(float)) + bytes > bucket_bytes))
-      buckets_.emplace_back();
-    Bucket& b = buckets_.back();
-    b.params.push_back(i);
-    b.floats += floats_of(params_[i].grad);
-    const size_t bi = buckets_.size() - 1;
-    if (final_step[i] < 0) ready_at_start_.push_back(bi);
-    else ready_after_[static_cast<size_t>(final_step[i])].push_back(bi);
+  for (const BucketPlan& plan : plan_buckets(bytes, final_step, bucket_bytes)) {
+    const size_t bi = buckets_.size();
+    Bucket& b = buckets_.emplace_back();
+    b.params = plan.params;
+    for (size_t i : plan.params) {
+      b.floats += floats_of(params_[i].grad);
+      gradient_bytes_ += bytes[i];
+      if (final_step[i] < 0) ready_at_start_.push_back(bi);
+      else ready_after_[static_cast<size_t>(final_step[i])].push_back(bi);
+    }
   }
   for (size_t bi = 0; bi < buckets_.size(); ++bi)
     buckets_[bi].ring = std::make_unique<RingAllreduce>(comm_, static_cast<int>(bi) + 100);

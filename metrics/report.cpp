@@ -91,6 +91,11 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.activation_bytes = plan.activation_bytes();
   c.workspace_bytes = plan.workspace_bytes();
   c.fallbacks = plan.fallback_count();
+  const std::vector<int> final_step = plan.grad_final_step();
+  const auto params = plan.parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].grad.defined())
+      c.gradients.push_back({params[i].name, static_cast<int64_t>(params[i].grad.bytes()), final_step[i]});
   return c;
 }
 
@@ -361,6 +366,16 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"activation_bytes", c.activation_bytes},
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
+    if (rep.mode == "training") {
+      r["gradients"] = json::array();
+      for (const auto& gr : c.gradients)
+        r["gradients"].push_back({{"name", gr.name},
+                                  {"bytes", gr.bytes},
+                                  {"final_node", gr.final_step >= 0 ? json(c.nodes[gr.final_step].name) : json()},
+                                  {"final_step", gr.final_step}});
+    } else {
+      r["gradients"] = json();
+    }
     r["nodes"] = json::array();
     for (const auto& n : c.nodes) {
       const json bound = roof(n);  // null for views and nodes without FLOPs

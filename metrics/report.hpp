@@ -48,6 +48,15 @@ struct ConfigReport {
   double total_flops = 0;           ///< forward FLOPs of one batch
   double total_backward_flops = 0;  ///< training: backward FLOPs of one batch (data + weights)
   int fallbacks = 0;
+  /// Training plans: every parameter's gradient, in parameter order, with the plan step
+  /// (node row) whose backward makes it final (-1: no step reads it). The bucket schedule
+  /// of data-parallel training, and `mosaic simulate`, derive from these.
+  struct Gradient {
+    std::string name;
+    int64_t bytes = 0;
+    int final_step = -1;
+  };
+  std::vector<Gradient> gradients;
 };
 
 struct BenchReport {

@@ -94,7 +94,33 @@ struct ReportOptions {
   std::string db, title;
 };
 
+struct SimulateOptions {
+  std::string input;  ///< a model (path or zoo:NAME) to profile, or a `bench --mode training --json` file
+  std::string backend = "onednn";
+  int64_t batch = 32;
+  int threads = 1, iterations = 10, warmup = 3;
+  /// Profile with this many identical training benchmarks at once (all ranks of a node are
+  /// busy in data-parallel training); the slowest one's times are used.
+  int profile_concurrency = 1;
+  std::string network = "shm", intra;  ///< presets or --measure-network files; intra defaults to network
+  std::vector<int> ranks{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  std::vector<std::string> groups;  ///< "1n1c,1n4c,...": nodes x ranks per node (overrides --ranks)
+  int ranks_per_node = 1, cores_per_node = 0;
+  std::vector<std::string> modes{"allreduce"};
+  std::string collective = "ring";
+  int servers = 1, sync_every = 8;
+  double bucket_mb = 25;
+  double compute_scale = 1, target_images_per_s = 0;
+  int64_t predict_batch = 0;  ///< > 0: scale the profile's compute linearly to this per-rank batch
+  std::string json;
+  bool measure_network = false;
+  std::string network_out = "network.json";
+  double max_mb = 64;
+};
+
 int run_info(const InfoOptions& o);
+/// Predicted data-parallel scaling (frontends/cli/simulate.cpp; docs/distributed.md).
+int run_simulate(const SimulateOptions& o);
 /// One self-contained HTML page with matplotlib figures (frontends/cli/html_report.cpp).
 int run_report(const ReportOptions& o);
 int run_history(const HistoryOptions& o);

@@ -322,6 +322,49 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--db", report.db, "results store run ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
   report_cmd->add_option("--title", report.title, "page title");
 
+  SimulateOptions sim;
+  std::string sim_ranks, sim_groups, sim_modes;
+  auto* sim_cmd = app.add_subcommand(
+      "simulate", "predict data-parallel throughput and speed-up for 1..1024 ranks from a measured profile and a network model");
+  sim_cmd->add_option("input", sim.input, "model to profile (path or zoo:NAME), or the --json of 'bench MODEL --mode training'");
+  sim_cmd->add_option("--backend", sim.backend, "backend to profile (or the run to take from the JSON)")->capture_default_str();
+  sim_cmd->add_option("-b,--batch", sim.batch, "per-rank batch when profiling")->capture_default_str()->check(integer_at_least(1));
+  sim_cmd->add_option("--threads", sim.threads, "threads per rank")->capture_default_str()->check(integer_at_least(1));
+  sim_cmd->add_option("--iterations", sim.iterations, "timed training steps when profiling")->capture_default_str()->check(integer_at_least(1));
+  sim_cmd->add_option("--warmup", sim.warmup, "warm-up steps when profiling")->capture_default_str()->check(integer_at_least(0));
+  sim_cmd->add_option("--profile-concurrency", sim.profile_concurrency,
+                      "profile with K benchmarks at once, as K ranks share a node; the slowest is used")
+      ->capture_default_str()->check(integer_at_least(1));
+  sim_cmd->add_option("--network", sim.network, "link between nodes (one node: between ranks): a preset or a --measure-network file")
+      ->capture_default_str();
+  sim_cmd->add_option("--intra", sim.intra, "link between the ranks of one node, when there are several nodes (default: --network)");
+  sim_cmd->add_option("--ranks", sim_ranks, "rank counts to predict (default 1,2,4,...,1024)");
+  sim_cmd->add_option("--ranks-per-node", sim.ranks_per_node, "ranks per node (nodes = ranks / this)")->capture_default_str()
+      ->check(integer_at_least(1));
+  sim_cmd->add_option("--groups", sim_groups, "node x rank groups instead of --ranks, e.g. 1n1c,1n4c,2n8c,4n16c");
+  sim_cmd->add_option("--cores-per-node", sim.cores_per_node, "cores per node: more rank threads than cores slow every rank (0: no limit)")
+      ->capture_default_str()->check(integer_at_least(0));
+  sim_cmd->add_option("--mode", sim_modes, "data-parallel modes, comma-separated (allreduce, allreduce-blocking, avg, ps, ps-async)");
+  sim_cmd->add_option("--collective", sim.collective, "all-reduce algorithm: ring (Mosaic's), recursive-doubling, halving-doubling, auto")
+      ->capture_default_str();
+  sim_cmd->add_option("--servers", sim.servers, "ps modes: server ranks")->capture_default_str()->check(integer_at_least(1));
+  sim_cmd->add_option("--sync-every", sim.sync_every, "avg: steps between averagings")->capture_default_str()->check(integer_at_least(1));
+  sim_cmd->add_option("--bucket-mb", sim.bucket_mb, "all-reduce bucket size, as in train")->capture_default_str()->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--predict-batch", sim.predict_batch,
+                      "predict for this per-rank batch: compute scales linearly from the profile's batch")
+      ->check(integer_at_least(1));
+  sim_cmd->add_option("--compute-scale", sim.compute_scale, "divide every compute time by this (a faster device)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--target-images-per-s", sim.target_images_per_s,
+                      "scale compute so that one rank trains at this rate (e.g. a V100's published figure)")
+      ->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--json", sim.json, "write the predictions as JSON (mosaic.simulate/1)");
+  sim_cmd->add_flag("--measure-network", sim.measure_network,
+                    "under mpirun: measure point-to-point and ring all-reduce times and fit a network profile");
+  sim_cmd->add_option("--network-out", sim.network_out, "--measure-network: the profile file")->capture_default_str();
+  sim_cmd->add_option("--max-mb", sim.max_mb, "--measure-network: largest message in MiB")->capture_default_str()
+      ->check(CLI::Range(1.0, 4096.0));
+
   bool markdown = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
   backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
@@ -400,6 +443,24 @@ int main(int argc, char** argv) {
       return run_gradcheck(gc);
     }
     if (*sweep_cmd) return run_sweep(sweep);
+    if (*sim_cmd) {
+      if (!sim_modes.empty()) sim.modes = split(sim_modes);
+      if (!sim_groups.empty()) sim.groups = split(sim_groups);
+      if (!sim_ranks.empty()) {
+        sim.ranks.clear();
+        for (const auto& r : split(sim_ranks)) {
+          try {
+            size_t used = 0;
+            sim.ranks.push_back(std::stoi(r, &used));
+            if (used != r.size()) throw std::invalid_argument(r);
+          } catch (const std::exception&) {
+            std::cerr << "mosaic: error: --ranks: '" << r << "' is not a rank count\n";
+            return 2;
+          }
+        }
+      }
+      return run_simulate(sim);
+    }
     if (*history_cmd) return run_history(history);
     if (*report_cmd) return run_report(report);
     if (*compare_cmd) {

@@ -1,0 +1,146 @@
+#include "distributed/net_measure.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "distributed/ring_allreduce.hpp"
+
+namespace mosaic::dist {
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Repetitions so that a size's measurement lasts about 50 ms (at least 3, at most 200),
+/// agreed on by every rank (rank 0's first timing decides).
+int repetitions(Comm& comm, double first_s) {
+  double reps = first_s > 0 ? 0.05 / first_s : 200;
+  comm.broadcast(&reps, sizeof reps, 0);
+  return std::clamp(static_cast<int>(reps), 3, 200);
+}
+
+}  // namespace
+
+Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
+  const int n = comm.size(), rank = comm.rank();
+  if (n < 2)
+    return Status::invalid("simulate --measure-network needs at least 2 ranks: run it under mpirun -np 2 (or more)");
+  std::vector<int64_t> sizes;
+  for (int64_t m = 8; m <= max_bytes; m *= 4) sizes.push_back(m);
+  std::vector<char> buf(static_cast<size_t>(max_bytes)), back(static_cast<size_t>(max_bytes));
+  // Ping-pong between ranks 0 and 1: one-way time = round trip / 2.
+  auto pingpong = [&](int64_t m) {
+    const double t0 = now_s();
+    if (rank == 0) {
+      comm.wait(comm.isend(buf.data(), static_cast<size_t>(m), 1, 7));
+      comm.wait(comm.irecv(back.data(), static_cast<size_t>(m), 1, 8));
+    } else if (rank == 1) {
+      comm.wait(comm.irecv(back.data(), static_cast<size_t>(m), 0, 7));
+      comm.wait(comm.isend(buf.data(), static_cast<size_t>(m), 0, 8));
+    }
+    return (now_s() - t0) / 2;
+  };
+  nlohmann::json samples = {{"pingpong", nlohmann::json::array()}, {"allreduce", nlohmann::json::array()}};
+  std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds)
+  for (int64_t m : sizes) {
+    pingpong(m);  // warm-up
+    const int reps = repetitions(comm, pingpong(m));
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) t.push_back(pingpong(m));
+    double med = median_of(t);
+    comm.broadcast(&med, sizeof med, 0);
+    points.emplace_back(static_cast<double>(m), med);
+  }
+  // Latency from the smallest messages; bandwidth = bytes / time over the messages of 1 MiB
+  // and more, so the largest (the size of real gradient buckets) weigh most.
+  std::vector<double> small;
+  for (const auto& [m, t] : points)
+    if (m <= 1024) small.push_back(t);
+  const double alpha = median_of(small);
+  double big_bytes = 0, big_s = 0;
+  for (const auto& [m, t] : points)
+    if (m >= 1 << 20) big_bytes += m, big_s += std::max(t - alpha, 1e-12);
+  if (big_bytes == 0) return Status::invalid("simulate --measure-network: --max-mb must be at least 1");
+  const double bandwidth = big_bytes / big_s;
+  for (const auto& [m, t] : points)
+    samples["pingpong"].push_back({{"bytes", m}, {"seconds", t}, {"fit_seconds", alpha + m / bandwidth}});
+
+  // The ring all-reduce over every rank; what the transfers do not explain is the reduction.
+  const auto hosts = comm.all_gather(static_cast<uint64_t>(std::hash<std::string>{}(comm.host())));
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](uint64_t h) { return h == hosts[0]; });
+  NetworkProfile p;
+  p.name = one_host ? "measured-shm" : "measured";
+  p.latency_s = alpha;
+  p.bandwidth_bps = bandwidth;
+  p.cpu_driven = one_host;  // on one host Open MPI's shared-memory transport copies with the CPU
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (one_host && cores > 0) p.measured_oversubscription = std::max(1.0, static_cast<double>(n) / static_cast<double>(cores));
+  std::vector<float> data(static_cast<size_t>(max_bytes / 4));
+  double reduced_bytes = 0, reduce_s = 0;
+  std::vector<std::pair<double, double>> ring_points;
+  for (int64_t m : sizes) {
+    if (m < 1 << 20) continue;
+    auto ring = [&] {
+      RingAllreduce r(comm, 900);
+      const double t0 = now_s();
+      r.start({{data.data(), m / 4}}, 1.f);
+      r.finish();
+      double t = now_s() - t0, worst = t;
+      const auto all = comm.all_gather(std::vector<double>{t});
+      for (double x : all) worst = std::max(worst, x);
+      return worst;
+    };
+    ring();
+    const int reps = repetitions(comm, ring());
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) t.push_back(ring());
+    const double med = median_of(t), s = static_cast<double>(m);
+    ring_points.emplace_back(s, med);
+    const double transfers = 2.0 * (n - 1) * (alpha + s / n / bandwidth);
+    if (med > transfers) reduced_bytes += (n - 1) * s / n, reduce_s += med - transfers;
+  }
+  // Bytes-weighted like the bandwidth; no measurable reduction cost: far above the link's rate.
+  p.reduce_bps = reduce_s > 0 ? reduced_bytes / reduce_s : 1e3 * bandwidth;
+  Topology topo;
+  topo.ranks_per_node = n;
+  topo.cores_per_node = static_cast<int>(std::max(cores, 1L));
+  topo.intra = p;
+  for (const auto& [s, t] : ring_points) {
+    const double fit = allreduce_cost(static_cast<int64_t>(s), topo, Collective::kRing).total();
+    samples["allreduce"].push_back({{"bytes", s}, {"ranks", n}, {"seconds", t}, {"fit_seconds", fit}});
+  }
+  char line[256];
+  std::string table = "size          one-way (measured / fit)      ring all-reduce over " + std::to_string(n) +
+                      " ranks (measured / fit)\n";
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double m = points[i].first;
+    std::snprintf(line, sizeof line, "%-12.0f  %10.2f / %-10.2f us", m, 1e6 * points[i].second, 1e6 * (alpha + m / bandwidth));
+    table += line;
+    for (const auto& a : samples["allreduce"])
+      if (a["bytes"].get<double>() == m) {
+        std::snprintf(line, sizeof line, "   %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
+        table += line;
+      }
+    table += "\n";
+  }
+  std::snprintf(line, sizeof line,
+                "fit: latency %.2f us, bandwidth %.2f GB/s, reduction %.2f GB/s%s (%d ranks, %s, oversubscription %.2g)\n", 1e6 * alpha,
+                bandwidth / 1e9, p.reduce_bps / 1e9, p.cpu_driven ? ", CPU-driven" : "", n,
+                one_host ? "one host" : "several hosts", p.measured_oversubscription);
+  table += line;
+  p.source = "measured with mosaic simulate --measure-network over " + std::to_string(n) + " ranks" +
+             (one_host ? " on one host" : "");
+  return NetworkMeasurement{p, samples.dump(), table};
+}
+
+}  // namespace mosaic::dist
