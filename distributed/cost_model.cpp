@@ -264,6 +264,7 @@ Expected<Prediction> simulate_step(const StepProfile& p, const Topology& topo, c
       r.images_per_s = rate * static_cast<double>(p.batch);
     }
     r.exposed_s = r.step_s - r.compute_s;
+    if (r.bound == "compute" && r.exposed_s > 0.5 * r.step_s) r.bound = "network";
   } else {
     return Status::invalid("simulate: unknown mode '" + o.mode + "' (allreduce, allreduce-blocking, avg, ps, ps-async)");
   }
