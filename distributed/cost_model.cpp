@@ -180,6 +180,12 @@ int64_t StepProfile::gradient_bytes() const {
   return t;
 }
 
+void StepProfile::scale_compute(double f, bool optimizer) {
+  forward_s *= f, loss_s *= f;
+  if (optimizer) optimizer_s *= f;
+  for (double& v : backward_step_s) v *= f;
+}
+
 double StepProfile::backward_s() const {
   double t = 0;
   for (double v : backward_step_s) t += v;

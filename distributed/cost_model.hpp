@@ -89,6 +89,9 @@ struct StepProfile {
   int64_t gradient_bytes() const;
   double backward_s() const;
   double compute_s() const { return forward_s + loss_s + backward_s() + optimizer_s; }
+  /// Multiplies forward, loss and backward times by `f`, and the optimizer's too when
+  /// `optimizer` (a faster device scales everything; a larger batch all but the update).
+  void scale_compute(double f, bool optimizer);
 };
 
 struct SimOptions {

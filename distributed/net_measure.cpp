@@ -3,18 +3,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/events.hpp"
 #include "distributed/ring_allreduce.hpp"
 
 namespace mosaic::dist {
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double seconds_now() { return static_cast<double>(now_ns()) / 1e9; }
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -40,7 +40,7 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
   std::vector<char> buf(static_cast<size_t>(max_bytes)), back(static_cast<size_t>(max_bytes));
   // Ping-pong between ranks 0 and 1: one-way time = round trip / 2.
   auto pingpong = [&](int64_t m) {
-    const double t0 = now_s();
+    const double t0 = seconds_now();
     if (rank == 0) {
       comm.wait(comm.isend(buf.data(), static_cast<size_t>(m), 1, 7));
       comm.wait(comm.irecv(back.data(), static_cast<size_t>(m), 1, 8));
@@ -48,7 +48,7 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
       comm.wait(comm.irecv(back.data(), static_cast<size_t>(m), 0, 7));
       comm.wait(comm.isend(buf.data(), static_cast<size_t>(m), 0, 8));
     }
-    return (now_s() - t0) / 2;
+    return (seconds_now() - t0) / 2;
   };
   nlohmann::json samples = {{"pingpong", nlohmann::json::array()}, {"allreduce", nlohmann::json::array()}};
   std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds)
@@ -92,10 +92,10 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
     if (m < 1 << 20) continue;
     auto ring = [&] {
       RingAllreduce r(comm, 900);
-      const double t0 = now_s();
+      const double t0 = seconds_now();
       r.start({{data.data(), m / 4}}, 1.f);
       r.finish();
-      double t = now_s() - t0, worst = t;
+      double t = seconds_now() - t0, worst = t;
       const auto all = comm.all_gather(std::vector<double>{t});
       for (double x : all) worst = std::max(worst, x);
       return worst;

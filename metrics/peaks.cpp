@@ -1,16 +1,16 @@
 #include "metrics/peaks.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/events.hpp"
+#include "metrics/benchmark.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/report.hpp"
 
@@ -35,20 +35,12 @@ long long busy_jiffies() {
   return user + nice + system + irq + softirq + steal;
 }
 
-double self_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-double wall_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 }  // namespace
 
 void OthersCpuMeter::start() {
   busy0_ = busy_jiffies();
-  self0_ = self_cpu_seconds();
-  wall0_ = wall_seconds();
+  self0_ns_ = process_cpu_ns();
+  wall0_ns_ = now_ns();
 }
 
 void OthersCpuMeter::stop() {
@@ -58,8 +50,9 @@ void OthersCpuMeter::stop() {
     known_ = false;
     return;
   }
-  others_s_ += static_cast<double>(busy1 - busy0_) / static_cast<double>(hz) - (self_cpu_seconds() - self0_);
-  wall_s_ += wall_seconds() - wall0_;
+  others_s_ += static_cast<double>(busy1 - busy0_) / static_cast<double>(hz) -
+               static_cast<double>(process_cpu_ns() - self0_ns_) / 1e9;
+  wall_s_ += static_cast<double>(now_ns() - wall0_ns_) / 1e9;
 }
 
 double OthersCpuMeter::share() const {

@@ -3,6 +3,7 @@
 // for the probe (docs/metrics.md, "Peaks and roofline").
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ class OthersCpuMeter {
 
  private:
   long long busy0_ = -1;
-  double self0_ = 0, wall0_ = 0;
+  int64_t self0_ns_ = 0, wall0_ns_ = 0;
   double others_s_ = 0, wall_s_ = 0;
   bool known_ = true;
 };

@@ -28,6 +28,20 @@ class Distributed : public ScratchDirTest {
     return mosaic_shell("timeout 300 mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none " +
                         std::string(MOSAIC_BIN) + " " + args);
   }
+  // `run` (without --epochs) for 2 epochs straight, then for 1 epoch with --checkpoint
+  // path("ck") and resumed from it for the second: the straight and the resumed train
+  // JSONs. Null documents when a run failed (the failure is recorded; check HasFailure()).
+  std::pair<nlohmann::json, nlohmann::json> straight_and_resumed(int ranks, const std::string& run) {
+    const std::string ck = "ck";
+    CmdResult r = mpirun(ranks, run + " --epochs 2 --json " + path("full.json"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    if (r.code == 0) r = mpirun(ranks, run + " --epochs 1 --checkpoint " + path(ck));
+    EXPECT_EQ(r.code, 0) << r.out;
+    if (r.code == 0) r = mpirun(ranks, run + " --epochs 2 --resume " + path(ck) + " --json " + path("resumed.json"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    if (r.code != 0) return {};
+    return {read_json(path("full.json")), read_json(path("resumed.json"))};
+  }
 };
 
 // Relative difference of the per-step losses of two train JSONs (all steps, same count).
@@ -191,17 +205,12 @@ TEST_F(Distributed, ModelAveragingEveryStepIsAllreduceAndCountsItsSyncs) {
 TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
   const std::string run = "train zoo:fmnist-cnn --data synthetic:400,1,28,28,10 --batch 8 --threads 1 --optimizer adam "
                           "--lr 0.001 --steps-per-epoch 6 --distributed allreduce";
-  ASSERT_EQ(mpirun(2, run + " --epochs 2 --json " + path("full.json")).code, 0);
-  CmdResult r = mpirun(2, run + " --epochs 1 --checkpoint " + path("ck"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --json " + path("resumed.json"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(loss_difference(read_json(path("full.json")), read_json(path("resumed.json"))), 0.0);
-  const auto full = read_json(path("full.json"));
+  const auto [full, resumed] = straight_and_resumed(2, run);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(loss_difference(full, resumed), 0.0);
   EXPECT_EQ(full["distributed"]["first_epoch_s"], full["epochs"][0]["seconds"]);
   EXPECT_EQ(full["distributed"]["second_epoch_s"], full["epochs"][1]["seconds"]);
-  r = mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --batch 4");
-  EXPECT_NE(r.code, 0);
+  EXPECT_NE(mpirun(2, run + " --epochs 2 --resume " + path("ck") + " --batch 4").code, 0);
 }
 
 // The parameter servers hold the model and the optimizer state: worker 0 gathers them for the
@@ -211,16 +220,11 @@ TEST_F(Distributed, ResumedAllreduceRunTakesTheUninterruptedRunsSteps) {
 TEST_F(Distributed, ResumedParameterServerRunTakesTheUninterruptedRunsSteps) {
   const std::string run = "train zoo:fmnist-cnn --data synthetic:400,1,28,28,10 --batch 8 --threads 1 --optimizer adam "
                           "--lr 0.001 --steps-per-epoch 6 --servers 2 --distributed ";
-  ASSERT_EQ(mpirun(4, run + "ps --epochs 2 --json " + path("full.json")).code, 0);
-  CmdResult r = mpirun(4, run + "ps --epochs 1 --checkpoint " + path("ck"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = mpirun(4, run + "ps --epochs 2 --resume " + path("ck") + " --json " + path("resumed.json"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  const auto full = read_json(path("full.json")), resumed = read_json(path("resumed.json"));
-  EXPECT_EQ(loss_difference(full, resumed), 0.0);
+  const auto [full, resumed] = straight_and_resumed(4, run + "ps");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(loss_difference(full, resumed), 0.0);  // fails without the servers' Adam state
   EXPECT_EQ(resumed["steps"].size(), 12u);
-  // Without the servers' Adam state the second epoch would restart from zero moments.
-  r = mpirun(4, run + "ps-async --epochs 1 --checkpoint " + path("async.ck"));
+  CmdResult r = mpirun(4, run + "ps-async --epochs 1 --checkpoint " + path("async.ck"));
   ASSERT_EQ(r.code, 0) << r.out;
   r = mpirun(4, run + "ps-async --epochs 2 --resume " + path("async.ck") + " --json " + path("async.json"));
   ASSERT_EQ(r.code, 0) << r.out;

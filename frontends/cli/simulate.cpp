@@ -221,8 +221,7 @@ int run_simulate(const SimulateOptions& o) {
   const int64_t profiled_batch = p.batch;
   if (o.predict_batch > 0 && o.predict_batch != p.batch) {
     const double f = static_cast<double>(o.predict_batch) / static_cast<double>(p.batch);
-    p.forward_s *= f, p.loss_s *= f;  // the optimizer step does not depend on the batch
-    for (double& v : p.backward_step_s) v *= f;
+    p.scale_compute(f, /*optimizer=*/false);  // the optimizer step does not depend on the batch
     p.batch = o.predict_batch;
   }
   const double measured_ips = static_cast<double>(p.batch) / p.compute_s();
@@ -230,8 +229,7 @@ int run_simulate(const SimulateOptions& o) {
   if (o.target_images_per_s > 0) scale = o.target_images_per_s / measured_ips;
   if (!(scale > 0)) return fail(Status::invalid("--compute-scale must be positive"));
   if (scale != 1) {
-    p.forward_s /= scale, p.loss_s /= scale, p.optimizer_s /= scale;
-    for (double& v : p.backward_step_s) v /= scale;
+    p.scale_compute(1 / scale, /*optimizer=*/true);
   }
 
   std::printf("model %s  backend %s  batch %lld per rank%s  profile: %s\n", p.model.c_str(), p.backend.c_str(),
