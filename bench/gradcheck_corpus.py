@@ -99,6 +99,15 @@ def bugs(mosaic):
                 "batchnorm": "BatchNormalization"}[b.split("-")[0]] for b in known}
 
 
+def commit_of(doc):
+    """The binary's commit, from the run's provenance ("+dirty" for an uncommitted tree)."""
+    try:
+        build = doc["provenance"]["build"]
+        return build["git_commit"] + ("+dirty" if build.get("git_dirty") else "")
+    except (KeyError, TypeError):
+        return None
+
+
 def run(mosaic, model, batch, backend, seed, plant=None):
     cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", backend, "--seed", str(seed), "--json", "/dev/stdout"]
     if plant:
@@ -116,6 +125,10 @@ def run(mosaic, model, batch, backend, seed, plant=None):
     return {"exit": r.returncode, "seconds": round(time.time() - t0, 1),
             "summary": doc["summary"] if doc else None,
             "worst": max((t["worst"]["rel_error"] for t in doc["tensors"] if "worst" in t), default=None) if doc else None,
+            # branch decisions float could take either way at the base point, and how each was resolved
+            "ambiguous": doc.get("ambiguous_decisions") if doc else None,
+            "resolved": doc.get("ambiguous_resolved", []) if doc else [],
+            "commit": commit_of(doc),
             "error": r.stderr.strip()[-300:] if r.returncode == 2 else ""}
 
 

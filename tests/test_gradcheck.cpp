@@ -86,6 +86,89 @@ TEST(ReferenceForward, RecordsBranchesAndNearTies) {
   EXPECT_EQ(ref->branches().ambiguous, 1) << "0.5 vs 0.5(1 - 1e-9): a near-tie float may break either way";
 }
 
+TEST(ReferenceForward, TracksAmbiguousDecisionsTheirAlternativesAndSensitivities) {
+  // MaxPool 3x1 -> Mul by 3: window (x0, x1, x2) with x0, x1 near-tied.
+  Graph g;
+  g.source = "tracked";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {1, 1, 3, 1}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  Tensor three = Tensor::empty({DType::kF32, {1}});
+  three.f32()[0] = 3.f;
+  g.initializers["three"] = three;
+  Node pool = make_node("MaxPool", {{"kernel_shape", A::of_ints({3, 1})}});
+  pool.name = "pool";
+  pool.inputs = {"x"};
+  pool.outputs = {"p"};
+  Node mul = make_node("Mul");
+  mul.inputs = {"p", "three"};
+  mul.outputs = {"y"};
+  g.nodes = {pool, mul};
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  auto ref = ReferenceForward::create(g, builtin_registry(), false).value();
+  ref->input(0) = {0.5, 0.5 * (1 + 1e-9), 0.25};
+  ASSERT_TRUE(ref->run().is_ok());
+  const std::vector<Ambiguity> found = ref->ambiguities();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].where, "'pool' (MaxPool) output [0]");
+  EXPECT_EQ(found[0].cells, (std::vector<int64_t>{0, 1})) << "x2 is far below the maximum: not an option";
+  EXPECT_EQ(found[0].exact, 1);
+  EXPECT_EQ(found[0].option_name(0), "window cell at offset 0 (exact arithmetic: offset 1)");
+  ref->track(found);
+  ASSERT_TRUE(ref->run().is_ok());
+  const BranchRecord base = ref->branches();
+  ASSERT_EQ(ref->alternatives().size(), 1u);
+  EXPECT_NEAR(ref->alternatives()[0][0], -0.5e-9, 1e-15) << "cell 0 lies 0.5e-9 below the maximum taken";
+  EXPECT_EQ(ref->alternatives()[0][1], 0.0);
+  // The maximum moving between the two options is no branch change; moving to x2 is one.
+  ref->input(0) = {0.5 * (1 + 2e-9), 0.5 * (1 + 1e-9), 0.25};
+  ASSERT_TRUE(ref->run().is_ok());
+  EXPECT_EQ(branch_changes(base, ref->branches()), 0);
+  EXPECT_EQ(ref->alternatives()[0][0], 0.0);
+  EXPECT_NEAR(ref->alternatives()[0][1], -0.5e-9, 1e-15) << "cell 1 is now below the maximum, cell 0";
+  ref->input(0) = {0.5, 0.5, 0.75};
+  ASSERT_TRUE(ref->run().is_ok());
+  EXPECT_EQ(branch_changes(base, ref->branches()), 1);
+  // Nudging the pool's output moves the graph's output by 3x the nudge, and nudge(0, 0) undoes it.
+  ref->input(0) = {0.5, 0.5 * (1 + 1e-9), 0.25};
+  ASSERT_TRUE(ref->run().is_ok());
+  const double y0 = ref->output(0).v[0];
+  ASSERT_TRUE(ref->nudge(0, 0.125).is_ok());
+  EXPECT_DOUBLE_EQ(ref->output(0).v[0], y0 + 0.375);
+  ASSERT_TRUE(ref->nudge(0, -0.125).is_ok());
+  EXPECT_DOUBLE_EQ(ref->output(0).v[0], y0 - 0.375);
+  ASSERT_TRUE(ref->nudge(0, 0).is_ok());
+  EXPECT_EQ(ref->output(0).v[0], y0);
+}
+
+/// x [1, 1] -> Mul by w = (0.75, 0.75 (1 + 2^-20)) -> MaxPool 1x2 -> Gemm: for x > 0 the
+/// window's second cell is the maximum by 2^-20, which every backend's max-pool backward
+/// treats as a tie (pooling.hpp) and routes to the first, while exact arithmetic follows the
+/// second; no input draw removes the near-tie. Either is a correct float computation.
+Graph near_tie_model() {
+  Graph g;
+  g.source = "near-tie";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {1, 1, 1, 1}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  Tensor w = Tensor::empty({DType::kF32, {1, 1, 1, 2}});
+  w.f32()[0] = 0.75f;
+  w.f32()[1] = 0.75f * (1.f + 0x1p-20f);
+  g.initializers["w"] = w;
+  g.initializers["fw"] = random_tensor({3, 1}, 7, -1.f, 1.f);
+  g.initializers["fb"] = random_tensor({3}, 8, -0.2f, 0.2f);
+  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out) {
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.name = n.outputs[0];
+    g.nodes.push_back(n);
+  };
+  add(make_node("Mul"), {"x", "w"}, {"m"});
+  add(make_node("MaxPool", {{"kernel_shape", A::of_ints({1, 2})}}), {"m"}, {"p"});
+  add(make_node("Flatten"), {"p"}, {"f"});
+  add(make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"y"});
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  return g;
+}
+
 /// A small CNN with every op the planted bugs break: Conv (3x3, pad 1, bias),
 /// BatchNormalization, Relu, MaxPool, a second Conv, a residual Add, Gemm with bias.
 Graph bug_model() {
@@ -145,6 +228,29 @@ TEST_P(GradcheckBackends, CorrectModelsPassWithDefaultSettings) {
   auto r = gradcheck(fm, builtin_registry(), Placement::all_on(backend, {}), GradcheckOptions{});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->passed()) << backend << ": fmnist-cnn";
+}
+
+TEST_P(GradcheckBackends, ANearTieTheBackendBreaksTheOtherWayIsResolvedNotFailed) {
+  // Before the ambiguous decisions were resolved, w failed here on every backend (the
+  // numeric gradient went to w[1], the backend's to w[0]).
+  const std::string backend = GetParam();
+  GradcheckOptions o;
+  o.input_lo = 0.5f;
+  auto r = gradcheck(near_tie_model(), builtin_registry(), Placement::all_on(backend, {}), o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  for (const auto& t : r->tensors)
+    EXPECT_TRUE(t.passed()) << backend << ": " << t.name << " " << verdict_name(t.verdict) << " worst " << t.worst.what
+                            << " err " << t.worst.error;
+  EXPECT_EQ(r->ambiguous, 1);
+  EXPECT_FALSE(r->unresolved);
+  ASSERT_EQ(r->resolved.size(), 1u);
+  EXPECT_EQ(r->resolved[0], "'p' (MaxPool) output [0]: window cell at offset 0 (exact arithmetic: offset 1)");
+  // A wrong gradient is not explained by either option: the resolution still fails it.
+  KernelRegistry reg = builtin_registry();
+  ASSERT_TRUE(register_planted_bug(reg, backend, "gemm-dx-scale").is_ok());
+  auto bad = gradcheck(near_tie_model(), reg, Placement::all_on(backend + "+gemm-dx-scale", {}), o);
+  ASSERT_TRUE(bad.ok()) << bad.status().to_string();
+  EXPECT_GT(bad->count(Verdict::kFail), 0) << backend << ": Gemm's input gradient scaled by 1.01";
 }
 
 TEST_P(GradcheckBackends, EveryPlantedBugFails) {

@@ -55,6 +55,10 @@ struct GradcheckOptions {
 /// rounding accumulated over the forward pass (gradcheck.cpp, the resolution of a step).
 inline constexpr double kLossUlps = 16;
 
+/// Combinations of options of the base point's ambiguous decisions gradcheck tries at most
+/// (eight two-way decisions; the input draws usually leave none or a few).
+inline constexpr int64_t kMaxOptionCombinations = 256;
+
 enum class ProbeOutcome {
   kJudged,    ///< a clean, stable estimate was compared with the analytic value
   kKink,      ///< every step tried switched some piecewise node's branch
@@ -94,6 +98,13 @@ struct GradcheckReport {
   std::vector<std::string> float_reference_nodes;
   int input_draws = 1;                  ///< inputs drawn to get a base point without ambiguity
   int64_t ambiguous = 0;                ///< ambiguous branch decisions left at the base point
+  /// How each of them was resolved ("'pool1' (MaxPool) output [7]: window cell at offset
+  /// 3"): the options whose numeric derivatives fit the backend's gradient best (it took
+  /// one of them), judged together over every tensor. Empty when nothing was ambiguous.
+  std::vector<std::string> resolved;
+  /// More ambiguous decisions than gradcheck resolves (kMaxOptionCombinations): a FAIL
+  /// could be one of them taken the other way, and is reported INCONCLUSIVE.
+  bool unresolved = false;
   double loss = 0, reference_loss = 0;  ///< the backend's (float) and the reference's (double)
   /// Largest |backend output - reference output| over the output's largest |reference|.
   double forward_error = 0;

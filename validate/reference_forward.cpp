@@ -66,6 +66,9 @@ struct ReferenceForward::Impl {
     std::vector<int> in, out;
     std::unique_ptr<Kernel> float_kernel;  ///< ops without a double implementation
     int branch = -1;                       ///< index into the branch record
+    std::vector<double> pre;               ///< a fused activation's input, per output element
+    std::vector<Ambiguity> found;          ///< ambiguous decisions of its last run
+    std::vector<size_t> tracked;           ///< indices into Impl::tracked
   };
   Graph graph;
   bool training = false;
@@ -74,7 +77,9 @@ struct ReferenceForward::Impl {
   std::map<std::string, int> index;
   std::vector<int> inputs, outputs;
   std::vector<Step> steps;
-  std::vector<int64_t> ambiguous;  ///< per step, of its last run
+  std::vector<Ambiguity> tracked;
+  std::vector<std::vector<double>> alternatives;  ///< per tracked decision, per option
+  std::vector<double> unnudged;                   ///< a nudged element's value before (NaN: not nudged)
 
   const DTensor& in(const Step& s, size_t i) const { return values[s.in[i]]; }
   bool has_in(const Step& s, size_t i) const { return i < s.in.size() && s.in[i] >= 0; }
@@ -85,9 +90,11 @@ struct ReferenceForward::Impl {
     return t;
   }
 
-  Status run_step(Step& s, Codes* codes, int64_t* ambiguous);
+  Status run_dirty(std::vector<bool> dirty, bool all, BranchRecord& record);
+  Status run_step(Step& s, Codes* codes);
+  void observe(Step& s, Codes* codes);
   Status conv(Step& s, Codes* codes);
-  Status pool(Step& s, Codes* codes, int64_t* ambiguous);
+  Status pool(Step& s, Codes* codes);
   Status gemm(Step& s, Codes* codes);
   Status matmul(Step& s);
   Status binary(Step& s);
@@ -99,8 +106,13 @@ struct ReferenceForward::Impl {
   Status axis_maps(Step& s, const std::vector<std::vector<int64_t>>& maps, double fill);
   Status concat(Step& s);
   Status on_float_kernel(Step& s);
-  int64_t near_kinks(const Step& s, const std::vector<double>& x, bool fused) const;
+  void near_kinks(Step& s, const std::vector<double>& x, bool fused) const;
+  /// Decision a's value on the side of its kink opposite its y = x side, for input x.
+  double other_side(const Step& s, const Ambiguity& a, double x) const;
 };
+
+/// Marks a tracked element whose branch is one of its decision's options.
+constexpr int32_t kTrackedCode = -2;
 
 namespace {
 
@@ -216,42 +228,119 @@ const DTensor& ReferenceForward::output(size_t i) const { return impl_->values[i
 Status ReferenceForward::run() { return run_from({}); }
 
 Status ReferenceForward::run_from(const std::vector<std::string>& changed) {
-  std::vector<bool> dirty(impl_->values.size(), changed.empty());
-  std::vector<int64_t>& ambiguous = impl_->ambiguous;
-  ambiguous.resize(impl_->steps.size(), 0);
+  std::vector<bool> dirty(impl_->values.size(), false);
   for (const auto& name : changed) {
     auto it = impl_->index.find(name);
     if (it == impl_->index.end()) return Status::invalid("reference forward: no value named '" + name + "'");
     dirty[it->second] = true;
   }
-  for (auto& s : impl_->steps) {
-    bool affected = changed.empty();
+  return impl_->run_dirty(std::move(dirty), changed.empty(), branches_);
+}
+
+Status ReferenceForward::Impl::run_dirty(std::vector<bool> dirty, bool all, BranchRecord& record) {
+  for (auto& s : steps) {
+    bool affected = all;
     for (int v : s.in) affected = affected || (v >= 0 && dirty[v]);
     if (!affected) continue;
     for (int v : s.out)
       if (v >= 0) dirty[v] = true;
-    ambiguous[&s - impl_->steps.data()] = 0;
-    Codes* codes = s.branch >= 0 ? &branches_.codes[s.branch] : nullptr;
-    Status st = impl_->run_step(s, codes, &ambiguous[&s - impl_->steps.data()]);
-    if (!st.is_ok()) return st.with_context(impl_->graph.source + ": reference forward");
+    s.found.clear();
+    Codes* codes = s.branch >= 0 ? &record.codes[s.branch] : nullptr;
+    Status st = run_step(s, codes);
+    if (!st.is_ok()) return st.with_context(graph.source + ": reference forward");
+    observe(s, codes);
   }
-  branches_.ambiguous = 0;
-  for (int64_t a : ambiguous) branches_.ambiguous += a;
+  record.ambiguous = 0;
+  for (const auto& s : steps) record.ambiguous += static_cast<int64_t>(s.found.size());
   return Status::ok();
 }
 
-Status ReferenceForward::Impl::run_step(Step& s, Codes* codes, int64_t* ambiguous) {
+std::vector<Ambiguity> ReferenceForward::ambiguities() const {
+  std::vector<Ambiguity> all;
+  for (const auto& s : impl_->steps) all.insert(all.end(), s.found.begin(), s.found.end());
+  return all;
+}
+
+void ReferenceForward::track(std::vector<Ambiguity> decisions) {
+  Impl& m = *impl_;
+  for (auto& s : m.steps) s.tracked.clear();
+  m.tracked = std::move(decisions);
+  m.alternatives.assign(m.tracked.size(), {});
+  m.unnudged.assign(m.tracked.size(), std::numeric_limits<double>::quiet_NaN());
+  for (size_t d = 0; d < m.tracked.size(); ++d) {
+    m.steps.at(static_cast<size_t>(m.tracked[d].step)).tracked.push_back(d);
+    m.alternatives[d].assign(static_cast<size_t>(m.tracked[d].options()), 0.0);
+  }
+}
+
+const std::vector<std::vector<double>>& ReferenceForward::alternatives() const { return impl_->alternatives; }
+
+Status ReferenceForward::nudge(size_t d, double delta) {
+  Impl& m = *impl_;
+  const Ambiguity& a = m.tracked.at(d);
+  const int out = m.steps[static_cast<size_t>(a.step)].out[0];
+  double& y = m.values[out].v.at(static_cast<size_t>(a.element));
+  double& from = m.unnudged.at(d);
+  if (std::isnan(from)) from = y;
+  y = from + delta;
+  if (delta == 0) from = std::numeric_limits<double>::quiet_NaN();
+  std::vector<bool> dirty(m.values.size(), false);
+  dirty[out] = true;
+  return m.run_dirty(std::move(dirty), false, branches_);
+}
+
+void ReferenceForward::Impl::observe(Step& s, Codes* codes) {
+  for (size_t d : s.tracked) {
+    const Ambiguity& a = tracked[d];
+    std::vector<double>& alt = alternatives[d];
+    const double y = values[s.out[0]].v[a.element];
+    if (!a.cells.empty()) {
+      const std::vector<double>& x = in(s, 0).v;
+      for (size_t o = 0; o < a.cells.size(); ++o) alt[o] = x[a.plane + a.cells[o]] - y;
+      if (codes && std::find(a.cells.begin(), a.cells.end(), (*codes)[a.element]) != a.cells.end())
+        (*codes)[a.element] = kTrackedCode;
+    } else {
+      const double x = s.pre.empty() ? in(s, 0).v[a.element] : s.pre[a.element];
+      alt[0] = x - y;
+      alt[1] = other_side(s, a, x) - y;
+      if (codes) (*codes)[a.element] = kTrackedCode;
+    }
+  }
+}
+
+double ReferenceForward::Impl::other_side(const Step& s, const Ambiguity& a, double x) const {
+  const std::string& op = s.node->op_type;
+  if (op == "LeakyRelu") return s.node->attr_float("alpha", 0.01f) * x;
+  if (op == "Conv" || op == "Gemm") {
+    const Activation act = fused_activation(*s.node);
+    if (act.kind == Activation::Kind::kLeakyRelu) return act.alpha * x;
+  }
+  return a.kink;  // Relu's 0, or Clip's bound
+}
+
+std::string Ambiguity::option_name(int option) const {
+  std::string name;
+  if (!cells.empty()) {
+    name = "window cell at offset " + std::to_string(cells.at(static_cast<size_t>(option)));
+    return name + (option == exact ? " (the exact maximum)"
+                                   : " (exact arithmetic: offset " + std::to_string(cells.at(static_cast<size_t>(exact))) + ")");
+  }
+  name = option == 0 ? "its y = x side" : "the other side of its kink";
+  return name + (option == exact ? " (as in exact arithmetic)" : " (exact arithmetic: the other side)");
+}
+
+Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
   if (s.float_kernel) return on_float_kernel(s);
   const std::string& op = s.node->op_type;
   if (op == "Conv") {
     MOSAIC_RETURN_IF_ERROR(conv(s, codes));
-    *ambiguous += near_kinks(s, values[s.out[0]].v, true);
+    near_kinks(s, s.pre, true);
     return Status::ok();
   }
-  if (op.find("Pool") != std::string::npos) return pool(s, codes, ambiguous);
+  if (op.find("Pool") != std::string::npos) return pool(s, codes);
   if (op == "Gemm") {
     MOSAIC_RETURN_IF_ERROR(gemm(s, codes));
-    *ambiguous += near_kinks(s, values[s.out[0]].v, true);
+    near_kinks(s, s.pre, true);
     return Status::ok();
   }
   if (op == "MatMul") return matmul(s);
@@ -271,8 +360,9 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes, int64_t* ambiguou
     return axis_maps(s, pad_axis_maps(p, in(s, 0).shape, descs[s.out[0]].shape), fill);
   }
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Clip") {
-    *ambiguous += near_kinks(s, in(s, 0).v, false);
-    return unary(s, codes);
+    MOSAIC_RETURN_IF_ERROR(unary(s, codes));
+    near_kinks(s, in(s, 0).v, false);
+    return Status::ok();
   }
   // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference): same elements.
   out(s, 0).v = in(s, 0).v;
@@ -289,6 +379,8 @@ Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
   const double* bias = p.has_bias ? in(s, 2).v.data() : nullptr;
   DTensor& y = out(s, 0);
   if (codes) codes->assign(y.v.size(), 0);
+  s.pre.assign(act.active() ? y.v.size() : 0, 0.0);
+  double* pre = act.active() ? s.pre.data() : nullptr;
   const int64_t cg = p.c_per_group(), ocg = p.oc_per_group(), ksz = g.k[0] * g.k[1] * g.k[2];
   const int64_t K = cg * ksz, P = g.out_size(), groups = p.oc / ocg;
   // Each output is the dot product of its filter (K contiguous weights) with its input
@@ -332,6 +424,7 @@ Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
           const double v = (bias ? bias[oc] : 0.0) + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
           const int64_t at = (n * p.oc + oc) * P + o;
           int32_t code = 0;
+          if (pre) pre[at] = v;
           y.v[at] = activate(act, v, &code);
           if (codes) (*codes)[at] = code;
         }
@@ -339,7 +432,7 @@ Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
   return Status::ok();
 }
 
-Status ReferenceForward::Impl::pool(Step& s, Codes* codes, int64_t* ambiguous) {
+Status ReferenceForward::Impl::pool(Step& s, Codes* codes) {
   MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(s.ctx));
   MOSAIC_ASSIGN_OR_RETURN(Window3 g, lift_window3(p.win, *s.node));
   const bool is_max = s.node->op_type.find("Max") != std::string::npos;
@@ -368,7 +461,20 @@ Status ReferenceForward::Impl::pool(Step& s, Codes* codes, int64_t* ambiguous) {
           if (is_max) {
             y.v[o] = best;
             if (codes) (*codes)[o] = static_cast<int32_t>(arg);
-            if (best != second && best - second <= std::ldexp(std::fabs(best), -16)) ++*ambiguous;
+            const double band = std::ldexp(std::fabs(best), -16);
+            if (best != second && best - second <= band) {
+              Ambiguity a;
+              a.step = static_cast<int>(s.node - graph.nodes.data());
+              a.element = o;
+              a.value = best;
+              a.plane = nc * g.in_size();
+              g.each_cell(o0, o1, o2, [&](int64_t off) {
+                if (off == arg) a.exact = static_cast<int>(a.cells.size());
+                if (best - xc[off] <= band) a.cells.push_back(off);
+              });
+              a.where = "'" + s.node->name + "' (" + s.node->op_type + ") output [" + std::to_string(o) + "]";
+              s.found.push_back(std::move(a));
+            }
           } else {
             y.v[o] = sum / static_cast<double>(p.count_include_pad ? g.padded_cells(o0, o1, o2) : count);
           }
@@ -386,6 +492,8 @@ Status ReferenceForward::Impl::gemm(Step& s, Codes* codes) {
   const int64_t cm = cs.size() == 2 ? cs[0] : 1, cn = cs.empty() ? 1 : cs.back();
   DTensor& y = out(s, 0);
   if (codes) codes->assign(y.v.size(), 0);
+  s.pre.assign(act.active() ? y.v.size() : 0, 0.0);
+  double* pre = act.active() ? s.pre.data() : nullptr;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t j = 0; j < p.n; ++j) {
@@ -395,6 +503,7 @@ Status ReferenceForward::Impl::gemm(Step& s, Codes* codes) {
       double v = static_cast<double>(p.alpha) * acc;
       if (p.has_c) v += static_cast<double>(p.beta) * in(s, 2).v[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
       int32_t code = 0;
+      if (pre) pre[i * p.n + j] = v;
       y.v[i * p.n + j] = activate(act, v, &code);
       if (codes) (*codes)[i * p.n + j] = code;
     }
@@ -587,12 +696,12 @@ Status ReferenceForward::Impl::concat(Step& s) {
 
 /// Elements of a Relu/LeakyRelu/Clip input (or a fused activation's, given the output,
 /// which differs from the input only past the kink) within 2^-16 of the node's RMS of a kink.
-int64_t ReferenceForward::Impl::near_kinks(const Step& s, const std::vector<double>& x, bool fused) const {
+void ReferenceForward::Impl::near_kinks(Step& s, const std::vector<double>& x, bool fused) const {
   const std::string& op = s.node->op_type;
   double lo = 0, hi = 0;
   if (fused) {
     const Activation a = fused_activation(*s.node);
-    if (!a.active()) return 0;
+    if (!a.active()) return;
     if (a.kind == Activation::Kind::kClip) {
       lo = a.lo;
       hi = a.hi;
@@ -602,17 +711,26 @@ int64_t ReferenceForward::Impl::near_kinks(const Step& s, const std::vector<doub
     lo = has_in(s, 1) ? in(s, 1).v.at(0) : c.lo;
     hi = has_in(s, 2) ? in(s, 2).v.at(0) : c.hi;
   } else if (op != "Relu" && op != "LeakyRelu") {
-    return 0;
+    return;
   }
   double sq = 0;
   for (double v : x) sq += v * v;
   const double band = std::ldexp(std::sqrt(sq / std::max<size_t>(x.size(), 1)), -16);
-  int64_t n = 0;
-  for (double v : x) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
     const double gap = std::min(std::fabs(v - lo), std::fabs(v - hi));
-    n += gap != 0 && gap <= band;
+    if (gap == 0 || gap > band) continue;
+    Ambiguity a;
+    a.step = static_cast<int>(s.node - graph.nodes.data());
+    a.element = static_cast<int64_t>(i);
+    a.value = values[s.out[0]].v[i];
+    a.kink = std::fabs(v - lo) <= std::fabs(v - hi) ? lo : hi;
+    // The y = x side is above the kink, except at the upper bound of a Clip.
+    a.exact = (a.kink == hi && hi != lo ? v < hi : v > a.kink) ? 0 : 1;
+    a.where = "'" + s.node->name + "' (" + s.node->op_type + (fused ? " + fused activation" : "") + ") output [" +
+              std::to_string(i) + "]";
+    s.found.push_back(std::move(a));
   }
-  return n;
 }
 
 /// An op without a double implementation: inputs rounded to their dtype, the naive kernel,

@@ -43,6 +43,28 @@ struct BranchRecord {
 /// Elements whose branch differs between two runs of the same evaluator (0: same piece).
 int64_t branch_changes(const BranchRecord& a, const BranchRecord& b);
 
+/// One of the ambiguous decisions BranchRecord::ambiguous counts: which of a max-pool
+/// window's near-tied cells is its maximum, or which side of its kink an activation input
+/// is on. Either option is a legitimate float result, and each is a smooth function near
+/// the base point: the value of one window cell, or one side's formula.
+struct Ambiguity {
+  int step = -1;         ///< graph node index
+  int64_t element = 0;   ///< the node's output element
+  double value = 0;      ///< its value in the run that found it
+  /// Max pooling: the window's cells within 2^-16 of its maximum (offsets within the
+  /// plane that starts at input element `plane`), one option each. Empty for an
+  /// activation, whose options are its y = x side (0) and the other side of `kink` (1).
+  std::vector<int64_t> cells;
+  int64_t plane = 0;
+  double kink = 0;
+  int exact = 0;         ///< the option exact arithmetic takes at the base point
+  std::string where;     ///< "'pool1' (MaxPool) output [1234]"
+  int options() const { return cells.empty() ? 2 : static_cast<int>(cells.size()); }
+  /// "window cell at offset 18 (exact arithmetic: offset 19)", "its y = x side (as in
+  /// exact arithmetic)".
+  std::string option_name(int option) const;
+};
+
 class ReferenceForward {
  public:
   /// `graph` must be prepared (static shapes, inferred value descriptors). In `training`
@@ -66,6 +88,18 @@ class ReferenceForward {
   Status run_from(const std::vector<std::string>& changed);
   const DTensor& output(size_t i) const;
   const BranchRecord& branches() const { return branches_; }
+  /// The ambiguous decisions of the current values, in node order.
+  std::vector<Ambiguity> ambiguities() const;
+  /// Follows `decisions` in every later run: alternatives()[d][o] is how far option o's
+  /// value of decision d lies from the value computed (0 for the option taken), and a
+  /// tracked element whose branch stays among its options no longer counts as a branch
+  /// change. Run once after tracking so the record and alternatives are current.
+  void track(std::vector<Ambiguity> decisions);
+  const std::vector<std::vector<double>>& alternatives() const;
+  /// Sets tracked decision d's output element to its value before the first nudge plus
+  /// `delta`, and runs what depends on it: the outputs are then those of the nudged
+  /// function. nudge(d, 0) makes every value consistent again.
+  Status nudge(size_t d, double delta);
   /// "name (Op)" of the nodes evaluated in float by the naive backend.
   const std::vector<std::string>& float_nodes() const { return float_nodes_; }
 

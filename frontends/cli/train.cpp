@@ -518,8 +518,11 @@ int run_gradcheck(const GradcheckCliOptions& o) {
                 "its gradients are of another function\n", checked.c_str(), r.forward_error);
   if (r.ambiguous)
     std::printf("note:  %lld branch decisions at the base point are within float rounding of a tie or kink "
-                "(after %d input draws); the backend may take them either way\n",
-                static_cast<long long>(r.ambiguous), r.input_draws);
+                "(after %d input draws); the backend may take them either way: %s\n",
+                static_cast<long long>(r.ambiguous), r.input_draws,
+                r.unresolved ? "too many to resolve, so a FAIL is INCONCLUSIVE"
+                             : "the numeric side follows the options that fit its gradient best");
+  for (const auto& d : r.resolved) std::printf("note:  resolved %s\n", d.c_str());
   for (const auto& f : r.fallback_nodes) std::printf("note:  not checked on %s: %s\n", o.backend.c_str(), f.c_str());
   for (const auto& f : r.float_reference_nodes)
     std::printf("note:  reference forward in float (no double implementation) for %s\n", f.c_str());
@@ -553,6 +556,8 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     j["fallback_nodes"] = r.fallback_nodes;
     j["input_draws"] = r.input_draws;
     j["ambiguous_decisions"] = r.ambiguous;
+    j["ambiguous_resolved"] = r.resolved;
+    j["ambiguous_unresolved"] = r.unresolved;
     j["float_reference_nodes"] = r.float_reference_nodes;
     for (const auto& t : r.tensors) {
       nlohmann::json e{{"name", t.name}, {"verdict", verdict_name(t.verdict)}, {"probes_judged", t.checked},
