@@ -78,6 +78,12 @@ struct Resolution {
     for (size_t e = 0; e < d; ++e) c /= decisions[e].options();
     return static_cast<int>(c % decisions[d].options());
   }
+  /// Combination c with decision d's option replaced by o.
+  int64_t with_option(int64_t c, size_t d, int o) const {
+    int64_t place = 1;
+    for (size_t e = 0; e < d; ++e) place *= decisions[e].options();
+    return c + (o - option(c, d)) * place;
+  }
   /// The loss of combination c from the exact loss and the reference's alternatives.
   double loss(double exact, const std::vector<std::vector<double>>& alternatives, int64_t c) const {
     for (size_t d = 0; d < decisions.size(); ++d) exact += sensitivity[d] * alternatives[d][option(c, d)];
@@ -207,24 +213,38 @@ void conclude(TensorVerdict& v, size_t probes, const GradcheckOptions& o) {
   }
 }
 
-/// The combination with the fewest failing tensors, then the smallest worst error.
-int64_t best_combination(const std::vector<std::vector<TensorVerdict>>& verdicts, double tolerance) {
-  int64_t best = 0;
-  std::pair<int, double> best_score{0, 0};
-  const size_t n = verdicts.empty() ? 1 : verdicts[0].size();
-  for (size_t c = 0; c < n; ++c) {
-    std::pair<int, double> score{0, 0};
-    for (const auto& per : verdicts) {
-      const TensorVerdict& v = per[c];
-      score.first += v.verdict == Verdict::kFail;
-      if (v.checked > 0) score.second = std::max(score.second, v.worst.error / tolerance);
-    }
-    if (c == 0 || score < best_score) {
-      best = static_cast<int64_t>(c);
-      best_score = score;
-    }
+/// How well combination c fits: its failing tensors, then its worst error in tolerances.
+std::pair<int, double> fit(const std::vector<std::vector<TensorVerdict>>& verdicts, int64_t c, double tolerance) {
+  std::pair<int, double> score{0, 0};
+  for (const auto& per : verdicts) {
+    const TensorVerdict& v = per[static_cast<size_t>(c)];
+    score.first += v.verdict == Verdict::kFail;
+    if (v.checked > 0) score.second = std::max(score.second, v.worst.error / tolerance);
   }
+  return score;
+}
+
+/// The combination with the fewest failing tensors, then the smallest worst error.
+int64_t best_combination(const std::vector<std::vector<TensorVerdict>>& verdicts, int64_t combinations,
+                         double tolerance) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < combinations; ++c)
+    if (fit(verdicts, c, tolerance) < fit(verdicts, best, tolerance)) best = c;
   return best;
+}
+
+/// "where: option", and whether the choice mattered: a decision whose every other option
+/// gives as many FAILs and a worst error within a tenth of the tolerance is immaterial.
+std::string describe(const Resolution& res, const std::vector<std::vector<TensorVerdict>>& verdicts, int64_t chosen,
+                     size_t d, double tolerance) {
+  const auto best = fit(verdicts, chosen, tolerance);
+  bool material = false;
+  for (int o = 0; o < res.decisions[d].options(); ++o) {
+    const auto other = fit(verdicts, res.with_option(chosen, d, o), tolerance);
+    material = material || other.first != best.first || std::fabs(other.second - best.second) >= 0.1;
+  }
+  return res.decisions[d].where + ": " + res.decisions[d].option_name(res.option(chosen, d)) +
+         (material ? "" : "; immaterial, every option gives the same verdicts");
 }
 
 }  // namespace
@@ -413,6 +433,7 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
     const double gnorm = norms[t.value_name], floor = floor_of(t.value_name);
     const std::vector<Probe> probes = make_probes(t.grad, gnorm, o, rng);
     std::vector<double>& p = *t.value;
+    const std::vector<double> unperturbed = p;  // restored exactly after every evaluation
     for (const auto& probe : probes) {
       double analytic = 0;
       for (const auto& [i, w] : probe.d) analytic += static_cast<double>(t.grad.f32()[i]) * w;
@@ -424,15 +445,9 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
         if (q.done) return &q;
         const double h = std::ldexp(o.eps, -k);
         for (int sign : {1, -1}) {
-          std::vector<double> saved;
-          saved.reserve(probe.d.size());
-          for (const auto& [i, w] : probe.d) {
-            saved.push_back(p[i]);
-            p[i] += sign * h * w;
-          }
+          for (const auto& [i, w] : probe.d) p[i] = unperturbed[i] + sign * h * w;
           auto f = reference_loss({t.value_name}, nullptr);
-          size_t s = 0;
-          for (const auto& [i, w] : probe.d) p[i] = saved[s++];
+          for (const auto& [i, w] : probe.d) p[i] = unperturbed[i];
           if (!f.ok()) return f.status();
           std::vector<double>& into = sign > 0 ? q.plus : q.minus;
           for (int64_t c = 0; c < res.combinations; ++c) into.push_back(res.loss(f.value(), ref->alternatives(), c));
@@ -451,10 +466,9 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
     MOSAIC_RETURN_IF_ERROR(ref->run_from({t.value_name}));
     for (auto& v : per) conclude(v, probes.size(), o);
   }
-  const int64_t chosen = best_combination(verdicts, o.tolerance);
+  const int64_t chosen = best_combination(verdicts, res.combinations, o.tolerance);
   for (size_t d = 0; d < res.decisions.size() && res.combinations > 1; ++d)
-    report.resolved.push_back(res.decisions[d].where + ": " +
-                              res.decisions[d].option_name(res.option(chosen, d)));
+    report.resolved.push_back(describe(res, verdicts, chosen, d, o.tolerance));
   for (auto& per : verdicts) {
     TensorVerdict v = per[static_cast<size_t>(chosen)];
     if (report.unresolved && v.verdict == Verdict::kFail) {
