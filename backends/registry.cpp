@@ -2,22 +2,28 @@
 
 #include <omp.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "backends/im2col/im2col.hpp"
 #include "backends/naive/naive.hpp"
 #include "backends/onednn/onednn.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
-extern "C" char* openblas_get_config(void);
 
 namespace mosaic {
 
 const KernelRegistry& builtin_registry() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
-    register_naive_kernels(r);
-    register_im2col_kernels(r);
-    register_onednn_kernels(r);
+    for (Status (*add)(KernelRegistry&) : {register_naive_kernels, register_im2col_kernels, register_onednn_kernels}) {
+      Status st = add(r);
+      if (!st.is_ok()) {  // a built-in registering a duplicate: a bug, caught by every test run
+        std::fprintf(stderr, "mosaic: built-in backends: %s\n", st.to_string().c_str());
+        std::abort();
+      }
+    }
     return r;
   }();
   return registry;
@@ -28,10 +34,14 @@ std::string blas_core_name() { return openblas_get_corename(); }
 std::string onednn_isa_name() { return onednn_effective_isa(); }
 
 std::vector<std::pair<std::string, std::string>> backend_library_versions() {
-  // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64".
-  std::string blas = openblas_get_config();
-  if (blas.rfind("OpenBLAS ", 0) == 0) blas = blas.substr(9);
-  return {{"OpenBLAS", blas}, {"oneDNN", onednn_version()}, {"Eigen", eigen_version()}};
+  std::vector<std::pair<std::string, std::string>> versions;
+  const KernelRegistry& r = builtin_registry();
+  for (const auto& name : r.backends()) {
+    const BackendInfo* b = r.info(name);
+    if (!b->details) continue;
+    for (auto& lv : b->details()) versions.push_back(std::move(lv));
+  }
+  return versions;
 }
 
 void set_num_threads(int threads) {

@@ -14,7 +14,7 @@ rerun skips what is there (the corpus takes hours: run it in pieces with --only 
 The recorded run is docs/gradcheck_corpus.jsonl: pass it as --results to continue it.
 --table prints the Markdown tables of docs/gradcheck.md from the results.
 
-usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends naive,im2col,onednn]
+usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends A,B,...]
                            [--only NAME,...] [--kind correct|planted|both] [--table]
 """
 import argparse
@@ -164,7 +164,7 @@ def main():
     ap.add_argument("mosaic")
     ap.add_argument("out")
     ap.add_argument("--seeds", default="1-20")
-    ap.add_argument("--backends", default="naive,im2col,onednn")
+    ap.add_argument("--backends", default="", help="comma-separated (default: every backend the binary registers)")
     ap.add_argument("--only", default="")
     ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
     ap.add_argument("--table", action="store_true")
@@ -176,7 +176,8 @@ def main():
         return
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
-    backends = a.backends.split(",")
+    backends = a.backends.split(",") if a.backends else subprocess.run(
+        [a.mosaic, "backends", "--names"], capture_output=True, text=True, check=True).stdout.split()
     only = set(a.only.split(",")) if a.only else None
     done = set()
     if os.path.exists(path):

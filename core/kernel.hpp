@@ -91,11 +91,30 @@ inline constexpr const char* kToPlainOp = "mosaic.ToPlain";
 
 using KernelFactory = std::function<Expected<std::unique_ptr<Kernel>>(const KernelContext&)>;
 
+/// What a backend is, as `mosaic backends` and every report list it.
+struct BackendInfo {
+  std::string name;
+  std::string summary;  ///< how it computes, one line ("plain loops: the reference oracle")
+  /// The libraries behind it and their versions ({"OpenBLAS", "0.3.21 DYNAMIC_ARCH ..."}),
+  /// as provenance records them; cheap. May be empty.
+  std::function<std::vector<std::pair<std::string, std::string>>()> details;
+};
+
 /// Maps (backend, op type) to a kernel factory. Each backend fills it through an
-/// explicit `register_<backend>_kernels(KernelRegistry&)` call; nothing self-registers.
+/// explicit `register_<backend>_kernels(KernelRegistry&)` call (BackendRegistration);
+/// nothing self-registers. A backend is registered once, each of its kernels once.
 class KernelRegistry {
  public:
-  void add(const std::string& backend, const std::string& op_type, KernelFactory factory);
+  /// Registers a backend. An empty name, one with a space or a character of the
+  /// --backends/--assign syntax (, = @ *), or a name already registered is an error.
+  Status add_backend(BackendInfo info);
+  /// Adds a registered backend's kernel for op_type; an unknown backend, or an op the
+  /// backend already has a kernel for, is an error.
+  Status add(const std::string& backend, const std::string& op_type, KernelFactory factory);
+  /// Replaces a kernel the backend has (a test planting a bug in one op of a backend).
+  Status replace(const std::string& backend, const std::string& op_type, KernelFactory factory);
+  /// nullptr for an unknown backend.
+  const BackendInfo* info(const std::string& backend) const;
   bool has_backend(const std::string& backend) const;
   bool has_kernel(const std::string& backend, const std::string& op_type) const;
   std::vector<std::string> backends() const;
@@ -111,7 +130,28 @@ class KernelRegistry {
  private:
   std::map<std::string, std::map<std::string, KernelFactory>> table_;
   std::map<std::string, std::set<std::string>> layout_ops_, training_layout_ops_;
-  std::vector<std::string> order_;
+  std::vector<BackendInfo> order_;
+};
+
+/// Registers one backend and its kernels in a chain; the first error (a duplicate) is kept,
+/// later calls do nothing, and status() returns it:
+///
+///   BackendRegistration r(registry, {"mine", "what it computes with", nullptr});
+///   r.kernel("Conv", make_factory<MyConv>()).kernel("Relu", make_factory<MyRelu>());
+///   return r.status();
+class BackendRegistration {
+ public:
+  BackendRegistration(KernelRegistry& registry, BackendInfo info);
+  BackendRegistration& kernel(const std::string& op_type, KernelFactory factory);
+  /// KernelRegistry::add_layout_op for this backend.
+  BackendRegistration& layouts(const std::string& op_type, bool in_training = false);
+  const std::string& name() const { return name_; }
+  Status status() const { return status_; }
+
+ private:
+  KernelRegistry& registry_;
+  std::string name_;
+  Status status_;
 };
 
 /// Helper for kernels that are a plain function of the context.

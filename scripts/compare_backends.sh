@@ -7,5 +7,5 @@ model=${1:-alexnet-cifar} batch=${2:-64}
 mkdir -p results
 build/mosaic export "$model" -o "results/$model.onnx"
 build/mosaic info "results/$model.onnx" --batch "$batch" --no-nodes
-build/mosaic bench "results/$model.onnx" --backends naive,im2col,onednn --batch "$batch" \
+build/mosaic bench "results/$model.onnx" --batch "$batch" \
   --json "results/$model-b$batch.json" --csv "results/$model-b$batch.csv"

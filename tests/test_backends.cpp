@@ -3,6 +3,7 @@
 // hand-computed values in test_naive.cpp and against the official ONNX node tests.
 #include <gtest/gtest.h>
 
+#include "backends/naive/naive.hpp"
 #include "backends/onednn/onednn.hpp"
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
@@ -199,6 +200,55 @@ TEST(BackendOps, UnsupportedSaysWhy) {
 }  // namespace
 
 std::vector<OpCase> forward_op_cases() { return cases(); }
+
+/// A kernel for registry tests: y = max(x, 0).
+struct ToyRelu : Kernel {
+  Status init(const KernelContext&) { return Status::ok(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    for (int64_t i = 0; i < src[0]->numel(); ++i) dst[0]->f32()[i] = std::max(src[0]->f32()[i], 0.f);
+    return Status::ok();
+  }
+};
+
+TEST(Registry, EveryBackendAndKernelIsRegisteredOnce) {
+  KernelRegistry r;
+  ASSERT_TRUE(register_naive_kernels(r).is_ok());
+  const Status twice = register_naive_kernels(r);
+  EXPECT_FALSE(twice.is_ok());
+  EXPECT_NE(twice.message().find("backend 'naive' is registered twice"), std::string::npos) << twice.to_string();
+  const Status kernel_twice = r.add("naive", "Conv", make_factory<ToyRelu>());
+  EXPECT_NE(kernel_twice.message().find("backend 'naive' registers a kernel for Conv twice"), std::string::npos)
+      << kernel_twice.to_string();
+  const Status unknown = r.add("nobody", "Conv", make_factory<ToyRelu>());
+  EXPECT_NE(unknown.message().find("backend 'nobody' is not registered"), std::string::npos) << unknown.to_string();
+  for (const char* bad : {"", "a,b", "two words", "x=y", "@n", "*"})
+    EXPECT_FALSE(r.add_backend({bad, "", nullptr}).is_ok()) << "'" << bad << "'";
+  EXPECT_TRUE(r.replace("naive", "Relu", make_factory<ToyRelu>()).is_ok()) << "replacing is explicit";
+  EXPECT_FALSE(r.replace("naive", "Frobnicate", make_factory<ToyRelu>()).is_ok()) << "nothing to replace";
+  // A chain stops at its first error and keeps it.
+  BackendRegistration chain(r, {"toy", "a toy", nullptr});
+  chain.kernel("Relu", make_factory<ToyRelu>()).kernel("Relu", make_factory<ToyRelu>()).kernel("Tanh", make_factory<ToyRelu>());
+  EXPECT_NE(chain.status().message().find("kernel for Relu twice"), std::string::npos) << chain.status().to_string();
+  EXPECT_FALSE(r.has_kernel("toy", "Tanh"));
+  BackendRegistration layouts(r, {"toy2", "another", nullptr});
+  layouts.layouts("Conv");
+  EXPECT_NE(layouts.status().message().find("declares layouts for Conv without a kernel"), std::string::npos);
+}
+
+TEST(Registry, BuiltinsDescribeThemselves) {
+  const KernelRegistry& r = builtin_registry();
+  ASSERT_FALSE(r.backends().empty());
+  EXPECT_EQ(r.backends().front(), "naive") << "the oracle is registered first";
+  for (const auto& b : r.backends()) {
+    const BackendInfo* info = r.info(b);
+    ASSERT_NE(info, nullptr) << b;
+    EXPECT_EQ(info->name, b);
+    EXPECT_FALSE(info->summary.empty()) << b;
+  }
+  EXPECT_EQ(r.info("nobody"), nullptr);
+  // Provenance's library versions are the backends' own.
+  for (const auto& [library, version] : backend_library_versions()) EXPECT_FALSE(version.empty()) << library;
+}
 
 TEST(OneDnnErrors, OnlyUnimplementedIsADecline) {
   Node n = make_node("Conv");

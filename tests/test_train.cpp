@@ -201,7 +201,7 @@ TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
   g.nodes = {mul, add};
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
-  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+  for (const std::string& backend : builtin_registry().backends()) {
     PlanOptions po;
     po.training = true;
     po.input_grads = true;
@@ -236,7 +236,7 @@ TEST(Autodiff, PooledIntermediateGradientsAreResetPerBackward) {
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
   const Tensor x = Tensor::from_f32({5}, {1, -2, 0.5f, 3, -0.75f});
-  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+  for (const std::string& backend : builtin_registry().backends()) {
     PlanOptions po;
     po.training = true;
     auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry(), po);
@@ -288,7 +288,7 @@ TEST(TrainingMemory, KeepsOnlyWhatBackwardReads) {
   g.nodes = {conv("x", "w1", "c1"), relu, conv("r1", "w2", "y"), flatten};
   g.outputs.push_back({"out", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
-  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+  for (const std::string& backend : builtin_registry().backends()) {
     PlanOptions po;
     po.training = true;
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
@@ -318,7 +318,7 @@ TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
   Graph g = prepared(c);
   PlanOptions po;
   po.training = true;
-  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+  for (const std::string& backend : builtin_registry().backends()) {
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
     ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
     EXPECT_EQ(plan.value()->steps()[0].backend, backend);
@@ -433,13 +433,20 @@ TEST_P(WholeNetwork, GradcheckPasses) {
   EXPECT_TRUE(r->passed()) << failures(r.value());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::Values("im2col", "onednn"));
+/// Every backend but the naive oracle (WholeNetworkPassesOnNaive checks that one alone).
+std::vector<std::string> optimised_backends() {
+  std::vector<std::string> all = builtin_registry().backends();
+  all.erase(std::remove(all.begin(), all.end(), "naive"), all.end());
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::ValuesIn(optimised_backends()));
 
 /// Gradchecks fmnist-cnn on naive with `op`'s kernel replaced by a planted bug.
 Expected<GradcheckReport> with_planted_bug(const std::string& op, KernelFactory buggy) {
   KernelRegistry reg;
-  register_naive_kernels(reg);
-  reg.add("naive", op, std::move(buggy));
+  MOSAIC_RETURN_IF_ERROR(register_naive_kernels(reg));
+  MOSAIC_RETURN_IF_ERROR(reg.replace("naive", op, std::move(buggy)));
   Graph g = build_zoo_model("fmnist-cnn", 3).value();
   PrepareOptions po;
   po.batch = 2;
@@ -876,7 +883,7 @@ TEST(DropoutTraining, SeededMaskScalesAndRoutesGradients) {
   po.seed = 11;
   po.input_grads = true;
   std::vector<float> first_mask;
-  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+  for (const std::string& backend : builtin_registry().backends()) {
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
     ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
     Plan& P = *plan.value();

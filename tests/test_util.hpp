@@ -69,6 +69,12 @@ inline void allow_mpirun() {
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
 }
 
+inline std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
 /// A JSON file the command under test wrote.
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);

@@ -168,18 +168,19 @@ Status register_planted_bug(KernelRegistry& registry, const std::string& base, c
   }
   const std::string name = base + "+" + bug;
   if (registry.has_backend(name)) return Status::ok();
+  BackendRegistration r(registry, {name, base + " with a planted bug: " + it->description, nullptr});
   for (const auto& op : registry.ops(base)) {
     if (op == it->op) {
-      registry.add(name, op, [&registry, base, bug](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+      r.kernel(op, [&registry, base, bug](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
         auto k = std::make_unique<BuggyKernel>();
         MOSAIC_RETURN_IF_ERROR(k->init(ctx, registry, base, bug));
         return std::unique_ptr<Kernel>(std::move(k));
       });
     } else {
-      registry.add(name, op, [&registry, base](const KernelContext& ctx) { return registry.create(base, ctx); });
+      r.kernel(op, [&registry, base](const KernelContext& ctx) { return registry.create(base, ctx); });
     }
   }
-  return Status::ok();
+  return r.status();
 }
 
 }  // namespace mosaic

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "operators/params.hpp"
@@ -570,26 +571,31 @@ class ConstantOfShapeKernel final : public Kernel {
 
 }  // namespace
 
-void register_view_kernels(KernelRegistry& registry, const std::string& backend) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-    registry.add(backend, op, make_factory<ViewKernel>());
-  registry.add(backend, "Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+void register_view_kernels(BackendRegistration& r) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.kernel(op, make_factory<ViewKernel>());
+  r.kernel("Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
     if (ctx.training) return make_factory<DropoutTrainKernel>()(ctx);
     if (ctx.has_output(1)) return make_factory<DropoutKernel>()(ctx);
     return make_factory<ViewKernel>()(ctx);
   });
 }
 
-void register_movement_kernel(KernelRegistry& registry, const std::string& backend, const std::string& op) {
-  if (op == "Transpose") registry.add(backend, op, make_factory<TransposeKernel>());
-  else if (op == "Concat") registry.add(backend, op, make_factory<ConcatKernel>());
-  else if (op == "Slice") registry.add(backend, op, make_factory<SliceKernel>());
-  else if (op == "Pad") registry.add(backend, op, make_factory<PadKernel>());
-  else if (op == "Gather") registry.add(backend, op, make_factory<GatherKernel>());
-  else if (op == "Cast") registry.add(backend, op, make_factory<CastKernel>());
-  else if (op == "Shape") registry.add(backend, op, make_factory<ShapeKernel>());
-  else if (op == "Constant") registry.add(backend, op, make_factory<ConstantKernel>());
-  else if (op == "ConstantOfShape") registry.add(backend, op, make_factory<ConstantOfShapeKernel>());
+void register_movement_kernel(BackendRegistration& r, const std::string& op) {
+  static const std::map<std::string, KernelFactory> kFactories = {
+      {"Transpose", make_factory<TransposeKernel>()}, {"Concat", make_factory<ConcatKernel>()},
+      {"Slice", make_factory<SliceKernel>()},         {"Pad", make_factory<PadKernel>()},
+      {"Gather", make_factory<GatherKernel>()},       {"Cast", make_factory<CastKernel>()},
+      {"Shape", make_factory<ShapeKernel>()},         {"Constant", make_factory<ConstantKernel>()},
+      {"ConstantOfShape", make_factory<ConstantOfShapeKernel>()}};
+  auto it = kFactories.find(op);
+  if (it == kFactories.end()) {
+    // An unknown name is a bug in the caller: the registration fails, naming it.
+    r.kernel(op, [op](const KernelContext&) -> Expected<std::unique_ptr<Kernel>> {
+      return Status::internal("no shared movement kernel for " + op);
+    });
+    return;
+  }
+  r.kernel(op, it->second);
 }
 
 }  // namespace mosaic

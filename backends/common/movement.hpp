@@ -10,10 +10,10 @@
 namespace mosaic {
 
 /// Registers the view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout).
-void register_view_kernels(KernelRegistry& registry, const std::string& backend);
+void register_view_kernels(BackendRegistration& r);
 /// Registers one movement op by name ("Transpose", "Concat", "Slice", "Gather", "Pad",
 /// "Cast", "Shape", "Constant", "ConstantOfShape").
-void register_movement_kernel(KernelRegistry& registry, const std::string& backend, const std::string& op);
+void register_movement_kernel(BackendRegistration& r, const std::string& op);
 
 /// Per output axis, the input index each output index reads (-1: the fill value). Slice and
 /// Pad are both such per-axis maps; the kernels here and gradcheck's double-precision

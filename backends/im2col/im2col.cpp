@@ -1030,21 +1030,29 @@ class LrnKernel final : public Kernel {
 
 }  // namespace
 
-void register_im2col_kernels(KernelRegistry& registry) {
-  const std::string b = "im2col";
-  registry.add(b, "Conv", make_factory<ConvKernel>());
+/// OpenBLAS's build (its kernel family here is in blas_core_name()) and Eigen's version.
+std::vector<std::pair<std::string, std::string>> im2col_details() {
+  std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+  if (blas.rfind("OpenBLAS ", 0) == 0) blas = blas.substr(9);
+  return {{"OpenBLAS", blas}, {"Eigen", eigen_version()}};
+}
+
+Status register_im2col_kernels(KernelRegistry& registry) {
+  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_details});
+  r.kernel("Conv", make_factory<ConvKernel>());
   for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
-    registry.add(b, op, make_factory<PoolKernel>());
-  registry.add(b, "Gemm", make_factory<GemmKernel>());
-  registry.add(b, "MatMul", make_factory<MatMulKernel>());
-  for (const char* op : {"Add", "Sub", "Mul", "Div"}) registry.add(b, op, make_factory<BinaryKernel>());
-  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) registry.add(b, op, make_factory<UnaryKernel>());
-  registry.add(b, "Softmax", make_factory<SoftmaxKernel>());
-  registry.add(b, "LogSoftmax", make_factory<SoftmaxKernel>());
-  registry.add(b, "BatchNormalization", make_factory<BatchNormKernel>());
-  registry.add(b, "LRN", make_factory<LrnKernel>());
-  register_view_kernels(registry, b);
-  for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(registry, b, op);
+    r.kernel(op, make_factory<PoolKernel>());
+  r.kernel("Gemm", make_factory<GemmKernel>());
+  r.kernel("MatMul", make_factory<MatMulKernel>());
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) r.kernel(op, make_factory<BinaryKernel>());
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) r.kernel(op, make_factory<UnaryKernel>());
+  r.kernel("Softmax", make_factory<SoftmaxKernel>());
+  r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
+  r.kernel("BatchNormalization", make_factory<BatchNormKernel>());
+  r.kernel("LRN", make_factory<LrnKernel>());
+  register_view_kernels(r);
+  for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(r, op);
+  return r.status();
 }
 
 std::string eigen_version() {

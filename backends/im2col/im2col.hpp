@@ -7,7 +7,7 @@
 
 namespace mosaic {
 
-void register_im2col_kernels(KernelRegistry& registry);
+Status register_im2col_kernels(KernelRegistry& registry);
 /// The Eigen version compiled in ("3.4.0").
 std::string eigen_version();
 

@@ -764,22 +764,23 @@ class LrnKernel final : public Kernel {
 
 }  // namespace
 
-void register_naive_kernels(KernelRegistry& registry) {
-  const std::string b = "naive";
-  registry.add(b, "Conv", make_factory<ConvKernel>());
+Status register_naive_kernels(KernelRegistry& registry) {
+  BackendRegistration r(registry, {"naive", "plain loops in float: the reference oracle every backend is checked against", nullptr});
+  r.kernel("Conv", make_factory<ConvKernel>());
   for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
-    registry.add(b, op, make_factory<PoolKernel>());
-  registry.add(b, "Gemm", make_factory<GemmKernel>());
-  registry.add(b, "MatMul", make_factory<MatMulKernel>());
-  for (const char* op : {"Add", "Sub", "Mul", "Div"}) registry.add(b, op, make_factory<BinaryKernel>());
-  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) registry.add(b, op, make_factory<UnaryKernel>());
-  registry.add(b, "Softmax", make_factory<SoftmaxKernel>());
-  registry.add(b, "LogSoftmax", make_factory<SoftmaxKernel>());
-  registry.add(b, "BatchNormalization", make_factory<BatchNormKernel>());
-  registry.add(b, "LRN", make_factory<LrnKernel>());
-  register_view_kernels(registry, b);
+    r.kernel(op, make_factory<PoolKernel>());
+  r.kernel("Gemm", make_factory<GemmKernel>());
+  r.kernel("MatMul", make_factory<MatMulKernel>());
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) r.kernel(op, make_factory<BinaryKernel>());
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) r.kernel(op, make_factory<UnaryKernel>());
+  r.kernel("Softmax", make_factory<SoftmaxKernel>());
+  r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
+  r.kernel("BatchNormalization", make_factory<BatchNormKernel>());
+  r.kernel("LRN", make_factory<LrnKernel>());
+  register_view_kernels(r);
   for (const char* op : {"Transpose", "Concat", "Slice", "Pad", "Gather", "Cast", "Shape", "Constant", "ConstantOfShape"})
-    register_movement_kernel(registry, b, op);
+    register_movement_kernel(r, op);
+  return r.status();
 }
 
 }  // namespace mosaic

@@ -7,6 +7,6 @@
 namespace mosaic {
 
 /// Registers every naive kernel under the backend name "naive".
-void register_naive_kernels(KernelRegistry& registry);
+Status register_naive_kernels(KernelRegistry& registry);
 
 }  // namespace mosaic

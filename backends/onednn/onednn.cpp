@@ -1389,31 +1389,35 @@ Status onednn_error_status(int status, const std::string& what, const Node& node
   return Status::internal(msg + " (" + name + ", status " + std::to_string(status) + ")");
 }
 
-void register_onednn_kernels(KernelRegistry& registry) {
-  const std::string b = "onednn";
-  registry.add(b, "Conv", make_factory<ConvKernel>());
+/// oneDNN's version (the instruction set its JIT uses here is onednn_effective_isa()).
+std::vector<std::pair<std::string, std::string>> onednn_details() { return {{"oneDNN", onednn_version()}}; }
+
+Status register_onednn_kernels(KernelRegistry& registry) {
+  BackendRegistration r(registry, {"onednn", "oneDNN primitives, in its blocked layouts along chains of layout-aware ops", onednn_details});
+  r.kernel("Conv", make_factory<ConvKernel>());
   for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
-    registry.add(b, op, make_factory<PoolKernel>());
-  registry.add(b, "Gemm", make_factory<GemmKernel>());
-  registry.add(b, "MatMul", make_factory<MatMulKernel>());
-  for (const char* op : {"Add", "Sub", "Mul", "Div"}) registry.add(b, op, make_factory<BinaryKernel>());
-  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) registry.add(b, op, make_factory<EltwiseKernel>());
-  registry.add(b, "Softmax", make_factory<SoftmaxKernel>());
-  registry.add(b, "LogSoftmax", make_factory<SoftmaxKernel>());
-  registry.add(b, "BatchNormalization", make_factory<BatchNormKernel>());
-  registry.add(b, "LRN", make_factory<LrnKernel>());
-  registry.add(b, "Concat", make_factory<ConcatKernel>());
-  registry.add(b, "Transpose", make_factory<TransposeKernel>());
-  registry.add(b, "Pad", make_factory<PadKernel>());
-  register_view_kernels(registry, b);
+    r.kernel(op, make_factory<PoolKernel>());
+  r.kernel("Gemm", make_factory<GemmKernel>());
+  r.kernel("MatMul", make_factory<MatMulKernel>());
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) r.kernel(op, make_factory<BinaryKernel>());
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip"}) r.kernel(op, make_factory<EltwiseKernel>());
+  r.kernel("Softmax", make_factory<SoftmaxKernel>());
+  r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
+  r.kernel("BatchNormalization", make_factory<BatchNormKernel>());
+  r.kernel("LRN", make_factory<LrnKernel>());
+  r.kernel("Concat", make_factory<ConcatKernel>());
+  r.kernel("Transpose", make_factory<TransposeKernel>());
+  r.kernel("Pad", make_factory<PadKernel>());
+  register_view_kernels(r);
   // Ops whose kernels read and write oneDNN's blocked layouts, so chains of them skip the
   // reorders to and from plain.
-  registry.add(b, kToPlainOp, make_factory<ToPlainKernel>());
+  r.kernel(kToPlainOp, make_factory<ToPlainKernel>());
   // Training kernels (forward and backward) in blocked layouts: the chains of a CNN.
   const std::set<std::string> in_training = {"Conv", "MaxPool", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Pad"};
   for (const char* op : {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "LeakyRelu",
                          "Sigmoid", "Tanh", "Clip", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Pad"})
-    registry.add_layout_op(b, op, in_training.count(op) != 0);
+    r.layouts(op, in_training.count(op) != 0);
+  return r.status();
 }
 
 }  // namespace mosaic

@@ -353,7 +353,7 @@ int run_bench(const BenchOptions& o) {
   }
   const auto& reg = builtin_registry();
   for (const auto& b : o.backends)
-    if (!reg.has_backend(b)) return fail(Status::invalid("unknown backend '" + b + "' (known: naive, im2col, onednn)"));
+    if (!reg.has_backend(b)) return fail(Status::invalid("unknown backend '" + b + "' (known: " + join(reg.backends()) + ")"));
   for (const auto& b : o.fallback)
     if (b != "none" && !reg.has_backend(b)) return fail(Status::invalid("unknown fallback backend '" + b + "'"));
   std::vector<std::string> fallback;
@@ -791,9 +791,25 @@ int run_verify(const VerifyOptions& o) {
 
 // ---- backends ------------------------------------------------------------------------------
 
-int run_backends(bool markdown) {
+int run_backends(bool markdown, bool names_only) {
   const auto& reg = builtin_registry();
   const auto backends = reg.backends();
+  if (names_only) {
+    for (const auto& b : backends) std::cout << b << "\n";
+    return 0;
+  }
+  for (const auto& b : backends) {
+    const BackendInfo* info = reg.info(b);
+    std::string libraries;
+    if (info->details)
+      for (const auto& [library, version] : info->details())
+        libraries += (libraries.empty() ? "" : ", ") + library + " " + version;
+    if (markdown)
+      std::cout << "- **" << b << "**: " << info->summary << (libraries.empty() ? "" : " (" + libraries + ")") << "\n";
+    else
+      std::printf("%-8s %s%s\n", b.c_str(), info->summary.c_str(), libraries.empty() ? "" : ("\n         " + libraries).c_str());
+  }
+  std::cout << "\n";
   if (markdown) {
     std::cout << "| op |";
     for (const auto& b : backends) std::cout << " " << b << " |";

@@ -30,7 +30,7 @@ struct InfoOptions {
 struct BenchOptions {
   CommonOptions common;
   std::string model;
-  std::vector<std::string> backends{"naive", "im2col", "onednn"};
+  std::vector<std::string> backends;  ///< set by the CLI (default: every registered backend)
   std::string assign;
   std::vector<std::string> fallback{"naive"};
   std::string mode = "inference";
@@ -136,6 +136,8 @@ Expected<int64_t> parse_bytes(const std::string& text);
 int run_verify(const VerifyOptions& o);
 int run_export(const ExportOptions& o);
 /// Prints the op x backend table of the kernel registry (Markdown with --markdown).
-int run_backends(bool markdown);
+/// The registry: each backend with what it computes with and its libraries, then the op
+/// coverage table; `names_only`: one name per line.
+int run_backends(bool markdown, bool names_only);
 
 }  // namespace mosaic::cli

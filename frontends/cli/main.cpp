@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "backends/registry.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
@@ -105,7 +106,9 @@ int main(int argc, char** argv) {
   info_cmd->add_flag("--no-nodes", no_nodes, "omit the per-node table");
 
   BenchOptions bench;
-  std::string backends = "naive,im2col,onednn", fallback = "naive";
+  // Every registered backend, in registration order.
+  const std::vector<std::string> registered = mosaic::builtin_registry().backends();
+  std::string backends = mosaic::cli::join(registered, ","), fallback = "naive";
   auto* bench_cmd = app.add_subcommand("bench", "time every node on each backend, checked against naive");
   bench_cmd->add_option("model", bench.model, "ONNX file, or zoo:NAME")->required();
   add_common(bench_cmd, bench.common);
@@ -163,7 +166,7 @@ int main(int argc, char** argv) {
   VerifyOptions verify;
   auto* verify_cmd = app.add_subcommand("verify", "run ONNX backend-test cases (model.onnx + test_data_set_*/)");
   verify_cmd->add_option("paths", verify.paths, "case directories or suites of them")->required();
-  verify_cmd->add_option("--backend", verify.backend, "naive, im2col, onednn or all")->capture_default_str();
+  verify_cmd->add_option("--backend", verify.backend, mosaic::cli::join(registered, ", ") + " or all")->capture_default_str();
   verify_cmd->add_option("--filter", verify.filter, "only cases whose name matches this regular expression");
   verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
   verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
@@ -365,9 +368,10 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--max-mb", sim.max_mb, "--measure-network: largest message in MiB")->capture_default_str()
       ->check(CLI::Range(1.0, 4096.0));
 
-  bool markdown = false;
+  bool markdown = false, names_only = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
   backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
+  backends_cmd->add_flag("--names", names_only, "print only the backends' names, one per line (for scripts)");
 
   try {
     app.parse(argc, argv);
@@ -427,7 +431,7 @@ int main(int argc, char** argv) {
     }
     if (*verify_cmd) return run_verify(verify);
     if (*export_cmd) return run_export(exp);
-    if (*backends_cmd) return run_backends(markdown);
+    if (*backends_cmd) return run_backends(markdown, names_only);
     if (*train_cmd) {
       train.shuffle = !no_shuffle;
       train.evaluate = !no_eval;

@@ -8,7 +8,7 @@ optimizer and hyperparameters. The per-step losses must agree to a relative 1e-3
 backend differs, `mosaic verify --per-node` names the first node whose forward or backward,
 alone on naive's inputs, leaves tolerance against naive.
 
-usage: train_agreement.py MOSAIC [--backends naive,im2col,onednn] [--optimizers sgd,adam] [--steps 20] [--batch 64]
+usage: train_agreement.py MOSAIC [--backends A,B,...] [--optimizers sgd,adam] [--steps 20] [--batch 64]
 exit 0 when every (backend, optimizer) agrees; 1 otherwise; 77 if data or torch is missing.
 """
 import argparse
@@ -37,15 +37,20 @@ def diagnose(mosaic, model_path, backend, batch):
         print("  every node agrees with naive alone, so the difference accumulates across nodes or steps", flush=True)
 
 
+def registered_backends(mosaic):
+    return subprocess.run([mosaic, "backends", "--names"], capture_output=True, text=True, check=True).stdout.split()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mosaic")
-    ap.add_argument("--backends", default="naive,im2col,onednn")
+    ap.add_argument("--backends", default="", help="comma-separated (default: every backend the binary registers)")
     ap.add_argument("--optimizers", default="sgd,adam")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rtol", type=float, default=1e-3)
     args = ap.parse_args()
+    backends = args.backends.split(",") if args.backends else registered_backends(args.mosaic)
     try:
         import numpy as np
         import onnx
@@ -98,7 +103,7 @@ def main():
                 loss.backward()
                 opt.step()
                 torch_losses.append(loss.item())
-            for backend in args.backends.split(","):
+            for backend in backends:
                 out = os.path.join(tmp, f"{opt_name}_{backend}.json")
                 subprocess.run([args.mosaic, "train", model_path, "--data", "fashion-mnist", "--backend", backend,
                                 "--optimizer", opt_name, "--lr", str(hp["lr"]), "--batch", str(args.batch),
