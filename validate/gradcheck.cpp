@@ -68,10 +68,12 @@ std::vector<Probe> make_probes(const Tensor& grad, double gnorm, const Gradcheck
 /// is a smooth function near the base point (one window cell's value, one side of a kink),
 /// so the loss with decision d pinned to option o is, to first order, the exact loss plus
 /// s_d * (option's value - computed value), with s_d = dL/dy_d at the decision's output
-/// element, measured once by central differences in double.
+/// element, measured once by differences in double: central where the loss is smooth in
+/// y_d, one-sided where y_d sits on a kink of what follows (a Relu output of 0 in a max-pool
+/// window of zeros moves the loss only upwards), each side for the offsets of its sign.
 struct Resolution {
   std::vector<Ambiguity> decisions;
-  std::vector<double> sensitivity;  ///< dL/dy per decision
+  std::vector<double> up, down;  ///< dL/dy per decision, for positive and negative offsets
   int64_t combinations = 1;
   /// Decision d's option in combination c (mixed radix, decision 0 fastest).
   int option(int64_t c, size_t d) const {
@@ -86,7 +88,10 @@ struct Resolution {
   }
   /// The loss of combination c from the exact loss and the reference's alternatives.
   double loss(double exact, const std::vector<std::vector<double>>& alternatives, int64_t c) const {
-    for (size_t d = 0; d < decisions.size(); ++d) exact += sensitivity[d] * alternatives[d][option(c, d)];
+    for (size_t d = 0; d < decisions.size(); ++d) {
+      const double offset = alternatives[d][option(c, d)];
+      exact += (offset > 0 ? up[d] : down[d]) * offset;
+    }
     return exact;
   }
 };
@@ -102,31 +107,46 @@ Expected<Resolution> prepare_resolution(ReferenceForward& ref, OutputLoss&& outp
   int64_t combinations = 1;
   for (const auto& a : found) combinations = std::min(combinations * a.options(), kMaxOptionCombinations + 1);
   report->unresolved = true;
-  if (combinations > kMaxOptionCombinations) return r;
+  if (combinations > kMaxOptionCombinations) {
+    report->unresolved_reason = "more than " + std::to_string(kMaxOptionCombinations) + " combinations of options";
+    return r;
+  }
   ref.track(found);
   MOSAIC_RETURN_IF_ERROR(ref.run());
-  const BranchRecord base = ref.branches();
+  const double at_base = output_loss(nullptr);
   for (size_t d = 0; d < found.size(); ++d) {
-    // A step of 2^-20 of the value: far below any downstream kink as a rule (halved while
-    // one is crossed), far above the double loss's rounding.
-    double h = std::ldexp(std::max(std::fabs(found[d].value), 1e-6), -20), s = 0;
-    bool clean = false;
-    for (int k = 0; k < 20 && !clean; ++k, h /= 2) {
-      MOSAIC_RETURN_IF_ERROR(ref.nudge(d, h));
-      const double up = output_loss(nullptr);
-      clean = branch_changes(base, ref.branches()) == 0;
-      MOSAIC_RETURN_IF_ERROR(ref.nudge(d, -h));
-      const double down = output_loss(nullptr);
-      clean = clean && branch_changes(base, ref.branches()) == 0;
-      s = (up - down) / (2 * h);
+    // One-sided quotients on each side, so a decision on a kink of what follows it (a Relu
+    // output of 0 in a max-pool window of zeros moves the loss only upwards) gets the
+    // slope of each side. A side is accepted where the quotients at h and h/2 agree (the
+    // loss is linear there) to 1e-3, or to the loss's rounding; h starts at 2^-20 of the
+    // value and halves. The options' offsets are within 2^-16 of it.
+    double slope[2] = {0, 0};
+    for (int side = 0; side < 2; ++side) {
+      const double sign = side == 0 ? 1.0 : -1.0;
+      double h = std::ldexp(std::max(std::fabs(found[d].value), 1e-6), -20);
+      bool accepted = false;
+      auto quotient = [&](double step) -> Expected<double> {
+        MOSAIC_RETURN_IF_ERROR(ref.nudge(d, sign * step));
+        return sign * (output_loss(nullptr) - at_base) / step;
+      };
+      for (int k = 0; k < 20 && !accepted; ++k, h /= 2) {
+        MOSAIC_ASSIGN_OR_RETURN(const double q1, quotient(h));
+        MOSAIC_ASSIGN_OR_RETURN(const double q2, quotient(h / 2));
+        const double noise = 4 * kLossUlps * DBL_EPSILON * std::fabs(at_base) / (h / 2);
+        accepted = std::fabs(q1 - q2) <= 1e-3 * std::max(std::fabs(q1), std::fabs(q2)) + noise;
+        slope[side] = q2;
+      }
+      if (!accepted) {
+        MOSAIC_RETURN_IF_ERROR(ref.nudge(d, 0));
+        report->unresolved_reason = "the loss is not linear on either side of " + found[d].where;
+        ref.track({});
+        MOSAIC_RETURN_IF_ERROR(ref.run());
+        return Resolution{};
+      }
     }
     MOSAIC_RETURN_IF_ERROR(ref.nudge(d, 0));
-    if (!clean) {
-      ref.track({});
-      MOSAIC_RETURN_IF_ERROR(ref.run());
-      return Resolution{};
-    }
-    r.sensitivity.push_back(s);
+    r.up.push_back(slope[0]);
+    r.down.push_back(slope[1]);
   }
   r.decisions = found;
   r.combinations = combinations;
@@ -474,11 +494,11 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
     if (report.unresolved && v.verdict == Verdict::kFail) {
       // One of more ambiguous decisions than gradcheck resolves may explain the error.
       v.verdict = Verdict::kInconclusive;
-      char buf[200];
+      char buf[400];
       std::snprintf(buf, sizeof buf,
-                    "rel err %.3g, but %lld branch decisions at the base point are ambiguous, more than gradcheck "
-                    "resolves; try another --seed",
-                    v.worst.error, static_cast<long long>(report.ambiguous));
+                    "rel err %.3g, but %lld branch decisions at the base point are ambiguous and unresolved (%s); "
+                    "try another --seed",
+                    v.worst.error, static_cast<long long>(report.ambiguous), report.unresolved_reason.c_str());
       v.reason = buf;
     }
     report.tensors.push_back(std::move(v));

@@ -105,6 +105,7 @@ struct GradcheckReport {
   /// More ambiguous decisions than gradcheck resolves (kMaxOptionCombinations): a FAIL
   /// could be one of them taken the other way, and is reported INCONCLUSIVE.
   bool unresolved = false;
+  std::string unresolved_reason;  ///< why ("more than 256 combinations of options", ...)
   double loss = 0, reference_loss = 0;  ///< the backend's (float) and the reference's (double)
   /// Largest |backend output - reference output| over the output's largest |reference|.
   double forward_error = 0;

@@ -520,7 +520,7 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     std::printf("note:  %lld branch decisions at the base point are within float rounding of a tie or kink "
                 "(after %d input draws); the backend may take them either way: %s\n",
                 static_cast<long long>(r.ambiguous), r.input_draws,
-                r.unresolved ? "too many to resolve, so a FAIL is INCONCLUSIVE"
+                r.unresolved ? ("unresolved (" + r.unresolved_reason + "), so a FAIL is INCONCLUSIVE").c_str()
                              : "the numeric side follows the options that fit its gradient best");
   for (const auto& d : r.resolved) std::printf("note:  resolved %s\n", d.c_str());
   for (const auto& f : r.fallback_nodes) std::printf("note:  not checked on %s: %s\n", o.backend.c_str(), f.c_str());
@@ -558,6 +558,7 @@ int run_gradcheck(const GradcheckCliOptions& o) {
     j["ambiguous_decisions"] = r.ambiguous;
     j["ambiguous_resolved"] = r.resolved;
     j["ambiguous_unresolved"] = r.unresolved;
+    if (r.unresolved) j["ambiguous_unresolved_reason"] = r.unresolved_reason;
     j["float_reference_nodes"] = r.float_reference_nodes;
     for (const auto& t : r.tensors) {
       nlohmann::json e{{"name", t.name}, {"verdict", verdict_name(t.verdict)}, {"probes_judged", t.checked},
