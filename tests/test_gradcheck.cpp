@@ -140,6 +140,14 @@ TEST(ReferenceForward, TracksAmbiguousDecisionsTheirAlternativesAndSensitivities
   EXPECT_EQ(ref->output(0).v[0], y0);
 }
 
+/// Appends node n, named after its first output, to g.
+void add(Graph& g, Node n, std::vector<std::string> in, std::vector<std::string> out) {
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.name = n.outputs[0];
+  g.nodes.push_back(std::move(n));
+}
+
 /// x [1, 1] -> Mul by w = (0.75, 0.75 (1 + 2^-20)) -> MaxPool 1x2 -> Gemm: for x > 0 the
 /// window's second cell is the maximum by 2^-20, which every backend's max-pool backward
 /// treats as a tie (pooling.hpp) and routes to the first, while exact arithmetic follows the
@@ -155,16 +163,10 @@ Graph near_tie_model() {
   g.initializers["w"] = w;
   g.initializers["fw"] = random_tensor({3, 1}, 7, -1.f, 1.f);
   g.initializers["fb"] = random_tensor({3}, 8, -0.2f, 0.2f);
-  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out) {
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.name = n.outputs[0];
-    g.nodes.push_back(n);
-  };
-  add(make_node("Mul"), {"x", "w"}, {"m"});
-  add(make_node("MaxPool", {{"kernel_shape", A::of_ints({1, 2})}}), {"m"}, {"p"});
-  add(make_node("Flatten"), {"p"}, {"f"});
-  add(make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"y"});
+  add(g, make_node("Mul"), {"x", "w"}, {"m"});
+  add(g, make_node("MaxPool", {{"kernel_shape", A::of_ints({1, 2})}}), {"m"}, {"p"});
+  add(g, make_node("Flatten"), {"p"}, {"f"});
+  add(g, make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"y"});
   EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
   return g;
 }
@@ -186,22 +188,16 @@ Graph bug_model() {
   g.initializers["b2"] = random_tensor({4}, 18, -0.2f, 0.2f);
   g.initializers["fw"] = random_tensor({5, 64}, 19, -0.2f, 0.2f);
   g.initializers["fb"] = random_tensor({5}, 20, -0.2f, 0.2f);
-  auto add = [&](Node n, std::vector<std::string> in, std::vector<std::string> out) {
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.name = n.outputs[0];
-    g.nodes.push_back(n);
-  };
   const A pad1 = A::of_ints({1, 1, 1, 1});
-  add(make_node("Conv", {{"pads", pad1}}), {"x", "w1", "b1"}, {"c1"});
-  add(make_node("BatchNormalization"), {"c1", "gamma", "beta", "mean", "var"}, {"bn"});
-  add(make_node("Relu"), {"bn"}, {"r1"});
-  add(make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {"r1"}, {"p"});
-  add(make_node("Conv", {{"pads", pad1}}), {"p", "w2", "b2"}, {"c2"});
-  add(make_node("Add"), {"c2", "p"}, {"s"});
-  add(make_node("Relu"), {"s"}, {"r2"});
-  add(make_node("Flatten"), {"r2"}, {"f"});
-  add(make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"y"});
+  add(g, make_node("Conv", {{"pads", pad1}}), {"x", "w1", "b1"}, {"c1"});
+  add(g, make_node("BatchNormalization"), {"c1", "gamma", "beta", "mean", "var"}, {"bn"});
+  add(g, make_node("Relu"), {"bn"}, {"r1"});
+  add(g, make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {"r1"}, {"p"});
+  add(g, make_node("Conv", {{"pads", pad1}}), {"p", "w2", "b2"}, {"c2"});
+  add(g, make_node("Add"), {"c2", "p"}, {"s"});
+  add(g, make_node("Relu"), {"s"}, {"r2"});
+  add(g, make_node("Flatten"), {"r2"}, {"f"});
+  add(g, make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"y"});
   EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
   return g;
 }
