@@ -474,6 +474,7 @@ Status ReferenceForward::Impl::pool(Step& s, Codes* codes) {
               a.step = static_cast<int>(s.node - graph.nodes.data());
               a.element = o;
               a.value = best;
+              a.band = band;
               a.plane = nc * g.in_size();
               g.each_cell(o0, o1, o2, [&](int64_t off) {
                 if (off == arg) a.exact = static_cast<int>(a.cells.size());
@@ -747,6 +748,7 @@ void ReferenceForward::Impl::near_kinks(Step& s, const std::vector<double>& x, b
     a.step = static_cast<int>(s.node - graph.nodes.data());
     a.element = static_cast<int64_t>(i);
     a.value = values[s.out[0]].v[i];
+    a.band = band;
     a.kink = std::fabs(v - lo) <= std::fabs(v - hi) ? lo : hi;
     // The y = x side is above the kink, except at the upper bound of a Clip.
     a.exact = (a.kink == hi && hi != lo ? v < hi : v > a.kink) ? 0 : 1;

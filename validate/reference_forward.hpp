@@ -51,6 +51,11 @@ struct Ambiguity {
   int step = -1;         ///< graph node index
   int64_t element = 0;   ///< the node's output element
   double value = 0;      ///< its value in the run that found it
+  /// How close to a tie or kink counts as ambiguous here: 2^-16 of the window's maximum, or
+  /// of the RMS of the activation's inputs. The options' values lie within it, so it is
+  /// the scale at which the loss's slope in this element is measured (`value` is ~0 for an
+  /// activation at its kink).
+  double band = 0;
   /// Max pooling: the window's cells within 2^-16 of its maximum (offsets within the
   /// plane that starts at input element `plane`), one option each. Empty for an
   /// activation, whose options are its y = x side (0) and the other side of `kink` (1).
