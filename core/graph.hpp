@@ -64,6 +64,8 @@ struct Graph {
   std::string name;
   std::string source;    ///< file it was loaded from, for messages
   int64_t opset = 13;
+  /// Versions of the other operator domains the model imports (a plugin's custom operators).
+  std::map<std::string, int64_t> custom_opsets;
   std::vector<Node> nodes;
   std::vector<ValueInfo> inputs;   ///< runtime inputs (initializers excluded)
   std::vector<ValueInfo> outputs;

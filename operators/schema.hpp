@@ -11,6 +11,9 @@ namespace mosaic {
 
 struct OpSchema {
   std::string op_type;
+  /// "" for ONNX's own operators; a custom operator's domain ("com.example"), which the
+  /// nodes that use it must carry (a plugin's operator, backends/plugin.hpp).
+  std::string domain;
   int min_inputs = 1, max_inputs = 1;
   int min_outputs = 1, max_outputs = 1;
   /// Output descriptors from input descriptors (and constant inputs where the op needs values).
@@ -29,6 +32,13 @@ struct OpSchema {
   std::string summary;
 };
 
+/// Whether a custom operator's schema could be added: a domain other than ONNX's, an op
+/// type no schema has, `infer` and `flops` given, a consistent arity.
+Status check_schema(const OpSchema& schema);
+/// Adds custom operators' schemas (a plugin's), all or none: each needs a domain other
+/// than ONNX's, a new op type, and `infer` and `flops`. Not thread-safe: call before any
+/// graph is prepared.
+Status add_schemas(std::vector<OpSchema> schemas);
 /// The schema for an op type, or nullptr.
 const OpSchema* find_schema(const std::string& op_type);
 /// Every op type that has a schema, sorted.

@@ -1,6 +1,7 @@
 // Shape inference and FLOP counts for every supported ONNX op.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "operators/params.hpp"
 #include "operators/schema.hpp"
@@ -540,12 +541,44 @@ std::map<std::string, OpSchema> build_table() {
   return t;
 }
 
-const std::map<std::string, OpSchema>& table() {
-  static const std::map<std::string, OpSchema> t = build_table();
+std::map<std::string, OpSchema>& table() {
+  static std::map<std::string, OpSchema> t = build_table();
   return t;
 }
 
+bool onnx_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
 }  // namespace
+
+Status check_schema(const OpSchema& schema) {
+  const std::string what = "operator " + schema.domain + (schema.domain.empty() ? "" : ".") + schema.op_type;
+  if (schema.op_type.empty() || schema.op_type.find_first_of(", =@*\t\n") != std::string::npos)
+    return Status::invalid(what + ": the op type must be non-empty, without spaces, ',', '=', '@' or '*'");
+  if (onnx_domain(schema.domain))
+    return Status::invalid(what + ": a custom operator needs its own domain (not ONNX's \"\" or \"ai.onnx\")");
+  if (const OpSchema* s = find_schema(schema.op_type))
+    return Status::invalid(what + ": op type " + schema.op_type + " is already defined" +
+                           (s->domain.empty() ? " by ONNX" : " in domain " + s->domain));
+  if (!schema.infer || !schema.flops) return Status::invalid(what + ": the schema needs infer and flops functions");
+  if (schema.min_inputs < 0 || schema.max_inputs < schema.min_inputs || schema.min_outputs < 1 ||
+      schema.max_outputs < schema.min_outputs)
+    return Status::invalid(what + ": inconsistent arity");
+  return Status::ok();
+}
+
+Status add_schemas(std::vector<OpSchema> schemas) {
+  std::set<std::string> mine;
+  for (const OpSchema& schema : schemas) {
+    MOSAIC_RETURN_IF_ERROR(check_schema(schema));
+    if (!mine.insert(schema.op_type).second)
+      return Status::invalid("operator " + schema.domain + "." + schema.op_type + ": defined twice");
+  }
+  for (OpSchema& schema : schemas) {
+    std::string key = schema.op_type;
+    table().emplace(std::move(key), std::move(schema));
+  }
+  return Status::ok();
+}
 
 const OpSchema* find_schema(const std::string& op_type) {
   auto it = table().find(op_type);
@@ -560,10 +593,13 @@ std::vector<std::string> schema_names() {
 
 Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx) {
   const Node& node = *ctx.node;
-  if (!node.domain.empty() && node.domain != "ai.onnx")
-    return Status::unsupported(node.label() + ": operator domain '" + node.domain + "' is not supported");
   const OpSchema* s = find_schema(node.op_type);
-  if (!s) return Status::unsupported(node.label() + ": operator " + node.op_type + " is not supported by Mosaic");
+  if (!onnx_domain(node.domain) && (!s || s->domain != node.domain))
+    return Status::unsupported(node.label() + ": operator domain '" + node.domain +
+                               "' is not supported (no loaded plugin defines " + node.domain + "." + node.op_type +
+                               "; load one with --plugin)");
+  if (!s || (onnx_domain(node.domain) && !s->domain.empty()))
+    return Status::unsupported(node.label() + ": operator " + node.op_type + " is not supported by Mosaic");
   const int nin = static_cast<int>(node.inputs.size());
   if (nin < s->min_inputs || nin > s->max_inputs)
     return Status::invalid(node.label() + ": has " + std::to_string(nin) + " inputs, expected " +

@@ -8,6 +8,7 @@
 #include "examples/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
+#include "operators/schema.hpp"
 
 namespace mosaic::cli {
 
@@ -24,6 +25,8 @@ Status explain_unsupported(const Status& st, const Graph& g) {
   if (st.code() != StatusCode::kUnsupported) return st;
   for (const auto& n : g.nodes)
     if (st.message().find(n.label()) != std::string::npos) {
+      // A custom domain's operator: the message already says which plugin is missing.
+      if (!find_schema(n.op_type) && !n.domain.empty() && n.domain != "ai.onnx") break;
       std::string lacking;
       for (const auto& b : builtin_registry().backends())
         if (!builtin_registry().has_kernel(b, n.op_type)) lacking += (lacking.empty() ? "" : ", ") + b;

@@ -190,6 +190,7 @@ Expected<Graph> load_onnx(const std::string& path) {
   g.opset = 0;
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
+    else g.custom_opsets[op.domain()] = op.version();
   bool uses_default_domain = false;
   for (const auto& np : model.graph().node())
     uses_default_domain = uses_default_domain || np.domain().empty() || np.domain() == "ai.onnx";
@@ -241,6 +242,14 @@ Status save_onnx(const Graph& g, const std::string& path) {
   auto* op = model.add_opset_import();
   op->set_domain("");
   op->set_version(g.opset);
+  std::map<std::string, int64_t> custom = g.custom_opsets;
+  for (const auto& n : g.nodes)
+    if (!n.domain.empty() && n.domain != "ai.onnx") custom.emplace(n.domain, 1);
+  for (const auto& [domain, version] : custom) {
+    auto* c = model.add_opset_import();
+    c->set_domain(domain);
+    c->set_version(version);
+  }
   auto* gp = model.mutable_graph();
   gp->set_name(g.name);
   auto set_type = [](onnx::ValueInfoProto* v, DType dt, const std::vector<int64_t>& dims,
@@ -271,6 +280,7 @@ Status save_onnx(const Graph& g, const std::string& path) {
     auto* np = gp->add_node();
     np->set_name(n.name);
     np->set_op_type(n.op_type);
+    if (!n.domain.empty()) np->set_domain(n.domain);
     for (const auto& i : n.inputs) np->add_input(i);
     for (const auto& o : n.outputs) np->add_output(o);
     for (const auto& [key, a] : n.attrs) {
