@@ -14,8 +14,8 @@ extern "C" char* openblas_get_corename(void);
 
 namespace mosaic {
 
-const KernelRegistry& builtin_registry() {
-  static const KernelRegistry registry = [] {
+KernelRegistry& mutable_registry_for_plugins() {
+  static KernelRegistry registry = [] {
     KernelRegistry r;
     for (Status (*add)(KernelRegistry&) : {register_naive_kernels, register_im2col_kernels, register_onednn_kernels}) {
       Status st = add(r);
@@ -28,6 +28,8 @@ const KernelRegistry& builtin_registry() {
   }();
   return registry;
 }
+
+const KernelRegistry& builtin_registry() { return mutable_registry_for_plugins(); }
 
 std::string blas_core_name() { return openblas_get_corename(); }
 

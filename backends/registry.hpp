@@ -9,8 +9,11 @@
 
 namespace mosaic {
 
-/// naive, im2col, onednn — in that order.
+/// The process's registry: the built-in backends naive, im2col, onednn (in that order),
+/// then what loaded plugins added (backends/plugins.hpp).
 const KernelRegistry& builtin_registry();
+/// The same registry, writable: only load_plugin uses it, before any plan is built.
+KernelRegistry& mutable_registry_for_plugins();
 /// OpenBLAS's kernel family in use ("SkylakeX", "Haswell", ...); the environment variable
 /// OPENBLAS_CORETYPE overrides OpenBLAS's own CPU detection.
 std::string blas_core_name();

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "backends/plugins.hpp"
 #include "backends/registry.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/sha256.hpp"
@@ -88,6 +89,11 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
   p.onednn_isa = onednn_isa_name();
   p.versions = backend_library_versions();
   for (auto& v : onnx_library_versions()) p.versions.push_back(std::move(v));
+  for (const auto& plugin : loaded_plugins()) {
+    const auto h = sha256_file(plugin.file);
+    p.versions.push_back({"plugin " + std::filesystem::path(plugin.file).filename().string(),
+                          plugin.file + (h.ok() ? " sha256:" + h.value() : "")});
+  }
   p.model = model;
   if (!model.empty() && model.rfind("zoo:", 0) != 0)
     if (auto h = sha256_file(model); h.ok()) p.model_sha256 = h.value();
@@ -111,6 +117,13 @@ int run_program(const std::string& program, const std::vector<std::string>& args
   int status = 0;
   if (waitpid(pid, &status, 0) < 0) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+void append_plugin_arguments(std::vector<std::string>& args) {
+  for (const auto& p : loaded_plugins()) {
+    args.push_back("--plugin");
+    args.push_back(p.file);
+  }
 }
 
 Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o) {

@@ -34,6 +34,8 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
 /// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,
 /// 127 when it could not be started, -1 when it could not be forked or waited for).
 int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log);
+/// Appends "--plugin FILE" for every loaded plugin: a child mosaic process needs them too.
+void append_plugin_arguments(std::vector<std::string>& args);
 
 /// Where bench, train and sweep record their runs (docs/cli.md#results-store).
 struct DbOptions {

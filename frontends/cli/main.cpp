@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "backends/plugins.hpp"
 #include "backends/registry.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/cli/cli_util.hpp"
@@ -81,6 +82,15 @@ int main(int argc, char** argv) {
   using namespace mosaic::cli;
   // Line-buffered even into a pipe or file, so an interrupted run keeps what it printed.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // Plugins first: the backends they add belong in the defaults, the help and the checks
+  // the command line is built with.
+  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) {
+    const mosaic::Status st = mosaic::load_plugin(path);
+    if (!st.is_ok()) {
+      std::cerr << "mosaic: error: " << st.message() << "\n";
+      return 2;
+    }
+  }
   CLI::App app{"Mosaic: compare deep-learning backends node by node on one ONNX model"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mosaic 0.1.0");
@@ -372,6 +382,12 @@ int main(int argc, char** argv) {
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
   backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
   backends_cmd->add_flag("--names", names_only, "print only the backends' names, one per line (for scripts)");
+
+  // Loaded above, before the command line was built; every command accepts the option.
+  std::vector<std::string> plugin_paths;
+  for (auto* sub : app.get_subcommands({}))
+    sub->add_option("--plugin", plugin_paths,
+                    "load an operator/backend plugin (shared library, repeatable; docs/extending.md)");
 
   try {
     app.parse(argc, argv);

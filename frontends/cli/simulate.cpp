@@ -93,6 +93,7 @@ Expected<json> measure_profile(const SimulateOptions& o) {
                                     "--batch", std::to_string(o.batch), "--threads", std::to_string(o.threads),
                                     "--iterations", std::to_string(o.iterations), "--warmup", std::to_string(o.warmup),
                                     "--no-check", "--no-db", "--no-peaks", "--json", out};
+      append_plugin_arguments(args);
       codes[static_cast<size_t>(i)] = run_program("/proc/self/exe", args, base + "-" + std::to_string(i) + ".log");
     });
   for (auto& t : children) t.join();

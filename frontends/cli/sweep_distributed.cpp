@@ -64,6 +64,7 @@ Expected<TrainResult> train_under_mpirun(const TrainOptions& t, int64_t workers,
   if (ps) add("--servers", std::to_string(t.servers));
   if (!t.shuffle) args.push_back("--no-shuffle");
   if (!t.evaluate) args.push_back("--no-eval");
+  append_plugin_arguments(args);
   const int code = run_program("mpirun", args, log);
   if (code != 0 && code != 1)
     return Status::internal("mpirun -np " + std::to_string(np) + " exited with " + std::to_string(code) +

@@ -1,0 +1,83 @@
+// The operator/backend plugin interface: what a shared library loaded with `--plugin
+// lib.so` registers through. A plugin can
+//   - add a backend (BackendInfo) and its kernels,
+//   - add kernels for ONNX ops to an existing backend (a built-in one or another plugin's),
+//   - add a custom-domain operator: its schema (arity, shape inference, forward and backward
+//     FLOPs) and, registered on the "naive" backend, its reference forward and backward.
+// Plugin kernels take part in placement, the check against naive, gradcheck and
+// benchmarking exactly as built-in kernels do: they go into the same registry.
+//
+// A plugin includes this header (and the core headers it pulls in), defines
+//
+//   mosaic::Status my_registration(mosaic::PluginRegistrar& r) { ... }
+//   MOSAIC_PLUGIN(my_registration)
+//
+// and is built with mosaic_add_plugin(NAME SOURCES ...) (cmake/MosaicPlugin.cmake). It links
+// nothing of Mosaic's: the few non-inline functions it calls (Node::attr_*, Tensor::clone)
+// resolve against the mosaic executable, which exports them. Everything registered is
+// checked first and committed together: a plugin whose registration fails leaves nothing
+// behind. Examples: examples/plugin_backend/, examples/plugin_custom_op/; docs/extending.md.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "core/kernel.hpp"
+#include "core/status.hpp"
+#include "operators/schema.hpp"
+
+/// Bumped whenever a type a plugin sees changes meaning or layout (Kernel, KernelContext,
+/// BackwardArgs, BackendInfo, OpSchema, Tensor, Node). A plugin built against another
+/// version is refused with a message that says so.
+#define MOSAIC_PLUGIN_API_VERSION 1
+
+namespace mosaic {
+
+/// Sizes of the types a plugin and Mosaic exchange, compared at load time as a second
+/// guard: a plugin compiled against headers that changed without a version bump (or with
+/// another standard library) is refused instead of crashing.
+inline uint64_t plugin_abi_fingerprint() {
+  const uint64_t sizes[] = {sizeof(KernelContext), sizeof(BackwardArgs), sizeof(BackendInfo), sizeof(OpSchema),
+                            sizeof(Tensor),        sizeof(TensorDesc),   sizeof(Node),        sizeof(Status),
+                            sizeof(KernelFactory), sizeof(std::string)};
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the sizes
+  for (uint64_t s : sizes) h = (h ^ s) * 1099511628211ull;
+  return h;
+}
+
+/// What a plugin registers through; Mosaic implements it. Each call returns an error for a
+/// name already taken or a backend that does not exist; the plugin returns the first
+/// error it gets (or its own) from its registration function, and then nothing it
+/// registered is kept.
+class PluginRegistrar {
+ public:
+  virtual ~PluginRegistrar() = default;
+  /// A new backend, usable in --backends, --backend and --assign like a built-in.
+  virtual Status add_backend(BackendInfo info) = 0;
+  /// A kernel for op_type on `backend`, which is a registered backend or one this plugin
+  /// added. A kernel the backend already has is an error (plugins add, they do not
+  /// replace).
+  virtual Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory) = 0;
+  /// A custom operator. `schema.domain` must be set and not the ONNX domain ("" or
+  /// "ai.onnx"); `schema.op_type` must not be an op Mosaic or another plugin already has;
+  /// `infer` and `flops` are required. Register its reference kernels on "naive" with
+  /// add_kernel: naive is the oracle every other backend is checked against, and the
+  /// backend that runs nodes no other backend has a kernel for.
+  virtual Status add_operator(OpSchema schema) = 0;
+};
+
+}  // namespace mosaic
+
+/// Exports a plugin's entry points: its interface version, its ABI fingerprint, and the
+/// registration function `Status fn(mosaic::PluginRegistrar&)`.
+#define MOSAIC_PLUGIN(register_fn)                                                              \
+  extern "C" int mosaic_plugin_api_version() { return MOSAIC_PLUGIN_API_VERSION; }              \
+  extern "C" uint64_t mosaic_plugin_abi() { return ::mosaic::plugin_abi_fingerprint(); }        \
+  extern "C" void mosaic_plugin_register(::mosaic::PluginRegistrar* r, ::mosaic::Status* st) { \
+    try {                                                                                       \
+      *st = register_fn(*r);                                                                    \
+    } catch (const std::exception& e) {                                                         \
+      *st = ::mosaic::Status::internal(std::string("registration threw: ") + e.what());         \
+    }                                                                                           \
+  }

@@ -1,0 +1,128 @@
+#include "backends/plugins.hpp"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <set>
+
+#include "backends/plugin.hpp"
+#include "backends/registry.hpp"
+
+namespace mosaic {
+
+namespace {
+
+std::vector<LoadedPlugin>& plugins() {
+  static std::vector<LoadedPlugin> p;
+  return p;
+}
+
+/// Collects a plugin's registrations on a copy of the registry, so that a failure leaves
+/// the real one untouched.
+class Registrar final : public PluginRegistrar {
+ public:
+  explicit Registrar(const KernelRegistry& registry) : registry_(registry) {}
+
+  Status add_backend(BackendInfo info) override {
+    const std::string name = info.name;
+    MOSAIC_RETURN_IF_ERROR(registry_.add_backend(std::move(info)));
+    added_.backends.push_back(name);
+    return Status::ok();
+  }
+  Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory) override {
+    if (!factory) return Status::invalid("kernel " + backend + ":" + op_type + ": no factory");
+    MOSAIC_RETURN_IF_ERROR(registry_.add(backend, op_type, std::move(factory)));
+    added_.kernels.push_back(backend + ":" + op_type);
+    return Status::ok();
+  }
+  Status add_operator(OpSchema schema) override {
+    MOSAIC_RETURN_IF_ERROR(check_schema(schema));
+    added_.operators.push_back(schema.domain + "." + schema.op_type);
+    schemas_.push_back(std::move(schema));
+    return Status::ok();
+  }
+
+  /// Every kernel is for an op with a schema: Mosaic's, or one this plugin adds.
+  Status check_kernels() const {
+    std::set<std::string> own;
+    for (const auto& s : schemas_) own.insert(s.op_type);
+    for (const auto& k : added_.kernels) {
+      const std::string op = k.substr(k.find(':') + 1);
+      if (op != kToPlainOp && !own.count(op) && !find_schema(op))
+        return Status::invalid("kernel " + k + ": no operator " + op +
+                               " (neither an ONNX operator Mosaic knows nor one this plugin adds)");
+    }
+    return Status::ok();
+  }
+
+  KernelRegistry registry_;
+  std::vector<OpSchema> schemas_;
+  LoadedPlugin added_;
+};
+
+}  // namespace
+
+Status load_plugin(const std::string& path) {
+  std::error_code ec;
+  const std::string file = std::filesystem::weakly_canonical(path, ec).string();
+  const std::string what = "plugin " + path;
+  if (ec || !std::filesystem::is_regular_file(file, ec)) return Status::io_error(what + ": no such file");
+  for (const auto& p : plugins())
+    if (p.file == file) return Status::ok();
+  void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* why = dlerror();
+    return Status::io_error(what + ": cannot load: " + (why ? why : "unknown error"));
+  }
+  auto version = reinterpret_cast<int (*)()>(dlsym(lib, "mosaic_plugin_api_version"));
+  auto abi = reinterpret_cast<uint64_t (*)()>(dlsym(lib, "mosaic_plugin_abi"));
+  auto registration = reinterpret_cast<void (*)(PluginRegistrar*, Status*)>(dlsym(lib, "mosaic_plugin_register"));
+  if (!version || !abi || !registration) {
+    const bool optimizer = dlsym(lib, "mosaic_optimizer_api_version") != nullptr;
+    dlclose(lib);
+    return Status::invalid(what + ": not a Mosaic operator/backend plugin (no MOSAIC_PLUGIN exports" +
+                           (optimizer ? "; it is an optimizer plugin: load it with --optimizer-plugin" : "") + ")");
+  }
+  if (const int v = version(); v != MOSAIC_PLUGIN_API_VERSION) {
+    dlclose(lib);
+    return Status::invalid(what + " was built against plugin interface version " + std::to_string(v) +
+                           ", this Mosaic has version " + std::to_string(MOSAIC_PLUGIN_API_VERSION) +
+                           "; rebuild it against this Mosaic's headers");
+  }
+  if (abi() != plugin_abi_fingerprint()) {
+    dlclose(lib);
+    return Status::invalid(what + " was built against headers whose types differ from this Mosaic's (same interface "
+                                  "version, other type sizes); rebuild it against this Mosaic's headers");
+  }
+  Status st;
+  {
+    Registrar r(builtin_registry());
+    registration(&r, &st);
+    if (st.is_ok()) st = r.check_kernels();
+    if (st.is_ok()) st = add_schemas(std::move(r.schemas_));
+    if (st.is_ok()) {
+      mutable_registry_for_plugins() = std::move(r.registry_);
+      r.added_.path = path;
+      r.added_.file = file;
+      plugins().push_back(std::move(r.added_));
+      return Status::ok();  // kept loaded for the life of the process: its kernels live in it
+    }
+  }  // the copy holding the plugin's factories is gone before the library is
+  dlclose(lib);
+  return Status(st.code(), what + ": registration failed: " + st.message());
+}
+
+const std::vector<LoadedPlugin>& loaded_plugins() { return plugins(); }
+
+std::vector<std::string> plugin_arguments(int argc, const char* const* argv) {
+  std::vector<std::string> paths;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a == "--plugin" && i + 1 < argc) paths.push_back(argv[++i]);
+    else if (a.rfind("--plugin=", 0) == 0) paths.push_back(a.substr(9));
+  }
+  return paths;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,138 @@
+// Operator/backend plugins (--plugin): the two examples run like built-ins (placement, the
+// check against naive, gradcheck, verify against an independent numpy reference), a planted
+// bug in a plugin's backward FAILs, and every malformed plugin is refused with the file
+// named and nothing of it left registered.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "backends/plugins.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+const std::string kDir = MOSAIC_PLUGIN_DIR;
+const std::string kTiled = kDir + "/examples/plugin_backend/libmosaic_tiled.so";
+const std::string kSwish = kDir + "/examples/plugin_custom_op/libmosaic_swish.so";
+std::string test_plugin(const std::string& name) { return kDir + "/libmosaic_test_" + name + ".so"; }
+
+class Plugins : public ScratchDirTest {
+ protected:
+  Plugins() : ScratchDirTest("mosaic_plugins_") {}
+  /// The example's Swish model and its numpy-computed expected output, as a backend-test case.
+  std::string swish_case() {
+    const CmdResult r = mosaic_shell("/usr/bin/python3 " + std::string(MOSAIC_SOURCE_DIR) +
+                                     "/examples/plugin_custom_op/make_model.py " + path("swish"));
+    if (r.code != 0) return "";
+    return path("swish");
+  }
+};
+
+TEST_F(Plugins, ABackendPluginIsListedPlacedAndCheckedLikeABuiltin) {
+  CmdResult r = mosaic("backends --names --plugin " + kTiled);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "naive\nim2col\nonednn\ntiled\n");
+  r = mosaic("backends --plugin=" + kTiled);
+  EXPECT_NE(r.out.find("cache-blocked Gemm"), std::string::npos) << r.out;
+
+  // Its Gemm kernels run (the fused Gemm+Relu too); the rest falls back to naive, and the
+  // outputs are checked against naive.
+  r = mosaic("bench zoo:fmnist-cnn --plugin " + kTiled + " --backends tiled --batch 4 --no-peaks --iterations 2 "
+             "--warmup 1 --repeats 1 --json " + path("b.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(path("b.json"));
+  const auto doc = nlohmann::json::parse(f);
+  const auto& run = doc["runs"][0];
+  EXPECT_TRUE(run["check"]["passed"].get<bool>());
+  int on_tiled = 0;
+  for (const auto& n : run["nodes"]) on_tiled += n["backend"] == "tiled";
+  EXPECT_EQ(on_tiled, 2) << run["nodes"].dump();
+  // Provenance names the plugin file.
+  EXPECT_NE(doc["provenance"].dump().find("libmosaic_tiled.so"), std::string::npos);
+
+  // In a mixed placement by op type.
+  r = mosaic("bench zoo:fmnist-cnn --plugin " + kTiled + " --assign Gemm=tiled,*=im2col --batch 2 --no-peaks "
+             "--iterations 1 --warmup 0 --repeats 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("outputs match naive"), std::string::npos) << r.out;
+}
+
+TEST_F(Plugins, ACustomOperatorRunsVerifiesAndGradchecks) {
+  const std::string dir = swish_case();
+  if (dir.empty()) GTEST_SKIP() << "python3-onnx is needed to write the example model";
+  // Without the plugin: refused, naming the node and the domain.
+  CmdResult r = mosaic("info " + dir + "/model.onnx");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("'swish1' (Swish): operator domain 'com.example.mosaic'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--plugin"), std::string::npos) << r.out;
+
+  // With it: the naive kernel agrees with numpy's double-precision output.
+  r = mosaic("verify " + dir + " --plugin " + kSwish + " --backend naive");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASSED swish [naive]"), std::string::npos) << r.out;
+  // Its schema's FLOPs are counted.
+  r = mosaic("info " + dir + "/model.onnx --plugin " + kSwish + " --batch 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Swish"), std::string::npos) << r.out;
+
+  // gradcheck through the plugin's backward, and with the example backend's Gemm next to it.
+  r = mosaic("gradcheck " + dir + "/model.onnx --plugin " + kSwish + " --batch 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("5 passed, 0 failed"), std::string::npos) << r.out;
+  r = mosaic("gradcheck " + dir + "/model.onnx --plugin " + kSwish + " --plugin " + kTiled + " --backend tiled --batch 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("5 passed, 0 failed"), std::string::npos) << r.out;
+
+  // Trains with the plugin backend's Gemm next to the plugin operator, and the saved model
+  // keeps the custom domain (and needs the plugin again).
+  r = mosaic("train " + dir + "/model.onnx --plugin " + kSwish + " --plugin " + kTiled + " --backend tiled "
+             "--data synthetic:64,1,8,8,10 --batch 16 --epochs 1 --no-eval --save " + path("trained.onnx"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(mosaic("info " + path("trained.onnx") + " --plugin " + kSwish).code, 0);
+  EXPECT_EQ(mosaic("info " + path("trained.onnx")).code, 2);
+
+  // A backward that forgets the sigmoid's derivative FAILs every tensor upstream of Swish.
+  r = mosaic("gradcheck " + dir + "/model.onnx --plugin " + test_plugin("swish_bad_grad") + " --batch 2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  for (const char* t : {"FAIL         w1", "FAIL         b1", "FAIL         input:x"})
+    EXPECT_NE(r.out.find(t), std::string::npos) << t << "\n" << r.out;
+
+  // Two plugins defining the same operator: the second is refused.
+  r = mosaic("info " + dir + "/model.onnx --plugin " + kSwish + " --plugin " + test_plugin("swish_bad_grad"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("op type Swish is already defined in domain com.example.mosaic"), std::string::npos) << r.out;
+}
+
+TEST_F(Plugins, MalformedPluginsAreRefusedWithTheFileNamed) {
+  struct Case {
+    std::string file, message;
+  };
+  const std::vector<Case> cases = {
+      {"/nonexistent/libnothing.so", "plugin /nonexistent/libnothing.so: no such file"},
+      {kDir + "/examples/custom_optimizer/libmosaic_lion.so", "it is an optimizer plugin: load it with --optimizer-plugin"},
+      {test_plugin("op_old_interface"), "was built against plugin interface version 1001, this Mosaic has version 1"},
+      {test_plugin("op_half_registered"), "registration failed: backend 'naive' is registered twice"},
+      {test_plugin("op_unknown_op"), "kernel naive:Swsih: no operator Swsih"},
+  };
+  for (const auto& c : cases) {
+    const CmdResult r = mosaic("backends --plugin " + c.file);
+    EXPECT_EQ(r.code, 2) << c.file << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.file << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.file), std::string::npos) << r.out;
+  }
+}
+
+TEST(PluginLoading, AFailedRegistrationLeavesNothingRegistered) {
+  const Status st = load_plugin(test_plugin("op_half_registered"));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_FALSE(builtin_registry().has_backend("half-registered"));
+  EXPECT_EQ(builtin_registry().backends(), (std::vector<std::string>{"naive", "im2col", "onednn"}));
+  EXPECT_TRUE(loaded_plugins().empty());
+  EXPECT_EQ(plugin_arguments(5, std::vector<const char*>{"mosaic", "info", "--plugin", "a.so", "--plugin=b.so"}.data()),
+            (std::vector<std::string>{"a.so", "b.so"}));
+}
+
+}  // namespace
+}  // namespace mosaic::test
