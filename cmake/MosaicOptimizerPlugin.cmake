@@ -4,13 +4,9 @@
 # --optimizer-plugin lib<target>.so` loads. The sources include "core/optimizer.hpp"
 # and end with MOSAIC_OPTIMIZER_PLUGIN("name", Class). The plugin links nothing of
 # Mosaic's; it needs only the headers under MOSAIC_SOURCE_DIR (set it when you build a
-# plugin outside Mosaic's tree: -DMOSAIC_SOURCE_DIR=/path/to/mosaic).
+# plugin outside Mosaic's tree: -DMOSAIC_SOURCE_DIR=/path/to/mosaic). It is built like an
+# operator/backend plugin (MosaicPlugin.cmake); only the interface it exports differs.
+include(${CMAKE_CURRENT_LIST_DIR}/MosaicPlugin.cmake)
 function(mosaic_add_optimizer_plugin target)
-  if(NOT MOSAIC_SOURCE_DIR)
-    message(FATAL_ERROR "mosaic_add_optimizer_plugin: set MOSAIC_SOURCE_DIR to Mosaic's source directory")
-  endif()
-  add_library(${target} MODULE ${ARGN})
-  target_include_directories(${target} PRIVATE ${MOSAIC_SOURCE_DIR})
-  target_compile_features(${target} PRIVATE cxx_std_17)
-  set_target_properties(${target} PROPERTIES PREFIX "lib" SUFFIX ".so" POSITION_INDEPENDENT_CODE ON)
+  mosaic_add_plugin(${target} ${ARGN})
 endfunction()
