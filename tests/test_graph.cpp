@@ -150,9 +150,9 @@ TEST(Plan, FallbackIsRecordedAndShown) {
   EXPECT_NE(strict.status().message().find("reflect_pad"), std::string::npos) << strict.status().message();
 }
 
-TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
-  // Conv -> Relu stay in oneDNN's blocked layout; the reflect Pad can only run on naive, so
-  // the planner must insert a timed conversion to plain in front of it.
+/// Conv -> Relu stay in oneDNN's blocked layout; the reflect Pad can only run on naive, so
+/// the planner must insert a timed conversion to plain in front of it.
+Graph layout_graph() {
   Graph g;
   g.source = "layouts";
   g.opset = 13;
@@ -164,7 +164,12 @@ TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
   g.nodes.push_back(node("Relu", "relu", {"c"}, {"r"}));
   g.nodes.push_back(node("Pad", "reflect", {"r", "pads"}, {"y"}, {{"mode", A::of_string("reflect")}}));
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
-  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  return g;
+}
+
+TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
+  const Graph g = layout_graph();
   auto plan = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const Plan& p = *plan.value();
@@ -181,6 +186,35 @@ TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
   ASSERT_TRUE(ref.value()->run({x}, &want).is_ok());
   Agreement a = compare_tensors(got[0], want[0], 1e-4, 1e-5);
   EXPECT_TRUE(a.ok) << a.message;
+}
+
+TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
+  const std::string model = (std::filesystem::temp_directory_path() / ("mosaic_plan_" + std::to_string(getpid()) + ".onnx")).string();
+  const std::string json = model + ".json";
+  ASSERT_TRUE(save_onnx(layout_graph(), model).is_ok());
+  CmdResult r = mosaic("plan " + model + " --backend onednn --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("conversion: 'r' onednn:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fallback: 'reflect' (Pad) runs on naive instead of onednn: "), std::string::npos) << r.out;
+  // Conv and Relu fused: two nodes and the conversion between them and the Pad.
+  EXPECT_NE(r.out.find("2 nodes (naive 1, onednn 1), conversions 1"), std::string::npos) << r.out;
+  const auto doc = read_json(json);
+  EXPECT_EQ(doc["schema"], "mosaic.plan/1");
+  EXPECT_EQ(doc["conversions"], 1);
+  EXPECT_EQ(doc["fallbacks"], 1);
+  ASSERT_EQ(doc["steps"].size(), 3u);
+  EXPECT_EQ(doc["steps"][1]["conversion"], true);
+  EXPECT_EQ(doc["steps"][1]["from_layout"], "onednn:blocked");
+  // The conversion reads the blocked tensor and writes the plain one: 2 x 32x8x8 floats at least.
+  EXPECT_GE(doc["conversion_bytes"].get<int64_t>(), 2 * 2 * 32 * 8 * 8 * 4);
+  EXPECT_EQ(doc["steps"][2]["backend"], "naive");
+  EXPECT_EQ(doc["steps"][2]["requested"], "onednn");
+  // Forbidding fallback makes the same plan an error that names the node.
+  r = mosaic("plan " + model + " --backend onednn --fallback none");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("reflect"), std::string::npos) << r.out;
+  std::filesystem::remove(model);
+  std::filesystem::remove(json);
 }
 
 TEST(Plan, ReusesActivationMemory) {

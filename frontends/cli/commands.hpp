@@ -27,6 +27,19 @@ struct InfoOptions {
   bool nodes = true;
 };
 
+/// `mosaic plan`: the placement, fallbacks, layouts and conversions of one plan.
+struct PlanCliOptions {
+  CommonOptions common;
+  std::string model;
+  std::string backend = "naive";      ///< every node asks for this one (unless --assign)
+  std::string assign;                 ///< mixed placement spec, as bench --assign
+  std::vector<std::string> fallback = {"naive"};
+  std::string mode = "inference";
+  bool fuse = true;
+  std::string json;
+};
+int run_plan(const PlanCliOptions& o);
+
 struct BenchOptions {
   CommonOptions common;
   std::string model;

@@ -378,6 +378,23 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--max-mb", sim.max_mb, "--measure-network: largest message in MiB")->capture_default_str()
       ->check(CLI::Range(1.0, 4096.0));
 
+  PlanCliOptions plan;
+  std::string plan_fallback = "naive";
+  bool plan_no_fuse = false;
+  auto* plan_cmd = app.add_subcommand("plan", "print a plan's placement: backend per node, fallbacks, layouts, conversions");
+  plan_cmd->add_option("model", plan.model, "ONNX file, or zoo:NAME")->required();
+  add_common(plan_cmd, plan.common);
+  auto* plan_backend_opt =
+      plan_cmd->add_option("--backend", plan.backend, "backend every node asks for: " + mosaic::cli::join(registered, ", "))
+          ->capture_default_str();
+  plan_cmd->add_option("--assign", plan.assign, "mixed placement, as bench --assign")->excludes(plan_backend_opt);
+  plan_cmd->add_option("--fallback", plan_fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
+      ->capture_default_str();
+  plan_cmd->add_option("--mode", plan.mode, "inference, or training (no activation fusion; backward kernels)")
+      ->capture_default_str();
+  plan_cmd->add_flag("--no-fuse", plan_no_fuse, "plan the graph as loaded (no Pad->Conv folding, no activation fusion)");
+  plan_cmd->add_option("--json", plan.json, "write the plan as JSON (mosaic.plan/1)");
+
   bool markdown = false, names_only = false;
   auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
   backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
@@ -446,6 +463,11 @@ int main(int argc, char** argv) {
       return bench.processes > 1 ? run_bench_processes(bench) : run_bench(bench);
     }
     if (*verify_cmd) return run_verify(verify);
+    if (*plan_cmd) {
+      plan.fallback = split(plan_fallback);
+      plan.fuse = !plan_no_fuse;
+      return run_plan(plan);
+    }
     if (*export_cmd) return run_export(exp);
     if (*backends_cmd) return run_backends(markdown, names_only);
     if (*train_cmd) {
