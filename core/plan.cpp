@@ -4,15 +4,43 @@
 #include <climits>
 #include <set>
 #include <cstring>
+#include <fnmatch.h>
 #include <sstream>
 
 #include "operators/schema.hpp"
 
 namespace mosaic {
 
+namespace {
+bool is_glob(const std::string& name) { return name.find_first_of("*?[") != std::string::npos; }
+bool glob_match(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+}  // namespace
+
+Status Placement::add(const std::string& key, const std::string& backend, const KernelRegistry& registry) {
+  if (!registry.has_backend(backend))
+    return Status::invalid("unknown backend '" + backend + "' (known: " + [&] {
+      std::string known;
+      for (const auto& b : registry.backends()) known += (known.empty() ? "" : ", ") + b;
+      return known;
+    }() + ")");
+  if (key == "*") {
+    default_backend = backend;
+  } else if (key.size() > 1 && key[0] == '@') {
+    const std::string name = key.substr(1);
+    if (is_glob(name)) by_glob.emplace_back(name, backend);
+    else by_name[name] = backend;
+  } else {
+    if (key.empty() || key[0] == '@' || !find_schema(key)) return Status::invalid("unknown op type '" + key + "'");
+    by_op[key] = backend;
+  }
+  return Status::ok();
+}
+
 Expected<Placement> Placement::parse(const std::string& spec, const KernelRegistry& registry) {
   Placement p;
-  bool default_set = false;
+  bool assigned = false;
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -20,21 +48,10 @@ Expected<Placement> Placement::parse(const std::string& spec, const KernelRegist
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       return Status::invalid("assign spec '" + spec + "': item '" + item + "' is not KEY=BACKEND");
-    std::string key = item.substr(0, eq), backend = item.substr(eq + 1);
-    if (!registry.has_backend(backend))
-      return Status::invalid("assign spec '" + spec + "': unknown backend '" + backend + "'");
-    if (key == "*") {
-      p.default_backend = backend;
-      default_set = true;
-    } else if (key[0] == '@') {
-      p.by_name[key.substr(1)] = backend;
-    } else {
-      if (!find_schema(key)) return Status::invalid("assign spec '" + spec + "': unknown op type '" + key + "'");
-      p.by_op[key] = backend;
-    }
+    MOSAIC_RETURN_IF_ERROR(p.add(item.substr(0, eq), item.substr(eq + 1), registry).with_context("assign spec '" + spec + "'"));
+    assigned = true;
   }
-  if (!default_set && p.by_op.empty() && p.by_name.empty())
-    return Status::invalid("assign spec '" + spec + "' assigns nothing");
+  if (!assigned) return Status::invalid("assign spec '" + spec + "' assigns nothing");
   return p;
 }
 
@@ -46,23 +63,30 @@ Placement Placement::all_on(const std::string& backend, std::vector<std::string>
 }
 
 const std::string& Placement::backend_for(const Node& node) const {
-  auto n = by_name.find(node.name);
-  if (n != by_name.end()) return n->second;
-  // A fused node ("conv1+relu1") follows the first of its parts that is named.
+  // A fused node ("conv1+relu1") follows the first of its parts that is named (or matched).
+  std::vector<std::string> parts{node.name};
   for (size_t start = 0; node.name.find('+') != std::string::npos && start <= node.name.size();) {
     const size_t end = std::min(node.name.find('+', start), node.name.size());
-    auto part = by_name.find(node.name.substr(start, end - start));
-    if (part != by_name.end()) return part->second;
+    parts.push_back(node.name.substr(start, end - start));
     start = end + 1;
   }
+  for (const auto& part : parts)
+    if (auto n = by_name.find(part); n != by_name.end()) return n->second;
+  for (const auto& part : parts)
+    for (const auto& [pattern, backend] : by_glob)
+      if (glob_match(pattern, part)) return backend;
   auto o = by_op.find(node.op_type);
   if (o != by_op.end()) return o->second;
   return default_backend;
 }
 
 Status Placement::check_names(const Graph& graph) const {
-  for (const auto& [name, backend] : by_name) {
-    const bool found = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) { return n.name == name; });
+  std::vector<std::pair<std::string, std::string>> keys(by_name.begin(), by_name.end());
+  keys.insert(keys.end(), by_glob.begin(), by_glob.end());
+  for (const auto& [name, backend] : keys) {
+    const bool found = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) {
+      return is_glob(name) ? glob_match(name, n.name) : n.name == name;
+    });
     if (found) continue;
     std::string names;
     size_t listed = 0;
@@ -74,8 +98,8 @@ Status Placement::check_names(const Graph& graph) const {
       }
       names += (names.empty() ? "" : ", ") + n.name;
     }
-    return Status::invalid("--assign @" + name + "=" + backend + ": " + graph.source + " has no node named '" + name +
-                           "' (nodes: " + names + ")");
+    return Status::invalid("--assign @" + name + "=" + backend + ": " + graph.source + " has no node " +
+                           (is_glob(name) ? "matching '" : "named '") + name + "' (nodes: " + names + ")");
   }
   return Status::ok();
 }
@@ -83,6 +107,7 @@ Status Placement::check_names(const Graph& graph) const {
 std::string Placement::str() const {
   std::string s;
   for (const auto& [k, v] : by_name) s += "@" + k + "=" + v + ",";
+  for (const auto& [k, v] : by_glob) s += "@" + k + "=" + v + ",";
   for (const auto& [k, v] : by_op) s += k + "=" + v + ",";
   return s + "*=" + default_backend;
 }

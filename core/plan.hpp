@@ -16,19 +16,26 @@ namespace mosaic {
 
 /// Which backend each node asks for, and where to go when it cannot run there.
 /// Spec syntax: comma-separated `KEY=BACKEND`, KEY being an op type (`Conv`), a node
-/// name prefixed with `@` (`@conv1`), or `*` for every other node.
+/// name prefixed with `@` (`@conv1`), a node-name glob prefixed with `@`
+/// (`@/features/*`, shell wildcards * ? [...]), or `*` for every other node. A node's
+/// backend is its name's, else the first glob (in spec order) its name matches, else its
+/// op type's, else the default.
 struct Placement {
   std::string default_backend = "naive";
   std::map<std::string, std::string> by_op;
   std::map<std::string, std::string> by_name;
+  std::vector<std::pair<std::string, std::string>> by_glob;  ///< (pattern, backend), in order
   std::vector<std::string> fallback = {"naive"};  ///< tried in order after the requested backend
 
   static Expected<Placement> parse(const std::string& spec, const KernelRegistry& registry);
+  /// Adds one KEY=BACKEND of the spec syntax; an unknown backend or op type is an error.
+  Status add(const std::string& key, const std::string& backend, const KernelRegistry& registry);
   static Placement all_on(const std::string& backend, std::vector<std::string> fallback = {"naive"});
   /// The backend asked for `node`: by name (a fused node "a+b" by the first of its parts
   /// that is named), else by op type, else the default.
   const std::string& backend_for(const Node& node) const;
-  /// Every `@NAME` key names a node of `graph` (as loaded, before fusion).
+  /// Every `@NAME` key names a node of `graph` (as loaded, before fusion), and every glob
+  /// matches one.
   Status check_names(const Graph& graph) const;
   std::string str() const;
 };

@@ -12,6 +12,7 @@
 
 #include "backends/plugins.hpp"
 #include "backends/registry.hpp"
+#include "frontends/config/placement_config.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/sha256.hpp"
 
@@ -117,6 +118,19 @@ int run_program(const std::string& program, const std::vector<std::string>& args
   int status = 0;
   if (waitpid(pid, &status, 0) < 0) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+Expected<Placement> assign_placement(const std::string& assign, const std::vector<std::string>& fallback) {
+  const auto& reg = builtin_registry();
+  if (is_placement_file(assign)) {
+    bool own_fallback = false;
+    MOSAIC_ASSIGN_OR_RETURN(Placement p, load_placement_file(assign, reg, &own_fallback));
+    if (!own_fallback) p.fallback = fallback;
+    return p;
+  }
+  MOSAIC_ASSIGN_OR_RETURN(Placement p, Placement::parse(assign, reg));
+  p.fallback = fallback;
+  return p;
 }
 
 void append_plugin_arguments(std::vector<std::string>& args) {

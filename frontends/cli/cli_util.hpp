@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan.hpp"
 #include "core/status.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/results_db.hpp"
@@ -34,6 +35,10 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
 /// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,
 /// 127 when it could not be started, -1 when it could not be forked or waited for).
 int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log);
+/// The placement an --assign value gives: a spec (Conv=onednn,@fc*=im2col,*=naive) or a
+/// YAML placement file (.yaml/.yml, frontends/config/placement_config.hpp), with
+/// `fallback` unless the file sets its own.
+Expected<Placement> assign_placement(const std::string& assign, const std::vector<std::string>& fallback);
 /// Appends "--plugin FILE" for every loaded plugin: a child mosaic process needs them too.
 void append_plugin_arguments(std::vector<std::string>& args);
 

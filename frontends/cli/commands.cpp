@@ -361,9 +361,8 @@ int run_bench(const BenchOptions& o) {
     if (b != "none") fallback.push_back(b);
   std::vector<std::pair<std::string, Placement>> configs;
   if (!o.assign.empty()) {
-    auto p = Placement::parse(o.assign, reg);
+    auto p = assign_placement(o.assign, fallback);
     if (!p.ok()) return fail(p.status());
-    p->fallback = fallback;
     configs.emplace_back("mixed", p.value());
   } else {
     for (const auto& b : o.backends) configs.emplace_back(b, Placement::all_on(b, fallback));

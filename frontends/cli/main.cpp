@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
   add_common(bench_cmd, bench.common);
   auto* backends_opt =
       bench_cmd->add_option("--backends", backends, "comma-separated backends to compare")->capture_default_str();
-  bench_cmd->add_option("--assign", bench.assign, "mixed placement, e.g. Conv=onednn,Gemm=im2col,@fc1=naive,*=naive");
+  bench_cmd->add_option("--assign", bench.assign,
+                        "mixed placement: Conv=onednn,Gemm=im2col,@fc1=naive,@conv*=im2col,*=naive, or a YAML file (.yaml)");
   bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
       ->capture_default_str();
   bench_cmd->add_option("--mode", bench.mode, "inference, or training (forward + loss + backward + optimizer step)")
@@ -387,7 +388,7 @@ int main(int argc, char** argv) {
   auto* plan_backend_opt =
       plan_cmd->add_option("--backend", plan.backend, "backend every node asks for: " + mosaic::cli::join(registered, ", "))
           ->capture_default_str();
-  plan_cmd->add_option("--assign", plan.assign, "mixed placement, as bench --assign")->excludes(plan_backend_opt);
+  plan_cmd->add_option("--assign", plan.assign, "mixed placement, as bench --assign (a spec or a YAML file)")->excludes(plan_backend_opt);
   plan_cmd->add_option("--fallback", plan_fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
       ->capture_default_str();
   plan_cmd->add_option("--mode", plan.mode, "inference, or training (no activation fusion; backward kernels)")

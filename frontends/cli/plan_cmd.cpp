@@ -36,10 +36,9 @@ int run_plan(const PlanCliOptions& o) {
   }
   Placement placement;
   if (!o.assign.empty()) {
-    auto p = Placement::parse(o.assign, reg);
+    auto p = assign_placement(o.assign, fallback);
     if (!p.ok()) return fail(p.status());
     placement = p.value();
-    placement.fallback = fallback;
   } else {
     if (!reg.has_backend(o.backend))
       return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(reg.backends()) + ")"));
@@ -62,7 +61,7 @@ int run_plan(const PlanCliOptions& o) {
 
   const int64_t batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
   std::cout << "plan " << o.model << "  batch " << batch << "  " << o.mode << "  placement " << placement.str()
-            << "  fallback " << (fallback.empty() ? "none" : join(fallback, ",")) << "\n";
+            << "  fallback " << (placement.fallback.empty() ? "none" : join(placement.fallback, ",")) << "\n";
   for (const auto& n : pr.notes) std::cout << "note: " << n << "\n";
   if (!fused.fused.empty()) std::cout << "note: fused " << join(fused.fused) << " (--no-fuse to disable)\n";
   int width = 20;
