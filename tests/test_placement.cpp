@@ -100,5 +100,21 @@ TEST_F(PlacementFile, MistakesNameTheFileAndTheKey) {
   EXPECT_NE(r.out.find("missing.yaml: no such placement file"), std::string::npos) << r.out;
 }
 
+TEST(MixedPlacement, GradcheckChecksTheBackwardOfEveryNodeWherePlaced) {
+  // Conv on onednn, Gemm on im2col, the rest on naive: every tensor against finite
+  // differences, and no node counts as not checked (none fell back).
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 1 --assign Conv=onednn,Gemm=im2col,*=naive");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("on placement Conv=onednn,Gemm=im2col,*=naive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("9 passed, 0 failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not checked"), std::string::npos) << r.out;
+  // A planted bug belongs to one backend: --plant with --assign is refused.
+  r = mosaic("gradcheck zoo:fmnist-cnn --assign Conv=onednn --plant conv-dw-scale");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("excludes --assign"), std::string::npos) << r.out;
+  r = mosaic("gradcheck zoo:fmnist-cnn --assign Conv=onednn --backend im2col");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
 }  // namespace
 }  // namespace mosaic::test

@@ -291,8 +291,9 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   GradcheckReport report;
   report.backend = placement.default_backend;
   report.float_reference_nodes = ref->float_nodes();
+  // Nodes that run elsewhere than the placement asked (fallbacks) are not checked as asked.
   for (const auto& s : plan->steps())
-    if (!s.conversion && s.backend != report.backend)
+    if (!s.conversion && s.backend != s.requested)
       report.fallback_nodes.push_back("'" + plan->node(s).name + "' (" + plan->node(s).op_type + ") on " + s.backend +
                                       (s.fallback_reason.empty() ? "" : ": " + s.fallback_reason));
 

@@ -91,8 +91,8 @@ struct TensorVerdict {
 struct GradcheckReport {
   std::string backend;
   std::vector<TensorVerdict> tensors;
-  /// Nodes the checked backend did not run ("'name' (Op) on naive: reason"): their
-  /// backward is another backend's.
+  /// Nodes that did not run on the backend the placement asked for ("'name' (Op) on
+  /// naive: reason"): their backward is another backend's.
   std::vector<std::string> fallback_nodes;
   /// Nodes the reference forward evaluated in float (no double implementation).
   std::vector<std::string> float_reference_nodes;

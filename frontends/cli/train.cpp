@@ -491,22 +491,33 @@ int run_gradcheck(const GradcheckCliOptions& o) {
   for (const auto& b : o.fallback) {
     if (b == "none") continue;
     if (!reg.has_backend(b)) return fail(Status::invalid("unknown --fallback backend '" + b + "' (known: " + join(reg.backends()) + ", none)"));
-    if (b != o.backend) fallback.push_back(b);
+    if (b != o.backend || !o.assign.empty()) fallback.push_back(b);
   }
   if (Status st = check_output_paths({{"--json", o.json}, {"--junit", o.junit}}); !st.is_ok()) return fail(st);
+  if (!o.assign.empty() && !o.plant.empty())
+    return fail(Status::invalid("--plant plants a bug in one backend (--backend); it excludes --assign"));
   auto g = load_prepared(o.model, o.batch);
   if (!g.ok()) return fail(g.status());
   std::string checked = o.backend;
+  Placement placement = Placement::all_on(o.backend, fallback);
+  if (!o.assign.empty()) {
+    auto p = assign_placement(o.assign, fallback);
+    if (!p.ok()) return fail(p.status());
+    if (Status st = p->check_names(g.value()); !st.is_ok()) return fail(st);
+    placement = p.value();
+    checked = "placement " + placement.str();
+  }
   if (!o.plant.empty()) {
     if (Status st = register_planted_bug(reg, o.backend, o.plant); !st.is_ok()) return fail(st);
     checked += "+" + o.plant;
+    placement = Placement::all_on(checked, fallback);
   }
   GradcheckOptions check = o.check;
   Progress progress("gradcheck " + checked);
   check.on_tensor = [&](size_t i, size_t n, const std::string& name) {
     progress.update(static_cast<double>(i), static_cast<double>(n), "tensors (" + name + ")");
   };
-  auto report = gradcheck(g.value(), reg, Placement::all_on(checked, fallback), check);
+  auto report = gradcheck(g.value(), reg, placement, check);
   progress.finish();
   if (!report.ok()) return fail(report.status());
   const GradcheckReport& r = report.value();
@@ -523,7 +534,8 @@ int run_gradcheck(const GradcheckCliOptions& o) {
                 r.unresolved ? ("unresolved (" + r.unresolved_reason + "), so a FAIL is INCONCLUSIVE").c_str()
                              : "the numeric side follows the options that fit its gradient best");
   for (const auto& d : r.resolved) std::printf("note:  resolved %s\n", d.c_str());
-  for (const auto& f : r.fallback_nodes) std::printf("note:  not checked on %s: %s\n", o.backend.c_str(), f.c_str());
+  const std::string where = o.assign.empty() ? "on " + o.backend : "where placed";
+  for (const auto& f : r.fallback_nodes) std::printf("note:  not checked %s: %s\n", where.c_str(), f.c_str());
   for (const auto& f : r.float_reference_nodes)
     std::printf("note:  reference forward in float (no double implementation) for %s\n", f.c_str());
   size_t width = 6;

@@ -59,6 +59,7 @@ std::string chance_level(double train_loss, double train_accuracy, int64_t class
 
 struct GradcheckCliOptions {
   std::string model, backend = "naive", json, junit;
+  std::string assign;  ///< a mixed placement to check instead of one backend (bench --assign syntax or a YAML file)
   std::vector<std::string> fallback{"naive"};  ///< backends for nodes the checked one cannot run ("none": error)
   std::string plant;  ///< check backend+plant, a planted bug (validate/planted_bugs.hpp): measures gradcheck itself
   int64_t batch = 2;
