@@ -1,6 +1,7 @@
 // Placement by node-name globs and from YAML placement files (--assign FILE.yaml).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "frontends/config/placement_config.hpp"
@@ -114,6 +115,28 @@ TEST(MixedPlacement, GradcheckChecksTheBackwardOfEveryNodeWherePlaced) {
   EXPECT_NE(r.out.find("excludes --assign"), std::string::npos) << r.out;
   r = mosaic("gradcheck zoo:fmnist-cnn --assign Conv=onednn --backend im2col");
   EXPECT_EQ(r.code, 2) << r.out;
+}
+
+TEST(MixedPlacement, TrainingFollowsTheNaiveOracleStepForStep) {
+  // The same seeded batches and initial weights: Conv on onednn, Gemm on im2col and the rest
+  // on naive give naive's per-step losses to float rounding.
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/mosaic_mixed_train_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string common = "train zoo:fmnist-cnn --data synthetic:64,1,28,28,10 --batch 16 --epochs 1 --no-eval ";
+  CmdResult r = mosaic(common + "--backend naive --json " + dir + "/naive.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mosaic(common + "--assign Conv=onednn,Gemm=im2col,*=naive --json " + dir + "/mixed.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("with placement Conv=onednn,Gemm=im2col,*=naive"), std::string::npos) << r.out;
+  const auto naive = read_json(dir + "/naive.json"), mixed = read_json(dir + "/mixed.json");
+  EXPECT_EQ(mixed["assign"], "Conv=onednn,Gemm=im2col,*=naive");
+  ASSERT_EQ(naive["steps"].size(), 3u);
+  ASSERT_EQ(mixed["steps"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const double a = naive["steps"][i]["loss"], b = mixed["steps"][i]["loss"];
+    EXPECT_NEAR(b, a, 1e-5 * a) << "step " << i + 1;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -137,6 +137,12 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   if (!norm.ok()) return norm.status();
   auto g = load_prepared(o.model, o.batch);
   if (!g.ok()) return g.status();
+  // The placement every node trains on: one backend, or a mixed one (--assign).
+  Placement placement = Placement::all_on(o.backend, {"naive"});
+  if (!o.assign.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(placement, assign_placement(o.assign, {"naive"}));
+    MOSAIC_RETURN_IF_ERROR(placement.check_names(g.value()));
+  }
   const Shape in_shape = g->value_descs.at(g->inputs[0].name).shape;
   Shape want{o.batch};
   want.insert(want.end(), data->train.images.shape().begin() + 1, data->train.images.shape().end());
@@ -172,7 +178,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   FuseOptions fo;
   fo.activations = false;
   fuse_graph(g.value(), fo);
-  auto plan = Plan::build(g.value(), Placement::all_on(o.backend, {"naive"}), reg, po);
+  auto plan = Plan::build(g.value(), placement, reg, po);
   if (!plan.ok()) return plan.status();
   Plan& P = *plan.value();
   dist::DetachOnExit detach{dp};  // before the plan(s) go
@@ -213,7 +219,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   fuse_graph(eval_graph.value());
   PlanOptions eo;
   eo.shared_weights = true;
-  auto eval = Plan::build(eval_graph.value(), Placement::all_on(o.backend, {"naive"}), reg, eo);
+  auto eval = Plan::build(eval_graph.value(), placement, reg, eo);
   if (!eval.ok()) return eval.status();
 
   // Data-parallel: each rank evaluates its contiguous share of the set; the counts are summed.
@@ -255,6 +261,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   log["steps"] = nlohmann::json::array();
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
+  if (!o.assign.empty()) log["assign"] = o.assign;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
   if (verbose && dp) {
     std::printf("data-parallel (%s): %d %s x batch %lld = global batch %lld", dp->mode().c_str(), ranks,
@@ -263,9 +270,10 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     std::printf("\n");
   }
   if (verbose)
-    std::printf("training %s on %s with backend %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter "
+    std::printf("training %s on %s with %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter "
                 "tensors (%zu frozen)\n",
-                o.model.c_str(), o.data.c_str(), o.backend.c_str(), opt_name.c_str(), oc.lr, static_cast<long long>(o.batch * ranks),
+                o.model.c_str(), o.data.c_str(), (o.assign.empty() ? "backend " + o.backend : "placement " + placement.str()).c_str(),
+                opt_name.c_str(), oc.lr, static_cast<long long>(o.batch * ranks),
               static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
   log["classes"] = data->train.classes;
   // --trace: every step's nodes (forward and backward), stages and data loading, per epoch.

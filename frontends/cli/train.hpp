@@ -19,6 +19,7 @@ namespace mosaic::cli {
 
 struct TrainOptions {
   std::string model, data = "fashion-mnist", backend = "onednn", optimizer = "sgd", json;
+  std::string assign;  ///< a mixed placement instead of --backend (bench --assign syntax or a YAML file)
   std::string lr_schedule = "constant";
   std::string save;  ///< write the trained model (ONNX) here
   std::string checkpoint;  ///< write a checkpoint here at every epoch end (frontends/cli/checkpoint.hpp)

@@ -14,16 +14,19 @@ std::string train_settings(const TrainOptions& o) {
   for (const auto& v : o.opt_params) s += "|opt:" + v;
   for (const auto& v : o.freeze) s += "|freeze:" + v;
   for (const auto& v : o.plugins) s += "|plugin:" + v;
+  if (!o.assign.empty()) s += "|assign:" + o.assign;
   return s;
 }
 
 nlohmann::json checkpoint_settings(const TrainOptions& o, const std::string& optimizer, int ranks) {
-  return {{"model", o.model},         {"data", o.data},           {"backend", o.backend},
+  nlohmann::json s = {{"model", o.model},         {"data", o.data},           {"backend", o.backend},
           {"optimizer", optimizer},   {"lr", o.opt.lr},           {"lr_schedule", o.lr_schedule},
           {"batch", o.batch},         {"seed", o.seed},           {"shuffle", o.shuffle},
           {"normalize", o.normalize}, {"data_repeat", o.data_repeat}, {"steps_per_epoch", o.steps_per_epoch},
           {"ranks", ranks},           {"distributed", o.distributed}, {"opt", o.opt_params},
           {"freeze", o.freeze},       {"momentum", o.opt.momentum}, {"weight_decay", o.opt.weight_decay}};
+  if (!o.assign.empty()) s["assign"] = o.assign;  // absent for one backend, as before --assign existed
+  return s;
 }
 
 void print_distributed(const nlohmann::json& d, int64_t batch) {
