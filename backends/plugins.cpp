@@ -2,7 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "backends/plugin.hpp"
@@ -123,6 +127,69 @@ std::vector<std::string> plugin_arguments(int argc, const char* const* argv) {
     else if (a.rfind("--plugin=", 0) == 0) paths.push_back(a.substr(9));
   }
   return paths;
+}
+
+std::vector<std::string> bundled_plugins() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  std::vector<std::string> found;
+  for (const fs::path& dir : {exe.parent_path() / "plugins", exe.parent_path() / ".." / "lib" / "mosaic" / "plugins"}) {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.rfind("libmosaic_", 0) == 0 && name.size() > 13 && name.compare(name.size() - 3, 3, ".so") == 0 &&
+          it->is_regular_file(ec))
+        found.push_back(fs::weakly_canonical(it->path(), ec).string());
+    }
+    if (!found.empty()) break;  // the build tree's copies, or else the installed ones
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string bundled_backend_name(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  return name.substr(10, name.size() - 13);  // libmosaic_NAME.so
+}
+
+std::vector<std::string> bundled_plugins_wanted(int argc, const char* const* argv) {
+  const std::vector<std::string> bundled = bundled_plugins();
+  if (bundled.empty()) return {};
+  std::set<std::string> words;
+  auto add_words = [&](const std::string& text) {
+    std::string w;
+    for (char c : text + " ") {
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') {
+        w += c;
+      } else if (!w.empty()) {
+        words.insert(w);
+        w.clear();
+      }
+    }
+  };
+  bool subcommand_seen = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (!subcommand_seen && !a.empty() && a[0] != '-') {
+      subcommand_seen = true;
+      if (a == "backends") return bundled;
+      continue;
+    }
+    add_words(a);
+    const size_t dot = a.rfind('.');
+    const std::string ext = dot == std::string::npos ? "" : a.substr(dot);
+    std::error_code ec;
+    if ((ext == ".yaml" || ext == ".yml") && std::filesystem::is_regular_file(a, ec)) {
+      std::ifstream in(a);
+      add_words(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    }
+  }
+  if (words.count("all")) return bundled;
+  std::vector<std::string> wanted;
+  for (const std::string& p : bundled)
+    if (words.count(bundled_backend_name(p))) wanted.push_back(p);
+  return wanted;
 }
 
 }  // namespace mosaic

@@ -31,4 +31,17 @@ const std::vector<LoadedPlugin>& loaded_plugins();
 /// The --plugin arguments of a command line ("--plugin F" or "--plugin=F"), in order.
 std::vector<std::string> plugin_arguments(int argc, const char* const* argv);
 
+/// Plugins built with Mosaic (the torch backend): libmosaic_NAME.so files, each adding the
+/// backend NAME, in the directory `plugins` next to the running executable (the build
+/// tree) and in `../lib/mosaic/plugins` from it (after cmake --install). Sorted by path.
+std::vector<std::string> bundled_plugins();
+/// The backend a bundled plugin file adds: "torch" for .../libmosaic_torch.so.
+std::string bundled_backend_name(const std::string& path);
+/// Which bundled plugins a command line needs, so that a command that does not use them
+/// does not pay for loading them (libtorch takes about a second): those whose backend the
+/// command names (in any argument, such as --backend torch, --backends onednn,torch,
+/// --assign Conv=torch or a YAML file given as an argument that mentions it), all of them
+/// where it says `all` or lists backends (`mosaic backends`), none otherwise.
+std::vector<std::string> bundled_plugins_wanted(int argc, const char* const* argv);
+
 }  // namespace mosaic

@@ -83,8 +83,11 @@ int main(int argc, char** argv) {
   // Line-buffered even into a pipe or file, so an interrupted run keeps what it printed.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // Plugins first: the backends they add belong in the defaults, the help and the checks
-  // the command line is built with.
-  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) {
+  // the command line is built with. The bundled ones (the torch backend) only where the
+  // command line names their backend or `all`.
+  std::vector<std::string> plugins = mosaic::bundled_plugins_wanted(argc, argv);
+  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) plugins.push_back(path);
+  for (const std::string& path : plugins) {
     const mosaic::Status st = mosaic::load_plugin(path);
     if (!st.is_ok()) {
       std::cerr << "mosaic: error: " << st.message() << "\n";
@@ -123,7 +126,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("model", bench.model, "ONNX file, or zoo:NAME")->required();
   add_common(bench_cmd, bench.common);
   auto* backends_opt =
-      bench_cmd->add_option("--backends", backends, "comma-separated backends to compare")->capture_default_str();
+      bench_cmd->add_option("--backends", backends, "comma-separated backends to compare, or all (the bundled torch too)")->capture_default_str();
   bench_cmd->add_option("--assign", bench.assign,
                         "mixed placement: Conv=onednn,Gemm=im2col,@fc1=naive,@conv*=im2col,*=naive, or a YAML file (.yaml)");
   bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
@@ -423,7 +426,7 @@ int main(int argc, char** argv) {
       return run_info(info);
     }
     if (*bench_cmd) {
-      bench.backends = split(backends);
+      bench.backends = backends == "all" ? registered : split(backends);
       bench.fallback = split(fallback);
       bench.check = !no_check;
       bench.fuse = !no_fuse;
