@@ -3,6 +3,7 @@
 # Usage: scripts/setup.sh [--no-build]
 # libdnnl-dev only *recommends* ocl-icd-opencl-dev, but Debian's dnnl-config.cmake calls
 # find_package(OpenCL REQUIRED): it is listed explicitly because of --no-install-recommends.
+# libtorch-dev (PyTorch 1.13's C++ library) is what the torch backend plugin builds against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -14,7 +15,7 @@ $SUDO apt-get install -y -q --no-install-recommends \
   libdnnl-dev ocl-icd-opencl-dev libopenblas-openmp-dev libeigen3-dev \
   libonnx-dev libprotobuf-dev protobuf-compiler \
   libgtest-dev libcli11-dev nlohmann-json3-dev \
-  libyaml-cpp-dev libsqlite3-dev sqlite3 zlib1g-dev libopenmpi-dev openmpi-bin python3-matplotlib chromium libonnx-testdata dataset-fashion-mnist python3-torch python3-torchvision python3-onnx
+  libyaml-cpp-dev libsqlite3-dev sqlite3 zlib1g-dev libopenmpi-dev openmpi-bin python3-matplotlib chromium libonnx-testdata dataset-fashion-mnist python3-torch python3-torchvision python3-onnx libtorch-dev
 if [ "${1:-}" = "--no-build" ]; then exit 0; fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build

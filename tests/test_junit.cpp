@@ -35,7 +35,7 @@ TEST(JUnit, VerifyOneSuitePerBackendWithSkippedUnsupported) {
   CmdResult r = mosaic("verify /usr/share/libonnx-testdata/data/node --filter '^test_(relu|abs|conv_with_strides_padding)$' "
                        "--backend all --quiet --junit " + xml);
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::vector<std::string> backends = builtin_registry().backends();
+  const std::vector<std::string> backends = cli_all_backends();
   const size_t n = backends.size();
   EXPECT_NE(r.out.find(std::to_string(2 * n) + " passed, 0 failed, " + std::to_string(n) + " skipped"), std::string::npos)
       << r.out;

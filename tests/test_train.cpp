@@ -173,7 +173,7 @@ TEST_P(OptimisedBackward, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, OptimisedBackward,
-                         ::testing::Combine(::testing::Values("im2col", "onednn"), ::testing::ValuesIn(backward_cases())),
+                         ::testing::Combine(::testing::ValuesIn(optimised_backends()), ::testing::ValuesIn(backward_cases())),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, OpCase>>& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).label;
                          });
@@ -433,14 +433,8 @@ TEST_P(WholeNetwork, GradcheckPasses) {
   EXPECT_TRUE(r->passed()) << failures(r.value());
 }
 
-/// Every backend but the naive oracle (WholeNetworkPassesOnNaive checks that one alone).
-std::vector<std::string> optimised_backends() {
-  std::vector<std::string> all = builtin_registry().backends();
-  all.erase(std::remove(all.begin(), all.end(), "naive"), all.end());
-  return all;
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::ValuesIn(optimised_backends()));
+// Every backend but the naive oracle (WholeNetworkPassesOnNaive checks that one alone).
+INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::ValuesIn(optimised_backends()), backend_param_name);
 
 /// Gradchecks fmnist-cnn on naive with `op`'s kernel replaced by a planted bug.
 Expected<GradcheckReport> with_planted_bug(const std::string& op, KernelFactory buggy) {

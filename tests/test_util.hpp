@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -17,11 +18,36 @@
 #include <string>
 #include <vector>
 
+#include "backends/plugins.hpp"
 #include "backends/registry.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
 
 namespace mosaic::test {
+
+/// Every registered backend but the naive oracle: the built-ins and a bundled plugin's
+/// (tests/test_torch.cpp loads the torch backend into processes whose tests use it).
+inline std::vector<std::string> optimised_backends() {
+  std::vector<std::string> all = builtin_registry().backends();
+  all.erase(std::remove(all.begin(), all.end(), "naive"), all.end());
+  return all;
+}
+
+/// The backends a CLI command with `--backend all` (or `--backends all`) runs: the
+/// registry's, plus the bundled plugins' (the torch backend), which the CLI loads for `all`
+/// and this process only when its tests use them.
+inline std::vector<std::string> cli_all_backends() {
+  std::vector<std::string> all = builtin_registry().backends();
+  for (const std::string& p : bundled_plugins()) {
+    const std::string name = bundled_backend_name(p);
+    if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
+  }
+  return all;
+}
+
+/// Test names by backend ("GradcheckBackends.X/torch"), so that a test's name says which
+/// backend it runs on (and a filter naming a bundled backend makes the process load it).
+inline std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 struct CmdResult {
   int code = -1;

@@ -571,6 +571,8 @@ class ConstantOfShapeKernel final : public Kernel {
 
 }  // namespace
 
+KernelFactory view_kernel_factory() { return make_factory<ViewKernel>(); }
+
 void register_view_kernels(BackendRegistration& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.kernel(op, make_factory<ViewKernel>());
   r.kernel("Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {

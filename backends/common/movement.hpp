@@ -11,6 +11,9 @@ namespace mosaic {
 
 /// Registers the view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout).
 void register_view_kernels(BackendRegistration& r);
+/// The kernel of a view op: output 0 is input 0's memory under the output's shape (no
+/// forward runs), and the executor passes gradients through. Plugins register it too.
+KernelFactory view_kernel_factory();
 /// Registers one movement op by name ("Transpose", "Concat", "Slice", "Gather", "Pad",
 /// "Cast", "Shape", "Constant", "ConstantOfShape").
 void register_movement_kernel(BackendRegistration& r, const std::string& op);

@@ -1,0 +1,86 @@
+// The torch backend's registration and the kernel base shared by its families.
+#include <ATen/Parallel.h>
+#include <omp.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "backends/torch/torch_kernel.hpp"
+
+namespace mosaic::torch_backend {
+
+Status TorchKernel::init_base(const KernelContext& ctx, size_t float_inputs) {
+  label_ = ctx.node->label();
+  training_ = ctx.training;
+  threads_ = omp_get_max_threads();
+  for (size_t i = 0; i < std::min(ctx.inputs.size(), float_inputs); ++i)
+    if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32)
+      return Status::unsupported(label_ + ": the torch backend computes float32 only (input " + std::to_string(i) + ")");
+  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+    if (ctx.has_output(i) && ctx.outputs[i].dtype != DType::kF32)
+      return Status::unsupported(label_ + ": the torch backend computes float32 only (output " + std::to_string(i) + ")");
+  return Status::ok();
+}
+
+template <class F>
+Status TorchKernel::guarded(const char* stage, F&& f) {
+  try {
+    at::internal::lazy_init_num_threads();
+    if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
+    f();
+    return Status::ok();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (const size_t nl = what.find('\n'); nl != std::string::npos) what.resize(nl);  // drop ATen's backtrace
+    return Status::internal(label_ + ": torch " + stage + ": " + what);
+  }
+}
+
+Status TorchKernel::forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) {
+  return guarded("forward", [&] { run_forward(src, dst); });
+}
+
+Status TorchKernel::backward(const BackwardArgs& a) {
+  return guarded("backward", [&] { run_backward(a); });
+}
+
+void TorchKernel::run_backward(const BackwardArgs&) { throw std::logic_error("this kernel has no backward"); }
+
+at::Tensor reduce_to(const at::Tensor& g, const Shape& shape) {
+  if (g.sizes().vec() == shape) return g;
+  return g.sum_to_size(at::IntArrayRef(shape)).reshape(at::IntArrayRef(shape));
+}
+
+void write(const at::Tensor& value, Tensor* into) {
+  at::Tensor out = view(into);
+  out.copy_(value.reshape(out.sizes()));
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> details() {
+  std::string capability;
+  const std::string config = at::show_config();
+  const std::string key = "CPU capability usage: ";
+  if (const size_t p = config.find(key); p != std::string::npos)
+    capability = config.substr(p + key.size(), config.find('\n', p) - p - key.size());
+  return {{"PyTorch", TORCH_VERSION},
+          {"ATen", "CPU capability " + (capability.empty() ? std::string("unknown") : capability) +
+                       (at::hasMKLDNN() ? ", oneDNN (MKL-DNN) enabled" : "") + ", " +
+                       std::to_string(at::get_num_threads()) + " threads"}};
+}
+
+Status register_torch(PluginRegistrar& r) {
+  MOSAIC_RETURN_IF_ERROR(r.add_backend(
+      {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", details}));
+  MOSAIC_RETURN_IF_ERROR(register_conv_gemm(r));
+  MOSAIC_RETURN_IF_ERROR(register_pooling(r));
+  MOSAIC_RETURN_IF_ERROR(register_eltwise(r));
+  return register_norm_movement(r);
+}
+
+}  // namespace
+}  // namespace mosaic::torch_backend
+
+MOSAIC_PLUGIN(mosaic::torch_backend::register_torch)

@@ -1,0 +1,69 @@
+// The "torch" backend: PyTorch's ATen kernels (libtorch, Debian's libtorch-dev) behind
+// Mosaic's kernel interface, built as a plugin (mosaic_add_plugin) and loaded
+// automatically from the build tree or the install prefix (backends/plugins.hpp).
+//
+// Every kernel wraps Mosaic's buffers as ATen tensors without copying (at::from_blob over
+// the plan's plain row-major float32 memory), calls the ATen function PyTorch's own eager
+// mode calls for the op (at::convolution, at::max_pool2d_with_indices,
+// at::native_batch_norm, ...), and in training the backward function PyTorch's autograd
+// calls for it (at::convolution_backward, at::max_pool2d_with_indices_backward, ...).
+// Results computed into ATen's own buffers are copied into Mosaic's output, and that
+// copy is part of the kernel's measured time. What ATen cannot express the way the node
+// asks (asymmetric pooling pads, a dilated average pool, a dtype other than float32) is
+// declined with the reason, and the placement falls back.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/plugin.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic::torch_backend {
+
+/// A Mosaic tensor seen as an ATen tensor over the same memory (float32, plain layout).
+inline at::Tensor view(const Tensor* t) {
+  return at::from_blob(const_cast<void*>(t->data()), at::IntArrayRef(t->shape()), at::kFloat);
+}
+
+/// Base of every torch kernel: checks the dtypes, keeps the thread count Mosaic set when
+/// the plan was built (ATen's lazy OpenMP initialisation would otherwise reset it to the
+/// core count), and turns an ATen error (c10::Error, std::exception) into an error Status
+/// that names the node: a failure of the library is an error, not a fallback.
+class TorchKernel : public Kernel {
+ public:
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) final;
+  Status backward(const BackwardArgs& a) final;
+
+ protected:
+  /// Records the node and thread count; refuses non-float32 data: the first
+  /// `float_inputs` inputs (the rest are int64 shapes or pads) and every output.
+  Status init_base(const KernelContext& ctx, size_t float_inputs = SIZE_MAX);
+  virtual void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) = 0;
+  virtual void run_backward(const BackwardArgs& a);
+  std::string label_;
+  bool training_ = false;
+
+ private:
+  template <class F>
+  Status guarded(const char* stage, F&& f);
+  int threads_ = 1;
+};
+
+/// dx = sum of g over the axes that `shape` was broadcast along (numpy rules).
+at::Tensor reduce_to(const at::Tensor& g, const Shape& shape);
+/// Copies `value` into a Mosaic tensor (shape must match in element count).
+void write(const at::Tensor& value, Tensor* into);
+
+// Registration of each family (their .cpp files); register.cpp calls them all.
+Status register_conv_gemm(PluginRegistrar& r);
+Status register_pooling(PluginRegistrar& r);
+Status register_eltwise(PluginRegistrar& r);
+Status register_norm_movement(PluginRegistrar& r);
+
+inline constexpr const char* kName = "torch";
+
+}  // namespace mosaic::torch_backend

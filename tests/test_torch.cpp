@@ -1,0 +1,184 @@
+// The torch backend (PyTorch's ATen via libtorch), built where libtorch-dev is installed.
+// The test process loads it before the parameterised suites are instantiated, so every
+// suite that takes its backends from the registry (BackendOps, OptimisedBackward,
+// WholeNetwork, GradcheckBackends with every planted bug) runs each case on torch too.
+// Here: how the CLI finds and loads it, and whole models on it against the naive oracle.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include "backends/plugins.hpp"
+#include "backends/registry.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+const std::string kTorchPlugin = MOSAIC_TORCH_PLUGIN;
+
+/// Whether this process runs tests on torch: ctest's listing of the tests (so that the
+/// torch cases are registered), and a run whose --gtest_filter names torch, as every such
+/// test's name does ("AllOps/BackendOps.MatchesNaive/conv3x3_on_torch", "TorchBackend.*").
+/// ctest runs each test in its own process, and loading libtorch takes about a second; the
+/// other tests see the registry the CLI has without `torch` or `all` on its command line.
+bool process_uses_torch() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  for (std::string arg; std::getline(in, arg, '\0');) {
+    if (arg.rfind("--gtest_list_tests", 0) == 0) return true;
+    if (arg.rfind("--gtest_filter=", 0) != 0) continue;
+    std::transform(arg.begin(), arg.end(), arg.begin(), [](unsigned char c) { return std::tolower(c); });
+    return arg.find("torch") != std::string::npos;
+  }
+  return false;
+}
+
+// Before main: gtest evaluates the suites' backend lists in InitGoogleTest.
+const Status kLoaded = process_uses_torch() ? load_plugin(kTorchPlugin) : Status::ok();
+
+std::vector<std::string> wanted(std::vector<const char*> argv) {
+  return bundled_plugins_wanted(static_cast<int>(argv.size()), argv.data());
+}
+
+class TorchBackend : public ScratchDirTest {
+ protected:
+  TorchBackend() : ScratchDirTest("mosaic_torch_") {}
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    ASSERT_TRUE(kLoaded.is_ok()) << kLoaded.to_string();
+    if (!builtin_registry().has_backend("torch"))
+      GTEST_SKIP() << "the torch backend is loaded into test processes whose --gtest_filter names torch (ctest's do)";
+  }
+};
+
+TEST_F(TorchBackend, IsBundledAndLoadedOnlyWhereACommandNamesIt) {
+  const std::vector<std::string> bundled = bundled_plugins();
+  ASSERT_EQ(bundled.size(), 1u);
+  EXPECT_EQ(bundled_backend_name(bundled[0]), "torch");
+
+  EXPECT_TRUE(wanted({"mosaic", "bench", "zoo:fmnist-cnn"}).empty());
+  EXPECT_TRUE(wanted({"mosaic", "bench", "zoo:fmnist-cnn", "--backends", "naive,onednn"}).empty());
+  EXPECT_TRUE(wanted({"mosaic", "info", "torch_models/a.onnx"}).empty()) << "a word containing the name is not it";
+  EXPECT_EQ(wanted({"mosaic", "bench", "m.onnx", "--backends", "onednn,torch"}), bundled);
+  EXPECT_EQ(wanted({"mosaic", "bench", "m.onnx", "--assign=Conv=torch,*=naive"}), bundled);
+  EXPECT_EQ(wanted({"mosaic", "verify", "dir", "--backend", "all"}), bundled);
+  EXPECT_EQ(wanted({"mosaic", "backends"}), bundled);
+  std::ofstream(path("placement.yaml")) << "default: onednn\nops:\n  Conv: torch\n";
+  const std::string yaml = path("placement.yaml");
+  EXPECT_EQ(wanted({"mosaic", "plan", "m.onnx", "--assign", yaml.c_str()}), bundled);
+
+  // The CLI loads it by itself, records it in the provenance, and lists it.
+  CmdResult r = mosaic("backends --names");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("torch\n"), std::string::npos) << r.out;
+  r = mosaic("info zoo:fmnist-cnn --no-nodes");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("PyTorch"), std::string::npos) << "info does not name torch: it must not load it";
+}
+
+TEST_F(TorchBackend, AnATenErrorIsAnErrorNamingTheNodeNotAFallback) {
+  // A Conv kernel built for 3 input channels, then handed weights for 2: ATen throws, and
+  // the kernel returns an internal error (exit code 2 in the CLI) that names the node.
+  Node conv = make_node("Conv");
+  conv.name = "conv9";
+  KernelContext ctx;
+  ctx.node = &conv;
+  ctx.inputs = {TensorDesc(DType::kF32, {1, 3, 5, 5}), TensorDesc(DType::kF32, {4, 3, 3, 3})};
+  ctx.input_present = {true, true};
+  ctx.outputs = {TensorDesc(DType::kF32, {1, 4, 3, 3})};
+  ctx.output_present = {true};
+  ctx.constants = {nullptr, nullptr};
+  auto kernel = builtin_registry().create("torch", ctx);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
+  Tensor x = random_tensor({1, 3, 5, 5}, 1), w = random_tensor({4, 2, 3, 3}, 2);
+  Tensor y = Tensor::empty(TensorDesc(DType::kF32, {1, 4, 3, 3}));
+  const Status st = (*kernel)->forward({&x, &w}, {&y});
+  EXPECT_EQ(st.code(), StatusCode::kInternal) << st.to_string();
+  EXPECT_NE(st.message().find("node 'conv9' (Conv): torch forward: "), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos) << "one line, without ATen's backtrace";
+
+  // A configuration ATen cannot express is a decline with the reason (the planner falls back).
+  Node pool = make_node("AveragePool", {{"kernel_shape", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({0, 0, 1, 1})}});
+  KernelContext pctx;
+  pctx.node = &pool;
+  pctx.inputs = {TensorDesc(DType::kF32, {1, 1, 4, 4})};
+  pctx.input_present = {true};
+  pctx.outputs = {TensorDesc(DType::kF32, {1, 1, 4, 4})};
+  pctx.output_present = {true};
+  pctx.constants = {nullptr};
+  auto declined = builtin_registry().create("torch", pctx);
+  ASSERT_FALSE(declined.ok());
+  EXPECT_EQ(declined.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(declined.status().message().find("excludes the padding"), std::string::npos) << declined.status().message();
+}
+
+TEST_F(TorchBackend, RunsWholeModelsForwardAndBackwardAsTheOracleDoes) {
+  // Inference: every node of fmnist-cnn on torch (the fused Conv+Relu and Gemm+Relu too),
+  // outputs checked against naive; the provenance names PyTorch's version.
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --backends torch --batch 4 --no-peaks --iterations 2 --warmup 1 "
+                       "--repeats 1 --json " + path("b.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(path("b.json"));
+  const auto doc = nlohmann::json::parse(f);
+  const auto& run = doc["runs"][0];
+  EXPECT_TRUE(run["check"]["passed"].get<bool>()) << run["check"].dump();
+  for (const auto& n : run["nodes"]) EXPECT_EQ(n["backend"], "torch") << n.dump();
+  EXPECT_NE(doc["provenance"].dump().find("PyTorch"), std::string::npos);
+  EXPECT_NE(doc["provenance"].dump().find("libmosaic_torch.so"), std::string::npos);
+
+  // Training: loss and every gradient against naive, on a model with padding, dropout
+  // (which runs where Mosaic's generator is) and max pooling.
+  r = mosaic("bench zoo:alexnet-cifar --backends torch --mode training --batch 2 --no-peaks --iterations 1 "
+             "--warmup 0 --repeats 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("loss and gradients match naive"), std::string::npos) << r.out;
+
+  // Mixed with the built-ins by op type, with a plan that names where each node runs.
+  r = mosaic("plan zoo:fmnist-cnn --assign Conv=torch,Gemm=onednn,*=im2col --batch 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("torch"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --assign Conv=torch,Gemm=onednn,*=im2col --batch 2 --no-peaks --iterations 1 "
+             "--warmup 0 --repeats 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("outputs match naive"), std::string::npos) << r.out;
+}
+
+TEST_F(TorchBackend, AnInstalledMosaicFindsItsBundledTorchBackend) {
+  // cmake --install puts the CLI in bin/ and the plugin in lib/mosaic/plugins/, where the
+  // installed CLI looks (the build tree's plugins/ does not exist there).
+  CmdResult r = mosaic_shell("cmake --install " + std::string(MOSAIC_PLUGIN_DIR) + " --prefix " + path("prefix"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string installed = path("prefix") + "/bin/mosaic";
+  r = mosaic_shell(installed + " backends --names");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("torch\n"), std::string::npos) << r.out;
+  r = mosaic_shell(installed + " bench zoo:fmnist-cnn --backends torch --batch 2 --no-peaks --iterations 1 --warmup 0 "
+                   "--repeats 1 --no-db");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("lib/mosaic/plugins/libmosaic_torch.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs match naive"), std::string::npos) << r.out;
+}
+
+TEST_F(TorchBackend, TrainsLikeTheOracleStepForStep) {
+  // SGD on fmnist-cnn for 3 steps: torch's per-step losses are naive's to float rounding.
+  auto losses = [&](const std::string& backend) {
+    const CmdResult r = mosaic("train zoo:fmnist-cnn --data synthetic:64,1,28,28,10 --backend " + backend +
+                               " --steps 3 --batch 8 --no-eval --no-shuffle --threads 1 --json " + path(backend + ".json"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::vector<double> v;
+    std::ifstream in(path(backend + ".json"));
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("steps"))
+      for (const auto& s : j["steps"]) v.push_back(s["loss"].get<double>());
+    return v;
+  };
+  const std::vector<double> naive = losses("naive"), torch = losses("torch");
+  ASSERT_EQ(naive.size(), 3u);
+  ASSERT_EQ(torch.size(), naive.size());
+  for (size_t i = 0; i < naive.size(); ++i) EXPECT_NEAR(torch[i], naive[i], 1e-4 * std::fabs(naive[i])) << "step " << i;
+}
+
+}  // namespace
+}  // namespace mosaic::test
