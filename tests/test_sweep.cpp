@@ -127,6 +127,42 @@ mode: [allreduce, ps]
   EXPECT_NE(r.out.find("key 'mode' needs key 'ranks'"), std::string::npos) << r.out;
 }
 
+// A `backends` entry may be a mixed placement (an --assign spec, or a placement YAML file
+// relative to the sweep's): its cells train on it, and follow the naive oracle's losses.
+TEST_F(Sweep, MixedPlacementsAreBackendsEntries) {
+  write("gemm_on_im2col.yaml", "default: naive\nops:\n  Gemm: im2col\n");
+  const std::string cfg = write("mixed.yaml", R"(name: mixed
+output: out
+data: synthetic:64,1,28,28,10
+models: zoo:fmnist-cnn
+backends: [naive, "Conv=onednn,*=naive", gemm_on_im2col.yaml]
+batch: 8
+epochs: 1
+steps_per_epoch: 3
+evaluate: false
+shuffle: false
+threads: 1
+)");
+  CmdResult r = mosaic("sweep " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 cells run, 0 finished earlier, 0 errors"), std::string::npos) << r.out;
+  const auto doc = read_json((dir_ / "out" / "sweep.json").string());
+  ASSERT_EQ(doc["cells"].size(), 3u);
+  const auto& naive = doc["cells"][0]["log"]["steps"];
+  ASSERT_EQ(naive.size(), 3u) << doc["cells"][0].dump();
+  for (size_t c = 1; c < 3; ++c) {
+    const auto& cell = doc["cells"][c];
+    EXPECT_EQ(cell["log"]["assign"], cell["backend"]) << cell.dump();
+    const auto& steps = cell["log"]["steps"];
+    ASSERT_EQ(steps.size(), naive.size()) << cell.dump();
+    for (size_t i = 0; i < steps.size(); ++i)
+      EXPECT_NEAR(steps[i]["loss"].get<double>(), naive[i]["loss"].get<double>(), 1e-4 * naive[i]["loss"].get<double>())
+          << cell["backend"] << " step " << i + 1;
+  }
+  EXPECT_NE(doc["cells"][2]["backend"].get<std::string>().find("gemm_on_im2col.yaml"), std::string::npos);
+  EXPECT_NE(read(dir_ / "out" / "table2.md").find("| Conv=onednn,*=naive |"), std::string::npos);
+}
+
 TEST_F(Sweep, ARunThatDoesNotTrainLeavesBlanks) {
   // lr 2 kills fmnist-cnn without a NaN: at chance level after epoch 1, so Table 3 is blank
   // (as the seed's tables are for runs that did not learn); lr 0.1 learns.
@@ -158,6 +194,9 @@ TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
       {"models: zoo:fmnist-cnn\nepochs: many\n", "key 'epochs' has a value of the wrong type ('many')"},
       {"backends: [naive]\n", "key 'models' is required"},
       {"models: zoo:fmnist-cnn\nbackends: [cuda]\n", "key 'backends': unknown backend 'cuda'"},
+      {"models: zoo:fmnist-cnn\nbackends: ['Conv=cuda,*=naive']\n", "key 'backends': "},
+      {"models: zoo:fmnist-cnn\nbackends: [nosuch.yaml]\n", "key 'backends': "},
+      {"models: zoo:fmnist-cnn\nbackends: ['@nosuchnode=onednn']\n", "has no node named 'nosuchnode'"},
       {"models: zoo:fmnist-cnn\noptimizers: [lamb]\n", "key 'optimizers': unknown optimizer 'lamb'"},
       {"models: nosuch.onnx\n", "nosuch.onnx not found"},
       {"models: zoo:fmnist-cnn\ndata: idx:/nonexistent\n", "key 'data': "},

@@ -14,6 +14,7 @@
 #include "backends/registry.hpp"
 #include "distributed/data_parallel.hpp"
 #include "frontends/cli/cli_util.hpp"
+#include "frontends/cli/models.hpp"
 #include "frontends/cli/sweep_distributed.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/config/sweep_config.hpp"
@@ -216,8 +217,14 @@ int run_sweep(const SweepOptions& so) {
   const SweepConfig& c = cfg.value();
   set_num_threads(c.threads);
   // Validate everything before the first cell runs: a typo fails now, not hours in.
-  for (const auto& b : c.backends)
-    if (!builtin_registry().has_backend(b)) return fail(Status::invalid(c.file + ": key 'backends': unknown backend '" + b + "'"));
+  for (const auto& b : c.backends) {
+    if (is_placement(b)) {  // a mixed placement: an --assign spec or a placement YAML file
+      auto p = assign_placement(b, {"naive"});
+      if (!p.ok()) return fail(Status(p.status().code(), c.file + ": key 'backends': " + p.status().message()));
+    } else if (!builtin_registry().has_backend(b)) {
+      return fail(Status::invalid(c.file + ": key 'backends': unknown backend '" + b + "'"));
+    }
+  }
   for (const auto& o : c.optimizers) {
     OptimizerConfig oc;
     auto opt = make_optimizer(o, oc);
@@ -231,6 +238,19 @@ int run_sweep(const SweepOptions& so) {
   for (const auto& m : c.models)
     if (m.rfind("zoo:", 0) != 0 && !std::filesystem::exists(m))
       return fail(Status::not_found(c.file + ": key 'models': " + m + " not found"));
+  // A placement's node names must exist in every model it is crossed with.
+  for (const auto& b : c.backends) {
+    if (!is_placement(b) || b.find('@') == std::string::npos) continue;
+    const Placement p = assign_placement(b, {"naive"}).value();
+    for (const auto& m : c.models) {
+      CommonOptions common;
+      common.batch = c.batches.front();
+      auto g = load_prepared(m, common, nullptr);
+      if (!g.ok()) return fail(Status(g.status().code(), c.file + ": key 'models': " + g.status().message()));
+      if (Status named = p.check_names(g.value()); !named.is_ok())
+        return fail(Status::invalid(c.file + ": key 'backends': " + named.message()));
+    }
+  }
   auto data = load_data(c.data, c.seed);
   if (!data.ok()) return fail(Status(data.status().code(), c.file + ": key 'data': " + data.status().message()));
   std::error_code ec;
@@ -282,7 +302,8 @@ int run_sweep(const SweepOptions& so) {
     TrainOptions t;
     t.model = cell.model;
     t.data = c.data;
-    t.backend = cell.backend;
+    if (is_placement(cell.backend)) t.assign = cell.backend;
+    else t.backend = cell.backend;
     t.optimizer = cell.optimizer;
     t.opt.lr = cell.lr;
     t.opt.momentum = c.momentum;

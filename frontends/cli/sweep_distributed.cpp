@@ -48,8 +48,9 @@ Expected<TrainResult> train_under_mpirun(const TrainOptions& t, int64_t workers,
   std::filesystem::remove(json, ec);
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(np)};
   if (np > static_cast<int64_t>(std::thread::hardware_concurrency())) args.push_back("--oversubscribe");
-  for (const std::string& a : {self, std::string("train"), t.model, std::string("--data"), t.data, std::string("--backend"),
-                              t.backend, std::string("--optimizer"), t.optimizer, std::string("--normalize"), t.normalize,
+  for (const std::string& a : {self, std::string("train"), t.model, std::string("--data"), t.data,
+                              std::string(t.assign.empty() ? "--backend" : "--assign"), t.assign.empty() ? t.backend : t.assign,
+                              std::string("--optimizer"), t.optimizer, std::string("--normalize"), t.normalize,
                               std::string("--distributed"), t.distributed, std::string("--json"), json, std::string("--no-db")})
     args.push_back(a);
   auto add = [&](const std::string& flag, const std::string& value) { args.push_back(flag), args.push_back(value); };

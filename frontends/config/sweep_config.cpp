@@ -51,6 +51,11 @@ Status read_value(const YAML::Node& root, const std::string& file, const std::st
 
 }  // namespace
 
+bool is_placement(const std::string& entry) {
+  const auto ext = std::filesystem::path(entry).extension();
+  return entry.find('=') != std::string::npos || ext == ".yaml" || ext == ".yml";
+}
+
 Expected<SweepConfig> load_sweep_config(const std::string& path) {
   if (!std::filesystem::exists(path)) return Status::not_found(path + ": not found");
   YAML::Node root;
@@ -121,6 +126,9 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   else if (std::filesystem::path(c.output).is_relative()) c.output = (base / c.output).string();
   for (auto& m : c.models)
     if (m.rfind("zoo:", 0) != 0 && std::filesystem::path(m).is_relative()) m = (base / m).string();
+  for (auto& b : c.backends)
+    if (is_placement(b) && b.find('=') == std::string::npos && std::filesystem::path(b).is_relative())
+      b = (base / b).string();
   return c;
 }
 

@@ -16,6 +16,8 @@ struct SweepConfig {
   std::string name;    ///< sweep name (table titles)
   std::string output;  ///< directory of results.sqlite and the tables (relative: to the YAML file)
   std::string data = "fashion-mnist";
+  /// Each `backends` entry is a backend, or a mixed placement (is_placement) that cells
+  /// train on as `train --assign` does; a relative placement file is relative to the YAML.
   std::vector<std::string> models, backends{"onednn"}, optimizers{"sgd"};
   std::vector<double> lrs{0.01};
   std::vector<int64_t> batches{64};
@@ -35,6 +37,10 @@ struct SweepConfig {
   std::vector<int64_t> accuracy_epochs;  ///< Table 3 columns (default: every epoch)
   std::string accuracy = "train";         ///< Table 3 reports train or test accuracy
 };
+
+/// Whether a `backends` entry is a mixed placement rather than a backend's name: an
+/// --assign spec (Conv=onednn,*=im2col) or a placement YAML file.
+bool is_placement(const std::string& backends_entry);
 
 /// Parses and validates; errors name the file and the key.
 Expected<SweepConfig> load_sweep_config(const std::string& path);
