@@ -185,7 +185,7 @@ std::vector<std::string> bundled_plugins_wanted(int argc, const char* const* arg
       add_words(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
     }
   }
-  if (words.count("all")) return bundled;
+  if (words.count("all") || words.count("auto")) return bundled;
   std::vector<std::string> wanted;
   for (const std::string& p : bundled)
     if (words.count(bundled_backend_name(p))) wanted.push_back(p);

@@ -41,7 +41,8 @@ std::string bundled_backend_name(const std::string& path);
 /// does not pay for loading them (libtorch takes about a second): those whose backend the
 /// command names (in any argument, such as --backend torch, --backends onednn,torch,
 /// --assign Conv=torch or a YAML file given as an argument that mentions it), all of them
-/// where it says `all` or lists backends (`mosaic backends`), none otherwise.
+/// where it says `all` or `auto` (--assign auto) or lists backends (`mosaic backends`),
+/// none otherwise.
 std::vector<std::string> bundled_plugins_wanted(int argc, const char* const* argv);
 
 }  // namespace mosaic

@@ -1,9 +1,12 @@
 // Placement by node-name globs and from YAML placement files (--assign FILE.yaml).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
+#include "frontends/cli/auto_placement.hpp"
 #include "frontends/config/placement_config.hpp"
 #include "test_util.hpp"
 
@@ -137,6 +140,87 @@ TEST(MixedPlacement, TrainingFollowsTheNaiveOracleStepForStep) {
     EXPECT_NEAR(b, a, 1e-5 * a) << "step " << i + 1;
   }
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+using cli::PlacementProblem;
+using cli::solve_placement;
+
+/// Two backends, three nodes in a chain; a conversion between different backends costs
+/// `convert`. Node 1 is cheaper on backend 1, the others on backend 0.
+PlacementProblem chain(double convert) {
+  PlacementProblem p;
+  p.node = {{1, 5}, {5, 1}, {1, 5}};
+  for (size_t i = 0; i + 1 < 3; ++i) p.edges.push_back({i, i + 1, {{0, convert}, {convert, 0}}});
+  return p;
+}
+
+TEST(AutoPlacement, OnAChainMovesANodeOnlyWhenItsGainPaysTheConversions) {
+  // all on 0: 1 + 5 + 1 = 7; node 1 moved: 1 + 1 + 1 + 2 conversions.
+  EXPECT_EQ(solve_placement(chain(3)), (std::vector<size_t>{0, 0, 0})) << "9 > 7: stays";
+  EXPECT_EQ(solve_placement(chain(1)), (std::vector<size_t>{0, 1, 0})) << "5 < 7: moves";
+  EXPECT_DOUBLE_EQ(chain(1).total({0, 1, 0}), 5);
+  // A node a backend cannot run is never put there.
+  PlacementProblem p = chain(0);
+  p.node[1][1] = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(solve_placement(p)[1], 0u);
+}
+
+TEST(AutoPlacement, AnEdgeThatSkipsANodeIsChargedByTheRefinement) {
+  // 0 -> 1 -> 2 and 0 -> 2 (a skip connection, which the chain DP does not see): the DP
+  // alone would put node 2 on backend 1 (cost 0) and pay 5 on the skip edge.
+  PlacementProblem p;
+  p.node = {{0, 10}, {1, 0}, {1, 0}};
+  p.edges = {{0, 1, {{0, 0}, {0, 0}}}, {1, 2, {{0, 0}, {0, 0}}}, {0, 2, {{0, 5}, {5, 0}}}};
+  const std::vector<size_t> a = solve_placement(p);
+  EXPECT_EQ(a, (std::vector<size_t>{0, 1, 0}));
+  EXPECT_DOUBLE_EQ(p.total(a), 1);
+}
+
+class AutoPlacementCli : public ScratchDirTest {
+ protected:
+  AutoPlacementCli() : ScratchDirTest("mosaic_auto_") {}
+};
+
+TEST_F(AutoPlacementCli, BenchMeasuresChecksCachesAndReportsTheChoice) {
+  const std::string env = "MOSAIC_CACHE_DIR=" + path("cache") + " ";
+  const std::string cmd = env + MOSAIC_BIN + " bench zoo:fmnist-cnn --assign auto --batch 4 --no-peaks --iterations 3 "
+                          "--warmup 1 --repeats 1 --no-db --json " + path("auto.json");
+  CmdResult r = mosaic_shell(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("auto placement (measured every candidate alone): predicted "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("auto placement measured: "), std::string::npos) << r.out;
+  // Every candidate alone and the auto plan, each checked against naive.
+  const auto doc = read_json(path("auto.json"));
+  std::vector<std::string> labels;
+  for (const auto& run : doc["runs"]) {
+    labels.push_back(run["label"]);
+    EXPECT_TRUE(run["check"]["passed"].get<bool>()) << run["label"];
+  }
+  std::vector<std::string> expected = optimised_backends();
+  for (const std::string& p : bundled_plugins())  // `auto` loads the bundled backends too
+    if (std::find(expected.begin(), expected.end(), bundled_backend_name(p)) == expected.end())
+      expected.push_back(bundled_backend_name(p));
+  std::sort(labels.begin(), labels.end());
+  expected.push_back("auto");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(labels, expected);
+  EXPECT_TRUE(std::filesystem::exists(path("cache") + "/auto_placement.json"));
+  // A second run takes the choice from the cache; --remeasure measures again.
+  r = mosaic_shell(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("auto placement (from the cache; --remeasure measures again)"), std::string::npos) << r.out;
+  r = mosaic_shell(cmd + " --remeasure");
+  EXPECT_NE(r.out.find("auto placement (measured every candidate alone)"), std::string::npos) << r.out;
+  // Training placements are not chosen automatically: refused before any work.
+  r = mosaic("bench zoo:fmnist-cnn --assign auto --mode training --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--assign auto chooses an inference placement"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "backends/registry.hpp"
 #include "distributed/data_parallel.hpp"
+#include "frontends/cli/auto_placement.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/models.hpp"
 #include "core/fuse.hpp"
@@ -360,7 +361,13 @@ int run_bench(const BenchOptions& o) {
   for (const auto& b : o.fallback)
     if (b != "none") fallback.push_back(b);
   std::vector<std::pair<std::string, Placement>> configs;
-  if (!o.assign.empty()) {
+  const bool auto_assign = o.assign == "auto";
+  if (auto_assign && (training || o.find_max_batch || o.processes > 1))
+    return fail(Status::invalid("--assign auto chooses an inference placement (--mode inference, without "
+                                "--find-max-batch or --processes); training placements are not chosen automatically yet"));
+  if (auto_assign) {
+    // Chosen below, once the graph is loaded and fused.
+  } else if (!o.assign.empty()) {
     auto p = assign_placement(o.assign, fallback);
     if (!p.ok()) return fail(p.status());
     configs.emplace_back("mixed", p.value());
@@ -448,6 +455,37 @@ int run_bench(const BenchOptions& o) {
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g.value();
   if (o.fuse) fuse_for_bench(timed, {}, report);
+  if (auto_assign) {
+    // Per node, the candidate backend that makes the whole graph fastest (auto_placement.hpp);
+    // then it is timed next to every candidate alone, side by side.
+    const Provenance& p = report.provenance;
+    const std::string key = (p.model_sha256.empty() ? o.model : p.model_sha256) + " | batch " +
+                            std::to_string(report.batch) + (o.fuse ? " | fused" : " | unfused") + " | " + p.cpu_model +
+                            " | " + std::to_string(report.threads) + " threads | OpenBLAS " + p.blas_core + " | oneDNN " +
+                            p.onednn_isa + " | backends " + join(reg.backends(), ",") + " | fallback " + join(fallback, ",");
+    const double bandwidth = report.peaks.bandwidth_gbs > 0 ? report.peaks.bandwidth_gbs : probe_triad_gbs();
+    auto chosen = choose_auto_placement(timed, reg, inputs, fallback, bandwidth, key, o.remeasure);
+    if (!chosen.ok()) return fail(chosen.status());
+    for (const auto& b : chosen->candidates) configs.emplace_back(b, Placement::all_on(b, fallback));
+    configs.emplace_back("auto", chosen->placement);
+    char buf[300];
+    std::snprintf(buf, sizeof buf, "auto placement (%s): predicted %.3f ms per batch; fastest single backend %s, %.3f ms alone",
+                  chosen->cached ? "from the cache; --remeasure measures again" : "measured every candidate alone",
+                  chosen->predicted_ms, chosen->best_single.c_str(), chosen->single_ms[chosen->best_single]);
+    report.notes.push_back(buf);
+    report.notes.push_back(chosen->differences.empty()
+                               ? "auto placement: every node on " + chosen->best_single
+                               : "auto placement: " + std::to_string(chosen->differences.size()) + " nodes off " +
+                                     chosen->best_single + ": " + join(chosen->differences, "; "));
+    if (chosen->checked_single_ms > 0) {
+      std::snprintf(buf, sizeof buf, "auto placement check, side by side: %.3f ms mixed vs %.3f ms on %s alone%s",
+                    chosen->checked_mixed_ms, chosen->checked_single_ms, chosen->best_single.c_str(),
+                    chosen->rejected.empty() ? "" : ": not faster, so every node stays there");
+      report.notes.push_back(buf);
+    }
+    if (!chosen->rejected.empty())
+      report.notes.push_back("auto placement: the cost model's moves, not kept: " + join(chosen->rejected, "; "));
+  }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
   for (auto& [label, placement] : configs) {
@@ -503,6 +541,20 @@ int run_bench(const BenchOptions& o) {
     auto r = run_benchmark(plan, inputs, cfg, trace);
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), check);
+  }
+  if (auto_assign) {  // measured side by side: the auto plan against the fastest single backend
+    const ConfigReport* mixed = nullptr;
+    const ConfigReport* best = nullptr;
+    for (const auto& c : report.configs) {
+      if (c.label == "auto") mixed = &c;
+      else if (!best || c.median_ms < best->median_ms) best = &c;
+    }
+    if (mixed && best) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "auto placement measured: %.3f ms per batch, %.3fx the fastest single backend (%s, %.3f ms)",
+                    mixed->median_ms, best->median_ms / mixed->median_ms, best->label.c_str(), best->median_ms);
+      report.notes.push_back(buf);
+    }
   }
   return emit_report(report, o, all_ok, "outputs", trace, db.value().get());
 }

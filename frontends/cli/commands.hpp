@@ -57,6 +57,7 @@ struct BenchOptions {
   std::string memory_limit;     ///< ... within this many bytes ("4G"); empty: 90% of MemAvailable
   bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
   bool refresh_peaks = false;  ///< measure the peaks again even if cached
+  bool remeasure = false;      ///< --assign auto: measure again instead of using the cached choice
   int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
   /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
   std::string distributed;

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   auto* backends_opt =
       bench_cmd->add_option("--backends", backends, "comma-separated backends to compare, or all (the bundled torch too)")->capture_default_str();
   bench_cmd->add_option("--assign", bench.assign,
-                        "mixed placement: Conv=onednn,Gemm=im2col,@fc1=naive,@conv*=im2col,*=naive, or a YAML file (.yaml)");
+                        "mixed placement: Conv=onednn,Gemm=im2col,@fc1=naive,@conv*=im2col,*=naive, a YAML file (.yaml), or auto (measured per node)");
   bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
       ->capture_default_str();
   bench_cmd->add_option("--mode", bench.mode, "inference, or training (forward + loss + backward + optimizer step)")
@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
   bool no_peaks = false;
   bench_cmd->add_flag("--no-peaks", no_peaks, "do not measure or report the machine's sgemm and memory peaks");
   bench_cmd->add_flag("--refresh-peaks", bench.refresh_peaks, "measure the peaks again instead of using the cached ones");
+  bench_cmd->add_flag("--remeasure", bench.remeasure, "--assign auto: measure the candidates again instead of using the cached choice");
   bench_cmd->add_option("--processes", bench.processes,
                         "run the benchmark in K independent processes and pool their samples (seed 001's x3)")
       ->capture_default_str()->check(integer_at_least(1));

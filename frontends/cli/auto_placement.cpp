@@ -1,0 +1,269 @@
+#include "frontends/cli/auto_placement.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "metrics/benchmark.hpp"
+#include "metrics/peaks.hpp"
+
+namespace mosaic::cli {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// What one candidate backend measured, alone on the whole graph.
+struct Measured {
+  std::string backend;
+  std::vector<double> node_ns;           ///< per graph node; kInf where it declined (fell back)
+  std::map<std::string, bool> own_layout;  ///< values it keeps in its own (non-plain) layout
+  double iteration_ms = 0;
+};
+
+Expected<Measured> measure(const Graph& g, const std::string& backend, const KernelRegistry& registry,
+                           const std::vector<Tensor>& inputs, const std::vector<std::string>& fallback,
+                           const std::map<std::string, size_t>& index) {
+  Measured m;
+  m.backend = backend;
+  m.node_ns.assign(g.nodes.size(), kInf);
+  MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(g, Placement::all_on(backend, fallback), registry));
+  BenchConfig cfg;
+  cfg.warmup = 3;
+  cfg.iterations = 15;
+  cfg.max_seconds = 30;
+  cfg.progress = "auto placement: measuring " + backend;
+  MOSAIC_ASSIGN_OR_RETURN(const BenchResult r, run_benchmark(*plan, inputs, cfg));
+  for (const auto& s : plan->steps())  // views run nowhere: free where the backend took them
+    if (!s.conversion && s.backend == backend && index.count(plan->node(s).name)) m.node_ns[index.at(plan->node(s).name)] = 0;
+  for (const auto& ns : r.nodes) {
+    const PlanStep& s = plan->steps()[static_cast<size_t>(ns.step)];
+    if (s.conversion || s.backend != backend || !index.count(plan->node(s).name)) continue;
+    m.node_ns[index.at(plan->node(s).name)] = ns.forward.median;
+  }
+  for (const auto& v : plan->values())
+    if (v.desc.layout) m.own_layout[v.name] = true;
+  m.iteration_ms = r.iteration.median / 1e6;
+  return m;
+}
+
+}  // namespace
+
+double PlacementProblem::total(const std::vector<size_t>& a) const {
+  double t = 0;
+  for (size_t i = 0; i < a.size(); ++i) t += node[i][a[i]];
+  for (const auto& e : edges) t += e.cost[a[e.from]][a[e.to]];
+  return t;
+}
+
+std::vector<size_t> solve_placement(const PlacementProblem& p) {
+  const size_t n = p.node.size(), k = n ? p.node[0].size() : 0;
+  std::vector<size_t> a(n, 0);
+  if (n == 0 || k == 0) return a;
+  // dp[i][b]: cheapest placement of nodes 0..i with node i on b, charging the edges that
+  // join consecutive nodes; parent[i][b]: the previous node's backend there.
+  std::vector<std::vector<const PlacementProblem::Edge*>> chain(n);
+  for (const auto& e : p.edges)
+    if (e.from + 1 == e.to) chain[e.to].push_back(&e);
+  std::vector<std::vector<double>> dp(n, std::vector<double>(k, kInf));
+  std::vector<std::vector<size_t>> parent(n, std::vector<size_t>(k, 0));
+  for (size_t b = 0; b < k; ++b) dp[0][b] = p.node[0][b];
+  for (size_t i = 1; i < n; ++i)
+    for (size_t b = 0; b < k; ++b)
+      for (size_t q = 0; q < k; ++q) {
+        double t = dp[i - 1][q] + p.node[i][b];
+        for (const auto* e : chain[i]) t += e->cost[q][b];
+        if (t < dp[i][b]) {
+          dp[i][b] = t;
+          parent[i][b] = q;
+        }
+      }
+  for (size_t b = 1; b < k; ++b)
+    if (dp[n - 1][b] < dp[n - 1][a[n - 1]]) a[n - 1] = b;
+  for (size_t i = n - 1; i > 0; --i) a[i - 1] = parent[i][a[i]];
+  // Edges that skip nodes (branches, skip connections): move single nodes while the full
+  // cost drops (a local optimum; on a chain the DP's answer is already optimal).
+  double best = p.total(a);
+  for (int sweep = 0; sweep < 50; ++sweep) {
+    bool improved = false;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t b = 0; b < k; ++b) {
+        if (b == a[i]) continue;
+        const size_t was = a[i];
+        a[i] = b;
+        const double t = p.total(a);
+        if (t < best - 1e-9) {
+          best = t;
+          improved = true;
+        } else {
+          a[i] = was;
+        }
+      }
+    if (!improved) break;
+  }
+  return a;
+}
+
+namespace {
+
+std::string cache_file() { return cache_dir() + "/auto_placement.json"; }
+
+nlohmann::json read_cache() {
+  std::ifstream in(cache_file());
+  if (!in) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+void write_cache(const std::string& key, const AutoPlacement& a) {
+  nlohmann::json all = read_cache();
+  all[key] = {{"node_backend", a.node_backend},   {"candidates", a.candidates},
+              {"predicted_ms", a.predicted_ms},   {"single_ms", a.single_ms},
+              {"best_single", a.best_single},     {"differences", a.differences},
+              {"rejected", a.rejected},           {"checked_mixed_ms", a.checked_mixed_ms},
+              {"checked_single_ms", a.checked_single_ms}};
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir(), ec);
+  const std::string tmp = cache_file() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << all.dump(1) << "\n";
+    if (!out) return;  // a cache that cannot be written only costs a measurement next time
+  }
+  std::filesystem::rename(tmp, cache_file(), ec);
+}
+
+}  // namespace
+
+Expected<Placement> placement_of(const std::map<std::string, std::string>& node_backend, const std::string& default_backend,
+                                 const std::vector<std::string>& fallback, const KernelRegistry& registry) {
+  Placement p = Placement::all_on(default_backend, fallback);
+  for (const auto& [name, backend] : node_backend) {
+    if (backend == default_backend) continue;
+    MOSAIC_RETURN_IF_ERROR(p.add("@" + name.substr(0, name.find('+')), backend, registry));
+  }
+  return p;
+}
+
+Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRegistry& registry,
+                                              const std::vector<Tensor>& inputs,
+                                              const std::vector<std::string>& fallback, double bandwidth_gbs,
+                                              const std::string& cache_key, bool remeasure) {
+  AutoPlacement a;
+  for (const auto& b : registry.backends())
+    if (b != "naive") a.candidates.push_back(b);
+  if (a.candidates.empty()) return Status::invalid("--assign auto: no backend besides the naive oracle to choose from");
+  if (!remeasure) {
+    const nlohmann::json cache = read_cache();
+    if (cache.contains(cache_key)) {
+      const auto& c = cache.at(cache_key);
+      a.node_backend = c.value("node_backend", std::map<std::string, std::string>{});
+      a.predicted_ms = c.value("predicted_ms", 0.0);
+      a.single_ms = c.value("single_ms", std::map<std::string, double>{});
+      a.best_single = c.value("best_single", std::string());
+      a.differences = c.value("differences", std::vector<std::string>{});
+      a.rejected = c.value("rejected", std::vector<std::string>{});
+      a.checked_mixed_ms = c.value("checked_mixed_ms", 0.0);
+      a.checked_single_ms = c.value("checked_single_ms", 0.0);
+      a.cached = true;
+      MOSAIC_ASSIGN_OR_RETURN(a.placement, placement_of(a.node_backend, a.best_single, fallback, registry));
+      return a;
+    }
+  }
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < timed.nodes.size(); ++i) index[timed.nodes[i].name] = i;
+  std::vector<Measured> m;
+  for (const auto& b : a.candidates) {
+    auto r = measure(timed, b, registry, inputs, fallback, index);
+    if (!r.ok()) return Status(r.status().code(), "--assign auto: measuring " + b + ": " + r.status().message());
+    a.single_ms[b] = r->iteration_ms;
+    m.push_back(std::move(r).value());
+  }
+  a.best_single = a.candidates[0];
+  for (const auto& b : a.candidates)
+    if (a.single_ms[b] < a.single_ms[a.best_single]) a.best_single = b;
+  // The fastest single backend first: the search keeps a node there unless another is
+  // strictly cheaper (views cost nothing anywhere).
+  for (size_t i = 1; i < m.size(); ++i)
+    if (m[i].backend == a.best_single) {
+      std::swap(m[0], m[i]);
+      std::swap(a.candidates[0], a.candidates[i]);
+    }
+  // A node no candidate runs (it falls back everywhere) costs the same wherever it is asked.
+  const size_t n = timed.nodes.size(), k = m.size();
+  for (size_t i = 0; i < n; ++i) {
+    bool runs = false;
+    for (const auto& x : m) runs = runs || x.node_ns[i] < kInf;
+    if (!runs)
+      for (auto& x : m) x.node_ns[i] = 0;
+  }
+  // The problem: node times, and per edge between nodes a conversion where the backends
+  // differ and either keeps the value in its own layout (read and written once).
+  PlacementProblem problem;
+  problem.node.assign(n, std::vector<double>(k, 0));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t b = 0; b < k; ++b) problem.node[i][b] = m[b].node_ns[i];
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& out : timed.nodes[i].outputs) producer[out] = i;
+  const double bytes_per_ns = std::max(bandwidth_gbs, 1.0);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& in : timed.nodes[i].inputs) {
+      if (!producer.count(in) || !timed.value_descs.count(in)) continue;
+      PlacementProblem::Edge e{producer[in], i, std::vector<std::vector<double>>(k, std::vector<double>(k, 0))};
+      const double reorder = 2.0 * static_cast<double>(timed.value_descs.at(in).bytes()) / bytes_per_ns;
+      for (size_t bu = 0; bu < k; ++bu)
+        for (size_t bv = 0; bv < k; ++bv)
+          if (bu != bv && (m[bu].own_layout.count(in) || m[bv].own_layout.count(in))) e.cost[bu][bv] = reorder;
+      problem.edges.push_back(std::move(e));
+    }
+  const std::vector<size_t> choice = solve_placement(problem);
+  a.predicted_ms = problem.total(choice) / 1e6;
+  const size_t best = static_cast<size_t>(std::find(a.candidates.begin(), a.candidates.end(), a.best_single) -
+                                          a.candidates.begin());
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& name = timed.nodes[i].name;
+    a.node_backend[name] = a.candidates[choice[i]];
+    if (choice[i] != best && problem.node[i][best] > 0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, " (%.3f ms vs %.3f ms on %s)", problem.node[i][choice[i]] / 1e6, problem.node[i][best] / 1e6,
+                    a.best_single.c_str());
+      a.differences.push_back(name + " on " + a.candidates[choice[i]] + buf);
+    }
+  }
+  MOSAIC_ASSIGN_OR_RETURN(a.placement, placement_of(a.node_backend, a.best_single, fallback, registry));
+  if (!a.differences.empty()) {
+    // The cost model's choice is kept only if it beats the fastest single backend measured
+    // side by side (alternating rounds, so drift hits both alike); otherwise auto is that
+    // backend alone.
+    MOSAIC_ASSIGN_OR_RETURN(auto mixed, Plan::build(timed, a.placement, registry));
+    MOSAIC_ASSIGN_OR_RETURN(auto single, Plan::build(timed, Placement::all_on(a.best_single, fallback), registry));
+    BenchConfig cfg;
+    cfg.warmup = 2;
+    cfg.iterations = 10;
+    cfg.max_seconds = 20;
+    std::vector<double> mixed_ms, single_ms;
+    for (int round = 0; round < 3; ++round) {
+      cfg.progress = "auto placement: checking the choice (round " + std::to_string(round + 1) + "/3)";
+      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rm, run_benchmark(*mixed, inputs, cfg));
+      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rs, run_benchmark(*single, inputs, cfg));
+      mixed_ms.push_back(rm.iteration.median / 1e6);
+      single_ms.push_back(rs.iteration.median / 1e6);
+    }
+    a.checked_mixed_ms = median(mixed_ms);
+    a.checked_single_ms = median(single_ms);
+    if (a.checked_mixed_ms >= a.checked_single_ms) {
+      a.rejected = a.differences;
+      a.differences.clear();
+      for (auto& [name, backend] : a.node_backend) backend = a.best_single;
+      a.placement = Placement::all_on(a.best_single, fallback);
+    }
+  }
+  write_cache(cache_key, a);
+  return a;
+}
+
+}  // namespace mosaic::cli
