@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <thread>
+
+#include <omp.h>
 
 #include "backends/plugins.hpp"
 #include "backends/registry.hpp"
@@ -76,6 +79,45 @@ TEST_F(TorchBackend, IsBundledAndLoadedOnlyWhereACommandNamesIt) {
   r = mosaic("info zoo:fmnist-cnn --no-nodes");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("PyTorch"), std::string::npos) << "info does not name torch: it must not load it";
+}
+
+TEST_F(TorchBackend, LeavesTheThreadCountToMosaic) {
+  // ATen's first parallel call on a thread sets OpenMP's count for that thread to ATen's own
+  // default (1 on this VM): every backend would then run on it. In a fresh thread (ATen's
+  // initialisation is per thread), with a count ATen would not choose by itself, the count
+  // survives both the version query that every report makes and a torch kernel's run.
+  const int before = omp_get_max_threads();
+  int after_details = 0, after_forward = 0;
+  std::string details;
+  Status st = Status::ok();
+  std::thread([&] {
+    set_num_threads(3);
+    for (const auto& [k, v] : builtin_registry().info("torch")->details()) details += k + ": " + v + "\n";
+    after_details = omp_get_max_threads();
+    Node conv = make_node("Conv");
+    KernelContext ctx;
+    ctx.node = &conv;
+    ctx.inputs = {TensorDesc(DType::kF32, {2, 3, 9, 9}), TensorDesc(DType::kF32, {4, 3, 3, 3})};
+    ctx.input_present = {true, true};
+    ctx.outputs = {TensorDesc(DType::kF32, {2, 4, 7, 7})};
+    ctx.output_present = {true};
+    ctx.constants = {nullptr, nullptr};
+    auto kernel = builtin_registry().create("torch", ctx);
+    if (!kernel.ok()) {
+      st = kernel.status();
+      return;
+    }
+    Tensor x = random_tensor({2, 3, 9, 9}, 1), w = random_tensor({4, 3, 3, 3}, 2);
+    Tensor y = Tensor::empty(TensorDesc(DType::kF32, {2, 4, 7, 7}));
+    st = (*kernel)->forward({&x, &w}, {&y});
+    after_forward = omp_get_max_threads();
+  }).join();
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(after_details, 3) << details;
+  EXPECT_EQ(after_forward, 3);
+  EXPECT_NE(details.find(", 3 threads"), std::string::npos) << details;
+  set_num_threads(before);
+  builtin_registry().info("torch")->details();  // ATen's count back to this thread's
 }
 
 TEST_F(TorchBackend, AnATenErrorIsAnErrorNamingTheNodeNotAFallback) {

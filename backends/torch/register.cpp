@@ -10,6 +10,15 @@
 
 namespace mosaic::torch_backend {
 
+static void follow_thread_count(int threads) {
+  // ATen's first parallel call on a thread sets OpenMP's thread count to its own default
+  // (the physical cores cpuinfo reports, 1 on some VMs). That count is the calling thread's
+  // OpenMP setting, so it would silently apply to every other backend as well: set it up
+  // front, then put Mosaic's count (--threads) back.
+  at::internal::lazy_init_num_threads();
+  if (at::get_num_threads() != threads) at::set_num_threads(threads);
+}
+
 Status TorchKernel::init_base(const KernelContext& ctx, size_t float_inputs) {
   label_ = ctx.node->label();
   training_ = ctx.training;
@@ -26,8 +35,7 @@ Status TorchKernel::init_base(const KernelContext& ctx, size_t float_inputs) {
 template <class F>
 Status TorchKernel::guarded(const char* stage, F&& f) {
   try {
-    at::internal::lazy_init_num_threads();
-    if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
+    follow_thread_count(threads_);
     f();
     return Status::ok();
   } catch (const std::exception& e) {
@@ -60,6 +68,7 @@ void write(const at::Tensor& value, Tensor* into) {
 namespace {
 
 std::vector<std::pair<std::string, std::string>> details() {
+  follow_thread_count(omp_get_max_threads());
   std::string capability;
   const std::string config = at::show_config();
   const std::string key = "CPU capability usage: ";
@@ -72,6 +81,7 @@ std::vector<std::pair<std::string, std::string>> details() {
 }
 
 Status register_torch(PluginRegistrar& r) {
+  follow_thread_count(omp_get_max_threads());
   MOSAIC_RETURN_IF_ERROR(r.add_backend(
       {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", details}));
   MOSAIC_RETURN_IF_ERROR(register_conv_gemm(r));
