@@ -45,6 +45,18 @@ std::vector<std::string> wanted(std::vector<const char*> argv) {
   return bundled_plugins_wanted(static_cast<int>(argv.size()), argv.data());
 }
 
+/// A Conv node's kernel context: input, weights (no bias), output.
+KernelContext conv_context(const Node& conv, const Shape& x, const Shape& w, const Shape& y) {
+  KernelContext ctx;
+  ctx.node = &conv;
+  ctx.inputs = {TensorDesc(DType::kF32, x), TensorDesc(DType::kF32, w)};
+  ctx.input_present = {true, true};
+  ctx.outputs = {TensorDesc(DType::kF32, y)};
+  ctx.output_present = {true};
+  ctx.constants = {nullptr, nullptr};
+  return ctx;
+}
+
 class TorchBackend : public ScratchDirTest {
  protected:
   TorchBackend() : ScratchDirTest("mosaic_torch_") {}
@@ -95,13 +107,7 @@ TEST_F(TorchBackend, LeavesTheThreadCountToMosaic) {
     for (const auto& [k, v] : builtin_registry().info("torch")->details()) details += k + ": " + v + "\n";
     after_details = omp_get_max_threads();
     Node conv = make_node("Conv");
-    KernelContext ctx;
-    ctx.node = &conv;
-    ctx.inputs = {TensorDesc(DType::kF32, {2, 3, 9, 9}), TensorDesc(DType::kF32, {4, 3, 3, 3})};
-    ctx.input_present = {true, true};
-    ctx.outputs = {TensorDesc(DType::kF32, {2, 4, 7, 7})};
-    ctx.output_present = {true};
-    ctx.constants = {nullptr, nullptr};
+    const KernelContext ctx = conv_context(conv, {2, 3, 9, 9}, {4, 3, 3, 3}, {2, 4, 7, 7});
     auto kernel = builtin_registry().create("torch", ctx);
     if (!kernel.ok()) {
       st = kernel.status();
@@ -125,13 +131,7 @@ TEST_F(TorchBackend, AnATenErrorIsAnErrorNamingTheNodeNotAFallback) {
   // the kernel returns an internal error (exit code 2 in the CLI) that names the node.
   Node conv = make_node("Conv");
   conv.name = "conv9";
-  KernelContext ctx;
-  ctx.node = &conv;
-  ctx.inputs = {TensorDesc(DType::kF32, {1, 3, 5, 5}), TensorDesc(DType::kF32, {4, 3, 3, 3})};
-  ctx.input_present = {true, true};
-  ctx.outputs = {TensorDesc(DType::kF32, {1, 4, 3, 3})};
-  ctx.output_present = {true};
-  ctx.constants = {nullptr, nullptr};
+  const KernelContext ctx = conv_context(conv, {1, 3, 5, 5}, {4, 3, 3, 3}, {1, 4, 3, 3});
   auto kernel = builtin_registry().create("torch", ctx);
   ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
   Tensor x = random_tensor({1, 3, 5, 5}, 1), w = random_tensor({4, 2, 3, 3}, 2);
