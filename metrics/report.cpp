@@ -296,6 +296,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                  {"min_seconds", rep.config.min_seconds},
                  {"target_ci", rep.config.target_ci > 0 ? json(rep.config.target_ci) : json()}};
   j["notes"] = rep.notes;
+  if (!rep.auto_placement.is_null()) j["auto_placement"] = rep.auto_placement;
   j["provenance"] = provenance_json(rep.provenance);
   j["peak_rss_bytes"] = rep.peak_rss_bytes;
   j["runs"] = json::array();

@@ -75,6 +75,7 @@ struct BenchReport {
   MachinePeaks peaks;  ///< sgemm_gflops 0: not measured (--no-peaks)
   int64_t peak_rss_bytes = 0;  ///< the process's peak resident set (getrusage) when the report was made
   nlohmann::json distributed;  ///< bench under mpirun: per configuration, the data-parallel figures (null otherwise)
+  nlohmann::json auto_placement;  ///< bench --assign auto: the choice and its side-by-side ratio (null otherwise)
 };
 
 /// Builds the per-node rows and summary of one configuration.
