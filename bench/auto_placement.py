@@ -9,8 +9,12 @@ table: the fastest single backend and its images/s, the auto plan's, the alterna
 rounds' median ratio with its range (the noise it is judged against), and the nodes the
 auto plan moved off that backend.
 
+In training mode (--mode training) the costs are each node's forward plus backward in a
+training step (SGD), and every plan's loss and gradients are checked against naive.
+
 usage: bench/auto_placement.py [--mosaic build/mosaic] [--models zoo:alexnet-cifar,...]
-                               [--batch 64] [--threads 0] [--json results/auto.json]
+                               [--batch 64] [--threads 0] [--mode inference|training]
+                               [--iterations 100] [--json results/auto.json]
 """
 import argparse
 import json
@@ -27,9 +31,11 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--mode", default="inference", choices=["inference", "training"])
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     rows, out = [], {}
+    print(f"mode {a.mode}\n")
     print("| model | batch | fastest single backend | its img/s | auto img/s | auto / single, alternating rounds (range) |"
           " nodes moved off it |")
     print("|---|---|---|---|---|---|---|")
@@ -38,6 +44,8 @@ def main():
             path = os.path.join(d, "r.json")
             cmd = [a.mosaic, "bench", model, "--assign", "auto", "--remeasure", "--batch", str(a.batch), "--iterations",
                    str(a.iterations), "--no-db", "--json", path]
+            if a.mode == "training":
+                cmd += ["--mode", "training"]
             if a.threads:
                 cmd += ["--threads", str(a.threads)]
             p = subprocess.run(cmd, capture_output=True, text=True)
@@ -56,7 +64,7 @@ def main():
         ratio = (f"{ap_['side_by_side_ratio']:.3f} ({ap_['side_by_side_ratio_min']:.3f}..{ap_['side_by_side_ratio_max']:.3f})"
                  if "side_by_side_ratio" in ap_ else f"{auto_ips / best_ips:.3f}")
         print(f"| {model} | {a.batch} | {best} | {best_ips:.0f} | {auto_ips:.0f} | {ratio} | {moved} |", flush=True)
-        out[model] = {"batch": a.batch, "best_single": best, "images_per_s": {k: v["summary"]["images_per_s"]
+        out[model] = {"mode": a.mode, "batch": a.batch, "best_single": best, "images_per_s": {k: v["summary"]["images_per_s"]
                                                                                 for k, v in runs.items()},
                       "auto_placement": doc.get("auto_placement", {}), "notes": doc.get("notes", []), "provenance": doc.get("provenance", {})}
     if a.json:

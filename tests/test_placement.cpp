@@ -217,10 +217,42 @@ TEST_F(AutoPlacementCli, BenchMeasuresChecksCachesAndReportsTheChoice) {
   EXPECT_NE(r.out.find("auto placement (from the cache; --remeasure measures again)"), std::string::npos) << r.out;
   r = mosaic_shell(cmd + " --remeasure");
   EXPECT_NE(r.out.find("auto placement (measured every candidate alone)"), std::string::npos) << r.out;
-  // Training placements are not chosen automatically: refused before any work.
-  r = mosaic("bench zoo:fmnist-cnn --assign auto --mode training --no-db");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--assign auto chooses an inference placement"), std::string::npos) << r.out;
+  // The verdict: auto against the fastest single backend in alternating rounds.
+  const auto& ap = doc["auto_placement"];
+  EXPECT_EQ(ap["mode"], "inference");
+  EXPECT_EQ(ap["side_by_side_rounds"], 5);
+  EXPECT_LE(ap["side_by_side_ratio_min"].get<double>(), ap["side_by_side_ratio"].get<double>());
+  EXPECT_LE(ap["side_by_side_ratio"].get<double>(), ap["side_by_side_ratio_max"].get<double>());
+  EXPECT_GT(ap["side_by_side_ratio_min"].get<double>(), 0);
+  EXPECT_NE(r.out.find("auto placement, side by side in 5 alternating rounds: "), std::string::npos) << r.out;
+
+  // Training: each node's forward and backward measured; every plan's loss and gradients
+  // checked against naive; its own cache entry (the inference choice is not reused).
+  const std::string train = env + MOSAIC_BIN + " bench zoo:fmnist-cnn --mode training --assign auto --batch 4 --no-peaks "
+                            "--iterations 3 --warmup 1 --repeats 1 --no-db --json " + path("train.json");
+  r = mosaic_shell(train);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("auto placement (measured every candidate alone): predicted "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ms per training step"), std::string::npos) << r.out;
+  const auto tdoc = read_json(path("train.json"));
+  EXPECT_EQ(tdoc["auto_placement"]["mode"], "training");
+  EXPECT_TRUE(tdoc["auto_placement"].contains("side_by_side_ratio")) << tdoc["auto_placement"].dump();
+  labels.clear();
+  for (const auto& run : tdoc["runs"]) {
+    labels.push_back(run["label"]);
+    EXPECT_TRUE(run["check"]["passed"].get<bool>()) << run["label"];
+  }
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, expected);
+  r = mosaic_shell(train);
+  EXPECT_NE(r.out.find("auto placement (from the cache; --remeasure measures again)"), std::string::npos) << r.out;
+
+  // What cannot be measured in this one process is refused before any work.
+  for (const std::string flags : {"--processes 2", "--find-max-batch"}) {
+    r = mosaic("bench zoo:fmnist-cnn --assign auto --no-db " + flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find("--assign auto measures and times in this one process"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace

@@ -25,24 +25,25 @@ struct Measured {
 };
 
 Expected<Measured> measure(const Graph& g, const std::string& backend, const KernelRegistry& registry,
-                           const std::vector<Tensor>& inputs, const std::vector<std::string>& fallback,
+                           const AutoTiming& timing, const std::vector<std::string>& fallback,
                            const std::map<std::string, size_t>& index) {
   Measured m;
   m.backend = backend;
   m.node_ns.assign(g.nodes.size(), kInf);
-  MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(g, Placement::all_on(backend, fallback), registry));
+  MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(g, Placement::all_on(backend, fallback), registry, timing.plan_options));
   BenchConfig cfg;
   cfg.warmup = 3;
   cfg.iterations = 15;
   cfg.max_seconds = 30;
   cfg.progress = "auto placement: measuring " + backend;
-  MOSAIC_ASSIGN_OR_RETURN(const BenchResult r, run_benchmark(*plan, inputs, cfg));
+  MOSAIC_ASSIGN_OR_RETURN(const BenchResult r, timing.run(*plan, cfg));
   for (const auto& s : plan->steps())  // views run nowhere: free where the backend took them
     if (!s.conversion && s.backend == backend && index.count(plan->node(s).name)) m.node_ns[index.at(plan->node(s).name)] = 0;
   for (const auto& ns : r.nodes) {
     const PlanStep& s = plan->steps()[static_cast<size_t>(ns.step)];
     if (s.conversion || s.backend != backend || !index.count(plan->node(s).name)) continue;
-    m.node_ns[index.at(plan->node(s).name)] = ns.forward.median;
+    // Training: the node's forward and backward (a node without backward has no samples).
+    m.node_ns[index.at(plan->node(s).name)] = ns.forward.median + (ns.backward_ns.empty() ? 0.0 : ns.backward.median);
   }
   for (const auto& v : plan->values())
     if (v.desc.layout) m.own_layout[v.name] = true;
@@ -149,7 +150,7 @@ Expected<Placement> placement_of(const std::map<std::string, std::string>& node_
 }
 
 Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRegistry& registry,
-                                              const std::vector<Tensor>& inputs,
+                                              const AutoTiming& timing,
                                               const std::vector<std::string>& fallback, double bandwidth_gbs,
                                               const std::string& cache_key, bool remeasure) {
   AutoPlacement a;
@@ -177,7 +178,7 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
   for (size_t i = 0; i < timed.nodes.size(); ++i) index[timed.nodes[i].name] = i;
   std::vector<Measured> m;
   for (const auto& b : a.candidates) {
-    auto r = measure(timed, b, registry, inputs, fallback, index);
+    auto r = measure(timed, b, registry, timing, fallback, index);
     if (!r.ok()) return Status(r.status().code(), "--assign auto: measuring " + b + ": " + r.status().message());
     a.single_ms[b] = r->iteration_ms;
     m.push_back(std::move(r).value());
@@ -214,7 +215,9 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
     for (const auto& in : timed.nodes[i].inputs) {
       if (!producer.count(in) || !timed.value_descs.count(in)) continue;
       PlacementProblem::Edge e{producer[in], i, std::vector<std::vector<double>>(k, std::vector<double>(k, 0))};
-      const double reorder = 2.0 * static_cast<double>(timed.value_descs.at(in).bytes()) / bytes_per_ns;
+      // Read and written once; in training the value's gradient crosses back as well.
+      const double reorder = (timing.plan_options.training ? 4.0 : 2.0) *
+                             static_cast<double>(timed.value_descs.at(in).bytes()) / bytes_per_ns;
       for (size_t bu = 0; bu < k; ++bu)
         for (size_t bv = 0; bv < k; ++bv)
           if (bu != bv && (m[bu].own_layout.count(in) || m[bv].own_layout.count(in))) e.cost[bu][bv] = reorder;
@@ -239,8 +242,9 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
     // The cost model's choice is kept only if it beats the fastest single backend measured
     // side by side (alternating rounds, so drift hits both alike); otherwise auto is that
     // backend alone.
-    MOSAIC_ASSIGN_OR_RETURN(auto mixed, Plan::build(timed, a.placement, registry));
-    MOSAIC_ASSIGN_OR_RETURN(auto single, Plan::build(timed, Placement::all_on(a.best_single, fallback), registry));
+    MOSAIC_ASSIGN_OR_RETURN(auto mixed, Plan::build(timed, a.placement, registry, timing.plan_options));
+    MOSAIC_ASSIGN_OR_RETURN(auto single,
+                            Plan::build(timed, Placement::all_on(a.best_single, fallback), registry, timing.plan_options));
     BenchConfig cfg;
     cfg.warmup = 2;
     cfg.iterations = 10;
@@ -248,8 +252,8 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
     std::vector<double> mixed_ms, single_ms;
     for (int round = 0; round < 3; ++round) {
       cfg.progress = "auto placement: checking the choice (round " + std::to_string(round + 1) + "/3)";
-      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rm, run_benchmark(*mixed, inputs, cfg));
-      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rs, run_benchmark(*single, inputs, cfg));
+      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rm, timing.run(*mixed, cfg));
+      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rs, timing.run(*single, cfg));
       mixed_ms.push_back(rm.iteration.median / 1e6);
       single_ms.push_back(rs.iteration.median / 1e6);
     }

@@ -1,11 +1,13 @@
 // `--assign auto`: Mosaic chooses a backend per node by measurement.
 //
 // 1. Every candidate backend (the registry's, without the naive oracle) runs the whole
-//    graph on its own; each node's median forward time on it is its cost there (a node the
-//    backend declines costs infinity there).
+//    graph on its own; each node's median time on it is its cost there: forward in
+//    inference, forward plus backward in training (a node the backend declines costs
+//    infinity there).
 // 2. A value crossing from one backend to another costs a conversion where either backend
 //    keeps it in its own layout (oneDNN's blocked layouts): a reorder, read and written
-//    once, at the machine's measured memory bandwidth. Plain buffers are shared for free.
+//    once, at the machine's measured memory bandwidth, and in training once more for the
+//    value's gradient on its way back. Plain buffers are shared for free.
 // 3. The assignment minimising the sum of node and conversion costs is found by dynamic
 //    programming over the nodes in topological order with the backend of the previous node
 //    as the state: exact on chains, where every edge joins consecutive nodes. Where the
@@ -21,6 +23,7 @@
 // side in one run.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +31,7 @@
 #include "core/graph.hpp"
 #include "core/kernel.hpp"
 #include "core/plan.hpp"
+#include "metrics/benchmark.hpp"
 
 namespace mosaic::cli {
 
@@ -63,10 +67,17 @@ struct PlacementProblem {
 /// consecutive nodes (optimal on a chain), then single-node moves while the full cost drops.
 std::vector<size_t> solve_placement(const PlacementProblem& problem);
 
+/// How the candidates are timed: the plan options (training or inference) and one timed run
+/// of a plan (inference: run_benchmark; training: run_training_benchmark with an optimizer).
+struct AutoTiming {
+  PlanOptions plan_options;
+  std::function<Expected<BenchResult>(Plan&, const BenchConfig&)> run;
+};
+
 /// Measures (or reads from the cache under `cache_key`) and chooses. `timed` is the graph
-/// bench times (fused), `inputs` its inputs; `bandwidth_gbs` prices conversions.
+/// bench times (fused); `bandwidth_gbs` prices conversions.
 Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRegistry& registry,
-                                              const std::vector<Tensor>& inputs,
+                                              const AutoTiming& timing,
                                               const std::vector<std::string>& fallback, double bandwidth_gbs,
                                               const std::string& cache_key, bool remeasure);
 

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "frontends/cli/bench_auto.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
 #include "metrics/provenance.hpp"
@@ -133,6 +134,7 @@ json combine(std::vector<json>& reports) {
 int run_bench_processes(const BenchOptions& o) {
   const std::vector<std::string>& argv = command_line_args();
   if (argv.empty()) return fail(Status::invalid("--processes needs the command line (internal error)"));
+  if (Status st = check_auto_options(o); !st.is_ok()) return fail(st);
   if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}, {"--trace", o.trace}}); !st.is_ok())
     return fail(st);
   if (!o.csv.empty() || !o.trace.empty())

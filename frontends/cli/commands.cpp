@@ -14,7 +14,7 @@
 
 #include "backends/registry.hpp"
 #include "distributed/data_parallel.hpp"
-#include "frontends/cli/auto_placement.hpp"
+#include "frontends/cli/bench_auto.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/models.hpp"
 #include "core/fuse.hpp"
@@ -192,7 +192,7 @@ void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
 /// Training benchmark: each iteration is forward, loss, backward and an optimizer step.
 /// Before timing, every plan's loss and parameter gradients on the same batch are compared
 /// with the naive plan's.
-int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs,
+int run_training_bench(const BenchOptions& o, BenchConfigs configs, const std::vector<std::string>& fallback,
                        Graph& g, const std::vector<Tensor>& inputs, Tensor labels, BenchReport& report,
                        TraceRecorder* trace, ResultsDb* db, dist::DataParallel* dp) {
   const auto& reg = builtin_registry();
@@ -217,6 +217,15 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     fo.activations = false;
     fuse_for_bench(timed, fo, report);
   }
+  OptimizerConfig oc;
+  oc.lr = o.lr;
+  const AutoTiming timing{po, [&](Plan& plan, const BenchConfig& cfg) -> Expected<BenchResult> {
+                            MOSAIC_ASSIGN_OR_RETURN(auto opt, make_optimizer(o.optimizer, oc));
+                            return run_training_benchmark(plan, inputs, labels, *opt, cfg);
+                          }};
+  const bool auto_assign = o.assign == "auto";
+  if (auto_assign)  // per node, the candidate backend that makes the whole training step fastest
+    if (Status st = add_auto_configs(o, timed, timing, fallback, report, configs); !st.is_ok()) return fail(st);
   std::vector<std::unique_ptr<Plan>> plans;
   dist::DetachOnExit detach{dp};  // before the plan(s) go
   for (const auto& [label, placement] : configs) {
@@ -288,8 +297,6 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
   }
   ref_grads.clear();
   ref_grads.shrink_to_fit();
-  OptimizerConfig oc;
-  oc.lr = o.lr;
   for (size_t i = 0; i < configs.size(); ++i) {
     Plan& plan = *plans[i];
     std::cerr << "benchmarking " << configs[i].first << " (training)...\n";
@@ -323,6 +330,8 @@ int run_training_bench(const BenchOptions& o, const std::vector<std::pair<std::s
     }
   }
   if (dp && dp->world_rank() != 0) return all_ok ? 0 : 1;  // rank 0 reports
+  if (auto_assign)  // the auto plan against the fastest single backend, in alternating rounds
+    if (Status st = auto_side_by_side(o, configs, plans, timing, report); !st.is_ok()) return fail(st);
   return emit_report(report, o, all_ok, "loss and gradients", trace, db);
 }
 
@@ -360,11 +369,9 @@ int run_bench(const BenchOptions& o) {
   std::vector<std::string> fallback;
   for (const auto& b : o.fallback)
     if (b != "none") fallback.push_back(b);
-  std::vector<std::pair<std::string, Placement>> configs;
+  BenchConfigs configs;
   const bool auto_assign = o.assign == "auto";
-  if (auto_assign && (training || o.find_max_batch || o.processes > 1))
-    return fail(Status::invalid("--assign auto chooses an inference placement (--mode inference, without "
-                                "--find-max-batch or --processes); training placements are not chosen automatically yet"));
+  if (Status st = check_auto_options(o); !st.is_ok()) return fail(st);
   if (auto_assign) {
     // Chosen below, once the graph is loaded and fused.
   } else if (!o.assign.empty()) {
@@ -447,7 +454,8 @@ int run_bench(const BenchOptions& o) {
       report.notes.push_back("data-parallel " + o.distributed + ": " + std::to_string(group->size()) +
                              " ranks x batch " + std::to_string(o.common.batch) + "; per-node figures are rank 0's");
     }
-    const int code = run_training_bench(o, configs, g.value(), inputs, data_labels, report, trace, db.value().get(), group.get());
+    const int code = run_training_bench(o, configs, fallback, g.value(), inputs, data_labels, report, trace,
+                                        db.value().get(), group.get());
     // A rank that failed must not leave the others in a collective.
     if (code == 2 && group && group->size() > 1) group->abort("bench failed (its error is above)");
     return code;
@@ -455,44 +463,11 @@ int run_bench(const BenchOptions& o) {
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g.value();
   if (o.fuse) fuse_for_bench(timed, {}, report);
-  if (auto_assign) {
-    // Per node, the candidate backend that makes the whole graph fastest (auto_placement.hpp);
-    // then it is timed next to every candidate alone, side by side.
-    const Provenance& p = report.provenance;
-    const std::string key = (p.model_sha256.empty() ? o.model : p.model_sha256) + " | batch " +
-                            std::to_string(report.batch) + (o.fuse ? " | fused" : " | unfused") + " | " + p.cpu_model +
-                            " | " + std::to_string(report.threads) + " threads | OpenBLAS " + p.blas_core + " | oneDNN " +
-                            p.onednn_isa + " | backends " + join(reg.backends(), ",") + " | fallback " + join(fallback, ",");
-    const double bandwidth = report.peaks.bandwidth_gbs > 0 ? report.peaks.bandwidth_gbs : probe_triad_gbs();
-    auto chosen = choose_auto_placement(timed, reg, inputs, fallback, bandwidth, key, o.remeasure);
-    if (!chosen.ok()) return fail(chosen.status());
-    for (const auto& b : chosen->candidates) configs.emplace_back(b, Placement::all_on(b, fallback));
-    configs.emplace_back("auto", chosen->placement);
-    char buf[300];
-    std::snprintf(buf, sizeof buf, "auto placement (%s): predicted %.3f ms per batch; fastest single backend %s, %.3f ms alone",
-                  chosen->cached ? "from the cache; --remeasure measures again" : "measured every candidate alone",
-                  chosen->predicted_ms, chosen->best_single.c_str(), chosen->single_ms[chosen->best_single]);
-    report.notes.push_back(buf);
-    report.notes.push_back(chosen->differences.empty()
-                               ? "auto placement: every node on " + chosen->best_single
-                               : "auto placement: " + std::to_string(chosen->differences.size()) + " nodes off " +
-                                     chosen->best_single + ": " + join(chosen->differences, "; "));
-    if (chosen->checked_single_ms > 0) {
-      std::snprintf(buf, sizeof buf, "auto placement check, side by side: %.3f ms mixed vs %.3f ms on %s alone%s",
-                    chosen->checked_mixed_ms, chosen->checked_single_ms, chosen->best_single.c_str(),
-                    chosen->rejected.empty() ? "" : ": not faster, so every node stays there");
-      report.notes.push_back(buf);
-    }
-    if (!chosen->rejected.empty())
-      report.notes.push_back("auto placement: the cost model's moves, not kept: " + join(chosen->rejected, "; "));
-    report.auto_placement = {{"cached", chosen->cached},
-                             {"predicted_ms", chosen->predicted_ms},
-                             {"best_single", chosen->best_single},
-                             {"moved", chosen->differences},
-                             {"rejected", chosen->rejected}};
-    if (chosen->checked_single_ms > 0)
-      report.auto_placement["check"] = {{"mixed_ms", chosen->checked_mixed_ms}, {"single_ms", chosen->checked_single_ms}};
-  }
+  const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {
+                                      return run_benchmark(plan, inputs, cfg);
+                                    }};
+  if (auto_assign)  // per node, the candidate backend that makes the whole graph fastest
+    if (Status st = add_auto_configs(o, timed, inference_timing, fallback, report, configs); !st.is_ok()) return fail(st);
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
   for (auto& [label, placement] : configs) {
@@ -549,55 +524,8 @@ int run_bench(const BenchOptions& o) {
     if (!r.ok()) return fail(r.status());
     add_config(report, configs[i].first, plan, r.value(), check);
   }
-  if (auto_assign) {  // measured side by side: the auto plan against the fastest single backend
-    const ConfigReport* mixed = nullptr;
-    const ConfigReport* best = nullptr;
-    for (const auto& c : report.configs) {
-      if (c.label == "auto") mixed = &c;
-      else if (!best || c.median_ms < best->median_ms) best = &c;
-    }
-    if (mixed && best) {
-      char buf[400];
-      std::snprintf(buf, sizeof buf, "auto placement measured: %.3f ms per batch, %.3fx the fastest single backend (%s, %.3f ms)",
-                    mixed->median_ms, best->median_ms / mixed->median_ms, best->label.c_str(), best->median_ms);
-      report.notes.push_back(buf);
-      // The ratio that decides whether auto kept up: both plans timed in alternating rounds,
-      // so that drift of the machine hits both alike; the spread of the per-round ratios is
-      // the noise it is judged against.
-      size_t im = 0, ib = 0;
-      for (size_t i = 0; i < configs.size(); ++i) {
-        if (configs[i].first == mixed->label) im = i;
-        if (configs[i].first == best->label) ib = i;
-      }
-      if (im != ib) {
-        const bool same = report.auto_placement.value("moved", nlohmann::json::array()).empty();
-        BenchConfig cfg = o.config;
-        cfg.warmup = 1;
-        cfg.iterations = std::max(5, o.config.iterations / 5);
-        cfg.max_seconds = std::max(2.0, o.config.max_seconds / 5);
-        std::vector<double> ratios;
-        for (int round = 0; round < 5; ++round) {
-          cfg.progress = "auto vs " + best->label + ", alternating (round " + std::to_string(round + 1) + "/5)";
-          auto rm = run_benchmark(*plans[im], inputs, cfg);
-          if (!rm.ok()) return fail(rm.status());
-          auto rb = run_benchmark(*plans[ib], inputs, cfg);
-          if (!rb.ok()) return fail(rb.status());
-          ratios.push_back(rb->iteration.median / rm->iteration.median);
-        }
-        std::sort(ratios.begin(), ratios.end());
-        report.auto_placement["side_by_side_against"] = best->label;
-        report.auto_placement["side_by_side_ratio"] = ratios[2];
-        report.auto_placement["side_by_side_ratio_min"] = ratios.front();
-        report.auto_placement["side_by_side_ratio_max"] = ratios.back();
-        report.auto_placement["side_by_side_rounds"] = ratios.size();
-        std::snprintf(buf, sizeof buf,
-                      "auto placement, side by side in 5 alternating rounds: %.3fx %s (per-round ratios %.3f..%.3f)%s",
-                      ratios[2], best->label.c_str(), ratios.front(), ratios.back(),
-                      same ? "; the same plan on both sides, so the spread is the noise alone" : "");
-        report.notes.push_back(buf);
-      }
-    }
-  }
+  if (auto_assign)  // the auto plan against the fastest single backend, in alternating rounds
+    if (Status st = auto_side_by_side(o, configs, plans, inference_timing, report); !st.is_ok()) return fail(st);
   return emit_report(report, o, all_ok, "outputs", trace, db.value().get());
 }
 
