@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "backends/plugins.hpp"
 #include "test_util.hpp"
@@ -106,6 +108,46 @@ TEST_F(Plugins, ACustomOperatorRunsVerifiesAndGradchecks) {
   r = mosaic("info " + dir + "/model.onnx --plugin " + kSwish + " --plugin " + test_plugin("swish_bad_grad"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("op type Swish is already defined in domain com.example.mosaic"), std::string::npos) << r.out;
+}
+
+TEST_F(Plugins, TheExamplesBuildOutOfTreeAgainstTheInstalledPackage) {
+  // cmake --install: the CLI, the headers plugins include, and find_package(Mosaic). Each
+  // example is copied out of Mosaic's tree (so that it cannot fall back to the sources),
+  // configured with only the install prefix, built, and run by the installed CLI.
+  const std::string prefix = path("prefix");
+  CmdResult r = mosaic_shell("cmake --install " + kDir + " --prefix " + prefix);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string cli = prefix + "/bin/mosaic";
+  std::map<std::string, std::string> built;
+  for (const auto& [example, target] : std::map<std::string, std::string>{
+           {"plugin_backend", "mosaic_tiled"}, {"plugin_custom_op", "mosaic_swish"}, {"custom_optimizer", "mosaic_lion"}}) {
+    const std::string src = path("src/" + example), bin = path("build/" + example);
+    std::filesystem::create_directories(path("src"));
+    std::filesystem::copy(std::string(MOSAIC_SOURCE_DIR) + "/examples/" + example, src,
+                          std::filesystem::copy_options::recursive);
+    r = mosaic_shell("cmake -S " + src + " -B " + bin + " -G \"" + MOSAIC_CMAKE_GENERATOR + "\" -DCMAKE_PREFIX_PATH=" +
+                     prefix + " -DCMAKE_BUILD_TYPE=Release && cmake --build " + bin);
+    ASSERT_EQ(r.code, 0) << example << ": " << r.out;
+    built[example] = bin + "/lib" + target + ".so";
+    ASSERT_TRUE(std::filesystem::exists(built[example])) << built[example];
+  }
+  // What they were built against is what the installed CLI loads.
+  r = mosaic_shell(cli + " backends --names --plugin " + built["plugin_backend"]);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tiled\n"), std::string::npos) << r.out;
+  const std::string dir = swish_case();
+  if (dir.empty()) GTEST_SKIP() << "python3-onnx is needed to write the example model";
+  const std::string plugins = " --plugin " + built["plugin_custom_op"] + " --plugin " + built["plugin_backend"];
+  r = mosaic_shell(cli + " verify " + dir + plugins + " --backend naive");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASSED swish [naive]"), std::string::npos) << r.out;
+  r = mosaic_shell(cli + " gradcheck " + dir + "/model.onnx" + plugins + " --backend tiled --batch 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("5 passed, 0 failed"), std::string::npos) << r.out;
+  r = mosaic_shell(cli + " optcheck --optimizer-plugin " + built["custom_optimizer"] +
+                   " --lr 0.001 --opt b1=0.9,b2=0.99 --model none");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rosenbrock"), std::string::npos) << r.out;
 }
 
 TEST_F(Plugins, MalformedPluginsAreRefusedWithTheFileNamed) {
