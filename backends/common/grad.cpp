@@ -8,38 +8,6 @@
 
 namespace mosaic {
 
-BinaryOp binary_op_of(const std::string& op_type) {
-  if (op_type == "Add") return BinaryOp::kAdd;
-  if (op_type == "Sub") return BinaryOp::kSub;
-  if (op_type == "Mul") return BinaryOp::kMul;
-  return BinaryOp::kDiv;
-}
-
-bool unary_backward_reads_input(const std::string& op) { return op == "LeakyRelu" || op == "Clip"; }
-bool unary_backward_reads_output(const std::string& op) { return op == "Relu" || op == "Sigmoid" || op == "Tanh"; }
-
-namespace {
-
-inline float grad_a(BinaryOp op, float g, float, float b) {
-  switch (op) {
-    case BinaryOp::kAdd:
-    case BinaryOp::kSub: return g;
-    case BinaryOp::kMul: return g * b;
-    default: return g / b;
-  }
-}
-
-inline float grad_b(BinaryOp op, float g, float a, float b) {
-  switch (op) {
-    case BinaryOp::kAdd: return g;
-    case BinaryOp::kSub: return -g;
-    case BinaryOp::kMul: return g * a;
-    default: return -g * a / (b * b);
-  }
-}
-
-}  // namespace
-
 void binary_backward(BinaryOp op, const Shape& a_shape, const Shape& b_shape, const Shape& out_shape, const float* a,
                      const float* b, const float* dy, float* da, float* db) {
   Shape out = out_shape.empty() ? Shape{1} : out_shape;
@@ -48,8 +16,8 @@ void binary_backward(BinaryOp op, const Shape& a_shape, const Shape& b_shape, co
     // No broadcasting (residual adds, gates): element-wise and parallel.
 #pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; ++i) {
-      if (da) da[i] = grad_a(op, dy[i], a[i], b[i]);
-      if (db) db[i] = grad_b(op, dy[i], a[i], b[i]);
+      if (da) da[i] = binary_grad_a(op, dy[i], a[i], b[i]);
+      if (db) db[i] = binary_grad_b(op, dy[i], a[i], b[i]);
     }
     return;
   }
@@ -60,8 +28,8 @@ void binary_backward(BinaryOp op, const Shape& a_shape, const Shape& b_shape, co
   std::vector<int64_t> idx(out.size(), 0);
   int64_t oa = 0, ob = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (da) acc_a[static_cast<size_t>(oa)] += grad_a(op, dy[i], a[oa], b[ob]);
-    if (db) acc_b[static_cast<size_t>(ob)] += grad_b(op, dy[i], a[oa], b[ob]);
+    if (da) acc_a[static_cast<size_t>(oa)] += binary_grad_a(op, dy[i], a[oa], b[ob]);
+    if (db) acc_b[static_cast<size_t>(ob)] += binary_grad_b(op, dy[i], a[oa], b[ob]);
     for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
       oa += sa[d];
       ob += sb[d];

@@ -4,15 +4,24 @@
 
 #include <string>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
+#include "backends/common/eltwise_ops.hpp"
+#include "core/kernel.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
-BinaryOp binary_op_of(const std::string& op_type);
+/// Zeroes gradient output i of a backward call if it is requested, and returns it (nullptr
+/// when it is not). For inputs a kernel does not differentiate, and for accumulating rules.
+inline float* zeroed_grad(const BackwardArgs& a, size_t i) {
+  if (i >= a.diff_src.size() || !a.diff_src[i]) return nullptr;
+  float* p = a.diff_src[i]->f32();
+  std::fill(p, p + a.diff_src[i]->numel(), 0.f);
+  return p;
+}
 
 /// Gradients of y = a OP b with numpy broadcasting: da (shape a) and db (shape b) are
 /// overwritten with dy's contributions summed over the axes each operand was broadcast
@@ -20,13 +29,6 @@ BinaryOp binary_op_of(const std::string& op_type);
 void binary_backward(BinaryOp op, const Shape& a_shape, const Shape& b_shape, const Shape& out, const float* a,
                      const float* b, const float* dy, float* da, float* db);
 
-/// What the shared backward rules read of the forward tensors (Kernel::backward_reads_*):
-/// Relu, Sigmoid and Tanh differentiate from their output (y > 0, y (1 - y), 1 - y^2),
-/// LeakyRelu and Clip from their input; Softmax and LogSoftmax from their output; Add and
-/// Sub need neither operand, Mul and Div both.
-bool unary_backward_reads_input(const std::string& op);
-bool unary_backward_reads_output(const std::string& op);
-inline bool binary_backward_reads_inputs(BinaryOp op) { return op == BinaryOp::kMul || op == BinaryOp::kDiv; }
 
 /// Row-major C = op(A) op(B) + beta C, as cblas_sgemm / dnnl_sgemm.
 using GemmFn = std::function<void(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,

@@ -1,0 +1,156 @@
+// The im2col backend's gemm and MatMul through OpenBLAS sgemm.
+#include <algorithm>
+#include <cblas.h>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/common/broadcast.hpp"
+#include "backends/common/grad.hpp"
+#include "backends/im2col/im2col_internal.hpp"
+
+namespace mosaic::im2col_impl {
+namespace {
+
+class GemmKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
+    if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
+    act_ = fused_activation(*ctx.node);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    float* y = dst[0]->f32();
+    float beta = 0.f;
+    if (p_.has_c && p_.beta != 0.f) {
+      const float* c = src[2]->f32();
+      const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < p_.m; ++i) {
+        const float* crow = c + (cm == 1 ? 0 : i) * cn;
+        float* yr = y + i * p_.n;
+        if (cn == 1) std::fill(yr, yr + p_.n, crow[0]);
+        else std::memcpy(yr, crow, p_.n * sizeof(float));
+      }
+      beta = p_.beta;
+    }
+    if (p_.m == 1) {
+      // A single row (batch 1): y = op(B)^T x as a matrix-vector product, which OpenBLAS
+      // runs at memory bandwidth; x is contiguous whether or not A is transposed.
+      cblas_sgemv(CblasRowMajor, p_.trans_b ? CblasNoTrans : CblasTrans, p_.trans_b ? p_.n : p_.k,
+                  p_.trans_b ? p_.k : p_.n, p_.alpha, src[1]->f32(), p_.trans_b ? p_.k : p_.n, src[0]->f32(), 1,
+                  beta, y, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans,
+                  p_.m, p_.n, p_.k, p_.alpha, src[0]->f32(), p_.trans_a ? p_.m : p_.k, src[1]->f32(),
+                  p_.trans_b ? p_.k : p_.n, beta, y, p_.n);
+    }
+    if (act_.active()) {
+#pragma omp parallel for schedule(static) if (p_.m * p_.n > 65536)
+      for (int64_t i = 0; i < p_.m; ++i) apply_activation(act_, y + i * p_.n, p_.n);
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return !act_.active(); }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// dA = alpha dY op(B)^T, dB = alpha op(A)^T dY (each laid out as its operand), dC = beta
+  /// dY summed over C's broadcast axes — all as sgemm calls with the matching transposes.
+  Status backward(const BackwardArgs& a) override {
+    const float* A = a.src[0]->f32();
+    const float* B = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    const int64_t M = p_.m, N = p_.n, K = p_.k;
+    const float alpha = p_.alpha;
+    if (a.diff_src[0]) {
+      float* dA = a.diff_src[0]->f32();
+      if (!p_.trans_a)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, p_.trans_b ? CblasNoTrans : CblasTrans, M, K, N, alpha, dy, N, B,
+                    p_.trans_b ? K : N, 0.f, dA, K);
+      else
+        cblas_sgemm(CblasRowMajor, p_.trans_b ? CblasTrans : CblasNoTrans, CblasTrans, K, M, N, alpha, B,
+                    p_.trans_b ? K : N, dy, N, 0.f, dA, M);
+    }
+    if (a.diff_src[1]) {
+      float* dB = a.diff_src[1]->f32();
+      if (!p_.trans_b)
+        cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasNoTrans : CblasTrans, CblasNoTrans, K, N, M, alpha, A,
+                    p_.trans_a ? M : K, dy, N, 0.f, dB, N);
+      else
+        cblas_sgemm(CblasRowMajor, CblasTrans, p_.trans_a ? CblasTrans : CblasNoTrans, N, K, M, alpha, dy, N, A,
+                    p_.trans_a ? M : K, 0.f, dB, K);
+    }
+    if (a.diff_src.size() > 2 && a.diff_src[2]) {
+      float* dC = a.diff_src[2]->f32();
+      const int64_t cm = c_shape_.size() == 2 ? c_shape_[0] : 1, cn = c_shape_.empty() ? 1 : c_shape_.back();
+      std::fill(dC, dC + a.diff_src[2]->numel(), 0.f);
+      for (int64_t i = 0; i < M; ++i) {
+        float* row = dC + (cm == 1 ? 0 : i) * cn;
+        if (cn == 1) row[0] += p_.beta * ordered_sum(dy + i * N, N);
+        else ArrayMap(row, N) += p_.beta * ConstArrayMap(dy + i * N, N);
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  GemmParams p_;
+  Shape c_shape_;
+  Activation act_;
+};
+
+void cblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a, lda, b,
+              ldb, beta, c, ldc);
+}
+
+class MatMulKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto p = matmul_params(ctx.inputs[0].shape, ctx.inputs[1].shape);
+    if (!p.ok()) return p.status().with_context(ctx.node->label());
+    p_ = p.value();
+    // B shared by every batch entry and A contiguous: one GEMM with M = batch * m.
+    fold_batch_ = shape_numel(p_.b_batch) == 1 && p_.a_batch == p_.batch;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* a = src[0]->f32();
+    const float* b = src[1]->f32();
+    float* y = dst[0]->f32();
+    const int64_t nb = shape_numel(p_.batch);
+    if (fold_batch_) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb * p_.m, p_.n, p_.k, 1.f, a, p_.k, b, p_.n, 0.f, y,
+                  p_.n);
+      return Status::ok();
+    }
+    for_each_matmul_batch(p_, [&](int64_t bi, int64_t oa, int64_t ob) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p_.m, p_.n, p_.k, 1.f, a + oa * p_.m * p_.k, p_.k,
+                  b + ob * p_.k * p_.n, p_.n, 0.f, y + bi * p_.m * p_.n, p_.n);
+    });
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    matmul_backward(p_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
+                    a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr,
+                    cblas_gemm);
+    return Status::ok();
+  }
+
+ private:
+  MatMulParams p_;
+  bool fold_batch_ = false;
+};
+
+}  // namespace
+
+void add_gemm_kernels(BackendRegistration& r) {
+  r.kernel("Gemm", make_factory<GemmKernel>());
+  r.kernel("MatMul", make_factory<MatMulKernel>());
+}
+
+}  // namespace mosaic::im2col_impl

@@ -1,0 +1,41 @@
+// Internal to the im2col backend: what its kernel families share (Eigen maps, fused
+// activations, deterministic sums, 1-d/2-d windows), and the registration function of each
+// family. Not a public header.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "backends/im2col/im2col.hpp"
+#include "core/kernel.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic::im2col_impl {
+
+/// Sum in an order that depends only on n, never on the address (Eigen's vectorised sum
+/// peels to alignment first, so the same values in another buffer round differently):
+/// 16 strided partial sums, added in a fixed order. Vectorises as well.
+float ordered_sum(const float* p, int64_t n);
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+/// Applies a fused activation to n contiguous floats with Eigen.
+void apply_activation(const Activation& act, float* y, int64_t n);
+
+/// 1-d and 2-d windows as 2-d (H = 1 for 1-d).
+struct Win2 {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+/// `w` as a 2-d window; 3-d and larger windows are unsupported (the planner falls back).
+Expected<Win2> lift2(const Window& w, const Node& node);
+
+// The kernel families, each in its own file; register.cpp calls them.
+void add_conv_kernels(BackendRegistration& r);
+void add_pool_kernels(BackendRegistration& r);
+void add_gemm_kernels(BackendRegistration& r);
+void add_eltwise_kernels(BackendRegistration& r);
+void add_norm_kernels(BackendRegistration& r);
+
+}  // namespace mosaic::im2col_impl

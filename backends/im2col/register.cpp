@@ -1,0 +1,35 @@
+// The im2col backend's registration and version functions. Its kernels are in one file per family
+// (conv, pool, gemm, eltwise, norm); what they share is in im2col_internal.hpp.
+#include <Eigen/Core>
+#include <cblas.h>
+
+#include "backends/common/movement.hpp"
+#include "backends/im2col/im2col_internal.hpp"
+
+namespace mosaic {
+
+/// OpenBLAS's build (its kernel family here is in blas_core_name()) and Eigen's version.
+std::vector<std::pair<std::string, std::string>> im2col_details() {
+  std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+  if (blas.rfind("OpenBLAS ", 0) == 0) blas = blas.substr(9);
+  return {{"OpenBLAS", blas}, {"Eigen", eigen_version()}};
+}
+
+Status register_im2col_kernels(KernelRegistry& registry) {
+  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_details});
+  im2col_impl::add_conv_kernels(r);
+  im2col_impl::add_pool_kernels(r);
+  im2col_impl::add_gemm_kernels(r);
+  im2col_impl::add_eltwise_kernels(r);
+  im2col_impl::add_norm_kernels(r);
+  register_view_kernels(r);
+  for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(r, op);
+  return r.status();
+}
+
+std::string eigen_version() {
+  return std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
+}
+
+}  // namespace mosaic

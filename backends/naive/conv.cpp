@@ -1,0 +1,122 @@
+// The naive oracle's convolution: direct loops, forward and backward (data, weights, bias).
+#include "backends/common/grad.hpp"
+#include "backends/naive/naive_internal.hpp"
+
+namespace mosaic::naive_impl {
+namespace {
+
+class ConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
+    act_ = fused_activation(*ctx.node);
+    node_ = ctx.node;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    const float* wt = src[1]->f32();
+    const float* bias = p_.has_bias ? src[2]->f32() : nullptr;
+    float* y = dst[0]->f32();
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group();
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    const int64_t ksz = w_.k[0] * w_.k[1] * w_.k[2];
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t oc = 0; oc < p_.oc; ++oc) {
+        const int64_t g = oc / ocg;
+        for (int64_t od = 0; od < w_.out[0]; ++od)
+          for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+            for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+              double acc = bias ? bias[oc] : 0.0;  // the oracle sums in double
+              for (int64_t ic = 0; ic < cg; ++ic) {
+                const float* xc = x + (n * p_.c + g * cg + ic) * in_sp;
+                const float* wc = wt + (oc * cg + ic) * ksz;
+                for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+                  int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+                  if (id < 0 || id >= w_.in[0]) continue;
+                  for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+                    int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+                    if (ih < 0 || ih >= w_.in[1]) continue;
+                    for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+                      int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+                      if (iw < 0 || iw >= w_.in[2]) continue;
+                      acc += static_cast<double>(xc[(id * w_.in[1] + ih) * w_.in[2] + iw]) * wc[(kd * w_.k[1] + kh) * w_.k[2] + kw];
+                    }
+                  }
+                }
+              }
+              y[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow] = act_.apply(static_cast<float>(acc));
+            }
+      }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    MOSAIC_RETURN_IF_ERROR(no_fused_backward(act_, *node_));
+    const float* x = a.src[0]->f32();
+    const float* wt = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx_out = zeroed_grad(a, 0);
+    float* dw_out = zeroed_grad(a, 1);
+    float* db_out = zeroed_grad(a, 2);
+    // The oracle accumulates in double and rounds once.
+    std::vector<double> dxd(dx_out ? a.diff_src[0]->numel() : 0), dwd(dw_out ? a.diff_src[1]->numel() : 0),
+        dbd(db_out ? a.diff_src[2]->numel() : 0);
+    double* dx = dx_out ? dxd.data() : nullptr;
+    double* dw = dw_out ? dwd.data() : nullptr;
+    double* db = db_out ? dbd.data() : nullptr;
+    const int64_t cg = p_.c_per_group(), ocg = p_.oc_per_group();
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    const int64_t ksz = w_.k[0] * w_.k[1] * w_.k[2];
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t oc = 0; oc < p_.oc; ++oc) {
+        const int64_t g = oc / ocg;
+        for (int64_t od = 0; od < w_.out[0]; ++od)
+          for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+            for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+              const double grad = dy[(n * p_.oc + oc) * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
+              if (db) db[oc] += grad;
+              for (int64_t ic = 0; ic < cg; ++ic) {
+                const int64_t xbase = (n * p_.c + g * cg + ic) * in_sp, wbase = (oc * cg + ic) * ksz;
+                for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+                  int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+                  if (id < 0 || id >= w_.in[0]) continue;
+                  for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+                    int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+                    if (ih < 0 || ih >= w_.in[1]) continue;
+                    for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+                      int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+                      if (iw < 0 || iw >= w_.in[2]) continue;
+                      const int64_t xi = xbase + (id * w_.in[1] + ih) * w_.in[2] + iw;
+                      const int64_t wi = wbase + (kd * w_.k[1] + kh) * w_.k[2] + kw;
+                      if (dx) dx[xi] += wt[wi] * grad;
+                      if (dw) dw[wi] += x[xi] * grad;
+                    }
+                  }
+                }
+              }
+            }
+      }
+    for (size_t i = 0; i < dxd.size(); ++i) dx_out[i] = static_cast<float>(dxd[i]);
+    for (size_t i = 0; i < dwd.size(); ++i) dw_out[i] = static_cast<float>(dwd[i]);
+    for (size_t i = 0; i < dbd.size(); ++i) db_out[i] = static_cast<float>(dbd[i]);
+    return Status::ok();
+  }
+
+ private:
+  ConvParams p_;
+  Window3 w_;
+  Activation act_;
+  const Node* node_ = nullptr;
+};
+
+}  // namespace
+
+void add_conv_kernels(BackendRegistration& r) {
+  r.kernel("Conv", make_factory<ConvKernel>());
+}
+
+}  // namespace mosaic::naive_impl

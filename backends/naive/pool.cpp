@@ -1,0 +1,130 @@
+// The naive oracle's pooling: max, average and global, forward and backward.
+#include <cmath>
+#include <limits>
+
+#include "backends/common/grad.hpp"
+#include "backends/common/pooling.hpp"
+#include "backends/naive/naive_internal.hpp"
+
+namespace mosaic::naive_impl {
+namespace {
+
+class PoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
+    is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    int64_t* indices = dst.size() > 1 && dst[1] ? dst[1]->i64() : nullptr;
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    for (int64_t nc = 0; nc < p_.n * p_.c; ++nc) {
+      const float* xc = x + nc * in_sp;
+      for (int64_t od = 0; od < w_.out[0]; ++od)
+        for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+          for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t best_i = -1, count = 0;
+            double sum = 0;
+            visit_window(od, oh, ow, [&](int64_t off, int64_t id, int64_t ih, int64_t iw) {
+              const float v = xc[off];
+              if (v > best || best_i < 0) {
+                best = v;
+                best_i = p_.storage_order ? (iw * w_.in[1] + ih) * w_.in[0] + id : off;
+              }
+              sum += v;
+              ++count;
+            });
+            const int64_t o = nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow;
+            if (is_max_) {
+              y[o] = best;
+              if (indices) indices[o] = nc * in_sp + best_i;
+            } else {
+              y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? w_.padded_cells(od, oh, ow) : count));
+            }
+          }
+    }
+    return Status::ok();
+  }
+
+  bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// Max: the gradient goes to the window's first (near-)maximum; average:
+  /// spread over the window with the forward divisor.
+  Status backward(const BackwardArgs& a) override {
+    const float* x = a.src[0]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    float* dx = zeroed_grad(a, 0);
+    if (!dx) return Status::ok();
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    for (int64_t nc = 0; nc < p_.n * p_.c; ++nc) {
+      const float* xc = x + nc * in_sp;
+      float* dxc = dx + nc * in_sp;
+      for (int64_t od = 0; od < w_.out[0]; ++od)
+        for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+          for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+            const float g = dy[nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow];
+            std::vector<int64_t> cells;
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t best_i = -1;
+            visit_window(od, oh, ow, [&](int64_t off, int64_t, int64_t, int64_t) {
+              if (xc[off] > best || best_i < 0) {
+                best = xc[off];
+                best_i = off;
+              }
+              cells.push_back(off);
+            });
+            if (is_max_) {
+              // The first cell within the tie tolerance of the maximum: exact ties as in
+              // PyTorch, and near-ties the way every backend routes them (pooling.hpp).
+              const float floor = best - std::fabs(best) * kMaxPoolTieRtol;
+              for (int64_t off : cells)
+                if (xc[off] >= floor) {
+                  best_i = off;
+                  break;
+                }
+              if (best_i >= 0) dxc[best_i] += g;
+            } else {
+              const float share = g / static_cast<float>(p_.count_include_pad ? w_.padded_cells(od, oh, ow) : cells.size());
+              for (int64_t off : cells) dxc[off] += share;
+            }
+          }
+    }
+    return Status::ok();
+  }
+
+ private:
+  /// Calls f(offset, id, ih, iw) for every window cell of output (od, oh, ow) inside the input.
+  template <class F>
+  void visit_window(int64_t od, int64_t oh, int64_t ow, F&& f) const {
+    for (int64_t kd = 0; kd < w_.k[0]; ++kd) {
+      const int64_t id = od * w_.s[0] - w_.pb[0] + kd * w_.d[0];
+      if (id < 0 || id >= w_.in[0]) continue;
+      for (int64_t kh = 0; kh < w_.k[1]; ++kh) {
+        const int64_t ih = oh * w_.s[1] - w_.pb[1] + kh * w_.d[1];
+        if (ih < 0 || ih >= w_.in[1]) continue;
+        for (int64_t kw = 0; kw < w_.k[2]; ++kw) {
+          const int64_t iw = ow * w_.s[2] - w_.pb[2] + kw * w_.d[2];
+          if (iw < 0 || iw >= w_.in[2]) continue;
+          f((id * w_.in[1] + ih) * w_.in[2] + iw, id, ih, iw);
+        }
+      }
+    }
+  }
+  PoolParams p_;
+  Window3 w_;
+  bool is_max_ = true;
+};
+
+}  // namespace
+
+void add_pool_kernels(BackendRegistration& r) {
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    r.kernel(op, make_factory<PoolKernel>());
+}
+
+}  // namespace mosaic::naive_impl

@@ -1,0 +1,21 @@
+// The naive oracle's registration. Its kernels are in one file per family (conv, pool, gemm,
+// eltwise, norm); what they share is in naive_internal.hpp.
+#include "backends/common/movement.hpp"
+#include "backends/naive/naive_internal.hpp"
+
+namespace mosaic {
+
+Status register_naive_kernels(KernelRegistry& registry) {
+  BackendRegistration r(registry, {"naive", "plain loops in float: the reference oracle every backend is checked against", nullptr});
+  naive_impl::add_conv_kernels(r);
+  naive_impl::add_pool_kernels(r);
+  naive_impl::add_gemm_kernels(r);
+  naive_impl::add_eltwise_kernels(r);
+  naive_impl::add_norm_kernels(r);
+  register_view_kernels(r);
+  for (const char* op : {"Transpose", "Concat", "Slice", "Pad", "Gather", "Cast", "Shape", "Constant", "ConstantOfShape"})
+    register_movement_kernel(r, op);
+  return r.status();
+}
+
+}  // namespace mosaic

@@ -1,0 +1,176 @@
+// The oneDNN backend's convolution: forward (fused activation, plain or blocked layouts) and, in
+// training, backward data and weights.
+#include <unordered_map>
+
+#include "backends/common/grad.hpp"
+#include "backends/onednn/onednn_internal.hpp"
+
+namespace mosaic::onednn_impl {
+namespace {
+
+class ConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(ConvParams p, conv_params(ctx));
+    return guarded(*ctx.node, [&]() -> Status {
+      const Shape& xs = ctx.inputs[0].shape;
+      const Shape& ys = ctx.outputs[0].shape;
+      Shape ws = ctx.inputs[1].shape;
+      if (p.group > 1) {
+        ws[0] /= p.group;
+        ws.insert(ws.begin(), p.group);
+      }
+      memory::dims strides(p.win.stride.begin(), p.win.stride.end());
+      memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.pad_end.begin(), p.win.pad_end.end());
+      for (auto d : p.win.dilation) dil.push_back(d - 1);
+      // Make padding_r consistent with the output size (floor division leaves slack).
+      for (size_t i = 0; i < p.win.rank(); ++i)
+        pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
+      has_bias_ = p.has_bias;
+      if (ctx.training && !fused_activation(*ctx.node).active()) return init_training(ctx, xs, ws, ys, p.oc, strides, dil, pl, pr);
+      auto d = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                           any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
+                         : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                           any(xs), any(ws), any(ys), strides, dil, pl, pr);
+      dnnl::convolution_forward::primitive_desc pd(d, activation_attr(fused_activation(*ctx.node)), engine());
+      src_.init(input_md(ctx, 0), pd.src_desc(), ctx.tracker, false);
+      // Keep oneDNN's output layout when every consumer can read it; else reorder to plain.
+      const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(ys);
+      dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
+      out_layout_ = layout_of(out_md, ys);
+      weights_.init(plain(ws), pd.weights_desc(), ctx.constant(1), ctx.tracker);
+      if (has_bias_) bias_.mem = memory(plain({p.oc}), engine(), DNNL_MEMORY_NONE);
+      prim_ = dnnl::convolution_forward(pd);
+      return Status::ok();
+    });
+  }
+  size_t workspace_bytes() const override { return src_.owned_bytes() + dst_.owned_bytes() + weights_.bytes(); }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return trainable_; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    bool diff_dst_ready = false;
+    if (a.diff_src[0]) {
+      bd_diff_dst_.bind_in(a.diff_dst[0]);
+      diff_dst_ready = true;
+      bd_diff_src_.bind_out(a.diff_src[0]);
+      memory& w = bd_weights_from_forward_ ? weights_.get(a.src[1]) : (bd_w_.bind_in(a.src[1]), bd_w_.internal);
+      bwd_data_.execute(stream(), {{DNNL_ARG_DIFF_DST, bd_diff_dst_.internal},
+                                   {DNNL_ARG_WEIGHTS, w},
+                                   {DNNL_ARG_DIFF_SRC, bd_diff_src_.internal}});
+      bd_diff_src_.finish_out();
+    }
+    if (a.diff_src[1] || (has_bias_ && a.diff_src[2])) {
+      // oneDNN computes both weight and bias gradients; missing ones go to scratch.
+      Tensor scratch_w, scratch_b;
+      Tensor* dw = a.diff_src[1];
+      Tensor* db = has_bias_ ? a.diff_src[2] : nullptr;
+      if (!dw) dw = &(scratch_w = Tensor::empty({DType::kF32, a.src[1]->shape()}));
+      if (has_bias_ && !db) db = &(scratch_b = Tensor::empty({DType::kF32, a.src[2]->shape()}));
+      bw_src_.bind_in(a.src[0]);
+      memory diff_dst;
+      if (bw_diff_dst_from_data_) {
+        if (!diff_dst_ready) bd_diff_dst_.bind_in(a.diff_dst[0]);
+        diff_dst = bd_diff_dst_.internal;
+      } else {
+        bw_diff_dst_.bind_in(a.diff_dst[0]);
+        diff_dst = bw_diff_dst_.internal;
+      }
+      bw_diff_w_.bind_out(dw);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bw_src_.internal}, {DNNL_ARG_DIFF_DST, diff_dst},
+                                           {DNNL_ARG_DIFF_WEIGHTS, bw_diff_w_.internal}};
+      if (has_bias_) {
+        b_diff_b_.bind(db);
+        args[DNNL_ARG_DIFF_BIAS] = b_diff_b_.mem;
+      }
+      bwd_weights_.execute(stream(), args);
+      bw_diff_w_.finish_out();
+    }
+    stream().wait();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind_in(src[0]);
+    dst_.bind_out(dst[0]);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.internal},
+                                         {DNNL_ARG_WEIGHTS, weights_.get(src[1])},
+                                         {DNNL_ARG_DST, dst_.internal}};
+    if (has_bias_) {
+      bias_.bind(src[2]);
+      args[DNNL_ARG_BIAS] = bias_.mem;
+    }
+    prim_.execute(stream(), args);
+    dst_.finish_out();
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Staged src_, dst_;
+  Weights weights_;
+  Bound bias_;
+  bool has_bias_ = false;
+  std::shared_ptr<const Layout> out_layout_;
+  /// Training: forward, backward-data and backward-weights primitives on the layouts oneDNN
+  /// prefers (blocked), with plain tensors reordered in and out around each call. The
+  /// blocked copies are transient (shared slots), so the plan's memory stays that of plain
+  /// activations and gradients.
+  Status init_training(const KernelContext& ctx, const Shape& xs, const Shape& ws, const Shape& ys, int64_t oc,
+                       const memory::dims& strides, const memory::dims& dil, const memory::dims& pl,
+                       const memory::dims& pr) {
+    trainable_ = true;
+    const memory::desc b_md = plain({oc});
+    auto fd = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                          any(xs), any(ws), b_md, any(ys), strides, dil, pl, pr)
+                        : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                          any(xs), any(ws), any(ys), strides, dil, pl, pr);
+    dnnl::convolution_forward::primitive_desc fpd(fd, engine());
+    dnnl::convolution_backward_data::desc bdd(algorithm::convolution_direct, any(xs), any(ws), any(ys), strides, dil,
+                                              pl, pr);
+    dnnl::convolution_backward_data::primitive_desc bdpd(bdd, engine(), fpd);
+    auto bwd = has_bias_ ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs), any(ws),
+                                                                    b_md, any(ys), strides, dil, pl, pr)
+                         : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs), any(ws),
+                                                                    any(ys), strides, dil, pl, pr);
+    dnnl::convolution_backward_weights::primitive_desc bwpd(bwd, engine(), fpd);
+    prim_ = dnnl::convolution_forward(fpd);
+    bwd_data_ = dnnl::convolution_backward_data(bdpd);
+    bwd_weights_ = dnnl::convolution_backward_weights(bwpd);
+    // The input (and its gradient) arrive in the producer's layout; the output (and its
+    // gradient) stay in the primitive's when every consumer reads it, else plain.
+    // Slots: forward src 0 and dst 1; backward diff_dst 2, weights 3, diff_src 4, src 0,
+    // diff_dst for weights 5, diff_weights 6.
+    const memory::desc x_md = input_md(ctx, 0), y_md = ctx.layout_free(0) ? fpd.dst_desc() : plain(ys);
+    out_layout_ = layout_of(y_md, ys);
+    src_.init(x_md, fpd.src_desc(), ctx.tracker, false, 0);
+    dst_.init(y_md, fpd.dst_desc(), ctx.tracker, true, 1);
+    weights_.init(plain(ws), fpd.weights_desc(), nullptr, ctx.tracker);
+    if (has_bias_) bias_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
+    bd_diff_dst_.init(y_md, bdpd.diff_dst_desc(), ctx.tracker, false, 2);
+    bd_weights_from_forward_ = bdpd.weights_desc() == fpd.weights_desc();
+    if (!bd_weights_from_forward_) bd_w_.init(plain(ws), bdpd.weights_desc(), ctx.tracker, false, 3);
+    bd_diff_src_.init(x_md, bdpd.diff_src_desc(), ctx.tracker, true, 4);
+    bw_src_.init(x_md, bwpd.src_desc(), ctx.tracker, false, 0);
+    bw_diff_dst_from_data_ = bwpd.diff_dst_desc() == bdpd.diff_dst_desc();
+    if (!bw_diff_dst_from_data_) bw_diff_dst_.init(y_md, bwpd.diff_dst_desc(), ctx.tracker, false, 5);
+    bw_diff_w_.init(plain(ws), bwpd.diff_weights_desc(), ctx.tracker, true, 6);
+    b_diff_b_.mem = memory(b_md, engine(), DNNL_MEMORY_NONE);
+    return Status::ok();
+  }
+
+  bool trainable_ = false;
+  dnnl::convolution_backward_data bwd_data_;
+  dnnl::convolution_backward_weights bwd_weights_;
+  Staged bd_diff_dst_, bd_w_, bd_diff_src_, bw_src_, bw_diff_dst_, bw_diff_w_;
+  bool bd_weights_from_forward_ = false, bw_diff_dst_from_data_ = false;
+  Bound b_diff_b_;
+  dnnl::convolution_forward prim_;
+};
+
+}  // namespace
+
+void add_conv_kernels(BackendRegistration& r) {
+  r.kernel("Conv", make_factory<ConvKernel>());
+}
+
+}  // namespace mosaic::onednn_impl

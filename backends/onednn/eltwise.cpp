@@ -1,0 +1,199 @@
+// The oneDNN backend's element-wise activations (eltwise primitive) and broadcasting binary ops
+// (binary primitive).
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "backends/common/grad.hpp"
+#include "backends/onednn/onednn_internal.hpp"
+
+namespace mosaic::onednn_impl {
+namespace {
+
+class EltwiseKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto op = unary_op_of(ctx.node->op_type);
+    if (!op) return Status::internal(ctx.node->label() + ": not an element-wise activation");
+    op_ = *op;
+    // The forward algorithm, and the one backward uses: Relu, Sigmoid and Tanh differentiate
+    // from their output (oneDNN's use_dst_for_bwd variants), so the plan need not keep their
+    // input (unary_info(op).backward_reads_output).
+    algorithm alg = algorithm::eltwise_relu, balg = algorithm::eltwise_relu;
+    float alpha = 0.f, beta = 0.f;
+    switch (op_) {
+      case UnaryOp::kRelu: balg = algorithm::eltwise_relu_use_dst_for_bwd; break;
+      case UnaryOp::kLeakyRelu: alpha = ctx.node->attr_float("alpha", 0.01f); break;
+      case UnaryOp::kSigmoid:
+        alg = algorithm::eltwise_logistic;
+        balg = algorithm::eltwise_logistic_use_dst_for_bwd;
+        break;
+      case UnaryOp::kTanh:
+        alg = algorithm::eltwise_tanh;
+        balg = algorithm::eltwise_tanh_use_dst_for_bwd;
+        break;
+      case UnaryOp::kClip: {
+        if ((ctx.has_input(1) && !ctx.constant(1)) || (ctx.has_input(2) && !ctx.constant(2)))
+          return Status::unsupported(ctx.node->label() + ": Clip bounds computed at run time");
+        ClipParams c = clip_attr_params(ctx);
+        alg = balg = algorithm::eltwise_clip_v2;
+        alpha = std::isinf(c.lo) ? -FLT_MAX : c.lo;
+        beta = std::isinf(c.hi) ? FLT_MAX : c.hi;
+        break;
+      }
+    }
+    return guarded(*ctx.node, [&]() -> Status {
+      // Element-wise in the input's layout; the output is reordered to plain if it must be.
+      const memory::desc md = input_md(ctx, 0);
+      const Shape& ys = ctx.outputs[0].shape;
+      dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
+      prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
+      const memory::desc out_md = ctx.layout_free(0) ? md : plain(ys);
+      if (ctx.training) {
+        dnnl::eltwise_forward::primitive_desc hint(
+            dnnl::eltwise_forward::desc(prop_kind::forward_training, balg, md, alpha, beta), engine());
+        dnnl::eltwise_backward::desc bd(balg, md, md, alpha, beta);
+        bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), hint));
+        // Backward runs in the input's layout, where dx is written. The output and its
+        // gradient are plain if the input is in a layout its consumers cannot read: they are
+        // reordered in through transient slots.
+        const bool from_dst = unary_info(op_).backward_reads_output;
+        b_data_.init(from_dst ? out_md : md, md, ctx.tracker, false, 0);
+        b_diff_dst_.init(out_md, md, ctx.tracker, false, 1);
+        b_diff_src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
+      src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
+      dst_.init(out_md, md, ctx.tracker, true);
+      out_layout_ = layout_of(out_md, ys);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind(src[0]);
+    dst_.bind_out(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
+    dst_.finish_out();
+    stream().wait();
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return dst_.bytes; }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return trainable_; }
+  bool backward_reads_input(size_t i) const override { return i > 0 || unary_info(op_).backward_reads_input; }
+  bool backward_reads_output(size_t) const override { return unary_info(op_).backward_reads_output; }
+  Status backward(const BackwardArgs& a) override {
+    for (size_t i = 1; i < a.diff_src.size(); ++i)
+      zeroed_grad(a, i);
+    if (!a.diff_src[0]) return Status::ok();
+    const bool from_dst = unary_info(op_).backward_reads_output;
+    b_data_.bind_in(from_dst ? a.dst[0] : a.src[0]);
+    b_diff_dst_.bind_in(a.diff_dst[0]);
+    b_diff_src_.bind(a.diff_src[0]);
+    bwd_.execute(stream(), {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, b_data_.internal},
+                            {DNNL_ARG_DIFF_DST, b_diff_dst_.internal}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_;
+  Staged dst_;
+  std::shared_ptr<const Layout> out_layout_;
+  dnnl::eltwise_forward prim_;
+  bool trainable_ = false;
+  UnaryOp op_ = UnaryOp::kRelu;
+  dnnl::eltwise_backward bwd_;
+  Staged b_data_, b_diff_dst_;
+  Bound b_diff_src_;
+};
+
+class BinaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.outputs[0].dtype != DType::kF32)
+      return Status::unsupported(ctx.node->label() + ": oneDNN backend computes float32 only");
+    auto op = binary_op_of(ctx.node->op_type);
+    if (!op) return Status::internal(ctx.node->label() + ": not a binary op");
+    op_ = *op;
+    algorithm alg = algorithm::binary_add;
+    switch (op_) {
+      case BinaryOp::kAdd: alg = algorithm::binary_add; break;
+      case BinaryOp::kSub: alg = algorithm::binary_sub; break;
+      case BinaryOp::kMul: alg = algorithm::binary_mul; break;
+      case BinaryOp::kDiv: alg = algorithm::binary_div; break;
+    }
+    const Shape& out = ctx.outputs[0].shape;
+    a_shape_ = ctx.inputs[0].shape;
+    b_shape_ = ctx.inputs[1].shape;
+    out_shape_ = out;
+    Shape a = ctx.inputs[0].shape, b = ctx.inputs[1].shape;
+    a.insert(a.begin(), out.size() - a.size(), 1);
+    b.insert(b.begin(), out.size() - b.size(), 1);
+    // oneDNN broadcasts src1 only; commutative ops may swap operands.
+    if (a != out) {
+      if (b == out && (op_ == BinaryOp::kAdd || op_ == BinaryOp::kMul)) {
+        std::swap(a, b);
+        swapped_ = true;
+      } else {
+        return Status::unsupported(ctx.node->label() + ": oneDNN binary broadcasts only its second operand");
+      }
+    }
+    return guarded(*ctx.node, [&]() -> Status {
+      // Operands in oneDNN layouts are used as they are when both share one (same shape, as
+      // in a residual Add); otherwise they are reordered to plain first.
+      const size_t ia = swapped_ ? 1 : 0, ib = swapped_ ? 0 : 1;
+      // Plain operands are viewed at the output's rank (broadcast shapes padded with 1s).
+      memory::desc ma = ctx.input_layout(ia) ? input_md(ctx, ia) : plain(a);
+      memory::desc mb = ctx.input_layout(ib) ? input_md(ctx, ib) : plain(b);
+      memory::desc compute_a = plain(a), compute_b = plain(b);
+      if (ma == mb && a == b) compute_a = compute_b = ma;
+      a_.init(ma, compute_a, ctx.tracker, false);
+      b_.init(mb, compute_b, ctx.tracker, false);
+      dnnl::binary::desc d(alg, compute_a, compute_b, any(out));
+      dnnl::binary::primitive_desc pd(d, engine());
+      const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(out);
+      y_.init(out_md, pd.dst_desc(), ctx.tracker, true);
+      out_layout_ = layout_of(out_md, out);
+      prim_ = dnnl::binary(pd);
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    a_.bind_in(src[swapped_ ? 1 : 0]);
+    b_.bind_in(src[swapped_ ? 0 : 1]);
+    y_.bind_out(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC_0, a_.internal}, {DNNL_ARG_SRC_1, b_.internal}, {DNNL_ARG_DST, y_.internal}});
+    y_.finish_out();
+    stream().wait();
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return a_.bytes + b_.bytes + y_.bytes; }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return binary_info(op_).backward_reads_inputs; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// oneDNN has no binary backward: the shared broadcast reduction (common/grad.hpp).
+  Status backward(const BackwardArgs& a) override {
+    binary_backward(op_, a_shape_, b_shape_, out_shape_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
+                    a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr);
+    return Status::ok();
+  }
+
+ private:
+  Shape a_shape_, b_shape_, out_shape_;
+  BinaryOp op_ = BinaryOp::kAdd;
+  Staged a_, b_, y_;
+  std::shared_ptr<const Layout> out_layout_;
+  bool swapped_ = false;
+  dnnl::binary prim_;
+};
+
+}  // namespace
+
+void add_eltwise_kernels(BackendRegistration& r) {
+  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>());
+  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<EltwiseKernel>());
+}
+
+}  // namespace mosaic::onednn_impl

@@ -1,0 +1,147 @@
+// The oneDNN backend's pooling: max, average and their global forms, forward and backward.
+#include <unordered_map>
+
+#include "backends/common/grad.hpp"
+#include "backends/common/pooling.hpp"
+#include "backends/onednn/onednn_internal.hpp"
+
+namespace mosaic::onednn_impl {
+namespace {
+
+class PoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    if (ctx.has_output(1)) return Status::unsupported(ctx.node->label() + ": MaxPool Indices output (naive only)");
+    MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(ctx));
+    const bool is_max = ctx.node->op_type.find("Max") != std::string::npos;
+    return guarded(*ctx.node, [&]() -> Status {
+      memory::dims strides(p.win.stride.begin(), p.win.stride.end()), kernel(p.win.kernel.begin(), p.win.kernel.end());
+      memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.rank());
+      for (auto d : p.win.dilation) dil.push_back(d - 1);
+      bool extra_pad = false;
+      for (size_t i = 0; i < p.win.rank(); ++i) {
+        pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
+        extra_pad = extra_pad || pr[i] > p.win.pad_end[i];
+        if (pr[i] < 0) pr[i] = 0;
+      }
+      if (!is_max && p.count_include_pad && extra_pad)
+        return Status::unsupported(ctx.node->label() +
+                                   ": ceil_mode windows past the padding with count_include_pad (divisor differs)");
+      const algorithm alg = is_max ? algorithm::pooling_max
+                                   : (p.count_include_pad ? algorithm::pooling_avg_include_padding
+                                                          : algorithm::pooling_avg_exclude_padding);
+      const Shape& ys = ctx.outputs[0].shape;
+      // Pool in the input's layout; the output follows it (reordered to plain if needed).
+      const memory::desc src = input_md(ctx, 0);
+      dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, src, any(ys), strides, kernel, dil, pl, pr);
+      dnnl::pooling_v2_forward::primitive_desc pd(d, engine());
+      src_.mem = memory(src, engine(), DNNL_MEMORY_NONE);
+      const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(ys);
+      dst_.init(out_md, pd.dst_desc(), ctx.tracker, true);
+      out_layout_ = layout_of(out_md, ys);
+      prim_ = dnnl::pooling_v2_forward(pd);
+      const int lanes = ctx.input_layout(0) ? channel_lanes(src) : 0;
+      if (ctx.training && ctx.input_layout(0) && (!is_max || !lanes || channel_lanes(pd.dst_desc()) != lanes))
+        return Status::unsupported(ctx.node->label() + ": training pool in layout " + ctx.input_layout(0)->name());
+      if (ctx.training && lanes) {
+        // Max pooling on channel-blocked tensors: the same near-tie rule, lane by lane. The
+        // gradient of an output left plain is reordered into the pool's layout first.
+        win_ = p.win;
+        nc_ = ctx.inputs[0].shape[0] * (src.data.padded_dims[1] / lanes);
+        lanes_ = lanes;
+        b_diff_dst_staged_.init(out_md, pd.dst_desc(), ctx.tracker, false, 1);
+        max_backward_ = true;
+        trainable_ = true;
+      } else if (ctx.training && !ctx.input_layout(0) && is_max) {
+        // Max-pool backward routes by the shared near-tie rule (common/pooling.hpp), not
+        // by oneDNN's workspace: the same subgradient as PyTorch where the forward's
+        // rounding split exact ties. The forward stays the inference primitive.
+        win_ = p.win;
+        nc_ = p.n * p.c;
+        max_backward_ = true;
+        trainable_ = true;
+      } else if (ctx.training && !ctx.input_layout(0)) {
+        // Average pooling on plain layouts: oneDNN's training forward and backward.
+        const memory::desc xs = plain(ctx.inputs[0].shape), y_md = plain(ys);
+        dnnl::pooling_v2_forward::primitive_desc tpd(
+            dnnl::pooling_v2_forward::desc(prop_kind::forward_training, alg, xs, y_md, strides, kernel, dil, pl, pr),
+            engine());
+        train_fwd_ = dnnl::pooling_v2_forward(tpd);
+        dnnl::pooling_v2_backward::desc bd(alg, xs, y_md, strides, kernel, dil, pl, pr);
+        bwd_ = dnnl::pooling_v2_backward(dnnl::pooling_v2_backward::primitive_desc(bd, engine(), tpd));
+        if (tpd.workspace_desc().get_size()) workspace_ = memory(tpd.workspace_desc(), engine());
+        t_src_.mem = memory(xs, engine(), DNNL_MEMORY_NONE);
+        for (auto* b : {&t_dst_, &b_diff_dst_}) b->mem = memory(y_md, engine(), DNNL_MEMORY_NONE);
+        b_diff_src_.mem = memory(xs, engine(), DNNL_MEMORY_NONE);
+        trainable_ = true;
+      }
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (trainable_ && !max_backward_) {
+      t_src_.bind(src[0]);
+      t_dst_.bind(dst[0]);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, t_src_.mem}, {DNNL_ARG_DST, t_dst_.mem}};
+      if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+      train_fwd_.execute(stream(), args);
+      stream().wait();
+      return Status::ok();
+    }
+    src_.bind(src[0]);
+    dst_.bind_out(dst[0]);
+    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
+    dst_.finish_out();
+    stream().wait();
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return dst_.bytes + (workspace_ ? workspace_.get_desc().get_size() : 0); }
+  std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
+  bool has_backward() const override { return trainable_; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    if (max_backward_ && lanes_) {
+      b_diff_dst_staged_.bind_in(a.diff_dst[0]);
+      stream().wait();
+      max_pool_backward_lanes(a.src[0]->f32(), static_cast<const float*>(b_diff_dst_staged_.internal.get_data_handle()),
+                              a.diff_src[0]->f32(), nc_, lanes_, win_);
+      return Status::ok();
+    }
+    if (max_backward_) {
+      max_pool_backward(a.src[0]->f32(), a.diff_dst[0]->f32(), a.diff_src[0]->f32(), nc_, win_);
+      return Status::ok();
+    }
+    b_diff_dst_.bind(a.diff_dst[0]);
+    b_diff_src_.bind(a.diff_src[0]);
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, b_diff_dst_.mem}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}};
+    if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+    bwd_.execute(stream(), args);
+    stream().wait();
+    return Status::ok();
+  }
+
+ private:
+  Bound src_;
+  Staged dst_;
+  std::shared_ptr<const Layout> out_layout_;
+  dnnl::pooling_v2_forward prim_;
+  bool trainable_ = false, max_backward_ = false;
+  Window win_;
+  int64_t nc_ = 0;
+  int lanes_ = 0;
+  Staged b_diff_dst_staged_;
+  dnnl::pooling_v2_forward train_fwd_;
+  dnnl::pooling_v2_backward bwd_;
+  memory workspace_;
+  Bound t_src_, t_dst_, b_diff_dst_, b_diff_src_;
+};
+
+}  // namespace
+
+void add_pool_kernels(BackendRegistration& r) {
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    r.kernel(op, make_factory<PoolKernel>());
+}
+
+}  // namespace mosaic::onednn_impl

@@ -1,0 +1,66 @@
+// The oneDNN backend's registration, version and error functions. Its kernels are in one file per
+// family (conv, pool, gemm, eltwise, norm, movement); what they share is in onednn_internal.hpp and
+// common.cpp.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/common/eltwise_ops.hpp"
+#include "backends/common/movement.hpp"
+#include "backends/onednn/onednn_internal.hpp"
+
+namespace mosaic {
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (commit " +
+         v->hash + ")";
+}
+
+bool onednn_sgemm(int n, const float* a, const float* b, float* c) {
+  return dnnl_sgemm('N', 'N', n, n, n, 1.f, a, n, b, n, 0.f, c, n) == dnnl_success;
+}
+
+std::string onednn_effective_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+Status onednn_error_status(int status, const std::string& what, const Node& node) {
+  const std::string msg = node.label() + ": oneDNN: " + what;
+  if (status == dnnl_unimplemented) return Status::unsupported(msg + " (no implementation for this configuration)");
+  const char* name = status == dnnl_out_of_memory       ? "out of memory"
+                     : status == dnnl_invalid_arguments ? "invalid arguments"
+                     : status == dnnl_runtime_error     ? "runtime error"
+                                                        : "error";
+  return Status::internal(msg + " (" + name + ", status " + std::to_string(status) + ")");
+}
+
+/// oneDNN's version (the instruction set its JIT uses here is onednn_effective_isa()).
+std::vector<std::pair<std::string, std::string>> onednn_details() { return {{"oneDNN", onednn_version()}}; }
+
+Status register_onednn_kernels(KernelRegistry& registry) {
+  BackendRegistration r(registry, {"onednn", "oneDNN primitives, in its blocked layouts along chains of layout-aware ops", onednn_details});
+  onednn_impl::add_conv_kernels(r);
+  onednn_impl::add_pool_kernels(r);
+  onednn_impl::add_gemm_kernels(r);
+  onednn_impl::add_eltwise_kernels(r);
+  onednn_impl::add_norm_kernels(r);
+  onednn_impl::add_movement_kernels(r);
+  register_view_kernels(r);
+  // Ops whose kernels read and write oneDNN's blocked layouts, so chains of them skip the
+  // reorders to and from plain; the second argument says whether they do in training too
+  // (forward and backward in blocked layouts: the chains of a CNN).
+  for (const char* op : {"Conv", "MaxPool", "Pad"}) r.layouts(op, true);
+  for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization"}) r.layouts(op, false);
+  for (const auto& u : kUnaryOps) r.layouts(u.name, true);
+  for (const auto& b : kBinaryOps) r.layouts(b.name, false);
+  return r.status();
+}
+
+}  // namespace mosaic
