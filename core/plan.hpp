@@ -163,6 +163,7 @@ class Plan {
   int conversion_count() const;
 
  private:
+  friend class PlanBuilder;  // the passes of Plan::build (plan_build.cpp)
   Graph graph_;
   Placement placement_;
   PlanOptions options_;

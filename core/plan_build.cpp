@@ -1,0 +1,490 @@
+// Plan::build as named passes over one builder: register the values, mark what needs a
+// gradient, create a kernel per node (with conversions out of backend layouts and
+// fallbacks), convert the graph outputs to plain, plan activation memory, bind tensors,
+// and in training plan the gradient buffers and backward scratch.
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+#include "core/plan.hpp"
+#include "operators/schema.hpp"
+
+namespace mosaic {
+
+namespace {
+
+/// Greedy best fit: among the slots `is_free` accepts, the smallest that holds `bytes`, else
+/// the largest (which grows); a new slot if none is free. Slots have a `bytes` member.
+template <class Slot, class Free>
+int best_fit(std::vector<Slot>& slots, size_t bytes, Free is_free) {
+  int best = -1;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!is_free(slots[i])) continue;
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const size_t b = slots[best].bytes, c = slots[i].bytes;
+    const bool c_fits = c >= bytes, b_fits = b >= bytes;
+    if ((c_fits && (!b_fits || c < b)) || (!c_fits && !b_fits && c > b)) best = static_cast<int>(i);
+  }
+  if (best < 0) {
+    slots.emplace_back();
+    best = static_cast<int>(slots.size()) - 1;
+  }
+  return best;
+}
+
+}  // namespace
+
+class PlanBuilder {
+ public:
+  PlanBuilder(Plan& plan, const Placement& placement, const KernelRegistry& registry, const PlanOptions& options)
+      : P(plan), g(plan.graph_), placement_(placement), registry_(registry), options_(options),
+        training_(options.training), original_nodes_(plan.graph_.nodes.size()) {
+    // Conversion steps append synthetic nodes and values; reserve so references stay valid.
+    g.nodes.reserve(g.nodes.size() * 2 + g.outputs.size() + 8);
+    P.values_.reserve(g.value_descs.size() * 2 + g.initializers.size() + 8);
+  }
+
+  /// Every value of the graph, and who consumes it (for layout decisions).
+  void register_values() {
+    for (const auto& in : g.inputs) {
+      int v = add_value(in.name);
+      P.values_[v].is_input = true;
+      P.input_values_.push_back(v);
+    }
+    for (size_t ni = 0; ni < original_nodes_; ++ni) {
+      for (const auto& in : g.nodes[ni].inputs)
+        if (!in.empty()) {
+          add_value(in);
+          consumers_[in].push_back(ni);
+        }
+      for (const auto& out : g.nodes[ni].outputs)
+        if (!out.empty()) add_value(out);
+    }
+    for (const auto& out : g.outputs) {
+      add_value(out.name);
+      graph_outputs_.insert(out.name);
+    }
+  }
+
+  /// Training: a value needs a gradient if it is a parameter or computed from one.
+  void mark_gradients() {
+    if (!training_) return;
+    for (size_t ni = 0; ni < original_nodes_; ++ni)
+      if (const OpSchema* schema = find_schema(g.nodes[ni].op_type))
+        for (int i : schema->non_trainable_inputs)
+          if (g.nodes[ni].has_input(static_cast<size_t>(i))) P.values_[index_.at(g.nodes[ni].inputs[i])].trainable = false;
+    for (auto& v : P.values_) v.needs_grad = v.trainable || (options_.input_grads && v.is_input);
+    for (size_t ni = 0; ni < original_nodes_; ++ni) {
+      bool any = false;
+      for (const auto& in : g.nodes[ni].inputs)
+        if (!in.empty()) any = any || P.values_[index_.at(in)].needs_grad;
+      for (const auto& out : g.nodes[ni].outputs)
+        if (!out.empty() && any && P.values_[index_.at(out)].desc.dtype == DType::kF32)
+          P.values_[index_.at(out)].needs_grad = true;
+    }
+  }
+
+  /// Create stage: one kernel per node, on the requested backend or the first fallback that
+  /// can; then the graph outputs, converted to plain where a kernel left them in a layout.
+  Status create_kernels() {
+    for (size_t ni = 0; ni < original_nodes_; ++ni) MOSAIC_RETURN_IF_ERROR(create_step(ni));
+    for (const auto& out : g.outputs) {
+      int v = index_.at(out.name);
+      if (P.values_[v].desc.layout) {
+        MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
+      }
+      P.output_values_.push_back(v);
+    }
+    return Status::ok();
+  }
+
+  /// Memory planning: liveness per value, greedy best-fit reuse of storage buffers.
+  void plan_activations() {
+    const int nsteps = static_cast<int>(P.steps_.size());
+    std::vector<int> last_use(P.values_.size(), -1);
+    for (int s = 0; s < nsteps; ++s)
+      for (int v : P.steps_[s].in)
+        if (v >= 0) last_use[v] = std::max(last_use[v], s);
+    for (int v : P.output_values_) last_use[v] = INT_MAX;
+    if (training_) {
+      for (PlanStep& st : P.steps_)
+        for (int v : st.in) st.flows = st.flows || (v >= 0 && P.values_[v].needs_grad);
+      // Tensors a backward reads are kept until backward; the rest are reused.
+      for (int v : P.input_values_) last_use[v] = INT_MAX;
+      for (const PlanStep& st : P.steps_) {
+        if (!st.flows || st.alias) continue;
+        for (size_t i = 0; i < st.in.size(); ++i)
+          if (st.in[i] >= 0 && st.kernel->backward_reads_input(i)) last_use[st.in[i]] = INT_MAX;
+        for (size_t o = 0; o < st.out.size(); ++o)
+          if (st.out[o] >= 0 && st.kernel->backward_reads_output(o)) last_use[st.out[o]] = INT_MAX;
+      }
+    }
+    struct Storage {
+      size_t bytes = 0;
+      int last_use = -1;
+      bool busy = false;
+    };
+    std::vector<Storage> storage;
+    auto acquire = [&](size_t bytes, int until) {
+      const int best = best_fit(storage, bytes, [&](const Storage& c) { return !c.busy; });
+      storage[best].bytes = std::max(storage[best].bytes, bytes);
+      storage[best].busy = true;
+      storage[best].last_use = until;
+      return best;
+    };
+    for (int v : P.input_values_) P.values_[v].storage = acquire(P.values_[v].desc.bytes(), std::max(last_use[v], 0));
+    for (int s = 0; s < nsteps; ++s) {
+      PlanStep& st = P.steps_[s];
+      for (size_t o = 0; o < st.out.size(); ++o) {
+        int v = st.out[o];
+        if (v < 0) continue;
+        if (o == 0 && st.alias && st.in[0] >= 0) {
+          int src = st.in[0];
+          P.values_[v].storage = P.values_[src].storage;
+          if (P.values_[v].storage >= 0)
+            storage[P.values_[v].storage].last_use = std::max(storage[P.values_[v].storage].last_use, last_use[v]);
+          continue;
+        }
+        P.values_[v].storage = acquire(P.values_[v].desc.bytes(), std::max(last_use[v], s));
+      }
+      for (auto& sto : storage)
+        if (sto.busy && sto.last_use <= s) sto.busy = false;
+    }
+    for (const auto& sto : storage) {
+      P.storage_.push_back(options_.allocate ? std::make_shared<Buffer>(sto.bytes, &P.tracker_) : nullptr);
+      P.activation_bytes_ += static_cast<int64_t>(sto.bytes);
+    }
+  }
+
+  /// Binds tensors to the planned buffers (views for aliases) and the per-step pointer lists.
+  void bind_tensors() {
+    for (int v : P.input_values_)
+      P.values_[v].tensor = Tensor::on_buffer(P.values_[v].desc, P.storage_[P.values_[v].storage]);
+    for (PlanStep& st : P.steps_) {
+      for (size_t o = 0; o < st.out.size(); ++o) {
+        int v = st.out[o];
+        if (v < 0) continue;
+        PlanValue& pv = P.values_[v];
+        if (o == 0 && st.alias) pv.tensor = P.values_[st.in[0]].tensor.reshaped(pv.desc.shape);
+        else pv.tensor = Tensor::on_buffer(pv.desc, P.storage_[pv.storage]);
+      }
+    }
+    for (auto& st : P.steps_) {
+      for (int v : st.in) st.src.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
+      for (int v : st.out) st.dst.push_back(v < 0 ? nullptr : &P.values_[v].tensor);
+    }
+  }
+
+  /// Training: which gradients are written directly and which accumulate, the gradient
+  /// buffers, and the scratch backward writes before accumulating.
+  void plan_gradients() {
+    if (!training_) return;
+    mark_direct_gradients();
+    plan_gradient_buffers();
+    plan_backward_scratch();
+  }
+
+ private:
+  int add_value(const std::string& name) {
+    auto it = index_.find(name);
+    if (it != index_.end()) return it->second;
+    PlanValue v;
+    v.name = name;
+    auto d = g.value_descs.find(name);
+    if (d != g.value_descs.end()) v.desc = d->second;
+    auto c = g.initializers.find(name);
+    if (c != g.initializers.end()) {
+      v.is_const = true;
+      v.tensor = c->second;
+      // Parameters of a training plan are the plan's own copies, updated in place.
+      v.trainable = training_ && c->second.dtype() == DType::kF32 && !options_.frozen.count(name);
+      // A training plan owns its float initializers: parameters are updated by optimizers,
+      // running statistics by BatchNormalization.
+      // The plan's graph refers to the copies too, so the caller's tensors can be released.
+      if (training_ && c->second.dtype() == DType::kF32) {
+        v.tensor = c->second.clone();
+        c->second = v.tensor;
+      }
+      P.weight_bytes_ += static_cast<int64_t>(c->second.bytes());
+    }
+    P.values_.push_back(std::move(v));
+    return index_[name] = static_cast<int>(P.values_.size()) - 1;
+  }
+
+  /// A value may stay in `backend`'s layout if every consumer is a layout-aware op placed on
+  /// it (in training plans: one whose backward works in layouts too; the value's gradient
+  /// then shares its layout).
+  bool layout_free(const std::string& value, const std::string& backend) const {
+    if (graph_outputs_.count(value) || !consumers_.count(value)) return false;
+    for (size_t c : consumers_.at(value)) {
+      const Node& n = g.nodes[c];
+      if (placement_.backend_for(n) != backend || !registry_.accepts_layouts(backend, n.op_type, training_)) return false;
+    }
+    return true;
+  }
+
+  KernelContext base_context(const Node* node) const {
+    KernelContext ctx;
+    ctx.node = node;
+    ctx.opset = g.opset;
+    ctx.tracker = &P.tracker_;
+    ctx.training = training_;
+    ctx.deterministic = options_.deterministic;
+    return ctx;
+  }
+
+  /// Inserts (once per value) a timed step converting `v` to plain; returns the plain value.
+  Expected<int> to_plain(int v) {
+    auto it = plain_copy_.find(v);
+    if (it != plain_copy_.end()) return it->second;
+    const TensorDesc from = P.values_[v].desc;
+    const std::string backend = from.layout->backend();
+    Node conv;
+    conv.op_type = kToPlainOp;
+    conv.name = "to_plain(" + P.values_[v].name + ")";
+    conv.inputs = {P.values_[v].name};
+    conv.outputs = {P.values_[v].name + "@plain"};
+    g.nodes.push_back(conv);
+    PlanValue pv;
+    pv.name = conv.outputs[0];
+    pv.desc = {from.dtype, from.shape, nullptr};
+    pv.needs_grad = P.values_[v].needs_grad;  // training: its backward converts the gradient back
+    P.values_.push_back(pv);
+    const int out = static_cast<int>(P.values_.size()) - 1;
+    index_[pv.name] = out;
+    PlanStep step;
+    step.node = static_cast<int>(g.nodes.size()) - 1;
+    step.backend = step.requested = backend;
+    step.conversion = true;
+    KernelContext ctx = base_context(&g.nodes.back());
+    ctx.inputs = {from};
+    ctx.input_present = {true};
+    ctx.constants = {nullptr};
+    ctx.outputs = {pv.desc};
+    ctx.output_present = {true};
+    const int64_t t0 = now_ns();
+    auto k = registry_.create(backend, ctx);
+    if (!k.ok()) return k.status().with_context(g.source + ": converting '" + P.values_[v].name + "' to plain");
+    step.create_ns = now_ns() - t0;
+    step.kernel = std::move(k.value());
+    step.in = {v};
+    step.out = {out};
+    step.out_bytes = pv.desc.bytes();
+    if (training_ && pv.needs_grad && !step.kernel->has_backward())
+      return Status::unsupported(g.source + ": converting '" + P.values_[v].name + "' to plain has no backward on " +
+                                 backend);
+    P.steps_.push_back(std::move(step));
+    plain_copy_[v] = out;
+    return out;
+  }
+
+  /// The step of node `ni`: its requested backend, else the placement's fallbacks in order.
+  /// A decline (unsupported, no kernel) tries the next; any other error stops the build.
+  Status create_step(size_t ni) {
+    const Node& node = g.nodes[ni];
+    PlanStep step;
+    step.node = static_cast<int>(ni);
+    step.requested = placement_.backend_for(node);
+    std::vector<std::string> order{step.requested};
+    for (const auto& f : placement_.fallback)
+      if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
+    std::string reasons;
+    for (const auto& backend : order) {
+      // Inputs in a layout this kernel cannot read are converted first.
+      std::vector<int> in;
+      for (const auto& name : node.inputs) {
+        int v = name.empty() ? -1 : index_.at(name);
+        if (v >= 0 && P.values_[v].desc.layout &&
+            (P.values_[v].desc.layout->backend() != backend ||
+             !registry_.accepts_layouts(backend, node.op_type, training_))) {
+          MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
+        }
+        in.push_back(v);
+      }
+      KernelContext ctx = base_context(&g.nodes[ni]);
+      ctx.seed = options_.seed * 1000003u + ni;
+      bool grads_flow = false;
+      for (int v : in) {
+        ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+        ctx.input_present.push_back(v >= 0);
+        // Parameters change every step: kernels must not prepack them as constants.
+        const bool constant = v >= 0 && P.values_[v].is_const && !P.values_[v].trainable &&
+                              !(options_.shared_weights && P.values_[v].desc.dtype == DType::kF32);
+        ctx.constants.push_back(constant ? &P.values_[v].tensor : nullptr);
+        grads_flow = grads_flow || (v >= 0 && P.values_[v].needs_grad);
+      }
+      std::vector<int> out;
+      for (const auto& name : node.outputs) {
+        int v = name.empty() ? -1 : index_.at(name);
+        out.push_back(v);
+        ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+        ctx.output_present.push_back(v >= 0);
+        ctx.output_layout_free.push_back(v >= 0 && registry_.accepts_layouts(backend, node.op_type, training_) &&
+                                         layout_free(name, backend));
+      }
+      if (step.flops == 0) step.flops = node_flops(ctx);
+      if (training_) {
+        const std::vector<double> bf = node_backward_flops(ctx);
+        step.backward_flops_data = step.backward_flops_weights = 0;
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] < 0) continue;
+          const PlanValue& v = P.values_[in[i]];
+          if (v.trainable) step.backward_flops_weights += bf[i];
+          else if (v.needs_grad) step.backward_flops_data += bf[i];
+        }
+      }
+      const int64_t t0 = now_ns();
+      auto k = registry_.create(backend, ctx);
+      if (k.ok() && grads_flow && !k.value()->has_backward())
+        k = Status::unsupported("backend '" + backend + "' has no backward for " + node.op_type);
+      if (k.ok()) {
+        step.create_ns = now_ns() - t0;
+        step.kernel = std::move(k.value());
+        step.backend = backend;
+        step.in = in;
+        step.out = out;
+        break;
+      }
+      if (k.status().code() != StatusCode::kUnsupported && k.status().code() != StatusCode::kNotFound)
+        return k.status().with_context(g.source + ": " + node.label());
+      reasons += (reasons.empty() ? "" : "; ") + k.status().message();
+    }
+    if (!step.kernel)
+      return Status::unsupported(g.source + ": " + node.label() + ": no backend can run it (" + reasons + ")");
+    if (step.backend != step.requested) step.fallback_reason = reasons;
+    step.alias = step.kernel->aliases_input();
+    for (size_t o = 0; o < step.out.size(); ++o) {
+      const int v = step.out[o];
+      if (v < 0) continue;
+      P.values_[v].desc.layout = step.kernel->output_layout(o);
+      step.out_bytes += P.values_[v].desc.bytes();
+    }
+    P.steps_.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  /// A value used by exactly one input slot (and not a graph output) gets its gradient
+  /// written directly by that consumer; all others are zeroed and accumulated.
+  void mark_direct_gradients() {
+    std::vector<int> uses(P.values_.size(), 0);
+    for (const auto& st : P.steps_)
+      for (int v : st.in)
+        if (v >= 0) ++uses[v];
+    for (int v : P.output_values_) uses[v] += 2;
+    for (auto& st : P.steps_) {
+      st.direct.assign(st.in.size(), false);
+      for (size_t i = 0; i < st.in.size(); ++i) {
+        const int v = st.in[i];
+        if (v < 0 || !P.values_[v].needs_grad) continue;
+        if (uses[v] == 1 && !st.alias) st.direct[i] = true;
+        else P.values_[v].accumulated = true;
+      }
+    }
+    for (int v : P.output_values_) P.values_[v].accumulated = true;
+  }
+
+  /// Gradient buffers. Parameters, graph inputs and outputs, and values nobody consumes keep
+  /// their own. An intermediate gradient lives only from the backward of its last consumer to
+  /// that of its producer, so those share buffers, planned like activations in reverse order.
+  void plan_gradient_buffers() {
+    const int nsteps = static_cast<int>(P.steps_.size());
+    std::vector<int> producer(P.values_.size(), -1), last_consumer(P.values_.size(), -1);
+    for (int s = 0; s < nsteps; ++s) {
+      for (int v : P.steps_[s].out)
+        if (v >= 0) producer[v] = s;
+      for (int v : P.steps_[s].in)
+        if (v >= 0) last_consumer[v] = std::max(last_consumer[v], s);
+    }
+    std::vector<bool> is_output(P.values_.size(), false);
+    for (int v : P.output_values_) is_output[v] = true;
+    struct Interval {
+      int begin, end, value;  // backward time: step s runs at nsteps - 1 - s
+    };
+    std::vector<Interval> pooled;
+    for (int v = 0; v < static_cast<int>(P.values_.size()); ++v) {
+      PlanValue& pv = P.values_[v];
+      if (!pv.needs_grad) continue;
+      if (pv.is_const || pv.is_input || is_output[v] || producer[v] < 0 || last_consumer[v] < 0) {
+        pv.grad = Tensor::empty(pv.desc, &P.tracker_);
+        continue;
+      }
+      pv.grad_pooled = true;
+      pooled.push_back({nsteps - 1 - last_consumer[v], nsteps - 1 - producer[v], v});
+      if (pv.accumulated) P.steps_[last_consumer[v]].zero_grads.push_back(v);
+    }
+    std::stable_sort(pooled.begin(), pooled.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+    struct Slot {
+      size_t bytes = 0;
+      int end = -1;
+      std::vector<int> values;
+    };
+    std::vector<Slot> slots;
+    for (const Interval& iv : pooled) {
+      const size_t bytes = P.values_[iv.value].desc.bytes();
+      const int best = best_fit(slots, bytes, [&](const Slot& c) { return c.end < iv.begin; });
+      slots[best].bytes = std::max(slots[best].bytes, bytes);
+      slots[best].end = iv.end;
+      slots[best].values.push_back(iv.value);
+    }
+    for (const Slot& slot : slots) {
+      auto buffer = std::make_shared<Buffer>(slot.bytes, &P.tracker_);
+      for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer(P.values_[v].desc, buffer);
+    }
+  }
+
+  /// Per-input scratch that backward writes before accumulating (one buffer per input slot,
+  /// sized for the slots that accumulate; views accumulate directly).
+  void plan_backward_scratch() {
+    auto scratched = [&](const PlanStep& st, size_t i) {
+      return st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias;
+    };
+    std::vector<size_t> scratch_bytes;
+    for (const auto& st : P.steps_)
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (scratched(st, i)) {
+          if (scratch_bytes.size() <= i) scratch_bytes.resize(i + 1, 0);
+          scratch_bytes[i] = std::max(scratch_bytes[i], P.values_[st.in[i]].desc.bytes());
+        }
+    std::vector<std::shared_ptr<Buffer>> pool;
+    for (size_t b : scratch_bytes) pool.push_back(b ? std::make_shared<Buffer>(b, &P.tracker_) : nullptr);
+    for (auto& st : P.steps_) {
+      st.scratch.resize(st.in.size());
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (scratched(st, i)) st.scratch[i] = Tensor::on_buffer(P.values_[st.in[i]].desc, pool[i]);
+    }
+  }
+
+  Plan& P;
+  Graph& g;
+  const Placement& placement_;
+  const KernelRegistry& registry_;
+  const PlanOptions& options_;
+  const bool training_;
+  const size_t original_nodes_;
+  std::map<std::string, int> index_;
+  std::map<std::string, std::vector<size_t>> consumers_;
+  std::set<std::string> graph_outputs_;
+  std::map<int, int> plain_copy_;  // value in a layout -> its converted plain value
+};
+
+Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
+                                            const KernelRegistry& registry, const PlanOptions& options) {
+  auto plan = std::make_unique<Plan>();
+  plan->graph_ = graph;
+  plan->placement_ = placement;
+  plan->options_ = options;
+  PlanBuilder b(*plan, plan->placement_, registry, plan->options_);
+  b.register_values();
+  b.mark_gradients();
+  MOSAIC_RETURN_IF_ERROR(b.create_kernels());
+  b.plan_activations();
+  b.bind_tensors();
+  b.plan_gradients();
+  return plan;
+}
+
+}  // namespace mosaic
