@@ -58,7 +58,7 @@ def main():
         best = min(singles, key=lambda k: singles[k]["summary"]["median_ms"])
         auto_ips = runs["auto"]["summary"]["images_per_s"]
         best_ips = singles[best]["summary"]["images_per_s"]
-        moved = [n for n in doc.get("notes", []) if n.startswith("auto placement: ") and "nodes off" in n]
+        moved = [n for n in doc.get("notes", []) if n.startswith("auto placement: ") and "nodes moved" in n]
         moved = moved[0].split(": ", 2)[-1] if moved else "none"
         ap_ = doc.get("auto_placement", {})
         ratio = (f"{ap_['side_by_side_ratio']:.3f} ({ap_['side_by_side_ratio_min']:.3f}..{ap_['side_by_side_ratio_max']:.3f})"

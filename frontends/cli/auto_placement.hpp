@@ -48,6 +48,11 @@ struct AutoPlacement {
   /// the placement is best_single alone), and the two medians of that check.
   std::vector<std::string> rejected;
   double checked_mixed_ms = 0, checked_single_ms = 0;
+  /// Every candidate's median over the check's alternating rounds; best_single is the
+  /// fastest of them. `sequential_best` names the candidate the one-after-another
+  /// measurement found fastest when the rounds disagreed (empty otherwise).
+  std::map<std::string, double> checked_singles_ms;
+  std::string sequential_best;
   bool cached = false;
 };
 

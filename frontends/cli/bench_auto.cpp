@@ -33,18 +33,34 @@ Status add_auto_configs(const BenchOptions& o, const Graph& timed, const AutoTim
   configs.emplace_back("auto", chosen.placement);
   const char* unit = training ? "ms per training step" : "ms per batch";
   char buf[300];
-  std::snprintf(buf, sizeof buf, "auto placement (%s): predicted %.3f %s; fastest single backend %s, %.3f ms alone",
+  auto times = [](const std::map<std::string, double>& ms) {
+    std::vector<std::string> parts;
+    char b[120];
+    for (const auto& [backend, t] : ms) {
+      std::snprintf(b, sizeof b, "%s %.3f", backend.c_str(), t);
+      parts.push_back(b);
+    }
+    return join(parts, ", ");
+  };
+  std::snprintf(buf, sizeof buf, "auto placement (%s): predicted %.3f %s",
                 chosen.cached ? "from the cache; --remeasure measures again" : "measured every candidate alone",
-                chosen.predicted_ms, unit, chosen.best_single.c_str(), chosen.single_ms.at(chosen.best_single));
-  report.notes.push_back(buf);
+                chosen.predicted_ms, unit);
+  report.notes.push_back(std::string(buf) + "; each candidate alone, one after another: " + times(chosen.single_ms) + " ms");
+  if (!chosen.checked_singles_ms.empty())
+    report.notes.push_back("auto placement check, alternating rounds, each candidate alone: " +
+                           times(chosen.checked_singles_ms) + " ms; fastest " + chosen.best_single);
+  if (!chosen.sequential_best.empty())
+    report.notes.push_back("auto placement: one after another, " + chosen.sequential_best +
+                           " looked fastest; the alternating rounds put " + chosen.best_single +
+                           " ahead, so auto is judged against " + chosen.best_single);
   report.notes.push_back(chosen.differences.empty()
                              ? "auto placement: every node on " + chosen.best_single
-                             : "auto placement: " + std::to_string(chosen.differences.size()) + " nodes off " +
-                                   chosen.best_single + ": " + join(chosen.differences, "; "));
-  if (chosen.checked_single_ms > 0) {
+                             : "auto placement: " + std::to_string(chosen.differences.size()) + " nodes moved: " +
+                                   join(chosen.differences, "; "));
+  if (chosen.checked_mixed_ms > 0) {
     std::snprintf(buf, sizeof buf, "auto placement check, side by side: %.3f ms mixed vs %.3f ms on %s alone%s",
                   chosen.checked_mixed_ms, chosen.checked_single_ms, chosen.best_single.c_str(),
-                  chosen.rejected.empty() ? "" : ": not faster, so every node stays there");
+                  chosen.rejected.empty() ? "" : ": not faster, so every node goes there");
     report.notes.push_back(buf);
   }
   if (!chosen.rejected.empty())
@@ -55,8 +71,11 @@ Status add_auto_configs(const BenchOptions& o, const Graph& timed, const AutoTim
                            {"best_single", chosen.best_single},
                            {"moved", chosen.differences},
                            {"rejected", chosen.rejected}};
-  if (chosen.checked_single_ms > 0)
-    report.auto_placement["check"] = {{"mixed_ms", chosen.checked_mixed_ms}, {"single_ms", chosen.checked_single_ms}};
+  if (chosen.checked_single_ms > 0) {
+    report.auto_placement["check"] = {{"single_ms", chosen.checked_single_ms}, {"singles_ms", chosen.checked_singles_ms}};
+    if (chosen.checked_mixed_ms > 0) report.auto_placement["check"]["mixed_ms"] = chosen.checked_mixed_ms;
+    if (!chosen.sequential_best.empty()) report.auto_placement["check"]["sequential_best"] = chosen.sequential_best;
+  }
   return Status::ok();
 }
 
