@@ -225,6 +225,18 @@ TEST_F(AutoPlacementCli, BenchMeasuresChecksCachesAndReportsTheChoice) {
   EXPECT_LE(ap["side_by_side_ratio"].get<double>(), ap["side_by_side_ratio_max"].get<double>());
   EXPECT_GT(ap["side_by_side_ratio_min"].get<double>(), 0);
   EXPECT_NE(r.out.find("auto placement, side by side in 5 alternating rounds: "), std::string::npos) << r.out;
+  // The choice's check timed every candidate in alternating rounds, and best_single is the
+  // fastest of them there (not the one-after-another measurement's).
+  const auto& singles = ap["check"]["singles_ms"];
+  ASSERT_EQ(singles.size() + 1, expected.size()) << ap.dump();
+  std::string fastest;
+  for (const auto& [backend, ms] : singles.items()) {
+    EXPECT_GT(ms.get<double>(), 0) << backend;
+    if (fastest.empty() || ms.get<double>() < singles[fastest].get<double>()) fastest = backend;
+  }
+  EXPECT_EQ(ap["best_single"], fastest) << ap.dump();
+  EXPECT_DOUBLE_EQ(ap["check"]["single_ms"].get<double>(), singles[fastest].get<double>());
+  EXPECT_NE(r.out.find("auto placement check, alternating rounds, each candidate alone: "), std::string::npos) << r.out;
 
   // Training: each node's forward and backward measured; every plan's loss and gradients
   // checked against naive; its own cache entry (the inference choice is not reused).
