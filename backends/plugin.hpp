@@ -28,9 +28,11 @@
 #include "operators/schema.hpp"
 
 /// Bumped whenever a type a plugin sees changes meaning or layout (Kernel, KernelContext,
-/// BackwardArgs, BackendInfo, OpSchema, Tensor, Node). A plugin built against another
-/// version is refused with a message that says so.
-#define MOSAIC_PLUGIN_API_VERSION 1
+/// BackwardArgs, BackendInfo, KernelTraits, OpSchema, Tensor, Node). A plugin built against
+/// another version is refused with a message that says so.
+///   1: the first interface.
+///   2: add_kernel takes KernelTraits (the layouts a kernel reads, a cheap support check).
+#define MOSAIC_PLUGIN_API_VERSION 2
 
 namespace mosaic {
 
@@ -40,7 +42,7 @@ namespace mosaic {
 inline uint64_t plugin_abi_fingerprint() {
   const uint64_t sizes[] = {sizeof(KernelContext), sizeof(BackwardArgs), sizeof(BackendInfo), sizeof(OpSchema),
                             sizeof(Tensor),        sizeof(TensorDesc),   sizeof(Node),        sizeof(Status),
-                            sizeof(KernelFactory), sizeof(std::string)};
+                            sizeof(KernelFactory), sizeof(std::string),  sizeof(KernelTraits), sizeof(Capability)};
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the sizes
   for (uint64_t s : sizes) h = (h ^ s) * 1099511628211ull;
   return h;
@@ -57,8 +59,13 @@ class PluginRegistrar {
   virtual Status add_backend(BackendInfo info) = 0;
   /// A kernel for op_type on `backend`, which is a registered backend or one this plugin
   /// added. A kernel the backend already has is an error (plugins add, they do not
-  /// replace).
-  virtual Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory) = 0;
+  /// replace). `traits` says which of the backend's layouts it reads and how the planner
+  /// asks, before building it, whether it takes a node (KernelTraits in core/kernel.hpp).
+  virtual Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory,
+                            KernelTraits traits) = 0;
+  Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory) {
+    return add_kernel(backend, op_type, std::move(factory), KernelTraits{});
+  }
   /// A custom operator. `schema.domain` must be set and not the ONNX domain ("" or
   /// "ai.onnx"); `schema.op_type` must not be an op Mosaic or another plugin already has;
   /// `infer` and `flops` are required. Register its reference kernels on "naive" with

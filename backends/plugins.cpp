@@ -33,9 +33,10 @@ class Registrar final : public PluginRegistrar {
     added_.backends.push_back(name);
     return Status::ok();
   }
-  Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory) override {
+  Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory,
+                    KernelTraits traits) override {
     if (!factory) return Status::invalid("kernel " + backend + ":" + op_type + ": no factory");
-    MOSAIC_RETURN_IF_ERROR(registry_.add(backend, op_type, std::move(factory)));
+    MOSAIC_RETURN_IF_ERROR(registry_.add(backend, op_type, std::move(factory), std::move(traits)));
     added_.kernels.push_back(backend + ":" + op_type);
     return Status::ok();
   }

@@ -13,11 +13,12 @@ Status KernelRegistry::add_backend(BackendInfo info) {
   return Status::ok();
 }
 
-Status KernelRegistry::add(const std::string& backend, const std::string& op_type, KernelFactory factory) {
+Status KernelRegistry::add(const std::string& backend, const std::string& op_type, KernelFactory factory,
+                           KernelTraits traits) {
   auto it = table_.find(backend);
   if (it == table_.end())
     return Status::invalid("kernel for " + op_type + ": backend '" + backend + "' is not registered");
-  if (!it->second.emplace(op_type, std::move(factory)).second)
+  if (!it->second.emplace(op_type, Entry{std::move(factory), std::move(traits)}).second)
     return Status::invalid("backend '" + backend + "' registers a kernel for " + op_type + " twice");
   return Status::ok();
 }
@@ -25,7 +26,7 @@ Status KernelRegistry::add(const std::string& backend, const std::string& op_typ
 Status KernelRegistry::replace(const std::string& backend, const std::string& op_type, KernelFactory factory) {
   if (!has_kernel(backend, op_type))
     return Status::not_found("backend '" + backend + "' has no kernel for " + op_type + " to replace");
-  table_[backend][op_type] = std::move(factory);
+  table_[backend][op_type].factory = std::move(factory);
   return Status::ok();
 }
 
@@ -48,17 +49,6 @@ std::vector<std::string> KernelRegistry::backends() const {
   return names;
 }
 
-void KernelRegistry::add_layout_op(const std::string& backend, const std::string& op_type, bool in_training) {
-  layout_ops_[backend].insert(op_type);
-  if (in_training) training_layout_ops_[backend].insert(op_type);
-}
-
-bool KernelRegistry::accepts_layouts(const std::string& backend, const std::string& op_type, bool training) const {
-  const auto& ops = training ? training_layout_ops_ : layout_ops_;
-  auto it = ops.find(backend);
-  return it != ops.end() && it->second.count(op_type) != 0;
-}
-
 std::vector<std::string> KernelRegistry::ops(const std::string& backend) const {
   std::vector<std::string> out;
   auto it = table_.find(backend);
@@ -68,13 +58,44 @@ std::vector<std::string> KernelRegistry::ops(const std::string& backend) const {
   return out;
 }
 
-Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& backend, const KernelContext& ctx) const {
+const KernelRegistry::Entry* KernelRegistry::entry(const std::string& backend, const std::string& op_type) const {
   auto it = table_.find(backend);
-  if (it == table_.end()) return Status::not_found("unknown backend '" + backend + "'");
-  auto k = it->second.find(ctx.node->op_type);
-  if (k == it->second.end())
-    return Status::unsupported("backend '" + backend + "' has no kernel for " + ctx.node->op_type);
-  auto made = k->second(ctx);
+  if (it == table_.end()) return nullptr;
+  auto k = it->second.find(op_type);
+  return k == it->second.end() ? nullptr : &k->second;
+}
+
+const KernelTraits* KernelRegistry::traits(const std::string& backend, const std::string& op_type) const {
+  const Entry* e = entry(backend, op_type);
+  return e ? &e->traits : nullptr;
+}
+
+Capability KernelRegistry::query(const std::string& backend, const KernelContext& ctx) const {
+  Capability cap;
+  if (!has_backend(backend)) {
+    cap.status = Status::not_found("unknown backend '" + backend + "'");
+    return cap;
+  }
+  const Entry* e = entry(backend, ctx.node->op_type);
+  if (!e) {
+    cap.status = Status::unsupported("backend '" + backend + "' has no kernel for " + ctx.node->op_type);
+    return cap;
+  }
+  if (e->traits.supports) {
+    cap.status = e->traits.supports(ctx);
+    if (!cap.status.is_ok()) {
+      cap.status = cap.status.with_context(backend);
+      return cap;
+    }
+  }
+  cap.layouts = e->traits.layouts == LayoutUse::kTraining || (e->traits.layouts == LayoutUse::kInference && !ctx.training);
+  return cap;
+}
+
+Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& backend, const KernelContext& ctx) const {
+  Capability cap = query(backend, ctx);
+  if (!cap.accepted()) return cap.status;
+  auto made = entry(backend, ctx.node->op_type)->factory(ctx);
   if (!made.ok()) return made.status().with_context(backend);
   return made;
 }
@@ -82,17 +103,8 @@ Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& back
 BackendRegistration::BackendRegistration(KernelRegistry& registry, BackendInfo info)
     : registry_(registry), name_(info.name), status_(registry.add_backend(std::move(info))) {}
 
-BackendRegistration& BackendRegistration::kernel(const std::string& op_type, KernelFactory factory) {
-  if (status_.is_ok()) status_ = registry_.add(name_, op_type, std::move(factory));
-  return *this;
-}
-
-BackendRegistration& BackendRegistration::layouts(const std::string& op_type, bool in_training) {
-  if (!status_.is_ok()) return *this;
-  if (!registry_.has_kernel(name_, op_type))
-    status_ = Status::invalid("backend '" + name_ + "' declares layouts for " + op_type + " without a kernel for it");
-  else
-    registry_.add_layout_op(name_, op_type, in_training);
+BackendRegistration& BackendRegistration::kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits) {
+  if (status_.is_ok()) status_ = registry_.add(name_, op_type, std::move(factory), std::move(traits));
   return *this;
 }
 

@@ -1,6 +1,7 @@
 // Kernel interface and the explicit per-backend kernel registry.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -11,20 +12,14 @@
 #include "core/graph.hpp"
 #include "core/status.hpp"
 #include "core/tensor.hpp"
+#include "operators/op_context.hpp"
 
 namespace mosaic {
 
-/// Everything a kernel may look at when it is created (the "create" stage):
-/// the node, static input/output descriptors, and the values of constant inputs
-/// (weights), so kernels can prepack them once.
-struct KernelContext {
-  const Node* node = nullptr;
-  int64_t opset = 13;
-  std::vector<TensorDesc> inputs;          ///< empty shape + missing flag for omitted inputs
-  std::vector<bool> input_present;
-  std::vector<TensorDesc> outputs;
-  std::vector<bool> output_present;
-  std::vector<const Tensor*> constants;    ///< non-null where input i is an initializer
+/// Everything a kernel may look at when it is created (the "create" stage): the node,
+/// static input/output descriptors and the values of constant inputs (weights, so kernels
+/// can prepack them once; OpContext), and the plan's settings below.
+struct KernelContext : OpContext {
   MemoryTracker* tracker = nullptr;        ///< report workspace/prepacked allocations here
   /// Training plan: the kernel runs forward in training mode (Dropout masks, batch
   /// statistics) and must keep what its backward needs.
@@ -35,15 +30,12 @@ struct KernelContext {
   /// on timing (im2col's convolution backward takes chunks statically instead of
   /// dynamically). Somewhat slower where threads run at different speeds.
   bool deterministic = false;
-  /// Where output i may be left in this backend's own layout: every consumer is a
-  /// layout-aware op on the same backend (see KernelRegistry::add_layout_op). In training
+  /// Where output i may be left in this backend's own layout: every consumer is placed on
+  /// the same backend and reads its layouts (KernelTraits::layouts, Capability). In training
   /// plans the gradient of such an output arrives in the same layout, and the gradient of
   /// an input in a layout must be written in that layout.
   std::vector<bool> output_layout_free;
 
-  bool has_input(size_t i) const { return i < input_present.size() && input_present[i]; }
-  bool has_output(size_t i) const { return i < output_present.size() && output_present[i]; }
-  const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
   /// Layout of input i (nullptr: plain). Non-null only for layout-aware ops.
   const Layout* input_layout(size_t i) const { return i < inputs.size() ? inputs[i].layout.get() : nullptr; }
   bool layout_free(size_t i) const { return i < output_layout_free.size() && output_layout_free[i]; }
@@ -91,6 +83,35 @@ inline constexpr const char* kToPlainOp = "mosaic.ToPlain";
 
 using KernelFactory = std::function<Expected<std::unique_ptr<Kernel>>(const KernelContext&)>;
 
+/// Which of its backend's own layouts a kernel reads (and may write its outputs in).
+enum class LayoutUse : uint8_t {
+  kNone,       ///< plain tensors only: inputs in a layout are converted before it
+  kInference,  ///< layouts in inference plans
+  kTraining,   ///< layouts in inference and training plans (backward reads and writes
+               ///< gradients in the layouts of the values they belong to)
+};
+
+/// A cheap test of whether a kernel can run one node: ok, or kUnsupported with the reason.
+/// It reads the node's attributes and the context's descriptors and constants, must not
+/// build or allocate anything, and must not depend on input layouts (whether an input
+/// arrives in a layout is decided from the answer).
+using SupportCheck = std::function<Status(const KernelContext&)>;
+
+/// What a kernel declares besides its factory: what the planner asks before building it.
+struct KernelTraits {
+  LayoutUse layouts = LayoutUse::kNone;
+  /// Empty: every node of the op. Creation may still decline where only the library knows
+  /// (oneDNN's "no implementation for this configuration"); the plan records both alike.
+  SupportCheck supports;
+};
+
+/// A backend's answer about one node, before any kernel is built (KernelRegistry::query).
+struct Capability {
+  Status status;         ///< ok: it takes the node; kUnsupported or kNotFound: why not
+  bool layouts = false;  ///< reads its inputs in the backend's layouts, may write outputs in them
+  bool accepted() const { return status.is_ok(); }
+};
+
 /// What a backend is, as `mosaic backends` and every report list it.
 struct BackendInfo {
   std::string name;
@@ -100,9 +121,10 @@ struct BackendInfo {
   std::function<std::vector<std::pair<std::string, std::string>>()> details;
 };
 
-/// Maps (backend, op type) to a kernel factory. Each backend fills it through an
-/// explicit `register_<backend>_kernels(KernelRegistry&)` call (BackendRegistration);
-/// nothing self-registers. A backend is registered once, each of its kernels once.
+/// Maps (backend, op type) to a kernel factory and its traits. Each backend fills it
+/// through an explicit `register_<backend>_kernels(KernelRegistry&)` call
+/// (BackendRegistration); nothing self-registers. A backend is registered once, each of its
+/// kernels once.
 class KernelRegistry {
  public:
   /// Registers a backend. An empty name, one with a space or a character of the
@@ -110,8 +132,9 @@ class KernelRegistry {
   Status add_backend(BackendInfo info);
   /// Adds a registered backend's kernel for op_type; an unknown backend, or an op the
   /// backend already has a kernel for, is an error.
-  Status add(const std::string& backend, const std::string& op_type, KernelFactory factory);
-  /// Replaces a kernel the backend has (a test planting a bug in one op of a backend).
+  Status add(const std::string& backend, const std::string& op_type, KernelFactory factory, KernelTraits traits = {});
+  /// Replaces a kernel the backend has (a test planting a bug in one op of a backend); the
+  /// traits stay.
   Status replace(const std::string& backend, const std::string& op_type, KernelFactory factory);
   /// nullptr for an unknown backend.
   const BackendInfo* info(const std::string& backend) const;
@@ -119,17 +142,22 @@ class KernelRegistry {
   bool has_kernel(const std::string& backend, const std::string& op_type) const;
   std::vector<std::string> backends() const;
   std::vector<std::string> ops(const std::string& backend) const;
-  /// Declares that the backend's kernel for op_type accepts inputs in the backend's own
-  /// layouts (and may produce them); `in_training` if its training kernel does too, with
-  /// backward reading and writing gradients in the layouts of the values they belong to.
-  void add_layout_op(const std::string& backend, const std::string& op_type, bool in_training = false);
-  bool accepts_layouts(const std::string& backend, const std::string& op_type, bool training = false) const;
-  /// Creates the kernel, or returns kUnsupported with the reason.
+  /// The kernel's traits; nullptr where the backend has no kernel for op_type.
+  const KernelTraits* traits(const std::string& backend, const std::string& op_type) const;
+  /// Whether `backend` takes the node in `ctx` (ctx.node, ctx.training, descriptors), and
+  /// whether in its layouts, without building a kernel: an unknown backend is kNotFound, a
+  /// missing kernel or a failed SupportCheck kUnsupported with the reason.
+  Capability query(const std::string& backend, const KernelContext& ctx) const;
+  /// Creates the kernel (after its SupportCheck), or returns kUnsupported with the reason.
   Expected<std::unique_ptr<Kernel>> create(const std::string& backend, const KernelContext& ctx) const;
 
  private:
-  std::map<std::string, std::map<std::string, KernelFactory>> table_;
-  std::map<std::string, std::set<std::string>> layout_ops_, training_layout_ops_;
+  struct Entry {
+    KernelFactory factory;
+    KernelTraits traits;
+  };
+  const Entry* entry(const std::string& backend, const std::string& op_type) const;
+  std::map<std::string, std::map<std::string, Entry>> table_;
   std::vector<BackendInfo> order_;
 };
 
@@ -137,14 +165,13 @@ class KernelRegistry {
 /// later calls do nothing, and status() returns it:
 ///
 ///   BackendRegistration r(registry, {"mine", "what it computes with", nullptr});
-///   r.kernel("Conv", make_factory<MyConv>()).kernel("Relu", make_factory<MyRelu>());
+///   r.kernel("Conv", make_factory<MyConv>(), {LayoutUse::kNone, conv_supported})
+///    .kernel("Relu", make_factory<MyRelu>());
 ///   return r.status();
 class BackendRegistration {
  public:
   BackendRegistration(KernelRegistry& registry, BackendInfo info);
-  BackendRegistration& kernel(const std::string& op_type, KernelFactory factory);
-  /// KernelRegistry::add_layout_op for this backend.
-  BackendRegistration& layouts(const std::string& op_type, bool in_training = false);
+  BackendRegistration& kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits = {});
   const std::string& name() const { return name_; }
   Status status() const { return status_; }
 

@@ -215,16 +215,39 @@ class PlanBuilder {
     return index_[name] = static_cast<int>(P.values_.size()) - 1;
   }
 
-  /// A value may stay in `backend`'s layout if every consumer is a layout-aware op placed on
-  /// it (in training plans: one whose backward works in layouts too; the value's gradient
-  /// then shares its layout).
+  /// A value may stay in `backend`'s layout if every consumer is placed on it and the
+  /// backend's capability query takes that node in its layouts (in training plans: in
+  /// training too; the value's gradient then shares its layout). A consumer the backend
+  /// would decline falls back elsewhere, so its input stays plain.
   bool layout_free(const std::string& value, const std::string& backend) const {
     if (graph_outputs_.count(value) || !consumers_.count(value)) return false;
     for (size_t c : consumers_.at(value)) {
-      const Node& n = g.nodes[c];
-      if (placement_.backend_for(n) != backend || !registry_.accepts_layouts(backend, n.op_type, training_)) return false;
+      if (placement_.backend_for(g.nodes[c]) != backend) return false;
+      std::vector<int> in;
+      for (const auto& name : g.nodes[c].inputs) in.push_back(name.empty() ? -1 : index_.at(name));
+      if (!registry_.query(backend, node_context(c, in)).layouts) return false;
     }
     return true;
+  }
+
+  /// Node `ni`'s context with inputs `in` (value indices, -1 where omitted): descriptors,
+  /// constants (parameters change every step, so kernels must not prepack them) and outputs.
+  KernelContext node_context(size_t ni, const std::vector<int>& in) const {
+    KernelContext ctx = base_context(&g.nodes[ni]);
+    ctx.seed = options_.seed * 1000003u + ni;
+    for (int v : in) {
+      ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+      ctx.input_present.push_back(v >= 0);
+      const bool constant = v >= 0 && P.values_[v].is_const && !P.values_[v].trainable &&
+                            !(options_.shared_weights && P.values_[v].desc.dtype == DType::kF32);
+      ctx.constants.push_back(constant ? &P.values_[v].tensor : nullptr);
+    }
+    for (const auto& name : g.nodes[ni].outputs) {
+      const int v = name.empty() ? -1 : index_.at(name);
+      ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
+      ctx.output_present.push_back(v >= 0);
+    }
+    return ctx;
   }
 
   KernelContext base_context(const Node* node) const {
@@ -294,37 +317,30 @@ class PlanBuilder {
       if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
     std::string reasons;
     for (const auto& backend : order) {
-      // Inputs in a layout this kernel cannot read are converted first.
       std::vector<int> in;
-      for (const auto& name : node.inputs) {
-        int v = name.empty() ? -1 : index_.at(name);
-        if (v >= 0 && P.values_[v].desc.layout &&
-            (P.values_[v].desc.layout->backend() != backend ||
-             !registry_.accepts_layouts(backend, node.op_type, training_))) {
+      for (const auto& name : node.inputs) in.push_back(name.empty() ? -1 : index_.at(name));
+      // Asked before anything is built: a decline costs no kernel, and says whether the
+      // node reads the backend's layouts.
+      const Capability cap = registry_.query(backend, node_context(ni, in));
+      if (!cap.accepted()) {
+        if (cap.status.code() != StatusCode::kUnsupported && cap.status.code() != StatusCode::kNotFound)
+          return cap.status.with_context(g.source + ": " + node.label());
+        reasons += (reasons.empty() ? "" : "; ") + cap.status.message();
+        continue;
+      }
+      // Inputs in a layout this kernel cannot read are converted first.
+      for (int& v : in)
+        if (v >= 0 && P.values_[v].desc.layout && (P.values_[v].desc.layout->backend() != backend || !cap.layouts)) {
           MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
         }
-        in.push_back(v);
-      }
-      KernelContext ctx = base_context(&g.nodes[ni]);
-      ctx.seed = options_.seed * 1000003u + ni;
+      KernelContext ctx = node_context(ni, in);
       bool grads_flow = false;
-      for (int v : in) {
-        ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
-        ctx.input_present.push_back(v >= 0);
-        // Parameters change every step: kernels must not prepack them as constants.
-        const bool constant = v >= 0 && P.values_[v].is_const && !P.values_[v].trainable &&
-                              !(options_.shared_weights && P.values_[v].desc.dtype == DType::kF32);
-        ctx.constants.push_back(constant ? &P.values_[v].tensor : nullptr);
-        grads_flow = grads_flow || (v >= 0 && P.values_[v].needs_grad);
-      }
+      for (int v : in) grads_flow = grads_flow || (v >= 0 && P.values_[v].needs_grad);
       std::vector<int> out;
       for (const auto& name : node.outputs) {
-        int v = name.empty() ? -1 : index_.at(name);
+        const int v = name.empty() ? -1 : index_.at(name);
         out.push_back(v);
-        ctx.outputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
-        ctx.output_present.push_back(v >= 0);
-        ctx.output_layout_free.push_back(v >= 0 && registry_.accepts_layouts(backend, node.op_type, training_) &&
-                                         layout_free(name, backend));
+        ctx.output_layout_free.push_back(v >= 0 && cap.layouts && layout_free(name, backend));
       }
       if (step.flops == 0) step.flops = node_flops(ctx);
       if (training_) {

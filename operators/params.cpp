@@ -105,7 +105,7 @@ Activation fused_activation(const Node& node) {
   return a;
 }
 
-Expected<ConvParams> conv_params(const KernelContext& ctx) {
+Expected<ConvParams> conv_params(const OpContext& ctx) {
   const Node& node = *ctx.node;
   const Shape& x = ctx.inputs[0].shape;
   const Shape& wt = ctx.inputs[1].shape;
@@ -132,7 +132,7 @@ Expected<ConvParams> conv_params(const KernelContext& ctx) {
   return p;
 }
 
-Expected<PoolParams> pool_params(const KernelContext& ctx) {
+Expected<PoolParams> pool_params(const OpContext& ctx) {
   const Node& node = *ctx.node;
   const Shape& x = ctx.inputs[0].shape;
   if (x.size() < 3) return Status::invalid(node.label() + ": input must be N x C x spatial..., got " + shape_str(x));
@@ -159,7 +159,7 @@ Expected<PoolParams> pool_params(const KernelContext& ctx) {
   return p;
 }
 
-Expected<GemmParams> gemm_params(const KernelContext& ctx) {
+Expected<GemmParams> gemm_params(const OpContext& ctx) {
   const Node& node = *ctx.node;
   const Shape& a = ctx.inputs[0].shape;
   const Shape& b = ctx.inputs[1].shape;
@@ -232,7 +232,7 @@ Expected<int64_t> normalize_axis(int64_t axis, int64_t rank, const Node& node) {
   return axis < 0 ? axis + rank : axis;
 }
 
-Expected<PadParams> pad_params(const KernelContext& ctx) {
+Expected<PadParams> pad_params(const OpContext& ctx) {
   const Node& node = *ctx.node;
   PadParams p;
   p.mode = node.attr_string("mode", "constant");
@@ -272,7 +272,7 @@ Expected<PadParams> pad_params(const KernelContext& ctx) {
   return p;
 }
 
-ClipParams clip_attr_params(const KernelContext& ctx) {
+ClipParams clip_attr_params(const OpContext& ctx) {
   ClipParams p{-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
   if (ctx.opset < 11) {
     p.lo = ctx.node->attr_float("min", p.lo);
@@ -284,7 +284,7 @@ ClipParams clip_attr_params(const KernelContext& ctx) {
   return p;
 }
 
-Expected<SoftmaxParams> softmax_params(const KernelContext& ctx) {
+Expected<SoftmaxParams> softmax_params(const OpContext& ctx) {
   const Shape& x = ctx.inputs[0].shape;
   const int64_t r = static_cast<int64_t>(x.size());
   const bool legacy = ctx.opset < 13;
@@ -300,7 +300,7 @@ Expected<SoftmaxParams> softmax_params(const KernelContext& ctx) {
   return p;
 }
 
-Expected<LrnParams> lrn_params(const KernelContext& ctx) {
+Expected<LrnParams> lrn_params(const OpContext& ctx) {
   LrnParams p;
   if (!ctx.node->has_attr("size")) return Status::invalid(ctx.node->label() + ": missing attribute size");
   p.size = ctx.node->attr_int("size", 1);
@@ -312,7 +312,7 @@ Expected<LrnParams> lrn_params(const KernelContext& ctx) {
   return p;
 }
 
-Expected<std::vector<int64_t>> transpose_perm(const KernelContext& ctx) {
+Expected<std::vector<int64_t>> transpose_perm(const OpContext& ctx) {
   const int64_t r = static_cast<int64_t>(ctx.inputs[0].shape.size());
   std::vector<int64_t> perm = ctx.node->attr_ints("perm");
   if (perm.empty())

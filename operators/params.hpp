@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/graph.hpp"
-#include "core/kernel.hpp"
+#include "operators/op_context.hpp"
 #include "core/status.hpp"
 
 namespace mosaic {
@@ -97,7 +97,7 @@ struct ConvParams {
   int64_t c_per_group() const { return c / group; }
   int64_t oc_per_group() const { return oc / group; }
 };
-Expected<ConvParams> conv_params(const KernelContext& ctx);
+Expected<ConvParams> conv_params(const OpContext& ctx);
 
 struct PoolParams {
   int64_t n = 0, c = 0;
@@ -107,7 +107,7 @@ struct PoolParams {
   int64_t storage_order = 0;
 };
 /// For MaxPool/AveragePool; Global* pools are expressed as a window over the whole input.
-Expected<PoolParams> pool_params(const KernelContext& ctx);
+Expected<PoolParams> pool_params(const OpContext& ctx);
 
 struct GemmParams {
   int64_t m = 0, n = 0, k = 0;
@@ -115,7 +115,7 @@ struct GemmParams {
   float alpha = 1.f, beta = 1.f;
   bool has_c = false;
 };
-Expected<GemmParams> gemm_params(const KernelContext& ctx);
+Expected<GemmParams> gemm_params(const OpContext& ctx);
 
 /// numpy-style matmul: out = batch... x M x N.
 struct MatMulParams {
@@ -139,31 +139,31 @@ struct PadParams {
   bool value_at_run_time = false;  ///< constant_value is a run-time input (read from src[2])
 };
 /// Needs the pads (and value) input to be constant for opset >= 11.
-Expected<PadParams> pad_params(const KernelContext& ctx);
+Expected<PadParams> pad_params(const OpContext& ctx);
 
 struct ClipParams {
   float lo, hi;
 };
 /// Bounds from attributes (opset < 11) or constant inputs; missing bounds are +-inf.
 /// Runtime (non-constant) bounds are read from src by the kernels.
-ClipParams clip_attr_params(const KernelContext& ctx);
+ClipParams clip_attr_params(const OpContext& ctx);
 
 /// Softmax/LogSoftmax viewed as [outer, axis, inner] (opset < 13 coerces to 2-D).
 struct SoftmaxParams {
   int64_t outer = 1, axis_dim = 1, inner = 1;
 };
-Expected<SoftmaxParams> softmax_params(const KernelContext& ctx);
+Expected<SoftmaxParams> softmax_params(const OpContext& ctx);
 
 struct LrnParams {
   int64_t size = 1;
   float alpha = 1e-4f, beta = 0.75f, bias = 1.f;
 };
-Expected<LrnParams> lrn_params(const KernelContext& ctx);
+Expected<LrnParams> lrn_params(const OpContext& ctx);
 
 /// Transpose permutation (default: reversed axes), validated.
-Expected<std::vector<int64_t>> transpose_perm(const KernelContext& ctx);
+Expected<std::vector<int64_t>> transpose_perm(const OpContext& ctx);
 
 /// Slice resolved per input axis as {start, step, output length} (clamped as ONNX specifies).
-Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const KernelContext& ctx);
+Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const OpContext& ctx);
 
 }  // namespace mosaic

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/kernel.hpp"
+#include "operators/op_context.hpp"
 #include "core/status.hpp"
 
 namespace mosaic {
@@ -17,12 +17,12 @@ struct OpSchema {
   int min_inputs = 1, max_inputs = 1;
   int min_outputs = 1, max_outputs = 1;
   /// Output descriptors from input descriptors (and constant inputs where the op needs values).
-  Expected<std::vector<TensorDesc>> (*infer)(const KernelContext& ctx) = nullptr;
+  Expected<std::vector<TensorDesc>> (*infer)(const OpContext& ctx) = nullptr;
   /// Forward floating-point operations (a multiply-add counts as 2).
-  double (*flops)(const KernelContext& ctx) = nullptr;
+  double (*flops)(const OpContext& ctx) = nullptr;
   /// Backward FLOPs per input: entry i is the cost of the gradient with respect to input i
   /// (docs/metrics.md). Empty: no FLOPs (data movement, views, folding-only ops).
-  std::vector<double> (*backward_flops)(const KernelContext& ctx) = nullptr;
+  std::vector<double> (*backward_flops)(const OpContext& ctx) = nullptr;
   /// True for ops that mostly compute shapes/constants (Shape, Gather, ...): they normally
   /// fold away at load time; on run-time data only the naive backend runs them.
   bool folding_only = false;
@@ -44,10 +44,10 @@ const OpSchema* find_schema(const std::string& op_type);
 /// Every op type that has a schema, sorted.
 std::vector<std::string> schema_names();
 /// Runs the schema's checks and shape inference for a node, with the node named in errors.
-Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx);
+Expected<std::vector<TensorDesc>> infer_node(const OpContext& ctx);
 /// Forward FLOPs of a node with known input/output descriptors.
-double node_flops(const KernelContext& ctx);
+double node_flops(const OpContext& ctx);
 /// Backward FLOPs per input of a node (one entry per input; 0 where not counted).
-std::vector<double> node_backward_flops(const KernelContext& ctx);
+std::vector<double> node_backward_flops(const OpContext& ctx);
 
 }  // namespace mosaic

@@ -13,16 +13,16 @@ namespace {
 using Descs = std::vector<TensorDesc>;
 using Result = Expected<Descs>;
 
-const TensorDesc& in0(const KernelContext& c) { return c.inputs[0]; }
+const TensorDesc& in0(const OpContext& c) { return c.inputs[0]; }
 
-Status need_float(const KernelContext& c, size_t i) {
+Status need_float(const OpContext& c, size_t i) {
   if (c.inputs[i].dtype != DType::kF32)
     return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
                                dtype_name(c.inputs[i].dtype) + "; Mosaic computes in float32");
   return Status::ok();
 }
 
-const Tensor* need_const(const KernelContext& c, size_t i, Status* st, const char* what) {
+const Tensor* need_const(const OpContext& c, size_t i, Status* st, const char* what) {
   const Tensor* t = c.has_input(i) ? c.constant(i) : nullptr;
   if (!t) *st = Status::unsupported(c.node->label() + ": input '" + what + "' must be a constant known at load time");
   return t;
@@ -30,14 +30,14 @@ const Tensor* need_const(const KernelContext& c, size_t i, Status* st, const cha
 
 // ---- inference functions --------------------------------------------------------------
 
-Result infer_same_float(const KernelContext& c) {
+Result infer_same_float(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   return Descs{in0(c)};
 }
 
-Result infer_identity(const KernelContext& c) { return Descs{in0(c)}; }
+Result infer_identity(const OpContext& c) { return Descs{in0(c)}; }
 
-Result infer_dropout(const KernelContext& c) {
+Result infer_dropout(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   bool training = c.node->attr_int("is_test", 1) == 0 && c.opset < 7;
   if (c.opset >= 12 && c.has_input(2)) {
@@ -51,7 +51,7 @@ Result infer_dropout(const KernelContext& c) {
   return out;
 }
 
-Result infer_clip(const KernelContext& c) {
+Result infer_clip(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   for (size_t i = 1; i < 3; ++i)
     if (c.has_input(i) && c.inputs[i].numel() != 1)
@@ -59,7 +59,7 @@ Result infer_clip(const KernelContext& c) {
   return Descs{in0(c)};
 }
 
-Result infer_binary(const KernelContext& c) {
+Result infer_binary(const OpContext& c) {
   if (c.inputs[0].dtype != c.inputs[1].dtype)
     return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(c.inputs[0].dtype) + " vs " +
                            dtype_name(c.inputs[1].dtype) + ")");
@@ -69,7 +69,7 @@ Result infer_binary(const KernelContext& c) {
   return Descs{{c.inputs[0].dtype, s.value()}};
 }
 
-Result infer_conv(const KernelContext& c) {
+Result infer_conv(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   MOSAIC_RETURN_IF_ERROR(need_float(c, 1));
   MOSAIC_ASSIGN_OR_RETURN(ConvParams p, conv_params(c));
@@ -78,7 +78,7 @@ Result infer_conv(const KernelContext& c) {
   return Descs{{DType::kF32, out}};
 }
 
-Result infer_pool(const KernelContext& c) {
+Result infer_pool(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(c));
   Shape out{p.n, p.c};
@@ -91,14 +91,14 @@ Result infer_pool(const KernelContext& c) {
   return res;
 }
 
-Result infer_gemm(const KernelContext& c) {
+Result infer_gemm(const OpContext& c) {
   for (size_t i = 0; i < c.inputs.size(); ++i)
     if (c.has_input(i)) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
   MOSAIC_ASSIGN_OR_RETURN(GemmParams p, gemm_params(c));
   return Descs{{DType::kF32, {p.m, p.n}}};
 }
 
-Result infer_matmul(const KernelContext& c) {
+Result infer_matmul(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   MOSAIC_RETURN_IF_ERROR(need_float(c, 1));
   auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
@@ -106,7 +106,7 @@ Result infer_matmul(const KernelContext& c) {
   return Descs{{DType::kF32, p->out}};
 }
 
-Result infer_flatten(const KernelContext& c) {
+Result infer_flatten(const OpContext& c) {
   const Shape& x = in0(c).shape;
   const int64_t r = static_cast<int64_t>(x.size());
   int64_t axis = c.node->attr_int("axis", 1);
@@ -117,7 +117,7 @@ Result infer_flatten(const KernelContext& c) {
   return Descs{{in0(c).dtype, {a, b}}};
 }
 
-Result infer_reshape(const KernelContext& c) {
+Result infer_reshape(const OpContext& c) {
   Status st;
   std::vector<int64_t> target;
   if (c.opset < 5) {
@@ -159,14 +159,14 @@ Result infer_reshape(const KernelContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
-Result infer_transpose(const KernelContext& c) {
+Result infer_transpose(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(auto perm, transpose_perm(c));
   Shape out;
   for (auto p : perm) out.push_back(in0(c).shape[p]);
   return Descs{{in0(c).dtype, out}};
 }
 
-Result infer_concat(const KernelContext& c) {
+Result infer_concat(const OpContext& c) {
   if (!c.node->has_attr("axis")) return Status::invalid(c.node->label() + ": missing attribute axis");
   const int64_t r = static_cast<int64_t>(in0(c).shape.size());
   MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), r, *c.node));
@@ -184,7 +184,7 @@ Result infer_concat(const KernelContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
-Result infer_pad(const KernelContext& c) {
+Result infer_pad(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(c));
   Shape out = in0(c).shape;
   const size_t r = out.size();
@@ -198,14 +198,14 @@ Result infer_pad(const KernelContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
-Result infer_softmax(const KernelContext& c) {
+Result infer_softmax(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   MOSAIC_ASSIGN_OR_RETURN(auto p, softmax_params(c));
   (void)p;
   return Descs{in0(c)};
 }
 
-Result infer_bn(const KernelContext& c) {
+Result infer_bn(const OpContext& c) {
   for (size_t i = 0; i < 5; ++i) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
   if (c.node->attr_int("training_mode", 0) != 0 || c.node->has_output(1))
     return Status::unsupported(c.node->label() + ": BatchNormalization in training mode (inference only here)");
@@ -218,7 +218,7 @@ Result infer_bn(const KernelContext& c) {
   return Descs{in0(c)};
 }
 
-Result infer_lrn(const KernelContext& c) {
+Result infer_lrn(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   MOSAIC_ASSIGN_OR_RETURN(auto p, lrn_params(c));
   (void)p;
@@ -238,7 +238,7 @@ Expected<DType> onnx_dtype(int64_t code, const Node& node) {
   }
 }
 
-Result infer_constant(const KernelContext& c) {
+Result infer_constant(const OpContext& c) {
   const Node& n = *c.node;
   if (n.has_attr("value")) return Descs{n.attrs.at("value").t->desc()};
   if (n.has_attr("value_float") || n.has_attr("value_int")) return Descs{{n.has_attr("value_float") ? DType::kF32 : DType::kI64, {}}};
@@ -247,7 +247,7 @@ Result infer_constant(const KernelContext& c) {
   return Status::unsupported(n.label() + ": Constant without a supported value attribute");
 }
 
-Result infer_constant_of_shape(const KernelContext& c) {
+Result infer_constant_of_shape(const OpContext& c) {
   Status st;
   const Tensor* t = need_const(c, 0, &st, "input");
   if (!t) return st;
@@ -256,7 +256,7 @@ Result infer_constant_of_shape(const KernelContext& c) {
   return Descs{{dt, t->to_i64_vector()}};
 }
 
-Result infer_shape(const KernelContext& c) {
+Result infer_shape(const OpContext& c) {
   const int64_t r = static_cast<int64_t>(in0(c).shape.size());
   int64_t start = c.node->attr_int("start", 0), end = c.node->attr_int("end", r);
   if (start < 0) start += r;
@@ -266,7 +266,7 @@ Result infer_shape(const KernelContext& c) {
   return Descs{{DType::kI64, {std::max<int64_t>(0, end - start)}}};
 }
 
-Result infer_gather(const KernelContext& c) {
+Result infer_gather(const OpContext& c) {
   const Shape& x = in0(c).shape;
   if (c.inputs[1].dtype != DType::kI64) return Status::unsupported(c.node->label() + ": indices must be int64");
   MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), static_cast<int64_t>(x.size()), *c.node));
@@ -276,7 +276,7 @@ Result infer_gather(const KernelContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
-Expected<std::vector<int64_t>> axes_of(const KernelContext& c, bool required) {
+Expected<std::vector<int64_t>> axes_of(const OpContext& c, bool required) {
   if (c.opset < 13 || c.node->has_attr("axes")) return c.node->attr_ints("axes");
   if (!c.has_input(1)) {
     if (required) return Status::invalid(c.node->label() + ": missing axes");
@@ -288,7 +288,7 @@ Expected<std::vector<int64_t>> axes_of(const KernelContext& c, bool required) {
   return t->to_i64_vector();
 }
 
-Result infer_unsqueeze(const KernelContext& c) {
+Result infer_unsqueeze(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(auto axes, axes_of(c, true));
   const int64_t r = static_cast<int64_t>(in0(c).shape.size() + axes.size());
   std::vector<bool> is_new(r, false);
@@ -303,7 +303,7 @@ Result infer_unsqueeze(const KernelContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
-Result infer_squeeze(const KernelContext& c) {
+Result infer_squeeze(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(auto axes, axes_of(c, false));
   const Shape& x = in0(c).shape;
   const int64_t r = static_cast<int64_t>(x.size());
@@ -323,7 +323,7 @@ Result infer_squeeze(const KernelContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
-Result infer_cast(const KernelContext& c) {
+Result infer_cast(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(DType to, onnx_dtype(c.node->attr_int("to", 1), *c.node));
   return Descs{{to, in0(c).shape}};
 }
@@ -331,7 +331,7 @@ Result infer_cast(const KernelContext& c) {
 }  // namespace
 
 namespace {
-Result infer_slice(const KernelContext& c) {
+Result infer_slice(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(auto ranges, slice_ranges(c));
   Shape out;
   for (auto& r : ranges) out.push_back(r[2]);
@@ -339,7 +339,7 @@ Result infer_slice(const KernelContext& c) {
 }
 }  // namespace
 
-Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const KernelContext& c) {
+Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const OpContext& c) {
   const Shape& x = c.inputs[0].shape;
   const int64_t r = static_cast<int64_t>(x.size());
   std::vector<int64_t> starts, ends, axes, steps;
@@ -389,84 +389,84 @@ namespace {
 
 // ---- FLOP counts -----------------------------------------------------------------------
 
-double f_zero(const KernelContext&) { return 0; }
-double f_out_numel(const KernelContext& c) { return static_cast<double>(c.outputs[0].numel()); }
-double f_conv(const KernelContext& c) {
+double f_zero(const OpContext&) { return 0; }
+double f_out_numel(const OpContext& c) { return static_cast<double>(c.outputs[0].numel()); }
+double f_conv(const OpContext& c) {
   auto p = conv_params(c);
   if (!p.ok()) return 0;
   double macs = static_cast<double>(p->n) * p->oc * p->win.out_size() * p->c_per_group() * p->win.kernel_size();
   const double out = static_cast<double>(c.outputs[0].numel());
   return 2 * macs + (p->has_bias ? out : 0) + (fused_activation(*c.node).active() ? out : 0);
 }
-double f_pool(const KernelContext& c) {
+double f_pool(const OpContext& c) {
   auto p = pool_params(c);
   if (!p.ok()) return 0;
   return static_cast<double>(c.outputs[0].numel()) * p->win.kernel_size();
 }
-double f_gemm(const KernelContext& c) {
+double f_gemm(const OpContext& c) {
   auto p = gemm_params(c);
   if (!p.ok()) return 0;
   return 2.0 * p->m * p->n * p->k + (p->has_c && p->beta != 0 ? 1.0 * p->m * p->n : 0) +
          (p->alpha != 1 ? 1.0 * p->m * p->n : 0) + (fused_activation(*c.node).active() ? 1.0 * p->m * p->n : 0);
 }
-double f_matmul(const KernelContext& c) {
+double f_matmul(const OpContext& c) {
   auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
   if (!p.ok()) return 0;
   return 2.0 * shape_numel(p->batch) * p->m * p->n * p->k;
 }
-double f_softmax(const KernelContext& c) { return 4.0 * c.outputs[0].numel(); }  // max, exp, sum, scale
-double f_bn(const KernelContext& c) { return 2.0 * c.outputs[0].numel(); }        // folded scale+shift
-double f_lrn(const KernelContext& c) {
+double f_softmax(const OpContext& c) { return 4.0 * c.outputs[0].numel(); }  // max, exp, sum, scale
+double f_bn(const OpContext& c) { return 2.0 * c.outputs[0].numel(); }        // folded scale+shift
+double f_lrn(const OpContext& c) {
   auto p = lrn_params(c);
   return p.ok() ? static_cast<double>(c.outputs[0].numel()) * (2.0 * p->size + 3) : 0;
 }
-double f_sigmoid(const KernelContext& c) { return 4.0 * c.outputs[0].numel(); }
+double f_sigmoid(const OpContext& c) { return 4.0 * c.outputs[0].numel(); }
 
 // Backward: one entry per input, the FLOPs of that input's gradient.
 using Grads = std::vector<double>;
-double out_numel(const KernelContext& c) { return static_cast<double>(c.outputs[0].numel()); }
+double out_numel(const OpContext& c) { return static_cast<double>(c.outputs[0].numel()); }
 /// Elementwise ops: `per_input[i]` FLOPs per output element for input i's gradient, plus one
 /// add per output element to reduce over broadcast axes when input i is smaller than the output.
-Grads elementwise_grads(const KernelContext& c, std::vector<double> per_input) {
+Grads elementwise_grads(const OpContext& c, std::vector<double> per_input) {
   Grads g(c.inputs.size(), 0);
   for (size_t i = 0; i < g.size() && i < per_input.size(); ++i)
     if (c.has_input(i))
       g[i] = out_numel(c) * (per_input[i] + (c.inputs[i].numel() < c.outputs[0].numel() ? 1 : 0));
   return g;
 }
-Grads b_conv(const KernelContext& c) {
+Grads b_conv(const OpContext& c) {
   auto p = conv_params(c);
   if (!p.ok()) return {};
   const double macs = static_cast<double>(p->n) * p->oc * p->win.out_size() * p->c_per_group() * p->win.kernel_size();
   // dX: the transposed convolution; dW: the correlation of X with dY; dB: a sum over dY.
   return {2 * macs, 2 * macs, p->has_bias ? out_numel(c) : 0};
 }
-Grads b_gemm(const KernelContext& c) {
+Grads b_gemm(const OpContext& c) {
   auto p = gemm_params(c);
   if (!p.ok()) return {};
   const double mnk = 2.0 * p->m * p->n * p->k, scale = p->alpha != 1 ? 1.0 : 0.0;
   return {mnk + scale * p->m * p->k, mnk + scale * p->k * p->n, p->has_c ? 1.0 * p->m * p->n : 0};
 }
-Grads b_matmul(const KernelContext& c) { return {f_matmul(c), f_matmul(c)}; }
-Grads b_mask(const KernelContext& c) { return elementwise_grads(c, {1}); }        // g * mask
-Grads b_sigmoid(const KernelContext& c) { return elementwise_grads(c, {3}); }     // g * y * (1 - y)
-Grads b_pool(const KernelContext& c) {
+Grads b_matmul(const OpContext& c) { return {f_matmul(c), f_matmul(c)}; }
+Grads b_mask(const OpContext& c) { return elementwise_grads(c, {1}); }        // g * mask
+Grads b_sigmoid(const OpContext& c) { return elementwise_grads(c, {3}); }     // g * y * (1 - y)
+Grads b_pool(const OpContext& c) {
   // Max: one add per output (to its argmax); average: one multiply-add per window element.
   if (c.node->op_type == "MaxPool" || c.node->op_type == "GlobalMaxPool") return {out_numel(c)};
   return {2 * f_pool(c)};
 }
-Grads b_add(const KernelContext& c) { return elementwise_grads(c, {0, c.node->op_type == "Sub" ? 1.0 : 0.0}); }
-Grads b_mul(const KernelContext& c) { return elementwise_grads(c, {1, 1}); }       // g * b, g * a
-Grads b_div(const KernelContext& c) { return elementwise_grads(c, {1, 3}); }       // g / b, -g * a / b^2
-Grads b_softmax(const KernelContext& c) { return {4 * out_numel(c)}; }             // row dot, then y * (g - dot)
-Grads b_bn(const KernelContext& c) {
+Grads b_add(const OpContext& c) { return elementwise_grads(c, {0, c.node->op_type == "Sub" ? 1.0 : 0.0}); }
+Grads b_mul(const OpContext& c) { return elementwise_grads(c, {1, 1}); }       // g * b, g * a
+Grads b_div(const OpContext& c) { return elementwise_grads(c, {1, 3}); }       // g / b, -g * a / b^2
+Grads b_softmax(const OpContext& c) { return {4 * out_numel(c)}; }             // row dot, then y * (g - dot)
+Grads b_bn(const OpContext& c) {
   // Training statistics: dX 5 per element (with the two sums below); dScale = sum(g * xhat)
   // 2 per element; dB = sum(g) 1 per element.
   const double n = out_numel(c);
   return {5 * n, 2 * n, n, 0, 0};
 }
-Grads b_lrn(const KernelContext& c) { return {2 * f_lrn(c)}; }
-Grads b_dropout(const KernelContext& c) { return {out_numel(c)}; }                 // g * mask * scale
+Grads b_lrn(const OpContext& c) { return {2 * f_lrn(c)}; }
+Grads b_dropout(const OpContext& c) { return {out_numel(c)}; }                 // g * mask * scale
 
 std::map<std::string, OpSchema> build_table() {
   std::map<std::string, OpSchema> t;
@@ -485,7 +485,7 @@ std::map<std::string, OpSchema> build_table() {
     t[op] = std::move(s);
   };
   add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
-  auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const KernelContext&)) {
+  auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const OpContext&)) {
     for (const char* op : ops) t[op].backward_flops = f;
   };
   add("Relu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "max(x, 0)");
@@ -591,7 +591,7 @@ std::vector<std::string> schema_names() {
   return v;
 }
 
-Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx) {
+Expected<std::vector<TensorDesc>> infer_node(const OpContext& ctx) {
   const Node& node = *ctx.node;
   const OpSchema* s = find_schema(node.op_type);
   if (!onnx_domain(node.domain) && (!s || s->domain != node.domain))
@@ -616,12 +616,12 @@ Expected<std::vector<TensorDesc>> infer_node(const KernelContext& ctx) {
   return r;
 }
 
-double node_flops(const KernelContext& ctx) {
+double node_flops(const OpContext& ctx) {
   const OpSchema* s = find_schema(ctx.node->op_type);
   return s && s->flops ? s->flops(ctx) : 0.0;
 }
 
-std::vector<double> node_backward_flops(const KernelContext& ctx) {
+std::vector<double> node_backward_flops(const OpContext& ctx) {
   const OpSchema* s = find_schema(ctx.node->op_type);
   std::vector<double> g = s && s->backward_flops ? s->backward_flops(ctx) : std::vector<double>{};
   g.resize(ctx.inputs.size(), 0.0);

@@ -236,9 +236,70 @@ TEST(Registry, EveryBackendAndKernelIsRegisteredOnce) {
   chain.kernel("Relu", make_factory<ToyRelu>()).kernel("Relu", make_factory<ToyRelu>()).kernel("Tanh", make_factory<ToyRelu>());
   EXPECT_NE(chain.status().message().find("kernel for Relu twice"), std::string::npos) << chain.status().to_string();
   EXPECT_FALSE(r.has_kernel("toy", "Tanh"));
-  BackendRegistration layouts(r, {"toy2", "another", nullptr});
-  layouts.layouts("Conv");
-  EXPECT_NE(layouts.status().message().find("declares layouts for Conv without a kernel"), std::string::npos);
+}
+
+TEST(Registry, CapabilityIsAskedBeforeAnyKernelIsBuilt) {
+  KernelRegistry r;
+  ASSERT_TRUE(register_naive_kernels(r).is_ok());
+  // A backend whose Relu reads its layouts in training too, whose Tanh only in inference,
+  // and whose Relu declines nodes named "big" without being built.
+  static int built = 0;
+  built = 0;
+  KernelFactory counting = [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    ++built;
+    return make_factory<ToyRelu>()(ctx);
+  };
+  SupportCheck small_only = [](const KernelContext& ctx) {
+    return ctx.node->name == "big" ? Status::unsupported(ctx.node->label() + ": too big for toy") : Status::ok();
+  };
+  BackendRegistration toy(r, {"toy", "a toy", nullptr});
+  toy.kernel("Relu", counting, {LayoutUse::kTraining, small_only}).kernel("Tanh", counting, {LayoutUse::kInference, {}});
+  ASSERT_TRUE(toy.status().is_ok()) << toy.status().to_string();
+
+  Node big = make_node("Relu"), small = make_node("Relu"), tanh = make_node("Tanh"), conv = make_node("Conv");
+  big.name = "big";
+  KernelContext ctx;
+  ctx.node = &big;
+  Capability cap = r.query("toy", ctx);
+  EXPECT_EQ(cap.status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(cap.status.message().find("too big for toy"), std::string::npos) << cap.status.to_string();
+  EXPECT_FALSE(r.create("toy", ctx).ok()) << "create asks the same question first";
+  ctx.node = &small;
+  ctx.training = true;
+  cap = r.query("toy", ctx);
+  EXPECT_TRUE(cap.accepted());
+  EXPECT_TRUE(cap.layouts) << "kTraining: layouts in training plans";
+  ctx.node = &tanh;
+  EXPECT_FALSE(r.query("toy", ctx).layouts) << "kInference: no layouts in training plans";
+  ctx.training = false;
+  EXPECT_TRUE(r.query("toy", ctx).layouts);
+  ctx.node = &conv;
+  cap = r.query("toy", ctx);
+  EXPECT_EQ(cap.status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(cap.status.message().find("backend 'toy' has no kernel for Conv"), std::string::npos);
+  EXPECT_EQ(r.query("nobody", ctx).status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(built, 0) << "no query builds a kernel";
+  ASSERT_NE(r.traits("toy", "Tanh"), nullptr);
+  EXPECT_EQ(r.traits("toy", "Tanh")->layouts, LayoutUse::kInference);
+  EXPECT_EQ(r.traits("toy", "Conv"), nullptr);
+
+  // The planner asks first: the declined node falls back to naive with the check's reason,
+  // and toy's kernel is built for the node it takes, once.
+  Graph g;
+  g.source = "toy.onnx";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3}, {}, true});
+  add_node(g, make_node("Relu"), {"x"}, {"h"}, "big");
+  add_node(g, make_node("Relu"), {"h"}, {"y"}, "small");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, r, PrepareOptions{}).ok());
+  auto plan = Plan::build(g, Placement::all_on("toy"), r);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const auto& steps = plan.value()->steps();
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].backend, "naive");
+  EXPECT_NE(steps[0].fallback_reason.find("too big for toy"), std::string::npos) << steps[0].fallback_reason;
+  EXPECT_EQ(steps[1].backend, "toy");
+  EXPECT_EQ(built, 1);
 }
 
 TEST(Registry, BuiltinsDescribeThemselves) {

@@ -150,53 +150,74 @@ TEST(Plan, FallbackIsRecordedAndShown) {
   EXPECT_NE(strict.status().message().find("reflect_pad"), std::string::npos) << strict.status().message();
 }
 
-/// Conv -> Relu stay in oneDNN's blocked layout; the reflect Pad can only run on naive, so
-/// the planner must insert a timed conversion to plain in front of it.
-Graph layout_graph() {
+/// Conv -> Relu in oneDNN's blocked layout, then a node oneDNN cannot run, which falls back
+/// to naive. `known_early`: a reflect Pad, which onednn's capability query declines before
+/// anything is built, so the planner has the Relu write plain. Otherwise a Sub whose first
+/// operand broadcasts, which oneDNN declines only when building its primitive: the Relu's
+/// output is blocked by then, and the planner inserts a timed conversion to plain in front
+/// of the Sub.
+Graph layout_graph(bool known_early) {
   Graph g;
   g.source = "layouts";
   g.opset = 13;
   g.inputs.push_back(input("x", {2, 16, 8, 8}));
   g.initializers["w"] = random_tensor({32, 16, 3, 3}, 21);
   g.initializers["b"] = random_tensor({32}, 22);
-  g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
   g.nodes.push_back(node("Conv", "conv", {"x", "w", "b"}, {"c"}, {{"pads", A::of_ints({1, 1, 1, 1})}}));
   g.nodes.push_back(node("Relu", "relu", {"c"}, {"r"}));
-  g.nodes.push_back(node("Pad", "reflect", {"r", "pads"}, {"y"}, {{"mode", A::of_string("reflect")}}));
+  if (known_early) {
+    g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+    g.nodes.push_back(node("Pad", "reflect", {"r", "pads"}, {"y"}, {{"mode", A::of_string("reflect")}}));
+  } else {
+    g.initializers["k"] = random_tensor({1, 32, 1, 1}, 24);
+    g.nodes.push_back(node("Sub", "sub", {"k", "r"}, {"y"}));
+  }
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
   EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
   return g;
 }
 
 TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
-  const Graph g = layout_graph();
-  auto plan = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry());
-  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  const Plan& p = *plan.value();
-  ASSERT_EQ(p.steps().size(), 4u);
-  EXPECT_FALSE(p.values()[p.steps()[0].out[0]].desc.plain()) << "conv output kept blocked";
-  EXPECT_TRUE(p.steps()[2].conversion);
-  EXPECT_EQ(p.node(p.steps()[2]).name, "to_plain(r)");
-  EXPECT_EQ(p.steps()[3].backend, "naive");
-  EXPECT_EQ(p.conversion_count(), 1);
-  std::vector<Tensor> got, want;
-  Tensor x = random_tensor({2, 16, 8, 8}, 23);
-  ASSERT_TRUE(plan.value()->run({x}, &got).is_ok());
-  auto ref = Plan::build(g, Placement::all_on("naive"), builtin_registry());
-  ASSERT_TRUE(ref.value()->run({x}, &want).is_ok());
-  Agreement a = compare_tensors(got[0], want[0], 1e-4, 1e-5);
-  EXPECT_TRUE(a.ok) << a.message;
+  for (const bool known_early : {false, true}) {
+    SCOPED_TRACE(known_early ? "declined by the capability query" : "declined when built");
+    const Graph g = layout_graph(known_early);
+    auto plan = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry());
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    const Plan& p = *plan.value();
+    const auto& last = p.steps().back();
+    EXPECT_EQ(last.backend, "naive");
+    EXPECT_NE(last.fallback_reason.find(known_early ? "no reflect padding" : "broadcasts only its second operand"),
+              std::string::npos) << last.fallback_reason;
+    EXPECT_FALSE(p.values()[p.steps()[0].out[0]].desc.plain()) << "conv output kept blocked";
+    if (known_early) {
+      ASSERT_EQ(p.steps().size(), 3u);
+      EXPECT_TRUE(p.values()[p.steps()[1].out[0]].desc.plain()) << "the Relu writes plain for the Pad";
+      EXPECT_EQ(p.conversion_count(), 0);
+    } else {
+      ASSERT_EQ(p.steps().size(), 4u);
+      EXPECT_TRUE(p.steps()[2].conversion);
+      EXPECT_EQ(p.node(p.steps()[2]).name, "to_plain(r)");
+      EXPECT_EQ(p.conversion_count(), 1);
+    }
+    std::vector<Tensor> got, want;
+    Tensor x = random_tensor({2, 16, 8, 8}, 23);
+    ASSERT_TRUE(plan.value()->run({x}, &got).is_ok());
+    auto ref = Plan::build(g, Placement::all_on("naive"), builtin_registry());
+    ASSERT_TRUE(ref.value()->run({x}, &want).is_ok());
+    Agreement a = compare_tensors(got[0], want[0], 1e-4, 1e-5);
+    EXPECT_TRUE(a.ok) << a.message;
+  }
 }
 
 TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
   const std::string model = (std::filesystem::temp_directory_path() / ("mosaic_plan_" + std::to_string(getpid()) + ".onnx")).string();
   const std::string json = model + ".json";
-  ASSERT_TRUE(save_onnx(layout_graph(), model).is_ok());
+  ASSERT_TRUE(save_onnx(layout_graph(false), model).is_ok());
   CmdResult r = mosaic("plan " + model + " --backend onednn --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("conversion: 'r' onednn:"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("fallback: 'reflect' (Pad) runs on naive instead of onednn: "), std::string::npos) << r.out;
-  // Conv and Relu fused: two nodes and the conversion between them and the Pad.
+  EXPECT_NE(r.out.find("fallback: 'sub' (Sub) runs on naive instead of onednn: "), std::string::npos) << r.out;
+  // Conv and Relu fused: two nodes and the conversion between them and the Sub.
   EXPECT_NE(r.out.find("2 nodes (naive 1, onednn 1), conversions 1"), std::string::npos) << r.out;
   const auto doc = read_json(json);
   EXPECT_EQ(doc["schema"], "mosaic.plan/1");
@@ -212,7 +233,7 @@ TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
   // Forbidding fallback makes the same plan an error that names the node.
   r = mosaic("plan " + model + " --backend onednn --fallback none");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("reflect"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'sub'"), std::string::npos) << r.out;
   std::filesystem::remove(model);
   std::filesystem::remove(json);
 }

@@ -5,6 +5,7 @@
 
 #include "backends/common/broadcast.hpp"
 #include "backends/common/grad.hpp"
+#include "backends/common/support.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic::im2col_impl {
@@ -15,8 +16,6 @@ namespace {
 class BinaryKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
-    if (ctx.outputs[0].dtype != DType::kF32)
-      return Status::unsupported(ctx.node->label() + ": im2col computes float32 only");
     auto op = binary_op_of(ctx.node->op_type);
     if (!op) return Status::internal(ctx.node->label() + ": not a binary op");
     op_ = *op;
@@ -164,8 +163,8 @@ class UnaryKernel final : public Kernel {
 }  // namespace
 
 void add_eltwise_kernels(BackendRegistration& r) {
-  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>());
-  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<UnaryKernel>());
+  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>(), {LayoutUse::kNone, float32_only});
+  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<UnaryKernel>(), {LayoutUse::kNone, float32_only});
 }
 
 }  // namespace mosaic::im2col_impl

@@ -6,6 +6,7 @@
 
 #include "backends/common/grad.hpp"
 #include "backends/common/pooling.hpp"
+#include "backends/common/support.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic::im2col_impl {
@@ -14,7 +15,6 @@ namespace {
 class PoolKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
-    if (ctx.has_output(1)) return Status::unsupported(ctx.node->label() + ": MaxPool Indices output (naive only)");
     MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(ctx));
     MOSAIC_ASSIGN_OR_RETURN(w_, lift2(p_.win, *ctx.node));
     is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
@@ -153,7 +153,7 @@ class PoolKernel final : public Kernel {
 
 void add_pool_kernels(BackendRegistration& r) {
   for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
-    r.kernel(op, make_factory<PoolKernel>());
+    r.kernel(op, make_factory<PoolKernel>(), {LayoutUse::kNone, float32_pool});
 }
 
 }  // namespace mosaic::im2col_impl

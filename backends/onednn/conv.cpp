@@ -170,7 +170,7 @@ class ConvKernel final : public Kernel {
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
-  r.kernel("Conv", make_factory<ConvKernel>());
+  r.kernel("Conv", make_factory<ConvKernel>(), {LayoutUse::kTraining, {}});
 }
 
 }  // namespace mosaic::onednn_impl

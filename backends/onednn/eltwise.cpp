@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/common/grad.hpp"
+#include "backends/common/support.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
 namespace mosaic::onednn_impl {
@@ -111,8 +112,6 @@ class EltwiseKernel final : public Kernel {
 class BinaryKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
-    if (ctx.outputs[0].dtype != DType::kF32)
-      return Status::unsupported(ctx.node->label() + ": oneDNN backend computes float32 only");
     auto op = binary_op_of(ctx.node->op_type);
     if (!op) return Status::internal(ctx.node->label() + ": not a binary op");
     op_ = *op;
@@ -192,8 +191,9 @@ class BinaryKernel final : public Kernel {
 }  // namespace
 
 void add_eltwise_kernels(BackendRegistration& r) {
-  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>());
-  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<EltwiseKernel>());
+  // Element-wise chains stay in blocked layouts; binary ops in inference only.
+  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>(), {LayoutUse::kInference, float32_only});
+  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<EltwiseKernel>(), {LayoutUse::kTraining, float32_only});
 }
 
 }  // namespace mosaic::onednn_impl

@@ -161,19 +161,26 @@ std::optional<memory::desc> same_layout(const memory::desc& md, const memory::di
   }
 }
 
+/// The Pads oneDNN's reorders can do: constant, known at plan time, float, not cropping.
+Status pad_supported(const KernelContext& ctx) {
+  MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
+  if (p.mode != "constant") return Status::unsupported(ctx.node->label() + ": oneDNN has no " + p.mode + " padding");
+  if (p.value_at_run_time) return Status::unsupported(ctx.node->label() + ": pad value computed at run time");
+  if (ctx.inputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float pad");
+  for (auto v : p.pads)
+    if (v < 0) return Status::unsupported(ctx.node->label() + ": negative pads (cropping)");
+  if (ctx.inputs[0].numel() == 0 || ctx.inputs[0].shape.empty())
+    return Status::unsupported(ctx.node->label() + ": empty input");
+  return Status::ok();
+}
+
 /// Constant Pad: fill the output, then reorder the input into the interior sub-memory.
 /// Works in the input's layout when it is channel-blocked and only spatial axes are padded.
 class PadKernel final : public ReorderKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
-    if (p.mode != "constant") return Status::unsupported(ctx.node->label() + ": oneDNN has no " + p.mode + " padding");
-    if (p.value_at_run_time) return Status::unsupported(ctx.node->label() + ": pad value computed at run time");
-    if (ctx.inputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float pad");
     const size_t r = ctx.inputs[0].shape.size();
-    for (auto v : p.pads)
-      if (v < 0) return Status::unsupported(ctx.node->label() + ": negative pads (cropping)");
-    if (ctx.inputs[0].numel() == 0 || r == 0) return Status::unsupported(ctx.node->label() + ": empty input");
     fill_ = true;
     value_ = p.value;
     return guarded(*ctx.node, [&]() -> Status {
@@ -243,7 +250,7 @@ class ToPlainKernel final : public ReorderKernel {
 void add_movement_kernels(BackendRegistration& r) {
   r.kernel("Concat", make_factory<ConcatKernel>());
   r.kernel("Transpose", make_factory<TransposeKernel>());
-  r.kernel("Pad", make_factory<PadKernel>());
+  r.kernel("Pad", make_factory<PadKernel>(), {LayoutUse::kTraining, pad_supported});
   r.kernel(kToPlainOp, make_factory<ToPlainKernel>());
 }
 

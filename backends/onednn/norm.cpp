@@ -233,7 +233,7 @@ class LrnKernel final : public SrcDstPrimitive {
 void add_norm_kernels(BackendRegistration& r) {
   r.kernel("Softmax", make_factory<SoftmaxKernel>());
   r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
-  r.kernel("BatchNormalization", make_factory<BatchNormKernel>());
+  r.kernel("BatchNormalization", make_factory<BatchNormKernel>(), {LayoutUse::kInference, {}});
   r.kernel("LRN", make_factory<LrnKernel>());
 }
 

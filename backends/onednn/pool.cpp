@@ -3,6 +3,7 @@
 
 #include "backends/common/grad.hpp"
 #include "backends/common/pooling.hpp"
+#include "backends/common/support.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
 namespace mosaic::onednn_impl {
@@ -11,7 +12,6 @@ namespace {
 class PoolKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
-    if (ctx.has_output(1)) return Status::unsupported(ctx.node->label() + ": MaxPool Indices output (naive only)");
     MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(ctx));
     const bool is_max = ctx.node->op_type.find("Max") != std::string::npos;
     return guarded(*ctx.node, [&]() -> Status {
@@ -140,8 +140,11 @@ class PoolKernel final : public Kernel {
 }  // namespace
 
 void add_pool_kernels(BackendRegistration& r) {
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
-    r.kernel(op, make_factory<PoolKernel>());
+  // Max pooling reads and writes blocked layouts in training too (its backward routes lane
+  // by lane); average and global pooling in inference.
+  r.kernel("MaxPool", make_factory<PoolKernel>(), {LayoutUse::kTraining, float32_pool});
+  for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    r.kernel(op, make_factory<PoolKernel>(), {LayoutUse::kInference, float32_pool});
 }
 
 }  // namespace mosaic::onednn_impl

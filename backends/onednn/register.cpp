@@ -3,7 +3,6 @@
 // common.cpp.
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "backends/common/eltwise_ops.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
@@ -53,13 +52,6 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   onednn_impl::add_norm_kernels(r);
   onednn_impl::add_movement_kernels(r);
   register_view_kernels(r);
-  // Ops whose kernels read and write oneDNN's blocked layouts, so chains of them skip the
-  // reorders to and from plain; the second argument says whether they do in training too
-  // (forward and backward in blocked layouts: the chains of a CNN).
-  for (const char* op : {"Conv", "MaxPool", "Pad"}) r.layouts(op, true);
-  for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization"}) r.layouts(op, false);
-  for (const auto& u : kUnaryOps) r.layouts(u.name, true);
-  for (const auto& b : kBinaryOps) r.layouts(b.name, false);
   return r.status();
 }
 

@@ -18,15 +18,15 @@ using mosaic::Status;
 
 constexpr const char* kDomain = "com.example.mosaic";
 
-mosaic::Expected<std::vector<mosaic::TensorDesc>> infer_swish(const mosaic::KernelContext& ctx) {
+mosaic::Expected<std::vector<mosaic::TensorDesc>> infer_swish(const mosaic::OpContext& ctx) {
   if (ctx.inputs[0].dtype != mosaic::DType::kF32)
     return Status::invalid(ctx.node->label() + ": Swish takes a float32 input");
   return std::vector<mosaic::TensorDesc>{ctx.inputs[0]};
 }
 // exp, add, divide, two multiplies per element.
-double swish_flops(const mosaic::KernelContext& ctx) { return 5.0 * static_cast<double>(ctx.outputs[0].numel()); }
+double swish_flops(const mosaic::OpContext& ctx) { return 5.0 * static_cast<double>(ctx.outputs[0].numel()); }
 // dy * (s + beta x s (1 - s)), with s recomputed: 9 per element.
-std::vector<double> swish_backward_flops(const mosaic::KernelContext& ctx) {
+std::vector<double> swish_backward_flops(const mosaic::OpContext& ctx) {
   return {9.0 * static_cast<double>(ctx.outputs[0].numel())};
 }
 

@@ -97,7 +97,7 @@ int run_info(const InfoOptions& o) {
     for (size_t i = 0; i < s.in.size(); ++i)
       if (s.in[i] >= 0 && p.values()[s.in[i]].is_const && p.values()[s.in[i]].desc.dtype == DType::kF32)
         params += p.values()[s.in[i]].desc.numel();
-    // Which backends can actually create a kernel for this node.
+    // Which backends take this node: their capability queries, nothing built.
     KernelContext ctx;
     ctx.node = &n;
     ctx.opset = g->opset;
@@ -111,10 +111,7 @@ int run_info(const InfoOptions& o) {
       ctx.output_present.push_back(v >= 0);
     }
     std::string backends;
-    for (const auto& b : reg.backends()) {
-      auto k = reg.create(b, ctx);
-      backends += (backends.empty() ? "" : ",") + (k.ok() ? b : "-");
-    }
+    for (const auto& b : reg.backends()) backends += (backends.empty() ? "" : ",") + (reg.query(b, ctx).accepted() ? b : "-");
     std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-20.20s %12s %10.2f  %s\n", width, 600, n.name.c_str(), n.op_type.c_str(),
                   shape_str(p.values()[s.out[0]].desc.shape).c_str(), with_commas(params).c_str(), s.flops / 1e6,
                   backends.c_str());
@@ -842,10 +839,11 @@ int run_backends(bool markdown, bool names_only) {
     if (markdown) std::cout << "| " << op << " |";
     else std::printf("%-20s", op.c_str());
     for (const auto& b : backends) {
-      std::string cell = !reg.has_kernel(b, op)               ? "-"
-                         : reg.accepts_layouts(b, op, true) ? "yes (layouts, training too)"
-                         : reg.accepts_layouts(b, op)       ? "yes (layouts)"
-                                                            : "yes";
+      const KernelTraits* t = reg.traits(b, op);
+      std::string cell = !t                                       ? "-"
+                         : t->layouts == LayoutUse::kTraining  ? "yes (layouts, training too)"
+                         : t->layouts == LayoutUse::kInference ? "yes (layouts)"
+                                                                : "yes";
       if (markdown) std::cout << " " << cell << " |";
       else std::printf(" %-8s:%-14s", b.c_str(), cell.c_str());
     }
