@@ -1,12 +1,15 @@
 #include "backends/machine_probe.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <vector>
 
-#include "backends/onednn/onednn.hpp"
 #include "core/events.hpp"
+#if MOSAIC_WITH_IM2COL
+#include <cblas.h>
+#endif
+#if MOSAIC_WITH_ONEDNN
+#include "backends/onednn/onednn.hpp"
+#endif
 
 namespace mosaic {
 
@@ -30,14 +33,25 @@ double best_gemm_gflops(int n, int runs, Gemm gemm) {
 
 }  // namespace
 
-double probe_sgemm_gflops(int n, int runs) {
+// A library this build does not have measures 0 (no peak from it).
+double probe_sgemm_gflops([[maybe_unused]] int n, [[maybe_unused]] int runs) {
+#if MOSAIC_WITH_IM2COL
   return best_gemm_gflops(n, runs, [](int m, const float* a, const float* b, float* c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.f, a, m, b, m, 0.f, c, m);
     return true;
   });
+#else
+  return 0;
+#endif
 }
 
-double probe_onednn_sgemm_gflops(int n, int runs) { return best_gemm_gflops(n, runs, onednn_sgemm); }
+double probe_onednn_sgemm_gflops([[maybe_unused]] int n, [[maybe_unused]] int runs) {
+#if MOSAIC_WITH_ONEDNN
+  return best_gemm_gflops(n, runs, onednn_sgemm);
+#else
+  return 0;
+#endif
+}
 
 double probe_triad_gbs(int mib, int runs) {
   const int64_t n = static_cast<int64_t>(mib) * (1 << 20) / 4;

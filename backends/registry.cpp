@@ -2,22 +2,37 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
-#include "backends/im2col/im2col.hpp"
 #include "backends/naive/naive.hpp"
-#include "backends/onednn/onednn.hpp"
-
+#if MOSAIC_WITH_IM2COL
+#include "backends/im2col/im2col.hpp"
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
+#endif
+#if MOSAIC_WITH_ONEDNN
+#include "backends/onednn/onednn.hpp"
+#endif
 
 namespace mosaic {
 
 KernelRegistry& mutable_registry_for_plugins() {
   static KernelRegistry registry = [] {
     KernelRegistry r;
-    for (Status (*add)(KernelRegistry&) : {register_naive_kernels, register_im2col_kernels, register_onednn_kernels}) {
+    // The built-ins this build has (CMake's MOSAIC_WITH_IM2COL, MOSAIC_WITH_ONEDNN), the
+    // oracle first.
+    Status (*const builtins[])(KernelRegistry&) = {
+        register_naive_kernels,
+#if MOSAIC_WITH_IM2COL
+        register_im2col_kernels,
+#endif
+#if MOSAIC_WITH_ONEDNN
+        register_onednn_kernels,
+#endif
+    };
+    for (auto add : builtins) {
       Status st = add(r);
       if (!st.is_ok()) {  // a built-in registering a duplicate: a bug, caught by every test run
         std::fprintf(stderr, "mosaic: built-in backends: %s\n", st.to_string().c_str());
@@ -31,9 +46,24 @@ KernelRegistry& mutable_registry_for_plugins() {
 
 const KernelRegistry& builtin_registry() { return mutable_registry_for_plugins(); }
 
-std::string blas_core_name() { return openblas_get_corename(); }
+std::string default_backend() {
+  const std::vector<std::string> b = builtin_registry().backends();
+  for (const char* preferred : {"onednn", "im2col"})
+    if (std::find(b.begin(), b.end(), preferred) != b.end()) return preferred;
+  return "naive";
+}
 
+#if MOSAIC_WITH_IM2COL
+std::string blas_core_name() { return openblas_get_corename(); }
+#else
+std::string blas_core_name() { return "none (built without im2col)"; }
+#endif
+
+#if MOSAIC_WITH_ONEDNN
 std::string onednn_isa_name() { return onednn_effective_isa(); }
+#else
+std::string onednn_isa_name() { return "none (built without onednn)"; }
+#endif
 
 std::vector<std::pair<std::string, std::string>> backend_library_versions() {
   std::vector<std::pair<std::string, std::string>> versions;
@@ -49,7 +79,9 @@ std::vector<std::pair<std::string, std::string>> backend_library_versions() {
 void set_num_threads(int threads) {
   if (threads <= 0) return;
   omp_set_num_threads(threads);
+#if MOSAIC_WITH_IM2COL
   openblas_set_num_threads(threads);
+#endif
 }
 
 }  // namespace mosaic

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "core/plan.hpp"
 #include "metrics/benchmark.hpp"
@@ -110,7 +111,7 @@ struct ReportOptions {
 
 struct SimulateOptions {
   std::string input;  ///< a model (path or zoo:NAME) to profile, or a `bench --mode training --json` file
-  std::string backend = "onednn";
+  std::string backend = default_backend();  ///< onednn where this build has it
   int64_t batch = 32;
   int threads = 1, iterations = 10, warmup = 3;
   /// Profile with this many identical training benchmarks at once (all ranks of a node are

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "validate/gradcheck.hpp"
 #include "core/optimizer.hpp"
@@ -18,7 +19,7 @@ struct DataSplits;
 namespace mosaic::cli {
 
 struct TrainOptions {
-  std::string model, data = "fashion-mnist", backend = "onednn", optimizer = "sgd", json;
+  std::string model, data = "fashion-mnist", backend = default_backend(), optimizer = "sgd", json;
   std::string assign;  ///< a mixed placement instead of --backend (bench --assign syntax or a YAML file)
   std::string lr_schedule = "constant";
   std::string save;  ///< write the trained model (ONNX) here
