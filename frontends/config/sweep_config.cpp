@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 
+#include "backends/registry.hpp"
+
 namespace mosaic {
 namespace {
 
@@ -81,6 +83,7 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "data", c.data));
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "models", c.models));
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "backends", c.backends));
+  if (c.backends.empty()) c.backends = {default_backend()};  // onednn where this build has it
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "optimizers", c.optimizers));
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "lr", c.lrs));
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "batch", c.batches));

@@ -18,7 +18,7 @@ struct SweepConfig {
   std::string data = "fashion-mnist";
   /// Each `backends` entry is a backend, or a mixed placement (is_placement) that cells
   /// train on as `train --assign` does; a relative placement file is relative to the YAML.
-  std::vector<std::string> models, backends{"onednn"}, optimizers{"sgd"};
+  std::vector<std::string> models, backends, optimizers{"sgd"};
   std::vector<double> lrs{0.01};
   std::vector<int64_t> batches{64};
   int64_t epochs = 1;
