@@ -87,7 +87,7 @@ TEST_F(Sweep, RunsResumesAndWritesTables) {
 // The data-parallel axes: every (mode, workers) cell runs under mpirun; the speed-up table
 // has one row per mode with 1 worker at 1.00x; a rerun finds every cell.
 TEST_F(Sweep, RanksAndModeAxesRunUnderMpirunAndTabulateSpeedup) {
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // containers (docs/distributed.md)
+  allow_mpirun();  // containers, parallel tests (test_util.hpp)
   const std::string cfg = write("ranks.yaml", R"(name: scaling
 output: out
 data: synthetic:200,1,28,28,10

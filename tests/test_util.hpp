@@ -88,11 +88,24 @@ class ScratchDirTest : public ::testing::Test {
 
 /// mpirun refuses root without the first two (CI and containers run as root); the third
 /// makes shared-memory transfers work without the kernel's cross-memory attach, which
-/// containers often forbid.
+/// containers often forbid. The last gives this test process its own Open MPI session
+/// directory: two mpiruns started at the same moment by tests running in parallel (ctest
+/// -j2) both create /tmp/ompi.HOST.UID, and the loser fails orte_init ("File exists").
 inline void allow_mpirun() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  struct SessionBase {
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("mosaic-ompi-" + std::to_string(getpid()));
+    SessionBase() { std::filesystem::create_directories(dir); }
+    ~SessionBase() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static const SessionBase base;
+  setenv("OMPI_MCA_orte_tmpdir_base", base.dir.c_str(), 1);
 }
 
 inline std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
