@@ -133,10 +133,21 @@ std::vector<std::string> plugin_arguments(int argc, const char* const* argv) {
 std::vector<std::string> bundled_plugins() {
   namespace fs = std::filesystem;
   std::error_code ec;
+  std::vector<fs::path> dirs;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
+  if (!ec) dirs = {exe.parent_path() / "plugins", exe.parent_path() / ".." / "lib" / "mosaic" / "plugins"};
+  // A program that embeds Mosaic links libmosaic.so: look beside it too (the build tree's
+  // plugins/, or lib/mosaic/plugins after cmake --install).
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&bundled_plugins), &self) != 0 && self.dli_fname) {
+    const fs::path lib = fs::weakly_canonical(fs::path(self.dli_fname), ec).parent_path();
+    if (!ec && lib != exe.parent_path()) {
+      dirs.push_back(lib / "plugins");
+      dirs.push_back(lib / "mosaic" / "plugins");
+    }
+  }
   std::vector<std::string> found;
-  for (const fs::path& dir : {exe.parent_path() / "plugins", exe.parent_path() / ".." / "lib" / "mosaic" / "plugins"}) {
+  for (const fs::path& dir : dirs) {
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (name.rfind("libmosaic_", 0) == 0 && name.size() > 13 && name.compare(name.size() - 3, 3, ".so") == 0 &&

@@ -33,7 +33,9 @@ std::vector<std::string> plugin_arguments(int argc, const char* const* argv);
 
 /// Plugins built with Mosaic (the torch backend): libmosaic_NAME.so files, each adding the
 /// backend NAME, in the directory `plugins` next to the running executable (the build
-/// tree) and in `../lib/mosaic/plugins` from it (after cmake --install). Sorted by path.
+/// tree) and in `../lib/mosaic/plugins` from it (after cmake --install); for a program that
+/// embeds libmosaic.so, in `plugins` and `mosaic/plugins` beside the library. The first
+/// directory that has any wins. Sorted by path.
 std::vector<std::string> bundled_plugins();
 /// The backend a bundled plugin file adds: "torch" for .../libmosaic_torch.so.
 std::string bundled_backend_name(const std::string& path);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <fstream>
 
-#include "frontends/cli/auto_placement.hpp"
+#include "api/auto_placement.hpp"
 #include "frontends/config/placement_config.hpp"
 #include "test_util.hpp"
 
@@ -148,8 +148,8 @@ TEST(MixedPlacement, TrainingFollowsTheNaiveOracleStepForStep) {
 namespace mosaic::test {
 namespace {
 
-using cli::PlacementProblem;
-using cli::solve_placement;
+using api::PlacementProblem;
+using api::solve_placement;
 
 /// Two backends, three nodes in a chain; a conversion between different backends costs
 /// `convert`. Node 1 is cheaper on backend 1, the others on backend 0.

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "frontends/cli/bench_auto.hpp"
+#include "api/bench_auto.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
 #include "metrics/provenance.hpp"

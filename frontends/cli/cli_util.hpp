@@ -1,69 +1,15 @@
-// Helpers shared by the subcommands: error exit, lists in messages, and output-path checks
-// made before any work starts (so a bad path never costs a run, nor leaves half a report).
+// The command line's own helpers. The CLI is a shell over the library API (api/): it parses
+// flags, calls the API and prints what it returns. Every name of mosaic::api is visible here.
 #pragma once
 
-#include <memory>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
-
-#include "core/plan.hpp"
+#include "api/util.hpp"
 #include "core/status.hpp"
-#include "metrics/provenance.hpp"
-#include "metrics/results_db.hpp"
 
 namespace mosaic::cli {
 
+using namespace ::mosaic::api;
+
 /// Prints "mosaic: error: MESSAGE" and returns exit code 2 (bad input or usage).
 int fail(const Status& st);
-/// "a, b, c".
-std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
-/// The candidate closest to `word` by edit distance, or "" if none is plausibly meant
-/// (distance above a third of the word's length, at least 2).
-std::string closest(const std::string& word, const std::vector<std::string>& candidates);
-/// An output file named by `flag` can be written: not a directory, in an existing writable
-/// directory, and (if it exists) writable itself. Nothing is created.
-Status check_output_path(const std::string& path, const std::string& flag);
-/// check_output_path for each (flag, path) with a non-empty path, and no two the same file.
-Status check_output_paths(const std::vector<std::pair<std::string, std::string>>& flag_paths);
-
-/// Provenance of a run of the current command on `model` (an ONNX file, hashed, or zoo:NAME):
-/// machine, build, every library's version, kernels in use, threads, seeds.
-Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds);
-
-/// Runs `program` (a path, or a name looked up in PATH) with `args` (args[0] is its argv[0]),
-/// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,
-/// 127 when it could not be started, -1 when it could not be forked or waited for).
-int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log);
-/// The placement an --assign value gives: a spec (Conv=onednn,@fc*=im2col,*=naive) or a
-/// YAML placement file (.yaml/.yml, frontends/config/placement_config.hpp), with
-/// `fallback` unless the file sets its own.
-Expected<Placement> assign_placement(const std::string& assign, const std::vector<std::string>& fallback);
-/// Appends "--plugin FILE" for every loaded plugin: a child mosaic process needs them too.
-void append_plugin_arguments(std::vector<std::string>& args);
-
-/// Where bench, train and sweep record their runs (docs/cli.md#results-store).
-struct DbOptions {
-  std::string path;  ///< --db; empty: default_results_db()
-  bool off = false;  ///< --no-db (MOSAIC_DB=off does the same)
-};
-
-/// Opens the results store before a run, so a bad --db fails before the work starts. Null
-/// when recording is off. A default store that cannot be opened is a warning (the run goes
-/// on unrecorded); an explicit --db that cannot be opened is an error.
-Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o);
-/// An existing results store (--db, else the default); reading never creates one.
-Expected<ResultsDb> open_existing_store(const std::string& given);
-
-/// A run named on the command line: a run id, "last" / "last~N" (the newest bench runs) from
-/// the store `db_path` (opened into `db` on first use), or a JSON file.
-struct NamedRun {
-  nlohmann::json doc;
-  std::string name;  ///< "run 12" or the file
-};
-Expected<NamedRun> load_named_run(const std::string& what, const std::string& db_path, std::unique_ptr<ResultsDb>& db);
-
-/// Records a finished run's document (no-op for a null store) and says where on stderr.
-Status record_run(ResultsDb* db, const nlohmann::json& doc);
 
 }  // namespace mosaic::cli

@@ -1,4 +1,5 @@
-// The mosaic subcommands as functions (the CLI is a thin CLI11 layer over these).
+// The mosaic subcommands as functions (main.cpp is a thin CLI11 layer over these; each is a
+// shell over the library API, api/: it calls it, prints the report, writes files).
 // Each returns the process exit code: 0 success, 1 a check failed (mismatch, failed
 // conformance case), 2 bad input or usage.
 #pragma once
@@ -7,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "api/bench.hpp"
+#include "api/models.hpp"
+#include "api/verify.hpp"
 #include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "core/plan.hpp"
@@ -15,12 +19,6 @@
 
 namespace mosaic::cli {
 
-struct CommonOptions {
-  int64_t batch = 0;  ///< 0: model's own batch (symbolic -> 1)
-  std::vector<std::string> shapes;  ///< --shape NAME=N: symbolic dimensions bound by name
-  int threads = 0;
-  uint64_t seed = 42;
-};
 
 struct InfoOptions {
   CommonOptions common;
@@ -41,47 +39,7 @@ struct PlanCliOptions {
 };
 int run_plan(const PlanCliOptions& o);
 
-struct BenchOptions {
-  CommonOptions common;
-  std::string model;
-  std::vector<std::string> backends;  ///< set by the CLI (default: every registered backend)
-  std::string assign;
-  std::vector<std::string> fallback{"naive"};
-  std::string mode = "inference";
-  std::string optimizer = "sgd";  ///< training mode
-  double lr = 0.01;               ///< training mode
-  BenchConfig config;
-  std::string json, csv;
-  std::string trace;  ///< Chrome trace-event file of the measured iterations
-  std::string data;   ///< --data SPEC: real images (and labels) as the input instead of random values
-  bool find_max_batch = false;  ///< find the largest batch that fits (max_batch.cpp) instead of timing
-  std::string memory_limit;     ///< ... within this many bytes ("4G"); empty: 90% of MemAvailable
-  bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
-  bool refresh_peaks = false;  ///< measure the peaks again even if cached
-  bool remeasure = false;      ///< --assign auto: measure again instead of using the cached choice
-  int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
-  /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
-  std::string distributed;
-  double bucket_mb = 25;
-  bool check = true;
-  bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
-  bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
-  double rtol = 1e-3, atol = 1e-4;
-  DbOptions db;  ///< the results store the run is recorded in
-};
 
-struct VerifyOptions {
-  std::vector<std::string> paths;
-  std::string backend = "naive";
-  std::string filter;
-  double rtol = 1e-3, atol = 1e-5;
-  bool quiet = false;
-  std::string junit;      ///< JUnit XML of the verdicts (conformance cases)
-  bool per_node = false;  ///< PATH is a model: compare every node with naive (validate/per_node.hpp)
-  bool determinism = false;    ///< PATH is a model: audit repeatability (validate/determinism.hpp)
-  bool deterministic = false;  ///< ... with deterministic plans (KernelContext::deterministic)
-  CommonOptions common;   ///< --batch, --seed of the --per-node input
-};
 
 struct ExportOptions {
   std::string name;

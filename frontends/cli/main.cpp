@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
       ->check(integer_at_least(1));
   add_db(train_cmd, train.db);
 
-  GradcheckCliOptions gc;
+  GradcheckRunOptions gc;
   auto* gc_cmd = app.add_subcommand("gradcheck", "check every parameter's gradient against finite differences");
   gc_cmd->add_option("model", gc.model, "ONNX file, or zoo:NAME")->required();
   auto* gc_backend_opt = gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked")->capture_default_str();

@@ -16,7 +16,7 @@
 #include "core/optimizer.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
-#include "frontends/cli/models.hpp"
+#include "api/models.hpp"
 #include "metrics/report.hpp"
 
 namespace mosaic::cli {

@@ -14,35 +14,6 @@
 
 namespace mosaic::cli {
 
-Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std::vector<std::string>& opt_params,
-                             OptimizerConfig& config, std::string& optimizer) {
-  std::string plugin_name;
-  for (const auto& path : plugins) {
-    MOSAIC_ASSIGN_OR_RETURN(plugin_name, load_optimizer_plugin(path));
-  }
-  if (optimizer.empty()) {
-    if (plugins.size() > 1) return Status::invalid("several --optimizer-plugin given: say which with --optimizer");
-    optimizer = plugins.empty() ? "sgd" : plugin_name;
-  }
-  for (const auto& kv : opt_params) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return Status::invalid("--opt '" + kv + "': expected key=value");
-    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0') return Status::invalid("--opt " + key + ": '" + value + "' is not a number");
-    // Built-ins take their standard keys (and refuse the ones they ignore); plugins get
-    // every key in `extra` and refuse what they do not read.
-    if (!builtin_hyperparameters(optimizer).empty()) {
-      MOSAIC_RETURN_IF_ERROR(set_builtin_hyperparameter(optimizer, key, v, config).with_context("--opt"));
-    } else {
-      config.extra[key] = v;
-    }
-  }
-  return Status::ok();
-}
-
 int run_optcheck(const OptcheckCliOptions& in) {
   set_num_threads(in.threads);
   OptcheckOptions o;

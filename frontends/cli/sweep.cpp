@@ -14,7 +14,7 @@
 #include "backends/registry.hpp"
 #include "distributed/data_parallel.hpp"
 #include "frontends/cli/cli_util.hpp"
-#include "frontends/cli/models.hpp"
+#include "api/models.hpp"
 #include "frontends/cli/sweep_distributed.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/config/sweep_config.hpp"

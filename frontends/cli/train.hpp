@@ -1,4 +1,5 @@
-// `mosaic train` and `mosaic gradcheck`.
+// `mosaic train`, `gradcheck`, `optcheck` and `sweep`: the CLI over api/train.hpp and
+// api/gradcheck.hpp.
 #pragma once
 
 #include <cstdint>
@@ -7,67 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/gradcheck.hpp"
+#include "api/train.hpp"
 #include "backends/registry.hpp"
-#include "frontends/cli/cli_util.hpp"
-#include "validate/gradcheck.hpp"
 #include "core/optimizer.hpp"
-
-namespace mosaic {
-struct DataSplits;
-}
+#include "frontends/cli/cli_util.hpp"
 
 namespace mosaic::cli {
-
-struct TrainOptions {
-  std::string model, data = "fashion-mnist", backend = default_backend(), optimizer = "sgd", json;
-  std::string assign;  ///< a mixed placement instead of --backend (bench --assign syntax or a YAML file)
-  std::string lr_schedule = "constant";
-  std::string save;  ///< write the trained model (ONNX) here
-  std::string checkpoint;  ///< write a checkpoint here at every epoch end (frontends/cli/checkpoint.hpp)
-  std::string resume;      ///< continue from this checkpoint
-  std::string trace;  ///< Chrome trace-event file of every step (nodes, stages, data loading)
-  OptimizerConfig opt;
-  std::vector<std::string> plugins;     ///< --optimizer-plugin libraries
-  std::vector<std::string> opt_params;  ///< --opt key=value (OptimizerConfig::extra)
-  std::vector<std::string> freeze;      ///< parameters kept fixed: names or regexes
-  std::string normalize = "none";       ///< none, auto, or MEAN[,MEAN..]:STD[,STD..]
-  bool prefetch = true;                 ///< background loader thread
-  int64_t batch = 64, epochs = 1, steps = 0, eval_batch = 500;
-  int64_t steps_per_epoch = 0;  ///< cut every epoch short (timing sweeps); 0: whole epochs
-  bool shuffle = true;
-  bool evaluate = true;  ///< test accuracy after each epoch
-  bool deterministic = false;  ///< bitwise-repeatable plans at a fixed thread count
-  uint64_t seed = 0;
-  int threads = 0;
-  double target_accuracy = 0;  ///< > 0: record the training time until the test accuracy reaches it
-  int64_t data_repeat = 1;  ///< the training set concatenated this many times (dataset-size scaling)
-  /// Data-parallel over MPI (docs/distributed.md): "" (one process, as always), allreduce,
-  /// allreduce-blocking, avg, ps, ps-async. `batch` is then the per-worker batch.
-  std::string distributed;
-  double bucket_mb = 25;  ///< gradient bucket size of the all-reduce modes
-  int64_t sync_every = 1;  ///< avg: average the parameters every this many steps
-  int servers = 1;         ///< ps, ps-async: server ranks (the last ones)
-  int64_t max_staleness = -1;  ///< ps-async: bounded staleness (-1: unbounded)
-  DbOptions db;  ///< results store (run_train records; train_model does not)
-};
-
-/// "Does not train": after the first epoch (of at least kChanceMinSteps steps) the train
-/// loss is still at least kChanceLossShare x ln(classes) (a uniform guess) and the train
-/// accuracy at most kChanceAccuracyFactor / classes. Returns the explanation, or "" when
-/// the run trains.
-inline constexpr double kChanceLossShare = 0.95, kChanceAccuracyFactor = 1.5;
-inline constexpr int64_t kChanceMinSteps = 50;
-std::string chance_level(double train_loss, double train_accuracy, int64_t classes);
-
-struct GradcheckCliOptions {
-  std::string model, backend = "naive", json, junit;
-  std::string assign;  ///< a mixed placement to check instead of one backend (bench --assign syntax or a YAML file)
-  std::vector<std::string> fallback{"naive"};  ///< backends for nodes the checked one cannot run ("none": error)
-  std::string plant;  ///< check backend+plant, a planted bug (validate/planted_bugs.hpp): measures gradcheck itself
-  int64_t batch = 2;
-  int threads = 0;
-  GradcheckOptions check;
-};
 
 struct OptcheckCliOptions {
   std::string optimizer, reference, model = "zoo:fmnist-cnn", backend = "naive", json, junit;
@@ -81,22 +28,6 @@ struct OptcheckCliOptions {
   int threads = 0;
 };
 
-/// Loads --optimizer-plugin libraries and parses --opt key=value into config.extra. If
-/// `optimizer` is empty it becomes the (single) plugin's optimizer, else "sgd".
-Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std::vector<std::string>& opt_params,
-                             OptimizerConfig& config, std::string& optimizer);
-
-struct TrainResult {
-  nlohmann::json log;            ///< what --json writes: settings, per-step losses, per-epoch results
-  std::string diverged;          ///< "diverged at epoch E step S" or empty
-  std::vector<std::string> fallbacks;
-  int rank = 0;  ///< this process's rank in a data-parallel run (only rank 0 writes files)
-};
-
-/// Trains as `mosaic train` does (printing progress when verbose); `preloaded` data, if
-/// given, is used instead of loading o.data. Errors for bad input; divergence is a result.
-Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose);
-
 int run_train(const TrainOptions& o);
 int run_optcheck(const OptcheckCliOptions& o);
 
@@ -106,6 +37,6 @@ struct SweepOptions {
   DbOptions db;       ///< results store the sweep (all its finished cells) is recorded in
 };
 int run_sweep(const SweepOptions& o);
-int run_gradcheck(const GradcheckCliOptions& o);
+int run_gradcheck(const GradcheckRunOptions& o);
 
 }  // namespace mosaic::cli

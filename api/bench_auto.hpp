@@ -8,13 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "frontends/cli/auto_placement.hpp"
-#include "frontends/cli/commands.hpp"
+#include "api/auto_placement.hpp"
+#include "api/bench.hpp"
 #include "metrics/report.hpp"
 
-namespace mosaic::cli {
-
-using BenchConfigs = std::vector<std::pair<std::string, Placement>>;
+namespace mosaic::api {
 
 /// --assign auto measures and times in one process: with --find-max-batch, --processes or
 /// --distributed it is refused (before any work).
@@ -34,4 +32,4 @@ Status add_auto_configs(const BenchOptions& o, const Graph& timed, const AutoTim
 Status auto_side_by_side(const BenchOptions& o, const BenchConfigs& configs,
                          const std::vector<std::unique_ptr<Plan>>& plans, const AutoTiming& timing, BenchReport& report);
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

@@ -1,4 +1,4 @@
-// Models and their inputs for the commands: load (file or zoo:NAME), prepare with the
+// Models and their inputs for the API functions: load (file or zoo:NAME), prepare with the
 // command's batch and --shape bindings, random or real-data inputs.
 #pragma once
 
@@ -8,9 +8,16 @@
 
 #include "core/graph.hpp"
 #include "core/prepare.hpp"
-#include "frontends/cli/commands.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
+
+/// How a command prepares its model: batch, symbolic dimensions, threads, input seed.
+struct CommonOptions {
+  int64_t batch = 0;  ///< 0: model's own batch (symbolic -> 1)
+  std::vector<std::string> shapes;  ///< --shape NAME=N: symbolic dimensions bound by name
+  int threads = 0;
+  uint64_t seed = 42;
+};
 
 /// A model path, or `zoo:NAME` for a built-in model.
 Expected<Graph> load_model(const std::string& spec);
@@ -18,6 +25,9 @@ Expected<Graph> load_model(const std::string& spec);
 Status explain_unsupported(const Status& st, const Graph& g);
 /// Loads and prepares (batch, --shape); an unsupported op names the backends lacking it.
 Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report);
+/// Loads and prepares a model to train or gradient-check at `batch`: one input, a logits
+/// output first.
+Expected<Graph> load_trainable(const std::string& spec, int64_t batch);
 /// Uniform [0, 1) values for every float input, from `seed`.
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed);
 
@@ -30,4 +40,4 @@ struct RealBatch {
 };
 Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t seed);
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

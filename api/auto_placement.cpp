@@ -1,4 +1,4 @@
-#include "frontends/cli/auto_placement.hpp"
+#include "api/auto_placement.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -10,7 +10,7 @@
 #include "metrics/benchmark.hpp"
 #include "metrics/peaks.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 namespace {
 
@@ -296,4 +296,4 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
   return a;
 }
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

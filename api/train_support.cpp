@@ -1,9 +1,9 @@
-#include "frontends/cli/train_support.hpp"
+#include "api/train_support.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 std::string train_settings(const TrainOptions& o) {
   std::string s = o.model + "|" + o.data + "|" + o.backend + "|" + o.optimizer + "|" + o.lr_schedule + "|" + o.normalize;
@@ -75,4 +75,4 @@ void print_distributed(const nlohmann::json& d, int64_t batch) {
   std::printf("  parameters identical on every worker: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
 }
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

@@ -1,10 +1,10 @@
-#include "frontends/cli/checkpoint.hpp"
+#include "api/checkpoint.hpp"
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
-namespace mosaic::cli {
+namespace mosaic::api {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'O', 'S', 'A', 'I', 'C', 'K', '1'};
@@ -123,4 +123,4 @@ Status restore_checkpoint(const std::string& path, const Checkpoint& c, Plan& pl
   return Status::ok();
 }
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

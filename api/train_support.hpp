@@ -8,7 +8,7 @@
 
 #include "frontends/cli/train.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 /// What every rank of a data-parallel run must agree on, as one string.
 std::string train_settings(const TrainOptions& o);
@@ -17,4 +17,4 @@ nlohmann::json checkpoint_settings(const TrainOptions& o, const std::string& opt
 /// The data-parallel summary: global and per-rank throughput, communication, traffic.
 void print_distributed(const nlohmann::json& d, int64_t batch);
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

@@ -33,7 +33,7 @@
 #include "core/plan.hpp"
 #include "metrics/benchmark.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 struct AutoPlacement {
   Placement placement;                         ///< per node (by name), fallback as given
@@ -91,4 +91,4 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
 Expected<Placement> placement_of(const std::map<std::string, std::string>& node_backend, const std::string& default_backend,
                                  const std::vector<std::string>& fallback, const KernelRegistry& registry);
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

@@ -1,4 +1,4 @@
-#include "frontends/cli/models.hpp"
+#include "api/models.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include "frontends/onnx/onnx_io.hpp"
 #include "operators/schema.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 Expected<Graph> load_model(const std::string& spec) {
   if (spec.rfind("zoo:", 0) == 0) {
@@ -95,4 +95,20 @@ Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t
   return r;
 }
 
-}  // namespace mosaic::cli
+Expected<Graph> load_trainable(const std::string& spec, int64_t batch) {
+  Graph g;
+  if (spec.rfind("zoo:", 0) == 0) {
+    MOSAIC_ASSIGN_OR_RETURN(g, build_zoo_model(spec.substr(4)));
+    g.source = spec;
+  } else {
+    MOSAIC_ASSIGN_OR_RETURN(g, load_onnx(spec));
+  }
+  PrepareOptions po;
+  po.batch = batch;
+  MOSAIC_RETURN_IF_ERROR(prepare_graph(g, builtin_registry(), po).status());
+  if (g.inputs.size() != 1 || g.outputs.empty())
+    return Status::invalid(spec + ": training needs a model with one input and a logits output");
+  return g;
+}
+
+}  // namespace mosaic::api

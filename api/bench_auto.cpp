@@ -1,13 +1,13 @@
-#include "frontends/cli/bench_auto.hpp"
+#include "api/bench_auto.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "backends/machine_probe.hpp"
 #include "backends/registry.hpp"
-#include "frontends/cli/cli_util.hpp"
+#include "api/util.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 Status check_auto_options(const BenchOptions& o) {
   if (o.assign == "auto" && (o.find_max_batch || o.processes > 1 || !o.distributed.empty()))
@@ -127,4 +127,4 @@ Status auto_side_by_side(const BenchOptions& o, const BenchConfigs& configs,
   return Status::ok();
 }
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

@@ -17,7 +17,7 @@
 #include "core/optimizer.hpp"
 #include "core/plan.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 struct Checkpoint {
   nlohmann::json header = nlohmann::json::object();
@@ -36,4 +36,4 @@ Status check_settings(const std::string& path, const Checkpoint& c, const nlohma
 /// its state into the optimizer.
 Status restore_checkpoint(const std::string& path, const Checkpoint& c, Plan& plan, Optimizer& optimizer);
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

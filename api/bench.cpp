@@ -1,0 +1,421 @@
+#include "api/bench.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "api/bench_auto.hpp"
+#include "backends/machine_probe.hpp"
+#include "backends/registry.hpp"
+#include "core/fuse.hpp"
+#include "core/loss.hpp"
+#include "core/optimizer.hpp"
+#include "distributed/data_parallel.hpp"
+#include "metrics/compare.hpp"
+#include "metrics/progress.hpp"
+#include "validate/per_node.hpp"
+
+namespace mosaic::api {
+namespace {
+
+/// Adds a timed configuration to the report, with its check's outcome and peak memory.
+void add_config(BenchReport& report, const std::string& label, Plan& plan, const BenchResult& result,
+                const ConfigReport& check) {
+  ConfigReport c = make_config_report(label, plan, result, report.batch);
+  c.checked = check.checked;
+  c.check_ok = check.check_ok;
+  c.max_abs_err = check.max_abs_err;
+  c.max_rel_err = check.max_rel_err;
+  c.check_message = check.check_message;
+  c.first_divergent_node = check.first_divergent_node;
+  c.peak_tracked_bytes = plan.tracker().peak();
+  report.configs.push_back(std::move(c));
+}
+
+/// The figures derived once every configuration is timed: speed-ups, sanity notes, peak RSS.
+void finish_report(BenchReport& report) {
+  fill_speedups(report, 0);
+  for (auto& n : peak_sanity_notes(report)) report.notes.push_back(std::move(n));
+  report.peak_rss_bytes = peak_rss_bytes();
+}
+
+/// The first node that diverges from naive when run alone (a failed check's culprit), or
+/// why none could be named.
+std::string first_divergent(const Graph& g, const KernelRegistry& reg, const Placement& placement,
+                            const std::vector<Tensor>& inputs, const BenchOptions& o, const Tensor* labels = nullptr) {
+  auto r = labels ? compare_per_node_backward(g, reg, placement, inputs, *labels, o.rtol, o.atol)
+                  : compare_per_node(g, reg, placement, inputs, o.rtol, o.atol);
+  if (!r.ok()) return "per-node check failed: " + r.status().message();
+  if (r->first_divergent < 0) return "none alone: every node agrees with naive on its own inputs (the error accumulates)";
+  const NodeAgreement& n = r->nodes[r->first_divergent];
+  char buf[160];
+  std::snprintf(buf, sizeof buf, ": max abs %.3g, max rel %.3g, rel L2 %.3g", n.max_abs, n.max_rel, n.rel_l2);
+  return "'" + n.node + "' (" + n.op + ") on " + n.backend + (labels ? " (backward)" : "") + buf + "; " + n.note;
+}
+
+/// Applies the fusion pass to the graph the timed plans run, noting what it merged.
+void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
+  FuseReport fr = fuse_graph(timed, fo);
+  if (fr.fused.empty()) return;
+  std::string list;
+  for (const auto& f : fr.fused) list += (list.empty() ? "" : ", ") + f;
+  report.notes.push_back("fused " + std::to_string(fr.fused.size()) + " node pairs (--no-fuse to disable): " + list);
+}
+
+void say(const BenchOptions& o, const std::string& line) {
+  if (o.verbose) std::cerr << line << "\n";
+}
+
+BenchConfig timed_config(const BenchOptions& o, const std::string& label) {
+  BenchConfig cfg = o.config;
+  if (o.verbose) cfg.progress = "benchmarking " + label;
+  return cfg;
+}
+
+/// Training benchmark: each iteration is forward, loss, backward and an optimizer step.
+/// Before timing, every plan's loss and parameter gradients on the same batch are compared
+/// with the naive plan's.
+Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std::vector<std::string>& fallback,
+                          Graph& g, const std::vector<Tensor>& inputs, Tensor labels, BenchOutcome& out,
+                          dist::DataParallel* dp) {
+  BenchReport& report = out.report;
+  TraceRecorder* trace = out.trace.get();
+  const auto& reg = builtin_registry();
+  const Shape shape = g.value_descs.at(g.outputs[0].name).shape;
+  if (shape.size() != 2) return Status::invalid(g.source + ": training needs a first output of shape [N, C]");
+  if (!labels.defined()) {
+    labels = Tensor::empty({DType::kI64, {shape[0]}});
+    std::mt19937_64 rng(o.common.seed + 1);
+    for (int64_t i = 0; i < shape[0]; ++i) labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(shape[1]));
+  } else {
+    report.notes.push_back("labels: the same images' labels");
+  }
+  PlanOptions po;
+  po.training = true;
+  po.seed = o.common.seed;
+  po.deterministic = o.deterministic;
+  // Timed plans fold zero padding into convolutions (activations stay separate: fused
+  // ones have no backward); the naive reference trains the graph as loaded.
+  Graph timed = g;
+  if (o.fuse) {
+    FuseOptions fo;
+    fo.activations = false;
+    fuse_for_bench(timed, fo, report);
+  }
+  OptimizerConfig oc;
+  oc.lr = o.lr;
+  const AutoTiming timing{po, [&](Plan& plan, const BenchConfig& cfg) -> Expected<BenchResult> {
+                            MOSAIC_ASSIGN_OR_RETURN(auto opt, make_optimizer(o.optimizer, oc));
+                            return run_training_benchmark(plan, inputs, labels, *opt, cfg);
+                          }};
+  const bool auto_assign = o.assign == "auto";
+  if (auto_assign)  // per node, the candidate backend that makes the whole training step fastest
+    MOSAIC_RETURN_IF_ERROR(add_auto_configs(o, timed, timing, fallback, report, configs));
+  std::vector<std::unique_ptr<Plan>> plans;
+  dist::DetachOnExit detach{dp};  // before the plan(s) go
+  for (const auto& [label, placement] : configs) {
+    auto plan = Plan::build(timed, placement, reg, po);
+    if (!plan.ok()) return explain_unsupported(plan.status(), g);
+    plans.push_back(std::move(plan.value()));
+  }
+  // One forward/backward on `plan`: its loss and its parameters' gradients (copied).
+  auto gradients = [&](Plan& plan, double* loss, std::vector<Tensor>* grads) -> Status {
+    MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr));
+    Tensor d = Tensor::empty({DType::kF32, plan.output(0).shape()});
+    MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(plan.output(0), labels, &d));
+    *loss = l.loss;
+    std::vector<Tensor> seeds{d};
+    for (size_t i = 1; i < g.outputs.size(); ++i) seeds.push_back(Tensor::empty({DType::kF32, plan.output(i).shape()}));
+    MOSAIC_RETURN_IF_ERROR(plan.backward(seeds));
+    for (const auto& p : plan.parameters()) grads->push_back(p.grad.clone());
+    return Status::ok();
+  };
+  double ref_loss = 0;
+  std::vector<Tensor> ref_grads;
+  if (o.check) {
+    MOSAIC_ASSIGN_OR_RETURN(auto ref, Plan::build(g, Placement::all_on("naive", {}), reg, po));
+    say(o, "computing the naive reference gradients...");
+    MOSAIC_RETURN_IF_ERROR(gradients(*ref, &ref_loss, &ref_grads));
+  }
+  // The plans own copies of the float initializers; the loaded ones would only add to the
+  // peak memory the benchmark reports.
+  g.release_float_initializers();
+  timed.release_float_initializers();
+  // Checks first, so the reference gradients are released before anything is timed.
+  std::vector<ConfigReport> checks(configs.size());
+  for (size_t i = 0; i < configs.size() && o.check; ++i) {
+    ConfigReport& check = checks[i];
+    double loss = 0;
+    std::vector<Tensor> grads;
+    MOSAIC_RETURN_IF_ERROR(gradients(*plans[i], &loss, &grads));
+    check.checked = true;
+    check.max_abs_err = std::fabs(loss - ref_loss);
+    if (check.max_abs_err > o.rtol * std::fabs(ref_loss) + 1e-6) {
+      check.check_ok = false;
+      check.check_message = "loss " + std::to_string(loss) + " vs " + std::to_string(ref_loss);
+    }
+    const auto params = plans[i]->parameters();
+    for (size_t k = 0; k < grads.size(); ++k) {
+      // Gradients compare on the scale of the largest gradient of the tensor. A weight
+      // gradient sums batch x positions products in float (65,536 for AlexNet-CIFAR's conv1 at
+      // batch 64) and its small elements are cancellations of them, so the tolerance is 1% of
+      // that scale: ample to catch a wrong or missing term, which errs by the scale itself.
+      // Tight agreement is gradcheck's job.
+      double scale = 0;
+      for (int64_t e = 0; e < ref_grads[k].numel(); ++e) scale = std::max(scale, std::fabs(ref_grads[k].get(e)));
+      Agreement a = compare_tensors(grads[k], ref_grads[k], o.rtol, 1e-2 * scale + 1e-9);
+      check.max_rel_err = std::max(check.max_rel_err, a.max_abs / std::max(scale, 1e-12));
+      if (!a.ok && check.check_ok) {
+        check.check_ok = false;
+        check.check_message = "gradient of '" + params[k].name + "' " + a.message;
+      }
+    }
+    if (!check.check_ok) check.first_divergent_node = first_divergent(timed, reg, configs[i].second, inputs, o, &labels);
+    out.checks_ok = out.checks_ok && check.check_ok;
+  }
+  ref_grads.clear();
+  ref_grads.shrink_to_fit();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Plan& plan = *plans[i];
+    say(o, "benchmarking " + configs[i].first + " (training)...");
+    BenchConfig cfg = timed_config(o, configs[i].first);
+    MOSAIC_ASSIGN_OR_RETURN(auto opt, make_optimizer(o.optimizer, oc));
+    plan.tracker().reset_peak();
+    if (trace) trace->begin_config(configs[i].first, plan);
+    if (dp) {  // every rank starts from rank 0's parameters; fixed iteration counts (no budget)
+      MOSAIC_RETURN_IF_ERROR(dp->attach(plan));
+      cfg.max_seconds = 1e7;
+    }
+    MOSAIC_ASSIGN_OR_RETURN(BenchResult r, run_training_benchmark(plan, inputs, labels, *opt, cfg, trace,
+                                                                  dp ? dp->gradient_exchange() : nullptr));
+    add_config(report, configs[i].first, plan, r, checks[i]);
+    if (dp) {
+      double seconds = 0;
+      for (double ns : r.iteration_ns) seconds += ns / 1e9;
+      nlohmann::json d = dp->report(seconds, static_cast<int64_t>(r.iteration_ns.size()) * report.batch);
+      const double median_s = r.iteration.median / 1e9;
+      d["global_batch"] = report.batch * dp->size();
+      d["global_images_per_s"] = median_s > 0 ? static_cast<double>(report.batch * dp->size()) / median_s : 0.0;
+      d["parameters_identical"] = dp->parameters_identical(plan.parameters());
+      if (dp->world_rank() == 0 && o.verbose)
+        std::printf("%s: data-parallel %s, %d ranks x batch %lld: %.1f images/s global (median step %.2f ms), parameters "
+                    "identical on every rank: %s\n",
+                    configs[i].first.c_str(), dp->mode().c_str(), dp->size(), static_cast<long long>(report.batch),
+                    d["global_images_per_s"].get<double>(), 1e3 * median_s,
+                    d["parameters_identical"].get<bool>() ? "yes" : "NO");
+      report.distributed[configs[i].first] = d;
+    }
+  }
+  if (dp && dp->world_rank() != 0) {  // rank 0 reports
+    out.reporting_rank = false;
+    return Status::ok();
+  }
+  if (auto_assign)  // the auto plan against the fastest single backend, in alternating rounds
+    MOSAIC_RETURN_IF_ERROR(auto_side_by_side(o, configs, plans, timing, report));
+  return Status::ok();
+}
+
+/// Inference benchmark: each configuration's outputs are compared with the naive plan's,
+/// then its forward pass is timed.
+Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const std::vector<std::string>& fallback,
+                           const Graph& g, const std::vector<Tensor>& inputs, BenchOutcome& out) {
+  BenchReport& report = out.report;
+  TraceRecorder* trace = out.trace.get();
+  const auto& reg = builtin_registry();
+  // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
+  Graph timed = g;
+  if (o.fuse) fuse_for_bench(timed, {}, report);
+  const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {
+                                      return run_benchmark(plan, inputs, cfg);
+                                    }};
+  const bool auto_assign = o.assign == "auto";
+  if (auto_assign)  // per node, the candidate backend that makes the whole graph fastest
+    MOSAIC_RETURN_IF_ERROR(add_auto_configs(o, timed, inference_timing, fallback, report, configs));
+  // Build every plan before timing anything: bad placements fail fast, with no partial output.
+  std::vector<std::unique_ptr<Plan>> plans;
+  for (auto& [label, placement] : configs) {
+    PlanOptions po;
+    po.deterministic = o.deterministic;
+    auto plan = Plan::build(timed, placement, reg, po);
+    if (!plan.ok()) return explain_unsupported(plan.status(), g);
+    plans.push_back(std::move(plan.value()));
+  }
+  std::vector<Tensor> reference;
+  if (o.check) {
+    std::unique_ptr<Plan> naive_plan;
+    Plan* ref = nullptr;
+    for (size_t i = 0; i < configs.size() && !o.fuse; ++i)
+      if (configs[i].first == "naive") ref = plans[i].get();
+    if (!ref) {
+      MOSAIC_ASSIGN_OR_RETURN(naive_plan, Plan::build(g, Placement::all_on("naive", {}), reg));
+      ref = naive_plan.get();
+    }
+    say(o, "computing the naive reference output...");
+    NodeProgress ref_progress("naive reference", ref->steps().size());
+    MOSAIC_RETURN_IF_ERROR(ref->run(inputs, &reference, o.verbose ? &ref_progress : nullptr));
+  }
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Plan& plan = *plans[i];
+    say(o, "benchmarking " + configs[i].first + "...");
+    const BenchConfig cfg = timed_config(o, configs[i].first);
+    ConfigReport check;
+    if (o.check) {
+      std::vector<Tensor> outs;
+      MOSAIC_RETURN_IF_ERROR(plan.run(inputs, &outs));
+      check.checked = true;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        Agreement a = compare_tensors(outs[k], reference[k], o.rtol, o.atol);
+        check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
+        check.max_rel_err = std::max(check.max_rel_err, a.max_rel);
+        if (!a.ok && check.check_ok) {
+          check.check_ok = false;
+          check.check_message = "output '" + g.outputs[k].name + "' " + a.message;
+        }
+      }
+      if (!check.check_ok) check.first_divergent_node = first_divergent(timed, reg, configs[i].second, inputs, o);
+      out.checks_ok = out.checks_ok && check.check_ok;
+    }
+    plan.tracker().reset_peak();
+    if (trace) trace->begin_config(configs[i].first, plan);
+    MOSAIC_ASSIGN_OR_RETURN(BenchResult r, run_benchmark(plan, inputs, cfg, trace));
+    add_config(report, configs[i].first, plan, r, check);
+  }
+  if (auto_assign)  // the auto plan against the fastest single backend, in alternating rounds
+    MOSAIC_RETURN_IF_ERROR(auto_side_by_side(o, configs, plans, inference_timing, report));
+  return Status::ok();
+}
+
+/// The sgemm and memory peaks the report's percentages are of (measured once, cached).
+MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
+  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | OpenBLAS " + p.blas_core +
+                          " | oneDNN " + p.onednn_isa;
+  return load_or_measure_peaks(
+      key,
+      [&o] {
+        say(o, "measuring the machine's sgemm and memory peaks (once; cached in " + cache_dir() + ")...");
+        MachinePeaks m;
+        m.others_cpu = others_cpu_share_during([&m] {
+          m.openblas_sgemm_gflops = probe_sgemm_gflops();
+          m.onednn_sgemm_gflops = probe_onednn_sgemm_gflops();
+          m.bandwidth_gbs = probe_triad_gbs();
+        });
+        m.sgemm_gflops = std::max(m.openblas_sgemm_gflops, m.onednn_sgemm_gflops);
+        return m;
+      },
+      o.refresh_peaks);
+}
+
+}  // namespace
+
+Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
+  const auto& reg = builtin_registry();
+  for (const auto& b : o.backends)
+    if (!reg.has_backend(b)) return Status::invalid("unknown backend '" + b + "' (known: " + join(reg.backends()) + ")");
+  for (const auto& b : o.fallback)
+    if (b != "none" && !reg.has_backend(b)) return Status::invalid("unknown fallback backend '" + b + "'");
+  std::vector<std::string> fallback;
+  for (const auto& b : o.fallback)
+    if (b != "none") fallback.push_back(b);
+  BenchConfigs configs;
+  if (o.assign == "auto") return configs;  // chosen once the graph is loaded and fused
+  if (!o.assign.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(Placement p, assign_placement(o.assign, fallback));
+    configs.emplace_back("mixed", p);
+    return configs;
+  }
+  for (const auto& b : o.backends) configs.emplace_back(b, Placement::all_on(b, fallback));
+  return configs;
+}
+
+Expected<BenchOutcome> bench(const BenchOptions& o) {
+  if (o.mode != "inference" && o.mode != "training")
+    return Status::invalid("--mode must be inference or training, got '" + o.mode + "'");
+  if (!o.distributed.empty()) {
+    if (o.distributed != "allreduce" && o.distributed != "allreduce-blocking")
+      return Status::invalid("bench --distributed takes allreduce or allreduce-blocking, got '" + o.distributed +
+                             "' (train runs the other modes)");
+    if (o.mode != "training") return Status::invalid("bench --distributed needs --mode training");
+    if (o.config.target_ci > 0 || o.config.min_seconds > 0 || o.find_max_batch || o.processes > 1)
+      return Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
+                             "--target-ci, -t, --find-max-batch and --processes");
+  }
+  if (o.find_max_batch) return Status::invalid("api::bench times plans; --find-max-batch is the CLI's search");
+  const bool training = o.mode == "training";
+  // Everything that can be refused is refused before minutes of timing.
+  if (training) {
+    OptimizerConfig probe;
+    probe.lr = o.lr;
+    if (auto opt = make_optimizer(o.optimizer, probe); !opt.ok()) return opt.status().with_context("--optimizer");
+  }
+  MOSAIC_RETURN_IF_ERROR(check_auto_options(o));
+  MOSAIC_ASSIGN_OR_RETURN(BenchConfigs configs, bench_configs(o));
+  std::vector<std::string> fallback;
+  for (const auto& b : o.fallback)
+    if (b != "none") fallback.push_back(b);
+  set_num_threads(o.common.threads);
+  PrepareReport pr;
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_prepared(o.model, o.common, &pr));
+  for (const auto& [label, placement] : configs) MOSAIC_RETURN_IF_ERROR(placement.check_names(g));
+  std::vector<Tensor> inputs;
+  Tensor data_labels;
+  std::string input_description = "random uniform [0, 1) (seed " + std::to_string(o.common.seed) + ")";
+  if (o.data.empty()) {
+    inputs = random_inputs(g, o.common.seed);
+  } else {
+    MOSAIC_ASSIGN_OR_RETURN(RealBatch batch, real_batch(g, o.data, o.common.seed));
+    inputs = std::move(batch.inputs);
+    data_labels = batch.labels;
+    input_description = batch.description;
+    if (training && !data_labels.defined())
+      pr.notes.push_back("labels: random (the data's classes do not match the model's logits)");
+  }
+
+  BenchOutcome out;
+  BenchReport& report = out.report;
+  out.checked = training ? "loss and gradients" : "outputs";
+  report.model = o.model;
+  report.input = input_description;
+  report.batch = g.inputs.empty() ? 1 : g.value_descs.at(g.inputs[0].name).shape.at(0);
+  report.mode = o.mode;
+  report.threads = omp_get_max_threads();
+  report.blas_core = blas_core_name();
+  report.onednn_isa = onednn_isa_name();
+  report.config = o.config;
+  report.seed = o.common.seed;
+  report.notes = pr.notes;
+  report.provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
+  if (o.peaks) report.peaks = machine_peaks(o, report.provenance);
+  if (!o.trace.empty()) out.trace = std::make_unique<TraceRecorder>();
+
+  if (!training) {
+    MOSAIC_RETURN_IF_ERROR(run_inference_bench(o, configs, fallback, g, inputs, out));
+    finish_report(report);
+    return out;
+  }
+  std::unique_ptr<dist::DataParallel> group;
+  if (!o.distributed.empty()) {
+    dist::DataParallelOptions dpo;
+    dpo.mode = o.distributed;
+    dpo.bucket_mb = o.bucket_mb;
+    std::string settings = o.model + "|" + std::to_string(o.common.batch) + "|" + o.optimizer + "|" +
+                           std::to_string(o.lr) + "|" + std::to_string(o.config.iterations) + "|" +
+                           std::to_string(o.config.warmup) + "|" + std::to_string(o.config.repeats) + "|" +
+                           std::to_string(o.common.seed);
+    for (const auto& c : configs) settings += "|" + c.first;
+    MOSAIC_ASSIGN_OR_RETURN(group, dist::DataParallel::start(dpo, settings));
+    report.notes.push_back("data-parallel " + o.distributed + ": " + std::to_string(group->size()) + " ranks x batch " +
+                           std::to_string(o.common.batch) + "; per-node figures are rank 0's");
+  }
+  const Status st = run_training_bench(o, configs, fallback, g, inputs, data_labels, out, group.get());
+  // A rank that failed must not leave the others in a collective.
+  if (!st.is_ok() && group && group->size() > 1) group->abort("bench failed: " + st.message());
+  MOSAIC_RETURN_IF_ERROR(st);
+  if (out.reporting_rank) finish_report(report);
+  return out;
+}
+
+}  // namespace mosaic::api

@@ -1,0 +1,78 @@
+// bench as a library function: load, prepare, place, check every configuration against the
+// naive oracle, time it, and return the report (docs/api.md). `mosaic bench` is this call
+// followed by printing, the --json/--csv/--trace files and the results store.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/models.hpp"
+#include "api/util.hpp"
+#include "core/plan.hpp"
+#include "metrics/benchmark.hpp"
+#include "metrics/report.hpp"
+#include "metrics/trace.hpp"
+
+namespace mosaic::api {
+
+struct BenchOptions {
+  CommonOptions common;
+  std::string model;
+  std::vector<std::string> backends;  ///< one configuration each (the CLI's default: every registered backend)
+  std::string assign;
+  std::vector<std::string> fallback{"naive"};
+  std::string mode = "inference";
+  std::string optimizer = "sgd";  ///< training mode
+  double lr = 0.01;               ///< training mode
+  BenchConfig config;
+  std::string json, csv;
+  std::string trace;  ///< Chrome trace-event file of the measured iterations
+  std::string data;   ///< --data SPEC: real images (and labels) as the input instead of random values
+  bool find_max_batch = false;  ///< find the largest batch that fits (max_batch.cpp) instead of timing
+  std::string memory_limit;     ///< ... within this many bytes ("4G"); empty: 90% of MemAvailable
+  bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
+  bool refresh_peaks = false;  ///< measure the peaks again even if cached
+  bool remeasure = false;      ///< --assign auto: measure again instead of using the cached choice
+  int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
+  /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
+  std::string distributed;
+  double bucket_mb = 25;
+  bool check = true;
+  bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
+  bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
+  double rtol = 1e-3, atol = 1e-4;
+  DbOptions db;  ///< the results store the CLI records the run in (api::bench records nothing)
+  bool verbose = false;  ///< progress lines and bars on stderr (the CLI sets it)
+};
+
+/// What a bench run found. `checks_ok` is false when a configuration's outputs (inference)
+/// or loss and gradients (training) differ from the naive reference: the figures are then
+/// of another computation, and the CLI exits 1.
+struct BenchOutcome {
+  BenchReport report;  ///< every configuration's figures, checks, notes, provenance
+  bool checks_ok = true;
+  std::string checked;  ///< what was compared with naive: "outputs" or "loss and gradients"
+  /// The Chrome trace of the timed iterations, when BenchOptions::trace names a file (the
+  /// caller writes it: trace->write(path)).
+  std::unique_ptr<TraceRecorder> trace;
+  /// False on the ranks but 0 of a data-parallel run: they time, rank 0 reports.
+  bool reporting_rank = true;
+};
+
+using BenchConfigs = std::vector<std::pair<std::string, Placement>>;
+
+/// The configurations a bench run times, before the model is loaded: one per backend of
+/// o.backends, or "mixed" for an --assign placement (none yet for --assign auto, which is
+/// chosen once the graph is loaded). Errors name the unknown backend or the bad spec.
+Expected<BenchConfigs> bench_configs(const BenchOptions& o);
+
+/// Runs the benchmark `o` describes. Errors (bad input, a placement that cannot run, a
+/// kernel that fails) return before anything is timed where they can be known in advance;
+/// nothing is printed unless o.verbose. find_max_batch is the CLI's (max_batch.cpp). With
+/// o.distributed (under mpirun) it starts MPI and leaves it running, so that a program can
+/// call it again: end it with dist::Comm::finalize() (distributed/comm.hpp) before exit.
+Expected<BenchOutcome> bench(const BenchOptions& o);
+
+}  // namespace mosaic::api

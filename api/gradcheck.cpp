@@ -1,0 +1,90 @@
+#include "api/gradcheck.hpp"
+
+#include "api/models.hpp"
+#include "api/util.hpp"
+#include "backends/registry.hpp"
+#include "metrics/progress.hpp"
+#include "validate/planted_bugs.hpp"
+
+namespace mosaic::api {
+
+Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
+  set_num_threads(o.threads);
+  KernelRegistry reg = builtin_registry();
+  if (!reg.has_backend(o.backend))
+    return Status::invalid("unknown backend '" + o.backend + "' (known: " + join(reg.backends()) + ")");
+  std::vector<std::string> fallback;
+  for (const auto& b : o.fallback) {
+    if (b == "none") continue;
+    if (!reg.has_backend(b))
+      return Status::invalid("unknown --fallback backend '" + b + "' (known: " + join(reg.backends()) + ", none)");
+    if (b != o.backend || !o.assign.empty()) fallback.push_back(b);
+  }
+  if (!o.assign.empty() && !o.plant.empty())
+    return Status::invalid("--plant plants a bug in one backend (--backend); it excludes --assign");
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_trainable(o.model, o.batch));
+  GradcheckOutcome out;
+  out.checked = o.backend;
+  Placement placement = Placement::all_on(o.backend, fallback);
+  if (!o.assign.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(placement, assign_placement(o.assign, fallback));
+    MOSAIC_RETURN_IF_ERROR(placement.check_names(g));
+    out.checked = "placement " + placement.str();
+  }
+  if (!o.plant.empty()) {
+    MOSAIC_RETURN_IF_ERROR(register_planted_bug(reg, o.backend, o.plant));
+    out.checked += "+" + o.plant;
+    placement = Placement::all_on(out.checked, fallback);
+  }
+  GradcheckOptions check = o.check;
+  Progress progress("gradcheck " + out.checked);
+  if (o.verbose)
+    check.on_tensor = [&](size_t i, size_t n, const std::string& name) {
+      progress.update(static_cast<double>(i), static_cast<double>(n), "tensors (" + name + ")");
+    };
+  auto report = mosaic::gradcheck(g, reg, placement, check);
+  progress.finish();
+  MOSAIC_RETURN_IF_ERROR(report.status());
+  out.report = std::move(report).value();
+  const GradcheckReport& r = out.report;
+  out.passed = r.count(Verdict::kPass);
+  out.failed = r.count(Verdict::kFail) + (r.forward_ok ? 0 : 1);
+  out.inconclusive = r.count(Verdict::kInconclusive);
+  return out;
+}
+
+nlohmann::json gradcheck_json(const GradcheckRunOptions& o, const GradcheckOutcome& out) {
+  const GradcheckReport& r = out.report;
+  nlohmann::json j;
+  j["schema"] = "mosaic.gradcheck/1";
+  j["model"] = o.model;
+  j["backend"] = out.checked;
+  j["batch"] = o.batch;
+  j["seed"] = o.check.seed;
+  j["provenance"] = provenance_json(run_provenance(o.model, {{"gradcheck", std::to_string(o.check.seed)}}));
+  j["tolerance"] = o.check.tolerance;
+  j["loss"] = r.loss;
+  j["reference_loss"] = r.reference_loss;
+  j["forward_ok"] = r.forward_ok;
+  j["forward_error"] = r.forward_error;
+  j["fallback_nodes"] = r.fallback_nodes;
+  j["input_draws"] = r.input_draws;
+  j["ambiguous_decisions"] = r.ambiguous;
+  j["ambiguous_resolved"] = r.resolved;
+  j["ambiguous_unresolved"] = r.unresolved;
+  if (r.unresolved) j["ambiguous_unresolved_reason"] = r.unresolved_reason;
+  j["float_reference_nodes"] = r.float_reference_nodes;
+  for (const auto& t : r.tensors) {
+    nlohmann::json e{{"name", t.name}, {"verdict", verdict_name(t.verdict)}, {"probes_judged", t.checked},
+                     {"probes_at_kinks", t.kinks}, {"probes_unstable", t.unstable}};
+    if (t.checked)
+      e["worst"] = {{"probe", t.worst.what}, {"analytic", t.worst.analytic}, {"numeric", t.worst.numeric},
+                    {"rel_error", t.worst.error}, {"step", t.worst.step}};
+    if (!t.reason.empty()) e["reason"] = t.reason;
+    j["tensors"].push_back(e);
+  }
+  j["summary"] = {{"passed", out.passed}, {"failed", out.failed}, {"inconclusive", out.inconclusive}};
+  return j;
+}
+
+}  // namespace mosaic::api

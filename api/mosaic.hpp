@@ -1,0 +1,34 @@
+// Mosaic's library API, for programs that embed it (docs/api.md): everything the CLI does,
+// as functions that return reports. Link with Mosaic::mosaic (find_package(Mosaic)).
+//
+//   mosaic::api::bench      compare backends on one model: per-node and per-stage figures
+//   mosaic::api::verify     ONNX test cases on backends against their expected outputs
+//   mosaic::api::train      train on a dataset, with any backend or mixed placement
+//   mosaic::api::gradcheck  analytic gradients against finite differences, per tensor
+//   mosaic::load_plugin     operator/backend plugins (backends/plugin.hpp) before any of them
+//
+// Errors come back as Status (core/status.hpp) naming the file, node or key; nothing exits
+// the process, and nothing is printed unless an options struct's `verbose` asks.
+#pragma once
+
+#include "api/bench.hpp"
+#include "api/gradcheck.hpp"
+#include "api/models.hpp"
+#include "api/train.hpp"
+#include "api/util.hpp"
+#include "api/verify.hpp"
+#include "backends/plugins.hpp"
+#include "backends/registry.hpp"
+
+namespace mosaic::api {
+
+/// "0.1.0": the version of the Mosaic this program runs against.
+const char* version();
+/// The plugin interface version (MOSAIC_PLUGIN_API_VERSION) plugins must be built against.
+int plugin_api_version();
+/// Loads the plugins built with Mosaic (the torch backend) that add the given backends, or
+/// all of them for {"all"}: the CLI does so itself when a command names their backend. An
+/// embedding program calls it before it asks for such a backend. Errors name the file.
+Status load_bundled_backends(const std::vector<std::string>& backends);
+
+}  // namespace mosaic::api

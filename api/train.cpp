@@ -1,0 +1,485 @@
+#include "api/train.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "api/checkpoint.hpp"
+#include "api/models.hpp"
+#include "api/train_support.hpp"
+#include "backends/registry.hpp"
+#include "core/fuse.hpp"
+#include "core/loss.hpp"
+#include "core/prepare.hpp"
+#include "core/schedule.hpp"
+#include "distributed/data_parallel.hpp"
+#include "examples/zoo.hpp"
+#include "frontends/data/dataset.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/progress.hpp"
+#include "metrics/trace.hpp"
+
+namespace mosaic::api {
+namespace {
+
+
+bool finite(double v) { return std::isfinite(v); }
+
+std::string fixed4(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", v);
+  return b;
+}
+
+}  // namespace
+
+std::string chance_level(double train_loss, double train_accuracy, int64_t classes) {
+  if (classes < 2) return "";
+  const double k = static_cast<double>(classes), chance_loss = std::log(k);
+  if (train_loss < kChanceLossShare * chance_loss || train_accuracy > kChanceAccuracyFactor / k) return "";
+  char b[200];
+  std::snprintf(b, sizeof b, "after epoch 1, train loss %.4f >= %.2f x ln %lld (a uniform guess) and train accuracy %.4f <= %.1f/%lld: no better than chance",
+                train_loss, kChanceLossShare, static_cast<long long>(classes), train_accuracy, kChanceAccuracyFactor,
+                static_cast<long long>(classes));
+  return b;
+}
+
+namespace {
+
+Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloaded, bool verbose,
+                                 dist::DataParallel* dp);
+
+}  // namespace
+
+Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
+  if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
+  dist::DataParallelOptions dpo;
+  dpo.mode = o.distributed;
+  dpo.bucket_mb = o.bucket_mb;
+  dpo.sync_every = o.sync_every;
+  dpo.servers = o.servers;
+  dpo.max_staleness = o.max_staleness;
+  auto dp = dist::DataParallel::start(dpo, train_settings(o));
+  if (!dp.ok()) return dp.status();
+  dist::DataParallel& group = *dp.value();
+  auto r = train_impl(o, preloaded, verbose && group.rank() == 0, &group);
+  // A rank that fails must not leave the others waiting in a collective: end the job.
+  if (!r.ok() && (group.size() > 1 || group.is_server() || group.world_rank() > 0)) group.abort(r.status().message());
+  if (r.ok()) r->rank = group.world_rank();
+  return r;
+}
+
+namespace {
+
+Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloaded, bool verbose,
+                                 dist::DataParallel* dp) {
+  set_num_threads(o.threads);
+  const int ranks = dp ? dp->size() : 1;
+  const auto& reg = builtin_registry();
+  if (!reg.has_backend(o.backend)) return Status::invalid("unknown backend '" + o.backend + "'");
+  if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
+  if (o.data_repeat < 1) return Status::invalid("--data-repeat must be at least 1");
+  if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
+    return Status::invalid("--target-accuracy must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
+  if (o.target_accuracy > 0 && !o.evaluate)
+    return Status::invalid("--target-accuracy needs the test accuracy of each epoch; it excludes --no-eval");
+  OptimizerConfig oc = o.opt;
+  std::string opt_name = o.optimizer;
+  Status flags = apply_optimizer_flags(o.plugins, o.opt_params, oc, opt_name);
+  if (!flags.is_ok()) return flags;
+  auto opt = make_optimizer(opt_name, oc);
+  if (!opt.ok()) return opt.status();
+  auto schedule = make_schedule(o.lr_schedule, o.epochs);
+  if (!schedule.ok()) return schedule.status();
+  DataSplits loaded;
+  if (!preloaded) {
+    MOSAIC_ASSIGN_OR_RETURN(loaded, load_data(o.data, o.seed));
+  }
+  const DataSplits* data = preloaded ? preloaded : &loaded;
+  DataSplits repeated;
+  if (o.data_repeat > 1) {  // the training set R times over (the data-parallel benchmark's dataset sizes)
+    repeated.test = data->test;
+    repeated.train = data->train;
+    Shape is = data->train.images.shape();
+    is[0] *= o.data_repeat;
+    repeated.train.images = Tensor::empty({DType::kF32, is});
+    repeated.train.labels = Tensor::empty({DType::kI64, {is[0]}});
+    const size_t ib = data->train.images.bytes(), lb = data->train.labels.bytes();
+    for (int64_t r = 0; r < o.data_repeat; ++r) {
+      std::memcpy(static_cast<char*>(repeated.train.images.data()) + r * ib, data->train.images.data(), ib);
+      std::memcpy(static_cast<char*>(repeated.train.labels.data()) + r * lb, data->train.labels.data(), lb);
+    }
+    data = &repeated;
+  }
+  auto norm = parse_normalization(o.normalize, data->train);
+  if (!norm.ok()) return norm.status();
+  auto g = load_trainable(o.model, o.batch);
+  if (!g.ok()) return g.status();
+  // The placement every node trains on: one backend, or a mixed one (--assign).
+  Placement placement = Placement::all_on(o.backend, {"naive"});
+  if (!o.assign.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(placement, assign_placement(o.assign, {"naive"}));
+    MOSAIC_RETURN_IF_ERROR(placement.check_names(g.value()));
+  }
+  const Shape in_shape = g->value_descs.at(g->inputs[0].name).shape;
+  Shape want{o.batch};
+  want.insert(want.end(), data->train.images.shape().begin() + 1, data->train.images.shape().end());
+  if (in_shape != want)
+    return Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + shape_str(in_shape) +
+                                " but the data gives batches of " + shape_str(want));
+  const Shape out_shape = g->value_descs.at(g->outputs[0].name).shape;
+  if (out_shape != Shape{o.batch, data->train.classes})
+    return Status::invalid(o.model + ": output '" + g->outputs[0].name + "' is " + shape_str(out_shape) +
+                                ", expected [" + std::to_string(o.batch) + "," + std::to_string(data->train.classes) +
+                                "] logits");
+  PlanOptions po;
+  po.training = true;
+  po.seed = o.seed;
+  po.deterministic = o.deterministic;
+  for (const auto& pattern : o.freeze) {
+    std::regex re;
+    try {
+      re = std::regex(pattern, std::regex::extended);
+    } catch (const std::regex_error& e) {
+      return Status::invalid("--freeze '" + pattern + "': bad regular expression: " + e.what());
+    }
+    int matched = 0;
+    for (const auto& kv : g->initializers)
+      if (kv.second.dtype() == DType::kF32 && (kv.first == pattern || std::regex_match(kv.first, re)))
+        po.frozen.insert(kv.first), ++matched;
+    if (!matched)
+      return Status::invalid("--freeze '" + pattern + "' matches no parameter of " + o.model +
+                                  " (see `mosaic info` for the names)");
+  }
+  // Zero padding folds into the convolutions (exact; activations stay separate nodes, as
+  // kernels have no backward for a fused one).
+  FuseOptions fo;
+  fo.activations = false;
+  fuse_graph(g.value(), fo);
+  auto plan = Plan::build(g.value(), placement, reg, po);
+  if (!plan.ok()) return plan.status();
+  Plan& P = *plan.value();
+  dist::DetachOnExit detach{dp};  // before the plan(s) go
+  // The plan trains its own copies of the float initializers; drop the loaded ones.
+  g->release_float_initializers();
+  TrainResult result;
+  // --resume: the parameters, running statistics and optimizer state of the checkpoint.
+  Checkpoint resumed;
+  if (!o.resume.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(resumed, read_checkpoint(o.resume));
+    MOSAIC_RETURN_IF_ERROR(check_settings(o.resume, resumed, checkpoint_settings(o, opt_name, ranks)));
+    MOSAIC_RETURN_IF_ERROR(restore_checkpoint(o.resume, resumed, P, *opt.value()));
+    if (resumed.header.value("epoch", int64_t{0}) >= o.epochs)
+      return Status::invalid(o.resume + ": the checkpoint has already trained " +
+                             std::to_string(resumed.header.value("epoch", int64_t{0})) + " epoch(s); --epochs " +
+                             std::to_string(o.epochs) + " leaves nothing to do");
+  }
+  if (dp) MOSAIC_RETURN_IF_ERROR(dp->attach(P));  // same parameters everywhere: rank 0's
+  if (dp && dp->is_server()) {  // a parameter server: update its shard until the workers stop
+    MOSAIC_RETURN_IF_ERROR(dp->serve(*opt.value()));
+    result.log = {{"schema", "mosaic.train/1"}, {"distributed", dp->report(0, 0)}};
+    return result;
+  }
+  for (const auto& s : P.steps())
+    if (s.fell_back())
+      result.fallbacks.push_back(P.node(s).name + " (" + P.node(s).op_type + ") trains on " + s.backend + ": " +
+                                 s.fallback_reason);
+  if (verbose)
+    for (const auto& f : result.fallbacks) std::cout << "fallback: " << f << "\n";
+  std::vector<ParamRef> params = P.parameters();
+
+  // Evaluation plan over the same parameter buffers (kernels do not prepack them).
+  // No larger than the test set: padding a few images to a big batch wastes a whole pass.
+  const int64_t eval_batch = std::max<int64_t>(1, std::min(o.eval_batch, data->test.size()));
+  auto eval_graph = load_trainable(o.model, eval_batch);
+  if (!eval_graph.ok()) return eval_graph.status();
+  for (const auto& p : params) eval_graph->initializers[p.name] = p.value;
+  fuse_graph(eval_graph.value());
+  PlanOptions eo;
+  eo.shared_weights = true;
+  auto eval = Plan::build(eval_graph.value(), placement, reg, eo);
+  if (!eval.ok()) return eval.status();
+
+  // Data-parallel: each rank evaluates its contiguous share of the set; the counts are summed.
+  auto evaluate = [&](const Dataset& d) -> Expected<double> {
+    Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
+    const int64_t per = x.numel() / eval_batch;
+    const int64_t rank = dp ? dp->rank() : 0, lo = d.size() * rank / ranks, hi = d.size() * (rank + 1) / ranks;
+    int64_t correct = 0;
+    for (int64_t start = lo; start < hi; start += eval_batch) {
+      const int64_t m = std::min(eval_batch, hi - start);
+      std::fill(x.f32(), x.f32() + x.numel(), 0.f);
+      std::copy(d.images.f32() + start * per, d.images.f32() + (start + m) * per, x.f32());
+      if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
+      MOSAIC_RETURN_IF_ERROR(eval.value()->run({x}, nullptr));
+      const Tensor& y = eval.value()->output(0);
+      const int64_t c = y.dim(1);
+      for (int64_t i = 0; i < m; ++i) {
+        const float* row = y.f32() + i * c;
+        correct += std::max_element(row, row + c) - row == d.labels.i64()[start + i];
+      }
+    }
+    double total = static_cast<double>(correct);
+    if (dp) dp->sum(&total, 1);
+    return total / static_cast<double>(d.size());
+  };
+
+  BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
+  it.set_normalization(norm.value());
+  if (dp) it.set_shard(dp->rank(), ranks);  // one shared order per epoch; this rank's slice of each global batch
+  const int64_t first_epoch = resumed.header.value("epoch", int64_t{0}) + 1;
+  for (int64_t e = 1; e < first_epoch; ++e) it.start_epoch();  // the shuffles of the epochs already trained
+  Prefetcher loader(it, want, o.batch, o.prefetch);
+  Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
+  nlohmann::json& log = result.log;
+  log = {{"schema", "mosaic.train/1"}, {"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
+                        {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle},
+                        {"ranks", ranks}, {"global_batch", o.batch * ranks}, {"data_repeat", o.data_repeat}};
+  log["provenance"] = provenance_json(run_provenance(o.model, {{"data", std::to_string(o.seed)}}));
+  log["steps"] = nlohmann::json::array();
+  log["epochs"] = nlohmann::json::array();
+  log["normalize"] = o.normalize;
+  if (!o.assign.empty()) log["assign"] = o.assign;
+  log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
+  if (verbose && dp) {
+    std::printf("data-parallel (%s): %d %s x batch %lld = global batch %lld", dp->mode().c_str(), ranks,
+                dp->servers() ? "workers" : "ranks", static_cast<long long>(o.batch), static_cast<long long>(o.batch * ranks));
+    if (dp->servers()) std::printf(", and %d parameter server(s)", dp->servers());
+    std::printf("\n");
+  }
+  if (verbose)
+    std::printf("training %s on %s with %s: %s, lr %g, batch %lld, %lld batches per epoch, %zu parameter "
+                "tensors (%zu frozen)\n",
+                o.model.c_str(), o.data.c_str(), (o.assign.empty() ? "backend " + o.backend : "placement " + placement.str()).c_str(),
+                opt_name.c_str(), oc.lr, static_cast<long long>(o.batch * ranks),
+              static_cast<long long>(it.batches_per_epoch()), params.size(), po.frozen.size());
+  log["classes"] = data->train.classes;
+  // --trace: every step's nodes (forward and backward), stages and data loading, per epoch.
+  TraceRecorder recorder;
+  TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;
+  if (trace) trace->begin_config("train " + o.backend, P);
+  int64_t step = 0;
+  std::string diverged;
+  double train_seconds = 0;  // training time so far, evaluation excluded (time-to-accuracy)
+  nlohmann::json reached;    // the first epoch at --target-accuracy
+  if (!o.resume.empty()) {  // continue the log, the step count and the clocks
+    step = resumed.header.value("step", int64_t{0});
+    log["steps"] = resumed.header.value("log_steps", nlohmann::json::array());
+    log["epochs"] = resumed.header.value("log_epochs", nlohmann::json::array());
+    train_seconds = resumed.header.value("train_seconds", 0.0);
+    reached = resumed.header.value("reached", nlohmann::json());
+    log["resumed_from"] = {{"checkpoint", o.resume}, {"epoch", first_epoch - 1}, {"step", step}};
+    if (verbose)
+      std::printf("resumed from %s: %lld epoch(s), %lld steps done\n", o.resume.c_str(),
+                  static_cast<long long>(first_epoch - 1), static_cast<long long>(step));
+  }
+  for (int64_t epoch = first_epoch; epoch <= o.epochs && diverged.empty(); ++epoch) {
+    opt.value()->set_lr(schedule.value()->lr(o.opt.lr, epoch - 1));
+    loader.start_epoch();
+    const int64_t t0 = now_ns();
+    const int64_t load0 = loader.load_ns(), wait0 = loader.wait_ns();
+    double loss_sum = 0;
+    int64_t correct = 0, seen = 0, trained = 0;  // seen: images behind the losses; trained: all workers' images
+    Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
+    int64_t epoch_steps = it.batches_per_epoch();
+    if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
+    for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
+      if (o.steps > 0 && step >= o.steps) break;
+      if (o.steps_per_epoch > 0 && b >= o.steps_per_epoch) break;
+      if (verbose && b > 0) {
+        char loss_text[48];
+        std::snprintf(loss_text, sizeof loss_text, "train loss %.4f", loss_sum / static_cast<double>(b));
+        progress.update(static_cast<double>(b), static_cast<double>(epoch_steps), loss_text);
+      }
+      const Tensor *images = nullptr, *labels = nullptr;
+      const int64_t td = trace ? now_ns() : 0;
+      loader.next(b, &images, &labels);
+      const int64_t tf = trace ? now_ns() : 0;
+      Status st = P.run({*images}, nullptr, trace, step);
+      if (!st.is_ok()) return st;
+      const int64_t tl = trace ? now_ns() : 0;
+      auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
+      if (!loss.ok()) return loss.status();
+      if (dp && dp->global_losses()) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
+        double sums[2] = {loss->loss, static_cast<double>(loss->correct)};
+        dp->sum(sums, 2);
+        loss->loss = sums[0] / ranks;
+        loss->correct = static_cast<int64_t>(sums[1]);
+      }
+      const int64_t tb = trace ? now_ns() : 0;
+      ++step;
+      log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
+      if (!finite(loss->loss)) {
+        diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step);
+        // ps-async workers do not share losses: the others cannot know; end the job.
+        if (dp && !dp->global_losses()) dp->abort(diverged + " (this worker's loss)");
+        break;
+      }
+      loss_sum += loss->loss;
+      correct += loss->correct;
+      seen += o.batch * (dp && !dp->global_losses() ? 1 : ranks);
+      trained += o.batch * ranks;
+      if (dp) dp->begin_step(opt.value()->lr());
+      st = P.backward({dlogits}, trace, step - 1, dp ? dp->listener() : nullptr);
+      if (!st.is_ok()) return st;
+      if (dp) dp->finish_step();  // every gradient is now the mean over ranks
+      const int64_t to = trace ? now_ns() : 0;
+      if (!dp || dp->workers_update()) st = opt.value()->step(params);  // else the servers did
+      if (dp) dp->after_update(step, false);  // model averaging, every k steps
+      if (trace) {
+        const int64_t te = now_ns();
+        trace->span("step", "iteration", td, te, step - 1);
+        trace->span("data loading (waited)", "stage", td, tf, step - 1);
+        trace->span("forward", "stage", tf, tl, step - 1);
+        trace->span("loss", "stage", tl, tb, step - 1);
+        trace->span("backward", "stage", tb, to, step - 1);
+        trace->span("optimizer step", "stage", to, te, step - 1);
+      }
+      if (!st.is_ok()) return st;
+    }
+    progress.finish();
+    if (dp && diverged.empty()) dp->after_update(step, true);  // model averaging: one model before evaluation
+    const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+    train_seconds += secs;
+    // Data loading: the loader's busy time, and the part the training thread waited for.
+    const double load_s = static_cast<double>(loader.load_ns() - load0) / 1e9;
+    const double wait_s = static_cast<double>(loader.wait_ns() - wait0) / 1e9;
+    for (const auto& p : params)
+      for (int64_t i = 0; i < p.value.numel() && diverged.empty(); ++i)
+        if (!std::isfinite(p.value.f32()[i]))
+          diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step) + " (weights)";
+    if (!diverged.empty()) break;
+    Expected<double> test_acc = -1.0;
+    const int64_t te0 = now_ns();
+    if (o.evaluate) test_acc = evaluate(data->test);
+    if (trace) {
+      trace->span("epoch " + std::to_string(epoch), "epoch", t0, te0, step - 1);
+      if (o.evaluate) trace->span("evaluate", "epoch", te0, now_ns(), step - 1);
+    }
+    if (!test_acc.ok()) return test_acc.status();
+    const int64_t batches = trained / (o.batch * ranks);
+    const double train_loss = batches ? loss_sum / batches : 0.0;
+    const double train_acc = seen ? static_cast<double>(correct) / seen : 0.0;
+    if (verbose)
+      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %s; data loading "
+                  "%.2f s, %.2f s of it exposed\n",
+                  static_cast<long long>(epoch), secs, trained / secs, train_loss, train_acc,
+                  o.evaluate ? fixed4(test_acc.value()).c_str() : "-", load_s, wait_s);
+    if (epoch == 1 && batches >= kChanceMinSteps) {
+      const std::string why = chance_level(train_loss, train_acc, data->train.classes);
+      if (!why.empty()) {
+        log["does_not_train"] = why;
+        if (verbose) std::printf("does not train: %s\n", why.c_str());
+      }
+    }
+    if (o.target_accuracy > 0 && reached.is_null() && test_acc.value() >= o.target_accuracy) {
+      reached = {{"epoch", epoch}, {"step", step}, {"train_seconds", train_seconds}, {"test_accuracy", test_acc.value()}};
+      if (verbose)
+        std::printf("reached test accuracy %.4f >= %.4f after epoch %lld: %.2f s of training\n", test_acc.value(),
+                    o.target_accuracy, static_cast<long long>(epoch), train_seconds);
+    }
+    log["epochs"].push_back({{"epoch", epoch},
+                             {"lr", opt.value()->lr()},
+                             {"seconds", secs},
+                             {"images_per_s", trained / secs},
+                             {"train_loss", train_loss},
+                             {"train_accuracy", train_acc},
+                             {"test_accuracy", o.evaluate ? nlohmann::json(test_acc.value()) : nlohmann::json()},
+                             {"data_load_s", load_s},
+                             {"data_wait_s", wait_s}});
+    if (!o.checkpoint.empty() && (!dp || dp->world_rank() == 0)) {
+      if (dp) dp->gather_server_state(*opt.value());  // parameter servers hold the model and its optimizer state
+      nlohmann::json header = {{"settings", checkpoint_settings(o, opt_name, ranks)},
+                               {"epoch", epoch},
+                               {"step", step},
+                               {"train_seconds", train_seconds},
+                               {"reached", reached},
+                               {"log_steps", log["steps"]},
+                               {"log_epochs", log["epochs"]}};
+      MOSAIC_RETURN_IF_ERROR(write_checkpoint(o.checkpoint, std::move(header), P, *opt.value()));
+    }
+    if (o.steps > 0 && step >= o.steps) break;
+  }
+  if (o.target_accuracy > 0) {
+    log["time_to_accuracy"] = {{"target", o.target_accuracy}, {"reached", !reached.is_null()}, {"at", reached}};
+    if (verbose && reached.is_null())
+      std::printf("test accuracy %.4f not reached in %lld epoch(s)\n", o.target_accuracy, static_cast<long long>(o.epochs));
+  }
+  if (!diverged.empty()) {
+    if (verbose) std::printf("%s\n", diverged.c_str());
+    log["diverged"] = diverged;
+    result.diverged = diverged;
+  }
+  if (dp) {
+    dp->stop();  // parameter servers: this worker is done
+    log["distributed"] = dp->report(train_seconds, step * o.batch);
+    log["distributed"]["parameters_identical"] = dp->parameters_identical(params);
+    if (log["epochs"].size() >= 2) {  // the data-parallel benchmark's first- vs second-epoch time
+      log["distributed"]["first_epoch_s"] = log["epochs"][0]["seconds"];
+      log["distributed"]["second_epoch_s"] = log["epochs"][1]["seconds"];
+    }
+    if (verbose) print_distributed(log["distributed"], o.batch);
+  }
+  const bool rank0 = !dp || dp->rank() == 0;
+  if (trace && rank0) {
+    MOSAIC_RETURN_IF_ERROR(trace->write(o.trace));
+    if (verbose) std::cerr << "trace: " << trace->events() << " events in " << o.trace << " (open in https://ui.perfetto.dev)\n";
+  }
+  if (!o.save.empty() && diverged.empty() && rank0) {
+    // The model as loaded, with the plan's trained parameters and running statistics.
+    Graph original;
+    if (o.model.rfind("zoo:", 0) == 0) {
+      auto z = build_zoo_model(o.model.substr(4));
+      if (!z.ok()) return z.status();
+      original = z.value();
+    } else {
+      auto l = load_onnx(o.model);
+      if (!l.ok()) return l.status();
+      original = l.value();
+    }
+    for (const auto& v : P.values())
+      if (v.is_const && original.initializers.count(v.name) && v.desc.dtype == DType::kF32)
+        original.initializers[v.name] = v.tensor.clone();
+    MOSAIC_RETURN_IF_ERROR(save_onnx(original, o.save));
+    if (verbose) std::printf("saved %s\n", o.save.c_str());
+  }
+  return result;
+}
+
+}  // namespace
+
+Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std::vector<std::string>& opt_params,
+                             OptimizerConfig& config, std::string& optimizer) {
+  std::string plugin_name;
+  for (const auto& path : plugins) {
+    MOSAIC_ASSIGN_OR_RETURN(plugin_name, load_optimizer_plugin(path));
+  }
+  if (optimizer.empty()) {
+    if (plugins.size() > 1) return Status::invalid("several --optimizer-plugin given: say which with --optimizer");
+    optimizer = plugins.empty() ? "sgd" : plugin_name;
+  }
+  for (const auto& kv : opt_params) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::invalid("--opt '" + kv + "': expected key=value");
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') return Status::invalid("--opt " + key + ": '" + value + "' is not a number");
+    // Built-ins take their standard keys (and refuse the ones they ignore); plugins get
+    // every key in `extra` and refuse what they do not read.
+    if (!builtin_hyperparameters(optimizer).empty()) {
+      MOSAIC_RETURN_IF_ERROR(set_builtin_hyperparameter(optimizer, key, v, config).with_context("--opt"));
+    } else {
+      config.extra[key] = v;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace mosaic::api

@@ -1,0 +1,203 @@
+#include "api/util.hpp"
+
+#include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "backends/plugins.hpp"
+#include "backends/registry.hpp"
+#include "frontends/config/placement_config.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/sha256.hpp"
+
+namespace mosaic::api {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    // Levenshtein distance, one row at a time.
+    std::vector<size_t> row(c.size() + 1);
+    for (size_t j = 0; j <= c.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= word.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= c.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (word[i - 1] == c[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[c.size()] < best_d) {
+      best_d = row[c.size()];
+      best = c;
+    }
+  }
+  return best;
+}
+
+Status check_output_path(const std::string& path, const std::string& flag) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) return Status::invalid(flag + " " + path + ": is a directory, not a file");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) return Status::not_found(flag + " " + path + ": directory " + dir.string() + " does not exist");
+  if (fs::exists(p, ec) ? access(path.c_str(), W_OK) != 0 : access(dir.c_str(), W_OK) != 0)
+    return Status::invalid(flag + " " + path + ": not writable");
+  return Status::ok();
+}
+
+Status check_output_paths(const std::vector<std::pair<std::string, std::string>>& flag_paths) {
+  for (size_t i = 0; i < flag_paths.size(); ++i) {
+    const auto& [flag, path] = flag_paths[i];
+    if (path.empty()) continue;
+    MOSAIC_RETURN_IF_ERROR(check_output_path(path, flag));
+    for (size_t j = 0; j < i; ++j) {
+      if (flag_paths[j].second.empty()) continue;
+      std::error_code ec;
+      const bool same = flag_paths[j].second == path ||
+                        (fs::exists(path, ec) && fs::equivalent(flag_paths[j].second, path, ec)) ||
+                        fs::weakly_canonical(flag_paths[j].second, ec) == fs::weakly_canonical(path, ec);
+      if (same) return Status::invalid(flag_paths[j].first + " and " + flag + " name the same file " + path);
+    }
+  }
+  return Status::ok();
+}
+
+Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds) {
+  Provenance p = collect_provenance();
+  p.threads = omp_get_max_threads();
+  p.blas_core = blas_core_name();
+  p.onednn_isa = onednn_isa_name();
+  p.versions = backend_library_versions();
+  for (auto& v : onnx_library_versions()) p.versions.push_back(std::move(v));
+  for (const auto& plugin : loaded_plugins()) {
+    const auto h = sha256_file(plugin.file);
+    p.versions.push_back({"plugin " + std::filesystem::path(plugin.file).filename().string(),
+                          plugin.file + (h.ok() ? " sha256:" + h.value() : "")});
+  }
+  p.model = model;
+  if (!model.empty() && model.rfind("zoo:", 0) != 0)
+    if (auto h = sha256_file(model); h.ok()) p.model_sha256 = h.value();
+  p.seeds = seeds;
+  return p;
+}
+
+int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stdout);
+    if (!f) _exit(127);
+    dup2(fileno(stdout), fileno(stderr));
+    std::vector<char*> cargs;
+    for (const auto& a : args) cargs.push_back(const_cast<char*>(a.c_str()));
+    cargs.push_back(nullptr);
+    execvp(program.c_str(), cargs.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+Expected<Placement> assign_placement(const std::string& assign, const std::vector<std::string>& fallback) {
+  const auto& reg = builtin_registry();
+  if (is_placement_file(assign)) {
+    bool own_fallback = false;
+    MOSAIC_ASSIGN_OR_RETURN(Placement p, load_placement_file(assign, reg, &own_fallback));
+    if (!own_fallback) p.fallback = fallback;
+    return p;
+  }
+  MOSAIC_ASSIGN_OR_RETURN(Placement p, Placement::parse(assign, reg));
+  p.fallback = fallback;
+  return p;
+}
+
+void append_plugin_arguments(std::vector<std::string>& args) {
+  for (const auto& p : loaded_plugins()) {
+    args.push_back("--plugin");
+    args.push_back(p.file);
+  }
+}
+
+Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o) {
+  std::unique_ptr<ResultsDb> none;
+  const bool given = !o.path.empty();
+  const std::string path = given ? o.path : default_results_db();
+  if (o.off || (!given && (path == "off" || path == "none"))) return none;
+  const Status writable = check_output_path(path, given ? "--db" : "results store");
+  Expected<ResultsDb> db = writable.is_ok() ? ResultsDb::open(path) : Expected<ResultsDb>(writable);
+  if (db.ok()) return std::make_unique<ResultsDb>(std::move(db).value());
+  if (given) return db.status();
+  std::cerr << "mosaic: warning: the run will not be recorded: " << db.status().message() << " (--db FILE or --no-db)\n";
+  return none;
+}
+
+Expected<ResultsDb> open_existing_store(const std::string& given) {
+  const std::string path = given.empty() ? default_results_db() : given;
+  if (!std::filesystem::exists(path))
+    return Status::not_found(path + ": no results store here (bench, train and sweep create it; --db FILE names another)");
+  return ResultsDb::open(path);
+}
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
+Expected<NamedRun> load_named_run(const std::string& what, const std::string& db_path, std::unique_ptr<ResultsDb>& db) {
+  const bool is_last = what == "last" || what.rfind("last~", 0) == 0;
+  if (all_digits(what) || is_last) {
+    if (!db) {
+      auto opened = open_existing_store(db_path);
+      if (!opened.ok()) return opened.status().with_context(what);
+      db = std::make_unique<ResultsDb>(std::move(opened).value());
+    }
+    int64_t id = 0;
+    if (is_last) {
+      const std::string back = what.size() > 5 ? what.substr(5) : "0";
+      if (!all_digits(back)) return Status::invalid(what + ": expected last or last~N");
+      auto l = db->latest("bench", std::atoi(back.c_str()));
+      if (!l.ok()) return l.status().with_context(what);
+      id = l.value();
+    } else {
+      id = std::atoll(what.c_str());
+    }
+    auto doc = db->document(id);
+    if (!doc.ok()) return doc.status();
+    return NamedRun{doc.value(), "run " + std::to_string(id)};
+  }
+  std::ifstream f(what);
+  if (!f) return Status::not_found(what + ": no such run id or file");
+  nlohmann::json doc = nlohmann::json::parse(f, nullptr, false);
+  if (doc.is_discarded()) return Status::invalid(what + ": not JSON");
+  return NamedRun{doc, what};
+}
+
+Status record_run(ResultsDb* db, const nlohmann::json& doc) {
+  if (!db) return Status::ok();
+  auto id = db->record(doc);
+  if (!id.ok()) return id.status();
+  std::cerr << "recorded as run " << id.value() << " in " << db->path() << " (mosaic history; mosaic compare)\n";
+  return Status::ok();
+}
+
+}  // namespace mosaic::api

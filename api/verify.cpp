@@ -1,0 +1,167 @@
+#include "api/verify.hpp"
+
+#include <regex.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "api/util.hpp"
+#include "backends/registry.hpp"
+#include "core/plan.hpp"
+#include "core/prepare.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/benchmark.hpp"
+#include "metrics/compare.hpp"
+
+namespace mosaic::api {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CaseResult {
+  CaseVerdict verdict = CaseVerdict::kPassed;
+  std::string detail;
+};
+
+CaseResult classify(const Status& st) {
+  return {st.code() == StatusCode::kUnsupported ? CaseVerdict::kUnsupported : CaseVerdict::kFailed, st.message()};
+}
+
+std::vector<std::string> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && e.path().extension() == ".pb")
+      found.emplace_back(std::atoi(n.c_str() + prefix.size()), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+CaseResult run_case(const fs::path& dir, const std::string& backend, const VerifyOptions& o) {
+  auto g = load_onnx((dir / "model.onnx").string());
+  if (!g.ok()) return classify(g.status());
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return {CaseVerdict::kFailed, "no test_data_set_* directory"};
+  CaseResult result;
+  double worst = 0;
+  for (const auto& set : sets) {
+    std::vector<Tensor> inputs, expected;
+    for (const auto& f : sorted_files(set, "input_")) {
+      auto t = load_tensor_pb(f);
+      if (!t.ok()) return classify(t.status());
+      inputs.push_back(t.value());
+    }
+    Graph graph = g.value();
+    if (inputs.size() != graph.inputs.size())
+      return {CaseVerdict::kFailed, "model has " + std::to_string(graph.inputs.size()) + " inputs, data set has " +
+                                    std::to_string(inputs.size())};
+    // The data set fixes the input shapes; int64 inputs are shape arguments (Reshape's
+    // shape, Slice's starts, ...) and are bound as load-time constants.
+    PrepareOptions po;
+    std::vector<Tensor> runtime_inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      graph.inputs[i].dims = inputs[i].shape();
+      graph.inputs[i].has_shape = true;
+      graph.inputs[i].dtype = inputs[i].dtype();
+      if (inputs[i].dtype() == DType::kI64) po.constant_inputs[graph.inputs[i].name] = inputs[i];
+      else runtime_inputs.push_back(inputs[i]);
+    }
+    auto pr = prepare_graph(graph, builtin_registry(), po);
+    if (!pr.ok()) return classify(pr.status());
+    for (const auto& f : sorted_files(set, "output_")) {
+      auto t = load_tensor_pb(f);
+      if (!t.ok()) return classify(t.status());
+      expected.push_back(t.value());
+    }
+    inputs = runtime_inputs;
+    auto plan = Plan::build(graph, Placement::all_on(backend, {}), builtin_registry());
+    if (!plan.ok()) return classify(plan.status());
+    std::vector<Tensor> outs;
+    Status st = plan.value()->run(inputs, &outs);
+    if (!st.is_ok()) return classify(st);
+    if (outs.size() != expected.size())
+      return {CaseVerdict::kFailed, "produced " + std::to_string(outs.size()) + " outputs, expected " +
+                                    std::to_string(expected.size())};
+    for (size_t k = 0; k < outs.size(); ++k) {
+      Agreement a = compare_tensors(outs[k], expected[k], o.rtol, o.atol);
+      worst = std::max(worst, a.max_abs);
+      if (!a.ok)
+        return {CaseVerdict::kFailed, set.filename().string() + " output " + std::to_string(k) + ": " + a.message};
+    }
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "max abs err %.3g", worst);
+  result.detail = buf;
+  return result;
+}
+
+}  // namespace
+
+const char* case_verdict_name(CaseVerdict v) {
+  switch (v) {
+    case CaseVerdict::kPassed: return "PASSED";
+    case CaseVerdict::kFailed: return "FAILED";
+    case CaseVerdict::kUnsupported: return "UNSUPPORTED";
+  }
+  return "?";
+}
+
+Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
+  if (backend == "all") return builtin_registry().backends();
+  if (builtin_registry().has_backend(backend)) return std::vector<std::string>{backend};
+  return Status::invalid("unknown backend '" + backend + "' (known: " + join(builtin_registry().backends()) + ", all)");
+}
+
+Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(const VerifyCase&)>& on_case) {
+  VerifyReport report;
+  MOSAIC_ASSIGN_OR_RETURN(report.backends, verify_backends(o.backend));
+  // POSIX extended regular expression.
+  regex_t filter;
+  if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
+    return Status::invalid("--filter '" + o.filter + "' is not a valid regular expression");
+  struct Free {
+    regex_t* r;
+    ~Free() { regfree(r); }
+  } free_filter{&filter};
+  std::vector<fs::path> cases;
+  for (const auto& p : o.paths) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) return Status::not_found(p + ": not a directory (expected a test case or suite)");
+    if (fs::exists(fs::path(p) / "model.onnx")) {
+      cases.push_back(p);
+      continue;
+    }
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(p))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) found.push_back(e.path());
+    if (found.empty()) return Status::not_found(p + ": contains no model.onnx nor test case directories");
+    std::sort(found.begin(), found.end());
+    cases.insert(cases.end(), found.begin(), found.end());
+  }
+  for (const auto& c : cases) {
+    const std::string name = c.filename().string();
+    if (regexec(&filter, name.c_str(), 0, nullptr, 0) != 0) continue;
+    for (const auto& b : report.backends) {
+      const int64_t t0 = now_ns();
+      CaseResult r = run_case(c, b, o);
+      VerifyCase v{name, b, r.verdict, r.detail, static_cast<double>(now_ns() - t0) / 1e9};
+      (r.verdict == CaseVerdict::kPassed ? report.passed : r.verdict == CaseVerdict::kFailed ? report.failed : report.unsupported)++;
+      if (on_case) on_case(v);
+      report.cases.push_back(std::move(v));
+    }
+  }
+  if (report.cases.empty())
+    return Status::not_found("--filter '" + o.filter + "' matches none of the " + std::to_string(cases.size()) +
+                             " cases: nothing was verified");
+  return report;
+}
+
+}  // namespace mosaic::api

@@ -1,0 +1,195 @@
+// The library API (api/mosaic.hpp) called as an embedding program calls it: reports come back
+// as values and agree with independent references (the naive oracle, ONNX expected outputs,
+// finite differences), errors come back as a Status naming the bad input, and nothing is
+// printed unless asked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "api/mosaic.hpp"
+#include "backends/plugin.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kNodeTests = "/usr/share/libonnx-testdata/data/node";
+const std::string kFashion = "/usr/share/datasets/fashion-mnist";
+
+/// The built-in backends (the test process may also hold plugins' backends).
+std::vector<std::string> builtins() {
+  std::vector<std::string> out;
+  for (const auto& b : builtin_registry().backends())
+    if (b == "naive" || b == "im2col" || b == "onednn") out.push_back(b);
+  return out;
+}
+
+class Api : public ScratchDirTest {
+ protected:
+  Api() : ScratchDirTest("mosaic_api_") {}
+};
+
+TEST_F(Api, BenchReturnsEveryConfigurationCheckedAgainstNaiveAndPrintsNothing) {
+  api::BenchOptions o;
+  o.model = "zoo:fmnist-cnn";
+  o.backends = builtins();
+  o.common.batch = 2;
+  o.config.iterations = 2;
+  o.config.warmup = 0;
+  o.config.repeats = 1;
+  o.peaks = false;
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  auto r = api::bench(o);
+  const std::string out = testing::internal::GetCapturedStdout(), err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "");
+  EXPECT_TRUE(r->checks_ok);
+  EXPECT_EQ(r->checked, "outputs");
+  EXPECT_FALSE(r->trace);
+  ASSERT_EQ(r->report.configs.size(), o.backends.size());
+  EXPECT_EQ(r->report.batch, 2);
+  for (size_t i = 0; i < o.backends.size(); ++i) {
+    const ConfigReport& c = r->report.configs[i];
+    EXPECT_EQ(c.label, o.backends[i]);
+    EXPECT_TRUE(c.checked && c.check_ok) << c.label << ": " << c.check_message;
+    EXPECT_GT(c.median_ms, 0) << c.label;
+    // Same graph, same FLOPs on every backend.
+    EXPECT_EQ(c.total_flops, r->report.configs[0].total_flops) << c.label;
+  }
+}
+
+TEST_F(Api, BenchInTrainingModeComparesLossAndGradientsWithNaive) {
+  api::BenchOptions o;
+  o.model = "zoo:fmnist-cnn";
+  o.backends = {"onednn"};
+  o.mode = "training";
+  o.common.batch = 4;
+  o.config.iterations = 2;
+  o.config.warmup = 0;
+  o.config.repeats = 1;
+  o.peaks = false;
+  o.trace = path("t.json");
+  auto r = api::bench(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->checked, "loss and gradients");
+  ASSERT_EQ(r->report.configs.size(), 1u);
+  EXPECT_TRUE(r->report.configs[0].check_ok) << r->report.configs[0].check_message;
+  EXPECT_GT(r->report.configs[0].backward_ms, 0);
+  // The trace is returned for the caller to write.
+  ASSERT_TRUE(r->trace);
+  EXPECT_GT(r->trace->events(), 0u);
+  EXPECT_FALSE(fs::exists(path("t.json")));
+}
+
+TEST_F(Api, ErrorsComeBackAsAStatusNamingTheInput) {
+  api::BenchOptions b;
+  b.model = "zoo:fmnist-cnn";
+  b.backends = {"nope"};
+  auto r = api::bench(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown backend 'nope'"), std::string::npos) << r.status().message();
+  b.backends = {"naive"};
+  b.model = path("missing.onnx");
+  r = api::bench(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(path("missing.onnx")), std::string::npos) << r.status().message();
+
+  api::GradcheckRunOptions g;
+  g.model = "zoo:fmnist-cnn";
+  g.plant = "no-such-bug";
+  auto gc = api::gradcheck(g);
+  ASSERT_FALSE(gc.ok());
+  EXPECT_NE(gc.status().message().find("no-such-bug"), std::string::npos) << gc.status().message();
+
+  api::VerifyOptions v;
+  v.paths = {path("nothing-here")};
+  auto vr = api::verify(v);
+  ASSERT_FALSE(vr.ok());
+  EXPECT_NE(vr.status().message().find(path("nothing-here")), std::string::npos) << vr.status().message();
+}
+
+TEST_F(Api, VerifyJudgesEachCaseOnEachBackendAgainstTheExpectedOutputs) {
+  if (!fs::exists(kNodeTests + "/test_relu")) GTEST_SKIP() << "libonnx-testdata not installed";
+  api::VerifyOptions o;
+  o.paths = {kNodeTests + "/test_relu"};
+  o.backend = "all";
+  std::vector<std::string> seen;
+  auto r = api::verify(o, [&](const api::VerifyCase& c) { seen.push_back(c.backend); });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->passed, static_cast<int>(builtin_registry().backends().size()));
+  EXPECT_EQ(r->failed, 0);
+  EXPECT_EQ(seen, builtin_registry().backends());
+  // The same case with its expected output replaced by its input: Relu changed the negative
+  // values, so every backend must now FAIL, naming the data set and output.
+  fs::copy(kNodeTests + "/test_relu", path("relu_wrong"), fs::copy_options::recursive);
+  fs::copy_file(path("relu_wrong/test_data_set_0/input_0.pb"), path("relu_wrong/test_data_set_0/output_0.pb"),
+                fs::copy_options::overwrite_existing);
+  o.paths = {path("relu_wrong")};
+  o.backend = "naive";
+  r = api::verify(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->cases.size(), 1u);
+  EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kFailed);
+  EXPECT_NE(r->cases[0].detail.find("test_data_set_0 output 0"), std::string::npos) << r->cases[0].detail;
+}
+
+TEST_F(Api, GradcheckPassesACorrectBackendAndFailsAPlantedBug) {
+  api::GradcheckRunOptions o;
+  o.model = "zoo:fmnist-cnn";
+  o.backend = "onednn";
+  auto r = api::gradcheck(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->checked, "onednn");
+  EXPECT_EQ(r->passed, 9);
+  EXPECT_EQ(r->exit_code(), 0);
+  o.plant = "gemm-dw-transposed";
+  r = api::gradcheck(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->checked, "onednn+gemm-dw-transposed");
+  EXPECT_GT(r->failed, 0);
+  EXPECT_EQ(r->exit_code(), 1);
+  const nlohmann::json j = api::gradcheck_json(o, r.value());
+  EXPECT_EQ(j["summary"]["failed"].get<int>(), r->failed);
+  EXPECT_EQ(j["backend"], "onednn+gemm-dw-transposed");
+}
+
+TEST_F(Api, TrainAgreesWithTheNaiveOracleStepByStep) {
+  if (!fs::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  api::TrainOptions o;
+  o.model = "zoo:fmnist-cnn";
+  o.data = "fashion-mnist";
+  o.batch = 16;
+  o.steps = 4;
+  o.evaluate = false;
+  o.opt.lr = 0.05;
+  o.seed = 3;
+  auto losses = [&](const std::string& backend) {
+    o.backend = backend;
+    auto r = api::train(o);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    std::vector<double> l;
+    if (r.ok())
+      for (const auto& s : r->log["steps"]) l.push_back(s["loss"].get<double>());
+    return l;
+  };
+  const std::vector<double> naive = losses("naive"), onednn = losses("onednn");
+  ASSERT_EQ(naive.size(), 4u);
+  ASSERT_EQ(onednn.size(), 4u);
+  // At PyTorch's default initialisation the first loss is about ln 10 (a uniform guess).
+  EXPECT_NEAR(naive[0], std::log(10.0), 0.3);
+  for (size_t i = 0; i < naive.size(); ++i) EXPECT_NEAR(onednn[i], naive[i], 1e-3 * naive[i]) << "step " << i;
+}
+
+TEST(ApiLibrary, VersionAndPluginInterface) {
+  EXPECT_STREQ(api::version(), MOSAIC_PROJECT_VERSION);  // CMake's project(VERSION)
+  EXPECT_EQ(api::plugin_api_version(), MOSAIC_PLUGIN_API_VERSION);
+  // A backend name no bundled plugin adds loads nothing and is no error.
+  EXPECT_TRUE(api::load_bundled_backends({"no-such-backend"}).is_ok());
+}
+
+}  // namespace
+}  // namespace mosaic::test
