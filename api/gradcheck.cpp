@@ -1,8 +1,11 @@
 #include "api/gradcheck.hpp"
 
+#include <algorithm>
+
 #include "api/models.hpp"
 #include "api/util.hpp"
 #include "backends/registry.hpp"
+#include "core/events.hpp"
 #include "metrics/progress.hpp"
 #include "validate/planted_bugs.hpp"
 
@@ -37,6 +40,8 @@ Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
     placement = Placement::all_on(out.checked, fallback);
   }
   GradcheckOptions check = o.check;
+  const int64_t hits_before = check.memo ? check.memo->hits() : 0;
+  const int64_t t0 = now_ns();
   Progress progress("gradcheck " + out.checked);
   if (o.verbose)
     check.on_tensor = [&](size_t i, size_t n, const std::string& name) {
@@ -50,7 +55,41 @@ Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
   out.passed = r.count(Verdict::kPass);
   out.failed = r.count(Verdict::kFail) + (r.forward_ok ? 0 : 1);
   out.inconclusive = r.count(Verdict::kInconclusive);
+  out.seconds = static_cast<double>(now_ns() - t0) / 1e9;
+  out.shared_evaluations = check.memo ? check.memo->hits() - hits_before : 0;
   return out;
+}
+
+Expected<std::vector<std::string>> gradcheck_backend_list(const std::string& value) {
+  const KernelRegistry& reg = builtin_registry();
+  if (value == "all") return reg.backends();
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t comma = std::min(value.find(',', start), value.size());
+    const std::string b = value.substr(start, comma - start);
+    if (!reg.has_backend(b))
+      return Status::invalid("unknown backend '" + b + "' (known: " + join(reg.backends()) + ", all)");
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+    start = comma + 1;
+  }
+  return out;
+}
+
+Expected<std::vector<GradcheckOutcome>> gradcheck_backends(const GradcheckRunOptions& o,
+                                                           const std::vector<std::string>& backends) {
+  if (!o.assign.empty() && backends.size() > 1)
+    return Status::invalid("--assign checks one placement: it excludes a list of backends");
+  GradcheckMemo memo;
+  std::vector<GradcheckOutcome> outcomes;
+  for (const std::string& b : backends) {
+    GradcheckRunOptions one = o;
+    one.backend = b;
+    one.check.memo = &memo;
+    MOSAIC_ASSIGN_OR_RETURN(GradcheckOutcome r, gradcheck(one));
+    outcomes.push_back(std::move(r));
+  }
+  return outcomes;
 }
 
 nlohmann::json gradcheck_json(const GradcheckRunOptions& o, const GradcheckOutcome& out) {
@@ -84,6 +123,8 @@ nlohmann::json gradcheck_json(const GradcheckRunOptions& o, const GradcheckOutco
     j["tensors"].push_back(e);
   }
   j["summary"] = {{"passed", out.passed}, {"failed", out.failed}, {"inconclusive", out.inconclusive}};
+  j["seconds"] = out.seconds;
+  j["shared_evaluations"] = out.shared_evaluations;
   return j;
 }
 

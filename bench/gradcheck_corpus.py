@@ -15,7 +15,9 @@ The recorded run is docs/gradcheck_corpus.jsonl: pass it as --results to continu
 --table prints the Markdown tables of docs/gradcheck.md from the results.
 
 usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends A,B,...]
-                           [--only NAME,...] [--kind correct|planted|both] [--table]
+                           [--only NAME,...] [--kind correct|planted|both] [--table] [--no-shared]
+Correct models run every pending backend of a seed in one gradcheck (--backend a,b,c), which
+shares the reference evaluations and gives each backend the verdicts of a separate run.
 """
 import argparse
 import json
@@ -122,14 +124,44 @@ def run(mosaic, model, batch, backend, seed, plant=None):
             doc = json.loads(text[start:])
         except ValueError:
             doc = None
-    return {"exit": r.returncode, "seconds": round(time.time() - t0, 1),
+    return row_of(doc, r.returncode, round(time.time() - t0, 1), r.stderr.strip()[-300:] if r.returncode == 2 else "")
+
+
+def row_of(doc, exit_code, seconds, error=""):
+    return {"exit": exit_code, "seconds": seconds,
             "summary": doc["summary"] if doc else None,
             "worst": max((t["worst"]["rel_error"] for t in doc["tensors"] if "worst" in t), default=None) if doc else None,
-            # branch decisions float could take either way at the base point, and how each was resolved
             "ambiguous": doc.get("ambiguous_decisions") if doc else None,
             "resolved": doc.get("ambiguous_resolved", []) if doc else [],
             "commit": commit_of(doc),
-            "error": r.stderr.strip()[-300:] if r.returncode == 2 else ""}
+            "error": error}
+
+
+def run_set(mosaic, model, batch, backends, seed):
+    """One gradcheck over several backends (--backend a,b,c), which shares the reference's
+    evaluations and gives each backend the verdicts of a separate run; a row per backend,
+    `seconds` being that backend's own check (the first pays for the shared evaluations)."""
+    cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", ",".join(backends), "--seed", str(seed),
+           "--json", "/dev/stdout"]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    start = r.stdout.find("{\n")
+    doc = None
+    if start >= 0:
+        try:
+            doc = json.loads(r.stdout[start:])
+        except ValueError:
+            doc = None
+    if r.returncode == 2 or not doc:
+        err = r.stderr.strip()[-300:]
+        return [dict(row_of(None, 2, round(time.time() - t0, 1), err), shared=True) for _ in backends]
+    rows = []
+    for run_doc in doc["runs"]:
+        s = run_doc["summary"]
+        code = 1 if s["failed"] else 3 if s["inconclusive"] else 0
+        rows.append(dict(row_of(run_doc, code, round(run_doc["seconds"], 1)), shared=True,
+                         shared_evaluations=run_doc.get("shared_evaluations", 0)))
+    return rows
 
 
 def table(path):
@@ -169,6 +201,8 @@ def main():
     ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--results", default="")
+    ap.add_argument("--no-shared", dest="shared", action="store_false",
+                    help="one gradcheck per backend instead of one per seed over every pending backend")
     a = ap.parse_args()
     path = a.results or os.path.join(a.out, "results.jsonl")
     if a.table:
@@ -187,8 +221,24 @@ def main():
     corpus = [m for m in models(a.out) if not only or m[0] in only]
     planted = bugs(a.mosaic)
     with open(path, "a") as f:
+        def record(r, kind, name, backend, seed, bug):
+            r.update({"kind": kind, "model": name, "backend": backend, "seed": seed, "bug": bug})
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+            print("%-8s %-16s %-7s seed %-2d %-28s exit %d  %s  %.0fs" % (
+                kind, name, backend, seed, bug or "", r["exit"], r["summary"], r["seconds"]), flush=True)
+
         for name, model, batch in corpus:
             ops = ops_of(a.mosaic, model, batch)
+            # Correct models: every pending backend of a seed in one gradcheck (shared reference).
+            if a.kind in ("correct", "both") and a.shared:
+                for seed in seeds:
+                    pending = [b for b in backends if ("correct", name, b, seed, None) not in done]
+                    if len(pending) < 2:
+                        continue
+                    for backend, r in zip(pending, run_set(a.mosaic, model, batch, pending, seed)):
+                        record(r, "correct", name, backend, seed, None)
+                        done.add(("correct", name, backend, seed, None))
             for backend in backends:
                 jobs = []
                 if a.kind in ("correct", "both"):
@@ -198,12 +248,7 @@ def main():
                 for kind, seed, bug in jobs:
                     if (kind, name, backend, seed, bug) in done:
                         continue
-                    r = run(a.mosaic, model, batch, backend, seed, bug)
-                    r.update({"kind": kind, "model": name, "backend": backend, "seed": seed, "bug": bug})
-                    f.write(json.dumps(r) + "\n")
-                    f.flush()
-                    print("%-8s %-16s %-7s seed %-2d %-28s exit %d  %s  %.0fs" % (
-                        kind, name, backend, seed, bug or "", r["exit"], r["summary"], r["seconds"]), flush=True)
+                    record(run(a.mosaic, model, batch, backend, seed, bug), kind, name, backend, seed, bug)
 
 
 if __name__ == "__main__":

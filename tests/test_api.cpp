@@ -157,6 +157,58 @@ TEST_F(Api, GradcheckPassesACorrectBackendAndFailsAPlantedBug) {
   EXPECT_EQ(j["backend"], "onednn+gemm-dw-transposed");
 }
 
+TEST_F(Api, GradcheckOnSeveralBackendsSharesTheReferenceAndKeepsEveryVerdict) {
+  api::GradcheckRunOptions o;
+  o.model = "zoo:fmnist-cnn";
+  o.check.seed = 2;
+  o.check.directions = 2;  // fewer probes, the same property
+  auto set = api::gradcheck_backends(o, builtins());
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  ASSERT_EQ(set->size(), builtins().size());
+  EXPECT_EQ(set->front().shared_evaluations, 0);
+  for (size_t i = 1; i < set->size(); ++i) EXPECT_GT((*set)[i].shared_evaluations, 0) << builtins()[i];
+  // The last backend's report is the one a separate run gives, down to each tensor's worst
+  // probe.
+  const api::GradcheckOutcome& shared = set->back();
+  o.backend = builtins().back();
+  auto alone = api::gradcheck(o);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(shared.checked, o.backend);
+  ASSERT_EQ(shared.report.tensors.size(), alone->report.tensors.size());
+  for (size_t t = 0; t < alone->report.tensors.size(); ++t) {
+    const TensorVerdict &a = alone->report.tensors[t], &b = shared.report.tensors[t];
+    EXPECT_EQ(a.verdict, b.verdict) << a.name;
+    EXPECT_EQ(a.checked, b.checked) << a.name;
+    EXPECT_EQ(a.worst.what, b.worst.what) << a.name;
+    EXPECT_EQ(a.worst.numeric, b.worst.numeric) << a.name;
+    EXPECT_EQ(a.worst.analytic, b.worst.analytic) << a.name;
+  }
+  // A memo filled by a correct backend does not hide a planted bug in the next one.
+  GradcheckMemo memo;
+  o.backend = "naive";
+  o.check.memo = &memo;
+  ASSERT_TRUE(api::gradcheck(o).ok());
+  o.backend = "onednn";
+  o.plant = "conv-dw-scale";
+  auto bad = api::gradcheck(o);
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  EXPECT_GT(bad->shared_evaluations, 0);
+  EXPECT_EQ(bad->exit_code(), 1);
+  // Another check (another fingerprint) starts the memo afresh.
+  GradcheckMemo::Pair p;
+  p.plus = {1.0};
+  memo.begin("check A");
+  memo.put("k", p);
+  memo.begin("check A");
+  EXPECT_NE(memo.find("k"), nullptr);
+  memo.begin("check B");
+  EXPECT_EQ(memo.find("k"), nullptr);
+  // A list with an unknown backend is refused, naming it.
+  auto list = api::gradcheck_backend_list("naive,onedn");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("unknown backend 'onedn'"), std::string::npos);
+}
+
 TEST_F(Api, TrainAgreesWithTheNaiveOracleStepByStep) {
   if (!fs::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist not installed";
   api::TrainOptions o;

@@ -251,6 +251,27 @@ TEST_F(Cli, GradcheckVerdicts) {
   EXPECT_EQ(j["tensors"][0]["verdict"], "PASS");
 }
 
+TEST_F(Cli, GradcheckOnABackendListWritesOneReportEach) {
+  const std::string json = (dir_ / "set.json").string();
+  // The planted bug is planted in each backend of the list: each FAILs, and the exit is 1.
+  CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --directions 1 --elements 1 --backend naive,onednn "
+                       "--plant conv-dw-scale --json " + json);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("on naive+conv-dw-scale"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on onednn+conv-dw-scale"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reference evaluation pairs shared with the backends checked before"), std::string::npos) << r.out;
+  std::ifstream jf(json);
+  auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["schema"], "mosaic.gradcheck-set/1");
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["backend"], "onednn+conv-dw-scale");
+  EXPECT_GT(j["runs"][1]["summary"]["failed"].get<int>(), 0);
+  EXPECT_GT(j["runs"][1]["shared_evaluations"].get<int>(), 0);
+  r = mosaic("gradcheck zoo:fmnist-cnn --backend naive,nope");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown backend 'nope'"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, GradcheckFailsAPlantedBugWithExitOne) {
   CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --backend im2col --plant conv-dw-scale");
   EXPECT_EQ(r.code, 1) << r.out;

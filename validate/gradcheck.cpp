@@ -21,6 +21,24 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
+void GradcheckMemo::begin(const std::string& fingerprint) {
+  if (fingerprint == fingerprint_) return;
+  fingerprint_ = fingerprint;
+  pairs_.clear();
+}
+
+const GradcheckMemo::Pair* GradcheckMemo::find(const std::string& key) {
+  const auto it = pairs_.find(key);
+  if (it == pairs_.end()) {
+    ++misses_;
+    return nullptr;
+  }
+  ++hits_;
+  return &it->second;
+}
+
+void GradcheckMemo::put(const std::string& key, Pair pair) { pairs_[key] = std::move(pair); }
+
 int GradcheckReport::count(Verdict v) const {
   return static_cast<int>(std::count_if(tensors.begin(), tensors.end(), [&](const TensorVerdict& t) { return t.verdict == v; }));
 }
@@ -37,6 +55,8 @@ struct Probe {
   Direction d;
 };
 
+const char* const kGradientProbe = "gradient direction";
+
 std::vector<Probe> make_probes(const Tensor& grad, double gnorm, const GradcheckOptions& o, std::mt19937_64& rng) {
   std::vector<Probe> probes;
   const int64_t n = grad.numel();
@@ -44,7 +64,7 @@ std::vector<Probe> make_probes(const Tensor& grad, double gnorm, const Gradcheck
   if (gnorm > 0) {  // along the analytic gradient: the strongest signal, catches wrong signs and scales
     Direction d(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) d[i] = {i, grad.f32()[i] / gnorm};
-    probes.push_back({"gradient direction", std::move(d)});
+    probes.push_back({kGradientProbe, std::move(d)});
   }
   for (int k = 0; k < o.directions && n > 1; ++k) {
     Direction d(static_cast<size_t>(n));
@@ -270,6 +290,32 @@ std::string describe(const Resolution& res, const std::vector<std::vector<Tensor
          (material ? "" : "; immaterial, every option gives the same verdicts");
 }
 
+/// FNV-1a over the bytes of `data`, continuing from `h`.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/// What makes two runs' reference evaluations the same (GradcheckMemo): the model, the
+/// options that shape the probes and steps, and the base point (inputs, loss weights,
+/// ambiguous decisions).
+std::string memo_fingerprint(const Graph& graph, const GradcheckOptions& o, const std::vector<Tensor>& xs,
+                             const Tensor& labels, const std::vector<Tensor>& proj, int64_t combinations,
+                             int64_t ambiguous) {
+  uint64_t h = fnv1a(graph.source.data(), graph.source.size());
+  for (const Tensor& t : xs) h = fnv1a(t.data(), t.desc().bytes(), h);
+  if (labels.defined()) h = fnv1a(labels.data(), labels.desc().bytes(), h);
+  for (const Tensor& t : proj) h = fnv1a(t.data(), t.desc().bytes(), h);
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "%s|%zu nodes|loss %d|eps %.17g|halvings %d|dirs %d|elems %d|seed %llu|input %d|%lld "
+                "combinations|%lld ambiguous|%016llx", graph.source.c_str(), graph.nodes.size(), static_cast<int>(o.loss),
+                o.eps, o.halvings, o.directions, o.elements, static_cast<unsigned long long>(o.seed),
+                o.check_input ? 1 : 0, static_cast<long long>(combinations), static_cast<long long>(ambiguous),
+                static_cast<unsigned long long>(h));
+  return buf;
+}
+
 }  // namespace
 
 Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
@@ -409,6 +455,7 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   report.forward_ok = report.forward_ok && report.forward_error <= 1e-3;
   MOSAIC_ASSIGN_OR_RETURN(const Resolution res, prepare_resolution(*ref, output_loss, &report));
   const BranchRecord base = ref->branches();
+  if (o.memo) o.memo->begin(memo_fingerprint(graph, o, xs, labels, proj, res.combinations, report.ambiguous));
 
   struct Target {
     std::string name, value_name;
@@ -464,9 +511,20 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
       // f(+h), f(-h) per combination and the branch switches they cause, per halving level
       // (lazily).
       std::vector<Pair> pairs(static_cast<size_t>(o.halvings) + 1);
+      // Every probe but the one along this backend's gradient is the same for every backend.
+      const bool shared = o.memo && probe.what != kGradientProbe;
       auto pair = [&](int k) -> Expected<const Pair*> {
         Pair& q = pairs[k];
         if (q.done) return &q;
+        const std::string key = shared ? t.name + "\n" + probe.what + "\n" + std::to_string(k) : "";
+        if (shared)
+          if (const GradcheckMemo::Pair* m = o.memo->find(key)) {
+            q.plus = m->plus;
+            q.minus = m->minus;
+            q.switches = m->switches;
+            q.done = true;
+            return &q;
+          }
         const double h = std::ldexp(o.eps, -k);
         for (int sign : {1, -1}) {
           for (const auto& [i, w] : probe.d) p[i] = unperturbed[i] + sign * h * w;
@@ -478,6 +536,7 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
           q.switches += branch_changes(base, ref->branches());
         }
         q.done = true;
+        if (shared) o.memo->put(key, {q.plus, q.minus, q.switches});
         return &q;
       };
       for (int64_t c = 0; c < res.combinations; ++c) {

@@ -14,8 +14,9 @@
 // FAIL (a judged probe is off), INCONCLUSIVE (too few probes could be judged; never a pass).
 #pragma once
 
+#include <cstdint>
 #include <functional>
-
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ enum class GradcheckLoss {
   kCrossEntropy,  ///< softmax cross-entropy of output 0 ([N, C]) against random labels
   kProjection,    ///< sum over outputs of <y, r> with fixed random r: any output shapes
 };
+
+class GradcheckMemo;
 
 struct GradcheckOptions {
   GradcheckLoss loss = GradcheckLoss::kCrossEntropy;
@@ -49,6 +52,35 @@ struct GradcheckOptions {
   float input_lo = 0.f, input_hi = 1.f;  ///< inputs are drawn uniformly from [lo, hi]
   /// Called before each tensor is probed (index, count, name): the CLI's progress line.
   std::function<void(size_t, size_t, const std::string&)> on_tensor;
+  /// Reference evaluations shared with other runs of the same check on other placements
+  /// (null: none). The verdicts are those of a run without it.
+  GradcheckMemo* memo = nullptr;
+};
+
+/// The reference evaluations of gradcheck runs of one model, seed and options on several
+/// placements (`gradcheck --backend a,b,c`). The double-precision reference does not depend
+/// on the backend, and neither do a tensor's probes except the first (along the backend's
+/// own gradient): a later run reuses the f(+h), f(-h) earlier runs computed for the random
+/// directions and single elements, about 7 of every 8 probes. Runs identify the check by a
+/// fingerprint of the model, the options, the base point's inputs and labels, and its
+/// ambiguous decisions; a run whose fingerprint differs starts the memo afresh.
+class GradcheckMemo {
+ public:
+  struct Pair {
+    std::vector<double> plus, minus;  ///< per combination of the ambiguous decisions' options
+    int64_t switches = 0;
+  };
+  /// Starts a run: keeps the entries if `fingerprint` is the memo's, else drops them.
+  void begin(const std::string& fingerprint);
+  const Pair* find(const std::string& key);
+  void put(const std::string& key, Pair pair);
+  int64_t hits() const { return hits_; }      ///< evaluations pairs reused
+  int64_t misses() const { return misses_; }  ///< looked up and not there
+
+ private:
+  std::string fingerprint_;
+  std::map<std::string, Pair> pairs_;
+  int64_t hits_ = 0, misses_ = 0;
 };
 
 /// The double-precision reference loss is trusted to this many ulps of its magnitude: the

@@ -266,7 +266,8 @@ int main(int argc, char** argv) {
   GradcheckRunOptions gc;
   auto* gc_cmd = app.add_subcommand("gradcheck", "check every parameter's gradient against finite differences");
   gc_cmd->add_option("model", gc.model, "ONNX file, or zoo:NAME")->required();
-  auto* gc_backend_opt = gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked")->capture_default_str();
+  auto* gc_backend_opt = gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked; a,b,c or all: each in turn, "
+                                               "sharing the reference's evaluations")->capture_default_str();
   gc_cmd->add_option("--assign", gc.assign, "check a mixed placement instead, as bench --assign (a spec or a YAML file)")
       ->excludes(gc_backend_opt);
   gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str()->check(integer_at_least(1));

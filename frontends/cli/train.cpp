@@ -33,14 +33,12 @@ int run_train(const TrainOptions& o) {
   return r->diverged.empty() ? 0 : 1;
 }
 
-int run_gradcheck(const GradcheckRunOptions& given) {
-  GradcheckRunOptions o = given;
-  o.verbose = true;
-  if (Status st = check_output_paths({{"--json", o.json}, {"--junit", o.junit}}); !st.is_ok()) return fail(st);
-  auto outcome = api::gradcheck(o);
-  if (!outcome.ok()) return fail(outcome.status());
-  const GradcheckReport& r = outcome->report;
-  const std::string& checked = outcome->checked;
+namespace {
+
+/// Prints one backend's gradcheck report as `mosaic gradcheck` shows it.
+void print_gradcheck(const GradcheckRunOptions& o, const GradcheckOutcome& outcome) {
+  const GradcheckReport& r = outcome.report;
+  const std::string& checked = outcome.checked;
   std::printf("gradcheck %s on %s, batch %lld, seed %llu: loss %.9g (double-precision reference %.9g)\n",
               o.model.c_str(), checked.c_str(), static_cast<long long>(o.batch),
               static_cast<unsigned long long>(o.check.seed), r.loss, r.reference_loss);
@@ -54,10 +52,13 @@ int run_gradcheck(const GradcheckRunOptions& given) {
                 r.unresolved ? ("unresolved (" + r.unresolved_reason + "), so a FAIL is INCONCLUSIVE").c_str()
                              : "the numeric side follows the options that fit its gradient best");
   for (const auto& d : r.resolved) std::printf("note:  resolved %s\n", d.c_str());
-  const std::string where = o.assign.empty() ? "on " + o.backend : "where placed";
+  const std::string where = o.assign.empty() ? "on " + r.backend : "where placed";
   for (const auto& f : r.fallback_nodes) std::printf("note:  not checked %s: %s\n", where.c_str(), f.c_str());
   for (const auto& f : r.float_reference_nodes)
     std::printf("note:  reference forward in float (no double implementation) for %s\n", f.c_str());
+  if (outcome.shared_evaluations)
+    std::printf("note:  %lld reference evaluation pairs shared with the backends checked before\n",
+                static_cast<long long>(outcome.shared_evaluations));
   size_t width = 6;
   for (const auto& t : r.tensors) width = std::max(width, t.name.size());
   for (const auto& t : r.tensors) {
@@ -69,40 +70,79 @@ int run_gradcheck(const GradcheckRunOptions& given) {
     if (!t.reason.empty()) std::printf("  %s", t.reason.c_str());
     std::printf("\n");
   }
-  std::printf("%d passed, %d failed, %d inconclusive\n", outcome->passed, outcome->failed, outcome->inconclusive);
+  std::printf("%d passed, %d failed, %d inconclusive\n", outcome.passed, outcome.failed, outcome.inconclusive);
+}
+
+/// One JUnit suite per backend: the forward check and one case per tensor.
+void junit_cases(const GradcheckRunOptions& o, const GradcheckOutcome& outcome, std::vector<JUnitCase>& cases) {
+  const GradcheckReport& r = outcome.report;
+  const std::string suite = "gradcheck [" + outcome.checked + "] " + o.model;
+  char fwd[160];
+  std::snprintf(fwd, sizeof fwd, "outputs differ from the double-precision reference by %.3g of their scale (tolerance 1e-3)",
+                r.forward_error);
+  cases.push_back({suite, "forward", r.forward_ok ? JUnitCase::Outcome::kPass : JUnitCase::Outcome::kFail, fwd, 0});
+  for (const auto& t : r.tensors) {
+    char detail[512];
+    std::snprintf(detail, sizeof detail, "%s: %d probes judged, %d at kinks, %d unstable%s%s", verdict_name(t.verdict),
+                  t.checked, t.kinks, t.unstable, t.reason.empty() ? "" : "; ", t.reason.c_str());
+    if (t.checked) {
+      char worst[256];
+      std::snprintf(worst, sizeof worst, "; worst %s: analytic %.6g numeric %.6g rel err %.2e", t.worst.what.c_str(),
+                    t.worst.analytic, t.worst.numeric, t.worst.error);
+      std::strncat(detail, worst, sizeof detail - std::strlen(detail) - 1);
+    }
+    cases.push_back({suite, t.name,
+                     t.verdict == Verdict::kPass   ? JUnitCase::Outcome::kPass
+                     : t.verdict == Verdict::kFail ? JUnitCase::Outcome::kFail
+                                                   : JUnitCase::Outcome::kSkipped,
+                     detail, 0});
+  }
+}
+
+}  // namespace
+
+int run_gradcheck(const GradcheckRunOptions& given) {
+  GradcheckRunOptions o = given;
+  o.verbose = true;
+  if (Status st = check_output_paths({{"--json", o.json}, {"--junit", o.junit}}); !st.is_ok()) return fail(st);
+  // One backend, or several sharing the reference's evaluations (--backend a,b / all).
+  auto backends = gradcheck_backend_list(o.backend);
+  if (!backends.ok()) return fail(backends.status());
+  std::vector<GradcheckOutcome> outcomes;
+  if (backends->size() == 1) {
+    auto r = api::gradcheck(o);
+    if (!r.ok()) return fail(r.status());
+    outcomes.push_back(std::move(r).value());
+  } else {
+    auto r = gradcheck_backends(o, backends.value());
+    if (!r.ok()) return fail(r.status());
+    outcomes = std::move(r).value();
+  }
+  bool failed = false;
+  int inconclusive = 0;
+  std::vector<JUnitCase> cases;
+  nlohmann::json runs = nlohmann::json::array();
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (i) std::printf("\n");
+    print_gradcheck(o, outcomes[i]);
+    junit_cases(o, outcomes[i], cases);
+    runs.push_back(gradcheck_json(o, outcomes[i]));
+    failed = failed || outcomes[i].failed > 0;
+    inconclusive += outcomes[i].inconclusive;
+  }
+  const int code = failed ? 1 : inconclusive ? 3 : 0;
   if (!o.json.empty()) {
     std::ofstream f(o.json);
-    f << gradcheck_json(o, outcome.value()).dump(2) << "\n";
+    // One backend: its document; several: a set of them.
+    f << (runs.size() == 1 ? runs[0] : nlohmann::json{{"schema", "mosaic.gradcheck-set/1"}, {"runs", runs}}).dump(2)
+      << "\n";
     if (!f) return fail(Status::invalid(o.json + ": cannot write"));
   }
-  if (!o.junit.empty()) {
-    const std::string suite = "gradcheck [" + checked + "] " + o.model;
-    std::vector<JUnitCase> cases;
-    char fwd[160];
-    std::snprintf(fwd, sizeof fwd, "outputs differ from the double-precision reference by %.3g of their scale (tolerance 1e-3)",
-                  r.forward_error);
-    cases.push_back({suite, "forward", r.forward_ok ? JUnitCase::Outcome::kPass : JUnitCase::Outcome::kFail, fwd, 0});
-    for (const auto& t : r.tensors) {
-      char detail[512];
-      std::snprintf(detail, sizeof detail, "%s: %d probes judged, %d at kinks, %d unstable%s%s", verdict_name(t.verdict),
-                    t.checked, t.kinks, t.unstable, t.reason.empty() ? "" : "; ", t.reason.c_str());
-      if (t.checked) {
-        char worst[256];
-        std::snprintf(worst, sizeof worst, "; worst %s: analytic %.6g numeric %.6g rel err %.2e", t.worst.what.c_str(),
-                      t.worst.analytic, t.worst.numeric, t.worst.error);
-        std::strncat(detail, worst, sizeof detail - std::strlen(detail) - 1);
-      }
-      cases.push_back({suite, t.name,
-                       t.verdict == Verdict::kPass   ? JUnitCase::Outcome::kPass
-                       : t.verdict == Verdict::kFail ? JUnitCase::Outcome::kFail
-                                                     : JUnitCase::Outcome::kSkipped,
-                       detail, 0});
-    }
+  if (!o.junit.empty())
     if (Status st = write_junit(o.junit, "mosaic gradcheck", cases); !st.is_ok()) return fail(st);
-  }
-  if (outcome->inconclusive && !outcome->failed)
-    std::fprintf(stderr, "mosaic: %d tensors could not be verified (INCONCLUSIVE is not a pass)\n", outcome->inconclusive);
-  return outcome->exit_code();
+  if (code == 3)
+    std::fprintf(stderr, "mosaic: %d tensors could not be verified (INCONCLUSIVE is not a pass)\n", inconclusive);
+  return code;
 }
 
 }  // namespace mosaic::cli
