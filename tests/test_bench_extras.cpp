@@ -90,8 +90,10 @@ TEST(BenchCpu, OneThreadKeepsAtMostOneCoreBusy) {
   CmdResult r = mosaic("bench zoo:fmnist-cnn --batch 16 --backends onednn --iterations 30 --threads 1 --mode training --json " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   const json s = read_json(out)["runs"][0]["summary"];
-  // CPU time cannot run ahead of wall time on one thread (clock granularity aside).
-  EXPECT_GT(s["cpu_cores"].get<double>(), 0.3) << s.dump();
+  // CPU time cannot run ahead of wall time on one thread (clock granularity aside). It is
+  // most of it unless other processes took the core: the run then says it was contended
+  // (others_cpu), and the fresh-machine run, with a build beside it, measured 0.27.
+  EXPECT_GT(s["cpu_cores"].get<double>(), s["contended"] == true ? 0.0 : 0.3) << s.dump();
   EXPECT_LE(s["cpu_cores"].get<double>(), 1.05) << s.dump();
   EXPECT_NEAR(s["cpu_utilization"].get<double>(), s["cpu_cores"].get<double>(), 1e-12);
   for (const char* stage : {"forward", "loss", "backward", "optimizer"}) EXPECT_LE(s["stage_cpu_cores"][stage].get<double>(), 1.05);
