@@ -309,6 +309,14 @@ MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
       o.refresh_peaks);
 }
 
+/// o.fallback without "none" (which only forbids falling back).
+std::vector<std::string> fallback_backends(const BenchOptions& o) {
+  std::vector<std::string> fallback;
+  for (const auto& b : o.fallback)
+    if (b != "none") fallback.push_back(b);
+  return fallback;
+}
+
 }  // namespace
 
 Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
@@ -317,9 +325,7 @@ Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
     if (!reg.has_backend(b)) return Status::invalid("unknown backend '" + b + "' (known: " + join(reg.backends()) + ")");
   for (const auto& b : o.fallback)
     if (b != "none" && !reg.has_backend(b)) return Status::invalid("unknown fallback backend '" + b + "'");
-  std::vector<std::string> fallback;
-  for (const auto& b : o.fallback)
-    if (b != "none") fallback.push_back(b);
+  const std::vector<std::string> fallback = fallback_backends(o);
   BenchConfigs configs;
   if (o.assign == "auto") return configs;  // chosen once the graph is loaded and fused
   if (!o.assign.empty()) {
@@ -331,7 +337,7 @@ Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
   return configs;
 }
 
-Expected<BenchOutcome> bench(const BenchOptions& o) {
+Status check_bench_options(const BenchOptions& o) {
   if (o.mode != "inference" && o.mode != "training")
     return Status::invalid("--mode must be inference or training, got '" + o.mode + "'");
   if (!o.distributed.empty()) {
@@ -343,6 +349,11 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
       return Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
                              "--target-ci, -t, --find-max-batch and --processes");
   }
+  return check_auto_options(o);
+}
+
+Expected<BenchOutcome> bench(const BenchOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_bench_options(o));
   if (o.find_max_batch) return Status::invalid("api::bench times plans; --find-max-batch is the CLI's search");
   const bool training = o.mode == "training";
   // Everything that can be refused is refused before minutes of timing.
@@ -351,11 +362,8 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
     probe.lr = o.lr;
     if (auto opt = make_optimizer(o.optimizer, probe); !opt.ok()) return opt.status().with_context("--optimizer");
   }
-  MOSAIC_RETURN_IF_ERROR(check_auto_options(o));
   MOSAIC_ASSIGN_OR_RETURN(BenchConfigs configs, bench_configs(o));
-  std::vector<std::string> fallback;
-  for (const auto& b : o.fallback)
-    if (b != "none") fallback.push_back(b);
+  const std::vector<std::string> fallback = fallback_backends(o);
   set_num_threads(o.common.threads);
   PrepareReport pr;
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_prepared(o.model, o.common, &pr));

@@ -68,6 +68,10 @@ using BenchConfigs = std::vector<std::pair<std::string, Placement>>;
 /// chosen once the graph is loaded). Errors name the unknown backend or the bad spec.
 Expected<BenchConfigs> bench_configs(const BenchOptions& o);
 
+/// The checks of the options alone, before anything is loaded: mode, the --distributed
+/// combinations, --assign auto's exclusions. bench() runs them first.
+Status check_bench_options(const BenchOptions& o);
+
 /// Runs the benchmark `o` describes. Errors (bad input, a placement that cannot run, a
 /// kernel that fails) return before anything is timed where they can be known in advance;
 /// nothing is printed unless o.verbose. find_max_batch is the CLI's (max_batch.cpp). With

@@ -4,13 +4,10 @@
 #include <regex.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <random>
-#include <set>
 
 #include "backends/registry.hpp"
 #include "distributed/data_parallel.hpp"
@@ -19,16 +16,11 @@
 #include "api/verify.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "api/models.hpp"
-#include "core/fuse.hpp"
-#include "core/loss.hpp"
-#include "core/optimizer.hpp"
 #include "core/prepare.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
-#include "metrics/compare.hpp"
 #include "backends/machine_probe.hpp"
 #include "metrics/junit.hpp"
-#include "metrics/progress.hpp"
 #include "metrics/report.hpp"
 #include "validate/determinism.hpp"
 #include "validate/per_node.hpp"
@@ -132,12 +124,7 @@ int run_bench(const BenchOptions& given) {
   if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}, {"--trace", o.trace}}); !st.is_ok())
     return fail(st);
   if (o.find_max_batch) {  // times nothing: no results store
-    if (o.mode != "inference" && o.mode != "training")
-      return fail(Status::invalid("--mode must be inference or training, got '" + o.mode + "'"));
-    if (!o.distributed.empty())
-      return fail(Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
-                                  "--target-ci, -t, --find-max-batch and --processes"));
-    if (Status st = check_auto_options(o); !st.is_ok()) return fail(st);
+    if (Status st = check_bench_options(o); !st.is_ok()) return fail(st);
     auto configs = bench_configs(o);
     if (!configs.ok()) return fail(configs.status());
     set_num_threads(o.common.threads);
