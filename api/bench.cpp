@@ -409,6 +409,7 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
     dist::DataParallelOptions dpo;
     dpo.mode = o.distributed;
     dpo.bucket_mb = o.bucket_mb;
+    dpo.collective = o.collective;
     std::string settings = o.model + "|" + std::to_string(o.common.batch) + "|" + o.optimizer + "|" +
                            std::to_string(o.lr) + "|" + std::to_string(o.config.iterations) + "|" +
                            std::to_string(o.config.warmup) + "|" + std::to_string(o.config.repeats) + "|" +

@@ -39,6 +39,7 @@ struct BenchOptions {
   /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
   std::string distributed;
   double bucket_mb = 25;
+  std::string collective = "auto";  ///< --distributed: ring, shm or auto
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)

@@ -61,6 +61,7 @@ Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* prelo
   dist::DataParallelOptions dpo;
   dpo.mode = o.distributed;
   dpo.bucket_mb = o.bucket_mb;
+  dpo.collective = o.collective;
   dpo.sync_every = o.sync_every;
   dpo.servers = o.servers;
   dpo.max_staleness = o.max_staleness;

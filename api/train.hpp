@@ -46,6 +46,7 @@ struct TrainOptions {
   /// allreduce-blocking, avg, ps, ps-async. `batch` is then the per-worker batch.
   std::string distributed;
   double bucket_mb = 25;  ///< gradient bucket size of the all-reduce modes
+  std::string collective = "auto";  ///< how the all-reduce modes sum: ring, shm or auto
   int64_t sync_every = 1;  ///< avg: average the parameters every this many steps
   int servers = 1;         ///< ps, ps-async: server ranks (the last ones)
   int64_t max_staleness = -1;  ///< ps-async: bounded staleness (-1: unbounded)

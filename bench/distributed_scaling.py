@@ -2,7 +2,8 @@
 """Data-parallel scaling on this machine: Mosaic 1 vs N ranks, side by side with PyTorch DDP.
 
 For each model, in one run: Mosaic `train --distributed allreduce` under `mpirun -np 1` and
-`-np N`, the blocking variant at N, and PyTorch 1.13 DistributedDataParallel (gloo) with 1
+`-np N` with each collective (`--collective shm`, the default on one machine, and `ring`),
+the blocking variant at N (shm), and PyTorch 1.13 DistributedDataParallel (gloo) with 1
 and N processes, the same architecture (built with torch.nn, bench/compare_pytorch.py), the
 same per-process batch, 1 thread per process, plain SGD. Throughput is global images/s over
 the measured epoch (Mosaic: epoch 2 of `--epochs 2 --steps-per-epoch S`, epoch 1 being the
@@ -27,26 +28,32 @@ CLASSES = {"alexnet-cifar": 10, "vgg16-cifar": 100}
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-def mosaic_run(args, model, ranks, mode):
+def mosaic_run(args, model, ranks, mode, collective="auto"):
     images = (2 * args.steps * ranks * args.batch) * 6 // 5 + 12
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "train.json")
         cmd = ["mpirun", "-np", str(ranks), "--bind-to", "core", args.mosaic, "train", "zoo:" + model,
                "--data", f"synthetic:{images},3,32,32,{CLASSES[model]}", "--backend", args.backend,
                "--batch", str(args.batch), "--epochs", "2", "--steps-per-epoch", str(args.steps), "--no-eval",
-               "--threads", "1", "--no-prefetch", "--lr", "0.001", "--distributed", mode, "--no-db", "--json", out]
+               "--threads", "1", "--no-prefetch", "--lr", "0.001", "--distributed", mode, "--collective", collective, "--no-db", "--json", out]
         env = dict(os.environ, OMP_NUM_THREADS="1", **MPI_ENV)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         with open(out) as f:
             log = json.load(f)
     d = log["distributed"]
-    per = d["per_rank"][0]
+    per = d["per_rank"]
     steps = max(1, d["steps"])
+
+    def mean_ms(key):  # per step, averaged over the ranks
+        return 1e3 * sum(p[key] for p in per) / len(per) / steps
+
     return {"images_per_s": log["epochs"][1]["images_per_s"], "hidden_share": d["comm_hidden_share"],
-            "exposed_ms_per_step": 1e3 * per["comm_exposed_s"] / steps,
-            "in_backward_ms_per_step": 1e3 * per["comm_in_backward_s"] / steps,
-            "sent_mb_per_step": per["bytes_sent"] / steps / 1e6, "gradient_mb": d["gradient_bytes"] / 1e6,
-            "buckets": len(d["buckets"])}
+            "collective": d["collective"], "exposed_ms_per_step": mean_ms("comm_exposed_s"),
+            "wait_ms_per_step": mean_ms("comm_wait_s"),
+            "exposed_work_ms_per_step": mean_ms("comm_exposed_s") - mean_ms("comm_wait_s"),
+            "in_backward_ms_per_step": mean_ms("comm_in_backward_s"),
+            "sent_mb_per_step": per[0]["bytes_sent"] / steps / 1e6, "gradient_mb": d["gradient_bytes"] / 1e6,
+            "buckets": len(d["buckets"]), "per_rank": per}
 
 
 def ddp_worker(rank, world, model_name, batch, steps, port, queue):
@@ -115,23 +122,32 @@ def main():
     n = args.ranks
     rows = []
     print(f"per-process batch {args.batch}, 1 thread per process, {args.steps} measured steps, backend {args.backend}\n")
-    header = (f"| model | Mosaic 1 rank img/s | Mosaic {n} ranks img/s | speed-up | blocking {n} ranks img/s | "
-              f"hidden comm | exposed ms/step (overlap / blocking) | sent MB/step | DDP 1 img/s | DDP {n} img/s | "
-              f"DDP speed-up | Mosaic / DDP at {n} |")
+    header = (f"| model | Mosaic 1 rank img/s | Mosaic {n} ranks img/s | speed-up | ring: {n} ranks img/s | ring speed-up | "
+              f"blocking {n} ranks img/s | comm in backward ms/step (shm / ring) | exposed ms/step (overlap / blocking) | "
+              f"of which waiting for the other rank | exposed communication without waiting (overlap / blocking) | "
+              f"sent MB/step (shm / ring) | DDP 1 img/s | DDP {n} img/s | DDP speed-up | Mosaic / DDP at {n} |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     port = 29500 + os.getpid() % 1000
     for model in args.models.split(","):
         one = mosaic_run(args, model, 1, "allreduce")
-        many = mosaic_run(args, model, n, "allreduce")
-        blocking = mosaic_run(args, model, n, "allreduce-blocking")
-        row = {"model": model, "ranks": n, "batch": args.batch, "mosaic_1": one, "mosaic_n": many,
+        many = mosaic_run(args, model, n, "allreduce", "shm")
+        ring = mosaic_run(args, model, n, "allreduce", "ring")
+        blocking = mosaic_run(args, model, n, "allreduce-blocking", "shm")
+        row = {"model": model, "ranks": n, "batch": args.batch, "mosaic_1": one, "mosaic_n": many, "mosaic_n_ring": ring,
                "mosaic_n_blocking": blocking, "speedup": many["images_per_s"] / one["images_per_s"],
-               "exposed_vs_blocking": many["exposed_ms_per_step"] / max(blocking["exposed_ms_per_step"], 1e-9)}
+               "ring_speedup": ring["images_per_s"] / one["images_per_s"],
+               "exposed_vs_blocking": many["exposed_ms_per_step"] / max(blocking["exposed_ms_per_step"], 1e-9),
+               "exposed_work_vs_blocking": many["exposed_work_ms_per_step"] /
+               max(blocking["exposed_work_ms_per_step"], 1e-9)}
         cells = [model, f"{one['images_per_s']:.1f}", f"{many['images_per_s']:.1f}", f"{row['speedup']:.2f}x",
-                 f"{blocking['images_per_s']:.1f}", f"{100 * (many['hidden_share'] or 0):.0f}%",
-                 f"{many['exposed_ms_per_step']:.0f} / {blocking['exposed_ms_per_step']:.0f}",
-                 f"{many['sent_mb_per_step']:.0f}"]
+                 f"{ring['images_per_s']:.1f}", f"{row['ring_speedup']:.2f}x", f"{blocking['images_per_s']:.1f}",
+                 f"{many['in_backward_ms_per_step']:.1f} / {ring['in_backward_ms_per_step']:.1f}",
+                 f"{many['exposed_ms_per_step']:.1f} / {blocking['exposed_ms_per_step']:.1f}",
+                 f"{many['wait_ms_per_step']:.1f} / {blocking['wait_ms_per_step']:.1f}",
+                 f"{many['exposed_work_ms_per_step']:.2f} / {blocking['exposed_work_ms_per_step']:.2f} "
+                 f"({100 * row['exposed_work_vs_blocking']:.0f}%)",
+                 f"{many['sent_mb_per_step']:.0f} / {ring['sent_mb_per_step']:.0f}"]
         if not args.no_pytorch:
             d1 = ddp_run(args, model, 1, port)
             dn = ddp_run(args, model, n, port + 1)

@@ -136,6 +136,25 @@ std::vector<ParamRef> Plan::parameters() const {
   return out;
 }
 
+Status Plan::bind_parameter_grads(const std::vector<Tensor>& grads) {
+  std::vector<PlanValue*> trainable;
+  for (auto& v : values_)
+    if (v.trainable) trainable.push_back(&v);
+  std::sort(trainable.begin(), trainable.end(), [](const PlanValue* a, const PlanValue* b) { return a->name < b->name; });
+  if (grads.size() != trainable.size())
+    return Status::invalid("bind_parameter_grads: " + std::to_string(grads.size()) + " gradients for " +
+                           std::to_string(trainable.size()) + " parameters");
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i].defined() || grads[i].buffer()->bytes() < trainable[i]->grad.bytes())
+      return Status::invalid("bind_parameter_grads: the gradient of '" + trainable[i]->name + "' needs " +
+                             std::to_string(trainable[i]->grad.bytes()) + " bytes");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    std::memcpy(grads[i].data(), trainable[i]->grad.data(), grads[i].bytes());
+    trainable[i]->grad = Tensor::on_buffer(trainable[i]->grad.desc(), grads[i].buffer());
+  }
+  return Status::ok();
+}
+
 std::vector<int> Plan::grad_final_step() const {
   std::map<std::string, int> first;
   for (size_t s = 0; s < steps_.size(); ++s)

@@ -85,8 +85,13 @@ Buffer::Buffer(size_t bytes, MemoryTracker* tracker) : bytes_(bytes), tracker_(t
   if (tracker_) tracker_->on_alloc(bytes_);
 }
 
+Buffer::Buffer(void* data, size_t bytes, std::shared_ptr<void> owner, MemoryTracker* tracker)
+    : data_(data), bytes_(bytes), tracker_(tracker), owner_(std::move(owner)) {
+  if (tracker_) tracker_->on_alloc(bytes_);
+}
+
 Buffer::~Buffer() {
-  std::free(data_);
+  if (!owner_) std::free(data_);
   if (tracker_) tracker_->on_free(bytes_);
 }
 

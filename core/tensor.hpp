@@ -86,10 +86,13 @@ class OutOfMemory : public std::bad_alloc {
   std::string what_;
 };
 
-/// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker.
+/// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker; or
+/// memory someone else allocated (a shared-memory window), kept alive by `owner`.
 class Buffer {
  public:
   Buffer(size_t bytes, MemoryTracker* tracker);
+  /// Wraps `bytes` at `data`, which `owner` keeps valid; not freed by the Buffer.
+  Buffer(void* data, size_t bytes, std::shared_ptr<void> owner, MemoryTracker* tracker);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -100,6 +103,7 @@ class Buffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   MemoryTracker* tracker_ = nullptr;
+  std::shared_ptr<void> owner_;  // set for external memory
 };
 
 class Tensor {

@@ -3,8 +3,10 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace mosaic::dist {
@@ -17,6 +19,8 @@ std::vector<MPI_Request> g_requests;
 std::vector<int> g_free;
 // Communicators: Comm::handle_ indexes this table; 0 is MPI_COMM_WORLD.
 std::vector<MPI_Comm> g_comms;
+// Shared-memory windows: SharedWindow::handle_ indexes this table.
+std::vector<MPI_Win> g_windows;
 
 MPI_Comm mpi(int handle) { return g_comms[static_cast<size_t>(handle)]; }
 
@@ -150,6 +154,59 @@ bool Comm::test(int request) {
 void Comm::wait(int request) {
   MPI_Wait(&g_requests[static_cast<std::size_t>(request)], MPI_STATUS_IGNORE);
   g_free.push_back(request);
+}
+
+bool Comm::one_node() const {
+  MPI_Comm node;
+  MPI_Comm_split_type(mpi(handle_), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int n = 0;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  int all = 0;  // every rank must see the whole group on its node
+  const int mine = n == size_ ? 1 : 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mpi(handle_));
+  return all == 1;
+}
+
+Expected<std::shared_ptr<SharedWindow>> Comm::allocate_shared(std::size_t bytes) const {
+  const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+  MPI_Info info;
+  MPI_Info_create(&info);
+  // Each rank's part on its own pages (near the core that writes it), not packed together.
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  void* mine = nullptr;
+  MPI_Win win;
+  MPI_Comm_set_errhandler(mpi(handle_), MPI_ERRORS_RETURN);
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(rounded), 64, info, mpi(handle_), &mine, &win);
+  MPI_Comm_set_errhandler(mpi(handle_), MPI_ERRORS_ARE_FATAL);
+  MPI_Info_free(&info);
+  int ok = rc == MPI_SUCCESS ? 1 : 0, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, mpi(handle_));
+  if (!all) {
+    if (ok) MPI_Win_free(&win);
+    char text[MPI_MAX_ERROR_STRING] = {0};
+    int len = 0;
+    if (rc != MPI_SUCCESS) MPI_Error_string(rc, text, &len);
+    return Status::internal("MPI_Win_allocate_shared of " + std::to_string(rounded) + " bytes per rank failed" +
+                            (rc != MPI_SUCCESS ? std::string(" on this rank: ") + text : std::string(" on another rank")));
+  }
+  auto w = std::shared_ptr<SharedWindow>(new SharedWindow());
+  g_windows.push_back(win);
+  w->handle_ = static_cast<int>(g_windows.size()) - 1;
+  for (int r = 0; r < size_; ++r) {
+    MPI_Aint size = 0;
+    int unit = 0;
+    void* base = nullptr;
+    MPI_Win_shared_query(win, r, &size, &unit, &base);
+    w->bases_.push_back(static_cast<char*>(base));
+  }
+  std::memset(mine, 0, rounded);
+  MPI_Barrier(mpi(handle_));  // every part is zero before anyone reads it
+  return w;
+}
+
+SharedWindow::~SharedWindow() {
+  if (handle_ >= 0 && !g_finalized) MPI_Win_free(&g_windows[static_cast<size_t>(handle_)]);
 }
 
 }  // namespace mosaic::dist

@@ -20,6 +20,24 @@ struct Traffic {
   int64_t sent = 0, received = 0;
 };
 
+/// Memory that every rank of a group maps (an MPI-3 shared-memory window): rank r's part
+/// starts at base(r) in every process. Freed, collectively, when the last reference goes, so
+/// every rank must drop its references in the same order (as they build and destroy the
+/// same plans in the same order).
+class SharedWindow {
+ public:
+  SharedWindow(const SharedWindow&) = delete;
+  SharedWindow& operator=(const SharedWindow&) = delete;
+  ~SharedWindow();
+  char* base(int rank) const { return bases_[static_cast<size_t>(rank)]; }
+
+ private:
+  friend class Comm;
+  SharedWindow() = default;
+  int handle_ = -1;  // index into the table of MPI windows
+  std::vector<char*> bases_;
+};
+
 class Comm {
  public:
   /// Starts MPI once per process (later calls return the same group). Errors name what
@@ -60,6 +78,17 @@ class Comm {
   void wait(int request);
 
   const Traffic& traffic() const { return traffic_; }
+  /// Counts bytes moved without messages (through a SharedWindow) as traffic.
+  void count(int64_t sent, int64_t received) {
+    traffic_.sent += sent;
+    traffic_.received += received;
+  }
+
+  /// True when every rank of this group runs on this node (collective).
+  bool one_node() const;
+  /// Collective: `bytes` (zeroed, 64-byte aligned) for this rank in one window every rank
+  /// of the group can address. Only when one_node().
+  Expected<std::shared_ptr<SharedWindow>> allocate_shared(std::size_t bytes) const;
 
  private:
   Comm() = default;

@@ -15,19 +15,20 @@ struct Preset {
   bool cpu_driven;
   double reduce_bps;
   const char* source;
+  double shm_bps;  // Mosaic's shared-memory all-reduce (one machine only)
 };
 
 // Nominal link rates less protocol overhead, and typical MPI small-message latencies; the
 // reasoning per line is in docs/distributed.md. reduce_bps is the node's own adding rate.
 constexpr Preset kPresets[] = {
-    {"shm", 1e-6, 5e9, true, 6e9, "preset: one machine, shared memory copied by the CPU (copy-in/copy-out)"},
-    {"10gbe", 25e-6, 1.17e9, false, 6e9, "preset: 10 Gb/s Ethernet, TCP (94% payload efficiency)"},
-    {"25gbe", 20e-6, 2.9e9, false, 6e9, "preset: 25 Gb/s Ethernet, TCP"},
-    {"100gbe", 12e-6, 11.0e9, false, 6e9, "preset: 100 Gb/s Ethernet, TCP"},
-    {"ib-edr", 1.2e-6, 11.47e9, false, 6e9, "preset: InfiniBand EDR 4x (100 Gb/s) RDMA; 11,470 MB/s as measured in seed 001's cluster"},
-    {"ib-hdr", 1.0e-6, 23.0e9, false, 6e9, "preset: InfiniBand HDR 4x (200 Gb/s) RDMA"},
-    {"pcie3-gpu", 8e-6, 10e9, false, 400e9, "preset: GPUs in one node over PCIe 3.0 x16 (NCCL rings; device-side reduction)"},
-    {"nvlink2-gpu", 5e-6, 40e9, false, 400e9, "preset: V100s in one node over NVLink 2 (NCCL rings; device-side reduction)"},
+    {"shm", 1e-6, 5e9, true, 6e9, "preset: one machine, shared memory copied by the CPU (copy-in/copy-out)", 10e9},
+    {"10gbe", 25e-6, 1.17e9, false, 6e9, "preset: 10 Gb/s Ethernet, TCP (94% payload efficiency)", 0},
+    {"25gbe", 20e-6, 2.9e9, false, 6e9, "preset: 25 Gb/s Ethernet, TCP", 0},
+    {"100gbe", 12e-6, 11.0e9, false, 6e9, "preset: 100 Gb/s Ethernet, TCP", 0},
+    {"ib-edr", 1.2e-6, 11.47e9, false, 6e9, "preset: InfiniBand EDR 4x (100 Gb/s) RDMA; 11,470 MB/s as measured in seed 001's cluster", 0},
+    {"ib-hdr", 1.0e-6, 23.0e9, false, 6e9, "preset: InfiniBand HDR 4x (200 Gb/s) RDMA", 0},
+    {"pcie3-gpu", 8e-6, 10e9, false, 400e9, "preset: GPUs in one node over PCIe 3.0 x16 (NCCL rings; device-side reduction)", 0},
+    {"nvlink2-gpu", 5e-6, 40e9, false, 400e9, "preset: V100s in one node over NVLink 2 (NCCL rings; device-side reduction)", 0},
 };
 
 double log2_ceil(int n) { return std::ceil(std::log2(static_cast<double>(n)) - 1e-12); }
@@ -42,7 +43,11 @@ std::vector<std::string> network_presets() {
 
 Expected<NetworkProfile> network_preset(const std::string& name) {
   for (const auto& p : kPresets)
-    if (name == p.name) return NetworkProfile{p.name, p.latency_s, p.bandwidth_bps, p.cpu_driven, p.reduce_bps, p.source};
+    if (name == p.name) {
+      NetworkProfile out{p.name, p.latency_s, p.bandwidth_bps, p.cpu_driven, p.reduce_bps, p.source};
+      out.shm_bps = p.shm_bps;
+      return out;
+    }
   std::string known;
   for (const auto& n : network_presets()) known += (known.empty() ? "" : ", ") + n;
   return Status::invalid("unknown network '" + name + "' (presets: " + known + "; or a JSON file from --measure-network)");
@@ -69,6 +74,7 @@ Expected<NetworkProfile> load_network(const std::string& name_or_file) {
   p.reduce_bps = j["reduce_bps"];
   p.cpu_driven = j.value("cpu_driven", false);
   p.measured_oversubscription = std::max(1.0, j.value("oversubscription", 1.0));
+  p.shm_bps = std::max(0.0, j.value("shm_bps", 0.0));
   p.source = name_or_file + " (" + j.value("measured", std::string("measured")) + ")";
   return p;
 }
@@ -76,7 +82,7 @@ Expected<NetworkProfile> load_network(const std::string& name_or_file) {
 Status save_network(const NetworkProfile& p, const std::string& file, const std::string& extra_json) {
   nlohmann::json j = {{"schema", "mosaic.network/1"}, {"name", p.name},         {"latency_s", p.latency_s},
                       {"bandwidth_bps", p.bandwidth_bps}, {"reduce_bps", p.reduce_bps}, {"cpu_driven", p.cpu_driven},
-                      {"oversubscription", p.measured_oversubscription}, {"measured", p.source}};
+                      {"oversubscription", p.measured_oversubscription}, {"shm_bps", p.shm_bps}, {"measured", p.source}};
   if (!extra_json.empty()) j["samples"] = nlohmann::json::parse(extra_json);
   std::ofstream f(file);
   if (!f) return Status::invalid(file + ": cannot write the network profile");
@@ -91,10 +97,12 @@ double Topology::oversubscription() const {
 
 Expected<Collective> parse_collective(const std::string& s) {
   if (s == "ring") return Collective::kRing;
+  if (s == "shm") return Collective::kShm;
+  if (s == "mosaic") return Collective::kMosaic;
   if (s == "recursive-doubling") return Collective::kRecursiveDoubling;
   if (s == "halving-doubling") return Collective::kHalvingDoubling;
   if (s == "auto") return Collective::kAuto;
-  return Status::invalid("unknown collective '" + s + "' (ring, recursive-doubling, halving-doubling, auto)");
+  return Status::invalid("unknown collective '" + s + "' (mosaic, ring, shm, recursive-doubling, halving-doubling, auto)");
 }
 
 std::string collective_name(Collective c) {
@@ -102,20 +110,26 @@ std::string collective_name(Collective c) {
     case Collective::kRing: return "ring";
     case Collective::kRecursiveDoubling: return "recursive-doubling";
     case Collective::kHalvingDoubling: return "halving-doubling";
+    case Collective::kShm: return "shm";
+    case Collective::kMosaic: return "mosaic";
     case Collective::kAuto: return "auto";
   }
   return "?";
 }
 
+bool shm_available(const Topology& topo) { return topo.nodes == 1 && topo.intra.shm_bps > 0; }
+
 CommCost allreduce_cost(int64_t bytes, const Topology& topo, Collective algorithm) {
   const int n = topo.ranks();
+  if (algorithm == Collective::kMosaic) algorithm = shm_available(topo) ? Collective::kShm : Collective::kRing;
   CommCost c;
   c.algorithm = algorithm;
   if (n < 2 || bytes <= 0) return c;
   if (algorithm == Collective::kAuto) {
     CommCost best;
     double best_t = std::numeric_limits<double>::infinity();
-    for (Collective a : {Collective::kRing, Collective::kHalvingDoubling, Collective::kRecursiveDoubling}) {
+    for (Collective a : {Collective::kRing, Collective::kHalvingDoubling, Collective::kRecursiveDoubling, Collective::kShm}) {
+      if (a == Collective::kShm && !shm_available(topo)) continue;
       CommCost t = allreduce_cost(bytes, topo, a);
       if (t.total() < best_t) best = t, best_t = t.total();
     }
@@ -123,6 +137,18 @@ CommCost allreduce_cost(int64_t bytes, const Topology& topo, Collective algorith
   }
   const double s = static_cast<double>(bytes);
   const double ov = topo.oversubscription();
+  if (algorithm == Collective::kShm) {
+    if (!shm_available(topo)) {
+      c.latency_s = std::numeric_limits<double>::infinity();
+      return c;
+    }
+    // Two flag handshakes (every copy ready; every share written back), then the rank's
+    // share: CPU work, slowed by oversubscription like compute.
+    c.latency_s = 2 * topo.intra.latency_s;
+    c.reduce_s = s / topo.intra.shm_bps * ov / topo.intra.measured_oversubscription;
+    c.cpu_s = c.total();
+    return c;
+  }
   const double reduce_rate = topo.intra.reduce_bps > 0 ? topo.intra.reduce_bps : 0;
   // A round of `m` bytes between partners `distance` ranks apart (ranks fill node by node).
   auto link = [&](int distance) -> const NetworkProfile& {

@@ -28,6 +28,10 @@ struct NetworkProfile {
   /// in (ranks per core on that host, >= 1): CPU-driven costs scale by the topology's
   /// oversubscription relative to this one.
   double measured_oversubscription = 1;
+  /// One node: bytes of a bucket per second that Mosaic's shared-memory all-reduce takes (a
+  /// rank reads its share from every copy and writes the sum into every copy: about twice
+  /// the bucket in memory traffic per rank, whatever the rank count). 0: not available.
+  double shm_bps = 0;
 };
 
 /// Names of the built-in profiles, in the order docs/distributed.md lists them.
@@ -53,7 +57,10 @@ struct Topology {
   double oversubscription() const;
 };
 
-enum class Collective { kRing, kRecursiveDoubling, kHalvingDoubling, kAuto };
+/// kShm: Mosaic's shared-memory all-reduce (one node only). kMosaic: what Mosaic's
+/// `--collective auto` runs: kShm on one node when the profile has a shm rate, else kRing.
+/// kAuto: the cheapest of them all, as tuned MPI libraries choose.
+enum class Collective { kRing, kRecursiveDoubling, kHalvingDoubling, kShm, kMosaic, kAuto };
 Expected<Collective> parse_collective(const std::string& s);
 std::string collective_name(Collective c);
 
@@ -67,8 +74,9 @@ struct CommCost {
 };
 
 /// All-reduce of `bytes` over the topology's ranks (ranks are placed node by node).
-/// kAuto picks the cheapest of the three.
+/// kShm on several nodes, or without a shm rate, costs infinity (check shm_available()).
 CommCost allreduce_cost(int64_t bytes, const Topology& topo, Collective algorithm);
+bool shm_available(const Topology& topo);
 
 /// The measured single-rank step: forward, loss, backward of each plan step (indexed by
 /// step; 0 for views), optimizer; and the gradient buckets (bytes, ready after which step).

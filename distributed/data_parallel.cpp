@@ -48,6 +48,10 @@ Expected<std::unique_ptr<DataParallel>> DataParallel::start(const DataParallelOp
   if (!(o.bucket_mb > 0)) return Status::invalid("--bucket-mb must be positive");
   if (o.sync_every < 1) return Status::invalid("--sync-every must be at least 1");
   if (o.servers < 1) return Status::invalid("--servers must be at least 1");
+  MOSAIC_RETURN_IF_ERROR(check_collective(o.collective));
+  if (o.collective != "auto" && o.mode != "allreduce" && o.mode != "allreduce-blocking")
+    return Status::invalid("--collective chooses how the all-reduce modes sum gradients: it needs --distributed allreduce "
+                           "or allreduce-blocking");
   if (o.max_staleness >= 0 && o.mode != "ps-async")
     return Status::invalid("--max-staleness bounds the asynchronous parameter server: it needs --distributed ps-async");
   auto comm = Comm::world();
@@ -58,7 +62,7 @@ Expected<std::unique_ptr<DataParallel>> DataParallel::start(const DataParallelOp
   dp->bucket_bytes_ = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
   const std::string mine = settings + "|mode=" + o.mode + "|bucket=" + std::to_string(dp->bucket_bytes_) +
                            "|sync-every=" + std::to_string(o.sync_every) + "|servers=" + std::to_string(o.servers) +
-                           "|max-staleness=" + std::to_string(o.max_staleness);
+                           "|max-staleness=" + std::to_string(o.max_staleness) + "|collective=" + o.collective;
   const auto all = dp->world_->all_gather(fnv(mine.data(), mine.size()));
   const std::string bad = differing_ranks(all);
   if (!bad.empty())
@@ -79,7 +83,7 @@ Expected<std::unique_ptr<DataParallel>> DataParallel::start(const DataParallelOp
   return dp;
 }
 
-Status DataParallel::attach(const Plan& plan) {
+Status DataParallel::attach(Plan& plan) {
   params_ = plan.parameters();
   uint64_t h = fnv("params", 6);
   for (const auto& p : params_) {
@@ -100,7 +104,9 @@ Status DataParallel::attach(const Plan& plan) {
     layout_ = PsLayout::make(params_, world_->size() - servers_, servers_);
     if (!is_server()) ps_worker_ = std::make_unique<PsWorker>(*world_, params_, plan.grad_final_step(), layout_);
   } else {
-    sync_ = std::make_unique<AllreduceSync>(*world_, params_, plan.grad_final_step(), mode == "allreduce", bucket_bytes_);
+    MOSAIC_ASSIGN_OR_RETURN(sync_, AllreduceSync::create(*world_, plan, mode == "allreduce", bucket_bytes_,
+                                                          options_.collective));
+    params_ = plan.parameters();  // the gradients may live in a shared window now
   }
   return Status::ok();
 }
@@ -174,6 +180,7 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
                               static_cast<double>(t.steps)};
   for (int b = 0; b < kStalenessBins; ++b)
     mine.push_back(ps_server_ ? static_cast<double>(ps_server_->staleness()[static_cast<size_t>(b)]) : 0.0);
+  mine.push_back(t.wait_s);
   const std::vector<double> all = world_->all_gather(mine);
   const size_t k = mine.size();
   nlohmann::json ranks = nlohmann::json::array();
@@ -203,6 +210,7 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
                 {"images_per_s", v[1] > 0 ? v[2] / v[1] : 0.0},
                 {"comm_in_backward_s", v[3]},
                 {"comm_exposed_s", v[4]},
+                {"comm_wait_s", v[11 + kStalenessBins]},
                 {"comm_span_s", v[5]},
                 {"compute_s", v[1] - v[3] - v[4]}});
     }
@@ -216,7 +224,10 @@ nlohmann::json DataParallel::report(double seconds, int64_t images) {
                         {"images_per_s", slowest > 0 ? global_images / slowest : 0.0},
                         {"per_rank", ranks}};
   if (sync_ || averager_) out["algorithm"] = "ring all-reduce over MPI point-to-point (reduce-scatter + all-gather)";
+  if (sync_ && sync_->collective() == "shm")
+    out["algorithm"] = "shared-memory all-reduce: each rank sums its share of every bucket in an MPI-3 window";
   if (sync_) {
+    out["collective"] = sync_->collective();
     out["gradient_bytes"] = sync_->gradient_bytes();
     out["bucket_limit_bytes"] = bucket_bytes_;
     out["buckets"] = sync_->bucket_bytes();

@@ -29,6 +29,7 @@ const std::vector<std::pair<std::string, std::string>>& distributed_modes();
 struct DataParallelOptions {
   std::string mode;
   double bucket_mb = 25;   ///< allreduce modes
+  std::string collective = "auto";  ///< allreduce modes: ring, shm or auto (collectives())
   int64_t sync_every = 1;  ///< avg
   int servers = 1;         ///< ps, ps-async
   int64_t max_staleness = -1;  ///< ps-async: bounded staleness (-1: unbounded)
@@ -53,8 +54,10 @@ class DataParallel {
   bool global_losses() const { return options_.mode != "ps-async"; }
 
   /// Checks that every rank built the same parameters (names, shapes), copies rank 0's
-  /// values to all ranks, and prepares this rank's part of the exchange.
-  Status attach(const Plan& plan);
+  /// values to all ranks, and prepares this rank's part of the exchange (the all-reduce over
+  /// shared memory moves the plan's parameter gradients into a shared window: take
+  /// plan.parameters() after this).
+  Status attach(Plan& plan);
   /// Drops every reference to the attached plan's tensors (call before the plan goes away:
   /// its buffers report their release to the plan's memory tracker).
   void detach();

@@ -10,6 +10,8 @@
 
 #include "core/events.hpp"
 #include "distributed/ring_allreduce.hpp"
+#include "distributed/shm_allreduce.hpp"
+#include <thread>
 
 namespace mosaic::dist {
 namespace {
@@ -27,6 +29,22 @@ int repetitions(Comm& comm, double first_s) {
   double reps = first_s > 0 ? 0.05 / first_s : 200;
   comm.broadcast(&reps, sizeof reps, 0);
   return std::clamp(static_cast<int>(reps), 3, 200);
+}
+
+/// The median over repetitions of `collective`'s time on the slowest rank (after a warm-up).
+double median_collective_s(Comm& comm, const std::function<void()>& collective) {
+  auto once = [&] {
+    const double t0 = seconds_now();
+    collective();
+    double worst = seconds_now() - t0;
+    for (double x : comm.all_gather(std::vector<double>{worst})) worst = std::max(worst, x);
+    return worst;
+  };
+  once();
+  const int reps = repetitions(comm, once());
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) t.push_back(once());
+  return median_of(t);
 }
 
 }  // namespace
@@ -90,27 +108,38 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
   std::vector<std::pair<double, double>> ring_points;
   for (int64_t m : sizes) {
     if (m < 1 << 20) continue;
-    auto ring = [&] {
+    const double med = median_collective_s(comm, [&] {
       RingAllreduce r(comm, 900);
-      const double t0 = seconds_now();
       r.start({{data.data(), m / 4}}, 1.f);
       r.finish();
-      double t = seconds_now() - t0, worst = t;
-      const auto all = comm.all_gather(std::vector<double>{t});
-      for (double x : all) worst = std::max(worst, x);
-      return worst;
-    };
-    ring();
-    const int reps = repetitions(comm, ring());
-    std::vector<double> t;
-    for (int i = 0; i < reps; ++i) t.push_back(ring());
-    const double med = median_of(t), s = static_cast<double>(m);
+    });
+    const double s = static_cast<double>(m);
     ring_points.emplace_back(s, med);
     const double transfers = 2.0 * (n - 1) * (alpha + s / n / bandwidth);
     if (med > transfers) reduced_bytes += (n - 1) * s / n, reduce_s += med - transfers;
   }
   // Bytes-weighted like the bandwidth; no measurable reduction cost: far above the link's rate.
   p.reduce_bps = reduce_s > 0 ? reduced_bytes / reduce_s : 1e3 * bandwidth;
+
+  // Mosaic's shared-memory all-reduce, where every rank shares the node: its rate over the
+  // bytes that latency does not explain.
+  std::vector<std::pair<double, double>> shm_points;
+  if (comm.one_node()) {
+    double shm_bytes = 0, shm_s = 0;
+    for (int64_t m : sizes) {
+      if (m < 1 << 20) continue;
+      MOSAIC_ASSIGN_OR_RETURN(auto shm, ShmAllreduce::create(comm, {m / 4}));
+      const double med = median_collective_s(comm, [&] {
+        shm->begin_step();
+        shm->ready(0);
+        while (!shm->progress(1.f)) std::this_thread::yield();
+      });
+      const double s = static_cast<double>(m);
+      shm_points.emplace_back(s, med);
+      shm_bytes += s, shm_s += std::max(med - 2 * alpha, 1e-12);
+    }
+    p.shm_bps = shm_s > 0 ? shm_bytes / shm_s : 0;
+  }
   Topology topo;
   topo.ranks_per_node = n;
   topo.cores_per_node = static_cast<int>(std::max(cores, 1L));
@@ -119,9 +148,14 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
     const double fit = allreduce_cost(static_cast<int64_t>(s), topo, Collective::kRing).total();
     samples["allreduce"].push_back({{"bytes", s}, {"ranks", n}, {"seconds", t}, {"fit_seconds", fit}});
   }
+  samples["shm_allreduce"] = nlohmann::json::array();
+  for (const auto& [s, t] : shm_points) {
+    const double fit = allreduce_cost(static_cast<int64_t>(s), topo, Collective::kShm).total();
+    samples["shm_allreduce"].push_back({{"bytes", s}, {"ranks", n}, {"seconds", t}, {"fit_seconds", fit}});
+  }
   char line[256];
   std::string table = "size          one-way (measured / fit)      ring all-reduce over " + std::to_string(n) +
-                      " ranks (measured / fit)\n";
+                      " ranks (measured / fit)" + (shm_points.empty() ? "" : "   shm all-reduce (measured / fit)") + "\n";
   for (size_t i = 0; i < points.size(); ++i) {
     const double m = points[i].first;
     std::snprintf(line, sizeof line, "%-12.0f  %10.2f / %-10.2f us", m, 1e6 * points[i].second, 1e6 * (alpha + m / bandwidth));
@@ -131,11 +165,17 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
         std::snprintf(line, sizeof line, "   %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
         table += line;
       }
+    for (const auto& a : samples["shm_allreduce"])
+      if (a["bytes"].get<double>() == m) {
+        std::snprintf(line, sizeof line, "     %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
+        table += line;
+      }
     table += "\n";
   }
   std::snprintf(line, sizeof line,
-                "fit: latency %.2f us, bandwidth %.2f GB/s, reduction %.2f GB/s%s (%d ranks, %s, oversubscription %.2g)\n", 1e6 * alpha,
-                bandwidth / 1e9, p.reduce_bps / 1e9, p.cpu_driven ? ", CPU-driven" : "", n,
+                "fit: latency %.2f us, bandwidth %.2f GB/s, reduction %.2f GB/s%s, shm all-reduce %.2f GB/s (%d ranks, %s, "
+                "oversubscription %.2g)\n", 1e6 * alpha, bandwidth / 1e9, p.reduce_bps / 1e9, p.cpu_driven ? ", CPU-driven" : "",
+                p.shm_bps / 1e9, n,
                 one_host ? "one host" : "several hosts", p.measured_oversubscription);
   table += line;
   p.source = "measured with mosaic simulate --measure-network over " + std::to_string(n) + " ranks" +

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "backends/registry.hpp"
 #include "distributed/ring_allreduce.hpp"
+#include "distributed/shm_allreduce.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "tests/test_util.hpp"
@@ -84,23 +86,29 @@ TEST_F(Distributed, AllreduceEqualsOneProcessAtTheGlobalBatch) {
                                  (optimizer == "sgd" ? " --no-shuffle" : "");
       CmdResult one = mosaic(common + " --batch 16 --json " + path("one.json") + " --save " + path("one.onnx"));
       ASSERT_EQ(one.code, 0) << one.out;
-      CmdResult two = mpirun(2, common + " --batch 8 --distributed allreduce --json " + path("two.json") + " --save " +
-                                    path("two.onnx"));
-      ASSERT_EQ(two.code, 0) << two.out;
-      const auto a = read_json(path("one.json")), b = read_json(path("two.json"));
-      EXPECT_EQ(b["ranks"], 2);
-      EXPECT_EQ(b["batch"], 8);
-      EXPECT_EQ(b["global_batch"], 16);
-      EXPECT_LT(loss_difference(a, b), 1e-5);
-      const double params = parameter_difference(path("one.onnx"), path("two.onnx"));
-      std::printf("%s %s: losses within %.2g, parameters within %.2g (relative to each tensor's largest)\n",
-                  backend.c_str(), optimizer.c_str(), loss_difference(a, b), params);
-      // Adam moves every parameter by about lr in the direction of m/sqrt(v): where a gradient
-      // is near zero, rounding in its last bits (the sums run in another order) changes the
-      // step by up to lr, so its parameters agree less tightly than SGD's.
-      EXPECT_LT(params, optimizer == "sgd" ? 1e-4 : 1e-3);
-      EXPECT_TRUE(b["distributed"]["parameters_identical"].get<bool>());
-      EXPECT_NE(two.out.find("2 ranks x batch 8 = global batch 16"), std::string::npos) << two.out;
+      const auto a = read_json(path("one.json"));
+      for (const std::string collective : {"shm", "ring"}) {
+        SCOPED_TRACE(collective);
+        CmdResult two = mpirun(2, common + " --batch 8 --distributed allreduce --collective " + collective + " --json " +
+                                      path("two.json") + " --save " + path("two.onnx"));
+        ASSERT_EQ(two.code, 0) << two.out;
+        const auto b = read_json(path("two.json"));
+        EXPECT_EQ(b["distributed"]["collective"], collective);
+        EXPECT_EQ(b["ranks"], 2);
+        EXPECT_EQ(b["batch"], 8);
+        EXPECT_EQ(b["global_batch"], 16);
+        EXPECT_LT(loss_difference(a, b), 1e-5);
+        const double params = parameter_difference(path("one.onnx"), path("two.onnx"));
+        std::printf("%s %s %s: losses within %.2g, parameters within %.2g (relative to each tensor's largest)\n",
+                    backend.c_str(), optimizer.c_str(), collective.c_str(), loss_difference(a, b), params);
+        // Adam moves every parameter by about lr in the direction of m/sqrt(v): where a gradient
+        // is near zero, rounding in its last bits (the sums run in another order) changes the
+        // step by up to lr, so its parameters agree less tightly than SGD's.
+        EXPECT_LT(params, optimizer == "sgd" ? 1e-4 : 1e-3);
+        EXPECT_TRUE(b["distributed"]["parameters_identical"].get<bool>());
+        EXPECT_NE(two.out.find("2 ranks x batch 8 = global batch 16"), std::string::npos) << two.out;
+        for (const auto& r : b["distributed"]["per_rank"]) EXPECT_EQ(r["bytes_sent"], r["bytes_sent_expected"]) << r.dump();
+      }
       // Synchronous parameter server: 2 workers and 1 server take the same steps.
       CmdResult ps = mpirun(3, common + " --batch 8 --distributed ps --json " + path("ps.json") + " --save " + path("ps.onnx"));
       ASSERT_EQ(ps.code, 0) << ps.out;
@@ -150,32 +158,54 @@ TEST_F(Distributed, AsyncParameterServersApplyEveryGradientAndLearn) {
   EXPECT_NE(r.out.find("staleness of applied gradients"), std::string::npos) << r.out;
 }
 
-// Three ranks (chunks of unequal length), many small buckets: each rank sends and receives
-// exactly the ring's closed form, and the blocking variant computes the same sums.
-TEST_F(Distributed, RingTrafficMatchesTheClosedFormAndBlockingGivesTheSameSteps) {
+// Three ranks (chunks of unequal length), many small buckets, both collectives: each rank
+// sends and receives exactly its closed form, the blocking variant computes the same sums,
+// and the two collectives (which add in different orders) take the same steps to rounding.
+TEST_F(Distributed, TrafficMatchesTheClosedFormAndBlockingGivesTheSameSteps) {
   const std::string common = "train zoo:fmnist-cnn --backend onednn --steps 6 --batch 4 --no-eval --threads 1 --bucket-mb 0.2";
-  CmdResult r = mpirun(3, common + " --distributed allreduce --json " + path("overlap.json"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  CmdResult b = mpirun(3, common + " --distributed allreduce-blocking --json " + path("blocking.json"));
-  ASSERT_EQ(b.code, 0) << b.out;
-  const auto o = read_json(path("overlap.json")), k = read_json(path("blocking.json"));
-  const auto& d = o["distributed"];
-  EXPECT_EQ(d["ranks"], 3);
-  EXPECT_GT(d["buckets"].size(), 2u);
-  int64_t bucket_sum = 0;
-  for (const auto& x : d["buckets"]) bucket_sum += x.get<int64_t>();
-  EXPECT_EQ(bucket_sum, d["gradient_bytes"].get<int64_t>());
-  // Closed form per bucket of n floats: 2 (N-1)/N n floats, to the float (chunks differ by one).
-  double expected_total = 0;
-  for (const auto& x : d["buckets"]) expected_total += 2.0 * 2.0 / 3.0 * x.get<double>();
-  for (const auto& rank : d["per_rank"]) {
-    EXPECT_EQ(rank["bytes_sent"], rank["bytes_sent_expected"]) << rank.dump();
-    EXPECT_EQ(rank["bytes_received"], rank["bytes_received_expected"]) << rank.dump();
-    EXPECT_NEAR(rank["bytes_sent"].get<double>() / 6, expected_total, 8.0 * d["buckets"].size()) << rank.dump();
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string collective : {"ring", "shm"}) {
+    SCOPED_TRACE(collective);
+    CmdResult r = mpirun(3, common + " --distributed allreduce --collective " + collective + " --json " + path("overlap.json"));
+    ASSERT_EQ(r.code, 0) << r.out;
+    CmdResult b = mpirun(3, common + " --distributed allreduce-blocking --collective " + collective + " --json " +
+                                path("blocking.json"));
+    ASSERT_EQ(b.code, 0) << b.out;
+    const auto o = read_json(path("overlap.json")), k = read_json(path("blocking.json"));
+    runs[collective] = o;
+    const auto& d = o["distributed"];
+    EXPECT_EQ(d["ranks"], 3);
+    EXPECT_EQ(d["collective"], collective);
+    EXPECT_GT(d["buckets"].size(), 2u);
+    int64_t bucket_sum = 0;
+    for (const auto& x : d["buckets"]) bucket_sum += x.get<int64_t>();
+    EXPECT_EQ(bucket_sum, d["gradient_bytes"].get<int64_t>());
+    double all_ranks = 0;
+    for (const auto& rank : d["per_rank"]) {
+      EXPECT_EQ(rank["bytes_sent"], rank["bytes_sent_expected"]) << rank.dump();
+      EXPECT_EQ(rank["bytes_received"], rank["bytes_received_expected"]) << rank.dump();
+      all_ranks += rank["bytes_sent"].get<double>() / 6;
+      if (collective == "ring") {
+        // Per bucket of n floats: 2 (N-1)/N n floats, to the float (chunks differ by one).
+        double expected = 0;
+        for (const auto& x : d["buckets"]) expected += 2.0 * 2.0 / 3.0 * x.get<double>();
+        EXPECT_NEAR(rank["bytes_sent"].get<double>() / 6, expected, 8.0 * d["buckets"].size()) << rank.dump();
+      } else {
+        EXPECT_GE(rank["comm_wait_s"].get<double>(), 0.0);
+        EXPECT_LE(rank["comm_wait_s"].get<double>(), rank["comm_exposed_s"].get<double>());
+      }
+    }
+    // shm: each rank writes its share of every bucket into the N-1 other copies, so the ranks
+    // together move (N-1) buckets (each tensor padded to a cache line: 64 bytes at most).
+    if (collective == "shm") {
+      EXPECT_NEAR(all_ranks, 2.0 * bucket_sum, 2.0 * 64 * 16) << d.dump();
+    }
+    EXPECT_EQ(loss_difference(o, k), 0.0) << "the same sums, started later";
+    EXPECT_TRUE(o["distributed"]["parameters_identical"].get<bool>());
+    EXPECT_TRUE(k["distributed"]["parameters_identical"].get<bool>());
+    EXPECT_DOUBLE_EQ(k["distributed"]["comm_hidden_share"].get<double>(), 0.0) << "blocking hides nothing";
   }
-  EXPECT_EQ(loss_difference(o, k), 0.0) << "the same ring sums, started later";
-  EXPECT_TRUE(k["distributed"]["parameters_identical"].get<bool>());
-  EXPECT_DOUBLE_EQ(k["distributed"]["comm_hidden_share"].get<double>(), 0.0) << "blocking hides nothing";
+  EXPECT_LT(loss_difference(runs["ring"], runs["shm"]), 1e-6) << "the ring and rank-order sums differ in rounding only";
 }
 
 // Model averaging after every step of plain SGD is the all-reduce step: the mean of
@@ -313,6 +343,17 @@ TEST(RingAllreduce, ClosedFormBytes) {
   EXPECT_EQ(dist::RingAllreduce::expected_bytes(12, 1, 0), 0);
 }
 
+TEST(ShmAllreduce, ClosedFormBytes) {
+  // 100 floats over 3 ranks, cut on 16-float lines near 33 and 66: shares 32, 32, 36. Each
+  // rank reads its share from, and writes it into, the 2 other copies.
+  EXPECT_EQ(dist::ShmAllreduce::expected_bytes(100, 3, 0), 2 * 32 * 4);
+  EXPECT_EQ(dist::ShmAllreduce::expected_bytes(100, 3, 1), 2 * 32 * 4);
+  EXPECT_EQ(dist::ShmAllreduce::expected_bytes(100, 3, 2), 2 * 36 * 4);
+  EXPECT_EQ(dist::ShmAllreduce::expected_bytes(10, 2, 0), 0) << "a bucket under a line is one rank's";
+  EXPECT_EQ(dist::ShmAllreduce::expected_bytes(10, 2, 1), 10 * 4);
+  EXPECT_EQ(dist::ShmAllreduce::expected_bytes(100, 1, 0), 0);
+}
+
 // The shards of N ranks at batch b are exactly the single process's batches at N·b, in rank
 // order, with and without shuffling.
 TEST(DataShards, RanksSplitTheGlobalBatchInRankOrder) {
@@ -347,19 +388,21 @@ TEST_F(Distributed, RanksStartedWithOtherSettingsAreNamed) {
 }
 
 TEST_F(Distributed, BadModeIsRefusedBeforeAnyWork) {
-  CmdResult r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ring");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking, avg"), std::string::npos) << r.out;
-  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed allreduce --bucket-mb 0");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--bucket-mb must be positive"), std::string::npos) << r.out;
-  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed ps");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--distributed ps with --servers 1 needs at least 2 ranks (mpirun -np), got 1"), std::string::npos)
-      << r.out;
-  r = mosaic("train zoo:fmnist-cnn --steps 2 --distributed avg --sync-every 0");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--sync-every must be at least 1"), std::string::npos) << r.out;
+  const std::string train = "train zoo:fmnist-cnn --steps 2 --distributed ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {train + "ring", "unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking, avg"},
+      {train + "allreduce --bucket-mb 0", "--bucket-mb must be positive"},
+      {train + "ps", "--distributed ps with --servers 1 needs at least 2 ranks (mpirun -np), got 1"},
+      {train + "avg --sync-every 0", "--sync-every must be at least 1"},
+      {train + "allreduce --collective tree", "unknown --collective 'tree' (known: auto, ring, shm)"},
+      {train + "avg --collective shm", "--collective chooses how the all-reduce modes sum gradients"},
+      {"bench zoo:fmnist-cnn --mode training --distributed allreduce --collective tree", "unknown --collective 'tree'"},
+  };
+  for (const auto& [command, message] : cases) {
+    CmdResult r = mosaic(command);
+    EXPECT_EQ(r.code, 2) << command << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << command << "\n" << r.out;
+  }
 }
 
 // A rank that dies mid-run ends the job within a bounded time, and the launcher names it.

@@ -249,7 +249,24 @@ TEST(Autodiff, PooledIntermediateGradientsAreResetPerBackward) {
       if (v.grad_pooled) ++pooled, buffers.insert(v.grad.data());
     EXPECT_EQ(pooled, 5) << backend;
     EXPECT_LT(buffers.size(), 5u) << backend;
-    for (int pass = 0; pass < 2; ++pass) {
+    // Pass 2 computes the parameter gradients into memory the plan does not own (as the
+    // shared-memory all-reduce has them: tensors in a window other processes map).
+    auto outside = std::make_shared<std::vector<float>>(32, -7.f);
+    for (int pass = 0; pass < 3; ++pass) {
+      if (pass == 2) {
+        const auto before = P.parameters();
+        EXPECT_FALSE(P.bind_parameter_grads({before[0].grad}).is_ok()) << "one gradient for two parameters";
+        auto small = std::make_shared<Buffer>(outside->data(), 4 * sizeof(float), outside, nullptr);
+        const Status wrong = P.bind_parameter_grads({Tensor::on_buffer(before[0].grad.desc(), small), before[1].grad});
+        EXPECT_NE(wrong.to_string().find("the gradient of 'w1' needs 20 bytes"), std::string::npos) << wrong.to_string();
+        std::vector<Tensor> grads;
+        for (size_t k = 0; k < 2; ++k)
+          grads.push_back(Tensor::on_buffer(before[k].grad.desc(),
+                                            std::make_shared<Buffer>(outside->data() + 16 * k, 5 * sizeof(float), outside,
+                                                                     nullptr)));
+        ASSERT_TRUE(P.bind_parameter_grads(grads).is_ok());
+        EXPECT_EQ(P.parameters()[1].grad.data(), outside->data() + 16) << backend;
+      }
       ASSERT_TRUE(P.run({x}, nullptr).is_ok());
       ASSERT_TRUE(P.backward({Tensor::from_f32({5}, {1, 1, 1, 1, 1})}).is_ok());
       const auto params = P.parameters();  // sorted by name: w1, w2

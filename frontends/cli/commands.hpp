@@ -80,7 +80,7 @@ struct SimulateOptions {
   std::vector<std::string> groups;  ///< "1n1c,1n4c,...": nodes x ranks per node (overrides --ranks)
   int ranks_per_node = 1, cores_per_node = 0;
   std::vector<std::string> modes{"allreduce"};
-  std::string collective = "ring";
+  std::string collective = "mosaic";
   int servers = 1, sync_every = 8;
   double bucket_mb = 25;
   double compute_scale = 1, target_images_per_s = 0;

@@ -8,12 +8,19 @@
 
 #include "backends/plugins.hpp"
 #include "backends/registry.hpp"
+#include "distributed/allreduce_sync.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
 #include "frontends/cli/train.hpp"
 
 namespace {
+
+std::string collective_help() {
+  std::string out;
+  for (const auto& c : mosaic::dist::collectives()) out += (out.empty() ? "" : "; ") + c.first + " (" + c.second + ")";
+  return out;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -137,6 +144,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--distributed", bench.distributed,
                         "--mode training under mpirun -np N: allreduce or allreduce-blocking data-parallel steps; --batch is per rank");
   bench_cmd->add_option("--bucket-mb", bench.bucket_mb, "gradient bucket size of --distributed (MiB)")->capture_default_str();
+  bench_cmd->add_option("--collective", bench.collective, "--distributed: how buckets are summed: " + collective_help())
+      ->capture_default_str();
   bench_cmd->add_option("--lr", bench.lr, "learning rate of --mode training")->capture_default_str();
   bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(integer_at_least(0));
   bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(integer_at_least(1));
@@ -253,6 +262,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--distributed", train.distributed,
                         "data-parallel over MPI (run under mpirun -np N): allreduce, allreduce-blocking, avg, ps or ps-async; --batch is per worker");
   train_cmd->add_option("--bucket-mb", train.bucket_mb, "gradient bucket size of the all-reduce modes (MiB)")->capture_default_str();
+  train_cmd->add_option("--collective", train.collective, "all-reduce modes: how buckets are summed: " + collective_help())
+      ->capture_default_str();
   train_cmd->add_option("--sync-every", train.sync_every, "avg: average the parameters every K steps (and at epoch ends)")
       ->capture_default_str();
   train_cmd->add_option("--servers", train.servers, "ps, ps-async: parameter servers (the last K ranks)")->capture_default_str();
@@ -369,7 +380,8 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--cores-per-node", sim.cores_per_node, "cores per node: more rank threads than cores slow every rank (0: no limit)")
       ->capture_default_str()->check(integer_at_least(0));
   sim_cmd->add_option("--mode", sim_modes, "data-parallel modes, comma-separated (allreduce, allreduce-blocking, avg, ps, ps-async)");
-  sim_cmd->add_option("--collective", sim.collective, "all-reduce algorithm: ring (Mosaic's), recursive-doubling, halving-doubling, auto")
+  sim_cmd->add_option("--collective", sim.collective, "all-reduce algorithm: mosaic (what --collective auto runs: shm on one node, else ring), ring, shm, "
+                     "recursive-doubling, halving-doubling, auto (the cheapest)")
       ->capture_default_str();
   sim_cmd->add_option("--servers", sim.servers, "ps modes: server ranks")->capture_default_str()->check(integer_at_least(1));
   sim_cmd->add_option("--sync-every", sim.sync_every, "avg: steps between averagings")->capture_default_str()->check(integer_at_least(1));
