@@ -10,8 +10,13 @@ the measured epoch (Mosaic: epoch 2 of `--epochs 2 --steps-per-epoch S`, epoch 1
 warm-up; PyTorch: S steps after S warm-up steps). Speed-up is the data-parallel benchmark's:
 throughput on N processes / throughput on 1. Prints a Markdown table; --json keeps it all.
 
+With --repeats R every configuration runs R times, interleaved (one of each, then again),
+and the table gives each repeat and then the medians: throughput of the median run per
+configuration, and ratios as the median of each repeat's own ratios.
+
 usage: bench/distributed_scaling.py [--mosaic build/mosaic] [--models vgg16-cifar,alexnet-cifar]
-                                    [--ranks 2] [--batch 32] [--steps 8] [--backend onednn] [--json F]
+                                    [--ranks 2] [--batch 32] [--steps 8] [--backend onednn]
+                                    [--repeats 1] [--json F]
 """
 import argparse
 import json
@@ -107,6 +112,56 @@ def ddp_run(args, model, ranks, port):
     return {"images_per_s": queue.get()}
 
 
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def summarize(repeats):
+    """Per configuration, the run of median throughput; ratios are the medians of each
+    repeat's own ratios (a repeat's runs follow each other within minutes, so the machine's
+    drift cancels in them)."""
+    row = {}
+    for key in repeats[0]:
+        runs = sorted((r[key] for r in repeats), key=lambda x: x["images_per_s"])
+        row[key] = runs[len(runs) // 2]
+
+    def ratio(f):
+        return median([f(r) for r in repeats])
+
+    row["speedup"] = ratio(lambda r: r["mosaic_n"]["images_per_s"] / r["mosaic_1"]["images_per_s"])
+    row["ring_speedup"] = ratio(lambda r: r["mosaic_n_ring"]["images_per_s"] / r["mosaic_1"]["images_per_s"])
+    row["blocking_speedup"] = ratio(lambda r: r["mosaic_n_blocking"]["images_per_s"] / r["mosaic_1"]["images_per_s"])
+    row["exposed_vs_blocking"] = ratio(lambda r: r["mosaic_n"]["exposed_ms_per_step"] /
+                                       max(r["mosaic_n_blocking"]["exposed_ms_per_step"], 1e-9))
+    row["exposed_work_vs_blocking"] = ratio(lambda r: r["mosaic_n"]["exposed_work_ms_per_step"] /
+                                            max(r["mosaic_n_blocking"]["exposed_work_ms_per_step"], 1e-9))
+    if "ddp_1" in repeats[0]:
+        row["ddp_speedup"] = ratio(lambda r: r["ddp_n"]["images_per_s"] / r["ddp_1"]["images_per_s"])
+        row["mosaic_vs_ddp"] = ratio(lambda r: r["mosaic_n"]["images_per_s"] / r["ddp_n"]["images_per_s"])
+    return row
+
+
+def table_cells(label, row):
+    one, many, ring, blocking = row["mosaic_1"], row["mosaic_n"], row["mosaic_n_ring"], row["mosaic_n_blocking"]
+    cells = [label, f"{one['images_per_s']:.1f}", f"{many['images_per_s']:.1f}", f"{row['speedup']:.2f}x",
+             f"{ring['images_per_s']:.1f}", f"{row['ring_speedup']:.2f}x",
+             f"{blocking['images_per_s']:.1f} ({row['blocking_speedup']:.2f}x)",
+             f"{many['in_backward_ms_per_step']:.1f} / {ring['in_backward_ms_per_step']:.1f}",
+             f"{many['exposed_ms_per_step']:.1f} / {blocking['exposed_ms_per_step']:.1f} "
+             f"({100 * row['exposed_vs_blocking']:.0f}%)",
+             f"{many['wait_ms_per_step']:.1f} / {blocking['wait_ms_per_step']:.1f}",
+             f"{many['exposed_work_ms_per_step']:.2f} / {blocking['exposed_work_ms_per_step']:.2f} "
+             f"({100 * row['exposed_work_vs_blocking']:.0f}%)",
+             f"{many['sent_mb_per_step']:.0f} / {ring['sent_mb_per_step']:.0f}"]
+    if "ddp_1" in row:
+        cells += [f"{row['ddp_1']['images_per_s']:.1f}", f"{row['ddp_n']['images_per_s']:.1f}",
+                  f"{row['ddp_speedup']:.2f}x", f"{row['mosaic_vs_ddp']:.2f}x"]
+    else:
+        cells += ["-"] * 4
+    return cells
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mosaic", default="build/mosaic")
@@ -115,6 +170,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--backend", default="onednn")
+    ap.add_argument("--repeats", type=int, default=1, help="run every configuration this many times, interleaved")
     ap.add_argument("--no-pytorch", action="store_true")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
@@ -123,43 +179,31 @@ def main():
     rows = []
     print(f"per-process batch {args.batch}, 1 thread per process, {args.steps} measured steps, backend {args.backend}\n")
     header = (f"| model | Mosaic 1 rank img/s | Mosaic {n} ranks img/s | speed-up | ring: {n} ranks img/s | ring speed-up | "
-              f"blocking {n} ranks img/s | comm in backward ms/step (shm / ring) | exposed ms/step (overlap / blocking) | "
+              f"blocking {n} ranks img/s (speed-up) | comm in backward ms/step (shm / ring) | exposed ms/step (overlap / blocking) | "
               f"of which waiting for the other rank | exposed communication without waiting (overlap / blocking) | "
               f"sent MB/step (shm / ring) | DDP 1 img/s | DDP {n} img/s | DDP speed-up | Mosaic / DDP at {n} |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     port = 29500 + os.getpid() % 1000
     for model in args.models.split(","):
-        one = mosaic_run(args, model, 1, "allreduce")
-        many = mosaic_run(args, model, n, "allreduce", "shm")
-        ring = mosaic_run(args, model, n, "allreduce", "ring")
-        blocking = mosaic_run(args, model, n, "allreduce-blocking", "shm")
-        row = {"model": model, "ranks": n, "batch": args.batch, "mosaic_1": one, "mosaic_n": many, "mosaic_n_ring": ring,
-               "mosaic_n_blocking": blocking, "speedup": many["images_per_s"] / one["images_per_s"],
-               "ring_speedup": ring["images_per_s"] / one["images_per_s"],
-               "exposed_vs_blocking": many["exposed_ms_per_step"] / max(blocking["exposed_ms_per_step"], 1e-9),
-               "exposed_work_vs_blocking": many["exposed_work_ms_per_step"] /
-               max(blocking["exposed_work_ms_per_step"], 1e-9)}
-        cells = [model, f"{one['images_per_s']:.1f}", f"{many['images_per_s']:.1f}", f"{row['speedup']:.2f}x",
-                 f"{ring['images_per_s']:.1f}", f"{row['ring_speedup']:.2f}x", f"{blocking['images_per_s']:.1f}",
-                 f"{many['in_backward_ms_per_step']:.1f} / {ring['in_backward_ms_per_step']:.1f}",
-                 f"{many['exposed_ms_per_step']:.1f} / {blocking['exposed_ms_per_step']:.1f}",
-                 f"{many['wait_ms_per_step']:.1f} / {blocking['wait_ms_per_step']:.1f}",
-                 f"{many['exposed_work_ms_per_step']:.2f} / {blocking['exposed_work_ms_per_step']:.2f} "
-                 f"({100 * row['exposed_work_vs_blocking']:.0f}%)",
-                 f"{many['sent_mb_per_step']:.0f} / {ring['sent_mb_per_step']:.0f}"]
-        if not args.no_pytorch:
-            d1 = ddp_run(args, model, 1, port)
-            dn = ddp_run(args, model, n, port + 1)
-            port += 2
-            row.update(ddp_1=d1, ddp_n=dn, ddp_speedup=dn["images_per_s"] / d1["images_per_s"],
-                       mosaic_vs_ddp=many["images_per_s"] / dn["images_per_s"])
-            cells += [f"{d1['images_per_s']:.1f}", f"{dn['images_per_s']:.1f}", f"{row['ddp_speedup']:.2f}x",
-                      f"{row['mosaic_vs_ddp']:.2f}x"]
-        else:
-            cells += ["-"] * 4
+        repeats = []
+        for r in range(args.repeats):
+            runs = {"mosaic_1": mosaic_run(args, model, 1, "allreduce"),
+                    "mosaic_n": mosaic_run(args, model, n, "allreduce", "shm"),
+                    "mosaic_n_ring": mosaic_run(args, model, n, "allreduce", "ring"),
+                    "mosaic_n_blocking": mosaic_run(args, model, n, "allreduce-blocking", "shm")}
+            if not args.no_pytorch:
+                runs["ddp_1"] = ddp_run(args, model, 1, port)
+                runs["ddp_n"] = ddp_run(args, model, n, port + 1)
+                port += 2
+            repeats.append(runs)
+            if args.repeats > 1:
+                print("| " + " | ".join(table_cells(f"{model} (repeat {r + 1})", summarize([runs]))) + " |", flush=True)
+        row = summarize(repeats)
+        row.update(model=model, ranks=n, batch=args.batch, repeats=repeats)
         rows.append(row)
-        print("| " + " | ".join(cells) + " |", flush=True)
+        label = model if args.repeats == 1 else f"**{model} (median of {args.repeats})**"
+        print("| " + " | ".join(table_cells(label, row)) + " |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "settings": vars(args)}, f, indent=2)
