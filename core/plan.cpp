@@ -149,7 +149,7 @@ Status Plan::bind_parameter_grads(const std::vector<Tensor>& grads) {
       return Status::invalid("bind_parameter_grads: the gradient of '" + trainable[i]->name + "' needs " +
                              std::to_string(trainable[i]->grad.bytes()) + " bytes");
   for (size_t i = 0; i < grads.size(); ++i) {
-    std::memcpy(grads[i].data(), trainable[i]->grad.data(), grads[i].bytes());
+    std::memcpy(grads[i].data(), trainable[i]->grad.data(), trainable[i]->grad.bytes());
     trainable[i]->grad = Tensor::on_buffer(trainable[i]->grad.desc(), grads[i].buffer());
   }
   return Status::ok();

@@ -139,9 +139,10 @@ class Plan {
                   BackwardListener* listener = nullptr);
   /// The trainable parameters (training plans), in initializer name order.
   std::vector<ParamRef> parameters() const;
-  /// Training plans: every parameter's gradient is computed into `grads[i]` from now on
-  /// (parameters() order; on buffers at least as large as the gradients they replace), e.g. memory that other
-  /// processes can read. Call before taking parameters(): earlier ParamRefs keep the old.
+  /// Training plans: every parameter's gradient is computed into `grads[i]`'s buffer from
+  /// now on (parameters() order; buffers at least as large as the gradients they replace),
+  /// e.g. memory that other processes can read. Call before taking parameters(): earlier
+  /// ParamRefs keep the old buffers.
   Status bind_parameter_grads(const std::vector<Tensor>& grads);
   /// Per parameter (parameters() order): the step after whose backward its gradient is
   /// final (the lowest-numbered step that reads it; backward runs steps in reverse), or -1

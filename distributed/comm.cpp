@@ -176,9 +176,12 @@ Expected<std::shared_ptr<SharedWindow>> Comm::allocate_shared(std::size_t bytes)
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   void* mine = nullptr;
   MPI_Win win;
+  MPI_Errhandler before;  // a failed allocation comes back as an error, not an abort
+  MPI_Comm_get_errhandler(mpi(handle_), &before);
   MPI_Comm_set_errhandler(mpi(handle_), MPI_ERRORS_RETURN);
   const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(rounded), 64, info, mpi(handle_), &mine, &win);
-  MPI_Comm_set_errhandler(mpi(handle_), MPI_ERRORS_ARE_FATAL);
+  MPI_Comm_set_errhandler(mpi(handle_), before);
+  MPI_Errhandler_free(&before);
   MPI_Info_free(&info);
   int ok = rc == MPI_SUCCESS ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, mpi(handle_));
