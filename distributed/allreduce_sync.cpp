@@ -50,20 +50,21 @@ Expected<std::unique_ptr<AllreduceSync>> AllreduceSync::create(Comm& comm, Plan&
       else sync->ready_after_[static_cast<size_t>(final_step[i])].push_back(bi);
     }
   }
-  for (size_t bi = 0; bi < sync->buckets_.size(); ++bi)
-    sync->buckets_[bi].ring = std::make_unique<RingAllreduce>(comm, static_cast<int>(bi) + 100);
   if (comm.size() > 1 && collective != "ring") {
     const bool one_node = comm.one_node();
     if (!one_node && collective == "shm")
       return Status::invalid("--collective shm needs every rank on one node (this job spans several; use ring or auto)");
     if (one_node) MOSAIC_RETURN_IF_ERROR(sync->use_shared_memory(plan));
   }
+  if (!sync->shm_)
+    for (size_t bi = 0; bi < sync->buckets_.size(); ++bi)
+      sync->buckets_[bi].ring = std::make_unique<RingAllreduce>(comm, static_cast<int>(bi) + 100);
   return sync;
 }
 
 Status AllreduceSync::use_shared_memory(Plan& plan) {
   // Each bucket's gradients one after another, every tensor on a cache line.
-  auto padded = [](int64_t floats) { return (floats + 15) / 16 * 16; };
+  const auto padded = ShmAllreduce::line_padded;
   std::vector<int64_t> floats;
   for (const auto& b : buckets_) {
     int64_t n = 0;

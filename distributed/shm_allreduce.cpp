@@ -33,7 +33,7 @@ Expected<std::unique_ptr<ShmAllreduce>> ShmAllreduce::create(Comm& comm, const s
   int64_t at = 0;
   for (int64_t n : bucket_floats) {
     s->offset_.push_back(at);
-    at += (n + 15) / 16 * 16;  // every bucket starts on a cache line
+    at += line_padded(n);  // every bucket starts on a cache line
   }
   s->data_offset_ = static_cast<int64_t>(bucket_floats.size()) * 2 * kLine;
   auto w = comm.allocate_shared(static_cast<size_t>(s->data_offset_ + at * static_cast<int64_t>(sizeof(float))));

@@ -47,6 +47,9 @@ class ShmAllreduce {
   /// Seconds of this rank spent summing and copying (communication) since creation.
   double work_s() const { return work_s_; }
 
+  /// n rounded up to whole cache lines (16 floats): where the window puts buckets, and where
+  /// callers put tensors within a bucket.
+  static int64_t line_padded(int64_t n) { return (n + 15) / 16 * 16; }
   /// Bytes rank `rank` writes into (and reads from) its peers per step for a bucket of n floats.
   static int64_t expected_bytes(int64_t n, int ranks, int rank);
 
