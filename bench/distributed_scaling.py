@@ -10,13 +10,19 @@ the measured epoch (Mosaic: epoch 2 of `--epochs 2 --steps-per-epoch S`, epoch 1
 warm-up; PyTorch: S steps after S warm-up steps). Speed-up is the data-parallel benchmark's:
 throughput on N processes / throughput on 1. Prints a Markdown table; --json keeps it all.
 
+With 2 ranks it also measures the machine's ceiling in the same run: two independent 1-rank
+trainings started together, each pinned to its own core. Synchronous data-parallel steps at
+the pace of the slower rank, so 2 x the slower one's throughput bounds it; the table gives
+that ceiling as a speed-up and Mosaic's 2-rank throughput as a share of it (what the
+machine's shared caches, memory bandwidth and unequal vCPUs cost is not Mosaic's).
+
 With --repeats R every configuration runs R times, interleaved (one of each, then again),
 and the table gives each repeat and then the medians: throughput of the median run per
 configuration, and ratios as the median of each repeat's own ratios.
 
 usage: bench/distributed_scaling.py [--mosaic build/mosaic] [--models vgg16-cifar,alexnet-cifar]
                                     [--ranks 2] [--batch 32] [--steps 8] [--backend onednn]
-                                    [--repeats 1] [--json F]
+                                    [--repeats 1] [--no-ceiling] [--json F]
 """
 import argparse
 import json
@@ -33,18 +39,16 @@ CLASSES = {"alexnet-cifar": 10, "vgg16-cifar": 100}
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-def mosaic_run(args, model, ranks, mode, collective="auto"):
+def mosaic_command(args, model, ranks, mode, collective, out, bind):
     images = (2 * args.steps * ranks * args.batch) * 6 // 5 + 12
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "train.json")
-        cmd = ["mpirun", "-np", str(ranks), "--bind-to", "core", args.mosaic, "train", "zoo:" + model,
-               "--data", f"synthetic:{images},3,32,32,{CLASSES[model]}", "--backend", args.backend,
-               "--batch", str(args.batch), "--epochs", "2", "--steps-per-epoch", str(args.steps), "--no-eval",
-               "--threads", "1", "--no-prefetch", "--lr", "0.001", "--distributed", mode, "--collective", collective, "--no-db", "--json", out]
-        env = dict(os.environ, OMP_NUM_THREADS="1", **MPI_ENV)
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
-        with open(out) as f:
-            log = json.load(f)
+    return bind + ["mpirun", "-np", str(ranks), "--bind-to", "core" if not bind else "none", args.mosaic, "train",
+                   "zoo:" + model, "--data", f"synthetic:{images},3,32,32,{CLASSES[model]}", "--backend", args.backend,
+                   "--batch", str(args.batch), "--epochs", "2", "--steps-per-epoch", str(args.steps), "--no-eval",
+                   "--threads", "1", "--no-prefetch", "--lr", "0.001", "--distributed", mode, "--collective",
+                   collective, "--no-db", "--json", out]
+
+
+def mosaic_summary(log):
     d = log["distributed"]
     per = d["per_rank"]
     steps = max(1, d["steps"])
@@ -59,6 +63,36 @@ def mosaic_run(args, model, ranks, mode, collective="auto"):
             "in_backward_ms_per_step": mean_ms("comm_in_backward_s"),
             "sent_mb_per_step": per[0]["bytes_sent"] / steps / 1e6, "gradient_mb": d["gradient_bytes"] / 1e6,
             "buckets": len(d["buckets"]), "per_rank": per}
+
+
+def mosaic_run(args, model, ranks, mode, collective="auto"):
+    env = dict(os.environ, OMP_NUM_THREADS="1", **MPI_ENV)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "train.json")
+        subprocess.run(mosaic_command(args, model, ranks, mode, collective, out, []), check=True,
+                       stdout=subprocess.DEVNULL, env=env)
+        with open(out) as f:
+            return mosaic_summary(json.load(f))
+
+
+def mosaic_pair(args, model):
+    """The machine's ceiling for 2 ranks: two independent 1-rank trainings at the same time,
+    each pinned to its own core (taskset), sharing nothing but the machine. Synchronous
+    data-parallel steps at the pace of the slower rank, so it cannot exceed 2 x the slower
+    of the two; what it loses below that is Mosaic's (communication, synchronisation)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", **MPI_ENV)
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = [os.path.join(tmp, f"train{c}.json") for c in range(2)]
+        procs = [subprocess.Popen(mosaic_command(args, model, 1, "allreduce", "auto", outs[c], ["taskset", "-c", str(c)]),
+                                  stdout=subprocess.DEVNULL, env=env) for c in range(2)]
+        for p in procs:
+            if p.wait():
+                raise RuntimeError(f"independent 1-rank run failed ({model})")
+        runs = []
+        for out in outs:
+            with open(out) as f:
+                runs.append(mosaic_summary(json.load(f))["images_per_s"])
+    return {"images_per_s": 2 * min(runs), "each_images_per_s": runs}
 
 
 def ddp_worker(rank, world, model_name, batch, steps, port, queue):
@@ -136,6 +170,9 @@ def summarize(repeats):
                                        max(r["mosaic_n_blocking"]["exposed_ms_per_step"], 1e-9))
     row["exposed_work_vs_blocking"] = ratio(lambda r: r["mosaic_n"]["exposed_work_ms_per_step"] /
                                             max(r["mosaic_n_blocking"]["exposed_work_ms_per_step"], 1e-9))
+    if "pair" in repeats[0]:
+        row["ceiling_speedup"] = ratio(lambda r: r["pair"]["images_per_s"] / r["mosaic_1"]["images_per_s"])
+        row["of_ceiling"] = ratio(lambda r: r["mosaic_n"]["images_per_s"] / r["pair"]["images_per_s"])
     if "ddp_1" in repeats[0]:
         row["ddp_speedup"] = ratio(lambda r: r["ddp_n"]["images_per_s"] / r["ddp_1"]["images_per_s"])
         row["mosaic_vs_ddp"] = ratio(lambda r: r["mosaic_n"]["images_per_s"] / r["ddp_n"]["images_per_s"])
@@ -154,6 +191,11 @@ def table_cells(label, row):
              f"{many['exposed_work_ms_per_step']:.2f} / {blocking['exposed_work_ms_per_step']:.2f} "
              f"({100 * row['exposed_work_vs_blocking']:.0f}%)",
              f"{many['sent_mb_per_step']:.0f} / {ring['sent_mb_per_step']:.0f}"]
+    if "pair" in row:
+        each = row["pair"]["each_images_per_s"]
+        cells += [f"{each[0]:.1f} + {each[1]:.1f}", f"{row['ceiling_speedup']:.2f}x", f"{100 * row['of_ceiling']:.0f}%"]
+    else:
+        cells += ["-"] * 3
     if "ddp_1" in row:
         cells += [f"{row['ddp_1']['images_per_s']:.1f}", f"{row['ddp_n']['images_per_s']:.1f}",
                   f"{row['ddp_speedup']:.2f}x", f"{row['mosaic_vs_ddp']:.2f}x"]
@@ -172,6 +214,7 @@ def main():
     ap.add_argument("--backend", default="onednn")
     ap.add_argument("--repeats", type=int, default=1, help="run every configuration this many times, interleaved")
     ap.add_argument("--no-pytorch", action="store_true")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the two independent 1-rank runs (2 ranks only)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     args.mosaic = os.path.abspath(args.mosaic)
@@ -181,7 +224,8 @@ def main():
     header = (f"| model | Mosaic 1 rank img/s | Mosaic {n} ranks img/s | speed-up | ring: {n} ranks img/s | ring speed-up | "
               f"blocking {n} ranks img/s (speed-up) | comm in backward ms/step (shm / ring) | exposed ms/step (overlap / blocking) | "
               f"of which waiting for the other rank | exposed communication without waiting (overlap / blocking) | "
-              f"sent MB/step (shm / ring) | DDP 1 img/s | DDP {n} img/s | DDP speed-up | Mosaic / DDP at {n} |")
+              f"sent MB/step (shm / ring) | two independent 1-rank runs at once, img/s each | ceiling: 2 x the slower / 1 rank | "
+              f"Mosaic {n} ranks / ceiling | DDP 1 img/s | DDP {n} img/s | DDP speed-up | Mosaic / DDP at {n} |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     port = 29500 + os.getpid() % 1000
@@ -192,6 +236,8 @@ def main():
                     "mosaic_n": mosaic_run(args, model, n, "allreduce", "shm"),
                     "mosaic_n_ring": mosaic_run(args, model, n, "allreduce", "ring"),
                     "mosaic_n_blocking": mosaic_run(args, model, n, "allreduce-blocking", "shm")}
+            if n == 2 and not args.no_ceiling:
+                runs["pair"] = mosaic_pair(args, model)
             if not args.no_pytorch:
                 runs["ddp_1"] = ddp_run(args, model, 1, port)
                 runs["ddp_n"] = ddp_run(args, model, n, port + 1)
