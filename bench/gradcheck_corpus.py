@@ -16,6 +16,7 @@ The recorded run is docs/gradcheck_corpus.jsonl: pass it as --results to continu
 
 usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends A,B,...]
                            [--only NAME,...] [--kind correct|planted|both] [--table] [--no-shared]
+                           [--threads 1]
 Correct models run every pending backend of a seed in one gradcheck (--backend a,b,c), which
 shares the reference evaluations and gives each backend the verdicts of a separate run.
 """
@@ -110,8 +111,15 @@ def commit_of(doc):
         return None
 
 
+# Threads per gradcheck (--threads; 0: every core). Several corpus processes at once with a
+# thread each use the cores fully; several threads each oversubscribe them, and OpenMP's
+# spinning barriers then make a run many times slower.
+THREADS = 1
+
+
 def run(mosaic, model, batch, backend, seed, plant=None):
-    cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", backend, "--seed", str(seed), "--json", "/dev/stdout"]
+    cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", backend, "--seed", str(seed),
+           "--threads", str(THREADS), "--json", "/dev/stdout"]
     if plant:
         cmd += ["--plant", plant]
     t0 = time.time()
@@ -133,7 +141,7 @@ def row_of(doc, exit_code, seconds, error=""):
             "worst": max((t["worst"]["rel_error"] for t in doc["tensors"] if "worst" in t), default=None) if doc else None,
             "ambiguous": doc.get("ambiguous_decisions") if doc else None,
             "resolved": doc.get("ambiguous_resolved", []) if doc else [],
-            "commit": commit_of(doc),
+            "commit": commit_of(doc), "threads": THREADS,
             "error": error}
 
 
@@ -142,7 +150,7 @@ def run_set(mosaic, model, batch, backends, seed):
     evaluations and gives each backend the verdicts of a separate run; a row per backend,
     `seconds` being that backend's own check (the first pays for the shared evaluations)."""
     cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", ",".join(backends), "--seed", str(seed),
-           "--json", "/dev/stdout"]
+           "--threads", str(THREADS), "--json", "/dev/stdout"]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     start = r.stdout.find("{\n")
@@ -201,9 +209,13 @@ def main():
     ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--results", default="")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per gradcheck (default 1: run one corpus process per core; 0: every core)")
     ap.add_argument("--no-shared", dest="shared", action="store_false",
                     help="one gradcheck per backend instead of one per seed over every pending backend")
     a = ap.parse_args()
+    global THREADS
+    THREADS = a.threads
     path = a.results or os.path.join(a.out, "results.jsonl")
     if a.table:
         table(path)
