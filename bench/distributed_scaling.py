@@ -79,15 +79,16 @@ def mosaic_pair(args, model):
     """The machine's ceiling for 2 ranks: two independent 1-rank trainings at the same time,
     each pinned to its own core (taskset), sharing nothing but the machine. Synchronous
     data-parallel steps at the pace of the slower rank, so it cannot exceed 2 x the slower
-    of the two; what it loses below that is Mosaic's (communication, synchronisation)."""
+    of the two (up to the machine's drift between runs); what it loses below that is
+    Mosaic's (communication, synchronisation)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", **MPI_ENV)
     with tempfile.TemporaryDirectory() as tmp:
         outs = [os.path.join(tmp, f"train{c}.json") for c in range(2)]
         procs = [subprocess.Popen(mosaic_command(args, model, 1, "allreduce", "auto", outs[c], ["taskset", "-c", str(c)]),
                                   stdout=subprocess.DEVNULL, env=env) for c in range(2)]
-        for p in procs:
-            if p.wait():
-                raise RuntimeError(f"independent 1-rank run failed ({model})")
+        codes = [p.wait() for p in procs]  # both, so a failure leaves no process behind
+        if any(codes):
+            raise RuntimeError(f"independent 1-rank run failed ({model}): exit codes {codes}")
         runs = []
         for out in outs:
             with open(out) as f:
