@@ -117,7 +117,9 @@ def commit_of(doc):
 THREADS = 1
 
 
-def run(mosaic, model, batch, backend, seed, plant=None):
+def gradcheck(mosaic, model, batch, backend, seed, plant=None):
+    """Runs one gradcheck (--backend may list several); returns (exit code, its JSON report or
+    None, seconds, the tail of stderr)."""
     cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", backend, "--seed", str(seed),
            "--threads", str(THREADS), "--json", "/dev/stdout"]
     if plant:
@@ -125,14 +127,18 @@ def run(mosaic, model, batch, backend, seed, plant=None):
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     doc = None
-    text = r.stdout
-    start = text.find("{\n")
+    start = r.stdout.find("{\n")
     if start >= 0:
         try:
-            doc = json.loads(text[start:])
+            doc = json.loads(r.stdout[start:])
         except ValueError:
             doc = None
-    return row_of(doc, r.returncode, round(time.time() - t0, 1), r.stderr.strip()[-300:] if r.returncode == 2 else "")
+    return r.returncode, doc, round(time.time() - t0, 1), r.stderr.strip()[-300:]
+
+
+def run(mosaic, model, batch, backend, seed, plant=None):
+    code, doc, seconds, err = gradcheck(mosaic, model, batch, backend, seed, plant)
+    return row_of(doc, code, seconds, err if code == 2 else "")
 
 
 def row_of(doc, exit_code, seconds, error=""):
@@ -149,20 +155,9 @@ def run_set(mosaic, model, batch, backends, seed):
     """One gradcheck over several backends (--backend a,b,c), which shares the reference's
     evaluations and gives each backend the verdicts of a separate run; a row per backend,
     `seconds` being that backend's own check (the first pays for the shared evaluations)."""
-    cmd = [mosaic, "gradcheck", model, "--batch", str(batch), "--backend", ",".join(backends), "--seed", str(seed),
-           "--threads", str(THREADS), "--json", "/dev/stdout"]
-    t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    start = r.stdout.find("{\n")
-    doc = None
-    if start >= 0:
-        try:
-            doc = json.loads(r.stdout[start:])
-        except ValueError:
-            doc = None
-    if r.returncode == 2 or not doc:
-        err = r.stderr.strip()[-300:]
-        return [dict(row_of(None, 2, round(time.time() - t0, 1), err), shared=True) for _ in backends]
+    code, doc, seconds, err = gradcheck(mosaic, model, batch, ",".join(backends), seed)
+    if code == 2 or not doc:
+        return [dict(row_of(None, 2, seconds, err), shared=True) for _ in backends]
     rows = []
     for run_doc in doc["runs"]:
         s = run_doc["summary"]
