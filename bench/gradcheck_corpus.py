@@ -16,9 +16,12 @@ The recorded run is docs/gradcheck_corpus.jsonl: pass it as --results to continu
 
 usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends A,B,...]
                            [--only NAME,...] [--kind correct|planted|both] [--table] [--no-shared]
-                           [--threads 1]
+                           [--threads 1] [--summary] [--merge FILE]
 Correct models run every pending backend of a seed in one gradcheck (--backend a,b,c), which
-shares the reference evaluations and gives each backend the verdicts of a separate run.
+shares the reference evaluations and gives each backend the verdicts of a separate run; so
+does each planted bug (every backend carries it).
+--summary prints the totals and what is still to run; --merge FILE replaces the rows that
+FILE reruns (e.g. with a newer binary: run into FILE, then merge) and appends its others.
 """
 import argparse
 import json
@@ -151,11 +154,12 @@ def row_of(doc, exit_code, seconds, error=""):
             "error": error}
 
 
-def run_set(mosaic, model, batch, backends, seed):
+def run_set(mosaic, model, batch, backends, seed, plant=None):
     """One gradcheck over several backends (--backend a,b,c), which shares the reference's
-    evaluations and gives each backend the verdicts of a separate run; a row per backend,
-    `seconds` being that backend's own check (the first pays for the shared evaluations)."""
-    code, doc, seconds, err = gradcheck(mosaic, model, batch, ",".join(backends), seed)
+    evaluations and gives each backend the verdicts of a separate run (with --plant, each
+    backend carries the bug); a row per backend, `seconds` being that backend's own check
+    (the first pays for the shared evaluations)."""
+    code, doc, seconds, err = gradcheck(mosaic, model, batch, ",".join(backends), seed, plant)
     if code == 2 or not doc:
         return [dict(row_of(None, 2, seconds, err), shared=True) for _ in backends]
     rows = []
@@ -194,6 +198,66 @@ def table(path):
             print("| %s | %s | %d | %d | %s |" % (bug, b, len(rs), caught, missed or "-"))
 
 
+SMALL = {"fmnist-cnn"} | {n for n, *_ in PLAIN}
+
+
+def load(path):
+    return [json.loads(l) for l in open(path)]
+
+
+def key(r):
+    return (r["kind"], r["model"], r["backend"], r["seed"], r.get("bug"))
+
+
+def merge(path, newer):
+    """Replaces the rows of `path` that `newer` has again (same kind, model, backend, seed and
+    bug: a rerun, e.g. with a newer binary) in place, and appends the rest of `newer`."""
+    fresh = {key(r): r for r in load(newer)}
+    rows, replaced = [], 0
+    for r in load(path):
+        if key(r) in fresh:
+            r, replaced = fresh.pop(key(r)), replaced + 1
+        rows.append(r)
+    rows += fresh.values()
+    with open(path + ".tmp", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    os.replace(path + ".tmp", path)
+    print("%s: %d rows replaced, %d added" % (path, replaced, len(fresh)))
+
+
+def summary(path, seeds, backends):
+    """The totals of docs/gradcheck.md's corpus section, and what is still to run."""
+    rows = load(path)
+    commits = sorted({(r.get("commit") or "none")[:7] for r in rows})
+    print("- Binaries (`commit`): %s." % ", ".join(commits))
+    for title, names in (("Small models (fmnist-cnn and the plain nets)", SMALL),
+                         ("Zoo and torchvision models", {r["model"] for r in rows} - SMALL)):
+        rs = [r for r in rows if r["kind"] == "correct" and r["model"] in names]
+        tot = lambda k: sum((r["summary"] or {}).get(k, 0) for r in rs)
+        print("- %s (%s): %d runs, %d tensor PASS, %d INCONCLUSIVE, %d FAIL (%d FAIL runs, %d errors); "
+              "worst error %.1e." % (title, ", ".join(sorted({r["model"] for r in rs})), len(rs), tot("passed"),
+                                     tot("inconclusive"), tot("failed"), sum(r["exit"] == 1 for r in rs),
+                                     sum(r["exit"] == 2 for r in rs),
+                                     max((r["worst"] or 0 for r in rs), default=0)))
+    planted = [r for r in rows if r["kind"] == "planted"]
+    print("- Planted bugs: %d runs (%d kinds, on %s): %d FAIL, %d INCONCLUSIVE, %d PASS, %d errors." % (
+        len(planted), len({r["bug"] for r in planted}), ", ".join(sorted({r["model"] for r in planted})),
+        sum(r["exit"] == 1 for r in planted), sum(r["exit"] == 3 for r in planted),
+        sum(r["exit"] == 0 for r in planted), sum(r["exit"] == 2 for r in planted)))
+    have = {key(r) for r in rows}
+    missing = {}
+    for m in sorted({r["model"] for r in rows if r["kind"] == "correct"}):
+        for b in backends:
+            todo = [s for s in seeds if ("correct", m, b, s, None) not in have]
+            if todo:
+                missing.setdefault((m, tuple(todo)), []).append(b)
+    if missing:
+        print("- Still to run: " + "; ".join("%s seeds %s on %s" % (m, ",".join(map(str, s)), "/".join(b))
+                                            for (m, s), b in sorted(missing.items())) + ".")
+    else:
+        print("- Every model, seed and backend of the corpus has its row.")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mosaic")
@@ -204,6 +268,9 @@ def main():
     ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--results", default="")
+    ap.add_argument("--summary", action="store_true", help="print the totals and what is still to run")
+    ap.add_argument("--merge", default="", metavar="FILE",
+                    help="replace the rows of --results that FILE reruns, append its other rows")
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per gradcheck (default 1: run one corpus process per core; 0: every core)")
     ap.add_argument("--no-shared", dest="shared", action="store_false",
@@ -215,10 +282,16 @@ def main():
     if a.table:
         table(path)
         return
+    if a.merge:
+        merge(path, a.merge)
+        return
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     backends = a.backends.split(",") if a.backends else subprocess.run(
         [a.mosaic, "backends", "--names"], capture_output=True, text=True, check=True).stdout.split()
+    if a.summary:
+        summary(path, seeds, backends)
+        return
     only = set(a.only.split(",")) if a.only else None
     done = set()
     if os.path.exists(path):
@@ -246,6 +319,15 @@ def main():
                     for backend, r in zip(pending, run_set(a.mosaic, model, batch, pending, seed)):
                         record(r, "correct", name, backend, seed, None)
                         done.add(("correct", name, backend, seed, None))
+            # Planted bugs: likewise every pending backend of a bug in one gradcheck.
+            if a.kind in ("planted", "both") and a.shared:
+                for bug, op in planted.items():
+                    pending = [b for b in backends if ("planted", name, b, 1, bug) not in done]
+                    if op not in ops or len(pending) < 2:
+                        continue
+                    for backend, r in zip(pending, run_set(a.mosaic, model, batch, pending, 1, bug)):
+                        record(r, "planted", name, backend, 1, bug)
+                        done.add(("planted", name, backend, 1, bug))
             for backend in backends:
                 jobs = []
                 if a.kind in ("correct", "both"):

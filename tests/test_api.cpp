@@ -194,6 +194,14 @@ TEST_F(Api, GradcheckOnSeveralBackendsSharesTheReferenceAndKeepsEveryVerdict) {
   ASSERT_TRUE(bad.ok()) << bad.status().message();
   EXPECT_GT(bad->shared_evaluations, 0);
   EXPECT_EQ(bad->exit_code(), 1);
+  // A planted bug over a list of backends: every backend carries it, every one FAILs.
+  o.check.memo = nullptr;
+  auto planted = api::gradcheck_backends(o, builtins());
+  ASSERT_TRUE(planted.ok()) << planted.status().message();
+  for (size_t i = 0; i < planted->size(); ++i) {
+    EXPECT_EQ((*planted)[i].checked, builtins()[i] + "+conv-dw-scale");
+    EXPECT_EQ((*planted)[i].exit_code(), 1) << builtins()[i];
+  }
   // Another check (another fingerprint) starts the memo afresh.
   GradcheckMemo::Pair p;
   p.plus = {1.0};
