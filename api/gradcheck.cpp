@@ -115,7 +115,8 @@ nlohmann::json gradcheck_json(const GradcheckRunOptions& o, const GradcheckOutco
   j["float_reference_nodes"] = r.float_reference_nodes;
   for (const auto& t : r.tensors) {
     nlohmann::json e{{"name", t.name}, {"verdict", verdict_name(t.verdict)}, {"probes_judged", t.checked},
-                     {"probes_at_kinks", t.kinks}, {"probes_unstable", t.unstable}};
+                     {"probes_at_kinks", t.kinks}, {"probes_unstable", t.unstable},
+                     {"probes_at_floor", t.at_floor}, {"gradient_norm", t.gradient_norm}, {"floor", t.floor}};
     if (t.checked)
       e["worst"] = {{"probe", t.worst.what}, {"analytic", t.worst.analytic}, {"numeric", t.worst.numeric},
                     {"rel_error", t.worst.error}, {"step", t.worst.step}};

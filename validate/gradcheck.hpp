@@ -104,6 +104,11 @@ struct ProbeResult {
   double analytic = 0, numeric = 0, error = 0;
   double step = 0;          ///< the step of the estimate (judged probes)
   int64_t switches = 0;     ///< branch switches at the largest step
+  /// Judged only on the tensor's floor: on the tensor's own scale (max(|numeric|, its
+  /// gradient norm)) the step did not resolve the estimate, or the error exceeds the
+  /// tolerance. Such a probe can FAIL but cannot make a PASS: below the floor a wrong sign
+  /// or scale does not show.
+  bool at_floor = false;
 };
 
 enum class Verdict { kPass, kFail, kInconclusive };
@@ -115,6 +120,9 @@ struct TensorVerdict {
   int checked = 0;          ///< judged probes
   int kinks = 0;            ///< probes no step could keep off a kink
   int unstable = 0;         ///< probes without a stable estimate
+  int at_floor = 0;         ///< judged probes that agreed only on the floor (counted in `checked`)
+  double gradient_norm = 0; ///< the analytic gradient's norm
+  double floor = 0;         ///< the error floor (docs/gradcheck.md, "Error")
   ProbeResult worst;        ///< the judged probe with the largest error
   std::string reason;       ///< why INCONCLUSIVE
   bool passed() const { return verdict == Verdict::kPass; }

@@ -63,7 +63,9 @@ void print_gradcheck(const GradcheckRunOptions& o, const GradcheckOutcome& outco
   for (const auto& t : r.tensors) width = std::max(width, t.name.size());
   for (const auto& t : r.tensors) {
     std::printf("%-12s %-*s %d probes", verdict_name(t.verdict), static_cast<int>(width), t.name.c_str(), t.checked);
-    if (t.kinks || t.unstable) std::printf(" (%d at kinks, %d unstable)", t.kinks, t.unstable);
+    if (t.kinks || t.unstable || t.at_floor)
+      std::printf(" (%d at kinks, %d unstable%s)", t.kinks, t.unstable,
+                  t.at_floor ? (", " + std::to_string(t.at_floor) + " only on the floor").c_str() : "");
     if (t.checked)
       std::printf("  worst %s: analytic %.6g numeric %.6g rel err %.2e (step %.2g)", t.worst.what.c_str(),
                   t.worst.analytic, t.worst.numeric, t.worst.error, t.worst.step);
@@ -83,8 +85,9 @@ void junit_cases(const GradcheckRunOptions& o, const GradcheckOutcome& outcome, 
   cases.push_back({suite, "forward", r.forward_ok ? JUnitCase::Outcome::kPass : JUnitCase::Outcome::kFail, fwd, 0});
   for (const auto& t : r.tensors) {
     char detail[512];
-    std::snprintf(detail, sizeof detail, "%s: %d probes judged, %d at kinks, %d unstable%s%s", verdict_name(t.verdict),
-                  t.checked, t.kinks, t.unstable, t.reason.empty() ? "" : "; ", t.reason.c_str());
+    std::snprintf(detail, sizeof detail, "%s: %d probes judged (%d only on the floor), %d at kinks, %d unstable%s%s",
+                  verdict_name(t.verdict), t.checked, t.at_floor, t.kinks, t.unstable, t.reason.empty() ? "" : "; ",
+                  t.reason.c_str());
     if (t.checked) {
       char worst[256];
       std::snprintf(worst, sizeof worst, "; worst %s: analytic %.6g numeric %.6g rel err %.2e", t.worst.what.c_str(),
