@@ -228,7 +228,8 @@ def merge(path, newer):
 def summary(path, seeds, backends):
     """The totals of docs/gradcheck.md's corpus section, and what is still to run."""
     rows = load(path)
-    commits = sorted({(r.get("commit") or "none")[:7] for r in rows})
+    commits = sorted({(r.get("commit") or "none")[:7] + ("+dirty" if (r.get("commit") or "").endswith("+dirty") else "")
+                      for r in rows})
     print("- Binaries (`commit`): %s." % ", ".join(commits))
     for title, names in (("Small models (fmnist-cnn and the plain nets)", SMALL),
                          ("Zoo and torchvision models", {r["model"] for r in rows} - SMALL)):
