@@ -171,8 +171,19 @@ def run_set(mosaic, model, batch, backends, seed, plant=None):
     return rows
 
 
+SMALL = {"fmnist-cnn"} | {n for n, *_ in PLAIN}
+
+
+def load(path):
+    return [json.loads(l) for l in open(path)]
+
+
+def key(r):
+    return (r["kind"], r["model"], r["backend"], r["seed"], r.get("bug"))
+
+
 def table(path):
-    rows = [json.loads(l) for l in open(path)]
+    rows = load(path)
     print("### Correct models (false alarms)\n")
     print("| model | backend | runs | PASS (all tensors) | INCONCLUSIVE runs | FAIL runs | worst rel err | s/run |")
     print("|---|---|---|---|---|---|---|---|")
@@ -196,17 +207,6 @@ def table(path):
             caught = sum(r["exit"] == 1 for r in rs)
             missed = ", ".join(r["model"] for r in rs if r["exit"] != 1)
             print("| %s | %s | %d | %d | %s |" % (bug, b, len(rs), caught, missed or "-"))
-
-
-SMALL = {"fmnist-cnn"} | {n for n, *_ in PLAIN}
-
-
-def load(path):
-    return [json.loads(l) for l in open(path)]
-
-
-def key(r):
-    return (r["kind"], r["model"], r["backend"], r["seed"], r.get("bug"))
 
 
 def merge(path, newer):
@@ -294,11 +294,7 @@ def main():
         summary(path, seeds, backends)
         return
     only = set(a.only.split(",")) if a.only else None
-    done = set()
-    if os.path.exists(path):
-        for l in open(path):
-            r = json.loads(l)
-            done.add((r["kind"], r["model"], r["backend"], r["seed"], r.get("bug")))
+    done = {key(r) for r in load(path)} if os.path.exists(path) else set()
     corpus = [m for m in models(a.out) if not only or m[0] in only]
     planted = bugs(a.mosaic)
     with open(path, "a") as f:
@@ -306,40 +302,28 @@ def main():
             r.update({"kind": kind, "model": name, "backend": backend, "seed": seed, "bug": bug})
             f.write(json.dumps(r) + "\n")
             f.flush()
+            done.add(key(r))
             print("%-8s %-16s %-7s seed %-2d %-28s exit %d  %s  %.0fs" % (
                 kind, name, backend, seed, bug or "", r["exit"], r["summary"], r["seconds"]), flush=True)
 
         for name, model, batch in corpus:
             ops = ops_of(a.mosaic, model, batch)
-            # Correct models: every pending backend of a seed in one gradcheck (shared reference).
-            if a.kind in ("correct", "both") and a.shared:
-                for seed in seeds:
-                    pending = [b for b in backends if ("correct", name, b, seed, None) not in done]
-                    if len(pending) < 2:
-                        continue
-                    for backend, r in zip(pending, run_set(a.mosaic, model, batch, pending, seed)):
-                        record(r, "correct", name, backend, seed, None)
-                        done.add(("correct", name, backend, seed, None))
-            # Planted bugs: likewise every pending backend of a bug in one gradcheck.
-            if a.kind in ("planted", "both") and a.shared:
-                for bug, op in planted.items():
-                    pending = [b for b in backends if ("planted", name, b, 1, bug) not in done]
-                    if op not in ops or len(pending) < 2:
-                        continue
-                    for backend, r in zip(pending, run_set(a.mosaic, model, batch, pending, 1, bug)):
-                        record(r, "planted", name, backend, 1, bug)
-                        done.add(("planted", name, backend, 1, bug))
+            jobs = []
+            if a.kind in ("correct", "both"):
+                jobs += [("correct", s, None) for s in seeds]
+            if a.kind in ("planted", "both"):
+                jobs += [("planted", 1, bug) for bug, op in planted.items() if op in ops]
+            # Every pending backend of a job in one gradcheck (shared reference; a planted
+            # bug is carried by each backend), then what is left one backend at a time.
+            for kind, seed, bug in jobs:
+                pending = [b for b in backends if (kind, name, b, seed, bug) not in done]
+                if a.shared and len(pending) >= 2:
+                    for backend, r in zip(pending, run_set(a.mosaic, model, batch, pending, seed, bug)):
+                        record(r, kind, name, backend, seed, bug)
             for backend in backends:
-                jobs = []
-                if a.kind in ("correct", "both"):
-                    jobs += [("correct", s, None) for s in seeds]
-                if a.kind in ("planted", "both"):
-                    jobs += [("planted", 1, bug) for bug, op in planted.items() if op in ops]
                 for kind, seed, bug in jobs:
-                    if (kind, name, backend, seed, bug) in done:
-                        continue
-                    record(run(a.mosaic, model, batch, backend, seed, bug), kind, name, backend, seed, bug)
-
+                    if (kind, name, backend, seed, bug) not in done:
+                        record(run(a.mosaic, model, batch, backend, seed, bug), kind, name, backend, seed, bug)
 
 if __name__ == "__main__":
     main()

@@ -202,14 +202,17 @@ Expected<ProbeResult> judge_probe(PairAt&& pair, int64_t c, double analytic, dou
     const double h = std::ldexp(o.eps, -k);
     const double ap = a->plus[c], am = a->minus[c], bp = b->plus[c], bm = b->minus[c];
     const double d1 = (ap - am) / (2 * h), d2 = (bp - bm) / h;
-    const double judge_scale = 0.1 * o.tolerance * std::max({std::fabs(d2), gnorm, floor});
+    // A tenth of the tolerance on the tensor's own scale, and on its floor.
+    const double own = 0.1 * o.tolerance * std::max(std::fabs(d2), gnorm);
+    const double judge_scale = std::max(own, 0.1 * o.tolerance * floor);
     // The double loss is rounded (kLossUlps ulps of |f| bound it): a difference quotient
     // at step s carries up to 2 * noise / (2s) of it, the Richardson estimate below
     // 3 * noise / h. Where that reaches a tenth of the tolerance the step resolves
     // nothing (and agreement of the two quotients is agreement of their rounding, seen
     // on mobilenet_v2's tiny gradients): smaller steps resolve less, so stop unjudged.
     const double f = std::max({std::fabs(ap), std::fabs(am), std::fabs(bp), std::fabs(bm)});
-    if (3 * kLossUlps * DBL_EPSILON * f / h > judge_scale) {
+    const double noise = 3 * kLossUlps * DBL_EPSILON * f / h;
+    if (noise > judge_scale) {
       r.outcome = ProbeOutcome::kUnstable;
       break;
     }
@@ -222,16 +225,14 @@ Expected<ProbeResult> judge_probe(PairAt&& pair, int64_t c, double analytic, dou
     r.outcome = ProbeOutcome::kJudged;
     r.numeric = (4 * d2 - d1) / 3;
     r.step = h;
-    r.error = std::fabs(r.analytic - r.numeric) /
-              std::max({std::fabs(r.analytic), std::fabs(r.numeric), gnorm, floor});
+    const double diff = std::fabs(r.analytic - r.numeric);
+    const double own_scale = std::max({std::fabs(r.analytic), std::fabs(r.numeric), gnorm});
+    r.error = diff / std::max(own_scale, floor);
     // The same judgement without the floor: where only the floor made the step resolve the
     // estimate, or kept the error within tolerance, the probe verified no more than that
     // both sides are below the floor (on mobilenet_v2 at initialisation, gradients of 1e-12
     // against noise of the same size, and a planted sign error, "passed" that way).
-    const double own = 0.1 * o.tolerance * std::max(std::fabs(d2), gnorm);
-    r.at_floor = 3 * kLossUlps * DBL_EPSILON * f / h > own || std::fabs(d1 - d2) > own ||
-                 std::fabs(r.analytic - r.numeric) >
-                     o.tolerance * std::max({std::fabs(r.analytic), std::fabs(r.numeric), gnorm});
+    r.at_floor = noise > own || std::fabs(d1 - d2) > own || diff > o.tolerance * own_scale;
     break;
   }
   return r;
