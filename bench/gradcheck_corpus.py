@@ -31,7 +31,14 @@ import sys
 import time
 
 ZOO = {"fmnist-cnn": 2, "alexnet-cifar": 2, "vgg16-cifar": 2}
-TORCHVISION = {"resnet18": 32, "squeezenet1_1": 64, "mobilenet_v2": 32, "googlenet": 64}
+TORCHVISION = {"resnet18": 32, "squeezenet1_1": 64, "mobilenet_v2": 32, "googlenet": 64,
+               "mobilenet_v2-bnstats": 32, "googlenet-bnstats": 64}
+# "-bnstats": BatchNorm's running statistics measured on gradcheck-like inputs (uniform in
+# [-1, 1]) before the eval export folds them. With torchvision's initial statistics (mean 0,
+# variance 1) mobilenet_v2 and googlenet are nearly dead at initialisation: activations shrink
+# layer by layer and every gradient but the classifier's is below 1e-8, under gradcheck's
+# error floor, where it can neither pass nor catch anything (INCONCLUSIVE). Measured
+# statistics, as a trained checkpoint would have, keep each layer's activations at unit scale.
 # Plain nets: (name, layers, input channels, input size); a layer is conv:C:K:S:P, pool:max|avg:K:S, fc:N.
 PLAIN = [
     ("cnn2-nopad", ["conv:8:3:1:0", "conv:16:3:1:0", "pool:max:2:2", "fc:64", "fc:10"], 1, 28),
@@ -48,9 +55,18 @@ import sys, torch, torch.nn as nn, torchvision
 kind, name, path, spec = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 torch.manual_seed(0)
 if kind == "torchvision":
-    size = int(spec)
-    m = getattr(torchvision.models, name)(weights=None, **({"aux_logits": False, "init_weights": True} if name == "googlenet" else {}))
+    size, arch = int(spec), name.split("-")[0]
+    m = getattr(torchvision.models, arch)(weights=None, **({"aux_logits": False, "init_weights": True} if arch == "googlenet" else {}))
     shape = (1, 3, size, size)
+    if name.endswith("-bnstats"):
+        for b in m.modules():
+            if isinstance(b, nn.BatchNorm2d):
+                b.reset_running_stats()
+                b.momentum = None  # a plain average over the batches below
+        m.train()
+        with torch.no_grad():
+            for _ in range(4):
+                m(torch.rand(32, *shape[1:]) * 2 - 1)
 else:
     layers, c, size = spec.split(";")[0].split(","), int(spec.split(";")[1]), int(spec.split(";")[2])
     mods, ch, hw, flat = [], c, size, False
