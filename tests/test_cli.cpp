@@ -243,6 +243,7 @@ TEST_F(Cli, GradcheckVerdicts) {
   CmdResult r = mosaic("gradcheck zoo:fmnist-cnn --batch 2 --directions 1 --elements 1 --json " + json);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(verdict_line(r.out, "PASS", "conv1.weight"), "") << r.out;
+  EXPECT_EQ(r.out.find("error floors"), std::string::npos) << r.out;  // its gradients live
   EXPECT_NE(r.out.find("9 passed, 0 failed, 0 inconclusive"), std::string::npos) << r.out;
   std::ifstream jf(json);
   auto j = nlohmann::json::parse(jf);
@@ -307,6 +308,41 @@ TEST_F(Cli, GradcheckNeverJudgesBelowTheLossResolution) {
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("0 passed, 0 failed, 9 inconclusive"), std::string::npos) << r.out;
   EXPECT_NE(verdict_line(r.out, "INCONCLUSIVE", "conv2.weight").find("unstable"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, GradcheckSaysWhenGradientsVanishAtTheWeights) {
+  // A network nearly dead at its weights (as torchvision's mobilenet_v2 and googlenet
+  // exported with their initial BatchNorm statistics): the middle layer's weights of ~1e-12
+  // make the gradients of everything before it, and of the weights after it, ~1e-11 against
+  // floors of ~1e-6 (w3's is 1e-3 of b3's gradient), far below what the double loss's
+  // rounding lets a step resolve on their own scale. Those tensors can only agree on the
+  // floor, where a wrong sign does not show: INCONCLUSIVE, and one note says why and that
+  // another --seed (a new input, the same weights) cannot help. w2 and b3 still PASS.
+  Graph g;
+  g.source = "dead";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {-1, 8}, {"N", ""}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w1"] = random_tensor({8, 8}, 1);
+  g.initializers["w2"] = random_tensor({8, 8}, 2, -1e-12f, 1e-12f);
+  g.initializers["w3"] = random_tensor({8, 4}, 3);
+  g.initializers["b3"] = random_tensor({4}, 4);
+  add_node(g, make_node("Gemm"), {"x", "w1"}, {"h1"}, "fc1");
+  add_node(g, make_node("Gemm"), {"h1", "w2"}, {"h2"}, "fc2");
+  add_node(g, make_node("Gemm"), {"h2", "w3", "b3"}, {"y"}, "fc3");
+  const std::string p = path("dead.onnx");
+  ASSERT_TRUE(save_onnx(g, p).is_ok());
+  CmdResult r = mosaic("gradcheck " + p + " --batch 2 --backend naive");
+  EXPECT_EQ(r.code, 3) << r.out;
+  for (const char* t : {"w1", "w3", "input:x"})
+    EXPECT_NE(verdict_line(r.out, "INCONCLUSIVE", t).find("only on the floor"), std::string::npos) << t << "\n" << r.out;
+  for (const char* t : {"w2", "b3"}) EXPECT_NE(verdict_line(r.out, "PASS", t), "") << t << "\n" << r.out;
+  const size_t at = r.out.find("note:  3 tensors (");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string note = r.out.substr(at, r.out.find('\n', at) - at);
+  for (const char* t : {"w1", "w3", "input:x"}) EXPECT_NE(note.find(t), std::string::npos) << t << ": " << note;
+  EXPECT_NE(note.find("agreed with finite differences only below their error floors"), std::string::npos) << note;
+  EXPECT_NE(note.find("another --seed draws another input, not other weights"), std::string::npos) << note;
+  // (Cli.GradcheckVerdicts: a model whose gradients live gets no such note.)
 }
 
 TEST_F(Cli, GradcheckNamesFallbackNodesAndCanForbidThem) {
