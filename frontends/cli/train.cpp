@@ -38,8 +38,8 @@ namespace {
 /// One note for the tensors that could agree only on the floor (INCONCLUSIVE with probes at
 /// the floor): their gradients vanish at these weights, so no input makes them checkable.
 /// Without it a user of a nearly dead network (torchvision's mobilenet_v2 exported with its
-/// initial BatchNorm statistics: ~60 such tensors) sees only the per-tensor reasons and tries
-/// other seeds.
+/// initial BatchNorm statistics: 51 such tensors at seed 1) sees only the per-tensor reasons
+/// and tries other seeds.
 void print_vanishing_gradients(const GradcheckReport& r) {
   std::vector<std::string> names;
   double largest = 0, model_largest = 0;
@@ -53,12 +53,12 @@ void print_vanishing_gradients(const GradcheckReport& r) {
   const size_t shown = std::min<size_t>(names.size(), 4);
   std::string list = join(std::vector<std::string>(names.begin(), names.begin() + static_cast<ptrdiff_t>(shown)));
   if (names.size() > shown) list += ", and " + std::to_string(names.size() - shown) + " more";
-  std::printf("note:  %zu tensors (%s) agreed with finite differences only below their error floors (gradient norms up "
+  std::printf("note:  %zu tensor%s (%s) agreed with finite differences only below their error floors (gradient norms up "
               "to %.2g; the model's largest %.2g), where a wrong sign or scale does not show. Their gradients vanish "
               "at these weights (or are zero in exact arithmetic, as a bias before a training-mode "
               "BatchNormalization): another --seed draws another input, not other weights; check them at weights "
               "where they live, such as a trained checkpoint (docs/gradcheck.md, \"Error\")\n",
-              names.size(), list.c_str(), largest, model_largest);
+              names.size(), names.size() == 1 ? "" : "s", list.c_str(), largest, model_largest);
 }
 
 /// Prints one backend's gradcheck report as `mosaic gradcheck` shows it.
