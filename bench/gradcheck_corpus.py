@@ -3,11 +3,14 @@
 
 Corpus (docs/gradcheck.md#measured):
   correct  the zoo models; torchvision exports (resnet18, squeezenet1_1, mobilenet_v2,
-           googlenet at small inputs); plain PyTorch CNNs and MLPs with PyTorch's default
-           initialisation and various depths, paddings, strides and pooling; each with
-           --seed S on every backend. Any FAIL is a false alarm.
+           googlenet at small inputs, the last two also as "-bnstats": BatchNorm statistics
+           measured before the export, a living base point); plain PyTorch CNNs and MLPs
+           with PyTorch's default initialisation and various depths, paddings, strides and
+           pooling; each with --seed S on every backend. Any FAIL is a false alarm.
   planted  every planted bug (mosaic gradcheck --plant) on every backend, on every model
-           that has the op it breaks. Anything but FAIL is a miss.
+           that has the op it breaks. Anything but FAIL is a miss; --summary and --table
+           count the misses apart where the correct model's run (same model, backend and
+           seed) does not PASS every tensor, since there no bug can be expected to show.
 
 Results are appended one JSON line per run to --results (default OUT/results.jsonl); a
 rerun skips what is there (the corpus takes hours: run it in pieces with --only / --seeds).
