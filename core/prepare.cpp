@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "core/checked.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic {
@@ -52,6 +53,7 @@ Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
         s[0] = 1;
       }
     }
+    MOSAIC_RETURN_IF_ERROR(check_shape(s, in.dtype, g.source + ": input '" + in.name + "'"));
     g.value_descs[in.name] = {in.dtype, s};
   }
   for (const auto& [name, value] : opt.dims) {

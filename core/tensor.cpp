@@ -2,9 +2,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
 
+#include "core/checked.hpp"
 #include "core/status.hpp"
 
 namespace mosaic {
@@ -46,8 +48,17 @@ const char* dtype_name(DType dtype) {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (!checked_mul(n, d, &n)) return std::numeric_limits<int64_t>::max();
   return n;
+}
+
+size_t TensorDesc::bytes() const {
+  if (layout) return layout->bytes();
+  const int64_t n = numel();
+  int64_t b = 0;
+  if (n < 0 || !checked_mul(n, static_cast<int64_t>(dtype_size(dtype)), &b)) return SIZE_MAX;
+  return static_cast<size_t>(b);
 }
 
 std::string shape_str(const Shape& shape) {
@@ -73,10 +84,12 @@ void MemoryTracker::on_free(size_t bytes) { current_.fetch_sub(static_cast<int64
 
 OutOfMemory::OutOfMemory(size_t bytes)
     : bytes_(bytes),
-      what_("out of memory: could not allocate " + std::to_string(bytes) + " bytes (" +
-            std::to_string(bytes >> 20) + " MiB)") {}
+      what_(bytes == SIZE_MAX ? std::string("out of memory: could not allocate a tensor whose size overflows")
+                              : "out of memory: could not allocate " + human_bytes(static_cast<double>(bytes)) + " (" +
+                                    std::to_string(bytes) + " bytes)") {}
 
 Buffer::Buffer(size_t bytes, MemoryTracker* tracker) : bytes_(bytes), tracker_(tracker) {
+  if (bytes > static_cast<size_t>(kMaxTensorBytes)) throw OutOfMemory(bytes);
   size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
   data_ = std::aligned_alloc(64, rounded);

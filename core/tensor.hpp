@@ -20,7 +20,8 @@ const char* dtype_name(DType dtype);
 
 using Shape = std::vector<int64_t>;
 
-/// Product of the dimensions (1 for a scalar).
+/// Product of the dimensions (1 for a scalar); INT64_MAX where the product overflows (a shape
+/// that was never checked: check_shape in core/checked.hpp refuses those with a message).
 int64_t shape_numel(const Shape& shape);
 /// "[64,3,32,32]".
 std::string shape_str(const Shape& shape);
@@ -49,7 +50,9 @@ struct TensorDesc {
   std::shared_ptr<const Layout> layout;  ///< nullptr: plain row-major
 
   int64_t numel() const { return shape_numel(shape); }
-  size_t bytes() const { return layout ? layout->bytes() : static_cast<size_t>(numel()) * dtype_size(dtype); }
+  /// Storage size; SIZE_MAX for a shape whose size overflows or has a negative (unbound)
+  /// dimension, which no allocation accepts.
+  size_t bytes() const;
   bool plain() const { return layout == nullptr; }
   bool operator==(const TensorDesc& o) const {
     return dtype == o.dtype && shape == o.shape &&
@@ -86,7 +89,8 @@ class OutOfMemory : public std::bad_alloc {
   std::string what_;
 };
 
-/// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker; or
+/// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker (more than
+/// kMaxTensorBytes throws OutOfMemory: a size that slipped past the checks is never wrapped); or
 /// memory someone else allocated (a shared-memory window), kept alive by `owner`.
 class Buffer {
  public:

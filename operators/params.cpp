@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/checked.hpp"
+
 namespace mosaic {
 
 namespace {
@@ -37,6 +39,10 @@ Expected<Window> make_window(const Node& node, const Shape& in_spatial, const st
     if (w.stride[i] < 1 || w.dilation[i] < 1 || w.kernel[i] < 1)
       return Status::invalid(node.label() + ": kernel, strides and dilations must be >= 1");
     if (pads[i] < 0 || pads[i + r] < 0) return Status::invalid(node.label() + ": negative pads");
+    // Bounded so that the window arithmetic below cannot overflow (kMaxDim^2 < 2^63).
+    if (w.stride[i] > kMaxDim || w.dilation[i] > kMaxDim || w.kernel[i] > kMaxDim || pads[i] > kMaxDim ||
+        pads[i + r] > kMaxDim)
+      return Status::invalid(node.label() + ": kernel, strides, dilations or pads above 2^31 - 1");
   }
   w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<long>(r));
   w.pad_end.assign(pads.begin() + static_cast<long>(r), pads.end());
@@ -269,6 +275,9 @@ Expected<PadParams> pad_params(const OpContext& ctx) {
   if (static_cast<int64_t>(p.pads.size()) != 2 * r)
     return Status::invalid(node.label() + ": pads has " + std::to_string(p.pads.size()) + " values, expected " +
                            std::to_string(2 * r));
+  for (int64_t v : p.pads)
+    if (v > kMaxDim || v < -kMaxDim)
+      return Status::invalid(node.label() + ": pad " + std::to_string(v) + " is beyond +-(2^31 - 1)");
   return p;
 }
 

@@ -1,10 +1,13 @@
 // Shape inference and FLOP counts for every supported ONNX op.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "operators/params.hpp"
 #include "operators/schema.hpp"
+
+#include "core/checked.hpp"
 
 namespace mosaic {
 
@@ -145,7 +148,8 @@ Result infer_reshape(const OpContext& c) {
     }
     if (d < 0) return Status::invalid(c.node->label() + ": negative dimension in shape");
     out[i] = d;
-    known *= d;
+    if (!checked_mul(known, d, &known))
+      return Status::invalid(c.node->label() + ": shape " + shape_str(target) + " has more elements than 2^63");
   }
   const int64_t total = shape_numel(x);
   if (infer_at >= 0) {
@@ -290,6 +294,9 @@ Expected<std::vector<int64_t>> axes_of(const OpContext& c, bool required) {
 
 Result infer_unsqueeze(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(auto axes, axes_of(c, true));
+  if (axes.size() > static_cast<size_t>(kMaxRank))
+    return Status::invalid(c.node->label() + ": " + std::to_string(axes.size()) + " axes (at most " +
+                           std::to_string(kMaxRank) + ")");
   const int64_t r = static_cast<int64_t>(in0(c).shape.size() + axes.size());
   std::vector<bool> is_new(r, false);
   for (auto a : axes) {
@@ -371,14 +378,16 @@ Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const OpContext& c) {
     if (s < 0) s += d;
     if (e < 0) e += d;
     int64_t len;
+    // (span - 1) / |step| + 1: no sum that a step near 2^63 could overflow.
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
-      len = e > s ? (e - s + step - 1) / step : 0;
+      len = e > s ? (e - s - 1) / step + 1 : 0;
     } else {
+      const int64_t back = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      len = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+      len = s > e ? (s - e - 1) / back + 1 : 0;
     }
     ranges[ax] = {s, step, len};
   }
@@ -613,6 +622,13 @@ Expected<std::vector<TensorDesc>> infer_node(const OpContext& ctx) {
   auto r = s->infer(ctx);
   if (!r.ok()) return r;
   r->resize(node.outputs.size(), TensorDesc{});
+  // Every inferred size is checked here, once for all ops (and a plugin's): nothing
+  // downstream allocates or indexes a shape whose size overflows.
+  for (size_t i = 0; i < r->size(); ++i)
+    if ((*r)[i].plain())
+      MOSAIC_RETURN_IF_ERROR(check_shape((*r)[i].shape, (*r)[i].dtype,
+                                         node.label() + ": output " + std::to_string(i) +
+                                             (node.has_output(i) ? " '" + node.outputs[i] + "'" : "")));
   return r;
 }
 

@@ -554,6 +554,12 @@ TEST_F(Cli, InfoComputesSizesWithoutAllocatingThem) {
   r = mosaic("bench zoo:fmnist-cnn --batch 100000000 --backends naive");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("mosaic: error: out of memory: could not allocate"), std::string::npos) << r.out;
+  // Past the largest tensor Mosaic accepts (16 TiB) the size is refused, naming the node.
+  r = mosaic("info zoo:fmnist-cnn --batch 1000000000 --no-nodes");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("node 'conv1' (Conv): output 0 'conv1.out': shape [1000000000,32,28,28] is too large"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(Cli, InfoListsParameterNamesAndFullNodeNames) {

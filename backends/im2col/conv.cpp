@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "backends/common/grad.hpp"
+#include "core/checked.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic::im2col_impl {
@@ -147,8 +148,16 @@ class ConvKernel final : public Kernel {
     chunk_ = (p_.n + chunks - 1) / chunks;
     band_ = chunk_ > 1 ? w_.oh : std::clamp<int64_t>(kBandPixels / std::max<int64_t>(w_.ow, 1), 1, w_.oh);
     const int64_t workers = p_.n >= threads_ ? threads_ : 1;
-    cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? k_ * chunk_ * band_ * w_.ow : 0;
-    tmp_per_worker_ = chunk_ > 1 ? p_.oc_per_group() * chunk_ * ohw_ : 0;
+    // Workspace sizes are products of a weight's and an output's sizes: checked, since each
+    // factor alone passed check_shape but their product need not fit.
+    int64_t cols = 0, tmp = 0;
+    const bool sizes_fit = checked_mul(k_, chunk_ * band_ * w_.ow, &cols) && checked_mul(cols, workers, &cols) &&
+                           checked_mul(p_.oc_per_group(), chunk_ * ohw_, &tmp) && checked_mul(tmp, workers, &tmp);
+    if (!sizes_fit) return Status::unsupported(ctx.node->label() + ": im2col workspace size overflows");
+    if (auto ws = checked_bytes(cols + tmp, sizeof(float), ctx.node->label() + ": im2col workspace"); !ws.ok())
+      return Status::unsupported(ws.status().message());
+    cols_per_worker_ = (!pointwise_ || chunk_ > 1) ? cols / workers : 0;
+    tmp_per_worker_ = chunk_ > 1 ? tmp / workers : 0;
     cols_.resize(static_cast<size_t>(cols_per_worker_ * workers));
     shift_.init(w_);
     if (!shift_.usable) {

@@ -2,6 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "core/checked.hpp"
+
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +19,8 @@ Expected<std::string> read_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::not_found(path + ": no such file");
   if (fs::is_directory(path, ec)) return Status::invalid(path + ": is a directory, expected a file");
+  // A FIFO or device would block or never end: only regular files are read.
+  if (!fs::is_regular_file(path, ec)) return Status::invalid(path + ": is not a regular file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::io_error(path + ": cannot open");
   // One buffer of the file's size (a model's weights can be most of the machine's memory).
@@ -25,6 +30,50 @@ Expected<std::string> read_file(const std::string& path) {
   f.seekg(0);
   if (size && !f.read(bytes.data(), size)) return Status::io_error(path + ": read failed");
   return bytes;
+}
+
+/// A non-negative decimal integer, all of it (external data's offset and length).
+Expected<int64_t> parse_count(const std::string& text, const std::string& what) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < 0)
+    return Status::invalid(what + " is '" + text.substr(0, 40) + "', expected a non-negative integer");
+  return v;
+}
+
+/// Resolves an external-data location against the model's folder, as ONNX Runtime and the
+/// onnx package do since CVE-2022-25882 and CVE-2024-27318: the location must be relative,
+/// name a regular file, and stay inside the folder after every symlink is resolved.
+Expected<std::string> external_data_file(const std::string& base_dir, const std::string& location,
+                                         const std::string& what) {
+  const std::string shown = "'" + location.substr(0, 200) + "'";
+  if (location.find('\0') != std::string::npos)
+    return Status::invalid(what + ": external data location contains a NUL byte");
+  const fs::path loc(location);
+  if (loc.is_absolute() || loc.has_root_name() || loc.has_root_directory())
+    return Status::invalid(what + ": external data location " + shown +
+                           " is an absolute path; it must be relative to the model's folder");
+  for (const auto& part : loc)
+    if (part == "..")
+      return Status::invalid(what + ": external data location " + shown + " leaves the model's folder ('..')");
+  std::error_code ec;
+  const fs::path dir = fs::canonical(base_dir.empty() ? fs::path(".") : fs::path(base_dir), ec);
+  if (ec) return Status::io_error(what + ": cannot resolve the model's folder '" + base_dir + "': " + ec.message());
+  const fs::path joined = dir / loc;
+  if (!fs::exists(joined, ec))
+    return Status::not_found(what + ": external data file " + joined.string() + " not found");
+  const fs::path real = fs::canonical(joined, ec);
+  if (ec) return Status::io_error(what + ": cannot resolve external data file " + joined.string() + ": " + ec.message());
+  // Inside the folder: the resolved path starts with the folder's, component by component.
+  auto r = real.begin();
+  for (auto d = dir.begin(); d != dir.end(); ++d, ++r)
+    if (r == real.end() || *r != *d)
+      return Status::invalid(what + ": external data location " + shown + " resolves to " + real.string() +
+                             ", outside the model's folder " + dir.string() + " (a symlink?)");
+  if (!fs::is_regular_file(real, ec))
+    return Status::invalid(what + ": external data location " + shown + " is not a regular file");
+  return real.string();
 }
 
 Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
@@ -53,40 +102,69 @@ int32_t dtype_to_onnx(DType d) {
 Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
   MOSAIC_ASSIGN_OR_RETURN(DType dt, dtype_from_onnx(p.data_type(), what));
   Shape shape(p.dims().begin(), p.dims().end());
-  for (auto d : shape)
-    if (d < 0) return Status::invalid(what + " has a negative dimension");
-  Tensor t = Tensor::empty({dt, shape});
-  const int64_t n = t.numel();
+  // Sizes are checked before anything is allocated: a hostile model may declare dims whose
+  // product wraps around (docs/architecture.md, "Sizes").
+  MOSAIC_RETURN_IF_ERROR(check_shape(shape, dt, what));
   const bool is_int32 = p.data_type() == onnx::TensorProto::INT32;
+  const int64_t src_esize = is_int32 ? 4 : static_cast<int64_t>(dtype_size(dt));
+  const int64_t n = shape_numel(shape);
+  const int64_t src_bytes = n * src_esize;  // <= kMaxTensorBytes / 2 * 4: cannot overflow
   std::string external;
   const std::string* raw = nullptr;  // the proto's own bytes, or the external file's
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto& kv : p.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      if (kv.key() == "location") {
+        location = kv.value();
+      } else if (kv.key() == "offset") {
+        MOSAIC_ASSIGN_OR_RETURN(offset, parse_count(kv.value(), what + ": external data offset"));
+      } else if (kv.key() == "length") {
+        MOSAIC_ASSIGN_OR_RETURN(length, parse_count(kv.value(), what + ": external data length"));
+      }
     }
     if (location.empty()) return Status::invalid(what + ": external data without a location");
-    const std::string file = (fs::path(base_dir) / location).string();
+    MOSAIC_ASSIGN_OR_RETURN(std::string file, external_data_file(base_dir, location, what));
+    // Every number is checked against the tensor and the file before a byte is allocated.
+    if (length >= 0 && length != src_bytes)
+      return Status::invalid(what + ": external data length is " + std::to_string(length) + " bytes, the tensor " +
+                             shape_str(shape) + " needs " + std::to_string(src_bytes));
+    std::error_code ec;
+    const auto file_size = fs::file_size(file, ec);
+    if (ec) return Status::io_error(what + ": cannot stat external data file " + file + ": " + ec.message());
+    int64_t end = 0;
+    if (!checked_add(offset, src_bytes, &end) || end > static_cast<int64_t>(file_size))
+      return Status::invalid(what + ": external data file " + file + " has " + std::to_string(file_size) +
+                             " bytes, shorter than offset " + std::to_string(offset) + " + length " +
+                             std::to_string(src_bytes));
     std::ifstream f(file, std::ios::binary);
-    if (!f) return Status::not_found(what + ": external data file " + file + " not found");
-    const int64_t want = length >= 0 ? length : n * static_cast<int64_t>(is_int32 ? 4 : dtype_size(dt));
-    external.resize(static_cast<size_t>(want));
+    if (!f) return Status::io_error(what + ": cannot open external data file " + file);
+    external.resize(static_cast<size_t>(src_bytes));
     f.seekg(offset);
-    f.read(external.data(), want);
-    if (f.gcount() != want)
+    f.read(external.data(), src_bytes);
+    if (f.gcount() != src_bytes)
       return Status::io_error(what + ": external data file " + file + " is shorter than offset+length");
     raw = &external;
   } else if (p.has_raw_data()) {
     raw = &p.raw_data();
   }
-  const size_t src_esize = is_int32 ? 4 : dtype_size(dt);
+  if (raw && raw->size() != static_cast<size_t>(src_bytes))
+    return Status::invalid(what + ": raw data has " + std::to_string(raw->size()) + " bytes, the tensor " +
+                           shape_str(shape) + " needs " + std::to_string(src_bytes));
+  if (!raw) {
+    // Typed fields: the count must match before the tensor is allocated.
+    int64_t have = 0;
+    switch (p.data_type()) {
+      case onnx::TensorProto::FLOAT: have = p.float_data_size(); break;
+      case onnx::TensorProto::INT64: have = p.int64_data_size(); break;
+      default: have = p.int32_data_size();  // INT32 and BOOL
+    }
+    if (have != n)
+      return Status::invalid(what + ": has " + std::to_string(have) + " values, shape " + shape_str(shape) + " needs " +
+                             std::to_string(n));
+  }
+  Tensor t = Tensor::empty({dt, shape});
   if (raw) {
-    if (raw->size() != static_cast<size_t>(n) * src_esize)
-      return Status::invalid(what + ": raw data has " + std::to_string(raw->size()) + " bytes, expected " +
-                             std::to_string(static_cast<size_t>(n) * src_esize));
     if (is_int32) {
       for (int64_t i = 0; i < n; ++i) {
         int32_t v;
@@ -98,22 +176,14 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
     }
     return t;
   }
-  auto check = [&](int64_t have) -> Status {
-    if (have != n)
-      return Status::invalid(what + ": has " + std::to_string(have) + " values, shape needs " + std::to_string(n));
-    return Status::ok();
-  };
   switch (p.data_type()) {
     case onnx::TensorProto::FLOAT:
-      MOSAIC_RETURN_IF_ERROR(check(p.float_data_size()));
       for (int64_t i = 0; i < n; ++i) t.f32()[i] = p.float_data(static_cast<int>(i));
       break;
     case onnx::TensorProto::INT64:
-      MOSAIC_RETURN_IF_ERROR(check(p.int64_data_size()));
       for (int64_t i = 0; i < n; ++i) t.i64()[i] = p.int64_data(static_cast<int>(i));
       break;
     default:  // INT32 and BOOL live in int32_data
-      MOSAIC_RETURN_IF_ERROR(check(p.int32_data_size()));
       for (int64_t i = 0; i < n; ++i) {
         if (dt == DType::kBool) t.u8()[i] = p.int32_data(static_cast<int>(i)) != 0;
         else t.i64()[i] = p.int32_data(static_cast<int>(i));
@@ -139,9 +209,16 @@ Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& v, const s
   if (tt.has_shape()) {
     info.has_shape = true;
     for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value() && (d.dim_value() < 0 || d.dim_value() > kMaxDim))
+        return Status::invalid(file + ": value '" + v.name() + "' declares dimension " +
+                               std::to_string(info.dims.size()) + " as " + std::to_string(d.dim_value()) +
+                               (d.dim_value() < 0 ? " (negative)" : " (above the largest Mosaic accepts, 2^31 - 1)"));
       info.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
       info.dim_params.push_back(d.dim_param());
     }
+    if (static_cast<int64_t>(info.dims.size()) > kMaxRank)
+      return Status::invalid(file + ": value '" + v.name() + "' has rank " + std::to_string(info.dims.size()) +
+                             " (at most " + std::to_string(kMaxRank) + ")");
   }
   return info;
 }

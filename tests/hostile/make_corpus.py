@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Writes the hostile-model corpus: small ONNX models whose sizes overflow, whose attributes
+are extreme, or whose external data points outside the model's folder. Each case is a folder
+NAME/model.onnx (with a test_data_set_0 where `mosaic verify` should be tried too); MANIFEST
+lists every case and a fragment of the error Mosaic must print for it. The models are built
+by hand (onnx.helper without the checker: most are invalid on purpose) and are committed, so
+the tests do not need this script or the onnx package; rerun it after changing a case.
+
+Usage: tests/hostile/make_corpus.py [OUT_DIR]   (default: the folder of this script)
+"""
+import os
+import shutil
+import struct
+import sys
+
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+CASES = []  # (name, expected error fragment)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=13):
+    g = helper.make_graph(nodes, "hostile", inputs, outputs, list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="mosaic-hostile")
+    m.ir_version = 8
+    return m
+
+
+def f32(name, dims):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+
+def raw_init(name, dims, nbytes, dtype=TensorProto.FLOAT):
+    t = TensorProto()
+    t.name = name
+    t.data_type = dtype
+    t.dims.extend(dims)
+    t.raw_data = bytes(nbytes)
+    return t
+
+
+def external_init(name, dims, location, offset=None, length=None):
+    t = TensorProto()
+    t.name = name
+    t.data_type = TensorProto.FLOAT
+    t.dims.extend(dims)
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", offset), ("length", length)):
+        if v is not None:
+            e = t.external_data.add()
+            e.key, e.value = k, str(v)
+    return t
+
+
+def case(name, m, fragment, data=None):
+    d = os.path.join(OUT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    if data is not None:
+        ds = os.path.join(d, "test_data_set_0")
+        os.makedirs(ds)
+        for kind, arrays in data.items():
+            for i, a in enumerate(arrays):
+                with open(os.path.join(ds, f"{kind}_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(a).SerializeToString())
+    CASES.append((name, fragment))
+
+
+def gemm_with_weight(dims, nbytes):
+    return model([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)], [f32("x", [1, 4])], [f32("y", None)],
+                 [raw_init("W", dims, nbytes)])
+
+
+x14 = np.ones((1, 4), np.float32)
+y14 = np.ones((1, 4), np.float32)
+
+# Sizes that wrap around: the critical finding (2^62+4 elements * 4 bytes = 64 mod 2^64).
+case("gemm_weight_wraps", gemm_with_weight([4, 2**62 + 4], 64), "initializer 'W': shape [4,4611686018427387908]")
+case("conv_weight_wraps", model([helper.make_node("Conv", ["x", "W"], ["y"])], [f32("x", [1, 1, 4, 4])],
+                                [f32("y", None)], [raw_init("W", [2**62 + 1, 1, 1, 1], 4)]),
+     "initializer 'W': shape [4611686018427387905,1,1,1]")
+case("weight_product_wraps_to_zero", gemm_with_weight([2**32, 2**32], 0), "dimension 0 is 4294967296")
+case("weight_negative_dim", gemm_with_weight([-4, 4], 0), "negative dimension")
+case("weight_too_large", gemm_with_weight([2**31 - 1, 2**31 - 1], 0), "is too large")
+case("raw_data_short", gemm_with_weight([4, 4], 60), "raw data has 60 bytes")
+# An input whose declared size wraps: verify used to say "outputs match".
+case("input_wraps", model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", [1, 2**32, 2**32])], [f32("y", None)]),
+     "declares dimension 1 as 4294967296", data={"input": [np.zeros((1, 1, 1), np.float32)],
+                                                  "output": [np.zeros((1, 1, 1), np.float32)]})
+case("input_too_large", model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", [1, 2**30, 2**30])],
+                              [f32("y", None)]), "input 'x': shape [1,1073741824,1073741824] is too large")
+case("input_rank_100", model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", [1] * 100)], [f32("y", None)]),
+     "has rank 100")
+# Outputs whose inferred size overflows though every input is small.
+case("matmul_output_too_large", model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                                      [f32("a", [2**20, 1]), f32("b", [1, 2**23])], [f32("y", None)]),
+     "output 0 'y': shape [1048576,8388608] is too large")
+case("constant_of_shape_huge", model(
+    [helper.make_node("ConstantOfShape", ["s"], ["c"]), helper.make_node("Add", ["x", "c"], ["y"])],
+    [f32("x", [1])], [f32("y", None)], [numpy_helper.from_array(np.array([2**31 - 1] * 3, np.int64), "s")]),
+     "is too large")
+case("reshape_product_overflows", model([helper.make_node("Reshape", ["x", "s"], ["y"])], [f32("x", [1, 4])],
+                                        [f32("y", None)],
+                                        [numpy_helper.from_array(np.array([2**40, 2**40, -1], np.int64), "s")]),
+     "more elements than 2^63")
+case("conv_stride_huge", model([helper.make_node("Conv", ["x", "W"], ["y"], strides=[2**62, 1])],
+                               [f32("x", [1, 1, 4, 4])], [f32("y", None)],
+                               [numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "W")]),
+     "above 2^31 - 1")
+case("pool_pads_huge", model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1],
+                                               pads=[2**62, 2**62, 0, 0])],
+                             [f32("x", [1, 1, 4, 4])], [f32("y", None)]), "above 2^31 - 1")
+case("pad_huge", model([helper.make_node("Pad", ["x", "p"], ["y"])], [f32("x", [1, 4])], [f32("y", None)],
+                       [numpy_helper.from_array(np.array([0, 2**62, 0, 2**62], np.int64), "p")]),
+     "beyond +-(2^31 - 1)")
+case("unsqueeze_many_axes", model([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], [f32("x", [4])],
+                                  [f32("y", None)],
+                                  [numpy_helper.from_array(np.arange(1000, dtype=np.int64), "a")]),
+     "1000 axes")
+case("slice_step_extreme", model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])],
+                                 [f32("x", [1, 4])], [f32("y", None)],
+                                 [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                                  (("s", [0]), ("e", [2**63 - 1]), ("a", [1]), ("st", [2**63 - 1]))]),
+     "")  # valid: one column; no overflow on the way
+# External data: outside the folder, not a file, or sizes that do not fit the file.
+ext = lambda init: model([helper.make_node("Add", ["x", "W"], ["y"])], [f32("x", [1, 4])], [f32("y", None)], [init])
+case("external_absolute", ext(external_init("W", [1, 4], "/etc/passwd")), "is an absolute path")
+case("external_dotdot", ext(external_init("W", [1, 4], "../../../../etc/passwd")), "leaves the model's folder")
+case("external_symlink_out", ext(external_init("W", [1, 4], "link.bin")), "outside the model's folder")
+case("external_fifo", ext(external_init("W", [1, 4], "fifo.bin")), "is not a regular file")
+case("external_directory", ext(external_init("W", [1, 4], "sub")), "is not a regular file")
+case("external_length_huge", ext(external_init("W", [1, 4], "weights.bin", 0, 2**34)),
+     "external data length is 17179869184 bytes")
+case("external_past_end", ext(external_init("W", [1, 4], "weights.bin", 60, 16)), "shorter than offset 60")
+case("external_offset_overflow", ext(external_init("W", [1, 4], "weights.bin", 2**63 - 1, 16)), "shorter than offset")
+case("external_offset_garbage", ext(external_init("W", [1, 4], "weights.bin", "12abc")),
+     "expected a non-negative integer")
+case("external_offset_negative", ext(external_init("W", [1, 4], "weights.bin", -4)), "expected a non-negative integer")
+case("external_missing", ext(external_init("W", [1, 4], "nothere.bin")), "not found")
+
+# Companion files the external-data cases need that git can hold (the FIFO and the symlink
+# out of the folder are made by the test, tests/test_hostile.cpp).
+for name in ("external_past_end", "external_offset_overflow", "external_offset_garbage", "external_length_huge",
+             "external_offset_negative"):
+    with open(os.path.join(OUT, name, "weights.bin"), "wb") as f:
+        f.write(struct.pack("<16f", *range(16)))
+os.makedirs(os.path.join(OUT, "external_directory", "sub"), exist_ok=True)
+with open(os.path.join(OUT, "external_directory", "sub", ".keep"), "w") as f:
+    f.write("a folder where a file is expected\n")
+
+with open(os.path.join(OUT, "MANIFEST"), "w") as f:
+    f.write("# case<TAB>fragment of the error Mosaic must print (empty: the model is valid and must run)\n")
+    for name, fragment in CASES:
+        f.write(f"{name}\t{fragment}\n")
+print(f"{len(CASES)} cases in {OUT}")
