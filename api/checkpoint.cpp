@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace mosaic::api {
@@ -63,24 +64,38 @@ Expected<Checkpoint> read_checkpoint(const std::string& path) {
   f.read(reinterpret_cast<char*>(&n), sizeof n);
   if (!f || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
     return Status::invalid(path + ": not a Mosaic checkpoint (written by train --checkpoint)");
-  if (n > (1ull << 31)) return Status::invalid(path + ": corrupt checkpoint header");
+  std::error_code ec;
+  const auto file_size = std::filesystem::file_size(path, ec);
+  if (n > (1ull << 31) || (!ec && n > file_size)) return Status::invalid(path + ": corrupt checkpoint header");
   std::string text(n, '\0');
   f.read(text.data(), static_cast<std::streamsize>(n));
   Checkpoint c;
+  // Every count in the header is checked against what is left of the file before it is allocated.
+  int64_t left = ec ? 0 : static_cast<int64_t>(file_size) - 16 - static_cast<int64_t>(n);
+  auto take = [&](const nlohmann::json& count, const std::string& what) -> Expected<size_t> {
+    const uint64_t floats = count.get<uint64_t>();
+    if (floats > static_cast<uint64_t>(std::max<int64_t>(left, 0)) / sizeof(float))
+      return Status::invalid(path + ": the checkpoint is truncated (" + what + " needs " + std::to_string(floats) +
+                             " floats, " + std::to_string(std::max<int64_t>(left, 0)) + " bytes are left)");
+    left -= static_cast<int64_t>(floats * sizeof(float));
+    return static_cast<size_t>(floats);
+  };
   try {
     c.header = nlohmann::json::parse(text);
     if (c.header.value("schema", "") != "mosaic.checkpoint/1")
       return Status::invalid(path + ": checkpoint schema '" + c.header.value("schema", "") +
                              "' is not mosaic.checkpoint/1 (written by another Mosaic version?)");
     for (const auto& t : c.header.at("tensors")) {
-      std::vector<float> data(t.at("floats").get<size_t>());
+      MOSAIC_ASSIGN_OR_RETURN(size_t floats, take(t.at("floats"), "tensor '" + t.at("name").get<std::string>() + "'"));
+      std::vector<float> data(floats);
       f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
       c.values[t.at("name").get<std::string>()] = std::move(data);
     }
     for (const auto& sizes : c.header.at("optimizer_state")) {
       c.optimizer_state.emplace_back();
       for (const auto& s : sizes) {
-        std::vector<float> buffer(s.get<size_t>());
+        MOSAIC_ASSIGN_OR_RETURN(size_t floats, take(s, "optimizer state"));
+        std::vector<float> buffer(floats);
         f.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size() * sizeof(float)));
         c.optimizer_state.back().push_back(std::move(buffer));
       }

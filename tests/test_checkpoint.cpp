@@ -1,6 +1,9 @@
 // train --checkpoint / --resume: a run stopped at an epoch end and resumed takes exactly the
 // steps the uninterrupted run takes; bad checkpoints and mismatched settings are refused.
 #include <gtest/gtest.h>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -64,6 +67,24 @@ TEST_F(Checkpoints, BadCheckpointsAndOtherSettingsAreRefused) {
              "--epochs 2 --resume " + path("ck"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("the checkpoint was written with model \"zoo:fmnist-cnn\""), std::string::npos) << r.out;
+  {
+    // A header that claims 2^50 floats for a tensor is refused before anything is allocated.
+    std::ifstream in(path("ck"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data() + 8, 8);
+    nlohmann::json header = nlohmann::json::parse(bytes.substr(16, n));
+    header["tensors"][0]["floats"] = uint64_t{1} << 50;
+    const std::string text = header.dump();
+    const uint64_t m = text.size();
+    std::ofstream out(path("huge"), std::ios::binary);
+    out.write(bytes.data(), 8);
+    out.write(reinterpret_cast<const char*>(&m), 8);
+    out << text << bytes.substr(16 + n);
+  }
+  r = mosaic(std::string(kRun) + " --batch 20 --epochs 2 --resume " + path("huge"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(path("huge") + ": the checkpoint is truncated (tensor"), std::string::npos) << r.out;
   r = mosaic(std::string(kRun) + " --batch 20 --epochs 2 --resume " + path("missing"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(path("missing") + ": cannot open the checkpoint"), std::string::npos) << r.out;

@@ -616,6 +616,12 @@ TEST(Datasets, IdxGzAndErrors) {
   bad = load_data("idx:" + dir.string(), 0);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("not an IDX image file"), std::string::npos);
+  // A header whose counts multiply past 2^64 (2^32-1 cubed) is refused before any arithmetic.
+  write_gz((dir / "train-images-idx3-ubyte.gz").string(), be(0x803) + be(0xffffffff) + be(0xffffffff) + be(0xffffffff));
+  bad = load_data("idx:" + dir.string(), 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("IDX header: shape [4294967295,1,4294967295,4294967295]"), std::string::npos)
+      << bad.status().message();
   EXPECT_FALSE(load_data("idx:/nonexistent/dir", 0).ok());
   EXPECT_FALSE(load_data("cifar-1000", 0).ok());
   std::filesystem::remove_all(dir);

@@ -1,3 +1,4 @@
+#include "core/checked.hpp"
 #include "frontends/data/dataset.hpp"
 
 #include <chrono>
@@ -56,6 +57,8 @@ Expected<Dataset> load_idx(const std::string& images_path, const std::string& la
   if (lab.size() < 8 || be32(lab, 0) != 0x801)
     return Status::invalid(labels_path + ": not an IDX label file (magic 0x00000801 expected)");
   const int64_t n = be32(img, 4), h = be32(img, 8), w = be32(img, 12), nl = be32(lab, 4);
+  // The header's counts (up to 2^32 each) are checked before they are multiplied or allocated.
+  MOSAIC_RETURN_IF_ERROR(check_shape({n, 1, h, w}, DType::kF32, images_path + ": IDX header"));
   if (static_cast<int64_t>(img.size()) != 16 + n * h * w)
     return Status::invalid(images_path + ": truncated (" + std::to_string(img.size()) + " bytes for " +
                            std::to_string(n) + " images of " + std::to_string(h) + "x" + std::to_string(w) + ")");
