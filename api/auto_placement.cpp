@@ -1,4 +1,5 @@
 #include "api/auto_placement.hpp"
+#include "core/file_io.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -129,13 +130,8 @@ void write_cache(const std::string& key, const AutoPlacement& a) {
               {"sequential_best", a.sequential_best}};
   std::error_code ec;
   std::filesystem::create_directories(cache_dir(), ec);
-  const std::string tmp = cache_file() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << all.dump(1) << "\n";
-    if (!out) return;  // a cache that cannot be written only costs a measurement next time
-  }
-  std::filesystem::rename(tmp, cache_file(), ec);
+  // A cache that cannot be written only costs a measurement next time.
+  (void)write_file_atomic(cache_file(), all.dump(1) + "\n");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "api/bench.hpp"
 
+#include <thread>
 #include <omp.h>
 
 #include <algorithm>
@@ -293,10 +294,16 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
 MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
   const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | OpenBLAS " + p.blas_core +
                           " | oneDNN " + p.onednn_isa;
+  // More threads than cores measure the oversubscribed machine, not its peak: used for this
+  // run's percentages, never cached as the machine's.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const bool oversubscribed = cores > 0 && p.threads > cores;
   return load_or_measure_peaks(
       key,
-      [&o] {
-        say(o, "measuring the machine's sgemm and memory peaks (once; cached in " + cache_dir() + ")...");
+      [&o, oversubscribed] {
+        say(o, oversubscribed ? std::string("measuring the sgemm and memory peaks at this thread count (not cached: more "
+                                            "threads than cores)...")
+                              : "measuring the machine's sgemm and memory peaks (once; cached in " + cache_dir() + ")...");
         MachinePeaks m;
         m.others_cpu = others_cpu_share_during([&m] {
           m.openblas_sgemm_gflops = probe_sgemm_gflops();
@@ -306,7 +313,7 @@ MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
         m.sgemm_gflops = std::max(m.openblas_sgemm_gflops, m.onednn_sgemm_gflops);
         return m;
       },
-      o.refresh_peaks);
+      o.refresh_peaks || oversubscribed, !oversubscribed);
 }
 
 /// o.fallback without "none" (which only forbids falling back).

@@ -1,4 +1,5 @@
 #include "api/checkpoint.hpp"
+#include "core/file_io.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -36,10 +37,7 @@ Status write_checkpoint(const std::string& path, nlohmann::json header, const Pl
   }
   header["optimizer_state"] = state;
   const std::string text = header.dump();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return Status::io_error(path + ": cannot write the checkpoint");
+  return write_file_atomic(path, [&](std::ostream& f) {
     const uint64_t n = text.size();
     f.write(kMagic, sizeof kMagic);
     f.write(reinterpret_cast<const char*>(&n), sizeof n);
@@ -49,10 +47,7 @@ Status write_checkpoint(const std::string& path, nlohmann::json header, const Pl
     for (const auto& per_param : optimizer.state())
       for (const auto& buffer : per_param)
         f.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.size() * sizeof(float)));
-    if (!f) return Status::io_error(path + ": writing the checkpoint failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::io_error(path + ": cannot rename " + tmp + " into place");
-  return Status::ok();
+  });
 }
 
 Expected<Checkpoint> read_checkpoint(const std::string& path) {

@@ -1,11 +1,15 @@
 #include "api/util.hpp"
 
 #include <omp.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -51,13 +55,30 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
 }
 
 Status check_output_path(const std::string& path, const std::string& flag) {
+  if (path == "-") return Status::ok();  // standard output (write_file_atomic)
   std::error_code ec;
   const fs::path p(path);
   if (fs::is_directory(p, ec)) return Status::invalid(flag + " " + path + ": is a directory, not a file");
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) return Status::not_found(flag + " " + path + ": directory " + dir.string() + " does not exist");
-  if (fs::exists(p, ec) ? access(path.c_str(), W_OK) != 0 : access(dir.c_str(), W_OK) != 0)
-    return Status::invalid(flag + " " + path + ": not writable");
+  // Proven by doing, not by access(): root passes access() on read-only file systems and /proc.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device or FIFO is written in place (write_file_atomic): it must open for writing now.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return Status::invalid(flag + " " + path + ": not writable (" + std::strerror(errno) + ")");
+    ::close(fd);
+    return Status::ok();
+  }
+  // A regular or new file is written beside itself and renamed: the folder must take a new file.
+  const std::string probe = (dir / (".mosaic-probe." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return Status::invalid(flag + " " + path + ": not writable (cannot create a file in " + dir.string() + ": " +
+                           std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (fs::exists(p, ec) && access(path.c_str(), W_OK) != 0) return Status::invalid(flag + " " + path + ": not writable");
   return Status::ok();
 }
 
@@ -140,7 +161,13 @@ Expected<std::unique_ptr<ResultsDb>> open_run_store(const DbOptions& o) {
   const bool given = !o.path.empty();
   const std::string path = given ? o.path : default_results_db();
   if (o.off || (!given && (path == "off" || path == "none"))) return none;
-  const Status writable = check_output_path(path, given ? "--db" : "results store");
+  Status writable = check_output_path(path, given ? "--db" : "results store");
+  std::error_code ec;
+  // SQLite keeps a PATH-journal beside the store: on /dev/null that is a new, world-writable
+  // file in /dev. The store must be a regular file.
+  if (writable.is_ok() && fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    writable = Status::invalid(std::string(given ? "--db " : "results store ") + path +
+                               ": is not a regular file (use --no-db not to record the run)");
   Expected<ResultsDb> db = writable.is_ok() ? ResultsDb::open(path) : Expected<ResultsDb>(writable);
   if (db.ok()) return std::make_unique<ResultsDb>(std::move(db).value());
   if (given) return db.status();

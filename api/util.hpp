@@ -20,8 +20,10 @@ std::string join(const std::vector<std::string>& items, const std::string& sep =
 /// The candidate closest to `word` by edit distance, or "" if none is plausibly meant
 /// (distance above a third of the word's length, at least 2).
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
-/// An output file named by `flag` can be written: not a directory, in an existing writable
-/// directory, and (if it exists) writable itself. Nothing is created.
+/// An output file named by `flag` can be written: "-" (standard output), or not a directory, in
+/// an existing folder where a file can be created (proven by creating and removing one, since
+/// the file is written beside itself and renamed), and writable itself if it exists; a device
+/// or FIFO must open for writing. Leaves nothing behind.
 Status check_output_path(const std::string& path, const std::string& flag);
 /// check_output_path for each (flag, path) with a non-empty path, and no two the same file.
 Status check_output_paths(const std::vector<std::pair<std::string, std::string>>& flag_paths);

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <sstream>
+#include <limits>
 #include <cmath>
 #include <mutex>
 
@@ -292,9 +294,33 @@ Expected<std::string> load_optimizer_plugin(const std::string& path) {
   return name;
 }
 
+Status check_hyperparameters(const std::string& name, const OptimizerConfig& c) {
+  // Written so that NaN fails every test (a comparison with NaN is false).
+  auto in = [&](const char* key, double v, double lo, double hi, bool hi_open, const char* range) -> Status {
+    if (std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi)) return Status::ok();
+    std::ostringstream os;
+    os << "optimizer " << name << ": " << key << " " << v << " is outside " << range;
+    return Status::invalid(os.str());
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  MOSAIC_RETURN_IF_ERROR(in("lr", c.lr, std::numeric_limits<double>::min(), inf, true, "(0, inf) (the learning rate must be positive)"));
+  MOSAIC_RETURN_IF_ERROR(in("momentum", c.momentum, 0, 1, true, "[0, 1)"));
+  MOSAIC_RETURN_IF_ERROR(in("dampening", c.dampening, 0, 1, false, "[0, 1]"));
+  MOSAIC_RETURN_IF_ERROR(in("weight_decay", c.weight_decay, 0, inf, true, "[0, inf)"));
+  MOSAIC_RETURN_IF_ERROR(in("beta1", c.beta1, 0, 1, true, "[0, 1)"));
+  MOSAIC_RETURN_IF_ERROR(in("beta2", c.beta2, 0, 1, true, "[0, 1)"));
+  if (c.eps >= 0 || !std::isfinite(c.eps)) MOSAIC_RETURN_IF_ERROR(in("eps", c.eps, 0, inf, true, "[0, inf)"));
+  MOSAIC_RETURN_IF_ERROR(in("alpha", c.alpha, 0, 1, false, "[0, 1]"));
+  MOSAIC_RETURN_IF_ERROR(in("lr_decay", c.lr_decay, 0, inf, true, "[0, inf)"));
+  MOSAIC_RETURN_IF_ERROR(in("initial_accumulator_value", c.initial_accumulator_value, 0, inf, true, "[0, inf)"));
+  for (const auto& [key, v] : c.extra)
+    if (!std::isfinite(v)) return Status::invalid("optimizer " + name + ": " + key + " is not a finite number");
+  return Status::ok();
+}
+
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, const OptimizerConfig& config) {
   OptimizerConfig c = config;
-  if (!(c.lr > 0)) return Status::invalid("optimizer " + name + ": learning rate must be positive");
+  MOSAIC_RETURN_IF_ERROR(check_hyperparameters(name, c));
   std::unique_ptr<Optimizer> opt;
   if (name == "sgd") {
     opt.reset(new Sgd(c));

@@ -96,6 +96,9 @@ class Optimizer {
 /// Built-ins: sgd (momentum, dampening, nesterov), momentum, nesterov, adam, adamw,
 /// rmsprop, adagrad; then any optimizer a loaded plugin provides.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, const OptimizerConfig& config);
+/// The checks make_optimizer runs first: every hyperparameter finite and in its range (lr > 0,
+/// momentum and betas in [0, 1), ...); the error names the optimizer, the key and the range.
+Status check_hyperparameters(const std::string& name, const OptimizerConfig& config);
 std::vector<std::string> optimizer_names();
 /// The hyperparameters a built-in optimizer reads, by their standard names (PyTorch's:
 /// lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps, alpha, lr_decay,

@@ -1,4 +1,5 @@
 #include "distributed/cost_model.hpp"
+#include "core/file_io.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -84,10 +85,7 @@ Status save_network(const NetworkProfile& p, const std::string& file, const std:
                       {"bandwidth_bps", p.bandwidth_bps}, {"reduce_bps", p.reduce_bps}, {"cpu_driven", p.cpu_driven},
                       {"oversubscription", p.measured_oversubscription}, {"shm_bps", p.shm_bps}, {"measured", p.source}};
   if (!extra_json.empty()) j["samples"] = nlohmann::json::parse(extra_json);
-  std::ofstream f(file);
-  if (!f) return Status::invalid(file + ": cannot write the network profile");
-  f << j.dump(2) << "\n";
-  return f ? Status::ok() : Status::invalid(file + ": write failed");
+  return write_file_atomic(file, j.dump(2) + "\n");
 }
 
 double Topology::oversubscription() const {

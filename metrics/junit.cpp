@@ -1,4 +1,5 @@
 #include "metrics/junit.hpp"
+#include "core/file_io.hpp"
 
 #include <fstream>
 #include <map>
@@ -63,10 +64,7 @@ Status write_junit(const std::string& path, const std::string& name, const std::
     x << "  </testsuite>\n";
   }
   x << "</testsuites>\n";
-  std::ofstream f(path);
-  if (!f) return Status::io_error(path + ": cannot open for writing");
-  f << x.str();
-  return f ? Status::ok() : Status::io_error(path + ": write failed");
+  return write_file_atomic(path, x.str());
 }
 
 }  // namespace mosaic

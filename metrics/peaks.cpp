@@ -1,4 +1,5 @@
 #include "metrics/peaks.hpp"
+#include "core/file_io.hpp"
 
 #include <unistd.h>
 
@@ -117,7 +118,8 @@ bool usable(const nlohmann::json& e) {
 
 }  // namespace
 
-MachinePeaks load_or_measure_peaks(const std::string& key, const std::function<MachinePeaks()>& measure, bool refresh) {
+MachinePeaks load_or_measure_peaks(const std::string& key, const std::function<MachinePeaks()>& measure, bool refresh,
+                                   bool store) {
   namespace fs = std::filesystem;
   const std::string file = cache_dir() + "/peaks.json";
   nlohmann::json all = nlohmann::json::object();
@@ -151,19 +153,14 @@ MachinePeaks load_or_measure_peaks(const std::string& key, const std::function<M
       return kept;
     }
   }
+  if (!store) return p;  // measured for this run only (e.g. more threads than cores)
   all[key] = {{"sgemm_gflops", p.sgemm_gflops}, {"openblas_sgemm_gflops", p.openblas_sgemm_gflops},
               {"onednn_sgemm_gflops", p.onednn_sgemm_gflops}, {"bandwidth_gbs", p.bandwidth_gbs},
               {"measured_utc", p.measured_utc}, {"others_cpu", p.others_cpu}};
   // Written to a temporary file and renamed: concurrent runs never see half a file.
   std::error_code ec;
   fs::create_directories(cache_dir(), ec);
-  const std::string tmp = file + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream f(tmp);
-    if (f) f << all.dump(2) << "\n";
-  }
-  fs::rename(tmp, file, ec);
-  if (ec) fs::remove(tmp, ec);
+  (void)write_file_atomic(file, all.dump(2) + "\n");
   return p;
 }
 

@@ -65,7 +65,9 @@ std::string cache_dir();
 /// The cached peaks for `key`, or `measure()`d and stored (refresh: always measure). A cache
 /// that cannot be read or written is not an error: the peaks are measured and used. A
 /// contended measurement (others_cpu > kPeaksContended) never replaces a quiet cached one.
+/// store = false measures without writing the cache (a run with more threads than cores must not
+/// leave its figures as the machine's).
 MachinePeaks load_or_measure_peaks(const std::string& key, const std::function<MachinePeaks()>& measure,
-                                   bool refresh = false);
+                                   bool refresh = false, bool store = true);
 
 }  // namespace mosaic

@@ -1,4 +1,5 @@
 #include "metrics/report.hpp"
+#include "core/file_io.hpp"
 
 #include <sys/resource.h>
 
@@ -415,15 +416,11 @@ nlohmann::json bench_json(const BenchReport& rep) {
 }
 
 Status write_json(const BenchReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return Status::io_error(path + ": cannot open for writing");
-  f << bench_json(rep).dump(2) << "\n";
-  return f ? Status::ok() : Status::io_error(path + ": write failed");
+  return write_file_atomic(path, bench_json(rep).dump(2) + "\n");
 }
 
 Status write_csv(const BenchReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return Status::io_error(path + ": cannot open for writing");
+  return write_file_atomic(path, [&](std::ostream& f) {
   // Provenance first, as '#' comment lines (pandas: read_csv(..., comment='#')).
   for (const auto& l : provenance_lines(rep.provenance)) f << "# " << l << "\n";
   f << "config,node,op,backend,output_shape,flops,median_us,min_us,gflops,share,output_bytes,workspace_bytes\n";
@@ -436,7 +433,7 @@ Status write_csv(const BenchReport& rep, const std::string& path) {
     f << q(c.label) << ",TOTAL,,," << ',' << c.total_flops << ',' << c.median_ms * 1e3 << ',' << c.min_ms * 1e3 << ','
       << c.gflops << ",1," << c.activation_bytes << ',' << c.workspace_bytes << '\n';
   }
-  return f ? Status::ok() : Status::io_error(path + ": write failed");
+  });
 }
 
 }  // namespace mosaic

@@ -1,4 +1,5 @@
 #include "metrics/trace.hpp"
+#include "core/file_io.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -64,10 +65,7 @@ Status TraceRecorder::write(const std::string& path) const {
     }
     trace.push_back(std::move(ev));
   }
-  std::ofstream f(path);
-  if (!f) return Status::io_error(path + ": cannot open for writing");
-  f << json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  return f ? Status::ok() : Status::io_error(path + ": write failed");
+  return write_file_atomic(path, json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() + "\n");
 }
 
 }  // namespace mosaic

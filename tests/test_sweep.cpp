@@ -202,6 +202,17 @@ TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
       {"models: zoo:fmnist-cnn\ndata: idx:/nonexistent\n", "key 'data': "},
       {"models: zoo:fmnist-cnn\nepochs: 2\naccuracy_epochs: [5]\n", "epoch 5 is outside 1..2"},
       {"models: [zoo:fmnist-cnn\n", "not valid YAML"},
+      // A repeated key (yaml-cpp answers with the first), a repeated axis value (identical cells),
+      // non-finite and out-of-range numbers, a grid far beyond what was meant.
+      {"models: zoo:fmnist-cnn\nepochs: 1\nepochs: 3\n", "key 'epochs' appears twice (line 4)"},
+      {"models: zoo:fmnist-cnn\nlr: [0.1, 0.01, 0.1]\n", "key 'lr' lists the value '0.1' twice (items 1 and 3)"},
+      {"models: zoo:fmnist-cnn\nbatch: [8, 8]\n", "key 'batch' lists the value '8' twice"},
+      {"models: zoo:fmnist-cnn\nmomentum: .nan\n", "key 'momentum' must be a finite number, got '.nan'"},
+      {"models: zoo:fmnist-cnn\nmomentum: 1.5\n", "key 'momentum' must be in [0, 1)"},
+      {"models: zoo:fmnist-cnn\nlr: [.inf]\n", "key 'lr': values must be finite numbers"},
+      {"models: zoo:fmnist-cnn\nbatch: [1,2,3,4,5,6,7,8,9,10,11]\nlr: [1,2,3,4,5,6,7,8,9,10]\n"
+       "optimizers: [sgd, adam, rmsprop, adagrad, adamw, momentum, nesterov]\nbackends: [naive, im2col]\n"
+       "models: zoo:fmnist-cnn\n", "appears twice"},
   };
   for (const auto& c : cases) {
     const std::string cfg = write("bad.yaml", "output: out\n" + c.yaml);
@@ -210,6 +221,19 @@ TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
     EXPECT_NE(r.out.find(cfg), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.yaml << " -> " << r.out;
     EXPECT_FALSE(fs::exists(dir_ / "out")) << c.yaml;
+  }
+  {
+    // 11 batches x 10 lrs x 7 optimizers x 2 backends = 1540 cells: refused before anything runs.
+    const std::string cfg = write("big.yaml", "output: out\nmodels: zoo:fmnist-cnn\nbatch: [1,2,3,4,5,6,7,8,9,10,11]\n"
+                                              "lr: [1,2,3,4,5,6,7,8,9,10]\noptimizers: [sgd, adam, rmsprop, adagrad, "
+                                              "adamw, momentum, nesterov]\nbackends: [naive, im2col]\n");
+    CmdResult big = mosaic("sweep " + cfg);
+    EXPECT_EQ(big.code, 2) << big.out;
+    EXPECT_NE(big.out.find("the grid has 1540 cells (1 model x 2 backends x 11 batches x 7 optimizers x 10 lrs), "
+                           "more than --max-grid 1000"),
+              std::string::npos)
+        << big.out;
+    EXPECT_FALSE(fs::exists(dir_ / "out"));
   }
   CmdResult r = mosaic("sweep " + (dir_ / "missing.yaml").string());
   EXPECT_EQ(r.code, 2);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/bench_auto.hpp"
+#include "core/file_io.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
 #include "metrics/provenance.hpp"
@@ -201,9 +202,7 @@ int run_bench_processes(const BenchOptions& o) {
   }
   std::printf("\nreproduce: %s\n", reproducer(provenance).c_str());
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
-    f << combined.dump(2) << "\n";
+    if (Status st = write_file_atomic(o.json, combined.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   if (Status st = record_run(db.value().get(), combined); !st.is_ok()) return fail(st);
   return all_checks ? 0 : 1;

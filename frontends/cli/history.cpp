@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "frontends/cli/cli_util.hpp"
+#include "core/file_io.hpp"
 #include "frontends/cli/commands.hpp"
 #include "metrics/run_compare.hpp"
 
@@ -148,9 +149,9 @@ int run_compare(const CompareCliOptions& o) {
   if (!within.empty()) std::printf("verdict: significant but within the %g%% threshold: %s\n", 100 * o.stats.threshold, within.c_str());
   if (slower.empty() && faster.empty() && within.empty()) std::printf("verdict: no detectable difference\n");
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
-    f << comparison_json(r.value(), o.stats, a->name, b->name).dump(2) << "\n";
+    if (Status st = write_file_atomic(o.json, comparison_json(r.value(), o.stats, a->name, b->name).dump(2) + "\n");
+        !st.is_ok())
+      return fail(st);
   }
   return r->slower() ? 1 : 0;
 }

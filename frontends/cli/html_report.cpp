@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "frontends/cli/cli_util.hpp"
+#include "core/file_io.hpp"
 #include "frontends/cli/commands.hpp"
 #include "metrics/junit.hpp"
 
@@ -223,8 +224,7 @@ int run_report(const ReportOptions& o) {
        "  imgs.forEach(function (i) { if (i.complete && i.naturalWidth > 0) ok++; });\n"
        "  document.body.setAttribute('data-figures-loaded', ok + '/' + imgs.length);\n"
        "});</script>\n</body></html>\n";
-  std::ofstream out(o.output);
-  if (!out || !(out << h.str())) return fail(Status::io_error(o.output + ": write failed"));
+  if (Status st = write_file_atomic(o.output, h.str()); !st.is_ok()) return fail(st);
   std::cerr << "report: " << figures.size() << " figures, " << docs.size() << " runs in " << o.output << "\n";
   return 0;
 }

@@ -2,11 +2,15 @@
 // the subcommands in commands.cpp. Exceptions stop here.
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "backends/plugins.hpp"
+#include "core/file_io.hpp"
 #include "backends/registry.hpp"
 #include "distributed/allreduce_sync.hpp"
 #include "examples/zoo.hpp"
@@ -50,6 +54,37 @@ CLI::Validator integer_at_least(long long min) {
       },
       min > 0 ? "POSITIVE" : "NON-NEGATIVE", "");
 }
+
+/// Every floating-point option's first check: a finite number. CLI11's range checks compare,
+/// and every comparison with NaN is false, so `--rtol nan` passed them all.
+CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0') return "must be a number, got '" + s + "'";
+        if (!std::isfinite(v)) return "must be a finite number, got '" + s + "'";
+        return "";
+      },
+      "", "");
+}
+
+/// A number in a range, with a message a person can read ("must be >= 0, got -1"; CLI11's own
+/// range checks print DBL_MAX's 309 digits). `lo`/`hi` may be infinite; *_open excludes the bound.
+CLI::Validator number_in(double lo, double hi, bool lo_open, bool hi_open, const std::string& range_text) {
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !std::isfinite(v)) return "must be a finite number, got '" + s + "'";
+        if ((lo_open ? v <= lo : v < lo) || (hi_open ? v >= hi : v > hi)) return "must be " + range_text + ", got " + s;
+        return "";
+      },
+      "", "");
+}
+const double kInf = std::numeric_limits<double>::infinity();
+CLI::Validator non_negative() { return number_in(0, kInf, false, true, ">= 0"); }
+CLI::Validator positive() { return number_in(0, kInf, true, true, "> 0"); }
 
 /// "mosaic: error: ..." for a parse error, with a suggestion for a mistyped command or option.
 int parse_failure(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
@@ -151,14 +186,14 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(integer_at_least(1));
   bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(integer_at_least(1));
   bench_cmd->add_option("--max-seconds", bench.config.max_seconds, "time budget per backend; iterations stop early past it")
-      ->capture_default_str()->check(integer_at_least(1));
+      ->capture_default_str()->check(positive());
   bench_cmd->add_option("-t,--min-seconds", bench.config.min_seconds, "each repeat also measures for at least this long")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   double target_ci_pct = 0;
   auto* target_ci_opt = bench_cmd->add_option(
       "--target-ci", target_ci_pct,
       "adaptive: measure until the 95% CI of the median is within +-PCT% of it (or the budget ends)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   bench_cmd->add_option("--json", bench.json, "write the report as JSON");
   bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
   bool no_peaks = false;
@@ -326,6 +361,9 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("config", sweep.config, "sweep YAML file (docs/sweeps.md)")->required();
   sweep_cmd->add_option("--max-cells", sweep.max_cells, "run at most this many new cells, then stop")
       ->check(integer_at_least(0));
+  sweep_cmd->add_option("--max-grid", sweep.max_grid,
+                        "refuse a grid of more cells than this before anything runs (a typo in an axis can ask for millions)")
+      ->capture_default_str()->check(integer_at_least(1));
   add_db(sweep_cmd, sweep.db);
 
   HistoryOptions history;
@@ -345,7 +383,7 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("b", cmp.b, "candidate: the same forms")->required();
   compare_cmd->add_option("--db", cmp.db, "results store the ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
   compare_cmd->add_option("--threshold", threshold_pct, "smallest change of the median that counts, in percent")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   compare_cmd->add_option("--alpha", cmp.stats.alpha, "significance level")->capture_default_str();
   compare_cmd->add_option("--nodes", cmp.nodes, "node rows shown per backend")->capture_default_str()->check(integer_at_least(0));
   compare_cmd->add_option("--json", cmp.json, "write the comparison as JSON");
@@ -385,21 +423,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sim_cmd->add_option("--servers", sim.servers, "ps modes: server ranks")->capture_default_str()->check(integer_at_least(1));
   sim_cmd->add_option("--sync-every", sim.sync_every, "avg: steps between averagings")->capture_default_str()->check(integer_at_least(1));
-  sim_cmd->add_option("--bucket-mb", sim.bucket_mb, "all-reduce bucket size, as in train")->capture_default_str()->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--bucket-mb", sim.bucket_mb, "all-reduce bucket size, as in train")->capture_default_str()->check(positive());
   sim_cmd->add_option("--predict-batch", sim.predict_batch,
                       "predict for this per-rank batch: compute scales linearly from the profile's batch")
       ->check(integer_at_least(1));
   sim_cmd->add_option("--compute-scale", sim.compute_scale, "divide every compute time by this (a faster device)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   sim_cmd->add_option("--target-images-per-s", sim.target_images_per_s,
                       "scale compute so that one rank trains at this rate (e.g. a V100's published figure)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   sim_cmd->add_option("--json", sim.json, "write the predictions as JSON (mosaic.simulate/1)");
   sim_cmd->add_flag("--measure-network", sim.measure_network,
                     "under mpirun: measure point-to-point and ring all-reduce times and fit a network profile");
   sim_cmd->add_option("--network-out", sim.network_out, "--measure-network: the profile file")->capture_default_str();
   sim_cmd->add_option("--max-mb", sim.max_mb, "--measure-network: largest message in MiB")->capture_default_str()
-      ->check(CLI::Range(1.0, 4096.0));
+      ->check(number_in(1, 4096, false, false, "in [1, 4096]"));
 
   PlanCliOptions plan;
   std::string plan_fallback = "naive";
@@ -429,10 +467,48 @@ int main(int argc, char** argv) {
     sub->add_option("--plugin", plugin_paths,
                     "load an operator/backend plugin (shared library, repeatable; docs/extending.md)");
 
+  // Ranges where a value outside them is nonsense (a negative tolerance, a momentum of 2).
+  for (auto* sub : app.get_subcommands({}))
+    for (auto* opt : sub->get_options()) {
+      const std::string name = opt->get_name(false, true);
+      if (opt->get_type_name().rfind("FLOAT", 0) != 0) continue;
+      // Checks run in the order added: finite first, then the range, so NaN gets the clear message.
+      opt->check(finite_number());
+      if (name == "--rtol" || name == "--atol" || name == "--weight-decay") opt->check(non_negative());
+      if (name == "--lr" || name == "--bucket-mb" || name == "--eps" || name == "--tolerance") opt->check(positive());
+      if (name == "--momentum") opt->check(number_in(0, 1, false, true, "in [0, 1)"));
+      if (name == "--target-accuracy") opt->check(number_in(0, 1, true, false, "in (0, 1]"));
+      if (name == "--alpha") opt->check(number_in(0, 1, true, true, "in (0, 1)"));
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return parse_failure(app, e, argc, argv);
+  }
+  for (auto* sub : app.get_subcommands()) {
+    auto* db = sub->get_option_no_throw("--db");
+    auto* no_db = sub->get_option_no_throw("--no-db");
+    if (db && no_db && db->count() && no_db->count()) {
+      std::cerr << "mosaic: error: --db and --no-db contradict each other (record the run in a store, or not)\n";
+      return 2;
+    }
+  }
+  // More threads than cores is allowed (an experiment) but never silent.
+  for (auto* sub : app.get_subcommands())
+    if (auto* t = sub->get_option_no_throw("--threads"); t && t->count()) {
+      const long long n = std::atoll(t->as<std::string>().c_str());
+      const unsigned cores = std::thread::hardware_concurrency();
+      if (cores && n > static_cast<long long>(cores))
+        std::cerr << "mosaic: warning: --threads " << n << " is more than the " << cores
+                  << " cores: threads will share cores (OpenBLAS caps its own at its build's maximum), and the "
+                     "machine's peaks measured this way are not cached\n";
+    }
+  // `--json -` / `--csv -`: standard output carries the data, the report for people goes to stderr.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (((a == "--json" || a == "--csv") && i + 1 < argc && std::string(argv[i + 1]) == "-") || a == "--json=-" ||
+        a == "--csv=-")
+      mosaic::reserve_stdout_for_data();
   }
   try {
     if (*info_cmd) {

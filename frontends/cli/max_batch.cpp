@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backends/registry.hpp"
+#include "core/file_io.hpp"
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
@@ -249,9 +250,7 @@ int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::s
   std::printf("(accounted: weights + activations + workspace%s; confirmed by running that batch once)\n",
               o.mode == "training" ? " + gradients + optimizer state" : "");
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
-    f << out.dump(2) << "\n";
+    if (Status st = write_file_atomic(o.json, out.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   return all_ok ? 0 : 1;
 }

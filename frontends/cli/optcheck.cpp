@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/registry.hpp"
+#include "core/file_io.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "metrics/junit.hpp"
@@ -64,12 +65,7 @@ int run_optcheck(const OptcheckCliOptions& in) {
   if (!in.junit.empty())
     if (Status st = write_junit(in.junit, "mosaic optcheck", junit); !st.is_ok()) return fail(st);
   if (!in.json.empty()) {
-    std::ofstream f(in.json);
-    if (!f) {
-      std::cerr << "mosaic: error: " << in.json << ": cannot open for writing\n";
-      return 2;
-    }
-    f << log.dump(2) << "\n";
+    if (Status st = write_file_atomic(in.json, log.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   return failed ? 1 : inconclusive ? 3 : 0;
 }

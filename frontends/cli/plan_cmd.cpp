@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/registry.hpp"
+#include "core/file_io.hpp"
 #include "core/fuse.hpp"
 #include "core/plan.hpp"
 #include "frontends/cli/cli_util.hpp"
@@ -114,9 +115,7 @@ int run_plan(const PlanCliOptions& o) {
                           {"mode", o.mode},            {"placement", placement.str()}, {"steps", steps},
                           {"conversions", p.conversion_count()}, {"conversion_bytes", conversion_bytes},
                           {"fallbacks", p.fallback_count()}, {"fused", fused.fused}};
-    std::ofstream f(o.json);
-    f << doc.dump(2) << "\n";
-    if (!f) return fail(Status::io_error(o.json + ": cannot write"));
+    if (Status st = write_file_atomic(o.json, doc.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   return 0;
 }

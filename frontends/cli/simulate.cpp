@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "distributed/buckets.hpp"
+#include "core/file_io.hpp"
 #include "distributed/cost_model.hpp"
 #include "distributed/data_parallel.hpp"
 #include "distributed/net_measure.hpp"
@@ -315,9 +316,7 @@ int run_simulate(const SimulateOptions& o) {
     }
   }
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out.dump(2) << "\n";
-    if (!f) return fail(Status::invalid(o.json + ": write failed"));
+    if (Status st = write_file_atomic(o.json, out.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   return 0;
 }

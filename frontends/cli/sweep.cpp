@@ -2,6 +2,8 @@
 // in OUTPUT/results.sqlite (so an interrupted sweep resumes where it stopped), and
 // writes the seed's Table 2 (epoch time and throughput vs batch) and Table 3 (accuracy
 // at chosen epochs per optimizer and lr) as CSV and Markdown.
+#include <chrono>
+#include <cmath>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "backends/registry.hpp"
+#include "core/file_io.hpp"
 #include "distributed/data_parallel.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "api/models.hpp"
@@ -101,12 +104,7 @@ std::string provenance_block(const SweepConfig& c) {
   return b;
 }
 
-Status write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f) return Status::io_error(path + ": cannot open for writing");
-  f << text;
-  return f ? Status::ok() : Status::io_error(path + ": write failed");
-}
+Status write_file(const std::string& path, const std::string& text) { return write_file_atomic(path, text); }
 
 /// Table 2: mean epoch time and throughput vs batch size.
 Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const std::string& provenance) {
@@ -186,6 +184,32 @@ Status write_table3(const SweepConfig& c, const std::vector<Cell>& cells, const 
   return write_file(c.output + "/table3.md", md.str());
 }
 
+/// "2 models x 1 backend x 3 batches x ...": the axes whose product is the grid.
+std::string grid_dimensions(const SweepConfig& c) {
+  std::string s;
+  auto axis = [&](size_t n, const char* one, const char* many) {
+    s += (s.empty() ? "" : " x ") + std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  axis(c.models.size(), "model", "models");
+  axis(c.backends.size(), "backend", "backends");
+  axis(c.batches.size(), "batch", "batches");
+  axis(c.optimizers.size(), "optimizer", "optimizers");
+  axis(c.lrs.size(), "lr", "lrs");
+  if (!c.ranks.empty()) {
+    axis(c.modes.size(), "mode", "modes");
+    axis(c.ranks.size(), "rank count", "rank counts");
+  }
+  return s;
+}
+
+std::string format_seconds(double s) {
+  char buf[64];
+  if (s < 90) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 5400) std::snprintf(buf, sizeof buf, "%.0fm%02.0fs", std::floor(s / 60), std::fmod(s, 60));
+  else std::snprintf(buf, sizeof buf, "%.0fh%02.0fm", std::floor(s / 3600), std::fmod(s / 60, 60));
+  return buf;
+}
+
 /// The sweep as one document (schema mosaic.sweep/1): settings, provenance, finished cells.
 nlohmann::json sweep_json(const SweepConfig& c, const std::vector<Cell>& finished, bool stopped) {
   nlohmann::json doc{{"schema", "mosaic.sweep/1"},
@@ -251,6 +275,15 @@ int run_sweep(const SweepOptions& so) {
         return fail(Status::invalid(c.file + ": key 'backends': " + named.message()));
     }
   }
+  {
+    double grid = static_cast<double>(c.models.size() * c.backends.size() * c.batches.size() * c.optimizers.size() *
+                                      c.lrs.size());
+    if (!c.ranks.empty()) grid *= static_cast<double>(c.modes.size() * c.ranks.size());
+    if (grid > so.max_grid)
+      return fail(Status::invalid(c.file + ": the grid has " + std::to_string(static_cast<long long>(grid)) + " cells (" +
+                                  grid_dimensions(c) + "), more than --max-grid " + std::to_string(so.max_grid) +
+                                  "; raise --max-grid to run it"));
+  }
   auto data = load_data(c.data, c.seed);
   if (!data.ok()) return fail(Status(data.status().code(), c.file + ": key 'data': " + data.status().message()));
   std::error_code ec;
@@ -277,8 +310,20 @@ int run_sweep(const SweepOptions& so) {
                 cells.push_back(cell);
               }
           }
-  std::printf("sweep %s: %zu cells, results in %s\n", c.name.c_str(), cells.size(), c.output.c_str());
+  {
+    // What the sweep will do, before it does it: cells, and images to train in all of them.
+    const int64_t per_epoch = c.steps_per_epoch > 0 ? -1 : data->train.size();
+    double images = 0;
+    for (const Cell& cell : cells)
+      images += static_cast<double>(c.epochs) *
+                static_cast<double>(per_epoch < 0 ? c.steps_per_epoch * cell.batch : per_epoch);
+    std::printf("sweep %s: %zu cells (%s), %d epoch(s) each, %.3g images to train in all; results in %s\n",
+                c.name.c_str(), cells.size(), grid_dimensions(c).c_str(), static_cast<int>(c.epochs), images,
+                c.output.c_str());
+    std::printf("time: estimated after the first cell from its measured rate, then after every cell\n");
+  }
   int ran = 0, cached = 0, errors = 0;
+  double run_seconds = 0;
   Progress progress("sweep " + c.name);  // on a terminal: cells done, elapsed, ETA
   bool stopped = false;
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -318,6 +363,7 @@ int run_sweep(const SweepOptions& so) {
     t.threads = c.threads;
     t.distributed = cell.mode;
     t.servers = c.servers;
+    const auto cell_start = std::chrono::steady_clock::now();
     std::printf("[%zu/%zu] %s ...\n", i + 1, cells.size(), label.c_str());
     std::fflush(stdout);
     progress.update(static_cast<double>(i), static_cast<double>(cells.size()), "cells; running " + label);
@@ -347,6 +393,11 @@ int run_sweep(const SweepOptions& so) {
       }
     }
     std::printf("[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), summary.c_str());
+    run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count();
+    const size_t left = cells.size() - i - 1;
+    if (left > 0 && ran > 0)
+      std::printf("time: %s so far for %d cell(s); about %s for the %zu left (the mean cell so far)\n",
+                  format_seconds(run_seconds).c_str(), ran, format_seconds(run_seconds / ran * left).c_str(), left);
     if (cell.status == "error") continue;  // not stored: a rerun retries it
     st = store.put(cell.key, cell.model, cell.backend, cell.optimizer, cell.lr, cell.batch, cell.status, cell.message,
                    cell.log.dump());

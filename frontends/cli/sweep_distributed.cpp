@@ -1,4 +1,5 @@
 #include "frontends/cli/sweep_distributed.hpp"
+#include "core/file_io.hpp"
 
 #include <unistd.h>
 
@@ -136,8 +137,7 @@ Status write_speedup_table(const std::string& output, const std::string& name, c
   }
   for (const auto& [file, text] : {std::make_pair(output + "/table_speedup.csv", csv.str()),
                                    std::make_pair(output + "/table_speedup.md", md.str())}) {
-    std::ofstream f(file);
-    if (!(f << text)) return Status::io_error(file + ": cannot write");
+    MOSAIC_RETURN_IF_ERROR(write_file_atomic(file, text));
   }
   return Status::ok();
 }

@@ -1,4 +1,5 @@
 #include "frontends/cli/train.hpp"
+#include "core/file_io.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -24,9 +25,7 @@ int run_train(const TrainOptions& o) {
   auto r = train_model(o, nullptr, true);
   if (!r.ok()) return fail(r.status());
   if (!o.json.empty() && r->rank == 0) {
-    std::ofstream f(o.json);
-    if (!f) return fail(Status::io_error(o.json + ": cannot open for writing"));
-    f << r->log.dump(2) << "\n";
+    if (Status st = write_file_atomic(o.json, r->log.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   if (r->rank == 0)
     if (Status st = record_run(db.value().get(), r->log); !st.is_ok()) return fail(st);
@@ -162,11 +161,9 @@ int run_gradcheck(const GradcheckRunOptions& given) {
   }
   const int code = failed ? 1 : inconclusive ? 3 : 0;
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
     // One backend: its document; several: a set of them.
-    f << (runs.size() == 1 ? runs[0] : nlohmann::json{{"schema", "mosaic.gradcheck-set/1"}, {"runs", runs}}).dump(2)
-      << "\n";
-    if (!f) return fail(Status::invalid(o.json + ": cannot write"));
+    const auto doc = runs.size() == 1 ? runs[0] : nlohmann::json{{"schema", "mosaic.gradcheck-set/1"}, {"runs", runs}};
+    if (Status st = write_file_atomic(o.json, doc.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   if (!o.junit.empty())
     if (Status st = write_junit(o.junit, "mosaic gradcheck", cases); !st.is_ok()) return fail(st);

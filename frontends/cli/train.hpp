@@ -34,6 +34,7 @@ int run_optcheck(const OptcheckCliOptions& o);
 struct SweepOptions {
   std::string config;
   int max_cells = 0;  ///< run at most this many new cells, then stop (0: all)
+  int max_grid = 1000;  ///< a grid of more cells is refused before anything runs
   DbOptions db;       ///< results store the sweep (all its finished cells) is recorded in
 };
 int run_sweep(const SweepOptions& o);

@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <filesystem>
 #include <set>
 
@@ -35,6 +37,15 @@ Status read_list(const YAML::Node& root, const std::string& file, const std::str
     return Status::invalid(file + ": key '" + key + "' has a value of the wrong type");
   }
   if (out.empty()) return Status::invalid(file + ": key '" + key + "' is an empty list");
+  for (size_t i = 0; i < out.size(); ++i) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(out[i])) return Status::invalid(file + ": key '" + key + "': values must be finite numbers");
+    // An axis listing a value twice would run identical cells (and overwrite their results).
+    for (size_t j = 0; j < i; ++j)
+      if (out[j] == out[i])
+        return Status::invalid(file + ": key '" + key + "' lists the value '" + n[i].Scalar() + "' twice (items " +
+                               std::to_string(j + 1) + " and " + std::to_string(i + 1) + ")");
+  }
   return Status::ok();
 }
 
@@ -48,6 +59,8 @@ Status read_value(const YAML::Node& root, const std::string& file, const std::st
   } catch (const YAML::Exception&) {
     return Status::invalid(file + ": key '" + key + "' has a value of the wrong type ('" + n.Scalar() + "')");
   }
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(out)) return Status::invalid(file + ": key '" + key + "' must be a finite number, got '" + n.Scalar() + "'");
   return Status::ok();
 }
 
@@ -67,8 +80,12 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
     return Status::invalid(path + ": not valid YAML: " + e.what());
   }
   if (!root.IsMap()) return Status::invalid(path + ": expected a mapping of sweep keys");
+  std::set<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
+    // yaml-cpp keeps both and answers with the first: a repeated key is an error, not a silent choice.
+    if (!seen.insert(key).second)
+      return Status::invalid(path + ": key '" + key + "' appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")");
     if (!kKeys.count(key)) {
       std::string known;
       for (const auto& k : kKeys) known += (known.empty() ? "" : ", ") + k;
@@ -103,6 +120,8 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   for (int64_t r : c.ranks)
     if (r < 1) return Status::invalid(path + ": key 'ranks': worker counts must be positive");
   if (c.servers < 1) return Status::invalid(path + ": key 'servers' must be at least 1");
+  if (!(c.momentum >= 0 && c.momentum < 1)) return Status::invalid(path + ": key 'momentum' must be in [0, 1)");
+  if (!(c.weight_decay >= 0)) return Status::invalid(path + ": key 'weight_decay' must be >= 0");
   if (root["mode"] && c.ranks.empty()) return Status::invalid(path + ": key 'mode' needs key 'ranks' (the worker counts)");
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "accuracy", c.accuracy));
 

@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "core/checked.hpp"
+#include "core/file_io.hpp"
 
 #include <charconv>
 #include <cstring>
@@ -384,10 +385,9 @@ Status save_onnx(const Graph& g, const std::string& path) {
       }
     }
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return Status::io_error(path + ": cannot open for writing");
-  if (!model.SerializeToOstream(&f)) return Status::io_error(path + ": write failed");
-  return Status::ok();
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) return Status::io_error(path + ": cannot serialise the model (over 2 GiB?)");
+  return write_file_atomic(path, bytes);
 }
 
 Expected<Tensor> load_tensor_pb(const std::string& path, std::string* name) {
@@ -401,9 +401,9 @@ Expected<Tensor> load_tensor_pb(const std::string& path, std::string* name) {
 Status save_tensor_pb(const Tensor& tensor, const std::string& name, const std::string& path) {
   onnx::TensorProto p;
   tensor_to_proto(tensor, name, &p);
-  std::ofstream f(path, std::ios::binary);
-  if (!f || !p.SerializeToOstream(&f)) return Status::io_error(path + ": cannot write");
-  return Status::ok();
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) return Status::io_error(path + ": cannot serialise the tensor");
+  return write_file_atomic(path, bytes);
 }
 
 std::vector<std::pair<std::string, std::string>> onnx_library_versions() {

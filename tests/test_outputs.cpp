@@ -1,0 +1,130 @@
+// Outputs that are whole or absent, and numbers and options that make sense: the CLI's side of
+// hardening (docs/cli.md, "Output files" and "Numbers"). Every case here was a finding: a run
+// that exited 0 with an empty CSV on a full disk, a failed write that truncated the previous
+// report, NaN tolerances that let every comparison pass, /dev/null-journal, and so on.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Outputs : public ScratchDirTest {
+ protected:
+  Outputs() : ScratchDirTest("mosaic_outputs_") {}
+  static std::string quick_bench() {
+    return "bench zoo:fmnist-cnn --backends naive --batch 1 --iterations 1 --warmup 0 --no-peaks --no-db";
+  }
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(Outputs, JsonDashIsStandardOutputAndThePeopleReportGoesToStderr) {
+  const std::string out = path("stdout"), err = path("stderr");
+  // In a subshell: mosaic_shell appends 2>&1 to the whole line.
+  CmdResult r = mosaic_shell("(" + std::string(MOSAIC_BIN) + " " + quick_bench() + " --json - > " + out + " 2> " + err + ")");
+  ASSERT_EQ(r.code, 0) << read_all(err);
+  const auto doc = nlohmann::json::parse(read_all(out), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << "stdout is exactly the JSON:\n" << read_all(out).substr(0, 400);
+  EXPECT_EQ(doc.value("model", ""), "zoo:fmnist-cnn");
+  EXPECT_NE(read_all(err).find("summary:"), std::string::npos) << "the report for people is on stderr";
+  EXPECT_FALSE(fs::exists("-")) << "no file named '-'";
+  // The CSV too; both on stdout at once is refused.
+  r = mosaic_shell("(" + std::string(MOSAIC_BIN) + " " + quick_bench() + " --csv - 2>/dev/null)");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("config,node,op,backend"), std::string::npos) << r.out.substr(0, 300);
+  r = mosaic(quick_bench() + " --csv - --json -");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("name the same file -"), std::string::npos) << r.out;
+}
+
+TEST_F(Outputs, AFailedWriteIsAnErrorAndLeavesThePreviousFileWhole) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  CmdResult r = mosaic(quick_bench() + " --csv /dev/full");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/dev/full: write failed: No space left on device"), std::string::npos) << r.out;
+  // A regular file on a full disk: RLIMIT_FSIZE stands in for the disk (1 KiB; the report is
+  // larger), SIGXFSZ ignored so that the write fails with EFBIG instead of killing the process.
+  const std::string json = path("r.json");
+  ASSERT_EQ(mosaic(quick_bench() + " --json " + json).code, 0);
+  const std::string before = read_all(json);
+  ASSERT_GT(before.size(), 1024u);
+  r = mosaic_shell("trap '' XFSZ; ulimit -f 1; " + std::string(MOSAIC_BIN) + " " + quick_bench() + " --seed 7 --json " +
+                   json);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(json + ": write failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the previous file, if any, is untouched"), std::string::npos) << r.out;
+  EXPECT_EQ(read_all(json), before) << "the previous report is whole";
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+}
+
+TEST_F(Outputs, UnwritableOutputsAndStoresAreRefusedBeforeAnyWork) {
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {quick_bench() + " --json /proc/x.json", "--json /proc/x.json: not writable (cannot create a file in /proc"},
+      {"bench zoo:fmnist-cnn --backends naive --db /dev/null", "--db /dev/null: is not a regular file"},
+      {"bench zoo:fmnist-cnn --backends naive --db " + path("x.db") + " --no-db", "--db and --no-db contradict"},
+  };
+  for (const auto& c : cases) {
+    CmdResult r = mosaic(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("benchmarking"), std::string::npos) << "refused before timing: " << c.args;
+  }
+  EXPECT_FALSE(fs::exists("/dev/null-journal"));
+  EXPECT_FALSE(fs::exists(path("x.db")));
+}
+
+TEST_F(Outputs, NonFiniteAndOutOfRangeNumbersAreRefusedReadably) {
+  const std::string relu = "/usr/share/libonnx-testdata/data/node/test_relu";
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"verify " + relu + " --rtol nan", "--rtol: must be a finite number, got 'nan'"},
+      {"verify " + relu + " --atol inf", "--atol: must be a finite number, got 'inf'"},
+      {"verify " + relu + " --rtol -1", "--rtol: must be >= 0, got -1"},
+      {"bench zoo:fmnist-cnn --target-ci nan", "--target-ci: must be a finite number"},
+      {"bench zoo:fmnist-cnn --max-seconds -3", "--max-seconds: must be > 0, got -3"},
+      {"train zoo:fmnist-cnn --momentum 2", "--momentum: must be in [0, 1), got 2"},
+      {"train zoo:fmnist-cnn --lr 0", "--lr: must be > 0, got 0"},
+      {"train zoo:fmnist-cnn --data synthetic:8,1,28,28,10 --opt momentum=nan", "optimizer sgd: momentum nan is outside [0, 1)"},
+      {"train zoo:fmnist-cnn --data synthetic:8,1,28,28,10 --optimizer adam --opt beta2=1", "beta2 1 is outside [0, 1)"},
+      {"compare 1 2 --alpha 0", "--alpha: must be in (0, 1), got 0"},
+  };
+  for (const auto& c : cases) {
+    CmdResult r = mosaic(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_LT(r.out.size(), 400u) << "no 300-digit bounds: " << r.out;
+  }
+}
+
+TEST_F(Outputs, MoreThreadsThanCoresWarnsAndIsNeverCachedAsThePeak) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string cache = path("cache");
+  const std::string threads = std::to_string(cores + 1);
+  CmdResult r = mosaic_shell("MOSAIC_CACHE_DIR=" + cache + " " + MOSAIC_BIN +
+                             " bench zoo:fmnist-cnn --backends naive --batch 1 --iterations 1 --warmup 0 --no-db --threads " +
+                             threads + " 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: --threads " + threads + " is more than the " + std::to_string(cores) + " cores"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("not cached: more threads than cores"), std::string::npos) << r.out;
+  const std::string peaks = read_all(cache + "/peaks.json");
+  EXPECT_EQ(peaks.find(" " + threads + " threads"), std::string::npos) << peaks;
+}
+
+}  // namespace
+}  // namespace mosaic::test
