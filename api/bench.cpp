@@ -329,9 +329,9 @@ std::vector<std::string> fallback_backends(const BenchOptions& o) {
 Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
   const auto& reg = builtin_registry();
   for (const auto& b : o.backends)
-    if (!reg.has_backend(b)) return Status::invalid("unknown backend '" + b + "' (known: " + join(reg.backends()) + ")");
+    if (!reg.has_backend(b)) return unknown_backend(b, "all");
   for (const auto& b : o.fallback)
-    if (b != "none" && !reg.has_backend(b)) return Status::invalid("unknown fallback backend '" + b + "'");
+    if (b != "none" && !reg.has_backend(b)) return unknown_backend(b, "none", "--fallback backend");
   const std::vector<std::string> fallback = fallback_backends(o);
   BenchConfigs configs;
   if (o.assign == "auto") return configs;  // chosen once the graph is loaded and fused

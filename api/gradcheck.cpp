@@ -15,12 +15,12 @@ Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
   set_num_threads(o.threads);
   KernelRegistry reg = builtin_registry();
   if (!reg.has_backend(o.backend))
-    return Status::invalid("unknown backend '" + o.backend + "' (known: " + join(reg.backends()) + ")");
+    return unknown_backend(o.backend);
   std::vector<std::string> fallback;
   for (const auto& b : o.fallback) {
     if (b == "none") continue;
     if (!reg.has_backend(b))
-      return Status::invalid("unknown --fallback backend '" + b + "' (known: " + join(reg.backends()) + ", none)");
+      return unknown_backend(b, "none", "--fallback backend");
     if (b != o.backend || !o.assign.empty()) fallback.push_back(b);
   }
   if (!o.assign.empty() && !o.plant.empty())
@@ -69,7 +69,7 @@ Expected<std::vector<std::string>> gradcheck_backend_list(const std::string& val
     const size_t comma = std::min(value.find(',', start), value.size());
     const std::string b = value.substr(start, comma - start);
     if (!reg.has_backend(b))
-      return Status::invalid("unknown backend '" + b + "' (known: " + join(reg.backends()) + ", all)");
+      return unknown_backend(b, "all");
     if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
     start = comma + 1;
   }

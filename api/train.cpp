@@ -82,7 +82,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   set_num_threads(o.threads);
   const int ranks = dp ? dp->size() : 1;
   const auto& reg = builtin_registry();
-  if (!reg.has_backend(o.backend)) return Status::invalid("unknown backend '" + o.backend + "'");
+  if (!reg.has_backend(o.backend)) return unknown_backend(o.backend);
   if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
   if (o.data_repeat < 1) return Status::invalid("--data-repeat must be at least 1");
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))

@@ -54,6 +54,22 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
+Status unknown_backend(const std::string& name, const std::string& extra, const std::string& what) {
+  std::vector<std::string> names = builtin_registry().backends(), shown = names;
+  for (const std::string& p : bundled_plugins()) {
+    const std::string b = bundled_backend_name(p);
+    if (std::find(names.begin(), names.end(), b) != names.end()) continue;
+    names.push_back(b);
+    shown.push_back(b + " (bundled plugin)");
+  }
+  if (!extra.empty()) shown.push_back(extra);
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string guess = std::find(names.begin(), names.end(), lower) != names.end() ? lower : closest(name, names);
+  return Status::invalid("unknown " + what + " '" + name + "' (known: " + join(shown) + ")" +
+                         (guess.empty() ? "" : "; did you mean " + guess + "?"));
+}
+
 Status check_output_path(const std::string& path, const std::string& flag) {
   if (path == "-") return Status::ok();  // standard output (write_file_atomic)
   std::error_code ec;

@@ -20,6 +20,11 @@ std::string join(const std::vector<std::string>& items, const std::string& sep =
 /// The candidate closest to `word` by edit distance, or "" if none is plausibly meant
 /// (distance above a third of the word's length, at least 2).
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+/// "unknown backend 'OneDNN' (known: naive, im2col, onednn, torch (bundled plugin); did you
+/// mean onednn?)": the registry's backends, the bundled plugins' (loaded only when named, so
+/// missing from the registry after a typo), `extra` ("all", "none") and the closest name.
+Status unknown_backend(const std::string& name, const std::string& extra = "", const std::string& what = "backend");
+
 /// An output file named by `flag` can be written: "-" (standard output), or not a directory, in
 /// an existing folder where a file can be created (proven by creating and removing one, since
 /// the file is written beside itself and renamed), and writable itself if it exists; a device

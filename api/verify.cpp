@@ -117,7 +117,7 @@ const char* case_verdict_name(CaseVerdict v) {
 Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
   if (backend == "all") return builtin_registry().backends();
   if (builtin_registry().has_backend(backend)) return std::vector<std::string>{backend};
-  return Status::invalid("unknown backend '" + backend + "' (known: " + join(builtin_registry().backends()) + ", all)");
+  return unknown_backend(backend, "all");
 }
 
 Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(const VerifyCase&)>& on_case) {

@@ -92,6 +92,8 @@ struct SimulateOptions {
 };
 
 int run_info(const InfoOptions& o);
+/// The end of `mosaic CMD --help`: examples to paste and the documentation page ("" if none).
+std::string command_footer(const std::string& command);
 /// Predicted data-parallel scaling (frontends/cli/simulate.cpp; docs/distributed.md).
 int run_simulate(const SimulateOptions& o);
 /// One self-contained HTML page with matplotlib figures (frontends/cli/html_report.cpp).

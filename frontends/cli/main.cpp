@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
     }
   }
   CLI::App app{"Mosaic: compare deep-learning backends node by node on one ONNX model"};
+  app.name("mosaic");
   app.require_subcommand(1);
   app.set_version_flag("--version", "mosaic 0.1.0");
 
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("model", bench.model, "ONNX file, or zoo:NAME")->required();
   add_common(bench_cmd, bench.common);
   auto* backends_opt =
-      bench_cmd->add_option("--backends", backends, "comma-separated backends to compare, or all (the bundled torch too)")->capture_default_str();
+      bench_cmd->add_option("--backends,--backend", backends, "comma-separated backends to compare, or all (the bundled torch too)")->capture_default_str();
   bench_cmd->add_option("--assign", bench.assign,
                         "mixed placement: Conv=onednn,Gemm=im2col,@fc1=naive,@conv*=im2col,*=naive, a YAML file (.yaml), or auto (measured per node)");
   bench_cmd->add_option("--fallback", fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
   VerifyOptions verify;
   auto* verify_cmd = app.add_subcommand("verify", "run ONNX backend-test cases (model.onnx + test_data_set_*/)");
   verify_cmd->add_option("paths", verify.paths, "case directories or suites of them")->required();
-  verify_cmd->add_option("--backend", verify.backend, mosaic::cli::join(registered, ", ") + " or all")->capture_default_str();
+  verify_cmd->add_option("--backend,--backends", verify.backend, mosaic::cli::join(registered, ", ") + " or all")->capture_default_str();
   verify_cmd->add_option("--filter", verify.filter, "only cases whose name matches this regular expression");
   verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
   verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
   train_cmd->add_option("model", train.model, "ONNX file, or zoo:NAME")->required();
   train_cmd->add_option("--data", train.data, "fashion-mnist, idx:DIR or synthetic:N,C,H,W,K")->capture_default_str();
   auto* train_backend_opt =
-      train_cmd->add_option("--backend", train.backend, "backend (nodes it cannot train fall back to naive)")->capture_default_str();
+      train_cmd->add_option("--backend,--backends", train.backend, "backend (nodes it cannot train fall back to naive)")->capture_default_str();
   train_cmd->add_option("--assign", train.assign, "train on a mixed placement instead, as bench --assign (a spec or a YAML file)")
       ->excludes(train_backend_opt);
   train.optimizer.clear();
@@ -312,7 +313,7 @@ int main(int argc, char** argv) {
   GradcheckRunOptions gc;
   auto* gc_cmd = app.add_subcommand("gradcheck", "check every parameter's gradient against finite differences");
   gc_cmd->add_option("model", gc.model, "ONNX file, or zoo:NAME")->required();
-  auto* gc_backend_opt = gc_cmd->add_option("--backend", gc.backend, "backend whose backward is checked; a,b,c or all: each in turn, "
+  auto* gc_backend_opt = gc_cmd->add_option("--backend,--backends", gc.backend, "backend whose backward is checked; a,b,c or all: each in turn, "
                                                "sharing the reference's evaluations")->capture_default_str();
   gc_cmd->add_option("--assign", gc.assign, "check a mixed placement instead, as bench --assign (a spec or a YAML file)")
       ->excludes(gc_backend_opt);
@@ -346,7 +347,7 @@ int main(int argc, char** argv) {
   oc_cmd->add_option("--weight-decay", oc.opt.weight_decay, "weight decay of the convergence and network checks");
   oc_cmd->add_option("--opt", oc_opts, "further hyperparameters: key=value[,key=value]");
   oc_cmd->add_option("--model", oc.model, "network whose gradients feed the optimizer ('none' to skip)")->capture_default_str();
-  oc_cmd->add_option("--backend", oc.backend, "backend of the network check")->capture_default_str();
+  oc_cmd->add_option("--backend,--backends", oc.backend, "backend of the network check")->capture_default_str();
   oc_cmd->add_option("--steps", oc.steps, "steps of the network check")->capture_default_str()->check(integer_at_least(1));
   oc_cmd->add_option("--onnx-data", oc.onnx_data, "ONNX node-test directory")->capture_default_str();
   oc_cmd->add_option("--tolerance", oc.tolerance, "trajectory tolerance (relative to the reference's movement)")
@@ -400,7 +401,7 @@ int main(int argc, char** argv) {
   auto* sim_cmd = app.add_subcommand(
       "simulate", "predict data-parallel throughput and speed-up for 1..1024 ranks from a measured profile and a network model");
   sim_cmd->add_option("input", sim.input, "model to profile (path or zoo:NAME), or the --json of 'bench MODEL --mode training'");
-  sim_cmd->add_option("--backend", sim.backend, "backend to profile (or the run to take from the JSON)")->capture_default_str();
+  sim_cmd->add_option("--backend,--backends", sim.backend, "backend to profile (or the run to take from the JSON)")->capture_default_str();
   sim_cmd->add_option("-b,--batch", sim.batch, "per-rank batch when profiling")->capture_default_str()->check(integer_at_least(1));
   sim_cmd->add_option("--threads", sim.threads, "threads per rank")->capture_default_str()->check(integer_at_least(1));
   sim_cmd->add_option("--iterations", sim.iterations, "timed training steps when profiling")->capture_default_str()->check(integer_at_least(1));
@@ -446,7 +447,7 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("model", plan.model, "ONNX file, or zoo:NAME")->required();
   add_common(plan_cmd, plan.common);
   auto* plan_backend_opt =
-      plan_cmd->add_option("--backend", plan.backend, "backend every node asks for: " + mosaic::cli::join(registered, ", "))
+      plan_cmd->add_option("--backend,--backends", plan.backend, "backend every node asks for: " + mosaic::cli::join(registered, ", "))
           ->capture_default_str();
   plan_cmd->add_option("--assign", plan.assign, "mixed placement, as bench --assign (a spec or a YAML file)")->excludes(plan_backend_opt);
   plan_cmd->add_option("--fallback", plan_fallback, "backends tried when a node's backend cannot run it ('none' to forbid)")
@@ -467,6 +468,31 @@ int main(int argc, char** argv) {
     sub->add_option("--plugin", plugin_paths,
                     "load an operator/backend plugin (shared library, repeatable; docs/extending.md)");
 
+  for (auto* sub : app.get_subcommands({})) sub->footer(command_footer(sub->get_name()));
+  app.footer("\nRun 'mosaic help COMMAND' or 'mosaic COMMAND --help' for a command's options and examples.\n"
+             "Documentation: docs/ in the source tree (README.md lists the pages).\n");
+  // `mosaic` alone and `mosaic help [COMMAND]` print usage, as people expect.
+  if (argc == 1 || (argc == 2 && std::string(argv[1]) == "help")) {
+    std::cout << app.help();
+    return 0;
+  }
+  if (argc >= 3 && std::string(argv[1]) == "help") {
+    for (auto* sub : app.get_subcommands({}))
+      if (sub->get_name() == argv[2]) {
+        // Exactly what `mosaic CMD --help` prints.
+        std::vector<std::string> args = {"--help", argv[2]};  // CLI11 takes them in reverse
+        try {
+          app.parse(args);
+        } catch (const CLI::ParseError& e) {
+          return app.exit(e);
+        }
+        return 0;
+      }
+    std::vector<std::string> names;
+    for (auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    std::cerr << "mosaic: error: no command '" << argv[2] << "' (commands: " << join(names) << ")\n";
+    return 2;
+  }
   // Ranges where a value outside them is nonsense (a negative tolerance, a momentum of 2).
   for (auto* sub : app.get_subcommands({}))
     for (auto* opt : sub->get_options()) {

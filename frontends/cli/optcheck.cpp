@@ -34,7 +34,7 @@ int run_optcheck(const OptcheckCliOptions& in) {
   o.tolerance = in.tolerance;
   o.seed = in.seed;
   if (!builtin_registry().has_backend(o.backend))
-    return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
+    return fail(unknown_backend(o.backend));
   if (Status ps = check_output_paths({{"--json", in.json}, {"--junit", in.junit}}); !ps.is_ok()) return fail(ps);
   auto results = optcheck(o);
   if (!results.ok()) {

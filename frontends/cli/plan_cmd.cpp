@@ -42,7 +42,7 @@ int run_plan(const PlanCliOptions& o) {
     placement = p.value();
   } else {
     if (!reg.has_backend(o.backend))
-      return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(reg.backends()) + ")"));
+      return fail(unknown_backend(o.backend));
     placement = Placement::all_on(o.backend, fallback);
   }
   PrepareReport pr;

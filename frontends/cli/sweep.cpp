@@ -246,7 +246,7 @@ int run_sweep(const SweepOptions& so) {
       auto p = assign_placement(b, {"naive"});
       if (!p.ok()) return fail(Status(p.status().code(), c.file + ": key 'backends': " + p.status().message()));
     } else if (!builtin_registry().has_backend(b)) {
-      return fail(Status::invalid(c.file + ": key 'backends': unknown backend '" + b + "'"));
+      return fail(Status::invalid(c.file + ": key 'backends': " + unknown_backend(b).message()));
     }
   }
   for (const auto& o : c.optimizers) {

@@ -19,7 +19,7 @@ int run_train(const TrainOptions& o) {
       !st.is_ok())
     return fail(st);
   if (!builtin_registry().has_backend(o.backend))
-    return fail(Status::invalid("unknown backend '" + o.backend + "' (known: " + join(builtin_registry().backends()) + ")"));
+    return fail(unknown_backend(o.backend));
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
   auto r = train_model(o, nullptr, true);

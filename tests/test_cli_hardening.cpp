@@ -1,5 +1,5 @@
-// Outputs that are whole or absent, and numbers and options that make sense: the CLI's side of
-// hardening (docs/cli.md, "Output files" and "Numbers"). Every case here was a finding: a run
+// The CLI's side of hardening (docs/cli.md, "Output files", "Numbers", "Usage"): outputs that are
+// whole or absent, numbers and options that make sense, usage where people look for it. Every case here was a finding: a run
 // that exited 0 with an empty CSV on a full disk, a failed write that truncated the previous
 // report, NaN tolerances that let every comparison pass, /dev/null-journal, and so on.
 #include <gtest/gtest.h>
@@ -124,6 +124,48 @@ TEST_F(Outputs, MoreThreadsThanCoresWarnsAndIsNeverCachedAsThePeak) {
   EXPECT_NE(r.out.find("not cached: more threads than cores"), std::string::npos) << r.out;
   const std::string peaks = read_all(cache + "/peaks.json");
   EXPECT_EQ(peaks.find(" " + threads + " threads"), std::string::npos) << peaks;
+}
+
+TEST(Habits, BareMosaicAndHelpPrintUsageAndEveryHelpEndsWithExamples) {
+  CmdResult r = mosaic("");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Usage: mosaic [OPTIONS] SUBCOMMAND"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mosaic help COMMAND"), std::string::npos) << r.out;
+  r = mosaic("help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Subcommands:"), std::string::npos) << r.out;
+  r = mosaic("help nosuch");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no command 'nosuch' (commands: info, bench"), std::string::npos) << r.out;
+  for (const char* cmd : {"info", "bench", "verify", "export", "train", "gradcheck", "optcheck", "sweep", "history",
+                          "compare", "report", "simulate", "plan", "backends"}) {
+    r = mosaic(std::string("help ") + cmd);
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+    const size_t examples = r.out.find("Examples:\n  mosaic " + std::string(cmd));
+    EXPECT_NE(examples, std::string::npos) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("Documentation: docs/", examples), std::string::npos) << cmd << "\n" << r.out;
+    EXPECT_EQ(mosaic(std::string(cmd) + " --help").out, r.out) << "help CMD is CMD --help";
+  }
+}
+
+TEST(Habits, BackendAndBackendsAreOneOptionAndTyposGetTheFullList) {
+  // --backend where bench says --backends, and the reverse: both spellings everywhere.
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --backend naive --batch 1 --iterations 1 --warmup 0 --no-peaks --no-db");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = mosaic("plan zoo:fmnist-cnn --backends im2col");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* cmd : {"verify", "train", "gradcheck", "optcheck", "simulate", "plan"})
+    EXPECT_NE(mosaic(std::string(cmd) + " --help").out.find("--backend,--backends"), std::string::npos) << cmd;
+  // A typo: every backend named (the bundled plugin's too, which a typo does not load), and a guess.
+  r = mosaic("bench zoo:fmnist-cnn --backends OneDNN");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown backend 'OneDNN' (known: naive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("did you mean onednn?"), std::string::npos) << r.out;
+  if (!bundled_plugins().empty())
+    EXPECT_NE(r.out.find("torch (bundled plugin)"), std::string::npos) << r.out;
+  r = mosaic("verify /nonexistent --backend imcol");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("did you mean im2col?"), std::string::npos) << r.out;
 }
 
 }  // namespace
