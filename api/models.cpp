@@ -1,5 +1,6 @@
 #include "api/models.hpp"
 
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -23,6 +24,7 @@ Expected<Graph> load_model(const std::string& spec) {
 
 Status explain_unsupported(const Status& st, const Graph& g) {
   if (st.code() != StatusCode::kUnsupported) return st;
+  std::string message = st.message();
   for (const auto& n : g.nodes)
     if (st.message().find(n.label()) != std::string::npos) {
       // A custom domain's operator: the message already says which plugin is missing.
@@ -30,10 +32,30 @@ Status explain_unsupported(const Status& st, const Graph& g) {
       std::string lacking;
       for (const auto& b : builtin_registry().backends())
         if (!builtin_registry().has_kernel(b, n.op_type)) lacking += (lacking.empty() ? "" : ", ") + b;
-      if (!lacking.empty()) return Status(st.code(), st.message() + " (backends without a kernel for it: " + lacking + ")");
+      if (!lacking.empty()) message += " (backends without a kernel for it: " + lacking + ")";
       break;
     }
-  return st;
+  // Every unsupported op of the model at once, not one per attempt: op, node count, first node.
+  std::map<std::string, std::pair<int, std::string>> missing;
+  for (const auto& n : g.nodes) {
+    const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
+    const OpSchema* s = find_schema(n.op_type);
+    if (s && (onnx ? s->domain.empty() : s->domain == n.domain)) continue;
+    auto& [count, first] = missing[(onnx ? "" : n.domain + ".") + n.op_type];
+    if (count++ == 0) first = n.name;
+  }
+  if (missing.size() > 1 || (missing.size() == 1 && missing.begin()->second.first > 1)) {
+    int nodes = 0;
+    std::string list;
+    for (const auto& [op, v] : missing) {
+      nodes += v.first;
+      list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(v.first) + " node" + (v.first == 1 ? "" : "s") +
+              ", first '" + v.second + "')";
+    }
+    message += "; in all, " + std::to_string(missing.size()) + " op type" + (missing.size() == 1 ? "" : "s") + " in " +
+               std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + " are not supported: " + list;
+  }
+  return Status(st.code(), message);
 }
 
 Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report) {

@@ -144,7 +144,42 @@ bool RunComparison::slower() const {
 Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const CompareOptions& o) {
   MOSAIC_RETURN_IF_ERROR(check_doc(a, "A"));
   MOSAIC_RETURN_IF_ERROR(check_doc(b, "B"));
+  if (a == b)
+    return Status::invalid("A and B are the same run: comparing a run with itself says nothing (name two runs, e.g. "
+                           "last~1 last)");
   RunComparison r;
+  if (!o.force) {
+    // What makes two timings incomparable: another computation or another configuration.
+    std::vector<std::string> differ;
+    auto model_of = [](const json& d) {
+      const json h = at(d, {"provenance", "run", "model_sha256"});
+      return h.is_null() ? at(d, {"model"}) : h;
+    };
+    auto show = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    if (model_of(a) != model_of(b)) differ.push_back("model (" + show(at(a, {"model"})) + " vs " + show(at(b, {"model"})) + ")");
+    for (const char* k : {"mode", "batch", "threads"})
+      if (at(a, {k}) != at(b, {k})) differ.push_back(std::string(k) + " (" + show(at(a, {k})) + " vs " + show(at(b, {k})) + ")");
+    auto labels = [](const json& d) {
+      std::vector<std::string> l;
+      for (const auto& run : d.value("runs", json::array())) l.push_back(run.value("label", ""));
+      std::sort(l.begin(), l.end());
+      return l;
+    };
+    if (labels(a) != labels(b)) {
+      auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+        return s;
+      };
+      differ.push_back("backends (" + join(labels(a)) + " vs " + join(labels(b)) + ")");
+    }
+    if (!differ.empty()) {
+      std::string what;
+      for (const auto& d : differ) what += (what.empty() ? "" : ", ") + d;
+      return Status::invalid("A and B differ in " + what +
+                             ": a difference in time would be the settings', not the code's (--force compares them anyway)");
+    }
+  }
   const json model_a = at(a, {"provenance", "run", "model_sha256"}).is_null() ? at(a, {"model"}) : at(a, {"provenance", "run", "model_sha256"});
   const json model_b = at(b, {"provenance", "run", "model_sha256"}).is_null() ? at(b, {"model"}) : at(b, {"provenance", "run", "model_sha256"});
   check_same("model", model_a, model_b, r.warnings);

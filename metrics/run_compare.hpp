@@ -18,6 +18,9 @@ namespace mosaic {
 struct CompareOptions {
   double alpha = 0.05;      ///< significance level of each configuration's test
   double threshold = 0.05;  ///< smallest relative change of the median that counts (0.05: 5%)
+  /// Compare runs that differ in model, mode, batch, threads or backend set (refused otherwise:
+  /// the difference would be the settings', not the code's).
+  bool force = false;
 };
 
 enum class Change {

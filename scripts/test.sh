@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Builds Mosaic and runs the whole test suite (unit, cross-backend, CLI error paths, ONNX
-# node tests, torchvision-vs-PyTorch). Set MOSAIC_SANITIZE=1 for an ASan/UBSan build.
+# Builds Mosaic and runs the test suite (unit, cross-backend, CLI error paths, hostile models,
+# ONNX node tests, torchvision-vs-PyTorch). Set MOSAIC_SANITIZE=1 for an ASan/UBSan build.
+# Usage: scripts/test.sh [--full] [ctest arguments...]
+#   default: every test but the long end-to-end runs listed in tests/full_only.txt (a few
+#            minutes on 2 cores after the build);
+#   --full:  all of them (run it before resolving an issue).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
@@ -20,4 +24,12 @@ if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
 cmake --build "$build"
-ctest --test-dir "$build" -j2 --output-on-failure
+full=0
+if [ "${1:-}" = "--full" ]; then full=1; shift; fi
+exclude=()
+if [ "$full" = 0 ]; then
+  pattern=$(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' tests/full_only.txt | paste -sd'|')
+  exclude=(-E "$pattern")
+  echo "scripts/test.sh: skipping the long runs in tests/full_only.txt (scripts/test.sh --full runs them)"
+fi
+ctest --test-dir "$build" -j2 --output-on-failure "${exclude[@]}" "$@"

@@ -167,7 +167,7 @@ TEST(TrainMetrics, DataLoadingTimeToAccuracyAndDoesNotTrain) {
   EXPECT_NE(r.out.find("--target-accuracy needs the test accuracy"), std::string::npos) << r.out;
   r = mosaic(base + " --target-accuracy 85");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("--target-accuracy must be a fraction in [0, 1]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--target-accuracy: must be in [0, 1], got 85"), std::string::npos) << r.out;
   fs::remove(out);
 }
 

@@ -3,6 +3,7 @@
 // that exited 0 with an empty CSV on a full disk, a failed write that truncated the previous
 // report, NaN tolerances that let every comparison pass, /dev/null-journal, and so on.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <filesystem>
 #include <fstream>
@@ -126,6 +127,43 @@ TEST_F(Outputs, MoreThreadsThanCoresWarnsAndIsNeverCachedAsThePeak) {
   EXPECT_EQ(peaks.find(" " + threads + " threads"), std::string::npos) << peaks;
 }
 
+TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
+  // x -> Erf -> ReduceMean -> Erf -> Relu -> Gelu(com.x): three op types Mosaic lacks, four nodes.
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int d : {2, 4}) in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  const std::vector<std::pair<std::string, std::string>> ops = {{"Erf", ""}, {"ReduceMean", ""}, {"Erf", ""}, {"Relu", ""}};
+  std::string prev = "x";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto* n = g->add_node();
+    n->set_op_type(ops[i].first);
+    n->set_name("n" + std::to_string(i));
+    n->add_input(prev);
+    prev = "v" + std::to_string(i);
+    n->add_output(prev);
+  }
+  g->add_output()->set_name(prev);
+  const std::string file = path("unsupported.onnx");
+  {
+    std::ofstream f(file, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  for (const std::string cmd : {"info ", "bench ", "verify --per-node "}) {
+    CmdResult r = mosaic(cmd + file);
+    EXPECT_EQ(r.code, 2) << cmd << r.out;
+    EXPECT_NE(r.out.find("node 'n0' (Erf): operator Erf is not supported"), std::string::npos) << cmd << r.out;
+    EXPECT_NE(r.out.find("in all, 2 op types in 3 nodes are not supported: Erf (2 nodes, first 'n0'), ReduceMean "
+                         "(1 node, first 'n1')"),
+              std::string::npos)
+        << cmd << r.out;
+  }
+}
+
 TEST(Habits, BareMosaicAndHelpPrintUsageAndEveryHelpEndsWithExamples) {
   CmdResult r = mosaic("");
   EXPECT_EQ(r.code, 0) << r.out;
@@ -161,8 +199,9 @@ TEST(Habits, BackendAndBackendsAreOneOptionAndTyposGetTheFullList) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown backend 'OneDNN' (known: naive"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("did you mean onednn?"), std::string::npos) << r.out;
-  if (!bundled_plugins().empty())
+  if (!bundled_plugins().empty()) {
     EXPECT_NE(r.out.find("torch (bundled plugin)"), std::string::npos) << r.out;
+  }
   r = mosaic("verify /nonexistent --backend imcol");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("did you mean im2col?"), std::string::npos) << r.out;

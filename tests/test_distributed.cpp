@@ -391,7 +391,7 @@ TEST_F(Distributed, BadModeIsRefusedBeforeAnyWork) {
   const std::string train = "train zoo:fmnist-cnn --steps 2 --distributed ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {train + "ring", "unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking, avg"},
-      {train + "allreduce --bucket-mb 0", "--bucket-mb must be positive"},
+      {train + "allreduce --bucket-mb 0", "--bucket-mb: must be > 0, got 0"},
       {train + "ps", "--distributed ps with --servers 1 needs at least 2 ranks (mpirun -np), got 1"},
       {train + "avg --sync-every 0", "--sync-every must be at least 1"},
       {train + "allreduce --collective tree", "unknown --collective 'tree' (known: auto, ring, shm)"},

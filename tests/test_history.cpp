@@ -200,10 +200,16 @@ TEST_F(History, CompareFindsAKnownSlowdownAndNothingInTheSameRun) {
   std::ofstream(path("fast.json")) << scaled(a, "im2col", 0.6).dump();
   std::ofstream(path("node.json")) << scaled(a, "im2col", 3.0, "conv1+relu1").dump();
 
-  // A run against itself: identical samples, no difference anywhere; exit 0.
+  // A run against itself says nothing: refused, whether named twice or by two names.
   r = mosaic("compare 1 1 --db " + db_);
-  EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("verdict: no detectable difference"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("A and B are the same run"), std::string::npos) << r.out;
+  r = mosaic("compare " + path("a.json") + " " + path("a.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  std::filesystem::copy_file(path("a.json"), path("a_copy.json"));
+  r = mosaic("compare " + path("a.json") + " " + path("a_copy.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("A and B are the same run"), std::string::npos) << r.out;
 
   r = mosaic("compare " + path("a.json") + " " + path("slow.json") + " --json " + path("cmp.json"));
   EXPECT_EQ(r.code, 1) << r.out;  // gates CI
@@ -239,7 +245,27 @@ TEST_F(History, CompareFindsAKnownSlowdownAndNothingInTheSameRun) {
   const int threads = a["threads"].get<int>();
   other["threads"] = threads + 1;
   std::ofstream(path("other.json")) << other.dump();
+  // Different settings are refused (the difference would be theirs), unless --force: then with a warning.
   r = mosaic("compare " + path("a.json") + " " + path("other.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("A and B differ in threads (" + std::to_string(threads) + " vs " + std::to_string(threads + 1) +
+                       "): a difference in time would be the settings'"),
+            std::string::npos)
+      << r.out;
+  json other_mode = a;
+  other_mode["mode"] = "training";
+  other_mode["batch"] = 16;
+  std::ofstream(path("other_mode.json")) << other_mode.dump();
+  r = mosaic("compare " + path("a.json") + " " + path("other_mode.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("differ in mode (inference vs training), batch ("), std::string::npos) << r.out;
+  json fewer = a;
+  fewer["runs"].erase(fewer["runs"].begin());
+  std::ofstream(path("fewer.json")) << fewer.dump();
+  r = mosaic("compare " + path("a.json") + " " + path("fewer.json"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("differ in backends ("), std::string::npos) << r.out;
+  r = mosaic("compare " + path("a.json") + " " + path("other.json") + " --force");
   EXPECT_NE(r.out.find("warning: threads differs: " + std::to_string(threads) + " vs " + std::to_string(threads + 1)),
             std::string::npos) << r.out;
 
@@ -333,7 +359,7 @@ TEST_F(History, BadInputIsRefusedWithTheFileOrRunNamed) {
   EXPECT_NE(r.out.find("text.json: not JSON"), std::string::npos) << r.out;
   r = mosaic("compare 1 1 --db " + db_ + " --alpha 1.5");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("--alpha must be in (0, 1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--alpha: must be in (0, 1), got 1.5"), std::string::npos) << r.out;
   r = mosaic("history --db " + db_ + " --kind gradcheck");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--kind must be bench, train or sweep"), std::string::npos) << r.out;

@@ -104,15 +104,17 @@ TEST_F(Hostile, EveryCommandRefusesTheCorpusWithExitTwo) {
     const std::string model = (dir_ / "c" / c.name / "model.onnx").string();
     const std::string json = path(c.name + ".json");
     // `timeout` turns a hang (the FIFO) into a failure instead of a stuck test.
+    // The built-in backends (the model is refused by the loader, before any backend: loading the
+    // torch plugin 80 times would only cost time).
     std::vector<std::string> commands = {"info " + model,
-                                         "bench " + model + " --backends all --iterations 1 --warmup 0 --json " + json,
-                                         "verify --per-node " + model + " --backend all"};
+                                         "bench " + model + " --backends naive,im2col,onednn --iterations 1 --warmup 0 --json " + json,
+                                         "verify --per-node " + model + " --backend onednn"};
     if (fs::exists(dir_ / "c" / c.name / "test_data_set_0"))
-      commands.push_back("verify " + (dir_ / "c" / c.name).string() + " --backend all");
+      commands.push_back("verify " + (dir_ / "c" / c.name).string() + " --backend naive");
     for (const std::string& cmd : commands) {
       CmdResult r = mosaic_shell("timeout 60 " + std::string(MOSAIC_BIN) + " " + cmd);
-      if (c.fragment.empty()) {
-        EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+      if (c.fragment.empty()) {  // a valid model: runs (3: nothing failed, a backend declined every node)
+        EXPECT_TRUE(r.code == 0 || r.code == 3) << cmd << "\n" << r.out;
         continue;
       }
       // verify of a suite reports each case FAILED with the reason (exit 1, as for a wrong

@@ -83,6 +83,8 @@ int run_compare(const CompareCliOptions& o) {
   if (!(o.stats.alpha > 0 && o.stats.alpha < 1)) return fail(Status::invalid("--alpha must be in (0, 1)"));
   if (!(o.stats.threshold >= 0)) return fail(Status::invalid("--threshold must be >= 0"));
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
+  if (o.a == o.b)
+    return fail(Status::invalid("compare " + o.a + " " + o.b + ": A and B are the same run; name two runs (last~1 last)"));
   std::unique_ptr<ResultsDb> db;
   auto a = load_named_run(o.a, o.db, db);
   if (!a.ok()) return fail(a.status());

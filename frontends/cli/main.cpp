@@ -388,6 +388,8 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("--alpha", cmp.stats.alpha, "significance level")->capture_default_str();
   compare_cmd->add_option("--nodes", cmp.nodes, "node rows shown per backend")->capture_default_str()->check(integer_at_least(0));
   compare_cmd->add_option("--json", cmp.json, "write the comparison as JSON");
+  compare_cmd->add_flag("--force", cmp.stats.force,
+                        "compare runs that differ in model, mode, batch, threads or backends (refused otherwise)");
 
   ReportOptions report;
   auto* report_cmd = app.add_subcommand("report", "one self-contained HTML page with figures from bench, train and sweep runs");
@@ -503,7 +505,7 @@ int main(int argc, char** argv) {
       if (name == "--rtol" || name == "--atol" || name == "--weight-decay") opt->check(non_negative());
       if (name == "--lr" || name == "--bucket-mb" || name == "--eps" || name == "--tolerance") opt->check(positive());
       if (name == "--momentum") opt->check(number_in(0, 1, false, true, "in [0, 1)"));
-      if (name == "--target-accuracy") opt->check(number_in(0, 1, true, false, "in (0, 1]"));
+      if (name == "--target-accuracy") opt->check(number_in(0, 1, false, false, "in [0, 1]"));
       if (name == "--alpha") opt->check(number_in(0, 1, true, true, "in (0, 1)"));
     }
   try {
