@@ -1,4 +1,5 @@
 #include "api/bench.hpp"
+#include "core/interrupt.hpp"
 
 #include <thread>
 #include <omp.h>
@@ -42,6 +43,15 @@ void finish_report(BenchReport& report) {
   fill_speedups(report, 0);
   for (auto& n : peak_sanity_notes(report)) report.notes.push_back(std::move(n));
   report.peak_rss_bytes = peak_rss_bytes();
+}
+
+/// After a configuration was added: tells o.on_config_done (the CLI prints it at once) and says
+/// whether to stop (SIGINT/SIGTERM: the configurations not yet timed are not run).
+bool config_done(const BenchOptions& o, BenchReport& report, const BenchResult& r) {
+  fill_speedups(report, 0);
+  report.interrupted = report.interrupted || r.interrupted || interrupted();
+  if (o.on_config_done) o.on_config_done(report);
+  return report.interrupted;
 }
 
 /// The first node that diverges from naive when run alone (a failed check's culprit), or
@@ -194,6 +204,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
     MOSAIC_ASSIGN_OR_RETURN(BenchResult r, run_training_benchmark(plan, inputs, labels, *opt, cfg, trace,
                                                                   dp ? dp->gradient_exchange() : nullptr));
     add_config(report, configs[i].first, plan, r, checks[i]);
+    if (config_done(o, report, r)) break;
     if (dp) {
       double seconds = 0;
       for (double ns : r.iteration_ns) seconds += ns / 1e9;
@@ -284,7 +295,9 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     if (trace) trace->begin_config(configs[i].first, plan);
     MOSAIC_ASSIGN_OR_RETURN(BenchResult r, run_benchmark(plan, inputs, cfg, trace));
     add_config(report, configs[i].first, plan, r, check);
+    if (config_done(o, report, r)) break;
   }
+  if (report.interrupted) return Status::ok();  // no side-by-side round after a stop
   if (auto_assign)  // the auto plan against the fastest single backend, in alternating rounds
     MOSAIC_RETURN_IF_ERROR(auto_side_by_side(o, configs, plans, inference_timing, report));
   return Status::ok();

@@ -3,6 +3,7 @@
 // followed by printing, the --json/--csv/--trace files and the results store.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,6 +46,9 @@ struct BenchOptions {
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
   double rtol = 1e-3, atol = 1e-4;
   DbOptions db;  ///< the results store the CLI records the run in (api::bench records nothing)
+  /// Called after each configuration is timed, with the report so far (its last configuration
+  /// the new one): the CLI prints each backend as it finishes. Optional.
+  std::function<void(const BenchReport&)> on_config_done;
   bool verbose = false;  ///< progress lines and bars on stderr (the CLI sets it)
 };
 

@@ -1,4 +1,5 @@
 #include "api/train.hpp"
+#include "core/interrupt.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -291,6 +292,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
     for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
       if (o.steps > 0 && step >= o.steps) break;
+      if (!dp && interrupted()) break;  // SIGINT/SIGTERM: the finished epochs are kept, this one dropped
       if (o.steps_per_epoch > 0 && b >= o.steps_per_epoch) break;
       if (verbose && b > 0) {
         char loss_text[48];
@@ -347,6 +349,12 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     if (dp && diverged.empty()) dp->after_update(step, true);  // model averaging: one model before evaluation
     const double secs = static_cast<double>(now_ns() - t0) / 1e9;
     train_seconds += secs;
+    if (!dp && interrupted()) {
+      log["interrupted"] = true;
+      if (verbose) std::printf("interrupted during epoch %lld: the %zu finished epoch(s) are kept\n",
+                               static_cast<long long>(epoch), log["epochs"].size());
+      break;
+    }
     // Data loading: the loader's busy time, and the part the training thread waited for.
     const double load_s = static_cast<double>(loader.load_ns() - load0) / 1e9;
     const double wait_s = static_cast<double>(loader.wait_ns() - wait0) / 1e9;

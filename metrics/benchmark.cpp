@@ -1,4 +1,5 @@
 #include "metrics/benchmark.hpp"
+#include "core/interrupt.hpp"
 
 #include <time.h>
 
@@ -72,7 +73,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       MOSAIC_RETURN_IF_ERROR(iteration(nullptr, 0).status());
       ++r.warmup_done;
       warm.update(i + 1, std::max(cfg.warmup, 1));
-      if (now_ns() - start > budget_ns / 4) break;
+      if (now_ns() - start > budget_ns / 4 || interrupted()) break;
     }
   }
   Progress progress(cfg.progress);
@@ -84,7 +85,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
   double cpu_ns = 0, wall_ns = 0;  // over the measuring loops of the repeats
   OthersCpuMeter others;           // other processes' CPU over the same loops
   int64_t it = 0;
-  for (int rep = 0; rep < repeats && !r.budget_hit; ++rep) {
+  for (int rep = 0; rep < repeats && !r.budget_hit && !r.interrupted; ++rep) {
     std::vector<double> rep_ns;
     const int64_t rep_start = now_ns();
     int next_check = kAdaptiveMinIterations;  // adaptive: re-test every ~10% more samples
@@ -114,10 +115,21 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       rep_ns.push_back(d);
       accounted.push_back(extra.value());
       if (progress.enabled()) {
-        // Fixed mode knows its total; adaptive mode does not (its target decides).
-        const double total = r.adaptive ? 0 : static_cast<double>(repeats) * std::max(cfg.iterations, 1);
+        // Fixed mode knows its total; adaptive mode does not (its target decides). Either way the
+        // budget caps it: the total shown is what the budget leaves room for at the rate so far.
+        double total = r.adaptive ? 0 : static_cast<double>(repeats) * std::max(cfg.iterations, 1);
+        const double spent = static_cast<double>(now_ns() - measure_start);
+        const double left = static_cast<double>(budget_ns) * 3 / 4 - spent;
+        const double within_budget = static_cast<double>(it) + std::max(0.0, left) / (spent / static_cast<double>(it));
+        const bool budget_bound = within_budget < (r.adaptive ? 1e300 : total);
+        if (budget_bound) total = within_budget;
         progress.update(static_cast<double>(it), std::max(total, static_cast<double>(it)),
-                        r.adaptive ? "adaptive" : "repeat " + std::to_string(rep + 1) + "/" + std::to_string(repeats));
+                        std::string(r.adaptive ? "adaptive" : "repeat " + std::to_string(rep + 1) + "/" + std::to_string(repeats)) +
+                            (budget_bound ? ", until the time budget" : ""));
+      }
+      if (interrupted()) {
+        r.interrupted = true;
+        break;
       }
       if (now_ns() - measure_start > budget_ns * 3 / 4) {
         r.budget_hit = !(rep + 1 == repeats && enough(i + 1));

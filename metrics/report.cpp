@@ -1,6 +1,7 @@
 #include "metrics/report.hpp"
 #include "core/file_io.hpp"
 
+#include <algorithm>
 #include <sys/resource.h>
 
 #include <cmath>
@@ -144,6 +145,12 @@ void print_statistics(const ConfigReport& c, const BenchConfig& cfg, std::ostrea
 }  // namespace
 
 void print_report(const BenchReport& rep, std::ostream& os) {
+  print_report_header(rep, os);
+  for (const auto& c : rep.configs) print_config(rep, c, os);
+  print_report_footer(rep, os);
+}
+
+void print_report_header(const BenchReport& rep, std::ostream& os) {
   os << "model " << rep.model << "  batch " << rep.batch << "  mode " << rep.mode << "  threads " << rep.threads
      << "  OpenBLAS " << rep.blas_core << "  oneDNN " << rep.onednn_isa << "\n";
   if (!rep.input.empty()) os << "input: " << rep.input << "\n";
@@ -165,7 +172,10 @@ void print_report(const BenchReport& rep, std::ostream& os) {
          << "% of the CPU; the earlier quiet measurement is kept\n";
   }
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
-  for (const auto& c : rep.configs) {
+}
+
+void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
+  {
     os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
     const bool training = rep.mode == "training";
     // Names are never cut: the node column is as wide as the longest (torchvision's
@@ -252,6 +262,26 @@ void print_report(const BenchReport& rep, std::ostream& os) {
     }
     if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
   }
+}
+
+void print_report_footer(const BenchReport& rep, std::ostream& os) {
+  if (rep.configs.size() > 1) {
+    // The backends from fastest to slowest (median iteration), as a person would sum it up.
+    std::vector<const ConfigReport*> order;
+    for (const auto& c : rep.configs) order.push_back(&c);
+    std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->median_ms < b->median_ms; });
+    os << "\nranking (median iteration, fastest first):";
+    for (size_t i = 0; i < order.size(); ++i) {
+      char item[256];
+      std::snprintf(item, sizeof item, "%s%zu. %s %.3f ms%s", i ? ", " : " ", i + 1, order[i]->label.c_str(),
+                    order[i]->median_ms,
+                    i ? (" (" + std::to_string(order[i]->median_ms / order[0]->median_ms).substr(0, 4) + "x)").c_str() : "");
+      os << item;
+    }
+    os << "\n";
+  }
+  if (rep.interrupted)
+    os << "interrupted: the run was stopped (SIGINT/SIGTERM); the configurations above finished, the rest did not run\n";
   os << "\nprocess peak RSS " << format_bytes(static_cast<double>(rep.peak_rss_bytes)) << " (getrusage; all of the above)\n";
   for (const auto& l : provenance_lines(rep.provenance)) os << l << "\n";
 }
@@ -300,6 +330,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
   if (!rep.auto_placement.is_null()) j["auto_placement"] = rep.auto_placement;
   j["provenance"] = provenance_json(rep.provenance);
   j["peak_rss_bytes"] = rep.peak_rss_bytes;
+  if (rep.interrupted) j["interrupted"] = true;
   j["runs"] = json::array();
   // Peaks: null when not measured; a node's roofline bound is min(peak, intensity x bandwidth).
   const MachinePeaks& pk = rep.peaks;

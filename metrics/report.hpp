@@ -73,6 +73,9 @@ struct BenchReport {
   std::vector<ConfigReport> configs;
   Provenance provenance;
   MachinePeaks peaks;  ///< sgemm_gflops 0: not measured (--no-peaks)
+  /// SIGINT/SIGTERM stopped the run: the configurations above finished (the last may have
+  /// fewer iterations), the rest were not run.
+  bool interrupted = false;
   int64_t peak_rss_bytes = 0;  ///< the process's peak resident set (getrusage) when the report was made
   nlohmann::json distributed;  ///< bench under mpirun: per configuration, the data-parallel figures (null otherwise)
   nlohmann::json auto_placement;  ///< bench --assign auto: the choice and its side-by-side ratio (null otherwise)
@@ -83,7 +86,15 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
 /// Fills speedup_vs_naive from the "naive" configuration (if present) or a given naive median.
 void fill_speedups(BenchReport& report, double naive_median_ms);
 
+/// The whole report for people: print_report_header, print_config for each configuration,
+/// print_report_footer (the ranking of the backends, an interruption, peak RSS, provenance).
 void print_report(const BenchReport& report, std::ostream& os);
+/// Model, batch, kernels, input, peaks and notes.
+void print_report_header(const BenchReport& report, std::ostream& os);
+/// One configuration's per-node table, summary, statistics, memory and check.
+void print_config(const BenchReport& report, const ConfigReport& config, std::ostream& os);
+/// Notes added at the end, the ranking, an interruption, peak RSS and provenance.
+void print_report_footer(const BenchReport& report, std::ostream& os);
 /// The report as JSON (schema mosaic.bench/2, docs/json-schema.md); write_json writes it.
 nlohmann::json bench_json(const BenchReport& report);
 Status write_json(const BenchReport& report, const std::string& path);

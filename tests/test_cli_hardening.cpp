@@ -164,6 +164,41 @@ TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
   }
 }
 
+TEST_F(Outputs, InterruptedBenchAndTrainKeepWhatFinished) {
+  // bench: SIGINT during naive's long timing loop. What was measured is printed, written and
+  // recorded, marked interrupted; the other backends do not run; exit 130.
+  const std::string json = path("b.json"), db = path("runs.sqlite");
+  CmdResult r = mosaic_shell("(" + std::string(MOSAIC_BIN) +
+                             " bench zoo:fmnist-cnn --backends naive,im2col,onednn --batch 2 --no-peaks --iterations 1000000"
+                             " --max-seconds 600 --warmup 0 --threads 1 --json " + json + " --db " + db +
+                             " > " + path("b.out") + " 2>&1 & pid=$!; "
+                             "for i in $(seq 100); do grep -q 'benchmarking naive' " + path("b.out") +
+                             " && break; sleep 0.1; done; sleep 1; kill -INT $pid; wait $pid; echo rc=$?)");
+  const std::string out = read_all(path("b.out"));
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << out;
+  EXPECT_NE(out.find("== naive"), std::string::npos) << out;
+  EXPECT_NE(out.find("interrupted: the run was stopped"), std::string::npos) << out;
+  EXPECT_EQ(out.find("benchmarking im2col"), std::string::npos) << "the rest did not run:\n" << out;
+  auto doc = nlohmann::json::parse(read_all(json), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << read_all(json);
+  EXPECT_EQ(doc.value("interrupted", false), true);
+  EXPECT_EQ(doc["runs"].size(), 1u) << "naive, up to the signal";
+  r = mosaic("history --db " + db);
+  EXPECT_NE(r.out.find("zoo:fmnist-cnn"), std::string::npos) << "recorded: " << r.out;
+  // train under SIGTERM: the finished epochs are written; exit 143.
+  const std::string tjson = path("t.json");
+  r = mosaic_shell("(" + std::string(MOSAIC_BIN) +
+                   " train zoo:fmnist-cnn --data synthetic:256,1,28,28,10 --batch 16 --epochs 100000 --no-db --no-eval "
+                   "--threads 1 --json " + tjson + " > " + path("t.out") + " 2>&1 & pid=$!; "
+                   "for i in $(seq 300); do grep -q '^epoch 2:' " + path("t.out") + " && break; sleep 0.1; done; "
+                   "kill -TERM $pid; wait $pid; echo rc=$?)");
+  EXPECT_NE(r.out.find("rc=143"), std::string::npos) << r.out << read_all(path("t.out"));
+  doc = nlohmann::json::parse(read_all(tjson), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << read_all(path("t.out"));
+  EXPECT_EQ(doc.value("interrupted", false), true);
+  EXPECT_GE(doc["epochs"].size(), 2u);
+}
+
 TEST(Habits, BareMosaicAndHelpPrintUsageAndEveryHelpEndsWithExamples) {
   CmdResult r = mosaic("");
   EXPECT_EQ(r.code, 0) << r.out;

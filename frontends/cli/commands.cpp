@@ -1,4 +1,5 @@
 #include "frontends/cli/commands.hpp"
+#include "core/interrupt.hpp"
 
 #include <omp.h>
 #include <regex.h>
@@ -136,11 +137,30 @@ int run_bench(const BenchOptions& given) {
   }
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
+  // Each backend is printed as it finishes; Ctrl-C (SIGINT) or SIGTERM stops the timing, and what
+  // finished is printed, written and recorded, marked interrupted. Not under mpirun: a rank that
+  // stopped alone would leave the others waiting in a collective.
+  if (o.distributed.empty()) install_interrupt_handlers();
+  size_t printed_configs = 0, printed_notes = 0;
+  bool header = false;
+  o.on_config_done = [&](const BenchReport& r) {
+    if (!header) {
+      print_report_header(r, std::cout);
+      printed_notes = r.notes.size();
+      header = true;
+    }
+    while (printed_configs < r.configs.size()) print_config(r, r.configs[printed_configs++], std::cout);
+    std::cout.flush();
+  };
   auto outcome = api::bench(o);
   if (!outcome.ok()) return fail(outcome.status());
   if (!outcome->reporting_rank) return outcome->checks_ok ? 0 : 1;
   const BenchReport& report = outcome->report;
-  print_report(report, std::cout);
+  if (!header) print_report_header(report, std::cout);
+  else
+    for (size_t i = printed_notes; i < report.notes.size(); ++i) std::cout << "note: " << report.notes[i] << "\n";
+  for (size_t i = printed_configs; i < report.configs.size(); ++i) print_config(report, report.configs[i], std::cout);
+  print_report_footer(report, std::cout);
   if (!o.json.empty())
     if (Status st = write_json(report, o.json); !st.is_ok()) return fail(st);
   if (!o.csv.empty())
@@ -152,6 +172,11 @@ int run_bench(const BenchOptions& given) {
   if (Status st = record_run(db.value().get(), bench_json(report)); !st.is_ok()) return fail(st);
   if (!outcome->checks_ok)
     std::cerr << "mosaic: " << outcome->checked << " differ from the naive reference (see check lines above)\n";
+  if (report.interrupted) {
+    std::cerr << "mosaic: interrupted: wrote and recorded the " << report.configs.size()
+              << " configuration(s) that finished (marked \"interrupted\": true)\n";
+    return interrupt_exit_code() ? interrupt_exit_code() : 130;
+  }
   return outcome->checks_ok ? 0 : 1;
 }
 

@@ -1,4 +1,5 @@
 #include "frontends/cli/train.hpp"
+#include "core/interrupt.hpp"
 #include "core/file_io.hpp"
 
 #include <algorithm>
@@ -22,6 +23,9 @@ int run_train(const TrainOptions& o) {
     return fail(unknown_backend(o.backend));
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
+  // Ctrl-C/SIGTERM: training stops at the next step; the finished epochs are written and recorded
+  // (marked "interrupted": true). Not under mpirun, where a rank stopping alone would hang the rest.
+  if (o.distributed.empty()) install_interrupt_handlers();
   auto r = train_model(o, nullptr, true);
   if (!r.ok()) return fail(r.status());
   if (!o.json.empty() && r->rank == 0) {
@@ -29,6 +33,7 @@ int run_train(const TrainOptions& o) {
   }
   if (r->rank == 0)
     if (Status st = record_run(db.value().get(), r->log); !st.is_ok()) return fail(st);
+  if (r->log.value("interrupted", false)) return interrupt_exit_code() ? interrupt_exit_code() : 130;
   return r->diverged.empty() ? 0 : 1;
 }
 
