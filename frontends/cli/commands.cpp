@@ -1,6 +1,8 @@
 #include "frontends/cli/commands.hpp"
 #include "core/interrupt.hpp"
 
+#include <set>
+#include <regex>
 #include <omp.h>
 #include <regex.h>
 
@@ -307,6 +309,51 @@ int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& 
 
 }  // namespace
 
+/// Per backend: passed, failed, skipped; then the ops that made cases UNSUPPORTED, most cases
+/// first (a coverage summary: what to implement next, and whether a backend lacks a kernel).
+void print_verify_tally(const VerifyReport& r, std::ostream& os) {
+  if (r.backends.size() > 1) {
+    os << "per backend:";
+    for (const auto& b : r.backends) {
+      int p = 0, f = 0, u = 0;
+      for (const auto& c : r.cases) {
+        if (c.backend != b) continue;
+        p += c.verdict == CaseVerdict::kPassed;
+        f += c.verdict == CaseVerdict::kFailed;
+        u += c.verdict == CaseVerdict::kUnsupported;
+      }
+      os << "  " << b << " " << p << " passed, " << f << " failed, " << u << " skipped;";
+    }
+    os << "\n";
+  }
+  std::map<std::string, std::set<std::string>> cases_by_op;  // op (or element type) -> case names
+  std::map<std::string, std::set<std::string>> lacking;       // op -> backends without a kernel
+  static const std::regex by_mosaic("operator (\\S+) is not supported by Mosaic");
+  static const std::regex by_domain("no loaded plugin defines (\\S+);");
+  static const std::regex by_dtype("has element type (\\w+)");
+  static const std::regex no_kernel("backend '(\\S+)' has no kernel for (\\w+)");
+  for (const auto& c : r.cases) {
+    if (c.verdict != CaseVerdict::kUnsupported) continue;
+    std::smatch m;
+    if (std::regex_search(c.detail, m, by_mosaic) || std::regex_search(c.detail, m, by_domain)) cases_by_op[m[1]].insert(c.name);
+    else if (std::regex_search(c.detail, m, by_dtype)) cases_by_op["element type " + m[1].str()].insert(c.name);
+    else if (std::regex_search(c.detail, m, no_kernel)) lacking[m[2]].insert(m[1]);
+  }
+  if (!cases_by_op.empty()) {
+    std::vector<std::pair<size_t, std::string>> order;
+    for (const auto& [op, names] : cases_by_op) order.push_back({names.size(), op});
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    os << "not supported by Mosaic, by cases: ";
+    for (size_t i = 0; i < order.size(); ++i) os << (i ? ", " : "") << order[i].second << " " << order[i].first;
+    os << " (" << order.size() << " ops)\n";
+  }
+  for (const auto& [op, backends] : lacking) {
+    std::string list;
+    for (const auto& b : backends) list += (list.empty() ? "" : ", ") + b;
+    os << "no kernel for " << op << " on: " << list << "\n";
+  }
+}
+
 int run_verify(const VerifyOptions& o) {
   auto backends = verify_backends(o.backend);
   if (!backends.ok()) return fail(backends.status());
@@ -323,6 +370,7 @@ int run_verify(const VerifyOptions& o) {
   });
   if (!report.ok()) return fail(report.status());
   const VerifyReport& r = report.value();
+  print_verify_tally(r, std::cout);
   std::cout << r.passed << " passed, " << r.failed << " failed, " << r.unsupported << " skipped\n";
   if (!o.junit.empty()) {
     std::vector<JUnitCase> junit;
