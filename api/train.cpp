@@ -287,14 +287,14 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     const int64_t load0 = loader.load_ns(), wait0 = loader.wait_ns();
     double loss_sum = 0;
     int64_t correct = 0, seen = 0, trained = 0;  // seen: images behind the losses; trained: all workers' images
-    Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
+    Progress progress(o.progress_label + "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
     int64_t epoch_steps = it.batches_per_epoch();
     if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
     for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
       if (o.steps > 0 && step >= o.steps) break;
       if (!dp && interrupted()) break;  // SIGINT/SIGTERM: the finished epochs are kept, this one dropped
       if (o.steps_per_epoch > 0 && b >= o.steps_per_epoch) break;
-      if (verbose && b > 0) {
+      if ((verbose || !o.progress_label.empty()) && b > 0) {
         char loss_text[48];
         std::snprintf(loss_text, sizeof loss_text, "train loss %.4f", loss_sum / static_cast<double>(b));
         progress.update(static_cast<double>(b), static_cast<double>(epoch_steps), loss_text);

@@ -20,6 +20,9 @@ struct DataSplits;
 namespace mosaic::api {
 
 struct TrainOptions {
+  /// Drawn before "epoch E/N" on the progress line even when not verbose (a sweep's
+  /// "sweep NAME: cell 3/12 ..."), so that a long cell shows its epoch and step.
+  std::string progress_label;
   std::string model, data = "fashion-mnist", backend = default_backend(), optimizer = "sgd", json;
   std::string assign;  ///< a mixed placement instead of --backend (bench --assign syntax or a YAML file)
   std::string lr_schedule = "constant";

@@ -40,15 +40,28 @@ TEST(Progress, ShownOnATerminalOnly) {
   EXPECT_EQ(off.out.find("ETA"), std::string::npos) << off.out;
 }
 
-TEST(Progress, SweepsShowCellsDoneAndTheRunningCell) {
+TEST(Progress, TheTimeBudgetCapsTheTotalAndTheEta) {
+  // 10^6 iterations asked, 2 s of budget: the line shows what the budget leaves room for.
+  CmdResult tty = on_terminal("bench zoo:fmnist-cnn --batch 2 --backends naive --warmup 1 --iterations 1000000 "
+                              "--max-seconds 2 --no-peaks --no-db");
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("until the time budget"), std::string::npos) << tty.out;
+  EXPECT_EQ(tty.out.find("/1000000 "), std::string::npos) << "no total of a million iterations: " << tty.out.substr(0, 2000);
+}
+
+TEST(Progress, SweepsShowTheRunningCellsEpochAndStep) {
   const auto dir = std::filesystem::temp_directory_path() / ("mosaic_progress_sweep_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "s.yaml") << "name: p\noutput: out\ndata: synthetic:48,1,28,28,10\nmodels: zoo:fmnist-cnn\n"
                                    "backends: [onednn]\nlr: [0.01, 0.02]\nbatch: 8\nepochs: 1\nsteps_per_epoch: 2\n";
   CmdResult tty = on_terminal("sweep " + (dir / "s.yaml").string() + " --no-db");
   ASSERT_EQ(tty.code, 0) << tty.out;
-  EXPECT_NE(tty.out.find("sweep p: 1/2 (50%)"), std::string::npos) << tty.out;
-  EXPECT_NE(tty.out.find("cells; running zoo:fmnist-cnn onednn batch 8 sgd lr 0.02"), std::string::npos) << tty.out;
+  // The running cell's epoch and step, not a count of cells that sits still for a whole cell.
+  EXPECT_NE(tty.out.find("sweep p: cell 2/2, epoch 1/1: 1/2 (50%)"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("[2/2] zoo:fmnist-cnn onednn batch 8 sgd lr 0.02 ..."), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("time: "), std::string::npos) << "an estimate after the first cell: " << tty.out;
+  EXPECT_NE(tty.out.find("sweep p: 2 cells (1 model x 1 backend x 1 batch x 1 optimizer x 2 lrs)"), std::string::npos)
+      << tty.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -324,7 +324,6 @@ int run_sweep(const SweepOptions& so) {
   }
   int ran = 0, cached = 0, errors = 0;
   double run_seconds = 0;
-  Progress progress("sweep " + c.name);  // on a terminal: cells done, elapsed, ETA
   bool stopped = false;
   for (size_t i = 0; i < cells.size(); ++i) {
     Cell& cell = cells[i];
@@ -366,9 +365,10 @@ int run_sweep(const SweepOptions& so) {
     const auto cell_start = std::chrono::steady_clock::now();
     std::printf("[%zu/%zu] %s ...\n", i + 1, cells.size(), label.c_str());
     std::fflush(stdout);
-    progress.update(static_cast<double>(i), static_cast<double>(cells.size()), "cells; running " + label);
+    // On a terminal, the cell's own progress line: which cell, epoch and step (a count of cells
+    // alone sat at "0/12" for a whole cell).
+    t.progress_label = "sweep " + c.name + ": cell " + std::to_string(i + 1) + "/" + std::to_string(cells.size()) + ", ";
     auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c.output) : train_model(t, &data.value(), false);
-    progress.finish();
     if (r.ok()) {
       cell.log = r->log;
       cell.status = r->diverged.empty() ? "done" : "diverged";
