@@ -217,6 +217,26 @@ TEST(Habits, VerifyEndsWithATallyPerBackendAndWhatIsNotSupported) {
   EXPECT_NE(last_line.find(" passed, "), std::string::npos) << "the last line stays the count: " << last_line;
 }
 
+TEST_F(Outputs, ReportMarksContendedRunsSplitsFarApartBackendsAndDrawsARunOnce) {
+  const std::string a = path("a.json");
+  ASSERT_EQ(mosaic("bench zoo:fmnist-cnn --backends naive,onednn --batch 2 --iterations 3 --warmup 1 --no-db --no-peaks "
+                   "--json " + a).code, 0);
+  auto doc = nlohmann::json::parse(read_all(a));
+  for (auto& run : doc["runs"]) run["summary"]["others_cpu"] = run["label"] == "onednn" ? 0.6 : 0.0;
+  // naive 1000x slower than onednn: one panel per backend, each on its own scale.
+  for (auto& n : doc["runs"][0]["nodes"])
+    if (n["median_us"].is_number()) n["median_us"] = n["median_us"].get<double>() * 1000;
+  std::ofstream(a) << doc.dump();
+  CmdResult r = mosaic("report " + a + " " + a + " -o " + path("r.html"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("is " + a + " again; drawn once"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 runs in"), std::string::npos) << r.out;
+  const std::string html = read_all(path("r.html"));
+  EXPECT_NE(html.find("CONTENDED: other processes used the machine while onednn (CONTENDED) was measured"),
+            std::string::npos);
+  EXPECT_NE(html.find("one panel per backend, each on its own scale"), std::string::npos);
+}
+
 TEST(Habits, BareMosaicAndHelpPrintUsageAndEveryHelpEndsWithExamples) {
   CmdResult r = mosaic("");
   EXPECT_EQ(r.code, 0) << r.out;

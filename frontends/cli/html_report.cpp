@@ -154,6 +154,20 @@ int run_report(const ReportOptions& o) {
   for (const auto& in : o.inputs) {
     auto d = load_input(in, o.db, db);
     if (!d.ok()) return fail(d.status());
+    // A run given twice (by id and as "last", or the same file twice) is drawn once.
+    json bare = d.value();
+    bare.erase("_name");
+    bool seen = false;
+    for (const auto& earlier : docs) {
+      json e = earlier;
+      e.erase("_name");
+      if (e == bare) {
+        std::cerr << "report: " << in << " is " << earlier["_name"].get<std::string>() << " again; drawn once\n";
+        seen = true;
+        break;
+      }
+    }
+    if (seen) continue;
     data[run_kind(d.value())].push_back(d.value());
     docs.push_back(std::move(d).value());
   }

@@ -20,6 +20,42 @@ except ImportError as e:
     sys.exit(2)
 
 TOP_NODES = 9  # stacked bars: the slowest nodes by name, the rest as "other"
+CONTENDED = 0.10  # a run whose other processes took more of the machine is marked (kPeaksContended)
+SPREAD = 20.0  # stacked bars: backends whose totals differ more than this get a panel each
+
+
+class Palette:
+    """One colour per node and per series across every figure of the page: the same node (or
+    backend) is the same colour in the per-layer bars of every run; colours are never reused
+    (20 distinct ones, then dashed and dotted lines and hatches on the same colours)."""
+
+    def __init__(self):
+        self.keys = {}
+
+    def index(self, key):
+        return self.keys.setdefault(key, len(self.keys))
+
+    def color(self, key):
+        return plt.get_cmap("tab20")(self.index(key) % 20)
+
+    def linestyle(self, key):
+        return ["-", "--", ":", "-."][(self.index(key) // 20) % 4]
+
+    def hatch(self, key):
+        return ["", "//", "..", "xx"][(self.index(key) // 20) % 4]
+
+
+PALETTE = Palette()
+
+
+def contended(run):
+    share = (run.get("summary") or {}).get("others_cpu")
+    return share is not None and share > CONTENDED
+
+
+def run_label(run):
+    """A backend's label, marked when other processes used the machine while it was measured."""
+    return run["label"] + (" (CONTENDED)" if contended(run) else "")
 
 
 class Figures:
@@ -42,31 +78,51 @@ def stacked_layers(figs, doc):
     runs = doc.get("runs", [])
     training = doc.get("mode") == "training"
     panels = [("median_us", "forward")] + ([("backward_median_us", "backward")] if training else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
-    for ax, (key, what) in zip(axes[0], panels):
+    # Backends that differ by orders of magnitude (naive next to onednn) flatten each other on
+    # one linear axis: then every backend gets a panel (a row) of its own, with its own scale.
+    totals = [sum(n.get("median_us") or 0 for n in r.get("nodes", [])) for r in runs]
+    positive = [t for t in totals if t > 0]
+    split = len(runs) > 1 and positive and max(positive) / min(positive) > SPREAD
+    groups = [[r] for r in runs] if split else [runs]
+    fig, axes = plt.subplots(len(groups), len(panels), figsize=(6.5 * len(panels), 4.2 if not split else 2.6 * len(groups)),
+                             squeeze=False)
+    for row, group in enumerate(groups):
+        stacked_panels(axes[row], panels, group, row == 0)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    marked = [run_label(r) for r in runs if contended(r)]
+    figs.save(fig, "Per-layer time per backend: " + label_of(doc),
+              "Median kernel time of each node, stacked per backend (the %d slowest nodes by name, the rest as 'other'; "
+              "a node keeps its colour in every figure)%s%s. Source: %s." % (
+                  TOP_NODES, "; one panel per backend, each on its own scale, since their totals differ more than %gx"
+                  % SPREAD if split else "",
+                  "; CONTENDED: other processes used the machine while %s was measured" % ", ".join(marked) if marked else "",
+                  doc["_name"]))
+
+
+def stacked_panels(axes_row, panels, runs, titled):
+    for ax, (key, what) in zip(axes_row, panels):
         total = {}
         for r in runs:
             for n in r.get("nodes", []):
                 if n.get(key) is not None:
                     total[n["name"]] = total.get(n["name"], 0) + n[key]
         top = sorted(total, key=total.get, reverse=True)[:TOP_NODES]
-        labels = [r["label"] for r in runs]
+        labels = [run_label(r) for r in runs]
         bottom = [0.0] * len(runs)
-        cmap = plt.get_cmap("tab10")
-        for i, name in enumerate(top + ["other"]):
+        for name in top + ["other"]:
             heights = []
             for r in runs:
                 vals = {n["name"]: n.get(key) or 0 for n in r.get("nodes", [])}
                 heights.append((sum(v for k, v in vals.items() if k not in top) if name == "other" else vals.get(name, 0)) / 1e3)
-            ax.bar(labels, heights, bottom=bottom, label=name, color=cmap(i % 10))
+            color = "#bbbbbb" if name == "other" else PALETTE.color("node:" + name)
+            hatch = "" if name == "other" else PALETTE.hatch("node:" + name)
+            ax.bar(labels, heights, bottom=bottom, label=name, color=color, hatch=hatch,
+                   edgecolor=["red" if contended(r) else "none" for r in runs])
             bottom = [b + h for b, h in zip(bottom, heights)]
-        ax.set_ylabel("median time per iteration (ms)")
-        ax.set_title("%s per node" % what)
+        ax.set_ylabel("median ms per iteration")
+        if titled:
+            ax.set_title("%s per node" % what)
         ax.grid(axis="y", alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    figs.save(fig, "Per-layer time per backend: " + label_of(doc),
-              "Median kernel time of each node, stacked per backend (the %d slowest nodes by name, the rest as 'other'). "
-              "Source: %s." % (TOP_NODES, doc["_name"]))
 
 
 def roofline(figs, doc):
@@ -81,7 +137,8 @@ def roofline(figs, doc):
                if n.get("arithmetic_intensity") and n.get("gflops")]
         if pts:
             xs += [p[0] for p in pts]
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=r["label"], s=18, color=plt.get_cmap("tab10")(i % 10))
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=run_label(r), s=18,
+                       color=PALETTE.color("series:" + r["label"]), marker="x" if contended(r) else "o")
     if not xs:
         plt.close(fig)
         return
@@ -103,10 +160,13 @@ def roofline(figs, doc):
 
 def throughput_vs_batch(figs, benches, sweeps):
     series = {}  # (title, label) -> {batch: images/s}
+    contended_points = {}  # (title, label) -> batches measured while other processes used the machine
     for d in benches:
         for r in d.get("runs", []):
             key = ("%s, %s" % (d.get("model"), d.get("mode")), r["label"])
             series.setdefault(key, {})[d.get("batch")] = r["summary"]["images_per_s"]
+            if contended(r):
+                contended_points.setdefault(key, set()).add(d.get("batch"))
     for s in sweeps:
         for c in s.get("cells", []):
             ep = (c.get("log") or {}).get("epochs") or []
@@ -118,9 +178,18 @@ def throughput_vs_batch(figs, benches, sweeps):
         if not lines:
             continue
         fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        marked = False
         for label, pts in sorted(lines.items()):
             b = sorted(pts)
-            ax.plot(b, [pts[x] for x in b], marker="o", label=label)
+            key = "series:" + label
+            ax.plot(b, [pts[x] for x in b], marker="o", label=label, color=PALETTE.color(key),
+                    linestyle=PALETTE.linestyle(key))
+            bad = sorted(contended_points.get((title, label), ()))
+            if bad:
+                marked = True
+                ax.scatter(bad, [pts[x] for x in bad], s=120, facecolors="none", edgecolors="red", zorder=5)
+        if marked:
+            ax.scatter([], [], s=120, facecolors="none", edgecolors="red", label="CONTENDED (others used the machine)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size")
         ax.set_ylabel("images / s")
@@ -186,8 +255,10 @@ def curves(figs, trains, sweeps):
         tested = all(e.get("test_accuracy") is not None for _, _, ep in group for e in ep)
         for _, label, ep in group:
             x = [e["epoch"] for e in ep]
-            acc.plot(x, [e["test_accuracy"] if tested else e["train_accuracy"] for e in ep], marker="o", label=label)
-            loss.plot(x, [e["train_loss"] for e in ep], marker="o", label=label)
+            style = dict(marker="o", label=label, color=PALETTE.color("series:" + label),
+                         linestyle=PALETTE.linestyle("series:" + label))
+            acc.plot(x, [e["test_accuracy"] if tested else e["train_accuracy"] for e in ep], **style)
+            loss.plot(x, [e["train_loss"] for e in ep], **style)
         acc.set_xlabel("epoch")
         acc.set_ylabel("test accuracy" if tested else "train accuracy")
         loss.set_xlabel("epoch")
