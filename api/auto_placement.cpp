@@ -27,7 +27,7 @@ struct Measured {
 
 Expected<Measured> measure(const Graph& g, const std::string& backend, const KernelRegistry& registry,
                            const AutoTiming& timing, const std::vector<std::string>& fallback,
-                           const std::map<std::string, size_t>& index) {
+                           const std::map<std::string, size_t>& index, double max_seconds) {
   Measured m;
   m.backend = backend;
   m.node_ns.assign(g.nodes.size(), kInf);
@@ -35,7 +35,7 @@ Expected<Measured> measure(const Graph& g, const std::string& backend, const Ker
   BenchConfig cfg;
   cfg.warmup = 3;
   cfg.iterations = 15;
-  cfg.max_seconds = 30;
+  cfg.max_seconds = max_seconds;
   cfg.progress = "auto placement: measuring " + backend;
   MOSAIC_ASSIGN_OR_RETURN(const BenchResult r, timing.run(*plan, cfg));
   for (const auto& s : plan->steps())  // views run nowhere: free where the backend took them
@@ -176,8 +176,23 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < timed.nodes.size(); ++i) index[timed.nodes[i].name] = i;
   std::vector<Measured> m;
+  // The budget, stated before minutes of measuring: half for the candidates alone, half for the
+  // check's 3 rounds over the mixed plan and every candidate.
+  const double candidates = static_cast<double>(a.candidates.size());
+  const double per_candidate_s = std::max(1.0, timing.budget_seconds / 2 / candidates);
+  const double check_loop_s = std::max(0.5, timing.budget_seconds / 2 / (3 * (candidates + 1)));
+  if (timing.say) {
+    std::string list;
+    for (const auto& b : a.candidates) list += (list.empty() ? "" : ", ") + b;
+    timing.say("auto placement: measuring " + std::to_string(a.candidates.size()) + " candidates alone (" + list +
+               "), then checking the choice; at most about " + std::to_string(static_cast<int>(timing.budget_seconds + 0.5)) +
+               " s (--auto-budget)");
+  }
   for (const auto& b : a.candidates) {
-    auto r = measure(timed, b, registry, timing, fallback, index);
+    if (timing.say)
+      timing.say("auto placement: measuring " + b + " alone (at most " + std::to_string(static_cast<int>(per_candidate_s + 0.5)) +
+                 " s)...");
+    auto r = measure(timed, b, registry, timing, fallback, index, per_candidate_s);
     if (!r.ok()) return Status(r.status().code(), "--assign auto: measuring " + b + ": " + r.status().message());
     a.single_ms[b] = r->iteration_ms;
     m.push_back(std::move(r).value());
@@ -256,7 +271,10 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
     BenchConfig cfg;
     cfg.warmup = 2;
     cfg.iterations = 10;
-    cfg.max_seconds = 20;
+    cfg.max_seconds = check_loop_s;
+    if (timing.say)
+      timing.say("auto placement: checking the choice against every candidate alone, 3 alternating rounds (at most " +
+                 std::to_string(static_cast<int>(3 * check_loop_s * (a.candidates.size() + 1) + 0.5)) + " s)...");
     std::vector<double> mixed_ms;
     std::vector<std::vector<double>> single_ms(singles.size());
     for (int round = 0; round < 3; ++round) {

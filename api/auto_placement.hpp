@@ -77,6 +77,11 @@ std::vector<size_t> solve_placement(const PlacementProblem& problem);
 struct AutoTiming {
   PlanOptions plan_options;
   std::function<Expected<BenchResult>(Plan&, const BenchConfig&)> run;
+  /// Seconds the whole choice may spend measuring: half for the candidates alone, half for the
+  /// alternating check (each timing loop stops at its share; --auto-budget).
+  double budget_seconds = 120;
+  /// Told what is measured next (the CLI prints it): a choice takes minutes on a big model.
+  std::function<void(const std::string&)> say;
 };
 
 /// Measures (or reads from the cache under `cache_key`) and chooses. `timed` is the graph

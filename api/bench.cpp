@@ -122,7 +122,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   const AutoTiming timing{po, [&](Plan& plan, const BenchConfig& cfg) -> Expected<BenchResult> {
                             MOSAIC_ASSIGN_OR_RETURN(auto opt, make_optimizer(o.optimizer, oc));
                             return run_training_benchmark(plan, inputs, labels, *opt, cfg);
-                          }};
+                          }, o.auto_budget, {}};
   const bool auto_assign = o.assign == "auto";
   if (auto_assign)  // per node, the candidate backend that makes the whole training step fastest
     MOSAIC_RETURN_IF_ERROR(add_auto_configs(o, timed, timing, fallback, report, configs));
@@ -243,7 +243,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   if (o.fuse) fuse_for_bench(timed, {}, report);
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {
                                       return run_benchmark(plan, inputs, cfg);
-                                    }};
+                                    }, o.auto_budget, {}};
   const bool auto_assign = o.assign == "auto";
   if (auto_assign)  // per node, the candidate backend that makes the whole graph fastest
     MOSAIC_RETURN_IF_ERROR(add_auto_configs(o, timed, inference_timing, fallback, report, configs));

@@ -1,6 +1,7 @@
 #include "api/bench_auto.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <cstdio>
 
 #include "backends/machine_probe.hpp"
@@ -27,8 +28,11 @@ Status add_auto_configs(const BenchOptions& o, const Graph& timed, const AutoTim
                           std::to_string(report.threads) + " threads | OpenBLAS " + p.blas_core + " | oneDNN " +
                           p.onednn_isa + " | backends " + join(reg.backends(), ",") + " | fallback " + join(fallback, ",");
   const double bandwidth = report.peaks.bandwidth_gbs > 0 ? report.peaks.bandwidth_gbs : probe_triad_gbs();
+  AutoTiming told = timing;
+  told.budget_seconds = o.auto_budget;
+  if (o.verbose) told.say = [](const std::string& line) { std::cerr << line << "\n"; };
   MOSAIC_ASSIGN_OR_RETURN(const AutoPlacement chosen,
-                          choose_auto_placement(timed, reg, timing, fallback, bandwidth, key, o.remeasure));
+                          choose_auto_placement(timed, reg, told, fallback, bandwidth, key, o.remeasure));
   for (const auto& b : chosen.candidates) configs.emplace_back(b, Placement::all_on(b, fallback));
   configs.emplace_back("auto", chosen.placement);
   const char* unit = training ? "ms per training step" : "ms per batch";

@@ -190,9 +190,16 @@ class AutoPlacementCli : public ScratchDirTest {
 TEST_F(AutoPlacementCli, BenchMeasuresChecksCachesAndReportsTheChoice) {
   const std::string env = "MOSAIC_CACHE_DIR=" + path("cache") + " ";
   const std::string cmd = env + MOSAIC_BIN + " bench zoo:fmnist-cnn --assign auto --batch 4 --no-peaks --iterations 3 "
-                          "--warmup 1 --repeats 1 --no-db --json " + path("auto.json");
+                          "--warmup 1 --repeats 1 --no-db --auto-budget 20 --json " + path("auto.json");
   CmdResult r = mosaic_shell(cmd);
   ASSERT_EQ(r.code, 0) << r.out;
+  // It says what it measures, within a stated budget, before minutes pass in silence.
+  EXPECT_NE(r.out.find("candidates alone ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at most about 20 s (--auto-budget)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("auto placement: measuring onednn alone (at most "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("auto placement: checking the choice against every candidate alone, 3 alternating rounds"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("auto placement (measured every candidate alone): predicted "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("auto placement measured: "), std::string::npos) << r.out;
   // Every candidate alone and the auto plan, each checked against naive.
