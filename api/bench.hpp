@@ -37,6 +37,7 @@ struct BenchOptions {
   bool refresh_peaks = false;  ///< measure the peaks again even if cached
   bool remeasure = false;      ///< --assign auto: measure again instead of using the cached choice
   double auto_budget = 120;    ///< --assign auto: seconds the choice may spend measuring
+  bool quiet = false;          ///< the CLI prints one line per configuration and the ranking (--quiet)
   int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
   /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
   std::string distributed;

@@ -264,7 +264,16 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
   }
 }
 
-void print_report_footer(const BenchReport& rep, std::ostream& os) {
+void print_config_brief(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-10s %10.1f images/s  median %.3f ms  %.1f GFLOP/s%s%s\n", c.label.c_str(),
+                c.images_per_s, c.median_ms, c.gflops, c.fallbacks ? "  (fallbacks)" : "",
+                !c.checked ? "" : c.check_ok ? "  check ok" : "  check MISMATCH vs naive");
+  os << line;
+  (void)rep;
+}
+
+void print_ranking(const BenchReport& rep, std::ostream& os) {
   if (rep.configs.size() > 1) {
     // The backends from fastest to slowest (median iteration), as a person would sum it up.
     std::vector<const ConfigReport*> order;
@@ -280,6 +289,10 @@ void print_report_footer(const BenchReport& rep, std::ostream& os) {
     }
     os << "\n";
   }
+}
+
+void print_report_footer(const BenchReport& rep, std::ostream& os) {
+  print_ranking(rep, os);
   if (rep.interrupted)
     os << "interrupted: the run was stopped (SIGINT/SIGTERM); the configurations above finished, the rest did not run\n";
   os << "\nprocess peak RSS " << format_bytes(static_cast<double>(rep.peak_rss_bytes)) << " (getrusage; all of the above)\n";

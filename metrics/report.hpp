@@ -93,6 +93,10 @@ void print_report(const BenchReport& report, std::ostream& os);
 void print_report_header(const BenchReport& report, std::ostream& os);
 /// One configuration's per-node table, summary, statistics, memory and check.
 void print_config(const BenchReport& report, const ConfigReport& config, std::ostream& os);
+/// One line for a configuration: throughput, median, GFLOP/s and the check (bench --quiet).
+void print_config_brief(const BenchReport& report, const ConfigReport& config, std::ostream& os);
+/// The ranking of the configurations, fastest first (nothing for one configuration).
+void print_ranking(const BenchReport& report, std::ostream& os);
 /// Notes added at the end, the ranking, an interruption, peak RSS and provenance.
 void print_report_footer(const BenchReport& report, std::ostream& os);
 /// The report as JSON (schema mosaic.bench/2, docs/json-schema.md); write_json writes it.

@@ -237,6 +237,20 @@ TEST_F(Outputs, ReportMarksContendedRunsSplitsFarApartBackendsAndDrawsARunOnce) 
   EXPECT_NE(html.find("one panel per backend, each on its own scale"), std::string::npos);
 }
 
+TEST(Habits, BenchRanksTheBackendsAndQuietPrintsOnlyTheSummary) {
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --backends naive,onednn --batch 2 --iterations 3 --warmup 1 --no-peaks --no-db");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ranking (median iteration, fastest first): 1. onednn"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2. naive"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --backends naive,onednn --batch 2 --iterations 3 --warmup 1 --no-peaks --no-db --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("images/s  median"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ranking (median iteration, fastest first): 1. onednn"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("node "), std::string::npos) << "no per-node table: " << r.out;
+  EXPECT_EQ(r.out.find("reproduce:"), std::string::npos) << r.out;
+}
+
 TEST(Habits, BareMosaicAndHelpPrintUsageAndEveryHelpEndsWithExamples) {
   CmdResult r = mosaic("");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -90,6 +90,9 @@ TEST_F(PlacementFile, MistakesNameTheFileAndTheKey) {
       {"default: [naive]\n", "'default' must be one backend name"},
       {"fallback: {a: b}\ndefault: naive\n", "'fallback' must be a backend name or a list"},
       {"default: onednn\n  bad indent: [\n", "not valid YAML"},
+      // A repeated key would silently keep one of the two.
+      {"default: onednn\ndefault: naive\n", "key 'default' appears twice (line 2)"},
+      {"default: onednn\nops:\n  Conv: im2col\n  Conv: naive\n", "'ops': 'Conv' appears twice (line 4)"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string f = write("bad" + std::to_string(i) + ".yaml", cases[i].text);

@@ -146,6 +146,11 @@ int run_bench(const BenchOptions& given) {
   size_t printed_configs = 0, printed_notes = 0;
   bool header = false;
   o.on_config_done = [&](const BenchReport& r) {
+    if (o.quiet) {  // one line per configuration, the ranking at the end
+      while (printed_configs < r.configs.size()) print_config_brief(r, r.configs[printed_configs++], std::cout);
+      std::cout.flush();
+      return;
+    }
     if (!header) {
       print_report_header(r, std::cout);
       printed_notes = r.notes.size();
@@ -158,11 +163,17 @@ int run_bench(const BenchOptions& given) {
   if (!outcome.ok()) return fail(outcome.status());
   if (!outcome->reporting_rank) return outcome->checks_ok ? 0 : 1;
   const BenchReport& report = outcome->report;
-  if (!header) print_report_header(report, std::cout);
-  else
-    for (size_t i = printed_notes; i < report.notes.size(); ++i) std::cout << "note: " << report.notes[i] << "\n";
-  for (size_t i = printed_configs; i < report.configs.size(); ++i) print_config(report, report.configs[i], std::cout);
-  print_report_footer(report, std::cout);
+  if (o.quiet) {
+    for (size_t i = printed_configs; i < report.configs.size(); ++i) print_config_brief(report, report.configs[i], std::cout);
+    print_ranking(report, std::cout);
+    if (report.interrupted) std::cout << "interrupted: the configurations above finished, the rest did not run\n";
+  } else {
+    if (!header) print_report_header(report, std::cout);
+    else
+      for (size_t i = printed_notes; i < report.notes.size(); ++i) std::cout << "note: " << report.notes[i] << "\n";
+    for (size_t i = printed_configs; i < report.configs.size(); ++i) print_config(report, report.configs[i], std::cout);
+    print_report_footer(report, std::cout);
+  }
   if (!o.json.empty())
     if (Status st = write_json(report, o.json); !st.is_ok()) return fail(st);
   if (!o.csv.empty())

@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--no-peaks", no_peaks, "do not measure or report the machine's sgemm and memory peaks");
   bench_cmd->add_flag("--refresh-peaks", bench.refresh_peaks, "measure the peaks again instead of using the cached ones");
   bench_cmd->add_flag("--remeasure", bench.remeasure, "--assign auto: measure the candidates again instead of using the cached choice");
+  bench_cmd->add_flag("--quiet", bench.quiet, "print one line per backend and the ranking (the files keep everything)");
   bench_cmd->add_option("--auto-budget", bench.auto_budget,
                         "--assign auto: seconds the choice may spend measuring (half alone, half checking)")
       ->capture_default_str()->check(positive());

@@ -1,5 +1,6 @@
 #include "frontends/config/placement_config.hpp"
 
+#include <set>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -12,9 +13,14 @@ namespace {
 Expected<std::vector<std::pair<std::string, std::string>>> scalar_map(const YAML::Node& n, const std::string& what) {
   if (!n.IsMap()) return Status::invalid(what + " must be a mapping of KEY: BACKEND");
   std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::string> seen;
   for (const auto& kv : n) {
     if (!kv.first.IsScalar() || !kv.second.IsScalar())
       return Status::invalid(what + ": every entry must be KEY: BACKEND");
+    // yaml-cpp keeps both entries of a repeated key: which one wins would be an accident.
+    if (!seen.insert(kv.first.Scalar()).second)
+      return Status::invalid(what + ": '" + kv.first.Scalar() + "' appears twice (line " +
+                             std::to_string(kv.first.Mark().line + 1) + ")");
     out.emplace_back(kv.first.Scalar(), kv.second.Scalar());
   }
   return out;
@@ -41,8 +47,11 @@ Expected<Placement> load_placement_file(const std::string& path, const KernelReg
   Placement p;
   bool assigned = false;
   *has_fallback = false;
+  std::set<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
+    if (!seen.insert(key).second)
+      return Status::invalid(path + ": key '" + key + "' appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")");
     const YAML::Node& v = kv.second;
     const std::string where = path + ": '" + key + "'";
     if (key == "default") {
