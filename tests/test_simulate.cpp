@@ -303,8 +303,11 @@ TEST_F(SimulateCli, MeasuresTheNetworkUnderMpirunAndPredictsWithIt) {
   const auto net = read_json(path("net.json"));
   EXPECT_EQ(net["schema"], "mosaic.network/1");
   EXPECT_TRUE(net["cpu_driven"].get<bool>());  // one host: shared memory
-  EXPECT_GT(net["bandwidth_bps"].get<double>(), 1e7);
-  EXPECT_GT(net["reduce_bps"].get<double>(), 1e7);
+  // Plausible rates, not performance claims: shared memory moves GB/s on a quiet machine, but
+  // with ctest -j2 the two ranks share the cores with another test (5.7 MB/s of reduction was
+  // measured so in a fresh-machine run); a unit error (bits, ms) would be orders below.
+  EXPECT_GT(net["bandwidth_bps"].get<double>(), 1e6);
+  EXPECT_GT(net["reduce_bps"].get<double>(), 1e6);
   EXPECT_GE(net["latency_s"].get<double>(), 0);
   // Microseconds alone; but the two ranks may share a loaded core with other tests, and a
   // descheduled rank costs a scheduler quantum (10 ms was measured so): a bound on units.
