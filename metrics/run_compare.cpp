@@ -22,10 +22,12 @@ std::vector<double> numbers(const json& j) {
 
 double median_of(std::vector<double> v) { return describe(std::move(v)).median; }
 
+/// A setting's value as a message shows it (strings without quotes).
+std::string show(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+
 /// A setting that should match for a like-for-like comparison.
 void check_same(const std::string& what, const json& a, const json& b, std::vector<std::string>& warnings) {
   if (a == b) return;
-  auto show = [](const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); };
   warnings.push_back(what + " differs: " + show(a) + " vs " + show(b));
 }
 
@@ -148,15 +150,16 @@ Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const C
     return Status::invalid("A and B are the same run: comparing a run with itself says nothing (name two runs, e.g. "
                            "last~1 last)");
   RunComparison r;
+  // The model: its file's hash where known, else its name.
+  auto model_of = [](const json& d) {
+    const json h = at(d, {"provenance", "run", "model_sha256"});
+    return h.is_null() ? at(d, {"model"}) : h;
+  };
+  const json model_a = model_of(a), model_b = model_of(b);
   if (!o.force) {
     // What makes two timings incomparable: another computation or another configuration.
     std::vector<std::string> differ;
-    auto model_of = [](const json& d) {
-      const json h = at(d, {"provenance", "run", "model_sha256"});
-      return h.is_null() ? at(d, {"model"}) : h;
-    };
-    auto show = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-    if (model_of(a) != model_of(b)) differ.push_back("model (" + show(at(a, {"model"})) + " vs " + show(at(b, {"model"})) + ")");
+    if (model_a != model_b) differ.push_back("model (" + show(at(a, {"model"})) + " vs " + show(at(b, {"model"})) + ")");
     for (const char* k : {"mode", "batch", "threads"})
       if (at(a, {k}) != at(b, {k})) differ.push_back(std::string(k) + " (" + show(at(a, {k})) + " vs " + show(at(b, {k})) + ")");
     auto labels = [](const json& d) {
@@ -180,8 +183,6 @@ Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const C
                              ": a difference in time would be the settings', not the code's (--force compares them anyway)");
     }
   }
-  const json model_a = at(a, {"provenance", "run", "model_sha256"}).is_null() ? at(a, {"model"}) : at(a, {"provenance", "run", "model_sha256"});
-  const json model_b = at(b, {"provenance", "run", "model_sha256"}).is_null() ? at(b, {"model"}) : at(b, {"provenance", "run", "model_sha256"});
   check_same("model", model_a, model_b, r.warnings);
   for (const char* k : {"batch", "mode", "threads", "blas_core", "onednn_isa"}) check_same(k, at(a, {k}), at(b, {k}), r.warnings);
   check_same("machine", at(a, {"provenance", "machine", "cpu_model"}), at(b, {"provenance", "machine", "cpu_model"}), r.warnings);
