@@ -25,6 +25,7 @@
 
 #include "core/kernel.hpp"
 #include "core/status.hpp"
+#include "operators/params.hpp"
 #include "operators/schema.hpp"
 
 /// Bumped whenever a type a plugin sees changes meaning or layout (Kernel, KernelContext,
@@ -32,7 +33,9 @@
 /// another version is refused with a message that says so.
 ///   1: the first interface.
 ///   2: add_kernel takes KernelTraits (the layouts a kernel reads, a cheap support check).
-#define MOSAIC_PLUGIN_API_VERSION 2
+///   3: fused_activation returns an Activation over the element-wise op table
+///      (operators/eltwise.hpp: an optional UnaryOp and its UnaryArgs).
+#define MOSAIC_PLUGIN_API_VERSION 3
 
 namespace mosaic {
 
@@ -42,7 +45,8 @@ namespace mosaic {
 inline uint64_t plugin_abi_fingerprint() {
   const uint64_t sizes[] = {sizeof(KernelContext), sizeof(BackwardArgs), sizeof(BackendInfo), sizeof(OpSchema),
                             sizeof(Tensor),        sizeof(TensorDesc),   sizeof(Node),        sizeof(Status),
-                            sizeof(KernelFactory), sizeof(std::string),  sizeof(KernelTraits), sizeof(Capability)};
+                            sizeof(KernelFactory), sizeof(std::string),  sizeof(KernelTraits), sizeof(Capability),
+                            sizeof(Activation)};
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the sizes
   for (uint64_t s : sizes) h = (h ^ s) * 1099511628211ull;
   return h;

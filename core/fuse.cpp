@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
+
+#include "operators/eltwise.hpp"
+#include "operators/op_context.hpp"
 
 namespace mosaic {
 namespace {
@@ -49,6 +53,7 @@ bool spatial_zero_pads(const Graph& g, const Node& pad, std::vector<int64_t>* ou
 
 FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   FuseReport report;
+  if (options.layer_norm) fuse_layer_norms(g, report);
   bool changed = true;
   while (changed) {
     changed = false;
@@ -79,30 +84,31 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
         changed = true;
         continue;
       }
-      // Conv/Gemm -> activation
-      const bool act = consumer.op_type == "Relu" || consumer.op_type == "LeakyRelu" || consumer.op_type == "Clip";
-      if (!act || !options.activations || (prod.op_type != "Conv" && prod.op_type != "Gemm") ||
-          prod.has_attr("mosaic.activation"))
+      // Conv/Gemm -> an activation the element-wise table marks fusable, with its attributes
+      // resolved (Clip's bounds must be constants).
+      const std::optional<UnaryOp> act = unary_op_of(consumer.op_type);
+      if (!act || !unary_info(*act).fusable || !options.activations ||
+          (prod.op_type != "Conv" && prod.op_type != "Gemm") || prod.has_attr("mosaic.activation"))
         continue;
-      if (consumer.op_type == "Clip") {
-        float lo = -INFINITY, hi = INFINITY;
-        if (g.opset < 11) {
-          lo = consumer.attr_float("min", lo);
-          hi = consumer.attr_float("max", hi);
-        } else {
-          bool ok = true;
-          for (size_t i = 1; i < consumer.inputs.size(); ++i) {
-            if (consumer.inputs[i].empty()) continue;
-            auto c = g.initializers.find(consumer.inputs[i]);
-            if (c == g.initializers.end()) ok = false;
-            else (i == 1 ? lo : hi) = static_cast<float>(c->second.get(0));
-          }
-          if (!ok) continue;
-        }
-        prod.attrs["mosaic.min"] = Attribute::of_float(lo);
-        prod.attrs["mosaic.max"] = Attribute::of_float(hi);
+      OpContext ctx;
+      ctx.node = &consumer;
+      ctx.opset = g.opset;
+      bool constant_inputs = true;
+      for (size_t i = 0; i < consumer.inputs.size(); ++i) {
+        const bool present = !consumer.inputs[i].empty();
+        auto c = present ? g.initializers.find(consumer.inputs[i]) : g.initializers.end();
+        if (i > 0 && present && c == g.initializers.end()) constant_inputs = false;
+        ctx.input_present.push_back(present);
+        ctx.constants.push_back(c != g.initializers.end() ? &c->second : nullptr);
       }
-      if (consumer.op_type == "LeakyRelu") prod.attrs["mosaic.alpha"] = Attribute::of_float(consumer.attr_float("alpha", 0.01f));
+      if (!constant_inputs) continue;
+      const UnaryArgs args = unary_args(*act, ctx);
+      prod.attrs["mosaic.alpha"] = Attribute::of_float(static_cast<float>(args.alpha));
+      prod.attrs["mosaic.beta"] = Attribute::of_float(static_cast<float>(args.beta));
+      prod.attrs["mosaic.gamma"] = Attribute::of_float(static_cast<float>(args.gamma));
+      prod.attrs["mosaic.min"] = Attribute::of_float(static_cast<float>(args.lo));
+      prod.attrs["mosaic.max"] = Attribute::of_float(static_cast<float>(args.hi));
+      prod.attrs["mosaic.tanh"] = Attribute::of_int(args.tanh ? 1 : 0);
       prod.attrs["mosaic.activation"] = Attribute::of_string(consumer.op_type);
       g.value_descs.erase(prod.outputs[0]);
       prod.outputs[0] = consumer.outputs[0];

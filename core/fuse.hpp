@@ -1,9 +1,13 @@
 // Graph optimisation applied at plan time (not to the naive reference): exact rewrites that
 // remove memory passes frameworks spend on separate small ops.
 //  - Pad(constant 0, spatial) -> Conv: the padding is folded into the Conv's pads.
-//  - Conv/Gemm -> Relu | LeakyRelu | Clip(constant bounds): the activation is fused into the
-//    producer as the internal attribute "mosaic.activation" (and "mosaic.alpha",
-//    "mosaic.min", "mosaic.max"). Every backend applies it in the producer's epilogue.
+//  - Conv/Gemm -> an element-wise op its table row marks fusable (Relu, LeakyRelu, Clip with
+//    constant bounds; operators/eltwise.hpp): the activation is fused into the producer as
+//    the internal attribute "mosaic.activation" with its resolved attributes
+//    ("mosaic.alpha", "mosaic.min", ...; operators/params.hpp reads them back as an
+//    Activation). Every backend applies it in the producer's epilogue.
+//  - PyTorch's LayerNorm decomposition below opset 17 -> one LayerNormalization
+//    (core/fuse_layer_norm.cpp).
 // A rewrite happens only when the intermediate value has one consumer and is not a graph
 // output. Fused nodes are named "a+b" so reports show what was merged.
 #pragma once
@@ -23,9 +27,15 @@ struct FuseOptions {
   /// Fuse activations into Conv/Gemm. Training plans fold only the padding: their kernels
   /// have no backward for a fused activation.
   bool activations = true;
+  /// Recognise PyTorch's pre-opset-17 LayerNorm decomposition (ReduceMean, Sub, Pow,
+  /// ReduceMean, Add, Sqrt, Div [, Mul, Add]) as one LayerNormalization node, in inference
+  /// and training plans alike (every backend differentiates it).
+  bool layer_norm = true;
 };
 
 /// Rewrites a prepared graph (value_descs filled) in place.
 FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
+/// The LayerNorm recognition alone (core/fuse_layer_norm.cpp); fuse_graph calls it.
+void fuse_layer_norms(Graph& graph, FuseReport& report);
 
 }  // namespace mosaic

@@ -110,7 +110,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
       ctx.outputs.push_back(outs.value()[i]);
       ctx.output_present.push_back(node.has_output(i));
     }
-    const bool foldable = all_const || node.op_type == "Shape";
+    const bool foldable = all_const || node.op_type == "Shape" || node.op_type == "Size";
     if (foldable) {
       auto kernel = registry.create(opt.fold_backend, ctx);
       if (!kernel.ok()) return kernel.status().with_context(g.source + ": constant folding");

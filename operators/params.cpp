@@ -101,13 +101,13 @@ Expected<Window3> lift_window3(const Window& w, const Node& node) {
 
 Activation fused_activation(const Node& node) {
   Activation a;
-  const std::string kind = node.attr_string("mosaic.activation", "");
-  if (kind == "Relu") a.kind = Activation::Kind::kRelu;
-  else if (kind == "LeakyRelu") a.kind = Activation::Kind::kLeakyRelu;
-  else if (kind == "Clip") a.kind = Activation::Kind::kClip;
-  a.alpha = node.attr_float("mosaic.alpha", 0.01f);
-  a.lo = node.attr_float("mosaic.min", -std::numeric_limits<float>::infinity());
-  a.hi = node.attr_float("mosaic.max", std::numeric_limits<float>::infinity());
+  a.op = unary_op_of(node.attr_string("mosaic.activation", ""));
+  a.args.alpha = node.attr_float("mosaic.alpha", 0.f);
+  a.args.beta = node.attr_float("mosaic.beta", 0.f);
+  a.args.gamma = node.attr_float("mosaic.gamma", 0.f);
+  a.args.lo = node.attr_float("mosaic.min", -std::numeric_limits<float>::infinity());
+  a.args.hi = node.attr_float("mosaic.max", std::numeric_limits<float>::infinity());
+  a.args.tanh = node.attr_int("mosaic.tanh", 0) != 0;
   return a;
 }
 
@@ -290,6 +290,27 @@ ClipParams clip_attr_params(const OpContext& ctx) {
   }
   if (const Tensor* t = ctx.has_input(1) ? ctx.constant(1) : nullptr) p.lo = static_cast<float>(t->get(0));
   if (const Tensor* t = ctx.has_input(2) ? ctx.constant(2) : nullptr) p.hi = static_cast<float>(t->get(0));
+  return p;
+}
+
+Expected<LayerNormParams> layer_norm_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  LayerNormParams p;
+  MOSAIC_ASSIGN_OR_RETURN(p.axis, normalize_axis(n.attr_int("axis", -1), r, n));
+  for (int64_t i = 0; i < r; ++i) {
+    (i < p.axis ? p.outer : p.inner) *= x[i];
+    p.stats.push_back(i < p.axis ? x[i] : 1);
+  }
+  p.epsilon = n.attr_float("epsilon", 1e-5f);
+  if (!(p.epsilon >= 0)) return Status::invalid(n.label() + ": epsilon must be >= 0");
+  p.has_bias = ctx.has_input(2);
+  for (size_t i = 1; i < (p.has_bias ? 3u : 2u); ++i)
+    if (ctx.inputs[i].numel() != p.inner)
+      return Status::unsupported(n.label() + ": input " + std::to_string(i) + " (" + (i == 1 ? "Scale" : "B") +
+                                 ") has shape " + shape_str(ctx.inputs[i].shape) + "; Mosaic needs one value per "
+                                 "normalised element (" + std::to_string(p.inner) + ")");
   return p;
 }
 

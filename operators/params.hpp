@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/graph.hpp"
+#include "operators/eltwise.hpp"
 #include "operators/op_context.hpp"
 #include "core/status.hpp"
 
@@ -68,21 +70,14 @@ Expected<Window3> lift_window3(const Window& w, const Node& node);
 Expected<Window> make_window(const Node& node, const Shape& in_spatial, const std::vector<int64_t>& kernel,
                              bool ceil_mode);
 
-/// A fused activation ("mosaic.activation" set by the fusion pass) applied to a Conv or
-/// Gemm output: none, Relu, LeakyRelu(alpha) or Clip(lo, hi).
+/// A fused activation ("mosaic.activation" set by the fusion pass, core/fuse.cpp) applied to a
+/// Conv or Gemm output: an element-wise op of the table (operators/eltwise.hpp) with its
+/// attributes, or none.
 struct Activation {
-  enum class Kind { kNone, kRelu, kLeakyRelu, kClip } kind = Kind::kNone;
-  float alpha = 0.f, lo = 0.f, hi = 0.f;
-  bool active() const { return kind != Kind::kNone; }
-  float apply(float v) const {
-    switch (kind) {
-      case Kind::kNone: return v;
-      case Kind::kRelu: return v > 0.f ? v : 0.f;
-      case Kind::kLeakyRelu: return v >= 0.f ? v : alpha * v;
-      case Kind::kClip: return v < lo ? lo : (v > hi ? hi : v);
-    }
-    return v;
-  }
+  std::optional<UnaryOp> op;
+  UnaryArgs args;
+  bool active() const { return op.has_value(); }
+  float apply(float v) const { return op ? unary_forward(*op, v, args) : v; }
   void apply(float* data, int64_t n) const {
     if (active())
       for (int64_t i = 0; i < n; ++i) data[i] = apply(data[i]);
@@ -153,6 +148,17 @@ struct SoftmaxParams {
   int64_t outer = 1, axis_dim = 1, inner = 1;
 };
 Expected<SoftmaxParams> softmax_params(const OpContext& ctx);
+
+/// LayerNormalization (opset 17): each of `outer` rows of `inner` elements (the axes from
+/// `axis` on) is normalised by its mean and variance, then scaled and shifted per element
+/// of the row. Scale and B must have `inner` elements (PyTorch's normalized_shape).
+struct LayerNormParams {
+  int64_t outer = 1, inner = 1, axis = 0;
+  float epsilon = 1e-5f;
+  bool has_bias = false;
+  Shape stats;  ///< the shape of the Mean and InvStdDev outputs: X's up to axis, then 1s
+};
+Expected<LayerNormParams> layer_norm_params(const OpContext& ctx);
 
 struct LrnParams {
   int64_t size = 1;

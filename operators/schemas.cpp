@@ -4,7 +4,9 @@
 #include <map>
 #include <set>
 
+#include "operators/eltwise.hpp"
 #include "operators/params.hpp"
+#include "operators/reduce.hpp"
 #include "operators/schema.hpp"
 
 #include "core/checked.hpp"
@@ -33,11 +35,6 @@ const Tensor* need_const(const OpContext& c, size_t i, Status* st, const char* w
 
 // ---- inference functions --------------------------------------------------------------
 
-Result infer_same_float(const OpContext& c) {
-  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
-  return Descs{in0(c)};
-}
-
 Result infer_identity(const OpContext& c) { return Descs{in0(c)}; }
 
 Result infer_dropout(const OpContext& c) {
@@ -54,19 +51,70 @@ Result infer_dropout(const OpContext& c) {
   return out;
 }
 
-Result infer_clip(const OpContext& c) {
+/// An element-wise op of the table (operators/eltwise.hpp): float in, the same out; its
+/// extra inputs (Clip's bounds) are scalars.
+Result infer_unary(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
-  for (size_t i = 1; i < 3; ++i)
+  for (size_t i = 1; i < c.inputs.size(); ++i)
     if (c.has_input(i) && c.inputs[i].numel() != 1)
-      return Status::invalid(c.node->label() + ": min/max must be scalars");
+      return Status::invalid(c.node->label() + ": input " + std::to_string(i) + " must be a scalar, got " +
+                             shape_str(c.inputs[i].shape));
   return Descs{in0(c)};
 }
 
+/// A reduction (operators/reduce.hpp): float32 or int64 in, the same out.
+Result infer_reduce(const OpContext& c) {
+  if (c.inputs[0].dtype != DType::kF32 && c.inputs[0].dtype != DType::kI64)
+    return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(c.inputs[0].dtype));
+  auto p = reduce_params(c);
+  if (!p.ok()) return p.status();
+  return Descs{{c.inputs[0].dtype, p->out}};
+}
+
+/// A comparison or logical op (kCompareOps): operands of one dtype (bool for And/Or/Xor,
+/// float32 or int64 for the comparisons; Equal also bool) to a broadcast bool tensor.
+Result infer_compare(const OpContext& c) {
+  const CompareOpInfo& op = compare_info(*compare_op_of(c.node->op_type));
+  const DType a = c.inputs[0].dtype, b = c.inputs[1].dtype;
+  if (a != b)
+    return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(a) + " vs " + dtype_name(b) + ")");
+  if (op.logical != (a == DType::kBool) && !(op.op == CompareOp::kEqual && a == DType::kBool))
+    return Status::invalid(c.node->label() + ": " + c.node->op_type + " takes " + (op.logical ? "bool" : "numeric") +
+                           " operands, got " + dtype_name(a));
+  auto s = broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape);
+  if (!s.ok()) return s.status().with_context(c.node->label());
+  return Descs{{DType::kBool, s.value()}};
+}
+
+Result infer_not(const OpContext& c) {
+  if (in0(c).dtype != DType::kBool) return Status::invalid(c.node->label() + ": Not takes a bool tensor");
+  return Descs{in0(c)};
+}
+
+/// Where(cond, a, b): cond bool, a and b of one dtype, all three broadcast together.
+Result infer_where(const OpContext& c) {
+  if (c.inputs[0].dtype != DType::kBool) return Status::invalid(c.node->label() + ": the condition must be bool");
+  if (c.inputs[1].dtype != c.inputs[2].dtype)
+    return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(c.inputs[1].dtype) + " vs " +
+                           dtype_name(c.inputs[2].dtype) + ")");
+  auto s = broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape);
+  if (!s.ok()) return s.status().with_context(c.node->label());
+  auto t = broadcast_shapes(s.value(), c.inputs[2].shape);
+  if (!t.ok()) return t.status().with_context(c.node->label());
+  return Descs{{c.inputs[1].dtype, t.value()}};
+}
+
 Result infer_binary(const OpContext& c) {
+  if (c.inputs[0].dtype != c.inputs[1].dtype && c.node->op_type == "Pow")  // ONNX allows it; Mosaic does not yet
+    return Status::unsupported(c.node->label() + ": Pow of " + dtype_name(c.inputs[0].dtype) + " to a " +
+                               dtype_name(c.inputs[1].dtype) + " exponent (operands of one dtype only)");
   if (c.inputs[0].dtype != c.inputs[1].dtype)
     return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(c.inputs[0].dtype) + " vs " +
                            dtype_name(c.inputs[1].dtype) + ")");
   if (c.inputs[0].dtype == DType::kBool) return Status::unsupported(c.node->label() + ": bool arithmetic");
+  if (c.inputs[0].dtype != DType::kF32 && !binary_info(*binary_op_of(c.node->op_type)).fi)
+    return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(c.inputs[0].dtype) +
+                               " (float32 only)");
   auto s = broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape);
   if (!s.ok()) return s.status().with_context(c.node->label());
   return Descs{{c.inputs[0].dtype, s.value()}};
@@ -209,6 +257,15 @@ Result infer_softmax(const OpContext& c) {
   return Descs{in0(c)};
 }
 
+Result infer_layer_norm(const OpContext& c) {
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.has_input(i)) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
+  MOSAIC_ASSIGN_OR_RETURN(const LayerNormParams p, layer_norm_params(c));
+  if (c.node->attr_int("stash_type", 1) != 1)
+    return Status::unsupported(c.node->label() + ": stash_type other than float32");
+  return Descs{in0(c), {DType::kF32, p.stats}, {DType::kF32, p.stats}};
+}
+
 Result infer_bn(const OpContext& c) {
   for (size_t i = 0; i < 5; ++i) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
   if (c.node->attr_int("training_mode", 0) != 0 || c.node->has_output(1))
@@ -268,6 +325,22 @@ Result infer_shape(const OpContext& c) {
   start = std::clamp<int64_t>(start, 0, r);
   end = std::clamp<int64_t>(end, 0, r);
   return Descs{{DType::kI64, {std::max<int64_t>(0, end - start)}}};
+}
+
+Result infer_size(const OpContext&) { return Descs{{DType::kI64, {}}}; }
+
+/// ArgMax / ArgMin: int64 indices along one axis (kept as 1 with keepdims).
+Result infer_arg_extreme(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  const Shape& x = in0(c).shape;
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), static_cast<int64_t>(x.size()), *c.node));
+  if (x.empty() || x[static_cast<size_t>(axis)] == 0)
+    return Status::invalid(c.node->label() + ": no element to choose along axis " + std::to_string(axis));
+  Shape out;
+  for (int64_t a = 0; a < static_cast<int64_t>(x.size()); ++a)
+    if (a != axis) out.push_back(x[a]);
+    else if (c.node->attr_int("keepdims", 1) != 0) out.push_back(1);
+  return Descs{{DType::kI64, out}};
 }
 
 Result infer_gather(const OpContext& c) {
@@ -399,7 +472,6 @@ namespace {
 // ---- FLOP counts -----------------------------------------------------------------------
 
 double f_zero(const OpContext&) { return 0; }
-double f_out_numel(const OpContext& c) { return static_cast<double>(c.outputs[0].numel()); }
 double f_conv(const OpContext& c) {
   auto p = conv_params(c);
   if (!p.ok()) return 0;
@@ -429,7 +501,11 @@ double f_lrn(const OpContext& c) {
   auto p = lrn_params(c);
   return p.ok() ? static_cast<double>(c.outputs[0].numel()) * (2.0 * p->size + 3) : 0;
 }
-double f_sigmoid(const OpContext& c) { return 4.0 * c.outputs[0].numel(); }
+double f_unary(const OpContext& c) { return unary_info(*unary_op_of(c.node->op_type)).flops * c.outputs[0].numel(); }
+double f_reduce(const OpContext& c) {
+  return reduce_info(*reduce_op_of(c.node->op_type)).flops * static_cast<double>(c.inputs[0].numel());
+}
+double f_binary(const OpContext& c) { return binary_info(*binary_op_of(c.node->op_type)).flops * c.outputs[0].numel(); }
 
 // Backward: one entry per input, the FLOPs of that input's gradient.
 using Grads = std::vector<double>;
@@ -457,16 +533,19 @@ Grads b_gemm(const OpContext& c) {
   return {mnk + scale * p->m * p->k, mnk + scale * p->k * p->n, p->has_c ? 1.0 * p->m * p->n : 0};
 }
 Grads b_matmul(const OpContext& c) { return {f_matmul(c), f_matmul(c)}; }
-Grads b_mask(const OpContext& c) { return elementwise_grads(c, {1}); }        // g * mask
-Grads b_sigmoid(const OpContext& c) { return elementwise_grads(c, {3}); }     // g * y * (1 - y)
+Grads b_unary(const OpContext& c) { return elementwise_grads(c, {unary_info(*unary_op_of(c.node->op_type)).backward_flops}); }
 Grads b_pool(const OpContext& c) {
   // Max: one add per output (to its argmax); average: one multiply-add per window element.
   if (c.node->op_type == "MaxPool" || c.node->op_type == "GlobalMaxPool") return {out_numel(c)};
   return {2 * f_pool(c)};
 }
-Grads b_add(const OpContext& c) { return elementwise_grads(c, {0, c.node->op_type == "Sub" ? 1.0 : 0.0}); }
-Grads b_mul(const OpContext& c) { return elementwise_grads(c, {1, 1}); }       // g * b, g * a
-Grads b_div(const OpContext& c) { return elementwise_grads(c, {1, 3}); }       // g / b, -g * a / b^2
+Grads b_reduce(const OpContext& c) {
+  return {reduce_info(*reduce_op_of(c.node->op_type)).backward_flops * static_cast<double>(c.inputs[0].numel())};
+}
+Grads b_binary(const OpContext& c) {
+  const BinaryOpInfo& b = binary_info(*binary_op_of(c.node->op_type));
+  return elementwise_grads(c, {b.backward_flops_a, b.backward_flops_b});
+}
 Grads b_softmax(const OpContext& c) { return {4 * out_numel(c)}; }             // row dot, then y * (g - dot)
 Grads b_bn(const OpContext& c) {
   // Training statistics: dX 5 per element (with the two sums below); dScale = sum(g * xhat)
@@ -475,6 +554,13 @@ Grads b_bn(const OpContext& c) {
   return {5 * n, 2 * n, n, 0, 0};
 }
 Grads b_lrn(const OpContext& c) { return {2 * f_lrn(c)}; }
+// LayerNorm: mean 1, variance 3, normalise 2, scale and shift 2 per element; backward dX 8,
+// dScale 2, dB 1 per element.
+double f_layer_norm(const OpContext& c) { return 8.0 * c.inputs[0].numel(); }
+Grads b_layer_norm(const OpContext& c) {
+  const double n = static_cast<double>(c.inputs[0].numel());
+  return {8 * n, 2 * n, c.has_input(2) ? n : 0};
+}
 Grads b_dropout(const OpContext& c) { return {out_numel(c)}; }                 // g * mask * scale
 
 std::map<std::string, OpSchema> build_table() {
@@ -497,20 +583,35 @@ std::map<std::string, OpSchema> build_table() {
   auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const OpContext&)) {
     for (const char* op : ops) t[op].backward_flops = f;
   };
-  add("Relu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "max(x, 0)");
-  add("LeakyRelu", 1, 1, 1, 1, infer_same_float, f_out_numel, false, "x if x >= 0 else alpha * x");
-  add("Clip", 1, 3, 1, 1, infer_clip, f_out_numel, false, "min(max(x, lo), hi)");
-  t["Clip"].non_trainable_inputs = {1, 2};
-  add("Sigmoid", 1, 1, 1, 1, infer_same_float, f_sigmoid, false, "1 / (1 + exp(-x))");
-  add("Tanh", 1, 1, 1, 1, infer_same_float, f_sigmoid, false, "tanh(x)");
+  // The element-wise ops: one schema per row of their tables (operators/eltwise.hpp).
+  for (const UnaryOpInfo& u : kUnaryOps) {
+    add(u.name, 1, u.max_inputs, 1, 1, infer_unary, f_unary, false, u.summary);
+    t[u.name].backward_flops = b_unary;
+    for (int i = 1; i < u.max_inputs; ++i) t[u.name].non_trainable_inputs.push_back(i);
+  }
+  for (const ReduceOpInfo& r : kReduceOps) {
+    add(r.name, 1, 2, 1, 1, infer_reduce, f_reduce, false, std::string(r.summary) + " over axes (keepdims)");
+    t[r.name].backward_flops = b_reduce;
+    t[r.name].non_trainable_inputs = {1};
+  }
+  for (const CompareOpInfo& op : kCompareOps)
+    add(op.name, 2, 2, 1, 1, infer_compare, f_zero, false, std::string(op.summary) + ", numpy broadcasting, to bool");
+  add("Not", 1, 1, 1, 1, infer_not, f_zero, false, "logical not of a bool tensor");
+  add("Where", 3, 3, 1, 1, infer_where, f_zero, false, "cond ? a : b, numpy broadcasting");
+  t["Where"].backward_flops = [](const OpContext& c) -> Grads {
+    const double n = static_cast<double>(c.outputs[0].numel());
+    return {0, n, n};  // one add per element to the chosen operand's gradient
+  };
+  for (const BinaryOpInfo& b : kBinaryOps) {
+    add(b.name, 2, 2, 1, 1, infer_binary, f_binary, false, std::string(b.summary) + ", numpy broadcasting");
+    t[b.name].backward_flops = b_binary;
+  }
   add("MaxPool", 1, 1, 1, 2, infer_pool, f_pool, false, "max over windows (pads, ceil_mode, dilations, Indices)");
   add("AveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over windows (count_include_pad, ceil_mode)");
   add("GlobalAveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over all spatial positions");
   add("GlobalMaxPool", 1, 1, 1, 1, infer_pool, f_pool, false, "max over all spatial positions");
   add("Gemm", 2, 3, 1, 1, infer_gemm, f_gemm, false, "alpha * op(A) op(B) + beta * C");
   add("MatMul", 2, 2, 1, 1, infer_matmul, f_matmul, false, "numpy matmul with batch broadcasting");
-  for (const char* op : {"Add", "Sub", "Mul", "Div"})
-    add(op, 2, 2, 1, 1, infer_binary, f_out_numel, false, "elementwise with numpy broadcasting");
   add("Flatten", 1, 1, 1, 1, infer_flatten, f_zero, false, "reshape to 2-D at axis");
   add("Reshape", 1, 2, 1, 1, infer_reshape, f_zero, false, "reshape (0 copies, -1 infers)");
   add("Transpose", 1, 1, 1, 1, infer_transpose, f_zero, false, "permute axes");
@@ -521,6 +622,9 @@ std::map<std::string, OpSchema> build_table() {
   add("BatchNormalization", 5, 5, 1, 5, infer_bn, f_bn, false, "inference: scale * (x - mean) / sqrt(var + eps) + B");
   t["BatchNormalization"].non_trainable_inputs = {3, 4};
   add("LRN", 1, 1, 1, 1, infer_lrn, f_lrn, false, "local response normalisation across channels");
+  add("LayerNormalization", 2, 3, 1, 3, infer_layer_norm, f_layer_norm, false,
+      "(x - mean) / sqrt(var + eps) * Scale + B over the axes from axis on");
+  t["LayerNormalization"].backward_flops = b_layer_norm;
   add("Dropout", 1, 3, 1, 2, infer_dropout, f_zero, false, "identity at inference (mask all true)");
   // Hyperparameters given as float initializers are not trained.
   t["Dropout"].non_trainable_inputs = {1, 2};
@@ -529,6 +633,9 @@ std::map<std::string, OpSchema> build_table() {
   add("Constant", 0, 0, 1, 1, infer_constant, f_zero, true, "constant from attribute");
   add("ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape, f_zero, true, "tensor of a given shape filled with value");
   add("Shape", 1, 1, 1, 1, infer_shape, f_zero, true, "shape of the input as int64");
+  add("Size", 1, 1, 1, 1, infer_size, f_zero, true, "element count of the input as an int64 scalar");
+  add("ArgMax", 1, 1, 1, 1, infer_arg_extreme, f_zero, false, "index of the largest element along axis");
+  add("ArgMin", 1, 1, 1, 1, infer_arg_extreme, f_zero, false, "index of the smallest element along axis");
   add("Gather", 2, 2, 1, 1, infer_gather, f_zero, true, "take along axis");
   add("Unsqueeze", 1, 2, 1, 1, infer_unsqueeze, f_zero, true, "insert unit axes");
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
@@ -537,12 +644,7 @@ std::map<std::string, OpSchema> build_table() {
   bwd({"Conv"}, b_conv);
   bwd({"Gemm"}, b_gemm);
   bwd({"MatMul"}, b_matmul);
-  bwd({"Relu", "LeakyRelu", "Clip"}, b_mask);
-  bwd({"Sigmoid", "Tanh"}, b_sigmoid);
   bwd({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, b_pool);
-  bwd({"Add", "Sub"}, b_add);
-  bwd({"Mul"}, b_mul);
-  bwd({"Div"}, b_div);
   bwd({"Softmax", "LogSoftmax"}, b_softmax);
   bwd({"BatchNormalization"}, b_bn);
   bwd({"LRN"}, b_lrn);

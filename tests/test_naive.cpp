@@ -1,6 +1,7 @@
 // The oracle against hand-computed values.
 #include <gtest/gtest.h>
 
+#include "operators/eltwise.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -121,6 +122,163 @@ TEST(Naive, MatMulVector) {
   c.node = make_node("MatMul");
   c.inputs = {Tensor::from_f32({3}, {1, 2, 3}), Tensor::from_f32({3, 2}, {1, 0, 0, 1, 1, 1})};
   expect_near(run1(c), {4, 5});
+}
+
+/// The element-wise rows against values computed by hand (or from tables of erf and Phi):
+/// one point per op, away from kinks, plus each kink's convention.
+TEST(Naive, ElementwiseOpsByHand) {
+  auto at = [](const std::string& op, float x, std::map<std::string, A> attrs = {}) {
+    OpCase c;
+    c.node = make_node(op, std::move(attrs));
+    c.inputs = {Tensor::from_f32({1}, {x})};
+    const std::vector<float> y = run1(c);
+    return y.empty() ? NAN : y[0];
+  };
+  const float e = 2.718281828f;
+  EXPECT_NEAR(at("Exp", 1), e, 1e-6);
+  EXPECT_NEAR(at("Log", e), 1, 1e-6);
+  EXPECT_NEAR(at("Sqrt", 2), 1.41421356f, 1e-6);
+  EXPECT_NEAR(at("Erf", 0.5f), 0.52049988f, 1e-6);
+  EXPECT_NEAR(at("Neg", 3), -3, 0);
+  EXPECT_NEAR(at("Abs", -2), 2, 0);
+  EXPECT_NEAR(at("Reciprocal", 4), 0.25f, 0);
+  EXPECT_NEAR(at("Softplus", 0), 0.69314718f, 1e-6);  // ln 2
+  EXPECT_NEAR(at("Softsign", 1), 0.5f, 1e-7);
+  EXPECT_NEAR(at("Elu", -1), 1 / e - 1, 1e-6);
+  EXPECT_NEAR(at("Elu", -1, {{"alpha", A::of_float(2)}}), 2 * (1 / e - 1), 1e-6);
+  EXPECT_NEAR(at("Selu", -1), 1.05070102f * 1.67326319f * (1 / e - 1), 1e-6);
+  EXPECT_NEAR(at("Selu", 2), 1.05070102f * 2, 1e-6);
+  EXPECT_NEAR(at("HardSigmoid", 1), 0.7f, 1e-6);  // 0.2 * 1 + 0.5
+  EXPECT_NEAR(at("HardSigmoid", 3), 1, 0);
+  EXPECT_NEAR(at("HardSwish", 1), 2.f / 3, 1e-6);  // 1 * (1/6 + 1/2)
+  EXPECT_NEAR(at("HardSwish", -4), 0, 0);
+  EXPECT_NEAR(at("HardSwish", 4), 4, 0);
+  EXPECT_NEAR(at("Gelu", 1), 0.84134475f, 1e-6);  // Phi(1)
+  EXPECT_NEAR(at("Gelu", -1), -0.15865525f, 1e-6);
+  EXPECT_NEAR(at("Gelu", 1, {{"approximate", A::of_string("tanh")}}), 0.84119199f, 1e-6);
+  EXPECT_NEAR(at("Sin", 0.5f), 0.47942554f, 1e-6);
+  EXPECT_NEAR(at("Cos", 0.5f), 0.87758256f, 1e-6);
+  EXPECT_NEAR(at("Tan", 0.5f), 0.54630249f, 1e-6);
+  EXPECT_NEAR(at("Sinh", 1), 1.17520119f, 1e-6);
+  EXPECT_NEAR(at("Cosh", 1), 1.54308063f, 1e-6);
+  EXPECT_NEAR(at("Asin", 0.5f), 0.52359878f, 1e-6);  // pi / 6
+  EXPECT_NEAR(at("Acos", 0.5f), 1.04719755f, 1e-6);  // pi / 3
+  EXPECT_NEAR(at("Atan", 1), 0.78539816f, 1e-6);     // pi / 4
+  EXPECT_NEAR(at("Asinh", 1), 0.88137359f, 1e-6);
+  EXPECT_NEAR(at("Acosh", 2), 1.31695790f, 1e-6);
+  EXPECT_NEAR(at("Atanh", 0.5f), 0.54930614f, 1e-6);
+  EXPECT_NEAR(at("Mish", 1), 0.86509839f, 1e-6);  // tanh(ln(1 + e))
+  EXPECT_NEAR(at("Celu", -1, {{"alpha", A::of_float(2)}}), 2 * (std::exp(-0.5f) - 1), 1e-6);
+  OpCase pow;
+  pow.node = make_node("Pow");
+  pow.inputs = {Tensor::from_f32({3}, {2, 4, 9}), Tensor::from_f32({3}, {3, 0.5f, -0.5f})};
+  expect_near(run1(pow), {8, 2, 1.f / 3});
+}
+
+/// The reductions against hand-computed values: x = [[1, -2, 3], [4, 5, -6]] over axis 1.
+TEST(Naive, ReductionsByHand) {
+  auto reduce = [](const std::string& op, int64_t keepdims = 0) {
+    OpCase c;
+    c.node = make_node(op, {{"axes", A::of_ints({1})}, {"keepdims", A::of_int(keepdims)}});
+    c.inputs = {Tensor::from_f32({2, 3}, {1, -2, 3, 4, 5, -6})};
+    c.opset = 11;  // axes as an attribute for every reduction
+    return run1(c);
+  };
+  expect_near(reduce("ReduceSum"), {2, 3});
+  expect_near(reduce("ReduceMean", 1), {2.f / 3, 1});
+  expect_near(reduce("ReduceMax"), {3, 5});
+  expect_near(reduce("ReduceMin"), {-2, -6});
+  expect_near(reduce("ReduceProd"), {-6, -120});
+  expect_near(reduce("ReduceL1"), {6, 15});
+  expect_near(reduce("ReduceL2"), {std::sqrt(14.f), std::sqrt(77.f)});
+  expect_near(reduce("ReduceSumSquare"), {14, 77});
+  expect_near(reduce("ReduceLogSumExp"), {std::log(std::exp(1.f) + std::exp(-2.f) + std::exp(3.f)),
+                                          std::log(std::exp(4.f) + std::exp(5.f) + std::exp(-6.f))});
+}
+
+/// LayerNormalization over the last axis of [1, 2, 3, 4] (mean 2.5, variance 1.25), epsilon 0:
+/// (x - 2.5) / sqrt(1.25), then times 2 plus 1.
+TEST(Naive, LayerNormByHand) {
+  OpCase c;
+  c.node = make_node("LayerNormalization", {{"epsilon", A::of_float(0)}});
+  c.inputs = {Tensor::from_f32({1, 4}, {1, 2, 3, 4}), Tensor::from_f32({4}, {2, 2, 2, 2}),
+              Tensor::from_f32({4}, {1, 1, 1, 1})};
+  c.is_const = {false, true, true};
+  c.opset = 17;
+  expect_near(run1(c), {-1.6832816f, 0.1055728f, 1.8944272f, 3.6832816f});
+}
+
+Tensor bools(const Shape& shape, const std::vector<int>& v) {
+  Tensor t = Tensor::empty({DType::kBool, shape});
+  for (size_t i = 0; i < v.size(); ++i) t.u8()[i] = v[i] != 0;
+  return t;
+}
+
+std::vector<int> run_bool(OpCase c) {
+  std::vector<Tensor> out;
+  Status st = run_on(c, "naive", &out);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  if (!st.is_ok()) return {};
+  return std::vector<int>(out[0].u8(), out[0].u8() + out[0].numel());
+}
+
+/// The comparisons (a [2, 1] against b [3], broadcast to [2, 3]) and logical ops by hand.
+TEST(Naive, ComparisonsAndLogicByHand) {
+  auto compare = [](const std::string& op) {
+    OpCase c;
+    c.node = make_node(op);
+    c.inputs = {Tensor::from_f32({2, 1}, {1, 2}), Tensor::from_f32({3}, {0, 1, 2})};
+    return run_bool(c);
+  };
+  EXPECT_EQ(compare("Equal"), (std::vector<int>{0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(compare("Less"), (std::vector<int>{0, 0, 1, 0, 0, 0}));
+  EXPECT_EQ(compare("LessOrEqual"), (std::vector<int>{0, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(compare("Greater"), (std::vector<int>{1, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(compare("GreaterOrEqual"), (std::vector<int>{1, 1, 0, 1, 1, 1}));
+  auto logic = [](const std::string& op) {
+    OpCase c;
+    c.node = make_node(op);
+    c.inputs = {bools({4}, {0, 0, 1, 1}), bools({4}, {0, 1, 0, 1})};
+    return run_bool(c);
+  };
+  EXPECT_EQ(logic("And"), (std::vector<int>{0, 0, 0, 1}));
+  EXPECT_EQ(logic("Or"), (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_EQ(logic("Xor"), (std::vector<int>{0, 1, 1, 0}));
+  OpCase n;
+  n.node = make_node("Not");
+  n.inputs = {bools({3}, {1, 0, 1})};
+  EXPECT_EQ(run_bool(n), (std::vector<int>{0, 1, 0}));
+  // Where(cond [2, 1], a [2, 3], b scalar): a causal-mask style selection.
+  OpCase w;
+  w.node = make_node("Where");
+  w.inputs = {bools({2, 1}, {1, 0}), Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor::from_f32({}, {-9})};
+  expect_near(run1(w), {1, 2, 3, -9, -9, -9});
+  // Operands of the wrong kind are refused, naming the node.
+  OpCase bad;
+  bad.node = make_node("And");
+  bad.inputs = {Tensor::from_f32({2}, {1, 0}), Tensor::from_f32({2}, {1, 1})};
+  std::vector<Tensor> out;
+  const Status st = run_on(bad, "naive", &out);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("And takes bool operands"), std::string::npos) << st.message();
+}
+
+/// Derivatives at and around kinks follow PyTorch: Abs'(0) = 0, HardSwish'(-3) = -0.5,
+/// HardSigmoid' on the open interval, Relu'(0) = 0.
+TEST(Naive, ElementwiseDerivativesAtKinks) {
+  const UnaryArgs none;
+  EXPECT_EQ(unary_derivative(UnaryOp::kAbs, 0.f, 0.f, none), 0.f);
+  EXPECT_EQ(unary_derivative(UnaryOp::kAbs, -2.f, 2.f, none), -1.f);
+  EXPECT_EQ(unary_derivative(UnaryOp::kHardSwish, -3.f, 0.f, none), -0.5f);
+  EXPECT_EQ(unary_derivative(UnaryOp::kHardSwish, 3.f, 3.f, none), 1.5f);
+  UnaryArgs hs;
+  hs.alpha = 0.2;
+  hs.beta = 0.5;
+  EXPECT_EQ(unary_derivative(UnaryOp::kHardSigmoid, 2.5f, 1.f, hs), 0.f);
+  EXPECT_NEAR(unary_derivative(UnaryOp::kHardSigmoid, 2.f, 0.9f, hs), 0.2f, 1e-7);
+  EXPECT_EQ(unary_derivative(UnaryOp::kRelu, 0.f, 0.f, none), 0.f);
+  EXPECT_NEAR(unary_derivative(UnaryOp::kGelu, 0.f, 0.f, none), 0.5f, 1e-7);  // Phi(0)
+  EXPECT_EQ(binary_grad_b(BinaryOp::kPow, 1.f, 0.f, 2.f), 0.f);  // torch: 0 where a == 0, b >= 0
 }
 
 }  // namespace

@@ -128,6 +128,19 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.f, 
   return t;
 }
 
+/// The input range the op-table tests draw an element-wise op's input from: its domain
+/// (Log, Sqrt, Reciprocal: positive; Asin, Acos, Atanh: inside (-1, 1); Acosh: above 1;
+/// Tan: away from its poles), wide enough to reach the kinks of HardSigmoid
+/// (+-2.5) and HardSwish (+-3).
+inline std::pair<float, float> test_domain(const std::string& op) {
+  if (op == "Log" || op == "Sqrt" || op == "Reciprocal") return {0.25f, 2.f};
+  if (op == "Asin" || op == "Acos" || op == "Atanh") return {-0.9f, 0.9f};
+  if (op == "Acosh") return {1.25f, 3.f};
+  if (op == "Tan") return {-1.f, 1.f};
+  if (op == "HardSigmoid" || op == "HardSwish") return {-4.f, 4.f};
+  return {-2.f, 2.f};
+}
+
 /// One node whose inputs are runtime tensors ("x0", "x1", ...) or initializers.
 struct OpCase {
   std::string label;

@@ -8,38 +8,39 @@
 #include "backends/common/pooling.hpp"
 #include "core/loss.hpp"
 #include "metrics/compare.hpp"
+#include "operators/eltwise.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
 
 namespace {
 
-/// Elements of a piecewise node's input that lie exactly on a kink: Relu and LeakyRelu at 0,
-/// Clip at either bound. There the derivative is one-sided and conventions differ (naive
-/// passes the gradient on Clip's closed interval, as torch.clamp; oneDNN's clip_v2 on the
-/// open one, as nn.ReLU6), so the input gradient is not compared there. Empty for other ops.
+/// Elements of a piecewise node's input that lie exactly on a kink of its op's row
+/// (operators/eltwise.hpp: Relu and LeakyRelu at 0, Clip at either bound, ...). There the
+/// derivative is one-sided and conventions differ (naive passes the gradient on Clip's
+/// closed interval, as torch.clamp; oneDNN's clip_v2 on the open one, as nn.ReLU6), so the
+/// input gradient is not compared there. Empty for other ops.
 std::vector<int64_t> kink_elements(const Graph& graph, const Node& n, const std::map<std::string, Tensor>& value) {
   std::vector<int64_t> at;
-  if (n.inputs.empty() || !value.count(n.inputs[0])) return at;
+  const auto op = unary_op_of(n.op_type);
+  if (!op || unary_info(*op).kinks == 0 || n.inputs.empty() || !value.count(n.inputs[0])) return at;
   const Tensor& x = value.at(n.inputs[0]);
-  std::vector<double> kinks;
-  if (n.op_type == "Relu" || n.op_type == "LeakyRelu") kinks = {0.0};
-  if (n.op_type == "Clip") {
-    // The bounds as every kernel reads them (attributes before opset 11, constant inputs after).
-    KernelContext ctx;
-    ctx.node = &n;
-    ctx.opset = graph.opset;
-    for (const auto& name : n.inputs) {
-      const Tensor* t = graph.initializers.count(name) ? &graph.initializers.at(name)
-                        : value.count(name)             ? &value.at(name)
-                                                        : nullptr;
-      ctx.input_present.push_back(!name.empty());
-      ctx.constants.push_back(t);
-    }
-    const ClipParams c = clip_attr_params(ctx);
-    kinks = {c.lo, c.hi};  // an absent bound is infinite and matches nothing
+  // The attributes as every kernel reads them (Clip's bounds: attributes before opset 11,
+  // constant inputs after).
+  KernelContext ctx;
+  ctx.node = &n;
+  ctx.opset = graph.opset;
+  for (const auto& name : n.inputs) {
+    const Tensor* t = graph.initializers.count(name) ? &graph.initializers.at(name)
+                      : value.count(name)             ? &value.at(name)
+                                                      : nullptr;
+    ctx.input_present.push_back(!name.empty());
+    ctx.constants.push_back(t);
   }
-  if (kinks.empty() || x.dtype() != DType::kF32) return at;
+  const UnaryArgs args = unary_args(*op, ctx);
+  std::vector<double> kinks;  // an absent Clip bound is infinite and matches nothing
+  for (int k = 0; k < unary_info(*op).kinks; ++k) kinks.push_back(unary_info(*op).kink(k, args));
+  if (x.dtype() != DType::kF32) return at;
   for (int64_t e = 0; e < x.numel(); ++e)
     if (std::find(kinks.begin(), kinks.end(), static_cast<double>(x.f32()[e])) != kinks.end()) at.push_back(e);
   return at;

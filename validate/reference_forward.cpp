@@ -4,9 +4,13 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "backends/common/broadcast.hpp"
+#include "backends/common/layer_norm.hpp"
 #include "backends/common/movement.hpp"
+#include "backends/common/reduce.hpp"
+#include "operators/eltwise.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -22,22 +26,24 @@ namespace {
 
 using Codes = std::vector<int32_t>;
 
-/// 1 above the kink, 0 below, 2 exactly on it (a value that is exactly zero, such as a
-/// Relu of a Relu's zero, stays on it when perturbed and is no switch).
-int32_t sign_code(double x) { return x > 0 ? 1 : (x < 0 ? 0 : 2); }
-int32_t clip_code(double x, double lo, double hi) {
-  return x < lo ? 0 : x == lo ? 1 : x < hi ? 2 : x == hi ? 3 : 4;
+/// Which piece of a piecewise op x falls on: per kink, 0 below it, 1 exactly on it, 2 above,
+/// summed (a value exactly on a kink, such as a Relu of a Relu's zero, stays on it when
+/// perturbed and is no switch).
+int32_t branch_code(const UnaryOpInfo& u, const UnaryArgs& a, double x) {
+  int32_t code = 0;
+  for (int k = 0; k < u.kinks; ++k) {
+    const double at = u.kink(k, a);
+    code += x > at ? 2 : x == at ? 1 : 0;
+  }
+  return code;
 }
 
 /// Applies an activation fused into Conv/Gemm (as the fusion pass writes it) in double.
 double activate(const Activation& a, double x, int32_t* code) {
-  switch (a.kind) {
-    case Activation::Kind::kNone: return x;
-    case Activation::Kind::kRelu: *code = sign_code(x); return x > 0 ? x : 0.0;
-    case Activation::Kind::kLeakyRelu: *code = sign_code(x); return x >= 0 ? x : a.alpha * x;
-    case Activation::Kind::kClip: *code = clip_code(x, a.lo, a.hi); return std::min(std::max(x, double(a.lo)), double(a.hi));
-  }
-  return x;
+  if (!a.active()) return x;
+  const UnaryOpInfo& u = unary_info(*a.op);
+  *code = branch_code(u, a.args, x);
+  return u.f(x, a.args);
 }
 
 /// sum_k x[k] y[k] over sixteen chains (two vector registers' worth), so the loop is
@@ -121,8 +127,10 @@ struct ReferenceForward::Impl {
   Status concat(Step& s);
   Status on_float_kernel(Step& s);
   void near_kinks(Step& s, const std::vector<double>& x, bool fused) const;
-  /// Decision a's value on the side of its kink opposite its y = x side, for input x.
-  double other_side(const Step& s, const Ambiguity& a, double x) const;
+  /// Decision a's value for input x on the piece above (or below) its kink.
+  double piece(const Step& s, const Ambiguity& a, bool above, double x) const;
+  /// The op's attributes, with Clip's bounds as the run computed them.
+  UnaryArgs args_of(const Step& s, UnaryOp op) const;
 };
 
 /// Marks a tracked element whose branch is one of its decision's options.
@@ -132,15 +140,16 @@ namespace {
 
 bool piecewise(const Node& n) {
   const std::string& op = n.op_type;
-  return op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "MaxPool" || op == "GlobalMaxPool" ||
-         ((op == "Conv" || op == "Gemm") && fused_activation(n).active());
+  if (const auto u = unary_op_of(op)) return unary_info(*u).kinks > 0;
+  const Activation act = (op == "Conv" || op == "Gemm") ? fused_activation(n) : Activation{};
+  return op == "MaxPool" || op == "GlobalMaxPool" || (act.active() && unary_info(*act.op).kinks > 0);
 }
 
 bool has_double_impl(const std::string& op) {
+  if (unary_op_of(op) || binary_op_of(op) || reduce_op_of(op)) return true;  // the tables' rows, in double
   static const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm",
-                               "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
-                               "Softmax", "LogSoftmax", "BatchNormalization", "LRN", "Reshape", "Flatten", "Squeeze",
-                               "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat"};
+                               "MatMul", "Softmax", "LogSoftmax", "BatchNormalization", "LayerNormalization", "LRN", "Reshape", "Flatten",
+                               "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat"};
   return std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; }) != std::end(kOps);
 }
 
@@ -315,21 +324,28 @@ void ReferenceForward::Impl::observe(Step& s, Codes* codes) {
         (*codes)[a.element] = kTrackedCode;
     } else {
       const double x = s.pre.empty() ? in(s, 0).v[a.element] : s.pre[a.element];
-      alt[0] = x - y;
-      alt[1] = other_side(s, a, x) - y;
+      alt[0] = piece(s, a, true, x) - y;
+      alt[1] = piece(s, a, false, x) - y;
       if (codes) (*codes)[a.element] = kTrackedCode;
     }
   }
 }
 
-double ReferenceForward::Impl::other_side(const Step& s, const Ambiguity& a, double x) const {
+double ReferenceForward::Impl::piece(const Step& s, const Ambiguity& a, bool above, double x) const {
   const std::string& op = s.node->op_type;
-  if (op == "LeakyRelu") return s.node->attr_float("alpha", 0.01f) * x;
   if (op == "Conv" || op == "Gemm") {
     const Activation act = fused_activation(*s.node);
-    if (act.kind == Activation::Kind::kLeakyRelu) return act.alpha * x;
+    return unary_info(*act.op).piece(a.kink_index, above, x, act.args);
   }
-  return a.kink;  // Relu's 0, or Clip's bound
+  const UnaryOp u = *unary_op_of(op);
+  return unary_info(u).piece(a.kink_index, above, x, args_of(s, u));
+}
+
+UnaryArgs ReferenceForward::Impl::args_of(const Step& s, UnaryOp op) const {
+  UnaryArgs args = unary_args(op, s.ctx);
+  if (has_in(s, 1)) args.lo = in(s, 1).v.at(0);  // Clip's bounds computed at run time
+  if (has_in(s, 2)) args.hi = in(s, 2).v.at(0);
+  return args;
 }
 
 std::string Ambiguity::option_name(int option) const {
@@ -339,7 +355,7 @@ std::string Ambiguity::option_name(int option) const {
     return name + (option == exact ? " (the exact maximum)"
                                    : " (exact arithmetic: offset " + std::to_string(cells.at(static_cast<size_t>(exact))) + ")");
   }
-  name = option == 0 ? "its y = x side" : "the other side of its kink";
+  name = option == 0 ? "the piece above its kink" : "the piece below its kink";
   return name + (option == exact ? " (as in exact arithmetic)" : " (exact arithmetic: the other side)");
 }
 
@@ -358,7 +374,21 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
     return Status::ok();
   }
   if (op == "MatMul") return matmul(s);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return binary(s);
+  if (binary_op_of(op)) return binary(s);
+  if (op == "LayerNormalization") {
+    MOSAIC_ASSIGN_OR_RETURN(const LayerNormParams p, layer_norm_params(s.ctx));
+    auto optional_out = [&](size_t i) { return i < s.out.size() && s.out[i] >= 0 ? out(s, i).v.data() : nullptr; };
+    DTensor& y = out(s, 0);
+    layer_norm_forward(p, in(s, 0).v.data(), in(s, 1).v.data(), has_in(s, 2) ? in(s, 2).v.data() : nullptr,
+                       y.v.data(), optional_out(1), optional_out(2));
+    return Status::ok();
+  }
+  if (const auto r = reduce_op_of(op)) {
+    MOSAIC_ASSIGN_OR_RETURN(const ReduceParams p, reduce_params(s.ctx));
+    DTensor& y = out(s, 0);
+    reduce_forward(reduce_info(*r), p, in(s, 0).v.data(), y.v.data());
+    return Status::ok();
+  }
   if (op == "Softmax" || op == "LogSoftmax") return softmax(s);
   if (op == "BatchNormalization") return batch_norm(s);
   if (op == "LRN") return lrn(s);
@@ -373,7 +403,7 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
     const double fill = p.value_at_run_time && has_in(s, 2) ? in(s, 2).v.at(0) : p.value;
     return axis_maps(s, pad_axis_maps(p, in(s, 0).shape, descs[s.out[0]].shape), fill);
   }
-  if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Clip") {
+  if (unary_op_of(op)) {
     MOSAIC_RETURN_IF_ERROR(unary(s, codes));
     near_kinks(s, in(s, 0).v, false);
     return Status::ok();
@@ -404,7 +434,7 @@ Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
   std::vector<double> patches(static_cast<size_t>(P * K));
   for (int64_t n = 0; n < p.n; ++n)
     for (int64_t grp = 0; grp < groups; ++grp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (P * K > 32768)
       for (int64_t o = 0; o < P; ++o) {
         const int64_t o0 = o / (g.out[1] * g.out[2]), o1 = o / g.out[2] % g.out[1], o2 = o % g.out[2];
         double* row = patches.data() + o * K;
@@ -425,7 +455,7 @@ Status ReferenceForward::Impl::conv(Step& s, Codes* codes) {
           }
         }
       }
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (ocg * P * K > 32768)
       for (int64_t oc = grp * ocg; oc < (grp + 1) * ocg; ++oc)
         for (int64_t o = 0; o < P; ++o) {
           const double v = (bias ? bias[oc] : 0.0) + dot(w.data() + oc * K, patches.data() + o * K, K);
@@ -521,7 +551,9 @@ Status ReferenceForward::Impl::gemm(Step& s, Codes* codes) {
   }
   // Column-major over the outputs: a column of op(B) (a Linear layer's weight row) is read
   // from memory once and reused from cache for every row of A (the batch).
-#pragma omp parallel for schedule(static)
+  // Small products run on one thread: a parallel region per tiny Gemm costs more than it
+  // saves, and with another busy process on the cores its barrier can spin for seconds.
+#pragma omp parallel for schedule(static) if (p.m * p.n * p.k > 32768)
   for (int64_t j = 0; j < p.n; ++j)
     for (int64_t i = 0; i < p.m; ++i) {
       double v = static_cast<double>(p.alpha) * dot(arows + i * p.k, bcols + j * p.k, p.k);
@@ -551,7 +583,7 @@ Status ReferenceForward::Impl::matmul(Step& s) {
 }
 
 Status ReferenceForward::Impl::binary(Step& s) {
-  const std::string& op = s.node->op_type;
+  const auto f = binary_info(*binary_op_of(s.node->op_type)).f;
   DTensor& y = out(s, 0);
   const auto sa = broadcast_strides(in(s, 0).shape, y.shape), sb = broadcast_strides(in(s, 1).shape, y.shape);
   const std::vector<double>& a = in(s, 0).v;
@@ -560,41 +592,21 @@ Status ReferenceForward::Impl::binary(Step& s) {
   each_strided(y.shape, sb, [&](int64_t i, int64_t off) { offs[i] = off; });
   each_strided(y.shape, sa, [&](int64_t i, int64_t off) {
     const double u = a[off], v = b[offs[i]];
-    y.v[i] = op == "Add" ? u + v : op == "Sub" ? u - v : op == "Mul" ? u * v : u / v;
+    y.v[i] = f(u, v);
   });
   return Status::ok();
 }
 
 Status ReferenceForward::Impl::unary(Step& s, Codes* codes) {
-  const std::string& op = s.node->op_type;
+  const UnaryOp op = *unary_op_of(s.node->op_type);
+  const UnaryOpInfo& u = unary_info(op);
+  const UnaryArgs args = args_of(s, op);
   const std::vector<double>& x = in(s, 0).v;
   DTensor& y = out(s, 0);
   if (codes) codes->assign(y.v.size(), 0);
-  const double alpha = s.node->attr_float("alpha", 0.01f);
-  double lo = 0, hi = 0;
-  if (op == "Clip") {
-    const ClipParams c = clip_attr_params(s.ctx);
-    lo = c.lo;
-    hi = c.hi;
-    if (has_in(s, 1)) lo = in(s, 1).v.at(0);
-    if (has_in(s, 2)) hi = in(s, 2).v.at(0);
-  }
   for (size_t i = 0; i < x.size(); ++i) {
-    const double v = x[i];
-    if (op == "Relu") {
-      y.v[i] = v > 0 ? v : 0.0;
-      (*codes)[i] = sign_code(v);
-    } else if (op == "LeakyRelu") {
-      y.v[i] = v >= 0 ? v : alpha * v;
-      (*codes)[i] = sign_code(v);
-    } else if (op == "Sigmoid") {
-      y.v[i] = 1.0 / (1.0 + std::exp(-v));
-    } else if (op == "Tanh") {
-      y.v[i] = std::tanh(v);
-    } else {
-      y.v[i] = std::min(std::max(v, lo), hi);
-      (*codes)[i] = clip_code(v, lo, hi);
-    }
+    y.v[i] = u.f(x[i], args);
+    if (codes) (*codes)[i] = branch_code(u, args, x[i]);
   }
   return Status::ok();
 }
@@ -718,45 +730,48 @@ Status ReferenceForward::Impl::concat(Step& s) {
   return Status::ok();
 }
 
-/// Elements of a Relu/LeakyRelu/Clip input (or a fused activation's, given the output,
-/// which differs from the input only past the kink) within 2^-16 of the node's RMS of a kink.
+/// Elements of a piecewise op's input (or a fused activation's, given its input) within 2^-16
+/// of the node's RMS of a kink of the op's row.
 void ReferenceForward::Impl::near_kinks(Step& s, const std::vector<double>& x, bool fused) const {
   const std::string& op = s.node->op_type;
-  double lo = 0, hi = 0;
+  std::optional<UnaryOp> u;
+  UnaryArgs args;
   if (fused) {
     const Activation a = fused_activation(*s.node);
-    if (!a.active()) return;
-    if (a.kind == Activation::Kind::kClip) {
-      lo = a.lo;
-      hi = a.hi;
-    }
-  } else if (op == "Clip") {
-    const ClipParams c = clip_attr_params(s.ctx);
-    lo = has_in(s, 1) ? in(s, 1).v.at(0) : c.lo;
-    hi = has_in(s, 2) ? in(s, 2).v.at(0) : c.hi;
-  } else if (op != "Relu" && op != "LeakyRelu") {
-    return;
+    u = a.op;
+    args = a.args;
+  } else {
+    u = unary_op_of(op);
+    if (u) args = args_of(s, *u);
   }
+  if (!u || unary_info(*u).kinks == 0) return;
+  const UnaryOpInfo& info = unary_info(*u);
+  std::vector<double> kinks;
+  for (int k = 0; k < info.kinks; ++k) kinks.push_back(info.kink(k, args));
   double sq = 0;
   for (double v : x) sq += v * v;
   const double band = std::ldexp(std::sqrt(sq / std::max<size_t>(x.size(), 1)), -16);
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
-    const double gap = std::min(std::fabs(v - lo), std::fabs(v - hi));
+    int nearest = 0;
+    for (int k = 1; k < info.kinks; ++k)
+      if (std::fabs(v - kinks[k]) < std::fabs(v - kinks[nearest])) nearest = k;
+    const double gap = std::fabs(v - kinks[nearest]);
     if (gap == 0 || gap > band) continue;
     Ambiguity a;
     a.step = static_cast<int>(s.node - graph.nodes.data());
     a.element = static_cast<int64_t>(i);
     a.value = values[s.out[0]].v[i];
     a.band = band;
-    a.kink = std::fabs(v - lo) <= std::fabs(v - hi) ? lo : hi;
-    // The y = x side is above the kink, except at the upper bound of a Clip.
-    a.exact = (a.kink == hi && hi != lo ? v < hi : v > a.kink) ? 0 : 1;
+    a.kink = kinks[nearest];
+    a.kink_index = nearest;
+    a.exact = v > a.kink ? 0 : 1;  // option 0: the piece above the kink
     a.where = "'" + s.node->name + "' (" + s.node->op_type + (fused ? " + fused activation" : "") + ") output [" +
               std::to_string(i) + "]";
     s.found.push_back(std::move(a));
   }
 }
+
 
 /// An op without a double implementation: inputs rounded to their dtype, the naive kernel,
 /// outputs widened back.

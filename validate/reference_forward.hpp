@@ -58,14 +58,15 @@ struct Ambiguity {
   double band = 0;
   /// Max pooling: the window's cells within 2^-16 of its maximum (offsets within the
   /// plane that starts at input element `plane`), one option each. Empty for an
-  /// activation, whose options are its y = x side (0) and the other side of `kink` (1).
+  /// activation, whose options are the pieces above (0) and below (1) its kink.
   std::vector<int64_t> cells;
   int64_t plane = 0;
   double kink = 0;
+  int kink_index = 0;    ///< which kink of the op's row (operators/eltwise.hpp)
   int exact = 0;         ///< the option exact arithmetic takes at the base point
   std::string where;     ///< "'pool1' (MaxPool) output [1234]"
   int options() const { return cells.empty() ? 2 : static_cast<int>(cells.size()); }
-  /// "window cell at offset 18 (exact arithmetic: offset 19)", "its y = x side (as in
+  /// "window cell at offset 18 (exact arithmetic: offset 19)", "the piece above its kink (as in
   /// exact arithmetic)".
   std::string option_name(int option) const;
 };

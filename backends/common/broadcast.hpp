@@ -1,6 +1,7 @@
 // Broadcasting helpers shared by the backends' element-wise and MatMul kernels.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +18,26 @@ inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out)
   const size_t off = out.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) st[i + off] = in[i] == 1 ? 0 : rs[i];
   return st;
+}
+
+/// Calls f(i, offsets) for every element i of `out`, with offsets[k] the element of operand
+/// k (of shape shapes[k], numpy-broadcast onto out) that it reads.
+template <size_t N, class F>
+void each_broadcast(const Shape& out, const std::array<Shape, N>& shapes, F&& f) {
+  std::array<std::vector<int64_t>, N> st;
+  for (size_t k = 0; k < N; ++k) st[k] = broadcast_strides(shapes[k], out);
+  const int64_t n = shape_numel(out);
+  std::vector<int64_t> idx(out.size(), 0);
+  std::array<int64_t, N> off{};
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, off);
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
+      if (++idx[d] < out[d]) break;
+      for (size_t k = 0; k < N; ++k) off[k] -= st[k][d] * out[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 /// Calls f(batch_index, a_matrix_index, b_matrix_index) for every matrix of a batched,

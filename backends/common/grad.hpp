@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "backends/common/eltwise_ops.hpp"
+#include "operators/eltwise.hpp"
 #include "core/kernel.hpp"
 #include "operators/params.hpp"
 

@@ -510,6 +510,7 @@ class ShapeKernel final : public Kernel {
     start = std::clamp<int64_t>(start, 0, r);
     end = std::clamp<int64_t>(end, 0, r);
     for (int64_t i = start; i < end; ++i) dims_.push_back(x[i]);
+    if (ctx.node->op_type == "Size") dims_ = {shape_numel(x)};  // Size: the element count, a scalar
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
@@ -588,6 +589,7 @@ void register_movement_kernel(BackendRegistration& r, const std::string& op) {
       {"Slice", make_factory<SliceKernel>()},         {"Pad", make_factory<PadKernel>()},
       {"Gather", make_factory<GatherKernel>()},       {"Cast", make_factory<CastKernel>()},
       {"Shape", make_factory<ShapeKernel>()},         {"Constant", make_factory<ConstantKernel>()},
+      {"Size", make_factory<ShapeKernel>()},
       {"ConstantOfShape", make_factory<ConstantOfShapeKernel>()}};
   auto it = kFactories.find(op);
   if (it == kFactories.end()) {

@@ -14,6 +14,13 @@ Status float32_only(const KernelContext& ctx) {
   return Status::ok();
 }
 
+Status float32_data(const KernelContext& ctx) {
+  if (ctx.inputs.empty() || ctx.inputs[0].dtype != DType::kF32)
+    return Status::unsupported(ctx.node->label() + ": computes float32 only (input 0 is " +
+                               (ctx.inputs.empty() ? std::string("missing") : dtype_name(ctx.inputs[0].dtype)) + ")");
+  return Status::ok();
+}
+
 Status no_pool_indices(const KernelContext& ctx) {
   if (ctx.has_output(1)) return Status::unsupported(ctx.node->label() + ": MaxPool's Indices output (naive only)");
   return Status::ok();

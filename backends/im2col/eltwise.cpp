@@ -1,4 +1,5 @@
-// The im2col backend's broadcasting binary ops and element-wise activations with Eigen.
+// The im2col backend's broadcasting binary ops and element-wise activations: Eigen's
+// vectorised forms of the common ops, the table's rules (operators/eltwise.hpp) for the rest.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -79,12 +80,16 @@ class BinaryKernel final : public Kernel {
   template <class A, class B>
   void apply(ArrayMap& y, const A& a, const B& b) const {
     switch (op_) {
-      case BinaryOp::kAdd: y = a + b; break;
-      case BinaryOp::kSub: y = a - b; break;
-      case BinaryOp::kMul: y = a * b; break;
-      case BinaryOp::kDiv: y = a / b; break;
+      case BinaryOp::kAdd: y = a + b; return;
+      case BinaryOp::kSub: y = a - b; return;
+      case BinaryOp::kMul: y = a * b; return;
+      case BinaryOp::kDiv: y = a / b; return;
+      default: break;  // the others: the row's scalar rule
     }
+    for (Eigen::Index i = 0; i < y.size(); ++i) y[i] = binary_forward(op_, at(a, i), at(b, i));
   }
+  static float at(const ConstArrayMap& v, Eigen::Index i) { return v[i]; }
+  static float at(float v, Eigen::Index) { return v; }
   BinaryOp op_ = BinaryOp::kAdd;
   Shape out_, a_shape_, b_shape_;
   std::vector<int64_t> sa_, sb_;
@@ -98,66 +103,49 @@ class UnaryKernel final : public Kernel {
     auto op = unary_op_of(ctx.node->op_type);
     if (!op) return Status::internal(ctx.node->label() + ": not an element-wise activation");
     op_ = *op;
-    alpha_ = ctx.node->attr_float("alpha", 0.01f);
-    clip_ = clip_attr_params(ctx);
+    args_ = unary_args(op_, ctx);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const int64_t n = src[0]->numel();
-    float lo = clip_.lo, hi = clip_.hi;
-    if (src.size() > 1 && src[1]) lo = src[1]->f32()[0];
-    if (src.size() > 2 && src[2]) hi = src[2]->f32()[0];
+    const UnaryArgs args = with_runtime_bounds(src);
     const int64_t block = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > 4 * block)
-    for (int64_t b0 = 0; b0 < n; b0 += block) {
-      const int64_t len = std::min(block, n - b0);
-      ConstArrayMap x(src[0]->f32() + b0, len);
-      ArrayMap y(dst[0]->f32() + b0, len);
-      switch (op_) {  // unary_forward's rules, vectorised
-        case UnaryOp::kRelu: y = x.max(0.f); break;
-        case UnaryOp::kLeakyRelu: y = (x >= 0.f).select(x, alpha_ * x); break;
-        case UnaryOp::kSigmoid: y = 1.f / (1.f + (-x).exp()); break;
-        case UnaryOp::kTanh: y = x.tanh(); break;
-        case UnaryOp::kClip: y = x.max(lo).min(hi); break;
-      }
-    }
+    for (int64_t b0 = 0; b0 < n; b0 += block)
+      unary_forward_block(op_, args, src[0]->f32() + b0, dst[0]->f32() + b0, std::min(block, n - b0));
     return Status::ok();
   }
 
   bool has_backward() const override { return true; }
   bool backward_reads_input(size_t i) const override { return i > 0 || unary_info(op_).backward_reads_input; }
   bool backward_reads_output(size_t) const override { return unary_info(op_).backward_reads_output; }
-  /// The same derivatives (and kink conventions) as naive, vectorised with Eigen, in
-  /// blocks over the threads as forward.
+  /// The same derivatives (and kink conventions) as naive, in blocks over the threads.
   Status backward(const BackwardArgs& a) override {
     for (size_t i = 1; i < a.diff_src.size(); ++i)
       zeroed_grad(a, i);
     if (!a.diff_src[0]) return Status::ok();
-    const int64_t n = a.src[0]->numel();
-    float lo = clip_.lo, hi = clip_.hi;
-    if (a.src.size() > 1 && a.src[1]) lo = a.src[1]->f32()[0];
-    if (a.src.size() > 2 && a.src[2]) hi = a.src[2]->f32()[0];
+    const int64_t n = a.diff_dst[0]->numel();
+    const UnaryArgs args = with_runtime_bounds(a.src);
+    const float* x = unary_info(op_).backward_reads_input ? a.src[0]->f32() : nullptr;
+    const float* y = unary_info(op_).backward_reads_output ? a.dst[0]->f32() : nullptr;
     const int64_t block = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > 4 * block)
-    for (int64_t b0 = 0; b0 < n; b0 += block) {
-      const int64_t len = std::min(block, n - b0);
-      ConstArrayMap x(a.src[0]->f32() + b0, len), y(a.dst[0]->f32() + b0, len), dy(a.diff_dst[0]->f32() + b0, len);
-      ArrayMap dx(a.diff_src[0]->f32() + b0, len);
-      switch (op_) {  // unary_derivative's rules, vectorised
-        case UnaryOp::kRelu: dx = (y > 0.f).select(dy, 0.f); break;  // y > 0 exactly where x > 0
-        case UnaryOp::kLeakyRelu: dx = (x > 0.f).select(dy, alpha_ * dy); break;
-        case UnaryOp::kSigmoid: dx = dy * y * (1.f - y); break;
-        case UnaryOp::kTanh: dx = dy * (1.f - y.square()); break;
-        case UnaryOp::kClip: dx = (x >= lo && x <= hi).select(dy, 0.f); break;
-      }
-    }
+    for (int64_t b0 = 0; b0 < n; b0 += block)
+      unary_backward_block(op_, args, x ? x + b0 : nullptr, y ? y + b0 : nullptr, a.diff_dst[0]->f32() + b0,
+                           a.diff_src[0]->f32() + b0, std::min(block, n - b0));
     return Status::ok();
   }
 
  private:
+  /// Clip's bounds given as inputs computed at run time override the load-time ones.
+  UnaryArgs with_runtime_bounds(const std::vector<const Tensor*>& src) const {
+    UnaryArgs args = args_;
+    if (src.size() > 1 && src[1]) args.lo = src[1]->f32()[0];
+    if (src.size() > 2 && src[2]) args.hi = src[2]->f32()[0];
+    return args;
+  }
   UnaryOp op_ = UnaryOp::kRelu;
-  float alpha_ = 0.01f;
-  ClipParams clip_{};
+  UnaryArgs args_;
 };
 
 }  // namespace

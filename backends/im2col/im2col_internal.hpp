@@ -20,7 +20,13 @@ float ordered_sum(const float* p, int64_t n);
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
-/// Applies a fused activation to n contiguous floats with Eigen.
+/// y = op(x) over n contiguous floats (y may be x): Eigen's vectorised forms of the common
+/// ops, the table row's scalar rule for the others.
+void unary_forward_block(UnaryOp op, const UnaryArgs& a, const float* x, float* y, int64_t n);
+/// dx = dy * op'(x) over n floats; x and y as the row's backward_reads_* say (else null).
+void unary_backward_block(UnaryOp op, const UnaryArgs& a, const float* x, const float* y, const float* dy, float* dx,
+                          int64_t n);
+/// Applies a fused activation to n contiguous floats.
 void apply_activation(const Activation& act, float* y, int64_t n);
 
 /// 1-d and 2-d windows as 2-d (H = 1 for 1-d).

@@ -4,6 +4,9 @@
 #include <cblas.h>
 
 #include "backends/common/movement.hpp"
+#include "backends/common/layer_norm.hpp"
+#include "backends/common/reduce.hpp"
+#include "backends/common/support.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic {
@@ -24,6 +27,8 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   im2col_impl::add_norm_kernels(r);
   register_view_kernels(r);
   for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(r, op);
+  register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
+  register_layer_norm_loop_kernel(r, float32_only);
   return r.status();
 }
 

@@ -1,4 +1,5 @@
-// The naive oracle's broadcasting binary ops and element-wise activations, forward and backward.
+// The naive oracle's broadcasting binary ops and element-wise activations, forward and backward:
+// every row of the tables in operators/eltwise.hpp, computed with the row's own rules.
 #include <algorithm>
 #include <cmath>
 
@@ -85,10 +86,7 @@ class UnaryKernel final : public Kernel {
     auto op = unary_op_of(ctx.node->op_type);
     if (!op) return Status::internal(ctx.node->label() + ": not an element-wise activation");
     op_ = *op;
-    args_.alpha = ctx.node->attr_float("alpha", 0.01f);
-    const ClipParams clip = clip_attr_params(ctx);
-    args_.lo = clip.lo;
-    args_.hi = clip.hi;
+    args_ = unary_args(op_, ctx);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {

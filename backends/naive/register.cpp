@@ -1,6 +1,8 @@
 // The naive oracle's registration. Its kernels are in one file per family (conv, pool, gemm,
-// eltwise, norm); what they share is in naive_internal.hpp.
+// eltwise, norm, logic; reductions and LayerNormalization are the shared loops of backends/common/); what they share is in naive_internal.hpp.
 #include "backends/common/movement.hpp"
+#include "backends/common/layer_norm.hpp"
+#include "backends/common/reduce.hpp"
 #include "backends/naive/naive_internal.hpp"
 
 namespace mosaic {
@@ -12,8 +14,12 @@ Status register_naive_kernels(KernelRegistry& registry) {
   naive_impl::add_gemm_kernels(r);
   naive_impl::add_eltwise_kernels(r);
   naive_impl::add_norm_kernels(r);
+  naive_impl::add_logic_kernels(r);
+  register_reduce_loop_kernels(r, {});
+  register_arg_extreme_kernels(r);
+  register_layer_norm_loop_kernel(r, {});
   register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Slice", "Pad", "Gather", "Cast", "Shape", "Constant", "ConstantOfShape"})
+  for (const char* op : {"Transpose", "Concat", "Slice", "Pad", "Gather", "Cast", "Shape", "Size", "Constant", "ConstantOfShape"})
     register_movement_kernel(r, op);
   return r.status();
 }

@@ -28,19 +28,45 @@ memory::desc plain(const Shape& s) {
 
 memory::desc any(const Shape& s) { return memory::desc(to_dims(s), dt::f32, tag::any); }
 
-dnnl::primitive_attr activation_attr(const Activation& act) {
+std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a) {
+  const float alpha = static_cast<float>(a.alpha);
+  switch (op) {
+    case UnaryOp::kRelu: return EltwiseAlgorithm{algorithm::eltwise_relu, algorithm::eltwise_relu_use_dst_for_bwd, 0, 0, true};
+    case UnaryOp::kLeakyRelu: return EltwiseAlgorithm{algorithm::eltwise_relu, algorithm::eltwise_relu, alpha, 0, false};
+    case UnaryOp::kSigmoid:
+      return EltwiseAlgorithm{algorithm::eltwise_logistic, algorithm::eltwise_logistic_use_dst_for_bwd, 0, 0, true};
+    case UnaryOp::kTanh: return EltwiseAlgorithm{algorithm::eltwise_tanh, algorithm::eltwise_tanh_use_dst_for_bwd, 0, 0, true};
+    case UnaryOp::kClip: {
+      const float lo = std::isinf(a.lo) ? -FLT_MAX : static_cast<float>(a.lo);
+      const float hi = std::isinf(a.hi) ? FLT_MAX : static_cast<float>(a.hi);
+      return EltwiseAlgorithm{algorithm::eltwise_clip_v2, algorithm::eltwise_clip_v2, lo, hi, false};
+    }
+    case UnaryOp::kExp: return EltwiseAlgorithm{algorithm::eltwise_exp, algorithm::eltwise_exp_use_dst_for_bwd, 0, 0, true};
+    case UnaryOp::kLog: return EltwiseAlgorithm{algorithm::eltwise_log, algorithm::eltwise_log, 0, 0, false};
+    case UnaryOp::kSqrt: return EltwiseAlgorithm{algorithm::eltwise_sqrt, algorithm::eltwise_sqrt_use_dst_for_bwd, 0, 0, true};
+    case UnaryOp::kNeg: return EltwiseAlgorithm{algorithm::eltwise_linear, algorithm::eltwise_linear, -1, 0, false};
+    case UnaryOp::kAbs: return EltwiseAlgorithm{algorithm::eltwise_abs, algorithm::eltwise_abs, 0, 0, false};
+    case UnaryOp::kReciprocal: return EltwiseAlgorithm{algorithm::eltwise_pow, algorithm::eltwise_pow, 1, -1, false};
+    case UnaryOp::kSoftplus: return EltwiseAlgorithm{algorithm::eltwise_soft_relu, algorithm::eltwise_soft_relu, 0, 0, false};
+    case UnaryOp::kElu: return EltwiseAlgorithm{algorithm::eltwise_elu, algorithm::eltwise_elu, alpha, 0, false};
+    case UnaryOp::kHardSwish: return EltwiseAlgorithm{algorithm::eltwise_hardswish, algorithm::eltwise_hardswish, 0, 0, false};
+    case UnaryOp::kMish: return EltwiseAlgorithm{algorithm::eltwise_mish, algorithm::eltwise_mish, 0, 0, false};
+    case UnaryOp::kGelu:
+      if (a.tanh) return EltwiseAlgorithm{algorithm::eltwise_gelu_tanh, algorithm::eltwise_gelu_tanh, 0, 0, false};
+      return EltwiseAlgorithm{algorithm::eltwise_gelu_erf, algorithm::eltwise_gelu_erf, 0, 0, false};
+    default: return std::nullopt;  // no oneDNN algorithm: the planner places the node elsewhere
+  }
+}
+
+Expected<dnnl::primitive_attr> activation_attr(const Activation& act, const Node& node) {
   dnnl::primitive_attr attr;
   if (!act.active()) return attr;
+  const auto alg = eltwise_algorithm(*act.op, act.args);
+  if (!alg)
+    return Status::unsupported(node.label() + ": oneDNN has no eltwise post-op for the fused " +
+                               unary_info(*act.op).name);
   dnnl::post_ops ops;
-  switch (act.kind) {
-    case Activation::Kind::kRelu: ops.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f); break;
-    case Activation::Kind::kLeakyRelu: ops.append_eltwise(1.f, algorithm::eltwise_relu, act.alpha, 0.f); break;
-    case Activation::Kind::kClip:
-      ops.append_eltwise(1.f, algorithm::eltwise_clip_v2, std::isinf(act.lo) ? -FLT_MAX : act.lo,
-                         std::isinf(act.hi) ? FLT_MAX : act.hi);
-      break;
-    case Activation::Kind::kNone: break;
-  }
+  ops.append_eltwise(1.f, alg->forward, alg->alpha, alg->beta);
   attr.set_post_ops(ops);
   return attr;
 }

@@ -32,7 +32,8 @@ class ConvKernel final : public Kernel {
                                                            any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                                            any(xs), any(ws), any(ys), strides, dil, pl, pr);
-      dnnl::convolution_forward::primitive_desc pd(d, activation_attr(fused_activation(*ctx.node)), engine());
+      MOSAIC_ASSIGN_OR_RETURN(const dnnl::primitive_attr attr, activation_attr(fused_activation(*ctx.node), *ctx.node));
+      dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       src_.init(input_md(ctx, 0), pd.src_desc(), ctx.tracker, false);
       // Keep oneDNN's output layout when every consumer can read it; else reorder to plain.
       const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(ys);

@@ -17,49 +17,31 @@ class EltwiseKernel final : public Kernel {
     auto op = unary_op_of(ctx.node->op_type);
     if (!op) return Status::internal(ctx.node->label() + ": not an element-wise activation");
     op_ = *op;
-    // The forward algorithm, and the one backward uses: Relu, Sigmoid and Tanh differentiate
-    // from their output (oneDNN's use_dst_for_bwd variants), so the plan need not keep their
-    // input (unary_info(op).backward_reads_output).
-    algorithm alg = algorithm::eltwise_relu, balg = algorithm::eltwise_relu;
-    float alpha = 0.f, beta = 0.f;
-    switch (op_) {
-      case UnaryOp::kRelu: balg = algorithm::eltwise_relu_use_dst_for_bwd; break;
-      case UnaryOp::kLeakyRelu: alpha = ctx.node->attr_float("alpha", 0.01f); break;
-      case UnaryOp::kSigmoid:
-        alg = algorithm::eltwise_logistic;
-        balg = algorithm::eltwise_logistic_use_dst_for_bwd;
-        break;
-      case UnaryOp::kTanh:
-        alg = algorithm::eltwise_tanh;
-        balg = algorithm::eltwise_tanh_use_dst_for_bwd;
-        break;
-      case UnaryOp::kClip: {
-        if ((ctx.has_input(1) && !ctx.constant(1)) || (ctx.has_input(2) && !ctx.constant(2)))
-          return Status::unsupported(ctx.node->label() + ": Clip bounds computed at run time");
-        ClipParams c = clip_attr_params(ctx);
-        alg = balg = algorithm::eltwise_clip_v2;
-        alpha = std::isinf(c.lo) ? -FLT_MAX : c.lo;
-        beta = std::isinf(c.hi) ? FLT_MAX : c.hi;
-        break;
-      }
-    }
+    // Clip's bounds must be known now: oneDNN bakes them into the primitive.
+    if ((ctx.has_input(1) && !ctx.constant(1)) || (ctx.has_input(2) && !ctx.constant(2)))
+      return Status::unsupported(ctx.node->label() + ": Clip bounds computed at run time");
+    // The forward algorithm and the one backward uses: the use_dst_for_bwd variants
+    // differentiate from the output, so the plan need not keep the input.
+    const auto alg = eltwise_algorithm(op_, unary_args(op_, ctx));
+    if (!alg) return Status::unsupported(ctx.node->label() + ": oneDNN has no eltwise algorithm for " + ctx.node->op_type);
+    from_dst_ = alg->backward_from_dst;
+    const float alpha = alg->alpha, beta = alg->beta;
     return guarded(*ctx.node, [&]() -> Status {
       // Element-wise in the input's layout; the output is reordered to plain if it must be.
       const memory::desc md = input_md(ctx, 0);
       const Shape& ys = ctx.outputs[0].shape;
-      dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg, md, alpha, beta);
+      dnnl::eltwise_forward::desc d(prop_kind::forward_inference, alg->forward, md, alpha, beta);
       prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
       const memory::desc out_md = ctx.layout_free(0) ? md : plain(ys);
       if (ctx.training) {
         dnnl::eltwise_forward::primitive_desc hint(
-            dnnl::eltwise_forward::desc(prop_kind::forward_training, balg, md, alpha, beta), engine());
-        dnnl::eltwise_backward::desc bd(balg, md, md, alpha, beta);
+            dnnl::eltwise_forward::desc(prop_kind::forward_training, alg->backward, md, alpha, beta), engine());
+        dnnl::eltwise_backward::desc bd(alg->backward, md, md, alpha, beta);
         bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), hint));
         // Backward runs in the input's layout, where dx is written. The output and its
         // gradient are plain if the input is in a layout its consumers cannot read: they are
         // reordered in through transient slots.
-        const bool from_dst = unary_info(op_).backward_reads_output;
-        b_data_.init(from_dst ? out_md : md, md, ctx.tracker, false, 0);
+        b_data_.init(from_dst_ ? out_md : md, md, ctx.tracker, false, 0);
         b_diff_dst_.init(out_md, md, ctx.tracker, false, 1);
         b_diff_src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
         trainable_ = true;
@@ -81,13 +63,13 @@ class EltwiseKernel final : public Kernel {
   size_t workspace_bytes() const override { return dst_.bytes; }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return trainable_; }
-  bool backward_reads_input(size_t i) const override { return i > 0 || unary_info(op_).backward_reads_input; }
-  bool backward_reads_output(size_t) const override { return unary_info(op_).backward_reads_output; }
+  bool backward_reads_input(size_t i) const override { return i > 0 || !from_dst_; }
+  bool backward_reads_output(size_t) const override { return from_dst_; }
   Status backward(const BackwardArgs& a) override {
     for (size_t i = 1; i < a.diff_src.size(); ++i)
       zeroed_grad(a, i);
     if (!a.diff_src[0]) return Status::ok();
-    const bool from_dst = unary_info(op_).backward_reads_output;
+    const bool from_dst = from_dst_;
     b_data_.bind_in(from_dst ? a.dst[0] : a.src[0]);
     b_diff_dst_.bind_in(a.diff_dst[0]);
     b_diff_src_.bind(a.diff_src[0]);
@@ -104,6 +86,7 @@ class EltwiseKernel final : public Kernel {
   dnnl::eltwise_forward prim_;
   bool trainable_ = false;
   UnaryOp op_ = UnaryOp::kRelu;
+  bool from_dst_ = false;
   dnnl::eltwise_backward bwd_;
   Staged b_data_, b_diff_dst_;
   Bound b_diff_src_;
@@ -121,6 +104,7 @@ class BinaryKernel final : public Kernel {
       case BinaryOp::kSub: alg = algorithm::binary_sub; break;
       case BinaryOp::kMul: alg = algorithm::binary_mul; break;
       case BinaryOp::kDiv: alg = algorithm::binary_div; break;
+      default: return Status::unsupported(ctx.node->label() + ": oneDNN has no binary algorithm for " + ctx.node->op_type);
     }
     const Shape& out = ctx.outputs[0].shape;
     a_shape_ = ctx.inputs[0].shape;
@@ -188,12 +172,33 @@ class BinaryKernel final : public Kernel {
   dnnl::binary prim_;
 };
 
+Status unary_supported(const KernelContext& ctx) {
+  MOSAIC_RETURN_IF_ERROR(float32_only(ctx));
+  const UnaryOp op = *unary_op_of(ctx.node->op_type);
+  if (!eltwise_algorithm(op, unary_args(op, ctx)))
+    return Status::unsupported(ctx.node->label() + ": oneDNN has no eltwise algorithm for " + ctx.node->op_type);
+  return Status::ok();
+}
+
+Status binary_supported(const KernelContext& ctx) {
+  MOSAIC_RETURN_IF_ERROR(float32_only(ctx));
+  const BinaryOp op = *binary_op_of(ctx.node->op_type);
+  if (op != BinaryOp::kAdd && op != BinaryOp::kSub && op != BinaryOp::kMul && op != BinaryOp::kDiv)
+    return Status::unsupported(ctx.node->label() + ": oneDNN has no binary algorithm for " + ctx.node->op_type);
+  return Status::ok();
+}
+
 }  // namespace
 
 void add_eltwise_kernels(BackendRegistration& r) {
   // Element-wise chains stay in blocked layouts; binary ops in inference only.
-  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>(), {LayoutUse::kInference, float32_only});
-  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<EltwiseKernel>(), {LayoutUse::kTraining, float32_only});
+  // Only the ops oneDNN has an algorithm for are registered (the others have no kernel
+  // here, and `mosaic backends` says so); the checks decline what an attribute rules out.
+  for (const auto& b : kBinaryOps)
+    if (b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub || b.op == BinaryOp::kMul || b.op == BinaryOp::kDiv)
+      r.kernel(b.name, make_factory<BinaryKernel>(), {LayoutUse::kInference, binary_supported});
+  for (const auto& u : kUnaryOps)
+    if (eltwise_algorithm(u.op, UnaryArgs{})) r.kernel(u.name, make_factory<EltwiseKernel>(), {LayoutUse::kTraining, unary_supported});
 }
 
 }  // namespace mosaic::onednn_impl

@@ -16,7 +16,7 @@ class MatMulBase : public Kernel {
     return guarded(*ctx.node, [&]() -> Status {
       memory::desc b_want = b_const ? memory::desc(b.dims(), dt::f32, tag::any) : b;
       auto d = bias ? dnnl::matmul::desc(a, b_want, *bias, y) : dnnl::matmul::desc(a, b_want, y);
-      dnnl::primitive_attr attr = activation_attr(fused_activation(*ctx.node));
+      MOSAIC_ASSIGN_OR_RETURN(dnnl::primitive_attr attr, activation_attr(fused_activation(*ctx.node), *ctx.node));
       if (alpha != 1.f) attr.set_output_scales(0, {alpha});
       dnnl::matmul::primitive_desc pd(d, attr, engine());
       a_.mem = memory(a, engine(), DNNL_MEMORY_NONE);

@@ -3,6 +3,8 @@
 // handling), and the registration function of each family. Not a public header.
 #pragma once
 
+#include <optional>
+
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -27,8 +29,17 @@ memory::dims to_dims(const Shape& s);
 memory::desc plain(const Shape& s);
 /// f32, layout of the primitive's choosing.
 memory::desc any(const Shape& s);
-/// A fused activation as an eltwise post-op.
-dnnl::primitive_attr activation_attr(const Activation& act);
+/// An element-wise op (operators/eltwise.hpp) as a oneDNN eltwise algorithm: forward, the
+/// backward variant, alpha and beta, and whether backward reads the output (the
+/// use_dst_for_bwd variants) or the input. nullopt where oneDNN has none (Erf, Sin, ...).
+struct EltwiseAlgorithm {
+  algorithm forward, backward;
+  float alpha, beta;
+  bool backward_from_dst;
+};
+std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a);
+/// A fused activation as an eltwise post-op (unsupported where oneDNN has no algorithm).
+Expected<dnnl::primitive_attr> activation_attr(const Activation& act, const Node& node);
 
 /// A oneDNN memory descriptor as a Mosaic layout.
 class DnnlLayout final : public Layout {
@@ -192,5 +203,7 @@ void add_gemm_kernels(BackendRegistration& r);
 void add_eltwise_kernels(BackendRegistration& r);
 void add_norm_kernels(BackendRegistration& r);
 void add_movement_kernels(BackendRegistration& r);
+void add_reduce_kernels(BackendRegistration& r);
+void add_layer_norm_kernels(BackendRegistration& r);
 
 }  // namespace mosaic::onednn_impl

@@ -51,6 +51,8 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   onednn_impl::add_eltwise_kernels(r);
   onednn_impl::add_norm_kernels(r);
   onednn_impl::add_movement_kernels(r);
+  onednn_impl::add_reduce_kernels(r);
+  onednn_impl::add_layer_norm_kernels(r);
   register_view_kernels(r);
   return r.status();
 }

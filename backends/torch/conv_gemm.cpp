@@ -7,15 +7,13 @@ namespace {
 
 /// The activation folded into a Conv/Gemm (inference plans only), applied in place.
 void apply_activation(const Activation& act, at::Tensor y) {
-  switch (act.kind) {
-    case Activation::Kind::kNone: return;
-    case Activation::Kind::kRelu: at::relu_(y); return;
-    case Activation::Kind::kLeakyRelu: at::leaky_relu_(y, act.alpha); return;
-    case Activation::Kind::kClip: at::clamp_(y, act.lo, act.hi); return;
-  }
+  if (act.active()) torch_unary(*act.op)->forward(y, y, act.args);  // checked in refuse_fused_in_training
 }
 
 Status refuse_fused_in_training(const KernelContext& ctx, const Activation& act) {
+  if (act.active() && !torch_unary(*act.op))
+    return Status::unsupported(ctx.node->label() + ": the torch backend has no ATen function for the fused " +
+                               unary_info(*act.op).name);
   if (act.active() && ctx.training)
     return Status::unsupported(ctx.node->label() + ": backward of a fused activation (training plans do not fuse)");
   return Status::ok();

@@ -87,7 +87,9 @@ Status register_torch(PluginRegistrar& r) {
   MOSAIC_RETURN_IF_ERROR(register_conv_gemm(r));
   MOSAIC_RETURN_IF_ERROR(register_pooling(r));
   MOSAIC_RETURN_IF_ERROR(register_eltwise(r));
-  return register_norm_movement(r);
+  MOSAIC_RETURN_IF_ERROR(register_norm_movement(r));
+  MOSAIC_RETURN_IF_ERROR(register_reduce(r));
+  return register_layer_norm(r);
 }
 
 }  // namespace

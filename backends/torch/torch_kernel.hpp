@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,15 @@ class TorchKernel : public Kernel {
   int threads_ = 1;
 };
 
+/// An element-wise op (operators/eltwise.hpp) as ATen calls: forward y = op(x), and backward
+/// dx from dy and the tensors the op's row says it reads (x, y; the other is undefined).
+/// nullopt where the torch backend has no mapping (the kernel declines the node).
+struct TorchUnary {
+  void (*forward)(const at::Tensor& x, at::Tensor& y, const UnaryArgs& a);
+  void (*backward)(const at::Tensor& x, const at::Tensor& y, const at::Tensor& dy, at::Tensor& dx, const UnaryArgs& a);
+};
+std::optional<TorchUnary> torch_unary(UnaryOp op);
+
 /// dx = sum of g over the axes that `shape` was broadcast along (numpy rules).
 at::Tensor reduce_to(const at::Tensor& g, const Shape& shape);
 /// Copies `value` into a Mosaic tensor (shape must match in element count).
@@ -63,6 +73,8 @@ Status register_conv_gemm(PluginRegistrar& r);
 Status register_pooling(PluginRegistrar& r);
 Status register_eltwise(PluginRegistrar& r);
 Status register_norm_movement(PluginRegistrar& r);
+Status register_reduce(PluginRegistrar& r);
+Status register_layer_norm(PluginRegistrar& r);
 
 inline constexpr const char* kName = "torch";
 

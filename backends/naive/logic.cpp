@@ -1,0 +1,97 @@
+// The naive oracle's comparisons and logical ops (rows of kCompareOps in operators/eltwise.hpp),
+// Not, and Where (forward and backward: the gradient goes to the chosen operand).
+#include <array>
+
+#include "backends/common/broadcast.hpp"
+#include "backends/naive/naive_internal.hpp"
+
+namespace mosaic::naive_impl {
+namespace {
+
+class CompareKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    op_ = *compare_op_of(ctx.node->op_type);
+    shapes_ = {ctx.inputs[0].shape, ctx.inputs[1].shape};
+    out_ = ctx.outputs[0].shape;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto f = compare_info(op_).f;
+    uint8_t* y = dst[0]->u8();
+    each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
+      y[i] = f(src[0]->get(o[0]), src[1]->get(o[1]));
+    });
+    return Status::ok();
+  }
+
+ private:
+  CompareOp op_ = CompareOp::kEqual;
+  std::array<Shape, 2> shapes_;
+  Shape out_;
+};
+
+class NotKernel final : public Kernel {
+ public:
+  Status init(const KernelContext&) { return Status::ok(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    for (int64_t i = 0; i < src[0]->numel(); ++i) dst[0]->u8()[i] = !src[0]->u8()[i];
+    return Status::ok();
+  }
+};
+
+/// y = cond ? a : b, broadcast over the three.
+class WhereKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    shapes_ = {ctx.inputs[0].shape, ctx.inputs[1].shape, ctx.inputs[2].shape};
+    out_ = ctx.outputs[0].shape;
+    dtype_ = ctx.outputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const uint8_t* c = src[0]->u8();
+    const size_t bytes = dtype_ == DType::kF32 ? 4 : dtype_ == DType::kI64 ? 8 : 1;
+    const auto* a = static_cast<const uint8_t*>(src[1]->data());
+    const auto* b = static_cast<const uint8_t*>(src[2]->data());
+    auto* y = static_cast<uint8_t*>(dst[0]->data());
+    each_broadcast<3>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 3>& o) {
+      const uint8_t* from = c[o[0]] ? a + o[1] * bytes : b + o[2] * bytes;
+      for (size_t k = 0; k < bytes; ++k) y[i * bytes + k] = from[k];
+    });
+    return Status::ok();
+  }
+  bool has_backward() const override { return dtype_ == DType::kF32; }
+  bool backward_reads_input(size_t i) const override { return i == 0; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// da = dy where cond, db = dy where not, each summed over the axes it was broadcast along.
+  Status backward(const BackwardArgs& g) override {
+    float* da = zeroed_grad(g, 1);
+    float* db = zeroed_grad(g, 2);
+    const uint8_t* c = g.src[0]->u8();
+    const float* dy = g.diff_dst[0]->f32();
+    each_broadcast<3>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 3>& o) {
+      if (c[o[0]]) {
+        if (da) da[o[1]] += dy[i];
+      } else if (db) {
+        db[o[2]] += dy[i];
+      }
+    });
+    return Status::ok();
+  }
+
+ private:
+  std::array<Shape, 3> shapes_;
+  Shape out_;
+  DType dtype_ = DType::kF32;
+};
+
+}  // namespace
+
+void add_logic_kernels(BackendRegistration& r) {
+  for (const auto& c : kCompareOps) r.kernel(c.name, make_factory<CompareKernel>());
+  r.kernel("Not", make_factory<NotKernel>());
+  r.kernel("Where", make_factory<WhereKernel>());
+}
+
+}  // namespace mosaic::naive_impl

@@ -1,0 +1,154 @@
+// The LayerNorm decomposition PyTorch exports below opset 17, recognised as one
+// LayerNormalization node (core/fuse.hpp):
+//   m = ReduceMean(x, trailing axes); d = Sub(x, m); v = ReduceMean(Pow(d, 2), same axes);
+//   y = Div(d, Sqrt(Add(v, eps)))  [then Mul(y, Scale)  [then Add(., B)]]
+// with Scale and B constants of one value per normalised element. Every intermediate value
+// must have no other consumer (d: exactly the Pow and the Div) and not be a graph output.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "core/fuse.hpp"
+#include "operators/op_context.hpp"
+#include "operators/reduce.hpp"
+
+namespace mosaic {
+namespace {
+
+struct Producers {
+  std::map<std::string, size_t> of;
+  std::map<std::string, int> uses;
+};
+
+Producers index(const Graph& g) {
+  Producers p;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& o : g.nodes[i].outputs)
+      if (!o.empty()) p.of[o] = i;
+    for (const auto& in : g.nodes[i].inputs)
+      if (!in.empty()) ++p.uses[in];
+  }
+  for (const auto& o : g.outputs) p.uses[o.name] += 1000;  // never fuse away a graph output
+  return p;
+}
+
+/// A scalar constant's value.
+std::optional<double> scalar(const Graph& g, const std::string& name) {
+  auto c = g.initializers.find(name);
+  if (c == g.initializers.end() || c->second.numel() != 1 || c->second.dtype() != DType::kF32) return std::nullopt;
+  return c->second.get(0);
+}
+
+/// The first reduced axis of a ReduceMean over x's trailing axes (keepdims), or nullopt.
+std::optional<int64_t> trailing_mean_axis(const Graph& g, const Node& n) {
+  if (n.op_type != "ReduceMean" || n.inputs.empty() || !g.value_descs.count(n.inputs[0])) return std::nullopt;
+  if (n.attr_int("keepdims", 1) != 1) return std::nullopt;
+  OpContext ctx;
+  ctx.node = &n;
+  ctx.opset = g.opset;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    auto c = i > 0 ? g.initializers.find(n.inputs[i]) : g.initializers.end();
+    ctx.inputs.push_back(i == 0 ? g.value_descs.at(n.inputs[0]) : c != g.initializers.end() ? c->second.desc() : TensorDesc{});
+    ctx.input_present.push_back(!n.inputs[i].empty());
+    ctx.constants.push_back(c != g.initializers.end() ? &c->second : nullptr);
+  }
+  auto p = reduce_params(ctx);
+  if (!p.ok() || p->axes.empty()) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(p->in.size());
+  for (size_t k = 0; k < p->axes.size(); ++k)
+    if (p->axes[k] != rank - static_cast<int64_t>(p->axes.size()) + static_cast<int64_t>(k)) return std::nullopt;
+  return p->axes.front();
+}
+
+}  // namespace
+
+void fuse_layer_norms(Graph& g, FuseReport& report) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    const Producers P = index(g);
+    auto made_by = [&](const std::string& v, const char* op) -> const Node* {
+      auto it = P.of.find(v);
+      return it != P.of.end() && g.nodes[it->second].op_type == op ? &g.nodes[it->second] : nullptr;
+    };
+    auto once = [&](const std::string& v) { return P.uses.count(v) && P.uses.at(v) == 1; };
+    for (size_t di = 0; di < g.nodes.size() && !changed; ++di) {
+      const Node& div = g.nodes[di];
+      if (div.op_type != "Div" || div.inputs.size() != 2) continue;
+      const std::string& d = div.inputs[0];
+      const Node* sqrt = made_by(div.inputs[1], "Sqrt");
+      const Node* add = sqrt && once(div.inputs[1]) ? made_by(sqrt->inputs[0], "Add") : nullptr;
+      if (!add || !once(sqrt->inputs[0])) continue;
+      const bool v_first = P.of.count(add->inputs[0]) != 0;
+      const std::string& v = add->inputs[v_first ? 0 : 1];
+      const std::optional<double> eps = scalar(g, add->inputs[v_first ? 1 : 0]);
+      const Node* var = eps && *eps >= 0 ? made_by(v, "ReduceMean") : nullptr;
+      const Node* pow = var && once(v) ? made_by(var->inputs[0], "Pow") : nullptr;
+      if (!pow || !once(var->inputs[0]) || pow->inputs[0] != d || scalar(g, pow->inputs[1]) != 2.0) continue;
+      const Node* sub = made_by(d, "Sub");
+      if (!sub || P.uses.at(d) != 2) continue;
+      const Node* mean = made_by(sub->inputs[1], "ReduceMean");
+      if (!mean || !once(sub->inputs[1]) || mean->inputs[0] != sub->inputs[0]) continue;
+      const std::optional<int64_t> axis = trailing_mean_axis(g, *mean);
+      if (!axis || trailing_mean_axis(g, *var) != axis) continue;
+      const std::string& x = sub->inputs[0];
+      const Shape& xs = g.value_descs.at(x).shape;
+      int64_t inner = 1;
+      for (size_t a = static_cast<size_t>(*axis); a < xs.size(); ++a) inner *= xs[a];
+      // The affine part: Mul by a constant Scale, then Add a constant B, each optional.
+      std::vector<const Node*> parts{mean, sub, pow, var, add, sqrt, &div};
+      std::string out = div.outputs[0], scale, bias;
+      auto constant_operand = [&](const Node& n, const std::string& from) -> std::string {
+        if (n.inputs.size() != 2) return "";
+        const std::string& other = n.inputs[0] == from ? n.inputs[1] : n.inputs[0];
+        auto c = g.initializers.find(other);
+        return c != g.initializers.end() && c->second.dtype() == DType::kF32 && c->second.numel() == inner ? other : "";
+      };
+      auto consumer = [&](const std::string& v, const char* op) -> const Node* {
+        if (!once(v)) return nullptr;
+        for (const auto& n : g.nodes)
+          if (n.op_type == op && std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) return &n;
+        return nullptr;
+      };
+      if (const Node* mul = consumer(out, "Mul"); mul && !(scale = constant_operand(*mul, out)).empty()) {
+        parts.push_back(mul);
+        out = mul->outputs[0];
+        if (const Node* b = consumer(out, "Add"); b && !(bias = constant_operand(*b, out)).empty()) {
+          parts.push_back(b);
+          out = b->outputs[0];
+        }
+      }
+      if (scale.empty()) {  // no Mul: a Scale of ones
+        scale = div.name + ".scale_ones";
+        g.initializers[scale] = Tensor::from_f32({inner}, std::vector<float>(static_cast<size_t>(inner), 1.f));
+        g.value_descs[scale] = g.initializers[scale].desc();
+      }
+      Node ln;
+      ln.op_type = "LayerNormalization";
+      for (const Node* n : parts) ln.name += (ln.name.empty() ? "" : "+") + n->name;
+      ln.inputs = {x, scale};
+      if (!bias.empty()) ln.inputs.push_back(bias);
+      ln.outputs = {out};
+      ln.attrs["axis"] = Attribute::of_int(*axis);
+      ln.attrs["epsilon"] = Attribute::of_float(static_cast<float>(*eps));
+      // The new node takes the place of the last node it replaces (its inputs are all
+      // produced earlier); the others go, with their intermediate values.
+      std::set<const Node*> gone(parts.begin(), parts.end());
+      size_t last = 0;
+      for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (gone.count(&g.nodes[i])) last = i;
+      for (const Node* n : parts)
+        if (n->outputs[0] != out) g.value_descs.erase(n->outputs[0]);
+      report.fused.push_back(ln.name);
+      std::vector<Node> kept;
+      for (size_t i = 0; i < g.nodes.size(); ++i) {
+        if (i == last) kept.push_back(ln);
+        else if (!gone.count(&g.nodes[i])) kept.push_back(std::move(g.nodes[i]));
+      }
+      g.nodes = std::move(kept);
+      changed = true;
+    }
+  }
+}
+
+}  // namespace mosaic

@@ -1,0 +1,111 @@
+// The fusion pass's pattern rewrites (core/fuse.hpp): PyTorch's pre-opset-17 LayerNorm
+// decomposition becomes one LayerNormalization node that computes what the decomposition
+// computes, and near misses are left alone.
+#include <gtest/gtest.h>
+
+#include "core/fuse.hpp"
+#include "core/plan.hpp"
+#include "core/prepare.hpp"
+#include "metrics/compare.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using A = Attribute;
+
+/// x [2, 3, 8] -> the decomposition over the last axis (opset 13: ReduceMean's axes an
+/// attribute), optionally times Scale and plus B.
+Graph decomposed_layer_norm(bool affine, int64_t axis = -1) {
+  Graph g;
+  g.source = "layernorm-decomposition";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3, 8}, {}, true});
+  g.initializers["two"] = Tensor::from_f32({}, {2.f});
+  g.initializers["eps"] = Tensor::from_f32({}, {1e-5f});
+  g.initializers["scale"] = random_tensor({8}, 5, 0.5f, 1.5f);
+  g.initializers["bias"] = random_tensor({8}, 6);
+  const A axes = A::of_ints({axis});
+  add_node(g, make_node("ReduceMean", {{"axes", axes}}), {"x"}, {"m"}, "mean");
+  add_node(g, make_node("Sub"), {"x", "m"}, {"d"}, "sub");
+  add_node(g, make_node("Pow"), {"d", "two"}, {"p"}, "pow");
+  add_node(g, make_node("ReduceMean", {{"axes", axes}}), {"p"}, {"v"}, "var");
+  add_node(g, make_node("Add"), {"v", "eps"}, {"ve"}, "add_eps");
+  add_node(g, make_node("Sqrt"), {"ve"}, {"s"}, "sqrt");
+  add_node(g, make_node("Div"), {"d", "s"}, {affine ? "n" : "y"}, "div");
+  if (affine) {
+    add_node(g, make_node("Mul"), {"n", "scale"}, {"w"}, "mul");
+    add_node(g, make_node("Add"), {"w", "bias"}, {"y"}, "add_bias");
+  }
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+std::vector<Tensor> run(Graph g, bool fuse, FuseReport* report = nullptr) {
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  if (fuse) {
+    FuseReport r = fuse_graph(g);
+    if (report) *report = r;
+  }
+  auto plan = Plan::build(g, Placement::all_on("naive", {}), builtin_registry());
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<Tensor> out;
+  if (plan.ok()) {
+    EXPECT_TRUE(plan.value()->run({random_tensor({2, 3, 8}, 7, -2.f, 3.f)}, &out).is_ok());
+  }
+  return out;
+}
+
+TEST(FuseLayerNorm, TheDecompositionBecomesOneNodeWithTheSameOutput) {
+  for (bool affine : {true, false}) {
+    Graph g = decomposed_layer_norm(affine);
+    FuseReport report;
+    const std::vector<Tensor> fused = run(g, true, &report), plain = run(g, false);
+    ASSERT_EQ(report.fused.size(), 1u) << affine;
+    EXPECT_EQ(report.fused[0], affine ? "mean+sub+pow+var+add_eps+sqrt+div+mul+add_bias"
+                                      : "mean+sub+pow+var+add_eps+sqrt+div");
+    Graph f = g;
+    ASSERT_TRUE(prepare_graph(f, builtin_registry(), PrepareOptions{}).ok());
+    fuse_graph(f);
+    ASSERT_EQ(f.nodes.size(), 1u);
+    EXPECT_EQ(f.nodes[0].op_type, "LayerNormalization");
+    EXPECT_EQ(f.nodes[0].attr_int("axis", 0), 2);
+    EXPECT_FLOAT_EQ(f.nodes[0].attr_float("epsilon", 0), 1e-5f);
+    EXPECT_EQ(f.nodes[0].inputs.size(), affine ? 3u : 2u);
+    ASSERT_EQ(fused.size(), 1u);
+    ASSERT_EQ(plain.size(), 1u);
+    const Agreement a = compare_tensors(fused[0], plain[0], 1e-5, 1e-6);
+    EXPECT_TRUE(a.ok) << a.message << " max_abs " << a.max_abs;
+  }
+}
+
+TEST(FuseLayerNorm, NearMissesAreLeftAlone) {
+  {  // the centred value has a third consumer
+    Graph g = decomposed_layer_norm(true);
+    add_node(g, make_node("Relu"), {"d"}, {"r"}, "extra");
+    g.outputs.push_back(ValueInfo{"r", DType::kF32, {}, {}, false});
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // statistics over a leading axis: not a LayerNorm
+    Graph g = decomposed_layer_norm(true, 1);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // a square that is not one: Pow(d, 3)
+    Graph g = decomposed_layer_norm(true);
+    g.initializers["two"] = Tensor::from_f32({}, {3.f});
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // switched off
+    Graph g = decomposed_layer_norm(true);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    FuseOptions o;
+    o.layer_norm = false;
+    EXPECT_TRUE(fuse_graph(g, o).fused.empty());
+  }
+}
+
+}  // namespace
+}  // namespace mosaic::test
