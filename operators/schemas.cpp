@@ -1,5 +1,6 @@
 // Shape inference and FLOP counts for every supported ONNX op.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -329,6 +330,47 @@ Result infer_shape(const OpContext& c) {
 
 Result infer_size(const OpContext&) { return Descs{{DType::kI64, {}}}; }
 
+/// Expand(x, shape): x broadcast with a constant shape (numpy rules, either side may be 1).
+Result infer_expand(const OpContext& c) {
+  Status st;
+  const Tensor* t = need_const(c, 1, &st, "shape");
+  if (!t) return st;
+  auto s = broadcast_shapes(in0(c).shape, t->to_i64_vector());
+  if (!s.ok()) return s.status().with_context(c.node->label());
+  return Descs{{in0(c).dtype, s.value()}};
+}
+
+/// Range(start, limit, delta): scalars known at load; max(ceil((limit - start) / delta), 0)
+/// elements of start's dtype.
+Result infer_range(const OpContext& c) {
+  Status st;
+  const Tensor* v[3];
+  for (size_t i = 0; i < 3; ++i)
+    if (!(v[i] = need_const(c, i, &st, i == 0 ? "start" : i == 1 ? "limit" : "delta"))) return st;
+  for (size_t i = 0; i < 3; ++i)
+    if (v[i]->numel() != 1 || v[i]->dtype() != v[0]->dtype() || v[i]->dtype() == DType::kBool)
+      return Status::invalid(c.node->label() + ": start, limit and delta must be numeric scalars of one dtype");
+  const double start = v[0]->get(0), limit = v[1]->get(0), delta = v[2]->get(0);
+  if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+    return Status::invalid(c.node->label() + ": delta must be non-zero and every bound finite");
+  const double n = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (n > static_cast<double>(kMaxDim))
+    return Status::invalid(c.node->label() + ": " + std::to_string(n) + " elements, above the largest dimension Mosaic accepts");
+  return Descs{{v[0]->dtype(), {static_cast<int64_t>(n)}}};
+}
+
+/// Trilu(x[, k]): the upper (or lower) triangle of each of x's trailing matrices.
+Result infer_trilu(const OpContext& c) {
+  if (in0(c).shape.size() < 2) return Status::invalid(c.node->label() + ": input must have rank 2 or more");
+  if (c.has_input(1)) {
+    Status st;
+    const Tensor* k = need_const(c, 1, &st, "k");
+    if (!k) return st;
+    if (k->numel() != 1 || k->dtype() != DType::kI64) return Status::invalid(c.node->label() + ": k must be an int64 scalar");
+  }
+  return Descs{in0(c)};
+}
+
 /// ArgMax / ArgMin: int64 indices along one axis (kept as 1 with keepdims).
 Result infer_arg_extreme(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
@@ -634,6 +676,11 @@ std::map<std::string, OpSchema> build_table() {
   add("ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape, f_zero, true, "tensor of a given shape filled with value");
   add("Shape", 1, 1, 1, 1, infer_shape, f_zero, true, "shape of the input as int64");
   add("Size", 1, 1, 1, 1, infer_size, f_zero, true, "element count of the input as an int64 scalar");
+  add("Expand", 2, 2, 1, 1, infer_expand, f_zero, false, "broadcast to a shape (numpy rules)");
+  t["Expand"].non_trainable_inputs = {1};
+  add("Range", 3, 3, 1, 1, infer_range, f_zero, true, "start, start + delta, ... below limit");
+  add("Trilu", 1, 2, 1, 1, infer_trilu, f_zero, false, "upper or lower triangle of each trailing matrix");
+  t["Trilu"].non_trainable_inputs = {1};
   add("ArgMax", 1, 1, 1, 1, infer_arg_extreme, f_zero, false, "index of the largest element along axis");
   add("ArgMin", 1, 1, 1, 1, infer_arg_extreme, f_zero, false, "index of the smallest element along axis");
   add("Gather", 2, 2, 1, 1, infer_gather, f_zero, true, "take along axis");

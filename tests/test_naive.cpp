@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "operators/eltwise.hpp"
+#include "core/prepare.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -261,6 +262,45 @@ TEST(Naive, ComparisonsAndLogicByHand) {
   const Status st = run_on(bad, "naive", &out);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("And takes bool operands"), std::string::npos) << st.message();
+}
+
+/// Expand, Range and Trilu by hand.
+TEST(Naive, ExpandRangeTriluByHand) {
+  OpCase e;
+  e.node = make_node("Expand");
+  e.inputs = {Tensor::from_f32({2, 1}, {1, 2}), Tensor::from_i64({3}, {2, 2, 3})};
+  e.is_const = {false, true};
+  expect_near(run1(e), {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2});
+  OpCase r;
+  r.node = make_node("Range");
+  r.inputs = {Tensor::from_f32({}, {1}), Tensor::from_f32({}, {2.1f}), Tensor::from_f32({}, {0.5f})};
+  r.is_const = {true, true, true};
+  r.node.outputs = {"y"};
+  // Folded at load: the graph's output is the constant [1, 1.5, 2].
+  {
+    Graph g = make_graph(r);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    ASSERT_TRUE(g.initializers.count("y"));
+    const Tensor& y = g.initializers.at("y");
+    ASSERT_EQ(y.numel(), 3);
+    EXPECT_FLOAT_EQ(y.f32()[0], 1.f);
+    EXPECT_FLOAT_EQ(y.f32()[1], 1.5f);
+    EXPECT_FLOAT_EQ(y.f32()[2], 2.f);
+  }
+  OpCase t;
+  t.node = make_node("Trilu", {{"upper", A::of_int(0)}});
+  t.inputs = {Tensor::from_f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})};
+  expect_near(run1(t), {1, 0, 0, 4, 5, 0, 7, 8, 9});  // torch.tril
+  t.node = make_node("Trilu");
+  t.inputs.push_back(Tensor::from_i64({}, {1}));
+  t.is_const = {false, true};
+  expect_near(run1(t), {0, 2, 3, 0, 0, 6, 0, 0, 0});  // torch.triu(x, 1)
+  // A Range with delta 0 is refused, naming the node.
+  r.inputs[2] = Tensor::from_f32({}, {0});
+  Graph g = make_graph(r);
+  const auto st = prepare_graph(g, builtin_registry(), PrepareOptions{});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("delta must be non-zero"), std::string::npos) << st.status().message();
 }
 
 /// Derivatives at and around kinks follow PyTorch: Abs'(0) = 0, HardSwish'(-3) = -0.5,

@@ -135,6 +135,10 @@ std::vector<OpCase> backward_cases() {
     c.opset = 18;
     v.push_back(std::move(c));
   }
+  add("expand", make_node("Expand"), {{3, 1}}, {});
+  v.back().inputs.push_back(Tensor::from_i64({2}, {3, 4}));
+  v.back().is_const = {false, true};
+  add("trilu_lower", make_node("Trilu", {{"upper", A::of_int(0)}}), {{2, 3, 3}});
   {  // Where with a constant mask (as a causal attention mask): both operands' gradients
     OpCase c;
     c.label = "where";
