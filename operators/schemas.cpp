@@ -683,7 +683,10 @@ std::map<std::string, OpSchema> build_table() {
   t["Trilu"].non_trainable_inputs = {1};
   add("ArgMax", 1, 1, 1, 1, infer_arg_extreme, f_zero, false, "index of the largest element along axis");
   add("ArgMin", 1, 1, 1, 1, infer_arg_extreme, f_zero, false, "index of the smallest element along axis");
-  add("Gather", 2, 2, 1, 1, infer_gather, f_zero, true, "take along axis");
+  add("Gather", 2, 2, 1, 1, infer_gather, f_zero, false, "take along axis (embeddings: backward by scatter-add)");
+  t["Gather"].backward_flops = [](const OpContext& c) -> Grads {
+    return {static_cast<double>(c.outputs[0].numel()), 0};  // one add per gathered element
+  };
   add("Unsqueeze", 1, 2, 1, 1, infer_unsqueeze, f_zero, true, "insert unit axes");
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");

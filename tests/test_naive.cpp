@@ -303,6 +303,24 @@ TEST(Naive, ExpandRangeTriluByHand) {
   EXPECT_NE(st.status().message().find("delta must be non-zero"), std::string::npos) << st.status().message();
 }
 
+/// Token ids outside the embedding table are an error naming the indices input, never a read
+/// outside the table.
+TEST(Naive, GatherRefusesIdsOutsideTheTable) {
+  OpCase c;
+  c.node = make_node("Gather");
+  c.inputs = {random_tensor({5, 3}, 1), Tensor::from_i64({2}, {1, 5})};
+  std::vector<Tensor> out;
+  const Status st = run_on(c, "naive", &out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("input 'x1': index 5 (element 1) is outside the gathered axis of size 5"),
+            std::string::npos)
+      << st.message();
+  c.inputs[1] = Tensor::from_i64({2}, {1, -5});  // -5 wraps to 0: valid
+  EXPECT_TRUE(run_on(c, "naive", &out).is_ok());
+  c.inputs[1] = Tensor::from_i64({1}, {-6});
+  EXPECT_FALSE(run_on(c, "naive", &out).is_ok());
+}
+
 /// Derivatives at and around kinks follow PyTorch: Abs'(0) = 0, HardSwish'(-3) = -0.5,
 /// HardSigmoid' on the open interval, Relu'(0) = 0.
 TEST(Naive, ElementwiseDerivativesAtKinks) {

@@ -139,6 +139,14 @@ std::vector<OpCase> backward_cases() {
   v.back().inputs.push_back(Tensor::from_i64({2}, {3, 4}));
   v.back().is_const = {false, true};
   add("trilu_lower", make_node("Trilu", {{"upper", A::of_int(0)}}), {{2, 3, 3}});
+  {  // an embedding lookup: the table's gradient is the scatter-add of the rows' (ids repeat)
+    OpCase c;
+    c.label = "gather_embedding";
+    c.node = make_node("Gather");
+    c.inputs = {random_tensor({6, 4}, 32), Tensor::from_i64({2, 3}, {0, 5, 2, 5, -1, 3})};
+    c.is_const = {false, true};
+    v.push_back(c);
+  }
   {  // Where with a constant mask (as a causal attention mask): both operands' gradients
     OpCase c;
     c.label = "where";

@@ -438,6 +438,9 @@ class PadKernel final : public IndexMapKernel {
   }
 };
 
+/// Gather along an axis (embedding lookups: token ids into a weight table). Every index is
+/// checked against the axis before it is read; backward scatter-adds the gradient rows into
+/// the data's gradient (the indices have none).
 class GatherKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -445,25 +448,52 @@ class GatherKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", 0),
                                                          static_cast<int64_t>(x.size()), *ctx.node));
     esize_ = dtype_size(ctx.inputs[0].dtype);
+    float_ = ctx.inputs[0].dtype == DType::kF32;
     outer_ = 1;
     for (int64_t i = 0; i < axis; ++i) outer_ *= x[i];
     axis_dim_ = x[axis];
     inner_bytes_ = esize_;
     for (size_t i = axis + 1; i < x.size(); ++i) inner_bytes_ *= x[i];
-    label_ = ctx.node->label();
+    label_ = ctx.node->label() + ": input '" + ctx.node->inputs[1] + "'";
     return Status::ok();
+  }
+  /// Index j of the indices, wrapped as ONNX says (negative counts from the end), or an
+  /// error naming the input when it lies outside the axis.
+  Expected<int64_t> index(const int64_t* idx, int64_t j) const {
+    const int64_t i = idx[j] < 0 ? idx[j] + axis_dim_ : idx[j];
+    if (i < 0 || i >= axis_dim_)
+      return Status::invalid(label_ + ": index " + std::to_string(idx[j]) + " (element " + std::to_string(j) +
+                             ") is outside the gathered axis of size " + std::to_string(axis_dim_) +
+                             (axis_dim_ > 1 ? " (token ids must lie in [0, " + std::to_string(axis_dim_) + "))" : ""));
+    return i;
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const auto* in = static_cast<const char*>(src[0]->data());
     auto* out = static_cast<char*>(dst[0]->data());
     const int64_t ni = src[1]->numel();
     const int64_t* idx = src[1]->i64();
+    for (int64_t j = 0; j < ni; ++j) MOSAIC_RETURN_IF_ERROR(index(idx, j).status());  // all, before any copy
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t j = 0; j < ni; ++j) {
-        int64_t i = idx[j] < 0 ? idx[j] + axis_dim_ : idx[j];
-        if (i < 0 || i >= axis_dim_) return Status::invalid(label_ + ": index " + std::to_string(idx[j]) + " out of range");
-        std::memcpy(out, in + (o * axis_dim_ + i) * inner_bytes_, inner_bytes_);
+        std::memcpy(out, in + (o * axis_dim_ + index(idx, j).value()) * inner_bytes_, inner_bytes_);
         out += inner_bytes_;
+      }
+    return Status::ok();
+  }
+  bool has_backward() const override { return float_; }
+  bool backward_reads_input(size_t i) const override { return i == 1; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    float* dx = a.diff_src[0]->f32();
+    std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
+    const float* dy = a.diff_dst[0]->f32();
+    const int64_t ni = a.src[1]->numel(), inner = inner_bytes_ / static_cast<int64_t>(sizeof(float));
+    const int64_t* idx = a.src[1]->i64();
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < ni; ++j, dy += inner) {
+        float* row = dx + (o * axis_dim_ + index(idx, j).value()) * inner;  // checked in forward
+        for (int64_t k = 0; k < inner; ++k) row[k] += dy[k];
       }
     return Status::ok();
   }
@@ -471,6 +501,7 @@ class GatherKernel final : public Kernel {
  private:
   size_t esize_ = 4;
   int64_t outer_ = 1, axis_dim_ = 1, inner_bytes_ = 4;
+  bool float_ = false;
   std::string label_;
 };
 

@@ -26,7 +26,7 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   im2col_impl::add_eltwise_kernels(r);
   im2col_impl::add_norm_kernels(r);
   register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Pad"}) register_movement_kernel(r, op);
+  for (const char* op : {"Transpose", "Concat", "Pad", "Gather"}) register_movement_kernel(r, op);
   register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
   register_layer_norm_loop_kernel(r, float32_only);
   return r.status();
