@@ -330,6 +330,18 @@ Result infer_shape(const OpContext& c) {
 
 Result infer_size(const OpContext&) { return Descs{{DType::kI64, {}}}; }
 
+/// Sum, Mean, Max, Min of one or more float32 operands, broadcast together.
+Result infer_variadic(const OpContext& c) {
+  Shape out = in0(c).shape;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    MOSAIC_RETURN_IF_ERROR(need_float(c, i));
+    auto s = broadcast_shapes(out, c.inputs[i].shape);
+    if (!s.ok()) return s.status().with_context(c.node->label());
+    out = s.value();
+  }
+  return Descs{{DType::kF32, out}};
+}
+
 /// Expand(x, shape): x broadcast with a constant shape (numpy rules, either side may be 1).
 Result infer_expand(const OpContext& c) {
   Status st;
@@ -547,6 +559,9 @@ double f_unary(const OpContext& c) { return unary_info(*unary_op_of(c.node->op_t
 double f_reduce(const OpContext& c) {
   return reduce_info(*reduce_op_of(c.node->op_type)).flops * static_cast<double>(c.inputs[0].numel());
 }
+double f_variadic(const OpContext& c) {  // one operation per operand after the first, per output
+  return static_cast<double>(c.outputs[0].numel()) * static_cast<double>(std::max<size_t>(c.inputs.size(), 2) - 1);
+}
 double f_binary(const OpContext& c) { return binary_info(*binary_op_of(c.node->op_type)).flops * c.outputs[0].numel(); }
 
 // Backward: one entry per input, the FLOPs of that input's gradient.
@@ -676,6 +691,12 @@ std::map<std::string, OpSchema> build_table() {
   add("ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape, f_zero, true, "tensor of a given shape filled with value");
   add("Shape", 1, 1, 1, 1, infer_shape, f_zero, true, "shape of the input as int64");
   add("Size", 1, 1, 1, 1, infer_size, f_zero, true, "element count of the input as an int64 scalar");
+  for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
+    add(op, 1, 1 << 20, 1, 1, infer_variadic, f_variadic, false, std::string(op) + " of any number of operands, broadcast");
+    t[op].backward_flops = [](const OpContext& c) -> Grads {
+      return Grads(c.inputs.size(), static_cast<double>(c.outputs[0].numel()));
+    };
+  }
   add("Expand", 2, 2, 1, 1, infer_expand, f_zero, false, "broadcast to a shape (numpy rules)");
   t["Expand"].non_trainable_inputs = {1};
   add("Range", 3, 3, 1, 1, infer_range, f_zero, true, "start, start + delta, ... below limit");

@@ -303,6 +303,20 @@ TEST(Naive, ExpandRangeTriluByHand) {
   EXPECT_NE(st.status().message().find("delta must be non-zero"), std::string::npos) << st.status().message();
 }
 
+/// Sum, Mean, Max and Min of three broadcast operands by hand.
+TEST(Naive, VariadicOpsByHand) {
+  auto run3 = [](const std::string& op) {
+    OpCase c;
+    c.node = make_node(op);
+    c.inputs = {Tensor::from_f32({2}, {1, 5}), Tensor::from_f32({2, 1}, {2, 4}), Tensor::from_f32({}, {3})};
+    return run1(c);
+  };
+  expect_near(run3("Sum"), {6, 10, 8, 12});
+  expect_near(run3("Mean"), {2, 10.f / 3, 8.f / 3, 4});
+  expect_near(run3("Max"), {3, 5, 4, 5});
+  expect_near(run3("Min"), {1, 2, 1, 3});
+}
+
 /// Token ids outside the embedding table are an error naming the indices input, never a read
 /// outside the table.
 TEST(Naive, GatherRefusesIdsOutsideTheTable) {

@@ -135,6 +135,7 @@ std::vector<OpCase> backward_cases() {
     c.opset = 18;
     v.push_back(std::move(c));
   }
+  for (const char* op : {"Sum", "Mean", "Max", "Min"}) add(std::string("variadic_") + op, make_node(op), {{2, 3}, {3}, {2, 1}});
   add("expand", make_node("Expand"), {{3, 1}}, {});
   v.back().inputs.push_back(Tensor::from_i64({2}, {3, 4}));
   v.back().is_const = {false, true};

@@ -26,5 +26,6 @@ void add_eltwise_kernels(BackendRegistration& r);
 void add_norm_kernels(BackendRegistration& r);
 void add_logic_kernels(BackendRegistration& r);
 void add_shape_op_kernels(BackendRegistration& r);
+void add_variadic_kernels(BackendRegistration& r);
 
 }  // namespace mosaic::naive_impl

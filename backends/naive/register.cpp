@@ -1,5 +1,5 @@
 // The naive oracle's registration. Its kernels are in one file per family (conv, pool, gemm,
-// eltwise, norm, logic, shape_ops; reductions and LayerNormalization are the shared loops of backends/common/); what they share is in naive_internal.hpp.
+// eltwise, norm, logic, shape_ops, variadic; reductions and LayerNormalization are the shared loops of backends/common/); what they share is in naive_internal.hpp.
 #include "backends/common/movement.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/reduce.hpp"
@@ -16,6 +16,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   naive_impl::add_norm_kernels(r);
   naive_impl::add_logic_kernels(r);
   naive_impl::add_shape_op_kernels(r);
+  naive_impl::add_variadic_kernels(r);
   register_reduce_loop_kernels(r, {});
   register_arg_extreme_kernels(r);
   register_layer_norm_loop_kernel(r, {});
