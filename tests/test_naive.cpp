@@ -1,8 +1,12 @@
 // The oracle against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "operators/eltwise.hpp"
 #include "core/prepare.hpp"
+#include "operators/reduce.hpp"
+#include "operators/schema.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -301,6 +305,30 @@ TEST(Naive, ExpandRangeTriluByHand) {
   const auto st = prepare_graph(g, builtin_registry(), PrepareOptions{});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().message().find("delta must be non-zero"), std::string::npos) << st.status().message();
+}
+
+/// Every row of the op tables is complete: its functions present, its kinks with their
+/// pieces, its name unique and given a schema.
+TEST(Tables, EveryRowIsComplete) {
+  std::set<std::string> names;
+  for (const auto& u : kUnaryOps) {
+    EXPECT_TRUE(u.f && u.df) << u.name;
+    EXPECT_EQ(u.kinks > 0, u.kink != nullptr && u.piece != nullptr) << u.name;
+    EXPECT_TRUE(names.insert(u.name).second) << u.name;
+  }
+  for (const auto& b : kBinaryOps) {
+    EXPECT_TRUE(b.f && b.da && b.db) << b.name;
+    EXPECT_TRUE(names.insert(b.name).second) << b.name;
+  }
+  for (const auto& c : kCompareOps) {
+    EXPECT_TRUE(c.f) << c.name;
+    EXPECT_TRUE(names.insert(c.name).second) << c.name;
+  }
+  for (const auto& r : kReduceOps) {
+    EXPECT_TRUE(r.step && r.finish && r.dx) << r.name;
+    EXPECT_TRUE(names.insert(r.name).second) << r.name;
+  }
+  for (const auto& n : names) EXPECT_NE(find_schema(n), nullptr) << n;
 }
 
 /// Sum, Mean, Max and Min of three broadcast operands by hand.
