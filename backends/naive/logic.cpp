@@ -51,7 +51,7 @@ class WhereKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const uint8_t* c = src[0]->u8();
-    const size_t bytes = dtype_ == DType::kF32 ? 4 : dtype_ == DType::kI64 ? 8 : 1;
+    const size_t bytes = dtype_size(dtype_);
     const auto* a = static_cast<const uint8_t*>(src[1]->data());
     const auto* b = static_cast<const uint8_t*>(src[2]->data());
     auto* y = static_cast<uint8_t*>(dst[0]->data());

@@ -19,7 +19,7 @@ class ExpandKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const size_t bytes = dtype_ == DType::kF32 ? 4 : dtype_ == DType::kI64 ? 8 : 1;
+    const size_t bytes = dtype_size(dtype_);
     const auto* x = static_cast<const uint8_t*>(src[0]->data());
     auto* y = static_cast<uint8_t*>(dst[0]->data());
     each_broadcast<1>(out_, in_, [&](int64_t i, const std::array<int64_t, 1>& o) {
@@ -70,7 +70,7 @@ class TriluKernel final : public Kernel {
   }
   bool keep(int64_t i, int64_t j) const { return upper_ ? j - i >= k_ : j - i <= k_; }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const size_t bytes = dtype_ == DType::kF32 ? 4 : dtype_ == DType::kI64 ? 8 : 1;
+    const size_t bytes = dtype_size(dtype_);
     const auto* x = static_cast<const uint8_t*>(src[0]->data());
     auto* y = static_cast<uint8_t*>(dst[0]->data());
     const int64_t n = src[0]->numel();

@@ -69,11 +69,10 @@ class EltwiseKernel final : public Kernel {
     for (size_t i = 1; i < a.diff_src.size(); ++i)
       zeroed_grad(a, i);
     if (!a.diff_src[0]) return Status::ok();
-    const bool from_dst = from_dst_;
-    b_data_.bind_in(from_dst ? a.dst[0] : a.src[0]);
+    b_data_.bind_in(from_dst_ ? a.dst[0] : a.src[0]);
     b_diff_dst_.bind_in(a.diff_dst[0]);
     b_diff_src_.bind(a.diff_src[0]);
-    bwd_.execute(stream(), {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, b_data_.internal},
+    bwd_.execute(stream(), {{from_dst_ ? DNNL_ARG_DST : DNNL_ARG_SRC, b_data_.internal},
                             {DNNL_ARG_DIFF_DST, b_diff_dst_.internal}, {DNNL_ARG_DIFF_SRC, b_diff_src_.mem}});
     stream().wait();
     return Status::ok();

@@ -68,12 +68,7 @@ class LayerNormKernel final : public Kernel {
     scale_.bind(a.src[1]);
     b_diff_dst_.bind(a.diff_dst[0]);
     std::vector<float> scratch;
-    if (a.diff_src[0]) {
-      b_diff_src_.bind(a.diff_src[0]);
-    } else {
-      scratch.resize(static_cast<size_t>(p_.outer * p_.inner));
-      b_diff_src_.mem.set_data_handle(scratch.data());
-    }
+    bind_diff_src(b_diff_src_, a.diff_src[0], scratch, p_.outer * p_.inner);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.mem},           {DNNL_ARG_MEAN, mean_},
                                          {DNNL_ARG_VARIANCE, var_},          {DNNL_ARG_DIFF_DST, b_diff_dst_.mem},
                                          {DNNL_ARG_SCALE, scale_.mem},       {DNNL_ARG_DIFF_SRC, b_diff_src_.mem},
@@ -85,10 +80,7 @@ class LayerNormKernel final : public Kernel {
     }
     bwd_.execute(stream(), args);
     stream().wait();
-    const float* ds = static_cast<const float*>(diff_scale_.get_data_handle());
-    const float* db = static_cast<const float*>(diff_shift_.get_data_handle());
-    if (a.diff_src.size() > 1 && a.diff_src[1]) std::copy(ds, ds + p_.inner, a.diff_src[1]->f32());
-    if (a.diff_src.size() > 2 && a.diff_src[2]) std::copy(db, db + p_.inner, a.diff_src[2]->f32());
+    copy_scale_shift_grads(a, diff_scale_, diff_shift_, p_.inner);
     return Status::ok();
   }
 

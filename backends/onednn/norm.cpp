@@ -136,12 +136,7 @@ class BatchNormKernel final : public Kernel {
     shift_.bind(a.src[2]);
     b_diff_dst_.bind(a.diff_dst[0]);
     std::vector<float> scratch;
-    if (a.diff_src[0]) {
-      b_diff_src_.bind(a.diff_src[0]);
-    } else {
-      scratch.resize(static_cast<size_t>(m_ * c_));
-      b_diff_src_.mem.set_data_handle(scratch.data());
-    }
+    bind_diff_src(b_diff_src_, a.diff_src[0], scratch, m_ * c_);
     bwd_.execute(stream(), {{DNNL_ARG_SRC, b_src_.mem},
                             {DNNL_ARG_MEAN, batch_mean_},
                             {DNNL_ARG_VARIANCE, batch_var_},
@@ -152,10 +147,7 @@ class BatchNormKernel final : public Kernel {
                             {DNNL_ARG_DIFF_SCALE, diff_scale_},
                             {DNNL_ARG_DIFF_SHIFT, diff_shift_}});
     stream().wait();
-    const float* ds = static_cast<const float*>(diff_scale_.get_data_handle());
-    const float* db = static_cast<const float*>(diff_shift_.get_data_handle());
-    if (a.diff_src.size() > 1 && a.diff_src[1]) std::copy(ds, ds + c_, a.diff_src[1]->f32());
-    if (a.diff_src.size() > 2 && a.diff_src[2]) std::copy(db, db + c_, a.diff_src[2]->f32());
+    copy_scale_shift_grads(a, diff_scale_, diff_shift_, c_);
     for (size_t i = 3; i < a.diff_src.size(); ++i)
       if (a.diff_src[i]) std::fill(a.diff_src[i]->f32(), a.diff_src[i]->f32() + c_, 0.f);
     return Status::ok();

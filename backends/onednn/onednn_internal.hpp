@@ -3,7 +3,9 @@
 // handling), and the registration function of each family. Not a public header.
 #pragma once
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -88,6 +90,28 @@ struct Bound {
   memory mem;
   void bind(const Tensor* t) { mem.set_data_handle(t->data()); }
 };
+
+/// Binds a normalisation backward's data gradient, or `scratch` (n floats) where nobody needs
+/// it: the primitives always write one.
+inline void bind_diff_src(Bound& b, Tensor* diff_src, std::vector<float>& scratch, int64_t n) {
+  if (diff_src) {
+    b.bind(diff_src);
+    return;
+  }
+  scratch.resize(static_cast<size_t>(n));
+  b.mem.set_data_handle(scratch.data());
+}
+
+/// Copies a normalisation primitive's Scale and B gradients (n each) into the gradients of
+/// inputs 1 and 2, where asked.
+inline void copy_scale_shift_grads(const BackwardArgs& a, const memory& diff_scale, const memory& diff_shift, int64_t n) {
+  const memory* from[] = {&diff_scale, &diff_shift};
+  for (size_t i = 1; i < 3 && i < a.diff_src.size(); ++i)
+    if (a.diff_src[i]) {
+      const float* g = static_cast<const float*>(from[i - 1]->get_data_handle());
+      std::copy(g, g + n, a.diff_src[i]->f32());
+    }
+}
 
 /// Scratch for blocked copies that live within one kernel call (training primitives). Calls run
 /// one at a time on a thread, so every kernel's copies share a few per-thread slots, each as

@@ -17,7 +17,6 @@ class ReduceKernel final : public TorchKernel {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx, 1));
     op_ = *reduce_op_of(ctx.node->op_type);
     MOSAIC_ASSIGN_OR_RETURN(p_, reduce_params(ctx));
-    dims_ = p_.axes;
     return Status::ok();
   }
   bool has_backward() const override { return true; }
@@ -25,7 +24,7 @@ class ReduceKernel final : public TorchKernel {
  private:
   /// x reduced to the kept shape (reduced axes as 1).
   at::Tensor reduce(const at::Tensor& x) const {
-    const at::IntArrayRef d(dims_);
+    const at::IntArrayRef d(p_.axes);
     switch (op_) {
       case ReduceOp::kSum: return at::sum(x, d, true);
       case ReduceOp::kMean: return at::mean(x, d, true);
@@ -33,7 +32,7 @@ class ReduceKernel final : public TorchKernel {
       case ReduceOp::kMin: return at::amin(x, d, true);
       case ReduceOp::kProd: {
         at::Tensor y = x;
-        for (int64_t a : dims_) y = at::prod(y, a, true);  // at::prod reduces one axis at a time
+        for (int64_t a : p_.axes) y = at::prod(y, a, true);  // at::prod reduces one axis at a time
         return y;
       }
       case ReduceOp::kL1: return at::norm(x, 1, d, true);
@@ -46,14 +45,14 @@ class ReduceKernel final : public TorchKernel {
   }
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const at::Tensor x = view(src[0]);
-    write(dims_.empty() ? x.clone() : reduce(x), dst[0]);
+    write(p_.axes.empty() ? x.clone() : reduce(x), dst[0]);
   }
   void run_backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return;
     const at::Tensor x = view(a.src[0]);
     const at::Tensor y = view(a.dst[0]).view(at::IntArrayRef(p_.kept));
     const at::Tensor dy = view(a.diff_dst[0]).view(at::IntArrayRef(p_.kept));
-    if (dims_.empty()) {
+    if (p_.axes.empty()) {
       write(dy.expand_as(x), a.diff_src[0]);
       return;
     }
@@ -65,16 +64,16 @@ class ReduceKernel final : public TorchKernel {
       case ReduceOp::kMax:
       case ReduceOp::kMin: {
         const at::Tensor hit = (x == y).to(at::kFloat);
-        g = hit * dy / hit.sum(at::IntArrayRef(dims_), true);
+        g = hit * dy / hit.sum(at::IntArrayRef(p_.axes), true);
         break;
       }
       case ReduceOp::kProd: {  // autograd's prod_backward without zeros: y / x
         g = at::where(x != 0, dy * y / x, at::zeros_like(x));
-        const at::Tensor zeros = (x == 0).sum(at::IntArrayRef(dims_), true);
+        const at::Tensor zeros = (x == 0).sum(at::IntArrayRef(p_.axes), true);
         if (zeros.gt(0).any().item<bool>()) {
           // Where an element is zero its gradient is the product of the others.
           at::Tensor others = at::where(x == 0, at::ones_like(x), x);
-          for (int64_t d : dims_) others = at::prod(others, d, true);
+          for (int64_t d : p_.axes) others = at::prod(others, d, true);
           g = at::where(x == 0, at::where(zeros == 1, dy * others, at::zeros_like(dy)).expand_as(x),
                         at::where(zeros > 0, at::zeros_like(g), g));
         }
@@ -92,7 +91,6 @@ class ReduceKernel final : public TorchKernel {
 
   ReduceOp op_ = ReduceOp::kSum;
   ReduceParams p_;
-  std::vector<int64_t> dims_;  ///< empty: noop_with_empty_axes, the identity
 };
 
 }  // namespace
