@@ -392,7 +392,7 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   Tensor data_labels;
   std::string input_description = "random uniform [0, 1) (seed " + std::to_string(o.common.seed) + ")";
   if (o.data.empty()) {
-    inputs = random_inputs(g, o.common.seed);
+    inputs = random_inputs(g, o.common.seed, &input_description);
   } else {
     MOSAIC_ASSIGN_OR_RETURN(RealBatch batch, real_batch(g, o.data, o.common.seed));
     inputs = std::move(batch.inputs);

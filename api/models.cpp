@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backends/registry.hpp"
+#include "core/inputs.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -78,16 +79,25 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
   return g;
 }
 
-std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed) {
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* description) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(0.f, 1.f);
   std::vector<Tensor> inputs;
+  std::string ids;
   for (const auto& in : g.inputs) {
     Tensor t = Tensor::empty(g.value_descs.at(in.name));
-    if (t.dtype() == DType::kF32)
+    if (t.dtype() == DType::kF32) {
       for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
+    } else if (t.dtype() == DType::kI64) {
+      std::string why;
+      const int64_t bound = index_bound(g, in.name, &why);
+      fill_ids(t, bound > 0 ? bound : 2, rng);
+      ids += "; '" + in.name + "': ids uniform in [0, " + std::to_string(bound > 0 ? bound : 2) + ")" +
+             (bound > 0 ? " (" + why + ")" : " (no Gather reads it)");
+    }
     inputs.push_back(std::move(t));
   }
+  if (description) *description = "random uniform [0, 1) (seed " + std::to_string(seed) + ")" + ids;
   return inputs;
 }
 

@@ -28,8 +28,10 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
 /// Loads and prepares a model to train or gradient-check at `batch`: one input, a logits
 /// output first.
 Expected<Graph> load_trainable(const std::string& spec, int64_t batch);
-/// Uniform [0, 1) values for every float input, from `seed`.
-std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed);
+/// Uniform [0, 1) values for every float input, from `seed`; int64 inputs get ids uniform
+/// below the vocabulary of the Gather that reads them (core/inputs.hpp). `description`, if
+/// given, says so in words for reports.
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* description = nullptr);
 
 /// bench --data: the model's single input filled with the first images of the training
 /// set (and their labels, for training), instead of random values.

@@ -9,6 +9,7 @@
 
 #include "api/util.hpp"
 #include "backends/registry.hpp"
+#include "core/fuse.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -52,6 +53,9 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
   if (sets.empty()) return {CaseVerdict::kFailed, "no test_data_set_* directory"};
   CaseResult result;
   double worst = 0;
+  int fell_back = 0;
+  std::string constants_note;
+  std::vector<Tensor> runtime_inputs;
   for (const auto& set : sets) {
     std::vector<Tensor> inputs, expected;
     for (const auto& f : sorted_files(set, "input_")) {
@@ -59,31 +63,46 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
       if (!t.ok()) return classify(t.status());
       inputs.push_back(t.value());
     }
-    Graph graph = g.value();
-    if (inputs.size() != graph.inputs.size())
-      return {CaseVerdict::kFailed, "model has " + std::to_string(graph.inputs.size()) + " inputs, data set has " +
+    if (inputs.size() != g.value().inputs.size())
+      return {CaseVerdict::kFailed, "model has " + std::to_string(g.value().inputs.size()) + " inputs, data set has " +
                                     std::to_string(inputs.size())};
-    // The data set fixes the input shapes; int64 inputs are shape arguments (Reshape's
-    // shape, Slice's starts, ...) and are bound as load-time constants.
-    PrepareOptions po;
-    std::vector<Tensor> runtime_inputs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      graph.inputs[i].dims = inputs[i].shape();
-      graph.inputs[i].has_shape = true;
-      graph.inputs[i].dtype = inputs[i].dtype();
-      if (inputs[i].dtype() == DType::kI64) po.constant_inputs[graph.inputs[i].name] = inputs[i];
-      else runtime_inputs.push_back(inputs[i]);
+    // The data set fixes the input shapes. Integer inputs stay run-time inputs (token ids,
+    // Gather's indices) unless the graph needs their values to infer shapes (Reshape's
+    // shape, Slice's starts, ...): then they are bound as load-time constants, and the
+    // nodes that depend on them fold away.
+    Graph graph;
+    bool bound = false;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      graph = g.value();
+      PrepareOptions po;
+      runtime_inputs.clear();
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        graph.inputs[i].dims = inputs[i].shape();
+        graph.inputs[i].has_shape = true;
+        graph.inputs[i].dtype = inputs[i].dtype();
+        if (attempt == 1 && inputs[i].dtype() == DType::kI64) po.constant_inputs[graph.inputs[i].name] = inputs[i];
+        else runtime_inputs.push_back(inputs[i]);
+      }
+      auto pr = prepare_graph(graph, builtin_registry(), po);
+      if (pr.ok()) break;
+      if (attempt == 1 || po.constant_inputs.size() == inputs.size() ||
+          std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.dtype() == DType::kI64; }))
+        return classify(pr.status());
+      bound = true;
     }
-    auto pr = prepare_graph(graph, builtin_registry(), po);
-    if (!pr.ok()) return classify(pr.status());
+    if (bound) constants_note = "; int64 inputs bound as constants";
+    if (o.fuse) fuse_graph(graph);
     for (const auto& f : sorted_files(set, "output_")) {
       auto t = load_tensor_pb(f);
       if (!t.ok()) return classify(t.status());
       expected.push_back(t.value());
     }
     inputs = runtime_inputs;
-    auto plan = Plan::build(graph, Placement::all_on(backend, {}), builtin_registry());
+    std::vector<std::string> fallback;
+    if (!o.fallback.empty() && o.fallback != backend) fallback.push_back(o.fallback);
+    auto plan = Plan::build(graph, Placement::all_on(backend, fallback), builtin_registry());
     if (!plan.ok()) return classify(plan.status());
+    fell_back = std::max(fell_back, plan.value()->fallback_count());
     std::vector<Tensor> outs;
     Status st = plan.value()->run(inputs, &outs);
     if (!st.is_ok()) return classify(st);
@@ -99,7 +118,8 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
   }
   char buf[64];
   std::snprintf(buf, sizeof buf, "max abs err %.3g", worst);
-  result.detail = buf;
+  result.detail = buf + constants_note;
+  if (fell_back > 0) result.detail += "; " + std::to_string(fell_back) + " nodes on " + o.fallback + " (--fallback)";
   return result;
 }
 
@@ -123,6 +143,8 @@ Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
 Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(const VerifyCase&)>& on_case) {
   VerifyReport report;
   MOSAIC_ASSIGN_OR_RETURN(report.backends, verify_backends(o.backend));
+  if (!o.fallback.empty() && !builtin_registry().has_backend(o.fallback))
+    return unknown_backend(o.fallback).with_context("--fallback");
   // POSIX extended regular expression.
   regex_t filter;
   if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)

@@ -19,6 +19,12 @@ struct VerifyOptions {
   std::string filter;
   double rtol = 1e-3, atol = 1e-5;
   bool quiet = false;      ///< the CLI prints only failures
+  /// Run the graph the timed plans run: fused (core/fuse.hpp), so the rewrites are checked
+  /// against the expected outputs too. --no-fuse runs the graph as stored.
+  bool fuse = true;
+  /// A backend for the nodes the one under test has no kernel for ("": none, such a case
+  /// is UNSUPPORTED). The verdict's detail counts the nodes that fell back.
+  std::string fallback;
   std::string junit;      ///< JUnit XML of the verdicts (conformance cases)
   bool per_node = false;  ///< PATH is a model: compare every node with naive (validate/per_node.hpp)
   bool determinism = false;    ///< PATH is a model: audit repeatability (validate/determinism.hpp)

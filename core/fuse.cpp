@@ -54,6 +54,7 @@ bool spatial_zero_pads(const Graph& g, const Node& pad, std::vector<int64_t>* ou
 FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   FuseReport report;
   if (options.layer_norm) fuse_layer_norms(g, report);
+  if (options.gelu) fuse_gelus(g, report);
   bool changed = true;
   while (changed) {
     changed = false;

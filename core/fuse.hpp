@@ -8,6 +8,7 @@
 //    Activation). Every backend applies it in the producer's epilogue.
 //  - PyTorch's LayerNorm decomposition below opset 17 -> one LayerNormalization
 //    (core/fuse_layer_norm.cpp).
+//  - PyTorch's GELU decompositions (erf and tanh forms) -> one Gelu (core/fuse_gelu.cpp).
 // A rewrite happens only when the intermediate value has one consumer and is not a graph
 // output. Fused nodes are named "a+b" so reports show what was merged.
 #pragma once
@@ -31,11 +32,16 @@ struct FuseOptions {
   /// ReduceMean, Add, Sqrt, Div [, Mul, Add]) as one LayerNormalization node, in inference
   /// and training plans alike (every backend differentiates it).
   bool layer_norm = true;
+  /// Recognise the erf and tanh GELU decompositions PyTorch exports as one Gelu node
+  /// (inference and training: every backend differentiates Gelu).
+  bool gelu = true;
 };
 
 /// Rewrites a prepared graph (value_descs filled) in place.
 FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
 /// The LayerNorm recognition alone (core/fuse_layer_norm.cpp); fuse_graph calls it.
 void fuse_layer_norms(Graph& graph, FuseReport& report);
+/// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.
+void fuse_gelus(Graph& graph, FuseReport& report);
 
 }  // namespace mosaic

@@ -10,35 +10,12 @@
 #include <set>
 
 #include "core/fuse.hpp"
+#include "core/fuse_match.hpp"
 #include "operators/op_context.hpp"
 #include "operators/reduce.hpp"
 
 namespace mosaic {
 namespace {
-
-struct Producers {
-  std::map<std::string, size_t> of;
-  std::map<std::string, int> uses;
-};
-
-Producers index(const Graph& g) {
-  Producers p;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& o : g.nodes[i].outputs)
-      if (!o.empty()) p.of[o] = i;
-    for (const auto& in : g.nodes[i].inputs)
-      if (!in.empty()) ++p.uses[in];
-  }
-  for (const auto& o : g.outputs) p.uses[o.name] += 1000;  // never fuse away a graph output
-  return p;
-}
-
-/// A scalar constant's value.
-std::optional<double> scalar(const Graph& g, const std::string& name) {
-  auto c = g.initializers.find(name);
-  if (c == g.initializers.end() || c->second.numel() != 1 || c->second.dtype() != DType::kF32) return std::nullopt;
-  return c->second.get(0);
-}
 
 /// The first reduced axis of a ReduceMean over x's trailing axes (keepdims), or nullopt.
 std::optional<int64_t> trailing_mean_axis(const Graph& g, const Node& n) {
@@ -66,12 +43,10 @@ std::optional<int64_t> trailing_mean_axis(const Graph& g, const Node& n) {
 void fuse_layer_norms(Graph& g, FuseReport& report) {
   for (bool changed = true; changed;) {
     changed = false;
-    const Producers P = index(g);
-    auto made_by = [&](const std::string& v, const char* op) -> const Node* {
-      auto it = P.of.find(v);
-      return it != P.of.end() && g.nodes[it->second].op_type == op ? &g.nodes[it->second] : nullptr;
-    };
-    auto once = [&](const std::string& v) { return P.uses.count(v) && P.uses.at(v) == 1; };
+    const fuse::Matcher M(g);
+    auto made_by = [&](const std::string& v, const char* op) { return M.made_by(v, op); };
+    auto once = [&](const std::string& v) { return M.once(v); };
+    auto scalar = [&](const Graph&, const std::string& v) { return M.scalar(v); };
     for (size_t di = 0; di < g.nodes.size() && !changed; ++di) {
       const Node& div = g.nodes[di];
       if (div.op_type != "Div" || div.inputs.size() != 2) continue;
@@ -79,14 +54,14 @@ void fuse_layer_norms(Graph& g, FuseReport& report) {
       const Node* sqrt = made_by(div.inputs[1], "Sqrt");
       const Node* add = sqrt && once(div.inputs[1]) ? made_by(sqrt->inputs[0], "Add") : nullptr;
       if (!add || !once(sqrt->inputs[0])) continue;
-      const bool v_first = P.of.count(add->inputs[0]) != 0;
+      const bool v_first = !g.initializers.count(add->inputs[0]);
       const std::string& v = add->inputs[v_first ? 0 : 1];
       const std::optional<double> eps = scalar(g, add->inputs[v_first ? 1 : 0]);
       const Node* var = eps && *eps >= 0 ? made_by(v, "ReduceMean") : nullptr;
       const Node* pow = var && once(v) ? made_by(var->inputs[0], "Pow") : nullptr;
       if (!pow || !once(var->inputs[0]) || pow->inputs[0] != d || scalar(g, pow->inputs[1]) != 2.0) continue;
       const Node* sub = made_by(d, "Sub");
-      if (!sub || P.uses.at(d) != 2) continue;
+      if (!sub || M.uses(d) != 2) continue;
       const Node* mean = made_by(sub->inputs[1], "ReduceMean");
       if (!mean || !once(sub->inputs[1]) || mean->inputs[0] != sub->inputs[0]) continue;
       const std::optional<int64_t> axis = trailing_mean_axis(g, *mean);
@@ -104,12 +79,7 @@ void fuse_layer_norms(Graph& g, FuseReport& report) {
         auto c = g.initializers.find(other);
         return c != g.initializers.end() && c->second.dtype() == DType::kF32 && c->second.numel() == inner ? other : "";
       };
-      auto consumer = [&](const std::string& v, const char* op) -> const Node* {
-        if (!once(v)) return nullptr;
-        for (const auto& n : g.nodes)
-          if (n.op_type == op && std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) return &n;
-        return nullptr;
-      };
+      auto consumer = [&](const std::string& v, const char* op) { return M.sole_consumer(v, op); };
       if (const Node* mul = consumer(out, "Mul"); mul && !(scale = constant_operand(*mul, out)).empty()) {
         parts.push_back(mul);
         out = mul->outputs[0];
@@ -131,21 +101,7 @@ void fuse_layer_norms(Graph& g, FuseReport& report) {
       ln.outputs = {out};
       ln.attrs["axis"] = Attribute::of_int(*axis);
       ln.attrs["epsilon"] = Attribute::of_float(static_cast<float>(*eps));
-      // The new node takes the place of the last node it replaces (its inputs are all
-      // produced earlier); the others go, with their intermediate values.
-      std::set<const Node*> gone(parts.begin(), parts.end());
-      size_t last = 0;
-      for (size_t i = 0; i < g.nodes.size(); ++i)
-        if (gone.count(&g.nodes[i])) last = i;
-      for (const Node* n : parts)
-        if (n->outputs[0] != out) g.value_descs.erase(n->outputs[0]);
-      report.fused.push_back(ln.name);
-      std::vector<Node> kept;
-      for (size_t i = 0; i < g.nodes.size(); ++i) {
-        if (i == last) kept.push_back(ln);
-        else if (!gone.count(&g.nodes[i])) kept.push_back(std::move(g.nodes[i]));
-      }
-      g.nodes = std::move(kept);
+      fuse::replace_nodes(g, parts, std::move(ln), report);
       changed = true;
     }
   }

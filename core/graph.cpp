@@ -7,6 +7,7 @@ Attribute Attribute::of_float(float v) { Attribute a; a.kind = Kind::kFloat; a.f
 Attribute Attribute::of_string(std::string v) { Attribute a; a.kind = Kind::kString; a.s = std::move(v); return a; }
 Attribute Attribute::of_ints(std::vector<int64_t> v) { Attribute a; a.kind = Kind::kInts; a.ints = std::move(v); return a; }
 Attribute Attribute::of_floats(std::vector<float> v) { Attribute a; a.kind = Kind::kFloats; a.floats = std::move(v); return a; }
+Attribute Attribute::of_strings(std::vector<std::string> v) { Attribute a; a.kind = Kind::kStrings; a.strings = std::move(v); return a; }
 Attribute Attribute::of_tensor(Tensor v) {
   Attribute a;
   a.kind = Kind::kTensor;

@@ -8,6 +8,7 @@
 #include "operators/eltwise.hpp"
 #include "operators/params.hpp"
 #include "operators/reduce.hpp"
+#include "operators/rnn.hpp"
 #include "operators/schema.hpp"
 
 #include "core/checked.hpp"
@@ -708,6 +709,14 @@ std::map<std::string, OpSchema> build_table() {
   t["Gather"].backward_flops = [](const OpContext& c) -> Grads {
     return {static_cast<double>(c.outputs[0].numel()), 0};  // one add per gathered element
   };
+  // The recurrent ops (operators/rnn.hpp): lengths and initial states are inputs, not weights.
+  add("RNN", 3, 6, 0, 2, infer_rnn, rnn_flops, false, "Elman RNN: H = f(X W^T + H R^T + Wb + Rb), directions, lengths");
+  add("GRU", 3, 6, 0, 2, infer_rnn, rnn_flops, false, "GRU (gates z r h; linear_before_reset), directions, lengths");
+  add("LSTM", 3, 8, 0, 3, infer_rnn, rnn_flops, false, "LSTM (gates i o f c, peepholes), directions, lengths");
+  for (const char* op : {"RNN", "GRU", "LSTM"}) {
+    t[op].backward_flops = rnn_backward_flops;
+    t[op].non_trainable_inputs = {4, 5, 6};
+  }
   add("Unsqueeze", 1, 2, 1, 1, infer_unsqueeze, f_zero, true, "insert unit axes");
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");

@@ -4,11 +4,13 @@
 // printed unless asked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "api/mosaic.hpp"
 #include "backends/plugin.hpp"
+#include "core/inputs.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -135,6 +137,67 @@ TEST_F(Api, VerifyJudgesEachCaseOnEachBackendAgainstTheExpectedOutputs) {
   ASSERT_EQ(r->cases.size(), 1u);
   EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kFailed);
   EXPECT_NE(r->cases[0].detail.find("test_data_set_0 output 0"), std::string::npos) << r->cases[0].detail;
+}
+
+TEST_F(Api, VerifyKeepsIntegerDataInputsAtRunTimeAndBindsOnlyShapeArguments) {
+  if (!fs::exists(kNodeTests + "/test_gather_0")) GTEST_SKIP() << "libonnx-testdata not installed";
+  // Gather's indices are data: they stay a run-time input, so a backend without a Gather
+  // kernel is UNSUPPORTED (before, the whole case folded at load and "passed" anywhere).
+  api::VerifyOptions o;
+  o.paths = {kNodeTests + "/test_gather_0", kNodeTests + "/test_reshape_extended_dims"};
+  o.backend = "onednn";
+  auto r = api::verify(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->cases.size(), 2u);
+  EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kUnsupported) << r->cases[0].detail;
+  EXPECT_NE(r->cases[0].detail.find("no kernel for Gather"), std::string::npos) << r->cases[0].detail;
+  // Reshape's shape is a shape argument: bound as a constant, and said so.
+  EXPECT_EQ(r->cases[1].verdict, api::CaseVerdict::kPassed) << r->cases[1].detail;
+  EXPECT_NE(r->cases[1].detail.find("int64 inputs bound as constants"), std::string::npos) << r->cases[1].detail;
+  // With --fallback naive the Gather runs on naive, and the verdict counts it.
+  o.fallback = "naive";
+  r = api::verify(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kPassed) << r->cases[0].detail;
+  EXPECT_NE(r->cases[0].detail.find("1 nodes on naive (--fallback)"), std::string::npos) << r->cases[0].detail;
+  EXPECT_EQ(r->cases[0].detail.find("bound as constants"), std::string::npos) << r->cases[0].detail;
+  o.fallback = "no-such-backend";
+  r = api::verify(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--fallback"), std::string::npos) << r.status().message();
+}
+
+TEST_F(Api, RandomTokenIdsStayWithinTheEmbeddingTheyIndex) {
+  Graph g;
+  g.source = "ids";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"ids", DType::kI64, {4, 16}, {}, true});
+  g.initializers["table"] = random_tensor({97, 8}, 1);
+  g.initializers["small"] = random_tensor({5, 11}, 2);
+  add_node(g, make_node("Gather"), {"table", "ids"}, {"emb"}, "tok");
+  // A second Gather reached through Unsqueeze, along axis 1 of a 5 x 11 table: 11 rows.
+  add_node(g, make_node("Unsqueeze", {{"axes", Attribute::of_ints({0})}}), {"ids"}, {"u"}, "unsq");
+  add_node(g, make_node("Gather", {{"axis", Attribute::of_int(1)}}), {"small", "u"}, {"emb2"}, "other");
+  g.outputs.push_back(ValueInfo{"emb", DType::kF32, {}, {}, false});
+  g.outputs.push_back(ValueInfo{"emb2", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  std::string why;
+  EXPECT_EQ(index_bound(g, "ids", &why), 11);
+  EXPECT_NE(why.find("'other'"), std::string::npos) << why;
+  std::string description;
+  const std::vector<Tensor> in = api::random_inputs(g, 3, &description);
+  ASSERT_EQ(in.size(), 1u);
+  int64_t lo = 1 << 30, hi = -1;
+  for (int64_t i = 0; i < in[0].numel(); ++i) {
+    lo = std::min(lo, in[0].i64()[i]);
+    hi = std::max(hi, in[0].i64()[i]);
+  }
+  EXPECT_GE(lo, 0);
+  EXPECT_LE(hi, 10);
+  EXPECT_GE(hi, 5);  // 64 draws from 11 values reach the upper half
+  EXPECT_NE(description.find("ids uniform in [0, 11)"), std::string::npos) << description;
+  g.nodes.clear();  // nothing reads the ids: no bound
+  EXPECT_EQ(index_bound(g, "ids"), 0);
 }
 
 TEST_F(Api, GradcheckPassesACorrectBackendAndFailsAPlantedBug) {

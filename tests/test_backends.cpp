@@ -200,6 +200,93 @@ std::vector<OpCase> cases() {
   pad("pad_reflect", "reflect", {0, 0, 2, 1, 0, 0, 1, 3});
   pad("pad_edge", "edge", {0, 1, 1, 0, 0, 0, 2, 2});
   pad("pad_crop", "constant", {0, 0, -1, 1, 0, 0, 1, -2});
+  // Indexing, selection and comparison (a transformer's masks and embeddings): integer and
+  // boolean tensors at run time.
+  {
+    OpCase c;
+    c.label = "gather_runtime_ids";
+    c.node = make_node("Gather");
+    c.inputs = {random_tensor({11, 6}, seed++), Tensor::from_i64({2, 5}, {0, 10, 3, 3, -1, 7, 2, 9, 1, -11})};
+    c.is_const = {true, false};
+    v.push_back(c);
+    c.label = "gather_axis1";
+    c.node = make_node("Gather", {{"axis", A::of_int(1)}});
+    c.inputs = {random_tensor({3, 7, 4}, seed++), Tensor::from_i64({2, 2}, {6, 0, -2, 3})};
+    c.is_const = {false, false};
+    v.push_back(c);
+  }
+  {
+    OpCase c;
+    c.label = "slice_steps";
+    c.node = make_node("Slice");
+    c.inputs = {random_tensor({4, 6, 5}, seed++), Tensor::from_i64({2}, {1, 4}), Tensor::from_i64({2}, {4, 0}),
+                Tensor::from_i64({2}, {0, 2}), Tensor::from_i64({2}, {2, -2})};
+    c.is_const = {false, true, true, true, true};
+    v.push_back(c);
+    c.label = "expand";
+    c.node = make_node("Expand");
+    c.inputs = {random_tensor({3, 1}, seed++), Tensor::from_i64({3}, {2, 3, 4})};
+    c.is_const = {false, true};
+    v.push_back(c);
+  }
+  auto boolean = [&](const Shape& shape, uint64_t s) {
+    Tensor t = Tensor::empty({DType::kBool, shape});
+    const Tensor r = random_tensor(shape, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.u8()[i] = r.f32()[i] > 0;
+    return t;
+  };
+  {
+    OpCase c;
+    c.label = "where_broadcast";
+    c.node = make_node("Where");
+    c.inputs = {boolean({2, 1, 4}, seed++), random_tensor({2, 3, 4}, seed++), random_tensor({4}, seed++)};
+    v.push_back(c);
+    c.label = "where_int64";
+    c.inputs = {boolean({2, 3}, seed++), Tensor::from_i64({3}, {1, 2, 3}), Tensor::from_i64({2, 1}, {-5, 7})};
+    v.push_back(c);
+    for (const auto& cmp : kCompareOps) {
+      c.label = std::string("compare_") + cmp.name;
+      c.node = make_node(cmp.name);
+      if (cmp.op >= CompareOp::kAnd) c.inputs = {boolean({2, 3, 4}, seed++), boolean({4}, seed++)};
+      else if (cmp.op == CompareOp::kEqual) c.inputs = {Tensor::from_i64({2, 3}, {0, 1, 2, 0, 5, 2}), Tensor::from_i64({3}, {0, 5, 2})};
+      else c.inputs = {random_tensor({2, 3, 4}, seed++), random_tensor({4}, seed++)};
+      v.push_back(c);
+    }
+    c.label = "not";
+    c.node = make_node("Not");
+    c.inputs = {boolean({3, 5}, seed++)};
+    v.push_back(c);
+    c.label = "cast_float_to_int64";
+    c.node = make_node("Cast", {{"to", A::of_int(7)}});
+    c.inputs = {random_tensor({3, 5}, seed++, -4.f, 4.f)};
+    v.push_back(c);
+    c.label = "cast_bool_to_float";
+    c.node = make_node("Cast", {{"to", A::of_int(1)}});
+    c.inputs = {boolean({3, 5}, seed++)};
+    v.push_back(c);
+  }
+  // Recurrent cells: the options PyTorch exports (bidirectional LSTM, GRU with
+  // linear_before_reset, batch-first layout) and lengths.
+  auto recurrent = [&](std::string label, const std::string& op, std::map<std::string, A> attrs, int gates, int dirs,
+                       bool batch_first, bool lens) {
+    const int64_t S = 5, B = 3, I = 6, H = 4, G = gates * H;
+    OpCase c;
+    c.label = std::move(label);
+    if (batch_first) attrs["layout"] = A::of_int(1);
+    c.node = make_node(op, attrs);
+    c.inputs = {random_tensor(batch_first ? Shape{B, S, I} : Shape{S, B, I}, seed++),
+                random_tensor({dirs, G, I}, seed++), random_tensor({dirs, G, H}, seed++),
+                random_tensor({dirs, 2 * G}, seed++), lens ? Tensor::from_i64({B}, {5, 2, 4}) : Tensor(),
+                random_tensor(batch_first ? Shape{B, dirs, H} : Shape{dirs, B, H}, seed++)};
+    c.is_const = {false, true, true, true, true, false};
+    c.opset = 14;
+    v.push_back(std::move(c));
+  };
+  recurrent("rnn_relu", "RNN", {{"activations", A::of_strings({"Relu"})}}, 1, 1, false, false);
+  recurrent("gru_lbr_batch_first", "GRU", {{"linear_before_reset", A::of_int(1)}}, 3, 1, true, false);
+  recurrent("gru_bidirectional_lens", "GRU", {{"direction", A::of_string("bidirectional")}}, 3, 2, false, true);
+  recurrent("lstm_bidirectional_lens", "LSTM", {{"direction", A::of_string("bidirectional")}}, 4, 2, false, true);
+  recurrent("lstm_reverse_batch_first", "LSTM", {{"direction", A::of_string("reverse")}}, 4, 1, true, false);
   {
     OpCase c;
     c.label = "reshape";
@@ -222,12 +309,14 @@ void check_against_naive(const std::string& backend, const OpCase& c) {
   if (st.code() == StatusCode::kUnsupported) {
     // Declining is allowed only where documented, and it must say why: even LRN sizes,
     // binary ops whose first operand is broadcast, oneDNN reflect/edge/cropping pads and
-    // element-wise ops without a oneDNN algorithm; the
-    // torch backend has no LRN or Transpose and pads with a constant only.
+    // element-wise ops without a oneDNN algorithm; the torch backend has no LRN and no
+    // recurrent cells, and pads with a constant only.
     static const std::map<std::string, std::set<std::string>> may_decline = {
         {"im2col", {"lrn4_even"}},
         {"onednn", {"lrn4_even", "Add_mixed", "Sub_mixed", "Mul_mixed", "Div_mixed", "pad_reflect", "pad_edge", "pad_crop"}},
-        {"torch", {"lrn5", "lrn4_even", "transpose_nchw_nhwc", "transpose_default", "pad_reflect", "pad_edge"}}};
+        {"torch",
+         {"lrn5", "lrn4_even", "pad_reflect", "pad_edge", "rnn_relu", "gru_lbr_batch_first", "gru_bidirectional_lens",
+          "lstm_bidirectional_lens", "lstm_reverse_batch_first"}}};
     EXPECT_FALSE(st.message().empty());
     const auto it = may_decline.find(backend);
     // oneDNN has no algorithm for some element-wise ops and reductions (Erf, Sin, Pow,

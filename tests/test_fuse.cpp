@@ -1,7 +1,9 @@
 // The fusion pass's pattern rewrites (core/fuse.hpp): PyTorch's pre-opset-17 LayerNorm
-// decomposition becomes one LayerNormalization node that computes what the decomposition
-// computes, and near misses are left alone.
+// decomposition becomes one LayerNormalization node, and its GELU decompositions one Gelu,
+// that compute what the decomposition computes; near misses are left alone.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "core/fuse.hpp"
 #include "core/plan.hpp"
@@ -103,6 +105,118 @@ TEST(FuseLayerNorm, NearMissesAreLeftAlone) {
     ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
     FuseOptions o;
     o.layer_norm = false;
+    EXPECT_TRUE(fuse_graph(g, o).fused.empty());
+  }
+}
+
+/// x [2, 3, 8] -> GELU written out as PyTorch's exporter (or a user) writes it.
+enum class GeluForm { kErfDiv, kErfMulHalfFirst, kTanhMulCube, kTanhPowHalfLast };
+Graph decomposed_gelu(GeluForm form, float half = 0.5f) {
+  Graph g;
+  g.source = "gelu-decomposition";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3, 8}, {}, true});
+  g.initializers["half"] = Tensor::from_f32({}, {half});
+  g.initializers["one"] = Tensor::from_f32({}, {1.f});
+  g.initializers["sqrt2"] = Tensor::from_f32({}, {1.41421356f});
+  g.initializers["inv_sqrt2"] = Tensor::from_f32({}, {0.70710678f});
+  g.initializers["c"] = Tensor::from_f32({}, {0.79788456f});
+  g.initializers["a"] = Tensor::from_f32({}, {0.044715f});
+  g.initializers["three"] = Tensor::from_f32({}, {3.f});
+  switch (form) {
+    case GeluForm::kErfDiv:  // torch 1.13: (x * (erf(x / sqrt2) + 1)) * 0.5
+      add_node(g, make_node("Div"), {"x", "sqrt2"}, {"u"}, "div");
+      add_node(g, make_node("Erf"), {"u"}, {"e"}, "erf");
+      add_node(g, make_node("Add"), {"e", "one"}, {"p"}, "add");
+      add_node(g, make_node("Mul"), {"x", "p"}, {"xp"}, "mul");
+      add_node(g, make_node("Mul"), {"xp", "half"}, {"y"}, "mul_half");
+      break;
+    case GeluForm::kErfMulHalfFirst:  // HuggingFace: x * 0.5 * (1 + erf(x * 0.7071))
+      add_node(g, make_node("Mul"), {"x", "half"}, {"h"}, "mul_half");
+      add_node(g, make_node("Mul"), {"inv_sqrt2", "x"}, {"u"}, "scale");
+      add_node(g, make_node("Erf"), {"u"}, {"e"}, "erf");
+      add_node(g, make_node("Add"), {"one", "e"}, {"p"}, "add");
+      add_node(g, make_node("Mul"), {"h", "p"}, {"y"}, "mul");
+      break;
+    case GeluForm::kTanhMulCube:  // torch 1.13 approximate="tanh"
+    case GeluForm::kTanhPowHalfLast:  // gelu_new: x * (0.5 * (1 + tanh(c * (x + a * x^3))))
+      if (form == GeluForm::kTanhMulCube) {
+        add_node(g, make_node("Mul"), {"x", "x"}, {"sq"}, "sq");
+        add_node(g, make_node("Mul"), {"x", "sq"}, {"cube"}, "cube");
+      } else {
+        add_node(g, make_node("Pow"), {"x", "three"}, {"cube"}, "cube");
+      }
+      add_node(g, make_node("Mul"), {"a", "cube"}, {"ac"}, "mul_a");
+      add_node(g, make_node("Add"), {"x", "ac"}, {"s"}, "add_x");
+      add_node(g, make_node("Mul"), {"c", "s"}, {"u"}, "mul_c");
+      add_node(g, make_node("Tanh"), {"u"}, {"t"}, "tanh");
+      add_node(g, make_node("Add"), {"one", "t"}, {"p"}, "add");
+      if (form == GeluForm::kTanhMulCube) {
+        add_node(g, make_node("Mul"), {"x", "p"}, {"xp"}, "mul");
+        add_node(g, make_node("Mul"), {"half", "xp"}, {"y"}, "mul_half");
+      } else {
+        add_node(g, make_node("Mul"), {"p", "half"}, {"ph"}, "mul_half");
+        add_node(g, make_node("Mul"), {"x", "ph"}, {"y"}, "mul");
+      }
+      break;
+  }
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+TEST(FuseGelu, EachFormBecomesOneGeluWithTheSameOutput) {
+  const Tensor x = random_tensor({2, 3, 8}, 7, -2.f, 3.f);  // run()'s input
+  for (GeluForm form : {GeluForm::kErfDiv, GeluForm::kErfMulHalfFirst, GeluForm::kTanhMulCube,
+                        GeluForm::kTanhPowHalfLast}) {
+    const bool tanh = form == GeluForm::kTanhMulCube || form == GeluForm::kTanhPowHalfLast;
+    Graph g = decomposed_gelu(form);
+    FuseReport report;
+    const std::vector<Tensor> fused = run(g, true, &report), plain = run(g, false);
+    ASSERT_EQ(report.fused.size(), 1u) << static_cast<int>(form);
+    Graph f = g;
+    ASSERT_TRUE(prepare_graph(f, builtin_registry(), PrepareOptions{}).ok());
+    fuse_graph(f);
+    ASSERT_EQ(f.nodes.size(), 1u);
+    EXPECT_EQ(f.nodes[0].op_type, "Gelu");
+    EXPECT_EQ(f.nodes[0].inputs, std::vector<std::string>{"x"});
+    EXPECT_EQ(f.nodes[0].attr_string("approximate", ""), tanh ? "tanh" : "none");
+    ASSERT_EQ(fused.size(), 1u);
+    ASSERT_EQ(plain.size(), 1u);
+    const Agreement a = compare_tensors(fused[0], plain[0], 1e-5, 1e-6);
+    EXPECT_TRUE(a.ok) << a.message;
+    for (int64_t i = 0; i < x.numel(); ++i) {  // and the formula, by hand
+      const double v = x.f32()[i];
+      const double want = tanh ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                               : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      EXPECT_NEAR(fused[0].f32()[i], want, 1e-5) << i;
+    }
+  }
+}
+
+TEST(FuseGelu, NearMissesAreLeftAlone) {
+  {  // 0.6 is not one half
+    Graph g = decomposed_gelu(GeluForm::kErfDiv, 0.6f);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // erf's output is read twice
+    Graph g = decomposed_gelu(GeluForm::kErfDiv);
+    add_node(g, make_node("Relu"), {"e"}, {"r"}, "extra");
+    g.outputs.push_back(ValueInfo{"r", DType::kF32, {}, {}, false});
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // the cube is x^2
+    Graph g = decomposed_gelu(GeluForm::kTanhPowHalfLast);
+    g.initializers["three"] = Tensor::from_f32({}, {2.f});
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // switched off
+    Graph g = decomposed_gelu(GeluForm::kTanhMulCube);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    FuseOptions o;
+    o.gelu = false;
     EXPECT_TRUE(fuse_graph(g, o).fused.empty());
   }
 }

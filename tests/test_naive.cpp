@@ -1,6 +1,7 @@
 // The oracle against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "operators/eltwise.hpp"
@@ -361,6 +362,48 @@ TEST(Naive, GatherRefusesIdsOutsideTheTable) {
   EXPECT_TRUE(run_on(c, "naive", &out).is_ok());
   c.inputs[1] = Tensor::from_i64({1}, {-6});
   EXPECT_FALSE(run_on(c, "naive", &out).is_ok());
+}
+
+/// LSTM and GRU over two steps with one hidden unit, against ONNX's equations written out
+/// (gate orders i o f c and z r h; GRU both ways of applying the reset gate).
+TEST(Naive, RecurrentCellsByHand) {
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const double x[2] = {0.5, -1.0};
+  {
+    OpCase c;
+    c.node = make_node("LSTM", {{"hidden_size", A::of_int(1)}});
+    c.inputs = {Tensor::from_f32({2, 1, 1}, {0.5f, -1.f}), Tensor::from_f32({1, 4, 1}, {0.1f, 0.2f, 0.3f, 0.4f}),
+                Tensor::from_f32({1, 4, 1}, {0.5f, 0.6f, 0.7f, 0.8f}),
+                Tensor::from_f32({1, 8}, {0.01f, 0.02f, 0.03f, 0.04f, 0.05f, 0.06f, 0.07f, 0.08f})};
+    double h = 0, cell = 0;
+    std::vector<float> want;
+    for (double xt : x) {
+      auto pre = [&](int g) { return 0.1 * (g + 1) * xt + 0.1 * (g + 5) * h + 0.01 * (g + 1) + 0.01 * (g + 5); };
+      const double i = sig(pre(0)), o = sig(pre(1)), f = sig(pre(2)), cc = std::tanh(pre(3));
+      cell = f * cell + i * cc;
+      h = o * std::tanh(cell);
+      want.push_back(static_cast<float>(h));
+    }
+    expect_near(run1(c), want);  // Y [2, 1, 1, 1]
+  }
+  for (int lbr : {0, 1}) {
+    OpCase c;
+    c.node = make_node("GRU", {{"hidden_size", A::of_int(1)}, {"linear_before_reset", A::of_int(lbr)}});
+    c.inputs = {Tensor::from_f32({2, 1, 1}, {0.5f, -1.f}), Tensor::from_f32({1, 3, 1}, {0.3f, -0.4f, 0.9f}),
+                Tensor::from_f32({1, 3, 1}, {0.6f, 0.5f, -0.7f}),
+                Tensor::from_f32({1, 6}, {0.1f, 0.f, 0.2f, 0.f, 0.f, 0.3f}), Tensor(),
+                Tensor::from_f32({1, 1, 1}, {0.25f})};
+    double h = 0.25;
+    std::vector<float> want;
+    for (double xt : x) {
+      const double z = sig(0.3 * xt + 0.6 * h + 0.1), r = sig(-0.4 * xt + 0.5 * h);
+      const double hh = lbr ? std::tanh(0.9 * xt + 0.2 + r * (-0.7 * h + 0.3))
+                            : std::tanh(0.9 * xt + 0.2 + (r * h) * -0.7 + 0.3);
+      h = (1 - z) * hh + z * h;
+      want.push_back(static_cast<float>(h));
+    }
+    expect_near(run1(c), want);
+  }
 }
 
 /// Derivatives at and around kinks follow PyTorch: Abs'(0) = 0, HardSwish'(-3) = -0.5,

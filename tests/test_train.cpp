@@ -140,6 +140,55 @@ std::vector<OpCase> backward_cases() {
   v.back().inputs.push_back(Tensor::from_i64({2}, {3, 4}));
   v.back().is_const = {false, true};
   add("trilu_lower", make_node("Trilu", {{"upper", A::of_int(0)}}), {{2, 3, 3}});
+  // The recurrent cells (backends/common/rnn.hpp): backpropagation through time for every
+  // input, with the options PyTorch exports and ONNX allows.
+  auto recurrent = [&](std::string label, const std::string& op, std::map<std::string, Attribute> attrs, int gates,
+                       int dirs, bool batch_first, bool lens, bool states, bool peepholes) {
+    const int64_t S = 3, B = 2, I = 3, H = 2, G = gates * H;
+    OpCase c;
+    c.label = std::move(label);
+    attrs["hidden_size"] = A::of_int(H);
+    if (batch_first) attrs["layout"] = A::of_int(1);
+    c.node = make_node(op, attrs);
+    uint64_t seed = 70;
+    c.inputs = {random_tensor(batch_first ? Shape{B, S, I} : Shape{S, B, I}, seed++),
+                random_tensor({dirs, G, I}, seed++, -0.8f, 0.8f), random_tensor({dirs, G, H}, seed++, -0.8f, 0.8f),
+                random_tensor({dirs, 2 * G}, seed++, -0.5f, 0.5f)};
+    c.is_const = {false, true, true, true};
+    c.inputs.push_back(lens ? Tensor::from_i64({B}, {3, 2}) : Tensor());
+    c.is_const.push_back(true);
+    const Shape state = batch_first ? Shape{B, dirs, H} : Shape{dirs, B, H};
+    c.inputs.push_back(states ? random_tensor(state, seed++) : Tensor());
+    c.is_const.push_back(false);
+    if (op == "LSTM") {
+      c.inputs.push_back(states ? random_tensor(state, seed++) : Tensor());
+      c.is_const.push_back(false);
+      c.inputs.push_back(peepholes ? random_tensor({dirs, 3 * H}, seed++, -0.5f, 0.5f) : Tensor());
+      c.is_const.push_back(true);
+    }
+    c.opset = 14;
+    v.push_back(std::move(c));
+  };
+  recurrent("rnn_tanh", "RNN", {}, 1, 1, false, false, true, false);
+  recurrent("rnn_reverse_lens", "RNN", {{"direction", A::of_string("reverse")}}, 1, 1, false, true, false, false);
+  recurrent("gru_linear_before_reset", "GRU", {{"linear_before_reset", A::of_int(1)}}, 3, 1, true, false, true, false);
+  recurrent("gru_bidirectional_lens", "GRU", {{"direction", A::of_string("bidirectional")}}, 3, 2, false, true, true,
+            false);
+  recurrent("lstm_peepholes", "LSTM", {}, 4, 1, false, false, true, true);
+  recurrent("lstm_bidirectional_batch_first_lens", "LSTM", {{"direction", A::of_string("bidirectional")}}, 4, 2, true,
+            true, true, false);
+  recurrent("lstm_clip_softsign", "LSTM",
+            {{"clip", A::of_float(0.6f)}, {"activations", A::of_strings({"Sigmoid", "Tanh", "Softsign"})}}, 4, 1, false,
+            false, false, false);
+  {  // a strided slice, one axis backwards: the gradient lands on the picked elements only
+    OpCase c;
+    c.label = "slice_steps";
+    c.node = make_node("Slice");
+    c.inputs = {random_tensor({4, 3, 5}, 41), Tensor::from_i64({2}, {1, 4}), Tensor::from_i64({2}, {4, 0}),
+                Tensor::from_i64({2}, {0, 2}), Tensor::from_i64({2}, {2, -2})};
+    c.is_const = {false, true, true, true, true};
+    v.push_back(c);
+  }
   {  // an embedding lookup: the table's gradient is the scatter-add of the rows' (ids repeat)
     OpCase c;
     c.label = "gather_embedding";

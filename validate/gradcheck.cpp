@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "core/inputs.hpp"
 #include "core/loss.hpp"
 #include "validate/reference_forward.hpp"
 
@@ -374,9 +375,18 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
     xs.clear();
     for (size_t k = 0; k < graph.inputs.size(); ++k) {
       Tensor x = Tensor::empty(graph.value_descs.at(graph.inputs[k].name));
-      if (x.dtype() != DType::kF32) return Status::unsupported(graph.source + ": gradcheck needs float inputs");
-      for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng);
       std::vector<double>& rx = ref->input(k);
+      if (x.dtype() == DType::kI64) {  // token ids: valid for the embedding that reads them
+        const int64_t bound = index_bound(graph, graph.inputs[k].name);
+        fill_ids(x, bound > 0 ? bound : 2, rng);
+        for (int64_t i = 0; i < x.numel(); ++i) rx[i] = static_cast<double>(x.i64()[i]);
+        xs.push_back(x);
+        continue;
+      }
+      if (x.dtype() != DType::kF32)
+        return Status::unsupported(graph.source + ": input '" + graph.inputs[k].name + "' is " +
+                                   dtype_name(x.dtype()) + "; gradcheck makes up float and int64 (token id) inputs only");
+      for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng);
       for (int64_t i = 0; i < x.numel(); ++i) rx[i] = x.f32()[i];
       xs.push_back(x);
     }
@@ -390,7 +400,7 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   xs = best;
   report.ambiguous = fewest;
   for (size_t k = 0; k < xs.size(); ++k)
-    for (int64_t i = 0; i < xs[k].numel(); ++i) ref->input(k)[i] = xs[k].f32()[i];
+    for (int64_t i = 0; i < xs[k].numel(); ++i) ref->input(k)[i] = xs[k].get(i);
   MOSAIC_RETURN_IF_ERROR(plan->run(xs, nullptr));
   const size_t nout = graph.outputs.size();
   // Loss weights: labels for cross-entropy, projections r for the projection loss.

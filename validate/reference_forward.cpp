@@ -10,6 +10,7 @@
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/reduce.hpp"
+#include "backends/common/rnn.hpp"
 #include "operators/eltwise.hpp"
 #include "operators/params.hpp"
 
@@ -125,6 +126,7 @@ struct ReferenceForward::Impl {
   Status transpose(Step& s);
   Status axis_maps(Step& s, const std::vector<std::vector<int64_t>>& maps, double fill);
   Status concat(Step& s);
+  Status rnn(Step& s);
   Status on_float_kernel(Step& s);
   void near_kinks(Step& s, const std::vector<double>& x, bool fused) const;
   /// Decision a's value for input x on the piece above (or below) its kink.
@@ -149,7 +151,8 @@ bool has_double_impl(const std::string& op) {
   if (unary_op_of(op) || binary_op_of(op) || reduce_op_of(op)) return true;  // the tables' rows, in double
   static const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm",
                                "MatMul", "Softmax", "LogSoftmax", "BatchNormalization", "LayerNormalization", "LRN", "Reshape", "Flatten",
-                               "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat"};
+                               "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat",
+                               "RNN", "GRU", "LSTM"};
   return std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; }) != std::end(kOps);
 }
 
@@ -390,6 +393,7 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
     return Status::ok();
   }
   if (op == "Softmax" || op == "LogSoftmax") return softmax(s);
+  if (op == "RNN" || op == "GRU" || op == "LSTM") return rnn(s);
   if (op == "BatchNormalization") return batch_norm(s);
   if (op == "LRN") return lrn(s);
   if (op == "Transpose") return transpose(s);
@@ -686,6 +690,32 @@ Status ReferenceForward::Impl::transpose(Step& s) {
   const std::vector<double>& x = in(s, 0).v;
   DTensor& y = out(s, 0);
   each_strided(y.shape, strides, [&](int64_t i, int64_t off) { y.v[i] = x[off]; });
+  return Status::ok();
+}
+
+/// The recurrence of backends/common/rnn.hpp in double, with loop products.
+Status ReferenceForward::Impl::rnn(Step& s) {
+  MOSAIC_ASSIGN_OR_RETURN(const RnnParams p, rnn_params(s.ctx));
+  auto input = [&](size_t i) { return has_in(s, i) ? in(s, i).v.data() : nullptr; };
+  auto output = [&](size_t i) { return i < s.out.size() && s.out[i] >= 0 ? out(s, i).v.data() : nullptr; };
+  std::vector<int64_t> lens;
+  if (has_in(s, 4))
+    for (double v : in(s, 4).v) lens.push_back(static_cast<int64_t>(v));
+  RnnIO<double> io;
+  io.x = input(0);
+  io.w = input(1);
+  io.r = input(2);
+  io.b = input(3);
+  io.lens = lens.empty() ? nullptr : lens.data();
+  io.h0 = input(5);
+  io.c0 = input(6);
+  io.p = input(7);
+  MOSAIC_RETURN_IF_ERROR(check_rnn_lens(p, io.lens, s.node->label()));
+  io.y = output(0);
+  io.yh = output(1);
+  io.yc = output(2);
+  RnnTape<double> tape;
+  rnn_forward(p, io, tape, loop_gemm<double>);
   return Status::ok();
 }
 

@@ -99,12 +99,6 @@ class GemmKernel final : public Kernel {
   Activation act_;
 };
 
-void cblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a, lda, b,
-              ldb, beta, c, ldc);
-}
-
 class MatMulKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -147,6 +141,12 @@ class MatMulKernel final : public Kernel {
 };
 
 }  // namespace
+
+void cblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a, lda, b,
+              ldb, beta, c, ldc);
+}
 
 void add_gemm_kernels(BackendRegistration& r) {
   r.kernel("Gemm", make_factory<GemmKernel>());

@@ -44,4 +44,8 @@ void add_gemm_kernels(BackendRegistration& r);
 void add_eltwise_kernels(BackendRegistration& r);
 void add_norm_kernels(BackendRegistration& r);
 
+/// Row-major C = op(A) op(B) + beta C by cblas_sgemm (a GemmFn: MatMul's backward, RNNs).
+void cblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float beta, float* c, int64_t ldc);
+
 }  // namespace mosaic::im2col_impl

@@ -24,7 +24,6 @@ void add_pool_kernels(BackendRegistration& r);
 void add_gemm_kernels(BackendRegistration& r);
 void add_eltwise_kernels(BackendRegistration& r);
 void add_norm_kernels(BackendRegistration& r);
-void add_logic_kernels(BackendRegistration& r);
 void add_shape_op_kernels(BackendRegistration& r);
 void add_variadic_kernels(BackendRegistration& r);
 

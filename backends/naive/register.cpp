@@ -1,8 +1,13 @@
 // The naive oracle's registration. Its kernels are in one file per family (conv, pool, gemm,
-// eltwise, norm, logic, shape_ops, variadic; reductions and LayerNormalization are the shared loops of backends/common/); what they share is in naive_internal.hpp.
-#include "backends/common/movement.hpp"
+// eltwise, norm, shape_ops, variadic; reductions, LayerNormalization, comparisons/Where/
+// Expand and data movement are the shared loops of backends/common/); what they share is in
+// naive_internal.hpp.
 #include "backends/common/layer_norm.hpp"
+#include "backends/common/logic.hpp"
+#include "backends/common/movement.hpp"
 #include "backends/common/reduce.hpp"
+#include "backends/common/rnn.hpp"
+#include "backends/common/support.hpp"
 #include "backends/naive/naive_internal.hpp"
 
 namespace mosaic {
@@ -14,7 +19,8 @@ Status register_naive_kernels(KernelRegistry& registry) {
   naive_impl::add_gemm_kernels(r);
   naive_impl::add_eltwise_kernels(r);
   naive_impl::add_norm_kernels(r);
-  naive_impl::add_logic_kernels(r);
+  register_logic_kernels(r);
+  register_rnn_kernels(r, loop_gemm<float>, float32_data);
   naive_impl::add_shape_op_kernels(r);
   naive_impl::add_variadic_kernels(r);
   register_reduce_loop_kernels(r, {});

@@ -1,48 +1,11 @@
-// The naive oracle's Expand (broadcast copy, backward by summing over the broadcast axes),
-// Range (a sequence; usually folded at load) and Trilu (a triangle of each matrix, as causal
+// The naive oracle's Range (a sequence; usually folded at load) and Trilu (a triangle of each matrix, as causal
 // attention masks are built; backward masks the gradient the same way).
-#include <array>
 #include <cstring>
 
-#include "backends/common/broadcast.hpp"
 #include "backends/naive/naive_internal.hpp"
 
 namespace mosaic::naive_impl {
 namespace {
-
-class ExpandKernel final : public Kernel {
- public:
-  Status init(const KernelContext& ctx) {
-    in_ = {ctx.inputs[0].shape};
-    out_ = ctx.outputs[0].shape;
-    dtype_ = ctx.inputs[0].dtype;
-    return Status::ok();
-  }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const size_t bytes = dtype_size(dtype_);
-    const auto* x = static_cast<const uint8_t*>(src[0]->data());
-    auto* y = static_cast<uint8_t*>(dst[0]->data());
-    each_broadcast<1>(out_, in_, [&](int64_t i, const std::array<int64_t, 1>& o) {
-      std::memcpy(y + i * bytes, x + o[0] * bytes, bytes);
-    });
-    return Status::ok();
-  }
-  bool has_backward() const override { return dtype_ == DType::kF32; }
-  bool backward_reads_input(size_t) const override { return false; }
-  bool backward_reads_output(size_t) const override { return false; }
-  Status backward(const BackwardArgs& a) override {
-    float* dx = zeroed_grad(a, 0);  // the shape (input 1) has no gradient
-    if (!dx) return Status::ok();
-    const float* dy = a.diff_dst[0]->f32();
-    each_broadcast<1>(out_, in_, [&](int64_t i, const std::array<int64_t, 1>& o) { dx[o[0]] += dy[i]; });
-    return Status::ok();
-  }
-
- private:
-  std::array<Shape, 1> in_;
-  Shape out_;
-  DType dtype_ = DType::kF32;
-};
 
 class RangeKernel final : public Kernel {
  public:
@@ -101,7 +64,6 @@ class TriluKernel final : public Kernel {
 }  // namespace
 
 void add_shape_op_kernels(BackendRegistration& r) {
-  r.kernel("Expand", make_factory<ExpandKernel>());
   r.kernel("Range", make_factory<RangeKernel>());
   r.kernel("Trilu", make_factory<TriluKernel>());
 }

@@ -19,14 +19,14 @@ static void follow_thread_count(int threads) {
   if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
-Status TorchKernel::init_base(const KernelContext& ctx, size_t float_inputs) {
+Status TorchKernel::init_base(const KernelContext& ctx, size_t float_inputs, bool float_outputs) {
   label_ = ctx.node->label();
   training_ = ctx.training;
   threads_ = omp_get_max_threads();
   for (size_t i = 0; i < std::min(ctx.inputs.size(), float_inputs); ++i)
     if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32)
       return Status::unsupported(label_ + ": the torch backend computes float32 only (input " + std::to_string(i) + ")");
-  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+  for (size_t i = 0; i < ctx.outputs.size() && float_outputs; ++i)
     if (ctx.has_output(i) && ctx.outputs[i].dtype != DType::kF32)
       return Status::unsupported(label_ + ": the torch backend computes float32 only (output " + std::to_string(i) + ")");
   return Status::ok();
@@ -89,7 +89,8 @@ Status register_torch(PluginRegistrar& r) {
   MOSAIC_RETURN_IF_ERROR(register_eltwise(r));
   MOSAIC_RETURN_IF_ERROR(register_norm_movement(r));
   MOSAIC_RETURN_IF_ERROR(register_reduce(r));
-  return register_layer_norm(r);
+  MOSAIC_RETURN_IF_ERROR(register_layer_norm(r));
+  return register_index_ops(r);
 }
 
 }  // namespace

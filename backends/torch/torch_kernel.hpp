@@ -41,8 +41,9 @@ class TorchKernel : public Kernel {
 
  protected:
   /// Records the node and thread count; refuses non-float32 data: the first
-  /// `float_inputs` inputs (the rest are int64 shapes or pads) and every output.
-  Status init_base(const KernelContext& ctx, size_t float_inputs = SIZE_MAX);
+  /// `float_inputs` inputs (the rest are int64 shapes or pads) and, if `float_outputs`,
+  /// every output (kernels over int64 and bool tensors pass 0 and false).
+  Status init_base(const KernelContext& ctx, size_t float_inputs = SIZE_MAX, bool float_outputs = true);
   virtual void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) = 0;
   virtual void run_backward(const BackwardArgs& a);
   std::string label_;
@@ -75,6 +76,7 @@ Status register_eltwise(PluginRegistrar& r);
 Status register_norm_movement(PluginRegistrar& r);
 Status register_reduce(PluginRegistrar& r);
 Status register_layer_norm(PluginRegistrar& r);
+Status register_index_ops(PluginRegistrar& r);
 
 inline constexpr const char* kName = "torch";
 

@@ -224,6 +224,10 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
   verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
   verify_cmd->add_flag("--quiet", verify.quiet, "print only failures and the summary");
+  verify_cmd->add_option("--fallback", verify.fallback,
+                         "a backend for the nodes the checked one has no kernel for (default: none, the case is UNSUPPORTED)");
+  bool verify_no_fuse = false;
+  verify_cmd->add_flag("--no-fuse", verify_no_fuse, "run the graph as stored (no LayerNorm recognition, no activation fusion)");
   verify_cmd->add_option("--junit", verify.junit, "write the verdicts as JUnit XML (one suite per backend)");
   verify_cmd->add_flag("--per-node", verify.per_node,
                        "PATH is a model (file or zoo:NAME): compare each node alone with naive, name the first that diverges");
@@ -582,7 +586,10 @@ int main(int argc, char** argv) {
       }
       return bench.processes > 1 ? run_bench_processes(bench) : run_bench(bench);
     }
-    if (*verify_cmd) return run_verify(verify);
+    if (*verify_cmd) {
+      verify.fuse = !verify_no_fuse;
+      return run_verify(verify);
+    }
     if (*plan_cmd) {
       plan.fallback = split(plan_fallback);
       plan.fuse = !plan_no_fuse;

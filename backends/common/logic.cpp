@@ -1,11 +1,16 @@
-// The naive oracle's comparisons and logical ops (rows of kCompareOps in operators/eltwise.hpp),
-// Not, and Where (forward and backward: the gradient goes to the chosen operand).
+// Comparisons and logical ops (rows of kCompareOps in operators/eltwise.hpp), Not, Where
+// (backward: the gradient goes to the chosen operand) and Expand (a broadcast copy; backward
+// sums over the broadcast axes), one loop over the broadcast indices each, for any dtype.
+#include "backends/common/logic.hpp"
+
 #include <array>
+#include <cstring>
 
 #include "backends/common/broadcast.hpp"
-#include "backends/naive/naive_internal.hpp"
+#include "backends/common/grad.hpp"
+#include "operators/eltwise.hpp"
 
-namespace mosaic::naive_impl {
+namespace mosaic {
 namespace {
 
 class CompareKernel final : public Kernel {
@@ -86,12 +91,47 @@ class WhereKernel final : public Kernel {
   DType dtype_ = DType::kF32;
 };
 
+class ExpandKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    in_ = {ctx.inputs[0].shape};
+    out_ = ctx.outputs[0].shape;
+    dtype_ = ctx.inputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t bytes = dtype_size(dtype_);
+    const auto* x = static_cast<const uint8_t*>(src[0]->data());
+    auto* y = static_cast<uint8_t*>(dst[0]->data());
+    each_broadcast<1>(out_, in_, [&](int64_t i, const std::array<int64_t, 1>& o) {
+      std::memcpy(y + i * bytes, x + o[0] * bytes, bytes);
+    });
+    return Status::ok();
+  }
+  bool has_backward() const override { return dtype_ == DType::kF32; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = zeroed_grad(a, 0);  // the shape (input 1) has no gradient
+    if (!dx) return Status::ok();
+    const float* dy = a.diff_dst[0]->f32();
+    each_broadcast<1>(out_, in_, [&](int64_t i, const std::array<int64_t, 1>& o) { dx[o[0]] += dy[i]; });
+    return Status::ok();
+  }
+
+ private:
+  std::array<Shape, 1> in_;
+  Shape out_;
+  DType dtype_ = DType::kF32;
+};
+
 }  // namespace
 
-void add_logic_kernels(BackendRegistration& r) {
+void register_logic_kernels(BackendRegistration& r) {
+  r.kernel("Expand", make_factory<ExpandKernel>());
   for (const auto& c : kCompareOps) r.kernel(c.name, make_factory<CompareKernel>());
   r.kernel("Not", make_factory<NotKernel>());
   r.kernel("Where", make_factory<WhereKernel>());
 }
 
-}  // namespace mosaic::naive_impl
+}  // namespace mosaic

@@ -1,0 +1,42 @@
+// Helpers the pattern rewrites share (core/fuse_layer_norm.cpp, core/fuse_gelu.cpp): who
+// produces and who uses each value, scalar constants, and swapping a matched set of nodes
+// for one fused node.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/fuse.hpp"
+
+namespace mosaic::fuse {
+
+/// An index of a graph at one moment; rebuild it after every rewrite.
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g);
+  /// The node that produces `v` if its op is `op`, else nullptr.
+  const Node* made_by(const std::string& v, const char* op) const;
+  /// `v` has exactly one consumer and is not a graph output.
+  bool once(const std::string& v) const;
+  int uses(const std::string& v) const;
+  /// The only node that reads `v` (nullptr unless `once(v)`) if its op is `op`.
+  const Node* sole_consumer(const std::string& v, const char* op) const;
+  /// A float32 constant with one element.
+  std::optional<double> scalar(const std::string& v) const;
+  /// The other operand of a two-input node, given one ("" if `v` is neither).
+  static std::string other(const Node& n, const std::string& v);
+
+ private:
+  const Graph& g_;
+  std::map<std::string, size_t> producer_;
+  std::map<std::string, int> uses_;
+};
+
+/// Replaces `parts` by `fused`, placed where the last of them was (its inputs are all
+/// produced earlier), drops the parts' intermediate values (all outputs but `fused`'s)
+/// and records the fused node's name in `report`.
+void replace_nodes(Graph& g, const std::vector<const Node*>& parts, Node fused, FuseReport& report);
+
+}  // namespace mosaic::fuse

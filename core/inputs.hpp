@@ -1,0 +1,23 @@
+// What values a model's integer inputs may take: token ids feed an embedding's Gather, so
+// random inputs must stay below its vocabulary. Used by every command that makes up inputs
+// (bench, verify --per-node, gradcheck, train's synthetic tokens).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "core/graph.hpp"
+
+namespace mosaic {
+
+/// The exclusive upper bound valid values of the integer value `name` must stay below: the
+/// smallest axis length of every Gather that indexes with it (through Reshape, Unsqueeze,
+/// Squeeze, Flatten, Identity and Cast). `why` names the Gather and its data ("the 97 rows
+/// of '/tok/Gather''s 'tok.weight'"). 0 when no Gather uses it.
+int64_t index_bound(const Graph& g, const std::string& name, std::string* why = nullptr);
+
+/// Fills an int64 tensor with ids uniform in [0, bound) (bound >= 1).
+void fill_ids(Tensor& t, int64_t bound, std::mt19937_64& rng);
+
+}  // namespace mosaic
