@@ -15,12 +15,14 @@
 #include "api/train_support.hpp"
 #include "backends/registry.hpp"
 #include "core/fuse.hpp"
+#include "core/inputs.hpp"
 #include "core/loss.hpp"
 #include "core/prepare.hpp"
 #include "core/schedule.hpp"
 #include "distributed/data_parallel.hpp"
 #include "examples/zoo.hpp"
 #include "frontends/data/dataset.hpp"
+#include "frontends/data/text.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/trace.hpp"
@@ -28,8 +30,24 @@
 namespace mosaic::api {
 namespace {
 
-
 bool finite(double v) { return std::isfinite(v); }
+
+/// What token data must fit: the model's int64 input [batch, T] and the vocabulary of the
+/// embedding that reads it (core/inputs.hpp).
+Expected<TokenTask> token_task(const Graph& g, const TrainOptions& o) {
+  const TensorDesc& in = g.value_descs.at(g.inputs[0].name);
+  if (in.dtype != DType::kI64 || in.shape.size() != 2)
+    return Status::invalid("--data " + o.data + " gives token ids [batch, T]; " + o.model + "'s input '" +
+                           g.inputs[0].name + "' is " + dtype_name(in.dtype) + " " + shape_str(in.shape));
+  TokenTask task;
+  task.seq = in.shape[1];
+  task.model_vocab = index_bound(g, g.inputs[0].name);
+  if (task.model_vocab == 0)
+    return Status::invalid(o.model + ": no Gather (embedding) reads input '" + g.inputs[0].name +
+                           "', so its vocabulary is unknown");
+  MOSAIC_ASSIGN_OR_RETURN(task.objective, parse_objective(o.objective));
+  return task;
+}
 
 std::string fixed4(double v) {
   char b[32];
@@ -98,19 +116,26 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   if (!opt.ok()) return opt.status();
   auto schedule = make_schedule(o.lr_schedule, o.epochs);
   if (!schedule.ok()) return schedule.status();
+  auto g = load_trainable(o.model, o.batch);
+  if (!g.ok()) return g.status();
   DataSplits loaded;
-  if (!preloaded) {
+  if (!preloaded && is_token_spec(o.data)) {  // sequences as long as the model's, ids within its vocabulary
+    MOSAIC_ASSIGN_OR_RETURN(TokenTask task, token_task(g.value(), o));
+    MOSAIC_ASSIGN_OR_RETURN(loaded, load_token_data(o.data, task, o.seed));
+  } else if (!preloaded) {
     MOSAIC_ASSIGN_OR_RETURN(loaded, load_data(o.data, o.seed));
   }
   const DataSplits* data = preloaded ? preloaded : &loaded;
+  const bool tokens = data->train.labels.rank() == 2;  // a label per position: [N, T]
   DataSplits repeated;
   if (o.data_repeat > 1) {  // the training set R times over (the data-parallel benchmark's dataset sizes)
     repeated.test = data->test;
     repeated.train = data->train;
-    Shape is = data->train.images.shape();
+    Shape is = data->train.images.shape(), ls = data->train.labels.shape();
     is[0] *= o.data_repeat;
-    repeated.train.images = Tensor::empty({DType::kF32, is});
-    repeated.train.labels = Tensor::empty({DType::kI64, {is[0]}});
+    ls[0] *= o.data_repeat;
+    repeated.train.images = Tensor::empty({data->train.images.dtype(), is});
+    repeated.train.labels = Tensor::empty({DType::kI64, ls});
     const size_t ib = data->train.images.bytes(), lb = data->train.labels.bytes();
     for (int64_t r = 0; r < o.data_repeat; ++r) {
       std::memcpy(static_cast<char*>(repeated.train.images.data()) + r * ib, data->train.images.data(), ib);
@@ -120,25 +145,29 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   }
   auto norm = parse_normalization(o.normalize, data->train);
   if (!norm.ok()) return norm.status();
-  auto g = load_trainable(o.model, o.batch);
-  if (!g.ok()) return g.status();
   // The placement every node trains on: one backend, or a mixed one (--assign).
   Placement placement = Placement::all_on(o.backend, {"naive"});
   if (!o.assign.empty()) {
     MOSAIC_ASSIGN_OR_RETURN(placement, assign_placement(o.assign, {"naive"}));
     MOSAIC_RETURN_IF_ERROR(placement.check_names(g.value()));
   }
-  const Shape in_shape = g->value_descs.at(g->inputs[0].name).shape;
+  const TensorDesc in_desc = g->value_descs.at(g->inputs[0].name);
   Shape want{o.batch};
   want.insert(want.end(), data->train.images.shape().begin() + 1, data->train.images.shape().end());
-  if (in_shape != want)
-    return Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + shape_str(in_shape) +
-                                " but the data gives batches of " + shape_str(want));
+  if (in_desc.shape != want || in_desc.dtype != data->train.images.dtype())
+    return Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + dtype_name(in_desc.dtype) + " " +
+                           shape_str(in_desc.shape) + " but the data gives batches of " +
+                           dtype_name(data->train.images.dtype()) + " " + shape_str(want));
   const Shape out_shape = g->value_descs.at(g->outputs[0].name).shape;
-  if (out_shape != Shape{o.batch, data->train.classes})
+  // Logits: [batch, classes], or for token data one row per position [batch, T, vocabulary].
+  Shape logits{o.batch};
+  if (tokens) logits.push_back(data->train.labels.dim(1));
+  logits.push_back(data->train.classes);
+  if (out_shape != logits)
     return Status::invalid(o.model + ": output '" + g->outputs[0].name + "' is " + shape_str(out_shape) +
-                                ", expected [" + std::to_string(o.batch) + "," + std::to_string(data->train.classes) +
-                                "] logits");
+                           ", expected " + shape_str(logits) + " logits");
+  Shape label_shape{o.batch};
+  if (tokens) label_shape.push_back(data->train.labels.dim(1));
   PlanOptions po;
   po.training = true;
   po.seed = o.seed;
@@ -208,27 +237,35 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   if (!eval.ok()) return eval.status();
 
   // Data-parallel: each rank evaluates its contiguous share of the set; the counts are summed.
-  auto evaluate = [&](const Dataset& d) -> Expected<double> {
+  // Accuracy and loss over the scored rows: images, or (token data) positions not ignored.
+  struct Evaluation {
+    double accuracy = 0, loss = 0;
+  };
+  auto evaluate = [&](const Dataset& d) -> Expected<Evaluation> {
     Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
-    const int64_t per = x.numel() / eval_batch;
+    Shape ls = d.labels.shape();
+    ls[0] = eval_batch;
+    Tensor labels = Tensor::empty({DType::kI64, ls});
+    const size_t bytes = x.bytes() / static_cast<size_t>(eval_batch);
+    const int64_t per = x.numel() / eval_batch, per_label = labels.numel() / eval_batch;
     const int64_t rank = dp ? dp->rank() : 0, lo = d.size() * rank / ranks, hi = d.size() * (rank + 1) / ranks;
-    int64_t correct = 0;
+    double sums[3] = {0, 0, 0};  // correct, scored rows, loss x rows
     for (int64_t start = lo; start < hi; start += eval_batch) {
       const int64_t m = std::min(eval_batch, hi - start);
-      std::fill(x.f32(), x.f32() + x.numel(), 0.f);
-      std::copy(d.images.f32() + start * per, d.images.f32() + (start + m) * per, x.f32());
+      std::memset(x.data(), 0, x.bytes());
+      std::memcpy(x.data(), static_cast<const char*>(d.images.data()) + start * bytes, m * bytes);
+      std::fill(labels.i64(), labels.i64() + labels.numel(), kIgnoreIndex);  // padding rows do not count
+      std::copy(d.labels.i64() + start * per_label, d.labels.i64() + (start + m) * per_label, labels.i64());
       if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
       MOSAIC_RETURN_IF_ERROR(eval.value()->run({x}, nullptr));
-      const Tensor& y = eval.value()->output(0);
-      const int64_t c = y.dim(1);
-      for (int64_t i = 0; i < m; ++i) {
-        const float* row = y.f32() + i * c;
-        correct += std::max_element(row, row + c) - row == d.labels.i64()[start + i];
-      }
+      MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(eval.value()->output(0), labels, nullptr));
+      sums[0] += static_cast<double>(l.correct);
+      sums[1] += static_cast<double>(l.counted);
+      sums[2] += l.loss * static_cast<double>(l.counted);
     }
-    double total = static_cast<double>(correct);
-    if (dp) dp->sum(&total, 1);
-    return total / static_cast<double>(d.size());
+    if (dp) dp->sum(sums, 3);
+    if (sums[1] == 0) return Evaluation{};
+    return Evaluation{sums[0] / sums[1], sums[2] / sums[1]};
   };
 
   BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
@@ -236,7 +273,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   if (dp) it.set_shard(dp->rank(), ranks);  // one shared order per epoch; this rank's slice of each global batch
   const int64_t first_epoch = resumed.header.value("epoch", int64_t{0}) + 1;
   for (int64_t e = 1; e < first_epoch; ++e) it.start_epoch();  // the shuffles of the epochs already trained
-  Prefetcher loader(it, want, o.batch, o.prefetch);
+  Prefetcher loader(it, {data->train.images.dtype(), want}, label_shape, o.prefetch);
   Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
   nlohmann::json& log = result.log;
   log = {{"schema", "mosaic.train/1"}, {"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
@@ -246,6 +283,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   log["steps"] = nlohmann::json::array();
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
+  if (tokens) log["objective"] = o.objective;
   if (!o.assign.empty()) log["assign"] = o.assign;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
   if (verbose && dp) {
@@ -280,13 +318,18 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       std::printf("resumed from %s: %lld epoch(s), %lld steps done\n", o.resume.c_str(),
                   static_cast<long long>(first_epoch - 1), static_cast<long long>(step));
   }
+  // Per-step schedules (warmup-linear) need the run's length in steps.
+  const int64_t per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, it.batches_per_epoch()) : it.batches_per_epoch();
+  const int64_t total_steps = o.steps > 0 ? std::min(o.steps, per_epoch * o.epochs) : per_epoch * o.epochs;
   for (int64_t epoch = first_epoch; epoch <= o.epochs && diverged.empty(); ++epoch) {
     opt.value()->set_lr(schedule.value()->lr(o.opt.lr, epoch - 1));
     loader.start_epoch();
     const int64_t t0 = now_ns();
     const int64_t load0 = loader.load_ns(), wait0 = loader.wait_ns();
     double loss_sum = 0;
-    int64_t correct = 0, seen = 0, trained = 0;  // seen: images behind the losses; trained: all workers' images
+    // seen: the scored rows behind the losses (images, or token positions not ignored);
+    // trained: all workers' samples (images or sequences)
+    int64_t correct = 0, seen = 0, trained = 0;
     Progress progress(o.progress_label + "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs));
     int64_t epoch_steps = it.batches_per_epoch();
     if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
@@ -299,6 +342,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
         std::snprintf(loss_text, sizeof loss_text, "train loss %.4f", loss_sum / static_cast<double>(b));
         progress.update(static_cast<double>(b), static_cast<double>(epoch_steps), loss_text);
       }
+      if (schedule.value()->per_step()) opt.value()->set_lr(schedule.value()->lr_at_step(o.opt.lr, step, total_steps));
       const Tensor *images = nullptr, *labels = nullptr;
       const int64_t td = trace ? now_ns() : 0;
       loader.next(b, &images, &labels);
@@ -309,14 +353,15 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
       if (!loss.ok()) return loss.status();
       if (dp && dp->global_losses()) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
-        double sums[2] = {loss->loss, static_cast<double>(loss->correct)};
-        dp->sum(sums, 2);
+        double sums[3] = {loss->loss, static_cast<double>(loss->correct), static_cast<double>(loss->counted)};
+        dp->sum(sums, 3);
         loss->loss = sums[0] / ranks;
         loss->correct = static_cast<int64_t>(sums[1]);
+        loss->counted = static_cast<int64_t>(sums[2]);
       }
       const int64_t tb = trace ? now_ns() : 0;
       ++step;
-      log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}});
+      log["steps"].push_back({{"step", step}, {"epoch", epoch}, {"loss", loss->loss}, {"lr", opt.value()->lr()}});
       if (!finite(loss->loss)) {
         diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step);
         // ps-async workers do not share losses: the others cannot know; end the job.
@@ -325,7 +370,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       }
       loss_sum += loss->loss;
       correct += loss->correct;
-      seen += o.batch * (dp && !dp->global_losses() ? 1 : ranks);
+      seen += loss->counted;
       trained += o.batch * ranks;
       if (dp) dp->begin_step(opt.value()->lr());
       st = P.backward({dlogits}, trace, step - 1, dp ? dp->listener() : nullptr);
@@ -363,22 +408,26 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
         if (!std::isfinite(p.value.f32()[i]))
           diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step) + " (weights)";
     if (!diverged.empty()) break;
-    Expected<double> test_acc = -1.0;
+    Expected<Evaluation> test = Evaluation{-1.0, 0.0};
     const int64_t te0 = now_ns();
-    if (o.evaluate) test_acc = evaluate(data->test);
+    if (o.evaluate) test = evaluate(data->test);
     if (trace) {
       trace->span("epoch " + std::to_string(epoch), "epoch", t0, te0, step - 1);
       if (o.evaluate) trace->span("evaluate", "epoch", te0, now_ns(), step - 1);
     }
-    if (!test_acc.ok()) return test_acc.status();
+    if (!test.ok()) return test.status();
+    const Expected<double> test_acc = test->accuracy;
     const int64_t batches = trained / (o.batch * ranks);
     const double train_loss = batches ? loss_sum / batches : 0.0;
     const double train_acc = seen ? static_cast<double>(correct) / seen : 0.0;
+    const double seq_len = tokens ? static_cast<double>(data->train.labels.dim(1)) : 1.0;
     if (verbose)
-      std::printf("epoch %lld: %.2f s, %.0f images/s, train loss %.4f, train acc %.4f, test acc %s; data loading "
+      std::printf("epoch %lld: %.2f s, %.0f %s/s%s, train loss %.4f, train acc %.4f, test acc %s%s; data loading "
                   "%.2f s, %.2f s of it exposed\n",
-                  static_cast<long long>(epoch), secs, trained / secs, train_loss, train_acc,
-                  o.evaluate ? fixed4(test_acc.value()).c_str() : "-", load_s, wait_s);
+                  static_cast<long long>(epoch), secs, trained / secs, tokens ? "sequences" : "images",
+                  tokens ? (" (" + std::to_string(static_cast<long long>(trained * seq_len / secs)) + " tokens/s)").c_str() : "",
+                  train_loss, train_acc, o.evaluate ? fixed4(test_acc.value()).c_str() : "-",
+                  o.evaluate && tokens ? (", test loss " + fixed4(test->loss)).c_str() : "", load_s, wait_s);
     if (epoch == 1 && batches >= kChanceMinSteps) {
       const std::string why = chance_level(train_loss, train_acc, data->train.classes);
       if (!why.empty()) {
@@ -396,9 +445,11 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                              {"lr", opt.value()->lr()},
                              {"seconds", secs},
                              {"images_per_s", trained / secs},
+                             {"tokens_per_s", trained * seq_len / secs},
                              {"train_loss", train_loss},
                              {"train_accuracy", train_acc},
                              {"test_accuracy", o.evaluate ? nlohmann::json(test_acc.value()) : nlohmann::json()},
+                             {"test_loss", o.evaluate ? nlohmann::json(test->loss) : nlohmann::json()},
                              {"data_load_s", load_s},
                              {"data_wait_s", wait_s}});
     if (!o.checkpoint.empty() && (!dp || dp->world_rank() == 0)) {

@@ -26,6 +26,8 @@ struct TrainOptions {
   std::string model, data = "fashion-mnist", backend = default_backend(), optimizer = "sgd", json;
   std::string assign;  ///< a mixed placement instead of --backend (bench --assign syntax or a YAML file)
   std::string lr_schedule = "constant";
+  /// Token data (text:FILE, synthetic-tokens:...): next-token (GPT) or masked-lm (BERT).
+  std::string objective = "next-token";
   std::string save;  ///< write the trained model (ONNX) here
   std::string checkpoint;  ///< write a checkpoint here at every epoch end (api/checkpoint.hpp)
   std::string resume;      ///< continue from this checkpoint

@@ -1,20 +1,37 @@
 #include "core/loss.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mosaic {
 
-Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits) {
-  if (logits.rank() != 2) return Status::invalid("cross-entropy needs logits [N, C], got " + shape_str(logits.shape()));
-  const int64_t n = logits.dim(0), c = logits.dim(1);
-  if (labels.numel() != n) return Status::invalid("cross-entropy: " + std::to_string(labels.numel()) + " labels for " +
-                                                  std::to_string(n) + " rows");
+Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                                          int64_t ignore_index) {
+  if (logits.rank() < 2)
+    return Status::invalid("cross-entropy needs logits [N, C] or [N, T, V], got " + shape_str(logits.shape()));
+  const int64_t c = logits.shape().back(), n = logits.numel() / std::max<int64_t>(c, 1);
+  if (labels.numel() != n)
+    return Status::invalid("cross-entropy: " + std::to_string(labels.numel()) + " labels for " + std::to_string(n) +
+                           " rows of logits " + shape_str(logits.shape()));
   LossValue r;
+  for (int64_t i = 0; i < n; ++i) {  // the rows that count, before any arithmetic
+    const int64_t label = static_cast<int64_t>(labels.get(i));
+    if (label == ignore_index) continue;
+    if (label < 0 || label >= c)
+      return Status::invalid("cross-entropy: label " + std::to_string(label) + " (element " + std::to_string(i) +
+                             ") outside [0, " + std::to_string(c) + ")" +
+                             (ignore_index < 0 ? " and not the ignore index " + std::to_string(ignore_index) : ""));
+    ++r.counted;
+  }
   double total = 0;
+  const double scale = r.counted > 0 ? 1.0 / static_cast<double>(r.counted) : 0.0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t label = static_cast<int64_t>(labels.get(i));
-    if (label < 0 || label >= c)
-      return Status::invalid("cross-entropy: label " + std::to_string(label) + " outside [0, " + std::to_string(c) + ")");
+    float* d = dlogits ? dlogits->f32() + i * c : nullptr;
+    if (label == ignore_index) {
+      if (d) std::fill(d, d + c, 0.f);
+      continue;
+    }
     const float* x = logits.f32() + i * c;
     int64_t arg = 0;
     float mx = x[0];
@@ -28,13 +45,11 @@ Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& la
     const double lse = mx + std::log(sum);
     total += lse - x[label];
     r.correct += arg == label;
-    if (dlogits) {
-      float* d = dlogits->f32() + i * c;
+    if (d)
       for (int64_t j = 0; j < c; ++j)
-        d[j] = static_cast<float>((std::exp(x[j] - lse) - (j == label ? 1.0 : 0.0)) / static_cast<double>(n));
-    }
+        d[j] = static_cast<float>((std::exp(x[j] - lse) - (j == label ? 1.0 : 0.0)) * scale);
   }
-  r.loss = total / static_cast<double>(n);
+  r.loss = total * scale;
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include "core/schedule.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -34,6 +35,21 @@ class Cosine final : public LrSchedule {
   int64_t total_;
 };
 
+class WarmupLinear final : public LrSchedule {
+ public:
+  explicit WarmupLinear(int64_t warmup) : warmup_(warmup) {}
+  double lr(double base, int64_t) const override { return base; }
+  bool per_step() const override { return true; }
+  double lr_at_step(double base, int64_t step, int64_t total) const override {
+    if (step < warmup_) return base * static_cast<double>(step) / static_cast<double>(warmup_);
+    if (total <= warmup_) return base;
+    return base * std::max(0.0, static_cast<double>(total - step) / static_cast<double>(total - warmup_));
+  }
+
+ private:
+  int64_t warmup_;
+};
+
 }  // namespace
 
 Expected<std::unique_ptr<LrSchedule>> make_schedule(const std::string& spec, int64_t total_epochs) {
@@ -48,7 +64,12 @@ Expected<std::unique_ptr<LrSchedule>> make_schedule(const std::string& spec, int
       if (*end2 == '\0' && gamma > 0) return std::unique_ptr<LrSchedule>(new Step(every, gamma));
     }
   }
-  return Status::invalid("--lr-schedule '" + spec + "': expected constant, cosine or step:EPOCHS:GAMMA");
+  if (spec.rfind("warmup-linear:", 0) == 0) {
+    char* end = nullptr;
+    const long long warmup = std::strtoll(spec.c_str() + 14, &end, 10);
+    if (spec.size() > 14 && *end == '\0' && warmup >= 0) return std::unique_ptr<LrSchedule>(new WarmupLinear(warmup));
+  }
+  return Status::invalid("--lr-schedule '" + spec + "': expected constant, cosine, step:EPOCHS:GAMMA or warmup-linear:STEPS");
 }
 
 }  // namespace mosaic

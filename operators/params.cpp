@@ -357,4 +357,46 @@ Expected<std::vector<int64_t>> transpose_perm(const OpContext& ctx) {
   return perm;
 }
 
+Expected<SplitParams> split_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  SplitParams p;
+  MOSAIC_ASSIGN_OR_RETURN(p.axis, normalize_axis(n.attr_int("axis", 0), static_cast<int64_t>(x.size()), n));
+  const int64_t d = x[static_cast<size_t>(p.axis)];
+  const int64_t outputs = static_cast<int64_t>(n.outputs.size());
+  if (ctx.has_input(1)) {
+    if (ctx.opset < 13) return Status::invalid(n.label() + ": before opset 13 split is an attribute, not an input");
+    const Tensor* t = ctx.constant(1);
+    if (!t) return Status::unsupported(n.label() + ": the split lengths must be a constant known at load time");
+    p.sizes = t->to_i64_vector();
+  } else if (n.has_attr("split")) {
+    if (ctx.opset >= 13) return Status::invalid(n.label() + ": from opset 13 split is an input, not an attribute");
+    p.sizes = n.attr_ints("split");
+  } else if (n.has_attr("num_outputs")) {
+    const int64_t k = n.attr_int("num_outputs", 0);
+    if (k != outputs || k < 1)
+      return Status::invalid(n.label() + ": num_outputs " + std::to_string(k) + " but " + std::to_string(outputs) +
+                             " outputs");
+    const int64_t each = (d + k - 1) / k;
+    for (int64_t i = 0; i < k; ++i) p.sizes.push_back(std::max<int64_t>(0, std::min(each, d - i * each)));
+  } else {
+    if (outputs < 1 || d % outputs != 0)
+      return Status::invalid(n.label() + ": axis of " + std::to_string(d) + " does not split into " +
+                             std::to_string(outputs) + " equal parts");
+    p.sizes.assign(static_cast<size_t>(outputs), d / outputs);
+  }
+  if (static_cast<int64_t>(p.sizes.size()) != outputs)
+    return Status::invalid(n.label() + ": " + std::to_string(p.sizes.size()) + " split lengths for " +
+                           std::to_string(outputs) + " outputs");
+  int64_t sum = 0;
+  for (int64_t v : p.sizes) {
+    if (v < 0) return Status::invalid(n.label() + ": negative split length " + std::to_string(v));
+    sum += v;
+  }
+  if (sum != d)
+    return Status::invalid(n.label() + ": split lengths sum to " + std::to_string(sum) + ", the axis has " +
+                           std::to_string(d));
+  return p;
+}
+
 }  // namespace mosaic

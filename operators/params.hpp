@@ -169,6 +169,15 @@ Expected<LrnParams> lrn_params(const OpContext& ctx);
 /// Transpose permutation (default: reversed axes), validated.
 Expected<std::vector<int64_t>> transpose_perm(const OpContext& ctx);
 
+/// Split: the axis and each output's length along it, from the `split` input (opset 13+,
+/// a constant) or attribute, else num_outputs (opset 18: ceil(d / n) each, the last the
+/// rest), else equal parts (the axis must divide evenly). The lengths sum to the axis.
+struct SplitParams {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;
+};
+Expected<SplitParams> split_params(const OpContext& ctx);
+
 /// Slice resolved per input axis as {start, step, output length} (clamped as ONNX specifies).
 Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const OpContext& ctx);
 

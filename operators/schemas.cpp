@@ -238,6 +238,17 @@ Result infer_concat(const OpContext& c) {
   return Descs{{in0(c).dtype, out}};
 }
 
+Result infer_split(const OpContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(const SplitParams p, split_params(c));
+  Descs out;
+  for (int64_t len : p.sizes) {
+    Shape s = in0(c).shape;
+    s[static_cast<size_t>(p.axis)] = len;
+    out.push_back({in0(c).dtype, s});
+  }
+  return out;
+}
+
 Result infer_pad(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(c));
   Shape out = in0(c).shape;
@@ -674,6 +685,8 @@ std::map<std::string, OpSchema> build_table() {
   add("Reshape", 1, 2, 1, 1, infer_reshape, f_zero, false, "reshape (0 copies, -1 infers)");
   add("Transpose", 1, 1, 1, 1, infer_transpose, f_zero, false, "permute axes");
   add("Concat", 1, 1 << 20, 1, 1, infer_concat, f_zero, false, "join along axis");
+  add("Split", 1, 2, 1, 1 << 20, infer_split, f_zero, false, "cut along axis into parts (lengths, num_outputs or equal)");
+  t["Split"].non_trainable_inputs = {1};
   add("Pad", 1, 4, 1, 1, infer_pad, f_zero, false, "constant / reflect / edge padding");
   add("Softmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "exp(x) / sum exp(x) along axis");
   add("LogSoftmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "x - log sum exp(x) along axis");

@@ -23,10 +23,11 @@ done
 [ -x "$root/build/mosaic" ] || { echo "readme_check: build/mosaic is missing: run scripts/setup.sh first" >&2; exit 2; }
 work=$(mktemp -d /tmp/mosaic-readme-XXXXXX)
 [ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
-# The folder looks like the repository root to the commands: build/ is a link, the sweep
+# The folder looks like the repository root to the commands: build/ and tests/ are links, the sweep
 # files a copy (their output, ../../sweeps/NAME, must land in the scratch folder: through a
 # link, '..' would climb out of the repository's examples/ instead).
 ln -s "$root/build" "$work/build"
+ln -s "$root/tests" "$work/tests"  # the exporter scripts the README runs
 mkdir -p "$work/examples"
 cp -r "$root/examples/sweeps" "$work/examples/sweeps"
 cd "$work"

@@ -265,6 +265,27 @@ std::vector<OpCase> cases() {
     c.inputs = {boolean({3, 5}, seed++)};
     v.push_back(c);
   }
+  {  // Split: lengths as an input (opset 13), equal parts, uneven num_outputs (opset 18)
+    OpCase c;
+    c.label = "split_lengths";
+    c.node = make_node("Split", {{"axis", A::of_int(2)}});
+    c.node.outputs = {"y0", "y1", "y2"};
+    c.inputs = {random_tensor({2, 3, 9}, seed++), Tensor::from_i64({3}, {2, 4, 3})};
+    c.is_const = {false, true};
+    v.push_back(c);
+    c.label = "split_equal_axis0";
+    c.node = make_node("Split");
+    c.node.outputs = {"y0", "y1"};
+    c.inputs = {random_tensor({4, 5}, seed++)};
+    c.is_const = {};
+    v.push_back(c);
+    c.label = "split_num_outputs";
+    c.node = make_node("Split", {{"axis", A::of_int(-1)}, {"num_outputs", A::of_int(3)}});
+    c.node.outputs = {"y0", "y1", "y2"};
+    c.inputs = {random_tensor({3, 7}, seed++)};
+    c.opset = 18;
+    v.push_back(c);
+  }
   // Recurrent cells: the options PyTorch exports (bidirectional LSTM, GRU with
   // linear_before_reset, batch-first layout) and lengths.
   auto recurrent = [&](std::string label, const std::string& op, std::map<std::string, A> attrs, int gates, int dirs,

@@ -204,7 +204,7 @@ TEST_F(Cli, TrainLearnsSavesAndDetectsDivergence) {
   // Bad inputs: data that does not fit the model, unknown optimizer, missing data.
   r = mosaic("train zoo:fmnist-cnn --data synthetic:32,3,32,32,10 --batch 4");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("but the data gives batches of [4,3,32,32]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("but the data gives batches of float32 [4,3,32,32]"), std::string::npos) << r.out;
   r = mosaic("train zoo:fmnist-cnn --data synthetic:32,1,28,28,10 --optimizer lion");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("unknown optimizer 'lion'"), std::string::npos);

@@ -364,6 +364,23 @@ TEST(Naive, GatherRefusesIdsOutsideTheTable) {
   EXPECT_FALSE(run_on(c, "naive", &out).is_ok());
 }
 
+TEST(Naive, SplitByHand) {
+  OpCase c;
+  c.node = make_node("Split", {{"axis", A::of_int(1)}});
+  c.node.outputs = {"a", "b"};
+  c.inputs = {Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor::from_i64({2}, {1, 2})};
+  c.is_const = {false, true};
+  std::vector<Tensor> out;
+  ASSERT_TRUE(run_on(c, "naive", &out).is_ok());
+  ASSERT_EQ(out.size(), 2u);
+  expect_near(std::vector<float>(out[0].f32(), out[0].f32() + 2), {1, 4});
+  expect_near(std::vector<float>(out[1].f32(), out[1].f32() + 4), {2, 3, 5, 6});
+  c.inputs[1] = Tensor::from_i64({2}, {1, 1});  // lengths that do not cover the axis
+  const Status st = run_on(c, "naive", &out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("split lengths sum to 2, the axis has 3"), std::string::npos) << st.message();
+}
+
 /// LSTM and GRU over two steps with one hidden unit, against ONNX's equations written out
 /// (gate orders i o f c and z r h; GRU both ways of applying the reset gate).
 TEST(Naive, RecurrentCellsByHand) {

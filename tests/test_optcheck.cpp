@@ -223,7 +223,8 @@ TEST(Datasets, BackgroundLoaderGivesTheSameBatches) {
   auto data = load_data("synthetic:100,1,5,5,4", 9);
   ASSERT_TRUE(data.ok());
   BatchIterator a(data->train, 8, true, 5), b(data->train, 8, true, 5);
-  Prefetcher threaded(a, {8, 1, 5, 5}, 8, true), inline_(b, {8, 1, 5, 5}, 8, false);
+  const TensorDesc images{DType::kF32, {8, 1, 5, 5}};
+  Prefetcher threaded(a, images, {8}, true), inline_(b, images, {8}, false);
   for (int epoch = 0; epoch < 3; ++epoch) {
     threaded.start_epoch();
     inline_.start_epoch();

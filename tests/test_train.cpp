@@ -180,6 +180,15 @@ std::vector<OpCase> backward_cases() {
   recurrent("lstm_clip_softsign", "LSTM",
             {{"clip", A::of_float(0.6f)}, {"activations", A::of_strings({"Sigmoid", "Tanh", "Softsign"})}}, 4, 1, false,
             false, false, false);
+  {  // Split (fused QKV projections): each part's gradient into its slab
+    OpCase c;
+    c.label = "split";
+    c.node = make_node("Split", {{"axis", A::of_int(1)}});
+    c.node.outputs = {"q", "k", "v"};
+    c.inputs = {random_tensor({2, 7, 3}, 42), Tensor::from_i64({3}, {2, 2, 3})};
+    c.is_const = {false, true};
+    v.push_back(c);
+  }
   {  // a strided slice, one axis backwards: the gradient lands on the picked elements only
     OpCase c;
     c.label = "slice_steps";
@@ -624,6 +633,28 @@ TEST(Loss, CrossEntropyByHand) {
   EXPECT_NEAR(d.f32()[2], (0.6652410 - 1) / 2, 1e-6);
   EXPECT_NEAR(d.f32()[3], (1.0 / 3 - 1) / 2, 1e-6);
   EXPECT_FALSE(softmax_cross_entropy(logits, Tensor::from_i64({2}, {3, 0}), nullptr).ok()) << "label out of range";
+}
+
+TEST(Loss, TokenCrossEntropyIgnoresPaddedPositions) {
+  // [N = 1, T = 3, V = 3]: the same two rows as above plus an ignored one; the mean is over
+  // the two counted rows, the ignored row's gradient is zero.
+  Tensor logits = Tensor::from_f32({1, 3, 3}, {1, 2, 3, 9, -9, 4, 0, 0, 0});
+  Tensor labels = Tensor::from_i64({1, 3}, {2, kIgnoreIndex, 0});
+  Tensor d = Tensor::empty({DType::kF32, {1, 3, 3}});
+  auto l = softmax_cross_entropy(logits, labels, &d);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_NEAR(l->loss, (0.4076059 + 1.0986123) / 2, 1e-6);
+  EXPECT_EQ(l->counted, 2);
+  EXPECT_EQ(l->correct, 2);
+  for (int j = 3; j < 6; ++j) EXPECT_EQ(d.f32()[j], 0.f);
+  EXPECT_NEAR(d.f32()[6], (1.0 / 3 - 1) / 2, 1e-6);
+  // A label shape that does not match the rows, and an out-of-range label, name the problem.
+  auto bad = softmax_cross_entropy(logits, Tensor::from_i64({2}, {0, 0}), nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("2 labels for 3 rows"), std::string::npos) << bad.status().message();
+  bad = softmax_cross_entropy(logits, Tensor::from_i64({1, 3}, {0, 7, 0}), nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("label 7 (element 1)"), std::string::npos) << bad.status().message();
 }
 
 /// Runs `steps` updates of one scalar parameter with the given gradients.

@@ -127,6 +127,7 @@ struct ReferenceForward::Impl {
   Status axis_maps(Step& s, const std::vector<std::vector<int64_t>>& maps, double fill);
   Status concat(Step& s);
   Status rnn(Step& s);
+  Status split(Step& s);
   Status on_float_kernel(Step& s);
   void near_kinks(Step& s, const std::vector<double>& x, bool fused) const;
   /// Decision a's value for input x on the piece above (or below) its kink.
@@ -152,7 +153,7 @@ bool has_double_impl(const std::string& op) {
   static const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm",
                                "MatMul", "Softmax", "LogSoftmax", "BatchNormalization", "LayerNormalization", "LRN", "Reshape", "Flatten",
                                "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat",
-                               "RNN", "GRU", "LSTM"};
+                               "RNN", "GRU", "LSTM", "Split"};
   return std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; }) != std::end(kOps);
 }
 
@@ -394,6 +395,7 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
   }
   if (op == "Softmax" || op == "LogSoftmax") return softmax(s);
   if (op == "RNN" || op == "GRU" || op == "LSTM") return rnn(s);
+  if (op == "Split") return split(s);
   if (op == "BatchNormalization") return batch_norm(s);
   if (op == "LRN") return lrn(s);
   if (op == "Transpose") return transpose(s);
@@ -690,6 +692,29 @@ Status ReferenceForward::Impl::transpose(Step& s) {
   const std::vector<double>& x = in(s, 0).v;
   DTensor& y = out(s, 0);
   each_strided(y.shape, strides, [&](int64_t i, int64_t off) { y.v[i] = x[off]; });
+  return Status::ok();
+}
+
+/// Split: output i is the slab of every outer index at its offset (Concat's inverse).
+Status ReferenceForward::Impl::split(Step& s) {
+  MOSAIC_ASSIGN_OR_RETURN(const SplitParams p, split_params(s.ctx));
+  const std::vector<double>& x = in(s, 0).v;
+  const Shape& shape = in(s, 0).shape;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < p.axis; ++i) outer *= shape[i];
+  for (size_t i = static_cast<size_t>(p.axis) + 1; i < shape.size(); ++i) inner *= shape[i];
+  const int64_t d = shape[static_cast<size_t>(p.axis)];
+  int64_t offset = 0;
+  for (size_t k = 0; k < p.sizes.size(); ++k) {
+    if (k < s.out.size() && s.out[k] >= 0) {
+      DTensor& y = out(s, k);
+      const int64_t chunk = p.sizes[k] * inner;
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy(x.begin() + (o * d + offset) * inner, x.begin() + (o * d + offset) * inner + chunk,
+                  y.v.begin() + o * chunk);
+    }
+    offset += p.sizes[k];
+  }
   return Status::ok();
 }
 

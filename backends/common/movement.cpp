@@ -232,6 +232,52 @@ class ConcatKernel final : public Kernel {
   std::vector<int64_t> chunk_;
 };
 
+/// Split: each output is a slab of every outer index (Concat's inverse); backward writes
+/// each output's gradient into its slab of dX (zeros where an output has none).
+class SplitKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(const SplitParams p, split_params(ctx));
+    const Shape& x = ctx.inputs[0].shape;
+    esize_ = dtype_size(ctx.inputs[0].dtype);
+    outer_ = 1;
+    for (int64_t i = 0; i < p.axis; ++i) outer_ *= x[i];
+    int64_t inner = 1;
+    for (size_t i = static_cast<size_t>(p.axis) + 1; i < x.size(); ++i) inner *= x[i];
+    for (int64_t len : p.sizes) chunk_.push_back(len * inner * static_cast<int64_t>(esize_));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto* in = static_cast<const char*>(src[0]->data());
+    for (int64_t o = 0; o < outer_; ++o)
+      for (size_t i = 0; i < chunk_.size(); ++i) {
+        if (dst[i]) std::memcpy(static_cast<char*>(dst[i]->data()) + o * chunk_[i], in, chunk_[i]);
+        in += chunk_[i];
+      }
+    return Status::ok();
+  }
+  bool has_backward() const override { return esize_ == 4; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return Status::ok();
+    auto* dx = static_cast<char*>(a.diff_src[0]->data());
+    for (int64_t o = 0; o < outer_; ++o)
+      for (size_t i = 0; i < chunk_.size(); ++i) {
+        const Tensor* dy = i < a.diff_dst.size() ? a.diff_dst[i] : nullptr;
+        if (dy) std::memcpy(dx, static_cast<const char*>(dy->data()) + o * chunk_[i], chunk_[i]);
+        else std::memset(dx, 0, chunk_[i]);
+        dx += chunk_[i];
+      }
+    return Status::ok();
+  }
+
+ private:
+  size_t esize_ = 4;
+  int64_t outer_ = 1;
+  std::vector<int64_t> chunk_;
+};
+
 /// Copies an output whose every element maps to one input element (or a fill value),
 /// given a per-axis index map; used by Slice and Pad. Planes (all axes but the last two)
 /// are processed in parallel, rows within a plane in order, and the last axis is copied as
@@ -620,7 +666,7 @@ void register_movement_kernel(BackendRegistration& r, const std::string& op) {
       {"Slice", make_factory<SliceKernel>()},         {"Pad", make_factory<PadKernel>()},
       {"Gather", make_factory<GatherKernel>()},       {"Cast", make_factory<CastKernel>()},
       {"Shape", make_factory<ShapeKernel>()},         {"Constant", make_factory<ConstantKernel>()},
-      {"Size", make_factory<ShapeKernel>()},
+      {"Size", make_factory<ShapeKernel>()},          {"Split", make_factory<SplitKernel>()},
       {"ConstantOfShape", make_factory<ConstantOfShapeKernel>()}};
   auto it = kFactories.find(op);
   if (it == kFactories.end()) {

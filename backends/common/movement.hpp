@@ -14,8 +14,8 @@ void register_view_kernels(BackendRegistration& r);
 /// The kernel of a view op: output 0 is input 0's memory under the output's shape (no
 /// forward runs), and the executor passes gradients through. Plugins register it too.
 KernelFactory view_kernel_factory();
-/// Registers one movement op by name ("Transpose", "Concat", "Slice", "Gather", "Pad",
-/// "Cast", "Shape", "Constant", "ConstantOfShape").
+/// Registers one movement op by name ("Transpose", "Concat", "Split", "Slice", "Gather",
+/// "Pad", "Cast", "Shape", "Constant", "ConstantOfShape").
 void register_movement_kernel(BackendRegistration& r, const std::string& op);
 
 /// Per output axis, the input index each output index reads (-1: the fill value). Slice and

@@ -28,7 +28,7 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   im2col_impl::add_eltwise_kernels(r);
   im2col_impl::add_norm_kernels(r);
   register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Pad", "Gather", "Slice", "Cast"}) register_movement_kernel(r, op);
+  for (const char* op : {"Transpose", "Concat", "Split", "Pad", "Gather", "Slice", "Cast"}) register_movement_kernel(r, op);
   register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
   register_layer_norm_loop_kernel(r, float32_only);
   register_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen

@@ -27,7 +27,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_arg_extreme_kernels(r);
   register_layer_norm_loop_kernel(r, {});
   register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Slice", "Pad", "Gather", "Cast", "Shape", "Size", "Constant", "ConstantOfShape"})
+  for (const char* op : {"Transpose", "Concat", "Split", "Slice", "Pad", "Gather", "Cast", "Shape", "Size", "Constant", "ConstantOfShape"})
     register_movement_kernel(r, op);
   return r.status();
 }

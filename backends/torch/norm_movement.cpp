@@ -1,5 +1,5 @@
 // torch: BatchNormalization (at::native_batch_norm and its backward, the functions
-// torch.nn.BatchNorm2d calls), Concat (at::cat), constant Pad (at::constant_pad_nd), and
+// torch.nn.BatchNorm2d calls), Concat (at::cat), Split (narrow), constant Pad (at::constant_pad_nd), and
 // the view ops, which move no data (Mosaic's view kernel).
 #include "backends/common/movement.hpp"
 #include "backends/torch/torch_kernel.hpp"
@@ -90,6 +90,44 @@ class ConcatKernel final : public MovementKernel {
   std::vector<int64_t> sizes_;
 };
 
+/// Split (narrow per output, what torch.split returns as views, copied out); backward
+/// concatenates the outputs' gradients, zeros where an output has none.
+class SplitKernel final : public MovementKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx, 1));  // split lengths are int64
+    MOSAIC_ASSIGN_OR_RETURN(p_, split_params(ctx));
+    return Status::ok();
+  }
+
+ private:
+  void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const at::Tensor x = view(src[0]);
+    int64_t offset = 0;
+    for (size_t i = 0; i < p_.sizes.size(); ++i) {
+      if (dst[i]) write(x.narrow(p_.axis, offset, p_.sizes[i]), dst[i]);
+      offset += p_.sizes[i];
+    }
+  }
+  void run_backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0]) return;
+    std::vector<at::Tensor> parts;
+    for (size_t i = 0; i < p_.sizes.size(); ++i) {
+      const Tensor* dy = i < a.diff_dst.size() ? a.diff_dst[i] : nullptr;
+      if (dy) {
+        parts.push_back(view(dy));
+      } else {
+        std::vector<int64_t> shape = a.diff_src[0]->shape();
+        shape[static_cast<size_t>(p_.axis)] = p_.sizes[i];
+        parts.push_back(at::zeros(shape, at::kFloat));
+      }
+    }
+    at::Tensor dx = view(a.diff_src[0]);
+    at::cat_out(dx, parts, p_.axis);
+  }
+  SplitParams p_;
+};
+
 /// Constant padding (at::constant_pad_nd, what torch.nn.functional.pad calls); its
 /// gradient is the output gradient with the padding cut off.
 class PadKernel final : public MovementKernel {
@@ -132,6 +170,7 @@ class PadKernel final : public MovementKernel {
 Status register_norm_movement(PluginRegistrar& r) {
   MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "BatchNormalization", make_factory<BatchNormKernel>()));
   MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Concat", make_factory<ConcatKernel>()));
+  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Split", make_factory<SplitKernel>()));
   MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Pad", make_factory<PadKernel>()));
   // The views move no data: Mosaic's view kernel (the output is the input's memory).
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})

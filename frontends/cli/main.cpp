@@ -270,7 +270,13 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--lr", train.opt.lr, "learning rate")->capture_default_str();
   double train_momentum = 0;
   auto* train_momentum_opt = train_cmd->add_option("--momentum", train_momentum, "momentum (sgd, rmsprop; as --opt momentum=X)");
-  train_cmd->add_option("--lr-schedule", train.lr_schedule, "constant, cosine or step:EPOCHS:GAMMA")->capture_default_str();
+  train_cmd->add_option("--lr-schedule", train.lr_schedule,
+                        "constant, cosine, step:EPOCHS:GAMMA, or warmup-linear:STEPS (per step: linear warm-up, then "
+                        "linear decay to 0, as BERT)")
+      ->capture_default_str();
+  train_cmd->add_option("--objective", train.objective,
+                        "token data (--data text:FILE, synthetic-tokens:N,T,V): next-token or masked-lm")
+      ->capture_default_str();
   train_cmd->add_option("--trace", train.trace, "write a Chrome trace-event file of every step: nodes, stages, data loading");
   train_cmd->add_option("--save", train.save, "write the trained model as ONNX");
   train_cmd->add_option("--checkpoint", train.checkpoint,

@@ -188,14 +188,18 @@ void BatchIterator::start_epoch() {
 int64_t BatchIterator::batches_per_epoch() const { return batch_ > 0 ? data_.size() / (batch_ * ranks_) : 0; }
 
 void BatchIterator::fill(int64_t b, Tensor& images, Tensor& labels) const {
-  const int64_t per = data_.images.numel() / std::max<int64_t>(data_.size(), 1);
+  const int64_t n = std::max<int64_t>(data_.size(), 1);
+  const size_t bytes = data_.images.bytes() / static_cast<size_t>(n);  // one sample, any dtype
+  const int64_t per_label = data_.labels.numel() / n;                   // 1, or T for token data
   for (int64_t i = 0; i < batch_; ++i) {
     const int64_t src = order_[static_cast<size_t>((b * ranks_ + rank_) * batch_ + i)];
-    std::memcpy(images.f32() + i * per, data_.images.f32() + src * per, static_cast<size_t>(per) * sizeof(float));
-    labels.i64()[i] = data_.labels.i64()[src];
+    std::memcpy(static_cast<char*>(images.data()) + i * bytes, static_cast<const char*>(data_.images.data()) + src * bytes,
+                bytes);
+    std::copy(data_.labels.i64() + src * per_label, data_.labels.i64() + (src + 1) * per_label,
+              labels.i64() + i * per_label);
   }
   if (norm_.enabled()) {
-    const int64_t c = data_.images.dim(1);
+    const int64_t per = data_.images.numel() / n, c = data_.images.dim(1);
     norm_.apply(images.f32(), batch_, c, per / c);
   }
 }
@@ -212,6 +216,8 @@ void Normalization::apply(float* images, int64_t count, int64_t channels, int64_
 Expected<Normalization> parse_normalization(const std::string& spec, const Dataset& train) {
   Normalization n;
   if (spec.empty() || spec == "none") return n;
+  if (train.images.dtype() != DType::kF32 || train.images.rank() < 2)
+    return Status::invalid("--normalize '" + spec + "': " + train.name + " holds token ids, not images");
   const int64_t channels = train.images.dim(1);
   const int64_t per = train.images.numel() / std::max<int64_t>(train.size(), 1) / channels;
   if (spec == "auto") {
@@ -253,11 +259,11 @@ Expected<Normalization> parse_normalization(const std::string& spec, const Datas
   return n;
 }
 
-Prefetcher::Prefetcher(BatchIterator& it, const Shape& image_shape, int64_t batch, bool threaded)
+Prefetcher::Prefetcher(BatchIterator& it, const TensorDesc& inputs, const Shape& labels, bool threaded)
     : it_(it), threaded_(threaded) {
   for (int s = 0; s < 2; ++s) {
-    images_[s] = Tensor::empty({DType::kF32, image_shape});
-    labels_[s] = Tensor::empty({DType::kI64, {batch}});
+    images_[s] = Tensor::empty(inputs);
+    labels_[s] = Tensor::empty({DType::kI64, labels});
   }
 }
 

@@ -16,9 +16,11 @@ namespace mosaic {
 
 struct Dataset {
   std::string name;
-  Tensor images;  ///< float32 [N, C, H, W], pixels scaled to [0, 1]
-  Tensor labels;  ///< int64 [N]
-  int64_t classes = 0;
+  /// float32 [N, C, H, W], pixels scaled to [0, 1]; or token ids int64 [N, T]
+  /// (frontends/data/text.hpp)
+  Tensor images;
+  Tensor labels;  ///< int64 [N]; token data: [N, T], kIgnoreIndex where not scored
+  int64_t classes = 0;  ///< token data: the model's vocabulary
   int64_t size() const { return images.defined() ? images.dim(0) : 0; }
 };
 
@@ -62,8 +64,8 @@ class BatchIterator {
   /// Starts an epoch (reshuffles when shuffling).
   void start_epoch();
   int64_t batches_per_epoch() const;
-  /// Copies batch b of the current epoch into images [batch, C, H, W] and labels [batch].
-  /// Normalised when a normalisation is set.
+  /// Copies batch b of the current epoch into images [batch, ...] (any dtype) and labels
+  /// [batch] (token data: [batch, T]). Normalised when a normalisation is set.
   void fill(int64_t b, Tensor& images, Tensor& labels) const;
   void set_normalization(Normalization n) { norm_ = std::move(n); }
   /// Data-parallel shard: `ranks` iterators with the same seed share one order per epoch;
@@ -86,7 +88,9 @@ class BatchIterator {
 /// Without threading it fills on the caller's thread; the batches are the same.
 class Prefetcher {
  public:
-  Prefetcher(BatchIterator& it, const Shape& image_shape, int64_t batch, bool threaded);
+  /// Batches of `inputs` (e.g. float32 [B, C, H, W] or int64 [B, T]) with labels of shape
+  /// `labels` ([B] or [B, T]).
+  Prefetcher(BatchIterator& it, const TensorDesc& inputs, const Shape& labels, bool threaded);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;

@@ -1,0 +1,219 @@
+// Token data for sequence models (frontends/data/text.hpp), the per-step warm-up schedule,
+// and training a token model end to end: next-token labels are the inputs shifted by one,
+// masked-LM scores only the chosen positions, bad files are refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "api/train.hpp"
+#include "core/loss.hpp"
+#include "core/schedule.hpp"
+#include "frontends/data/text.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Text : public ScratchDirTest {
+ public:
+  Text() : ScratchDirTest("mosaic_text_") {}
+  std::string write(const std::string& name, const std::string& content) {
+    const std::string p = path(name);
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+};
+
+TEST_F(Text, BytesAndCharactersBecomeIds) {
+  const std::string f = write("a.txt", "h\xc3\xa9llo h\xc3\xa9");  // "héllo hé": é is two bytes
+  auto bytes = load_text_tokens(f, false);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_EQ(bytes->vocab, 256);
+  EXPECT_EQ(bytes->ids, (std::vector<int64_t>{'h', 0xc3, 0xa9, 'l', 'l', 'o', ' ', 'h', 0xc3, 0xa9}));
+  auto chars = load_text_tokens(f, true);
+  ASSERT_TRUE(chars.ok()) << chars.status().message();
+  EXPECT_EQ(chars->vocab, 5);  // h é l o ' ', numbered in order of first appearance
+  EXPECT_EQ(chars->ids, (std::vector<int64_t>{0, 1, 2, 2, 3, 4, 0, 1}));
+}
+
+TEST_F(Text, BadFilesAreRefusedByName) {
+  auto empty = load_text_tokens(write("empty.txt", ""), false);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("empty.txt: empty file"), std::string::npos) << empty.status().message();
+  auto latin1 = load_text_tokens(write("latin1.txt", "caf\xe9 ok"), true);  // ISO-8859-1 é
+  ASSERT_FALSE(latin1.ok());
+  EXPECT_NE(latin1.status().message().find("latin1.txt: not UTF-8 at byte 3"), std::string::npos)
+      << latin1.status().message();
+  EXPECT_TRUE(load_text_tokens(path("latin1.txt"), false).ok()) << "bytes are always tokens";
+  auto dir = load_text_tokens(dir_.string(), false);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos) << dir.status().message();
+  auto missing = load_text_tokens(path("missing.txt"), false);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing.txt: no such file"), std::string::npos);
+}
+
+TEST_F(Text, NextTokenLabelsAreTheInputsShiftedByOne) {
+  TokenStream s;
+  s.name = "stream";
+  s.vocab = 10;
+  for (int i = 0; i < 41; ++i) s.ids.push_back(i % 10);
+  TokenTask task{4, 10, Objective::kNextToken};
+  auto d = token_splits(s, task, 1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->train.images.shape(), (Shape{9, 4}));  // (41 - 1) / 4 = 10 sequences, 1 held out
+  EXPECT_EQ(d->test.images.shape(), (Shape{1, 4}));
+  for (int64_t n = 0; n < 9; ++n)
+    for (int64_t t = 0; t < 4; ++t) {
+      EXPECT_EQ(d->train.images.i64()[n * 4 + t], (n * 4 + t) % 10);
+      EXPECT_EQ(d->train.labels.i64()[n * 4 + t], (n * 4 + t + 1) % 10);
+    }
+  task.model_vocab = 9;
+  auto small = token_splits(s, task, 1);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("vocabulary of 10 tokens but the model's embedding has 9 rows"),
+            std::string::npos)
+      << small.status().message();
+  task = {40, 10, Objective::kNextToken};
+  EXPECT_FALSE(token_splits(s, task, 1).ok()) << "one sequence cannot be split";
+}
+
+TEST_F(Text, MaskedLmScoresOnlyTheChosenPositions) {
+  TokenStream s;
+  s.name = "stream";
+  s.vocab = 50;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 20000; ++i) s.ids.push_back(static_cast<int64_t>(rng() % 50));
+  TokenTask task{100, 51, Objective::kMaskedLm};
+  auto d = token_splits(s, task, 7);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  int64_t scored = 0, masked = 0, kept = 0, total = d->train.labels.numel();
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t y = d->train.labels.i64()[i], x = d->train.images.i64()[i];
+    if (y == kIgnoreIndex) {
+      EXPECT_NE(x, 50) << "an unscored position is never [MASK]";
+      continue;
+    }
+    ++scored;
+    masked += x == 50;
+    kept += x == y;
+  }
+  EXPECT_NEAR(static_cast<double>(scored) / total, 0.15, 0.01);
+  EXPECT_NEAR(static_cast<double>(masked) / scored, 0.8, 0.03);
+  EXPECT_GT(kept, 0);
+  task.model_vocab = 50;  // no room for [MASK]
+  EXPECT_FALSE(token_splits(s, task, 7).ok());
+}
+
+TEST_F(Text, SyntheticTokensMustMatchTheModelsSequence) {
+  TokenTask task{8, 30, Objective::kNextToken};
+  auto d = load_token_data("synthetic-tokens:20,8,30", task, 1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->train.images.dim(0) + d->test.images.dim(0), 20);
+  task.seq = 16;
+  auto bad = load_token_data("synthetic-tokens:20,8,30", task, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sequences of 8 tokens, but the model's input takes 16"), std::string::npos);
+  EXPECT_FALSE(load_token_data("synthetic-tokens:20,8", task, 1).ok());
+  EXPECT_TRUE(is_token_spec("text:/x") && is_token_spec("text-chars:/x") && !is_token_spec("synthetic:1,1,1,1,1"));
+}
+
+TEST(Schedule, WarmupLinearRisesThenFallsToZero) {
+  auto s = make_schedule("warmup-linear:4", 1);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.value()->per_step());
+  const double want[] = {0, 0.25, 0.5, 0.75, 1, 5.0 / 6, 4.0 / 6, 3.0 / 6, 2.0 / 6, 1.0 / 6};
+  for (int step = 0; step < 10; ++step) EXPECT_NEAR(s.value()->lr_at_step(1.0, step, 10), want[step], 1e-12) << step;
+  EXPECT_FALSE(make_schedule("warmup-linear:", 1).ok());
+  EXPECT_FALSE(make_schedule("warmup-linear:-1", 1).ok());
+}
+
+/// ids [B, 6] -> embedding [V, 8] -> MatMul [8, V] + bias -> logits [B, 6, V]: a bigram
+/// model, which learns a text whose next character follows from the current one exactly.
+Graph bigram_model(int64_t vocab) {
+  Graph g;
+  g.source = "bigram";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"ids", DType::kI64, {-1, 6}, {"N", ""}, true});
+  g.outputs.push_back(ValueInfo{"logits", DType::kF32, {}, {}, false});
+  g.initializers["emb"] = random_tensor({vocab, 8}, 1, -0.5f, 0.5f);
+  g.initializers["w"] = random_tensor({8, vocab}, 2, -0.5f, 0.5f);
+  g.initializers["b"] = Tensor::from_f32({vocab}, std::vector<float>(static_cast<size_t>(vocab), 0.f));
+  add_node(g, make_node("Gather"), {"emb", "ids"}, {"e"}, "embed");
+  add_node(g, make_node("MatMul"), {"e", "w"}, {"z"}, "head");
+  add_node(g, make_node("Add"), {"z", "b"}, {"logits"}, "bias");
+  return g;
+}
+
+TEST_F(Text, ABigramModelLearnsACyclicTextOnEveryBackend) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "abcde";
+  const std::string file = write("cycle.txt", text);
+  const std::string model = path("bigram.onnx");
+  ASSERT_TRUE(save_onnx(bigram_model(5), model).is_ok());
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    api::TrainOptions o;
+    o.model = model;
+    o.data = "text-chars:" + file;
+    o.backend = backend;
+    o.optimizer = "adamw";
+    o.opt.lr = 0.05;
+    o.lr_schedule = "warmup-linear:5";
+    o.batch = 8;
+    o.epochs = 2;
+    o.eval_batch = 16;
+    auto r = api::train(o);
+    ASSERT_TRUE(r.ok()) << backend << ": " << r.status().message();
+    const auto& epochs = r->log["epochs"];
+    ASSERT_EQ(epochs.size(), 2u);
+    // Chance is ln 5 = 1.61; the next character is certain, so the loss heads to 0.
+    EXPECT_LT(epochs[1]["train_loss"].get<double>(), 0.3) << backend;
+    EXPECT_EQ(epochs[1]["test_accuracy"].get<double>(), 1.0) << backend;
+    EXPECT_LT(epochs[1]["test_loss"].get<double>(), 0.3) << backend;
+    EXPECT_GT(epochs[1]["tokens_per_s"].get<double>(), 0) << backend;
+    EXPECT_EQ(r->log["objective"], "next-token");
+    // The warm-up: 0, 0.01, ... 0.05 over five steps, then down to 0 at the last step.
+    const auto& steps = r->log["steps"];
+    EXPECT_DOUBLE_EQ(steps[0]["lr"].get<double>(), 0.0);
+    EXPECT_NEAR(steps[1]["lr"].get<double>(), 0.01, 1e-12);
+    EXPECT_NEAR(steps[5]["lr"].get<double>(), 0.05, 1e-12);
+    const double n = static_cast<double>(steps.size());
+    EXPECT_NEAR(steps.back()["lr"].get<double>(), 0.05 / (n - 5), 1e-12) << backend;
+  }
+  {  // masked-LM: [MASK] is id 5, so the model needs 6 rows; only the chosen positions count
+    const std::string mlm = path("bigram6.onnx");
+    ASSERT_TRUE(save_onnx(bigram_model(6), mlm).is_ok());
+    api::TrainOptions o;
+    o.model = mlm;
+    o.data = "text-chars:" + file;
+    o.objective = "masked-lm";
+    o.optimizer = "adamw";
+    o.opt.lr = 0.05;
+    o.batch = 8;
+    o.epochs = 2;
+    auto r = api::train(o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->log["objective"], "masked-lm");
+    // A bigram model sees the [MASK] in place of the word it must predict: it can learn the
+    // unmasked tenth exactly and otherwise only the letters' frequencies (ln 5 = 1.61).
+    const double test_loss = r->log["epochs"][1]["test_loss"].get<double>();
+    EXPECT_LT(test_loss, 1.61) << test_loss;
+    EXPECT_GT(test_loss, 1.0) << test_loss;
+  }
+  api::TrainOptions o;  // the model's vocabulary is smaller than the text's
+  o.model = model;
+  o.data = "text:" + file;
+  auto r = api::train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("vocabulary of 256 tokens but the model's embedding has 5 rows"),
+            std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace mosaic::test
