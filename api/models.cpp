@@ -137,6 +137,7 @@ Expected<Graph> load_trainable(const std::string& spec, int64_t batch) {
   }
   PrepareOptions po;
   po.batch = batch;
+  po.fold_parameters = false;  // a parameter used through Expand/Transpose/Gather stays one parameter
   MOSAIC_RETURN_IF_ERROR(prepare_graph(g, builtin_registry(), po).status());
   if (g.inputs.size() != 1 || g.outputs.empty())
     return Status::invalid(spec + ": training needs a model with one input and a logits output");

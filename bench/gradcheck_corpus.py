@@ -19,7 +19,11 @@ The recorded run is docs/gradcheck_corpus.jsonl: pass it as --results to continu
 
 usage: gradcheck_corpus.py MOSAIC OUT [--results FILE] [--seeds 1-20] [--backends A,B,...]
                            [--only NAME,...] [--kind correct|planted|both] [--table] [--no-shared]
-                           [--threads 1] [--summary] [--merge FILE]
+                           [--threads 1] [--summary] [--merge FILE] [--sequence CASES]
+--sequence CASES runs the corpus over the sequence models of tests/torch/gen_sequence_cases.py
+(BERT-, GPT-, ViT-style, nn.TransformerEncoder, LSTM and GRU exports at opsets 13, 14, 17) with
+the planted bugs of their ops (LayerNorm, Softmax, Gather, LSTM, GRU, Gemm, Add, ...); the
+recorded run is docs/gradcheck_sequence.jsonl.
 Correct models run every pending backend of a seed in one gradcheck (--backend a,b,c), which
 shares the reference evaluations and gives each backend the verdicts of a separate run; so
 does each planted bug (every backend carries it).
@@ -92,6 +96,16 @@ torch.onnx.export(m, torch.zeros(*shape), path, input_names=["x"], output_names=
 '''
 
 
+def sequence_models(cases):
+    """(name, model path, batch) of tests/torch/gen_sequence_cases.py's exports under CASES."""
+    found = []
+    for d in sorted(os.listdir(cases)):
+        path = os.path.join(cases, d, "model.onnx")
+        if os.path.exists(path):
+            found.append((d[len("test_"):] if d.startswith("test_") else d, path, 2))
+    return found
+
+
 def models(out):
     """(name, model path or zoo:NAME, batch) for the whole corpus, exporting what is missing."""
     os.makedirs(out, exist_ok=True)
@@ -121,7 +135,8 @@ def bugs(mosaic):
     r = subprocess.run([mosaic, "gradcheck", "zoo:fmnist-cnn", "--plant", "?"], capture_output=True, text=True)
     known = r.stderr.split("(known: ")[1].rstrip(")\n").split(", ")
     return {b: {"conv": "Conv", "gemm": "Gemm", "maxpool": "MaxPool", "relu": "Relu", "add": "Add",
-                "batchnorm": "BatchNormalization"}[b.split("-")[0]] for b in known}
+                "batchnorm": "BatchNormalization", "layernorm": "LayerNormalization", "softmax": "Softmax",
+                "gather": "Gather", "lstm": "LSTM", "gru": "GRU"}[b.split("-")[0]] for b in known}
 
 
 def commit_of(doc):
@@ -308,6 +323,8 @@ def main():
     ap.add_argument("--seeds", default="1-20")
     ap.add_argument("--backends", default="", help="comma-separated (default: every backend the binary registers)")
     ap.add_argument("--only", default="")
+    ap.add_argument("--sequence", default="", metavar="CASES",
+                    help="the corpus is instead the sequence models tests/torch/gen_sequence_cases.py exported to CASES")
     ap.add_argument("--kind", default="both", choices=["correct", "planted", "both"])
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--results", default="")
@@ -337,7 +354,7 @@ def main():
         return
     only = set(a.only.split(",")) if a.only else None
     done = {key(r) for r in load(path)} if os.path.exists(path) else set()
-    corpus = [m for m in models(a.out) if not only or m[0] in only]
+    corpus = [m for m in (sequence_models(a.sequence) if a.sequence else models(a.out)) if not only or m[0] in only]
     planted = bugs(a.mosaic)
     with open(path, "a") as f:
         def record(r, kind, name, backend, seed, bug):

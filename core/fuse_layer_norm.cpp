@@ -91,6 +91,7 @@ void fuse_layer_norms(Graph& g, FuseReport& report) {
       if (scale.empty()) {  // no Mul: a Scale of ones
         scale = div.name + ".scale_ones";
         g.initializers[scale] = Tensor::from_f32({inner}, std::vector<float>(static_cast<size_t>(inner), 1.f));
+        g.constants.insert(scale);  // made up, not a parameter: LayerNorm without elementwise_affine
         g.value_descs[scale] = g.initializers[scale].desc();
       }
       Node ln;

@@ -48,7 +48,7 @@ void Graph::release_float_initializers() {
 int64_t Graph::parameter_count() const {
   int64_t n = 0;
   for (const auto& [name, t] : initializers)
-    if (t.dtype() == DType::kF32) n += t.numel();
+    if (t.dtype() == DType::kF32 && !constants.count(name)) n += t.numel();
   return n;
 }
 

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,10 @@ struct Graph {
   std::map<std::string, Tensor> initializers;
   /// Filled by shape inference: the descriptor of every value.
   std::map<std::string, TensorDesc> value_descs;
+  /// Float initializers that are not parameters, so training leaves them: the values of
+  /// Constant nodes and what folds from them at load (an exporter's 1.0, -10000, sqrt(d)),
+  /// and tensors the fusion pass makes up (core/prepare.cpp, core/fuse_layer_norm.cpp).
+  std::set<std::string> constants;
 
   /// Number of float parameters held in initializers.
   int64_t parameter_count() const;

@@ -77,7 +77,9 @@ class PlanBuilder {
       if (const OpSchema* schema = find_schema(g.nodes[ni].op_type))
         for (int i : schema->non_trainable_inputs)
           if (g.nodes[ni].has_input(static_cast<size_t>(i))) P.values_[index_.at(g.nodes[ni].inputs[i])].trainable = false;
-    for (auto& v : P.values_) v.needs_grad = v.trainable || (options_.input_grads && v.is_input);
+    // Integer inputs (token ids) have no gradient, and nodes that only read them need no backward.
+    for (auto& v : P.values_)
+      v.needs_grad = v.trainable || (options_.input_grads && v.is_input && v.desc.dtype == DType::kF32);
     for (size_t ni = 0; ni < original_nodes_; ++ni) {
       bool any = false;
       for (const auto& in : g.nodes[ni].inputs)
@@ -201,7 +203,7 @@ class PlanBuilder {
       v.is_const = true;
       v.tensor = c->second;
       // Parameters of a training plan are the plan's own copies, updated in place.
-      v.trainable = training_ && c->second.dtype() == DType::kF32 && !options_.frozen.count(name);
+      v.trainable = training_ && c->second.dtype() == DType::kF32 && !options_.frozen.count(name) && !g.constants.count(name);
       // A training plan owns its float initializers: parameters are updated by optimizers,
       // running statistics by BatchNormalization.
       // The plan's graph refers to the copies too, so the caller's tensors can be released.

@@ -77,16 +77,24 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
     if (it == g.inputs.end()) return Status::invalid(g.source + ": no graph input named '" + name + "' to bind");
     g.inputs.erase(it);
     g.initializers[name] = value;
+    g.constants.insert(name);
   }
   MOSAIC_RETURN_IF_ERROR(bind_inputs(g, opt, report));
   for (const auto& [name, t] : g.initializers) g.value_descs[name] = t.desc();
 
+  // Values that are, or are computed from, the model's float initializers (its parameters).
+  // What folds from anything else is a constant, never a parameter; without
+  // fold_parameters, nodes that read parameters stay nodes.
+  std::set<std::string> parameter_derived;
+  for (const auto& [name, t] : g.initializers)
+    if (t.dtype() == DType::kF32 && !opt.constant_inputs.count(name) && !g.constants.count(name))
+      parameter_derived.insert(name);
   std::vector<Node> kept;
   for (const Node& node : g.nodes) {
     KernelContext ctx;
     ctx.node = &node;
     ctx.opset = g.opset;
-    bool all_const = true;
+    bool all_const = true, reads_parameter = false;
     for (const auto& in : node.inputs) {
       if (in.empty()) {
         ctx.inputs.push_back({});
@@ -103,6 +111,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
       auto c = g.initializers.find(in);
       ctx.constants.push_back(c == g.initializers.end() ? nullptr : &c->second);
       all_const = all_const && c != g.initializers.end();
+      reads_parameter = reads_parameter || parameter_derived.count(in);
     }
     auto outs = infer_node(ctx);
     if (!outs.ok()) return outs.status().with_context(g.source);
@@ -110,7 +119,13 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
       ctx.outputs.push_back(outs.value()[i]);
       ctx.output_present.push_back(node.has_output(i));
     }
-    const bool foldable = all_const || node.op_type == "Shape" || node.op_type == "Size";
+    // Identity of a parameter always folds into a parameter of its own: PyTorch's exporter
+    // writes equal-valued parameters (every LayerNorm weight starts as ones) as one
+    // initializer and Identity nodes, and they must train apart, as in PyTorch.
+    const bool foldable = (all_const && (opt.fold_parameters || !reads_parameter || node.op_type == "Identity")) ||
+                          node.op_type == "Shape" || node.op_type == "Size";
+    if (reads_parameter && node.op_type != "Shape" && node.op_type != "Size")
+      for (const auto& o : node.outputs) parameter_derived.insert(o);
     if (foldable) {
       auto kernel = registry.create(opt.fold_backend, ctx);
       if (!kernel.ok()) return kernel.status().with_context(g.source + ": constant folding");
@@ -132,6 +147,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
         if (!node.has_output(i)) continue;
         g.initializers[node.outputs[i]] = results[i];
         g.value_descs[node.outputs[i]] = results[i].desc();
+        if (!reads_parameter) g.constants.insert(node.outputs[i]);
       }
       ++report.folded_nodes;
       continue;
@@ -152,6 +168,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
   for (const auto& o : g.outputs) used.insert(o.name);
   for (auto it = g.initializers.begin(); it != g.initializers.end();) {
     if (!used.count(it->first)) {
+      g.constants.erase(it->first);
       it = g.initializers.erase(it);
       ++report.removed_initializers;
     } else {

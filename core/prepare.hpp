@@ -21,6 +21,13 @@ struct PrepareOptions {
   /// Graph inputs given values at load time (e.g. int64 shape arguments of a test case):
   /// they become initializers, so the shapes that depend on them are static.
   std::map<std::string, Tensor> constant_inputs;
+  /// Fold nodes that read the model's float initializers too. Training plans keep them
+  /// (false): a weight that is expanded, transposed or gathered from at run time (a ViT's
+  /// class token broadcast to the batch, a weight-tied LM head, a position table) must
+  /// stay one parameter with its gradient, not become a constant copy per use. Identity
+  /// nodes still fold: their output becomes a parameter of its own (PyTorch's exporter
+  /// writes equal-valued parameters as one initializer plus Identity nodes).
+  bool fold_parameters = true;
 };
 
 struct PrepareReport {

@@ -66,6 +66,67 @@ TEST(Zoo, ShapesAndMacsPerImage) {
   }
 }
 
+TEST(Zoo, SequenceModelsBuildWithTheirParameterCountsAndLogits) {
+  struct Want {
+    const char* name;
+    int64_t params;
+    Shape logits;  // at batch 2
+  };
+  for (const Want& w : {Want{"bert-tiny", 4367290, {2, 128, 30522}}, Want{"bert-base", 109217850, {2, 128, 30522}},
+                        Want{"gpt2-small", 123801937, {2, 128, 50257}}, Want{"vit-tiny", 5717416, {2, 1000}},
+                        Want{"lstm-classifier", 2072580, {2, 4}}}) {
+    auto g = build_zoo_model(w.name);
+    ASSERT_TRUE(g.ok()) << w.name << ": " << g.status().message();
+    PrepareOptions po;
+    po.batch = 2;
+    po.fold_parameters = false;  // as training prepares: ViT's class token stays one [1, 1, 192]
+    ASSERT_TRUE(prepare_graph(g.value(), builtin_registry(), po).ok()) << w.name;
+    EXPECT_EQ(g->parameter_count(), w.params) << w.name;
+    EXPECT_EQ(g->value_descs.at("logits").shape, w.logits) << w.name;
+    std::string digits = std::to_string(w.params), commas;  // "4,367,290"
+    for (size_t i = 0; i < digits.size(); ++i) commas += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
+    EXPECT_NE(zoo_description(w.name).find(commas + " parameters"), std::string::npos) << zoo_description(w.name);
+  }
+}
+
+/// x -> Mul(x, Expand(w)) + Identity(w) twice, with a Constant: which initializers train.
+TEST(Prepare, ParametersStayParametersAndConstantsStayConstant) {
+  Graph g;
+  g.source = "params";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {-1, 3}, {"N", ""}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w"] = random_tensor({1, 3}, 1);
+  g.initializers["shape"] = Tensor::from_i64({2}, {2, 3});
+  Node c = make_node("Constant", {{"value", Attribute::of_tensor(Tensor::from_f32({}, {0.5f}))}});
+  add_node(g, c, {}, {"half"}, "const");
+  add_node(g, make_node("Identity"), {"w"}, {"w2"}, "dedup");  // PyTorch's equal-valued parameters
+  add_node(g, make_node("Expand"), {"w", "shape"}, {"we"}, "expand");
+  add_node(g, make_node("Mul"), {"x", "we"}, {"a"}, "mul");
+  add_node(g, make_node("Mul"), {"a", "half"}, {"b"}, "scale");
+  add_node(g, make_node("Add"), {"b", "w2"}, {"y"}, "add");
+  for (bool fold : {true, false}) {
+    Graph p = g;
+    PrepareOptions po;
+    po.batch = 2;
+    po.fold_parameters = fold;
+    ASSERT_TRUE(prepare_graph(p, builtin_registry(), po).ok());
+    EXPECT_TRUE(p.constants.count("half")) << "a Constant node's value is not a parameter";
+    EXPECT_FALSE(p.constants.count("w2"));
+    EXPECT_TRUE(p.initializers.count("w2")) << "Identity of a parameter folds into a parameter of its own";
+    // Folded for inference; kept as a node for training, so w stays one parameter.
+    EXPECT_EQ(p.initializers.count("we"), fold ? 1u : 0u);
+    if (fold) continue;
+    PlanOptions o;
+    o.training = true;
+    auto plan = Plan::build(p, Placement::all_on("naive", {}), builtin_registry(), o);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    std::vector<std::string> names;
+    for (const auto& param : plan.value()->parameters()) names.push_back(param.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"w", "w2"}));
+  }
+}
+
 TEST(Prepare, FoldsPyTorchStyleShapeSubgraph) {
   // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))  as x.view(x.size(0), -1)
   Graph g;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "api/gradcheck.hpp"
 #include "api/train.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -148,6 +149,23 @@ Graph bigram_model(int64_t vocab) {
   add_node(g, make_node("MatMul"), {"e", "w"}, {"z"}, "head");
   add_node(g, make_node("Add"), {"z", "b"}, {"logits"}, "bias");
   return g;
+}
+
+TEST_F(Text, GradcheckJudgesPerPositionLogitsAndSkipsTheIds) {
+  // Cross-entropy per position over [N, T, V], random ids within the embedding: both
+  // parameters PASS, and the int64 input gets no gradient check (it has no gradient).
+  const std::string model = path("bigram.onnx");
+  ASSERT_TRUE(save_onnx(bigram_model(7), model).is_ok());
+  for (const std::string backend : {"naive", "im2col", "onednn"}) {
+    api::GradcheckRunOptions o;
+    o.model = model;
+    o.batch = 2;
+    o.backend = backend;
+    auto r = api::gradcheck(o);
+    ASSERT_TRUE(r.ok()) << backend << ": " << r.status().message();
+    EXPECT_EQ(r->failed, 0) << backend;
+    EXPECT_EQ(r->passed, 3) << backend << ": emb, w and b";
+  }
 }
 
 TEST_F(Text, ABigramModelLearnsACyclicTextOnEveryBackend) {

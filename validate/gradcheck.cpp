@@ -407,10 +407,14 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   Tensor labels;
   std::vector<Tensor> proj;
   if (o.loss == GradcheckLoss::kCrossEntropy) {
+    // Logits [N, C], or per position [N, T, V] (a label per row of the last axis).
     const Tensor& logits0 = plan->output(0);
-    if (logits0.rank() != 2) return Status::invalid(graph.source + ": gradcheck needs a first output of shape [N, C]");
-    labels = Tensor::empty({DType::kI64, {logits0.dim(0)}});
-    for (int64_t i = 0; i < labels.numel(); ++i) labels.i64()[i] = static_cast<int64_t>(rng() % logits0.dim(1));
+    if (logits0.rank() < 2)
+      return Status::invalid(graph.source + ": gradcheck needs a first output of shape [N, C] or [N, T, V]");
+    const Shape rows(logits0.shape().begin(), logits0.shape().end() - 1);
+    labels = Tensor::empty({DType::kI64, rows});
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(logits0.shape().back()));
   } else {
     std::uniform_real_distribution<float> r(-1.f, 1.f);
     for (size_t k = 0; k < nout; ++k) {
@@ -442,7 +446,7 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
     double loss = 0, mag = 0;
     if (o.loss == GradcheckLoss::kCrossEntropy) {
       const DTensor& y = ref->output(0);
-      const int64_t n = y.shape[0], c = y.shape[1];
+      const int64_t c = y.shape.back(), n = static_cast<int64_t>(y.v.size()) / c;
       for (int64_t i = 0; i < n; ++i) {
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < c; ++j) mx = std::max(mx, y.v[i * c + j]);
@@ -504,7 +508,8 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   // BatchNormalization, whose batch mean cancels it) is float noise in any backend, at the
   // scale of the gradients computed alongside it: the floor of a tensor is 1e-3 of the
   // largest gradient norm among the tensors its consumers also take (a Conv's weight for its
-  // bias), and never below 1e-6 of the largest gradient norm of the model.
+  // bias; for an Add, also the producer's of its other operand), and never below 1e-6 of
+  // the largest gradient norm of the model.
   auto norm = [](const Tensor& g) {
     double s2 = 0;
     for (int64_t i = 0; i < g.numel(); ++i) s2 += static_cast<double>(g.f32()[i]) * g.f32()[i];
@@ -513,12 +518,23 @@ Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& re
   std::map<std::string, double> norms;
   double largest = 0;
   for (const auto& t : targets) largest = std::max(largest, norms[t.value_name] = norm(t.grad));
+  // A bias added by its own node (PyTorch exports nn.Linear on 3-D inputs as MatMul, then
+  // Add) counts the tensors of the node that made the other operand: Add(MatMul(x, W), b)
+  // takes W's norm. (An attention key's bias has a gradient zero in exact arithmetic: the
+  // softmax does not see a shift common to every key.)
   auto floor_of = [&](const std::string& value) {
     double f = std::max(o.scale, 1e-6 * largest);
+    auto take = [&](const std::string& other) {
+      if (norms.count(other)) f = std::max(f, 1e-3 * norms[other]);
+    };
     for (const auto& n : graph.nodes)
       if (std::find(n.inputs.begin(), n.inputs.end(), value) != n.inputs.end())
-        for (const auto& other : n.inputs)
-          if (norms.count(other)) f = std::max(f, 1e-3 * norms[other]);
+        for (const auto& other : n.inputs) {
+          take(other);
+          if (n.op_type != "Add" || other == value) continue;
+          if (const Node* p = graph.producer(other))
+            for (const auto& in : p->inputs) take(in);
+        }
     return f;
   };
 

@@ -21,6 +21,15 @@ const std::vector<PlantedBug>& planted_bugs() {
       {"batchnorm-no-statistics", "BatchNormalization",
        "training BatchNormalization backward ignores the batch statistics' dependence on x"},
       {"gemm-forward-scale", "Gemm", "Gemm forward output scaled by 1.01 (a forward bug)", true},
+      // Sequence models: the classic mistakes in attention, normalisation, embeddings, gates.
+      {"layernorm-dx-uncentred", "LayerNormalization",
+       "LayerNorm backward-data without the mean and variance terms (dx = dy scale invstd)"},
+      {"layernorm-dscale-missing", "LayerNormalization", "LayerNorm scale gradient missing (zero)"},
+      {"softmax-dx-no-dot", "Softmax", "softmax backward without the row dot term (dx = y dy)"},
+      {"gather-scatter-overwrite", "Gather",
+       "embedding backward writes each row's gradient instead of adding (repeated ids keep only the last)"},
+      {"lstm-gates-swapped", "LSTM", "LSTM weight gradient with the input and forget gates' rows exchanged (i f c o order)"},
+      {"gru-reset-dr-missing", "GRU", "GRU recurrent weight gradient of the reset gate missing (zero)"},
   };
   return bugs;
 }
@@ -73,7 +82,8 @@ class BuggyKernel final : public Kernel {
                                                : Tensor());
       }
     }
-    if (bug == "batchnorm-no-statistics") eps_ = ctx.node->attr_float("epsilon", 1e-5f);
+    if (bug == "batchnorm-no-statistics" || bug == "layernorm-dx-uncentred")
+      eps_ = ctx.node->attr_float("epsilon", 1e-5f);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -87,9 +97,12 @@ class BuggyKernel final : public Kernel {
   }
   bool has_backward() const override { return inner_->has_backward(); }
   bool backward_reads_input(size_t i) const override {
-    return inner_->backward_reads_input(i) || bug_ == "batchnorm-no-statistics" || mutated_;
+    return inner_->backward_reads_input(i) || bug_ == "batchnorm-no-statistics" || bug_ == "layernorm-dx-uncentred" ||
+           bug_ == "gather-scatter-overwrite" || mutated_;
   }
-  bool backward_reads_output(size_t i) const override { return inner_->backward_reads_output(i); }
+  bool backward_reads_output(size_t i) const override {
+    return inner_->backward_reads_output(i) || bug_ == "softmax-dx-no-dot";
+  }
   bool aliases_input() const override { return inner_->aliases_input(); }
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
 
@@ -118,6 +131,24 @@ class BuggyKernel final : public Kernel {
       for (int64_t i = 0; i < grad(0)->numel(); ++i) grad(0)->f32()[i] = a.diff_dst[0]->f32()[i] - grad(0)->f32()[i];
     } else if (bug_ == "batchnorm-no-statistics" && grad(0)) {
       batch_norm_without_statistics(a);
+    } else if (bug_ == "layernorm-dscale-missing") {
+      scale(grad(1), 0.f);
+    } else if (bug_ == "layernorm-dx-uncentred" && grad(0)) {
+      layer_norm_uncentred(a);
+    } else if (bug_ == "softmax-dx-no-dot" && grad(0)) {  // dx = y dy, from the forward's output
+      for (int64_t i = 0; i < grad(0)->numel(); ++i) grad(0)->f32()[i] = a.dst[0]->f32()[i] * a.diff_dst[0]->f32()[i];
+    } else if (bug_ == "gather-scatter-overwrite" && grad(0)) {
+      gather_overwrite(a);
+    } else if (bug_ == "lstm-gates-swapped" && grad(1)) {  // rows [0, H) and [2H, 3H) per direction
+      Tensor* g = grad(1);
+      const int64_t dirs = g->dim(0), rows = g->dim(1), cols = g->dim(2), h = rows / 4;
+      for (int64_t d = 0; d < dirs; ++d)
+        std::swap_ranges(g->f32() + (d * rows) * cols, g->f32() + (d * rows + h) * cols,
+                         g->f32() + (d * rows + 2 * h) * cols);
+    } else if (bug_ == "gru-reset-dr-missing" && grad(2)) {  // rows [H, 2H) per direction
+      Tensor* g = grad(2);
+      const int64_t dirs = g->dim(0), rows = g->dim(1), cols = g->dim(2), h = rows / 3;
+      for (int64_t d = 0; d < dirs; ++d) std::fill(g->f32() + (d * rows + h) * cols, g->f32() + (d * rows + 2 * h) * cols, 0.f);
     } else if (mutated_ && grad(0)) {
       BackwardArgs m = a;
       for (size_t i = 0; i < m.dst.size(); ++i) m.dst[i] = scratch_[i].defined() ? &scratch_[i] : nullptr;
@@ -145,6 +176,36 @@ class BuggyKernel final : public Kernel {
           const int64_t o = (b * c + ch) * sp + i;
           a.diff_src[0]->f32()[o] = static_cast<float>(a.diff_dst[0]->f32()[o] * a.src[1]->f32()[ch] * inv);
         }
+    }
+  }
+
+  /// dx = dy scale invstd over the normalised (trailing) axes: the statistics treated as
+  /// constants.
+  void layer_norm_uncentred(const BackwardArgs& a) {
+    const Tensor& x = *a.src[0];
+    const int64_t inner = a.src[1]->numel(), rows = x.numel() / std::max<int64_t>(inner, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * inner;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < inner; ++i) sum += xr[i];
+      const double mean = sum / static_cast<double>(inner);
+      for (int64_t i = 0; i < inner; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
+      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps_);
+      for (int64_t i = 0; i < inner; ++i)
+        a.diff_src[0]->f32()[r * inner + i] =
+            static_cast<float>(a.diff_dst[0]->f32()[r * inner + i] * a.src[1]->f32()[i] * inv);
+    }
+  }
+  /// The table's gradient with each gathered row written, not added (axis 0).
+  void gather_overwrite(const BackwardArgs& a) {
+    Tensor* dx = a.diff_src[0];
+    std::fill(dx->f32(), dx->f32() + dx->numel(), 0.f);
+    const int64_t rows = dx->dim(0), inner = dx->numel() / std::max<int64_t>(rows, 1);
+    const Tensor& ids = *a.src[1];
+    for (int64_t j = 0; j < ids.numel(); ++j) {
+      int64_t i = ids.i64()[j];
+      if (i < 0) i += rows;
+      std::copy(a.diff_dst[0]->f32() + j * inner, a.diff_dst[0]->f32() + (j + 1) * inner, dx->f32() + i * inner);
     }
   }
 

@@ -128,6 +128,7 @@ struct ReferenceForward::Impl {
   Status concat(Step& s);
   Status rnn(Step& s);
   Status split(Step& s);
+  Status select(Step& s);
   Status on_float_kernel(Step& s);
   void near_kinks(Step& s, const std::vector<double>& x, bool fused) const;
   /// Decision a's value for input x on the piece above (or below) its kink.
@@ -149,11 +150,11 @@ bool piecewise(const Node& n) {
 }
 
 bool has_double_impl(const std::string& op) {
-  if (unary_op_of(op) || binary_op_of(op) || reduce_op_of(op)) return true;  // the tables' rows, in double
+  if (unary_op_of(op) || binary_op_of(op) || reduce_op_of(op) || compare_op_of(op)) return true;  // the tables' rows
   static const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm",
                                "MatMul", "Softmax", "LogSoftmax", "BatchNormalization", "LayerNormalization", "LRN", "Reshape", "Flatten",
                                "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Pad", "Concat",
-                               "RNN", "GRU", "LSTM", "Split"};
+                               "RNN", "GRU", "LSTM", "Split", "Gather", "Expand", "Where", "Not", "Cast"};
   return std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; }) != std::end(kOps);
 }
 
@@ -219,7 +220,9 @@ Expected<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Graph
     if (n.op_type == "Dropout" && training)
       return Status::unsupported(g.source + ": " + n.label() + ": a reference forward needs a deterministic graph");
     // Float outputs only: shape arithmetic (int64) runs on the naive kernels exactly.
-    const bool float_op = !s.out.empty() && s.out[0] >= 0 && m.descs[s.out[0]].dtype == DType::kF32;
+    // (The first output present decides: a GRU whose Y is omitted computes its Y_h in double.)
+    const auto first = std::find_if(s.out.begin(), s.out.end(), [](int v) { return v >= 0; });
+    const bool float_op = first != s.out.end() && m.descs[*first].dtype == DType::kF32;
     if (!float_op || !has_double_impl(n.op_type)) {
       auto k = registry.create("naive", s.ctx);
       if (!k.ok()) return k.status().with_context(g.source);
@@ -396,6 +399,8 @@ Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
   if (op == "Softmax" || op == "LogSoftmax") return softmax(s);
   if (op == "RNN" || op == "GRU" || op == "LSTM") return rnn(s);
   if (op == "Split") return split(s);
+  if (op == "Gather" || op == "Expand" || op == "Where" || op == "Not" || op == "Cast" || compare_op_of(op))
+    return select(s);
   if (op == "BatchNormalization") return batch_norm(s);
   if (op == "LRN") return lrn(s);
   if (op == "Transpose") return transpose(s);
@@ -692,6 +697,51 @@ Status ReferenceForward::Impl::transpose(Step& s) {
   const std::vector<double>& x = in(s, 0).v;
   DTensor& y = out(s, 0);
   each_strided(y.shape, strides, [&](int64_t i, int64_t off) { y.v[i] = x[off]; });
+  return Status::ok();
+}
+
+/// Gather, Expand, Where, the comparisons, Not and Cast in double: the selections move the
+/// values unrounded (a model's last Gather would otherwise round every output to float).
+Status ReferenceForward::Impl::select(Step& s) {
+  const std::string& op = s.node->op_type;
+  DTensor& y = out(s, 0);
+  const std::vector<double>& x = in(s, 0).v;
+  if (op == "Gather") {
+    const Shape& xs = in(s, 0).shape;
+    MOSAIC_ASSIGN_OR_RETURN(const int64_t axis, normalize_axis(s.node->attr_int("axis", 0),
+                                                               static_cast<int64_t>(xs.size()), *s.node));
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= xs[i];
+    for (size_t i = static_cast<size_t>(axis) + 1; i < xs.size(); ++i) inner *= xs[i];
+    const int64_t d = xs[static_cast<size_t>(axis)];
+    const std::vector<double>& idx = in(s, 1).v;
+    size_t at = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (double v : idx) {
+        int64_t i = static_cast<int64_t>(v);
+        if (i < 0) i += d;
+        if (i < 0 || i >= d) return Status::invalid(s.node->label() + ": index " + std::to_string(v) + " out of range");
+        std::copy(x.begin() + (o * d + i) * inner, x.begin() + (o * d + i + 1) * inner, y.v.begin() + at);
+        at += static_cast<size_t>(inner);
+      }
+  } else if (op == "Expand") {
+    each_broadcast<1>(y.shape, {in(s, 0).shape}, [&](int64_t i, const std::array<int64_t, 1>& o) { y.v[i] = x[o[0]]; });
+  } else if (op == "Where") {
+    const std::vector<double>&a = in(s, 1).v, &b = in(s, 2).v;
+    each_broadcast<3>(y.shape, {in(s, 0).shape, in(s, 1).shape, in(s, 2).shape},
+                      [&](int64_t i, const std::array<int64_t, 3>& o) { y.v[i] = x[o[0]] != 0 ? a[o[1]] : b[o[2]]; });
+  } else if (const auto c = compare_op_of(op)) {
+    const auto f = compare_info(*c).f;
+    const std::vector<double>& b = in(s, 1).v;
+    each_broadcast<2>(y.shape, {in(s, 0).shape, in(s, 1).shape},
+                      [&](int64_t i, const std::array<int64_t, 2>& o) { y.v[i] = f(x[o[0]], b[o[1]]) ? 1.0 : 0.0; });
+  } else if (op == "Not") {
+    for (size_t i = 0; i < x.size(); ++i) y.v[i] = x[i] != 0 ? 0.0 : 1.0;
+  } else {  // Cast: float keeps its value; int64 truncates toward zero; bool is nonzero
+    const DType to = descs[s.out[0]].dtype;
+    for (size_t i = 0; i < x.size(); ++i)
+      y.v[i] = to == DType::kBool ? (x[i] != 0 ? 1.0 : 0.0) : to == DType::kI64 ? std::trunc(x[i]) : x[i];
+  }
   return Status::ok();
 }
 

@@ -79,7 +79,7 @@ int run_info(const InfoOptions& o) {
   // Trainable parameters by name (what --freeze matches), with their shapes.
   std::cout << "\nparameters (names for train --freeze):\n";
   for (const auto& [name, t] : g->initializers)
-    if (t.dtype() == DType::kF32 && t.numel() > 0)
+    if (t.dtype() == DType::kF32 && t.numel() > 0 && !g->constants.count(name))
       std::cout << "  " << name << " " << shape_str(t.shape()) << " (" << with_commas(t.numel()) << ")\n";
   const auto& reg = builtin_registry();
   char line[1024];

@@ -86,7 +86,7 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(2)
     model = Gpt()
-    tmp = tempfile.mkdtemp(prefix="mosaic_gpt_")
+    tmp = os.environ.get("MOSAIC_GPT_DIR") or tempfile.mkdtemp(prefix="mosaic_gpt_")
     onnx_path = os.path.join(tmp, "gpt.onnx")
     torch.onnx.export(model, torch.zeros(BATCH, SEQ, dtype=torch.long), onnx_path, opset_version=args.opset,
                       input_names=["ids"], output_names=["logits"],
