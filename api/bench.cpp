@@ -97,11 +97,13 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   TraceRecorder* trace = out.trace.get();
   const auto& reg = builtin_registry();
   const Shape shape = g.value_descs.at(g.outputs[0].name).shape;
-  if (shape.size() != 2) return Status::invalid(g.source + ": training needs a first output of shape [N, C]");
-  if (!labels.defined()) {
-    labels = Tensor::empty({DType::kI64, {shape[0]}});
+  if (shape.size() < 2)
+    return Status::invalid(g.source + ": training needs a first output of shape [N, C] or [N, T, V] (per token)");
+  if (!labels.defined()) {  // a label per row of the last axis
+    labels = Tensor::empty({DType::kI64, Shape(shape.begin(), shape.end() - 1)});
     std::mt19937_64 rng(o.common.seed + 1);
-    for (int64_t i = 0; i < shape[0]; ++i) labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(shape[1]));
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(shape.back()));
   } else {
     report.notes.push_back("labels: the same images' labels");
   }
@@ -408,6 +410,10 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   report.model = o.model;
   report.input = input_description;
   report.batch = g.inputs.empty() ? 1 : g.value_descs.at(g.inputs[0].name).shape.at(0);
+  if (!g.inputs.empty()) {  // token ids [batch, T]: throughput in sequences/s and tokens/s
+    const TensorDesc& in = g.value_descs.at(g.inputs[0].name);
+    if (in.dtype == DType::kI64 && in.shape.size() == 2) report.sequence = in.shape[1];
+  }
   report.mode = o.mode;
   report.threads = omp_get_max_threads();
   report.blas_core = blas_core_name();

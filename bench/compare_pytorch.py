@@ -9,9 +9,11 @@ per batch, in a fresh subprocess per configuration, twice: with Debian's default
 links (LD_LIBRARY_PATH). The better of the two is the baseline for the ratios, so the
 claims are conservative. Mosaic runs `mosaic bench --json`.
 
-Prints a Markdown table of images/s and the ratios the project tracks:
-  onednn / PyTorch, im2col / onednn, per-node overhead, and the largest Conv and Gemm
-  layers' GFLOP/s as a fraction of the machine's measured OpenBLAS sgemm peak.
+Prints a Markdown table of images/s (sequences/s for bert-base, seed 001's sentences/s at
+sequence 128) and the ratios the project tracks: onednn / PyTorch, im2col / onednn, per-node
+overhead, and the largest Conv (bert-base: MatMul) and Gemm layers' GFLOP/s as a fraction of
+the machine's measured OpenBLAS sgemm peak. Training steps use SGD for the CNNs and AdamW for
+BERT, with a label per token.
 
 usage: bench/compare_pytorch.py [--mosaic build/mosaic] [--models alexnet-cifar,vgg16-cifar]
                                 [--batches 1,64,250] [--threads 2] [--json results/perf.json]
@@ -51,27 +53,68 @@ def vgg16_cifar():
     return nn.Sequential(*layers)
 
 
-MODELS = {"alexnet-cifar": alexnet_cifar, "vgg16-cifar": vgg16_cifar}
-PARAMS = {"alexnet-cifar": 78330250, "vgg16-cifar": 8735652}
+class BertLayer(nn.Module):
+    """zoo:bert-base's post-norm block (examples/zoo_sequence.cpp), op for op."""
+
+    def __init__(self, h=768, heads=12, ff=3072):
+        super().__init__()
+        self.heads, self.d = heads, h // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(h, h) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.ff1, self.ff2 = nn.Linear(h, ff), nn.Linear(ff, h)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        split = lambda z: z.view(b, t, self.heads, self.d).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        p = torch.softmax(q @ k.transpose(-1, -2) / self.d ** 0.5, dim=-1)
+        x = self.ln1(x + self.o((p @ v).transpose(1, 2).reshape(b, t, h)))
+        return self.ln2(x + self.ff2(nn.functional.gelu(self.ff1(x))))
+
+
+class BertBase(nn.Module):
+    """zoo:bert-base: word and position embeddings, 12 blocks, a masked-LM head tied to the
+    word embeddings: ids [N, 128] -> logits [N, 128, 30522]."""
+
+    def __init__(self, vocab=30522, seq=128, h=768):
+        super().__init__()
+        self.word, self.pos = nn.Embedding(vocab, h), nn.Parameter(torch.zeros(seq, h))
+        self.ln = nn.LayerNorm(h)
+        self.blocks = nn.ModuleList(BertLayer() for _ in range(12))
+        self.transform, self.ln_head = nn.Linear(h, h), nn.LayerNorm(h)
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        x = self.ln(self.word(ids) + self.pos)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln_head(nn.functional.gelu(self.transform(x))) @ self.word.weight.t() + self.bias
+
+
+MODELS = {"alexnet-cifar": alexnet_cifar, "vgg16-cifar": vgg16_cifar, "bert-base": BertBase}
+PARAMS = {"alexnet-cifar": 78330250, "vgg16-cifar": 8735652, "bert-base": 109217850}
+SEQUENCE = {"bert-base": (128, 30522)}  # token models: sequence length, vocabulary
 
 
 def time_pytorch(name, batch, warmup, iterations, budget, training=False):
     torch.manual_seed(0)
     model = MODELS[name]().eval()
     assert sum(p.numel() for p in model.parameters()) == PARAMS[name]
-    x = torch.rand(batch, 3, 32, 32)
+    seq = SEQUENCE.get(name)
+    x = torch.randint(0, seq[1], (batch, seq[0])) if seq else torch.rand(batch, 3, 32, 32)
     times = []
     if training:
-        # One SGD training step per iteration: forward, cross-entropy, backward, update.
+        # One training step per iteration: forward, cross-entropy, backward, update (SGD for
+        # the CNNs; AdamW for BERT, as it trains, with a label per token).
         model.train()
-        classes = 10 if name == "alexnet-cifar" else 100
-        y = torch.randint(0, classes, (batch,))
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        classes = seq[1] if seq else 10 if name == "alexnet-cifar" else 100
+        y = torch.randint(0, classes, (batch, seq[0]) if seq else (batch,))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if seq else torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
 
         def step():
             opt.zero_grad()
-            loss_fn(model(x), y).backward()
+            loss_fn(model(x).reshape(-1, classes), y.reshape(-1)).backward()
             opt.step()
 
         start = time.perf_counter()
@@ -121,7 +164,8 @@ def pytorch_subprocess(name, batch, args, openmp_blas):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget, mode="inference"):
+def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations, budget, mode="inference",
+               optimizer="sgd"):
     """One `mosaic bench` process per backend, so each one's peak RSS is its own."""
     runs = []
     for backend in backends:
@@ -129,6 +173,8 @@ def run_mosaic(mosaic, model_path, batch, backends, threads, warmup, iterations,
             cmd = [mosaic, "bench", model_path, "--batch", str(batch), "--backends", backend,
                    "--threads", str(threads), "--warmup", str(warmup), "--iterations", str(iterations),
                    "--max-seconds", str(budget), "--no-check", "--mode", mode, "--json", tmp.name]
+            if mode == "training":
+                cmd += ["--optimizer", optimizer] + (["--lr", "1e-4"] if optimizer == "adamw" else [])
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _, status, usage = os.wait4(proc.pid, 0)
             if status != 0:
@@ -175,7 +221,7 @@ def main():
     results = {"threads": args.threads, "gemm_peak_gflops": peak,
                "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "rows": []}
     header = "| model | batch | PyTorch img/s (default BLAS / OpenMP BLAS) | " + " | ".join(f"{b} img/s" for b in backends)
-    header += (" | onednn / PyTorch | im2col / onednn | overhead us/node (onednn) | largest Conv % peak | largest Gemm % peak"
+    header += (" | onednn / PyTorch | im2col / onednn | overhead us/node (onednn) | largest Conv (MatMul) % peak | largest Gemm % peak"
                " | peak RSS MB (" + " / ".join(backends) + " vs PyTorch) |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -188,7 +234,7 @@ def main():
                 pt_openmp = pytorch_subprocess(name, batch, args, True)
                 pt = max(pt_default, pt_openmp, key=lambda r: r["images_per_s"])
                 rep = run_mosaic(args.mosaic, path, batch, backends, args.threads, args.warmup, args.iterations,
-                                 args.max_seconds, args.mode)
+                                 args.max_seconds, args.mode, "adamw" if name in SEQUENCE else "sgd")
                 runs = {r["label"]: r for r in rep["runs"]}
                 ips = {b: runs[b]["summary"]["images_per_s"] for b in backends}
                 row = {"model": name, "batch": batch, "pytorch": pt, "pytorch_default_blas": pt_default,
@@ -206,7 +252,7 @@ def main():
                     else:
                         cells.append("-")
                     cells.append(f"{od['summary']['overhead_per_node_us']:.2f}")
-                    for op in ("Conv", "Gemm"):
+                    for op in ("MatMul", "Gemm") if name in SEQUENCE else ("Conv", "Gemm"):
                         nodes = [n for n in od["nodes"] if n["op"] == op]
                         big = max(nodes, key=lambda n: n["flops"])
                         row[f"largest_{op.lower()}"] = {"node": big["name"], "gflops": big["gflops"],

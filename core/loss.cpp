@@ -24,7 +24,10 @@ Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& la
     ++r.counted;
   }
   double total = 0;
+  int64_t correct = 0;
   const double scale = r.counted > 0 ? 1.0 / static_cast<double>(r.counted) : 0.0;
+  // Rows in parallel (a language model's logits are [N * T, vocabulary]: millions of exps).
+#pragma omp parallel for schedule(static) reduction(+ : total, correct) if (n * c > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const int64_t label = static_cast<int64_t>(labels.get(i));
     float* d = dlogits ? dlogits->f32() + i * c : nullptr;
@@ -44,12 +47,13 @@ Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& la
     for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(x[j]) - mx);
     const double lse = mx + std::log(sum);
     total += lse - x[label];
-    r.correct += arg == label;
+    correct += arg == label;
     if (d)
       for (int64_t j = 0; j < c; ++j)
         d[j] = static_cast<float>((std::exp(x[j] - lse) - (j == label ? 1.0 : 0.0)) * scale);
   }
   r.loss = total * scale;
+  r.correct = correct;
   return r;
 }
 

@@ -144,6 +144,16 @@ void print_statistics(const ConfigReport& c, const BenchConfig& cfg, std::ostrea
 
 }  // namespace
 
+/// "1234.5 images/s", or for token models "12.3 sequences/s (1574 tokens/s)".
+static std::string throughput(const BenchReport& rep, double per_s) {
+  char b[96];
+  if (rep.sequence > 0)
+    std::snprintf(b, sizeof b, "%.1f sequences/s (%.0f tokens/s)", per_s, per_s * static_cast<double>(rep.sequence));
+  else
+    std::snprintf(b, sizeof b, "%.1f images/s", per_s);
+  return b;
+}
+
 void print_report(const BenchReport& rep, std::ostream& os) {
   print_report_header(rep, os);
   for (const auto& c : rep.configs) print_config(rep, c, os);
@@ -208,14 +218,14 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
            << ": " << n.fallback_reason << "\n";
     if (training)
       std::snprintf(line, sizeof line,
-                    "summary: %.1f images/s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.2f GFLOP per step "
+                    "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.2f GFLOP per step "
                     "(forward %.2f + backward %.2f)",
-                    c.images_per_s, c.median_ms, c.min_ms, c.gflops, (c.total_flops + c.total_backward_flops) / 1e9,
+                    throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, (c.total_flops + c.total_backward_flops) / 1e9,
                     c.total_flops / 1e9, c.total_backward_flops / 1e9);
     else
       std::snprintf(line, sizeof line,
-                    "summary: %.1f images/s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
-                    c.images_per_s, c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
+                    "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
+                    throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
     os << line;
     if (peak > 0) os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of sgemm peak";
     if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
@@ -266,8 +276,8 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
 
 void print_config_brief(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
   char line[512];
-  std::snprintf(line, sizeof line, "%-10s %10.1f images/s  median %.3f ms  %.1f GFLOP/s%s%s\n", c.label.c_str(),
-                c.images_per_s, c.median_ms, c.gflops, c.fallbacks ? "  (fallbacks)" : "",
+  std::snprintf(line, sizeof line, "%-10s %s  median %.3f ms  %.1f GFLOP/s%s%s\n", c.label.c_str(),
+                throughput(rep, c.images_per_s).c_str(), c.median_ms, c.gflops, c.fallbacks ? "  (fallbacks)" : "",
                 !c.checked ? "" : c.check_ok ? "  check ok" : "  check MISMATCH vs naive");
   os << line;
   (void)rep;
@@ -376,7 +386,8 @@ nlohmann::json bench_json(const BenchReport& rep) {
                        {"adaptive", c.timing.adaptive}, {"converged", c.timing.adaptive ? json(c.timing.converged) : json()}};
     r["iteration_ms"] = stats_json(c.timing.iteration, 1e6);
     r["samples"] = {{"iteration_ms", scaled(c.timing.iteration_ns, 1e6)}, {"repeat", c.timing.repeat_of}};
-    r["summary"] = {{"images_per_s", c.images_per_s},
+    r["summary"] = {{"images_per_s", c.images_per_s},  // sequences/s for token models
+                    {"tokens_per_s", rep.sequence > 0 ? json(c.images_per_s * static_cast<double>(rep.sequence)) : json()},
                     {"repeat_images_per_s", c.repeat_images_per_s},
                     {"median_ms", c.median_ms},
                     {"min_ms", c.min_ms},

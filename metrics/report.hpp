@@ -62,6 +62,9 @@ struct ConfigReport {
 struct BenchReport {
   std::string model;
   int64_t batch = 1;
+  /// Token models (an int64 input [batch, T]): T, and throughput reads sequences/s and
+  /// tokens/s; 0 for images.
+  int64_t sequence = 0;
   std::string mode = "inference";
   int threads = 0;
   std::string blas_core;   ///< OpenBLAS kernel family in use

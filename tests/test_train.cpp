@@ -106,6 +106,9 @@ std::vector<OpCase> backward_cases() {
   add("mul_broadcast", make_node("Mul"), {{2, 3, 4}, {4}});
   add("mul_same_shape", make_node("Mul"), {{2, 3, 4}, {2, 3, 4}});
   add("matmul_batch_both", make_node("MatMul"), {{2, 1, 3, 4}, {3, 4, 5}});
+  add("matmul_shared_weight", make_node("MatMul"), {{2, 3, 4}, {4, 5}}, {false, true});  // nn.Linear on 3-D
+  add("add_bias_trailing", make_node("Add"), {{2, 3, 4}, {4}}, {false, true});
+  add("sub_bias_first", make_node("Sub"), {{3, 4}, {2, 3, 4}}, {true, false});
   add("globalmax", make_node("GlobalMaxPool"), {{2, 3, 3, 3}});
   add("lrn5", make_node("LRN", {{"size", A::of_int(5)}, {"alpha", A::of_float(0.3f)}, {"beta", A::of_float(0.6f)}, {"bias", A::of_float(2.f)}}),
       {{2, 7, 3, 1}});
@@ -177,6 +180,8 @@ std::vector<OpCase> backward_cases() {
   recurrent("lstm_peepholes", "LSTM", {}, 4, 1, false, false, true, true);
   recurrent("lstm_bidirectional_batch_first_lens", "LSTM", {{"direction", A::of_string("bidirectional")}}, 4, 2, true,
             true, true, false);
+  recurrent("gru_no_states", "GRU", {}, 3, 1, false, false, false, false);
+  recurrent("lstm_no_states", "LSTM", {}, 4, 1, false, false, false, false);
   recurrent("lstm_clip_softsign", "LSTM",
             {{"clip", A::of_float(0.6f)}, {"activations", A::of_strings({"Sigmoid", "Tanh", "Softsign"})}}, 4, 1, false,
             false, false, false);
