@@ -168,6 +168,69 @@ TEST_F(Text, GradcheckJudgesPerPositionLogitsAndSkipsTheIds) {
   }
 }
 
+/// ids [N, seq] (both symbolic) -> token embedding + the positions' rows of a 4-row table
+/// (Shape/Gather/Range, as PyTorch exports torch.arange(ids.size(1))) -> logits [N, seq, 7].
+Graph positional_model() {
+  Graph g;
+  g.source = "positions";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"ids", DType::kI64, {-1, -1}, {"N", "seq"}, true});
+  g.outputs.push_back(ValueInfo{"logits", DType::kF32, {}, {}, false});
+  g.initializers["emb"] = random_tensor({7, 8}, 1);
+  g.initializers["pos_table"] = random_tensor({4, 8}, 2);
+  g.initializers["w"] = random_tensor({8, 7}, 3);
+  g.initializers["one"] = Tensor::scalar_i64(1);
+  g.initializers["zero"] = Tensor::scalar_i64(0);
+  add_node(g, make_node("Shape"), {"ids"}, {"shape"}, "shape");
+  add_node(g, make_node("Gather"), {"shape", "one"}, {"len"}, "len");
+  add_node(g, make_node("Range"), {"zero", "len", "one"}, {"positions"}, "range");
+  add_node(g, make_node("Gather"), {"pos_table", "positions"}, {"pe"}, "pos");
+  add_node(g, make_node("Gather"), {"emb", "ids"}, {"e"}, "tok");
+  add_node(g, make_node("Add"), {"e", "pe"}, {"h"}, "add");
+  add_node(g, make_node("MatMul"), {"h", "w"}, {"logits"}, "head");
+  return g;
+}
+
+TEST_F(Text, SequenceLengthIsBoundByShapeAndCheckedAgainstThePositionTable) {
+  const std::string model = path("positions.onnx");
+  ASSERT_TRUE(save_onnx(positional_model(), model).is_ok());
+  CmdResult r = mosaic("info " + model + " --batch 2 --shape seq=3");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = mosaic("info " + model + " --batch 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("dimension 1 is symbolic ('seq'); bind it with --shape seq=N"), std::string::npos) << r.out;
+  // A sequence longer than the position table: refused at load, naming the node and input.
+  r = mosaic("info " + model + " --batch 2 --shape seq=5");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("node 'pos' (Gather)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("index 4 (element 4) is outside the gathered axis of size 4"), std::string::npos) << r.out;
+  // Bench on token data: sequences/s and tokens/s, ids drawn within the vocabulary.
+  r = mosaic("bench " + model + " --batch 2 --shape seq=4 --backends im2col --iterations 2 --warmup 1 --no-db");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("sequences/s ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ids uniform in [0, 7)"), std::string::npos) << r.out;
+}
+
+TEST_F(Text, IdsOutsideTheVocabularyAreRefusedByEveryGatherKernelNaiveIm2colAndTorch) {
+  OpCase c;
+  c.node = make_node("Gather");
+  c.inputs = {random_tensor({7, 3}, 1), Tensor::from_i64({2, 2}, {1, 6, 7, 0})};
+  c.is_const = {true, false};
+  // The name says torch, so ctest's process for it loads the torch backend (test_torch.cpp).
+  int checked = 0;
+  for (const std::string& backend : builtin_registry().backends()) {
+    std::vector<Tensor> out;
+    const Status st = run_on(c, backend, &out);
+    if (st.code() == StatusCode::kUnsupported) continue;  // no Gather kernel there (onednn)
+    ++checked;
+    ASSERT_FALSE(st.is_ok()) << backend;
+    EXPECT_NE(st.message().find("input 'x1': index 7 (element 2) is outside the gathered axis of size 7"),
+              std::string::npos)
+        << backend << ": " << st.message();
+  }
+  EXPECT_GE(checked, builtin_registry().has_backend("torch") ? 3 : 2);
+}
+
 TEST_F(Text, ABigramModelLearnsACyclicTextOnEveryBackend) {
   std::string text;
   for (int i = 0; i < 400; ++i) text += "abcde";
