@@ -123,6 +123,11 @@ void rnn_forward(const RnnParams& p, const RnnIO<T>& io, RnnTape<T>& s, const Ge
         for (int64_t b = 0; b < B; ++b)
           for (int64_t j = 0; j < Gr; ++j) hr[b * G + j] += Rb[j];
       auto time = [&](int64_t b) { return backwards(p, d) ? s.lens[b] - 1 - k : k; };
+      // Batch entries are independent within a step: their cell updates run in parallel
+      // (where the including target builds with OpenMP: the kernels do, the reference not).
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B * H >= 2048)
+#endif
       for (int64_t b = 0; b < B; ++b) {
         if (k >= s.lens[b]) {  // past this sequence's end: the state carries over
           std::copy(hp + b * H, hp + (b + 1) * H, hn + b * H);
