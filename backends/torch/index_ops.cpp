@@ -13,26 +13,6 @@
 namespace mosaic::torch_backend {
 namespace {
 
-at::ScalarType aten_type(DType d) {
-  switch (d) {
-    case DType::kF32: return at::kFloat;
-    case DType::kI64: return at::kLong;
-    case DType::kBool: return at::kBool;
-  }
-  return at::kFloat;
-}
-
-/// Any Mosaic tensor (float32, int64 or bool) over the same memory.
-at::Tensor view_any(const Tensor* t) {
-  return at::from_blob(const_cast<void*>(t->data()), at::IntArrayRef(t->shape()),
-                       at::TensorOptions().dtype(aten_type(t->dtype())));
-}
-
-void write_any(const at::Tensor& value, Tensor* into) {
-  at::Tensor out = view_any(into);
-  out.copy_(value.reshape(out.sizes()));
-}
-
 /// A kernel over tensors of any dtype: the float-only check of init_base is skipped, and
 /// gradients flow only where the data is float32.
 class AnyTypeKernel : public TorchKernel {
@@ -62,7 +42,7 @@ class TransposeKernel final : public AnyTypeKernel {
 
  private:
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    write_any(view_any(src[0]).permute(perm_), dst[0]);
+    write(view(src[0]).permute(perm_), dst[0]);
   }
   void run_backward(const BackwardArgs& a) override {
     if (a.diff_src[0]) write(view(a.diff_dst[0]).permute(inverse_), a.diff_src[0]);
@@ -88,9 +68,9 @@ class SliceKernel final : public AnyTypeKernel {
 
  private:
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    at::Tensor y = view_any(src[0]);
+    at::Tensor y = view(src[0]);
     for (const auto& [axis, idx] : picks_) y = at::index_select(y, axis, idx);
-    write_any(y, dst[0]);
+    write(y, dst[0]);
   }
   void run_backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return;
@@ -131,11 +111,11 @@ class GatherKernel final : public AnyTypeKernel {
         throw std::invalid_argument("input '" + input_ + "': index " + std::to_string(idx[j]) + " (element " +
                                     std::to_string(j) + ") is outside the gathered axis of size " +
                                     std::to_string(dim_));
-    at::Tensor i = view_any(t).reshape({-1});
+    at::Tensor i = view(t).reshape({-1});
     return at::where(i < 0, i + dim_, i);
   }
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    write_any(at::index_select(view_any(src[0]), axis_, indices(src[1])), dst[0]);
+    write(at::index_select(view(src[0]), axis_, indices(src[1])), dst[0]);
   }
   void run_backward(const BackwardArgs& a) override {
     if (!a.diff_src[0]) return;
@@ -162,10 +142,10 @@ class ExpandKernel final : public AnyTypeKernel {
 
  private:
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    at::Tensor x = view_any(src[0]);
+    at::Tensor x = view(src[0]);
     Shape aligned(out_.size() - in_.size(), 1);  // numpy: missing leading axes are 1
     aligned.insert(aligned.end(), in_.begin(), in_.end());
-    write_any(x.reshape(at::IntArrayRef(aligned)).expand(at::IntArrayRef(out_)), dst[0]);
+    write(x.reshape(at::IntArrayRef(aligned)).expand(at::IntArrayRef(out_)), dst[0]);
   }
   void run_backward(const BackwardArgs& a) override {
     if (a.diff_src[0]) write(reduce_to(view(a.diff_dst[0]), in_), a.diff_src[0]);
@@ -185,10 +165,10 @@ class WhereKernel final : public AnyTypeKernel {
 
  private:
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    write_any(at::where(view_any(src[0]), view_any(src[1]), view_any(src[2])), dst[0]);
+    write(at::where(view(src[0]), view(src[1]), view(src[2])), dst[0]);
   }
   void run_backward(const BackwardArgs& a) override {
-    const at::Tensor dy = view(a.diff_dst[0]), c = view_any(a.src[0]), zero = at::zeros({}, dy.options());
+    const at::Tensor dy = view(a.diff_dst[0]), c = view(a.src[0]), zero = at::zeros({}, dy.options());
     if (a.diff_src.size() > 1 && a.diff_src[1]) write(reduce_to(at::where(c, dy, zero), a_), a.diff_src[1]);
     if (a.diff_src.size() > 2 && a.diff_src[2]) write(reduce_to(at::where(c, zero, dy), b_), a.diff_src[2]);
   }
@@ -218,20 +198,18 @@ class LogicKernel final : public AnyTypeKernel {
     float_ = false;
     op_ = compare_op_of(ctx.node->op_type);
     not_ = ctx.node->op_type == "Not";
-    to_ = aten_type(ctx.outputs[0].dtype);
     return Status::ok();
   }
 
  private:
   void run_forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const at::Tensor x = view_any(src[0]);
-    if (op_) write_any(compare(*op_, x, view_any(src[1])), dst[0]);
-    else if (not_) write_any(at::logical_not(x), dst[0]);
-    else write_any(x.to(to_), dst[0]);  // Cast
+    const at::Tensor x = view(src[0]);
+    if (op_) write(compare(*op_, x, view(src[1])), dst[0]);
+    else if (not_) write(at::logical_not(x), dst[0]);
+    else write(x, dst[0]);  // Cast: write converts to the output's dtype
   }
   std::optional<CompareOp> op_;
   bool not_ = false;
-  at::ScalarType to_ = at::kFloat;
 };
 
 }  // namespace

@@ -25,9 +25,11 @@
 
 namespace mosaic::torch_backend {
 
-/// A Mosaic tensor seen as an ATen tensor over the same memory (float32, plain layout).
+/// A Mosaic tensor seen as an ATen tensor over the same memory (plain layout; float32,
+/// int64 or bool).
 inline at::Tensor view(const Tensor* t) {
-  return at::from_blob(const_cast<void*>(t->data()), at::IntArrayRef(t->shape()), at::kFloat);
+  const at::ScalarType type = t->dtype() == DType::kI64 ? at::kLong : t->dtype() == DType::kBool ? at::kBool : at::kFloat;
+  return at::from_blob(const_cast<void*>(t->data()), at::IntArrayRef(t->shape()), at::TensorOptions().dtype(type));
 }
 
 /// Base of every torch kernel: checks the dtypes, keeps the thread count Mosaic set when
@@ -66,7 +68,7 @@ std::optional<TorchUnary> torch_unary(UnaryOp op);
 
 /// dx = sum of g over the axes that `shape` was broadcast along (numpy rules).
 at::Tensor reduce_to(const at::Tensor& g, const Shape& shape);
-/// Copies `value` into a Mosaic tensor (shape must match in element count).
+/// Copies `value` into a Mosaic tensor (element count must match; converted to its dtype).
 void write(const at::Tensor& value, Tensor* into);
 
 // Registration of each family (their .cpp files); register.cpp calls them all.
