@@ -1,4 +1,6 @@
 #include "api/bench.hpp"
+
+#include "operators/attention.hpp"
 #include "core/interrupt.hpp"
 
 #include <thread>
@@ -19,6 +21,7 @@
 #include "distributed/data_parallel.hpp"
 #include "metrics/compare.hpp"
 #include "metrics/progress.hpp"
+#include "operators/attention.hpp"
 #include "validate/per_node.hpp"
 
 namespace mosaic::api {
@@ -249,12 +252,47 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   const bool auto_assign = o.assign == "auto";
   if (auto_assign)  // per node, the candidate backend that makes the whole graph fastest
     MOSAIC_RETURN_IF_ERROR(add_auto_configs(o, timed, inference_timing, fallback, report, configs));
+  // Attention fuses per configuration, where its backend has the kernel; "both" adds the
+  // plain graph's twin right after each configuration that fused.
+  std::vector<std::unique_ptr<Graph>> attention_graphs;
+  std::vector<const Graph*> graph_of(configs.size(), &timed);
+  if (o.fuse && o.attention != "unfused") {
+    BenchConfigs all;
+    std::vector<const Graph*> all_graphs;
+    size_t fused_nodes = 0;
+    std::string where;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      FuseOptions fo;
+      fo.activations = fo.layer_norm = fo.gelu = false;
+      fo.attention = fuse_options_for(configs[i].second, reg, false).attention;
+      auto fused = std::make_unique<Graph>(timed);
+      const FuseReport fr = fuse_graph(*fused, fo);
+      all.push_back(configs[i]);
+      all_graphs.push_back(fr.fused.empty() ? &timed : fused.get());
+      if (fr.fused.empty()) continue;
+      fused_nodes = static_cast<size_t>(std::count_if(fused->nodes.begin(), fused->nodes.end(),
+                                                      [](const Node& n) { return n.op_type == kAttentionOp; }));
+      where += (where.empty() ? "" : ", ") + configs[i].first;
+      attention_graphs.push_back(std::move(fused));
+      if (o.attention == "both") {
+        all.emplace_back(configs[i].first + "-unfused-attention", configs[i].second);
+        all_graphs.push_back(&timed);
+      }
+    }
+    if (fused_nodes)
+      report.notes.push_back("attention: " + std::to_string(fused_nodes) + " MatMul-scale-mask-Softmax-MatMul chains run as "
+                             "one FusedAttention node on " + where + (o.attention == "both" ? " (each beside its unfused twin)"
+                             : " (--attention both times the unfused graph beside it)"));
+    configs = std::move(all);
+    graph_of = std::move(all_graphs);
+  }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
-  for (auto& [label, placement] : configs) {
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const Placement& placement = configs[i].second;
     PlanOptions po;
     po.deterministic = o.deterministic;
-    auto plan = Plan::build(timed, placement, reg, po);
+    auto plan = Plan::build(*graph_of[i], placement, reg, po);
     if (!plan.ok()) return explain_unsupported(plan.status(), g);
     plans.push_back(std::move(plan.value()));
   }
@@ -290,7 +328,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
           check.check_message = "output '" + g.outputs[k].name + "' " + a.message;
         }
       }
-      if (!check.check_ok) check.first_divergent_node = first_divergent(timed, reg, configs[i].second, inputs, o);
+      if (!check.check_ok) check.first_divergent_node = first_divergent(*graph_of[i], reg, configs[i].second, inputs, o);
       out.checks_ok = out.checks_ok && check.check_ok;
     }
     plan.tracker().reset_peak();
@@ -371,6 +409,8 @@ Status check_bench_options(const BenchOptions& o) {
       return Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
                              "--target-ci, -t, --find-max-batch and --processes");
   }
+  if (o.attention != "fused" && o.attention != "unfused" && o.attention != "both")
+    return Status::invalid("--attention must be fused, unfused or both, got '" + o.attention + "'");
   return check_auto_options(o);
 }
 

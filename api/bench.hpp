@@ -45,6 +45,11 @@ struct BenchOptions {
   std::string collective = "auto";  ///< --distributed: ring, shm or auto
   bool check = true;
   bool fuse = true;  ///< Pad->Conv and Conv/Gemm+activation fusion for the timed plans
+  /// Inference with fusion: "fused" runs attention as one FusedAttention node on the
+  /// backends that have the kernel (core/fuse_attention.cpp), "unfused" keeps the plain
+  /// graph, "both" times each such configuration twice, fused and as a twin labelled
+  /// "LABEL-unfused-attention", side by side.
+  std::string attention = "fused";
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
   double rtol = 1e-3, atol = 1e-4;
   DbOptions db;  ///< the results store the CLI records the run in (api::bench records nothing)

@@ -91,16 +91,17 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
       bound = true;
     }
     if (bound) constants_note = "; int64 inputs bound as constants";
-    if (o.fuse) fuse_graph(graph);
+    std::vector<std::string> fallback;
+    if (!o.fallback.empty() && o.fallback != backend) fallback.push_back(o.fallback);
+    const Placement placement = Placement::all_on(backend, fallback);
+    if (o.fuse) fuse_graph(graph, fuse_options_for(placement, builtin_registry(), false));
     for (const auto& f : sorted_files(set, "output_")) {
       auto t = load_tensor_pb(f);
       if (!t.ok()) return classify(t.status());
       expected.push_back(t.value());
     }
     inputs = runtime_inputs;
-    std::vector<std::string> fallback;
-    if (!o.fallback.empty() && o.fallback != backend) fallback.push_back(o.fallback);
-    auto plan = Plan::build(graph, Placement::all_on(backend, fallback), builtin_registry());
+    auto plan = Plan::build(graph, placement, builtin_registry());
     if (!plan.ok()) return classify(plan.status());
     fell_back = std::max(fell_back, plan.value()->fallback_count());
     std::vector<Tensor> outs;

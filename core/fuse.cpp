@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 
+#include "core/plan.hpp"
+#include "operators/attention.hpp"
 #include "operators/eltwise.hpp"
 #include "operators/op_context.hpp"
 
@@ -51,10 +53,21 @@ bool spatial_zero_pads(const Graph& g, const Node& pad, std::vector<int64_t>* ou
 
 }  // namespace
 
+FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
+  FuseOptions fo;
+  fo.activations = !training;
+  if (!training)
+    fo.attention = [placement, &registry](const Node& n) {
+      return registry.has_kernel(placement.backend_for(n), kAttentionOp);
+    };
+  return fo;
+}
+
 FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   FuseReport report;
   if (options.layer_norm) fuse_layer_norms(g, report);
   if (options.gelu) fuse_gelus(g, report);
+  fuse_attention(g, options.attention, report);
   bool changed = true;
   while (changed) {
     changed = false;

@@ -9,10 +9,14 @@
 //  - PyTorch's LayerNorm decomposition below opset 17 -> one LayerNormalization
 //    (core/fuse_layer_norm.cpp).
 //  - PyTorch's GELU decompositions (erf and tanh forms) -> one Gelu (core/fuse_gelu.cpp).
+//  - Scaled dot-product attention (MatMul, scale, mask add, Softmax, MatMul) -> one
+//    FusedAttention node, for the nodes FuseOptions::attention accepts (a backend with the
+//    kernel; core/fuse_attention.cpp). Inference only: the node has no backward.
 // A rewrite happens only when the intermediate value has one consumer and is not a graph
 // output. Fused nodes are named "a+b" so reports show what was merged.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,7 +39,19 @@ struct FuseOptions {
   /// Recognise the erf and tanh GELU decompositions PyTorch exports as one Gelu node
   /// (inference and training: every backend differentiates Gelu).
   bool gelu = true;
+  /// Which candidate FusedAttention nodes to create (empty: none). The caller decides from
+  /// the placement: a node is fused only where the backend that will run it has the kernel
+  /// (fuse_options_for). Inference plans only.
+  std::function<bool(const Node& fused)> attention;
 };
+
+class KernelRegistry;
+struct Placement;
+
+/// The fusions for plans of `placement`: activations and attention in inference plans only
+/// (their fused nodes have no backward), attention where the backend `placement` assigns
+/// to the fused node has a FusedAttention kernel.
+FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training);
 
 /// Rewrites a prepared graph (value_descs filled) in place.
 FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
@@ -43,5 +59,7 @@ FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
 void fuse_layer_norms(Graph& graph, FuseReport& report);
 /// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.
 void fuse_gelus(Graph& graph, FuseReport& report);
+/// The attention recognition alone (core/fuse_attention.cpp); fuse_graph calls it.
+void fuse_attention(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 
 }  // namespace mosaic

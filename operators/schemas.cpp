@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "operators/attention.hpp"
 #include "operators/eltwise.hpp"
 #include "operators/params.hpp"
 #include "operators/reduce.hpp"
@@ -730,6 +731,10 @@ std::map<std::string, OpSchema> build_table() {
     t[op].backward_flops = rnn_backward_flops;
     t[op].non_trainable_inputs = {4, 5, 6};
   }
+  // The fused attention node (operators/attention.hpp): a graph only has it after fusion.
+  add(kAttentionOp, 3, 4, 1, 1, infer_attention, attention_flops, false,
+      "softmax(Q Kt scaled + mask) V, fused from PyTorch's attention ops (inference)");
+  t[kAttentionOp].domain = kAttentionDomain;
   add("Unsqueeze", 1, 2, 1, 1, infer_unsqueeze, f_zero, true, "insert unit axes");
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");

@@ -2,6 +2,7 @@
 // eltwise, norm, shape_ops, variadic; reductions, LayerNormalization, comparisons/Where/
 // Expand and data movement are the shared loops of backends/common/); what they share is in
 // naive_internal.hpp.
+#include "backends/common/attention.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/logic.hpp"
 #include "backends/common/movement.hpp"
@@ -21,6 +22,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   naive_impl::add_norm_kernels(r);
   register_logic_kernels(r);
   register_rnn_kernels(r, loop_gemm<float>, float32_data);
+  register_attention_kernel(r, loop_gemm<float>, false);
   naive_impl::add_shape_op_kernels(r);
   naive_impl::add_variadic_kernels(r);
   register_reduce_loop_kernels(r, {});

@@ -3,6 +3,7 @@
 // common.cpp.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/common/attention.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
@@ -40,6 +41,15 @@ Status onednn_error_status(int status, const std::string& what, const Node& node
   return Status::internal(msg + " (" + name + ", status " + std::to_string(status) + ")");
 }
 
+namespace {
+/// Row-major C = op(A) op(B) + beta C with oneDNN's sgemm (single-threaded inside a parallel
+/// region, multi-threaded outside one).
+void dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float beta, float* c, int64_t ldc) {
+  dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+}
+}  // namespace
+
 /// oneDNN's version (the instruction set its JIT uses here is onednn_effective_isa()).
 std::vector<std::pair<std::string, std::string>> onednn_details() { return {{"oneDNN", onednn_version()}}; }
 
@@ -53,6 +63,8 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   onednn_impl::add_movement_kernels(r);
   onednn_impl::add_reduce_kernels(r);
   onednn_impl::add_layer_norm_kernels(r);
+  // The fused attention node: blocks of rows per thread, oneDNN's sgemm for the products.
+  register_attention_kernel(r, dnnl_gemm, true);
   register_view_kernels(r);
   return r.status();
 }

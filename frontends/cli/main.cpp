@@ -210,6 +210,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--trace", bench.trace, "write a Chrome trace-event file of the measured iterations (Perfetto)");
   bool no_check = false, no_fuse = false;
   bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
+  bench_cmd->add_option("--attention", bench.attention,
+                        "inference: run attention as one fused node where the backend has the kernel (fused), keep the "
+                        "plain graph (unfused), or time both side by side (both)")
+      ->check(CLI::IsMember({"fused", "unfused", "both"}));
   bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
   bench_cmd->add_flag("--deterministic", bench.deterministic,
                       "bitwise-repeatable plans at a fixed thread count (no timing-dependent work splits)");

@@ -64,9 +64,7 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
     return f;
   }
   const bool training = o.mode == "training";
-  FuseOptions fo;
-  fo.activations = !training;
-  if (o.fuse || training) fuse_graph(g.value(), fo);
+  if (o.fuse || training) fuse_graph(g.value(), fuse_options_for(placement, builtin_registry(), training));
   PlanOptions po;
   po.training = training;
   po.allocate = real;

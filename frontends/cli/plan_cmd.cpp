@@ -50,8 +50,8 @@ int run_plan(const PlanCliOptions& o) {
   if (!g.ok()) return fail(g.status());
   if (Status st = placement.check_names(g.value()); !st.is_ok()) return fail(st);
   const bool training = o.mode == "training";
-  FuseOptions fo;
-  fo.activations = !training;  // training plans fold only the padding, as bench and train do
+  // Training plans fold only the padding, as bench and train do.
+  const FuseOptions fo = fuse_options_for(placement, reg, training);
   const FuseReport fused = o.fuse ? fuse_graph(g.value(), fo) : FuseReport{};
   PlanOptions po;
   po.training = training;

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""The fused attention node against the plain graph, side by side in one run.
+
+Runs `mosaic bench MODEL --backend onednn --attention both --no-check --json` per batch:
+each iteration set times the graph with every MatMul-scale-mask-Softmax-MatMul chain as one
+FusedAttention node ("onednn") and the same graph unfused ("onednn-unfused-attention"),
+one after the other in the same process. Prints a Markdown table: sequences/s of both, their
+ratio, and the attention's own time per layer (the FusedAttention node's median against the
+sum of the nodes it replaces: scores MatMul, scale, mask Add, Softmax, context MatMul).
+
+usage: bench/attention_fusion.py [--mosaic build/mosaic] [--model zoo:bert-base]
+                                 [--batches 1,8] [--threads 2] [--json docs/perf_attention.json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(args, batch):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        cmd = [args.mosaic, "bench", args.model, "--backend", "onednn", "--attention", "both", "--no-check",
+               "--batch", str(batch), "--threads", str(args.threads), "--warmup", str(args.warmup),
+               "--iterations", str(args.iterations), "--max-seconds", str(args.max_seconds), "--json", out]
+        print("+", " ".join(cmd), file=sys.stderr)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)
+
+
+def attention_us(config, fused):
+    """Median microseconds of the attention per layer: the fused node, or its parts."""
+    rows = [n for n in config["nodes"] if n.get("median_us") is not None]
+    if fused:
+        times = [n["median_us"] for n in rows if n["op"] == "FusedAttention"]
+        return sum(times) / len(times) if times else None
+    fused_names = set()
+    for n in rows:
+        if n["op"] == "FusedAttention":
+            fused_names.update(n["name"].split("+"))
+    return fused_names
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mosaic", default="build/mosaic")
+    p.add_argument("--model", default="zoo:bert-base")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--max-seconds", type=float, default=60)
+    p.add_argument("--json")
+    args = p.parse_args()
+    results = []
+    print("| batch | fused seq/s | unfused seq/s | fused / unfused | attention per layer, fused us | unfused us (its parts) |")
+    print("|---|---|---|---|---|---|")
+    for batch in [int(b) for b in args.batches.split(",")]:
+        report = run(args, batch)
+        by_label = {c["label"]: c for c in report["configs"]}
+        fused, plain = by_label["onednn"], by_label["onednn-unfused-attention"]
+        names = attention_us(fused, False)
+        layers = sum(1 for n in fused["nodes"] if n["op"] == "FusedAttention")
+        parts_us = sum(n["median_us"] for n in plain["nodes"]
+                       if n.get("median_us") is not None and n["name"] in names) / max(layers, 1)
+        row = {"model": args.model, "batch": batch, "threads": args.threads,
+               "fused_seq_per_s": fused["images_per_s"], "unfused_seq_per_s": plain["images_per_s"],
+               "ratio": fused["images_per_s"] / plain["images_per_s"],
+               "attention_fused_us": attention_us(fused, True), "attention_unfused_us": parts_us,
+               "fused_nodes": layers}
+        results.append(row)
+        print(f"| {batch} | {row['fused_seq_per_s']:.2f} | {row['unfused_seq_per_s']:.2f} | **{row['ratio']:.2f}x** "
+              f"| {row['attention_fused_us']:.0f} | {row['attention_unfused_us']:.0f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "provenance": report.get("provenance")}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+// Scaled dot-product attention as PyTorch exports it, recognised as one FusedAttention node
+// (operators/attention.hpp) where FuseOptions::attention accepts it:
+//   S = MatMul(Q, Kt); [S = Div(S, c) | Mul(S, c) | Mul(c, S)]; [S = Add(S, mask) | Add(mask, S)];
+//   P = Softmax(S, last axis); O = MatMul(P, V)
+// with c a float scalar constant. nn.MultiheadAttention scales Q before the MatMul: that
+// Div stays a node of its own and the fused node has scale 1. Every intermediate value must
+// have one consumer and not be a graph output; Q, Kt and V must share their leading axes.
+#include "core/fuse.hpp"
+#include "core/fuse_match.hpp"
+#include "operators/attention.hpp"
+#include "operators/op_context.hpp"
+
+namespace mosaic {
+namespace {
+
+const TensorDesc* desc_of(const Graph& g, const std::string& v) {
+  if (auto it = g.value_descs.find(v); it != g.value_descs.end()) return &it->second;
+  return nullptr;
+}
+
+/// Softmax over the last axis of its input.
+bool softmax_last_axis(const Graph& g, const Node& f) {
+  const TensorDesc* x = desc_of(g, f.inputs[0]);
+  if (!x || x->shape.size() < 2) return false;
+  const int64_t r = static_cast<int64_t>(x->shape.size());
+  int64_t axis = f.attr_int("axis", g.opset < 13 ? 1 : -1);
+  if (axis < 0) axis += r;
+  return axis == r - 1;
+}
+
+struct Match {
+  std::vector<const Node*> parts;  ///< in graph order of the chain: MatMul, scale, add, Softmax, MatMul
+  std::string q, kt, v, mask;
+  double scale = 1;
+  bool divide = false;
+};
+
+/// The chain ending in Softmax `f`, or false.
+bool match_at(const fuse::Matcher& M, const Graph& g, const Node& f, Match* m) {
+  if (f.inputs.size() != 1 || !softmax_last_axis(g, f) || !M.once(f.inputs[0])) return false;
+  const Node* pv = M.sole_consumer(f.outputs[0], "MatMul");
+  if (!pv || pv->inputs.size() != 2 || pv->inputs[0] != f.outputs[0]) return false;
+  std::vector<const Node*> chain{&f, pv};
+  std::string s = f.inputs[0];
+  // Optional mask add: the operand that is not (scaled) scores is the mask.
+  if (const Node* add = M.made_by(s, "Add"); add && add->inputs.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      const std::string& cand = add->inputs[k];
+      const bool scores = M.once(cand) && (M.made_by(cand, "MatMul") || M.made_by(cand, "Div") || M.made_by(cand, "Mul"));
+      if (!scores) continue;
+      m->mask = add->inputs[1 - k];
+      s = cand;
+      chain.insert(chain.begin(), add);
+      break;
+    }
+    if (m->mask.empty()) return false;
+  }
+  // Optional scale by a scalar constant.
+  if (const Node* div = M.made_by(s, "Div"); div && div->inputs.size() == 2) {
+    auto c = M.scalar(div->inputs[1]);
+    if (!c || !M.once(div->inputs[0])) return false;
+    m->scale = *c;
+    m->divide = true;
+    s = div->inputs[0];
+    chain.insert(chain.begin(), div);
+  } else if (const Node* mul = M.made_by(s, "Mul"); mul && mul->inputs.size() == 2) {
+    const int ck = M.scalar(mul->inputs[0]) ? 0 : M.scalar(mul->inputs[1]) ? 1 : -1;
+    if (ck < 0 || !M.once(mul->inputs[1 - ck])) return false;
+    m->scale = *M.scalar(mul->inputs[ck]);
+    s = mul->inputs[1 - ck];
+    chain.insert(chain.begin(), mul);
+  }
+  const Node* qk = M.made_by(s, "MatMul");
+  if (!qk || qk->inputs.size() != 2) return false;
+  chain.insert(chain.begin(), qk);
+  m->parts = chain;
+  m->q = qk->inputs[0];
+  m->kt = qk->inputs[1];
+  m->v = pv->inputs[1];
+  return true;
+}
+
+}  // namespace
+
+void fuse_attention(Graph& g, const std::function<bool(const Node&)>& accept, FuseReport& report) {
+  if (!accept) return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    const fuse::Matcher M(g);
+    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+      const Node& f = g.nodes[i];
+      Match m;
+      if (f.op_type != "Softmax" || !match_at(M, g, f, &m)) continue;
+      Node fused;
+      fused.op_type = kAttentionOp;
+      fused.domain = kAttentionDomain;
+      for (const Node* n : m.parts) fused.name += (fused.name.empty() ? "" : "+") + n->name;
+      fused.inputs = {m.q, m.kt, m.v};
+      if (!m.mask.empty()) fused.inputs.push_back(m.mask);
+      fused.outputs = {m.parts.back()->outputs[0]};
+      fused.attrs["scale"] = Attribute::of_float(static_cast<float>(m.scale));
+      fused.attrs["divide"] = Attribute::of_int(m.divide ? 1 : 0);
+      // The node must be well formed (shapes chain, leading axes shared, float) and wanted.
+      OpContext ctx;
+      ctx.node = &fused;
+      ctx.opset = g.opset;
+      bool known = true;
+      for (const auto& in : fused.inputs) {
+        const TensorDesc* d = desc_of(g, in);
+        auto c = g.initializers.find(in);
+        if (!d && c == g.initializers.end()) known = false;
+        ctx.inputs.push_back(d ? *d : c != g.initializers.end() ? c->second.desc() : TensorDesc{});
+        ctx.input_present.push_back(true);
+        ctx.constants.push_back(c != g.initializers.end() ? &c->second : nullptr);
+      }
+      if (!known || !attention_params(ctx).ok() || !accept(fused)) continue;
+      fuse::replace_nodes(g, m.parts, std::move(fused), report);
+      changed = true;
+    }
+  }
+}
+
+}  // namespace mosaic
