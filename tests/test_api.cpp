@@ -141,26 +141,30 @@ TEST_F(Api, VerifyJudgesEachCaseOnEachBackendAgainstTheExpectedOutputs) {
 
 TEST_F(Api, VerifyKeepsIntegerDataInputsAtRunTimeAndBindsOnlyShapeArguments) {
   if (!fs::exists(kNodeTests + "/test_gather_0")) GTEST_SKIP() << "libonnx-testdata not installed";
-  // Gather's indices are data: they stay a run-time input, so a backend without a Gather
-  // kernel is UNSUPPORTED (before, the whole case folded at load and "passed" anywhere).
+  // Gather's indices are data: they stay a run-time input and onednn's Gather runs on them
+  // (before, the whole case folded at load and "passed" on any backend).
   api::VerifyOptions o;
-  o.paths = {kNodeTests + "/test_gather_0", kNodeTests + "/test_reshape_extended_dims"};
+  o.paths = {kNodeTests + "/test_gather_0", kNodeTests + "/test_reshape_extended_dims",
+             kNodeTests + "/test_argmax_default_axis_example"};
   o.backend = "onednn";
   auto r = api::verify(o);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  ASSERT_EQ(r->cases.size(), 2u);
-  EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kUnsupported) << r->cases[0].detail;
-  EXPECT_NE(r->cases[0].detail.find("no kernel for Gather"), std::string::npos) << r->cases[0].detail;
+  ASSERT_EQ(r->cases.size(), 3u);
+  EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kPassed) << r->cases[0].detail;
+  EXPECT_EQ(r->cases[0].detail.find("bound as constants"), std::string::npos) << r->cases[0].detail;
   // Reshape's shape is a shape argument: bound as a constant, and said so.
   EXPECT_EQ(r->cases[1].verdict, api::CaseVerdict::kPassed) << r->cases[1].detail;
   EXPECT_NE(r->cases[1].detail.find("int64 inputs bound as constants"), std::string::npos) << r->cases[1].detail;
-  // With --fallback naive the Gather runs on naive, and the verdict counts it.
+  // A node the backend has no kernel for makes the case UNSUPPORTED, naming the op.
+  EXPECT_EQ(r->cases[2].verdict, api::CaseVerdict::kUnsupported) << r->cases[2].detail;
+  EXPECT_NE(r->cases[2].detail.find("no kernel for ArgMax"), std::string::npos) << r->cases[2].detail;
+  // With --fallback naive the ArgMax runs on naive, and the verdict counts it.
   o.fallback = "naive";
   r = api::verify(o);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->cases[0].verdict, api::CaseVerdict::kPassed) << r->cases[0].detail;
-  EXPECT_NE(r->cases[0].detail.find("1 nodes on naive (--fallback)"), std::string::npos) << r->cases[0].detail;
-  EXPECT_EQ(r->cases[0].detail.find("bound as constants"), std::string::npos) << r->cases[0].detail;
+  EXPECT_EQ(r->cases[2].verdict, api::CaseVerdict::kPassed) << r->cases[2].detail;
+  EXPECT_NE(r->cases[2].detail.find("1 nodes on naive (--fallback)"), std::string::npos) << r->cases[2].detail;
+  EXPECT_EQ(r->cases[0].detail.find("nodes on naive"), std::string::npos) << r->cases[0].detail;
   o.fallback = "no-such-backend";
   r = api::verify(o);
   ASSERT_FALSE(r.ok());

@@ -213,8 +213,8 @@ TEST(Plan, FallbackIsRecordedAndShown) {
 
 /// Conv -> Relu in oneDNN's blocked layout, then a node oneDNN cannot run, which falls back
 /// to naive. `known_early`: a reflect Pad, which onednn's capability query declines before
-/// anything is built, so the planner has the Relu write plain. Otherwise a Sub whose first
-/// operand broadcasts, which oneDNN declines only when building its primitive: the Relu's
+/// anything is built, so the planner has the Clip write plain. Otherwise a Div whose first
+/// operand broadcasts, which oneDNN declines only when building its primitive: the Clip's
 /// output is blocked by then, and the planner inserts a timed conversion to plain in front
 /// of the Sub.
 Graph layout_graph(bool known_early) {
@@ -225,13 +225,15 @@ Graph layout_graph(bool known_early) {
   g.initializers["w"] = random_tensor({32, 16, 3, 3}, 21);
   g.initializers["b"] = random_tensor({32}, 22);
   g.nodes.push_back(node("Conv", "conv", {"x", "w", "b"}, {"c"}, {{"pads", A::of_ints({1, 1, 1, 1})}}));
-  g.nodes.push_back(node("Relu", "relu", {"c"}, {"r"}));
+  g.initializers["lo"] = Tensor::from_f32({}, {0.5f});  // Clip fuses into the Conv; Div never sees 0
+  g.initializers["hi"] = Tensor::from_f32({}, {6.f});
+  g.nodes.push_back(node("Clip", "clip", {"c", "lo", "hi"}, {"r"}));
   if (known_early) {
     g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
     g.nodes.push_back(node("Pad", "reflect", {"r", "pads"}, {"y"}, {{"mode", A::of_string("reflect")}}));
   } else {
     g.initializers["k"] = random_tensor({1, 32, 1, 1}, 24);
-    g.nodes.push_back(node("Sub", "sub", {"k", "r"}, {"y"}));
+    g.nodes.push_back(node("Div", "div", {"k", "r"}, {"y"}));
   }
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
   EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
@@ -252,7 +254,7 @@ TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
     EXPECT_FALSE(p.values()[p.steps()[0].out[0]].desc.plain()) << "conv output kept blocked";
     if (known_early) {
       ASSERT_EQ(p.steps().size(), 3u);
-      EXPECT_TRUE(p.values()[p.steps()[1].out[0]].desc.plain()) << "the Relu writes plain for the Pad";
+      EXPECT_TRUE(p.values()[p.steps()[1].out[0]].desc.plain()) << "the Clip writes plain for the Pad";
       EXPECT_EQ(p.conversion_count(), 0);
     } else {
       ASSERT_EQ(p.steps().size(), 4u);
@@ -277,8 +279,8 @@ TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
   CmdResult r = mosaic("plan " + model + " --backend onednn --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("conversion: 'r' onednn:"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("fallback: 'sub' (Sub) runs on naive instead of onednn: "), std::string::npos) << r.out;
-  // Conv and Relu fused: two nodes and the conversion between them and the Sub.
+  EXPECT_NE(r.out.find("fallback: 'div' (Div) runs on naive instead of onednn: "), std::string::npos) << r.out;
+  // Conv and Clip fused: two nodes and the conversion between them and the Sub.
   EXPECT_NE(r.out.find("2 nodes (naive 1, onednn 1), conversions 1"), std::string::npos) << r.out;
   const auto doc = read_json(json);
   EXPECT_EQ(doc["schema"], "mosaic.plan/1");
@@ -294,7 +296,7 @@ TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
   // Forbidding fallback makes the same plan an error that names the node.
   r = mosaic("plan " + model + " --backend onednn --fallback none");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("'sub'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'div'"), std::string::npos) << r.out;
   std::filesystem::remove(model);
   std::filesystem::remove(json);
 }

@@ -112,9 +112,10 @@ class BinaryKernel final : public Kernel {
     Shape a = ctx.inputs[0].shape, b = ctx.inputs[1].shape;
     a.insert(a.begin(), out.size() - a.size(), 1);
     b.insert(b.begin(), out.size() - b.size(), 1);
-    // oneDNN broadcasts src1 only; commutative ops may swap operands.
+    // oneDNN broadcasts src1 only; commutative ops may swap operands, and Sub swaps them
+    // and negates the result (a - b = -(b - a), exact in float) with a linear post-op.
     if (a != out) {
-      if (b == out && (op_ == BinaryOp::kAdd || op_ == BinaryOp::kMul)) {
+      if (b == out && (op_ == BinaryOp::kAdd || op_ == BinaryOp::kMul || op_ == BinaryOp::kSub)) {
         std::swap(a, b);
         swapped_ = true;
       } else {
@@ -133,7 +134,13 @@ class BinaryKernel final : public Kernel {
       a_.init(ma, compute_a, ctx.tracker, false);
       b_.init(mb, compute_b, ctx.tracker, false);
       dnnl::binary::desc d(alg, compute_a, compute_b, any(out));
-      dnnl::binary::primitive_desc pd(d, engine());
+      dnnl::primitive_attr attr;
+      if (swapped_ && op_ == BinaryOp::kSub) {
+        dnnl::post_ops negate;
+        negate.append_eltwise(1.f, algorithm::eltwise_linear, -1.f, 0.f);
+        attr.set_post_ops(negate);
+      }
+      dnnl::binary::primitive_desc pd(d, attr, engine());
       const memory::desc out_md = ctx.layout_free(0) ? pd.dst_desc() : plain(out);
       y_.init(out_md, pd.dst_desc(), ctx.tracker, true);
       out_layout_ = layout_of(out_md, out);

@@ -4,7 +4,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/common/attention.hpp"
+#include "backends/common/logic.hpp"
 #include "backends/common/movement.hpp"
+#include "backends/common/rnn.hpp"
+#include "backends/common/support.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
 namespace mosaic {
@@ -65,6 +68,12 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   onednn_impl::add_layer_norm_kernels(r);
   // The fused attention node: blocks of rows per thread, oneDNN's sgemm for the products.
   register_attention_kernel(r, dnnl_gemm, true);
+  // Token models' index and mask ops: oneDNN has no primitive for them; the shared loops
+  // (byte moves and comparisons) run them in place of a fallback to naive.
+  for (const char* op : {"Split", "Gather", "Slice", "Cast"}) register_movement_kernel(r, op);
+  register_logic_kernels(r);
+  // The recurrent ops: the shared recurrence (backends/common/rnn.hpp) with oneDNN's sgemm.
+  register_rnn_kernels(r, dnnl_gemm, float32_data);
   register_view_kernels(r);
   return r.status();
 }
