@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/kernel.hpp"
+#include "backends/common/fast_exp.hpp"
 #include "backends/common/grad.hpp"
 #include "operators/rnn.hpp"
 
@@ -70,6 +72,21 @@ inline int64_t y_at(const RnnParams& p, int64_t t, int d, int64_t b) {
 }
 inline bool backwards(const RnnParams& p, int d) { return p.reverse || d == 1; }
 
+/// The cells the float kernels evaluate as arrays: ONNX's default activations (RNN tanh,
+/// LSTM sigmoid/tanh/tanh, GRU sigmoid/tanh), no clip, no peepholes (LSTM) and
+/// linear_before_reset (GRU), as PyTorch exports them.
+enum class FastCell { kNone, kRnn, kLstm, kGru };
+inline FastCell fast_cell(const RnnParams& p, const Activation& f, const Activation& g, const Activation& h,
+                          bool peepholes) {
+  const auto is = [](const Activation& a, UnaryOp op) { return a.op && *a.op == op; };
+  if (p.clip > 0) return FastCell::kNone;
+  if (p.cell == RnnCell::kRnn) return is(f, UnaryOp::kTanh) ? FastCell::kRnn : FastCell::kNone;
+  if (!is(f, UnaryOp::kSigmoid) || !is(g, UnaryOp::kTanh)) return FastCell::kNone;
+  if (p.cell == RnnCell::kLstm && !peepholes && is(h, UnaryOp::kTanh)) return FastCell::kLstm;
+  if (p.cell == RnnCell::kGru && p.linear_before_reset) return FastCell::kGru;
+  return FastCell::kNone;
+}
+
 }  // namespace rnn_detail
 
 /// Runs the node forward. `gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)` is row-major
@@ -98,6 +115,7 @@ void rnn_forward(const RnnParams& p, const RnnIO<T>& io, RnnTape<T>& s, const Ge
     const T* P = io.p ? io.p + d * 3 * H : nullptr;
     const Activation &f = p.act(d, 0), &g = p.act(d, p.acts_per_dir > 1 ? 1 : 0),
                      &h = p.act(d, p.acts_per_dir > 2 ? 2 : 0);
+    const FastCell fast = fast_cell(p, f, g, h, P != nullptr);
     T* xw = s.xw.data() + d * S * B * G;
     gemm(false, true, S * B, G, I, io.x, I, W, I, T(0), xw, G);
     if (Wb)
@@ -125,6 +143,10 @@ void rnn_forward(const RnnParams& p, const RnnIO<T>& io, RnnTape<T>& s, const Ge
       auto time = [&](int64_t b) { return backwards(p, d) ? s.lens[b] - 1 - k : k; };
       // Batch entries are independent within a step: their cell updates run in parallel
       // (where the including target builds with OpenMP: the kernels do, the reference not).
+      // The float kernels run the configurations PyTorch exports (RNN tanh, LSTM, GRU
+      // with linear_before_reset) with gates as arrays through the vectorised sigmoid and tanh of
+      // backends/common/fast_exp.hpp; the double reference and other configurations
+      // evaluate each gate's table row per element.
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (B * H >= 2048)
 #endif
@@ -138,6 +160,35 @@ void rnn_forward(const RnnParams& p, const RnnIO<T>& io, RnnTape<T>& s, const Ge
         const T* r = hr.data() + b * G;
         T* pr = pre + b * G;
         T* a = act + b * G;
+        if constexpr (std::is_same_v<T, float>) {
+          if (fast == FastCell::kRnn) {
+            for (int64_t j = 0; j < H; ++j) pr[j] = x[j] + r[j];
+            tanh_array(pr, a, H);
+            std::copy(a, a + H, hn + b * H);
+            continue;
+          }
+          if (fast == FastCell::kLstm) {  // gates i, o, f sigmoid, c tanh; h = o tanh(c)
+            for (int64_t j = 0; j < G; ++j) pr[j] = x[j] + r[j];
+            sigmoid_array(pr, a, 3 * H);
+            tanh_array(pr + 3 * H, a + 3 * H, H);
+            float* c = cn + b * H;
+            for (int64_t j = 0; j < H; ++j) c[j] = a[2 * H + j] * cp[b * H + j] + a[j] * a[3 * H + j];
+            tanh_array(c, hn + b * H, H);
+            for (int64_t j = 0; j < H; ++j) hn[b * H + j] *= a[H + j];
+            continue;
+          }
+          if (fast == FastCell::kGru) {  // z, r sigmoid; h tanh(x + r (.) (H R_h^T + Rb_h))
+            for (int64_t j = 0; j < 2 * H; ++j) pr[j] = x[j] + r[j];
+            sigmoid_array(pr, a, 2 * H);
+            for (int64_t j = 0; j < H; ++j) {
+              extra[b * H + j] = r[2 * H + j];
+              pr[2 * H + j] = x[2 * H + j] + a[H + j] * r[2 * H + j];
+            }
+            tanh_array(pr + 2 * H, a + 2 * H, H);
+            for (int64_t j = 0; j < H; ++j) hn[b * H + j] = (1.f - a[j]) * a[2 * H + j] + a[j] * hp[b * H + j];
+            continue;
+          }
+        }
         for (int64_t j = 0; j < H; ++j) {
           const T hprev = hp[b * H + j];
           if (p.cell == RnnCell::kRnn) {
