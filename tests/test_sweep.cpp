@@ -1,6 +1,7 @@
 // `mosaic sweep`: grid, resume from the results store, Table 2/3 contents, config errors.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -185,6 +186,41 @@ evaluate: false
   EXPECT_NE(md.find("| 2 |  | does not train: after epoch 1, train loss"), std::string::npos) << md;
 }
 
+TEST_F(Sweep, TokenModelsTrainAndMaxIsTheLargestBatchThatFits) {
+  // Seed 001's BERT table in miniature: token data, the masked-LM objective, and `max`
+  // resolved by --find-max-batch's search within the sweep's memory limit.
+  const std::string cfg = write("bert.yaml", R"(name: bert
+output: out
+data: synthetic-tokens:256,128,30521
+objective: masked-lm
+models: zoo:bert-tiny
+backends: [onednn]
+optimizers: [adam]
+lr: 0.0001
+batch: [2, max]
+memory_limit: 400M
+epochs: 1
+steps_per_epoch: 1
+evaluate: false
+)");
+  CmdResult r = mosaic("sweep " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_NE(r.out.find("batch max: the largest training batch of zoo:bert-tiny on onednn with adam"), std::string::npos) << r.out;
+  const std::string resolved = "batch max: ";
+  long long max = 0;
+  for (size_t p = r.out.find(resolved); p != std::string::npos; p = r.out.find(resolved, p + 1))
+    if (std::isdigit(static_cast<unsigned char>(r.out[p + resolved.size()]))) max = std::stoll(r.out.substr(p + resolved.size()));
+  ASSERT_GT(max, 2) << r.out;  // bert-tiny trains far more than 2 sequences in 400 MB
+  const std::string md = read(dir_ / "out" / "table2.md");
+  EXPECT_NE(md.find("objective masked-lm"), std::string::npos) << md;
+  EXPECT_NE(md.find("sequences per second"), std::string::npos) << md;
+  EXPECT_NE(md.find("| batch 2 | batch " + std::to_string(max) + " |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("—"), std::string::npos) << "both cells trained: " << md;
+  // Resumed: the same max, the same cells.
+  r = mosaic("sweep " + cfg);
+  EXPECT_NE(r.out.find("0 cells run, 2 finished earlier"), std::string::npos) << r.out;
+}
+
 TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
   struct Case {
     std::string yaml, message;
@@ -207,6 +243,12 @@ TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
       {"models: zoo:fmnist-cnn\nepochs: 1\nepochs: 3\n", "key 'epochs' appears twice (line 4)"},
       {"models: zoo:fmnist-cnn\nlr: [0.1, 0.01, 0.1]\n", "key 'lr' lists the value '0.1' twice (items 1 and 3)"},
       {"models: zoo:fmnist-cnn\nbatch: [8, 8]\n", "key 'batch' lists the value '8' twice"},
+      {"models: zoo:fmnist-cnn\nbatch: [8, maxx]\n", "key 'batch': 'maxx' is neither a positive batch size nor max"},
+      {"models: zoo:fmnist-cnn\nbatch: 0\n", "key 'batch': '0' is neither"},
+      {"models: zoo:fmnist-cnn\nobjective: mlm\n", "key 'objective' must be next-token or masked-lm"},
+      {"models: zoo:fmnist-cnn\nmemory_limit: 1G\n", "key 'memory_limit' applies to 'batch: max'"},
+      {"models: zoo:fmnist-cnn\nbatch: max\nmemory_limit: lots\n", "key 'memory_limit': "},
+      {"models: zoo:fmnist-cnn\nbatch: max\nbackends: ['Conv=onednn,*=naive']\n", "key 'batch': max needs backends named"},
       {"models: zoo:fmnist-cnn\nmomentum: .nan\n", "key 'momentum' must be a finite number, got '.nan'"},
       {"models: zoo:fmnist-cnn\nmomentum: 1.5\n", "key 'momentum' must be in [0, 1)"},
       {"models: zoo:fmnist-cnn\nlr: [.inf]\n", "key 'lr': values must be finite numbers"},

@@ -80,9 +80,10 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
     const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
     Status st = p.run(inputs, nullptr);
     if (st.is_ok() && training) {
+      // A label per row of the last axis: [N] for [N, C] logits, [N, T] for a token model's.
       const Shape out = p.output(0).shape();
-      Tensor labels = Tensor::empty({DType::kI64, {out[0]}});
-      for (int64_t i = 0; i < out[0]; ++i) labels.i64()[i] = i % out[1];
+      Tensor labels = Tensor::empty({DType::kI64, Shape(out.begin(), out.end() - 1)});
+      for (int64_t i = 0; i < labels.numel(); ++i) labels.i64()[i] = i % out.back();
       Tensor d = Tensor::empty({DType::kF32, out});
       auto loss = softmax_cross_entropy(p.output(0), labels, &d);
       st = loss.ok() ? p.backward({d}) : loss.status();
@@ -182,7 +183,18 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
   return m;
 }
 
+/// 90% of MemAvailable, the default limit.
+int64_t default_memory_limit() { return available_memory_bytes() * 9 / 10; }
+
 }  // namespace
+
+Expected<int64_t> largest_batch(const BenchOptions& o, const Placement& placement, int64_t limit) {
+  if (limit <= 0) limit = default_memory_limit();
+  if (limit <= 0) return Status::invalid("cannot read MemAvailable from /proc/meminfo; give a memory limit");
+  const MaxBatch m = find_max_batch(o, placement.default_backend, placement, limit);
+  if (!m.error.empty()) return Status::invalid(o.model + " on " + placement.default_backend + ": " + m.error);
+  return m.max_batch;
+}
 
 Expected<int64_t> parse_bytes(const std::string& text) {
   std::istringstream in(text);
@@ -204,7 +216,7 @@ int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::s
   int64_t limit = 0;
   std::string source = "--memory-limit " + o.memory_limit;
   if (o.memory_limit.empty()) {
-    limit = available_memory_bytes() * 9 / 10;
+    limit = default_memory_limit();
     source = "90% of the available memory (MemAvailable)";
     if (limit <= 0) return fail(Status::invalid("cannot read MemAvailable from /proc/meminfo; give --memory-limit"));
   } else {

@@ -2,9 +2,8 @@
 // in OUTPUT/results.sqlite (so an interrupted sweep resumes where it stopped), and
 // writes the seed's Table 2 (epoch time and throughput vs batch) and Table 3 (accuracy
 // at chosen epochs per optimizer and lr) as CSV and Markdown.
-#include <chrono>
-#include <cmath>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,11 +16,13 @@
 #include "core/file_io.hpp"
 #include "distributed/data_parallel.hpp"
 #include "frontends/cli/cli_util.hpp"
+#include "frontends/cli/commands.hpp"
 #include "api/models.hpp"
 #include "frontends/cli/sweep_distributed.hpp"
 #include "frontends/cli/train.hpp"
 #include "frontends/config/sweep_config.hpp"
 #include "frontends/data/dataset.hpp"
+#include "frontends/data/text.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/sqlite_db.hpp"
 
@@ -90,6 +91,7 @@ std::string cell_key(const SweepConfig& c, const Cell& cell) {
     << "|data=" << c.data << "|epochs=" << c.epochs << "|steps_per_epoch=" << c.steps_per_epoch << "|seed=" << c.seed
     << "|shuffle=" << c.shuffle << "|eval=" << c.evaluate << "|norm=" << c.normalize << "|momentum=" << c.momentum
     << "|wd=" << c.weight_decay;
+  if (!c.objective.empty()) k << "|objective=" << c.objective;
   if (cell.ranks > 0) {
     k << "|ranks=" << cell.ranks << "|mode=" << cell.mode;
     if (cell.mode == "ps" || cell.mode == "ps-async") k << "|servers=" << c.servers;
@@ -113,7 +115,9 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const 
   // Markdown: one row per (model, backend, optimizer, lr), one column per batch size.
   md << "# " << c.name << ": Table 2, mean epoch time and throughput vs batch size\n\n"
      << "Data `" << c.data << "`, " << c.epochs << " epoch(s)" << (c.steps_per_epoch ? ", each cut to " + std::to_string(c.steps_per_epoch) + " steps" : "")
-     << ". Cells: seconds per epoch / images per second.\n\n| model | backend | optimizer | lr |";
+     << (c.objective.empty() ? "" : ", objective " + c.objective)
+     << ". Cells: seconds per epoch / " << (is_token_spec(c.data) ? "sequences" : "images")
+     << " per second.\n\n| model | backend | optimizer | lr |";
   for (int64_t b : c.batches) md << " batch " << b << " |";
   md << "\n|---|---|---|---|";
   for (size_t i = 0; i < c.batches.size(); ++i) md << "---|";
@@ -134,7 +138,7 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const 
     const std::string row = "| " + cell.model + " | " + backend_label(cell) + " | " + cell.optimizer + " | " + num(cell.lr) + " |";
     if (!rows.count(row)) order.push_back(row);
     char buf[64];
-    if (epochs) std::snprintf(buf, sizeof buf, "%.2f s / %.0f", mean, ips);
+    if (epochs) std::snprintf(buf, sizeof buf, ips < 100 ? "%.2f s / %.3g" : "%.2f s / %.0f", mean, ips);
     rows[row][cell.batch] = epochs ? buf : cell.status == "error" ? "error" : "—";
   }
   for (const auto& row : order) {
@@ -216,6 +220,7 @@ nlohmann::json sweep_json(const SweepConfig& c, const std::vector<Cell>& finishe
                      {"name", c.name},
                      {"config", c.file},
                      {"data", c.data},
+                     {"objective", c.objective},
                      {"epochs", c.epochs},
                      {"steps_per_epoch", c.steps_per_epoch},
                      {"seed", c.seed},
@@ -268,7 +273,7 @@ int run_sweep(const SweepOptions& so) {
     const Placement p = assign_placement(b, {"naive"}).value();
     for (const auto& m : c.models) {
       CommonOptions common;
-      common.batch = c.batches.front();
+      common.batch = std::max<int64_t>(c.batches.front(), 1);
       auto g = load_prepared(m, common, nullptr);
       if (!g.ok()) return fail(Status(g.status().code(), c.file + ": key 'models': " + g.status().message()));
       if (Status named = p.check_names(g.value()); !named.is_ok())
@@ -284,8 +289,42 @@ int run_sweep(const SweepOptions& so) {
                                   grid_dimensions(c) + "), more than --max-grid " + std::to_string(so.max_grid) +
                                   "; raise --max-grid to run it"));
   }
-  auto data = load_data(c.data, c.seed);
-  if (!data.ok()) return fail(Status(data.status().code(), c.file + ": key 'data': " + data.status().message()));
+  // Token data is made per cell, for the model's sequence length and vocabulary.
+  const bool tokens = is_token_spec(c.data);
+  DataSplits images;
+  if (!tokens) {
+    auto data = load_data(c.data, c.seed);
+    if (!data.ok()) return fail(Status(data.status().code(), c.file + ": key 'data': " + data.status().message()));
+    images = std::move(data.value());
+  }
+  // `batch: max`: the largest training batch of each model on each backend, first.
+  std::map<std::pair<std::string, std::string>, int64_t> largest;
+  int64_t limit = 0;
+  if (!c.memory_limit.empty()) {
+    auto l = parse_bytes(c.memory_limit);
+    if (!l.ok()) return fail(Status::invalid(c.file + ": key 'memory_limit': " + l.status().message()));
+    limit = l.value();
+  }
+  if (std::count(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch))
+    for (const auto& m : c.models)
+      for (const auto& b : c.backends) {
+        if (is_placement(b))
+          return fail(Status::invalid(c.file + ": key 'batch': max needs backends named, not the placement '" + b + "'"));
+        BenchOptions o;
+        o.model = m;
+        o.mode = "training";
+        o.optimizer = c.optimizers.front();
+        o.lr = c.lrs.front();
+        o.common.threads = c.threads;
+        o.common.seed = c.seed;
+        std::printf("batch max: the largest training batch of %s on %s with %s (bench --find-max-batch's search)...\n",
+                    m.c_str(), b.c_str(), o.optimizer.c_str());
+        std::fflush(stdout);
+        auto r = largest_batch(o, Placement::all_on(b), limit);
+        if (!r.ok()) return fail(Status(r.status().code(), c.file + ": key 'batch': max: " + r.status().message()));
+        largest[{m, b}] = r.value();
+        std::printf("batch max: %lld for %s on %s\n", static_cast<long long>(r.value()), m.c_str(), b.c_str());
+      }
   std::error_code ec;
   std::filesystem::create_directories(c.output, ec);
   if (ec) return fail(Status::io_error(c.output + ": cannot create the output directory: " + ec.message()));
@@ -298,28 +337,33 @@ int run_sweep(const SweepOptions& so) {
   std::vector<Cell> cells;
   for (const auto& m : c.models)
     for (const auto& b : c.backends)
-      for (int64_t batch : c.batches)
+      for (int64_t listed : c.batches)
         for (const auto& o : c.optimizers)
           for (double lr : c.lrs) {
             const std::vector<int64_t> ranks = c.ranks.empty() ? std::vector<int64_t>{0} : c.ranks;
             const std::vector<std::string> modes = c.ranks.empty() ? std::vector<std::string>{""} : c.modes;
             for (const auto& mode : modes)
               for (int64_t r : ranks) {
+                const int64_t batch = listed == SweepConfig::kLargestBatch ? largest.at({m, b}) : listed;
                 Cell cell{m, b, o, lr, batch, r, mode, "", "", "", {}};
                 cell.key = cell_key(c, cell);
-                cells.push_back(cell);
+                // max may be a size the list also names: one cell.
+                if (std::none_of(cells.begin(), cells.end(), [&](const Cell& k) { return k.key == cell.key; }))
+                  cells.push_back(cell);
               }
           }
   {
     // What the sweep will do, before it does it: cells, and images to train in all of them.
-    const int64_t per_epoch = c.steps_per_epoch > 0 ? -1 : data->train.size();
-    double images = 0;
+    const int64_t per_epoch = c.steps_per_epoch > 0 ? -1 : images.train.size();
+    double examples = 0;
     for (const Cell& cell : cells)
-      images += static_cast<double>(c.epochs) *
-                static_cast<double>(per_epoch < 0 ? c.steps_per_epoch * cell.batch : per_epoch);
-    std::printf("sweep %s: %zu cells (%s), %d epoch(s) each, %.3g images to train in all; results in %s\n",
-                c.name.c_str(), cells.size(), grid_dimensions(c).c_str(), static_cast<int>(c.epochs), images,
-                c.output.c_str());
+      examples += static_cast<double>(c.epochs) *
+                  static_cast<double>(per_epoch < 0 ? c.steps_per_epoch * cell.batch : per_epoch);
+    char amount[96] = "whole epochs of sequences";
+    if (!tokens || per_epoch < 0)
+      std::snprintf(amount, sizeof amount, "%.3g %s to train in all", examples, tokens ? "sequences" : "images");
+    std::printf("sweep %s: %zu cells (%s), %d epoch(s) each, %s; results in %s\n", c.name.c_str(), cells.size(),
+                grid_dimensions(c).c_str(), static_cast<int>(c.epochs), amount, c.output.c_str());
     std::printf("time: estimated after the first cell from its measured rate, then after every cell\n");
   }
   int ran = 0, cached = 0, errors = 0;
@@ -346,6 +390,7 @@ int run_sweep(const SweepOptions& so) {
     TrainOptions t;
     t.model = cell.model;
     t.data = c.data;
+    if (!c.objective.empty()) t.objective = c.objective;
     if (is_placement(cell.backend)) t.assign = cell.backend;
     else t.backend = cell.backend;
     t.optimizer = cell.optimizer;
@@ -368,7 +413,7 @@ int run_sweep(const SweepOptions& so) {
     // On a terminal, the cell's own progress line: which cell, epoch and step (a count of cells
     // alone sat at "0/12" for a whole cell).
     t.progress_label = "sweep " + c.name + ": cell " + std::to_string(i + 1) + "/" + std::to_string(cells.size()) + ", ";
-    auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c.output) : train_model(t, &data.value(), false);
+    auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c.output) : train_model(t, tokens ? nullptr : &images, false);
     if (r.ok()) {
       cell.log = r->log;
       cell.status = r->diverged.empty() ? "done" : "diverged";
@@ -407,8 +452,15 @@ int run_sweep(const SweepOptions& so) {
   for (const auto& cell : cells)
     if (!cell.status.empty()) finished.push_back(cell);
   const std::string provenance = provenance_block(c);
-  st = write_table2(c, finished, provenance);
-  if (st.is_ok()) st = write_table3(c, finished, provenance);
+  // The tables' batch columns: the sizes the cells ran (max resolved).
+  SweepConfig shown = c;
+  shown.batches.clear();
+  for (const Cell& cell : cells)
+    if (std::find(shown.batches.begin(), shown.batches.end(), cell.batch) == shown.batches.end())
+      shown.batches.push_back(cell.batch);
+  std::sort(shown.batches.begin(), shown.batches.end());
+  st = write_table2(shown, finished, provenance);
+  if (st.is_ok()) st = write_table3(shown, finished, provenance);
   if (st.is_ok() && !c.ranks.empty()) {
     std::vector<ScalingCell> scaling;
     for (const auto& cell : finished)

@@ -17,7 +17,7 @@ const std::set<std::string> kKeys = {"name",      "output",   "data",     "model
                                      "optimizers", "lr",       "batch",    "epochs",       "steps_per_epoch",
                                      "seed",      "evaluate", "shuffle",  "normalize",    "momentum",
                                      "weight_decay", "threads", "accuracy_epochs", "accuracy", "ranks", "mode",
-                                     "servers"};
+                                     "servers", "objective", "memory_limit"};
 
 /// Reads key as T or a list of T (a scalar becomes a one-element list).
 template <typename T>
@@ -103,7 +103,33 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   if (c.backends.empty()) c.backends = {default_backend()};  // onednn where this build has it
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "optimizers", c.optimizers));
   MOSAIC_RETURN_IF_ERROR(read_list(root, path, "lr", c.lrs));
-  MOSAIC_RETURN_IF_ERROR(read_list(root, path, "batch", c.batches));
+  {  // sizes, or `max` (the largest that fits)
+    std::vector<std::string> batches;
+    MOSAIC_RETURN_IF_ERROR(read_list(root, path, "batch", batches));
+    if (!batches.empty()) c.batches.clear();
+    for (const auto& b : batches) {
+      if (b == "max") {
+        c.batches.push_back(SweepConfig::kLargestBatch);
+        continue;
+      }
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(b, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != b.size() || v < 1)
+        return Status::invalid(path + ": key 'batch': '" + b + "' is neither a positive batch size nor max");
+      c.batches.push_back(v);
+    }
+  }
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "objective", c.objective));
+  MOSAIC_RETURN_IF_ERROR(read_value(root, path, "memory_limit", c.memory_limit));
+  if (!c.memory_limit.empty() && std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) == c.batches.end())
+    return Status::invalid(path + ": key 'memory_limit' applies to 'batch: max', which the sweep does not list");
+  if (!c.objective.empty() && c.objective != "next-token" && c.objective != "masked-lm")
+    return Status::invalid(path + ": key 'objective' must be next-token or masked-lm, got '" + c.objective + "'");
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "epochs", c.epochs));
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "steps_per_epoch", c.steps_per_epoch));
   MOSAIC_RETURN_IF_ERROR(read_value(root, path, "seed", c.seed));
@@ -130,8 +156,6 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   if (c.steps_per_epoch < 0) return Status::invalid(path + ": key 'steps_per_epoch' must not be negative");
   for (double lr : c.lrs)
     if (!(lr > 0)) return Status::invalid(path + ": key 'lr': learning rates must be positive");
-  for (int64_t b : c.batches)
-    if (b < 1) return Status::invalid(path + ": key 'batch': batch sizes must be positive");
   for (int64_t e : c.accuracy_epochs)
     if (e < 1 || e > c.epochs)
       return Status::invalid(path + ": key 'accuracy_epochs': epoch " + std::to_string(e) + " is outside 1.." +

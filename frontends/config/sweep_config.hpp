@@ -20,7 +20,14 @@ struct SweepConfig {
   /// train on as `train --assign` does; a relative placement file is relative to the YAML.
   std::vector<std::string> models, backends, optimizers{"sgd"};
   std::vector<double> lrs{0.01};
+  /// Batch sizes; kLargestBatch stands for `max`: the largest training batch that fits
+  /// in memory, found per model and backend before the grid runs.
   std::vector<int64_t> batches{64};
+  static constexpr int64_t kLargestBatch = 0;
+  /// The memory `max` must fit in ("512M", "4G"; "": 90% of the available memory).
+  std::string memory_limit;
+  /// Token data (text:FILE, synthetic-tokens:N,T,V): next-token or masked-lm ("": train's default).
+  std::string objective;
   int64_t epochs = 1;
   int64_t steps_per_epoch = 0;  ///< cut each epoch short (0: whole epochs)
   uint64_t seed = 0;
