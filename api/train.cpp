@@ -104,6 +104,8 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   if (!reg.has_backend(o.backend)) return unknown_backend(o.backend);
   if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
   if (o.data_repeat < 1) return Status::invalid("--data-repeat must be at least 1");
+  if (o.loss != "cross-entropy" && o.loss != "mse")
+    return Status::invalid("--loss must be cross-entropy or mse, got '" + o.loss + "'");
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
     return Status::invalid("--target-accuracy must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
   if (o.target_accuracy > 0 && !o.evaluate)
@@ -258,7 +260,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       std::copy(d.labels.i64() + start * per_label, d.labels.i64() + (start + m) * per_label, labels.i64());
       if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
       MOSAIC_RETURN_IF_ERROR(eval.value()->run({x}, nullptr));
-      MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(eval.value()->output(0), labels, nullptr));
+      MOSAIC_ASSIGN_OR_RETURN(LossValue l, class_loss(o.loss, eval.value()->output(0), labels, nullptr));
       sums[0] += static_cast<double>(l.correct);
       sums[1] += static_cast<double>(l.counted);
       sums[2] += l.loss * static_cast<double>(l.counted);
@@ -284,6 +286,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   log["epochs"] = nlohmann::json::array();
   log["normalize"] = o.normalize;
   if (tokens) log["objective"] = o.objective;
+  log["loss_function"] = o.loss;
   if (!o.assign.empty()) log["assign"] = o.assign;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
   if (verbose && dp) {
@@ -350,7 +353,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       Status st = P.run({*images}, nullptr, trace, step);
       if (!st.is_ok()) return st;
       const int64_t tl = trace ? now_ns() : 0;
-      auto loss = softmax_cross_entropy(P.output(0), *labels, &dlogits);
+      auto loss = class_loss(o.loss, P.output(0), *labels, &dlogits);
       if (!loss.ok()) return loss.status();
       if (dp && dp->global_losses()) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
         double sums[3] = {loss->loss, static_cast<double>(loss->correct), static_cast<double>(loss->counted)};
@@ -428,7 +431,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                   tokens ? (" (" + std::to_string(static_cast<long long>(trained * seq_len / secs)) + " tokens/s)").c_str() : "",
                   train_loss, train_acc, o.evaluate ? fixed4(test_acc.value()).c_str() : "-",
                   o.evaluate && tokens ? (", test loss " + fixed4(test->loss)).c_str() : "", load_s, wait_s);
-    if (epoch == 1 && batches >= kChanceMinSteps) {
+    if (epoch == 1 && batches >= kChanceMinSteps && o.loss == "cross-entropy") {  // chance is ln k for cross-entropy
       const std::string why = chance_level(train_loss, train_acc, data->train.classes);
       if (!why.empty()) {
         log["does_not_train"] = why;

@@ -28,6 +28,9 @@ struct TrainOptions {
   std::string lr_schedule = "constant";
   /// Token data (text:FILE, synthetic-tokens:...): next-token (GPT) or masked-lm (BERT).
   std::string objective = "next-token";
+  /// The loss against the labels: cross-entropy (softmax over the last axis) or mse (against
+  /// one-hot targets), per row, over the rows not ignored (core/loss.hpp).
+  std::string loss = "cross-entropy";
   std::string save;  ///< write the trained model (ONNX) here
   std::string checkpoint;  ///< write a checkpoint here at every epoch end (api/checkpoint.hpp)
   std::string resume;      ///< continue from this checkpoint

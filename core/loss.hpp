@@ -1,4 +1,4 @@
-// Training losses applied to a model output, with their gradients. Both reduce by the mean,
+// Training losses applied to a model output, with their gradients. All reduce by the mean,
 // as PyTorch's CrossEntropyLoss (over the rows not ignored) and MSELoss do by default.
 #pragma once
 
@@ -26,6 +26,17 @@ inline constexpr int64_t kIgnoreIndex = -100;
 /// is 0 (PyTorch returns NaN).
 Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                           int64_t ignore_index = kIgnoreIndex);
+
+/// Mean squared error against one-hot targets over the rows not ignored (labels as for
+/// softmax_cross_entropy): loss = mean over the counted rows and the C classes of
+/// (x - onehot(label))^2, PyTorch's MSELoss(logits, one_hot(labels).float()) on those rows;
+/// dlogits = 2 (x - onehot) / (counted C), 0 on ignored rows; `correct` counts arg-max hits.
+Expected<LossValue> mse_one_hot(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                                int64_t ignore_index = kIgnoreIndex);
+
+/// The training losses by name: "cross-entropy" (softmax_cross_entropy) or "mse"
+/// (mse_one_hot); another name is an error naming --loss.
+Expected<LossValue> class_loss(const std::string& loss, const Tensor& logits, const Tensor& labels, Tensor* dlogits);
 
 /// Mean squared error over all elements: loss = mean((y - t)^2); dy = 2 (y - t) / numel.
 Expected<LossValue> mse_loss(const Tensor& y, const Tensor& target, Tensor* dy);

@@ -662,6 +662,36 @@ TEST(Loss, TokenCrossEntropyIgnoresPaddedPositions) {
   EXPECT_NE(bad.status().message().find("label 7 (element 1)"), std::string::npos) << bad.status().message();
 }
 
+TEST(Loss, MseAgainstOneHotByHandAndByFiniteDifferences) {
+  // [N = 1, T = 3, C = 3] with the middle row ignored: row 1 (1, 2, 3) against (0, 0, 1)
+  // gives 1 + 4 + 4, row 3 (0, 0, 0) against (1, 0, 0) gives 1: mean over 2 rows x 3 = 10 / 6.
+  Tensor logits = Tensor::from_f32({1, 3, 3}, {1, 2, 3, 9, -9, 4, 0, 0, 0});
+  Tensor labels = Tensor::from_i64({1, 3}, {2, kIgnoreIndex, 0});
+  Tensor d = Tensor::empty({DType::kF32, {1, 3, 3}});
+  auto l = mse_one_hot(logits, labels, &d);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_NEAR(l->loss, 10.0 / 6, 1e-6);
+  EXPECT_EQ(l->counted, 2);
+  EXPECT_EQ(l->correct, 2);
+  const float want[9] = {2.f / 6, 4.f / 6, 4.f / 6, 0, 0, 0, -2.f / 6, 0, 0};
+  for (int j = 0; j < 9; ++j) EXPECT_NEAR(d.f32()[j], want[j], 1e-7) << j;
+  for (int j : {0, 2, 6, 7}) {  // central differences of the loss
+    Tensor p = logits.clone(), m = logits.clone();
+    p.f32()[j] += 1e-2f;
+    m.f32()[j] -= 1e-2f;
+    const double fd = (mse_one_hot(p, labels, nullptr)->loss - mse_one_hot(m, labels, nullptr)->loss) / 2e-2;
+    EXPECT_NEAR(fd, d.f32()[j], 1e-5) << j;
+  }
+  EXPECT_NEAR(class_loss("mse", logits, labels, nullptr)->loss, 10.0 / 6, 1e-6);
+  EXPECT_NEAR(class_loss("cross-entropy", logits, labels, nullptr)->loss, (0.4076059 + 1.0986123) / 2, 1e-6);
+  auto bad = class_loss("hinge", logits, labels, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--loss"), std::string::npos);
+  bad = mse_one_hot(logits, Tensor::from_i64({1, 3}, {0, 7, 0}), nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("mse: label 7 (element 1)"), std::string::npos) << bad.status().message();
+}
+
 /// Runs `steps` updates of one scalar parameter with the given gradients.
 std::vector<double> trajectory(const std::string& name, OptimizerConfig c, float p0, const std::vector<float>& grads) {
   auto opt = make_optimizer(name, c);

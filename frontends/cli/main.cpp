@@ -278,6 +278,11 @@ int main(int argc, char** argv) {
                         "constant, cosine, step:EPOCHS:GAMMA, or warmup-linear:STEPS (per step: linear warm-up, then "
                         "linear decay to 0, as BERT)")
       ->capture_default_str();
+  train_cmd->add_option("--loss", train.loss,
+                        "cross-entropy (softmax over the last axis) or mse (against one-hot targets), per row or "
+                        "token")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cross-entropy", "mse"}));
   train_cmd->add_option("--objective", train.objective,
                         "token data (--data text:FILE, synthetic-tokens:N,T,V): next-token or masked-lm")
       ->capture_default_str();

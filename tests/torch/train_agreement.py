@@ -9,6 +9,7 @@ backend differs, `mosaic verify --per-node` names the first node whose forward o
 alone on naive's inputs, leaves tolerance against naive.
 
 usage: train_agreement.py MOSAIC [--backends A,B,...] [--optimizers sgd,adam] [--steps 20] [--batch 64]
+                          [--loss cross-entropy|mse]
 exit 0 when every (backend, optimizer) agrees; 1 otherwise; 77 if data or torch is missing.
 """
 import argparse
@@ -49,6 +50,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse"],
+                    help="mse: PyTorch's MSELoss against one-hot targets, Mosaic's train --loss mse")
     args = ap.parse_args()
     backends = args.backends.split(",") if args.backends else registered_backends(args.mosaic)
     try:
@@ -93,7 +96,11 @@ def main():
                     model[idx].weight.copy_(weights[name + ".weight"])
                     model[idx].bias.copy_(weights[name + ".bias"])
             opt = make_opt(model.parameters())
-            loss_fn = nn.CrossEntropyLoss()
+            if args.loss == "mse":
+                def loss_fn(logits, labels):
+                    return nn.functional.mse_loss(logits, nn.functional.one_hot(labels, logits.shape[1]).float())
+            else:
+                loss_fn = nn.CrossEntropyLoss()
             torch_losses = []
             for s in range(args.steps):
                 xb = x_all[s * args.batch:(s + 1) * args.batch]
@@ -107,7 +114,7 @@ def main():
                 out = os.path.join(tmp, f"{opt_name}_{backend}.json")
                 subprocess.run([args.mosaic, "train", model_path, "--data", "fashion-mnist", "--backend", backend,
                                 "--optimizer", opt_name, "--lr", str(hp["lr"]), "--batch", str(args.batch),
-                                "--steps", str(args.steps), "--no-shuffle", "--no-eval", "--json", out,
+                                "--steps", str(args.steps), "--no-shuffle", "--no-eval", "--loss", args.loss, "--json", out,
                                 "--threads", "2"],
                                check=True, stdout=subprocess.DEVNULL)
                 with open(out) as f:
