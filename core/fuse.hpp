@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
 void fuse_layer_norms(Graph& graph, FuseReport& report);
 /// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.
 void fuse_gelus(Graph& graph, FuseReport& report);
+/// The [.., Tq, Tk] values of the attention chains fuse_attention recognises (the scores,
+/// scaled, masked, and the probabilities): what the plans count as attention-score memory.
+std::set<std::string> attention_scores(const Graph& graph);
 /// The attention recognition alone (core/fuse_attention.cpp); fuse_graph calls it.
 void fuse_attention(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 

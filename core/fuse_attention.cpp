@@ -82,6 +82,17 @@ bool match_at(const fuse::Matcher& M, const Graph& g, const Node& f, Match* m) {
 
 }  // namespace
 
+std::set<std::string> attention_scores(const Graph& g) {
+  std::set<std::string> scores;
+  const fuse::Matcher M(g);
+  for (const Node& f : g.nodes) {
+    Match m;
+    if (f.op_type != "Softmax" || !match_at(M, g, f, &m)) continue;
+    for (size_t i = 0; i + 1 < m.parts.size(); ++i) scores.insert(m.parts[i]->outputs[0]);
+  }
+  return scores;
+}
+
 void fuse_attention(Graph& g, const std::function<bool(const Node&)>& accept, FuseReport& report) {
   if (!accept) return;
   for (bool changed = true; changed;) {

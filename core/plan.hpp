@@ -163,6 +163,10 @@ class Plan {
   MemoryTracker& tracker() { return tracker_; }
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t activation_bytes() const { return activation_bytes_; }
+  /// The most bytes of attention-score tensors (core/fuse.hpp: attention_scores) live at one
+  /// step: in training the ones kept for backward add up across layers; in inference a
+  /// chain's few at a time; 0 once attention is fused (its blocks are kernel workspace).
+  int64_t attention_bytes() const { return attention_bytes_; }
   int64_t workspace_bytes() const;
   int fallback_count() const;
   int conversion_count() const;
@@ -177,7 +181,7 @@ class Plan {
   std::vector<std::shared_ptr<Buffer>> storage_;
   std::vector<int> input_values_, output_values_;
   MemoryTracker tracker_;
-  int64_t weight_bytes_ = 0, activation_bytes_ = 0;
+  int64_t weight_bytes_ = 0, activation_bytes_ = 0, attention_bytes_ = 0;
 };
 
 }  // namespace mosaic

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/fuse.hpp"
 #include "core/plan.hpp"
 #include "operators/schema.hpp"
 
@@ -104,6 +105,28 @@ class PlanBuilder {
     return Status::ok();
   }
 
+  /// The most bytes of attention-score values live at one step, from each value's liveness
+  /// (produced at its step, alive until its last use).
+  void attention_peak(const std::vector<int>& last_use) {
+    const std::set<std::string> scores = attention_scores(g);
+    if (scores.empty()) return;
+    struct Span {
+      int born, last;
+      int64_t bytes;
+    };
+    std::vector<Span> spans;
+    for (int s = 0; s < static_cast<int>(P.steps_.size()); ++s)
+      for (int v : P.steps_[s].out)
+        if (v >= 0 && scores.count(P.values_[v].name))
+          spans.push_back({s, std::max(last_use[v], s), static_cast<int64_t>(P.values_[v].desc.bytes())});
+    for (const Span& at : spans) {  // the peak is at some value's birth
+      int64_t live = 0;
+      for (const Span& o : spans)
+        if (o.born <= at.born && o.last >= at.born) live += o.bytes;
+      P.attention_bytes_ = std::max(P.attention_bytes_, live);
+    }
+  }
+
   /// Memory planning: liveness per value, greedy best-fit reuse of storage buffers.
   void plan_activations() {
     const int nsteps = static_cast<int>(P.steps_.size());
@@ -125,6 +148,7 @@ class PlanBuilder {
           if (st.out[o] >= 0 && st.kernel->backward_reads_output(o)) last_use[st.out[o]] = INT_MAX;
       }
     }
+    attention_peak(last_use);
     struct Storage {
       size_t bytes = 0;
       int last_use = -1;

@@ -91,6 +91,7 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.overhead_us = r.overhead_per_node_ns / 1e3;
   c.weight_bytes = plan.weight_bytes();
   c.activation_bytes = plan.activation_bytes();
+  c.attention_bytes = plan.attention_bytes();
   c.workspace_bytes = plan.workspace_bytes();
   c.fallbacks = plan.fallback_count();
   const std::vector<int> final_step = plan.grad_final_step();
@@ -259,7 +260,9 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     if (training)
       os << "  gradients " << format_bytes(static_cast<double>(c.timing.gradient_bytes)) << "  optimizer state "
          << format_bytes(static_cast<double>(c.timing.optimizer_state_bytes));
-    os << "  activations " << format_bytes(static_cast<double>(c.activation_bytes)) << "  workspace "
+    os << "  activations " << format_bytes(static_cast<double>(c.activation_bytes));
+    if (c.attention_bytes) os << " (attention scores " << format_bytes(static_cast<double>(c.attention_bytes)) << ")";
+    os << "  workspace "
        << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
        << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
     std::snprintf(line, sizeof line, "plan:    created in %.1f ms (every kernel built, weights prepacked)\n", c.create_ms);
@@ -421,6 +424,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"gradient_bytes", train_bytes(c.timing.gradient_bytes)},
                    {"optimizer_state_bytes", train_bytes(c.timing.optimizer_state_bytes)},
                    {"activation_bytes", c.activation_bytes},
+                   {"attention_bytes", c.attention_bytes},
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
     if (rep.mode == "training") {

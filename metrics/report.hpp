@@ -44,6 +44,7 @@ struct ConfigReport {
   double forward_ms = 0, backward_ms = 0, loss_ms = 0, optimizer_ms = 0;  ///< training
   std::vector<double> repeat_images_per_s;
   int64_t weight_bytes = 0, activation_bytes = 0, workspace_bytes = 0, peak_tracked_bytes = 0;
+  int64_t attention_bytes = 0;  ///< of the activations: attention scores live at once (Plan::attention_bytes)
   double create_ms = 0;  ///< plan creation: building every kernel (create stage)
   double total_flops = 0;           ///< forward FLOPs of one batch
   double total_backward_flops = 0;  ///< training: backward FLOPs of one batch (data + weights)

@@ -262,6 +262,34 @@ TEST(FuseAttention, MalformedNodesAreRefusedByName) {
   EXPECT_FALSE(infer({{2, 5, 4}, {2, 4, 6}, {2, 6, 3}}).ok());
 }
 
+TEST(AttentionMemory, ScoresLiveAtOnceUntilFused) {
+  const Dims s;
+  const int64_t one = s.b * s.h * s.tq * s.tk * 4;  // bytes of one [2, 3, 5, 6] float tensor
+  const Graph plain = prepared(attention_graph(Form::kDivMask, s));
+  PlanOptions po;
+  po.allocate = false;
+  auto inference = Plan::build(plain, Placement::all_on("naive", {}), builtin_registry(), po);
+  ASSERT_TRUE(inference.ok());
+  // Each element-wise step of the chain holds its input and its output: two at once.
+  EXPECT_EQ(inference.value()->attention_bytes(), 2 * one);
+  Graph fused = plain;
+  fuse_graph(fused, fuse_options_for(Placement::all_on("naive", {}), builtin_registry(), false));
+  auto f = Plan::build(fused, Placement::all_on("naive", {}), builtin_registry(), po);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f.value()->attention_bytes(), 0) << "fused: the scores are the kernel's blocks";
+  // Training with Q a parameter: the scores Div reads in backward and the probabilities
+  // Softmax and the context MatMul read are kept; at Softmax's step the masked scores (its
+  // input) are live too: three at once.
+  Graph t = attention_graph(Form::kDivMask, s);
+  t.inputs.erase(t.inputs.begin());
+  t.initializers["q"] = random_tensor({s.b, s.h, s.tq, s.d}, 11);
+  t = prepared(t);
+  po.training = true;
+  auto training = Plan::build(t, Placement::all_on("naive", {}), builtin_registry(), po);
+  ASSERT_TRUE(training.ok()) << training.status().to_string();
+  EXPECT_EQ(training.value()->attention_bytes(), 3 * one);
+}
+
 TEST(FastExp, MatchesStdExpToAboutOneUlp) {
   std::vector<float> x;
   for (float v = -87.f; v <= 88.f; v += 0.0137f) x.push_back(v);

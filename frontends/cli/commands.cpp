@@ -74,7 +74,10 @@ int run_info(const InfoOptions& o) {
   std::cout << "\nFLOPs:   " << flops / 1e9 << " GFLOP forward per batch of " << batch << " (" << flops / 2e6 / batch
             << " M multiply-adds per image)\n";
   std::cout << "memory:  weights " << format_bytes(static_cast<double>(p.weight_bytes())) << ", activations "
-            << format_bytes(static_cast<double>(p.activation_bytes())) << " (planned with buffer reuse)\n";
+            << format_bytes(static_cast<double>(p.activation_bytes())) << " (planned with buffer reuse";
+  if (p.attention_bytes())
+    std::cout << "; attention scores " << format_bytes(static_cast<double>(p.attention_bytes())) << " at most at once";
+  std::cout << ")\n";
   if (!o.nodes) return 0;
   // Trainable parameters by name (what --freeze matches), with their shapes.
   std::cout << "\nparameters (names for train --freeze):\n";
