@@ -216,8 +216,10 @@ evaluate: false
   EXPECT_NE(md.find("sequences per second"), std::string::npos) << md;
   EXPECT_NE(md.find("| batch 2 | batch " + std::to_string(max) + " |"), std::string::npos) << md;
   EXPECT_EQ(md.find("—"), std::string::npos) << "both cells trained: " << md;
-  // Resumed: the same max, the same cells.
+  // Resumed: the max found before (kept in max_batch.json), the same cells.
   r = mosaic("sweep " + cfg);
+  EXPECT_NE(r.out.find("batch max: " + std::to_string(max) + " for zoo:bert-tiny on onednn (found earlier"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("0 cells run, 2 finished earlier"), std::string::npos) << r.out;
 }
 

@@ -75,7 +75,11 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
     return f;
   }
   Plan& p = *plan.value();
-  int64_t extra = 0;  // training: gradients and optimizer state
+  int64_t extra = 0;  // training: gradients and optimizer state; the loss's gradient
+  if (training) {     // of the logits, outside the plan and as large as the output ([N, T, V] for a token model)
+    const auto out = g->value_descs.find(g->outputs[0].name);
+    if (out != g->value_descs.end()) extra += static_cast<int64_t>(out->second.bytes());
+  }
   if (real) {
     const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
     Status st = p.run(inputs, nullptr);

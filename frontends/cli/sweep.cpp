@@ -289,6 +289,14 @@ int run_sweep(const SweepOptions& so) {
                                   grid_dimensions(c) + "), more than --max-grid " + std::to_string(so.max_grid) +
                                   "; raise --max-grid to run it"));
   }
+  if (std::count(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch)) {
+    for (const auto& b : c.backends)
+      if (is_placement(b))
+        return fail(Status::invalid(c.file + ": key 'batch': max needs backends named, not the placement '" + b + "'"));
+    if (!c.memory_limit.empty())
+      if (auto l = parse_bytes(c.memory_limit); !l.ok())
+        return fail(Status::invalid(c.file + ": key 'memory_limit': " + l.status().message()));
+  }
   // Token data is made per cell, for the model's sequence length and vocabulary.
   const bool tokens = is_token_spec(c.data);
   DataSplits images;
@@ -297,19 +305,35 @@ int run_sweep(const SweepOptions& so) {
     if (!data.ok()) return fail(Status(data.status().code(), c.file + ": key 'data': " + data.status().message()));
     images = std::move(data.value());
   }
+  std::error_code ec;
+  std::filesystem::create_directories(c.output, ec);
+  if (ec) return fail(Status::io_error(c.output + ": cannot create the output directory: " + ec.message()));
+  Store store;
+  Status st = store.open(c.output + "/results.sqlite");
+  if (!st.is_ok()) return fail(st);
   // `batch: max`: the largest training batch of each model on each backend, first.
+  // Found once per model, backend, optimizer and limit, and kept in OUTPUT/max_batch.json:
+  // a resumed sweep runs the same cells (a new search could land one batch apart).
   std::map<std::pair<std::string, std::string>, int64_t> largest;
-  int64_t limit = 0;
-  if (!c.memory_limit.empty()) {
-    auto l = parse_bytes(c.memory_limit);
-    if (!l.ok()) return fail(Status::invalid(c.file + ": key 'memory_limit': " + l.status().message()));
-    limit = l.value();
+  const std::string max_file = c.output + "/max_batch.json";
+  nlohmann::json found = nlohmann::json::object();
+  if (std::filesystem::exists(max_file)) {
+    std::ifstream in(max_file);
+    found = nlohmann::json::parse(in, nullptr, false);
+    if (!found.is_object()) return fail(Status::invalid(max_file + ": not the JSON object the sweep wrote; delete it to search again"));
   }
+  int64_t limit = 0;
+  if (!c.memory_limit.empty()) limit = parse_bytes(c.memory_limit).value();  // checked above
   if (std::count(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch))
     for (const auto& m : c.models)
       for (const auto& b : c.backends) {
-        if (is_placement(b))
-          return fail(Status::invalid(c.file + ": key 'batch': max needs backends named, not the placement '" + b + "'"));
+        const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" + (c.memory_limit.empty() ? "90% available" : c.memory_limit);
+        if (found.contains(key) && found[key].is_number_integer() && found[key].get<int64_t>() > 0) {
+          largest[{m, b}] = found[key].get<int64_t>();
+          std::printf("batch max: %lld for %s on %s (found earlier, %s)\n", static_cast<long long>(largest[{m, b}]),
+                      m.c_str(), b.c_str(), max_file.c_str());
+          continue;
+        }
         BenchOptions o;
         o.model = m;
         o.mode = "training";
@@ -323,14 +347,11 @@ int run_sweep(const SweepOptions& so) {
         auto r = largest_batch(o, Placement::all_on(b), limit);
         if (!r.ok()) return fail(Status(r.status().code(), c.file + ": key 'batch': max: " + r.status().message()));
         largest[{m, b}] = r.value();
+        found[key] = r.value();
+        if (Status w = write_file(max_file, found.dump(1) + "\n"); !w.is_ok()) return fail(w);
         std::printf("batch max: %lld for %s on %s\n", static_cast<long long>(r.value()), m.c_str(), b.c_str());
       }
-  std::error_code ec;
-  std::filesystem::create_directories(c.output, ec);
-  if (ec) return fail(Status::io_error(c.output + ": cannot create the output directory: " + ec.message()));
-  Store store;
-  Status st = store.open(c.output + "/results.sqlite");
-  if (!st.is_ok()) return fail(st);
+
   auto db = open_run_store(so.db);
   if (!db.ok()) return fail(db.status());
 
