@@ -117,7 +117,9 @@ constexpr int kMaxConfirmingRuns = 16;
 
 struct MaxBatch {
   std::string label, error, note;
-  std::string limited_by;       ///< what refused max_batch + 1: "accounting" or "resident memory"
+  /// What refused max_batch + 1: "accounting", "resident memory" (a real run), or
+  /// "available memory" (the prediction exceeds 90% of what is available now: not run).
+  std::string limited_by;
   int64_t next_rss_growth = 0;  ///< resident growth of the refused real run (limited_by resident memory)
   int64_t max_batch = 0, predicted = 0;
   Footprint at_max;
@@ -138,22 +140,45 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     return m;
   }
   const int64_t offset = real1.accounted - plan1.accounted;
+  // Bytes per batch entry the process grows by beyond the accounting (backward kernels'
+  // temporaries, library scratch): measured by a calibration run below.
+  double untracked_per_entry = 0;
   auto predicted_fits = [&](int64_t b, int64_t* bytes) {
     const Footprint f = footprint(o, placement, b, false);
-    if (bytes) *bytes = f.accounted + offset;
-    return f.ok && f.accounted + offset <= limit;
+    const int64_t need = f.accounted + offset + static_cast<int64_t>(untracked_per_entry * static_cast<double>(b - 1));
+    if (bytes) *bytes = need;
+    return f.ok && need <= limit;
+  };
+  auto bisect = [&] {  // the largest batch the prediction fits
+    int64_t lo = 1, hi = 2;
+    while (hi <= (int64_t{1} << 30) && predicted_fits(hi, nullptr)) lo = hi, hi *= 2;
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (predicted_fits(mid, nullptr) ? lo : hi) = mid;
+    }
+    return lo;
   };
   if (real1.accounted > limit || real1.rss_growth > limit) {
     m.error = "batch 1 needs " + format_bytes(static_cast<double>(std::max(real1.accounted, real1.rss_growth))) +
               ", more than the limit";
     return m;
   }
-  // Bisection on the accounting: lo fits, hi does not.
-  int64_t lo = 1, hi = 2;
-  while (hi <= (int64_t{1} << 30) && predicted_fits(hi, nullptr)) lo = hi, hi *= 2;
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (predicted_fits(mid, nullptr) ? lo : hi) = mid;
+  // Bisection on the accounting: lo fits, lo + 1 does not.
+  int64_t lo = bisect();
+  // Calibration: a real run at a quarter of the prediction measures how much faster the
+  // process grows with the batch than the accounting (BERT-Base training: 1.4x, the loss
+  // gradient and backward temporaries), so the confirming run is not one that outgrows
+  // the machine.
+  if (lo >= 8) {
+    const int64_t b2 = lo / 4;
+    const Footprint f2 = footprint(o, placement, b2, true);
+    ++m.real_runs;
+    if (f2.ok) {
+      const double grow = static_cast<double>(f2.rss_growth - real1.rss_growth) -
+                          static_cast<double>(f2.accounted - real1.accounted);
+      untracked_per_entry = std::max(0.0, grow / static_cast<double>(b2 - 1));
+      if (untracked_per_entry > 0) lo = bisect();
+    }
   }
   m.predicted = lo;
   // Confirm with real runs. The accounting says lo + 1 does not fit; if the run at lo does
@@ -163,6 +188,27 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
   Footprint fit_footprint = real1;
   m.limited_by = "accounting";
   while (fail - fit > 1) {
+    // A real run must fit in what is available now, with a margin for what the accounting
+    // does not see (the process's own heap, the allocator): one that does not would be
+    // killed by the kernel, not refused. Such a batch is refused by the prediction alone.
+    const int64_t room = available_memory_bytes() * 9 / 10;
+    auto within_room = [&](int64_t batch) {
+      int64_t need = 0;
+      predicted_fits(batch, &need);
+      return need <= room;
+    };
+    if (!within_room(b)) {  // the largest batch the prediction puts within the room, by bisection
+      int64_t ok = fit, bad = b;
+      while (bad - ok > 1) {
+        const int64_t mid = ok + (bad - ok) / 2;
+        (within_room(mid) ? ok : bad) = mid;
+      }
+      fail = bad;
+      m.limited_by = "available memory";
+      if (fail - fit <= 1) break;
+      b = ok;
+      continue;
+    }
     const Footprint f = footprint(o, placement, b, true);
     ++m.real_runs;
     if (f.ok && f.accounted <= limit && f.rss_growth <= limit) {
@@ -245,8 +291,9 @@ int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::s
                   static_cast<long long>(m.predicted), format_bytes(static_cast<double>(m.at_max.accounted)).c_str(),
                   format_bytes(static_cast<double>(m.at_max.rss_growth)).c_str(),
                   format_bytes(static_cast<double>(m.next_accounted)).c_str(), m.real_runs,
-                  m.limited_by == "accounting" ? "the plan accounting"
-                                               : ("a real run (RSS growth " + format_bytes(static_cast<double>(m.next_rss_growth)) + ")").c_str(),
+                  m.limited_by == "accounting"         ? "the plan accounting"
+                  : m.limited_by == "available memory" ? "the memory available now (no real run tried)"
+                                                       : ("a real run (RSS growth " + format_bytes(static_cast<double>(m.next_rss_growth)) + ")").c_str(),
                   m.note.empty() ? "" : ("; " + m.note).c_str());
     }
     out["configs"].push_back({{"label", label},

@@ -139,7 +139,10 @@ Status write_table2(const SweepConfig& c, const std::vector<Cell>& cells, const 
     if (!rows.count(row)) order.push_back(row);
     char buf[64];
     if (epochs) std::snprintf(buf, sizeof buf, ips < 100 ? "%.2f s / %.3g" : "%.2f s / %.0f", mean, ips);
-    rows[row][cell.batch] = epochs ? buf : cell.status == "error" ? "error" : "—";
+    rows[row][cell.batch] = epochs                       ? buf
+                            : cell.status == "error"     ? "error"
+                            : cell.status == "too large" ? "does not fit"
+                                                         : "—";
   }
   for (const auto& row : order) {
     md << row;
@@ -408,6 +411,19 @@ int run_sweep(const SweepOptions& so) {
       stopped = true;
       break;
     }
+    // Where `max` was found, a listed batch above it would outgrow the machine's memory (the
+    // kernel kills such a process; it cannot be refused): recorded, not run.
+    if (auto mx = largest.find({cell.model, cell.backend}); mx != largest.end() && cell.batch > mx->second) {
+      cell.status = "too large";
+      cell.message = "batch " + std::to_string(cell.batch) + " is above the largest that fits (" +
+                     std::to_string(mx->second) + "): not run";
+      cell.log = nlohmann::json::object();
+      std::printf("[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), cell.message.c_str());
+      st = store.put(cell.key, cell.model, cell.backend, cell.optimizer, cell.lr, cell.batch, cell.status, cell.message,
+                     cell.log.dump());
+      if (!st.is_ok()) return fail(st);
+      continue;
+    }
     TrainOptions t;
     t.model = cell.model;
     t.data = c.data;
@@ -450,8 +466,8 @@ int run_sweep(const SweepOptions& so) {
     if (cell.status == "done" && !cell.log["epochs"].empty()) {
       const auto& last = cell.log["epochs"].back();
       char buf[160];
-      std::snprintf(buf, sizeof buf, "%.0f images/s, train acc %.4f", last["images_per_s"].get<double>(),
-                    last["train_accuracy"].get<double>());
+      std::snprintf(buf, sizeof buf, "%.3g %s/s, train acc %.4f", last["images_per_s"].get<double>(),
+                    tokens ? "sequences" : "images", last["train_accuracy"].get<double>());
       summary = buf;
       if (last["test_accuracy"].is_number()) {  // null with evaluate: false
         std::snprintf(buf, sizeof buf, ", test acc %.4f", last["test_accuracy"].get<double>());
