@@ -213,15 +213,16 @@ class RnnKernel final : public Kernel {
 
 }  // namespace
 
+KernelFactory rnn_kernel_factory(GemmFn gemm) {
+  return [gemm](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    auto k = std::make_unique<RnnKernel>(gemm);
+    MOSAIC_RETURN_IF_ERROR(k->init(ctx));
+    return std::unique_ptr<Kernel>(std::move(k));
+  };
+}
+
 void register_rnn_kernels(BackendRegistration& r, GemmFn gemm, SupportCheck supports) {
-  for (const char* op : {"RNN", "GRU", "LSTM"})
-    r.kernel(op,
-             [gemm](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
-               auto k = std::make_unique<RnnKernel>(gemm);
-               MOSAIC_RETURN_IF_ERROR(k->init(ctx));
-               return std::unique_ptr<Kernel>(std::move(k));
-             },
-             {LayoutUse::kNone, supports});
+  for (const char* op : {"RNN", "GRU", "LSTM"}) r.kernel(op, rnn_kernel_factory(gemm), {LayoutUse::kNone, supports});
 }
 
 }  // namespace mosaic

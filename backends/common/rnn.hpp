@@ -271,6 +271,9 @@ void loop_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, in
     }
 }
 
+/// The kernel of RNN, GRU and LSTM (forward and backward) with a backend's GEMM; a plugin
+/// registers it with PluginRegistrar::add_kernel (the torch backend, with ATen's).
+KernelFactory rnn_kernel_factory(GemmFn gemm);
 /// Registers RNN, GRU and LSTM (forward and backward) on a backend, with its GEMM.
 void register_rnn_kernels(BackendRegistration& r, GemmFn gemm, SupportCheck supports);
 

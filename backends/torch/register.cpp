@@ -90,6 +90,7 @@ Status register_torch(PluginRegistrar& r) {
   MOSAIC_RETURN_IF_ERROR(register_norm_movement(r));
   MOSAIC_RETURN_IF_ERROR(register_reduce(r));
   MOSAIC_RETURN_IF_ERROR(register_layer_norm(r));
+  MOSAIC_RETURN_IF_ERROR(register_rnn(r));
   return register_index_ops(r);
 }
 

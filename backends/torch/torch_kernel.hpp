@@ -79,6 +79,7 @@ Status register_norm_movement(PluginRegistrar& r);
 Status register_reduce(PluginRegistrar& r);
 Status register_layer_norm(PluginRegistrar& r);
 Status register_index_ops(PluginRegistrar& r);
+Status register_rnn(PluginRegistrar& r);
 
 inline constexpr const char* kName = "torch";
 
