@@ -2,6 +2,7 @@
 // fits, per backend. The memory accounting of plans built without allocating (cheap at any
 // batch) predicts it by bisection; a real run at that batch (allocate, one iteration or
 // training step) confirms it, and steps down if the run does not fit. docs/cli.md.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,9 @@ struct Footprint {
 /// run once (one inference, or one training step with the chosen optimizer).
 Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t batch, bool real) {
   Footprint f;
+  // The previous run's freed memory back to the system first, so that this run's growth
+  // of the resident set is its own (glibc keeps freed chunks below its mmap threshold).
+  if (real) malloc_trim(0);
   const int64_t rss0 = real ? current_rss_bytes() : 0;
   CommonOptions c = o.common;
   c.batch = batch;
@@ -191,7 +195,7 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     // A real run must fit in what is available now, with a margin for what the accounting
     // does not see (the process's own heap, the allocator): one that does not would be
     // killed by the kernel, not refused. Such a batch is refused by the prediction alone.
-    const int64_t room = available_memory_bytes() * 9 / 10;
+    const int64_t room = available_memory_bytes() * 85 / 100;
     auto within_room = [&](int64_t batch) {
       int64_t need = 0;
       predicted_fits(batch, &need);
