@@ -35,49 +35,54 @@ struct Match {
   bool divide = false;
 };
 
-/// The chain ending in Softmax `f`, or false.
-bool match_at(const fuse::Matcher& M, const Graph& g, const Node& f, Match* m) {
-  if (f.inputs.size() != 1 || !softmax_last_axis(g, f) || !M.once(f.inputs[0])) return false;
-  const Node* pv = M.sole_consumer(f.outputs[0], "MatMul");
-  if (!pv || pv->inputs.size() != 2 || pv->inputs[0] != f.outputs[0]) return false;
-  std::vector<const Node*> chain{&f, pv};
-  std::string s = f.inputs[0];
-  // Optional mask add: the operand that is not (scaled) scores is the mask.
-  if (const Node* add = M.made_by(s, "Add"); add && add->inputs.size() == 2) {
-    for (int k = 0; k < 2; ++k) {
-      const std::string& cand = add->inputs[k];
-      const bool scores = M.once(cand) && (M.made_by(cand, "MatMul") || M.made_by(cand, "Div") || M.made_by(cand, "Mul"));
-      if (!scores) continue;
-      m->mask = add->inputs[1 - k];
-      s = cand;
-      chain.insert(chain.begin(), add);
-      break;
-    }
-    if (m->mask.empty()) return false;
-  }
-  // Optional scale by a scalar constant.
+/// The scores up to an optional scalar scale: [Div(S, c) | Mul(S, c) | Mul(c, S)] of
+/// S = MatMul(Q, Kt), or S itself. Prepends the nodes to m->parts.
+bool scaled_scores(const fuse::Matcher& M, std::string s, Match* m) {
   if (const Node* div = M.made_by(s, "Div"); div && div->inputs.size() == 2) {
     auto c = M.scalar(div->inputs[1]);
     if (!c || !M.once(div->inputs[0])) return false;
     m->scale = *c;
     m->divide = true;
     s = div->inputs[0];
-    chain.insert(chain.begin(), div);
+    m->parts.insert(m->parts.begin(), div);
   } else if (const Node* mul = M.made_by(s, "Mul"); mul && mul->inputs.size() == 2) {
     const int ck = M.scalar(mul->inputs[0]) ? 0 : M.scalar(mul->inputs[1]) ? 1 : -1;
     if (ck < 0 || !M.once(mul->inputs[1 - ck])) return false;
     m->scale = *M.scalar(mul->inputs[ck]);
     s = mul->inputs[1 - ck];
-    chain.insert(chain.begin(), mul);
+    m->parts.insert(m->parts.begin(), mul);
   }
   const Node* qk = M.made_by(s, "MatMul");
   if (!qk || qk->inputs.size() != 2) return false;
-  chain.insert(chain.begin(), qk);
-  m->parts = chain;
+  m->parts.insert(m->parts.begin(), qk);
   m->q = qk->inputs[0];
   m->kt = qk->inputs[1];
-  m->v = pv->inputs[1];
   return true;
+}
+
+/// The chain ending in Softmax `f`, or false.
+bool match_at(const fuse::Matcher& M, const Graph& g, const Node& f, Match* m) {
+  if (f.inputs.size() != 1 || !softmax_last_axis(g, f) || !M.once(f.inputs[0])) return false;
+  const Node* pv = M.sole_consumer(f.outputs[0], "MatMul");
+  if (!pv || pv->inputs.size() != 2 || pv->inputs[0] != f.outputs[0]) return false;
+  const std::vector<const Node*> tail{&f, pv};
+  m->v = pv->inputs[1];
+  // An optional mask add: either operand may be the (scaled) scores, the other the mask
+  // (a BERT mask is itself a Mul by -10000, so both orders are tried in full).
+  if (const Node* add = M.made_by(f.inputs[0], "Add"); add && add->inputs.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      Match t = *m;
+      t.parts = tail;
+      t.parts.insert(t.parts.begin(), add);
+      if (!M.once(add->inputs[k]) || !scaled_scores(M, add->inputs[k], &t)) continue;
+      t.mask = add->inputs[1 - k];
+      *m = t;
+      return true;
+    }
+    return false;
+  }
+  m->parts = tail;
+  return scaled_scores(M, f.inputs[0], m);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ namespace {
 
 using A = Attribute;
 
-enum class Form { kDivMask, kMulNoMask, kMaskFirst, kNoScale, kCausal };
+enum class Form { kDivMask, kMulNoMask, kMaskFirst, kNoScale, kCausal, kRuntimeMaskFirst };
 
 struct Dims {
   int64_t b = 2, h = 3, tq = 5, tk = 6, d = 4, dv = 3;
@@ -40,7 +40,7 @@ Graph attention_graph(Form form, const Dims& s = {}) {
   g.initializers["c"] = Tensor::from_f32({}, {2.f});
   add_node(g, make_node("MatMul"), {"q", "kt"}, {"s"}, "scores");
   std::string x = "s";
-  if (form == Form::kDivMask || form == Form::kMaskFirst || form == Form::kCausal) {
+  if (form == Form::kDivMask || form == Form::kMaskFirst || form == Form::kCausal || form == Form::kRuntimeMaskFirst) {
     add_node(g, make_node("Div"), {"s", "c"}, {"sd"}, "scale");
     x = "sd";
   } else if (form == Form::kMulNoMask) {
@@ -53,6 +53,12 @@ Graph attention_graph(Form form, const Dims& s = {}) {
     g.initializers["mask"] = m;
     add_node(g, make_node("Add"), form == Form::kMaskFirst ? std::vector<std::string>{"mask", x} : std::vector<std::string>{x, "mask"},
              {"sm"}, "mask");
+    x = "sm";
+  } else if (form == Form::kRuntimeMaskFirst) {  // BERT's order: Add(Mul(keep, -10000), scores)
+    g.inputs.push_back(ValueInfo{"keep", DType::kF32, {s.b, 1, 1, s.tk}, {}, true});
+    g.initializers["big"] = Tensor::from_f32({}, {-10000.f});
+    add_node(g, make_node("Mul"), {"keep", "big"}, {"m"}, "mask_scale");
+    add_node(g, make_node("Add"), {"m", x}, {"sm"}, "mask");
     x = "sm";
   } else if (form == Form::kCausal) {  // [tq, tk] with -inf above the diagonal
     Tensor m = Tensor::empty({DType::kF32, {s.tq, s.tk}});
@@ -68,9 +74,15 @@ Graph attention_graph(Form form, const Dims& s = {}) {
   return g;
 }
 
-std::vector<Tensor> inputs_for(const Dims& s) {
-  return {random_tensor({s.b, s.h, s.tq, s.d}, 11, -2.f, 2.f), random_tensor({s.b, s.h, s.d, s.tk}, 12, -2.f, 2.f),
-          random_tensor({s.b, s.h, s.tk, s.dv}, 13)};
+std::vector<Tensor> inputs_for(const Dims& s, Form form = Form::kDivMask) {
+  std::vector<Tensor> in{random_tensor({s.b, s.h, s.tq, s.d}, 11, -2.f, 2.f),
+                         random_tensor({s.b, s.h, s.d, s.tk}, 12, -2.f, 2.f), random_tensor({s.b, s.h, s.tk, s.dv}, 13)};
+  if (form == Form::kRuntimeMaskFirst) {  // 1 where a position is masked out, 0 where kept
+    Tensor keep = Tensor::empty({DType::kF32, {s.b, 1, 1, s.tk}});
+    for (int64_t i = 0; i < keep.numel(); ++i) keep.f32()[i] = i % 3 == 2 ? 1.f : 0.f;
+    in.push_back(keep);
+  }
+  return in;
 }
 
 Tensor run_on(const Graph& g, const std::string& backend, const std::vector<Tensor>& in) {
@@ -98,17 +110,20 @@ std::vector<std::string> fused_backends() {
 
 TEST(FuseAttention, EachFormBecomesOneNodeThatMatchesTheGraph) {
   ASSERT_GE(fused_backends().size(), 2u);  // naive and onednn at least
-  for (Form form : {Form::kDivMask, Form::kMulNoMask, Form::kMaskFirst, Form::kNoScale, Form::kCausal}) {
+  for (Form form :
+       {Form::kDivMask, Form::kMulNoMask, Form::kMaskFirst, Form::kNoScale, Form::kCausal, Form::kRuntimeMaskFirst}) {
     const Dims s;
     const Graph plain = prepared(attention_graph(form, s));
-    const std::vector<Tensor> in = inputs_for(s);
+    const std::vector<Tensor> in = inputs_for(s, form);
     const Tensor want = run_on(plain, "naive", in);
     for (const auto& b : fused_backends()) {
       Graph f = plain;
       const FuseReport r = fuse_graph(f, fuse_options_for(Placement::all_on(b, {}), builtin_registry(), false));
-      ASSERT_EQ(f.nodes.size(), 1u) << static_cast<int>(form) << " " << b;
-      EXPECT_EQ(f.nodes[0].op_type, kAttentionOp);
-      EXPECT_EQ(f.nodes[0].domain, kAttentionDomain);
+      // Everything but the runtime mask's own Mul becomes one node.
+      ASSERT_EQ(f.nodes.size(), form == Form::kRuntimeMaskFirst ? 2u : 1u) << static_cast<int>(form) << " " << b;
+      const Node& fn = f.nodes.back();
+      EXPECT_EQ(fn.op_type, kAttentionOp);
+      EXPECT_EQ(fn.domain, kAttentionDomain);
       EXPECT_EQ(r.fused.size(), 1u);
       const Tensor got = run_on(f, b, in);
       ASSERT_TRUE(got.defined());
@@ -290,7 +305,7 @@ TEST(AttentionMemory, ScoresLiveAtOnceUntilFused) {
   EXPECT_EQ(training.value()->attention_bytes(), 3 * one);
 }
 
-TEST(FastExp, MatchesStdExpToAboutOneUlp) {
+TEST(FastExp, ExpSigmoidTanhMatchLibmToAboutOneUlp) {
   std::vector<float> x;
   for (float v = -87.f; v <= 88.f; v += 0.0137f) x.push_back(v);
   std::vector<float> y(x.size());
@@ -298,11 +313,28 @@ TEST(FastExp, MatchesStdExpToAboutOneUlp) {
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(y[i] / std::exp(static_cast<double>(x[i])) - 1));
   EXPECT_LT(worst, 4e-7);
-  float edge[3] = {-std::numeric_limits<float>::infinity(), -100.f, 0.f};
-  exp_array(edge, edge, 3);
+  float edge[4] = {-std::numeric_limits<float>::infinity(), -100.f, 0.f, std::numeric_limits<float>::quiet_NaN()};
+  exp_array(edge, edge, 4);
   EXPECT_EQ(edge[0], 0.f);
   EXPECT_EQ(edge[1], 0.f);
   EXPECT_EQ(edge[2], 1.f);
+  EXPECT_TRUE(std::isnan(edge[3]));
+  // sigmoid and tanh, against libm in double, NaN propagated.
+  std::vector<float> t(x.size()), sg(x.size());
+  tanh_array(x.data(), t.data(), static_cast<int64_t>(x.size()));
+  sigmoid_array(x.data(), sg.data(), static_cast<int64_t>(x.size()));
+  double worst_t = 0, worst_s = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], tv = std::tanh(v), sv = 1 / (1 + std::exp(-v));
+    worst_t = std::max(worst_t, std::abs(t[i] - tv) / std::max(std::abs(tv), 1e-30));
+    worst_s = std::max(worst_s, std::abs(sg[i] - sv) / sv);
+  }
+  EXPECT_LT(worst_t, 4e-7);
+  EXPECT_LT(worst_s, 4e-7);
+  float small[2] = {1e-6f, std::numeric_limits<float>::quiet_NaN()};  // no cancellation near 0
+  tanh_array(small, small, 2);
+  EXPECT_NEAR(small[0], 1e-6f, 1e-12f);
+  EXPECT_TRUE(std::isnan(small[1]));
 }
 
 TEST(BenchAttention, BothTimesTheFusedAndUnfusedGraphSideBySide) {

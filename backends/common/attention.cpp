@@ -52,6 +52,7 @@ class AttentionKernel final : public Kernel {
 #ifdef _OPENMP
     if (parallel_) threads = omp_get_max_threads();
 #endif
+    threads_ = threads;
     // Whole matrices per task when there are enough of them for every thread; otherwise
     // blocks of rows (at least 16), so that batch 1 with few heads still fills the threads.
     block_ = p_.tq;
@@ -77,7 +78,8 @@ class AttentionKernel final : public Kernel {
       return Status::ok();
     }
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+    // At most the threads the scratch was sized for (the count may have changed since init).
+#pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t t = 0; t < tasks; ++t) task(t, omp_get_thread_num());
 #else
     for (int64_t t = 0; t < tasks; ++t) task(t, 0);
@@ -92,6 +94,7 @@ class AttentionKernel final : public Kernel {
   bool parallel_;
   AttentionParams p_;
   int64_t block_ = 1;
+  int threads_ = 1;
   std::vector<float> scratch_;
 };
 

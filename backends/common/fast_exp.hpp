@@ -40,12 +40,14 @@ inline float exp_parts(float v, float* scale) {
 
 inline float exp_one(float x) {
   float scale;
-  const float q = exp_parts(x, &scale);
-  return x < -87.3f ? 0.f : scale + scale * q;
+  const bool nan = x != x;  // NaN propagates (and never reaches the float-to-int conversion)
+  const float q = exp_parts(nan ? 0.f : x, &scale);
+  return nan ? x : x < -87.3f ? 0.f : scale + scale * q;
 }
 
 /// tanh(x) = -sign(x) e / (e + 2) with e = exp(-2|x|) - 1: no cancellation near 0.
 inline float tanh_one(float x) {
+  if (x != x) return x;
   const float a = x < 0 ? -x : x;
   float scale;
   const float q = exp_parts(-2.f * a, &scale);
