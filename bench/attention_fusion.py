@@ -31,18 +31,19 @@ def run(args, batch):
             return json.load(f)
 
 
-def attention_us(config, fused):
-    """Median microseconds of the attention per layer: the fused node, or its parts."""
-    rows = [n for n in config["nodes"] if n.get("median_us") is not None]
-    if fused:
-        times = [n["median_us"] for n in rows if n["op"] == "FusedAttention"]
-        return sum(times) / len(times) if times else None
-    fused_names = set()
-    for n in rows:
-        if n["op"] == "FusedAttention":
-            fused_names.update(n["name"].split("+"))
-    return fused_names
+def fused_nodes(config):
+    """The FusedAttention rows of a configuration's per-node table."""
+    return [n for n in config["nodes"] if n["op"] == "FusedAttention" and n.get("median_us") is not None]
 
+
+def attention_us(fused, plain):
+    """Median microseconds of the attention per layer: the fused node's, and the sum of the
+    plain graph's nodes it replaced (named by the parts of the fused node's name)."""
+    nodes = fused_nodes(fused)
+    parts = {part for n in nodes for part in n["name"].split("+")}
+    plain_us = sum(n["median_us"] for n in plain["nodes"] if n.get("median_us") is not None and n["name"] in parts)
+    layers = max(len(nodes), 1)
+    return sum(n["median_us"] for n in nodes) / layers, plain_us / layers, len(nodes)
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,15 +63,12 @@ def main():
         report = run(args, batch)
         by_label = {c["label"]: c for c in report["runs"]}
         fused, plain = by_label["onednn"], by_label["onednn-unfused-attention"]
-        names = attention_us(fused, False)
-        layers = sum(1 for n in fused["nodes"] if n["op"] == "FusedAttention")
-        parts_us = sum(n["median_us"] for n in plain["nodes"]
-                       if n.get("median_us") is not None and n["name"] in names) / max(layers, 1)
+        fused_us, unfused_us, layers = attention_us(fused, plain)
         row = {"model": args.model, "batch": batch, "threads": args.threads,
                "fused_seq_per_s": fused["summary"]["images_per_s"],
                "unfused_seq_per_s": plain["summary"]["images_per_s"],
                "ratio": fused["summary"]["images_per_s"] / plain["summary"]["images_per_s"],
-               "attention_fused_us": attention_us(fused, True), "attention_unfused_us": parts_us,
+               "attention_fused_us": fused_us, "attention_unfused_us": unfused_us,
                "fused_nodes": layers}
         results.append(row)
         print(f"| {batch} | {row['fused_seq_per_s']:.2f} | {row['unfused_seq_per_s']:.2f} | **{row['ratio']:.2f}x** "

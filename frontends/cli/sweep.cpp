@@ -292,7 +292,9 @@ int run_sweep(const SweepOptions& so) {
                                   grid_dimensions(c) + "), more than --max-grid " + std::to_string(so.max_grid) +
                                   "; raise --max-grid to run it"));
   }
-  if (std::count(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch)) {
+  const bool wants_max =
+      std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) != c.batches.end();
+  if (wants_max) {
     for (const auto& b : c.backends)
       if (is_placement(b))
         return fail(Status::invalid(c.file + ": key 'batch': max needs backends named, not the placement '" + b + "'"));
@@ -327,7 +329,7 @@ int run_sweep(const SweepOptions& so) {
   }
   int64_t limit = 0;
   if (!c.memory_limit.empty()) limit = parse_bytes(c.memory_limit).value();  // checked above
-  if (std::count(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch))
+  if (wants_max)
     for (const auto& m : c.models)
       for (const auto& b : c.backends) {
         const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" + (c.memory_limit.empty() ? "90% available" : c.memory_limit);
