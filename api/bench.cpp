@@ -50,9 +50,10 @@ void finish_report(BenchReport& report) {
 
 /// After a configuration was added: tells o.on_config_done (the CLI prints it at once) and says
 /// whether to stop (SIGINT/SIGTERM: the configurations not yet timed are not run).
-bool config_done(const BenchOptions& o, BenchReport& report, const BenchResult& r) {
+bool config_done(const BenchOptions& o, BenchReport& report, const BenchResult& r, dist::DataParallel* dp = nullptr) {
   fill_speedups(report, 0);
-  report.interrupted = report.interrupted || r.interrupted || interrupted();
+  // The ranks of a data-parallel run agree (a signal may reach one after the last iteration).
+  report.interrupted = report.interrupted || r.interrupted || (dp ? dp->on_any_worker(interrupted()) : interrupted());
   if (o.on_config_done) o.on_config_done(report);
   return report.interrupted;
 }
@@ -205,11 +206,12 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
     if (dp) {  // every rank starts from rank 0's parameters; fixed iteration counts (no budget)
       MOSAIC_RETURN_IF_ERROR(dp->attach(plan));
       cfg.max_seconds = 1e7;
+      cfg.should_stop = [dp] { return dp->on_any_worker(interrupted()); };  // all ranks after the same iteration
     }
     MOSAIC_ASSIGN_OR_RETURN(BenchResult r, run_training_benchmark(plan, inputs, labels, *opt, cfg, trace,
                                                                   dp ? dp->gradient_exchange() : nullptr));
     add_config(report, configs[i].first, plan, r, checks[i]);
-    if (config_done(o, report, r)) break;
+    if (config_done(o, report, r, dp)) break;
     if (dp) {
       double seconds = 0;
       for (double ns : r.iteration_ns) seconds += ns / 1e9;

@@ -307,6 +307,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   TraceRecorder* trace = o.trace.empty() ? nullptr : &recorder;
   if (trace) trace->begin_config("train " + o.backend, P);
   int64_t step = 0;
+  bool stopping = false;  // SIGINT/SIGTERM (every rank of a job agrees on it)
   std::string diverged;
   double train_seconds = 0;  // training time so far, evaluation excluded (time-to-accuracy)
   nlohmann::json reached;    // the first epoch at --target-accuracy
@@ -338,7 +339,11 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     if (o.steps_per_epoch > 0) epoch_steps = std::min(epoch_steps, o.steps_per_epoch);
     for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
       if (o.steps > 0 && step >= o.steps) break;
-      if (!dp && interrupted()) break;  // SIGINT/SIGTERM: the finished epochs are kept, this one dropped
+      // SIGINT/SIGTERM: the finished epochs are kept, this one dropped. The ranks of a job agree
+      // on it with the step's loss sum below (ps-async workers, which share no sums, each stop
+      // at their next step).
+      if ((!dp || !dp->global_losses()) && interrupted()) stopping = true;
+      if (stopping) break;
       if (o.steps_per_epoch > 0 && b >= o.steps_per_epoch) break;
       if ((verbose || !o.progress_label.empty()) && b > 0) {
         char loss_text[48];
@@ -356,11 +361,17 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       auto loss = class_loss(o.loss, P.output(0), *labels, &dlogits);
       if (!loss.ok()) return loss.status();
       if (dp && dp->global_losses()) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
-        double sums[3] = {loss->loss, static_cast<double>(loss->correct), static_cast<double>(loss->counted)};
-        dp->sum(sums, 3);
+        // and whether a rank was asked to stop: all of them then drop this step together.
+        double sums[4] = {loss->loss, static_cast<double>(loss->correct), static_cast<double>(loss->counted),
+                          interrupted() ? 1.0 : 0.0};
+        dp->sum(sums, 4);
         loss->loss = sums[0] / ranks;
         loss->correct = static_cast<int64_t>(sums[1]);
         loss->counted = static_cast<int64_t>(sums[2]);
+        if (sums[3] > 0) {
+          stopping = true;
+          break;
+        }
       }
       const int64_t tb = trace ? now_ns() : 0;
       ++step;
@@ -394,10 +405,10 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (!st.is_ok()) return st;
     }
     progress.finish();
-    if (dp && diverged.empty()) dp->after_update(step, true);  // model averaging: one model before evaluation
+    if (dp && diverged.empty() && !stopping) dp->after_update(step, true);  // model averaging: one model before evaluation
     const double secs = static_cast<double>(now_ns() - t0) / 1e9;
     train_seconds += secs;
-    if (!dp && interrupted()) {
+    if (stopping) {
       log["interrupted"] = true;
       if (verbose) std::printf("interrupted during epoch %lld: the %zu finished epoch(s) are kept\n",
                                static_cast<long long>(epoch), log["epochs"].size());
@@ -466,6 +477,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                                {"log_epochs", log["epochs"]}};
       MOSAIC_RETURN_IF_ERROR(write_checkpoint(o.checkpoint, std::move(header), P, *opt.value()));
     }
+    if (o.on_epoch_done && (!dp || dp->world_rank() == 0)) o.on_epoch_done(log);
     if (o.steps > 0 && step >= o.steps) break;
   }
   if (o.target_accuracy > 0) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct TrainOptions {
   int servers = 1;         ///< ps, ps-async: server ranks (the last ones)
   int64_t max_staleness = -1;  ///< ps-async: bounded staleness (-1: unbounded)
   DbOptions db;  ///< results store the CLI records the run in (train_model records nothing)
+  /// Called on rank 0 after each finished epoch with the log so far (the CLI writes it to
+  /// --json, so that a run killed later, by mpirun's SIGKILL or the OOM killer, leaves its
+  /// finished epochs behind).
+  std::function<void(const nlohmann::json& log)> on_epoch_done;
 };
 
 /// "Does not train": after the first epoch (of at least kChanceMinSteps steps) the train

@@ -2,12 +2,14 @@
 
 #include <omp.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <iostream>
 
 #include "backends/plugins.hpp"
+#include "core/interrupt.hpp"
 #include "backends/registry.hpp"
 #include "frontends/config/placement_config.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -134,10 +137,17 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
   return p;
 }
 
-int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log) {
+int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log,
+                bool forward_interrupt) {
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    if (forward_interrupt) {
+      setpgid(0, 0);                          // the terminal's Ctrl-C reaches the parent alone, which passes it on once
+      prctl(PR_SET_PDEATHSIG, SIGTERM);       // and a parent that dies takes the child along
+      if (getppid() != parent) _exit(128 + SIGTERM);  // it died before prctl
+    }
     FILE* f = std::freopen(log.c_str(), "w", stdout);
     if (!f) _exit(127);
     dup2(fileno(stdout), fileno(stderr));
@@ -147,8 +157,19 @@ int run_program(const std::string& program, const std::vector<std::string>& args
     execvp(program.c_str(), cargs.data());
     _exit(127);
   }
+  if (forward_interrupt) setpgid(pid, pid);  // also here: whichever runs first
   int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
+  bool forwarded = false;
+  for (;;) {
+    const pid_t w = waitpid(pid, &status, forward_interrupt ? WNOHANG : 0);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return -1;
+    if (forward_interrupt && !forwarded && interrupted()) {  // the child stops as the parent was asked to
+      kill(pid, interrupt_signal());
+      forwarded = true;
+    }
+    if (w == 0) usleep(20000);
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 

@@ -40,7 +40,12 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
 /// Runs `program` (a path, or a name looked up in PATH) with `args` (args[0] is its argv[0]),
 /// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,
 /// 127 when it could not be started, -1 when it could not be forked or waited for).
-int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log);
+/// `forward_interrupt`: the child runs in its own process group (a terminal's Ctrl-C reaches
+/// only this process) and gets the SIGINT/SIGTERM this process receives (core/interrupt.hpp,
+/// whose handlers the caller installs) once, so that it can stop cleanly and write what
+/// finished; it is sent SIGTERM if this process dies.
+int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log,
+                bool forward_interrupt = false);
 /// The placement an --assign value gives: a spec (Conv=onednn,@fc*=im2col,*=naive) or a
 /// YAML placement file (.yaml/.yml, frontends/config/placement_config.hpp), with
 /// `fallback` unless the file sets its own.

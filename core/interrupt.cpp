@@ -7,19 +7,21 @@ namespace mosaic {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_in_group = 0;
 
 extern "C" void on_signal(int sig) {
-  if (g_signal != 0) {  // the second one: stop now
+  if (g_signal != 0 && !g_in_group) {  // the second one: stop now
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
   }
-  g_signal = sig;
+  if (g_signal == 0) g_signal = sig;
 }
 
 }  // namespace
 
-void install_interrupt_handlers() {
+void install_interrupt_handlers(bool in_group) {
+  g_in_group = in_group ? 1 : 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

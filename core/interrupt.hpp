@@ -5,9 +5,13 @@
 
 namespace mosaic {
 
-/// Installs handlers for SIGINT and SIGTERM that set the flag; a second signal of either kind
-/// ends the process at once (the default action), for work that does not poll.
-void install_interrupt_handlers();
+/// Installs handlers for SIGINT and SIGTERM that set the flag. Alone (the default), a second
+/// signal of either kind ends the process at once (the default action), for work that does
+/// not poll. In a group (`in_group`: one rank of an mpirun job) further signals only set the
+/// flag again: the ranks must stop together at a step they agree on (interrupt_agreed), and
+/// a Ctrl-C reaches a rank twice (the terminal's SIGINT, then mpirun's SIGTERM); mpirun's
+/// SIGKILL, odls_base_sigkill_timeout seconds later (1 by default), is the hard stop.
+void install_interrupt_handlers(bool in_group = false);
 /// Whether SIGINT or SIGTERM arrived since the handlers were installed.
 bool interrupted();
 /// The signal that arrived (SIGINT or SIGTERM), 0 if none.

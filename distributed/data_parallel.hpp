@@ -89,6 +89,14 @@ class DataParallel {
   }
   /// Sums over the workers in place (every worker gets the sums).
   void sum(double* values, int count) { workers_->sum(values, count); }
+  /// Whether `flag` is set on any worker (one sum over the workers): every worker gets the same
+  /// answer at the same step, so that they stop together (a SIGTERM from mpirun reaches the
+  /// ranks at slightly different moments).
+  bool on_any_worker(bool flag) {
+    double v = flag ? 1.0 : 0.0;
+    workers_->sum(&v, 1);
+    return v > 0;
+  }
   /// Workers: true when every worker's parameters are bitwise equal to worker 0's.
   bool parameters_identical(const std::vector<ParamRef>& params);
   /// Ends the whole job with the message prefixed by this rank (a failing rank must not

@@ -66,6 +66,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
   const int64_t budget_ns = static_cast<int64_t>(cfg.max_seconds * 1e9);
   const int64_t min_ns = static_cast<int64_t>(cfg.min_seconds * 1e9);
   const int64_t start = now_ns();
+  const auto stop = [&cfg] { return cfg.should_stop ? cfg.should_stop() : interrupted(); };
   // Warm-up: at least one iteration; at most a quarter of the budget.
   {
     Progress warm(cfg.progress.empty() ? "" : cfg.progress + " (warm-up)");
@@ -73,7 +74,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
       MOSAIC_RETURN_IF_ERROR(iteration(nullptr, 0).status());
       ++r.warmup_done;
       warm.update(i + 1, std::max(cfg.warmup, 1));
-      if (now_ns() - start > budget_ns / 4 || interrupted()) break;
+      if (stop() || now_ns() - start > budget_ns / 4) break;  // stop() first: with ranks it is a collective
     }
   }
   Progress progress(cfg.progress);
@@ -127,7 +128,7 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
                         std::string(r.adaptive ? "adaptive" : "repeat " + std::to_string(rep + 1) + "/" + std::to_string(repeats)) +
                             (budget_bound ? ", until the time budget" : ""));
       }
-      if (interrupted()) {
+      if (stop()) {
         r.interrupted = true;
         break;
       }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <limits>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct BenchConfig {
   /// > 0: after measuring, this many pairs of iterations alternate metrics on (per-node
   /// events, CPU clocks) and off, to measure what the metrics cost (BenchResult::metrics_overhead).
   int overhead_pairs = 0;
+  /// Whether to stop measuring (asked after each iteration); empty: interrupted() (SIGINT or
+  /// SIGTERM). The ranks of a data-parallel run set one that agrees across them, so that all
+  /// stop after the same iteration.
+  std::function<bool()> should_stop;
 };
 
 /// Adaptive mode never stops before this many measured iterations.

@@ -24,11 +24,6 @@ class Outputs : public ScratchDirTest {
   }
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 TEST_F(Outputs, JsonDashIsStandardOutputAndThePeopleReportGoesToStderr) {
   const std::string out = path("stdout"), err = path("stderr");
   // In a subshell: mosaic_shell appends 2>&1 to the whole line.
@@ -197,6 +192,68 @@ TEST_F(Outputs, InterruptedBenchAndTrainKeepWhatFinished) {
   ASSERT_FALSE(doc.is_discarded()) << read_all(path("t.out"));
   EXPECT_EQ(doc.value("interrupted", false), true);
   EXPECT_GE(doc["epochs"].size(), 2u);
+}
+
+TEST_F(Outputs, InterruptedBenchProcessesPoolsTheProcessesThatFinished) {
+  // bench --processes 3, Ctrl-C (SIGINT to the whole process group, as a terminal sends it)
+  // while the second process runs: the child gets one signal (from the parent: it runs in its
+  // own group) and is left out; the first is pooled, written and recorded, marked interrupted;
+  // no third process starts, no child is left behind, the scratch folder goes. Exit 130.
+  const std::string json = path("p.json"), db = path("runs.sqlite"), err = path("p.err");
+  const std::string bench = std::string(MOSAIC_BIN) +
+                            " bench zoo:fmnist-cnn --backends onednn --processes 3 --batch 2 --iterations 1000000"
+                            " --max-seconds 8 --warmup 1 --no-peaks --threads 1 --json " + json + " --db " + db;
+  auto run = [&](const std::string& wait_for) {
+    return mosaic_shell("(setsid " + bench + " > " + path("p.out") + " 2> " + err + " & pid=$!; "
+                        "for i in $(seq 300); do grep -q '" + wait_for + "' " + err + " && break; sleep 0.1; done; sleep 1; "
+                        "kill -INT -$pid; wait $pid; echo rc=$?; sleep 0.5; "
+                        "pgrep -f 'mosaic_processes_'$pid >/dev/null && echo CHILD-LEFT; "
+                        "test -e /tmp/mosaic_processes_$pid && echo DIR-LEFT; true)");
+  };
+  CmdResult r = run("process 2/3");
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << read_all(err);
+  EXPECT_EQ(r.out.find("CHILD-LEFT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("DIR-LEFT"), std::string::npos) << r.out;
+  EXPECT_NE(read_all(err).find("process 2 was stopped (SIGINT) and is left out"), std::string::npos) << read_all(err);
+  EXPECT_EQ(read_all(err).find("process 3/3"), std::string::npos) << read_all(err);
+  auto doc = nlohmann::json::parse(read_all(json), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << read_all(err);
+  EXPECT_EQ(doc.value("interrupted", false), true);
+  EXPECT_EQ(doc["config"]["processes"], 1);
+  EXPECT_EQ(doc["processes"].size(), 1u);
+  EXPECT_NE(mosaic("history --db " + db).out.find("zoo:fmnist-cnn"), std::string::npos) << "recorded";
+  // Stopped in the first process: nothing to pool; no report is written.
+  std::filesystem::remove(json);
+  r = run("process 1/3");
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << read_all(err);
+  EXPECT_NE(read_all(err).find("interrupted before a process finished: nothing to pool"), std::string::npos) << read_all(err);
+  EXPECT_FALSE(std::filesystem::exists(json));
+  EXPECT_EQ(r.out.find("CHILD-LEFT"), std::string::npos) << r.out;
+}
+
+TEST_F(Outputs, KilledTrainingLeavesItsFinishedEpochs) {
+  // SIGKILL (the OOM killer, or mpirun one second after its SIGTERM) cannot be caught: --json
+  // is written after every epoch, marked interrupted until the final write replaces it.
+  const std::string json = path("k.json");
+  CmdResult r = mosaic_shell("(" + std::string(MOSAIC_BIN) +
+                             " train zoo:fmnist-cnn --data synthetic:256,1,28,28,10 --batch 16 --epochs 100000 --no-db "
+                             "--no-eval --threads 1 --json " + json + " > " + path("k.out") + " 2>&1 & pid=$!; "
+                             "for i in $(seq 300); do grep -q '^epoch 2:' " + path("k.out") + " && break; sleep 0.1; done; "
+                             "kill -KILL $pid; wait $pid; echo rc=$?)");
+  EXPECT_NE(r.out.find("rc=137"), std::string::npos) << r.out;
+  auto doc = nlohmann::json::parse(read_all(json), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << read_all(path("k.out"));
+  EXPECT_EQ(doc.value("interrupted", false), true);
+  ASSERT_GE(doc["epochs"].size(), 2u);
+  EXPECT_EQ(doc["written_after_epoch"], doc["epochs"].size());
+  // A run that ends normally replaces it: no mark.
+  r = mosaic("train zoo:fmnist-cnn --data synthetic:64,1,28,28,10 --batch 16 --epochs 2 --no-db --no-eval --threads 1 "
+             "--json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  doc = nlohmann::json::parse(read_all(json), nullptr, false);
+  EXPECT_FALSE(doc.contains("interrupted"));
+  EXPECT_FALSE(doc.contains("written_after_epoch"));
+  EXPECT_EQ(doc["epochs"].size(), 2u);
 }
 
 TEST(Habits, VerifyEndsWithATallyPerBackendAndWhatIsNotSupported) {

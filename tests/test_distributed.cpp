@@ -426,5 +426,49 @@ TEST_F(Distributed, AKilledRankEndsTheJob) {
   EXPECT_NE(out.find("signal 9"), std::string::npos) << out;
 }
 
+// Ctrl-C on an mpirun job: mpirun sends every rank SIGTERM and SIGKILL a second later. The
+// ranks agree on the step to stop at (a sum with the step's losses, or after an iteration in
+// bench), so none is left in a collective: rank 0 writes and records the finished epochs, marked
+// interrupted, within that second. Every mode: all-reduce, parameter servers (sync and async),
+// model averaging; and bench --distributed.
+TEST_F(Distributed, InterruptStopsEveryRankAtTheSameStep) {
+  auto interrupt = [&](int ranks, const std::string& args, const std::string& out, const std::string& wait_for) {
+    // No `timeout` around mpirun: it would pass the Ctrl-C on as a second SIGINT, on which
+    // mpirun exits at once and leaves the ranks running. The wait is bounded here instead.
+    // This test's ranks: processes named mosaic whose arguments hold the scratch folder.
+    const std::string mine = "ps -eo pid=,comm=,args= | awk '$2 == \"mosaic\" && index($0, \"" + path("") + "\") {print $1}'";
+    return mosaic_shell("(setsid mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none " +
+                        std::string(MOSAIC_BIN) + " " + args + " > " + path(out) + " 2>&1 & pid=$!; "
+                        "for i in $(seq 600); do grep -q '" + wait_for + "' " + path(out) + " && break; sleep 0.1; done; "
+                        "kill -INT -$pid; (sleep 30; kill -KILL -$pid) >/dev/null 2>&1 & w=$!; t0=$(date +%s); "
+                        "wait $pid; test $(( $(date +%s) - t0 )) -ge 29 && echo MPIRUN-LEFT; kill $w 2>/dev/null; sleep 0.5; "
+                        "left=$(" + mine + "); test -n \"$left\" && echo RANK-LEFT && kill -KILL $left; true)");
+  };
+  const std::string train = "train zoo:fmnist-cnn --data synthetic:256,1,28,28,10 --batch 16 --epochs 100000 --no-eval "
+                            "--threads 1 --db " + path("runs.sqlite") + " --distributed ";
+  for (const auto& [mode, ranks] : std::vector<std::pair<std::string, int>>{{"allreduce", 2}, {"ps", 3}, {"ps-async", 3}, {"avg", 2}}) {
+    SCOPED_TRACE(mode);
+    const std::string json = path(mode + ".json");
+    CmdResult r = interrupt(ranks, train + mode + " --json " + json, mode + ".out", "^epoch 2:");
+    EXPECT_EQ(r.out.find("RANK-LEFT"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("MPIRUN-LEFT"), std::string::npos) << r.out;
+    const nlohmann::json doc = read_json(json);
+    ASSERT_TRUE(doc.is_object()) << read_all(path(mode + ".out"));
+    EXPECT_EQ(doc.value("interrupted", false), true) << read_all(path(mode + ".out"));
+    EXPECT_FALSE(doc.contains("written_after_epoch")) << "rank 0 wrote the final report before mpirun's SIGKILL";
+    EXPECT_GE(doc["epochs"].size(), 2u);
+    EXPECT_TRUE(doc["distributed"]["parameters_identical"].get<bool>() || mode == "ps-async") << doc["distributed"];
+  }
+  EXPECT_NE(mosaic("history --db " + path("runs.sqlite")).out.find("zoo:fmnist-cnn"), std::string::npos);
+  const std::string json = path("bench.json");
+  CmdResult r = interrupt(2, "bench zoo:fmnist-cnn --mode training --backends onednn,im2col --distributed allreduce --batch 8 "
+                          "--iterations 1000000 --warmup 1 --no-peaks --no-db --threads 1 --json " + json,
+                          "bench.out", "benchmarking onednn");
+  const nlohmann::json doc = read_json(json);
+  ASSERT_TRUE(doc.is_object()) << r.out << read_all(path("bench.out"));
+  EXPECT_EQ(doc.value("interrupted", false), true);
+  EXPECT_EQ(doc["runs"].size(), 1u) << "onednn, up to the signal; im2col did not run";
+}
+
 }  // namespace
 }  // namespace mosaic::test

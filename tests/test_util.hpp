@@ -115,6 +115,12 @@ inline std::string join(const std::vector<std::string>& items, const std::string
 }
 
 /// A JSON file the command under test wrote.
+/// A file's bytes ("" when it cannot be read).
+inline std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);

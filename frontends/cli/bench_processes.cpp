@@ -4,6 +4,7 @@
 // loops in one.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "api/bench_auto.hpp"
 #include "core/file_io.hpp"
+#include "core/interrupt.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "frontends/cli/commands.hpp"
 #include "metrics/provenance.hpp"
@@ -151,16 +153,25 @@ int run_bench_processes(const BenchOptions& o) {
       fs::remove_all(d, ec);
     }
   } cleanup{dir};
+  // Ctrl-C/SIGTERM: the running process gets the signal, stops and is left out (its last
+  // configuration was cut short); the processes that finished are pooled, printed, written and
+  // recorded, marked interrupted; no further process starts. Exit 130/143.
+  install_interrupt_handlers();
   std::vector<json> reports;
   bool all_checks = true;
-  for (int p = 0; p < o.processes; ++p) {
+  for (int p = 0; p < o.processes && !interrupted(); ++p) {
     const std::string json_path = (dir / ("p" + std::to_string(p) + ".json")).string();
     const std::string log = (dir / ("p" + std::to_string(p) + ".log")).string();
     std::vector<std::string> args = child_args(argv);
     args.push_back("--json");
     args.push_back(json_path);
     std::cerr << "process " << p + 1 << "/" << o.processes << "...\n";
-    const int code = run_program("/proc/self/exe", args, log);
+    const int code = run_program("/proc/self/exe", args, log, true);
+    if (interrupted()) {
+      std::cerr << "process " << p + 1 << " was stopped (" << (interrupt_signal() == SIGINT ? "SIGINT" : "SIGTERM")
+                << ") and is left out\n";
+      break;
+    }
     std::ifstream jf(json_path);
     if ((code != 0 && code != 1) || !jf) {
       std::ifstream lf(log);
@@ -171,11 +182,16 @@ int run_bench_processes(const BenchOptions& o) {
     all_checks = all_checks && code == 0;
     reports.push_back(json::parse(jf));
   }
+  if (reports.empty()) {
+    std::cerr << "mosaic: interrupted before a process finished: nothing to pool, nothing written or recorded\n";
+    return interrupt_exit_code();
+  }
   json combined = combine(reports);
+  if (interrupted()) combined["interrupted"] = true;
   const Provenance provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
   combined["provenance"] = provenance_json(provenance);
-  std::printf("model %s  batch %lld  mode %s  %d independent processes, samples pooled\n", o.model.c_str(),
-              static_cast<long long>(combined["batch"].get<int64_t>()), o.mode.c_str(), o.processes);
+  std::printf("model %s  batch %lld  mode %s  %zu independent processes, samples pooled\n", o.model.c_str(),
+              static_cast<long long>(combined["batch"].get<int64_t>()), o.mode.c_str(), reports.size());
   for (const auto& run : combined["runs"]) {
     const std::string label = run["label"];
     std::printf("\n== %s ==\n  per process:", label.c_str());
@@ -205,6 +221,11 @@ int run_bench_processes(const BenchOptions& o) {
     if (Status st = write_file_atomic(o.json, combined.dump(2) + "\n"); !st.is_ok()) return fail(st);
   }
   if (Status st = record_run(db.value().get(), combined); !st.is_ok()) return fail(st);
+  if (interrupted()) {
+    std::cerr << "mosaic: interrupted: pooled, wrote and recorded the " << reports.size() << " of " << o.processes
+              << " processes that finished (marked \"interrupted\": true)\n";
+    return interrupt_exit_code();
+  }
   return all_checks ? 0 : 1;
 }
 

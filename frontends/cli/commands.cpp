@@ -143,9 +143,9 @@ int run_bench(const BenchOptions& given) {
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
   // Each backend is printed as it finishes; Ctrl-C (SIGINT) or SIGTERM stops the timing, and what
-  // finished is printed, written and recorded, marked interrupted. Not under mpirun: a rank that
-  // stopped alone would leave the others waiting in a collective.
-  if (o.distributed.empty()) install_interrupt_handlers();
+  // finished is printed, written and recorded, marked interrupted. Under mpirun the ranks agree on
+  // the iteration to stop after (a rank stopping alone would leave the others in a collective).
+  install_interrupt_handlers(!o.distributed.empty());
   size_t printed_configs = 0, printed_notes = 0;
   bool header = false;
   o.on_config_done = [&](const BenchReport& r) {
@@ -164,7 +164,8 @@ int run_bench(const BenchOptions& given) {
   };
   auto outcome = api::bench(o);
   if (!outcome.ok()) return fail(outcome.status());
-  if (!outcome->reporting_rank) return outcome->checks_ok ? 0 : 1;
+  if (!outcome->reporting_rank)
+    return outcome->report.interrupted ? (interrupt_exit_code() ? interrupt_exit_code() : 130) : outcome->checks_ok ? 0 : 1;
   const BenchReport& report = outcome->report;
   if (o.quiet) {
     for (size_t i = printed_configs; i < report.configs.size(); ++i) print_config_brief(report, report.configs[i], std::cout);

@@ -24,9 +24,20 @@ int run_train(const TrainOptions& o) {
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
   // Ctrl-C/SIGTERM: training stops at the next step; the finished epochs are written and recorded
-  // (marked "interrupted": true). Not under mpirun, where a rank stopping alone would hang the rest.
-  if (o.distributed.empty()) install_interrupt_handlers();
-  auto r = train_model(o, nullptr, true);
+  // (marked "interrupted": true). Under mpirun the ranks agree on the step to stop at; mpirun
+  // sends them SIGTERM on a Ctrl-C and SIGKILL odls_base_sigkill_timeout seconds later, so
+  // --json is also written after every epoch: a rank killed mid-epoch leaves the finished ones.
+  install_interrupt_handlers(!o.distributed.empty());
+  TrainOptions run = o;
+  if (!o.json.empty() && o.json != "-")  // stdout gets one document, at the end
+    run.on_epoch_done = [&o](const nlohmann::json& log) {
+      nlohmann::json so_far = log;
+      so_far["interrupted"] = true;  // until the final write replaces it
+      so_far["written_after_epoch"] = log["epochs"].size();
+      if (Status st = write_file_atomic(o.json, so_far.dump(2) + "\n"); !st.is_ok())
+        std::cerr << "mosaic: warning: " << st.message() << "\n";
+    };
+  auto r = train_model(run, nullptr, true);
   if (!r.ok()) return fail(r.status());
   if (!o.json.empty() && r->rank == 0) {
     if (Status st = write_file_atomic(o.json, r->log.dump(2) + "\n"); !st.is_ok()) return fail(st);
