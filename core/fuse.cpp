@@ -51,6 +51,51 @@ bool spatial_zero_pads(const Graph& g, const Node& pad, std::vector<int64_t>* ou
   return true;
 }
 
+/// Whether a value is never negative: the output of Relu, Sigmoid, Softmax, Clip with a
+/// constant lower bound >= 0, or of a Conv/Gemm with a fused Relu.
+bool non_negative(const Graph& g, const std::map<std::string, size_t>& producer, const std::string& value) {
+  auto p = producer.find(value);
+  if (p == producer.end()) return false;
+  const Node& n = g.nodes[p->second];
+  if (n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Softmax") return true;
+  if (n.attr_string("mosaic.activation", "") == "Relu") return true;
+  if (n.op_type == "Clip") {
+    if (g.opset < 11) return n.attr_float("min", -1.f) >= 0.f;
+    if (!n.has_input(1)) return false;
+    auto lo = g.initializers.find(n.inputs[1]);
+    return lo != g.initializers.end() && lo->second.numel() == 1 && lo->second.get(0) >= 0;
+  }
+  return false;
+}
+
+/// Pad(constant 0) -> MaxPool/AveragePool as the pool's own pads, where that is exact:
+/// MaxPool pads with -inf, so only a non-negative input (a ReLU's) whose every window keeps a
+/// real element gives the same maxima; AveragePool counts the zeros with count_include_pad=1,
+/// so the pool must have no pads of its own or count them already. Not with ceil_mode (a
+/// window that starts in the right padding is dropped, a window over padded zeros is not) or
+/// MaxPool's Indices output.
+bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_non_negative) {
+  if (pool.attr_string("auto_pad", "NOTSET") != "NOTSET" || pool.attr_int("ceil_mode", 0) != 0) return false;
+  const bool max = pool.op_type == "MaxPool";
+  if (max && (!input_non_negative || pool.outputs.size() > 1)) return false;
+  std::vector<int64_t> extra;
+  if (!spatial_zero_pads(g, pad, &extra)) return false;
+  const std::vector<int64_t> kernel = pool.attr_ints("kernel_shape");
+  std::vector<int64_t> pads = pool.attr_ints("pads", std::vector<int64_t>(extra.size(), 0));
+  if (pads.size() != extra.size() || kernel.size() * 2 != pads.size()) return false;
+  const bool own_pads = std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; });
+  if (!max && own_pads && pool.attr_int("count_include_pad", 0) == 0) return false;
+  const std::vector<int64_t> dil = pool.attr_ints("dilations", std::vector<int64_t>(kernel.size(), 1));
+  for (size_t i = 0; i < pads.size(); ++i) {
+    pads[i] += extra[i];
+    const size_t axis = i % kernel.size();
+    if (max && pads[i] >= (kernel[axis] - 1) * (axis < dil.size() ? dil[axis] : 1) + 1) return false;
+  }
+  pool.attrs["pads"] = Attribute::of_ints(pads);
+  if (!max) pool.attrs["count_include_pad"] = Attribute::of_int(1);
+  return true;
+}
+
 }  // namespace
 
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
@@ -91,6 +136,17 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
         if (pads.size() != extra.size()) continue;
         for (size_t i = 0; i < pads.size(); ++i) pads[i] += extra[i];
         consumer.attrs["pads"] = Attribute::of_ints(pads);
+        g.value_descs.erase(consumer.inputs[0]);
+        consumer.inputs[0] = prod.inputs[0];
+        consumer.name = prod.name + "+" + consumer.name;
+        g.nodes.erase(g.nodes.begin() + static_cast<long>(p->second));
+        changed = true;
+        continue;
+      }
+      // Pad -> MaxPool (inference: a tie between a padded zero and a real one would move a
+      // gradient) / AveragePool
+      if ((consumer.op_type == "AveragePool" || (consumer.op_type == "MaxPool" && options.activations)) &&
+          prod.op_type == "Pad" && fold_pad_into_pool(g, prod, consumer, non_negative(g, producer, prod.inputs[0]))) {
         g.value_descs.erase(consumer.inputs[0]);
         consumer.inputs[0] = prod.inputs[0];
         consumer.name = prod.name + "+" + consumer.name;

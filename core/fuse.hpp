@@ -1,6 +1,9 @@
 // Graph optimisation applied at plan time (not to the naive reference): exact rewrites that
 // remove memory passes frameworks spend on separate small ops.
-//  - Pad(constant 0, spatial) -> Conv: the padding is folded into the Conv's pads.
+//  - Pad(constant 0, spatial) -> Conv: the padding is folded into the Conv's pads; into
+//    AveragePool's (counted: count_include_pad) and, in inference plans, into MaxPool's
+//    where the Pad's input is never negative (a ReLU's), so that MaxPool's -inf padding
+//    gives the maxima the zeros gave.
 //  - Conv/Gemm -> an element-wise op its table row marks fusable (Relu, LeakyRelu, Clip with
 //    constant bounds; operators/eltwise.hpp): the activation is fused into the producer as
 //    the internal attribute "mosaic.activation" with its resolved attributes

@@ -221,5 +221,74 @@ TEST(FuseGelu, NearMissesAreLeftAlone) {
   }
 }
 
+/// x [2, 3, 7, 7] -> [Relu] -> Pad (1 on each spatial side, opset 13) -> the pool. Graph
+/// outputs: the pool's.
+Graph pad_then_pool(const std::string& pool, bool relu, std::map<std::string, A> attrs) {
+  Graph g;
+  g.source = "pad-pool";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3, 7, 7}, {}, true});
+  g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  if (relu) add_node(g, make_node("Relu"), {"x"}, {"r"}, "relu");
+  add_node(g, make_node("Pad", {{"mode", A::of_string("constant")}}), {relu ? "r" : "x", "pads"}, {"p"}, "pad");
+  attrs["kernel_shape"] = A::of_ints({3, 3});
+  attrs["strides"] = A::of_ints({2, 2});
+  add_node(g, make_node(pool, attrs), {"p"}, {"y"}, "pool");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+/// The graph's output on every built-in backend that runs it, fused as `fo` says, against
+/// naive's on the graph as built; returns the fused node names.
+std::vector<std::string> fused_pool_agrees(const Graph& built, const FuseOptions& fo) {
+  const Tensor x = random_tensor({2, 3, 7, 7}, 3, -2.f, 2.f);
+  Graph ref = built;
+  EXPECT_TRUE(prepare_graph(ref, builtin_registry(), PrepareOptions{}).ok());
+  auto want_plan = Plan::build(ref, Placement::all_on("naive", {}), builtin_registry());
+  EXPECT_TRUE(want_plan.ok());
+  std::vector<Tensor> want;
+  if (!want_plan.ok() || !want_plan.value()->run({x}, &want).is_ok()) return {};
+  Graph g = built;
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  const FuseReport report = fuse_graph(g, fo);
+  for (const auto& backend : builtin_registry().backends()) {
+    auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry());
+    EXPECT_TRUE(plan.ok()) << backend << " " << plan.status().to_string();
+    std::vector<Tensor> got;
+    if (!plan.ok() || !plan.value()->run({x}, &got).is_ok()) continue;
+    const Agreement a = compare_tensors(got[0], want[0], 1e-5, 1e-6);
+    EXPECT_TRUE(a.ok) << backend << ": " << a.message;
+  }
+  return report.fused;
+}
+
+TEST(FusePadPool, ZeroPaddingBeforeAPoolBecomesThePoolsOwnWhereThatIsExact) {
+  FuseOptions inference;  // activations on: an inference plan
+  FuseOptions training;
+  training.activations = false;
+  // MaxPool after a ReLU: folded (-inf and 0 padding give the same maxima of non-negative values).
+  EXPECT_EQ(fused_pool_agrees(pad_then_pool("MaxPool", true, {}), inference), std::vector<std::string>{"pad+pool"});
+  Graph g = pad_then_pool("MaxPool", true, {});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  fuse_graph(g, inference);
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[1].attr_ints("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+  // ... not on values that may be negative (a padded 0 would beat them), not in training.
+  EXPECT_TRUE(fused_pool_agrees(pad_then_pool("MaxPool", false, {}), inference).empty());
+  EXPECT_TRUE(fused_pool_agrees(pad_then_pool("MaxPool", true, {}), training).empty());
+  // ... not with ceil_mode, nor where a window could hold padding only.
+  EXPECT_TRUE(fused_pool_agrees(pad_then_pool("MaxPool", true, {{"ceil_mode", A::of_int(1)}}), inference).empty());
+  EXPECT_TRUE(fused_pool_agrees(pad_then_pool("MaxPool", true, {{"pads", A::of_ints({2, 2, 2, 2})}}), inference).empty());
+  // AveragePool counts the zeros: folded with count_include_pad, in training too.
+  for (const FuseOptions& fo : {inference, training}) {
+    EXPECT_EQ(fused_pool_agrees(pad_then_pool("AveragePool", false, {}), fo), std::vector<std::string>{"pad+pool"});
+    EXPECT_EQ(fused_pool_agrees(pad_then_pool("AveragePool", false, {{"pads", A::of_ints({1, 0, 1, 0})},
+                                                                      {"count_include_pad", A::of_int(1)}}), fo),
+              std::vector<std::string>{"pad+pool"});
+  }
+  // ... but not where the pool's own pads are not counted (the denominators would differ).
+  EXPECT_TRUE(fused_pool_agrees(pad_then_pool("AveragePool", false, {{"pads", A::of_ints({1, 0, 1, 0})}}), inference).empty());
+}
+
 }  // namespace
 }  // namespace mosaic::test

@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
                         "time on real images: the first batch of fashion-mnist, idx:DIR or synthetic:N,C,H,W,K (default: random)");
   bench_cmd->add_option("--trace", bench.trace, "write a Chrome trace-event file of the measured iterations (Perfetto)");
   bool no_check = false, no_fuse = false;
-  bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv folding, no activation fusion)");
+  bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv/pool folding, no activation fusion)");
   bench_cmd->add_option("--attention", bench.attention,
                         "inference: run attention as one fused node where the backend has the kernel (fused), keep the "
                         "plain graph (unfused), or time both side by side (both)")
@@ -468,7 +468,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   plan_cmd->add_option("--mode", plan.mode, "inference, or training (no activation fusion; backward kernels)")
       ->capture_default_str();
-  plan_cmd->add_flag("--no-fuse", plan_no_fuse, "plan the graph as loaded (no Pad->Conv folding, no activation fusion)");
+  plan_cmd->add_flag("--no-fuse", plan_no_fuse, "plan the graph as loaded (no Pad->Conv/pool folding, no activation fusion)");
   plan_cmd->add_option("--json", plan.json, "write the plan as JSON (mosaic.plan/1)");
 
   bool markdown = false, names_only = false;
