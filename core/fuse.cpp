@@ -127,26 +127,22 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       auto p = producer.find(consumer.inputs[0]);
       if (p == producer.end() || uses[consumer.inputs[0]] != 1) continue;
       Node& prod = g.nodes[p->second];
-      // Pad -> Conv
-      if (consumer.op_type == "Conv" && prod.op_type == "Pad" &&
-          consumer.attr_string("auto_pad", "NOTSET") == "NOTSET") {
+      // Pad -> Conv; Pad -> MaxPool (inference: a tie between a padded zero and a real one
+      // would move a gradient) / AveragePool. The consumer then reads the Pad's input.
+      bool folded = false;
+      if (prod.op_type == "Pad" && consumer.op_type == "Conv" && consumer.attr_string("auto_pad", "NOTSET") == "NOTSET") {
         std::vector<int64_t> extra;
         if (!spatial_zero_pads(g, prod, &extra)) continue;
         std::vector<int64_t> pads = consumer.attr_ints("pads", std::vector<int64_t>(extra.size(), 0));
         if (pads.size() != extra.size()) continue;
         for (size_t i = 0; i < pads.size(); ++i) pads[i] += extra[i];
         consumer.attrs["pads"] = Attribute::of_ints(pads);
-        g.value_descs.erase(consumer.inputs[0]);
-        consumer.inputs[0] = prod.inputs[0];
-        consumer.name = prod.name + "+" + consumer.name;
-        g.nodes.erase(g.nodes.begin() + static_cast<long>(p->second));
-        changed = true;
-        continue;
+        folded = true;
+      } else if (prod.op_type == "Pad" &&
+                 (consumer.op_type == "AveragePool" || (consumer.op_type == "MaxPool" && options.activations))) {
+        folded = fold_pad_into_pool(g, prod, consumer, non_negative(g, producer, prod.inputs[0]));
       }
-      // Pad -> MaxPool (inference: a tie between a padded zero and a real one would move a
-      // gradient) / AveragePool
-      if ((consumer.op_type == "AveragePool" || (consumer.op_type == "MaxPool" && options.activations)) &&
-          prod.op_type == "Pad" && fold_pad_into_pool(g, prod, consumer, non_negative(g, producer, prod.inputs[0]))) {
+      if (folded) {
         g.value_descs.erase(consumer.inputs[0]);
         consumer.inputs[0] = prod.inputs[0];
         consumer.name = prod.name + "+" + consumer.name;
