@@ -36,6 +36,8 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
   c.max_abs_err = check.max_abs_err;
   c.max_rel_err = check.max_rel_err;
   c.check_message = check.check_message;
+  c.top1_agreement = check.top1_agreement;
+  c.precision = plan.options().precision == Precision::kBF16 ? "bf16" : "f32";
   c.first_divergent_node = check.first_divergent_node;
   c.peak_tracked_bytes = plan.tracker().peak();
   report.configs.push_back(std::move(c));
@@ -288,12 +290,48 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     configs = std::move(all);
     graph_of = std::move(all_graphs);
   }
+  // --precision bf16/both: which configurations compute in bf16 (those whose backends decline
+  // are left out, with their reasons); a bf16 one is labelled LABEL-bf16.
+  std::vector<Precision> precision_of(configs.size(), Precision::kF32);
+  if (o.precision != "f32") {
+    BenchConfigs kept;
+    std::vector<const Graph*> kept_graphs;
+    std::vector<std::string> declined;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::string why;
+      for (const auto& b : configs[i].second.asked_backends()) {
+        const BackendInfo* info = reg.info(b);
+        const std::string declined_by = info ? precision_declined(*info, Precision::kBF16) : "";
+        if (!declined_by.empty() && why.empty()) why = (b == configs[i].first ? "" : b + ": ") + declined_by;
+      }
+      if (o.precision == "both") {
+        kept.push_back(configs[i]);
+        kept_graphs.push_back(graph_of[i]);
+        precision_of.resize(kept.size(), Precision::kF32);
+      }
+      if (!why.empty()) {
+        declined.push_back(configs[i].first + " (" + why + ")");
+        continue;
+      }
+      kept.emplace_back(configs[i].first + "-bf16", configs[i].second);
+      kept_graphs.push_back(graph_of[i]);
+      precision_of.resize(kept.size(), Precision::kBF16);
+    }
+    if (!declined.empty())
+      report.notes.push_back("bf16 declined by " + join(declined, "; ") + (o.precision == "both" ? ": float32 only" : ": left out"));
+    const bool any_bf16 = std::count(precision_of.begin(), precision_of.end(), Precision::kBF16) > 0;
+    if (!any_bf16)
+      return Status::unsupported("--precision " + o.precision + ": no configuration can compute in bf16: " + join(declined, "; "));
+    configs = std::move(kept);
+    graph_of = std::move(kept_graphs);
+  }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
   for (size_t i = 0; i < configs.size(); ++i) {
     const Placement& placement = configs[i].second;
     PlanOptions po;
     po.deterministic = o.deterministic;
+    po.precision = precision_of[i];
     auto plan = Plan::build(*graph_of[i], placement, reg, po);
     if (!plan.ok()) return explain_unsupported(plan.status(), g);
     plans.push_back(std::move(plan.value()));
@@ -321,10 +359,15 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
       std::vector<Tensor> outs;
       MOSAIC_RETURN_IF_ERROR(plan.run(inputs, &outs));
       check.checked = true;
+      const bool bf16 = precision_of[i] == Precision::kBF16;
+      if (bf16) check.top1_agreement = top1_agreement(outs[0], reference[0]);
       for (size_t k = 0; k < outs.size(); ++k) {
-        Agreement a = compare_tensors(outs[k], reference[k], o.rtol, o.atol);
+        // bf16: within kBf16Tolerance of the output's scale (its elements' relative errors mean
+        // nothing near zero).
+        Agreement a = bf16 ? compare_tensors(outs[k], reference[k], 0.0, kBf16Tolerance * max_abs(reference[k]) + 1e-6)
+                           : compare_tensors(outs[k], reference[k], o.rtol, o.atol);
         check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
-        check.max_rel_err = std::max(check.max_rel_err, a.max_rel);
+        check.max_rel_err = std::max(check.max_rel_err, bf16 ? a.max_abs / std::max(max_abs(reference[k]), 1e-12) : a.max_rel);
         if (!a.ok && check.check_ok) {
           check.check_ok = false;
           check.check_message = "output '" + g.outputs[k].name + "' " + a.message;
@@ -411,6 +454,10 @@ Status check_bench_options(const BenchOptions& o) {
       return Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
                              "--target-ci, -t, --find-max-batch and --processes");
   }
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "both")
+    return Status::invalid("--precision must be f32, bf16 or both, got '" + o.precision + "'");
+  if (o.precision != "f32" && o.mode == "training")
+    return Status::unsupported("--precision " + o.precision + " times inference; training computes in float32");
   if (o.attention != "fused" && o.attention != "unfused" && o.attention != "both")
     return Status::invalid("--attention must be fused, unfused or both, got '" + o.attention + "'");
   return check_auto_options(o);

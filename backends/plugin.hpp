@@ -35,7 +35,8 @@
 ///   2: add_kernel takes KernelTraits (the layouts a kernel reads, a cheap support check).
 ///   3: fused_activation returns an Activation over the element-wise op table
 ///      (operators/eltwise.hpp: an optional UnaryOp and its UnaryArgs).
-#define MOSAIC_PLUGIN_API_VERSION 3
+///   4: KernelContext::precision and BackendInfo::declines_precision (--precision bf16).
+#define MOSAIC_PLUGIN_API_VERSION 4
 
 namespace mosaic {
 

@@ -4,6 +4,19 @@
 
 namespace mosaic {
 
+const char* precision_name(Precision p) { return p == Precision::kBF16 ? "bf16" : "f32"; }
+
+Expected<Precision> parse_precision(const std::string& text) {
+  if (text == "f32" || text == "fp32" || text == "float32") return Precision::kF32;
+  if (text == "bf16" || text == "bfloat16") return Precision::kBF16;
+  return Status::invalid("--precision: '" + text + "' is not a precision (f32 or bf16)");
+}
+
+std::string precision_declined(const BackendInfo& info, Precision p) {
+  if (info.declines_precision) return info.declines_precision(p);
+  return p == Precision::kF32 ? "" : "it computes in float32 only";
+}
+
 Status KernelRegistry::add_backend(BackendInfo info) {
   if (info.name.empty() || info.name.find_first_of(", =@*\t\n") != std::string::npos)
     return Status::invalid("backend name '" + info.name + "': must be non-empty, without spaces, ',', '=', '@' or '*'");

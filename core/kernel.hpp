@@ -15,6 +15,15 @@
 
 namespace mosaic {
 
+/// The arithmetic a plan asks its compute-heavy kernels for. f32 everywhere by default;
+/// bf16: convolutions and matrix products read bfloat16 copies of their inputs and weights
+/// and accumulate and write float32 (element-wise ops, normalisation and everything else
+/// stay float32). Only backends whose BackendInfo::precision accepts it get it.
+enum class Precision { kF32, kBF16 };
+const char* precision_name(Precision p);
+/// "f32"/"fp32"/"float32" or "bf16"/"bfloat16"; an error naming the value otherwise.
+Expected<Precision> parse_precision(const std::string& text);
+
 /// Everything a kernel may look at when it is created (the "create" stage): the node,
 /// static input/output descriptors and the values of constant inputs (weights, so kernels
 /// can prepack them once; OpContext), and the plan's settings below.
@@ -29,6 +38,9 @@ struct KernelContext : OpContext {
   /// on timing (im2col's convolution backward takes chunks statically instead of
   /// dynamically). Somewhat slower where threads run at different speeds.
   bool deterministic = false;
+  /// The arithmetic of convolutions and matrix products (Precision). Kernels of a backend
+  /// that declines bf16 never see kBF16 (Plan::build refuses the plan first).
+  Precision precision = Precision::kF32;
   /// Where output i may be left in this backend's own layout: every consumer is placed on
   /// the same backend and reads its layouts (KernelTraits::layouts, Capability). In training
   /// plans the gradient of such an output arrives in the same layout, and the gradient of
@@ -118,7 +130,12 @@ struct BackendInfo {
   /// The libraries behind it and their versions ({"OpenBLAS", "0.3.21 DYNAMIC_ARCH ..."}),
   /// as provenance records them; cheap. May be empty.
   std::function<std::vector<std::pair<std::string, std::string>>()> details;
+  /// Why the backend cannot compute in `p` on this machine ("" if it can). Unset: float32
+  /// only, every other precision declined as such.
+  std::function<std::string(Precision p)> declines_precision;
 };
+/// Why `info`'s backend cannot compute in `p` here ("" if it can).
+std::string precision_declined(const BackendInfo& info, Precision p);
 
 /// Maps (backend, op type) to a kernel factory and its traits. Each backend fills it
 /// through an explicit `register_<backend>_kernels(KernelRegistry&)` call

@@ -60,6 +60,14 @@ Placement Placement::all_on(const std::string& backend, std::vector<std::string>
   return p;
 }
 
+std::set<std::string> Placement::asked_backends() const {
+  std::set<std::string> asked{default_backend};
+  for (const auto& [k, b] : by_op) asked.insert(b);
+  for (const auto& [k, b] : by_name) asked.insert(b);
+  for (const auto& [k, b] : by_glob) asked.insert(b);
+  return asked;
+}
+
 const std::string& Placement::backend_for(const Node& node) const {
   // A fused node ("conv1+relu1") follows the first of its parts that is named (or matched).
   std::vector<std::string> parts{node.name};

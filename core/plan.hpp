@@ -34,6 +34,8 @@ struct Placement {
   /// The backend asked for `node`: by name (a fused node "a+b" by the first of its parts
   /// that is named), else by op type, else the default.
   const std::string& backend_for(const Node& node) const;
+  /// The backends it asks for: the default and every rule's (not the fallbacks).
+  std::set<std::string> asked_backends() const;
   /// Every `@NAME` key names a node of `graph` (as loaded, before fusion), and every glob
   /// matches one.
   Status check_names(const Graph& graph) const;
@@ -56,6 +58,11 @@ struct PlanOptions {
   bool allocate = true;
   /// Kernels avoid timing-dependent work splits (KernelContext::deterministic).
   bool deterministic = false;
+  /// Arithmetic of convolutions and matrix products (core/kernel.hpp). bf16: every backend
+  /// the placement asks for (its default and rules; not the fallbacks, whose nodes compute
+  /// in float32) must accept it, or the plan is refused with the backend's reason; inference
+  /// plans only.
+  Precision precision = Precision::kF32;
 };
 
 /// A trainable parameter of a training plan: its value (updated in place by optimizers)
@@ -158,6 +165,7 @@ class Plan {
   const std::vector<PlanStep>& steps() const { return steps_; }
   const std::vector<PlanValue>& values() const { return values_; }
   const Placement& placement() const { return placement_; }
+  const PlanOptions& options() const { return options_; }
   const Node& node(const PlanStep& s) const { return graph_.nodes[s.node]; }
 
   MemoryTracker& tracker() { return tracker_; }

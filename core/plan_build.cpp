@@ -283,6 +283,7 @@ class PlanBuilder {
     ctx.tracker = &P.tracker_;
     ctx.training = training_;
     ctx.deterministic = options_.deterministic;
+    ctx.precision = options_.precision;
     return ctx;
   }
 
@@ -515,6 +516,17 @@ class PlanBuilder {
 
 Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
                                             const KernelRegistry& registry, const PlanOptions& options) {
+  if (options.precision != Precision::kF32) {
+    if (options.training)
+      return Status::unsupported(std::string("--precision ") + precision_name(options.precision) +
+                                 " is for inference plans (training computes in float32)");
+    for (const auto& b : placement.asked_backends()) {
+      const BackendInfo* info = registry.info(b);
+      const std::string why = info ? precision_declined(*info, options.precision) : "";
+      if (!why.empty())
+        return Status::unsupported("backend " + b + " declines --precision " + precision_name(options.precision) + ": " + why);
+    }
+  }
   auto plan = std::make_unique<Plan>();
   plan->graph_ = graph;
   plan->placement_ = placement;

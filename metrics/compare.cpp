@@ -1,5 +1,6 @@
 #include "metrics/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -41,6 +42,27 @@ Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, dou
     a.message = os.str();
   }
   return a;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(static_cast<double>(t.get(i))));
+  return m;
+}
+
+double top1_agreement(const Tensor& got, const Tensor& ref) {
+  if (got.shape() != ref.shape() || got.shape().empty() || got.numel() == 0) return -1;
+  const int64_t k = got.shape().back(), rows = got.numel() / k;
+  int64_t same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t a = 0, b = 0;
+    for (int64_t j = 1; j < k; ++j) {
+      if (got.get(r * k + j) > got.get(r * k + a)) a = j;
+      if (ref.get(r * k + j) > ref.get(r * k + b)) b = j;
+    }
+    same += a == b;
+  }
+  return static_cast<double>(same) / static_cast<double>(rows);
 }
 
 }  // namespace mosaic

@@ -18,5 +18,10 @@ struct Agreement {
 };
 
 Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, double atol);
+/// The largest magnitude of a float tensor (0 for an empty one).
+double max_abs(const Tensor& t);
+/// The share of rows (all axes but the last) whose largest element is at the same index in
+/// `got` and `ref` (a classifier's top-1 agreement); -1 when the shapes differ or are empty.
+double top1_agreement(const Tensor& got, const Tensor& ref);
 
 }  // namespace mosaic

@@ -269,8 +269,21 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     os << line;
     if (c.checked) {
       const char* what = rep.mode == "training" ? "loss and gradients" : "outputs";
-      if (c.check_ok) os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
-      else os << "check:   MISMATCH vs naive: " << c.check_message << "\n";
+      if (c.precision == "bf16") {  // the trade-off: error against the float32 oracle beside the speed
+        std::snprintf(line, sizeof line, "check:   bf16 %s naive's float32 %s: max abs err %.3g (%.2f%% of the output's scale)%s",
+                      c.check_ok ? "within 3% of" : "DIFFERS from", what, c.max_abs_err, 100 * c.max_rel_err,
+                      c.top1_agreement >= 0 ? "" : "\n");
+        os << line;
+        if (c.top1_agreement >= 0) {
+          std::snprintf(line, sizeof line, ", top-1 agreement %.2f%% of rows\n", 100 * c.top1_agreement);
+          os << line;
+        }
+        if (!c.check_ok) os << "check:   " << c.check_message << "\n";
+      } else if (c.check_ok) {
+        os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
+      } else {
+        os << "check:   MISMATCH vs naive: " << c.check_message << "\n";
+      }
       if (!c.first_divergent_node.empty()) os << "check:   first divergent node: " << c.first_divergent_node << "\n";
     }
     if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
@@ -379,11 +392,13 @@ nlohmann::json bench_json(const BenchReport& rep) {
     json r;
     r["label"] = c.label;
     r["placement"] = c.placement;
+    r["precision"] = c.precision;
     r["check"] = {{"performed", c.checked},
                   {"passed", c.check_ok},
                   {"max_abs_error", c.max_abs_err},
                   {"max_rel_error", c.max_rel_err},
                   {"message", c.check_message},
+                  {"top1_agreement", c.top1_agreement >= 0 ? json(c.top1_agreement) : json()},
                   {"first_divergent_node", c.first_divergent_node.empty() ? nlohmann::json() : nlohmann::json(c.first_divergent_node)}};
     r["iterations"] = {{"warmup", c.warmup}, {"measured", c.measured}, {"repeats", c.repeats}, {"budget_hit", c.budget_hit},
                        {"adaptive", c.timing.adaptive}, {"converged", c.timing.adaptive ? json(c.timing.converged) : json()}};

@@ -33,6 +33,10 @@ struct ConfigReport {
   bool checked = false, check_ok = true;
   double max_abs_err = 0, max_rel_err = 0;
   std::string check_message;
+  std::string precision = "f32";  ///< arithmetic of its convolutions and matrix products (--precision)
+  /// bf16 configurations: the share of rows whose largest output (top-1 class) is the float32
+  /// oracle's (-1: not measured).
+  double top1_agreement = -1;
   /// When the check failed: the first node that diverges from naive on its own (per-node
   /// replay, validate/per_node.hpp), e.g. "'fc2' (Gemm) on onednn: max abs 0.0123, ...".
   std::string first_divergent_node;

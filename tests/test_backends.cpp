@@ -408,11 +408,11 @@ TEST(Registry, EveryBackendAndKernelIsRegisteredOnce) {
   const Status unknown = r.add("nobody", "Conv", make_factory<ToyRelu>());
   EXPECT_NE(unknown.message().find("backend 'nobody' is not registered"), std::string::npos) << unknown.to_string();
   for (const char* bad : {"", "a,b", "two words", "x=y", "@n", "*"})
-    EXPECT_FALSE(r.add_backend({bad, "", nullptr}).is_ok()) << "'" << bad << "'";
+    EXPECT_FALSE(r.add_backend({bad, "", nullptr, nullptr}).is_ok()) << "'" << bad << "'";
   EXPECT_TRUE(r.replace("naive", "Relu", make_factory<ToyRelu>()).is_ok()) << "replacing is explicit";
   EXPECT_FALSE(r.replace("naive", "Frobnicate", make_factory<ToyRelu>()).is_ok()) << "nothing to replace";
   // A chain stops at its first error and keeps it.
-  BackendRegistration chain(r, {"toy", "a toy", nullptr});
+  BackendRegistration chain(r, {"toy", "a toy", nullptr, nullptr});
   chain.kernel("Relu", make_factory<ToyRelu>()).kernel("Relu", make_factory<ToyRelu>()).kernel("Tanh", make_factory<ToyRelu>());
   EXPECT_NE(chain.status().message().find("kernel for Relu twice"), std::string::npos) << chain.status().to_string();
   EXPECT_FALSE(r.has_kernel("toy", "Tanh"));
@@ -432,7 +432,7 @@ TEST(Registry, CapabilityIsAskedBeforeAnyKernelIsBuilt) {
   SupportCheck small_only = [](const KernelContext& ctx) {
     return ctx.node->name == "big" ? Status::unsupported(ctx.node->label() + ": too big for toy") : Status::ok();
   };
-  BackendRegistration toy(r, {"toy", "a toy", nullptr});
+  BackendRegistration toy(r, {"toy", "a toy", nullptr, nullptr});
   toy.kernel("Relu", counting, {LayoutUse::kTraining, small_only}).kernel("Tanh", counting, {LayoutUse::kInference, {}});
   ASSERT_TRUE(toy.status().is_ok()) << toy.status().to_string();
 

@@ -229,7 +229,7 @@ Status register_planted_bug(KernelRegistry& registry, const std::string& base, c
   }
   const std::string name = base + "+" + bug;
   if (registry.has_backend(name)) return Status::ok();
-  BackendRegistration r(registry, {name, base + " with a planted bug: " + it->description, nullptr});
+  BackendRegistration r(registry, {name, base + " with a planted bug: " + it->description, nullptr, nullptr});
   for (const auto& op : registry.ops(base)) {
     if (op == it->op) {
       r.kernel(op, [&registry, base, bug](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {

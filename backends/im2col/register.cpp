@@ -21,7 +21,7 @@ std::vector<std::pair<std::string, std::string>> im2col_details() {
 }
 
 Status register_im2col_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_details});
+  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_details, nullptr});
   im2col_impl::add_conv_kernels(r);
   im2col_impl::add_pool_kernels(r);
   im2col_impl::add_gemm_kernels(r);

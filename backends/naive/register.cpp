@@ -14,7 +14,7 @@
 namespace mosaic {
 
 Status register_naive_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"naive", "plain loops in float: the reference oracle every backend is checked against", nullptr});
+  BackendRegistration r(registry, {"naive", "plain loops in float: the reference oracle every backend is checked against", nullptr, nullptr});
   naive_impl::add_conv_kernels(r);
   naive_impl::add_pool_kernels(r);
   naive_impl::add_gemm_kernels(r);

@@ -26,7 +26,17 @@ memory::desc plain(const Shape& s) {
   return memory::desc(d, dt::f32, strides);
 }
 
-memory::desc any(const Shape& s) { return memory::desc(to_dims(s), dt::f32, tag::any); }
+memory::desc any(const Shape& s, dt type) { return memory::desc(to_dims(s), type, tag::any); }
+memory::desc dense(const memory::dims& dims, dt type) {
+  memory::dims strides(dims.size());
+  memory::dim step = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= dims[i];
+  }
+  return memory::desc(dims, type, strides);
+}
+dt compute_type(const KernelContext& ctx) { return ctx.precision == Precision::kBF16 ? dt::bf16 : dt::f32; }
 
 std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a) {
   const float alpha = static_cast<float>(a.alpha);

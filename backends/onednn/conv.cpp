@@ -28,10 +28,11 @@ class ConvKernel final : public Kernel {
         pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
       has_bias_ = p.has_bias;
       if (ctx.training && !fused_activation(*ctx.node).active()) return init_training(ctx, xs, ws, ys, p.oc, strides, dil, pl, pr);
+      const dt ct = compute_type(ctx);  // bf16 plans: bfloat16 input and weights, float32 output
       auto d = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                                           any(xs), any(ws), plain({p.oc}), any(ys), strides, dil, pl, pr)
+                                                           any(xs, ct), any(ws, ct), plain({p.oc}), any(ys), strides, dil, pl, pr)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                                           any(xs), any(ws), any(ys), strides, dil, pl, pr);
+                                                           any(xs, ct), any(ws, ct), any(ys), strides, dil, pl, pr);
       MOSAIC_ASSIGN_OR_RETURN(const dnnl::primitive_attr attr, activation_attr(fused_activation(*ctx.node), *ctx.node));
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       src_.init(input_md(ctx, 0), pd.src_desc(), ctx.tracker, false);

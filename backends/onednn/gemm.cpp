@@ -14,12 +14,15 @@ class MatMulBase : public Kernel {
   Status build(const KernelContext& ctx, const memory::desc& a, const memory::desc& b, const memory::desc* bias,
                const memory::desc& y, float alpha, const Tensor* b_const) {
     return guarded(*ctx.node, [&]() -> Status {
-      memory::desc b_want = b_const ? memory::desc(b.dims(), dt::f32, tag::any) : b;
-      auto d = bias ? dnnl::matmul::desc(a, b_want, *bias, y) : dnnl::matmul::desc(a, b_want, y);
+      // bf16 plans: A and B are read as bfloat16 copies (a reorder per call; B once when constant).
+      const dt ct = compute_type(ctx);
+      const memory::desc a_want = ct == dt::f32 ? a : dense(a.dims(), ct);
+      const memory::desc b_want = b_const ? memory::desc(b.dims(), ct, tag::any) : ct == dt::f32 ? b : dense(b.dims(), ct);
+      auto d = bias ? dnnl::matmul::desc(a_want, b_want, *bias, y) : dnnl::matmul::desc(a_want, b_want, y);
       MOSAIC_ASSIGN_OR_RETURN(dnnl::primitive_attr attr, activation_attr(fused_activation(*ctx.node), *ctx.node));
       if (alpha != 1.f) attr.set_output_scales(0, {alpha});
       dnnl::matmul::primitive_desc pd(d, attr, engine());
-      a_.mem = memory(a, engine(), DNNL_MEMORY_NONE);
+      a_.init(a, pd.src_desc(), ctx.tracker, false);
       y_.mem = memory(y, engine(), DNNL_MEMORY_NONE);
       if (bias) bias_.mem = memory(*bias, engine(), DNNL_MEMORY_NONE);
       weights_.init(b, pd.weights_desc(), b_const, ctx.tracker);
@@ -28,9 +31,9 @@ class MatMulBase : public Kernel {
     });
   }
   void run(const Tensor* a, const Tensor* b, const void* bias, Tensor* y) {
-    a_.bind(a);
+    a_.bind_in(a);
     y_.bind(y);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_.mem}, {DNNL_ARG_WEIGHTS, weights_.get(b)}, {DNNL_ARG_DST, y_.mem}};
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_.internal}, {DNNL_ARG_WEIGHTS, weights_.get(b)}, {DNNL_ARG_DST, y_.mem}};
     if (bias) {
       bias_.mem.set_data_handle(const_cast<void*>(bias));
       args[DNNL_ARG_BIAS] = bias_.mem;
@@ -38,10 +41,11 @@ class MatMulBase : public Kernel {
     prim_.execute(stream(), args);
     stream().wait();
   }
-  size_t workspace_bytes() const override { return weights_.bytes(); }
+  size_t workspace_bytes() const override { return weights_.bytes() + a_.owned_bytes(); }
 
  private:
-  Bound a_, y_, bias_;
+  Staged a_;
+  Bound y_, bias_;
   Weights weights_;
   dnnl::matmul prim_;
 };

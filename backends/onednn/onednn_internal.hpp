@@ -30,7 +30,12 @@ memory::dims to_dims(const Shape& s);
 /// Plain row-major f32 descriptor.
 memory::desc plain(const Shape& s);
 /// f32, layout of the primitive's choosing.
-memory::desc any(const Shape& s);
+memory::desc any(const Shape& s, memory::data_type type = memory::data_type::f32);
+/// The data type convolutions and matrix products read their inputs and weights in (bf16 in
+/// a --precision bf16 plan; they accumulate and write f32 either way).
+memory::data_type compute_type(const KernelContext& ctx);
+/// Row-major (last dimension fastest) with no padding, in `type`.
+memory::desc dense(const memory::dims& dims, memory::data_type type);
 /// An element-wise op (operators/eltwise.hpp) as a oneDNN eltwise algorithm: forward, the
 /// backward variant, alpha and beta, and whether backward reads the output (the
 /// use_dst_for_bwd variants) or the input. nullopt where oneDNN has none (Erf, Sin, ...).

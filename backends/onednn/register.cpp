@@ -53,11 +53,22 @@ void dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
 }
 }  // namespace
 
+/// bf16 needs the CPU's bfloat16 dot products (AVX512_BF16 or AMX): elsewhere oneDNN would
+/// emulate them, slower than float32, which is no trade-off worth measuring.
+std::string onednn_declines_precision(Precision p) {
+  if (p == Precision::kF32) return "";
+  const std::string isa = onednn_effective_isa();
+  if (isa == "avx512_core_bf16" || isa == "avx512_core_amx") return "";
+  return "oneDNN's instruction set here is " + isa +
+         ", without bfloat16 dot products (AVX512_BF16 or AMX; ONEDNN_MAX_CPU_ISA may cap it)";
+}
+
 /// oneDNN's version (the instruction set its JIT uses here is onednn_effective_isa()).
 std::vector<std::pair<std::string, std::string>> onednn_details() { return {{"oneDNN", onednn_version()}}; }
 
 Status register_onednn_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"onednn", "oneDNN primitives, in its blocked layouts along chains of layout-aware ops", onednn_details});
+  BackendRegistration r(registry, {"onednn", "oneDNN primitives, in its blocked layouts along chains of layout-aware ops",
+                                   onednn_details, onednn_declines_precision});
   onednn_impl::add_conv_kernels(r);
   onednn_impl::add_pool_kernels(r);
   onednn_impl::add_gemm_kernels(r);

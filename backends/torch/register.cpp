@@ -83,7 +83,7 @@ std::vector<std::pair<std::string, std::string>> details() {
 Status register_torch(PluginRegistrar& r) {
   follow_thread_count(omp_get_max_threads());
   MOSAIC_RETURN_IF_ERROR(r.add_backend(
-      {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", details}));
+      {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", details, nullptr}));
   MOSAIC_RETURN_IF_ERROR(register_conv_gemm(r));
   MOSAIC_RETURN_IF_ERROR(register_pooling(r));
   MOSAIC_RETURN_IF_ERROR(register_eltwise(r));

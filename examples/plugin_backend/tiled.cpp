@@ -162,7 +162,7 @@ class TiledRelu final : public mosaic::Kernel {
 };
 
 Status register_tiled(mosaic::PluginRegistrar& r) {
-  MOSAIC_RETURN_IF_ERROR(r.add_backend({"tiled", "example plugin: cache-blocked Gemm and Relu, one thread", nullptr}));
+  MOSAIC_RETURN_IF_ERROR(r.add_backend({"tiled", "example plugin: cache-blocked Gemm and Relu, one thread", nullptr, nullptr}));
   MOSAIC_RETURN_IF_ERROR(r.add_kernel("tiled", "Gemm", mosaic::make_factory<TiledGemm>()));
   return r.add_kernel("tiled", "Relu", mosaic::make_factory<TiledRelu>());
 }

@@ -214,6 +214,10 @@ int main(int argc, char** argv) {
                         "inference: run attention as one fused node where the backend has the kernel (fused), keep the "
                         "plain graph (unfused), or time both side by side (both)")
       ->check(CLI::IsMember({"fused", "unfused", "both"}));
+  bench_cmd->add_option("--precision", bench.precision,
+                        "inference: f32, bf16 (convolutions and matrix products on bfloat16 inputs and weights, "
+                        "float32 accumulation; backends without it decline with the reason), or both side by side")
+      ->check(CLI::IsMember({"f32", "bf16", "both"}));
   bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
   bench_cmd->add_flag("--deterministic", bench.deterministic,
                       "bitwise-repeatable plans at a fixed thread count (no timing-dependent work splits)");
