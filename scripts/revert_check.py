@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Checks that each hardening fix has a test that fails without it (issue 30, "Done when").
+
+For every entry of REVERTS: undo the fix in a scratch worktree of HEAD (one exact text
+replacement, which must apply exactly once, so the table stays honest as the code moves),
+rebuild, run the tests named for it, and require them to FAIL (a crash or a timeout counts as
+a failure); then restore the file. The unmodified tree must pass the same tests first.
+
+Usage: scripts/revert_check.py [--keep] [--only NAME[,NAME...]] [--timeout S] [--list]
+  --keep     keep the worktree and its build (/tmp/mosaic-revert-check) for a rerun
+  --only     run these entries only
+  --timeout  per test run, seconds (default 300)
+
+Takes about an hour on 2 cores (one build, then one incremental build per entry). Needs
+Open MPI for the distributed entry, like the test suite.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (name, finding, file, fixed text, reverted text, gtest filter)
+REVERTS = [
+    ("sizes-wrap", "critical: element and byte counts that wrap (heap out-of-bounds write)",
+     "core/checked.cpp",
+     "  if (static_cast<int64_t>(shape.size()) > kMaxRank)\n",
+     "  if (dtype == dtype) return Status::ok();\n  if (static_cast<int64_t>(shape.size()) > kMaxRank)\n",
+     "Hostile.LoaderRefusesEveryCaseNamingTheTensorOrNode"),
+    ("external-absolute", "high: external data at an absolute path",
+     "frontends/onnx/onnx_io.cpp",
+     "  if (loc.is_absolute() || loc.has_root_name() || loc.has_root_directory())\n",
+     "  if (loc.empty())\n",
+     "Hostile.LoaderRefusesEveryCaseNamingTheTensorOrNode:Hostile.EveryCommandRefusesTheCorpusWithExitTwo"),
+    ("external-dotdot", "high: external data through '..'",
+     "frontends/onnx/onnx_io.cpp",
+     "    if (part == \"..\")\n",
+     "    if (part == \"..\" && false)\n",
+     "Hostile.LoaderRefusesEveryCaseNamingTheTensorOrNode:Hostile.EveryCommandRefusesTheCorpusWithExitTwo"),
+    ("external-symlink", "high: external data through a symlink that leaves the folder",
+     "frontends/onnx/onnx_io.cpp",
+     "  for (auto d = dir.begin(); d != dir.end(); ++d, ++r)\n",
+     "  for (auto d = dir.end(); d != dir.end(); ++d, ++r)\n",
+     "Hostile.LoaderRefusesEveryCaseNamingTheTensorOrNode:Hostile.EveryCommandRefusesTheCorpusWithExitTwo"),
+    ("external-fifo", "high: a FIFO as external data hangs",
+     "frontends/onnx/onnx_io.cpp",
+     "  if (!fs::is_regular_file(real, ec))\n    return Status::invalid(what + \": external data location \"",
+     "  if (fs::is_directory(real, ec))\n    return Status::invalid(what + \": external data location \"",
+     "Hostile.LoaderRefusesEveryCaseNamingTheTensorOrNode:Hostile.EveryCommandRefusesTheCorpusWithExitTwo"),
+    ("external-length", "medium: external data length allocated before it is checked",
+     "frontends/onnx/onnx_io.cpp",
+     "    if (length >= 0 && length != src_bytes)\n",
+     "    if (length >= 0 && length != src_bytes && false)\n",
+     "Hostile.LoaderRefusesEveryCaseNamingTheTensorOrNode"),
+    ("atomic-write", "medium: a failed write truncates the previous report",
+     "core/file_io.cpp",
+     "  const std::string tmp = path + \".tmp.\" + std::to_string(::getpid());\n",
+     "  const std::string tmp = path;\n",
+     "Outputs.AFailedWriteIsAnErrorAndLeavesThePreviousFileWhole"),
+    ("nan-options", "medium: --rtol nan passes every comparison",
+     "frontends/cli/main.cpp",
+     "if (s.empty() || *end != '\\0' || !std::isfinite(v)) return",
+     "if (s.empty() || *end != '\\0') return",
+     "Outputs.NonFiniteAndOutOfRangeNumbersAreRefusedReadably"),
+    ("db-devnull", "medium: --db /dev/null leaves /dev/null-journal",
+     "api/util.cpp",
+     "  if (writable.is_ok() && fs::exists(path, ec) && !fs::is_regular_file(path, ec))\n",
+     "  if (writable.is_ok() && fs::exists(path, ec) && fs::is_directory(path, ec))\n",
+     "Outputs.UnwritableOutputsAndStoresAreRefusedBeforeAnyWork"),
+    ("unwritable-late", "an unwritable --json found only after the timing",
+     "api/util.cpp",
+     "  if (fd < 0)\n    return Status::invalid(flag + \" \" + path + \": not writable (cannot create a file in \"",
+     "  if (fd < -1)\n    return Status::invalid(flag + \" \" + path + \": not writable (cannot create a file in \"",
+     "Outputs.UnwritableOutputsAndStoresAreRefusedBeforeAnyWork"),
+    ("json-dash", "--json - creates a file named -",
+     "core/file_io.cpp",
+     "  if (path == \"-\") {\n    std::ostringstream os;",
+     "  if (path == \"--\") {\n    std::ostringstream os;",
+     "Outputs.JsonDashIsStandardOutputAndThePeopleReportGoesToStderr"),
+    ("yaml-duplicate-key", "a repeated YAML key (first wins)",
+     "frontends/config/sweep_config.cpp",
+     "    if (!seen.insert(key).second)\n      return Status::invalid(path + \": key '\"",
+     "    if (!seen.insert(key).second && false)\n      return Status::invalid(path + \": key '\"",
+     "Sweep.ConfigErrorsNameFileAndKeyAndLeaveNoOutput"),
+    ("axis-duplicate", "a sweep axis listing a value 1,000 times runs 1,000 identical cells",
+     "frontends/config/sweep_config.cpp",
+     "      if (out[j] == out[i])\n",
+     "      if (out[j] == out[i] && false)\n",
+     "Sweep.ConfigErrorsNameFileAndKeyAndLeaveNoOutput"),
+    ("max-grid", "10^6 distinct cells start without an estimate",
+     "frontends/cli/sweep.cpp",
+     "    if (grid > so.max_grid)\n",
+     "    if (grid > so.max_grid && false)\n",
+     "Sweep.ConfigErrorsNameFileAndKeyAndLeaveNoOutput"),
+    ("db-and-no-db", "--db X --no-db accepted",
+     "frontends/cli/main.cpp",
+     "    if (db && no_db && db->count() && no_db->count()) {\n",
+     "    if (db && no_db && db->count() && no_db->count() && false) {\n",
+     "Outputs.UnwritableOutputsAndStoresAreRefusedBeforeAnyWork"),
+    ("threads-cached", "--threads 1000: the oversubscribed peaks are cached",
+     "api/bench.cpp",
+     "  const bool oversubscribed = cores > 0 && p.threads > cores;\n",
+     "  const bool oversubscribed = cores > 0 && p.threads > cores && false;\n",
+     "Outputs.MoreThreadsThanCoresWarnsAndIsNeverCachedAsThePeak"),
+    ("unsupported-first-only", "a model with three unsupported ops names only the first",
+     "api/models.cpp",
+     "  if (missing.size() > 1 || (missing.size() == 1 && missing.begin()->second.first > 1)) {\n",
+     "  if (missing.size() > 1000) {\n",
+     "Outputs.EveryUnsupportedOpIsNamedAtOnce"),
+    ("compare-self", "compare last last passes silently",
+     "metrics/run_compare.cpp",
+     "  if (a == b)\n    return Status::invalid(\"A and B are the same run",
+     "  if (a == b && false)\n    return Status::invalid(\"A and B are the same run",
+     "History.CompareFindsAKnownSlowdownAndNothingInTheSameRun"),
+    ("compare-apples-oranges", "compare gates inference batch 1 against training batch 16",
+     "metrics/run_compare.cpp",
+     "  if (!o.force) {\n",
+     "  if (o.force) {\n",
+     "History.CompareFindsAKnownSlowdownAndNothingInTheSameRun"),
+    ("bench-interrupt", "Ctrl-C during bench loses the backends that finished",
+     "frontends/cli/commands.cpp",
+     "  install_interrupt_handlers(!o.distributed.empty());\n",
+     "\n",
+     "Outputs.InterruptedBenchAndTrainKeepWhatFinished"),
+    ("processes-interrupt", "Ctrl-C during bench --processes loses the finished processes",
+     "frontends/cli/bench_processes.cpp",
+     "    const int code = run_program(\"/proc/self/exe\", args, log, true);\n",
+     "    const int code = run_program(\"/proc/self/exe\", args, log, false);\n",
+     "Outputs.InterruptedBenchProcessesPoolsTheProcessesThatFinished"),
+    ("mpirun-interrupt", "Ctrl-C on mpirun: the ranks do not stop together",
+     "frontends/cli/train.cpp",
+     "  install_interrupt_handlers(!o.distributed.empty());\n",
+     "  if (o.distributed.empty()) install_interrupt_handlers();\n",
+     "Distributed.InterruptStopsEveryRankAtTheSameStep"),
+    ("epoch-write", "a killed training run loses its finished epochs",
+     "api/train.cpp",
+     "    if (o.on_epoch_done && (!dp || dp->world_rank() == 0)) o.on_epoch_done(log);\n",
+     "\n",
+     "Outputs.KilledTrainingLeavesItsFinishedEpochs"),
+]
+
+
+def run(cmd, cwd, timeout=None, env=None):
+    try:
+        p = subprocess.run(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout, env=env, text=True, errors="replace")
+        return p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out + "\n(timed out)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    entries = REVERTS
+    if a.only:
+        wanted = a.only.split(",")
+        unknown = [w for w in wanted if w not in {r[0] for r in REVERTS}]
+        if unknown:
+            sys.exit("revert_check: unknown entries: " + ", ".join(unknown))
+        entries = [r for r in REVERTS if r[0] in wanted]
+    if a.list:
+        for r in entries:
+            print(f"{r[0]:24} {r[1]}\n{'':24} {r[2]} -> {r[5]}")
+        return 0
+    wt = "/tmp/mosaic-revert-check"
+    if not os.path.isdir(wt):
+        code, out = run(f"git worktree add --detach {wt} HEAD", ROOT)
+        if code:
+            sys.exit("revert_check: git worktree add failed:\n" + out)
+    else:
+        run("git checkout --detach -f " + run("git rev-parse HEAD", ROOT)[1].strip(), wt)
+    build = os.path.join(wt, "build")
+    env = dict(os.environ, MOSAIC_DB="off", MOSAIC_PROGRESS="0", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    t0 = time.time()
+    code, out = run(f"cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOSAIC_WITH_TORCH=OFF > /dev/null && "
+                    f"cmake --build build --target mosaic mosaic_tests", wt)
+    if code:
+        sys.exit("revert_check: the build failed:\n" + out[-3000:])
+    print(f"built the worktree of HEAD in {time.time() - t0:.0f} s", flush=True)
+
+    def tests(filter_):
+        # A reverted size check must not take the machine's memory: 20 GB of address space at most.
+        return run(f"ulimit -v 20000000; ./mosaic_tests --gtest_filter='{filter_}'", build, a.timeout, env)
+
+    filters = sorted({r[5] for r in entries})
+    code, out = tests(":".join(filters))
+    if code:
+        print(out[-4000:])
+        sys.exit("revert_check: the unmodified tree fails these tests; fix that first")
+    print(f"the unmodified tree passes the {len(filters)} test filters", flush=True)
+
+    caught, missed = 0, []
+    for name, finding, path, fixed, reverted, filter_ in entries:
+        src = os.path.join(wt, path)
+        text = open(src).read()
+        n = text.count(fixed)
+        if n != 1:
+            print(f"STALE   {name}: the fixed text occurs {n} times in {path}; update the table")
+            missed.append(name)
+            continue
+        open(src, "w").write(text.replace(fixed, reverted))
+        t = time.time()
+        code, out = run("cmake --build build --target mosaic mosaic_tests", wt)
+        if code:
+            print(f"NOBUILD {name}: the reverted tree does not compile:\n{out[-1500:]}")
+            missed.append(name)
+        else:
+            code, out = tests(filter_)
+            failed = [l.split("] ")[1].split(" (")[0] for l in out.splitlines() if l.startswith("[  FAILED  ]") and " (" in l]
+            how = ("timed out" if code == 124 else f"exit {code}") if not failed else ", ".join(sorted(set(failed)))
+            if code != 0:
+                caught += 1
+                print(f"caught  {name:24} {time.time() - t:5.0f} s  {how}   ({finding})", flush=True)
+            else:
+                missed.append(name)
+                print(f"MISSED  {name:24} {time.time() - t:5.0f} s  {filter_} passed without the fix   ({finding})",
+                      flush=True)
+        open(src, "w").write(text)
+    run("cmake --build build --target mosaic mosaic_tests", wt)  # back to HEAD for a rerun
+    print(f"revert_check: {caught} of {len(entries)} reverted fixes caught by their tests "
+          f"({time.time() - t0:.0f} s in all)")
+    if not a.keep:
+        run(f"git worktree remove --force {wt}", ROOT)
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
