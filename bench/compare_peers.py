@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Mosaic beside the engines a user would pick instead, on the same ONNX files, in one run.
+
+Engines: Mosaic's onednn and im2col backends, ONNX Runtime (all graph optimisations,
+intra-op threads = Mosaic's, one inter-op thread), OpenVINO (f32, latency and throughput
+hints), PyTorch 2 eager and torch.compile (the same architectures and weights as the ONNX
+file: it is exported from them). The peers come from PyPI into a virtual environment (made on
+first use); nothing in Mosaic's build or tests depends on them. A peer that fails to install,
+load or run stays in the table as "missing" with the reason.
+
+Method (seed 001): per engine and configuration a fresh process, 20 warm-up batches, 100
+measured, the median; `--rounds` independent rounds, the engines interleaved (their order
+rotates each round), and the table gives the median over rounds (and the spread). Before
+timing, every engine's output on one fixed input is compared with PyTorch's (`mosaic verify`
+for Mosaic), so that the compared computations are the same.
+
+usage: bench/compare_peers.py [--mosaic build/mosaic] [--models alexnet-cifar,vgg16-cifar]
+          [--batches 1,64] [--threads N (all cores)] [--rounds 3] [--warmup 20] [--iterations 100]
+          [--engines ...] [--venv .peers-venv] [--no-install] [--json docs/perf_peers.json]
+          [--update-docs docs/performance.md]
+Runs unchanged on a many-core machine (--threads defaults to every core).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS = ["onnxruntime", "openvino-latency", "openvino-throughput", "torch-eager", "torch-compile"]
+MOSAIC = ["mosaic-onednn", "mosaic-im2col"]
+PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch", "numpy": "numpy", "onnx": "onnx"}
+NEEDS = {"onnxruntime": "onnxruntime", "openvino-latency": "openvino", "openvino-throughput": "openvino",
+         "torch-eager": "torch", "torch-compile": "torch"}
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def ensure_venv(venv, install):
+    """The peers' environment: {package: version or None} and why each missing one is."""
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        if not install:
+            return py, {}, {p: f"no virtual environment at {venv} (run without --no-install)" for p in PACKAGES}
+        r = sh([sys.executable if "venv" not in sys.executable else "/usr/bin/python3", "-m", "venv", venv])
+        if r.returncode:
+            return py, {}, {p: "python3 -m venv failed: " + r.stdout.strip()[-200:] for p in PACKAGES}
+    versions, missing = {}, {}
+    for pkg in PACKAGES:
+        probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"])
+        if probe.returncode and install:
+            print(f"installing {pkg} from PyPI into {venv} ...", file=sys.stderr, flush=True)
+            r = sh([py, "-m", "pip", "install", "--progress-bar", "off", PACKAGES[pkg]])
+            if r.returncode:
+                missing[pkg] = "pip install failed: " + r.stdout.strip().splitlines()[-1][:200]
+                continue
+            probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"])
+        if probe.returncode:
+            missing[pkg] = "does not import: " + (probe.stdout.strip().splitlines() or ["?"])[-1][:200]
+        else:
+            versions[pkg] = probe.stdout.strip()
+    return py, versions, missing
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def time_mosaic(mosaic, backend, model_dir, batch, threads, warmup, iterations):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        r = sh([mosaic, "bench", os.path.join(model_dir, "case", "model.onnx"), "--backends", backend, "--batch",
+                str(batch), "--threads", str(threads), "--warmup", str(warmup), "--iterations", str(iterations),
+                "--max-seconds", "600", "--no-check", "--no-db", "--no-peaks", "--json", f.name],
+               env=dict(os.environ, MOSAIC_PROGRESS="0"))
+        if r.returncode:
+            raise RuntimeError(r.stdout.strip().splitlines()[-1][:300])
+        run = json.load(open(f.name))["runs"][0]
+        return {"median_ms": run["summary"]["median_ms"], "min_ms": run["summary"]["min_ms"],
+                "samples": run["iterations"]["measured"]}
+
+
+def time_peer(py, engine, model_dir, batch, threads, warmup, iterations):
+    r = sh([py, os.path.join(HERE, "peers_worker.py"), "time", engine, model_dir, str(batch), str(threads), str(warmup),
+            str(iterations)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    if r.returncode:
+        raise RuntimeError((r.stdout.strip().splitlines() or ["exit %d" % r.returncode])[-1][:300])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def markdown(results, args, versions, missing_engines):
+    cores = os.cpu_count()
+    lines = [f"Images/s (median of {args.rounds} interleaved rounds; each round a fresh process, {args.warmup} warm-up "
+             f"and {args.iterations} measured batches, the median batch), {args.threads} threads, {cpu_model()} "
+             f"({cores} logical cores); `bench/compare_peers.py`, {time.strftime('%Y-%m-%d')}. Versions: " +
+             ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".", ""]
+    engines = [e for e in args.engines if any(e in r["engines"] for r in results)] + \
+              [e for e in args.engines if e in missing_engines and not any(e in r["engines"] for r in results)]
+    lines.append("| model, batch | " + " | ".join(engines) + " | onednn / best peer | median / min (onednn) |")
+    lines.append("|---" * (len(engines) + 3) + "|")
+    for r in results:
+        cells, best = [], 0
+        for e in engines:
+            v = r["engines"].get(e)
+            if v is None:
+                cells.append("missing")
+                continue
+            if "error" in v:
+                cells.append("failed")
+                continue
+            cells.append(f"{v['images_per_s']:.0f}")
+            if e not in MOSAIC:
+                best = max(best, v["images_per_s"])
+        one = r["engines"].get("mosaic-onednn", {})
+        ratio = f"{one['images_per_s'] / best:.2f}x" if best and "images_per_s" in one else "-"
+        jitter = f"{one['median_ms'] / one['min_ms']:.2f}" if "min_ms" in one else "-"
+        lines.append(f"| {r['model']}, {r['batch']} | " + " | ".join(cells) + f" | {ratio} | {jitter} |")
+    notes = []
+    for e, why in sorted(missing_engines.items()):
+        notes.append(f"- {e}: missing ({why})")
+    for r in results:
+        for e, v in r["engines"].items():
+            if "error" in v:
+                notes.append(f"- {e} on {r['model']} batch {r['batch']}: failed ({v['error']})")
+            elif v.get("check") and not v["check"]["ok"]:
+                notes.append(f"- {e} on {r['model']}: output differs from PyTorch's ({v['check']['detail']})")
+    if notes:
+        lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mosaic", default=os.path.join(ROOT, "build", "mosaic"))
+    ap.add_argument("--models", default="alexnet-cifar,vgg16-cifar")
+    ap.add_argument("--batches", default="1,64")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--engines", default=",".join(MOSAIC + PEERS))
+    ap.add_argument("--venv", default=os.path.join(ROOT, ".peers-venv"))
+    ap.add_argument("--no-install", action="store_true")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--update-docs", default="", help="replace the table between the peers markers of this file")
+    args = ap.parse_args()
+    args.engines = args.engines.split(",")
+    unknown = [e for e in args.engines if e not in MOSAIC + PEERS]
+    if unknown:
+        sys.exit(f"compare_peers: unknown engines {unknown}; known: {MOSAIC + PEERS}")
+    if args.threads < 1 or args.rounds < 1 or args.warmup < 0 or args.iterations < 1:
+        sys.exit("compare_peers: --threads, --rounds and --iterations must be positive, --warmup >= 0")
+    if not os.access(args.mosaic, os.X_OK):
+        sys.exit(f"compare_peers: {args.mosaic} not found: build Mosaic first (scripts/setup.sh)")
+    py, versions, missing_pkgs = ensure_venv(args.venv, not args.no_install)
+    missing_engines = {e: f"{NEEDS[e]}: {missing_pkgs[NEEDS[e]]}" for e in args.engines
+                       if e in NEEDS and NEEDS[e] in missing_pkgs}
+    for p in ("numpy", "onnx", "torch"):
+        if p in missing_pkgs:
+            sys.exit(f"compare_peers: {p} is needed to export the models and check outputs: {missing_pkgs[p]}")
+    r = sh([args.mosaic, "--version"])
+    versions["mosaic"] = r.stdout.strip().split("\n")[0].replace("mosaic ", "") if r.returncode == 0 else "?"
+    work = tempfile.mkdtemp(prefix="mosaic-peers-")
+    results = []
+    for model in args.models.split(","):
+        d = os.path.join(work, model)
+        os.makedirs(d)
+        r = sh([py, os.path.join(HERE, "peers_worker.py"), "export", model, d])
+        if r.returncode:
+            sys.exit(f"compare_peers: exporting {model} failed:\n{r.stdout[-2000:]}")
+        # Mosaic computes what PyTorch computes (ONNX test case: PyTorch's output at batch 1).
+        checks = {}
+        for e in args.engines:
+            if e in MOSAIC:
+                v = sh([args.mosaic, "verify", os.path.join(d, "case"), "--backend", e.split("-")[1]])
+                checks[e] = {"ok": v.returncode == 0, "detail": v.stdout.strip().splitlines()[-1][:200] if v.stdout else ""}
+        for batch in map(int, args.batches.split(",")):
+            row = {"model": model, "batch": batch, "engines": {}}
+            runs = {e: [] for e in args.engines if e not in missing_engines}
+            for rnd in range(args.rounds):
+                order = list(runs)
+                order = order[rnd % len(order):] + order[:rnd % len(order)]
+                for e in order:
+                    if runs[e] is None:
+                        continue
+                    print(f"{model} batch {batch} round {rnd + 1}/{args.rounds}: {e} ...", file=sys.stderr, flush=True)
+                    try:
+                        if e in MOSAIC:
+                            m = time_mosaic(args.mosaic, e.split("-")[1], d, batch, args.threads, args.warmup,
+                                            args.iterations)
+                        else:
+                            m = time_peer(py, e, d, batch, args.threads, args.warmup, args.iterations)
+                            ok = m["max_abs_diff"] <= 1e-3 * max(m["ref_scale"], 1.0)
+                            checks[e] = {"ok": ok, "detail": f"max abs diff {m['max_abs_diff']:.3g} "
+                                                             f"of scale {m['ref_scale']:.3g}"}
+                        runs[e].append(m)
+                    except RuntimeError as err:
+                        row["engines"][e] = {"error": str(err)}
+                        runs[e] = None
+            for e, ms in runs.items():
+                if not ms:
+                    continue
+                med = statistics.median(x["median_ms"] for x in ms)
+                row["engines"][e] = {"images_per_s": batch / (med / 1e3), "median_ms": med,
+                                     "min_ms": min(x["min_ms"] for x in ms),
+                                     "rounds_ms": [x["median_ms"] for x in ms], "check": checks.get(e)}
+                if "requests" in ms[0]:
+                    row["engines"][e]["requests"] = ms[0]["requests"]
+            results.append(row)
+            print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v)
+                              for k, v in row["engines"].items()}), file=sys.stderr, flush=True)
+    table = markdown(results, args, versions, missing_engines)
+    print(table)
+    doc = {"schema": "mosaic.peers/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
+           "cores": os.cpu_count(), "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup,
+           "iterations": args.iterations, "versions": versions, "missing": missing_engines, "results": results}
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+    if args.update_docs:
+        text = open(args.update_docs).read()
+        begin, end = "<!-- peers:begin -->", "<!-- peers:end -->"
+        if begin not in text or end not in text:
+            sys.exit(f"compare_peers: {args.update_docs} has no {begin} ... {end} markers")
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        with open(args.update_docs + ".tmp", "w") as f:
+            f.write(head + begin + "\n" + table + end + tail)
+        os.replace(args.update_docs + ".tmp", args.update_docs)
+    bad = [e for r in results for e, v in r["engines"].items() if v.get("check") and not v["check"]["ok"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""One engine, one measurement, in its own process: the worker behind bench/compare_peers.py.
+
+Runs inside the peers' virtual environment (PyTorch 2, ONNX Runtime, OpenVINO from PyPI).
+
+  peers_worker.py export MODEL DIR        the architecture of bench/compare_pytorch.py, seeded:
+                                          DIR/model.onnx, DIR/state.pt, and an ONNX test case
+                                          (DIR/case/test_data_set_0: one batch and PyTorch's output)
+  peers_worker.py time ENGINE DIR BATCH THREADS WARMUP ITERATIONS
+                                          prints one JSON line: per-batch times (ms) and the
+                                          largest difference from PyTorch's output at batch 1
+
+ENGINE: onnxruntime, openvino-latency, openvino-throughput, torch-eager, torch-compile.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def module(name):
+    import torch
+    sys.path.insert(0, HERE)
+    from compare_pytorch import MODELS  # one definition of the architectures
+    torch.manual_seed(0)
+    return MODELS[name]().eval()
+
+
+def tensor_proto(array, name):
+    from onnx import numpy_helper
+    return numpy_helper.from_array(array, name).SerializeToString()
+
+
+def export(name, out):
+    import torch
+    os.makedirs(os.path.join(out, "case", "test_data_set_0"), exist_ok=True)
+    m = module(name)
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    kwargs = dict(input_names=["images"], output_names=["logits"], opset_version=13,
+                  dynamic_axes={"images": {0: "N"}, "logits": {0: "N"}})
+    try:
+        torch.onnx.export(m, x, os.path.join(out, "model.onnx"), dynamo=False, **kwargs)
+    except TypeError:  # PyTorch before 2.5 has no dynamo argument
+        torch.onnx.export(m, x, os.path.join(out, "model.onnx"), **kwargs)
+    torch.save(m.state_dict(), os.path.join(out, "state.pt"))
+    with torch.inference_mode():
+        y = m(x).numpy()
+    case = os.path.join(out, "case")
+    os.replace(os.path.join(out, "model.onnx"), os.path.join(case, "model.onnx"))
+    os.symlink(os.path.join("case", "model.onnx"), os.path.join(out, "model.onnx"))
+    with open(os.path.join(case, "test_data_set_0", "input_0.pb"), "wb") as f:
+        f.write(tensor_proto(x.numpy(), "images"))
+    with open(os.path.join(case, "test_data_set_0", "output_0.pb"), "wb") as f:
+        f.write(tensor_proto(y, "logits"))
+    np.save(os.path.join(out, "x1.npy"), x.numpy())
+    np.save(os.path.join(out, "y1.npy"), y)
+
+
+def runner(engine, d, batch, threads):
+    """A function running one batch, and one running the reference input (batch 1)."""
+    path = os.path.join(d, "case", "model.onnx")
+    if engine == "onnxruntime":
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        return lambda x: s.run(None, {"images": x})[0]
+    if engine.startswith("openvino"):
+        import openvino as ov
+        core = ov.Core()
+        hint = "THROUGHPUT" if engine.endswith("throughput") else "LATENCY"
+        # f32: on a CPU with bf16 OpenVINO would otherwise compute in bf16 (its CPU default there).
+        c = core.compile_model(core.read_model(path), "CPU",
+                               {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
+                                "INFERENCE_PRECISION_HINT": "f32"})
+        req = c.create_infer_request()
+        return lambda x: req.infer({0: x})[c.output(0)].copy()
+    if engine.startswith("torch"):
+        import torch
+        torch.set_num_threads(threads)
+        m = module(os.path.basename(d.rstrip("/")))
+        m.load_state_dict(torch.load(os.path.join(d, "state.pt")))
+        if engine == "torch-compile":
+            m = torch.compile(m)
+
+        def run(x):
+            with torch.inference_mode():
+                return m(torch.from_numpy(x)).numpy()
+        return run
+    raise SystemExit(f"peers_worker: unknown engine {engine}")
+
+
+def throughput_openvino(d, batch, threads, warmup, iterations):
+    """OpenVINO's throughput hint: as many requests in flight as it asks for; images/s from
+    the wall time over `iterations` batches (no per-batch time exists in this mode)."""
+    import openvino as ov
+    core = ov.Core()
+    c = core.compile_model(core.read_model(os.path.join(d, "case", "model.onnx")), "CPU",
+                           {"PERFORMANCE_HINT": "THROUGHPUT", "INFERENCE_NUM_THREADS": threads,
+                            "INFERENCE_PRECISION_HINT": "f32"})
+    q = ov.AsyncInferQueue(c, c.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+    x = np.random.default_rng(0).random((batch, 3, 32, 32), dtype=np.float32)
+    for _ in range(warmup):
+        q.start_async({0: x})
+    q.wait_all()
+    walls = []
+    for _ in range(3):  # three passes: a median of the per-batch averages
+        t0 = time.perf_counter()
+        for _ in range(iterations):
+            q.start_async({0: x})
+        q.wait_all()
+        walls.append((time.perf_counter() - t0) * 1e3 / iterations)
+    return walls, len(q)
+
+
+def main():
+    if sys.argv[1] == "export":
+        export(sys.argv[2], sys.argv[3])
+        return
+    engine, d, batch, threads, warmup, iterations = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:8])
+    ref_x, ref_y = np.load(os.path.join(d, "x1.npy")), np.load(os.path.join(d, "y1.npy"))
+    info = {"engine": engine}
+    if engine == "openvino-throughput":
+        times, requests = throughput_openvino(d, batch, threads, warmup, iterations)
+        info["requests"] = requests
+        run = runner("openvino-latency", d, 1, threads)
+    else:
+        run = runner(engine, d, batch, threads)
+        x = np.random.default_rng(0).random((batch, 3, 32, 32), dtype=np.float32)
+        for _ in range(warmup):
+            run(x)
+        times = []
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            run(x)
+            times.append((time.perf_counter() - t0) * 1e3)
+    y = run(ref_x)
+    info["max_abs_diff"] = float(np.max(np.abs(y - ref_y)))
+    info["ref_scale"] = float(np.max(np.abs(ref_y)))
+    info["median_ms"] = statistics.median(times)
+    info["min_ms"] = min(times)
+    info["samples"] = len(times)
+    print(json.dumps(info))
+
+
+if __name__ == "__main__":
+    main()
