@@ -16,6 +16,7 @@ Open MPI for the distributed entry, like the test suite.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -143,13 +144,17 @@ REVERTS = [
 
 
 def run(cmd, cwd, timeout=None, env=None):
+    """(exit code, output); on a timeout the whole process group is killed (a reverted fix may
+    leave a test's children running: a sweep of a million cells) and the code is 124."""
+    p = subprocess.Popen(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                         text=True, errors="replace", start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=timeout, env=env, text=True, errors="replace")
-        return p.returncode, p.stdout
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return 124, out + "\n(timed out)"
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return 124, (out or "") + "\n(timed out)"
 
 
 def main():

@@ -202,11 +202,14 @@ TEST_F(Outputs, InterruptedBenchProcessesPoolsTheProcessesThatFinished) {
   const std::string json = path("p.json"), db = path("runs.sqlite"), err = path("p.err");
   const std::string bench = std::string(MOSAIC_BIN) +
                             " bench zoo:fmnist-cnn --backends onednn --processes 3 --batch 2 --iterations 1000000"
-                            " --max-seconds 8 --warmup 1 --no-peaks --threads 1 --json " + json + " --db " + db;
-  auto run = [&](const std::string& wait_for) {
-    return mosaic_shell("(setsid " + bench + " > " + path("p.out") + " 2> " + err + " & pid=$!; "
+                            " --warmup 1 --no-peaks --threads 1 --json " + json + " --db " + db + " --max-seconds ";
+  // `kill`: the signal and its target ("-INT -$pid": the group, as a terminal's Ctrl-C;
+  // "-TERM $pid": the parent alone, as a job scheduler may send it). Prints rc= and the
+  // seconds from the signal to the end.
+  auto run = [&](const std::string& wait_for, const std::string& kill = "-INT -$pid", const std::string& seconds = "8") {
+    return mosaic_shell("(setsid " + bench + seconds + " > " + path("p.out") + " 2> " + err + " & pid=$!; "
                         "for i in $(seq 300); do grep -q '" + wait_for + "' " + err + " && break; sleep 0.1; done; sleep 1; "
-                        "kill -INT -$pid; wait $pid; echo rc=$?; sleep 0.5; "
+                        "t0=$(date +%s); kill " + kill + "; wait $pid; echo rc=$? s=$(( $(date +%s) - t0 )); sleep 0.5; "
                         "pgrep -f 'mosaic_processes_'$pid >/dev/null && echo CHILD-LEFT; "
                         "test -e /tmp/mosaic_processes_$pid && echo DIR-LEFT; true)");
   };
@@ -228,6 +231,14 @@ TEST_F(Outputs, InterruptedBenchProcessesPoolsTheProcessesThatFinished) {
   EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << read_all(err);
   EXPECT_NE(read_all(err).find("interrupted before a process finished: nothing to pool"), std::string::npos) << read_all(err);
   EXPECT_FALSE(std::filesystem::exists(json));
+  EXPECT_EQ(r.out.find("CHILD-LEFT"), std::string::npos) << r.out;
+  // SIGTERM to the parent alone: it passes the signal on, so the child stops at once instead
+  // of measuring for its whole 20 s budget.
+  r = run("process 1/3", "-TERM $pid", "20");
+  EXPECT_NE(r.out.find("rc=143"), std::string::npos) << r.out << read_all(err);
+  const size_t at = r.out.find(" s=");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_LE(std::stoi(r.out.substr(at + 3)), 5) << "the child ran on after the signal: " << r.out;
   EXPECT_EQ(r.out.find("CHILD-LEFT"), std::string::npos) << r.out;
 }
 
