@@ -296,7 +296,13 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   if (o.precision != "f32") {
     BenchConfigs kept;
     std::vector<const Graph*> kept_graphs;
+    std::vector<Precision> kept_precision;
     std::vector<std::string> declined;
+    auto keep = [&](const std::string& label, size_t i, Precision p) {
+      kept.emplace_back(label, configs[i].second);
+      kept_graphs.push_back(graph_of[i]);
+      kept_precision.push_back(p);
+    };
     for (size_t i = 0; i < configs.size(); ++i) {
       std::string why;
       for (const auto& b : configs[i].second.asked_backends()) {
@@ -304,26 +310,20 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
         const std::string declined_by = info ? precision_declined(*info, Precision::kBF16) : "";
         if (!declined_by.empty() && why.empty()) why = (b == configs[i].first ? "" : b + ": ") + declined_by;
       }
-      if (o.precision == "both") {
-        kept.push_back(configs[i]);
-        kept_graphs.push_back(graph_of[i]);
-        precision_of.resize(kept.size(), Precision::kF32);
-      }
+      if (o.precision == "both") keep(configs[i].first, i, Precision::kF32);
       if (!why.empty()) {
         declined.push_back(configs[i].first + " (" + why + ")");
         continue;
       }
-      kept.emplace_back(configs[i].first + "-bf16", configs[i].second);
-      kept_graphs.push_back(graph_of[i]);
-      precision_of.resize(kept.size(), Precision::kBF16);
+      keep(configs[i].first + "-bf16", i, Precision::kBF16);
     }
     if (!declined.empty())
       report.notes.push_back("bf16 declined by " + join(declined, "; ") + (o.precision == "both" ? ": float32 only" : ": left out"));
-    const bool any_bf16 = std::count(precision_of.begin(), precision_of.end(), Precision::kBF16) > 0;
-    if (!any_bf16)
+    if (std::count(kept_precision.begin(), kept_precision.end(), Precision::kBF16) == 0)
       return Status::unsupported("--precision " + o.precision + ": no configuration can compute in bf16: " + join(declined, "; "));
     configs = std::move(kept);
     graph_of = std::move(kept_graphs);
+    precision_of = std::move(kept_precision);
   }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;

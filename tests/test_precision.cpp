@@ -121,6 +121,17 @@ TEST(Precision, BenchBothTimesBf16BesideFloat32WithItsError) {
   EXPECT_TRUE(j["runs"][2]["check"]["passed"].get<bool>());
   EXPECT_GT(j["runs"][2]["check"]["max_abs_error"].get<double>(), 10 * j["runs"][1]["check"]["max_abs_error"].get<double>());
   EXPECT_GE(j["runs"][2]["check"]["top1_agreement"].get<double>(), 0.75);
+  // bf16 alone: the declining backend is left out, the other runs in bf16 (its error says so).
+  r = mosaic("bench zoo:alexnet-cifar --backends onednn,naive --precision bf16 --batch 8 --iterations 3 --warmup 1 "
+             "--no-db --no-peaks --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("bf16 declined by naive (it computes in float32 only): left out"), std::string::npos) << r.out;
+  const json k = read_json(out);
+  std::filesystem::remove(out);
+  ASSERT_EQ(k["runs"].size(), 1u);
+  EXPECT_EQ(k["runs"][0]["label"], "onednn-bf16");
+  EXPECT_EQ(k["runs"][0]["precision"], "bf16");
+  EXPECT_GT(k["runs"][0]["check"]["max_abs_error"].get<double>(), 10 * j["runs"][1]["check"]["max_abs_error"].get<double>());
 }
 
 }  // namespace
