@@ -143,6 +143,9 @@ REVERTS = [
 ]
 
 
+LEFTOVERS = ["/dev/null-journal"]
+
+
 def run(cmd, cwd, timeout=None, env=None):
     """(exit code, output); on a timeout the whole process group is killed (a reverted fix may
     leave a test's children running: a sweep of a million cells) and the code is 124."""
@@ -203,6 +206,7 @@ def main():
         sys.exit("revert_check: the unmodified tree fails these tests; fix that first")
     print(f"the unmodified tree passes the {len(filters)} test filters", flush=True)
 
+    existed_before = {p for p in LEFTOVERS if os.path.exists(p)}
     caught, missed = 0, []
     for name, finding, path, fixed, reverted, filter_ in entries:
         src = os.path.join(wt, path)
@@ -230,6 +234,11 @@ def main():
                 print(f"MISSED  {name:24} {time.time() - t:5.0f} s  {filter_} passed without the fix   ({finding})",
                       flush=True)
         open(src, "w").write(text)
+        # What a reverted fix leaves outside the worktree (db-devnull: SQLite's journal beside
+        # /dev/null, which the next test run, or a chroot that binds /dev, would see).
+        for leftover in LEFTOVERS:
+            if leftover not in existed_before and os.path.exists(leftover):
+                os.remove(leftover)
     run("cmake --build build --target mosaic mosaic_tests", wt)  # back to HEAD for a rerun
     print(f"revert_check: {caught} of {len(entries)} reverted fixes caught by their tests "
           f"({time.time() - t0:.0f} s in all)")
