@@ -364,10 +364,11 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
       for (size_t k = 0; k < outs.size(); ++k) {
         // bf16: within kBf16Tolerance of the output's scale (its elements' relative errors mean
         // nothing near zero).
-        Agreement a = bf16 ? compare_tensors(outs[k], reference[k], 0.0, kBf16Tolerance * max_abs(reference[k]) + 1e-6)
+        const double scale = bf16 ? max_abs(reference[k]) : 0.0;
+        Agreement a = bf16 ? compare_tensors(outs[k], reference[k], 0.0, kBf16Tolerance * scale + 1e-6)
                            : compare_tensors(outs[k], reference[k], o.rtol, o.atol);
         check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
-        check.max_rel_err = std::max(check.max_rel_err, bf16 ? a.max_abs / std::max(max_abs(reference[k]), 1e-12) : a.max_rel);
+        check.max_rel_err = std::max(check.max_rel_err, bf16 ? a.max_abs / std::max(scale, 1e-12) : a.max_rel);
         if (!a.ok && check.check_ok) {
           check.check_ok = false;
           check.check_message = "output '" + g.outputs[k].name + "' " + a.message;

@@ -72,14 +72,8 @@ def runner(engine, d, batch, threads):
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         return lambda x: s.run(None, {"images": x})[0]
-    if engine.startswith("openvino"):
-        import openvino as ov
-        core = ov.Core()
-        hint = "THROUGHPUT" if engine.endswith("throughput") else "LATENCY"
-        # f32: on a CPU with bf16 OpenVINO would otherwise compute in bf16 (its CPU default there).
-        c = core.compile_model(core.read_model(path), "CPU",
-                               {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
-                                "INFERENCE_PRECISION_HINT": "f32"})
+    if engine == "openvino-latency":
+        c = openvino_model(d, "LATENCY", threads)
         req = c.create_infer_request()
         return lambda x: req.infer({0: x})[c.output(0)].copy()
     if engine.startswith("torch"):
@@ -97,14 +91,21 @@ def runner(engine, d, batch, threads):
     raise SystemExit(f"peers_worker: unknown engine {engine}")
 
 
+def openvino_model(d, hint, threads):
+    """The model compiled for OpenVINO's CPU plugin under `hint`, in f32 (on a CPU with bf16
+    OpenVINO would otherwise compute in bf16, its CPU default there)."""
+    import openvino as ov
+    core = ov.Core()
+    return core.compile_model(core.read_model(os.path.join(d, "case", "model.onnx")), "CPU",
+                              {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
+                               "INFERENCE_PRECISION_HINT": "f32"})
+
+
 def throughput_openvino(d, batch, threads, warmup, iterations):
     """OpenVINO's throughput hint: as many requests in flight as it asks for; images/s from
     the wall time over `iterations` batches (no per-batch time exists in this mode)."""
     import openvino as ov
-    core = ov.Core()
-    c = core.compile_model(core.read_model(os.path.join(d, "case", "model.onnx")), "CPU",
-                           {"PERFORMANCE_HINT": "THROUGHPUT", "INFERENCE_NUM_THREADS": threads,
-                            "INFERENCE_PRECISION_HINT": "f32"})
+    c = openvino_model(d, "THROUGHPUT", threads)
     q = ov.AsyncInferQueue(c, c.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     x = np.random.default_rng(0).random((batch, 3, 32, 32), dtype=np.float32)
     for _ in range(warmup):
