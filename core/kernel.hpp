@@ -18,7 +18,10 @@ namespace mosaic {
 /// The arithmetic a plan asks its compute-heavy kernels for. f32 everywhere by default;
 /// bf16: convolutions and matrix products read bfloat16 copies of their inputs and weights
 /// and accumulate and write float32 (element-wise ops, normalisation and everything else
-/// stay float32). Only backends whose BackendInfo::precision accepts it get it.
+/// stay float32). In training plans their backward passes read bfloat16 copies of the
+/// output's gradient, the input and the weights, and write float32 gradients (mixed
+/// precision: parameters and optimizer state stay float32). Only backends whose
+/// BackendInfo::declines_precision accepts it get it.
 enum class Precision { kF32, kBF16 };
 const char* precision_name(Precision p);
 /// "f32"/"fp32"/"float32" or "bf16"/"bfloat16"; an error naming the value otherwise.

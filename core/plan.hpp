@@ -60,8 +60,8 @@ struct PlanOptions {
   bool deterministic = false;
   /// Arithmetic of convolutions and matrix products (core/kernel.hpp). bf16: every backend
   /// the placement asks for (its default and rules; not the fallbacks, whose nodes compute
-  /// in float32) must accept it, or the plan is refused with the backend's reason; inference
-  /// plans only.
+  /// in float32) must accept it, or the plan is refused with the backend's reason. Training
+  /// plans keep float32 parameters, gradients and optimizer state (mixed precision).
   Precision precision = Precision::kF32;
 };
 

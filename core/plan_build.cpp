@@ -517,9 +517,6 @@ class PlanBuilder {
 Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
                                             const KernelRegistry& registry, const PlanOptions& options) {
   if (options.precision != Precision::kF32) {
-    if (options.training)
-      return Status::unsupported(std::string("--precision ") + precision_name(options.precision) +
-                                 " is for inference plans (training computes in float32)");
     for (const auto& b : placement.asked_backends()) {
       const BackendInfo* info = registry.info(b);
       const std::string why = info ? precision_declined(*info, options.precision) : "";

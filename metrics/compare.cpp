@@ -65,4 +65,17 @@ double top1_agreement(const Tensor& got, const Tensor& ref) {
   return static_cast<double>(same) / static_cast<double>(rows);
 }
 
+double relative_l2(const Tensor& got, const Tensor& ref) {
+  if (got.numel() != ref.numel()) return INFINITY;
+  double d2 = 0, r2 = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.get(i), d = static_cast<double>(got.get(i)) - r;
+    d2 += d * d;
+    r2 += r * r;
+  }
+  if (std::isnan(d2) || std::isnan(r2)) return INFINITY;
+  if (r2 == 0) return d2 == 0 ? 0.0 : INFINITY;
+  return std::sqrt(d2 / r2);
+}
+
 }  // namespace mosaic

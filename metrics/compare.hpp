@@ -23,5 +23,8 @@ double max_abs(const Tensor& t);
 /// The share of rows (all axes but the last) whose largest element is at the same index in
 /// `got` and `ref` (a classifier's top-1 agreement); -1 when the shapes differ or are empty.
 double top1_agreement(const Tensor& got, const Tensor& ref);
+/// ||got - ref|| / ||ref|| (Euclidean norms over every element, in double); 0 when both are
+/// zero, infinity when only ref is, or when the element counts differ or a value is NaN.
+double relative_l2(const Tensor& got, const Tensor& ref);
 
 }  // namespace mosaic

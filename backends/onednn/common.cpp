@@ -113,7 +113,7 @@ void* transient_slot(int slot, size_t bytes, MemoryTracker* tracker) {
     size_t bytes = 0;
   };
   struct Slots {
-    Slot slot[8];
+    Slot slot[10];
     ~Slots() {
       for (Slot& s : slot) std::free(s.data);
     }

@@ -122,18 +122,22 @@ class ConvKernel final : public Kernel {
                        const memory::dims& pr) {
     trainable_ = true;
     const memory::desc b_md = plain({oc});
+    // bf16 plans (mixed precision): every product reads bfloat16 copies of its operands (the
+    // input, the float32 master weights, the output's gradient) and accumulates and writes
+    // float32 (output, data and weight gradients), so the optimizer updates float32 weights.
+    const dt ct = compute_type(ctx);
     auto fd = has_bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                          any(xs), any(ws), b_md, any(ys), strides, dil, pl, pr)
+                                                          any(xs, ct), any(ws, ct), b_md, any(ys), strides, dil, pl, pr)
                         : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                          any(xs), any(ws), any(ys), strides, dil, pl, pr);
+                                                          any(xs, ct), any(ws, ct), any(ys), strides, dil, pl, pr);
     dnnl::convolution_forward::primitive_desc fpd(fd, engine());
-    dnnl::convolution_backward_data::desc bdd(algorithm::convolution_direct, any(xs), any(ws), any(ys), strides, dil,
-                                              pl, pr);
+    dnnl::convolution_backward_data::desc bdd(algorithm::convolution_direct, any(xs), any(ws, ct), any(ys, ct), strides,
+                                              dil, pl, pr);
     dnnl::convolution_backward_data::primitive_desc bdpd(bdd, engine(), fpd);
-    auto bwd = has_bias_ ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs), any(ws),
-                                                                    b_md, any(ys), strides, dil, pl, pr)
-                         : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs), any(ws),
-                                                                    any(ys), strides, dil, pl, pr);
+    auto bwd = has_bias_ ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs, ct), any(ws),
+                                                                    b_md, any(ys, ct), strides, dil, pl, pr)
+                         : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any(xs, ct), any(ws),
+                                                                    any(ys, ct), strides, dil, pl, pr);
     dnnl::convolution_backward_weights::primitive_desc bwpd(bwd, engine(), fpd);
     prim_ = dnnl::convolution_forward(fpd);
     bwd_data_ = dnnl::convolution_backward_data(bdpd);

@@ -1,5 +1,6 @@
 // The oneDNN backend's gemm and MatMul through the matmul primitive.
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
 
 #include "backends/common/grad.hpp"
@@ -8,11 +9,84 @@
 namespace mosaic::onednn_impl {
 namespace {
 
+/// C = alpha op(A) op(B) (+ C when accumulating) for the backward passes of bf16 training
+/// plans: A and B (float32, any strides; B may be a bfloat16 copy already, used as it is) are
+/// reordered into dense bfloat16 copies, the product
+/// accumulates in float32 and writes C (float32, its strides). One primitive and two reorders
+/// per distinct call, made on first use and kept; the copies live in shared transient slots.
+class Bf16Products {
+ public:
+  explicit Bf16Products(MemoryTracker* tracker = nullptr) : tracker_(tracker) {}
+  Bf16Products(const Bf16Products&) = delete;
+  Bf16Products& operator=(const Bf16Products&) = delete;
+  /// Row-major op(X) of `rows` x `cols` stored with leading dimension ld (transposed: X is
+  /// stored cols x rows).
+  static memory::desc strided(int64_t rows, int64_t cols, bool trans, int64_t ld) {
+    return memory::desc({rows, cols}, dt::f32, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
+  }
+  void run(const memory::desc& a, const void* ap, const memory::desc& b, const void* bp, const memory::desc& c, void* cp,
+           bool accumulate, float alpha) {
+    Entry& e = entry(a, b, c, accumulate, alpha);
+    e.a.set_data_handle(const_cast<void*>(ap));
+    e.b.set_data_handle(const_cast<void*>(bp));
+    e.c.set_data_handle(cp);
+    // The bfloat16 copies live in shared per-thread slots for the call only (transient_slot).
+    e.a16.set_data_handle(transient_slot(kSlotA, e.a16.get_desc().get_size(), tracker_));
+    e.to_a.execute(stream(), e.a, e.a16);
+    if (e.b_is_bf16) {  // already a bfloat16 copy (the forward pass's weights)
+      e.b16.set_data_handle(const_cast<void*>(bp));
+    } else {
+      e.b16.set_data_handle(transient_slot(kSlotB, e.b16.get_desc().get_size(), tracker_));
+      e.to_b.execute(stream(), e.b, e.b16);
+    }
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, e.a16}, {DNNL_ARG_WEIGHTS, e.b16}, {DNNL_ARG_DST, e.c}});
+  }
+
+ private:
+  static constexpr int kSlotA = 7, kSlotB = 8;  // after the convolution's 0-6
+  struct Entry {
+    memory::desc a_md, b_md, c_md;
+    bool accumulate;
+    float alpha;
+    bool b_is_bf16;
+    memory a, b, c, a16, b16;
+    dnnl::reorder to_a, to_b;
+    dnnl::matmul prim;
+  };
+  Entry& entry(const memory::desc& a, const memory::desc& b, const memory::desc& c, bool accumulate, float alpha) {
+    for (auto& e : entries_)
+      if (e.a_md == a && e.b_md == b && e.c_md == c && e.accumulate == accumulate && e.alpha == alpha) return e;
+    const bool b_is_bf16 = b.data_type() == dt::bf16;
+    Entry e{a, b, c, accumulate, alpha, b_is_bf16, {}, {}, {}, {}, {}, {}, {}, {}};
+    const memory::desc a16 = dense(a.dims(), dt::bf16), b16 = b_is_bf16 ? b : dense(b.dims(), dt::bf16);
+    dnnl::primitive_attr attr;
+    if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.f);
+      attr.set_post_ops(ops);
+    }
+    e.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a16, b16, c), attr, engine()));
+    e.a = memory(a, engine(), DNNL_MEMORY_NONE);
+    e.b = memory(b, engine(), DNNL_MEMORY_NONE);
+    e.c = memory(c, engine(), DNNL_MEMORY_NONE);
+    e.a16 = memory(a16, engine(), DNNL_MEMORY_NONE);
+    e.b16 = memory(b16, engine(), DNNL_MEMORY_NONE);
+    e.to_a = dnnl::reorder(e.a, e.a16);
+    if (!b_is_bf16) e.to_b = dnnl::reorder(e.b, e.b16);
+    entries_.push_back(std::move(e));
+    return entries_.back();
+  }
+  MemoryTracker* tracker_;
+  std::deque<Entry> entries_;
+};
+
 /// dst = alpha * A x B (+ bias), A and B possibly transposed (via strides) and batched.
 class MatMulBase : public Kernel {
  protected:
   Status build(const KernelContext& ctx, const memory::desc& a, const memory::desc& b, const memory::desc* bias,
                const memory::desc& y, float alpha, const Tensor* b_const) {
+    node_ = ctx.node;
     return guarded(*ctx.node, [&]() -> Status {
       // bf16 plans: A and B are read as bfloat16 copies (a reorder per call; B once when constant).
       const dt ct = compute_type(ctx);
@@ -42,6 +116,13 @@ class MatMulBase : public Kernel {
     stream().wait();
   }
   size_t workspace_bytes() const override { return weights_.bytes() + a_.owned_bytes(); }
+  /// B's bfloat16 copy of the last forward call ([K, N] row-major), in a bf16 plan whose B is
+  /// not constant; else null. Training reads it for dA instead of converting B again.
+  const memory* b16() const {
+    const memory* c = weights_.copy();
+    return c && c->get_desc().data_type() == dt::bf16 && c->get_desc() == dense(c->get_desc().dims(), dt::bf16) ? c : nullptr;
+  }
+  const Node* node_ = nullptr;
 
  private:
   Staged a_;
@@ -79,21 +160,31 @@ class GemmKernel final : public MatMulBase {
   /// dA = alpha dY op(B)^T and dB = alpha op(A)^T dY as matmuls whose transposes are strides;
   /// dC = beta dY summed over C's broadcast axes.
   Status backward(const BackwardArgs& a) override {
-    if (a.diff_src[0]) {
-      da_args_[0].mem.set_data_handle(const_cast<void*>(p_.trans_a ? a.src[1]->data() : a.diff_dst[0]->data()));
-      da_args_[1].mem.set_data_handle(const_cast<void*>(p_.trans_a ? a.diff_dst[0]->data() : a.src[1]->data()));
-      da_args_[2].bind(a.diff_src[0]);
-      da_.execute(stream(), {{DNNL_ARG_SRC, da_args_[0].mem}, {DNNL_ARG_WEIGHTS, da_args_[1].mem},
-                             {DNNL_ARG_DST, da_args_[2].mem}});
-    }
-    if (a.diff_src[1]) {
-      db_args_[0].mem.set_data_handle(const_cast<void*>(p_.trans_b ? a.diff_dst[0]->data() : a.src[0]->data()));
-      db_args_[1].mem.set_data_handle(const_cast<void*>(p_.trans_b ? a.src[0]->data() : a.diff_dst[0]->data()));
-      db_args_[2].bind(a.diff_src[1]);
-      db_.execute(stream(), {{DNNL_ARG_SRC, db_args_[0].mem}, {DNNL_ARG_WEIGHTS, db_args_[1].mem},
-                             {DNNL_ARG_DST, db_args_[2].mem}});
-    }
-    stream().wait();
+    auto product = [&](dnnl::matmul& prim, Bound* args, const Tensor* x, const Tensor* w, Tensor* y) {
+      if (bf16_) {
+        products_->run(args[0].mem.get_desc(), x->data(), args[1].mem.get_desc(), w->data(), args[2].mem.get_desc(),
+                       y->data(), false, p_.alpha);
+        return;
+      }
+      args[0].mem.set_data_handle(const_cast<void*>(x->data()));
+      args[1].mem.set_data_handle(const_cast<void*>(w->data()));
+      args[2].bind(y);
+      prim.execute(stream(), {{DNNL_ARG_SRC, args[0].mem}, {DNNL_ARG_WEIGHTS, args[1].mem}, {DNNL_ARG_DST, args[2].mem}});
+    };
+    MOSAIC_RETURN_IF_ERROR(guarded(*node_, [&]() -> Status {
+      if (a.diff_src[0] && bf16_ && !p_.trans_a && b16()) {
+        // dA = dY op(B)^T reads the forward pass's bfloat16 op(B) [K, N] as its transpose.
+        const memory::desc w16({p_.n, p_.k}, dt::bf16, memory::dims{1, p_.n});
+        products_->run(da_args_[0].mem.get_desc(), a.diff_dst[0]->data(), w16, b16()->get_data_handle(),
+                       da_args_[2].mem.get_desc(), a.diff_src[0]->data(), false, p_.alpha);
+      } else if (a.diff_src[0]) {
+        product(da_, da_args_, p_.trans_a ? a.src[1] : a.diff_dst[0], p_.trans_a ? a.diff_dst[0] : a.src[1], a.diff_src[0]);
+      }
+      if (a.diff_src[1])
+        product(db_, db_args_, p_.trans_b ? a.diff_dst[0] : a.src[0], p_.trans_b ? a.src[0] : a.diff_dst[0], a.diff_src[1]);
+      stream().wait();
+      return Status::ok();
+    }));
     if (a.diff_src.size() > 2 && a.diff_src[2]) {
       const float* dy = a.diff_dst[0]->f32();
       float* dc = a.diff_src[2]->f32();
@@ -143,11 +234,15 @@ class GemmKernel final : public MatMulBase {
       if (!p_.trans_b) make(opa_t, rm(M, N), rm(K, N), db_, db_args_);  // dB = op(A)^T dY
       else make(tr(N, M), opa, rm(N, K), db_, db_args_);                // dB stored [N, K]: dY^T op(A)
       trainable_ = true;
+      bf16_ = compute_type(ctx) == dt::bf16;
+      if (bf16_) products_ = std::make_unique<Bf16Products>(ctx.tracker);
       return Status::ok();
     });
   }
 
   GemmParams p_;
+  bool bf16_ = false;
+  std::unique_ptr<Bf16Products> products_;
   int64_t c_elems_ = 0;
   float c_scale_ = 1.f;
   std::vector<float> scaled_c_;
@@ -168,6 +263,7 @@ class MatMulKernel final : public MatMulBase {
     y.insert(y.end(), {p->m, p->n});
     if (a.size() > 12) return Status::unsupported(ctx.node->label() + ": rank above 12");
     p_ = p.value();
+    if (ctx.training && compute_type(ctx) == dt::bf16) products_ = std::make_unique<Bf16Products>(ctx.tracker);
     return build(ctx, plain(a), plain(b), nullptr, plain(y), 1.f, ctx.constant(1));
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -176,19 +272,30 @@ class MatMulKernel final : public MatMulBase {
   }
   bool has_backward() const override { return true; }
   bool backward_reads_output(size_t) const override { return false; }
-  /// dA = dY B^T, dB = A^T dY per batch with oneDNN's sgemm, summed over broadcasts.
+  /// dA = dY B^T, dB = A^T dY per batch with oneDNN's sgemm (bf16 plans: on bfloat16 copies),
+  /// summed over broadcasts.
   Status backward(const BackwardArgs& a) override {
-    matmul_backward(p_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
-                    a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr,
-                    [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-                       int64_t ldb, float beta, float* C, int64_t ldc) {
-                      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, A, lda, B, ldb, beta, C, ldc);
-                    });
-    return Status::ok();
+    GemmFn f32 = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+                    int64_t ldb, float beta, float* C, int64_t ldc) {
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, A, lda, B, ldb, beta, C, ldc);
+    };
+    GemmFn bf16 = [this](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+                         int64_t ldb, float beta, float* C, int64_t ldc) {
+      products_->run(Bf16Products::strided(m, k, ta, lda), A, Bf16Products::strided(k, n, tb, ldb), B,
+                     Bf16Products::strided(m, n, false, ldc), C, beta != 0.f, 1.f);
+      stream().wait();
+    };
+    return guarded(*node_, [&]() -> Status {
+      matmul_backward(p_, a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
+                      a.diff_src[0] ? a.diff_src[0]->f32() : nullptr, a.diff_src[1] ? a.diff_src[1]->f32() : nullptr,
+                      products_ ? bf16 : f32);
+      return Status::ok();
+    });
   }
 
  private:
   MatMulParams p_;
+  std::unique_ptr<Bf16Products> products_;
 };
 
 }  // namespace

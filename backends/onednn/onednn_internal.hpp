@@ -121,6 +121,7 @@ inline void copy_scale_shift_grads(const BackwardArgs& a, const memory& diff_sca
 /// Scratch for blocked copies that live within one kernel call (training primitives). Calls run
 /// one at a time on a thread, so every kernel's copies share a few per-thread slots, each as
 /// large as its largest request. Growth is counted on the tracker of the kernel that asked.
+/// Slots 0-9: a convolution's training copies use 0-6, the bf16 backward products 7 and 8.
 void* transient_slot(int slot, size_t bytes, MemoryTracker* tracker);
 
 /// A memory in a (possibly blocked) layout owned by the kernel, with reorders to/from plain.
@@ -198,6 +199,8 @@ class Weights {
     return staged_.internal;
   }
   size_t bytes() const { return staged_.owned_bytes(); }
+  /// The copy the last get() made (or the constant's), when the weights needed one; else null.
+  const memory* copy() const { return staged_.needs_reorder ? &staged_.internal : nullptr; }
 
  private:
   Staged staged_;
