@@ -1,6 +1,7 @@
 #include "api/train.hpp"
 #include "core/interrupt.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +48,18 @@ Expected<TokenTask> token_task(const Graph& g, const TrainOptions& o) {
                            "', so its vocabulary is unknown");
   MOSAIC_ASSIGN_OR_RETURN(task.objective, parse_objective(o.objective));
   return task;
+}
+
+/// Appends the top-1 class (argmax over the last axis) of each row of `logits` whose label is
+/// not kIgnoreIndex; `labels` has one entry per row.
+void append_top1(const Tensor& logits, const Tensor& labels, std::vector<int64_t>* out) {
+  const int64_t classes = logits.shape().back(), rows = labels.numel();
+  const float* y = logits.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels.i64()[r] == kIgnoreIndex) continue;
+    const float* row = y + r * classes;
+    out->push_back(std::max_element(row, row + classes) - row);
+  }
 }
 
 std::string fixed4(double v) {
@@ -110,6 +123,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     return Status::invalid("--target-accuracy must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
   if (o.target_accuracy > 0 && !o.evaluate)
     return Status::invalid("--target-accuracy needs the test accuracy of each epoch; it excludes --no-eval");
+  if (o.precision != "f32" && o.precision != "bf16")
+    return Status::invalid("--precision must be f32 or bf16, got '" + o.precision + "'");
+  const Precision precision = o.precision == "bf16" ? Precision::kBF16 : Precision::kF32;
   OptimizerConfig oc = o.opt;
   std::string opt_name = o.optimizer;
   Status flags = apply_optimizer_flags(o.plugins, o.opt_params, oc, opt_name);
@@ -174,6 +190,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   po.training = true;
   po.seed = o.seed;
   po.deterministic = o.deterministic;
+  po.precision = precision;
   for (const auto& pattern : o.freeze) {
     std::regex re;
     try {
@@ -235,6 +252,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   fuse_graph(eval_graph.value());
   PlanOptions eo;
   eo.shared_weights = true;
+  eo.precision = precision;
   auto eval = Plan::build(eval_graph.value(), placement, reg, eo);
   if (!eval.ok()) return eval.status();
 
@@ -243,7 +261,8 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   struct Evaluation {
     double accuracy = 0, loss = 0;
   };
-  auto evaluate = [&](const Dataset& d) -> Expected<Evaluation> {
+  // `predictions`, if given, receives the top-1 class of every scored row, in order.
+  auto evaluate_on = [&](Plan& plan, const Dataset& d, std::vector<int64_t>* predictions) -> Expected<Evaluation> {
     Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
     Shape ls = d.labels.shape();
     ls[0] = eval_batch;
@@ -259,8 +278,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       std::fill(labels.i64(), labels.i64() + labels.numel(), kIgnoreIndex);  // padding rows do not count
       std::copy(d.labels.i64() + start * per_label, d.labels.i64() + (start + m) * per_label, labels.i64());
       if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
-      MOSAIC_RETURN_IF_ERROR(eval.value()->run({x}, nullptr));
-      MOSAIC_ASSIGN_OR_RETURN(LossValue l, class_loss(o.loss, eval.value()->output(0), labels, nullptr));
+      MOSAIC_RETURN_IF_ERROR(plan.run({x}, nullptr));
+      MOSAIC_ASSIGN_OR_RETURN(LossValue l, class_loss(o.loss, plan.output(0), labels, nullptr));
+      if (predictions) append_top1(plan.output(0), labels, predictions);
       sums[0] += static_cast<double>(l.correct);
       sums[1] += static_cast<double>(l.counted);
       sums[2] += l.loss * static_cast<double>(l.counted);
@@ -269,6 +289,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     if (sums[1] == 0) return Evaluation{};
     return Evaluation{sums[0] / sums[1], sums[2] / sums[1]};
   };
+  auto evaluate = [&](const Dataset& d) { return evaluate_on(*eval.value(), d, nullptr); };
 
   BatchIterator it(data->train, o.batch, o.shuffle, o.seed);
   it.set_normalization(norm.value());
@@ -489,6 +510,28 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     if (verbose) std::printf("%s\n", diverged.c_str());
     log["diverged"] = diverged;
     result.diverged = diverged;
+  }
+  log["precision"] = o.precision;
+  if (precision == Precision::kBF16 && o.evaluate && diverged.empty() && !stopping) {
+    // The trained weights in bf16 and in float32 inference: both accuracies and how often
+    // their top-1 classes agree, over the whole test set.
+    PlanOptions fo32 = eo;
+    fo32.precision = Precision::kF32;
+    MOSAIC_ASSIGN_OR_RETURN(auto eval32, Plan::build(eval_graph.value(), placement, reg, fo32));
+    std::vector<int64_t> top16, top32;
+    MOSAIC_ASSIGN_OR_RETURN(const Evaluation e16, evaluate_on(*eval.value(), data->test, &top16));
+    MOSAIC_ASSIGN_OR_RETURN(const Evaluation e32, evaluate_on(*eval32, data->test, &top32));
+    double agree[2] = {0, static_cast<double>(top16.size())};
+    for (size_t i = 0; i < top16.size() && i < top32.size(); ++i) agree[0] += top16[i] == top32[i];
+    if (dp) dp->sum(agree, 2);
+    const double agreement = agree[1] > 0 ? agree[0] / agree[1] : 0.0;
+    log["bf16"] = {{"test_accuracy_bf16", e16.accuracy}, {"test_accuracy_f32", e32.accuracy},
+                   {"test_loss_bf16", e16.loss},         {"test_loss_f32", e32.loss},
+                   {"top1_agreement", agreement},       {"rows", static_cast<int64_t>(agree[1])}};
+    if (verbose)
+      std::printf("bf16: test accuracy %.4f, and %.4f in float32 inference of the same weights; top-1 agreement "
+                  "%.2f%% over %lld test %s\n",
+                  e16.accuracy, e32.accuracy, 100 * agreement, static_cast<long long>(agree[1]), tokens ? "positions" : "images");
   }
   if (dp) {
     dp->stop();  // parameter servers: this worker is done

@@ -47,6 +47,13 @@ struct TrainOptions {
   bool shuffle = true;
   bool evaluate = true;  ///< test accuracy after each epoch
   bool deterministic = false;  ///< bitwise-repeatable plans at a fixed thread count
+  /// "f32", or "bf16": mixed precision (core/kernel.hpp Precision): convolutions and matrix
+  /// products, forward and backward, read bfloat16 copies of their operands and accumulate in
+  /// float32; parameters, gradients and optimizer state stay float32. The test set is
+  /// evaluated in bf16, and after the last epoch also in float32 with the same weights: the
+  /// log's "bf16" entry gives both accuracies and their top-1 agreement. Every backend asked
+  /// for must accept bf16 (onednn on a CPU with bfloat16 dot products).
+  std::string precision = "f32";
   uint64_t seed = 0;
   int threads = 0;
   double target_accuracy = 0;  ///< > 0: record the training time until the test accuracy reaches it

@@ -26,6 +26,7 @@ nlohmann::json checkpoint_settings(const TrainOptions& o, const std::string& opt
           {"ranks", ranks},           {"distributed", o.distributed}, {"opt", o.opt_params},
           {"freeze", o.freeze},       {"momentum", o.opt.momentum}, {"weight_decay", o.opt.weight_decay}};
   if (!o.assign.empty()) s["assign"] = o.assign;  // absent for one backend, as before --assign existed
+  if (o.precision != "f32") s["precision"] = o.precision;  // likewise absent for float32
   return s;
 }
 

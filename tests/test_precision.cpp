@@ -1,12 +1,15 @@
 // --precision bf16: onednn's convolutions and matrix products on bfloat16 inputs and weights,
 // checked against the float32 oracle within kBf16Tolerance, side by side with float32; every
-// other backend, training, and a CPU without bfloat16 dot products decline with the reason.
+// other backend and a CPU without bfloat16 dot products decline with the reason. Mixed-precision
+// training: the backward passes on bfloat16 copies, float32 parameters, bench's check of the
+// gradients (relative L2 within kBf16GradientTolerance), and train's top-1 agreement.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "api/bench.hpp"
+#include "api/models.hpp"
 #include "backends/registry.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
@@ -79,10 +82,11 @@ TEST(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
               std::string::npos)
         << plan.status().message();
   }
-  po.training = true;
-  auto plan = Plan::build(g, Placement::all_on("onednn", {}), builtin_registry(), po);
+  po.training = true;  // training plans decline likewise
+  auto plan = Plan::build(g, Placement::all_on("naive", {}), builtin_registry(), po);
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("is for inference plans"), std::string::npos) << plan.status().message();
+  EXPECT_NE(plan.status().message().find("backend naive declines --precision bf16"), std::string::npos)
+      << plan.status().message();
   EXPECT_FALSE(parse_precision("int4").ok());
   EXPECT_EQ(parse_precision("bfloat16").value(), Precision::kBF16);
   // The CLI: refused before any timing, with the reason; a CPU capped below bfloat16 (oneDNN's
@@ -97,9 +101,14 @@ TEST(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
                    " bench zoo:fmnist-cnn --backends onednn --precision bf16 --no-db --no-peaks");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("without bfloat16 dot products"), std::string::npos) << r.out;
-  r = mosaic("bench zoo:fmnist-cnn --backends onednn --precision bf16 --mode training --no-db --no-peaks");
+  r = mosaic("bench zoo:fmnist-cnn --assign auto --precision bf16 --no-db --no-peaks");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("training computes in float32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the automatic placement chooses in float32"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --backend naive --precision bf16 --steps 1 --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("backend naive declines --precision bf16"), std::string::npos) << r.out;
+  r = mosaic("train zoo:fmnist-cnn --backend onednn --precision half --steps 1 --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
   r = mosaic("bench zoo:fmnist-cnn --backends onednn --precision fp8 --no-db --no-peaks");
   EXPECT_EQ(r.code, 2) << r.out;
 }
@@ -132,6 +141,163 @@ TEST(Precision, BenchBothTimesBf16BesideFloat32WithItsError) {
   EXPECT_EQ(k["runs"][0]["label"], "onednn-bf16");
   EXPECT_EQ(k["runs"][0]["precision"], "bf16");
   EXPECT_GT(k["runs"][0]["check"]["max_abs_error"].get<double>(), 10 * j["runs"][1]["check"]["max_abs_error"].get<double>());
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+/// One training forward and backward of `g` with `seed` as the output's gradient: the
+/// parameters' gradients and the input's, in parameter order then the input.
+std::vector<std::pair<std::string, Tensor>> bf16_gradients(const Graph& g, const std::string& backend, Precision p,
+                                                           const Tensor& x, const Tensor& seed) {
+  PlanOptions po;
+  po.training = true;
+  po.input_grads = true;
+  po.precision = p;
+  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<std::pair<std::string, Tensor>> out;
+  if (!plan.ok()) return out;
+  EXPECT_TRUE(plan.value()->run({x}, nullptr).is_ok());
+  EXPECT_TRUE(plan.value()->backward({seed}).is_ok());
+  for (const auto& prm : plan.value()->parameters()) out.emplace_back(prm.name, prm.grad.clone());
+  out.emplace_back("input", plan.value()->input_grad(0)->clone());
+  return out;
+}
+
+TEST(Precision, Bf16TrainingGradientsOfConvGemmAndMatMul) {
+  if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
+  Graph g;
+  g.source = "conv-gemm-matmul";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {4, 3, 8, 8}, {}, true});
+  g.initializers["cw"] = random_tensor({8, 3, 3, 3}, 2, -0.5f, 0.5f);
+  g.initializers["cb"] = random_tensor({8}, 3, -0.5f, 0.5f);
+  g.initializers["gw"] = random_tensor({16, 512}, 4, -0.1f, 0.1f);
+  g.initializers["gb"] = random_tensor({16}, 5, -0.5f, 0.5f);
+  g.initializers["m"] = random_tensor({16, 10}, 6, -0.5f, 0.5f);
+  add_node(g, make_node("Conv", {{"pads", Attribute::of_ints({1, 1, 1, 1})}}), {"x", "cw", "cb"}, {"c"}, "conv");
+  add_node(g, make_node("Flatten"), {"c"}, {"f"}, "flatten");
+  add_node(g, make_node("Gemm", {{"transB", Attribute::of_int(1)}}), {"f", "gw", "gb"}, {"h"}, "fc");
+  add_node(g, make_node("MatMul"), {"h", "m"}, {"z"}, "mm");
+  g.initializers["g2"] = random_tensor({10, 6}, 8, -0.5f, 0.5f);  // a Gemm whose B is not transposed
+  add_node(g, make_node("Gemm"), {"z", "g2"}, {"y"}, "fc2");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  const Tensor x = random_tensor({4, 3, 8, 8}, 1, -1.f, 1.f), seed = random_tensor({4, 6}, 7, -1.f, 1.f);
+  const auto ref = bf16_gradients(g, "naive", Precision::kF32, x, seed);
+  const auto f32 = bf16_gradients(g, "onednn", Precision::kF32, x, seed);
+  const auto bf16 = bf16_gradients(g, "onednn", Precision::kBF16, x, seed);
+  ASSERT_EQ(ref.size(), 7u);
+  ASSERT_EQ(bf16.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double scale = max_abs(ref[i].second);
+    const Agreement a32 = compare_tensors(f32[i].second, ref[i].second, 0, 1e9);
+    const Agreement a16 = compare_tensors(bf16[i].second, ref[i].second, 0, 1e9);
+    EXPECT_LT(a32.max_abs, 1e-5 * scale) << ref[i].first;
+    EXPECT_GT(a16.max_abs, 1e-4 * scale) << ref[i].first << ": the bf16 backward computed in float32";
+    EXPECT_LT(a16.max_abs, 2e-2 * scale) << ref[i].first;
+  }
+}
+
+
+/// bench's bf16 training check on real gradients (fmnist-cnn, whose MaxPools flip under bf16
+/// rounding): the bf16 gradients pass, planted errors of the kinds a broken backward makes
+/// do not.
+TEST(Precision, Bf16GradientCheckPassesRoundingAndCatchesPlantedErrors) {
+  if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
+  auto g = api::load_trainable("zoo:fmnist-cnn", 16);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Tensor x = random_tensor({16, 1, 28, 28}, 1, 0.f, 1.f), seed = random_tensor({16, 10}, 2, -1.f, 1.f);
+  const auto ref = bf16_gradients(g.value(), "naive", Precision::kF32, x, seed);
+  const auto bf16 = bf16_gradients(g.value(), "onednn", Precision::kBF16, x, seed);
+  ASSERT_EQ(ref.size(), bf16.size());
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double rel = relative_l2(bf16[i].second, ref[i].second);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, api::kBf16GradientTolerance) << ref[i].first;
+    // Planted: half the gradient, its sign flipped, its elements reversed (a wrong transpose
+    // or layout), and the gradient zeroed (a missing term).
+    Tensor half = bf16[i].second.clone(), flipped = bf16[i].second.clone(), reversed = bf16[i].second.clone(),
+           zero = bf16[i].second.clone();
+    const int64_t n = half.numel();
+    for (int64_t e = 0; e < n; ++e) {
+      half.f32()[e] *= 0.5f;
+      flipped.f32()[e] = -flipped.f32()[e];
+      reversed.f32()[e] = bf16[i].second.f32()[n - 1 - e];
+      zero.f32()[e] = 0;
+    }
+    EXPECT_GT(relative_l2(half, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
+    EXPECT_GT(relative_l2(flipped, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
+    if (n > 1) EXPECT_GT(relative_l2(reversed, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
+    EXPECT_GT(relative_l2(zero, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
+  }
+  EXPECT_GT(worst, 1e-3) << "the bf16 training plan computed in float32";
+}
+
+/// `bench --mode training --precision both`: the float32 configuration matches naive, its bf16
+/// twin agrees within the bf16 limits, and both are in the JSON with their precision.
+TEST(Precision, BenchTrainingBothChecksBf16Gradients) {
+  if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
+  const std::string out = (std::filesystem::temp_directory_path() / ("mosaic_precision_t_" + std::to_string(::getpid()) + ".json")).string();
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --backends onednn --precision both --mode training --batch 16 --iterations 3 "
+                       "--warmup 1 --no-db --no-peaks --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("check:   bf16 agrees with naive's float32 loss and gradients"), std::string::npos) << r.out;
+  const json j = read_json(out);
+  std::filesystem::remove(out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["label"], "onednn-bf16");
+  EXPECT_EQ(j["runs"][1]["precision"], "bf16");
+  EXPECT_TRUE(j["runs"][1]["check"]["passed"].get<bool>());
+  EXPECT_GT(j["runs"][1]["check"]["max_rel_error"].get<double>(), 1e-3);
+}
+
+/// `train --precision bf16` on Fashion-MNIST: float32 master weights train as float32 does
+/// (the same seed's loss curve), and the trained model's bf16 and float32 inferences agree on
+/// at least 99% of the 10,000 test images.
+TEST(Precision, TrainBf16FollowsFloat32AndAgreesOnTheTestSet) {
+  if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const std::string base = (std::filesystem::temp_directory_path() / ("mosaic_train_bf16_" + std::to_string(::getpid()))).string();
+  auto run = [&](const std::string& precision) {
+    CmdResult r = mosaic("train zoo:fmnist-cnn --data fashion-mnist --backend onednn --batch 32 --steps 300 --lr 0.02 "
+                         "--precision " + precision + " --no-db --json " + base + precision + ".json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const json j = read_json(base + precision + ".json");
+    std::filesystem::remove(base + precision + ".json");
+    return std::make_pair(r.out, j);
+  };
+  const auto [out16, j16] = run("bf16");
+  const auto [out32, j32] = run("f32");
+  EXPECT_EQ(j16["precision"], "bf16");
+  EXPECT_EQ(j32["precision"], "f32");
+  EXPECT_FALSE(j32.contains("bf16"));
+  ASSERT_TRUE(j16.contains("bf16")) << out16;
+  const json& b = j16["bf16"];
+  EXPECT_EQ(b["rows"], 10000);
+  EXPECT_GE(b["top1_agreement"].get<double>(), 0.99);
+  EXPECT_LT(b["top1_agreement"].get<double>(), 1.0 + 1e-12);
+  EXPECT_NEAR(b["test_accuracy_bf16"].get<double>(), b["test_accuracy_f32"].get<double>(), 0.01);
+  EXPECT_NE(out16.find("top-1 agreement"), std::string::npos) << out16;
+  // The loss curves: the mean of the last 100 steps within 5% of each other, both well
+  // below chance (ln 10 = 2.30).
+  auto tail_mean = [](const json& j) {
+    double sum = 0;
+    const auto& steps = j["steps"];
+    for (size_t i = steps.size() - 100; i < steps.size(); ++i) sum += steps[i]["loss"].get<double>();
+    return sum / 100;
+  };
+  ASSERT_EQ(j16["steps"].size(), 300u);
+  ASSERT_EQ(j32["steps"].size(), 300u);
+  const double l16 = tail_mean(j16), l32 = tail_mean(j32);
+  EXPECT_LT(l32, 1.5);
+  EXPECT_NEAR(l16, l32, 0.05 * l32);
+  EXPECT_NE(j16["steps"][299]["loss"], j32["steps"][299]["loss"]) << "the bf16 run computed in float32";
 }
 
 }  // namespace

@@ -105,6 +105,9 @@ void bench_table(std::ostream& h, const json& d) {
 }
 
 void train_table(std::ostream& h, const json& d) {
+  h << "<p>" << html_escape(d.value("backend", "")) << ", " << html_escape(d.value("precision", "f32")) << ", "
+    << html_escape(d.value("optimizer", "")) << " lr " << num(d.value("lr", json()), "%g") << ", batch "
+    << d.value("batch", 0) << "</p>\n";
   h << "<table><tr><th>epoch</th><th>seconds</th><th>images/s</th><th>train loss</th><th>train acc</th><th>test acc</th></tr>\n";
   for (const auto& e : d.value("epochs", json::array()))
     h << "<tr><td>" << e.value("epoch", 0) << "</td><td>" << num(e.value("seconds", json()), "%.2f") << "</td><td>"
@@ -112,6 +115,14 @@ void train_table(std::ostream& h, const json& d) {
       << "</td><td>" << num(e.value("train_accuracy", json()), "%.4f") << "</td><td>"
       << num(e.value("test_accuracy", json()), "%.4f") << "</td></tr>\n";
   h << "</table>\n";
+  if (d.contains("bf16") && d["bf16"].is_object()) {  // the precision trade-off on the test set
+    const json& b = d["bf16"];
+    h << "<p>Mixed precision (bf16): test accuracy " << num(b.value("test_accuracy_bf16", json()), "%.4f")
+      << " in bf16 and " << num(b.value("test_accuracy_f32", json()), "%.4f")
+      << " in float32 inference of the same weights; top-1 agreement "
+      << num(b.contains("top1_agreement") ? json(100 * b["top1_agreement"].get<double>()) : json(), "%.2f") << "% over "
+      << b.value("rows", 0) << " test rows.</p>\n";
+  }
   if (d.contains("diverged")) h << "<p><b>" << html_escape(d["diverged"].get<std::string>()) << "</b></p>\n";
 }
 

@@ -215,8 +215,9 @@ int main(int argc, char** argv) {
                         "plain graph (unfused), or time both side by side (both)")
       ->check(CLI::IsMember({"fused", "unfused", "both"}));
   bench_cmd->add_option("--precision", bench.precision,
-                        "inference: f32, bf16 (convolutions and matrix products on bfloat16 inputs and weights, "
-                        "float32 accumulation; backends without it decline with the reason), or both side by side")
+                        "f32, bf16 (convolutions and matrix products on bfloat16 inputs and weights, float32 "
+                        "accumulation; in training also their backward, with float32 parameters; backends without "
+                        "it decline with the reason), or both side by side")
       ->check(CLI::IsMember({"f32", "bf16", "both"}));
   bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
   bench_cmd->add_flag("--deterministic", bench.deterministic,
@@ -304,6 +305,12 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
   train_cmd->add_flag("--deterministic", train.deterministic,
                       "bitwise-repeatable steps at a fixed thread count (no timing-dependent work splits)");
+  train_cmd->add_option("--precision", train.precision,
+                        "f32, or bf16: mixed precision (convolutions and matrix products, forward and backward, on "
+                        "bfloat16 copies; float32 parameters, gradients and optimizer state); the test set is then "
+                        "also evaluated in float32, with the top-1 agreement")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   bool no_eval = false;
   train_cmd->add_flag("--no-eval", no_eval, "skip the test-set accuracy after each epoch (null in the JSON)");
   train_cmd->add_option("--seed", train.seed, "seed of shuffling, Dropout and synthetic data")->capture_default_str();

@@ -235,11 +235,56 @@ def speedup_vs_ranks(figs, sweeps):
                   "several); parameter-server modes run their servers besides the workers.")
 
 
+def train_label(t):
+    """A train run's legend entry: backend (and its precision when not float32), optimizer, lr, batch."""
+    precision = t.get("precision", "f32")
+    return "%s%s %s lr %g batch %s" % (t.get("backend"), "" if precision == "f32" else " " + precision,
+                                       t.get("optimizer"), t.get("lr"), t.get("batch"))
+
+
+def smoothed(values, window):
+    """Trailing mean over `window` steps (the first points average what there is)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def step_losses(figs, trains):
+    """Per-step training loss of runs of one model and data that differ in precision (bf16
+    against float32): the loss curve the precision trade-off is judged by."""
+    groups = {}
+    for t in trains:
+        if t.get("steps"):
+            groups.setdefault("%s on %s" % (t.get("model"), t.get("data")), []).append(t)
+    for title, group in sorted(groups.items()):
+        if len({t.get("precision", "f32") for t in group}) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(9, 4.2))
+        for t in group:
+            steps = t["steps"]
+            window = max(1, len(steps) // 50)
+            label = train_label(t)
+            ax.plot([s["step"] for s in steps], smoothed([s["loss"] for s in steps], window), label=label,
+                    color=PALETTE.color("series:" + label), linestyle=PALETTE.linestyle("series:" + label))
+        ax.set_xlabel("step")
+        ax.set_ylabel("train loss (trailing mean)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        agreements = ["%s: top-1 agreement with float32 inference %.2f%% over %d test rows" % (
+            train_label(t), 100 * t["bf16"]["top1_agreement"], t["bf16"]["rows"]) for t in group if t.get("bf16")]
+        figs.save(fig, "Training loss by precision: " + title,
+                  "Per-step loss, a trailing mean over 2% of the run. " + "; ".join(agreements))
+
+
 def curves(figs, trains, sweeps):
     runs = []  # (group title, label, epochs)
     for t in trains:
-        runs.append(("%s on %s" % (t.get("model"), t.get("data")), "%s %s lr %g batch %s" % (
-            t.get("backend"), t.get("optimizer"), t.get("lr"), t.get("batch")), t.get("epochs", [])))
+        runs.append(("%s on %s" % (t.get("model"), t.get("data")), train_label(t), t.get("epochs", [])))
     for s in sweeps:
         for c in s.get("cells", []):
             log = c.get("log") or {}
@@ -281,6 +326,7 @@ def main():
         roofline(figs, d)
     speedup_vs_ranks(figs, sweeps)
     curves(figs, trains, sweeps)
+    step_losses(figs, trains)
     json.dump(figs.items, open(os.path.join(sys.argv[2], "figures.json"), "w"), indent=1)
 
 
