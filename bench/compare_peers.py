@@ -16,7 +16,7 @@ for Mosaic), so that the compared computations are the same.
 
 usage: bench/compare_peers.py [--mosaic build/mosaic] [--models alexnet-cifar,vgg16-cifar]
           [--batches 1,64] [--threads N (all cores)] [--rounds 3] [--warmup 20] [--iterations 100]
-          [--engines ...] [--venv .peers-venv] [--no-install] [--json docs/perf_peers.json]
+          [--engines ...] [--venv .peers-venv | --python python3] [--no-install] [--json docs/perf_peers.json]
           [--update-docs docs/performance.md]
 Runs unchanged on a many-core machine (--threads defaults to every core).
 """
@@ -29,6 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_docs import replace_table, write_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -44,7 +47,8 @@ def sh(cmd, **kw):
 
 
 def ensure_venv(venv, install):
-    """The peers' environment: {package: version or None} and why each missing one is."""
+    """The peers' virtual environment, made and filled from PyPI when `install`: its python,
+    {package: version} and why each missing package is."""
     py = os.path.join(venv, "bin", "python")
     if not os.path.exists(py):
         if not install:
@@ -52,21 +56,34 @@ def ensure_venv(venv, install):
         r = sh([sys.executable if "venv" not in sys.executable else "/usr/bin/python3", "-m", "venv", venv])
         if r.returncode:
             return py, {}, {p: "python3 -m venv failed: " + r.stdout.strip()[-200:] for p in PACKAGES}
+    return probe_packages(py, venv if install else None)
+
+
+def probe_packages(py, install_into=None):
+    """{package: version} of what `py` imports, and why each missing package is; with
+    `install_into` (a virtual environment) a missing one is first installed from PyPI."""
     versions, missing = {}, {}
     for pkg in PACKAGES:
         probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"])
-        if probe.returncode and install:
-            print(f"installing {pkg} from PyPI into {venv} ...", file=sys.stderr, flush=True)
+        if probe.returncode and install_into:
+            print(f"installing {pkg} from PyPI into {install_into} ...", file=sys.stderr, flush=True)
             r = sh([py, "-m", "pip", "install", "--progress-bar", "off", PACKAGES[pkg]])
             if r.returncode:
                 missing[pkg] = "pip install failed: " + r.stdout.strip().splitlines()[-1][:200]
                 continue
             probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"])
         if probe.returncode:
-            missing[pkg] = "does not import: " + (probe.stdout.strip().splitlines() or ["?"])[-1][:200]
+            missing[pkg] = f"does not import in {py}: " + (probe.stdout.strip().splitlines() or ["?"])[-1][:200]
         else:
             versions[pkg] = probe.stdout.strip()
     return py, versions, missing
+
+
+def document(args, versions, missing_engines, results, complete):
+    return {"schema": "mosaic.peers/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
+            "cores": os.cpu_count(), "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup,
+            "iterations": args.iterations, "versions": versions, "missing": missing_engines, "results": results,
+            "complete": complete}
 
 
 def cpu_model():
@@ -152,6 +169,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--engines", default=",".join(MOSAIC + PEERS))
     ap.add_argument("--venv", default=os.path.join(ROOT, ".peers-venv"))
+    ap.add_argument("--python", default="", help="use this interpreter's packages as they are (no virtual "
+                    "environment, nothing installed): a machine that cannot reach PyPI")
     ap.add_argument("--no-install", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--update-docs", default="", help="replace the table between the peers markers of this file")
@@ -164,7 +183,10 @@ def main():
         sys.exit("compare_peers: --threads, --rounds and --iterations must be positive, --warmup >= 0")
     if not os.access(args.mosaic, os.X_OK):
         sys.exit(f"compare_peers: {args.mosaic} not found: build Mosaic first (scripts/setup.sh)")
-    py, versions, missing_pkgs = ensure_venv(args.venv, not args.no_install)
+    if args.python:
+        py, versions, missing_pkgs = probe_packages(args.python)
+    else:
+        py, versions, missing_pkgs = ensure_venv(args.venv, not args.no_install)
     missing_engines = {e: f"{NEEDS[e]}: {missing_pkgs[NEEDS[e]]}" for e in args.engines
                        if e in NEEDS and NEEDS[e] in missing_pkgs}
     for p in ("numpy", "onnx", "torch"):
@@ -219,27 +241,16 @@ def main():
                 if "requests" in ms[0]:
                     row["engines"][e]["requests"] = ms[0]["requests"]
             results.append(row)
+            if args.json:  # what is measured so far survives a run cut short
+                write_json(args.json, document(args, versions, missing_engines, results, complete=False))
             print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v)
                               for k, v in row["engines"].items()}), file=sys.stderr, flush=True)
     table = markdown(results, args, versions, missing_engines)
     print(table)
-    doc = {"schema": "mosaic.peers/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
-           "cores": os.cpu_count(), "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup,
-           "iterations": args.iterations, "versions": versions, "missing": missing_engines, "results": results}
     if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(args.json + ".tmp", args.json)
+        write_json(args.json, document(args, versions, missing_engines, results, complete=True))
     if args.update_docs:
-        text = open(args.update_docs).read()
-        begin, end = "<!-- peers:begin -->", "<!-- peers:end -->"
-        if begin not in text or end not in text:
-            sys.exit(f"compare_peers: {args.update_docs} has no {begin} ... {end} markers")
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
-        with open(args.update_docs + ".tmp", "w") as f:
-            f.write(head + begin + "\n" + table + end + tail)
-        os.replace(args.update_docs + ".tmp", args.update_docs)
+        replace_table(args.update_docs, "peers", table, "compare_peers")
     bad = [e for r in results for e, v in r["engines"].items() if v.get("check") and not v["check"]["ok"]]
     return 1 if bad else 0
 
