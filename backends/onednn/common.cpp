@@ -36,6 +36,11 @@ memory::desc dense(const memory::dims& dims, dt type) {
   }
   return memory::desc(dims, type, strides);
 }
+memory::desc same_layout(const memory::desc& md, dt type) {
+  const auto& blk = md.data.format_desc.blocking;
+  if (md.data.format_kind != dnnl_blocked || blk.inner_nblks != 0) return dense(md.dims(), type);
+  return memory::desc(md.dims(), type, memory::dims(blk.strides, blk.strides + md.data.ndims));
+}
 dt compute_type(const KernelContext& ctx) { return ctx.precision == Precision::kBF16 ? dt::bf16 : dt::f32; }
 
 std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a) {

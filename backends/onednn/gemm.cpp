@@ -11,7 +11,7 @@ namespace {
 
 /// C = alpha op(A) op(B) (+ C when accumulating) for the backward passes of bf16 training
 /// plans: A and B (float32, any strides; B may be a bfloat16 copy already, used as it is) are
-/// reordered into dense bfloat16 copies, the product
+/// converted into bfloat16 copies of the same strides, the product
 /// accumulates in float32 and writes C (float32, its strides). One primitive and two reorders
 /// per distinct call, made on first use and kept; the copies live in shared transient slots.
 class Bf16Products {
@@ -58,7 +58,7 @@ class Bf16Products {
       if (e.a_md == a && e.b_md == b && e.c_md == c && e.accumulate == accumulate && e.alpha == alpha) return e;
     const bool b_is_bf16 = b.data_type() == dt::bf16;
     Entry e{a, b, c, accumulate, alpha, b_is_bf16, {}, {}, {}, {}, {}, {}, {}, {}};
-    const memory::desc a16 = dense(a.dims(), dt::bf16), b16 = b_is_bf16 ? b : dense(b.dims(), dt::bf16);
+    const memory::desc a16 = same_layout(a, dt::bf16), b16 = b_is_bf16 ? b : same_layout(b, dt::bf16);
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
     if (accumulate) {
@@ -90,8 +90,8 @@ class MatMulBase : public Kernel {
     return guarded(*ctx.node, [&]() -> Status {
       // bf16 plans: A and B are read as bfloat16 copies (a reorder per call; B once when constant).
       const dt ct = compute_type(ctx);
-      const memory::desc a_want = ct == dt::f32 ? a : dense(a.dims(), ct);
-      const memory::desc b_want = b_const ? memory::desc(b.dims(), ct, tag::any) : ct == dt::f32 ? b : dense(b.dims(), ct);
+      const memory::desc a_want = ct == dt::f32 ? a : same_layout(a, ct);
+      const memory::desc b_want = b_const ? memory::desc(b.dims(), ct, tag::any) : ct == dt::f32 ? b : same_layout(b, ct);
       auto d = bias ? dnnl::matmul::desc(a_want, b_want, *bias, y) : dnnl::matmul::desc(a_want, b_want, y);
       MOSAIC_ASSIGN_OR_RETURN(dnnl::primitive_attr attr, activation_attr(fused_activation(*ctx.node), *ctx.node));
       if (alpha != 1.f) attr.set_output_scales(0, {alpha});
@@ -116,11 +116,12 @@ class MatMulBase : public Kernel {
     stream().wait();
   }
   size_t workspace_bytes() const override { return weights_.bytes() + a_.owned_bytes(); }
-  /// B's bfloat16 copy of the last forward call ([K, N] row-major), in a bf16 plan whose B is
-  /// not constant; else null. Training reads it for dA instead of converting B again.
+  /// B's bfloat16 copy of the last forward call ([K, N], B's strides), in a bf16 plan whose B
+  /// is not constant; else null. Training reads it for dA instead of converting B again.
   const memory* b16() const {
     const memory* c = weights_.copy();
-    return c && c->get_desc().data_type() == dt::bf16 && c->get_desc() == dense(c->get_desc().dims(), dt::bf16) ? c : nullptr;
+    if (!c || c->get_desc().data_type() != dt::bf16) return nullptr;
+    return c->get_desc() == same_layout(c->get_desc(), dt::bf16) ? c : nullptr;  // not blocked
   }
   const Node* node_ = nullptr;
 
@@ -174,7 +175,8 @@ class GemmKernel final : public MatMulBase {
     MOSAIC_RETURN_IF_ERROR(guarded(*node_, [&]() -> Status {
       if (a.diff_src[0] && bf16_ && !p_.trans_a && b16()) {
         // dA = dY op(B)^T reads the forward pass's bfloat16 op(B) [K, N] as its transpose.
-        const memory::desc w16({p_.n, p_.k}, dt::bf16, memory::dims{1, p_.n});
+        const auto& st = b16()->get_desc().data.format_desc.blocking.strides;
+        const memory::desc w16({p_.n, p_.k}, dt::bf16, memory::dims{st[1], st[0]});
         products_->run(da_args_[0].mem.get_desc(), a.diff_dst[0]->data(), w16, b16()->get_data_handle(),
                        da_args_[2].mem.get_desc(), a.diff_src[0]->data(), false, p_.alpha);
       } else if (a.diff_src[0]) {

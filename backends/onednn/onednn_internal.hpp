@@ -36,6 +36,9 @@ memory::desc any(const Shape& s, memory::data_type type = memory::data_type::f32
 memory::data_type compute_type(const KernelContext& ctx);
 /// Row-major (last dimension fastest) with no padding, in `type`.
 memory::desc dense(const memory::dims& dims, memory::data_type type);
+/// `md`'s dimensions and strides in `type` (dense when `md` is blocked): a reorder between the
+/// two converts elements without moving them, which is far faster than one that transposes.
+memory::desc same_layout(const memory::desc& md, memory::data_type type);
 /// An element-wise op (operators/eltwise.hpp) as a oneDNN eltwise algorithm: forward, the
 /// backward variant, alpha and beta, and whether backward reads the output (the
 /// use_dst_for_bwd variants) or the input. nullopt where oneDNN has none (Erf, Sin, ...).
