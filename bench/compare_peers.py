@@ -82,8 +82,9 @@ def probe_packages(py, install_into=None):
 def document(args, versions, missing_engines, results, complete):
     return {"schema": "mosaic.peers/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
             "cores": os.cpu_count(), "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup,
-            "iterations": args.iterations, "versions": versions, "missing": missing_engines, "results": results,
-            "complete": complete}
+            "iterations": args.iterations, "models": args.models.split(","),
+            "batches": [int(b) for b in args.batches.split(",")], "engines": args.engines, "versions": versions,
+            "missing": missing_engines, "results": results, "complete": complete}
 
 
 def cpu_model():
@@ -117,12 +118,14 @@ def time_peer(py, engine, model_dir, batch, threads, warmup, iterations):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def markdown(results, args, versions, missing_engines):
-    cores = os.cpu_count()
-    lines = [f"Images/s (median of {args.rounds} interleaved rounds; each round a fresh process, {args.warmup} warm-up "
-             f"and {args.iterations} measured batches, the median batch), {args.threads} threads, {cpu_model()} "
-             f"({cores} logical cores); `bench/compare_peers.py`, {time.strftime('%Y-%m-%d')}. Versions: " +
+def markdown(doc, engines_asked):
+    """The peer table of a document (document()): one row per model and batch measured."""
+    results, versions, missing_engines = doc["results"], doc["versions"], doc["missing"]
+    lines = [f"Images/s (median of {doc['rounds']} interleaved rounds; each round a fresh process, {doc['warmup']} "
+             f"warm-up and {doc['iterations']} measured batches, the median batch), {doc['threads']} threads, "
+             f"{doc['cpu']} ({doc['cores']} logical cores); `bench/compare_peers.py`, {doc['date'][:10]}. Versions: " +
              ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".", ""]
+    args = argparse.Namespace(engines=engines_asked)
     engines = [e for e in args.engines if any(e in r["engines"] for r in results)] + \
               [e for e in args.engines if e in missing_engines and not any(e in r["engines"] for r in results)]
     lines.append("| model, batch | " + " | ".join(engines) + " | onednn / best peer | median / min (onednn) |")
@@ -153,6 +156,11 @@ def markdown(results, args, versions, missing_engines):
                 notes.append(f"- {e} on {r['model']} batch {r['batch']}: failed ({v['error']})")
             elif v.get("check") and not v["check"]["ok"]:
                 notes.append(f"- {e} on {r['model']}: output differs from PyTorch's ({v['check']['detail']})")
+    if not doc.get("complete", True):
+        planned = [f"{m}, {b}" for m in doc.get("models", []) for b in doc.get("batches", [])
+                   if not any(r["model"] == m and r["batch"] == b for r in results)]
+        notes.append("- the run was cut short by its time limit" +
+                     (": not measured " + "; ".join(planned) if planned else " after the rows above"))
     if notes:
         lines += [""] + notes
     return "\n".join(lines) + "\n"
@@ -174,8 +182,18 @@ def main():
     ap.add_argument("--no-install", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--update-docs", default="", help="replace the table between the peers markers of this file")
+    ap.add_argument("--table-from", default="", help="print (and with --update-docs write) the table of an earlier "
+                    "run's --json, measuring nothing: a run made elsewhere, or one cut short")
+    ap.add_argument("--marker", default="peers", help="the name of the --update-docs markers (<!-- NAME:begin -->)")
     args = ap.parse_args()
     args.engines = args.engines.split(",")
+    if args.table_from:
+        doc = json.load(open(args.table_from))
+        table = markdown(doc, doc.get("engines", MOSAIC + PEERS))
+        print(table)
+        if args.update_docs:
+            replace_table(args.update_docs, args.marker, table, "compare_peers")
+        return 0
     unknown = [e for e in args.engines if e not in MOSAIC + PEERS]
     if unknown:
         sys.exit(f"compare_peers: unknown engines {unknown}; known: {MOSAIC + PEERS}")
@@ -245,12 +263,13 @@ def main():
                 write_json(args.json, document(args, versions, missing_engines, results, complete=False))
             print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v)
                               for k, v in row["engines"].items()}), file=sys.stderr, flush=True)
-    table = markdown(results, args, versions, missing_engines)
+    doc = document(args, versions, missing_engines, results, complete=True)
+    table = markdown(doc, args.engines)
     print(table)
     if args.json:
-        write_json(args.json, document(args, versions, missing_engines, results, complete=True))
+        write_json(args.json, doc)
     if args.update_docs:
-        replace_table(args.update_docs, "peers", table, "compare_peers")
+        replace_table(args.update_docs, args.marker, table, "compare_peers")
     bad = [e for r in results for e, v in r["engines"].items() if v.get("check") and not v["check"]["ok"]]
     return 1 if bad else 0
 
