@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "frontends/cli/train.hpp"
+#include "api/train.hpp"
 
 namespace mosaic::api {
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "api/mosaic.hpp"
 #include "backends/plugin.hpp"
@@ -316,6 +317,28 @@ TEST(ApiLibrary, VersionAndPluginInterface) {
   EXPECT_EQ(api::plugin_api_version(), MOSAIC_PLUGIN_API_VERSION);
   // A backend name no bundled plugin adds loads nothing and is no error.
   EXPECT_TRUE(api::load_bundled_backends({"no-such-backend"}).is_ok());
+}
+
+/// The library never reaches up into the CLI: no file of the library's folders includes a
+/// frontends/cli header (the CLI is a shell over the library API, not a part of it).
+TEST(ApiLibrary, TheLibraryIncludesNothingFromTheCli) {
+  const fs::path root = MOSAIC_SOURCE_DIR;
+  int files = 0;
+  for (const char* dir : {"api", "core", "operators", "backends", "metrics", "distributed", "validate",
+                          "frontends/onnx", "frontends/data", "frontends/config"}) {
+    if (!fs::exists(root / dir)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h")) continue;
+      ++files;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n)
+        EXPECT_EQ(line.rfind("#include \"frontends/cli/", 0), std::string::npos)
+            << fs::relative(e.path(), root).string() << ":" << n << ": " << line;
+    }
+  }
+  EXPECT_GT(files, 100);
 }
 
 }  // namespace
