@@ -310,6 +310,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   log["loss_function"] = o.loss;
   if (!o.assign.empty()) log["assign"] = o.assign;
   log["frozen"] = std::vector<std::string>(po.frozen.begin(), po.frozen.end());
+  log["precision"] = o.precision;
   if (verbose && dp) {
     std::printf("data-parallel (%s): %d %s x batch %lld = global batch %lld", dp->mode().c_str(), ranks,
                 dp->servers() ? "workers" : "ranks", static_cast<long long>(o.batch), static_cast<long long>(o.batch * ranks));
@@ -511,7 +512,6 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     log["diverged"] = diverged;
     result.diverged = diverged;
   }
-  log["precision"] = o.precision;
   if (precision == Precision::kBF16 && o.evaluate && diverged.empty() && !stopping) {
     // The trained weights in bf16 and in float32 inference: both accuracies and how often
     // their top-1 classes agree, over the whole test set.
