@@ -4,7 +4,6 @@
 // training: the backward passes on bfloat16 copies, float32 parameters, bench's check of the
 // gradients (relative L2 within kBf16GradientTolerance), and train's top-1 agreement.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
@@ -21,9 +20,15 @@ namespace {
 
 using nlohmann::json;
 
+/// Each test's files in a scratch directory of its own.
+class Precision : public ScratchDirTest {
+ protected:
+  Precision() : ScratchDirTest("mosaic_precision_") {}
+};
+
 bool onednn_has_bf16() {
   const BackendInfo* info = builtin_registry().info("onednn");
-  return info && precision_declined(*info, Precision::kBF16).empty();
+  return info && precision_declined(*info, mosaic::Precision::kBF16).empty();
 }
 
 /// x [4, 64] -> Gemm with constant weights [64, 32] -> MatMul by a constant [32, 16]: both
@@ -42,12 +47,12 @@ Graph gemm_matmul() {
   return g;
 }
 
-TEST(Precision, Bf16PlansRoundTheirInputsAndStayWithinTheTolerance) {
+TEST_F(Precision, Bf16PlansRoundTheirInputsAndStayWithinTheTolerance) {
   if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
   Graph g = gemm_matmul();
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
   const Tensor x = random_tensor({4, 64}, 1, -1.f, 1.f);
-  auto output = [&](const std::string& backend, Precision p) {
+  auto output = [&](const std::string& backend, mosaic::Precision p) {
     PlanOptions po;
     po.precision = p;
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
@@ -58,8 +63,8 @@ TEST(Precision, Bf16PlansRoundTheirInputsAndStayWithinTheTolerance) {
     }
     return out.empty() ? Tensor() : out[0];
   };
-  const Tensor ref = output("naive", Precision::kF32), f32 = output("onednn", Precision::kF32),
-               bf16 = output("onednn", Precision::kBF16);
+  const Tensor ref = output("naive", mosaic::Precision::kF32), f32 = output("onednn", mosaic::Precision::kF32),
+               bf16 = output("onednn", mosaic::Precision::kBF16);
   ASSERT_TRUE(ref.defined() && f32.defined() && bf16.defined());
   const double scale = max_abs(ref);
   const Agreement a32 = compare_tensors(f32, ref, 0, 1e9), a16 = compare_tensors(bf16, ref, 0, 1e9);
@@ -70,11 +75,11 @@ TEST(Precision, Bf16PlansRoundTheirInputsAndStayWithinTheTolerance) {
   EXPECT_EQ(top1_agreement(ref, ref), 1.0);
 }
 
-TEST(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
+TEST_F(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
   Graph g = gemm_matmul();
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
   PlanOptions po;
-  po.precision = Precision::kBF16;
+  po.precision = mosaic::Precision::kBF16;
   for (const std::string backend : {"naive", "im2col"}) {
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
     ASSERT_FALSE(plan.ok()) << backend;
@@ -88,7 +93,7 @@ TEST(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
   EXPECT_NE(plan.status().message().find("backend naive declines --precision bf16"), std::string::npos)
       << plan.status().message();
   EXPECT_FALSE(parse_precision("int4").ok());
-  EXPECT_EQ(parse_precision("bfloat16").value(), Precision::kBF16);
+  EXPECT_EQ(parse_precision("bfloat16").value(), mosaic::Precision::kBF16);
   // The CLI: refused before any timing, with the reason; a CPU capped below bfloat16 (oneDNN's
   // ONEDNN_MAX_CPU_ISA) declines as one without it would.
   CmdResult r = mosaic("bench zoo:fmnist-cnn --backends naive,im2col --precision bf16 --no-db --no-peaks");
@@ -113,9 +118,9 @@ TEST(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
   EXPECT_EQ(r.code, 2) << r.out;
 }
 
-TEST(Precision, BenchBothTimesBf16BesideFloat32WithItsError) {
+TEST_F(Precision, BenchBothTimesBf16BesideFloat32WithItsError) {
   if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
-  const std::string out = (std::filesystem::temp_directory_path() / ("mosaic_precision_" + std::to_string(::getpid()) + ".json")).string();
+  const std::string out = path("bench.json");
   CmdResult r = mosaic("bench zoo:alexnet-cifar --backends naive,onednn --precision both --batch 8 --iterations 3 "
                        "--warmup 1 --no-db --no-peaks --json " + out);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -143,15 +148,10 @@ TEST(Precision, BenchBothTimesBf16BesideFloat32WithItsError) {
   EXPECT_GT(k["runs"][0]["check"]["max_abs_error"].get<double>(), 10 * j["runs"][1]["check"]["max_abs_error"].get<double>());
 }
 
-}  // namespace
-}  // namespace mosaic::test
-
-namespace mosaic::test {
-namespace {
 
 /// One training forward and backward of `g` with `seed` as the output's gradient: the
 /// parameters' gradients and the input's, in parameter order then the input.
-std::vector<std::pair<std::string, Tensor>> bf16_gradients(const Graph& g, const std::string& backend, Precision p,
+std::vector<std::pair<std::string, Tensor>> bf16_gradients(const Graph& g, const std::string& backend, mosaic::Precision p,
                                                            const Tensor& x, const Tensor& seed) {
   PlanOptions po;
   po.training = true;
@@ -168,7 +168,7 @@ std::vector<std::pair<std::string, Tensor>> bf16_gradients(const Graph& g, const
   return out;
 }
 
-TEST(Precision, Bf16TrainingGradientsOfConvGemmAndMatMul) {
+TEST_F(Precision, Bf16TrainingGradientsOfConvGemmAndMatMul) {
   if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
   Graph g;
   g.source = "conv-gemm-matmul";
@@ -188,9 +188,9 @@ TEST(Precision, Bf16TrainingGradientsOfConvGemmAndMatMul) {
   g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
   const Tensor x = random_tensor({4, 3, 8, 8}, 1, -1.f, 1.f), seed = random_tensor({4, 6}, 7, -1.f, 1.f);
-  const auto ref = bf16_gradients(g, "naive", Precision::kF32, x, seed);
-  const auto f32 = bf16_gradients(g, "onednn", Precision::kF32, x, seed);
-  const auto bf16 = bf16_gradients(g, "onednn", Precision::kBF16, x, seed);
+  const auto ref = bf16_gradients(g, "naive", mosaic::Precision::kF32, x, seed);
+  const auto f32 = bf16_gradients(g, "onednn", mosaic::Precision::kF32, x, seed);
+  const auto bf16 = bf16_gradients(g, "onednn", mosaic::Precision::kBF16, x, seed);
   ASSERT_EQ(ref.size(), 7u);
   ASSERT_EQ(bf16.size(), ref.size());
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -207,13 +207,13 @@ TEST(Precision, Bf16TrainingGradientsOfConvGemmAndMatMul) {
 /// bench's bf16 training check on real gradients (fmnist-cnn, whose MaxPools flip under bf16
 /// rounding): the bf16 gradients pass, planted errors of the kinds a broken backward makes
 /// do not.
-TEST(Precision, Bf16GradientCheckPassesRoundingAndCatchesPlantedErrors) {
+TEST_F(Precision, Bf16GradientCheckPassesRoundingAndCatchesPlantedErrors) {
   if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
   auto g = api::load_trainable("zoo:fmnist-cnn", 16);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const Tensor x = random_tensor({16, 1, 28, 28}, 1, 0.f, 1.f), seed = random_tensor({16, 10}, 2, -1.f, 1.f);
-  const auto ref = bf16_gradients(g.value(), "naive", Precision::kF32, x, seed);
-  const auto bf16 = bf16_gradients(g.value(), "onednn", Precision::kBF16, x, seed);
+  const auto ref = bf16_gradients(g.value(), "naive", mosaic::Precision::kF32, x, seed);
+  const auto bf16 = bf16_gradients(g.value(), "onednn", mosaic::Precision::kBF16, x, seed);
   ASSERT_EQ(ref.size(), bf16.size());
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -233,7 +233,9 @@ TEST(Precision, Bf16GradientCheckPassesRoundingAndCatchesPlantedErrors) {
     }
     EXPECT_GT(relative_l2(half, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
     EXPECT_GT(relative_l2(flipped, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
-    if (n > 1) EXPECT_GT(relative_l2(reversed, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
+    if (n > 1) {
+      EXPECT_GT(relative_l2(reversed, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
+    }
     EXPECT_GT(relative_l2(zero, ref[i].second), api::kBf16GradientTolerance) << ref[i].first;
   }
   EXPECT_GT(worst, 1e-3) << "the bf16 training plan computed in float32";
@@ -241,15 +243,14 @@ TEST(Precision, Bf16GradientCheckPassesRoundingAndCatchesPlantedErrors) {
 
 /// `bench --mode training --precision both`: the float32 configuration matches naive, its bf16
 /// twin agrees within the bf16 limits, and both are in the JSON with their precision.
-TEST(Precision, BenchTrainingBothChecksBf16Gradients) {
+TEST_F(Precision, BenchTrainingBothChecksBf16Gradients) {
   if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
-  const std::string out = (std::filesystem::temp_directory_path() / ("mosaic_precision_t_" + std::to_string(::getpid()) + ".json")).string();
+  const std::string out = path("bench.json");
   CmdResult r = mosaic("bench zoo:fmnist-cnn --backends onednn --precision both --mode training --batch 16 --iterations 3 "
                        "--warmup 1 --no-db --no-peaks --json " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("check:   bf16 agrees with naive's float32 loss and gradients"), std::string::npos) << r.out;
   const json j = read_json(out);
-  std::filesystem::remove(out);
   ASSERT_EQ(j["runs"].size(), 2u);
   EXPECT_EQ(j["runs"][1]["label"], "onednn-bf16");
   EXPECT_EQ(j["runs"][1]["precision"], "bf16");
@@ -260,16 +261,15 @@ TEST(Precision, BenchTrainingBothChecksBf16Gradients) {
 /// `train --precision bf16` on Fashion-MNIST: float32 master weights train as float32 does
 /// (the same seed's loss curve), and the trained model's bf16 and float32 inferences agree on
 /// at least 99% of the 10,000 test images.
-TEST(Precision, TrainBf16FollowsFloat32AndAgreesOnTheTestSet) {
+TEST_F(Precision, TrainBf16FollowsFloat32AndAgreesOnTheTestSet) {
   if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  const std::string base = (std::filesystem::temp_directory_path() / ("mosaic_train_bf16_" + std::to_string(::getpid()))).string();
+  const std::string base = path("train_");
   auto run = [&](const std::string& precision) {
     CmdResult r = mosaic("train zoo:fmnist-cnn --data fashion-mnist --backend onednn --batch 32 --steps 300 --lr 0.02 "
                          "--precision " + precision + " --no-db --json " + base + precision + ".json");
     EXPECT_EQ(r.code, 0) << r.out;
     const json j = read_json(base + precision + ".json");
-    std::filesystem::remove(base + precision + ".json");
     return std::make_pair(r.out, j);
   };
   const auto [out16, j16] = run("bf16");

@@ -162,7 +162,7 @@ class GemmKernel final : public MatMulBase {
   /// dC = beta dY summed over C's broadcast axes.
   Status backward(const BackwardArgs& a) override {
     auto product = [&](dnnl::matmul& prim, Bound* args, const Tensor* x, const Tensor* w, Tensor* y) {
-      if (bf16_) {
+      if (products_) {  // bf16 plan
         products_->run(args[0].mem.get_desc(), x->data(), args[1].mem.get_desc(), w->data(), args[2].mem.get_desc(),
                        y->data(), false, p_.alpha);
         return;
@@ -173,7 +173,7 @@ class GemmKernel final : public MatMulBase {
       prim.execute(stream(), {{DNNL_ARG_SRC, args[0].mem}, {DNNL_ARG_WEIGHTS, args[1].mem}, {DNNL_ARG_DST, args[2].mem}});
     };
     MOSAIC_RETURN_IF_ERROR(guarded(*node_, [&]() -> Status {
-      if (a.diff_src[0] && bf16_ && !p_.trans_a && b16()) {
+      if (a.diff_src[0] && products_ && !p_.trans_a && b16()) {
         // dA = dY op(B)^T reads the forward pass's bfloat16 op(B) [K, N] as its transpose.
         const auto& st = b16()->get_desc().data.format_desc.blocking.strides;
         const memory::desc w16({p_.n, p_.k}, dt::bf16, memory::dims{st[1], st[0]});
@@ -236,15 +236,13 @@ class GemmKernel final : public MatMulBase {
       if (!p_.trans_b) make(opa_t, rm(M, N), rm(K, N), db_, db_args_);  // dB = op(A)^T dY
       else make(tr(N, M), opa, rm(N, K), db_, db_args_);                // dB stored [N, K]: dY^T op(A)
       trainable_ = true;
-      bf16_ = compute_type(ctx) == dt::bf16;
-      if (bf16_) products_ = std::make_unique<Bf16Products>(ctx.tracker);
+      if (compute_type(ctx) == dt::bf16) products_ = std::make_unique<Bf16Products>(ctx.tracker);
       return Status::ok();
     });
   }
 
   GemmParams p_;
-  bool bf16_ = false;
-  std::unique_ptr<Bf16Products> products_;
+  std::unique_ptr<Bf16Products> products_;  ///< bf16 training plans only
   int64_t c_elems_ = 0;
   float c_scale_ = 1.f;
   std::vector<float> scaled_c_;
