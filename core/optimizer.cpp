@@ -194,11 +194,9 @@ class Adagrad final : public Optimizer {
   }
 };
 
-using PluginFactory = Optimizer* (*)(const OptimizerConfig*);
-
 struct PluginTable {
   std::mutex mu;
-  std::map<std::string, std::pair<PluginFactory, std::string>> by_name;  ///< name -> (factory, path)
+  std::map<std::string, std::pair<OptimizerFactory, std::string>> by_name;  ///< name -> (factory, origin)
 };
 
 PluginTable& plugins() {
@@ -268,7 +266,7 @@ Expected<std::string> load_optimizer_plugin(const std::string& path) {
   }
   auto version = reinterpret_cast<int (*)()>(dlsym(lib, "mosaic_optimizer_api_version"));
   auto name_fn = reinterpret_cast<const char* (*)()>(dlsym(lib, "mosaic_optimizer_plugin_name"));
-  auto create = reinterpret_cast<PluginFactory>(dlsym(lib, "mosaic_create_optimizer"));
+  auto create = reinterpret_cast<Optimizer* (*)(const OptimizerConfig*)>(dlsym(lib, "mosaic_create_optimizer"));
   if (!version || !name_fn || !create) {
     dlclose(lib);
     return Status::invalid("optimizer plugin " + path +
@@ -283,15 +281,25 @@ Expected<std::string> load_optimizer_plugin(const std::string& path) {
   }
   const std::string name = name_fn() ? name_fn() : "";
   if (name.empty()) return Status::invalid("optimizer plugin " + path + ": empty optimizer name");
+  OptimizerFactory factory = [create](const OptimizerConfig& c) { return std::unique_ptr<Optimizer>(create(&c)); };
+  Status st = register_optimizer(name, std::move(factory), path);
+  if (!st.is_ok()) return Status::invalid("optimizer plugin " + st.message());
+  return name;
+}
+
+Status register_optimizer(const std::string& name, OptimizerFactory factory, const std::string& origin,
+                          bool replace) {
+  if (name.empty()) return Status::invalid(origin + ": empty optimizer name");
+  if (!factory) return Status::invalid(origin + ": no factory for optimizer '" + name + "'");
   const auto builtins = builtin_names();
   if (std::find(builtins.begin(), builtins.end(), name) != builtins.end())
-    return Status::invalid("optimizer plugin " + path + ": name '" + name + "' is a built-in optimizer's");
+    return Status::invalid(origin + ": name '" + name + "' is a built-in optimizer's");
   std::lock_guard<std::mutex> lock(plugins().mu);
   auto it = plugins().by_name.find(name);
-  if (it != plugins().by_name.end() && it->second.second != path)
-    return Status::invalid("optimizer plugin " + path + ": '" + name + "' is already provided by " + it->second.second);
-  plugins().by_name[name] = {create, path};
-  return name;
+  if (it != plugins().by_name.end() && it->second.second != origin && !replace)
+    return Status::invalid(origin + ": '" + name + "' is already provided by " + it->second.second);
+  plugins().by_name[name] = {std::move(factory), origin};
+  return Status::ok();
 }
 
 Status check_hyperparameters(const std::string& name, const OptimizerConfig& c) {
@@ -338,7 +346,7 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, con
   } else if (name == "adagrad") {
     opt.reset(new Adagrad(c));
   } else {
-    PluginFactory create = nullptr;
+    OptimizerFactory create;
     {
       std::lock_guard<std::mutex> lock(plugins().mu);
       auto it = plugins().by_name.find(name);
@@ -351,7 +359,7 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, con
                              "; user optimizers come from --optimizer-plugin)");
     }
     try {
-      opt.reset(create(&c));
+      opt = create(c);
     } catch (const std::exception& e) {
       return Status::invalid("optimizer " + name + ": the plugin's constructor threw: " + e.what());
     }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -112,6 +113,15 @@ Status set_builtin_hyperparameter(const std::string& optimizer, const std::strin
 /// optimizer known to make_optimizer. Returns the optimizer's name. Refuses a library
 /// built against another MOSAIC_OPTIMIZER_API_VERSION.
 Expected<std::string> load_optimizer_plugin(const std::string& path);
+/// Creates an optimizer from its hyperparameters (may throw; make_optimizer reports it).
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const OptimizerConfig&)>;
+/// The one way a user optimizer becomes known to make_optimizer, whatever it is written in:
+/// load_optimizer_plugin registers a plugin's class through it, the Python package
+/// (python/) a Python class. `origin` (the plugin's path, "python:module.Class") names it in
+/// messages. A built-in name, or a name another origin registered, is refused unless
+/// `replace` (the Python package redefining a class in a notebook).
+Status register_optimizer(const std::string& name, OptimizerFactory factory, const std::string& origin,
+                          bool replace = false);
 
 }  // namespace mosaic
 

@@ -1,0 +1,292 @@
+// mosaic.bench, verify, gradcheck, train, optcheck: the library API's functions with keyword
+// arguments (options.hpp tables), returning the reports the CLI writes as JSON, as plain
+// Python objects.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "api/mosaic.hpp"
+#include "bridge.hpp"
+#include "core/interrupt.hpp"
+#include "metrics/report.hpp"
+#include "options.hpp"
+#include "validate/optcheck.hpp"
+
+namespace mosaic::python {
+
+namespace {
+
+using api::BenchOptions;
+using api::GradcheckRunOptions;
+using api::TrainOptions;
+using api::VerifyOptions;
+
+const std::vector<Field<BenchOptions>>& bench_fields() {
+  static const std::vector<Field<BenchOptions>> f = {
+      list_field<BenchOptions>("backends", [](BenchOptions& o) -> auto& { return o.backends; }),
+      str_field<BenchOptions>("assign", [](BenchOptions& o) -> auto& { return o.assign; }),
+      list_field<BenchOptions>("fallback", [](BenchOptions& o) -> auto& { return o.fallback; }),
+      str_field<BenchOptions>("mode", [](BenchOptions& o) -> auto& { return o.mode; }),
+      str_field<BenchOptions>("optimizer", [](BenchOptions& o) -> auto& { return o.optimizer; }),
+      float_field<BenchOptions>("lr", [](BenchOptions& o) -> auto& { return o.lr; }),
+      int_field<BenchOptions>("batch", [](BenchOptions& o) -> auto& { return o.common.batch; }),
+      list_field<BenchOptions>("shapes", [](BenchOptions& o) -> auto& { return o.common.shapes; }),
+      int_field<BenchOptions>("threads", [](BenchOptions& o) -> auto& { return o.common.threads; }),
+      int_field<BenchOptions>("seed", [](BenchOptions& o) -> auto& { return o.common.seed; }),
+      int_field<BenchOptions>("warmup", [](BenchOptions& o) -> auto& { return o.config.warmup; }),
+      int_field<BenchOptions>("iterations", [](BenchOptions& o) -> auto& { return o.config.iterations; }),
+      int_field<BenchOptions>("repeats", [](BenchOptions& o) -> auto& { return o.config.repeats; }),
+      float_field<BenchOptions>("max_seconds", [](BenchOptions& o) -> auto& { return o.config.max_seconds; }),
+      float_field<BenchOptions>("min_seconds", [](BenchOptions& o) -> auto& { return o.config.min_seconds; }),
+      float_field<BenchOptions>("target_ci", [](BenchOptions& o) -> auto& { return o.config.target_ci; }),
+      int_field<BenchOptions>("max_iterations", [](BenchOptions& o) -> auto& { return o.config.max_iterations; }),
+      str_field<BenchOptions>("data", [](BenchOptions& o) -> auto& { return o.data; }),
+      str_field<BenchOptions>("trace", [](BenchOptions& o) -> auto& { return o.trace; }),
+      bool_field<BenchOptions>("peaks", [](BenchOptions& o) -> auto& { return o.peaks; }),
+      bool_field<BenchOptions>("check", [](BenchOptions& o) -> auto& { return o.check; }),
+      bool_field<BenchOptions>("fuse", [](BenchOptions& o) -> auto& { return o.fuse; }),
+      str_field<BenchOptions>("attention", [](BenchOptions& o) -> auto& { return o.attention; }),
+      bool_field<BenchOptions>("deterministic", [](BenchOptions& o) -> auto& { return o.deterministic; }),
+      str_field<BenchOptions>("precision", [](BenchOptions& o) -> auto& { return o.precision; }),
+      float_field<BenchOptions>("rtol", [](BenchOptions& o) -> auto& { return o.rtol; }),
+      float_field<BenchOptions>("atol", [](BenchOptions& o) -> auto& { return o.atol; }),
+      bool_field<BenchOptions>("remeasure", [](BenchOptions& o) -> auto& { return o.remeasure; }),
+      float_field<BenchOptions>("auto_budget", [](BenchOptions& o) -> auto& { return o.auto_budget; }),
+      bool_field<BenchOptions>("progress", [](BenchOptions& o) -> auto& { return o.verbose; }),
+  };
+  return f;
+}
+
+const std::vector<Field<VerifyOptions>>& verify_fields() {
+  static const std::vector<Field<VerifyOptions>> f = {
+      str_field<VerifyOptions>("backend", [](VerifyOptions& o) -> auto& { return o.backend; }),
+      str_field<VerifyOptions>("filter", [](VerifyOptions& o) -> auto& { return o.filter; }),
+      float_field<VerifyOptions>("rtol", [](VerifyOptions& o) -> auto& { return o.rtol; }),
+      float_field<VerifyOptions>("atol", [](VerifyOptions& o) -> auto& { return o.atol; }),
+      bool_field<VerifyOptions>("fuse", [](VerifyOptions& o) -> auto& { return o.fuse; }),
+      str_field<VerifyOptions>("fallback", [](VerifyOptions& o) -> auto& { return o.fallback; }),
+      int_field<VerifyOptions>("threads", [](VerifyOptions& o) -> auto& { return o.common.threads; }),
+  };
+  return f;
+}
+
+const std::vector<Field<GradcheckRunOptions>>& gradcheck_fields() {
+  using O = GradcheckRunOptions;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      str_field<O>("assign", [](O& o) -> auto& { return o.assign; }),
+      list_field<O>("fallback", [](O& o) -> auto& { return o.fallback; }),
+      str_field<O>("plant", [](O& o) -> auto& { return o.plant; }),
+      int_field<O>("batch", [](O& o) -> auto& { return o.batch; }),
+      int_field<O>("threads", [](O& o) -> auto& { return o.threads; }),
+      float_field<O>("tolerance", [](O& o) -> auto& { return o.check.tolerance; }),
+      float_field<O>("eps", [](O& o) -> auto& { return o.check.eps; }),
+      int_field<O>("directions", [](O& o) -> auto& { return o.check.directions; }),
+      int_field<O>("elements", [](O& o) -> auto& { return o.check.elements; }),
+      int_field<O>("seed", [](O& o) -> auto& { return o.check.seed; }),
+      bool_field<O>("check_input", [](O& o) -> auto& { return o.check.check_input; }),
+      bool_field<O>("progress", [](O& o) -> auto& { return o.verbose; }),
+  };
+  return f;
+}
+
+const std::vector<Field<TrainOptions>>& train_fields() {
+  using O = TrainOptions;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("data", [](O& o) -> auto& { return o.data; }),
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      str_field<O>("assign", [](O& o) -> auto& { return o.assign; }),
+      str_field<O>("optimizer", [](O& o) -> auto& { return o.optimizer; }),
+      float_field<O>("lr", [](O& o) -> auto& { return o.opt.lr; }),
+      float_field<O>("momentum", [](O& o) -> auto& { return o.opt.momentum; }),
+      float_field<O>("weight_decay", [](O& o) -> auto& { return o.opt.weight_decay; }),
+      float_field<O>("beta1", [](O& o) -> auto& { return o.opt.beta1; }),
+      float_field<O>("beta2", [](O& o) -> auto& { return o.opt.beta2; }),
+      float_field<O>("eps", [](O& o) -> auto& { return o.opt.eps; }),
+      str_field<O>("lr_schedule", [](O& o) -> auto& { return o.lr_schedule; }),
+      str_field<O>("loss", [](O& o) -> auto& { return o.loss; }),
+      str_field<O>("objective", [](O& o) -> auto& { return o.objective; }),
+      int_field<O>("batch", [](O& o) -> auto& { return o.batch; }),
+      int_field<O>("epochs", [](O& o) -> auto& { return o.epochs; }),
+      int_field<O>("steps", [](O& o) -> auto& { return o.steps; }),
+      int_field<O>("steps_per_epoch", [](O& o) -> auto& { return o.steps_per_epoch; }),
+      int_field<O>("eval_batch", [](O& o) -> auto& { return o.eval_batch; }),
+      bool_field<O>("shuffle", [](O& o) -> auto& { return o.shuffle; }),
+      bool_field<O>("evaluate", [](O& o) -> auto& { return o.evaluate; }),
+      bool_field<O>("deterministic", [](O& o) -> auto& { return o.deterministic; }),
+      str_field<O>("precision", [](O& o) -> auto& { return o.precision; }),
+      str_field<O>("normalize", [](O& o) -> auto& { return o.normalize; }),
+      list_field<O>("freeze", [](O& o) -> auto& { return o.freeze; }),
+      int_field<O>("seed", [](O& o) -> auto& { return o.seed; }),
+      int_field<O>("threads", [](O& o) -> auto& { return o.threads; }),
+      str_field<O>("save", [](O& o) -> auto& { return o.save; }),
+      str_field<O>("checkpoint", [](O& o) -> auto& { return o.checkpoint; }),
+      str_field<O>("resume", [](O& o) -> auto& { return o.resume; }),
+      str_field<O>("trace", [](O& o) -> auto& { return o.trace; }),
+  };
+  return f;
+}
+
+const std::vector<Field<OptcheckOptions>>& optcheck_fields() {
+  using O = OptcheckOptions;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("reference", [](O& o) -> auto& { return o.reference; }),
+      str_field<O>("model", [](O& o) -> auto& { return o.model; }),
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      str_field<O>("data", [](O& o) -> auto& { return o.data; }),
+      str_field<O>("onnx_data", [](O& o) -> auto& { return o.onnx_data; }),
+      int_field<O>("steps", [](O& o) -> auto& { return o.steps; }),
+      float_field<O>("tolerance", [](O& o) -> auto& { return o.tolerance; }),
+      int_field<O>("seed", [](O& o) -> auto& { return o.seed; }),
+      float_field<O>("lr", [](O& o) -> auto& { return o.config.lr; }),
+      float_field<O>("momentum", [](O& o) -> auto& { return o.config.momentum; }),
+      float_field<O>("weight_decay", [](O& o) -> auto& { return o.config.weight_decay; }),
+      float_field<O>("beta1", [](O& o) -> auto& { return o.config.beta1; }),
+      float_field<O>("beta2", [](O& o) -> auto& { return o.config.beta2; }),
+      float_field<O>("eps", [](O& o) -> auto& { return o.config.eps; }),
+  };
+  return f;
+}
+
+/// `hyperparameters`: {name: float} for a user optimizer's own keys (config.extra).
+void set_extra(OptimizerConfig& c, const py::object& extra, const std::string& function) {
+  if (extra.is_none()) return;
+  if (!py::isinstance<py::dict>(extra))
+    throw py::type_error(function + "(): argument 'hyperparameters' must be a dict of str to float");
+  for (auto kv : py::reinterpret_borrow<py::dict>(extra))
+    c.extra[as_str(kv.first, function + "(): a key of 'hyperparameters'")] =
+        as_float(kv.second, function + "(): hyperparameters['" + std::string(py::str(kv.first)) + "']");
+}
+
+template <class T>
+T value_or_raise(Expected<T> r) {
+  if (!r.ok()) raise_status(r.status());
+  return std::move(r).value();
+}
+
+py::object run_bench(const std::string& model, const py::kwargs& kw) {
+  BenchOptions o;
+  o.model = model;
+  o.backends = builtin_registry().backends();
+  o.db.off = true;
+  apply("bench", bench_fields(), kw, o);
+  if (o.backends.empty() && o.assign.empty()) raise_status(Status::invalid("bench(): backends is empty"));
+  if (!o.assign.empty() && !kw.contains("backends")) o.backends.clear();
+  Status loaded = api::load_bundled_backends(o.assign.empty() ? o.backends : std::vector<std::string>{"all"});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::BenchOutcome> out = Status::internal("not run");
+  call_released([&] {
+    set_num_threads(o.common.threads);
+    out = api::bench(o);
+  });
+  api::BenchOutcome r = value_or_raise(std::move(out));
+  if (!o.trace.empty() && r.trace)
+    if (Status st = r.trace->write(o.trace); !st.is_ok()) raise_status(st);
+  nlohmann::json j = bench_json(r.report);
+  j["checks_ok"] = r.checks_ok;
+  j["checked"] = r.checked;
+  return to_python(j);
+}
+
+py::object run_verify(const py::object& paths, const py::kwargs& kw) {
+  VerifyOptions o;
+  o.paths = as_list(paths, "verify(): argument 'paths'");
+  apply("verify", verify_fields(), kw, o);
+  Status loaded = api::load_bundled_backends({o.backend});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::VerifyReport> out = Status::internal("not run");
+  call_released([&] {
+    set_num_threads(o.common.threads);
+    out = api::verify(o);
+  });
+  api::VerifyReport r = value_or_raise(std::move(out));
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& c : r.cases)
+    cases.push_back({{"name", c.name}, {"backend", c.backend}, {"verdict", api::case_verdict_name(c.verdict)},
+                     {"detail", c.detail}, {"seconds", c.seconds}});
+  return to_python({{"backends", r.backends}, {"cases", cases}, {"passed", r.passed}, {"failed", r.failed},
+                    {"unsupported", r.unsupported}});
+}
+
+py::object run_gradcheck(const std::string& model, const py::kwargs& kw) {
+  GradcheckRunOptions o;
+  o.model = model;
+  apply("gradcheck", gradcheck_fields(), kw, o);
+  Status loaded = api::load_bundled_backends({o.assign.empty() ? o.backend : "all"});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::GradcheckOutcome> out = Status::internal("not run");
+  call_released([&] { out = api::gradcheck(o); });
+  api::GradcheckOutcome r = value_or_raise(std::move(out));
+  nlohmann::json j = api::gradcheck_json(o, r);
+  j["exit_code"] = r.exit_code();
+  return to_python(j);
+}
+
+py::object run_train(const std::string& model, const py::object& hyper, const py::kwargs& kw) {
+  TrainOptions o;
+  o.model = model;
+  o.db.off = true;
+  py::dict rest(kw);  // `progress` is the call's, not TrainOptions'
+  bool progress = false;
+  if (rest.contains("progress")) {
+    if (!rest["progress"].is_none()) progress = as_bool(rest["progress"], "train(): argument 'progress'");
+    PyDict_DelItemString(rest.ptr(), "progress");
+  }
+  apply("train", train_fields(), rest, o);
+  set_extra(o.opt, hyper, "train");
+  Status loaded = api::load_bundled_backends({o.assign.empty() ? o.backend : "all"});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::TrainResult> out = Status::internal("not run");
+  call_released([&] { out = api::train_model(o, nullptr, progress); });
+  api::TrainResult r = value_or_raise(std::move(out));
+  nlohmann::json j = r.log;
+  j["diverged"] = r.diverged;
+  j["fallbacks"] = r.fallbacks;
+  return to_python(j);
+}
+
+py::object run_optcheck(const std::string& optimizer, const py::object& hyper, const py::kwargs& kw) {
+  OptcheckOptions o;
+  o.optimizer = optimizer;
+  apply("optcheck", optcheck_fields(), kw, o);
+  o.lr_given = kw.contains("lr") && !kw["lr"].is_none();
+  if (o.model == "none") o.model.clear();  // as the CLI's --model none: no network check
+  set_extra(o.config, hyper, "optcheck");
+  Expected<std::vector<OptcheckResult>> out = Status::internal("not run");
+  call_released([&] { out = optcheck(o); });
+  auto results = value_or_raise(std::move(out));
+  nlohmann::json checks = nlohmann::json::array();
+  int passed = 0, failed = 0, skipped = 0, inconclusive = 0;
+  for (const auto& r : results) {
+    checks.push_back({{"check", r.check}, {"verdict", r.verdict}, {"detail", r.detail}});
+    (r.verdict == "PASS" ? passed : r.verdict == "FAIL" ? failed : r.verdict == "INCONCLUSIVE" ? inconclusive : skipped)++;
+  }
+  return to_python({{"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", checks}, {"passed", passed},
+                    {"failed", failed}, {"skipped", skipped}, {"inconclusive", inconclusive}});
+}
+
+template <class O>
+std::string doc(const char* head, const std::vector<Field<O>>& fields) {
+  return std::string(head) + "\n\nKeyword arguments (None keeps the default):\n" + describe(fields);
+}
+
+}  // namespace
+
+void bind_commands(py::module_& m) {
+  m.def("bench", &run_bench, py::arg("model"),
+        doc("bench(model, **options) -> dict: compare backends on one model (the mosaic.bench/2 report).",
+            bench_fields())
+            .c_str());
+  m.def("verify", &run_verify, py::arg("paths"),
+        doc("verify(paths, **options) -> dict: ONNX test cases against their expected outputs.", verify_fields()).c_str());
+  m.def("gradcheck", &run_gradcheck, py::arg("model"),
+        doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",
+            gradcheck_fields())
+            .c_str());
+  m.def("_train", &run_train, py::arg("model"), py::arg("hyperparameters") = py::none(),
+        doc("train(model, hyperparameters=None, **options) -> dict: the training log.", train_fields()).c_str());
+  m.def("_optcheck", &run_optcheck, py::arg("optimizer"), py::arg("hyperparameters") = py::none(),
+        doc("optcheck(optimizer, hyperparameters=None, **options) -> dict: verdicts on an optimizer.", optcheck_fields())
+            .c_str());
+}
+
+}  // namespace mosaic::python

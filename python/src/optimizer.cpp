@@ -1,0 +1,121 @@
+// A Python optimizer class as a Mosaic optimizer: registered through register_optimizer
+// (core/optimizer.hpp), the way C++ plugins are, so that make_optimizer, optcheck and train
+// use it like any other. Each update hands the class NumPy views of the parameter, its
+// gradient (read-only) and its state buffers: no copies.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <stdexcept>
+
+#include "bridge.hpp"
+#include "core/optimizer.hpp"
+
+namespace mosaic::python {
+
+namespace {
+
+/// A float32 array over memory Mosaic owns, valid for the duration of the call it is passed to.
+py::array_t<float> view(float* data, int64_t n, bool writeable) {
+  // A base object that owns nothing: pybind11 then wraps the pointer instead of copying.
+  py::array_t<float> a({n}, {static_cast<int64_t>(sizeof(float))}, data, py::capsule(data, [](void*) {}));
+  if (!writeable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+py::dict config_dict(const OptimizerConfig& c) {
+  py::dict d;
+  d["lr"] = c.lr;
+  d["momentum"] = c.momentum;
+  d["dampening"] = c.dampening;
+  d["nesterov"] = c.nesterov;
+  d["weight_decay"] = c.weight_decay;
+  d["beta1"] = c.beta1;
+  d["beta2"] = c.beta2;
+  d["eps"] = c.eps;
+  d["alpha"] = c.alpha;
+  d["lr_decay"] = c.lr_decay;
+  d["initial_accumulator_value"] = c.initial_accumulator_value;
+  for (const auto& [k, v] : c.extra) d[py::str(k)] = v;
+  return d;
+}
+
+std::vector<std::string> string_list(py::handle cls, const char* attr) {
+  std::vector<std::string> out;
+  if (!py::hasattr(cls, attr)) return out;
+  for (py::handle v : cls.attr(attr)) out.push_back(py::str(v));
+  return out;
+}
+
+class PyOptimizer final : public Optimizer {
+ public:
+  PyOptimizer(const OptimizerConfig& c, std::string name, py::handle cls) : Optimizer(c), name_(std::move(name)) {
+    py::gil_scoped_acquire gil;
+    try {
+      state_names_ = string_list(cls, "state_names");
+      extra_keys_ = string_list(cls, "hyperparameters");
+      obj_ = new py::object(cls(config_dict(c)));
+      lr_ = c.lr;
+      for (size_t k = 0; k < state_names_.size(); ++k)
+        initial_.push_back(obj_->attr("initial_state")(state_names_[k]).cast<float>());
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(keep_python_error(e));
+    }
+  }
+  ~PyOptimizer() override {
+    py::gil_scoped_acquire gil;
+    delete obj_;
+  }
+  std::string name() const override { return name_; }
+  std::vector<std::string> state_names() const override { return state_names_; }
+  float initial_state(size_t k) const override { return k < initial_.size() ? initial_[k] : 0.f; }
+  std::vector<std::string> extra_keys() const override { return extra_keys_; }
+
+ protected:
+  void update(float* p, const float* g, int64_t n, std::vector<std::vector<float>>& state, int64_t t) override {
+    py::gil_scoped_acquire gil;
+    try {
+      if (config_.lr != lr_) {  // a learning-rate schedule moved it
+        lr_ = config_.lr;
+        obj_->attr("lr") = lr_;
+      }
+      py::dict st;
+      for (size_t k = 0; k < state.size() && k < state_names_.size(); ++k)
+        st[py::str(state_names_[k])] = view(state[k].data(), n, true);
+      obj_->attr("step")(view(p, n, true), view(const_cast<float*>(g), n, false), st, t);
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(keep_python_error(e));
+    }
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string> state_names_, extra_keys_;
+  std::vector<float> initial_;
+  py::object* obj_ = nullptr;  // deleted with the GIL held
+  double lr_ = 0;
+};
+
+}  // namespace
+
+void bind_optimizers(py::module_& m) {
+  m.def(
+      "_register_optimizer",
+      [](const std::string& name, py::object cls, const std::string& origin) {
+        // The class stays alive as long as the process: the package keeps it in its table,
+        // and a redefinition replaces both.
+        PyObject* raw = cls.release().ptr();
+        Status st = register_optimizer(
+            name,
+            [name, raw](const OptimizerConfig& c) -> std::unique_ptr<Optimizer> {
+              return std::make_unique<PyOptimizer>(c, name, py::handle(raw));
+            },
+            origin, /*replace=*/origin.rfind("python:", 0) == 0);
+        if (!st.is_ok()) raise_status(st);
+      },
+      py::arg("name"), py::arg("cls"), py::arg("origin"));
+  m.def("optimizers", &optimizer_names, "Every optimizer name make_optimizer knows: built-ins, then registered ones.");
+}
+
+}  // namespace mosaic::python

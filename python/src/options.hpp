@@ -1,0 +1,121 @@
+// Keyword arguments of the Python functions onto the library API's options structs: one
+// table per function, the only place the Python names live (the wrappers in mosaic/__init__.py
+// pass **options through, and the docstrings list the table). Unknown names and wrong types
+// raise TypeError naming the function and the argument, the way Python's own calls do.
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mosaic::python {
+
+namespace py = pybind11;
+
+template <class O>
+struct Field {
+  std::string name;
+  std::string kind;  ///< "str", "int", "float", "bool", "list of str": shown in docstrings
+  std::function<void(O&, py::handle, const std::string& where)> set;
+};
+
+[[noreturn]] inline void wrong_type(const std::string& where, const std::string& kind, py::handle v) {
+  throw py::type_error(where + " must be " + kind + ", not " + std::string(py::str(py::type::of(v).attr("__name__"))));
+}
+
+inline std::string as_str(py::handle v, const std::string& where) {
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  // os.PathLike (pathlib.Path) is a path as good as a string.
+  if (py::hasattr(v, "__fspath__")) return py::str(v.attr("__fspath__")()).cast<std::string>();
+  wrong_type(where, "str", v);
+}
+inline int64_t as_int(py::handle v, const std::string& where) {
+  if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) wrong_type(where, "int", v);
+  return v.cast<int64_t>();
+}
+inline double as_float(py::handle v, const std::string& where) {
+  if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)))
+    wrong_type(where, "float", v);
+  return v.cast<double>();
+}
+inline bool as_bool(py::handle v, const std::string& where) {
+  if (!py::isinstance<py::bool_>(v)) wrong_type(where, "bool", v);
+  return v.cast<bool>();
+}
+/// A list or tuple of str, or one str (split at commas, as the CLI's lists are).
+inline std::vector<std::string> as_list(py::handle v, const std::string& where) {
+  std::vector<std::string> out;
+  if (py::isinstance<py::str>(v)) {
+    std::string s = v.cast<std::string>(), item;
+    for (char c : s + ",") {
+      if (c == ',') {
+        if (!item.empty()) out.push_back(item);
+        item.clear();
+      } else {
+        item += c;
+      }
+    }
+    return out;
+  }
+  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) wrong_type(where, "a list of str", v);
+  size_t i = 0;
+  for (py::handle item : v) out.push_back(as_str(item, where + "[" + std::to_string(i++) + "]"));
+  return out;
+}
+
+/// Field makers: `access` returns a reference to the field inside the options struct.
+template <class O, class A>
+Field<O> str_field(const std::string& name, A access) {
+  return {name, "str", [access](O& o, py::handle v, const std::string& w) { access(o) = as_str(v, w); }};
+}
+template <class O, class A>
+Field<O> int_field(const std::string& name, A access) {
+  return {name, "int", [access](O& o, py::handle v, const std::string& w) {
+            access(o) = static_cast<std::remove_reference_t<decltype(access(o))>>(as_int(v, w));
+          }};
+}
+template <class O, class A>
+Field<O> float_field(const std::string& name, A access) {
+  return {name, "float", [access](O& o, py::handle v, const std::string& w) { access(o) = as_float(v, w); }};
+}
+template <class O, class A>
+Field<O> bool_field(const std::string& name, A access) {
+  return {name, "bool", [access](O& o, py::handle v, const std::string& w) { access(o) = as_bool(v, w); }};
+}
+template <class O, class A>
+Field<O> list_field(const std::string& name, A access) {
+  return {name, "list of str", [access](O& o, py::handle v, const std::string& w) { access(o) = as_list(v, w); }};
+}
+
+/// Sets every keyword of `kwargs` through `fields`; None leaves the default. An unknown name
+/// is a TypeError that lists the known ones.
+template <class O>
+void apply(const std::string& function, const std::vector<Field<O>>& fields, const py::dict& kwargs, O& o) {
+  for (auto item : kwargs) {
+    const std::string key = py::str(item.first);
+    const Field<O>* f = nullptr;
+    for (const auto& field : fields)
+      if (field.name == key) f = &field;
+    if (!f) {
+      std::string known;
+      for (const auto& field : fields) known += (known.empty() ? "" : ", ") + field.name;
+      throw py::type_error(function + "() got an unexpected keyword argument '" + key + "' (it takes: " + known + ")");
+    }
+    if (item.second.is_none()) continue;
+    f->set(o, item.second, function + "(): argument '" + key + "'");
+  }
+}
+
+/// "name (kind), ..." for a docstring.
+template <class O>
+std::string describe(const std::vector<Field<O>>& fields) {
+  std::string s;
+  for (const auto& f : fields) s += "    " + f.name + " (" + f.kind + ")\n";
+  return s;
+}
+
+}  // namespace mosaic::python

@@ -1,0 +1,98 @@
+"""mosaic.bench, verify, gradcheck and train against what the library computes and against
+independent values: the naive oracle's check, ONNX's expected outputs, planted bugs."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import mosaic
+
+
+def test_backends_and_version():
+    assert mosaic.__version__ == mosaic.version()
+    assert mosaic.backends()[0] == "naive"
+    assert "sgd" in mosaic.optimizers()
+
+
+def test_bench_checks_every_backend_against_naive_and_reports_per_node_times():
+    r = mosaic.bench("zoo:fmnist-cnn", backends=["naive", "onednn"], batch=2, iterations=3, warmup=1, peaks=False)
+    assert r["schema"].startswith("mosaic.bench/")
+    assert r["checks_ok"] is True and r["checked"] == "outputs"
+    labels = [run["label"] for run in r["runs"]]
+    assert labels == ["naive", "onednn"]
+    onednn = r["runs"][1]
+    assert onednn["check"]["performed"] and onednn["check"]["passed"]
+    assert onednn["check"]["max_abs_error"] < 1e-3
+    assert onednn["iterations"]["measured"] == 3
+    convs = [n for n in onednn["nodes"] if n["op"] == "Conv"]
+    assert convs and all(n["median_us"] > 0 for n in convs)
+    assert convs[0]["output_shape"] == "[2,32,28,28]"
+
+
+def test_bench_string_lists_and_paths_are_accepted():
+    r = mosaic.bench("zoo:fmnist-cnn", backends="naive", batch=1, iterations=1, warmup=0, peaks=False)
+    assert [run["label"] for run in r["runs"]] == ["naive"]
+
+
+def test_unknown_keyword_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'.*batch"):
+        mosaic.bench("zoo:fmnist-cnn", batchsize=2)
+
+
+def test_wrong_type_is_a_type_error_naming_the_argument():
+    with pytest.raises(TypeError, match="argument 'batch' must be int, not str"):
+        mosaic.bench("zoo:fmnist-cnn", batch="2")
+    with pytest.raises(TypeError, match="argument 'check' must be bool"):
+        mosaic.bench("zoo:fmnist-cnn", check=1)
+    with pytest.raises(TypeError, match=r"argument 'backends'\[1\] must be str"):
+        mosaic.bench("zoo:fmnist-cnn", backends=["naive", 3])
+
+
+def test_bad_values_raise_invalid_argument_naming_them():
+    with pytest.raises(ValueError, match="unknown backend 'onednnn'.*did you mean onednn"):
+        mosaic.bench("zoo:fmnist-cnn", backends=["onednnn"])
+    with pytest.raises(mosaic.Error, match="no-such-model.onnx"):
+        mosaic.bench("/nonexistent/no-such-model.onnx", backends=["naive"])
+
+
+def test_verify_against_onnx_expected_outputs(node_tests):
+    r = mosaic.verify([os.path.join(node_tests, "test_relu"), os.path.join(node_tests, "test_softmax_axis_1")],
+                      backend="onednn")
+    assert r["failed"] == 0 and r["passed"] == 2
+    assert {c["verdict"] for c in r["cases"]} == {"PASSED"}
+
+
+def test_gradcheck_passes_a_correct_backend_and_catches_a_planted_bug():
+    ok = mosaic.gradcheck("zoo:fmnist-cnn", backend="onednn")
+    assert ok["exit_code"] == 0
+    bad = mosaic.gradcheck("zoo:fmnist-cnn", backend="naive", plant="conv-dw-scale")
+    assert bad["exit_code"] == 1
+
+
+def test_train_returns_the_log_and_learns():
+    log = mosaic.train("zoo:fmnist-cnn", optimizer="momentum", lr=0.05, steps=60, batch=32, seed=3,
+                       eval_batch=1000)
+    losses = [s["loss"] for s in log["steps"]]
+    assert len(losses) == 60
+    assert sum(losses[-10:]) / 10 < 0.8 * sum(losses[:10]) / 10
+
+
+def test_ctrl_c_stops_a_long_call_with_keyboard_interrupt():
+    code = ("import mosaic\n"
+            "try:\n"
+            "    mosaic.bench('zoo:vgg16-cifar', backends=['naive'], batch=8, iterations=100000, max_seconds=600,"
+            " peaks=False, check=False)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('stopped cleanly', flush=True)\n"
+            "    raise SystemExit(7)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    start = time.time()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert "stopped cleanly" in out, err
+    assert p.returncode == 7, err  # the exception was caught: no signal death, no crash
+    assert time.time() - start < 60
