@@ -120,12 +120,12 @@ def main():
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "mosaic"))
     ap.add_argument("--lion-plugin", default=os.path.join(ROOT, "build", "examples", "custom_optimizer",
                                                           "libmosaic_lion.so"))
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--json")
     ap.add_argument("--update-docs")
     args = ap.parse_args()
     doc = {"machine_threads": os.cpu_count(),
-           "bench_call": bench_call_cost(args.cli, "zoo:alexnet-cifar", "onednn", 16, 30, args.rounds),
+           "bench_call": bench_call_cost(args.cli, "zoo:alexnet-cifar", "onednn", 16, 60, args.rounds),
            "optimizer_step": optimizer_step_cost(args.cli, args.lion_plugin if os.path.exists(args.lion_plugin) else None,
                                                  "zoo:vgg16-cifar", args.rounds, 10)}
     print(table(doc))
