@@ -166,6 +166,9 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   if (o.fuse) {
     FuseOptions fo;
     fo.activations = false;
+    std::vector<Placement> placements;
+    for (const auto& c : configs) placements.push_back(c.second);
+    fo.apart = apart_in(placements);
     fuse_for_bench(timed, fo, report);
   }
   OptimizerConfig oc;
@@ -318,7 +321,13 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   const auto& reg = builtin_registry();
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g;
-  if (o.fuse) fuse_for_bench(timed, {}, report);
+  if (o.fuse) {
+    FuseOptions fo;
+    std::vector<Placement> placements;
+    for (const auto& c : configs) placements.push_back(c.second);
+    fo.apart = apart_in(placements);
+    fuse_for_bench(timed, fo, report);
+  }
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {
                                       return run_benchmark(plan, inputs, cfg);
                                     }, o.auto_budget, {}};

@@ -210,6 +210,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   // kernels have no backward for a fused one).
   FuseOptions fo;
   fo.activations = false;
+  fo.apart = apart_in({placement});
   fuse_graph(g.value(), fo);
   auto plan = Plan::build(g.value(), placement, reg, po);
   if (!plan.ok()) return plan.status();

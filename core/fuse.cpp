@@ -105,7 +105,16 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
     fo.attention = [placement, &registry](const Node& n) {
       return registry.has_kernel(placement.backend_for(n), kAttentionOp);
     };
+  fo.apart = apart_in({placement});
   return fo;
+}
+
+std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> placements) {
+  return [placements = std::move(placements)](const Node& a, const Node& b) {
+    for (const auto& p : placements)
+      if (p.backend_for(a) != p.backend_for(b)) return true;
+    return false;
+  };
 }
 
 FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
@@ -127,6 +136,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       auto p = producer.find(consumer.inputs[0]);
       if (p == producer.end() || uses[consumer.inputs[0]] != 1) continue;
       Node& prod = g.nodes[p->second];
+      if (options.apart && options.apart(prod, consumer)) continue;
       // Pad -> Conv; Pad -> MaxPool (inference: a tie between a padded zero and a real one
       // would move a gradient) / AveragePool. The consumer then reads the Pad's input.
       bool folded = false;

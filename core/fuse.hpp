@@ -47,6 +47,11 @@ struct FuseOptions {
   /// the placement: a node is fused only where the backend that will run it has the kernel
   /// (fuse_options_for). Inference plans only.
   std::function<bool(const Node& fused)> attention;
+  /// Whether two nodes must stay apart because the placement runs them on different backends
+  /// (empty: never): a Pad is not folded into, nor an activation fused with, a node placed
+  /// elsewhere, so that `--assign Relu=naive` or `@relu1=python` keeps that node where it was
+  /// asked for instead of vanishing into an onednn convolution.
+  std::function<bool(const Node& producer, const Node& consumer)> apart;
 };
 
 class KernelRegistry;
@@ -54,8 +59,12 @@ struct Placement;
 
 /// The fusions for plans of `placement`: activations and attention in inference plans only
 /// (their fused nodes have no backward), attention where the backend `placement` assigns
-/// to the fused node has a FusedAttention kernel.
+/// to the fused node has a FusedAttention kernel, nothing across nodes it places on
+/// different backends (FuseOptions::apart).
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training);
+/// FuseOptions::apart for one placement or several (one graph fused for all of them): apart
+/// where any of them runs the two nodes on different backends.
+std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> placements);
 
 /// Rewrites a prepared graph (value_descs filled) in place.
 FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "api/models.hpp"
+#include "api/util.hpp"
 #include "core/fuse.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
@@ -288,6 +290,45 @@ TEST(FusePadPool, ZeroPaddingBeforeAPoolBecomesThePoolsOwnWhereThatIsExact) {
   }
   // ... but not where the pool's own pads are not counted (the denominators would differ).
   EXPECT_TRUE(fused_pool_agrees(pad_then_pool("AveragePool", false, {{"pads", A::of_ints({1, 0, 1, 0})}}), inference).empty());
+}
+
+// A placement that puts an activation (or a Pad) on another backend than its producer keeps the
+// two apart: the node runs where it was assigned instead of vanishing into a fused onednn
+// convolution (found when `assign="Relu=python"` was silently ignored).
+TEST(FusePlacement, NodesPlacedOnDifferentBackendsStayApart) {
+  auto names = [](const Graph& g) {
+    std::vector<std::string> n;
+    for (const auto& node : g.nodes) n.push_back(node.name);
+    return n;
+  };
+  auto fused = [&](const std::string& assign) {
+    auto g = api::load_prepared("zoo:fmnist-cnn", {}, nullptr);
+    EXPECT_TRUE(g.ok());
+    auto placement = api::assign_placement(assign, {"naive"});
+    EXPECT_TRUE(placement.ok()) << placement.status().to_string();
+    fuse_graph(g.value(), fuse_options_for(placement.value(), builtin_registry(), false));
+    return names(g.value());
+  };
+  const auto one_backend = fused("*=onednn");
+  EXPECT_NE(std::find(one_backend.begin(), one_backend.end(), "conv1+relu1"), one_backend.end());
+  const auto relu_apart = fused("Relu=naive,*=onednn");
+  for (const char* n : {"conv1", "relu1", "conv2", "relu2", "fc1", "relu3"})
+    EXPECT_NE(std::find(relu_apart.begin(), relu_apart.end(), n), relu_apart.end()) << n;
+  // By node name: only that pair stays apart.
+  const auto by_name = fused("@relu2=naive,*=onednn");
+  EXPECT_NE(std::find(by_name.begin(), by_name.end(), "conv1+relu1"), by_name.end());
+  EXPECT_NE(std::find(by_name.begin(), by_name.end(), "relu2"), by_name.end());
+  // One graph fused for several placements (bench's configurations): apart where any differs.
+  FuseOptions fo;
+  auto a = api::assign_placement("*=onednn", {"naive"});
+  auto b = api::assign_placement("Relu=naive,*=onednn", {"naive"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  fo.apart = apart_in({a.value(), b.value()});
+  auto g = api::load_prepared("zoo:fmnist-cnn", {}, nullptr);
+  ASSERT_TRUE(g.ok());
+  fuse_graph(g.value(), fo);
+  const auto both = names(g.value());
+  EXPECT_NE(std::find(both.begin(), both.end(), "relu1"), both.end());
 }
 
 }  // namespace
