@@ -110,9 +110,11 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
 }
 
 std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> placements) {
-  return [placements = std::move(placements)](const Node& a, const Node& b) {
+  // Only a consumer with a rule of its own stays apart: a fused node follows its first named
+  // part (Placement::backend_for), so `@conv1=onednn,*=naive` still fuses conv1+relu1 on onednn.
+  return [placements = std::move(placements)](const Node& producer, const Node& consumer) {
     for (const auto& p : placements)
-      if (p.backend_for(a) != p.backend_for(b)) return true;
+      if (p.places_explicitly(consumer) && p.backend_for(producer) != p.backend_for(consumer)) return true;
     return false;
   };
 }

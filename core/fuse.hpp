@@ -48,9 +48,9 @@ struct FuseOptions {
   /// (fuse_options_for). Inference plans only.
   std::function<bool(const Node& fused)> attention;
   /// Whether two nodes must stay apart because the placement runs them on different backends
-  /// (empty: never): a Pad is not folded into, nor an activation fused with, a node placed
-  /// elsewhere, so that `--assign Relu=naive` or `@relu1=python` keeps that node where it was
-  /// asked for instead of vanishing into an onednn convolution.
+  /// (empty: never): a node that a rule of its own (`Relu=naive`, `@relu1=python`) places on
+  /// another backend than its producer is not fused into it, instead of vanishing into an
+  /// onednn convolution. A consumer placed by the default only follows its producer.
   std::function<bool(const Node& producer, const Node& consumer)> apart;
 };
 

@@ -86,6 +86,13 @@ const std::string& Placement::backend_for(const Node& node) const {
   return default_backend;
 }
 
+bool Placement::places_explicitly(const Node& node) const {
+  if (by_name.count(node.name) || by_op.count(node.op_type)) return true;
+  for (const auto& [pattern, backend] : by_glob)
+    if (glob_match(pattern, node.name)) return true;
+  return false;
+}
+
 Status Placement::check_names(const Graph& graph) const {
   std::vector<std::pair<std::string, std::string>> keys(by_name.begin(), by_name.end());
   keys.insert(keys.end(), by_glob.begin(), by_glob.end());

@@ -34,6 +34,8 @@ struct Placement {
   /// The backend asked for `node`: by name (a fused node "a+b" by the first of its parts
   /// that is named), else by op type, else the default.
   const std::string& backend_for(const Node& node) const;
+  /// Whether a rule of its own places `node` (its name, a glob or its op type), not the default.
+  bool places_explicitly(const Node& node) const;
   /// The backends it asks for: the default and every rule's (not the fallbacks).
   std::set<std::string> asked_backends() const;
   /// Every `@NAME` key names a node of `graph` (as loaded, before fusion), and every glob

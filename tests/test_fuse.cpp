@@ -318,6 +318,10 @@ TEST(FusePlacement, NodesPlacedOnDifferentBackendsStayApart) {
   const auto by_name = fused("@relu2=naive,*=onednn");
   EXPECT_NE(std::find(by_name.begin(), by_name.end(), "conv1+relu1"), by_name.end());
   EXPECT_NE(std::find(by_name.begin(), by_name.end(), "relu2"), by_name.end());
+  // A consumer the default places follows its producer's rule (a fused node follows its
+  // first named part): conv1+relu1 stays fused and runs on onednn.
+  const auto follows = fused("@conv1=onednn,*=naive");
+  EXPECT_NE(std::find(follows.begin(), follows.end(), "conv1+relu1"), follows.end());
   // One graph fused for several placements (bench's configurations): apart where any differs.
   FuseOptions fo;
   auto a = api::assign_placement("*=onednn", {"naive"});
