@@ -188,6 +188,7 @@ Expected<Placement> assign_placement(const std::string& assign, const std::vecto
 
 void append_plugin_arguments(std::vector<std::string>& args) {
   for (const auto& p : loaded_plugins()) {
+    if (p.file.empty()) continue;  // registered from Python: no library a child could load
     args.push_back("--plugin");
     args.push_back(p.file);
   }

@@ -99,22 +99,29 @@ Status load_plugin(const std::string& path) {
     return Status::invalid(what + " was built against headers whose types differ from this Mosaic's (same interface "
                                   "version, other type sizes); rebuild it against this Mosaic's headers");
   }
-  Status st;
-  {
-    Registrar r(builtin_registry());
-    registration(&r, &st);
-    if (st.is_ok()) st = r.check_kernels();
-    if (st.is_ok()) st = add_schemas(std::move(r.schemas_));
-    if (st.is_ok()) {
-      mutable_registry_for_plugins() = std::move(r.registry_);
-      r.added_.path = path;
-      r.added_.file = file;
-      plugins().push_back(std::move(r.added_));
-      return Status::ok();  // kept loaded for the life of the process: its kernels live in it
-    }
-  }  // the copy holding the plugin's factories is gone before the library is
+  Status st = register_extension(path, file, [registration](PluginRegistrar& r) {
+    Status out;
+    registration(&r, &out);
+    return out;
+  });
+  if (st.is_ok()) return st;  // kept loaded for the life of the process: its kernels live in it
+  // The registry copy holding the plugin's factories is gone before the library is.
   dlclose(lib);
   return Status(st.code(), what + ": registration failed: " + st.message());
+}
+
+Status register_extension(const std::string& origin, const std::string& file,
+                          const std::function<Status(PluginRegistrar&)>& registration) {
+  Registrar r(builtin_registry());
+  Status st = registration(r);
+  if (st.is_ok()) st = r.check_kernels();
+  if (st.is_ok()) st = add_schemas(std::move(r.schemas_));
+  if (!st.is_ok()) return st;
+  mutable_registry_for_plugins() = std::move(r.registry_);
+  r.added_.path = origin;
+  r.added_.file = file;
+  plugins().push_back(std::move(r.added_));
+  return Status::ok();
 }
 
 const std::vector<LoadedPlugin>& loaded_plugins() { return plugins(); }

@@ -1,12 +1,15 @@
 // Loading operator/backend plugins (backends/plugin.hpp) into the process's registry.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/status.hpp"
 
 namespace mosaic {
+
+class PluginRegistrar;
 
 /// What one loaded plugin added.
 struct LoadedPlugin {
@@ -24,6 +27,14 @@ struct LoadedPlugin {
 /// backend or op). Loading a file already loaded does nothing. Call before any plan is
 /// built (the CLI loads --plugin files before it parses the rest of the command line).
 Status load_plugin(const std::string& path);
+
+/// The one way registrations reach the registry, whatever they come from: `registration`
+/// adds backends, kernels and operators through the PluginRegistrar, on a copy of the
+/// registry that replaces it only if everything succeeded (all or nothing). load_plugin calls
+/// it with a shared library's registration function; the Python package (python/) with a
+/// Python class's. `origin` and `file` name it in loaded_plugins() ("python:module.Class").
+Status register_extension(const std::string& origin, const std::string& file,
+                          const std::function<Status(PluginRegistrar&)>& registration);
 
 /// The plugins loaded so far, in load order.
 const std::vector<LoadedPlugin>& loaded_plugins();

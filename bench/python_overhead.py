@@ -7,6 +7,8 @@
    parameters inside Mosaic (bench --mode training's optimizer stage) against the same
    Lion.step called by a plain Python loop on NumPy arrays of the same sizes, and against the
    C++ Lion plugin (examples/custom_optimizer) in the same stage.
+3. A Python operator's crossing: Swish (examples/python/swish_operator.py) as a node, forward
+   and backward, against the same NumPy calls outside Mosaic and the C++ plugin's kernel.
 
     PYTHONPATH=build/python python3 bench/python_overhead.py [--json docs/perf_python.json]
         [--update-docs docs/python.md]
@@ -30,6 +32,7 @@ os.environ.setdefault("MOSAIC_DB", "off")
 import mosaic  # noqa: E402
 from bench_docs import replace_table, write_json  # noqa: E402
 from lion_optimizer import Lion  # noqa: E402
+from swish_operator import MAKE_MODEL, Swish  # noqa: E402
 
 
 def bench_call_cost(cli, model, backend, batch, iterations, rounds):
@@ -95,6 +98,52 @@ def optimizer_step_cost(cli, lion_plugin, model, rounds, iterations):
             "cpp_plugin_ms": statistics.median(cpp) if cpp else None}
 
 
+def node_us(report, name, direction="median_us"):
+    return next(n[direction] for n in report["runs"][0]["nodes"] if n["name"] == name)
+
+
+def operator_crossing_cost(cli, swish_plugin, batches, rounds, iterations):
+    """The Swish node of examples/plugin_custom_op's model: the Python class inside Mosaic
+    (forward, and backward in a training step), the same NumPy forward/backward called on an
+    array of the same shape outside Mosaic, and the C++ plugin's kernel (CLI, other process)."""
+    mosaic.register_operator(Swish)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, MAKE_MODEL, tmp], check=True, stdout=subprocess.DEVNULL)
+        model = os.path.join(tmp, "model.onnx")
+        out = os.path.join(tmp, "run.json")
+        op = Swish({"beta": 1.5})
+        for batch in batches:
+            inside, inside_bwd, alone, alone_bwd, cpp = [], [], [], [], []
+            x = np.random.default_rng(1).standard_normal((batch, 4, 8, 8), dtype=np.float32)
+            for _ in range(rounds):
+                r = mosaic.bench(model, backends=["naive"], batch=batch, iterations=iterations, warmup=3,
+                                 peaks=False, mode="training", check=False)
+                inside.append(node_us(r, "swish1"))
+                inside_bwd.append(node_us(r, "swish1", "backward_median_us"))
+                fwd, bwd = [], []
+                for _ in range(iterations):
+                    t = time.perf_counter()
+                    y = op.forward(x)
+                    fwd.append((time.perf_counter() - t) * 1e6)
+                    t = time.perf_counter()
+                    op.backward((x,), (y,), (y,))
+                    bwd.append((time.perf_counter() - t) * 1e6)
+                alone.append(statistics.median(fwd))
+                alone_bwd.append(statistics.median(bwd))
+                if swish_plugin:
+                    subprocess.run([cli, "bench", model, "--plugin", swish_plugin, "--backends", "naive", "--batch",
+                                    str(batch), "--iterations", str(iterations), "--warmup", "3", "--no-peaks",
+                                    "--quiet", "--no-db", "--mode", "training", "--no-check", "--json", out],
+                                   check=True, stdout=subprocess.DEVNULL)
+                    cpp.append(node_us(json.load(open(out)), "swish1"))
+            rows.append({"batch": batch, "elements": int(x.size), "python_in_mosaic_us": statistics.median(inside),
+                         "python_backward_in_mosaic_us": statistics.median(inside_bwd),
+                         "numpy_alone_us": statistics.median(alone), "numpy_backward_alone_us": statistics.median(alone_bwd),
+                         "cpp_plugin_us": statistics.median(cpp) if cpp else None})
+    return rows
+
+
 def table(doc):
     b, o = doc["bench_call"], doc["optimizer_step"]
     rows = [
@@ -112,6 +161,14 @@ def table(doc):
     if o["cpp_plugin_ms"]:
         rows.append(f"| ... the C++ Lion plugin, same stage | | {o['cpp_plugin_ms']:.2f} ms | "
                     f"{o['python_in_mosaic_ms'] / o['cpp_plugin_ms']:.2f}x slower in Python |")
+    for c in doc["operator_crossing"]:
+        rows.append(f"| Swish forward, {c['elements']} floats (batch {c['batch']}) | {c['python_in_mosaic_us']:.1f} us | "
+                    f"NumPy alone {c['numpy_alone_us']:.1f} us; C++ plugin "
+                    f"{c['cpp_plugin_us'] or float('nan'):.1f} us | crossing "
+                    f"{c['python_in_mosaic_us'] - c['numpy_alone_us']:+.1f} us |")
+        rows.append(f"| ... backward | {c['python_backward_in_mosaic_us']:.1f} us | NumPy alone "
+                    f"{c['numpy_backward_alone_us']:.1f} us | crossing "
+                    f"{c['python_backward_in_mosaic_us'] - c['numpy_backward_alone_us']:+.1f} us |")
     return "\n".join(rows) + "\n"
 
 
@@ -120,6 +177,8 @@ def main():
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "mosaic"))
     ap.add_argument("--lion-plugin", default=os.path.join(ROOT, "build", "examples", "custom_optimizer",
                                                           "libmosaic_lion.so"))
+    ap.add_argument("--swish-plugin", default=os.path.join(ROOT, "build", "examples", "plugin_custom_op",
+                                                           "libmosaic_swish.so"))
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--json")
     ap.add_argument("--update-docs")
@@ -127,7 +186,9 @@ def main():
     doc = {"machine_threads": os.cpu_count(),
            "bench_call": bench_call_cost(args.cli, "zoo:alexnet-cifar", "onednn", 16, 60, args.rounds),
            "optimizer_step": optimizer_step_cost(args.cli, args.lion_plugin if os.path.exists(args.lion_plugin) else None,
-                                                 "zoo:vgg16-cifar", args.rounds, 10)}
+                                                 "zoo:vgg16-cifar", args.rounds, 10),
+           "operator_crossing": operator_crossing_cost(
+               args.cli, args.swish_plugin if os.path.exists(args.swish_plugin) else None, [16, 1024], args.rounds, 50)}
     print(table(doc))
     if args.json:
         write_json(args.json, doc)

@@ -11,7 +11,8 @@ Every function takes the options of the CLI command of the same name as keyword 
 bad input, mosaic.Error for the rest, TypeError for an unknown keyword or a wrong type.
 Long calls release the GIL, and Ctrl-C stops them at the next safe point (KeyboardInterrupt).
 User optimizers are Python classes (mosaic.Optimizer), validated by mosaic.optcheck and used
-by mosaic.train. docs/python.md has the whole story.
+by mosaic.train; user operators too (mosaic.Operator), validated by mosaic.gradcheck and run in
+one graph with the other backends' nodes. docs/python.md has the whole story.
 """
 import os as _os
 import sys as _sys
@@ -27,6 +28,7 @@ finally:
 
 from ._mosaic import (Error, InvalidArgument, backends, bench, gradcheck, load_optimizer_plugin,  # noqa: F401
                       load_plugin, optimizers, verify, version)
+from .operator import Operator, register_operator  # noqa: F401
 from .optimizer import Optimizer, register_optimizer  # noqa: F401
 
 __version__ = version()

@@ -8,6 +8,7 @@
 namespace mosaic::python {
 void bind_commands(py::module_& m);
 void bind_optimizers(py::module_& m);
+void bind_operators(py::module_& m);
 }  // namespace mosaic::python
 
 PYBIND11_MODULE(_mosaic, m) {
@@ -36,4 +37,5 @@ PYBIND11_MODULE(_mosaic, m) {
       py::arg("path"), "Loads a C++ optimizer plugin; returns the optimizer's name.");
   bind_commands(m);
   bind_optimizers(m);
+  bind_operators(m);
 }
