@@ -1,4 +1,5 @@
 #include "backends/plugins.hpp"
+#include "core/python_host.hpp"
 
 #include <dlfcn.h>
 
@@ -74,6 +75,18 @@ Status load_plugin(const std::string& path) {
   if (ec || !std::filesystem::is_regular_file(file, ec)) return Status::io_error(what + ": no such file");
   for (const auto& p : plugins())
     if (p.file == file) return Status::ok();
+  if (is_python_plugin(path)) {  // a Python file: its mosaic.Operator classes (core/python_host.hpp)
+    auto names = run_python_plugin(path, "operators");
+    if (!names.ok()) return names.status();
+    // The classes are registered (one entry each, from Python); this entry names the file, so
+    // that child processes get it as --plugin too (api::append_plugin_arguments).
+    LoadedPlugin entry;
+    entry.path = path;
+    entry.file = file;
+    for (const auto& n : names.value()) entry.operators.push_back(n);
+    plugins().push_back(std::move(entry));
+    return Status::ok();
+  }
   void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();

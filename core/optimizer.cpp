@@ -1,4 +1,5 @@
 #include "core/optimizer.hpp"
+#include "core/python_host.hpp"
 
 #include <dlfcn.h>
 
@@ -256,6 +257,10 @@ std::vector<std::string> optimizer_names() {
 }
 
 Expected<std::string> load_optimizer_plugin(const std::string& path) {
+  if (is_python_plugin(path)) {  // a Python file: its mosaic.Optimizer classes (core/python_host.hpp)
+    MOSAIC_ASSIGN_OR_RETURN(auto names, run_python_plugin(path, "optimizers"));
+    return names.front();
+  }
   // Kept loaded for the life of the process: optimizers it creates point into it.
   // A path without a slash is a file here, not a name for the library search path.
   const std::string file = path.find('/') == std::string::npos ? "./" + path : path;

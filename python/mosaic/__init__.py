@@ -26,10 +26,11 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 
-from ._mosaic import (Error, InvalidArgument, backends, bench, gradcheck, load_optimizer_plugin,  # noqa: F401
-                      load_plugin, optimizers, verify, version)
+from ._mosaic import (Error, InvalidArgument, backends, bench, gradcheck, optimizers, verify,  # noqa: F401
+                      version)
 from .operator import Operator, register_operator  # noqa: F401
 from .optimizer import Optimizer, register_optimizer  # noqa: F401
+from .plugin_files import _load_python_plugin  # noqa: F401
 
 __version__ = version()
 
@@ -59,3 +60,22 @@ def optcheck(optimizer, hyperparameters=None, **options):
     training-op data, convergence, a real network. Returns {"checks": [...], "passed", "failed",
     "skipped", "inconclusive"}. optimizer: a name or a mosaic.Optimizer subclass."""
     return _mosaic._optcheck(_optimizer_name(optimizer, "optcheck"), hyperparameters, **options)
+
+
+def load_plugin(path):
+    """Loads an operator/backend plugin: a C++ shared library (backends/plugin.hpp), or a Python
+    file whose mosaic.Operator subclasses are registered. Returns nothing."""
+    path = _os.fspath(path)
+    if path.endswith(".py"):
+        _load_python_plugin(path, "operators")
+    else:
+        _mosaic.load_plugin(path)
+
+
+def load_optimizer_plugin(path):
+    """Loads an optimizer plugin: a C++ shared library, or a Python file whose mosaic.Optimizer
+    subclasses are registered. Returns the (first) optimizer's name."""
+    path = _os.fspath(path)
+    if path.endswith(".py"):
+        return _load_python_plugin(path, "optimizers")[0]
+    return _mosaic.load_optimizer_plugin(path)

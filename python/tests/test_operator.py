@@ -163,3 +163,16 @@ def test_registration_checks_the_class():
 
     with pytest.raises(ValueError, match="registered with domain 'com.example.mosaic'"):
         mosaic.register_operator(SwishElsewhere)
+
+
+def test_python_files_load_as_plugins_here_too(tmp_path):
+    path = tmp_path / "clip_plugin.py"
+    path.write_text("import numpy as np\nimport mosaic\n\n"
+                    "class Sign(mosaic.Optimizer):\n    name = 'py-signsgd-file'\n\n"
+                    "    def step(self, p, g, state, t):\n        p -= self.lr * np.sign(g)\n")
+    assert mosaic.load_optimizer_plugin(path) == "py-signsgd-file"
+    assert "py-signsgd-file" in mosaic.optimizers()
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    with pytest.raises(ValueError, match="defines no mosaic.Operator subclass"):
+        mosaic.load_plugin(empty)
