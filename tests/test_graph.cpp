@@ -297,6 +297,10 @@ TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
   r = mosaic("plan " + model + " --backend onednn --fallback none");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("'div'"), std::string::npos) << r.out;
+  // api::plan names its option; the CLI says --mode.
+  r = mosaic("plan " + model + " --mode train");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --mode must be inference or training, not 'train'"), std::string::npos) << r.out;
   std::filesystem::remove(model);
   std::filesystem::remove(json);
 }

@@ -26,7 +26,7 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 
-from ._mosaic import (Error, InvalidArgument, backends, bench, gradcheck, optimizers, verify,  # noqa: F401
+from ._mosaic import (Error, InvalidArgument, backends, bench, gradcheck, optimizers, plan, verify,  # noqa: F401
                       version)
 from .operator import Operator, register_operator  # noqa: F401
 from .optimizer import Optimizer, register_optimizer  # noqa: F401

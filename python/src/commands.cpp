@@ -147,6 +147,20 @@ const std::vector<Field<OptcheckOptions>>& optcheck_fields() {
   return f;
 }
 
+const std::vector<Field<api::PlanQuery>>& plan_fields() {
+  using O = api::PlanQuery;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      str_field<O>("assign", [](O& o) -> auto& { return o.assign; }),
+      list_field<O>("fallback", [](O& o) -> auto& { return o.fallback; }),
+      str_field<O>("mode", [](O& o) -> auto& { return o.mode; }),
+      bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),
+      int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
+      list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
+  };
+  return f;
+}
+
 /// `hyperparameters`: {name: float} for a user optimizer's own keys (config.extra).
 void set_extra(OptimizerConfig& c, const py::object& extra, const std::string& function) {
   if (extra.is_none()) return;
@@ -264,6 +278,17 @@ py::object run_optcheck(const std::string& optimizer, const py::object& hyper, c
                     {"failed", failed}, {"skipped", skipped}, {"inconclusive", inconclusive}});
 }
 
+py::object run_plan(const std::string& model, const py::kwargs& kw) {
+  api::PlanQuery q;
+  q.model = model;
+  apply("plan", plan_fields(), kw, q);
+  Status loaded = api::load_bundled_backends({q.assign.empty() ? q.backend : "all"});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::PlanReport> out = Status::internal("not run");
+  call_released([&] { out = api::plan(q); });
+  return to_python(api::plan_json(value_or_raise(std::move(out))));
+}
+
 template <class O>
 std::string doc(const char* head, const std::vector<Field<O>>& fields) {
   return std::string(head) + "\n\nKeyword arguments (None keeps the default):\n" + describe(fields);
@@ -281,6 +306,10 @@ void bind_commands(py::module_& m) {
   m.def("gradcheck", &run_gradcheck, py::arg("model"),
         doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",
             gradcheck_fields())
+            .c_str());
+  m.def("plan", &run_plan, py::arg("model"),
+        doc("plan(model, **options) -> dict: the placement, fallbacks and conversions a plan would have (mosaic.plan/1).",
+            plan_fields())
             .c_str());
   m.def("_train", &run_train, py::arg("model"), py::arg("hyperparameters") = py::none(),
         doc("train(model, hyperparameters=None, **options) -> dict: the training log.", train_fields()).c_str());

@@ -96,3 +96,17 @@ def test_ctrl_c_stops_a_long_call_with_keyboard_interrupt():
     assert "stopped cleanly" in out, err
     assert p.returncode == 7, err  # the exception was caught: no signal death, no crash
     assert time.time() - start < 60
+
+
+def test_plan_shows_placement_fallbacks_and_conversions():
+    p = mosaic.plan("zoo:fmnist-cnn", assign="Conv=onednn,*=naive", batch=4)
+    assert p["schema"] == "mosaic.plan/1" and p["batch"] == 4
+    by_node = {s["node"]: s for s in p["steps"] if not s["conversion"]}
+    assert by_node["conv1+relu1"]["backend"] == "onednn" if "conv1+relu1" in by_node else by_node["conv1"]["backend"] == "onednn"
+    assert by_node["pool1"]["backend"] == "naive"
+    # onednn's outputs read by naive nodes: every conversion is a step with the bytes it moves.
+    conversions = [s for s in p["steps"] if s["conversion"]]
+    assert len(conversions) == p["conversions"]
+    assert p["conversion_bytes"] == sum(s["bytes"] for s in conversions)
+    with pytest.raises(ValueError, match="mode must be inference or training, not 'train'"):
+        mosaic.plan("zoo:fmnist-cnn", mode="train")
