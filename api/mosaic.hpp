@@ -5,6 +5,7 @@
 //   mosaic::api::verify     ONNX test cases on backends against their expected outputs
 //   mosaic::api::train      train on a dataset, with any backend or mixed placement
 //   mosaic::api::gradcheck  analytic gradients against finite differences, per tensor
+//   mosaic::api::info       a model at a batch: parameters, FLOPs, memory, which backends take each node
 //   mosaic::api::plan       the placement, fallbacks and layout conversions a plan would have
 //   mosaic::load_plugin     operator/backend plugins (backends/plugin.hpp) before any of them
 //
@@ -14,6 +15,7 @@
 
 #include "api/bench.hpp"
 #include "api/gradcheck.hpp"
+#include "api/info.hpp"
 #include "api/models.hpp"
 #include "api/plan.hpp"
 #include "api/train.hpp"

@@ -16,6 +16,7 @@
 #include "distributed/data_parallel.hpp"
 #include "api/bench.hpp"
 #include "api/bench_auto.hpp"
+#include "api/info.hpp"
 #include "api/verify.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "api/models.hpp"
@@ -47,73 +48,46 @@ std::string with_commas(int64_t v) {
 
 int run_info(const InfoOptions& o) {
   set_num_threads(o.common.threads);
-  PrepareReport pr;
-  auto g = load_prepared(o.model, o.common, &pr);
-  if (!g.ok()) return fail(g.status());
-  PlanOptions sizes_only;
-  sizes_only.allocate = false;  // sizes are computed, not allocated: any --batch works
-  auto plan = Plan::build(g.value(), Placement::all_on("naive", {}), builtin_registry(), sizes_only);
-  if (!plan.ok()) return fail(plan.status());
-  const Plan& p = *plan.value();
-  std::cout << "model:   " << o.model << " (graph '" << g->name << "', opset " << g->opset << ")\n";
-  for (const auto& in : g->inputs) std::cout << "input:   " << in.name << " " << g->value_descs.at(in.name).str() << "\n";
-  for (const auto& out : g->outputs)
-    std::cout << "output:  " << out.name << " " << g->value_descs.at(out.name).str() << "\n";
-  for (const auto& n : pr.notes) std::cout << "note:    " << n << "\n";
-  std::map<std::string, int> ops;
-  double flops = 0;
-  for (const auto& s : p.steps()) {
-    ops[p.node(s).op_type]++;
-    flops += s.flops;
-  }
-  std::cout << "params:  " << with_commas(g->parameter_count()) << " (" << format_bytes(static_cast<double>(p.weight_bytes()))
+  api::InfoQuery q;
+  q.common = o.common;
+  q.model = o.model;
+  auto report = api::info(q);
+  if (!report.ok()) return fail(report.status());
+  const api::InfoReport& r = report.value();
+  std::cout << "model:   " << r.model << " (graph '" << r.graph_name << "', opset " << r.opset << ")\n";
+  for (const auto& [name, desc] : r.inputs) std::cout << "input:   " << name << " " << desc << "\n";
+  for (const auto& [name, desc] : r.outputs) std::cout << "output:  " << name << " " << desc << "\n";
+  for (const auto& n : r.notes) std::cout << "note:    " << n << "\n";
+  std::cout << "params:  " << with_commas(r.parameter_count) << " (" << format_bytes(static_cast<double>(r.weight_bytes))
             << ")\n";
-  std::cout << "nodes:   " << p.steps().size() << " (" << pr.folded_nodes << " constant nodes folded at load):";
-  for (const auto& [op, n] : ops) std::cout << " " << op << " " << n;
-  const int64_t batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
-  std::cout << "\nFLOPs:   " << flops / 1e9 << " GFLOP forward per batch of " << batch << " (" << flops / 2e6 / batch
-            << " M multiply-adds per image)\n";
-  std::cout << "memory:  weights " << format_bytes(static_cast<double>(p.weight_bytes())) << ", activations "
-            << format_bytes(static_cast<double>(p.activation_bytes())) << " (planned with buffer reuse";
-  if (p.attention_bytes())
-    std::cout << "; attention scores " << format_bytes(static_cast<double>(p.attention_bytes())) << " at most at once";
+  std::cout << "nodes:   " << r.nodes.size() << " (" << r.folded_nodes << " constant nodes folded at load):";
+  for (const auto& [op, n] : r.ops) std::cout << " " << op << " " << n;
+  std::cout << "\nFLOPs:   " << r.flops / 1e9 << " GFLOP forward per batch of " << r.batch << " ("
+            << r.flops / 2e6 / static_cast<double>(r.batch) << " M multiply-adds per image)\n";
+  std::cout << "memory:  weights " << format_bytes(static_cast<double>(r.weight_bytes)) << ", activations "
+            << format_bytes(static_cast<double>(r.activation_bytes)) << " (planned with buffer reuse";
+  if (r.attention_bytes)
+    std::cout << "; attention scores " << format_bytes(static_cast<double>(r.attention_bytes)) << " at most at once";
   std::cout << ")\n";
   if (!o.nodes) return 0;
   // Trainable parameters by name (what --freeze matches), with their shapes.
   std::cout << "\nparameters (names for train --freeze):\n";
-  for (const auto& [name, t] : g->initializers)
-    if (t.dtype() == DType::kF32 && t.numel() > 0 && !g->constants.count(name))
-      std::cout << "  " << name << " " << shape_str(t.shape()) << " (" << with_commas(t.numel()) << ")\n";
-  const auto& reg = builtin_registry();
+  for (const auto& [name, shape] : r.parameters)
+    std::cout << "  " << name << " " << shape_str(shape) << " (" << with_commas(shape_numel(shape)) << ")\n";
+  const auto registered = builtin_registry().backends();
   char line[1024];
   int width = 20;
-  for (const auto& s : p.steps()) width = std::max(width, static_cast<int>(p.node(s).name.size()));
+  for (const auto& n : r.nodes) width = std::max(width, static_cast<int>(n.name.size()));
   std::snprintf(line, sizeof line, "\n%-*s %-18s %-20s %12s %10s  %s\n", width, "node", "op", "output", "params", "MFLOP",
                 "backends");
   std::cout << line;
-  for (const auto& s : p.steps()) {
-    const Node& n = p.node(s);
-    int64_t params = 0;
-    for (size_t i = 0; i < s.in.size(); ++i)
-      if (s.in[i] >= 0 && p.values()[s.in[i]].is_const && p.values()[s.in[i]].desc.dtype == DType::kF32)
-        params += p.values()[s.in[i]].desc.numel();
-    // Which backends take this node: their capability queries, nothing built.
-    KernelContext ctx;
-    ctx.node = &n;
-    ctx.opset = g->opset;
-    for (int v : s.in) {
-      ctx.inputs.push_back(v < 0 ? TensorDesc{} : p.values()[v].desc);
-      ctx.input_present.push_back(v >= 0);
-      ctx.constants.push_back(v >= 0 && p.values()[v].is_const ? &p.values()[v].tensor : nullptr);
-    }
-    for (int v : s.out) {
-      ctx.outputs.push_back(v < 0 ? TensorDesc{} : p.values()[v].desc);
-      ctx.output_present.push_back(v >= 0);
-    }
-    std::string backends;
-    for (const auto& b : reg.backends()) backends += (backends.empty() ? "" : ",") + (reg.query(b, ctx).accepted() ? b : "-");
-    std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-20.20s %12s %10.2f  %s\n", width, 600, n.name.c_str(), n.op_type.c_str(),
-                  shape_str(p.values()[s.out[0]].desc.shape).c_str(), with_commas(params).c_str(), s.flops / 1e6,
+  for (const auto& n : r.nodes) {
+    std::string backends;  // every registered backend, "-" where it does not take the node
+    for (const auto& b : registered)
+      backends += (backends.empty() ? "" : ",") +
+                  (std::find(n.backends.begin(), n.backends.end(), b) != n.backends.end() ? b : std::string("-"));
+    std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-20.20s %12s %10.2f  %s\n", width, 600, n.name.c_str(),
+                  n.op.c_str(), shape_str(n.output_shape).c_str(), with_commas(n.parameters).c_str(), n.flops / 1e6,
                   backends.c_str());
     std::cout << line;
   }

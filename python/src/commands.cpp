@@ -278,6 +278,19 @@ py::object run_optcheck(const std::string& optimizer, const py::object& hyper, c
                     {"failed", failed}, {"skipped", skipped}, {"inconclusive", inconclusive}});
 }
 
+py::object run_info(const std::string& model, const py::kwargs& kw) {
+  static const std::vector<Field<api::InfoQuery>> fields = {
+      int_field<api::InfoQuery>("batch", [](api::InfoQuery& o) -> auto& { return o.common.batch; }),
+      list_field<api::InfoQuery>("shapes", [](api::InfoQuery& o) -> auto& { return o.common.shapes; }),
+  };
+  api::InfoQuery q;
+  q.model = model;
+  apply("info", fields, kw, q);
+  Expected<api::InfoReport> out = Status::internal("not run");
+  call_released([&] { out = api::info(q); });
+  return to_python(api::info_json(value_or_raise(std::move(out))));
+}
+
 py::object run_plan(const std::string& model, const py::kwargs& kw) {
   api::PlanQuery q;
   q.model = model;
@@ -307,6 +320,9 @@ void bind_commands(py::module_& m) {
         doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",
             gradcheck_fields())
             .c_str());
+  m.def("info", &run_info, py::arg("model"),
+        "info(model, batch=None, shapes=None) -> dict: inputs, outputs, parameters, FLOPs, memory, and per node "
+        "which backends take it (mosaic.info/1).");
   m.def("plan", &run_plan, py::arg("model"),
         doc("plan(model, **options) -> dict: the placement, fallbacks and conversions a plan would have (mosaic.plan/1).",
             plan_fields())

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import mosaic
@@ -110,3 +111,16 @@ def test_plan_shows_placement_fallbacks_and_conversions():
     assert p["conversion_bytes"] == sum(s["bytes"] for s in conversions)
     with pytest.raises(ValueError, match="mode must be inference or training, not 'train'"):
         mosaic.plan("zoo:fmnist-cnn", mode="train")
+
+
+def test_info_counts_parameters_and_flops():
+    r = mosaic.info("zoo:fmnist-cnn", batch=4)
+    assert r["schema"] == "mosaic.info/1" and r["batch"] == 4
+    # The parameters listed by shape add up to the parameter count.
+    assert sum(np.prod(p["shape"]) for p in r["parameters"]) == r["parameter_count"]
+    assert r["weight_bytes"] == 4 * r["parameter_count"]
+    conv1 = next(n for n in r["nodes"] if n["name"] == "conv1")
+    assert conv1["output_shape"] == [4, 32, 28, 28] and "naive" in conv1["backends"]
+    assert r["flops"] == pytest.approx(sum(n["flops"] for n in r["nodes"]))
+    with pytest.raises(mosaic.Error, match="no-such.onnx"):
+        mosaic.info("no-such.onnx")
