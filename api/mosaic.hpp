@@ -6,6 +6,7 @@
 //   mosaic::api::train      train on a dataset, with any backend or mixed placement
 //   mosaic::api::gradcheck  analytic gradients against finite differences, per tensor
 //   mosaic::api::info       a model at a batch: parameters, FLOPs, memory, which backends take each node
+//   mosaic::api::history    the runs in the results store; compare: two bench runs, statistically
 //   mosaic::api::plan       the placement, fallbacks and layout conversions a plan would have
 //   mosaic::load_plugin     operator/backend plugins (backends/plugin.hpp) before any of them
 //
@@ -15,6 +16,7 @@
 
 #include "api/bench.hpp"
 #include "api/gradcheck.hpp"
+#include "api/history.hpp"
 #include "api/info.hpp"
 #include "api/models.hpp"
 #include "api/plan.hpp"

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "api/history.hpp"
 #include "frontends/cli/cli_util.hpp"
 #include "core/file_io.hpp"
 #include "frontends/cli/commands.hpp"
@@ -16,10 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string describe_doc(const NamedRun& n) {
-  const json& d = n.doc;
+std::string describe_doc(const std::string& name, const json& d) {
   const json& p = d.value("provenance", json::object());
-  std::string s = n.name + ": " + d.value("model", "?") + ", batch " + std::to_string(d.value("batch", int64_t{0})) + ", " +
+  std::string s = name + ": " + d.value("model", "?") + ", batch " + std::to_string(d.value("batch", int64_t{0})) + ", " +
                   d.value("mode", "?") + ", " + std::to_string(d.value("threads", 0)) + " threads";
   if (p.contains("run")) s += ", " + p["run"].value("time_utc", "");
   if (p.contains("build")) {
@@ -48,25 +48,30 @@ std::string pvalue(double p) {
 }  // namespace
 
 int run_history(const HistoryOptions& o) {
-  auto db = open_existing_store(o.db);
-  if (!db.ok()) return fail(db.status());
   if (o.show > 0) {
-    auto doc = db->document(o.show);
+    auto doc = api::run_document(o.db, o.show);
     if (!doc.ok()) return fail(doc.status());
     std::cout << doc->dump(2) << "\n";
     return 0;
   }
-  if (!o.kind.empty() && o.kind != "bench" && o.kind != "train" && o.kind != "sweep")
-    return fail(Status::invalid("--kind must be bench, train or sweep, got '" + o.kind + "'"));
-  auto runs = db->list({o.kind, o.model, o.limit});
-  if (!runs.ok()) return fail(runs.status());
-  if (runs->empty()) {
-    std::printf("no runs in %s%s\n", db->path().c_str(), o.kind.empty() && o.model.empty() ? "" : " match");
+  api::HistoryQuery q;
+  q.db = o.db;
+  q.kind = o.kind;
+  q.model = o.model;
+  q.limit = o.limit;
+  auto history = api::history(q);
+  if (!history.ok()) {
+    const std::string m = history.status().message();  // the API says "kind", the CLI "--kind"
+    return fail(m.rfind("kind must be", 0) == 0 ? Status::invalid("--" + m) : history.status());
+  }
+  const auto& runs = history->runs;
+  if (runs.empty()) {
+    std::printf("no runs in %s%s\n", history->db.c_str(), o.kind.empty() && o.model.empty() ? "" : " match");
     return 0;
   }
   std::printf("%5s  %-20s  %-5s  %-24s  %-9s  %5s  %3s  %-12s  %s\n", "id", "time (UTC)", "kind", "model", "mode", "batch",
               "thr", "commit", "summary");
-  for (const auto& r : runs.value()) {
+  for (const auto& r : runs) {
     std::string model = r.model;
     if (model.size() > 24) model = "..." + model.substr(model.size() - 21);
     const std::string commit = r.git_commit.substr(0, 7) + (r.git_dirty ? "+dirty" : "");
@@ -74,25 +79,28 @@ int run_history(const HistoryOptions& o) {
                 r.kind.c_str(), model.c_str(), r.mode.c_str(), r.batch ? std::to_string(r.batch).c_str() : "-", r.threads,
                 commit.c_str(), r.summary.c_str());
   }
-  std::printf("(%zu newest%s in %s; mosaic history --show ID prints a run's document)\n", runs->size(),
-              o.limit > 0 && static_cast<int>(runs->size()) == o.limit ? ", --limit 0 for all" : "", db->path().c_str());
+  std::printf("(%zu newest%s in %s; mosaic history --show ID prints a run's document)\n", runs.size(),
+              o.limit > 0 && static_cast<int>(runs.size()) == o.limit ? ", --limit 0 for all" : "",
+              history->db.c_str());
   return 0;
 }
 
 int run_compare(const CompareCliOptions& o) {
-  if (!(o.stats.alpha > 0 && o.stats.alpha < 1)) return fail(Status::invalid("--alpha must be in (0, 1)"));
-  if (!(o.stats.threshold >= 0)) return fail(Status::invalid("--threshold must be >= 0"));
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
-  if (o.a == o.b)
-    return fail(Status::invalid("compare " + o.a + " " + o.b + ": A and B are the same run; name two runs (last~1 last)"));
-  std::unique_ptr<ResultsDb> db;
-  auto a = load_named_run(o.a, o.db, db);
-  if (!a.ok()) return fail(a.status());
-  auto b = load_named_run(o.b, o.db, db);
-  if (!b.ok()) return fail(b.status());
-  auto r = compare_bench_runs(a->doc, b->doc, o.stats);
-  if (!r.ok()) return fail(r.status().with_context(o.a + " vs " + o.b));
-  std::printf("A  %s\nB  %s\n", describe_doc(a.value()).c_str(), describe_doc(b.value()).c_str());
+  api::CompareQuery q;
+  q.a = o.a;
+  q.b = o.b;
+  q.db = o.db;
+  q.stats = o.stats;
+  auto outcome = api::compare(q);
+  if (!outcome.ok()) {
+    const std::string m = outcome.status().message();  // the API names its options; the CLI's flags
+    const bool option = m.rfind("alpha must", 0) == 0 || m.rfind("threshold must", 0) == 0;
+    return fail(option ? Status::invalid("--" + m) : outcome.status());
+  }
+  const RunComparison* r = &outcome->comparison;
+  std::printf("A  %s\nB  %s\n", describe_doc(outcome->a_name, outcome->a_doc).c_str(),
+              describe_doc(outcome->b_name, outcome->b_doc).c_str());
   for (const auto& w : r->warnings) std::printf("warning: %s\n", w.c_str());
   for (const auto& l : r->only_a) std::printf("only in A: %s\n", l.c_str());
   for (const auto& l : r->only_b) std::printf("only in B: %s\n", l.c_str());
@@ -151,7 +159,7 @@ int run_compare(const CompareCliOptions& o) {
   if (!within.empty()) std::printf("verdict: significant but within the %g%% threshold: %s\n", 100 * o.stats.threshold, within.c_str());
   if (slower.empty() && faster.empty() && within.empty()) std::printf("verdict: no detectable difference\n");
   if (!o.json.empty()) {
-    if (Status st = write_file_atomic(o.json, comparison_json(r.value(), o.stats, a->name, b->name).dump(2) + "\n");
+    if (Status st = write_file_atomic(o.json, comparison_json(*r, o.stats, outcome->a_name, outcome->b_name).dump(2) + "\n");
         !st.is_ok())
       return fail(st);
   }

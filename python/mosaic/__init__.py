@@ -26,8 +26,8 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 
-from ._mosaic import (Error, InvalidArgument, backends, bench, gradcheck, info, optimizers, plan,  # noqa: F401
-                      verify, version)
+from ._mosaic import (Error, InvalidArgument, backends, bench, compare, gradcheck, history, info,  # noqa: F401
+                      optimizers, plan, run_document, verify, version)
 from .operator import Operator, register_operator  # noqa: F401
 from .optimizer import Optimizer, register_optimizer  # noqa: F401
 from .plugin_files import _load_python_plugin  # noqa: F401

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "api/mosaic.hpp"
+#include "metrics/run_compare.hpp"
 #include "bridge.hpp"
 #include "core/interrupt.hpp"
 #include "metrics/report.hpp"
@@ -291,6 +292,60 @@ py::object run_info(const std::string& model, const py::kwargs& kw) {
   return to_python(api::info_json(value_or_raise(std::move(out))));
 }
 
+py::object run_history(const py::kwargs& kw) {
+  static const std::vector<Field<api::HistoryQuery>> fields = {
+      str_field<api::HistoryQuery>("db", [](api::HistoryQuery& o) -> auto& { return o.db; }),
+      str_field<api::HistoryQuery>("kind", [](api::HistoryQuery& o) -> auto& { return o.kind; }),
+      str_field<api::HistoryQuery>("model", [](api::HistoryQuery& o) -> auto& { return o.model; }),
+      int_field<api::HistoryQuery>("limit", [](api::HistoryQuery& o) -> auto& { return o.limit; }),
+  };
+  api::HistoryQuery q;
+  apply("history", fields, kw, q);
+  api::HistoryReport r = value_or_raise(api::history(q));
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& run : r.runs) runs.push_back(api::stored_run_json(run));
+  return to_python(runs);
+}
+
+py::object run_document(int64_t id, const py::object& db) {
+  return to_python(value_or_raise(api::run_document(db.is_none() ? "" : as_str(db, "run_document(): argument 'db'"), id)));
+}
+
+/// A run for compare: a bench report (dict, as mosaic.bench returns), a run id, or a name
+/// ("last", "last~1", a JSON file).
+nlohmann::json from_python(py::handle v) {
+  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(v).cast<std::string>());
+}
+
+py::object run_compare(const py::object& a, const py::object& b, const py::kwargs& kw) {
+  static const std::vector<Field<api::CompareQuery>> fields = {
+      str_field<api::CompareQuery>("db", [](api::CompareQuery& o) -> auto& { return o.db; }),
+      float_field<api::CompareQuery>("alpha", [](api::CompareQuery& o) -> auto& { return o.stats.alpha; }),
+      float_field<api::CompareQuery>("threshold", [](api::CompareQuery& o) -> auto& { return o.stats.threshold; }),
+      bool_field<api::CompareQuery>("force", [](api::CompareQuery& o) -> auto& { return o.stats.force; }),
+  };
+  api::CompareQuery q;
+  apply("compare", fields, kw, q);
+  auto name = [](const py::object& v, const char* arg) {
+    if (py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v)) return std::to_string(v.cast<int64_t>());
+    return as_str(v, std::string("compare(): argument '") + arg + "'");
+  };
+  Expected<api::CompareOutcome> out = Status::internal("not run");
+  if (py::isinstance<py::dict>(a) || py::isinstance<py::dict>(b)) {
+    if (!py::isinstance<py::dict>(a) || !py::isinstance<py::dict>(b))
+      throw py::type_error("compare(): give two bench reports (dicts) or two run names, not one of each");
+    out = api::compare_documents(from_python(a), from_python(b), q.stats);
+  } else {
+    q.a = name(a, "a");
+    q.b = name(b, "b");
+    out = api::compare(q);
+  }
+  api::CompareOutcome r = value_or_raise(std::move(out));
+  nlohmann::json j = comparison_json(r.comparison, q.stats, r.a_name, r.b_name);
+  j["slower"] = r.comparison.slower();
+  return to_python(j);
+}
+
 py::object run_plan(const std::string& model, const py::kwargs& kw) {
   api::PlanQuery q;
   q.model = model;
@@ -323,6 +378,15 @@ void bind_commands(py::module_& m) {
   m.def("info", &run_info, py::arg("model"),
         "info(model, batch=None, shapes=None) -> dict: inputs, outputs, parameters, FLOPs, memory, and per node "
         "which backends take it (mosaic.info/1).");
+  m.def("history", &run_history,
+        "history(db=None, kind=None, model=None, limit=20) -> list of dict: the runs in the results store, newest "
+        "first.");
+  m.def("run_document", &run_document, py::arg("id"), py::arg("db") = py::none(),
+        "run_document(id, db=None) -> dict: the document a stored run recorded.");
+  m.def("compare", &run_compare, py::arg("a"), py::arg("b"),
+        "compare(a, b, db=None, alpha=0.05, threshold=0.05, force=False) -> dict: two bench runs (reports from "
+        "mosaic.bench, run ids, 'last', 'last~1' or JSON files) compared per configuration and node "
+        "(mosaic.compare/1, plus 'slower').");
   m.def("plan", &run_plan, py::arg("model"),
         doc("plan(model, **options) -> dict: the placement, fallbacks and conversions a plan would have (mosaic.plan/1).",
             plan_fields())

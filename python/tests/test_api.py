@@ -124,3 +124,36 @@ def test_info_counts_parameters_and_flops():
     assert r["flops"] == pytest.approx(sum(n["flops"] for n in r["nodes"]))
     with pytest.raises(mosaic.Error, match="no-such.onnx"):
         mosaic.info("no-such.onnx")
+
+
+def test_compare_two_bench_reports_and_the_results_store(tmp_path):
+    common = dict(backends=["onednn"], batch=2, iterations=30, warmup=2, peaks=False)
+    a = mosaic.bench("zoo:fmnist-cnn", **common)
+    b = mosaic.bench("zoo:fmnist-cnn", **common)
+    c = mosaic.compare(a, b)
+    assert c["schema"] == "mosaic.compare/1"
+    assert isinstance(c["slower"], bool)
+    # A different batch is a different computation: refused unless forced.
+    other = mosaic.bench("zoo:fmnist-cnn", **dict(common, batch=4))
+    with pytest.raises(mosaic.Error, match="differ in batch"):
+        mosaic.compare(a, other)
+    assert mosaic.compare(a, other, force=True)["schema"] == "mosaic.compare/1"
+    with pytest.raises(ValueError, match="alpha must be in"):
+        mosaic.compare(a, b, alpha=2.0)
+    # The store: the CLI records, history lists, compare reads by id.
+    db = str(tmp_path / "runs.sqlite")
+    cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "mosaic")
+    if not os.path.exists(cli):
+        pytest.skip("the CLI is not in build/")
+    env = dict(os.environ, MOSAIC_DB="")
+    for _ in range(2):
+        subprocess.run([cli, "bench", "zoo:fmnist-cnn", "--backends", "onednn", "--batch", "2", "--iterations", "10",
+                        "--warmup", "1", "--no-peaks", "--quiet", "--db", db], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = mosaic.history(db=db)
+    assert [r["kind"] for r in runs] == ["bench", "bench"] and runs[0]["id"] > runs[1]["id"]
+    assert mosaic.run_document(runs[0]["id"], db=db)["schema"].startswith("mosaic.bench/")
+    c = mosaic.compare(runs[1]["id"], "last", db=db)
+    assert c["schema"] == "mosaic.compare/1"
+    with pytest.raises(ValueError, match="kind must be bench, train or sweep"):
+        mosaic.history(db=db, kind="benches")
