@@ -2,6 +2,8 @@
 // flags, calls the API and prints what it returns. Every name of mosaic::api is visible here.
 #pragma once
 
+#include <initializer_list>
+
 #include "api/util.hpp"
 #include "core/status.hpp"
 
@@ -11,5 +13,8 @@ using namespace ::mosaic::api;
 
 /// Prints "mosaic: error: MESSAGE" and returns exit code 2 (bad input or usage).
 int fail(const Status& st);
+/// fail() for an API error: a message that starts with one of `options` ("mode must be ...",
+/// the API's field names) is printed with the flag instead ("--mode must be ...").
+int fail_with_flags(const Status& st, std::initializer_list<const char*> options);
 
 }  // namespace mosaic::cli

@@ -60,10 +60,7 @@ int run_history(const HistoryOptions& o) {
   q.model = o.model;
   q.limit = o.limit;
   auto history = api::history(q);
-  if (!history.ok()) {
-    const std::string m = history.status().message();  // the API says "kind", the CLI "--kind"
-    return fail(m.rfind("kind must be", 0) == 0 ? Status::invalid("--" + m) : history.status());
-  }
+  if (!history.ok()) return fail_with_flags(history.status(), {"kind"});
   const auto& runs = history->runs;
   if (runs.empty()) {
     std::printf("no runs in %s%s\n", history->db.c_str(), o.kind.empty() && o.model.empty() ? "" : " match");
@@ -93,11 +90,7 @@ int run_compare(const CompareCliOptions& o) {
   q.db = o.db;
   q.stats = o.stats;
   auto outcome = api::compare(q);
-  if (!outcome.ok()) {
-    const std::string m = outcome.status().message();  // the API names its options; the CLI's flags
-    const bool option = m.rfind("alpha must", 0) == 0 || m.rfind("threshold must", 0) == 0;
-    return fail(option ? Status::invalid("--" + m) : outcome.status());
-  }
+  if (!outcome.ok()) return fail_with_flags(outcome.status(), {"alpha", "threshold"});
   const RunComparison* r = &outcome->comparison;
   std::printf("A  %s\nB  %s\n", describe_doc(outcome->a_name, outcome->a_doc).c_str(),
               describe_doc(outcome->b_name, outcome->b_doc).c_str());

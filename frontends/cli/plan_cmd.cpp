@@ -23,11 +23,7 @@ int run_plan(const PlanCliOptions& o) {
   q.mode = o.mode;
   q.fuse = o.fuse;
   auto report = api::plan(q);
-  if (!report.ok()) {
-    const std::string m = report.status().message();
-    // The API names its option; the command line calls it --mode.
-    return fail(m.rfind("mode must be", 0) == 0 ? Status::invalid("--" + m) : report.status());
-  }
+  if (!report.ok()) return fail_with_flags(report.status(), {"mode"});
   const api::PlanReport& r = report.value();
   std::cout << "plan " << r.model << "  batch " << r.batch << "  " << r.mode << "  placement " << r.placement
             << "  fallback " << (r.fallback.empty() ? "none" : join(r.fallback, ",")) << "\n";
