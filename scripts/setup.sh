@@ -15,7 +15,7 @@ $SUDO apt-get install -y -q --no-install-recommends \
   libdnnl-dev ocl-icd-opencl-dev libopenblas-openmp-dev libeigen3-dev \
   libonnx-dev libprotobuf-dev protobuf-compiler \
   libgtest-dev libcli11-dev nlohmann-json3-dev \
-  libyaml-cpp-dev libsqlite3-dev sqlite3 zlib1g-dev libopenmpi-dev openmpi-bin python3-matplotlib chromium libonnx-testdata dataset-fashion-mnist python3-torch python3-torchvision python3-onnx libtorch-dev pybind11-dev python3-dev python3-numpy python3-pytest
+  libyaml-cpp-dev libsqlite3-dev sqlite3 zlib1g-dev libopenmpi-dev openmpi-bin python3-matplotlib chromium libonnx-testdata dataset-fashion-mnist python3-torch python3-torchvision python3-onnx libtorch-dev pybind11-dev python3-dev python3-numpy python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
 if [ "${1:-}" = "--no-build" ]; then exit 0; fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
