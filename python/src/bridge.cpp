@@ -55,13 +55,20 @@ void call_released(const std::function<void()>& fn) {
     request_interrupt(0);
     install_interrupt_handlers();
   }
-  {
-    py::gil_scoped_release release;
-    fn();
-  }
-  if (main_thread) {
+  auto restore = [&] {
+    if (!main_thread) return;
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
+  };
+  try {
+    py::gil_scoped_release release;
+    fn();
+  } catch (...) {  // Python's handlers come back whatever happened
+    restore();
+    throw;
+  }
+  restore();
+  if (main_thread) {
     const int sig = interrupt_signal();
     request_interrupt(0);
     if (sig == SIGINT) {
