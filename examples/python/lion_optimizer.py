@@ -37,8 +37,9 @@ class Lion(mosaic.Optimizer):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100, help="training steps on Fashion-MNIST")
+    ap.add_argument("--check-steps", type=int, default=20, help="steps of optcheck's network check")
     args = ap.parse_args()
-    checks = mosaic.optcheck(Lion, lr=1e-3, steps=20)
+    checks = mosaic.optcheck(Lion, lr=1e-3, steps=args.check_steps)
     for c in checks["checks"]:
         print(f"{c['verdict']:<5} {c['check']:<40} {c['detail']}")
     print(f"optcheck: {checks['passed']} passed, {checks['failed']} failed, {checks['skipped']} skipped")
