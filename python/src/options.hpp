@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace mosaic::python {
@@ -35,7 +36,10 @@ inline std::string as_str(py::handle v, const std::string& where) {
 }
 inline int64_t as_int(py::handle v, const std::string& where) {
   if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) wrong_type(where, "int", v);
-  return v.cast<int64_t>();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow) throw py::value_error(where + " is out of range");
+  return static_cast<int64_t>(value);
 }
 inline double as_float(py::handle v, const std::string& where) {
   if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)))
@@ -75,7 +79,12 @@ Field<O> str_field(const std::string& name, A access) {
 template <class O, class A>
 Field<O> int_field(const std::string& name, A access) {
   return {name, "int", [access](O& o, py::handle v, const std::string& w) {
-            access(o) = static_cast<std::remove_reference_t<decltype(access(o))>>(as_int(v, w));
+            using T = std::remove_reference_t<decltype(access(o))>;
+            const int64_t value = as_int(v, w);
+            if (static_cast<int64_t>(static_cast<T>(value)) != value ||
+                (std::is_unsigned_v<T> && value < 0))  // would wrap in the field's type
+              throw py::value_error(w + " is out of range: " + std::to_string(value));
+            access(o) = static_cast<T>(value);
           }};
 }
 template <class O, class A>

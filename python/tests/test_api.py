@@ -48,6 +48,10 @@ def test_wrong_type_is_a_type_error_naming_the_argument():
         mosaic.bench("zoo:fmnist-cnn", batch="2")
     with pytest.raises(TypeError, match="argument 'check' must be bool"):
         mosaic.bench("zoo:fmnist-cnn", check=1)
+    with pytest.raises(ValueError, match="argument 'threads' is out of range"):
+        mosaic.bench("zoo:fmnist-cnn", threads=2**40)
+    with pytest.raises(ValueError, match="argument 'seed' is out of range"):
+        mosaic.bench("zoo:fmnist-cnn", seed=-1)
     with pytest.raises(TypeError, match=r"argument 'backends'\[1\] must be str"):
         mosaic.bench("zoo:fmnist-cnn", backends=["naive", 3])
 
