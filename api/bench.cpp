@@ -74,6 +74,13 @@ std::string first_divergent(const Graph& g, const KernelRegistry& reg, const Pla
   return "'" + n.node + "' (" + n.op + ") on " + n.backend + (labels ? " (backward)" : "") + buf + "; " + n.note;
 }
 
+/// The placements of a run's configurations: one graph is fused for all of them.
+std::vector<Placement> placements_of(const BenchConfigs& configs) {
+  std::vector<Placement> out;
+  for (const auto& c : configs) out.push_back(c.second);
+  return out;
+}
+
 /// Applies the fusion pass to the graph the timed plans run, noting what it merged.
 void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
   FuseReport fr = fuse_graph(timed, fo);
@@ -166,9 +173,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   if (o.fuse) {
     FuseOptions fo;
     fo.activations = false;
-    std::vector<Placement> placements;
-    for (const auto& c : configs) placements.push_back(c.second);
-    fo.apart = apart_in(placements);
+    fo.apart = apart_in(placements_of(configs));
     fuse_for_bench(timed, fo, report);
   }
   OptimizerConfig oc;
@@ -323,9 +328,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   Graph timed = g;
   if (o.fuse) {
     FuseOptions fo;
-    std::vector<Placement> placements;
-    for (const auto& c : configs) placements.push_back(c.second);
-    fo.apart = apart_in(placements);
+    fo.apart = apart_in(placements_of(configs));
     fuse_for_bench(timed, fo, report);
   }
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {

@@ -48,10 +48,7 @@ std::string with_commas(int64_t v) {
 
 int run_info(const InfoOptions& o) {
   set_num_threads(o.common.threads);
-  api::InfoQuery q;
-  q.common = o.common;
-  q.model = o.model;
-  auto report = api::info(q);
+  auto report = api::info(o);
   if (!report.ok()) return fail(report.status());
   const api::InfoReport& r = report.value();
   std::cout << "model:   " << r.model << " (graph '" << r.graph_name << "', opset " << r.opset << ")\n";

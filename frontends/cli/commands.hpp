@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "api/bench.hpp"
+#include "api/history.hpp"
+#include "api/info.hpp"
 #include "api/models.hpp"
+#include "api/plan.hpp"
 #include "api/verify.hpp"
 #include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
@@ -20,21 +23,14 @@
 namespace mosaic::cli {
 
 
-struct InfoOptions {
-  CommonOptions common;
-  std::string model;
+/// `mosaic info`: api::info's query, and whether to list every node.
+struct InfoOptions : api::InfoQuery {
   bool nodes = true;
 };
 
-/// `mosaic plan`: the placement, fallbacks, layouts and conversions of one plan.
-struct PlanCliOptions {
-  CommonOptions common;
-  std::string model;
-  std::string backend = "naive";      ///< every node asks for this one (unless --assign)
-  std::string assign;                 ///< mixed placement spec, as bench --assign
-  std::vector<std::string> fallback = {"naive"};
-  std::string mode = "inference";
-  bool fuse = true;
+/// `mosaic plan`: the placement, fallbacks, layouts and conversions of one plan (api::plan's
+/// query), and the --json file.
+struct PlanCliOptions : api::PlanQuery {
   std::string json;
 };
 int run_plan(const PlanCliOptions& o);
@@ -47,17 +43,12 @@ struct ExportOptions {
   uint64_t seed = 0;
 };
 
-struct HistoryOptions {
-  std::string db;           ///< empty: default_results_db()
-  std::string kind, model;  ///< filters
-  int limit = 20;
+struct HistoryOptions : api::HistoryQuery {
   int64_t show = 0;  ///< > 0: print that run's document
 };
 
-struct CompareCliOptions {
-  std::string a, b;  ///< run ids, last / last~N, or bench JSON files
-  std::string db, json;
-  CompareOptions stats;
+struct CompareCliOptions : api::CompareQuery {
+  std::string json;
   int nodes = 10;  ///< node rows shown per configuration
 };
 

@@ -54,12 +54,7 @@ int run_history(const HistoryOptions& o) {
     std::cout << doc->dump(2) << "\n";
     return 0;
   }
-  api::HistoryQuery q;
-  q.db = o.db;
-  q.kind = o.kind;
-  q.model = o.model;
-  q.limit = o.limit;
-  auto history = api::history(q);
+  auto history = api::history(o);
   if (!history.ok()) return fail_with_flags(history.status(), {"kind"});
   const auto& runs = history->runs;
   if (runs.empty()) {
@@ -84,12 +79,7 @@ int run_history(const HistoryOptions& o) {
 
 int run_compare(const CompareCliOptions& o) {
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
-  api::CompareQuery q;
-  q.a = o.a;
-  q.b = o.b;
-  q.db = o.db;
-  q.stats = o.stats;
-  auto outcome = api::compare(q);
+  auto outcome = api::compare(o);
   if (!outcome.ok()) return fail_with_flags(outcome.status(), {"alpha", "threshold"});
   const RunComparison* r = &outcome->comparison;
   std::printf("A  %s\nB  %s\n", describe_doc(outcome->a_name, outcome->a_doc).c_str(),

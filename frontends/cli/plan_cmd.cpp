@@ -14,15 +14,7 @@ namespace mosaic::cli {
 
 int run_plan(const PlanCliOptions& o) {
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
-  api::PlanQuery q;
-  q.common = o.common;
-  q.model = o.model;
-  q.backend = o.backend;
-  q.assign = o.assign;
-  q.fallback = o.fallback;
-  q.mode = o.mode;
-  q.fuse = o.fuse;
-  auto report = api::plan(q);
+  auto report = api::plan(o);
   if (!report.ok()) return fail_with_flags(report.status(), {"mode"});
   const api::PlanReport& r = report.value();
   std::cout << "plan " << r.model << "  batch " << r.batch << "  " << r.mode << "  placement " << r.placement

@@ -44,6 +44,13 @@ py::object to_python(const nlohmann::json& j) {
   }
 }
 
+py::array float_view(float* data, const std::vector<py::ssize_t>& shape, bool writeable) {
+  // A base object that owns nothing: pybind11 then wraps the pointer instead of copying.
+  py::array a(py::dtype::of<float>(), shape, {}, data, py::capsule(data, [](void*) {}));
+  if (!writeable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
 void call_released(const std::function<void()>& fn) {
   clear_pending();
   const bool main_thread =

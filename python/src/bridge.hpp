@@ -3,12 +3,14 @@
 // exceptions a Python extension raised inside a kernel or an optimizer) as Python exceptions.
 #pragma once
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.hpp"
 
@@ -35,6 +37,10 @@ void call_released(const std::function<void()>& fn);
 /// keeps the first one of the current call (with its traceback) for raise_status, and returns
 /// its one-line text for the Status the library reports.
 std::string keep_python_error(py::error_already_set& e);
+
+/// A float32 NumPy array over memory Mosaic owns (no copy), valid during the call it is passed
+/// to; read-only unless `writeable`.
+py::array float_view(float* data, const std::vector<py::ssize_t>& shape, bool writeable);
 
 /// The exception types, created by the module (mosaic.Error, mosaic.InvalidArgument).
 void register_exceptions(py::module_& m);

@@ -114,10 +114,7 @@ std::vector<double> backward_flops_python(const OpContext& ctx) {
 }
 
 py::array view(const Tensor& t) {
-  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  py::array a(py::dtype::of<float>(), shape, {}, t.f32(), py::capsule(t.f32(), [](void*) {}));
-  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return a;
+  return float_view(t.f32(), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()), false);
 }
 
 /// Copies `value` (what the class returned for `what`) into `dst`, after checking its shape and

@@ -16,14 +16,6 @@ namespace mosaic::python {
 
 namespace {
 
-/// A float32 array over memory Mosaic owns, valid for the duration of the call it is passed to.
-py::array_t<float> view(float* data, int64_t n, bool writeable) {
-  // A base object that owns nothing: pybind11 then wraps the pointer instead of copying.
-  py::array_t<float> a({n}, {static_cast<int64_t>(sizeof(float))}, data, py::capsule(data, [](void*) {}));
-  if (!writeable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return a;
-}
-
 py::dict config_dict(const OptimizerConfig& c) {
   py::dict d;
   d["lr"] = c.lr;
@@ -82,8 +74,8 @@ class PyOptimizer final : public Optimizer {
       }
       py::dict st;
       for (size_t k = 0; k < state.size() && k < state_names_.size(); ++k)
-        st[py::str(state_names_[k])] = view(state[k].data(), n, true);
-      obj_->attr("step")(view(p, n, true), view(const_cast<float*>(g), n, false), st, t);
+        st[py::str(state_names_[k])] = float_view(state[k].data(), {n}, true);
+      obj_->attr("step")(float_view(p, {n}, true), float_view(const_cast<float*>(g), {n}, false), st, t);
     } catch (py::error_already_set& e) {
       throw std::runtime_error(keep_python_error(e));
     }
