@@ -8,6 +8,8 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
@@ -22,13 +24,18 @@ class CMakeBuildPy(build_py):
         build = os.path.abspath(build)
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
             subprocess.run(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                            "-DMOSAIC_BUILD_TESTS=OFF"], check=True)
+                            "-DMOSAIC_BUILD_TESTS=OFF", f"-DPython3_EXECUTABLE={sys.executable}"], check=True)
         subprocess.run(["cmake", "--build", build, "--target", "mosaic_python", "mosaic_python_host"], check=True)
         torch = os.path.join(build, "plugins")
         package = os.path.join(self.build_lib, "mosaic")
-        extensions = glob.glob(os.path.join(build, "python", "mosaic", "_mosaic*.so"))
+        # The extension built for this interpreter (its ABI tag), not another Python's.
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        extensions = glob.glob(os.path.join(build, "python", "mosaic", "_mosaic" + suffix))
         if not extensions:
-            raise RuntimeError(f"no _mosaic extension in {build}/python/mosaic: is pybind11-dev installed?")
+            found = [os.path.basename(f) for f in glob.glob(os.path.join(build, "python", "mosaic", "_mosaic*.so"))]
+            raise RuntimeError(f"no _mosaic{suffix} (for {sys.executable}) in {build}/python/mosaic, found {found}: "
+                               "is pybind11-dev installed, and was the tree configured with "
+                               f"-DPython3_EXECUTABLE={sys.executable}?")
         for f in extensions + [os.path.join(build, "libmosaic.so"), os.path.join(build, "python",
                                                                                  "libmosaic_python_host.so")]:
             shutil.copy2(f, package)
