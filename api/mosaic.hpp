@@ -8,6 +8,7 @@
 //   mosaic::api::info       a model at a batch: parameters, FLOPs, memory, which backends take each node
 //   mosaic::api::history    the runs in the results store; compare: two bench runs, statistically
 //   mosaic::api::plan       the placement, fallbacks and layout conversions a plan would have
+//   mosaic::api::simulate   predicted data-parallel scaling from a training profile and a network
 //   mosaic::load_plugin     operator/backend plugins (backends/plugin.hpp) before any of them
 //
 // Errors come back as Status (core/status.hpp) naming the file, node or key; nothing exits
@@ -20,6 +21,7 @@
 #include "api/info.hpp"
 #include "api/models.hpp"
 #include "api/plan.hpp"
+#include "api/simulate.hpp"
 #include "api/train.hpp"
 #include "api/util.hpp"
 #include "api/verify.hpp"

@@ -1,5 +1,6 @@
 #include "api/util.hpp"
 
+#include <dlfcn.h>
 #include <omp.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -184,6 +186,35 @@ Expected<Placement> assign_placement(const std::string& assign, const std::vecto
   MOSAIC_ASSIGN_OR_RETURN(Placement p, Placement::parse(assign, reg));
   p.fallback = fallback;
   return p;
+}
+
+namespace {
+std::string& named_executable() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
+void set_mosaic_executable(const std::string& path) { named_executable() = path; }
+
+Expected<std::string> mosaic_executable() {
+  if (!named_executable().empty()) return named_executable();
+  if (const char* env = std::getenv("MOSAIC_EXECUTABLE"); env && *env) {
+    if (access(env, X_OK) != 0) return Status::not_found(std::string("MOSAIC_EXECUTABLE=") + env + ": not an executable file");
+    return std::string(env);
+  }
+  Dl_info info{};
+  std::vector<std::string> tried;
+  if (dladdr(reinterpret_cast<void*>(&mosaic_executable), &info) && info.dli_fname) {
+    std::error_code ec;
+    const std::filesystem::path here = std::filesystem::canonical(info.dli_fname, ec).parent_path();
+    for (const auto& candidate : {here / "mosaic", here / "bin" / "mosaic", here.parent_path() / "bin" / "mosaic"}) {
+      tried.push_back(candidate.string());
+      if (std::filesystem::is_regular_file(candidate, ec) && access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+  }
+  return Status::not_found("this call runs the mosaic program in child processes, and none was found (tried: " +
+                           join(tried) + "); set MOSAIC_EXECUTABLE to the mosaic executable");
 }
 
 void append_plugin_arguments(std::vector<std::string>& args) {

@@ -50,6 +50,12 @@ int run_program(const std::string& program, const std::vector<std::string>& args
 /// YAML placement file (.yaml/.yml, frontends/config/placement_config.hpp), with
 /// `fallback` unless the file sets its own.
 Expected<Placement> assign_placement(const std::string& assign, const std::vector<std::string>& fallback);
+/// The `mosaic` program that child runs execute (bench's `processes`, simulate's profiling,
+/// a sweep's processes): the one set_mosaic_executable() named (the CLI names itself), else
+/// $MOSAIC_EXECUTABLE, else `mosaic` beside libmosaic.so, in its bin/ or in ../bin/ (the build
+/// tree, the Python package, an install). An error says how to name it.
+Expected<std::string> mosaic_executable();
+void set_mosaic_executable(const std::string& path);
 /// Appends "--plugin FILE" for every loaded plugin: a child mosaic process needs them too.
 void append_plugin_arguments(std::vector<std::string>& args);
 

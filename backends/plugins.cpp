@@ -155,7 +155,11 @@ std::vector<std::string> bundled_plugins() {
   std::error_code ec;
   std::vector<fs::path> dirs;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs = {exe.parent_path() / "plugins", exe.parent_path() / ".." / "lib" / "mosaic" / "plugins"};
+  // Beside the program (the build tree), an install's lib/mosaic/plugins, or the Python
+  // package's plugins/ above its bin/mosaic.
+  if (!ec)
+    dirs = {exe.parent_path() / "plugins", exe.parent_path() / ".." / "lib" / "mosaic" / "plugins",
+            exe.parent_path() / ".." / "plugins"};
   // A program that embeds Mosaic links libmosaic.so: look beside it too (the build tree's
   // plugins/, or lib/mosaic/plugins after cmake --install).
   Dl_info self{};

@@ -144,6 +144,8 @@ int run_bench_processes(const BenchOptions& o) {
     return fail(Status::invalid("--csv and --trace describe one process; with --processes use --json (pooled samples)"));
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
+  auto program = mosaic_executable();
+  if (!program.ok()) return fail(program.status());
   const fs::path dir = fs::temp_directory_path() / ("mosaic_processes_" + std::to_string(getpid()));
   fs::create_directories(dir);
   struct Cleanup {
@@ -166,7 +168,7 @@ int run_bench_processes(const BenchOptions& o) {
     args.push_back("--json");
     args.push_back(json_path);
     std::cerr << "process " << p + 1 << "/" << o.processes << "...\n";
-    const int code = run_program("/proc/self/exe", args, log, true);
+    const int code = run_program(program.value(), args, log, true);
     if (interrupted()) {
       std::cerr << "process " << p + 1 << " was stopped (" << (interrupt_signal() == SIGINT ? "SIGINT" : "SIGTERM")
                 << ") and is left out\n";

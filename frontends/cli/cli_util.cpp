@@ -10,9 +10,13 @@ int fail(const Status& st) {
   return 2;
 }
 
-int fail_with_flags(const Status& st, std::initializer_list<const char*> options) {
-  for (const char* option : options)
-    if (st.message().rfind(std::string(option) + " ", 0) == 0) return fail(Status(st.code(), "--" + st.message()));
+int fail_with_flags(const Status& st, std::initializer_list<FieldFlag> options) {
+  const std::string& m = st.message();
+  for (const FieldFlag& o : options) {
+    const size_t n = std::string(o.field).size();
+    if (m.rfind(o.field, 0) == 0 && m.size() > n && (m[n] == ' ' || m[n] == ':'))
+      return fail(Status(st.code(), "--" + std::string(o.flag) + m.substr(n)));
+  }
   return fail(st);
 }
 

@@ -13,8 +13,16 @@ using namespace ::mosaic::api;
 
 /// Prints "mosaic: error: MESSAGE" and returns exit code 2 (bad input or usage).
 int fail(const Status& st);
-/// fail() for an API error: a message that starts with one of `options` ("mode must be ...",
-/// the API's field names) is printed with the flag instead ("--mode must be ...").
-int fail_with_flags(const Status& st, std::initializer_list<const char*> options);
+/// An API field and its flag: {"ranks"} is --ranks, {"modes", "mode"} is --mode.
+struct FieldFlag {
+  FieldFlag(const char* f) : field(f), flag(f) {}  // NOLINT: a plain name is the common case
+  FieldFlag(const char* f, const char* g) : field(f), flag(g) {}
+  const char* field;
+  const char* flag;
+};
+/// fail() for an API error: a message that starts with one of the fields, then a space or a
+/// colon ("mode must be ...", "groups: ...", the API's field names) is printed with the flag
+/// instead ("--mode must be ...").
+int fail_with_flags(const Status& st, std::initializer_list<FieldFlag> options);
 
 }  // namespace mosaic::cli

@@ -13,6 +13,7 @@
 #include "api/info.hpp"
 #include "api/models.hpp"
 #include "api/plan.hpp"
+#include "api/simulate.hpp"
 #include "api/verify.hpp"
 #include "backends/registry.hpp"
 #include "frontends/cli/cli_util.hpp"
@@ -58,24 +59,8 @@ struct ReportOptions {
   std::string db, title;
 };
 
-struct SimulateOptions {
-  std::string input;  ///< a model (path or zoo:NAME) to profile, or a `bench --mode training --json` file
-  std::string backend = default_backend();  ///< onednn where this build has it
-  int64_t batch = 32;
-  int threads = 1, iterations = 10, warmup = 3;
-  /// Profile with this many identical training benchmarks at once (all ranks of a node are
-  /// busy in data-parallel training); the slowest one's times are used.
-  int profile_concurrency = 1;
-  std::string network = "shm", intra;  ///< presets or --measure-network files; intra defaults to network
-  std::vector<int> ranks{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-  std::vector<std::string> groups;  ///< "1n1c,1n4c,...": nodes x ranks per node (overrides --ranks)
-  int ranks_per_node = 1, cores_per_node = 0;
-  std::vector<std::string> modes{"allreduce"};
-  std::string collective = "mosaic";
-  int servers = 1, sync_every = 8;
-  double bucket_mb = 25;
-  double compute_scale = 1, target_images_per_s = 0;
-  int64_t predict_batch = 0;  ///< > 0: scale the profile's compute linearly to this per-rank batch
+/// `mosaic simulate`: api::simulate's query, the --json file, and --measure-network's options.
+struct SimulateOptions : api::SimulateQuery {
   std::string json;
   bool measure_network = false;
   std::string network_out = "network.json";

@@ -6,6 +6,7 @@
 #include <limits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -110,6 +111,11 @@ int parse_failure(CLI::App& app, const CLI::ParseError& e, int argc, char** argv
 
 int main(int argc, char** argv) {
   mosaic::set_command_line(argc, argv);
+  {  // child runs (bench --processes, simulate's profiling, sweeps under mpirun) execute this program
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    mosaic::api::set_mosaic_executable(ec ? std::string("/proc/self/exe") : self.string());
+  }
   using namespace mosaic::cli;
   // Line-buffered even into a pipe or file, so an interrupted run keeps what it printed.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

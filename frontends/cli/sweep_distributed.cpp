@@ -35,9 +35,7 @@ std::string sweep_number(double v) {
 }
 
 Expected<TrainResult> train_under_mpirun(const TrainOptions& t, int64_t workers, const std::string& workdir) {
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) return Status::internal("cannot find this executable (/proc/self/exe): " + ec.message());
+  MOSAIC_ASSIGN_OR_RETURN(const std::string self, mosaic_executable());
   const bool ps = t.distributed == "ps" || t.distributed == "ps-async";
   const int64_t np = workers + (ps ? t.servers : 0);
   // mpirun refuses root unless told; a sweep asking for ranks asks for mpirun.
@@ -46,6 +44,7 @@ Expected<TrainResult> train_under_mpirun(const TrainOptions& t, int64_t workers,
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   }
   const std::string json = workdir + "/cell.json", log = workdir + "/cell.log";
+  std::error_code ec;
   std::filesystem::remove(json, ec);
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(np)};
   if (np > static_cast<int64_t>(std::thread::hardware_concurrency())) args.push_back("--oversubscribe");

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <iostream>
+
 #include "api/mosaic.hpp"
 #include "metrics/run_compare.hpp"
 #include "bridge.hpp"
@@ -158,6 +160,33 @@ const std::vector<Field<api::PlanQuery>>& plan_fields() {
       bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),
       int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
       list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
+  };
+  return f;
+}
+
+const std::vector<Field<api::SimulateQuery>>& simulate_fields() {
+  using O = api::SimulateQuery;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      int_field<O>("batch", [](O& o) -> auto& { return o.batch; }),
+      int_field<O>("threads", [](O& o) -> auto& { return o.threads; }),
+      int_field<O>("iterations", [](O& o) -> auto& { return o.iterations; }),
+      int_field<O>("warmup", [](O& o) -> auto& { return o.warmup; }),
+      int_field<O>("profile_concurrency", [](O& o) -> auto& { return o.profile_concurrency; }),
+      str_field<O>("network", [](O& o) -> auto& { return o.network; }),
+      str_field<O>("intra", [](O& o) -> auto& { return o.intra; }),
+      int_list_field<O>("ranks", [](O& o) -> auto& { return o.ranks; }),
+      int_field<O>("ranks_per_node", [](O& o) -> auto& { return o.ranks_per_node; }),
+      list_field<O>("groups", [](O& o) -> auto& { return o.groups; }),
+      int_field<O>("cores_per_node", [](O& o) -> auto& { return o.cores_per_node; }),
+      list_field<O>("modes", [](O& o) -> auto& { return o.modes; }),
+      str_field<O>("collective", [](O& o) -> auto& { return o.collective; }),
+      int_field<O>("servers", [](O& o) -> auto& { return o.servers; }),
+      int_field<O>("sync_every", [](O& o) -> auto& { return o.sync_every; }),
+      float_field<O>("bucket_mb", [](O& o) -> auto& { return o.bucket_mb; }),
+      int_field<O>("predict_batch", [](O& o) -> auto& { return o.predict_batch; }),
+      float_field<O>("compute_scale", [](O& o) -> auto& { return o.compute_scale; }),
+      float_field<O>("target_images_per_s", [](O& o) -> auto& { return o.target_images_per_s; }),
   };
   return f;
 }
@@ -357,6 +386,21 @@ py::object run_plan(const std::string& model, const py::kwargs& kw) {
   return to_python(api::plan_json(value_or_raise(std::move(out))));
 }
 
+py::object run_simulate(const py::object& input, const py::kwargs& kw) {
+  api::SimulateQuery q;
+  py::dict rest(kw);  // `progress` is the call's
+  if (rest.contains("progress")) {
+    if (!rest["progress"].is_none() && as_bool(rest["progress"], "simulate(): argument 'progress'")) q.progress = &std::cerr;
+    PyDict_DelItemString(rest.ptr(), "progress");
+  }
+  apply("simulate", simulate_fields(), rest, q);
+  if (py::isinstance<py::dict>(input)) q.profile = from_python(input);
+  else q.input = as_str(input, "simulate(): argument 'input'");
+  Expected<nlohmann::json> out = Status::internal("not run");
+  call_released([&] { out = api::simulate(q); });
+  return to_python(value_or_raise(std::move(out)));
+}
+
 template <class O>
 std::string doc(const char* head, const std::vector<Field<O>>& fields) {
   return std::string(head) + "\n\nKeyword arguments (None keeps the default):\n" + describe(fields);
@@ -390,6 +434,12 @@ void bind_commands(py::module_& m) {
   m.def("plan", &run_plan, py::arg("model"),
         doc("plan(model, **options) -> dict: the placement, fallbacks and conversions a plan would have (mosaic.plan/1).",
             plan_fields())
+            .c_str());
+  m.def("simulate", &run_simulate, py::arg("input"),
+        doc("simulate(input, progress=False, **options) -> dict: predicted data-parallel throughput and speed-up "
+            "(mosaic.simulate/1). input: a model to profile now (a file or zoo:NAME, in child mosaic processes), a "
+            "`bench --mode training` JSON file, or mosaic.bench(..., mode='training')'s result.",
+            simulate_fields())
             .c_str());
   m.def("_train", &run_train, py::arg("model"), py::arg("hyperparameters") = py::none(),
         doc("train(model, hyperparameters=None, **options) -> dict: the training log.", train_fields()).c_str());

@@ -100,6 +100,25 @@ Field<O> list_field(const std::string& name, A access) {
   return {name, "list of str", [access](O& o, py::handle v, const std::string& w) { access(o) = as_list(v, w); }};
 }
 
+/// A list or tuple of int (or one int): rank counts and the like.
+template <class O, class A>
+Field<O> int_list_field(const std::string& name, A access) {
+  return {name, "list of int", [access](O& o, py::handle v, const std::string& w) {
+            auto& out = access(o);
+            using T = typename std::remove_reference_t<decltype(out)>::value_type;
+            out.clear();
+            auto put = [&](py::handle item, const std::string& where) {
+              const int64_t value = as_int(item, where);
+              if (static_cast<int64_t>(static_cast<T>(value)) != value) throw py::value_error(where + " is out of range");
+              out.push_back(static_cast<T>(value));
+            };
+            if (py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v)) return put(v, w);
+            if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) wrong_type(w, "a list of int", v);
+            size_t i = 0;
+            for (py::handle item : v) put(item, w + "[" + std::to_string(i++) + "]");
+          }};
+}
+
 /// Sets every keyword of `kwargs` through `fields`; None leaves the default. An unknown name
 /// is a TypeError that lists the known ones.
 template <class O>

@@ -17,3 +17,14 @@ def node_tests():
     if not os.path.isdir(ONNX_NODE_TESTS):
         pytest.skip("the ONNX node tests are not installed (Debian: libonnx-testdata)")
     return ONNX_NODE_TESTS
+
+
+@pytest.fixture
+def cli():
+    """The mosaic program of the build tree the package was imported from (build/mosaic)."""
+    import mosaic
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(mosaic._mosaic.__file__)))),
+                        "mosaic")
+    if not os.path.exists(path):
+        pytest.skip("no mosaic program beside the package's build tree")
+    return path

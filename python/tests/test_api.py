@@ -1,5 +1,6 @@
 """mosaic.bench, verify, gradcheck and train against what the library computes and against
 independent values: the naive oracle's check, ONNX's expected outputs, planted bugs."""
+import json
 import os
 import signal
 import subprocess
@@ -164,3 +165,34 @@ def test_compare_two_bench_reports_and_the_results_store(tmp_path):
     assert c["schema"] == "mosaic.compare/1"
     with pytest.raises(ValueError, match="kind must be bench, train or sweep"):
         mosaic.history(db=db, kind="benches")
+
+
+def test_simulate_predicts_what_the_cli_predicts_from_the_same_profile(tmp_path, cli):
+    profile = mosaic.bench("zoo:fmnist-cnn", backends="onednn", mode="training", batch=8, iterations=3, warmup=1,
+                           peaks=False)
+    options = dict(ranks=[1, 2, 8], modes=["allreduce", "ps"], network="10gbe")
+    r = mosaic.simulate(profile, **options)
+    assert r["schema"] == "mosaic.simulate/1" and r["backend"] == "onednn" and r["batch"] == 8
+    by = {(p["mode"], p["ranks"]): p for p in r["predictions"]}
+    assert by[("allreduce", 1)]["speedup"] == pytest.approx(1.0)  # one rank is the baseline
+    assert "error" in by[("ps", 1)]  # a parameter server needs a worker besides it
+    assert 1 < by[("allreduce", 8)]["speedup"] < 8
+    # The CLI on the same profile, written as its --json: the same predictions.
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    out = tmp_path / "simulate.json"
+    subprocess.run([cli, "simulate", str(path), "--ranks", "1,2,8", "--mode", "allreduce,ps", "--network", "10gbe",
+                    "--json", str(out)], check=True, stdout=subprocess.DEVNULL)
+    assert json.loads(out.read_text())["predictions"] == r["predictions"]
+    assert mosaic.simulate(str(path), **options)["predictions"] == r["predictions"]
+    # Profiled now, in a child mosaic process.
+    measured = mosaic.simulate("zoo:fmnist-cnn", batch=4, iterations=2, warmup=1, ranks=[1, 4])
+    assert measured["profile"].startswith("measured now") and len(measured["predictions"]) == 2
+    with pytest.raises(ValueError, match="groups: '3x' is not NnMc"):
+        mosaic.simulate(profile, groups=["3x"])
+    with pytest.raises(ValueError, match="modes: unknown mode 'foo'"):
+        mosaic.simulate(profile, modes="foo")
+    with pytest.raises(TypeError, match=r"argument 'ranks'\[1\] must be int"):
+        mosaic.simulate(profile, ranks=[1, "2"])
+    with pytest.raises(ValueError, match="not a training benchmark"):
+        mosaic.simulate(mosaic.bench("zoo:fmnist-cnn", backends="onednn", batch=2, iterations=1, peaks=False))
