@@ -520,7 +520,7 @@ Status check_bench_options(const BenchOptions& o) {
 
 Expected<BenchOutcome> bench(const BenchOptions& o) {
   MOSAIC_RETURN_IF_ERROR(check_bench_options(o));
-  if (o.find_max_batch) return Status::invalid("api::bench times plans; --find-max-batch is the CLI's search");
+  if (o.find_max_batch) return Status::invalid("api::bench times plans; find_max_batch is api::find_max_batch (api/max_batch.hpp)");
   const bool training = o.mode == "training";
   // Everything that can be refused is refused before minutes of timing.
   if (training) {

@@ -31,14 +31,14 @@ struct BenchOptions {
   std::string json, csv;
   std::string trace;  ///< Chrome trace-event file of the measured iterations
   std::string data;   ///< --data SPEC: real images (and labels) as the input instead of random values
-  bool find_max_batch = false;  ///< find the largest batch that fits (max_batch.cpp) instead of timing
+  bool find_max_batch = false;  ///< find the largest batch that fits (api/max_batch.hpp) instead of timing
   std::string memory_limit;     ///< ... within this many bytes ("4G"); empty: 90% of MemAvailable
   bool peaks = true;           ///< measure (once, cached) and report % of the machine's peaks
   bool refresh_peaks = false;  ///< measure the peaks again even if cached
   bool remeasure = false;      ///< --assign auto: measure again instead of using the cached choice
   double auto_budget = 120;    ///< --assign auto: seconds the choice may spend measuring
   bool quiet = false;          ///< the CLI prints one line per configuration and the ranking (--quiet)
-  int processes = 1;  ///< > 1: run in that many independent processes and pool (bench_processes.cpp)
+  int processes = 1;  ///< > 1: run in that many independent processes and pool (api/bench_processes.hpp)
   /// Data-parallel training steps under mpirun (allreduce, allreduce-blocking); `batch` is per rank.
   std::string distributed;
   double bucket_mb = 25;
@@ -109,7 +109,8 @@ Status check_bench_options(const BenchOptions& o);
 
 /// Runs the benchmark `o` describes. Errors (bad input, a placement that cannot run, a
 /// kernel that fails) return before anything is timed where they can be known in advance;
-/// nothing is printed unless o.verbose. find_max_batch is the CLI's (max_batch.cpp). With
+/// nothing is printed unless o.verbose. find_max_batch is api::find_max_batch's (api/max_batch.hpp),
+/// processes > 1 api::bench_processes's. With
 /// o.distributed (under mpirun) it starts MPI and leaves it running, so that a program can
 /// call it again: end it with dist::Comm::finalize() (distributed/comm.hpp) before exit.
 Expected<BenchOutcome> bench(const BenchOptions& o);

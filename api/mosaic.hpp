@@ -2,6 +2,8 @@
 // as functions that return reports. Link with Mosaic::mosaic (find_package(Mosaic)).
 //
 //   mosaic::api::bench      compare backends on one model: per-node and per-stage figures
+//                           (bench_processes: in K independent processes, samples pooled;
+//                           find_max_batch: the largest batch that fits in memory)
 //   mosaic::api::verify     ONNX test cases on backends against their expected outputs
 //   mosaic::api::train      train on a dataset, with any backend or mixed placement
 //   mosaic::api::gradcheck  analytic gradients against finite differences, per tensor
@@ -16,9 +18,11 @@
 #pragma once
 
 #include "api/bench.hpp"
+#include "api/bench_processes.hpp"
 #include "api/gradcheck.hpp"
 #include "api/history.hpp"
 #include "api/info.hpp"
+#include "api/max_batch.hpp"
 #include "api/models.hpp"
 #include "api/plan.hpp"
 #include "api/simulate.hpp"

@@ -100,17 +100,7 @@ int run_bench(const BenchOptions& given) {
   // Everything that can be refused is refused before minutes of timing.
   if (Status st = check_output_paths({{"--json", o.json}, {"--csv", o.csv}, {"--trace", o.trace}}); !st.is_ok())
     return fail(st);
-  if (o.find_max_batch) {  // times nothing: no results store
-    if (Status st = check_bench_options(o); !st.is_ok()) return fail(st);
-    auto configs = bench_configs(o);
-    if (!configs.ok()) return fail(configs.status());
-    set_num_threads(o.common.threads);
-    auto g = load_prepared(o.model, o.common, nullptr);
-    if (!g.ok()) return fail(g.status());
-    for (const auto& [label, placement] : configs.value())
-      if (Status st = placement.check_names(g.value()); !st.is_ok()) return fail(st);
-    return run_find_max_batch(o, configs.value());
-  }
+  if (o.find_max_batch) return run_find_max_batch(o);  // times nothing: no results store
   auto db = open_run_store(o.db);
   if (!db.ok()) return fail(db.status());
   // Each backend is printed as it finishes; Ctrl-C (SIGINT) or SIGTERM stops the timing, and what

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/bench.hpp"
+#include "api/max_batch.hpp"
 #include "api/history.hpp"
 #include "api/info.hpp"
 #include "api/models.hpp"
@@ -81,13 +82,7 @@ int run_bench(const BenchOptions& o);
 /// bench --processes K (K > 1): K child processes of this command, samples pooled.
 int run_bench_processes(const BenchOptions& o);
 /// bench --find-max-batch: per configuration, the largest batch within the memory limit.
-int run_find_max_batch(const BenchOptions& o, const std::vector<std::pair<std::string, Placement>>& configs);
-/// The largest batch of o.model (in o.mode, with o.optimizer) that fits in `limit` bytes
-/// (0: 90% of the available memory) on `placement`: --find-max-batch's search (the sweep's
-/// `batch: max`).
-Expected<int64_t> largest_batch(const BenchOptions& o, const Placement& placement, int64_t limit);
-/// "512M", "4G", "1.5GiB", "1000" (bytes) -> bytes; errors name --memory-limit.
-Expected<int64_t> parse_bytes(const std::string& text);
+int run_find_max_batch(const BenchOptions& o);
 int run_verify(const VerifyOptions& o);
 int run_export(const ExportOptions& o);
 /// Prints the op x backend table of the kernel registry (Markdown with --markdown).

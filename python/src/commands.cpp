@@ -55,6 +55,9 @@ const std::vector<Field<BenchOptions>>& bench_fields() {
       bool_field<BenchOptions>("remeasure", [](BenchOptions& o) -> auto& { return o.remeasure; }),
       float_field<BenchOptions>("auto_budget", [](BenchOptions& o) -> auto& { return o.auto_budget; }),
       bool_field<BenchOptions>("progress", [](BenchOptions& o) -> auto& { return o.verbose; }),
+      int_field<BenchOptions>("processes", [](BenchOptions& o) -> auto& { return o.processes; }),
+      bool_field<BenchOptions>("find_max_batch", [](BenchOptions& o) -> auto& { return o.find_max_batch; }),
+      str_field<BenchOptions>("memory_limit", [](BenchOptions& o) -> auto& { return o.memory_limit; }),
   };
   return f;
 }
@@ -217,6 +220,19 @@ py::object run_bench(const std::string& model, const py::kwargs& kw) {
   if (!o.assign.empty() && !kw.contains("backends")) o.backends.clear();
   Status loaded = api::load_bundled_backends(o.assign.empty() ? o.backends : std::vector<std::string>{"all"});
   if (!loaded.is_ok()) raise_status(loaded);
+  if (o.find_max_batch) {  // times nothing
+    Expected<nlohmann::json> found = Status::internal("not run");
+    call_released([&] { found = api::find_max_batch(o); });
+    return to_python(value_or_raise(std::move(found)));
+  }
+  if (o.processes > 1) {  // children of the mosaic program, pooled
+    Expected<api::ProcessesOutcome> pooled = Status::internal("not run");
+    call_released([&] { pooled = api::bench_processes(o, o.verbose ? &std::cerr : nullptr); });
+    api::ProcessesOutcome r = value_or_raise(std::move(pooled));
+    r.pooled["checks_ok"] = r.checks_ok;
+    r.pooled["checked"] = o.mode == "training" ? "loss and gradients" : "outputs";
+    return to_python(r.pooled);
+  }
   Expected<api::BenchOutcome> out = Status::internal("not run");
   call_released([&] {
     set_num_threads(o.common.threads);

@@ -196,3 +196,24 @@ def test_simulate_predicts_what_the_cli_predicts_from_the_same_profile(tmp_path,
         mosaic.simulate(profile, ranks=[1, "2"])
     with pytest.raises(ValueError, match="not a training benchmark"):
         mosaic.simulate(mosaic.bench("zoo:fmnist-cnn", backends="onednn", batch=2, iterations=1, peaks=False))
+
+
+def test_bench_in_independent_processes_pools_their_samples():
+    r = mosaic.bench("zoo:fmnist-cnn", backends="onednn", batch=2, iterations=5, warmup=1, peaks=False, processes=2)
+    assert r["checks_ok"] and r["config"]["processes"] == 2 and len(r["processes"]) == 2
+    run = r["runs"][0]
+    assert len(run["samples"]["iteration_ms"]) == 10  # 5 per process, pooled
+    assert run["iteration_ms"]["median"] == pytest.approx(float(np.median(run["samples"]["iteration_ms"])))
+    with pytest.raises(ValueError, match="csv and trace describe one process"):
+        mosaic.bench("zoo:fmnist-cnn", backends="onednn", processes=2, trace="t.json")
+
+
+def test_find_max_batch_fits_the_limit_and_the_next_batch_does_not():
+    r = mosaic.bench("zoo:fmnist-cnn", backends="im2col", find_max_batch=True, memory_limit="64M")
+    assert r["schema"] == "mosaic.max-batch/1" and r["limit_bytes"] == 64 * 1024 * 1024
+    c = r["configs"][0]
+    assert c["max_batch"] > 1 and c["accounted_bytes"] <= r["limit_bytes"]
+    if c["limited_by"] == "accounting":
+        assert c["next_accounted_bytes"] > r["limit_bytes"]
+    with pytest.raises(ValueError, match="memory_limit '4X': unknown unit 'X'"):
+        mosaic.bench("zoo:fmnist-cnn", backends="im2col", find_max_batch=True, memory_limit="4X")
