@@ -11,6 +11,7 @@
 #include "api/bench.hpp"
 #include "api/max_batch.hpp"
 #include "api/history.hpp"
+#include "api/html_report.hpp"
 #include "api/info.hpp"
 #include "api/models.hpp"
 #include "api/plan.hpp"
@@ -54,11 +55,8 @@ struct CompareCliOptions : api::CompareQuery {
   int nodes = 10;  ///< node rows shown per configuration
 };
 
-struct ReportOptions {
-  std::vector<std::string> inputs;  ///< bench/train/sweep JSON files, sweep directories, run ids
-  std::string output = "report.html";
-  std::string db, title;
-};
+/// `mosaic report`: api::html_report's query (runs by name only).
+using ReportOptions = api::ReportQuery;
 
 /// `mosaic simulate`: api::simulate's query, the --json file, and --measure-network's options.
 struct SimulateOptions : api::SimulateQuery {
@@ -73,7 +71,7 @@ int run_info(const InfoOptions& o);
 std::string command_footer(const std::string& command);
 /// Predicted data-parallel scaling (frontends/cli/simulate.cpp; docs/distributed.md).
 int run_simulate(const SimulateOptions& o);
-/// One self-contained HTML page with matplotlib figures (frontends/cli/html_report.cpp).
+/// One self-contained HTML page with matplotlib figures (api/html_report.hpp).
 int run_report(const ReportOptions& o);
 int run_history(const HistoryOptions& o);
 /// Exit 1 when a configuration is significantly slower beyond the threshold.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/gradcheck.hpp"
+#include "api/sweep.hpp"
 #include "api/train.hpp"
 #include "backends/registry.hpp"
 #include "core/optimizer.hpp"
@@ -31,11 +32,9 @@ struct OptcheckCliOptions {
 int run_train(const TrainOptions& o);
 int run_optcheck(const OptcheckCliOptions& o);
 
-struct SweepOptions {
-  std::string config;
-  int max_cells = 0;  ///< run at most this many new cells, then stop (0: all)
-  int max_grid = 1000;  ///< a grid of more cells is refused before anything runs
-  DbOptions db;       ///< results store the sweep (all its finished cells) is recorded in
+/// `mosaic sweep`: api::sweep's query and the results store the sweep is recorded in.
+struct SweepOptions : api::SweepQuery {
+  DbOptions db;
 };
 int run_sweep(const SweepOptions& o);
 int run_gradcheck(const GradcheckRunOptions& o);

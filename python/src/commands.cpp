@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "api/mosaic.hpp"
+#include "api/html_report.hpp"
+#include "api/sweep.hpp"
 #include "metrics/run_compare.hpp"
 #include "bridge.hpp"
 #include "core/interrupt.hpp"
@@ -417,6 +419,52 @@ py::object run_simulate(const py::object& input, const py::kwargs& kw) {
   return to_python(value_or_raise(std::move(out)));
 }
 
+py::object run_sweep(const py::object& config, const py::kwargs& kw) {
+  static const std::vector<Field<api::SweepQuery>> fields = {
+      int_field<api::SweepQuery>("max_cells", [](api::SweepQuery& o) -> auto& { return o.max_cells; }),
+      int_field<api::SweepQuery>("max_grid", [](api::SweepQuery& o) -> auto& { return o.max_grid; }),
+  };
+  api::SweepQuery q;
+  py::dict rest(kw);  // `progress` is the call's
+  if (rest.contains("progress")) {
+    if (!rest["progress"].is_none() && as_bool(rest["progress"], "sweep(): argument 'progress'")) q.progress = &std::cerr;
+    PyDict_DelItemString(rest.ptr(), "progress");
+  }
+  apply("sweep", fields, rest, q);
+  q.config = as_str(config, "sweep(): argument 'config'");
+  Expected<api::SweepOutcome> out = Status::internal("not run");
+  call_released([&] { out = api::sweep(q); });
+  api::SweepOutcome r = value_or_raise(std::move(out));
+  nlohmann::json j = r.doc;
+  j["ran"] = r.ran;
+  j["cached"] = r.cached;
+  j["errors"] = r.errors;
+  j["stopped"] = r.stopped;
+  j["output"] = r.output;
+  return to_python(j);
+}
+
+py::object run_report(const py::args& runs, const py::kwargs& kw) {
+  static const std::vector<Field<api::ReportQuery>> fields = {
+      str_field<api::ReportQuery>("output", [](api::ReportQuery& o) -> auto& { return o.output; }),
+      str_field<api::ReportQuery>("title", [](api::ReportQuery& o) -> auto& { return o.title; }),
+      str_field<api::ReportQuery>("db", [](api::ReportQuery& o) -> auto& { return o.db; }),
+  };
+  api::ReportQuery q;
+  apply("report", fields, kw, q);
+  size_t i = 0;
+  for (py::handle run : runs) {
+    const std::string where = "report(): run " + std::to_string(++i);
+    if (py::isinstance<py::dict>(run)) q.documents.push_back(from_python(run));
+    else if (py::isinstance<py::int_>(run) && !py::isinstance<py::bool_>(run)) q.inputs.push_back(std::to_string(run.cast<int64_t>()));
+    else q.inputs.push_back(as_str(run, where));
+  }
+  Expected<api::ReportOutcome> out = Status::internal("not run");
+  call_released([&] { out = api::html_report(q); });
+  api::ReportOutcome r = value_or_raise(std::move(out));
+  return to_python({{"output", r.output}, {"figures", r.figures}, {"runs", r.runs}, {"notes", r.notes}});
+}
+
 template <class O>
 std::string doc(const char* head, const std::vector<Field<O>>& fields) {
   return std::string(head) + "\n\nKeyword arguments (None keeps the default):\n" + describe(fields);
@@ -457,6 +505,14 @@ void bind_commands(py::module_& m) {
             "`bench --mode training` JSON file, or mosaic.bench(..., mode='training')'s result.",
             simulate_fields())
             .c_str());
+  m.def("sweep", &run_sweep, py::arg("config"),
+        "sweep(config, max_cells=0, max_grid=1000, progress=False) -> dict: runs the grid of training cells a sweep "
+        "YAML file describes, resuming from the cells its output folder already holds, and writes the tables there; "
+        "returns mosaic.sweep/1 plus ran, cached, errors, stopped and output.");
+  m.def("report", &run_report,
+        "report(*runs, output='report.html', title=None, db=None) -> dict: one self-contained HTML page with "
+        "matplotlib figures from bench, train and sweep runs: reports as mosaic.bench/train/sweep returned them, JSON "
+        "files, sweep output folders, run ids or 'last'. Returns {output, figures, runs, notes}.");
   m.def("_train", &run_train, py::arg("model"), py::arg("hyperparameters") = py::none(),
         doc("train(model, hyperparameters=None, **options) -> dict: the training log.", train_fields()).c_str());
   m.def("_optcheck", &run_optcheck, py::arg("optimizer"), py::arg("hyperparameters") = py::none(),

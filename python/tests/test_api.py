@@ -217,3 +217,57 @@ def test_find_max_batch_fits_the_limit_and_the_next_batch_does_not():
         assert c["next_accounted_bytes"] > r["limit_bytes"]
     with pytest.raises(ValueError, match="memory_limit '4X': unknown unit 'X'"):
         mosaic.bench("zoo:fmnist-cnn", backends="im2col", find_max_batch=True, memory_limit="4X")
+
+
+SWEEP = """name: py
+output: {output}
+data: synthetic:32,1,28,28,10
+models: zoo:fmnist-cnn
+backends: [naive]
+optimizers: [sgd, adam]
+lr: 0.01
+batch: 8
+epochs: 1
+steps_per_epoch: 2
+threads: 1
+"""
+
+
+def test_sweep_runs_resumes_and_trains_as_the_cli_does(tmp_path, cli):
+    config = tmp_path / "py.yaml"
+    config.write_text(SWEEP.format(output=tmp_path / "py-out"))
+    first = mosaic.sweep(config, max_cells=1)
+    assert first["schema"] == "mosaic.sweep/1" and first["ran"] == 1 and first["stopped"] and not first["complete"]
+    rest = mosaic.sweep(str(config))
+    assert rest["ran"] == 1 and rest["cached"] == 1 and rest["complete"] and len(rest["cells"]) == 2
+    assert (tmp_path / "py-out" / "table2.md").exists() and (tmp_path / "py-out" / "table3.csv").exists()
+    # The CLI on the same grid in another folder: the same losses, cell by cell (naive, one thread).
+    other = tmp_path / "cli.yaml"
+    other.write_text(SWEEP.format(output=tmp_path / "cli-out"))
+    subprocess.run([cli, "sweep", str(other), "--no-db"], check=True, stdout=subprocess.DEVNULL)
+    by_cli = json.loads((tmp_path / "cli-out" / "sweep.json").read_text())["cells"]
+    for a, b in zip(rest["cells"], by_cli):
+        assert (a["optimizer"], a["status"]) == (b["optimizer"], b["status"]) == (a["optimizer"], "done")
+        assert [s["loss"] for s in a["log"]["steps"]] == pytest.approx([s["loss"] for s in b["log"]["steps"]], rel=1e-6)
+    with pytest.raises(ValueError, match="more than max_grid 1; raise max_grid"):
+        mosaic.sweep(config, max_grid=1)
+    with pytest.raises(mosaic.Error, match="missing.yaml"):
+        mosaic.sweep(tmp_path / "missing.yaml")
+
+
+def test_report_draws_runs_given_as_documents_and_files(tmp_path):
+    bench = mosaic.bench("zoo:fmnist-cnn", backends=["naive", "onednn"], batch=2, iterations=3, warmup=1, peaks=False)
+    log = mosaic.train("zoo:fmnist-cnn", data="synthetic:32,1,28,28,10", steps=4, batch=8, evaluate=False)
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench))
+    out = tmp_path / "report.html"
+    r = mosaic.report(bench, log, path, output=out, title="from <python>")
+    assert r["runs"] == 2 and r["figures"] >= 2 and r["output"] == str(out)
+    assert any("again; drawn once" in n for n in r["notes"])  # the file is the first document
+    page = out.read_text()
+    assert "<title>from &lt;python&gt;</title>" in page and page.count("data:image/svg+xml;base64,") == r["figures"]
+    with pytest.raises(ValueError, match="document 1 is not a bench, train or sweep report"):
+        mosaic.report({"schema": "other"}, output=tmp_path / "x.html")
+    with pytest.raises(ValueError, match="at least one run"):
+        mosaic.report(output=tmp_path / "x.html")
+    assert not (tmp_path / "x.html").exists()

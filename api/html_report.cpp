@@ -1,7 +1,8 @@
-// `mosaic report INPUT... -o FILE.html`: one self-contained HTML page from bench, train
-// and sweep runs (JSON files, sweep output directories, or run ids in the results store).
-// The figures are drawn by matplotlib (frontends/report/plots.py, embedded at build time)
-// and inlined as SVG data URIs, so the page is a single file. docs/report.md.
+// api::html_report (api/html_report.hpp): the figures are drawn by matplotlib
+// (frontends/report/plots.py, embedded at build time) and inlined as SVG data URIs, so the
+// page is a single file. docs/report.md.
+#include "api/html_report.hpp"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -12,12 +13,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "frontends/cli/cli_util.hpp"
+#include "api/util.hpp"
 #include "core/file_io.hpp"
-#include "frontends/cli/commands.hpp"
 #include "metrics/junit.hpp"
+#include "metrics/provenance.hpp"
+#include "metrics/results_db.hpp"
 
-namespace mosaic::cli {
+namespace mosaic::api {
 
 extern const char* const kPlotsScript;  // generated from frontends/report/plots.py
 
@@ -77,6 +79,16 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
     return Status::invalid(in + ": not a bench, train or sweep document (schema '" +
                            (doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "") + "')");
   return doc;
+}
+
+/// A run given as its document (mosaic.bench's result, say): a bench, train or sweep report.
+Expected<json> document_input(const json& doc, size_t index) {
+  const std::string name = "document " + std::to_string(index + 1);
+  if (!doc.is_object() || run_kind(doc).empty())
+    return Status::invalid("documents: " + name + " is not a bench, train or sweep report");
+  json d = doc;
+  d["_name"] = name;
+  return d;
 }
 
 /// The Python that draws the figures: $MOSAIC_PYTHON, else Debian's, else python3 on PATH.
@@ -156,15 +168,22 @@ code, pre { font-size: 0.8em; background: #f6f6f6; } pre { padding: 0.5em; overf
 
 }  // namespace
 
-int run_report(const ReportOptions& o) {
-  if (o.inputs.empty()) return fail(Status::invalid("report needs at least one INPUT (bench/train JSON, sweep directory, run id)"));
-  if (Status st = check_output_path(o.output, "-o"); !st.is_ok()) return fail(st);
+Expected<ReportOutcome> html_report(const ReportQuery& o) {
+  if (o.inputs.empty() && o.documents.empty())
+    return Status::invalid("inputs: the report needs at least one run (bench/train JSON, sweep directory, run id)");
+  MOSAIC_RETURN_IF_ERROR(check_output_path(o.output, "output"));
+  ReportOutcome out;
+  out.output = o.output;
   std::unique_ptr<ResultsDb> db;
   json data{{"bench", json::array()}, {"train", json::array()}, {"sweep", json::array()}};
   std::vector<json> docs;
-  for (const auto& in : o.inputs) {
-    auto d = load_input(in, o.db, db);
-    if (!d.ok()) return fail(d.status());
+  std::vector<Expected<json>> given;
+  for (const auto& in : o.inputs) given.push_back(load_input(in, o.db, db));
+  for (size_t i = 0; i < o.documents.size(); ++i) given.push_back(document_input(o.documents[i], i));
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string in = i < o.inputs.size() ? o.inputs[i] : "document " + std::to_string(i - o.inputs.size() + 1);
+    auto& d = given[i];
+    if (!d.ok()) return d.status();
     // A run given twice (by id and as "last", or the same file twice) is drawn once.
     json bare = d.value();
     bare.erase("_name");
@@ -173,7 +192,7 @@ int run_report(const ReportOptions& o) {
       json e = earlier;
       e.erase("_name");
       if (e == bare) {
-        std::cerr << "report: " << in << " is " << earlier["_name"].get<std::string>() << " again; drawn once\n";
+        out.notes.push_back(in + " is " + earlier["_name"].get<std::string>() + " again; drawn once");
         seen = true;
         break;
       }
@@ -184,7 +203,7 @@ int run_report(const ReportOptions& o) {
   }
   // Draw the figures in a private directory.
   std::string tmpl = (fs::temp_directory_path() / "mosaic_report_XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) return fail(Status::io_error("cannot create a temporary directory for the figures"));
+  if (!mkdtemp(tmpl.data())) return Status::io_error("cannot create a temporary directory for the figures");
   struct Cleanup {
     fs::path d;
     ~Cleanup() {
@@ -203,10 +222,10 @@ int run_report(const ReportOptions& o) {
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
     if (code == 127) msg = "cannot run " + py + " (set MOSAIC_PYTHON to a Python 3 with matplotlib)";
     if (msg.size() > 2000) msg = "..." + msg.substr(msg.size() - 2000);
-    return fail(Status::internal("report: drawing the figures failed (exit " + std::to_string(code) + "): " + msg));
+    return Status::internal("report: drawing the figures failed (exit " + std::to_string(code) + "): " + msg);
   }
   const json figures = json::parse(read_file((dir / "figures.json").string()), nullptr, false);
-  if (!figures.is_array()) return fail(Status::internal("report: the figure script wrote no figure list"));
+  if (!figures.is_array()) return Status::internal("report: the figure script wrote no figure list");
 
   std::ostringstream h;
   const std::string title = o.title.empty() ? "Mosaic report" : o.title;
@@ -249,9 +268,10 @@ int run_report(const ReportOptions& o) {
        "  imgs.forEach(function (i) { if (i.complete && i.naturalWidth > 0) ok++; });\n"
        "  document.body.setAttribute('data-figures-loaded', ok + '/' + imgs.length);\n"
        "});</script>\n</body></html>\n";
-  if (Status st = write_file_atomic(o.output, h.str()); !st.is_ok()) return fail(st);
-  std::cerr << "report: " << figures.size() << " figures, " << docs.size() << " runs in " << o.output << "\n";
-  return 0;
+  if (Status st = write_file_atomic(o.output, h.str()); !st.is_ok()) return st;
+  out.figures = static_cast<int>(figures.size());
+  out.runs = static_cast<int>(docs.size());
+  return out;
 }
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

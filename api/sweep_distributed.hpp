@@ -1,13 +1,15 @@
-// The data-parallel axes of `mosaic sweep` (ranks, mode): running one cell under mpirun,
+// The data-parallel axes of a sweep (ranks, mode): running one cell under mpirun,
 // and the speed-up table over worker counts.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "frontends/cli/train.hpp"
+#include <nlohmann/json.hpp>
 
-namespace mosaic::cli {
+#include "api/train.hpp"
+
+namespace mosaic::api {
 
 /// Runs `mosaic train` (this executable) under `mpirun -np workers [+ servers]` with
 /// `--distributed t.distributed`, writing its JSON in `workdir`; the result as train_model's.
@@ -37,4 +39,4 @@ double steady_images_per_s(const nlohmann::json& log);
 Status write_speedup_table(const std::string& output, const std::string& name, const std::string& provenance,
                            const std::vector<int64_t>& ranks, const std::vector<ScalingCell>& cells);
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api

@@ -1,4 +1,4 @@
-#include "frontends/cli/sweep_distributed.hpp"
+#include "api/sweep_distributed.hpp"
 #include "core/file_io.hpp"
 
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-namespace mosaic::cli {
+namespace mosaic::api {
 namespace {
 
 std::string tail(const std::string& path, size_t lines) {
@@ -141,4 +141,4 @@ Status write_speedup_table(const std::string& output, const std::string& name, c
   return Status::ok();
 }
 
-}  // namespace mosaic::cli
+}  // namespace mosaic::api
