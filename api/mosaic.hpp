@@ -11,6 +11,8 @@
 //   mosaic::api::history    the runs in the results store; compare: two bench runs, statistically
 //   mosaic::api::plan       the placement, fallbacks and layout conversions a plan would have
 //   mosaic::api::simulate   predicted data-parallel scaling from a training profile and a network
+//   mosaic::api::optcheck   an optimizer against reference rules, ONNX data, convergence, a network
+//   mosaic::api::sweep      a grid of training cells; html_report: one HTML page from runs
 //   mosaic::load_plugin     operator/backend plugins (backends/plugin.hpp) before any of them
 //
 // Errors come back as Status (core/status.hpp) naming the file, node or key; nothing exits
@@ -24,8 +26,11 @@
 #include "api/info.hpp"
 #include "api/max_batch.hpp"
 #include "api/models.hpp"
+#include "api/optcheck.hpp"
+#include "api/html_report.hpp"
 #include "api/plan.hpp"
 #include "api/simulate.hpp"
+#include "api/sweep.hpp"
 #include "api/train.hpp"
 #include "api/util.hpp"
 #include "api/verify.hpp"

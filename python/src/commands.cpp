@@ -14,7 +14,7 @@
 #include "core/interrupt.hpp"
 #include "metrics/report.hpp"
 #include "options.hpp"
-#include "validate/optcheck.hpp"
+#include "api/optcheck.hpp"
 
 namespace mosaic::python {
 
@@ -313,17 +313,12 @@ py::object run_optcheck(const std::string& optimizer, const py::object& hyper, c
   o.lr_given = kw.contains("lr") && !kw["lr"].is_none();
   if (o.model == "none") o.model.clear();  // as the CLI's --model none: no network check
   set_extra(o.config, hyper, "optcheck");
-  Expected<std::vector<OptcheckResult>> out = Status::internal("not run");
-  call_released([&] { out = optcheck(o); });
-  auto results = value_or_raise(std::move(out));
-  nlohmann::json checks = nlohmann::json::array();
-  int passed = 0, failed = 0, skipped = 0, inconclusive = 0;
-  for (const auto& r : results) {
-    checks.push_back({{"check", r.check}, {"verdict", r.verdict}, {"detail", r.detail}});
-    (r.verdict == "PASS" ? passed : r.verdict == "FAIL" ? failed : r.verdict == "INCONCLUSIVE" ? inconclusive : skipped)++;
-  }
-  return to_python({{"optimizer", o.optimizer}, {"reference", o.reference}, {"checks", checks}, {"passed", passed},
-                    {"failed", failed}, {"skipped", skipped}, {"inconclusive", inconclusive}});
+  Expected<api::OptcheckReport> out = Status::internal("not run");
+  call_released([&] { out = api::optcheck(o); });
+  api::OptcheckReport r = value_or_raise(std::move(out));
+  nlohmann::json j = r.doc;
+  j["exit_code"] = r.exit_code();
+  return to_python(j);
 }
 
 py::object run_info(const std::string& model, const py::kwargs& kw) {
