@@ -1,0 +1,65 @@
+// The command line's flags: one registration function per command, each adding its
+// subcommand and options to the CLI11 app and returning what runs the command once parsed
+// (it fills the API's options struct from the flags and calls the command's run_* function).
+// main.cpp loads plugins, calls every registration, parses and runs the chosen command.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "api/models.hpp"
+#include "api/util.hpp"
+
+namespace mosaic::cli {
+
+/// A registered command: its subcommand, and what runs it (returns the exit code).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_info_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+Command add_verify_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
+Command add_gradcheck_command(CLI::App& app);
+Command add_optcheck_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app);
+Command add_history_command(CLI::App& app);
+Command add_compare_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
+Command add_simulate_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
+Command add_backends_command(CLI::App& app);
+
+/// Every command's registration, in the order `mosaic --help` lists them.
+const std::vector<Command (*)(CLI::App&)>& command_registrations();
+
+/// "a,b,,c" -> {a, b, c}.
+std::vector<std::string> split(const std::string& s);
+/// An integer option's check: a whole number >= `min`, with a message that says so.
+CLI::Validator integer_at_least(long long min);
+/// A number in a range, with a message a person can read ("must be >= 0, got -1"; CLI11's own
+/// range checks print DBL_MAX's 309 digits). `lo`/`hi` may be infinite; *_open excludes the bound.
+CLI::Validator number_in(double lo, double hi, bool lo_open, bool hi_open, const std::string& range_text);
+/// Every floating-point option's first check: a finite number. CLI11's range checks compare,
+/// and every comparison with NaN is false, so `--rtol nan` passed them all.
+CLI::Validator finite_number();
+CLI::Validator non_negative();
+CLI::Validator positive();
+/// Ranges where a value outside them is nonsense (a negative tolerance, a momentum of 2), by
+/// option name, on every floating-point option of every command (after finite_number()).
+void add_range_checks(CLI::App& app);
+
+/// --db and --no-db: the results store a command records its run in.
+void add_db(CLI::App* cmd, api::DbOptions& d);
+/// --batch, --threads, --seed, --shape.
+void add_common(CLI::App* cmd, api::CommonOptions& c);
+/// "ring (...); shm (...)": the --collective choices.
+std::string collective_help();
+
+}  // namespace mosaic::cli
