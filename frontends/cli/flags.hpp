@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,15 @@ struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
 };
+
+/// A command from its flags struct: `CLI::App* add(CLI::App&)` binds the flags to the
+/// struct's fields (and returns the subcommand), `int run()` runs the command from them.
+template <class Flags>
+Command make_command(CLI::App& app) {
+  auto flags = std::make_shared<Flags>();
+  CLI::App* sub = flags->add(app);
+  return {sub, [flags] { return flags->run(); }};
+}
 
 Command add_info_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
