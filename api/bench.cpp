@@ -444,8 +444,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
 
 /// The sgemm and memory peaks the report's percentages are of (measured once, cached).
 MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
-  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | OpenBLAS " + p.blas_core +
-                          " | oneDNN " + p.onednn_isa;
+  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | " + kernels_line(p.kernels);
   // More threads than cores measure the oversubscribed machine, not its peak: used for this
   // run's percentages, never cached as the machine's.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -560,12 +559,11 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   }
   report.mode = o.mode;
   report.threads = omp_get_max_threads();
-  report.blas_core = blas_core_name();
-  report.onednn_isa = onednn_isa_name();
   report.config = o.config;
   report.seed = o.common.seed;
   report.notes = pr.notes;
   report.provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
+  report.kernels = report.provenance.kernels;
   if (o.peaks) report.peaks = machine_peaks(o, report.provenance);
   if (!o.trace.empty()) out.trace = std::make_unique<TraceRecorder>();
 

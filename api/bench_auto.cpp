@@ -25,8 +25,8 @@ Status add_auto_configs(const BenchOptions& o, const Graph& timed, const AutoTim
   const std::string key = (p.model_sha256.empty() ? o.model : p.model_sha256) + " | batch " +
                           std::to_string(report.batch) + (o.fuse ? " | fused" : " | unfused") +
                           (training ? " | training (" + o.optimizer + ")" : "") + " | " + p.cpu_model + " | " +
-                          std::to_string(report.threads) + " threads | OpenBLAS " + p.blas_core + " | oneDNN " +
-                          p.onednn_isa + " | backends " + join(reg.backends(), ",") + " | fallback " + join(fallback, ",");
+                          std::to_string(report.threads) + " threads | " + kernels_line(p.kernels) + " | backends " +
+                          join(reg.backends(), ",") + " | fallback " + join(fallback, ",");
   const double bandwidth = report.peaks.bandwidth_gbs > 0 ? report.peaks.bandwidth_gbs : probe_triad_gbs();
   AutoTiming told = timing;
   told.budget_seconds = o.auto_budget;

@@ -91,6 +91,19 @@ Expected<json> document_input(const json& doc, size_t index) {
   return d;
 }
 
+/// The kernels a bench report says its backends picked ("im2col blas_core SkylakeX, ..."), or
+/// the OpenBLAS and oneDNN fields of a report written before backends described themselves.
+std::string kernels_text(const json& d) {
+  std::string t;
+  if (d.contains("kernels") && d["kernels"].is_object())
+    for (const auto& [backend, kernels] : d["kernels"].items())
+      for (const auto& [what, value] : kernels.items())
+        t += (t.empty() ? "" : ", ") + backend + " " + what + " " + (value.is_string() ? value.get<std::string>() : value.dump());
+  if (t.empty() && d.contains("blas_core"))
+    t = "OpenBLAS " + d.value("blas_core", "") + ", oneDNN " + d.value("onednn_isa", "");
+  return t;
+}
+
 /// The Python that draws the figures: $MOSAIC_PYTHON, else Debian's, else python3 on PATH.
 std::string python() {
   if (const char* p = std::getenv("MOSAIC_PYTHON"); p && *p) return p;
@@ -250,8 +263,7 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
       << html_escape(d.value("model", d.value("name", "?"))) << "</h3>\n";
     if (kind == "bench") {
       h << "<p>batch " << d.value("batch", 0) << ", " << html_escape(d.value("mode", "")) << ", " << d.value("threads", 0)
-        << " threads, OpenBLAS " << html_escape(d.value("blas_core", "")) << ", oneDNN " << html_escape(d.value("onednn_isa", ""))
-        << "</p>\n";
+        << " threads; kernels: " << html_escape(kernels_text(d)) << "</p>\n";
       bench_table(h, d);
     } else if (kind == "train") {
       train_table(h, d);

@@ -123,9 +123,10 @@ Status check_output_paths(const std::vector<std::pair<std::string, std::string>>
 Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds) {
   Provenance p = collect_provenance();
   p.threads = omp_get_max_threads();
-  p.blas_core = blas_core_name();
-  p.onednn_isa = onednn_isa_name();
-  p.versions = backend_library_versions();
+  for (auto& [backend, props] : backend_properties()) {
+    for (auto& lv : props.libraries) p.versions.push_back(std::move(lv));
+    p.kernels.push_back({backend, std::move(props.kernels), std::move(props.forced_by)});
+  }
   for (auto& v : onnx_library_versions()) p.versions.push_back(std::move(v));
   for (const auto& plugin : loaded_plugins()) {
     const auto h = sha256_file(plugin.file);

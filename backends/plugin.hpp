@@ -36,7 +36,8 @@
 ///   3: fused_activation returns an Activation over the element-wise op table
 ///      (operators/eltwise.hpp: an optional UnaryOp and its UnaryArgs).
 ///   4: KernelContext::precision and BackendInfo::declines_precision (--precision bf16).
-#define MOSAIC_PLUGIN_API_VERSION 4
+///   5: BackendInfo::properties (libraries, kernels, forced_by) replaces details.
+#define MOSAIC_PLUGIN_API_VERSION 5
 
 namespace mosaic {
 

@@ -10,7 +10,6 @@
 #if MOSAIC_WITH_IM2COL
 #include "backends/im2col/im2col.hpp"
 extern "C" void openblas_set_num_threads(int);
-extern "C" char* openblas_get_corename(void);
 #endif
 #if MOSAIC_WITH_ONEDNN
 #include "backends/onednn/onednn.hpp"
@@ -53,28 +52,16 @@ std::string default_backend() {
   return "naive";
 }
 
-#if MOSAIC_WITH_IM2COL
-std::string blas_core_name() { return openblas_get_corename(); }
-#else
-std::string blas_core_name() { return "none (built without im2col)"; }
-#endif
-
-#if MOSAIC_WITH_ONEDNN
-std::string onednn_isa_name() { return onednn_effective_isa(); }
-#else
-std::string onednn_isa_name() { return "none (built without onednn)"; }
-#endif
-
-std::vector<std::pair<std::string, std::string>> backend_library_versions() {
-  std::vector<std::pair<std::string, std::string>> versions;
+std::vector<std::pair<std::string, BackendProperties>> backend_properties() {
+  std::vector<std::pair<std::string, BackendProperties>> all;
   const KernelRegistry& r = builtin_registry();
   for (const auto& name : r.backends()) {
     const BackendInfo* b = r.info(name);
-    if (!b->details) continue;
-    for (auto& lv : b->details()) versions.push_back(std::move(lv));
+    if (b->properties) all.emplace_back(name, b->properties());
   }
-  return versions;
+  return all;
 }
+
 
 void set_num_threads(int threads) {
   if (threads <= 0) return;

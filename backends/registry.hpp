@@ -18,14 +18,9 @@ const KernelRegistry& builtin_registry();
 std::string default_backend();
 /// The same registry, writable: only load_plugin uses it, before any plan is built.
 KernelRegistry& mutable_registry_for_plugins();
-/// OpenBLAS's kernel family in use ("SkylakeX", "Haswell", ...); the environment variable
-/// OPENBLAS_CORETYPE overrides OpenBLAS's own CPU detection. "none (...)" without im2col.
-std::string blas_core_name();
-/// oneDNN's effective instruction set ("avx512_core", ...).
-std::string onednn_isa_name();
-
-/// Versions of the libraries the built-in backends use: OpenBLAS, oneDNN, Eigen.
-std::vector<std::pair<std::string, std::string>> backend_library_versions();
+/// Every registered backend's properties (BackendInfo::properties: libraries, the kernels
+/// it picks here, what forced them), in registration order; those without any are left out.
+std::vector<std::pair<std::string, BackendProperties>> backend_properties();
 
 /// Sets the thread count of OpenMP, OpenBLAS and oneDNN (0 = leave the defaults).
 void set_num_threads(int threads);

@@ -126,13 +126,24 @@ struct Capability {
   bool accepted() const { return status.is_ok(); }
 };
 
+/// What a backend says about itself on this machine, the one source provenance, reports and
+/// `mosaic backends` read (as ggml's backends answer a properties query).
+struct BackendProperties {
+  /// The libraries behind it and their versions ({"OpenBLAS", "0.3.21 DYNAMIC_ARCH ..."}).
+  std::vector<std::pair<std::string, std::string>> libraries;
+  /// The kernels it picks here ({"blas_core", "SkylakeX"}, {"isa", "avx512_core_bf16"}):
+  /// what makes the same build time differently on another machine.
+  std::vector<std::pair<std::string, std::string>> kernels;
+  /// Environment variables set now that override that choice ("OPENBLAS_CORETYPE").
+  std::vector<std::string> forced_by;
+};
+
 /// What a backend is, as `mosaic backends` and every report list it.
 struct BackendInfo {
   std::string name;
   std::string summary;  ///< how it computes, one line ("plain loops: the reference oracle")
-  /// The libraries behind it and their versions ({"OpenBLAS", "0.3.21 DYNAMIC_ARCH ..."}),
-  /// as provenance records them; cheap. May be empty.
-  std::function<std::vector<std::pair<std::string, std::string>>()> details;
+  /// Its properties now (cheap; called for every report). Unset: nothing to say.
+  std::function<BackendProperties()> properties;
   /// Why the backend cannot compute in `p` on this machine ("" if it can). Unset: float32
   /// only, every other precision declined as such.
   std::function<std::string(Precision p)> declines_precision;

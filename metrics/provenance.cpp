@@ -83,7 +83,6 @@ Provenance collect_provenance() {
   p.cores_online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   const std::string mem = proc_field("/proc/meminfo", "MemTotal");  // "24576000 kB"
   p.memory_bytes = std::atoll(mem.c_str()) * 1024;
-  p.blas_core_forced = std::getenv("OPENBLAS_CORETYPE") != nullptr;
   p.compiler = compiler();
   p.build_type = MOSAIC_BUILD_TYPE;
   p.sanitized = MOSAIC_SANITIZED;
@@ -120,12 +119,38 @@ std::string reproducer(const Provenance& p) {
   return line;
 }
 
+std::string kernels_line(const std::vector<BackendKernels>& kernels) {
+  std::string line;
+  for (const auto& b : kernels) {
+    for (const auto& [what, value] : b.kernels) line += (line.empty() ? "" : ", ") + b.backend + " " + what + " " + value;
+    if (!b.forced_by.empty()) {
+      std::string vars;
+      for (const auto& v : b.forced_by) vars += (vars.empty() ? "" : ", ") + v;
+      line += " (forced by " + vars + ")";
+    }
+  }
+  return line.empty() ? "none reported" : line;
+}
+
+nlohmann::json kernels_json(const std::vector<BackendKernels>& kernels) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& b : kernels) {
+    if (b.kernels.empty()) continue;
+    nlohmann::json& k = j[b.backend] = nlohmann::json::object();
+    for (const auto& [what, value] : b.kernels) k[what] = value;
+  }
+  return j;
+}
+
 nlohmann::json provenance_json(const Provenance& p) {
   using nlohmann::json;
+  json forced = json::object();
+  for (const auto& b : p.kernels)
+    if (!b.forced_by.empty()) forced[b.backend] = b.forced_by;
   return {{"machine",
            {{"hostname", p.hostname}, {"cpu_model", p.cpu_model}, {"cpu_flags", p.cpu_flags}, {"os", p.os},
             {"cores_online", p.cores_online}, {"threads", p.threads}, {"memory_bytes", p.memory_bytes},
-            {"blas_core", p.blas_core}, {"blas_core_forced", p.blas_core_forced}, {"onednn_isa", p.onednn_isa}}},
+            {"kernels", kernels_json(p.kernels)}, {"kernels_forced_by", forced}}},
           {"build",
            {{"compiler", p.compiler}, {"build_type", p.build_type}, {"native", p.native}, {"sanitized", p.sanitized},
             {"git_commit", p.git_commit}, {"git_dirty", p.git_dirty}, {"versions", pairs_json(p.versions)}}},
@@ -139,8 +164,7 @@ std::vector<std::string> provenance_lines(const Provenance& p) {
   std::vector<std::string> l;
   l.push_back("machine: " + p.cpu_model + ", " + std::to_string(p.cores_online) + " cores, " +
               std::to_string(p.memory_bytes >> 20) + " MiB, " + p.os + ", host " + p.hostname);
-  l.push_back("kernels: OpenBLAS " + p.blas_core + (p.blas_core_forced ? " (forced by OPENBLAS_CORETYPE)" : "") +
-              ", oneDNN " + p.onednn_isa + ", threads " + std::to_string(p.threads));
+  l.push_back("kernels: " + kernels_line(p.kernels) + ", threads " + std::to_string(p.threads));
   std::string v;
   for (const auto& [k, ver] : p.versions) v += (v.empty() ? "" : ", ") + k + " " + ver;
   l.push_back("build: " + p.compiler + ", " + p.build_type + (p.native ? " -march=native" : "") +

@@ -14,13 +14,25 @@ namespace mosaic {
 extern const char* const kGitCommit;
 extern const bool kGitDirty;
 
+/// The kernels one backend picks on this machine, as it says itself (BackendInfo::properties,
+/// core/kernel.hpp): {"blas_core", "SkylakeX"}, {"isa", "avx512_core_bf16"}, and the
+/// environment variables set now that forced the choice.
+struct BackendKernels {
+  std::string backend;
+  std::vector<std::pair<std::string, std::string>> kernels;
+  std::vector<std::string> forced_by;
+};
+/// "im2col blas_core SkylakeX (forced by OPENBLAS_CORETYPE), onednn isa avx512_core".
+std::string kernels_line(const std::vector<BackendKernels>& kernels);
+/// {"im2col": {"blas_core": "SkylakeX"}, "onednn": {"isa": "avx512_core"}}.
+nlohmann::json kernels_json(const std::vector<BackendKernels>& kernels);
+
 struct Provenance {
   // machine
   std::string hostname, cpu_model, cpu_flags, os;
   int cores_online = 0, threads = 0;
   int64_t memory_bytes = 0;
-  std::string blas_core, onednn_isa;
-  bool blas_core_forced = false;  ///< OPENBLAS_CORETYPE overrides OpenBLAS's CPU detection
+  std::vector<BackendKernels> kernels;  ///< per backend that has something to say
   // build
   std::string compiler, build_type, git_commit;
   bool git_dirty = false, sanitized = false, native = false;

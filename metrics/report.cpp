@@ -163,7 +163,7 @@ void print_report(const BenchReport& rep, std::ostream& os) {
 
 void print_report_header(const BenchReport& rep, std::ostream& os) {
   os << "model " << rep.model << "  batch " << rep.batch << "  mode " << rep.mode << "  threads " << rep.threads
-     << "  OpenBLAS " << rep.blas_core << "  oneDNN " << rep.onednn_isa << "\n";
+     << "  kernels: " << kernels_line(rep.kernels) << "\n";
   if (!rep.input.empty()) os << "input: " << rep.input << "\n";
   if (rep.peaks.sgemm_gflops > 0) {
     char line[256];
@@ -362,8 +362,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
   j["batch"] = rep.batch;
   j["mode"] = rep.mode;
   j["threads"] = rep.threads;
-  j["blas_core"] = rep.blas_core;
-  j["onednn_isa"] = rep.onednn_isa;
+  j["kernels"] = kernels_json(rep.kernels);
   j["seed"] = rep.seed;
   j["input"] = rep.input;
   j["config"] = {{"warmup", rep.config.warmup},

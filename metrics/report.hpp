@@ -72,8 +72,7 @@ struct BenchReport {
   int64_t sequence = 0;
   std::string mode = "inference";
   int threads = 0;
-  std::string blas_core;   ///< OpenBLAS kernel family in use
-  std::string onednn_isa;  ///< oneDNN's effective ISA
+  std::vector<BackendKernels> kernels;  ///< what each backend picked here (its properties)
   BenchConfig config;
   uint64_t seed = 0;
   std::string input;  ///< what the input was: random values (seed) or real data (bench --data)

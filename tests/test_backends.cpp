@@ -493,8 +493,23 @@ TEST(Registry, BuiltinsDescribeThemselves) {
     EXPECT_FALSE(info->summary.empty()) << b;
   }
   EXPECT_EQ(r.info("nobody"), nullptr);
-  // Provenance's library versions are the backends' own.
-  for (const auto& [library, version] : backend_library_versions()) EXPECT_FALSE(version.empty()) << library;
+  // Provenance's libraries and kernels are what the backends say of themselves.
+  std::map<std::string, BackendProperties> said;
+  for (auto& [backend, p] : backend_properties()) said[backend] = std::move(p);
+  for (const auto& [backend, p] : said)
+    for (const auto& [library, version] : p.libraries) EXPECT_FALSE(version.empty()) << backend << " " << library;
+  if (r.has_backend("im2col")) {
+    ASSERT_EQ(said["im2col"].kernels.size(), 1u);
+    EXPECT_EQ(said["im2col"].kernels[0].first, "blas_core");
+    EXPECT_FALSE(said["im2col"].kernels[0].second.empty());
+  }
+  if (r.has_backend("onednn")) {
+    ASSERT_EQ(said["onednn"].kernels.size(), 1u);
+    EXPECT_EQ(said["onednn"].kernels[0].first, "isa");
+    EXPECT_EQ(said["onednn"].kernels[0].second, onednn_effective_isa());
+    EXPECT_EQ(said["onednn"].libraries.at(0).first, "oneDNN");
+  }
+  EXPECT_EQ(said.count("naive"), 0u) << "the oracle has no library to name";
 }
 
 TEST(OneDnnErrors, OnlyUnimplementedIsADecline) {

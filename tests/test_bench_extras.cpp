@@ -112,7 +112,11 @@ TEST(BenchOverhead, MetricsOnAndOffAlternateInOneRun) {
   json run = read_json(out)["runs"][0];
   const json& s = run["summary"];
   EXPECT_NEAR(s["metrics_overhead"].get<double>(), s["metrics_on_ms"].get<double>() / s["metrics_off_ms"].get<double>() - 1, 1e-12);
-  EXPECT_LT(std::abs(s["metrics_overhead"].get<double>()), 0.5) << s.dump();  // sanity, not the 2% claim (docs/metrics.md)
+  // Sanity, not the 2% claim (docs/metrics.md), and only where nothing else ran: another test
+  // beside it (ctest -j2) once made the "on" half 2.5x slower (contended, others_cpu 0.57).
+  if (s["contended"] != true) {
+    EXPECT_LT(std::abs(s["metrics_overhead"].get<double>()), 0.5) << s.dump();
+  }
   // The overhead iterations are not results: the samples are the 10 measured ones.
   EXPECT_EQ(run["samples"]["iteration_ms"].size(), 10u);
   EXPECT_EQ(run["nodes"][0]["samples_us"].size(), 10u);

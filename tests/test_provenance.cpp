@@ -81,19 +81,28 @@ TEST(Provenance, ForcedOpenblasCoreIsFlagged) {
   const std::string json = ::testing::TempDir() + "prov_core.json";
   CmdResult b = mosaic("bench zoo:fmnist-cnn --batch 1 --backends naive --warmup 1 --iterations 1 --no-check --json " + json);
   ASSERT_EQ(b.code, 0) << b.out;
+  // The im2col backend says which OpenBLAS core it uses and whether OPENBLAS_CORETYPE forced it.
+  auto forced = [](const nlohmann::json& doc) {
+    const auto& f = doc["provenance"]["machine"]["kernels_forced_by"];
+    return f.contains("im2col") && f["im2col"] == nlohmann::json::array({"OPENBLAS_CORETYPE"});
+  };
   const bool forced_here = std::getenv("OPENBLAS_CORETYPE") != nullptr;
-  EXPECT_EQ(read_json(json)["provenance"]["machine"]["blas_core_forced"], forced_here);
+  auto first = read_json(json);
+  EXPECT_EQ(forced(first), forced_here);
+  EXPECT_EQ(first["kernels"], first["provenance"]["machine"]["kernels"]);
+  EXPECT_EQ(first["kernels"]["im2col"]["blas_core"].get<std::string>().empty(), false) << first["kernels"];
   // Run it once each way, whatever this machine's environment is.
   const std::string bin = MOSAIC_BIN;
   ASSERT_EQ(std::system(("env OPENBLAS_CORETYPE=Haswell " + bin + " bench zoo:fmnist-cnn --batch 1 --backends naive "
                          "--warmup 1 --iterations 1 --no-check --json " + json + " > /dev/null 2>&1").c_str()), 0);
   auto j = read_json(json);
-  EXPECT_EQ(j["provenance"]["machine"]["blas_core_forced"], true);
+  EXPECT_TRUE(forced(j)) << j["provenance"]["machine"];
+  EXPECT_EQ(j["kernels"]["im2col"]["blas_core"], "Haswell");  // what OpenBLAS was told to use
   EXPECT_EQ(j["provenance"]["run"]["environment"]["OPENBLAS_CORETYPE"], "Haswell");
   ASSERT_EQ(std::system(("env -u OPENBLAS_CORETYPE " + bin + " bench zoo:fmnist-cnn --batch 1 --backends naive "
                          "--warmup 1 --iterations 1 --no-check --json " + json + " > /dev/null 2>&1").c_str()), 0);
   j = read_json(json);
-  EXPECT_EQ(j["provenance"]["machine"]["blas_core_forced"], false);
+  EXPECT_FALSE(forced(j)) << j["provenance"]["machine"];
   EXPECT_TRUE(j["provenance"]["run"]["environment"].find("OPENBLAS_CORETYPE") == j["provenance"]["run"]["environment"].end());
 }
 

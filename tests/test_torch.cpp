@@ -104,7 +104,7 @@ TEST_F(TorchBackend, LeavesTheThreadCountToMosaic) {
   Status st = Status::ok();
   std::thread([&] {
     set_num_threads(3);
-    for (const auto& [k, v] : builtin_registry().info("torch")->details()) details += k + ": " + v + "\n";
+    for (const auto& [k, v] : builtin_registry().info("torch")->properties().libraries) details += k + ": " + v + "\n";
     after_details = omp_get_max_threads();
     Node conv = make_node("Conv");
     const KernelContext ctx = conv_context(conv, {2, 3, 9, 9}, {4, 3, 3, 3}, {2, 4, 7, 7});
@@ -123,7 +123,7 @@ TEST_F(TorchBackend, LeavesTheThreadCountToMosaic) {
   EXPECT_EQ(after_forward, 3);
   EXPECT_NE(details.find(", 3 threads"), std::string::npos) << details;
   set_num_threads(before);
-  builtin_registry().info("torch")->details();  // ATen's count back to this thread's
+  builtin_registry().info("torch")->properties();  // ATen's count back to this thread's
 }
 
 TEST_F(TorchBackend, AnATenErrorIsAnErrorNamingTheNodeNotAFallback) {

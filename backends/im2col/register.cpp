@@ -1,5 +1,6 @@
 // The im2col backend's registration and version functions. Its kernels are in one file per family
 // (conv, pool, gemm, eltwise, norm); what they share is in im2col_internal.hpp.
+#include <cstdlib>
 #include <Eigen/Core>
 #include <cblas.h>
 
@@ -13,15 +14,20 @@
 
 namespace mosaic {
 
-/// OpenBLAS's build (its kernel family here is in blas_core_name()) and Eigen's version.
-std::vector<std::pair<std::string, std::string>> im2col_details() {
+/// OpenBLAS's build and Eigen's version; the kernel family OpenBLAS picked for this CPU
+/// (OPENBLAS_CORETYPE overrides its detection).
+BackendProperties im2col_properties() {
   std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
   if (blas.rfind("OpenBLAS ", 0) == 0) blas = blas.substr(9);
-  return {{"OpenBLAS", blas}, {"Eigen", eigen_version()}};
+  BackendProperties p;
+  p.libraries = {{"OpenBLAS", blas}, {"Eigen", eigen_version()}};
+  p.kernels = {{"blas_core", openblas_get_corename()}};
+  if (std::getenv("OPENBLAS_CORETYPE")) p.forced_by.push_back("OPENBLAS_CORETYPE");
+  return p;
 }
 
 Status register_im2col_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_details, nullptr});
+  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_properties, nullptr});
   im2col_impl::add_conv_kernels(r);
   im2col_impl::add_pool_kernels(r);
   im2col_impl::add_gemm_kernels(r);

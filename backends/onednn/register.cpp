@@ -1,6 +1,7 @@
 // The oneDNN backend's registration, version and error functions. Its kernels are in one file per
 // family (conv, pool, gemm, eltwise, norm, movement); what they share is in onednn_internal.hpp and
 // common.cpp.
+#include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/common/attention.hpp"
@@ -63,12 +64,19 @@ std::string onednn_declines_precision(Precision p) {
          ", without bfloat16 dot products (AVX512_BF16 or AMX; ONEDNN_MAX_CPU_ISA may cap it)";
 }
 
-/// oneDNN's version (the instruction set its JIT uses here is onednn_effective_isa()).
-std::vector<std::pair<std::string, std::string>> onednn_details() { return {{"oneDNN", onednn_version()}}; }
+/// oneDNN's version and the instruction set its JIT uses here (ONEDNN_MAX_CPU_ISA caps it).
+BackendProperties onednn_properties() {
+  BackendProperties p;
+  p.libraries = {{"oneDNN", onednn_version()}};
+  p.kernels = {{"isa", onednn_effective_isa()}};
+  for (const char* v : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+    if (std::getenv(v)) p.forced_by.push_back(v);
+  return p;
+}
 
 Status register_onednn_kernels(KernelRegistry& registry) {
   BackendRegistration r(registry, {"onednn", "oneDNN primitives, in its blocked layouts along chains of layout-aware ops",
-                                   onednn_details, onednn_declines_precision});
+                                   onednn_properties, onednn_declines_precision});
   onednn_impl::add_conv_kernels(r);
   onednn_impl::add_pool_kernels(r);
   onednn_impl::add_gemm_kernels(r);

@@ -1,4 +1,5 @@
 // The torch backend's registration and the kernel base shared by its families.
+#include <cstdlib>
 #include <ATen/Parallel.h>
 #include <omp.h>
 #include <torch/csrc/api/include/torch/version.h>
@@ -67,23 +68,26 @@ void write(const at::Tensor& value, Tensor* into) {
 
 namespace {
 
-std::vector<std::pair<std::string, std::string>> details() {
+BackendProperties properties() {
   follow_thread_count(omp_get_max_threads());
   std::string capability;
   const std::string config = at::show_config();
   const std::string key = "CPU capability usage: ";
   if (const size_t p = config.find(key); p != std::string::npos)
     capability = config.substr(p + key.size(), config.find('\n', p) - p - key.size());
-  return {{"PyTorch", TORCH_VERSION},
-          {"ATen", "CPU capability " + (capability.empty() ? std::string("unknown") : capability) +
-                       (at::hasMKLDNN() ? ", oneDNN (MKL-DNN) enabled" : "") + ", " +
-                       std::to_string(at::get_num_threads()) + " threads"}};
+  BackendProperties p;
+  p.libraries = {{"PyTorch", TORCH_VERSION},
+                 {"ATen", std::string(at::hasMKLDNN() ? "oneDNN (MKL-DNN) enabled" : "without oneDNN") + ", " +
+                              std::to_string(at::get_num_threads()) + " threads"}};
+  p.kernels = {{"cpu_capability", capability.empty() ? std::string("unknown") : capability}};
+  if (std::getenv("ATEN_CPU_CAPABILITY")) p.forced_by.push_back("ATEN_CPU_CAPABILITY");
+  return p;
 }
 
 Status register_torch(PluginRegistrar& r) {
   follow_thread_count(omp_get_max_threads());
   MOSAIC_RETURN_IF_ERROR(r.add_backend(
-      {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", details, nullptr}));
+      {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", properties, nullptr}));
   MOSAIC_RETURN_IF_ERROR(register_conv_gemm(r));
   MOSAIC_RETURN_IF_ERROR(register_pooling(r));
   MOSAIC_RETURN_IF_ERROR(register_eltwise(r));

@@ -379,9 +379,11 @@ int run_backends(bool markdown, bool names_only) {
   for (const auto& b : backends) {
     const BackendInfo* info = reg.info(b);
     std::string libraries;
-    if (info->details)
-      for (const auto& [library, version] : info->details())
-        libraries += (libraries.empty() ? "" : ", ") + library + " " + version;
+    if (info->properties) {
+      const BackendProperties p = info->properties();
+      for (const auto& [library, version] : p.libraries) libraries += (libraries.empty() ? "" : ", ") + library + " " + version;
+      for (const auto& [what, value] : p.kernels) libraries += (libraries.empty() ? "" : "; ") + what + " " + value;
+    }
     if (markdown)
       std::cout << "- **" << b << "**: " << info->summary << (libraries.empty() ? "" : " (" + libraries + ")") << "\n";
     else
