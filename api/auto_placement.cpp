@@ -1,5 +1,5 @@
 #include "api/auto_placement.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 #include "core/kernel.hpp"
 #include "core/plan.hpp"
 #include "metrics/benchmark.hpp"

@@ -1,7 +1,7 @@
 #include "api/bench.hpp"
 
 #include "operators/attention.hpp"
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 
 #include <thread>
 #include <omp.h>

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <ostream>
 
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/report.hpp"
 #include "metrics/stats.hpp"

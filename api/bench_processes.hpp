@@ -27,7 +27,7 @@ struct ProcessesOutcome {
   Provenance provenance;     ///< this run's, as in `pooled` ("reproduce:" lines come from it)
   int finished = 0;          ///< processes whose report was pooled
   bool checks_ok = true;     ///< every process's every configuration matched naive
-  bool interrupted = false;  ///< a stop request (core/interrupt.hpp) ended the series early
+  bool interrupted = false;  ///< a stop request (ir/interrupt.hpp) ended the series early
 };
 
 /// Runs o.processes (>= 1) children one after another. A child that fails (exit code other than

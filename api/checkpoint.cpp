@@ -1,5 +1,5 @@
 #include "api/checkpoint.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 
 #include <cstdio>
 #include <cstring>

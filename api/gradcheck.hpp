@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "validate/gradcheck.hpp"
 
 namespace mosaic::api {

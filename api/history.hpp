@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "metrics/results_db.hpp"
 #include "metrics/run_compare.hpp"
 

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "api/util.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 #include "metrics/junit.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/results_db.hpp"

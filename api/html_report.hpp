@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::api {
 

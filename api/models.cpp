@@ -7,7 +7,7 @@
 
 #include "backends/registry.hpp"
 #include "core/inputs.hpp"
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "operators/schema.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 #include "core/prepare.hpp"
 
 namespace mosaic::api {

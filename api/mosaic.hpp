@@ -15,7 +15,7 @@
 //   mosaic::api::sweep      a grid of training cells; html_report: one HTML page from runs
 //   mosaic::load_plugin     operator/backend plugins (backends/plugin.hpp) before any of them
 //
-// Errors come back as Status (core/status.hpp) naming the file, node or key; nothing exits
+// Errors come back as Status (ir/status.hpp) naming the file, node or key; nothing exits
 // the process, and nothing is printed unless an options struct's `verbose` asks.
 #pragma once
 

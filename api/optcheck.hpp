@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "validate/optcheck.hpp"
 
 namespace mosaic::api {

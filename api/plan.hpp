@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/models.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::api {
 

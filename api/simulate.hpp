@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/registry.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::api {
 

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "backends/registry.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 #include "distributed/data_parallel.hpp"
 #include "api/max_batch.hpp"
 #include "api/models.hpp"

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::api {
 

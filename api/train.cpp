@@ -1,5 +1,5 @@
 #include "api/train.hpp"
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@
 #include "core/prepare.hpp"
 #include "core/schedule.hpp"
 #include "distributed/data_parallel.hpp"
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/data/text.hpp"
 #include "frontends/onnx/onnx_io.hpp"

@@ -19,7 +19,7 @@
 #include <iostream>
 
 #include "backends/plugins.hpp"
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 #include "backends/registry.hpp"
 #include "frontends/config/placement_config.hpp"
 #include "frontends/onnx/onnx_io.hpp"

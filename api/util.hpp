@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/plan.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/results_db.hpp"
 
@@ -41,7 +41,7 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
 /// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,
 /// 127 when it could not be started, -1 when it could not be forked or waited for).
 /// `forward_interrupt`: the child runs in its own process group (a terminal's Ctrl-C reaches
-/// only this process) and gets the SIGINT/SIGTERM this process receives (core/interrupt.hpp,
+/// only this process) and gets the SIGINT/SIGTERM this process receives (ir/interrupt.hpp,
 /// whose handlers the caller installs) once, so that it can stop cleanly and write what
 /// finished; it is sent SIGTERM if this process dies.
 int run_program(const std::string& program, const std::vector<std::string>& args, const std::string& log,

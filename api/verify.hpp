@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "api/models.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::api {
 

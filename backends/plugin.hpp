@@ -24,7 +24,7 @@
 #include <string>
 
 #include "core/kernel.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "operators/params.hpp"
 #include "operators/schema.hpp"
 

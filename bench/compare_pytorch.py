@@ -54,7 +54,7 @@ def vgg16_cifar():
 
 
 class BertLayer(nn.Module):
-    """zoo:bert-base's post-norm block (examples/zoo_sequence.cpp), op for op."""
+    """zoo:bert-base's post-norm block (frontends/zoo/zoo_sequence.cpp), op for op."""
 
     def __init__(self, h=768, heads=12, ff=3072):
         super().__init__()

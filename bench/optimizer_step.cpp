@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/optimizer.hpp"
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 
 namespace {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 
 namespace mosaic {
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 
 namespace mosaic {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
-#include "core/status.hpp"
-#include "core/tensor.hpp"
+#include "ir/graph.hpp"
+#include "ir/status.hpp"
+#include "ir/tensor.hpp"
 #include "operators/op_context.hpp"
 
 namespace mosaic {

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "core/status.hpp"
-#include "core/tensor.hpp"
+#include "ir/status.hpp"
+#include "ir/tensor.hpp"
 
 namespace mosaic {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 /// Bumped whenever OptimizerConfig or the Optimizer class layout changes. A plugin built
 /// against another version is refused when loaded.

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/events.hpp"
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 #include "core/kernel.hpp"
 
 namespace mosaic {

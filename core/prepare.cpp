@@ -6,7 +6,7 @@
 #include <chrono>
 #include <set>
 
-#include "core/checked.hpp"
+#include "ir/checked.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

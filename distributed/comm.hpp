@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::dist {
 

@@ -1,5 +1,5 @@
 #include "distributed/cost_model.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 
 #include <algorithm>
 #include <cmath>

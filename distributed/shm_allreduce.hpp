@@ -20,7 +20,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "distributed/comm.hpp"
 
 namespace mosaic::dist {

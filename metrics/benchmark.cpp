@@ -1,5 +1,5 @@
 #include "metrics/benchmark.hpp"
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 
 #include <time.h>
 

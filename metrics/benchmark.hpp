@@ -48,7 +48,7 @@ struct BenchResult {
   int warmup_done = 0;
   int measured = 0;
   bool budget_hit = false;                 ///< the budget ended measuring before the plan did
-  bool interrupted = false;                ///< SIGINT/SIGTERM stopped measuring (core/interrupt.hpp)
+  bool interrupted = false;                ///< SIGINT/SIGTERM stopped measuring (ir/interrupt.hpp)
   bool adaptive = false, converged = false;
   std::vector<double> iteration_ns;        ///< wall time of each measured iteration
   std::vector<int> repeat_of;              ///< repeat index of each measured iteration

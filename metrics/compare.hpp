@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/tensor.hpp"
+#include "ir/tensor.hpp"
 
 namespace mosaic {
 

@@ -1,5 +1,5 @@
 #include "metrics/junit.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 
 #include <fstream>
 #include <map>

@@ -1,5 +1,5 @@
 #include "metrics/peaks.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 #include "metrics/report.hpp"
-#include "core/file_io.hpp"
+#include "ir/file_io.hpp"
 
 #include <algorithm>
 #include <sys/resource.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

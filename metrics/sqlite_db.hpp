@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 struct sqlite3;
 

@@ -9,7 +9,7 @@
 
 #include "core/events.hpp"
 #include "core/plan.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

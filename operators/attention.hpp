@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "operators/op_context.hpp"
 
 namespace mosaic {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/graph.hpp"
-#include "core/tensor.hpp"
+#include "ir/graph.hpp"
+#include "ir/tensor.hpp"
 
 namespace mosaic {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/checked.hpp"
+#include "ir/checked.hpp"
 
 namespace mosaic {
 

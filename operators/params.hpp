@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 #include "operators/eltwise.hpp"
 #include "operators/op_context.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

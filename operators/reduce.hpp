@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.hpp"
-#include "core/tensor.hpp"
+#include "ir/status.hpp"
+#include "ir/tensor.hpp"
 
 namespace mosaic {
 

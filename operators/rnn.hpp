@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "operators/op_context.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

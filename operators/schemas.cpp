@@ -12,7 +12,7 @@
 #include "operators/rnn.hpp"
 #include "operators/schema.hpp"
 
-#include "core/checked.hpp"
+#include "ir/checked.hpp"
 
 namespace mosaic {
 

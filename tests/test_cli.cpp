@@ -10,7 +10,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "test_util.hpp"
 

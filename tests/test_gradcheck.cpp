@@ -8,7 +8,7 @@
 #include <map>
 
 #include "backends/registry.hpp"
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
 #include "validate/gradcheck.hpp"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "test_util.hpp"

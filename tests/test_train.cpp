@@ -17,7 +17,7 @@
 #include "operators/eltwise.hpp"
 #include "operators/reduce.hpp"
 #include "core/schedule.hpp"
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "test_util.hpp"
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 #include "core/kernel.hpp"
 #include "core/plan.hpp"
 

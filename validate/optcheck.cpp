@@ -11,7 +11,7 @@
 #include "core/loss.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
-#include "examples/zoo.hpp"
+#include "frontends/zoo/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 
 namespace mosaic {

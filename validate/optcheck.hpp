@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/optimizer.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

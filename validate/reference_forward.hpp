@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.hpp"
+#include "ir/graph.hpp"
 #include "core/kernel.hpp"
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

@@ -7,7 +7,7 @@
 #include <omp.h>
 
 #include "backends/common/grad.hpp"
-#include "core/checked.hpp"
+#include "ir/checked.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic::im2col_impl {

@@ -1,4 +1,4 @@
-#include "core/checked.hpp"
+#include "ir/checked.hpp"
 #include "frontends/data/dataset.hpp"
 
 #include <chrono>

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/status.hpp"
-#include "core/tensor.hpp"
+#include "ir/status.hpp"
+#include "ir/tensor.hpp"
 
 namespace mosaic {
 

@@ -2,8 +2,8 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "core/checked.hpp"
-#include "core/file_io.hpp"
+#include "ir/checked.hpp"
+#include "ir/file_io.hpp"
 
 #include <charconv>
 #include <cstring>

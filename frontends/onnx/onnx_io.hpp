@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/graph.hpp"
-#include "core/status.hpp"
+#include "ir/graph.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic {
 

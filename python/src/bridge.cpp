@@ -2,7 +2,7 @@
 
 #include <csignal>
 
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 
 namespace mosaic::python {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.hpp"
+#include "ir/status.hpp"
 
 namespace mosaic::python {
 
@@ -22,7 +22,7 @@ namespace py = pybind11;
 py::object to_python(const nlohmann::json& j);
 
 /// Runs `fn` with the GIL released. On the main thread, SIGINT and SIGTERM become Mosaic's stop
-/// request for the call (core/interrupt.hpp: timing loops and training steps stop at the next
+/// request for the call (ir/interrupt.hpp: timing loops and training steps stop at the next
 /// safe point) and Python's handlers come back after it; a call that stopped so raises
 /// KeyboardInterrupt once the GIL is held again.
 void call_released(const std::function<void()>& fn);

@@ -11,7 +11,7 @@
 #include "api/sweep.hpp"
 #include "metrics/run_compare.hpp"
 #include "bridge.hpp"
-#include "core/interrupt.hpp"
+#include "ir/interrupt.hpp"
 #include "metrics/report.hpp"
 #include "options.hpp"
 #include "api/optcheck.hpp"

@@ -142,7 +142,7 @@ case("external_offset_negative", ext(external_init("W", [1, 4], "weights.bin", -
 case("external_missing", ext(external_init("W", [1, 4], "nothere.bin")), "not found")
 
 # Companion files the external-data cases need that git can hold (the FIFO and the symlink
-# out of the folder are made by the test, tests/test_hostile.cpp).
+# out of the folder are made by the test, tests/test_hostile_models.cpp).
 for name in ("external_past_end", "external_offset_overflow", "external_offset_garbage", "external_length_huge",
              "external_offset_negative"):
     with open(os.path.join(OUT, name, "weights.bin"), "wb") as f:

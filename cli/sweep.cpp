@@ -1,0 +1,32 @@
+// `mosaic sweep CONFIG.yaml`: runs api::sweep (api/sweep.hpp) with its progress on stdout,
+// records the sweep in the results store and says where the tables are.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "api/sweep.hpp"
+#include "cli/cli_util.hpp"
+#include "cli/train.hpp"
+
+namespace mosaic::cli {
+
+int run_sweep(const SweepOptions& so) {
+  auto db = open_run_store(so.db);
+  if (!db.ok()) return fail(db.status());
+  SweepQuery q = so;
+  q.progress = &std::cout;
+  auto r = api::sweep(q);
+  if (!r.ok()) {
+    std::string m = r.status().message();  // the API's max_grid is the CLI's --max-grid
+    for (size_t at = m.find("max_grid"); at != std::string::npos; at = m.find("max_grid", at + 10))
+      m.replace(at, 8, "--max-grid");
+    return fail(Status(r.status().code(), m));
+  }
+  if (Status st = record_run(db.value().get(), r->doc); !st.is_ok()) return fail(st);
+  std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3%s}.{csv,md}, every cell in sweep.json\n",
+              r->ran, r->cached, r->errors, r->stopped ? "; stopped at --max-cells (run again to resume)" : "",
+              r->output.c_str(), r->speedup_table ? ",_speedup" : "");
+  return r->errors ? 1 : 0;
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,89 @@
+#include "frontends/zoo/zoo.hpp"
+
+#include "frontends/zoo/zoo_builder.hpp"
+#include "frontends/zoo/zoo_sequence.hpp"
+
+namespace mosaic {
+namespace {
+
+using zoo_detail::Builder;
+
+/// Seed 000's AlexNet for CIFAR-10 (78,330,250 parameters).
+Graph alexnet_cifar(uint64_t seed) {
+  Builder b("alexnet-cifar", seed);
+  std::string x = b.input("input", {-1, 3, 32, 32});
+  x = b.relu(b.conv(x, "conv1", 3, 192, 3, 2, 0), "relu1");
+  x = b.max_pool(b.zero_pad(x, "pad1", 1), "pool1", 3, 2);
+  x = b.relu(b.conv(x, "conv2", 192, 384, 3, 1, 0), "relu2");
+  x = b.max_pool(b.zero_pad(x, "pad2", 1), "pool2", 2, 2);
+  x = b.zero_pad(b.relu(b.conv(x, "conv3", 384, 256, 3, 1, 0), "relu3"), "pad3", 1);
+  x = b.zero_pad(b.relu(b.conv(x, "conv4", 256, 256, 3, 1, 0), "relu4"), "pad4", 1);
+  x = b.zero_pad(b.relu(b.conv(x, "conv5", 256, 256, 3, 1, 0), "relu5"), "pad5", 1);
+  x = b.flatten(b.max_pool(x, "pool5", 2, 2), "flatten");
+  x = b.relu(b.linear(x, "fc1", 1024, 8192), "relu6");
+  x = b.relu(b.linear(x, "fc2", 8192, 8192), "relu7");
+  b.linear(x, "fc3", 8192, 10);
+  return b.finish("logits");
+}
+
+/// Seed 000's VGG16 for CIFAR-100 (8,735,652 parameters).
+Graph vgg16_cifar(uint64_t seed) {
+  Builder b("vgg16-cifar", seed);
+  std::string x = b.input("input", {-1, 3, 32, 32});
+  const std::vector<std::vector<int64_t>> blocks = {{64, 64}, {128, 128}, {256, 256, 256}, {512, 512, 512}};
+  int64_t cin = 3;
+  int layer = 0;
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    for (int64_t cout : blocks[bi]) {
+      const std::string id = std::to_string(++layer);
+      x = b.zero_pad(b.relu(b.conv(x, "conv" + id, cin, cout, 3, 1, 0), "relu" + id), "pad" + id, 1);
+      cin = cout;
+    }
+    x = b.max_pool(x, "pool" + std::to_string(bi + 1), 2, 2);
+  }
+  x = b.flatten(x, "flatten");
+  x = b.relu(b.linear(x, "fc1", 2048, 512), "relu_fc1");
+  b.linear(x, "fc2", 512, 100);
+  return b.finish("logits");
+}
+
+/// A small CNN for 28x28 grey images (Fashion-MNIST): two conv blocks and two linear layers.
+Graph fmnist_cnn(uint64_t seed) {
+  Builder b("fmnist-cnn", seed);
+  std::string x = b.input("input", {-1, 1, 28, 28});
+  x = b.max_pool(b.relu(b.conv(x, "conv1", 1, 32, 3, 1, 1), "relu1"), "pool1", 2, 2);
+  x = b.max_pool(b.relu(b.conv(x, "conv2", 32, 64, 3, 1, 1), "relu2"), "pool2", 2, 2);
+  x = b.relu(b.linear(b.flatten(x, "flatten"), "fc1", 64 * 7 * 7, 128), "relu3");
+  b.linear(x, "fc2", 128, 10);
+  return b.finish("logits");
+}
+
+}  // namespace
+
+std::vector<std::string> zoo_names() {
+  std::vector<std::string> names = {"alexnet-cifar", "vgg16-cifar", "fmnist-cnn"};
+  for (const auto& e : zoo_detail::sequence_zoo()) names.push_back(e.name);
+  return names;
+}
+
+std::string zoo_description(const std::string& name) {
+  if (name == "alexnet-cifar") return "AlexNet for CIFAR-10, 3x32x32 -> 10 (78,330,250 parameters)";
+  if (name == "vgg16-cifar") return "VGG16 for CIFAR-100, 3x32x32 -> 100 (8,735,652 parameters)";
+  if (name == "fmnist-cnn") return "small CNN for Fashion-MNIST, 1x28x28 -> 10 (421,642 parameters)";
+  for (const auto& e : zoo_detail::sequence_zoo())
+    if (e.name == name) return e.description;
+  return "";
+}
+
+Expected<Graph> build_zoo_model(const std::string& name, uint64_t seed) {
+  if (name == "alexnet-cifar") return alexnet_cifar(seed);
+  if (name == "vgg16-cifar") return vgg16_cifar(seed);
+  if (name == "fmnist-cnn") return fmnist_cnn(seed);
+  for (const auto& e : zoo_detail::sequence_zoo())
+    if (e.name == name) return e.build(seed);
+  std::string known;
+  for (const auto& n : zoo_names()) known += (known.empty() ? "" : ", ") + n;
+  return Status::not_found("unknown zoo model '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace mosaic

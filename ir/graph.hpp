@@ -1,0 +1,90 @@
+// The model graph: nodes with ONNX-style attributes, graph inputs/outputs, initializers.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/status.hpp"
+#include "ir/tensor.hpp"
+
+namespace mosaic {
+
+struct Attribute {
+  enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kOther };
+  Kind kind = Kind::kOther;
+  int64_t i = 0;
+  float f = 0.f;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+  std::shared_ptr<Tensor> t;
+
+  static Attribute of_int(int64_t v);
+  static Attribute of_float(float v);
+  static Attribute of_string(std::string v);
+  static Attribute of_ints(std::vector<int64_t> v);
+  static Attribute of_floats(std::vector<float> v);
+  static Attribute of_strings(std::vector<std::string> v);
+  static Attribute of_tensor(Tensor v);
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;
+  std::vector<std::string> inputs;   ///< "" marks an omitted optional input
+  std::vector<std::string> outputs;  ///< "" marks an omitted optional output
+  std::map<std::string, Attribute> attrs;
+
+  bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
+  int64_t attr_int(const std::string& key, int64_t def) const;
+  float attr_float(const std::string& key, float def) const;
+  std::string attr_string(const std::string& key, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& key, const std::vector<int64_t>& def = {}) const;
+  std::vector<float> attr_floats(const std::string& key, const std::vector<float>& def = {}) const;
+  /// True if input i is present (exists and is not the empty name).
+  bool has_input(size_t i) const { return i < inputs.size() && !inputs[i].empty(); }
+  bool has_output(size_t i) const { return i < outputs.size() && !outputs[i].empty(); }
+  /// "node 'conv1' (Conv)" for messages.
+  std::string label() const;
+};
+
+/// A graph input or output. Unknown dims are -1 (dim_params holds the symbolic name).
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> dims;
+  std::vector<std::string> dim_params;
+  bool has_shape = false;
+};
+
+struct Graph {
+  std::string name;
+  std::string source;    ///< file it was loaded from, for messages
+  int64_t opset = 13;
+  /// Versions of the other operator domains the model imports (a plugin's custom operators).
+  std::map<std::string, int64_t> custom_opsets;
+  std::vector<Node> nodes;
+  std::vector<ValueInfo> inputs;   ///< runtime inputs (initializers excluded)
+  std::vector<ValueInfo> outputs;
+  std::map<std::string, Tensor> initializers;
+  /// Filled by shape inference: the descriptor of every value.
+  std::map<std::string, TensorDesc> value_descs;
+  /// Float initializers that are not parameters, so training leaves them: the values of
+  /// Constant nodes and what folds from them at load (an exporter's 1.0, -10000, sqrt(d)),
+  /// and tensors the fusion pass makes up (core/prepare.cpp, core/fuse_layer_norm.cpp).
+  std::set<std::string> constants;
+
+  /// Number of float parameters held in initializers.
+  int64_t parameter_count() const;
+  const Node* producer(const std::string& value) const;
+  /// Empties the float initializers' tensors, keeping their names (a training plan holds its
+  /// own copies; this releases the loaded ones).
+  void release_float_initializers();
+};
+
+}  // namespace mosaic

@@ -1,0 +1,166 @@
+#include "ir/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <sstream>
+
+#include "ir/checked.hpp"
+#include "ir/status.hpp"
+
+namespace mosaic {
+
+const char* status_code_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kInvalidArgument: return "invalid argument";
+    case StatusCode::kUnsupported: return "unsupported";
+    case StatusCode::kNotFound: return "not found";
+    case StatusCode::kIoError: return "I/O error";
+    case StatusCode::kInternal: return "internal error";
+  }
+  return "?";
+}
+
+std::string Status::to_string() const {
+  if (is_ok()) return "ok";
+  return std::string(status_code_name(code_)) + ": " + message_;
+}
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kI64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float32";
+    case DType::kI64: return "int64";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (!checked_mul(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  return n;
+}
+
+size_t TensorDesc::bytes() const {
+  if (layout) return layout->bytes();
+  const int64_t n = numel();
+  int64_t b = 0;
+  if (n < 0 || !checked_mul(n, static_cast<int64_t>(dtype_size(dtype)), &b)) return SIZE_MAX;
+  return static_cast<size_t>(b);
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+std::string TensorDesc::str() const {
+  return std::string(dtype_name(dtype)) + shape_str(shape) + (layout ? " (" + layout->name() + ")" : "");
+}
+
+void MemoryTracker::on_alloc(size_t bytes) {
+  int64_t now = current_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+  int64_t prev = peak_.load();
+  while (now > prev && !peak_.compare_exchange_weak(prev, now)) {
+  }
+}
+
+void MemoryTracker::on_free(size_t bytes) { current_.fetch_sub(static_cast<int64_t>(bytes)); }
+
+OutOfMemory::OutOfMemory(size_t bytes)
+    : bytes_(bytes),
+      what_(bytes == SIZE_MAX ? std::string("out of memory: could not allocate a tensor whose size overflows")
+                              : "out of memory: could not allocate " + human_bytes(static_cast<double>(bytes)) + " (" +
+                                    std::to_string(bytes) + " bytes)") {}
+
+Buffer::Buffer(size_t bytes, MemoryTracker* tracker) : bytes_(bytes), tracker_(tracker) {
+  if (bytes > static_cast<size_t>(kMaxTensorBytes)) throw OutOfMemory(bytes);
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  data_ = std::aligned_alloc(64, rounded);
+  if (!data_) throw OutOfMemory(bytes);
+  std::memset(data_, 0, rounded);
+  if (tracker_) tracker_->on_alloc(bytes_);
+}
+
+Buffer::Buffer(void* data, size_t bytes, std::shared_ptr<void> owner, MemoryTracker* tracker)
+    : data_(data), bytes_(bytes), tracker_(tracker), owner_(std::move(owner)) {
+  if (tracker_) tracker_->on_alloc(bytes_);
+}
+
+Buffer::~Buffer() {
+  if (!owner_) std::free(data_);
+  if (tracker_) tracker_->on_free(bytes_);
+}
+
+Tensor Tensor::empty(const TensorDesc& desc, MemoryTracker* tracker) {
+  Tensor t;
+  t.desc_ = desc;
+  t.buffer_ = std::make_shared<Buffer>(desc.bytes(), tracker);
+  return t;
+}
+
+Tensor Tensor::on_buffer(const TensorDesc& desc, std::shared_ptr<Buffer> buffer) {
+  Tensor t;
+  t.desc_ = desc;
+  t.buffer_ = std::move(buffer);
+  return t;
+}
+
+Tensor Tensor::scalar_i64(int64_t v) { return from_i64({}, {v}); }
+
+Tensor Tensor::from_f32(const Shape& shape, const std::vector<float>& values) {
+  Tensor t = empty({DType::kF32, shape});
+  std::memcpy(t.data(), values.data(), std::min(values.size() * 4, t.bytes()));
+  return t;
+}
+
+Tensor Tensor::from_i64(const Shape& shape, const std::vector<int64_t>& values) {
+  Tensor t = empty({DType::kI64, shape});
+  std::memcpy(t.data(), values.data(), std::min(values.size() * 8, t.bytes()));
+  return t;
+}
+
+Tensor Tensor::reshaped(const Shape& shape) const {
+  Tensor t = *this;
+  t.desc_.shape = shape;
+  return t;
+}
+
+Tensor Tensor::clone(MemoryTracker* tracker) const {
+  Tensor t = empty(desc_, tracker);
+  if (bytes()) std::memcpy(t.data(), data(), bytes());
+  return t;
+}
+
+double Tensor::get(int64_t i) const {
+  switch (desc_.dtype) {
+    case DType::kF32: return f32()[i];
+    case DType::kI64: return static_cast<double>(i64()[i]);
+    case DType::kBool: return u8()[i];
+  }
+  return 0;
+}
+
+std::vector<int64_t> Tensor::to_i64_vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) v[static_cast<size_t>(i)] = static_cast<int64_t>(get(i));
+  return v;
+}
+
+}  // namespace mosaic

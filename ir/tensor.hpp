@@ -1,0 +1,153 @@
+// Tensor = descriptor (dtype, shape) + a reference-counted buffer from a tracked allocator.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace mosaic {
+
+/// Element types. float32 is the compute type; int64 carries shapes and indices;
+/// bool is only produced by ops such as Dropout's mask.
+enum class DType : uint8_t { kF32, kI64, kBool };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+using Shape = std::vector<int64_t>;
+
+/// Product of the dimensions (1 for a scalar); INT64_MAX where the product overflows (a shape
+/// that was never checked: check_shape in ir/checked.hpp refuses those with a message).
+int64_t shape_numel(const Shape& shape);
+/// "[64,3,32,32]".
+std::string shape_str(const Shape& shape);
+
+/// A backend-specific memory layout (e.g. oneDNN's blocked nChw16c). Tensors whose
+/// descriptor has no layout are plain row-major. Only the backend that produced a layout
+/// reads it; everyone else gets the tensor through a conversion step the planner inserts.
+class Layout {
+ public:
+  virtual ~Layout() = default;
+  virtual std::string backend() const = 0;
+  /// Short human-readable name, e.g. "nChw16c".
+  virtual std::string name() const = 0;
+  /// Storage size in bytes (blocked layouts may pad).
+  virtual size_t bytes() const = 0;
+  virtual bool equals(const Layout& other) const = 0;
+};
+
+struct TensorDesc {
+  TensorDesc() = default;
+  TensorDesc(DType d, Shape s, std::shared_ptr<const Layout> l = nullptr)
+      : dtype(d), shape(std::move(s)), layout(std::move(l)) {}
+
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::shared_ptr<const Layout> layout;  ///< nullptr: plain row-major
+
+  int64_t numel() const { return shape_numel(shape); }
+  /// Storage size; SIZE_MAX for a shape whose size overflows or has a negative (unbound)
+  /// dimension, which no allocation accepts.
+  size_t bytes() const;
+  bool plain() const { return layout == nullptr; }
+  bool operator==(const TensorDesc& o) const {
+    return dtype == o.dtype && shape == o.shape &&
+           (layout == o.layout || (layout && o.layout && layout->equals(*o.layout)));
+  }
+  bool operator!=(const TensorDesc& o) const { return !(*this == o); }
+  std::string str() const;
+};
+
+/// Counts live bytes and the high-water mark of everything allocated through it.
+class MemoryTracker {
+ public:
+  void on_alloc(size_t bytes);
+  void on_free(size_t bytes);
+  int64_t current() const { return current_.load(); }
+  int64_t peak() const { return peak_.load(); }
+  void reset_peak() { peak_.store(current_.load()); }
+
+ private:
+  std::atomic<int64_t> current_{0};
+  std::atomic<int64_t> peak_{0};
+};
+
+/// Thrown by Buffer when an allocation fails; says how many bytes were asked for (the CLI
+/// prints it as "mosaic: error: out of memory: could not allocate N bytes").
+class OutOfMemory : public std::bad_alloc {
+ public:
+  explicit OutOfMemory(size_t bytes);
+  const char* what() const noexcept override { return what_.c_str(); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  std::string what_;
+};
+
+/// A 64-byte aligned, zero-initialised allocation, reported to an optional tracker (more than
+/// kMaxTensorBytes throws OutOfMemory: a size that slipped past the checks is never wrapped); or
+/// memory someone else allocated (a shared-memory window), kept alive by `owner`.
+class Buffer {
+ public:
+  Buffer(size_t bytes, MemoryTracker* tracker);
+  /// Wraps `bytes` at `data`, which `owner` keeps valid; not freed by the Buffer.
+  Buffer(void* data, size_t bytes, std::shared_ptr<void> owner, MemoryTracker* tracker);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryTracker* tracker_ = nullptr;
+  std::shared_ptr<void> owner_;  // set for external memory
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Allocates a zero-filled tensor.
+  static Tensor empty(const TensorDesc& desc, MemoryTracker* tracker = nullptr);
+  /// Wraps an existing buffer (which must be large enough).
+  static Tensor on_buffer(const TensorDesc& desc, std::shared_ptr<Buffer> buffer);
+  static Tensor scalar_i64(int64_t v);
+  static Tensor from_f32(const Shape& shape, const std::vector<float>& values);
+  static Tensor from_i64(const Shape& shape, const std::vector<int64_t>& values);
+
+  bool defined() const { return buffer_ != nullptr; }
+  const TensorDesc& desc() const { return desc_; }
+  const Shape& shape() const { return desc_.shape; }
+  DType dtype() const { return desc_.dtype; }
+  int64_t numel() const { return desc_.numel(); }
+  size_t bytes() const { return desc_.bytes(); }
+  int64_t dim(size_t i) const { return desc_.shape[i]; }
+  size_t rank() const { return desc_.shape.size(); }
+
+  void* data() const { return buffer_ ? buffer_->data() : nullptr; }
+  float* f32() const { return static_cast<float*>(data()); }
+  int64_t* i64() const { return static_cast<int64_t*>(data()); }
+  uint8_t* u8() const { return static_cast<uint8_t*>(data()); }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+
+  /// Same buffer, another shape of the same element count.
+  Tensor reshaped(const Shape& shape) const;
+  /// Deep copy (untracked unless a tracker is given).
+  Tensor clone(MemoryTracker* tracker = nullptr) const;
+  /// Reads element i as double whatever the dtype (for checks and printing).
+  double get(int64_t i) const;
+  /// Values as int64 (from i64 or f32 tensors); used for shape inputs.
+  std::vector<int64_t> to_i64_vector() const;
+
+ private:
+  TensorDesc desc_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+}  // namespace mosaic

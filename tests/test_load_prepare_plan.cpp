@@ -1,0 +1,440 @@
+// Graph preparation (shape binding, folding), placement, memory planning, ONNX I/O, zoo.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "frontends/zoo/zoo.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/compare.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using A = Attribute;
+
+Node node(const std::string& op, const std::string& name, std::vector<std::string> in, std::vector<std::string> out,
+          std::map<std::string, A> attrs = {}) {
+  Node n;
+  n.op_type = op;
+  n.name = name;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+ValueInfo input(const std::string& name, Shape dims) {
+  ValueInfo v;
+  v.name = name;
+  v.dims = std::move(dims);
+  v.has_shape = true;
+  return v;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mosaic_test_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+TEST(Zoo, ParameterCountsMatchTheSeed) {
+  auto a = build_zoo_model("alexnet-cifar");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->parameter_count(), 78330250);
+  auto v = build_zoo_model("vgg16-cifar");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->parameter_count(), 8735652);
+  EXPECT_FALSE(build_zoo_model("resnet9000").ok());
+}
+
+TEST(Zoo, ShapesAndMacsPerImage) {
+  for (auto [name, classes, macs] : {std::tuple{"alexnet-cifar", 10, 108.9e6}, std::tuple{"vgg16-cifar", 100, 155.9e6}}) {
+    Graph g = build_zoo_model(name).value();
+    PrepareOptions po;
+    po.batch = 2;
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok());
+    EXPECT_EQ(g.value_descs.at("logits").shape, (Shape{2, classes}));
+    auto plan = Plan::build(g, Placement::all_on("naive"), builtin_registry());
+    ASSERT_TRUE(plan.ok());
+    double mac = 0;  // multiply-adds of Conv and Gemm only
+    for (const auto& s : plan.value()->steps()) {
+      const Node& n = plan.value()->node(s);
+      if (n.op_type == "Conv" || n.op_type == "Gemm") mac += (s.flops - plan.value()->values()[s.out[0]].desc.numel()) / 2;
+    }
+    EXPECT_NEAR(mac / 2, macs, 0.1e6) << name;
+  }
+}
+
+TEST(Zoo, SequenceModelsBuildWithTheirParameterCountsAndLogits) {
+  struct Want {
+    const char* name;
+    int64_t params;
+    Shape logits;  // at batch 2
+  };
+  for (const Want& w : {Want{"bert-tiny", 4367290, {2, 128, 30522}}, Want{"bert-base", 109217850, {2, 128, 30522}},
+                        Want{"gpt2-small", 123801937, {2, 128, 50257}}, Want{"vit-tiny", 5717416, {2, 1000}},
+                        Want{"lstm-classifier", 2072580, {2, 4}}}) {
+    auto g = build_zoo_model(w.name);
+    ASSERT_TRUE(g.ok()) << w.name << ": " << g.status().message();
+    PrepareOptions po;
+    po.batch = 2;
+    po.fold_parameters = false;  // as training prepares: ViT's class token stays one [1, 1, 192]
+    ASSERT_TRUE(prepare_graph(g.value(), builtin_registry(), po).ok()) << w.name;
+    EXPECT_EQ(g->parameter_count(), w.params) << w.name;
+    EXPECT_EQ(g->value_descs.at("logits").shape, w.logits) << w.name;
+    std::string digits = std::to_string(w.params), commas;  // "4,367,290"
+    for (size_t i = 0; i < digits.size(); ++i) commas += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
+    EXPECT_NE(zoo_description(w.name).find(commas + " parameters"), std::string::npos) << zoo_description(w.name);
+  }
+}
+
+/// x -> Mul(x, Expand(w)) + Identity(w) twice, with a Constant: which initializers train.
+TEST(Prepare, ParametersStayParametersAndConstantsStayConstant) {
+  Graph g;
+  g.source = "params";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {-1, 3}, {"N", ""}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w"] = random_tensor({1, 3}, 1);
+  g.initializers["shape"] = Tensor::from_i64({2}, {2, 3});
+  Node c = make_node("Constant", {{"value", Attribute::of_tensor(Tensor::from_f32({}, {0.5f}))}});
+  add_node(g, c, {}, {"half"}, "const");
+  add_node(g, make_node("Identity"), {"w"}, {"w2"}, "dedup");  // PyTorch's equal-valued parameters
+  add_node(g, make_node("Expand"), {"w", "shape"}, {"we"}, "expand");
+  add_node(g, make_node("Mul"), {"x", "we"}, {"a"}, "mul");
+  add_node(g, make_node("Mul"), {"a", "half"}, {"b"}, "scale");
+  add_node(g, make_node("Add"), {"b", "w2"}, {"y"}, "add");
+  for (bool fold : {true, false}) {
+    Graph p = g;
+    PrepareOptions po;
+    po.batch = 2;
+    po.fold_parameters = fold;
+    ASSERT_TRUE(prepare_graph(p, builtin_registry(), po).ok());
+    EXPECT_TRUE(p.constants.count("half")) << "a Constant node's value is not a parameter";
+    EXPECT_FALSE(p.constants.count("w2"));
+    EXPECT_TRUE(p.initializers.count("w2")) << "Identity of a parameter folds into a parameter of its own";
+    // Folded for inference; kept as a node for training, so w stays one parameter.
+    EXPECT_EQ(p.initializers.count("we"), fold ? 1u : 0u);
+    if (fold) continue;
+    PlanOptions o;
+    o.training = true;
+    auto plan = Plan::build(p, Placement::all_on("naive", {}), builtin_registry(), o);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    std::vector<std::string> names;
+    for (const auto& param : plan.value()->parameters()) names.push_back(param.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"w", "w2"}));
+  }
+}
+
+TEST(Prepare, FoldsPyTorchStyleShapeSubgraph) {
+  // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))  as x.view(x.size(0), -1)
+  Graph g;
+  g.opset = 13;
+  g.inputs.push_back(input("x", {-1, 3, 4}));
+  g.initializers["zero"] = Tensor::scalar_i64(0);
+  g.initializers["axes0"] = Tensor::from_i64({1}, {0});
+  g.initializers["minus1"] = Tensor::from_i64({1}, {-1});
+  g.nodes.push_back(node("Shape", "shape", {"x"}, {"s"}));
+  g.nodes.push_back(node("Gather", "gather", {"s", "zero"}, {"n"}, {{"axis", A::of_int(0)}}));
+  g.nodes.push_back(node("Unsqueeze", "unsq", {"n", "axes0"}, {"n1"}));
+  g.nodes.push_back(node("Concat", "concat", {"n1", "minus1"}, {"shape"}, {{"axis", A::of_int(0)}}));
+  g.nodes.push_back(node("Reshape", "reshape", {"x", "shape"}, {"y"}));
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  PrepareOptions po;
+  po.batch = 5;
+  auto r = prepare_graph(g, builtin_registry(), po);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->folded_nodes, 4);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Reshape");
+  EXPECT_EQ(g.value_descs.at("y").shape, (Shape{5, 12}));
+  EXPECT_EQ(g.initializers.count("zero"), 0u) << "dead initializers are dropped";
+}
+
+TEST(Prepare, UndefinedValueIsNamed) {
+  Graph g;
+  g.source = "m.onnx";
+  g.inputs.push_back(input("x", {1, 2}));
+  g.nodes.push_back(node("Relu", "r1", {"nope"}, {"y"}));
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  auto r = prepare_graph(g, builtin_registry(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'nope'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("r1"), std::string::npos);
+}
+
+TEST(Placement, ParsesSpecs) {
+  const auto& reg = builtin_registry();
+  auto p = Placement::parse("Conv=onednn,Gemm=im2col,@fc1=naive,*=im2col", reg);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  Node conv = node("Conv", "c", {}, {}), fc1 = node("Gemm", "fc1", {}, {}), fc2 = node("Gemm", "fc2", {}, {});
+  Node relu = node("Relu", "r", {}, {});
+  EXPECT_EQ(p->backend_for(conv), "onednn");
+  EXPECT_EQ(p->backend_for(fc1), "naive");
+  EXPECT_EQ(p->backend_for(fc2), "im2col");
+  EXPECT_EQ(p->backend_for(relu), "im2col");
+  for (const char* bad : {"Conv=cuda", "Frobnicate=naive", "Conv", "=naive", ""}) {
+    auto b = Placement::parse(bad, reg);
+    EXPECT_FALSE(b.ok()) << bad;
+  }
+  EXPECT_NE(Placement::parse("Conv=cuda", reg).status().message().find("cuda"), std::string::npos);
+}
+
+Graph reflect_pad_graph() {
+  Graph g;
+  g.source = "pad.onnx";
+  g.opset = 13;
+  g.inputs.push_back(input("x", {1, 2, 4, 4}));
+  g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  g.nodes.push_back(node("Pad", "reflect_pad", {"x", "pads"}, {"p"}, {{"mode", A::of_string("reflect")}}));
+  g.nodes.push_back(node("Relu", "relu", {"p"}, {"y"}));
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  return g;
+}
+
+TEST(Plan, FallbackIsRecordedAndShown) {
+  Graph g = reflect_pad_graph();
+  auto plan = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry());
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const auto& steps = plan.value()->steps();
+  EXPECT_EQ(steps[0].backend, "naive");
+  EXPECT_EQ(steps[0].requested, "onednn");
+  EXPECT_NE(steps[0].fallback_reason.find("reflect"), std::string::npos) << steps[0].fallback_reason;
+  EXPECT_EQ(steps[1].backend, "onednn");
+  EXPECT_EQ(plan.value()->fallback_count(), 1);
+  // Without a fallback the plan fails and names the node.
+  auto strict = Plan::build(g, Placement::all_on("onednn", {}), builtin_registry());
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(strict.status().message().find("reflect_pad"), std::string::npos) << strict.status().message();
+}
+
+/// Conv -> Relu in oneDNN's blocked layout, then a node oneDNN cannot run, which falls back
+/// to naive. `known_early`: a reflect Pad, which onednn's capability query declines before
+/// anything is built, so the planner has the Clip write plain. Otherwise a Div whose first
+/// operand broadcasts, which oneDNN declines only when building its primitive: the Clip's
+/// output is blocked by then, and the planner inserts a timed conversion to plain in front
+/// of the Sub.
+Graph layout_graph(bool known_early) {
+  Graph g;
+  g.source = "layouts";
+  g.opset = 13;
+  g.inputs.push_back(input("x", {2, 16, 8, 8}));
+  g.initializers["w"] = random_tensor({32, 16, 3, 3}, 21);
+  g.initializers["b"] = random_tensor({32}, 22);
+  g.nodes.push_back(node("Conv", "conv", {"x", "w", "b"}, {"c"}, {{"pads", A::of_ints({1, 1, 1, 1})}}));
+  g.initializers["lo"] = Tensor::from_f32({}, {0.5f});  // Clip fuses into the Conv; Div never sees 0
+  g.initializers["hi"] = Tensor::from_f32({}, {6.f});
+  g.nodes.push_back(node("Clip", "clip", {"c", "lo", "hi"}, {"r"}));
+  if (known_early) {
+    g.initializers["pads"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+    g.nodes.push_back(node("Pad", "reflect", {"r", "pads"}, {"y"}, {{"mode", A::of_string("reflect")}}));
+  } else {
+    g.initializers["k"] = random_tensor({1, 32, 1, 1}, 24);
+    g.nodes.push_back(node("Div", "div", {"k", "r"}, {"y"}));
+  }
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  return g;
+}
+
+TEST(Plan, ConversionStepsWhereLayoutsDiffer) {
+  for (const bool known_early : {false, true}) {
+    SCOPED_TRACE(known_early ? "declined by the capability query" : "declined when built");
+    const Graph g = layout_graph(known_early);
+    auto plan = Plan::build(g, Placement::all_on("onednn", {"naive"}), builtin_registry());
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    const Plan& p = *plan.value();
+    const auto& last = p.steps().back();
+    EXPECT_EQ(last.backend, "naive");
+    EXPECT_NE(last.fallback_reason.find(known_early ? "no reflect padding" : "broadcasts only its second operand"),
+              std::string::npos) << last.fallback_reason;
+    EXPECT_FALSE(p.values()[p.steps()[0].out[0]].desc.plain()) << "conv output kept blocked";
+    if (known_early) {
+      ASSERT_EQ(p.steps().size(), 3u);
+      EXPECT_TRUE(p.values()[p.steps()[1].out[0]].desc.plain()) << "the Clip writes plain for the Pad";
+      EXPECT_EQ(p.conversion_count(), 0);
+    } else {
+      ASSERT_EQ(p.steps().size(), 4u);
+      EXPECT_TRUE(p.steps()[2].conversion);
+      EXPECT_EQ(p.node(p.steps()[2]).name, "to_plain(r)");
+      EXPECT_EQ(p.conversion_count(), 1);
+    }
+    std::vector<Tensor> got, want;
+    Tensor x = random_tensor({2, 16, 8, 8}, 23);
+    ASSERT_TRUE(plan.value()->run({x}, &got).is_ok());
+    auto ref = Plan::build(g, Placement::all_on("naive"), builtin_registry());
+    ASSERT_TRUE(ref.value()->run({x}, &want).is_ok());
+    Agreement a = compare_tensors(got[0], want[0], 1e-4, 1e-5);
+    EXPECT_TRUE(a.ok) << a.message;
+  }
+}
+
+TEST(Plan, PlanCommandPrintsPlacementFallbacksAndConversions) {
+  const std::string model = (std::filesystem::temp_directory_path() / ("mosaic_plan_" + std::to_string(getpid()) + ".onnx")).string();
+  const std::string json = model + ".json";
+  ASSERT_TRUE(save_onnx(layout_graph(false), model).is_ok());
+  CmdResult r = mosaic("plan " + model + " --backend onednn --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("conversion: 'r' onednn:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fallback: 'div' (Div) runs on naive instead of onednn: "), std::string::npos) << r.out;
+  // Conv and Clip fused: two nodes and the conversion between them and the Sub.
+  EXPECT_NE(r.out.find("2 nodes (naive 1, onednn 1), conversions 1"), std::string::npos) << r.out;
+  const auto doc = read_json(json);
+  EXPECT_EQ(doc["schema"], "mosaic.plan/1");
+  EXPECT_EQ(doc["conversions"], 1);
+  EXPECT_EQ(doc["fallbacks"], 1);
+  ASSERT_EQ(doc["steps"].size(), 3u);
+  EXPECT_EQ(doc["steps"][1]["conversion"], true);
+  EXPECT_EQ(doc["steps"][1]["from_layout"], "onednn:blocked");
+  // The conversion reads the blocked tensor and writes the plain one: 2 x 32x8x8 floats at least.
+  EXPECT_GE(doc["conversion_bytes"].get<int64_t>(), 2 * 2 * 32 * 8 * 8 * 4);
+  EXPECT_EQ(doc["steps"][2]["backend"], "naive");
+  EXPECT_EQ(doc["steps"][2]["requested"], "onednn");
+  // Forbidding fallback makes the same plan an error that names the node.
+  r = mosaic("plan " + model + " --backend onednn --fallback none");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("'div'"), std::string::npos) << r.out;
+  // api::plan names its option; the CLI says --mode.
+  r = mosaic("plan " + model + " --mode train");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --mode must be inference or training, not 'train'"), std::string::npos) << r.out;
+  std::filesystem::remove(model);
+  std::filesystem::remove(json);
+}
+
+TEST(Plan, ReusesActivationMemory) {
+  Graph g;
+  g.inputs.push_back(input("x", {1000}));
+  std::string prev = "x";
+  for (int i = 0; i < 10; ++i) {
+    const std::string out = "r" + std::to_string(i);
+    g.nodes.push_back(node(i % 2 ? "Relu" : "Sigmoid", out, {prev}, {out}));
+    prev = out;
+  }
+  g.outputs.push_back({prev, DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  auto plan = Plan::build(g, Placement::all_on("naive"), builtin_registry());
+  ASSERT_TRUE(plan.ok());
+  EXPECT_LE(plan.value()->activation_bytes(), 3 * 4000) << "a chain needs at most three live buffers";
+  // And computes the same as the unplanned composition.
+  Tensor x = random_tensor({1000}, 3);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(plan.value()->run({x}, &out).is_ok());
+  for (int64_t i = 0; i < 1000; ++i) {
+    float v = x.f32()[i];
+    for (int k = 0; k < 10; ++k) v = k % 2 ? std::max(v, 0.f) : 1.f / (1.f + std::exp(-v));
+    ASSERT_NEAR(out[0].f32()[i], v, 1e-6);
+  }
+}
+
+TEST(Plan, ViewsShareBuffers) {
+  Graph g;
+  g.inputs.push_back(input("x", {2, 3, 4}));
+  g.nodes.push_back(node("Relu", "r", {"x"}, {"a"}));
+  g.nodes.push_back(node("Flatten", "f", {"a"}, {"b"}));
+  g.nodes.push_back(node("Relu", "r2", {"b"}, {"y"}));
+  g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
+  auto plan = Plan::build(g, Placement::all_on("im2col"), builtin_registry());
+  ASSERT_TRUE(plan.ok());
+  const auto& vals = plan.value()->values();
+  const auto& steps = plan.value()->steps();
+  EXPECT_TRUE(steps[1].alias);
+  EXPECT_EQ(vals[steps[1].out[0]].tensor.data(), vals[steps[1].in[0]].tensor.data());
+  std::vector<Tensor> out;
+  Tensor x = random_tensor({2, 3, 4}, 9);
+  ASSERT_TRUE(plan.value()->run({x}, &out).is_ok());
+  EXPECT_EQ(out[0].shape(), (Shape{2, 12}));
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(out[0].f32()[i], std::max(x.f32()[i], 0.f));
+}
+
+TEST(Onnx, RoundTripKeepsTheComputation) {
+  Graph g = build_zoo_model("fmnist-cnn", 7).value();
+  const std::string path = temp_path("fmnist.onnx");
+  ASSERT_TRUE(save_onnx(g, path).is_ok());
+  auto loaded = load_onnx(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->parameter_count(), g.parameter_count());
+  std::vector<Tensor> outs[2];
+  Graph graphs[2] = {g, loaded.value()};
+  Tensor x = random_tensor({3, 1, 28, 28}, 11, 0.f, 1.f);
+  for (int i = 0; i < 2; ++i) {
+    PrepareOptions po;
+    po.batch = 3;
+    ASSERT_TRUE(prepare_graph(graphs[i], builtin_registry(), po).ok());
+    auto plan = Plan::build(graphs[i], Placement::all_on("naive"), builtin_registry());
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE(plan.value()->run({x}, &outs[i]).is_ok());
+  }
+  EXPECT_TRUE(compare_tensors(outs[1][0], outs[0][0], 0, 0).ok);
+  std::filesystem::remove(path);
+}
+
+TEST(Onnx, LoadsExternalData) {
+  const std::string dir = temp_path("ext");
+  std::filesystem::create_directories(dir);
+  const std::vector<float> w = {1.5f, -2.f, 3.f, 0.25f};
+  {
+    std::ofstream f(dir + "/weights.bin", std::ios::binary);
+    const float pad = 0;
+    f.write(reinterpret_cast<const char*>(&pad), 4);  // offset 4
+    f.write(reinterpret_cast<const char*>(w.data()), 16);
+  }
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* gp = m.mutable_graph();
+  auto* init = gp->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(4);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair{"location", "weights.bin"}, std::pair{"offset", "4"}, std::pair{"length", "16"}}) {
+    auto* e = init->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto* in = gp->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* n = gp->add_node();
+  n->set_op_type("Mul");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  gp->add_output()->set_name("y");
+  {
+    std::ofstream f(dir + "/model.onnx", std::ios::binary);
+    m.SerializeToOstream(&f);
+  }
+  auto g = load_onnx(dir + "/model.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Tensor& t = g->initializers.at("w");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.f32()[i], w[i]);
+  // A missing external file is an error naming the file.
+  std::filesystem::remove(dir + "/weights.bin");
+  auto missing = load_onnx(dir + "/model.onnx");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("weights.bin"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Compare, ReportsWorstElement) {
+  Tensor a = Tensor::from_f32({4}, {1, 2, 3, 4});
+  Tensor b = Tensor::from_f32({4}, {1, 2, 3.5f, 4});
+  Agreement ag = compare_tensors(b, a, 1e-3, 1e-4);
+  EXPECT_FALSE(ag.ok);
+  EXPECT_EQ(ag.worst, 2);
+  EXPECT_NEAR(ag.max_abs, 0.5, 1e-9);
+  EXPECT_TRUE(compare_tensors(a, a, 0, 0).ok);
+  EXPECT_FALSE(compare_tensors(Tensor::from_f32({2}, {1, 2}), a, 1, 1).ok) << "shape mismatch fails";
+  Tensor nan = Tensor::from_f32({1}, {std::nanf("")});
+  EXPECT_FALSE(compare_tensors(nan, Tensor::from_f32({1}, {1}), 1, 1).ok) << "NaN never matches a number";
+}
+
+}  // namespace
+}  // namespace mosaic::test
