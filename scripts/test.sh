@@ -19,7 +19,7 @@ if [ "${MOSAIC_SANITIZE:-0}" = 1 ]; then
   # Open MPI keeps allocations past MPI_Finalize (data-parallel tests run ranks under mpirun).
   # Its components stay loaded (no dlclose), and allocation stacks are unwound the slow, exact
   # way (Open MPI's libraries lack frame pointers), so that its frames are named and suppressed.
-  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan_openmpi.supp:fast_unwind_on_malloc=0" \
+  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:fast_unwind_on_malloc=0" \
          OMPI_MCA_mca_base_component_disable_dlclose=1
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
