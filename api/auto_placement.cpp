@@ -153,7 +153,7 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
   AutoPlacement a;
   for (const auto& b : registry.backends())
     if (b != "naive") a.candidates.push_back(b);
-  if (a.candidates.empty()) return Status::invalid("--assign auto: no backend besides the naive oracle to choose from");
+  if (a.candidates.empty()) return Status::invalid("`assign` auto: no backend besides the naive oracle to choose from");
   if (!remeasure) {
     const nlohmann::json cache = read_cache();
     if (cache.contains(cache_key)) {
@@ -193,7 +193,7 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
       timing.say("auto placement: measuring " + b + " alone (at most " + std::to_string(static_cast<int>(per_candidate_s + 0.5)) +
                  " s)...");
     auto r = measure(timed, b, registry, timing, fallback, index, per_candidate_s);
-    if (!r.ok()) return Status(r.status().code(), "--assign auto: measuring " + b + ": " + r.status().message());
+    if (!r.ok()) return Status(r.status().code(), "`assign` auto: measuring " + b + ": " + r.status().message());
     a.single_ms[b] = r->iteration_ms;
     m.push_back(std::move(r).value());
   }

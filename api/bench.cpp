@@ -139,7 +139,7 @@ Expected<PrecisionConfigs> precision_configs(const BenchOptions& o, const BenchC
   if (!declined.empty())
     report.notes.push_back("bf16 declined by " + join(declined, "; ") + (o.precision == "both" ? ": float32 only" : ": left out"));
   if (std::count(out.precision.begin(), out.precision.end(), Precision::kBF16) == 0)
-    return Status::unsupported("--precision " + o.precision + ": no configuration can compute in bf16: " + join(declined, "; "));
+    return Status::unsupported("`precision` " + o.precision + ": no configuration can compute in bf16: " + join(declined, "; "));
   return out;
 }
 
@@ -482,7 +482,7 @@ Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
   for (const auto& b : o.backends)
     if (!reg.has_backend(b)) return unknown_backend(b, "all");
   for (const auto& b : o.fallback)
-    if (b != "none" && !reg.has_backend(b)) return unknown_backend(b, "none", "--fallback backend");
+    if (b != "none" && !reg.has_backend(b)) return unknown_backend(b, "none", "`fallback` backend");
   const std::vector<std::string> fallback = fallback_backends(o);
   BenchConfigs configs;
   if (o.assign == "auto") return configs;  // chosen once the graph is loaded and fused
@@ -497,23 +497,23 @@ Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
 
 Status check_bench_options(const BenchOptions& o) {
   if (o.mode != "inference" && o.mode != "training")
-    return Status::invalid("--mode must be inference or training, got '" + o.mode + "'");
+    return Status::invalid("`mode` must be inference or training, got '" + o.mode + "'");
   if (!o.distributed.empty()) {
     if (o.distributed != "allreduce" && o.distributed != "allreduce-blocking")
-      return Status::invalid("bench --distributed takes allreduce or allreduce-blocking, got '" + o.distributed +
+      return Status::invalid("`distributed` takes allreduce or allreduce-blocking in bench, got '" + o.distributed +
                              "' (train runs the other modes)");
-    if (o.mode != "training") return Status::invalid("bench --distributed needs --mode training");
+    if (o.mode != "training") return Status::invalid("`distributed` needs `mode` training");
     if (o.config.target_ci > 0 || o.config.min_seconds > 0 || o.find_max_batch || o.processes > 1)
-      return Status::invalid("bench --distributed runs fixed iteration counts on every rank: it excludes "
-                             "--target-ci, -t, --find-max-batch and --processes");
+      return Status::invalid("`distributed` runs fixed iteration counts on every rank: it excludes "
+                             "`target_ci`, `min_seconds`, `find_max_batch` and `processes`");
   }
   if (o.precision != "f32" && o.precision != "bf16" && o.precision != "both")
-    return Status::invalid("--precision must be f32, bf16 or both, got '" + o.precision + "'");
+    return Status::invalid("`precision` must be f32, bf16 or both, got '" + o.precision + "'");
   if (o.precision != "f32" && o.assign == "auto")
-    return Status::unsupported("--precision " + o.precision + " with --assign auto: the automatic placement chooses "
-                               "in float32; time --precision " + o.precision + " on explicit placements");
+    return Status::unsupported("`precision` " + o.precision + " with `assign` auto: the automatic placement chooses "
+                               "in float32; time `precision` " + o.precision + " on explicit placements");
   if (o.attention != "fused" && o.attention != "unfused" && o.attention != "both")
-    return Status::invalid("--attention must be fused, unfused or both, got '" + o.attention + "'");
+    return Status::invalid("`attention` must be fused, unfused or both, got '" + o.attention + "'");
   return check_auto_options(o);
 }
 
@@ -525,7 +525,7 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   if (training) {
     OptimizerConfig probe;
     probe.lr = o.lr;
-    if (auto opt = make_optimizer(o.optimizer, probe); !opt.ok()) return opt.status().with_context("--optimizer");
+    if (auto opt = make_optimizer(o.optimizer, probe); !opt.ok()) return opt.status().with_context("`optimizer`");
   }
   MOSAIC_ASSIGN_OR_RETURN(BenchConfigs configs, bench_configs(o));
   const std::vector<std::string> fallback = fallback_backends(o);

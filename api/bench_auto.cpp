@@ -12,8 +12,8 @@ namespace mosaic::api {
 
 Status check_auto_options(const BenchOptions& o) {
   if (o.assign == "auto" && (o.find_max_batch || o.processes > 1 || !o.distributed.empty()))
-    return Status::invalid("--assign auto measures and times in this one process: it excludes --find-max-batch, "
-                           "--processes and --distributed");
+    return Status::invalid("`assign` auto measures and times in this one process: it excludes `find_max_batch`, "
+                           "`processes` and `distributed`");
   return Status::ok();
 }
 

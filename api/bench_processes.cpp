@@ -133,10 +133,10 @@ json combine(std::vector<json>& reports) {
 }  // namespace
 
 Expected<std::vector<std::string>> bench_child_arguments(const BenchOptions& o, const std::string& json_path) {
-  if (o.find_max_batch) return Status::invalid("processes: find_max_batch times nothing; it excludes processes");
-  if (!o.distributed.empty()) return Status::invalid("processes: a distributed bench runs under mpirun; it excludes processes");
+  if (o.find_max_batch) return Status::invalid("`find_max_batch` times nothing; it excludes `processes`");
+  if (!o.distributed.empty()) return Status::invalid("a `distributed` bench runs under mpirun; it excludes `processes`");
   if (!o.csv.empty() || !o.trace.empty())
-    return Status::invalid("processes: csv and trace describe one process; with processes the report pools the samples");
+    return Status::invalid("`csv` and `trace` describe one process; with `processes` the report pools the samples");
   const BenchOptions d;
   std::vector<std::string> a{"mosaic", "bench", o.model};
   auto put = [&](const char* flag, const std::string& value) {
@@ -188,7 +188,7 @@ Expected<std::vector<std::string>> bench_child_arguments(const BenchOptions& o, 
 }
 
 Expected<ProcessesOutcome> bench_processes(const BenchOptions& o, std::ostream* progress) {
-  if (o.processes < 1) return Status::invalid("processes must be at least 1, got " + std::to_string(o.processes));
+  if (o.processes < 1) return Status::invalid("`processes` must be at least 1, got " + std::to_string(o.processes));
   MOSAIC_RETURN_IF_ERROR(check_bench_options(o));
   MOSAIC_RETURN_IF_ERROR(bench_configs(o).status());
   MOSAIC_ASSIGN_OR_RETURN(const std::string program, mosaic_executable());
@@ -221,7 +221,7 @@ Expected<ProcessesOutcome> bench_processes(const BenchOptions& o, std::ostream* 
     std::ifstream jf(json_path);
     json doc = jf ? json::parse(jf, nullptr, false) : json();
     if ((code != 0 && code != 1) || !doc.is_object())
-      return Status::internal("processes: process " + std::to_string(p + 1) + " of " + std::to_string(o.processes) +
+      return Status::internal("process " + std::to_string(p + 1) + " of " + std::to_string(o.processes) +
                               " failed with exit code " + std::to_string(code) + ":\n" + log_excerpt(log));
     out.checks_ok = out.checks_ok && code == 0;
     reports.push_back(std::move(doc));

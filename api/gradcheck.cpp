@@ -20,11 +20,11 @@ Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
   for (const auto& b : o.fallback) {
     if (b == "none") continue;
     if (!reg.has_backend(b))
-      return unknown_backend(b, "none", "--fallback backend");
+      return unknown_backend(b, "none", "`fallback` backend");
     if (b != o.backend || !o.assign.empty()) fallback.push_back(b);
   }
   if (!o.assign.empty() && !o.plant.empty())
-    return Status::invalid("--plant plants a bug in one backend (--backend); it excludes --assign");
+    return Status::invalid("`plant` plants a bug in one backend (`backend`); it excludes `assign`");
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_trainable(o.model, o.batch));
   GradcheckOutcome out;
   out.checked = o.backend;
@@ -79,7 +79,7 @@ Expected<std::vector<std::string>> gradcheck_backend_list(const std::string& val
 Expected<std::vector<GradcheckOutcome>> gradcheck_backends(const GradcheckRunOptions& o,
                                                            const std::vector<std::string>& backends) {
   if (!o.assign.empty() && backends.size() > 1)
-    return Status::invalid("--assign checks one placement: it excludes a list of backends");
+    return Status::invalid("`assign` checks one placement: it excludes a list of backends");
   GradcheckMemo memo;
   std::vector<GradcheckOutcome> outcomes;
   for (const std::string& b : backends) {

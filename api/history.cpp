@@ -8,7 +8,7 @@ namespace mosaic::api {
 
 Expected<HistoryReport> history(const HistoryQuery& q) {
   if (!q.kind.empty() && q.kind != "bench" && q.kind != "train" && q.kind != "sweep")
-    return Status::invalid("kind must be bench, train or sweep, got '" + q.kind + "'");
+    return Status::invalid("`kind` must be bench, train or sweep, got '" + q.kind + "'");
   MOSAIC_ASSIGN_OR_RETURN(auto db, open_existing_store(q.db));
   HistoryReport r;
   r.db = db.path();
@@ -30,8 +30,8 @@ nlohmann::json stored_run_json(const StoredRun& r) {
 
 Expected<CompareOutcome> compare_documents(const nlohmann::json& a, const nlohmann::json& b, const CompareOptions& stats,
                                            const std::string& a_name, const std::string& b_name) {
-  if (!(stats.alpha > 0 && stats.alpha < 1)) return Status::invalid("alpha must be in (0, 1)");
-  if (!(stats.threshold >= 0)) return Status::invalid("threshold must be >= 0");
+  if (!(stats.alpha > 0 && stats.alpha < 1)) return Status::invalid("`alpha` must be in (0, 1)");
+  if (!(stats.threshold >= 0)) return Status::invalid("`threshold` must be >= 0");
   auto r = compare_bench_runs(a, b, stats);
   if (!r.ok()) return r.status().with_context(a_name + " vs " + b_name);
   CompareOutcome out;

@@ -85,7 +85,7 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
 Expected<json> document_input(const json& doc, size_t index) {
   const std::string name = "document " + std::to_string(index + 1);
   if (!doc.is_object() || run_kind(doc).empty())
-    return Status::invalid("documents: " + name + " is not a bench, train or sweep report");
+    return Status::invalid(name + " is not a bench, train or sweep report");
   json d = doc;
   d["_name"] = name;
   return d;
@@ -183,8 +183,8 @@ code, pre { font-size: 0.8em; background: #f6f6f6; } pre { padding: 0.5em; overf
 
 Expected<ReportOutcome> html_report(const ReportQuery& o) {
   if (o.inputs.empty() && o.documents.empty())
-    return Status::invalid("inputs: the report needs at least one run (bench/train JSON, sweep directory, run id)");
-  MOSAIC_RETURN_IF_ERROR(check_output_path(o.output, "output"));
+    return Status::invalid("the report needs at least one run (a bench/train JSON file, a sweep directory, a run id or a document)");
+  MOSAIC_RETURN_IF_ERROR(check_output_path(o.output, "`output`"));
   ReportOutcome out;
   out.output = o.output;
   std::unique_ptr<ResultsDb> db;

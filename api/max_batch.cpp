@@ -249,14 +249,14 @@ Expected<int64_t> parse_bytes(const std::string& text) {
   double v = 0;
   std::string unit;
   in >> v;
-  if (in.fail() || !(v > 0)) return Status::invalid("memory_limit '" + text + "': expected a size such as 512M, 4G or 1.5GiB");
+  if (in.fail() || !(v > 0)) return Status::invalid("`memory_limit` '" + text + "': expected a size such as 512M, 4G or 1.5GiB");
   std::getline(in, unit);
   double scale = 0;
   for (const auto& [u, k] : std::vector<std::pair<std::string, double>>{
            {"", 1}, {"B", 1}, {"K", 1024.0}, {"KB", 1024.0}, {"KiB", 1024.0}, {"M", 1048576.0}, {"MB", 1048576.0},
            {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GB", 1073741824.0}, {"GiB", 1073741824.0}})
     if (unit == u) scale = k;
-  if (scale == 0) return Status::invalid("memory_limit '" + text + "': unknown unit '" + unit + "' (B, K, M, G; KiB, MiB, GiB)");
+  if (scale == 0) return Status::invalid("`memory_limit` '" + text + "': unknown unit '" + unit + "' (B, K, M, G; KiB, MiB, GiB)");
   return static_cast<int64_t>(v * scale);
 }
 
@@ -271,7 +271,7 @@ Expected<json> find_max_batch(const BenchOptions& o, const std::function<void(co
   if (o.memory_limit.empty()) {
     limit = default_memory_limit();
     source = "90% of the available memory (MemAvailable)";
-    if (limit <= 0) return Status::invalid("cannot read MemAvailable from /proc/meminfo; give a memory_limit");
+    if (limit <= 0) return Status::invalid("cannot read MemAvailable from /proc/meminfo; give a `memory_limit`");
   } else {
     MOSAIC_ASSIGN_OR_RETURN(limit, parse_bytes(o.memory_limit));
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "api/util.hpp"
 #include "backends/registry.hpp"
 #include "core/inputs.hpp"
 #include "frontends/zoo/zoo.hpp"
@@ -13,6 +14,13 @@
 #include "operators/schema.hpp"
 
 namespace mosaic::api {
+
+Expected<std::string> export_model(const std::string& name, const std::string& output, uint64_t seed) {
+  MOSAIC_RETURN_IF_ERROR(check_output_path(output, "`output`"));
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, build_zoo_model(name, seed));
+  MOSAIC_RETURN_IF_ERROR(save_onnx(g, output));
+  return zoo_description(name);
+}
 
 Expected<Graph> load_model(const std::string& spec) {
   if (spec.rfind("zoo:", 0) == 0) {
@@ -69,7 +77,7 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
     char* end = nullptr;
     const long long v = eq == std::string::npos ? 0 : std::strtoll(spec.c_str() + eq + 1, &end, 10);
     if (name.empty() || eq == std::string::npos || !end || *end || v < 1)
-      return Status::invalid("--shape '" + spec + "': expected NAME=N with a symbolic dimension's name and N >= 1");
+      return Status::invalid("`shapes` '" + spec + "': expected NAME=N with a symbolic dimension's name and N >= 1");
     po.dims[name] = v;
   }
   Graph original = g;
@@ -102,7 +110,7 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* de
 }
 
 Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t seed) {
-  if (g.inputs.size() != 1) return Status::invalid("--data needs a model with one input; " + g.source + " has " + std::to_string(g.inputs.size()));
+  if (g.inputs.size() != 1) return Status::invalid("`data` needs a model with one input; " + g.source + " has " + std::to_string(g.inputs.size()));
   MOSAIC_ASSIGN_OR_RETURN(DataSplits data, load_data(spec, seed));
   const Dataset& d = data.train;
   const TensorDesc& desc = g.value_descs.at(g.inputs[0].name);
@@ -110,10 +118,10 @@ Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t
   Shape want{batch};
   want.insert(want.end(), d.images.shape().begin() + 1, d.images.shape().end());
   if (desc.shape != want || desc.dtype != DType::kF32)
-    return Status::invalid("--data " + spec + ": " + g.source + "'s input '" + g.inputs[0].name + "' is " +
+    return Status::invalid("`data` " + spec + ": " + g.source + "'s input '" + g.inputs[0].name + "' is " +
                            shape_str(desc.shape) + " but the data gives batches of " + shape_str(want));
   if (batch > d.size())
-    return Status::invalid("--data " + spec + ": batch " + std::to_string(batch) + " is larger than the training set (" +
+    return Status::invalid("`data` " + spec + ": batch " + std::to_string(batch) + " is larger than the training set (" +
                            std::to_string(d.size()) + " images)");
   RealBatch r;
   Tensor x = Tensor::empty(desc);

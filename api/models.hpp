@@ -21,6 +21,10 @@ struct CommonOptions {
 
 /// A model path, or `zoo:NAME` for a built-in model.
 Expected<Graph> load_model(const std::string& spec);
+/// Writes built-in model `name` (zoo:NAME without the prefix) as an ONNX file, its weights
+/// drawn from `seed`; returns the model's one-line description. Errors name an unknown model
+/// (with the known ones) or the output that cannot be written.
+Expected<std::string> export_model(const std::string& name, const std::string& output, uint64_t seed = 0);
 /// An unsupported-op error with the backends that lack a kernel for the op appended.
 Status explain_unsupported(const Status& st, const Graph& g);
 /// Loads and prepares (batch, --shape); an unsupported op names the backends lacking it.

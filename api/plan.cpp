@@ -17,7 +17,7 @@ std::string layout_name(const TensorDesc& d) { return d.layout ? d.layout->backe
 Expected<PlanReport> plan(const PlanQuery& q) {
   const auto& reg = builtin_registry();
   if (q.mode != "inference" && q.mode != "training")
-    return Status::invalid("mode must be inference or training, not '" + q.mode + "'");
+    return Status::invalid("`mode` must be inference or training, not '" + q.mode + "'");
   std::vector<std::string> fallback;
   for (const auto& b : q.fallback) {
     if (b == "none") continue;

@@ -125,10 +125,10 @@ Expected<json> measure_profile(const SimulateQuery& o) {
 Expected<std::pair<int, int>> parse_group(const std::string& g) {
   static const std::regex re("([0-9]+)n([0-9]+)c");
   std::smatch m;
-  if (!std::regex_match(g, m, re)) return Status::invalid("groups: '" + g + "' is not NnMc (e.g. 2n8c: 2 nodes, 8 ranks)");
+  if (!std::regex_match(g, m, re)) return Status::invalid("`groups`: '" + g + "' is not NnMc (e.g. 2n8c: 2 nodes, 8 ranks)");
   const int nodes = std::stoi(m[1]), ranks = std::stoi(m[2]);
   if (nodes < 1 || ranks < nodes || ranks % nodes != 0)
-    return Status::invalid("groups: '" + g + "' needs a whole number of ranks per node");
+    return Status::invalid("`groups`: '" + g + "' needs a whole number of ranks per node");
   return std::make_pair(nodes, ranks / nodes);
 }
 
@@ -147,26 +147,26 @@ Expected<json> simulate(const SimulateQuery& o) {
     bool known = false;
     std::vector<std::string> names;
     for (const auto& [name, what] : dist::distributed_modes()) names.push_back(name), known = known || name == m;
-    if (!known) return Status::invalid("modes: unknown mode '" + m + "' (" + join(names) + ")");
+    if (!known) return Status::invalid("`modes`: unknown mode '" + m + "' (" + join(names) + ")");
   }
   auto collective = dist::parse_collective(o.collective);
-  if (!collective.ok()) return collective.status().with_context("collective");
+  if (!collective.ok()) return collective.status().with_context("`collective`");
   auto inter = dist::load_network(o.network);
-  if (!inter.ok()) return inter.status().with_context("network");
+  if (!inter.ok()) return inter.status().with_context("`network`");
   auto intra = dist::load_network(o.intra.empty() ? o.network : o.intra);
-  if (!intra.ok()) return intra.status().with_context("intra");
+  if (!intra.ok()) return intra.status().with_context("`intra`");
   for (const auto& [value, name] : {std::pair{o.batch, "batch"}, std::pair{int64_t{o.threads}, "threads"},
                                     std::pair{int64_t{o.iterations}, "iterations"},
                                     std::pair{int64_t{o.profile_concurrency}, "profile_concurrency"},
                                     std::pair{int64_t{o.ranks_per_node}, "ranks_per_node"},
                                     std::pair{int64_t{o.servers}, "servers"}, std::pair{int64_t{o.sync_every}, "sync_every"}})
-    if (value < 1) return Status::invalid(std::string(name) + " must be at least 1, got " + std::to_string(value));
+    if (value < 1) return Status::invalid("`" + std::string(name) + "` must be at least 1, got " + std::to_string(value));
   if (o.warmup < 0 || o.cores_per_node < 0 || o.predict_batch < 0)
-    return Status::invalid(std::string(o.warmup < 0 ? "warmup" : o.cores_per_node < 0 ? "cores_per_node" : "predict_batch") +
-                           " must not be negative");
-  if (!(o.bucket_mb > 0)) return Status::invalid("bucket_mb must be positive");
-  if (!(o.compute_scale > 0)) return Status::invalid("compute_scale must be positive");
-  if (!(o.target_images_per_s >= 0)) return Status::invalid("target_images_per_s must not be negative");
+    return Status::invalid("`" + std::string(o.warmup < 0 ? "warmup" : o.cores_per_node < 0 ? "cores_per_node" : "predict_batch") +
+                           "` must not be negative");
+  if (!(o.bucket_mb > 0)) return Status::invalid("`bucket_mb` must be positive");
+  if (!(o.compute_scale > 0)) return Status::invalid("`compute_scale` must be positive");
+  if (!(o.target_images_per_s >= 0)) return Status::invalid("`target_images_per_s` must not be negative");
   std::vector<std::pair<int, int>> layouts;  // (nodes, ranks per node)
   std::vector<std::string> labels;
   if (!o.groups.empty()) {
@@ -176,12 +176,12 @@ Expected<json> simulate(const SimulateQuery& o) {
       labels.push_back(g);
     }
   } else {
-    if (o.ranks.empty()) return Status::invalid("ranks is empty");
+    if (o.ranks.empty()) return Status::invalid("`ranks` is empty");
     for (int n : o.ranks) {
-      if (n < 1) return Status::invalid("ranks: " + std::to_string(n) + " is not a positive rank count");
+      if (n < 1) return Status::invalid("`ranks`: " + std::to_string(n) + " is not a positive rank count");
       const int per = std::min(n, o.ranks_per_node);
       if (n % per != 0)
-        return Status::invalid("ranks: " + std::to_string(n) + " is not a multiple of the ranks per node (" + std::to_string(per) + ")");
+        return Status::invalid("`ranks`: " + std::to_string(n) + " is not a multiple of `ranks_per_node` (" + std::to_string(per) + ")");
       layouts.emplace_back(n / per, per);
       labels.push_back(std::to_string(n / per) + "n" + std::to_string(n) + "c");
     }

@@ -305,8 +305,8 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     if (!c.ranks.empty()) grid *= static_cast<double>(c.modes.size() * c.ranks.size());
     if (grid > so.max_grid)
       return Status::invalid(c.file + ": the grid has " + std::to_string(static_cast<long long>(grid)) + " cells (" +
-                                  grid_dimensions(c) + "), more than max_grid " + std::to_string(so.max_grid) +
-                                  "; raise max_grid to run it");
+                                  grid_dimensions(c) + "), more than `max_grid` " + std::to_string(so.max_grid) +
+                                  "; raise `max_grid` to run it");
   }
   const bool wants_max =
       std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) != c.batches.end();

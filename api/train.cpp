@@ -38,7 +38,7 @@ bool finite(double v) { return std::isfinite(v); }
 Expected<TokenTask> token_task(const Graph& g, const TrainOptions& o) {
   const TensorDesc& in = g.value_descs.at(g.inputs[0].name);
   if (in.dtype != DType::kI64 || in.shape.size() != 2)
-    return Status::invalid("--data " + o.data + " gives token ids [batch, T]; " + o.model + "'s input '" +
+    return Status::invalid("`data` " + o.data + " gives token ids [batch, T]; " + o.model + "'s input '" +
                            g.inputs[0].name + "' is " + dtype_name(in.dtype) + " " + shape_str(in.shape));
   TokenTask task;
   task.seq = in.shape[1];
@@ -115,16 +115,16 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   const int ranks = dp ? dp->size() : 1;
   const auto& reg = builtin_registry();
   if (!reg.has_backend(o.backend)) return unknown_backend(o.backend);
-  if (o.batch < 1 || o.epochs < 1) return Status::invalid("--batch and --epochs must be positive");
-  if (o.data_repeat < 1) return Status::invalid("--data-repeat must be at least 1");
+  if (o.batch < 1 || o.epochs < 1) return Status::invalid("`batch` and `epochs` must be positive");
+  if (o.data_repeat < 1) return Status::invalid("`data_repeat` must be at least 1");
   if (o.loss != "cross-entropy" && o.loss != "mse")
-    return Status::invalid("--loss must be cross-entropy or mse, got '" + o.loss + "'");
+    return Status::invalid("`loss` must be cross-entropy or mse, got '" + o.loss + "'");
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
-    return Status::invalid("--target-accuracy must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
+    return Status::invalid("`target_accuracy` must be a fraction in [0, 1], got " + std::to_string(o.target_accuracy));
   if (o.target_accuracy > 0 && !o.evaluate)
-    return Status::invalid("--target-accuracy needs the test accuracy of each epoch; it excludes --no-eval");
+    return Status::invalid("`target_accuracy` needs the test accuracy of each epoch; it excludes `evaluate` false");
   if (o.precision != "f32" && o.precision != "bf16")
-    return Status::invalid("--precision must be f32 or bf16, got '" + o.precision + "'");
+    return Status::invalid("`precision` must be f32 or bf16, got '" + o.precision + "'");
   const Precision precision = o.precision == "bf16" ? Precision::kBF16 : Precision::kF32;
   OptimizerConfig oc = o.opt;
   std::string opt_name = o.optimizer;
@@ -196,14 +196,14 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     try {
       re = std::regex(pattern, std::regex::extended);
     } catch (const std::regex_error& e) {
-      return Status::invalid("--freeze '" + pattern + "': bad regular expression: " + e.what());
+      return Status::invalid("`freeze` '" + pattern + "': bad regular expression: " + e.what());
     }
     int matched = 0;
     for (const auto& kv : g->initializers)
       if (kv.second.dtype() == DType::kF32 && (kv.first == pattern || std::regex_match(kv.first, re)))
         po.frozen.insert(kv.first), ++matched;
     if (!matched)
-      return Status::invalid("--freeze '" + pattern + "' matches no parameter of " + o.model +
+      return Status::invalid("`freeze` '" + pattern + "' matches no parameter of " + o.model +
                                   " (see `mosaic info` for the names)");
   }
   // Zero padding folds into the convolutions (exact; activations stay separate nodes, as
@@ -227,7 +227,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     MOSAIC_RETURN_IF_ERROR(restore_checkpoint(o.resume, resumed, P, *opt.value()));
     if (resumed.header.value("epoch", int64_t{0}) >= o.epochs)
       return Status::invalid(o.resume + ": the checkpoint has already trained " +
-                             std::to_string(resumed.header.value("epoch", int64_t{0})) + " epoch(s); --epochs " +
+                             std::to_string(resumed.header.value("epoch", int64_t{0})) + " epoch(s); `epochs` " +
                              std::to_string(o.epochs) + " leaves nothing to do");
   }
   if (dp) MOSAIC_RETURN_IF_ERROR(dp->attach(P));  // same parameters everywhere: rank 0's
@@ -579,21 +579,21 @@ Status apply_optimizer_flags(const std::vector<std::string>& plugins, const std:
     MOSAIC_ASSIGN_OR_RETURN(plugin_name, load_optimizer_plugin(path));
   }
   if (optimizer.empty()) {
-    if (plugins.size() > 1) return Status::invalid("several --optimizer-plugin given: say which with --optimizer");
+    if (plugins.size() > 1) return Status::invalid("several `plugins` given: say which with `optimizer`");
     optimizer = plugins.empty() ? "sgd" : plugin_name;
   }
   for (const auto& kv : opt_params) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
-      return Status::invalid("--opt '" + kv + "': expected key=value");
+      return Status::invalid("`opt` '" + kv + "': expected key=value");
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0') return Status::invalid("--opt " + key + ": '" + value + "' is not a number");
+    if (value.empty() || *end != '\0') return Status::invalid("`opt` " + key + ": '" + value + "' is not a number");
     // Built-ins take their standard keys (and refuse the ones they ignore); plugins get
     // every key in `extra` and refuse what they do not read.
     if (!builtin_hyperparameters(optimizer).empty()) {
-      MOSAIC_RETURN_IF_ERROR(set_builtin_hyperparameter(optimizer, key, v, config).with_context("--opt"));
+      MOSAIC_RETURN_IF_ERROR(set_builtin_hyperparameter(optimizer, key, v, config).with_context("`opt`"));
     } else {
       config.extra[key] = v;
     }

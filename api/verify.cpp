@@ -145,11 +145,11 @@ Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(c
   VerifyReport report;
   MOSAIC_ASSIGN_OR_RETURN(report.backends, verify_backends(o.backend));
   if (!o.fallback.empty() && !builtin_registry().has_backend(o.fallback))
-    return unknown_backend(o.fallback).with_context("--fallback");
+    return unknown_backend(o.fallback).with_context("`fallback`");
   // POSIX extended regular expression.
   regex_t filter;
   if (regcomp(&filter, o.filter.empty() ? "." : o.filter.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
-    return Status::invalid("--filter '" + o.filter + "' is not a valid regular expression");
+    return Status::invalid("`filter` '" + o.filter + "' is not a valid regular expression");
   struct Free {
     regex_t* r;
     ~Free() { regfree(r); }
@@ -182,7 +182,7 @@ Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(c
     }
   }
   if (report.cases.empty())
-    return Status::not_found("--filter '" + o.filter + "' matches none of the " + std::to_string(cases.size()) +
+    return Status::not_found("`filter` '" + o.filter + "' matches none of the " + std::to_string(cases.size()) +
                              " cases: nothing was verified");
   return report;
 }

@@ -33,7 +33,7 @@ int run_bench_processes(const BenchOptions& o) {
       std::cerr << "mosaic: interrupted before a process finished: nothing to pool, nothing written or recorded\n";
       return interrupt_exit_code();
     }
-    return fail_with_flags(outcome.status(), {"processes"});
+    return fail(outcome.status());
   }
   json& combined = outcome->pooled;
   const Provenance& provenance = outcome->provenance;

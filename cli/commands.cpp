@@ -417,11 +417,9 @@ int run_backends(bool markdown, bool names_only) {
 // ---- export -------------------------------------------------------------------------------
 
 int run_export(const ExportOptions& o) {
-  auto g = build_zoo_model(o.name, o.seed);
-  if (!g.ok()) return fail(g.status());
-  Status st = save_onnx(g.value(), o.output);
-  if (!st.is_ok()) return fail(st);
-  std::cout << "wrote " << o.output << ": " << zoo_description(o.name) << "\n";
+  auto description = api::export_model(o.name, o.output, o.seed);
+  if (!description.ok()) return fail(description.status());
+  std::cout << "wrote " << o.output << ": " << description.value() << "\n";
   return 0;
 }
 

@@ -55,7 +55,7 @@ int run_history(const HistoryOptions& o) {
     return 0;
   }
   auto history = api::history(o);
-  if (!history.ok()) return fail_with_flags(history.status(), {"kind"});
+  if (!history.ok()) return fail(history.status());
   const auto& runs = history->runs;
   if (runs.empty()) {
     std::printf("no runs in %s%s\n", history->db.c_str(), o.kind.empty() && o.model.empty() ? "" : " match");
@@ -80,7 +80,7 @@ int run_history(const HistoryOptions& o) {
 int run_compare(const CompareCliOptions& o) {
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
   auto outcome = api::compare(o);
-  if (!outcome.ok()) return fail_with_flags(outcome.status(), {"alpha", "threshold"});
+  if (!outcome.ok()) return fail(outcome.status());
   const RunComparison* r = &outcome->comparison;
   std::printf("A  %s\nB  %s\n", describe_doc(outcome->a_name, outcome->a_doc).c_str(),
               describe_doc(outcome->b_name, outcome->b_doc).c_str());

@@ -39,7 +39,7 @@ int run_find_max_batch(const BenchOptions& o) {
                 bytes(c["next_accounted_bytes"]).c_str(), c["confirming_runs"].get<int>(), refused.c_str(),
                 c["note"].is_null() ? "" : ("; " + c["note"].get<std::string>()).c_str());
   });
-  if (!report.ok()) return fail_with_flags(report.status(), {{"memory_limit", "memory-limit"}});
+  if (!report.ok()) return fail(report.status());
   std::printf("(accounted: weights + activations + workspace%s; confirmed by running that batch once)\n",
               o.mode == "training" ? " + gradients + optimizer state" : "");
   if (!o.json.empty()) {

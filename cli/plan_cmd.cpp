@@ -15,7 +15,7 @@ namespace mosaic::cli {
 int run_plan(const PlanCliOptions& o) {
   if (Status st = check_output_paths({{"--json", o.json}}); !st.is_ok()) return fail(st);
   auto report = api::plan(o);
-  if (!report.ok()) return fail_with_flags(report.status(), {"mode"});
+  if (!report.ok()) return fail(report.status());
   const api::PlanReport& r = report.value();
   std::cout << "plan " << r.model << "  batch " << r.batch << "  " << r.mode << "  placement " << r.placement
             << "  fallback " << (r.fallback.empty() ? "none" : join(r.fallback, ",")) << "\n";

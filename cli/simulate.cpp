@@ -51,8 +51,7 @@ int run_simulate(const SimulateOptions& o) {
   q.progress = &std::cerr;
   auto report = api::simulate(q);
   if (!report.ok())
-    return fail_with_flags(report.status(), {"groups", "ranks", {"modes", "mode"}, "network", "intra", "collective",
-                                             {"ranks_per_node", "ranks-per-node"}});
+    return fail(report.status());
   const json& r = report.value();
   const int64_t batch = r["batch"], profiled = r["profiled_batch"];
   const double scale = r["compute_scale"];

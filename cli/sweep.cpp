@@ -16,12 +16,7 @@ int run_sweep(const SweepOptions& so) {
   SweepQuery q = so;
   q.progress = &std::cout;
   auto r = api::sweep(q);
-  if (!r.ok()) {
-    std::string m = r.status().message();  // the API's max_grid is the CLI's --max-grid
-    for (size_t at = m.find("max_grid"); at != std::string::npos; at = m.find("max_grid", at + 10))
-      m.replace(at, 8, "--max-grid");
-    return fail(Status(r.status().code(), m));
-  }
+  if (!r.ok()) return fail(r.status());
   if (Status st = record_run(db.value().get(), r->doc); !st.is_ok()) return fail(st);
   std::printf("%d cells run, %d finished earlier, %d errors%s; tables in %s/table{2,3%s}.{csv,md}, every cell in sweep.json\n",
               r->ran, r->cached, r->errors, r->stopped ? "; stopped at --max-cells (run again to resume)" : "",

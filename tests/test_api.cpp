@@ -170,7 +170,7 @@ TEST_F(Api, VerifyKeepsIntegerDataInputsAtRunTimeAndBindsOnlyShapeArguments) {
   o.fallback = "no-such-backend";
   r = api::verify(o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--fallback"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("`fallback`"), std::string::npos) << r.status().message();
 }
 
 TEST_F(Api, RandomTokenIdsStayWithinTheEmbeddingTheyIndex) {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_util.hpp"
 #include "frontends/zoo/zoo.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "test_util.hpp"
@@ -637,6 +638,22 @@ TEST_F(Cli, InterruptedPipedTrainKeepsWhatItPrinted) {
   std::ifstream f(out);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("training zoo:fmnist-cnn on synthetic"), std::string::npos) << "'" << text << "'";
+}
+
+/// The API names options in backquotes, the CLI prints their flags (cli::with_flags).
+TEST(CliFlags, ApiFieldNamesBecomeFlags) {
+  EXPECT_EQ(cli::with_flags("`target_accuracy` needs the test accuracy of each epoch; it excludes `evaluate` false"),
+            "--target-accuracy needs the test accuracy of each epoch; it excludes --no-eval");
+  EXPECT_EQ(cli::with_flags("`shapes` 'n=x': expected NAME=N"), "--shape 'n=x': expected NAME=N");
+  EXPECT_EQ(cli::with_flags("`output` /tmp: is a directory"), "-o /tmp: is a directory");
+  // Only a backquoted name is a field: text and other quotes stay as they are.
+  EXPECT_EQ(cli::with_flags("model `a b`, mode training, `` and `Upper`"), "model `a b`, mode training, `` and `Upper`");
+  EXPECT_EQ(cli::with_flags("an unclosed `mode"), "an unclosed `mode");
+  // End to end: the API's message reaches the terminal with the flag.
+  CmdResult r = mosaic("train zoo:fmnist-cnn --data synthetic:8,1,28,28,10 --target-accuracy 0.5 --no-eval");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--target-accuracy needs the test accuracy of each epoch; it excludes --no-eval"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace mosaic::test

@@ -26,7 +26,7 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 
-from ._mosaic import (Error, InvalidArgument, backends, bench, compare, gradcheck, history, info,  # noqa: F401
+from ._mosaic import (Error, InvalidArgument, backends, bench, compare, export, gradcheck, history, info,  # noqa: F401
                       optimizers, plan, report, run_document, simulate, sweep, verify, version)
 from .operator import Operator, register_operator  # noqa: F401
 from .optimizer import Optimizer, register_optimizer  # noqa: F401

@@ -460,6 +460,15 @@ py::object run_report(const py::args& runs, const py::kwargs& kw) {
   return to_python({{"output", r.output}, {"figures", r.figures}, {"runs", r.runs}, {"notes", r.notes}});
 }
 
+py::object run_export(const std::string& name, const py::object& output, int64_t seed) {
+  if (seed < 0) throw py::value_error("export(): argument 'seed' is out of range: " + std::to_string(seed));
+  const std::string path = as_str(output, "export(): argument 'output'");
+  const std::string model = name.rfind("zoo:", 0) == 0 ? name.substr(4) : name;
+  Expected<std::string> out = Status::internal("not run");
+  call_released([&] { out = api::export_model(model, path, static_cast<uint64_t>(seed)); });
+  return py::str(value_or_raise(std::move(out)));
+}
+
 template <class O>
 std::string doc(const char* head, const std::vector<Field<O>>& fields) {
   return std::string(head) + "\n\nKeyword arguments (None keeps the default):\n" + describe(fields);
@@ -508,6 +517,9 @@ void bind_commands(py::module_& m) {
         "report(*runs, output='report.html', title=None, db=None) -> dict: one self-contained HTML page with "
         "matplotlib figures from bench, train and sweep runs: reports as mosaic.bench/train/sweep returned them, JSON "
         "files, sweep output folders, run ids or 'last'. Returns {output, figures, runs, notes}.");
+  m.def("export", &run_export, py::arg("model"), py::arg("output"), py::arg("seed") = 0,
+        "export(model, output, seed=0) -> str: writes a built-in model (\"alexnet-cifar\" or \"zoo:alexnet-cifar\") "
+        "as an ONNX file with weights drawn from seed; returns its description.");
   m.def("_train", &run_train, py::arg("model"), py::arg("hyperparameters") = py::none(),
         doc("train(model, hyperparameters=None, **options) -> dict: the training log.", train_fields()).c_str());
   m.def("_optcheck", &run_optcheck, py::arg("optimizer"), py::arg("hyperparameters") = py::none(),

@@ -117,7 +117,7 @@ def test_plan_shows_placement_fallbacks_and_conversions():
     conversions = [s for s in p["steps"] if s["conversion"]]
     assert len(conversions) == p["conversions"]
     assert p["conversion_bytes"] == sum(s["bytes"] for s in conversions)
-    with pytest.raises(ValueError, match="mode must be inference or training, not 'train'"):
+    with pytest.raises(ValueError, match="`mode` must be inference or training, not 'train'"):
         mosaic.plan("zoo:fmnist-cnn", mode="train")
 
 
@@ -146,7 +146,7 @@ def test_compare_two_bench_reports_and_the_results_store(tmp_path):
     with pytest.raises(mosaic.Error, match="differ in batch"):
         mosaic.compare(a, other)
     assert mosaic.compare(a, other, force=True)["schema"] == "mosaic.compare/1"
-    with pytest.raises(ValueError, match="alpha must be in"):
+    with pytest.raises(ValueError, match="`alpha` must be in"):
         mosaic.compare(a, b, alpha=2.0)
     # The store: the CLI records, history lists, compare reads by id.
     db = str(tmp_path / "runs.sqlite")
@@ -163,7 +163,7 @@ def test_compare_two_bench_reports_and_the_results_store(tmp_path):
     assert mosaic.run_document(runs[0]["id"], db=db)["schema"].startswith("mosaic.bench/")
     c = mosaic.compare(runs[1]["id"], "last", db=db)
     assert c["schema"] == "mosaic.compare/1"
-    with pytest.raises(ValueError, match="kind must be bench, train or sweep"):
+    with pytest.raises(ValueError, match="`kind` must be bench, train or sweep"):
         mosaic.history(db=db, kind="benches")
 
 
@@ -188,9 +188,9 @@ def test_simulate_predicts_what_the_cli_predicts_from_the_same_profile(tmp_path,
     # Profiled now, in a child mosaic process.
     measured = mosaic.simulate("zoo:fmnist-cnn", batch=4, iterations=2, warmup=1, ranks=[1, 4])
     assert measured["profile"].startswith("measured now") and len(measured["predictions"]) == 2
-    with pytest.raises(ValueError, match="groups: '3x' is not NnMc"):
+    with pytest.raises(ValueError, match="`groups`: '3x' is not NnMc"):
         mosaic.simulate(profile, groups=["3x"])
-    with pytest.raises(ValueError, match="modes: unknown mode 'foo'"):
+    with pytest.raises(ValueError, match="`modes`: unknown mode 'foo'"):
         mosaic.simulate(profile, modes="foo")
     with pytest.raises(TypeError, match=r"argument 'ranks'\[1\] must be int"):
         mosaic.simulate(profile, ranks=[1, "2"])
@@ -204,7 +204,7 @@ def test_bench_in_independent_processes_pools_their_samples():
     run = r["runs"][0]
     assert len(run["samples"]["iteration_ms"]) == 10  # 5 per process, pooled
     assert run["iteration_ms"]["median"] == pytest.approx(float(np.median(run["samples"]["iteration_ms"])))
-    with pytest.raises(ValueError, match="csv and trace describe one process"):
+    with pytest.raises(ValueError, match="`csv` and `trace` describe one process"):
         mosaic.bench("zoo:fmnist-cnn", backends="onednn", processes=2, trace="t.json")
 
 
@@ -215,7 +215,7 @@ def test_find_max_batch_fits_the_limit_and_the_next_batch_does_not():
     assert c["max_batch"] > 1 and c["accounted_bytes"] <= r["limit_bytes"]
     if c["limited_by"] == "accounting":
         assert c["next_accounted_bytes"] > r["limit_bytes"]
-    with pytest.raises(ValueError, match="memory_limit '4X': unknown unit 'X'"):
+    with pytest.raises(ValueError, match="`memory_limit` '4X': unknown unit 'X'"):
         mosaic.bench("zoo:fmnist-cnn", backends="im2col", find_max_batch=True, memory_limit="4X")
 
 
@@ -249,7 +249,7 @@ def test_sweep_runs_resumes_and_trains_as_the_cli_does(tmp_path, cli):
     for a, b in zip(rest["cells"], by_cli):
         assert (a["optimizer"], a["status"]) == (b["optimizer"], b["status"]) == (a["optimizer"], "done")
         assert [s["loss"] for s in a["log"]["steps"]] == pytest.approx([s["loss"] for s in b["log"]["steps"]], rel=1e-6)
-    with pytest.raises(ValueError, match="more than max_grid 1; raise max_grid"):
+    with pytest.raises(ValueError, match="more than `max_grid` 1; raise `max_grid`"):
         mosaic.sweep(config, max_grid=1)
     with pytest.raises(mosaic.Error, match="missing.yaml"):
         mosaic.sweep(tmp_path / "missing.yaml")
@@ -271,3 +271,31 @@ def test_report_draws_runs_given_as_documents_and_files(tmp_path):
     with pytest.raises(ValueError, match="at least one run"):
         mosaic.report(output=tmp_path / "x.html")
     assert not (tmp_path / "x.html").exists()
+
+
+def test_export_writes_the_zoo_model_as_onnx(tmp_path):
+    path = tmp_path / "cnn.onnx"
+    description = mosaic.export("zoo:fmnist-cnn", path, seed=3)
+    assert "fmnist" in description.lower() or "fashion" in description.lower(), description
+    from_file, from_zoo = mosaic.info(str(path), batch=2), mosaic.info("zoo:fmnist-cnn", batch=2)
+    assert from_file["parameters"] == from_zoo["parameters"] and from_file["flops"] == from_zoo["flops"]
+    with pytest.raises(mosaic.Error, match="unknown zoo model 'no-such-model' .known: .*fmnist-cnn"):
+        mosaic.export("no-such-model", tmp_path / "x.onnx")
+    with pytest.raises(ValueError, match="is a directory"):
+        mosaic.export("fmnist-cnn", tmp_path)
+
+
+def test_the_compare_example_plots_each_backends_node_times(tmp_path, capsys):
+    import compare_backends
+    out = tmp_path / "nodes.png"
+    code = compare_backends.main(["--zoo", "fmnist-cnn", "--backends", "naive,onednn", "--batch", "2", "--iterations", "3",
+                                  "--out", str(out)])
+    assert code == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+    printed = capsys.readouterr().out
+    info = mosaic.info("zoo:fmnist-cnn", batch=2)
+    drawn = [line.split()[0] for line in printed.splitlines()[2:] if line and not line.startswith(("whole", "plot"))]
+    # Each drawn node is a node of the model, or a fusion of some ("conv1+relu1").
+    parts = {part for name in drawn for part in name.split("+")}
+    assert drawn and parts <= {n["name"] for n in info["nodes"]}, (drawn, printed)
+    assert {"conv1", "conv2", "fc2"} <= parts
