@@ -1,6 +1,7 @@
 """Builds the Python package with Mosaic's CMake and puts the pieces into it: the extension
 _mosaic, libmosaic.so beside it (the extension's run path is $ORIGIN), the CLI's Python host and
-the bundled backend plugins (torch) in mosaic/plugins, where libmosaic.so looks for them.
+the bundled backend plugins (torch) in mosaic/plugins, where libmosaic.so looks for them, and
+the mosaic program in mosaic/bin (child runs: bench's processes, simulate's profiling).
 
 MOSAIC_BUILD_DIR=DIR reuses a configured build tree (scripts/test.sh's build/, brought up to
 date); otherwise the tree is build-pip/ (a full build: about 15 minutes on 2 cores)."""
@@ -25,7 +26,7 @@ class CMakeBuildPy(build_py):
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
             subprocess.run(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                             "-DMOSAIC_BUILD_TESTS=OFF", f"-DPython3_EXECUTABLE={sys.executable}"], check=True)
-        subprocess.run(["cmake", "--build", build, "--target", "mosaic_python", "mosaic_python_host"], check=True)
+        subprocess.run(["cmake", "--build", build, "--target", "mosaic_python", "mosaic_python_host", "mosaic"], check=True)
         torch = os.path.join(build, "plugins")
         package = os.path.join(self.build_lib, "mosaic")
         # The extension built for this interpreter (its ABI tag), not another Python's.
@@ -39,6 +40,10 @@ class CMakeBuildPy(build_py):
         for f in extensions + [os.path.join(build, "libmosaic.so"), os.path.join(build, "python",
                                                                                  "libmosaic_python_host.so")]:
             shutil.copy2(f, package)
+        # The mosaic program, which the calls that run child processes execute (bench's
+        # processes, simulate's profiling): bin/mosaic, found beside libmosaic.so.
+        os.makedirs(os.path.join(package, "bin"), exist_ok=True)
+        shutil.copy2(os.path.join(build, "mosaic"), os.path.join(package, "bin", "mosaic"))
         # Bundled backend plugins, where this build makes them (libtorch-dev installed).
         subprocess.run(["cmake", "--build", build, "--target", "mosaic_torch"], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

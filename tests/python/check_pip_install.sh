@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `pip install .` into a fresh virtual environment (Debian's numpy, setuptools and pip: no
 # network), reusing the build tree BUILD, then `import mosaic` from elsewhere: the installed
-# package, not the source or build tree, must bench, find its bundled torch plugin and run a
-# Python optimizer. Usage: check_pip_install.sh PYTHON SOURCE BUILD SCRATCH (PYTHON: the
+# package, not the source or build tree, must bench (also in child processes of its own mosaic
+# program), find its bundled torch plugin and run a Python optimizer. Usage: check_pip_install.sh PYTHON SOURCE BUILD SCRATCH (PYTHON: the
 # interpreter the package was built for).
 set -euo pipefail
 python=$1 src=$2 build=$3 scratch=$4
@@ -33,5 +33,9 @@ class Sign(mosaic.Optimizer):
 
 log = mosaic.train("zoo:fmnist-cnn", optimizer=Sign, lr=1e-3, steps=3, batch=8, evaluate=False)
 assert len(log["steps"]) == 3
+# Child processes run the package's own mosaic program (bin/mosaic beside libmosaic.so).
+assert os.access(os.path.join(where, "bin", "mosaic"), os.X_OK)
+r = mosaic.bench("zoo:fmnist-cnn", backends="onednn", batch=2, iterations=2, warmup=0, peaks=False, processes=2)
+assert r["checks_ok"] and len(r["processes"]) == 2
 print("installed:", where, mosaic.backends())
 PY
