@@ -98,50 +98,50 @@ struct BenchFlags {
   }
 
   int run() {
-      bench.backends = backends == "all" ? registered : split(backends);
-      bench.fallback = split(fallback);
-      bench.check = !no_check;
-      bench.fuse = !no_fuse;
-      bench.peaks = !no_peaks;
-      if (!bench.assign.empty() && backends_opt->count()) {
-        std::cerr << "mosaic: error: --assign and --backends exclude each other (--assign times one mixed placement; "
-                     "--backends compares whole backends)\n";
+    bench.backends = backends == "all" ? registered : split(backends);
+    bench.fallback = split(fallback);
+    bench.check = !no_check;
+    bench.fuse = !no_fuse;
+    bench.peaks = !no_peaks;
+    if (!bench.assign.empty() && backends_opt->count()) {
+      std::cerr << "mosaic: error: --assign and --backends exclude each other (--assign times one mixed placement; "
+                   "--backends compares whole backends)\n";
+      return 2;
+    }
+    if (no_check && (rtol_opt->count() || atol_opt->count()))
+      std::cerr << "mosaic: warning: --rtol/--atol have no effect with --no-check\n";
+    if (bench.mode != "training" && (bench_cmd->get_option("--optimizer")->count() || bench_cmd->get_option("--lr")->count()))
+      std::cerr << "mosaic: warning: --optimizer/--lr only apply to --mode training\n";
+    if (bench.config.min_seconds >= bench.config.max_seconds * 0.75) {
+      std::cerr << "mosaic: error: --min-seconds " << bench.config.min_seconds
+                << " does not fit the measuring part (3/4) of --max-seconds " << bench.config.max_seconds
+                << "; raise --max-seconds\n";
+      return 2;
+    }
+    if (target_ci_opt->count()) {
+      if (bench_cmd->get_option("--repeats")->count()) {
+        std::cerr << "mosaic: error: --target-ci measures one adaptive repeat; it excludes --repeats\n";
         return 2;
       }
-      if (no_check && (rtol_opt->count() || atol_opt->count()))
-        std::cerr << "mosaic: warning: --rtol/--atol have no effect with --no-check\n";
-      if (bench.mode != "training" && (bench_cmd->get_option("--optimizer")->count() || bench_cmd->get_option("--lr")->count()))
-        std::cerr << "mosaic: warning: --optimizer/--lr only apply to --mode training\n";
-      if (bench.config.min_seconds >= bench.config.max_seconds * 0.75) {
-        std::cerr << "mosaic: error: --min-seconds " << bench.config.min_seconds
-                  << " does not fit the measuring part (3/4) of --max-seconds " << bench.config.max_seconds
-                  << "; raise --max-seconds\n";
-        return 2;
-      }
-      if (target_ci_opt->count()) {
-        if (bench_cmd->get_option("--repeats")->count()) {
-          std::cerr << "mosaic: error: --target-ci measures one adaptive repeat; it excludes --repeats\n";
+      bench.config.target_ci = target_ci_pct / 100;
+      // An explicit --iterations caps the adaptive run; otherwise only the budget does.
+      if (bench_cmd->get_option("--iterations")->count()) bench.config.max_iterations = bench.config.iterations;
+    }
+    if (bench.find_max_batch) {
+      for (const char* excluded : {"--batch", "--processes", "--csv", "--trace", "--target-ci", "--data"})
+        if (bench_cmd->get_option(excluded)->count()) {
+          std::cerr << "mosaic: error: --find-max-batch searches the batch and times nothing; it excludes " << excluded << "\n";
           return 2;
         }
-        bench.config.target_ci = target_ci_pct / 100;
-        // An explicit --iterations caps the adaptive run; otherwise only the budget does.
-        if (bench_cmd->get_option("--iterations")->count()) bench.config.max_iterations = bench.config.iterations;
-      }
-      if (bench.find_max_batch) {
-        for (const char* excluded : {"--batch", "--processes", "--csv", "--trace", "--target-ci", "--data"})
-          if (bench_cmd->get_option(excluded)->count()) {
-            std::cerr << "mosaic: error: --find-max-batch searches the batch and times nothing; it excludes " << excluded << "\n";
-            return 2;
-          }
-      } else if (!bench.memory_limit.empty()) {
-        std::cerr << "mosaic: error: --memory-limit only applies to --find-max-batch\n";
-        return 2;
-      }
-      if (bench.backends.empty() && bench.assign.empty()) {
-        std::cerr << "mosaic: error: --backends is empty\n";
-        return 2;
-      }
-      return bench.processes > 1 ? run_bench_processes(bench) : run_bench(bench);
+    } else if (!bench.memory_limit.empty()) {
+      std::cerr << "mosaic: error: --memory-limit only applies to --find-max-batch\n";
+      return 2;
+    }
+    if (bench.backends.empty() && bench.assign.empty()) {
+      std::cerr << "mosaic: error: --backends is empty\n";
+      return 2;
+    }
+    return bench.processes > 1 ? run_bench_processes(bench) : run_bench(bench);
   }
 };
 

@@ -25,8 +25,8 @@ struct InfoFlags {
   }
 
   int run() {
-      info.nodes = !no_nodes;
-      return run_info(info);
+    info.nodes = !no_nodes;
+    return run_info(info);
   }
 };
 
@@ -59,8 +59,8 @@ struct VerifyFlags {
   }
 
   int run() {
-      verify.fuse = !verify_no_fuse;
-      return run_verify(verify);
+    verify.fuse = !verify_no_fuse;
+    return run_verify(verify);
   }
 };
 
@@ -79,7 +79,7 @@ struct ExportFlags {
   }
 
   int run() {
-      return run_export(exp);
+    return run_export(exp);
   }
 };
 
@@ -108,9 +108,9 @@ struct PlanFlags {
   }
 
   int run() {
-      plan.fallback = split(plan_fallback);
-      plan.fuse = !plan_no_fuse;
-      return run_plan(plan);
+    plan.fallback = split(plan_fallback);
+    plan.fuse = !plan_no_fuse;
+    return run_plan(plan);
   }
 };
 
@@ -127,7 +127,7 @@ struct BackendsFlags {
   }
 
   int run() {
-      return run_backends(markdown, names_only);
+    return run_backends(markdown, names_only);
   }
 };
 

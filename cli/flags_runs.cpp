@@ -25,7 +25,7 @@ struct HistoryFlags {
   }
 
   int run() {
-      return run_history(history);
+    return run_history(history);
   }
 };
 
@@ -52,8 +52,8 @@ struct CompareFlags {
   }
 
   int run() {
-      cmp.stats.threshold = threshold_pct / 100;
-      return run_compare(cmp);
+    cmp.stats.threshold = threshold_pct / 100;
+    return run_compare(cmp);
   }
 };
 
@@ -71,7 +71,7 @@ struct ReportFlags {
   }
 
   int run() {
-      return run_report(report);
+    return run_report(report);
   }
 };
 
@@ -128,22 +128,22 @@ struct SimulateFlags {
   }
 
   int run() {
-      if (!sim_modes.empty()) sim.modes = split(sim_modes);
-      if (!sim_groups.empty()) sim.groups = split(sim_groups);
-      if (!sim_ranks.empty()) {
-        sim.ranks.clear();
-        for (const auto& r : split(sim_ranks)) {
-          try {
-            size_t used = 0;
-            sim.ranks.push_back(std::stoi(r, &used));
-            if (used != r.size()) throw std::invalid_argument(r);
-          } catch (const std::exception&) {
-            std::cerr << "mosaic: error: --ranks: '" << r << "' is not a rank count\n";
-            return 2;
-          }
+    if (!sim_modes.empty()) sim.modes = split(sim_modes);
+    if (!sim_groups.empty()) sim.groups = split(sim_groups);
+    if (!sim_ranks.empty()) {
+      sim.ranks.clear();
+      for (const auto& r : split(sim_ranks)) {
+        try {
+          size_t used = 0;
+          sim.ranks.push_back(std::stoi(r, &used));
+          if (used != r.size()) throw std::invalid_argument(r);
+        } catch (const std::exception&) {
+          std::cerr << "mosaic: error: --ranks: '" << r << "' is not a rank count\n";
+          return 2;
         }
       }
-      return run_simulate(sim);
+    }
+    return run_simulate(sim);
   }
 };
 

@@ -97,14 +97,14 @@ struct TrainFlags {
   }
 
   int run() {
-      train.shuffle = !no_shuffle;
-      train.evaluate = !no_eval;
-      train.prefetch = !no_prefetch;
-      train.opt_params = split(train_opts);
-      // --momentum goes through the same check as --opt: an optimizer that ignores it refuses it.
-      if (train_momentum_opt->count()) train.opt_params.push_back("momentum=" + std::to_string(train_momentum));
-      train.freeze = split(freeze);
-      return run_train(train);
+    train.shuffle = !no_shuffle;
+    train.evaluate = !no_eval;
+    train.prefetch = !no_prefetch;
+    train.opt_params = split(train_opts);
+    // --momentum goes through the same check as --opt: an optimizer that ignores it refuses it.
+    if (train_momentum_opt->count()) train.opt_params.push_back("momentum=" + std::to_string(train_momentum));
+    train.freeze = split(freeze);
+    return run_train(train);
   }
 };
 
@@ -140,8 +140,8 @@ struct GradcheckFlags {
   }
 
   int run() {
-      gc.fallback = split(gc_fallback);
-      return run_gradcheck(gc);
+    gc.fallback = split(gc_fallback);
+    return run_gradcheck(gc);
   }
 };
 
@@ -175,9 +175,9 @@ struct OptcheckFlags {
   }
 
   int run() {
-      oc.lr_given = oc_lr->count() > 0;
-      oc.opt_params = split(oc_opts);
-      return run_optcheck(oc);
+    oc.lr_given = oc_lr->count() > 0;
+    oc.opt_params = split(oc_opts);
+    return run_optcheck(oc);
   }
 };
 
@@ -198,7 +198,7 @@ struct SweepFlags {
   }
 
   int run() {
-      return run_sweep(sweep);
+    return run_sweep(sweep);
   }
 };
 
