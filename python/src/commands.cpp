@@ -196,6 +196,14 @@ const std::vector<Field<api::SimulateQuery>>& simulate_fields() {
   return f;
 }
 
+/// Removes `progress` (the call's, not the options struct's) from `kw`: whether to draw it.
+bool take_progress(py::dict& kw, const std::string& function) {
+  if (!kw.contains("progress")) return false;
+  const py::object v = kw["progress"];
+  PyDict_DelItemString(kw.ptr(), "progress");
+  return !v.is_none() && as_bool(v, function + "(): argument 'progress'");
+}
+
 /// `hyperparameters`: {name: float} for a user optimizer's own keys (config.extra).
 void set_extra(OptimizerConfig& c, const py::object& extra, const std::string& function) {
   if (extra.is_none()) return;
@@ -287,12 +295,8 @@ py::object run_train(const std::string& model, const py::object& hyper, const py
   TrainOptions o;
   o.model = model;
   o.db.off = true;
-  py::dict rest(kw);  // `progress` is the call's, not TrainOptions'
-  bool progress = false;
-  if (rest.contains("progress")) {
-    if (!rest["progress"].is_none()) progress = as_bool(rest["progress"], "train(): argument 'progress'");
-    PyDict_DelItemString(rest.ptr(), "progress");
-  }
+  py::dict rest(kw);
+  const bool progress = take_progress(rest, "train");
   apply("train", train_fields(), rest, o);
   set_extra(o.opt, hyper, "train");
   Status loaded = api::load_bundled_backends({o.assign.empty() ? o.backend : "all"});
@@ -401,11 +405,8 @@ py::object run_plan(const std::string& model, const py::kwargs& kw) {
 
 py::object run_simulate(const py::object& input, const py::kwargs& kw) {
   api::SimulateQuery q;
-  py::dict rest(kw);  // `progress` is the call's
-  if (rest.contains("progress")) {
-    if (!rest["progress"].is_none() && as_bool(rest["progress"], "simulate(): argument 'progress'")) q.progress = &std::cerr;
-    PyDict_DelItemString(rest.ptr(), "progress");
-  }
+  py::dict rest(kw);
+  if (take_progress(rest, "simulate")) q.progress = &std::cerr;
   apply("simulate", simulate_fields(), rest, q);
   if (py::isinstance<py::dict>(input)) q.profile = from_python(input);
   else q.input = as_str(input, "simulate(): argument 'input'");
@@ -420,11 +421,8 @@ py::object run_sweep(const py::object& config, const py::kwargs& kw) {
       int_field<api::SweepQuery>("max_grid", [](api::SweepQuery& o) -> auto& { return o.max_grid; }),
   };
   api::SweepQuery q;
-  py::dict rest(kw);  // `progress` is the call's
-  if (rest.contains("progress")) {
-    if (!rest["progress"].is_none() && as_bool(rest["progress"], "sweep(): argument 'progress'")) q.progress = &std::cerr;
-    PyDict_DelItemString(rest.ptr(), "progress");
-  }
+  py::dict rest(kw);
+  if (take_progress(rest, "sweep")) q.progress = &std::cerr;
   apply("sweep", fields, rest, q);
   q.config = as_str(config, "sweep(): argument 'config'");
   Expected<api::SweepOutcome> out = Status::internal("not run");
