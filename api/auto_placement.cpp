@@ -151,7 +151,7 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
                                               const std::vector<std::string>& fallback, double bandwidth_gbs,
                                               const std::string& cache_key, bool remeasure) {
   AutoPlacement a;
-  for (const auto& b : registry.backends())
+  for (const auto& b : registry.available_backends())
     if (b != "naive") a.candidates.push_back(b);
   if (a.candidates.empty()) return Status::invalid("`assign` auto: no backend besides the naive oracle to choose from");
   if (!remeasure) {

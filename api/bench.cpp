@@ -479,8 +479,11 @@ std::vector<std::string> fallback_backends(const BenchOptions& o) {
 
 Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
   const auto& reg = builtin_registry();
-  for (const auto& b : o.backends)
+  for (const auto& b : o.backends) {
     if (!reg.has_backend(b)) return unknown_backend(b, "all");
+    if (const std::string why = reg.unavailable(b); !why.empty())
+      return Status::unsupported("backend '" + b + "' is unavailable here: " + why);
+  }
   for (const auto& b : o.fallback)
     if (b != "none" && !reg.has_backend(b)) return unknown_backend(b, "none", "`fallback` backend");
   const std::vector<std::string> fallback = fallback_backends(o);

@@ -62,7 +62,7 @@ Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
 
 Expected<std::vector<std::string>> gradcheck_backend_list(const std::string& value) {
   const KernelRegistry& reg = builtin_registry();
-  if (value == "all") return reg.backends();
+  if (value == "all") return reg.available_backends();
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= value.size()) {

@@ -11,6 +11,7 @@ namespace mosaic::api {
 namespace {
 
 std::string layout_name(const TensorDesc& d) { return d.layout ? d.layout->backend() + ":" + d.layout->name() : "plain"; }
+std::string device_name(const PlanValue& v) { return v.device ? v.device->name() : "host"; }
 
 }  // namespace
 
@@ -61,12 +62,14 @@ Expected<PlanReport> plan(const PlanQuery& q) {
     st.backend = s.backend;
     st.output_shape = out.shape;
     st.output_layout = layout_name(out);
+    st.output_device = device_name(p.values()[s.out[0]]);
     st.fallback_reason = s.fell_back() ? s.fallback_reason : "";
     st.conversion = s.conversion;
     if (s.conversion) {
       const TensorDesc& from = p.values()[s.in[0]].desc;
       st.converted_value = p.values()[s.in[0]].name;
       st.from_layout = layout_name(from);
+      st.from_device = device_name(p.values()[s.in[0]]);
       st.bytes_read = from.bytes();
       st.bytes_written = out.bytes();
       r.conversion_bytes += st.bytes_read + st.bytes_written;
@@ -85,9 +88,11 @@ nlohmann::json plan_json(const PlanReport& r) {
   for (const auto& s : r.steps) {
     nlohmann::json j = {{"node", s.node},        {"op", s.op},  {"requested", s.requested},
                         {"backend", s.backend},  {"output_layout", s.output_layout},
+                        {"output_device", s.output_device},
                         {"fallback_reason", s.fallback_reason},  {"conversion", s.conversion}};
     if (s.conversion) {
       j["from_layout"] = s.from_layout;
+      j["from_device"] = s.from_device;
       j["bytes"] = s.bytes_read + s.bytes_written;
     }
     steps.push_back(std::move(j));

@@ -31,9 +31,11 @@ struct PlanStepReport {
   Shape output_shape;
   std::string output_layout;    ///< "plain" or "backend:layout"
   std::string fallback_reason;  ///< why it runs elsewhere than requested ("" if it does not)
-  bool conversion = false;      ///< a layout-to-plain step the planner inserted
+  std::string output_device = "host";  ///< where the output lives: "host" or a Device::name
+  bool conversion = false;      ///< a layout-to-plain step or a device copy the planner inserted
   std::string converted_value;  ///< conversions: the value converted ...
   std::string from_layout;      ///< ... its layout
+  std::string from_device;      ///< ... and where it was ("host" or a Device::name)
   size_t bytes_read = 0, bytes_written = 0;  ///< conversions: bytes moved per run
   bool fell_back() const { return !fallback_reason.empty(); }
 };

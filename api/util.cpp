@@ -71,8 +71,21 @@ Status unknown_backend(const std::string& name, const std::string& extra, const 
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   std::string guess = std::find(names.begin(), names.end(), lower) != names.end() ? lower : closest(name, names);
+  const std::string missing = backend_not_built(lower);
   return Status::invalid("unknown " + what + " '" + name + "' (known: " + join(shown) + ")" +
-                         (guess.empty() ? "" : "; did you mean " + guess + "?"));
+                         (!missing.empty() ? "; this build has no " + lower + " backend: " + missing
+                          : guess.empty() ? "" : "; did you mean " + guess + "?"));
+}
+
+std::string backend_not_built(const std::string& name) {
+  const std::string list = MOSAIC_BACKENDS_NOT_BUILT;  // "cuda=why|torch=why|" (CMakeLists.txt)
+  const std::string key = name + "=";
+  for (size_t start = 0; start < list.size();) {
+    const size_t end = std::min(list.find('|', start), list.size());
+    if (list.compare(start, key.size(), key) == 0) return list.substr(start + key.size(), end - start - key.size());
+    start = end + 1;
+  }
+  return "";
 }
 
 Status check_output_path(const std::string& path, const std::string& flag) {

@@ -24,6 +24,9 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
 /// mean onednn?)": the registry's backends, the bundled plugins' (loaded only when named, so
 /// missing from the registry after a typo), `extra` ("all", "none") and the closest name.
 Status unknown_backend(const std::string& name, const std::string& extra = "", const std::string& what = "backend");
+/// Why this build has no backend `name` although Mosaic has one ("cuda": no CUDA toolkit at
+/// configure time), "" for any other name.
+std::string backend_not_built(const std::string& name);
 
 /// An output file named by `flag` can be written: "-" (standard output), or not a directory, in
 /// an existing folder where a file can be created (proven by creating and removing one, since

@@ -136,7 +136,7 @@ const char* case_verdict_name(CaseVerdict v) {
 }
 
 Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
-  if (backend == "all") return builtin_registry().backends();
+  if (backend == "all") return builtin_registry().available_backends();
   if (builtin_registry().has_backend(backend)) return std::vector<std::string>{backend};
   return unknown_backend(backend, "all");
 }

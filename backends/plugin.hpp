@@ -37,7 +37,9 @@
 ///      (operators/eltwise.hpp: an optional UnaryOp and its UnaryArgs).
 ///   4: KernelContext::precision and BackendInfo::declines_precision (--precision bf16).
 ///   5: BackendInfo::properties (libraries, kernels, forced_by) replaces details.
-#define MOSAIC_PLUGIN_API_VERSION 5
+///   6: BackendInfo::device and BackendInfo::unavailable (backends computing in a device's
+///      memory, ir/device.hpp; backends that cannot run on this machine).
+#define MOSAIC_PLUGIN_API_VERSION 6
 
 namespace mosaic {
 

@@ -348,7 +348,7 @@ def main():
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     backends = a.backends.split(",") if a.backends else subprocess.run(
-        [a.mosaic, "backends", "--names"], capture_output=True, text=True, check=True).stdout.split()
+        [a.mosaic, "backends", "--names", "--available"], capture_output=True, text=True, check=True).stdout.split()
     if a.summary:
         summary(path, seeds, backends)
         return

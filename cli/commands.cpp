@@ -369,9 +369,9 @@ int run_verify(const VerifyOptions& o) {
 
 // ---- backends ------------------------------------------------------------------------------
 
-int run_backends(bool markdown, bool names_only) {
+int run_backends(bool markdown, bool names_only, bool available_only) {
   const auto& reg = builtin_registry();
-  const auto backends = reg.backends();
+  const auto backends = available_only ? reg.available_backends() : reg.backends();
   if (names_only) {
     for (const auto& b : backends) std::cout << b << "\n";
     return 0;
@@ -384,6 +384,9 @@ int run_backends(bool markdown, bool names_only) {
       for (const auto& [library, version] : p.libraries) libraries += (libraries.empty() ? "" : ", ") + library + " " + version;
       for (const auto& [what, value] : p.kernels) libraries += (libraries.empty() ? "" : "; ") + what + " " + value;
     }
+    if (info->device) libraries += (libraries.empty() ? "" : "; ") + std::string("computes on ") + info->device->name();
+    if (const std::string why = backend_unavailable(*info); !why.empty())
+      libraries += std::string(libraries.empty() ? "" : "; ") + "unavailable here: " + why;
     if (markdown)
       std::cout << "- **" << b << "**: " << info->summary << (libraries.empty() ? "" : " (" + libraries + ")") << "\n";
     else

@@ -86,6 +86,6 @@ int run_export(const ExportOptions& o);
 /// Prints the op x backend table of the kernel registry (Markdown with --markdown).
 /// The registry: each backend with what it computes with and its libraries, then the op
 /// coverage table; `names_only`: one name per line.
-int run_backends(bool markdown, bool names_only);
+int run_backends(bool markdown, bool names_only, bool available_only = false);
 
 }  // namespace mosaic::cli

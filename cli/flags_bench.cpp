@@ -13,7 +13,8 @@ namespace {
 /// `mosaic bench`.
 struct BenchFlags {
   BenchOptions bench;
-  std::vector<std::string> registered = builtin_registry().backends();  ///< in registration order
+  /// What "all" means: every backend that can run here, in registration order.
+  std::vector<std::string> registered = builtin_registry().available_backends();
   std::string backends = join(registered, ",");
   std::string fallback = "naive";
   double target_ci_pct = 0;
@@ -99,6 +100,10 @@ struct BenchFlags {
 
   int run() {
     bench.backends = backends == "all" ? registered : split(backends);
+    if (backends == "all" || (!backends_opt->count() && bench.assign.empty()))
+      for (const auto& b : builtin_registry().backends())
+        if (const std::string why = builtin_registry().unavailable(b); !why.empty())
+          std::cerr << "mosaic: note: backend " << b << " is unavailable here (" << why << "); all leaves it out\n";
     bench.fallback = split(fallback);
     bench.check = !no_check;
     bench.fuse = !no_fuse;

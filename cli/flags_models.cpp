@@ -118,16 +118,20 @@ struct PlanFlags {
 struct BackendsFlags {
   bool markdown = false;
   bool names_only = false;
+  bool available = false;
 
   CLI::App* add(CLI::App& app) {
     auto* backends_cmd = app.add_subcommand("backends", "list the backends and the ops each has a kernel for");
     backends_cmd->add_flag("--markdown", markdown, "print a Markdown table");
     backends_cmd->add_flag("--names", names_only, "print only the backends' names, one per line (for scripts)");
+    backends_cmd->add_flag("--available", available,
+                           "with --names: only those that can run here (what all means; the cuda backend "
+                           "without a GPU cannot)");
     return backends_cmd;
   }
 
   int run() {
-    return run_backends(markdown, names_only);
+    return run_backends(markdown, names_only, available);
   }
 };
 

@@ -30,12 +30,15 @@ int run_plan(const PlanCliOptions& o) {
   for (const auto& s : r.steps) {
     std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-10s %-10s %-20.20s %s%s\n", width, 600, s.node.c_str(),
                   s.op.c_str(), s.requested.c_str(), s.backend.c_str(), shape_str(s.output_shape).c_str(),
-                  s.output_layout.c_str(), s.fell_back() ? "  (fallback)" : "");
+                  (s.output_layout + (s.output_device == "host" ? "" : " on " + s.output_device)).c_str(),
+                  s.fell_back() ? "  (fallback)" : "");
     std::cout << line;
   }
   for (const auto& s : r.steps) {
     if (s.conversion)
-      std::cout << "conversion: '" << s.converted_value << "' " << s.from_layout << " -> plain, "
+      std::cout << "conversion: '" << s.converted_value << "' "
+                << (s.from_device != s.output_device ? s.from_device + " -> " + s.output_device : s.from_layout + " -> plain")
+                << ", "
                 << format_bytes(static_cast<double>(s.bytes_read)) << " read, "
                 << format_bytes(static_cast<double>(s.bytes_written)) << " written\n";
     if (s.fell_back())

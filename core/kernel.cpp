@@ -17,6 +17,8 @@ std::string precision_declined(const BackendInfo& info, Precision p) {
   return p == Precision::kF32 ? "" : "it computes in float32 only";
 }
 
+std::string backend_unavailable(const BackendInfo& info) { return info.unavailable ? info.unavailable() : ""; }
+
 Status KernelRegistry::add_backend(BackendInfo info) {
   if (info.name.empty() || info.name.find_first_of(", =@*\t\n") != std::string::npos)
     return Status::invalid("backend name '" + info.name + "': must be non-empty, without spaces, ',', '=', '@' or '*'");
@@ -62,6 +64,18 @@ std::vector<std::string> KernelRegistry::backends() const {
   return names;
 }
 
+std::string KernelRegistry::unavailable(const std::string& backend) const {
+  const BackendInfo* b = info(backend);
+  return b ? backend_unavailable(*b) : "";
+}
+
+std::vector<std::string> KernelRegistry::available_backends() const {
+  std::vector<std::string> names;
+  for (const auto& b : order_)
+    if (backend_unavailable(b).empty()) names.push_back(b.name);
+  return names;
+}
+
 std::vector<std::string> KernelRegistry::ops(const std::string& backend) const {
   std::vector<std::string> out;
   auto it = table_.find(backend);
@@ -87,6 +101,10 @@ Capability KernelRegistry::query(const std::string& backend, const KernelContext
   Capability cap;
   if (!has_backend(backend)) {
     cap.status = Status::not_found("unknown backend '" + backend + "'");
+    return cap;
+  }
+  if (const std::string why = unavailable(backend); !why.empty()) {
+    cap.status = Status::unsupported("backend '" + backend + "' is unavailable here: " + why);
     return cap;
   }
   const Entry* e = entry(backend, ctx.node->op_type);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/device.hpp"
 #include "ir/graph.hpp"
 #include "ir/status.hpp"
 #include "ir/tensor.hpp"
@@ -94,6 +95,10 @@ class Kernel {
 /// Op type of the conversion step the planner inserts to turn a backend's layout into a
 /// plain tensor. Every backend that produces layouts registers a kernel for it.
 inline constexpr const char* kToPlainOp = "mosaic.ToPlain";
+/// Op types of the copy steps the planner inserts where a value crosses between host memory
+/// and a device backend's memory (BackendInfo::device); no backend registers them.
+inline constexpr const char* kToDeviceOp = "mosaic.ToDevice";
+inline constexpr const char* kToHostOp = "mosaic.ToHost";
 
 using KernelFactory = std::function<Expected<std::unique_ptr<Kernel>>(const KernelContext&)>;
 
@@ -147,7 +152,18 @@ struct BackendInfo {
   /// Why the backend cannot compute in `p` on this machine ("" if it can). Unset: float32
   /// only, every other precision declined as such.
   std::function<std::string(Precision p)> declines_precision;
+  /// Where its kernels compute (ir/device.hpp); nullptr: in host memory. A device backend's
+  /// kernels get every input, and write every output, in the device's memory: the planner
+  /// copies values in and out as timed steps, and keeps a resident copy of each constant they
+  /// read (KernelContext::constants still shows the host's, to decide on prepacking).
+  std::shared_ptr<Device> device{};
+  /// Why it cannot run on this machine now ("" if it can; unset: it always can), e.g. no GPU
+  /// or no driver. A plan that asks for it is refused with the reason, a fallback to it is
+  /// skipped, and "all" leaves it out and says why.
+  std::function<std::string()> unavailable{};
 };
+/// Why `info`'s backend cannot run here now ("" if it can).
+std::string backend_unavailable(const BackendInfo& info);
 /// Why `info`'s backend cannot compute in `p` here ("" if it can).
 std::string precision_declined(const BackendInfo& info, Precision p);
 
@@ -169,14 +185,19 @@ class KernelRegistry {
   /// nullptr for an unknown backend.
   const BackendInfo* info(const std::string& backend) const;
   bool has_backend(const std::string& backend) const;
+  /// Why a registered backend cannot run here now ("" if it can, or if it is unknown).
+  std::string unavailable(const std::string& backend) const;
+  /// The registered backends that can run here now (what "all" means), in order.
+  std::vector<std::string> available_backends() const;
   bool has_kernel(const std::string& backend, const std::string& op_type) const;
   std::vector<std::string> backends() const;
   std::vector<std::string> ops(const std::string& backend) const;
   /// The kernel's traits; nullptr where the backend has no kernel for op_type.
   const KernelTraits* traits(const std::string& backend, const std::string& op_type) const;
   /// Whether `backend` takes the node in `ctx` (ctx.node, ctx.training, descriptors), and
-  /// whether in its layouts, without building a kernel: an unknown backend is kNotFound, a
-  /// missing kernel or a failed SupportCheck kUnsupported with the reason.
+  /// whether in its layouts, without building a kernel: an unknown backend is kNotFound, an
+  /// unavailable one (BackendInfo::unavailable), a missing kernel or a failed SupportCheck
+  /// kUnsupported with the reason.
   Capability query(const std::string& backend, const KernelContext& ctx) const;
   /// Creates the kernel (after its SupportCheck), or returns kUnsupported with the reason.
   Expected<std::unique_ptr<Kernel>> create(const std::string& backend, const KernelContext& ctx) const;

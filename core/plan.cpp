@@ -270,6 +270,8 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs
       ev.iteration = iteration;
       ev.begin_ns = now_ns();
       Status status = st.kernel->forward(st.src, st.dst);
+      // A device's kernels may return before it has finished: its step ends when it has.
+      if (status.is_ok() && st.device) status = st.device->synchronize();
       ev.end_ns = now_ns();
       if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " on " + st.backend);
       observer->on_node(ev);
@@ -278,6 +280,8 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs
       if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " on " + st.backend);
     }
   }
+  for (const auto& d : devices_)  // the run ends when every device has finished its work
+    if (Status st = d->synchronize(); !st.is_ok()) return st.with_context("waiting for " + d->name());
   if (observer) observer->on_run({iteration, run_begin, now_ns()});
   if (outputs) {
     outputs->clear();

@@ -88,6 +88,9 @@ struct PlanValue {
   bool grad_pooled = false;  ///< its gradient buffer is shared with others live at other times
   int storage = -1;     ///< index into the plan's storage list (-1: constant)
   Tensor grad;          ///< gradient buffer (training plans, needs_grad values)
+  /// The device its bytes live on (BackendInfo::device of the backend that writes it, or of
+  /// the kernels a resident constant copy is for); nullptr: host memory.
+  std::shared_ptr<Device> device;
 };
 
 struct PlanStep {
@@ -108,7 +111,8 @@ struct PlanStep {
   double backward_flops_data = 0, backward_flops_weights = 0;
   size_t out_bytes = 0;
   bool alias = false;
-  bool conversion = false;       ///< a layout conversion the planner inserted
+  bool conversion = false;       ///< a layout conversion or device copy the planner inserted
+  Device* device = nullptr;      ///< where it computes (its backend's device); nullptr: host
   bool flows = false;            ///< training: a gradient flows back through it (an input needs one)
   int64_t create_ns = 0;
   bool fell_back() const { return !fallback_reason.empty(); }
@@ -178,6 +182,12 @@ class Plan {
   /// chain's few at a time; 0 once attention is fused (its blocks are kernel workspace).
   int64_t attention_bytes() const { return attention_bytes_; }
   int64_t workspace_bytes() const;
+  /// What the plan holds on each device it uses, by Device::name: its activation buffers and
+  /// the resident copies of constants (activation_bytes() and weight_bytes() count the host's).
+  struct DeviceBytes {
+    int64_t activations = 0, constants = 0;
+  };
+  const std::map<std::string, DeviceBytes>& device_bytes() const { return device_bytes_; }
   int fallback_count() const;
   int conversion_count() const;
 
@@ -192,6 +202,8 @@ class Plan {
   std::vector<int> input_values_, output_values_;
   MemoryTracker tracker_;
   int64_t weight_bytes_ = 0, activation_bytes_ = 0, attention_bytes_ = 0;
+  std::map<std::string, DeviceBytes> device_bytes_;
+  std::vector<std::shared_ptr<Device>> devices_;  // every device a step computes on
 };
 
 }  // namespace mosaic

@@ -37,6 +37,22 @@ int best_fit(std::vector<Slot>& slots, size_t bytes, Free is_free) {
   return best;
 }
 
+/// The kernel of a mosaic.ToDevice / mosaic.ToHost step: its input's bytes, copied across.
+class DeviceCopyKernel : public Kernel {
+ public:
+  DeviceCopyKernel(std::shared_ptr<Device> device, bool to_device) : device_(std::move(device)), to_device_(to_device) {}
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t bytes = src[0]->bytes();
+    if (!bytes) return Status::ok();
+    return to_device_ ? device_->copy_to_device(dst[0]->data(), src[0]->data(), bytes)
+                      : device_->copy_to_host(dst[0]->data(), src[0]->data(), bytes);
+  }
+
+ private:
+  std::shared_ptr<Device> device_;
+  bool to_device_;
+};
+
 }  // namespace
 
 class PlanBuilder {
@@ -100,6 +116,7 @@ class PlanBuilder {
       if (P.values_[v].desc.layout) {
         MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
       }
+      MOSAIC_ASSIGN_OR_RETURN(v, move_to(v, nullptr));
       P.output_values_.push_back(v);
     }
     return Status::ok();
@@ -127,8 +144,10 @@ class PlanBuilder {
     }
   }
 
-  /// Memory planning: liveness per value, greedy best-fit reuse of storage buffers.
-  void plan_activations() {
+  /// Memory planning: liveness per value, greedy best-fit reuse of storage buffers (each
+  /// device's values in buffers of their own device, counted in device_bytes_, not in the
+  /// host's tracker).
+  Status plan_activations() {
     const int nsteps = static_cast<int>(P.steps_.size());
     std::vector<int> last_use(P.values_.size(), -1);
     for (int s = 0; s < nsteps; ++s)
@@ -153,16 +172,21 @@ class PlanBuilder {
       size_t bytes = 0;
       int last_use = -1;
       bool busy = false;
+      std::shared_ptr<Device> device;
+      bool fresh = true;
     };
     std::vector<Storage> storage;
-    auto acquire = [&](size_t bytes, int until) {
-      const int best = best_fit(storage, bytes, [&](const Storage& c) { return !c.busy; });
-      storage[best].bytes = std::max(storage[best].bytes, bytes);
-      storage[best].busy = true;
-      storage[best].last_use = until;
+    auto acquire = [&](const PlanValue& v, int until) {
+      const int best = best_fit(storage, v.desc.bytes(), [&](const Storage& c) { return !c.busy && c.device == v.device; });
+      Storage& slot = storage[best];
+      if (slot.fresh) slot.device = v.device;
+      slot.fresh = false;
+      slot.bytes = std::max(slot.bytes, v.desc.bytes());
+      slot.busy = true;
+      slot.last_use = until;
       return best;
     };
-    for (int v : P.input_values_) P.values_[v].storage = acquire(P.values_[v].desc.bytes(), std::max(last_use[v], 0));
+    for (int v : P.input_values_) P.values_[v].storage = acquire(P.values_[v], std::max(last_use[v], 0));
     for (int s = 0; s < nsteps; ++s) {
       PlanStep& st = P.steps_[s];
       for (size_t o = 0; o < st.out.size(); ++o) {
@@ -175,15 +199,29 @@ class PlanBuilder {
             storage[P.values_[v].storage].last_use = std::max(storage[P.values_[v].storage].last_use, last_use[v]);
           continue;
         }
-        P.values_[v].storage = acquire(P.values_[v].desc.bytes(), std::max(last_use[v], s));
+        P.values_[v].storage = acquire(P.values_[v], std::max(last_use[v], s));
       }
       for (auto& sto : storage)
         if (sto.busy && sto.last_use <= s) sto.busy = false;
     }
     for (const auto& sto : storage) {
-      P.storage_.push_back(options_.allocate ? std::make_shared<Buffer>(sto.bytes, &P.tracker_) : nullptr);
-      P.activation_bytes_ += static_cast<int64_t>(sto.bytes);
+      if (!sto.device) {
+        P.storage_.push_back(options_.allocate ? std::make_shared<Buffer>(sto.bytes, &P.tracker_) : nullptr);
+        P.activation_bytes_ += static_cast<int64_t>(sto.bytes);
+        continue;
+      }
+      P.device_bytes_[sto.device->name()].activations += static_cast<int64_t>(sto.bytes);
+      if (!options_.allocate) {
+        P.storage_.push_back(nullptr);
+        continue;
+      }
+      auto buffer = device_buffer(sto.device, sto.bytes, nullptr);
+      if (!buffer.ok())
+        return buffer.status().with_context(g.source + ": activation buffer of " + std::to_string(sto.bytes) + " bytes on " +
+                                            sto.device->name());
+      P.storage_.push_back(std::move(buffer.value()));
     }
+    return Status::ok();
   }
 
   /// Binds tensors to the planned buffers (views for aliases) and the per-step pointer lists.
@@ -264,9 +302,9 @@ class PlanBuilder {
     for (int v : in) {
       ctx.inputs.push_back(v < 0 ? TensorDesc{} : P.values_[v].desc);
       ctx.input_present.push_back(v >= 0);
-      const bool constant = v >= 0 && P.values_[v].is_const && !P.values_[v].trainable &&
-                            !(options_.shared_weights && P.values_[v].desc.dtype == DType::kF32);
-      ctx.constants.push_back(constant ? &P.values_[v].tensor : nullptr);
+      const int host = v >= 0 && resident_of_.count(v) ? resident_of_.at(v) : v;
+      const bool constant = host >= 0 && is_constant(host);
+      ctx.constants.push_back(constant ? &P.values_[host].tensor : nullptr);
     }
     for (const auto& name : g.nodes[ni].outputs) {
       const int v = name.empty() ? -1 : index_.at(name);
@@ -303,6 +341,7 @@ class PlanBuilder {
     pv.name = conv.outputs[0];
     pv.desc = {from.dtype, from.shape, nullptr};
     pv.needs_grad = P.values_[v].needs_grad;  // training: its backward converts the gradient back
+    pv.device = P.values_[v].device;
     P.values_.push_back(pv);
     const int out = static_cast<int>(P.values_.size()) - 1;
     index_[pv.name] = out;
@@ -310,6 +349,7 @@ class PlanBuilder {
     step.node = static_cast<int>(g.nodes.size()) - 1;
     step.backend = step.requested = backend;
     step.conversion = true;
+    step.device = pv.device.get();
     KernelContext ctx = base_context(&g.nodes.back());
     ctx.inputs = {from};
     ctx.input_present = {true};
@@ -329,6 +369,96 @@ class PlanBuilder {
                                  backend);
     P.steps_.push_back(std::move(step));
     plain_copy_[v] = out;
+    return out;
+  }
+
+  /// A constant kernels may prepack: not a parameter, and not a weight another plan shares.
+  bool is_constant(int v) const {
+    const PlanValue& pv = P.values_[v];
+    return pv.is_const && !pv.trainable && !(options_.shared_weights && pv.desc.dtype == DType::kF32);
+  }
+
+  std::shared_ptr<Device> device_of(const std::string& backend) const {
+    const BackendInfo* info = registry_.info(backend);
+    return info ? info->device : nullptr;
+  }
+
+  /// Value `v` where `device`'s kernels (nullptr: the host's) can read it: itself if it is
+  /// there; a resident copy made now for a constant going to a device; else the output of a
+  /// copy step (through the host between two devices). Once per value and place.
+  Expected<int> move_to(int v, const std::shared_ptr<Device>& device) {
+    if (P.values_[v].device == device) return v;
+    const auto key = std::make_pair(v, device.get());
+    if (auto it = moved_.find(key); it != moved_.end()) return it->second;
+    int out = v;
+    if (P.values_[v].device) {
+      MOSAIC_ASSIGN_OR_RETURN(out, copy_step(v, P.values_[v].device, false));
+    }
+    if (device) {
+      if (is_constant(out)) {
+        MOSAIC_ASSIGN_OR_RETURN(out, resident_copy(out, device));
+      } else {
+        MOSAIC_ASSIGN_OR_RETURN(out, copy_step(out, device, true));
+      }
+    }
+    return moved_[key] = out;
+  }
+
+  /// A constant's copy in `device`'s memory, made once at build time: the kernels there read
+  /// it on every run without a copy step.
+  Expected<int> resident_copy(int v, const std::shared_ptr<Device>& device) {
+    PlanValue pv;
+    pv.name = P.values_[v].name + "@" + device->name();
+    pv.desc = P.values_[v].desc;
+    pv.is_const = true;
+    pv.device = device;
+    const size_t bytes = pv.desc.bytes();
+    if (options_.allocate) {
+      auto buffer = device_buffer(device, bytes, nullptr);
+      if (!buffer.ok()) return buffer.status().with_context(g.source + ": resident copy of '" + P.values_[v].name + "'");
+      pv.tensor = Tensor::on_buffer(pv.desc, buffer.value());
+      if (bytes) {
+        MOSAIC_RETURN_IF_ERROR(device->copy_to_device(pv.tensor.data(), P.values_[v].tensor.data(), bytes)
+                                   .with_context(g.source + ": copying '" + P.values_[v].name + "' to " + device->name()));
+      }
+    }
+    P.device_bytes_[device->name()].constants += static_cast<int64_t>(bytes);
+    P.values_.push_back(std::move(pv));
+    const int out = static_cast<int>(P.values_.size()) - 1;
+    index_[P.values_[out].name] = out;
+    resident_of_[out] = v;
+    return out;
+  }
+
+  /// Inserts a timed step copying plain value `v` to `device` (to_device) or out of it to the
+  /// host; returns the copy. It runs as a conversion of the backend that computes there.
+  Expected<int> copy_step(int v, const std::shared_ptr<Device>& device, bool to_device) {
+    const std::string& name = P.values_[v].name;
+    if (P.values_[v].desc.layout)
+      return Status::internal(g.source + ": '" + name + "' is copied between devices while in a layout");
+    Node copy;
+    copy.op_type = to_device ? kToDeviceOp : kToHostOp;
+    copy.name = std::string(to_device ? "to_device(" : "to_host(") + name + ")";
+    copy.inputs = {name};
+    copy.outputs = {name + "@" + (to_device ? device->name() : std::string("host"))};
+    g.nodes.push_back(copy);
+    PlanValue pv;
+    pv.name = copy.outputs[0];
+    pv.desc = P.values_[v].desc;
+    pv.device = to_device ? device : nullptr;
+    P.values_.push_back(pv);
+    const int out = static_cast<int>(P.values_.size()) - 1;
+    index_[pv.name] = out;
+    PlanStep step;
+    step.node = static_cast<int>(g.nodes.size()) - 1;
+    step.backend = step.requested = device_backend_.at(device.get());
+    step.conversion = true;
+    step.device = device.get();
+    step.kernel = std::make_unique<DeviceCopyKernel>(device, to_device);
+    step.in = {v};
+    step.out = {out};
+    step.out_bytes = pv.desc.bytes();
+    P.steps_.push_back(std::move(step));
     return out;
   }
 
@@ -353,6 +483,12 @@ class PlanBuilder {
         if (cap.status.code() != StatusCode::kUnsupported && cap.status.code() != StatusCode::kNotFound)
           return cap.status.with_context(g.source + ": " + node.label());
         reasons += (reasons.empty() ? "" : "; ") + cap.status.message();
+        continue;
+      }
+      const std::shared_ptr<Device> device = device_of(backend);
+      if (device && training_) {
+        reasons += (reasons.empty() ? "" : "; ") + backend + " computes on " + device->name() +
+                   ", and training plans on a device are not supported yet";
         continue;
       }
       // Inputs in a layout this kernel cannot read are converted first.
@@ -388,8 +524,21 @@ class PlanBuilder {
         step.create_ns = now_ns() - t0;
         step.kernel = std::move(k.value());
         step.backend = backend;
+        step.device = device.get();
+        if (device && !device_backend_.count(device.get())) {
+          device_backend_[device.get()] = backend;
+          P.devices_.push_back(device);
+        }
+        // Inputs elsewhere are copied to where it computes (the context it was made with is
+        // the same: copies keep the descriptor, and constants show their host tensors).
+        for (int& v : in)
+          if (v >= 0) {
+            MOSAIC_ASSIGN_OR_RETURN(v, move_to(v, device));
+          }
         step.in = in;
         step.out = out;
+        for (int v : out)
+          if (v >= 0) P.values_[v].device = device;
         break;
       }
       if (k.status().code() != StatusCode::kUnsupported && k.status().code() != StatusCode::kNotFound)
@@ -512,10 +661,22 @@ class PlanBuilder {
   std::map<std::string, std::vector<size_t>> consumers_;
   std::set<std::string> graph_outputs_;
   std::map<int, int> plain_copy_;  // value in a layout -> its converted plain value
+  std::map<std::pair<int, const Device*>, int> moved_;  // (value, place) -> its copy there
+  std::map<int, int> resident_of_;                      // resident device copy -> host constant
+  std::map<const Device*, std::string> device_backend_;  // device -> the first backend computing there
 };
 
 Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement& placement,
                                             const KernelRegistry& registry, const PlanOptions& options) {
+  for (const auto& b : placement.asked_backends()) {
+    const BackendInfo* info = registry.info(b);
+    if (!info) continue;
+    if (const std::string why = backend_unavailable(*info); !why.empty())
+      return Status::unsupported("backend " + b + " is unavailable here: " + why);
+    if (options.training && info->device)
+      return Status::unsupported("backend " + b + " computes on " + info->device->name() +
+                                 ": training plans on a device are not supported yet (inference only)");
+  }
   if (options.precision != Precision::kF32) {
     for (const auto& b : placement.asked_backends()) {
       const BackendInfo* info = registry.info(b);
@@ -532,7 +693,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   b.register_values();
   b.mark_gradients();
   MOSAIC_RETURN_IF_ERROR(b.create_kernels());
-  b.plan_activations();
+  MOSAIC_RETURN_IF_ERROR(b.plan_activations());
   b.bind_tensors();
   b.plan_gradients();
   return plan;

@@ -5,8 +5,10 @@
 #include <limits>
 #include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include "ir/checked.hpp"
+#include "ir/device.hpp"
 #include "ir/status.hpp"
 
 namespace mosaic {
@@ -103,8 +105,14 @@ Buffer::Buffer(void* data, size_t bytes, std::shared_ptr<void> owner, MemoryTrac
   if (tracker_) tracker_->on_alloc(bytes_);
 }
 
+Buffer::Buffer(std::shared_ptr<Device> device, void* data, size_t bytes, MemoryTracker* tracker)
+    : data_(data), bytes_(bytes), tracker_(tracker), device_(std::move(device)) {
+  if (tracker_) tracker_->on_alloc(bytes_);
+}
+
 Buffer::~Buffer() {
-  if (!owner_) std::free(data_);
+  if (device_) device_->release(data_);
+  else if (!owner_) std::free(data_);
   if (tracker_) tracker_->on_free(bytes_);
 }
 
@@ -144,7 +152,13 @@ Tensor Tensor::reshaped(const Shape& shape) const {
 
 Tensor Tensor::clone(MemoryTracker* tracker) const {
   Tensor t = empty(desc_, tracker);
-  if (bytes()) std::memcpy(t.data(), data(), bytes());
+  if (!bytes()) return t;
+  if (Device* d = device()) {
+    const Status copied = d->copy_to_host(t.data(), data(), bytes());
+    if (!copied.is_ok()) throw std::runtime_error("copying a tensor out of " + d->name() + ": " + copied.message());
+  } else {
+    std::memcpy(t.data(), data(), bytes());
+  }
   return t;
 }
 

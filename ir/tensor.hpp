@@ -11,6 +11,8 @@
 
 namespace mosaic {
 
+class Device;
+
 /// Element types. float32 is the compute type; int64 carries shapes and indices;
 /// bool is only produced by ops such as Dropout's mask.
 enum class DType : uint8_t { kF32, kI64, kBool };
@@ -97,17 +99,23 @@ class Buffer {
   Buffer(size_t bytes, MemoryTracker* tracker);
   /// Wraps `bytes` at `data`, which `owner` keeps valid; not freed by the Buffer.
   Buffer(void* data, size_t bytes, std::shared_ptr<void> owner, MemoryTracker* tracker);
+  /// Takes `bytes` at `data` in `device`'s memory (Device::allocate), released through it.
+  Buffer(std::shared_ptr<Device> device, void* data, size_t bytes, MemoryTracker* tracker);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
+  /// In device memory where device() is set: never read it on the host.
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  /// The device the bytes live on; nullptr: host memory.
+  Device* device() const { return device_.get(); }
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   MemoryTracker* tracker_ = nullptr;
   std::shared_ptr<void> owner_;  // set for external memory
+  std::shared_ptr<Device> device_;  // set for device memory
 };
 
 class Tensor {
@@ -138,8 +146,11 @@ class Tensor {
 
   /// Same buffer, another shape of the same element count.
   Tensor reshaped(const Shape& shape) const;
-  /// Deep copy (untracked unless a tracker is given).
+  /// Deep copy in host memory (untracked unless a tracker is given); a tensor on a device is
+  /// copied out of it.
   Tensor clone(MemoryTracker* tracker = nullptr) const;
+  /// The device its bytes live on (nullptr: host memory, or no buffer).
+  Device* device() const { return buffer_ ? buffer_->device() : nullptr; }
   /// Reads element i as double whatever the dtype (for checks and printing).
   double get(int64_t i) const;
   /// Values as int64 (from i64 or f32 tensors); used for shape inputs.

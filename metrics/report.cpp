@@ -92,6 +92,7 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.weight_bytes = plan.weight_bytes();
   c.activation_bytes = plan.activation_bytes();
   c.attention_bytes = plan.attention_bytes();
+  for (const auto& [device, b] : plan.device_bytes()) c.device_bytes[device] = {b.activations, b.constants};
   c.workspace_bytes = plan.workspace_bytes();
   c.fallbacks = plan.fallback_count();
   const std::vector<int> final_step = plan.grad_final_step();
@@ -265,6 +266,9 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     os << "  workspace "
        << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
        << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
+    for (const auto& [device, bytes] : c.device_bytes)
+      os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.first))
+         << "  resident constants " << format_bytes(static_cast<double>(bytes.second)) << "\n";
     std::snprintf(line, sizeof line, "plan:    created in %.1f ms (every kernel built, weights prepacked)\n", c.create_ms);
     os << line;
     if (c.checked) {
@@ -448,6 +452,8 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"attention_bytes", c.attention_bytes},
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
+    for (const auto& [device, bytes] : c.device_bytes)
+      r["memory"]["devices"][device] = {{"activation_bytes", bytes.first}, {"constant_bytes", bytes.second}};
     if (rep.mode == "training") {
       r["gradients"] = json::array();
       for (const auto& gr : c.gradients)

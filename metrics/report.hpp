@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct ConfigReport {
   std::vector<double> repeat_images_per_s;
   int64_t weight_bytes = 0, activation_bytes = 0, workspace_bytes = 0, peak_tracked_bytes = 0;
   int64_t attention_bytes = 0;  ///< of the activations: attention scores live at once (Plan::attention_bytes)
+  /// What the plan holds on each device (Plan::device_bytes): activations and resident constants;
+  /// the fields above count the host's memory only.
+  std::map<std::string, std::pair<int64_t, int64_t>> device_bytes;
   double create_ms = 0;  ///< plan creation: building every kernel (create stage)
   double total_flops = 0;           ///< forward FLOPs of one batch
   double total_backward_flops = 0;  ///< training: backward FLOPs of one batch (data + weights)

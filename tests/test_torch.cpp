@@ -69,17 +69,18 @@ class TorchBackend : public ScratchDirTest {
 };
 
 TEST_F(TorchBackend, IsBundledAndLoadedOnlyWhereACommandNamesIt) {
-  const std::vector<std::string> bundled = bundled_plugins();
+  std::vector<std::string> bundled;  // the torch plugin (the cuda one is bundled too where it is built)
+  for (const std::string& p : bundled_plugins())
+    if (bundled_backend_name(p) == "torch") bundled.push_back(p);
   ASSERT_EQ(bundled.size(), 1u);
-  EXPECT_EQ(bundled_backend_name(bundled[0]), "torch");
 
   EXPECT_TRUE(wanted({"mosaic", "bench", "zoo:fmnist-cnn"}).empty());
   EXPECT_TRUE(wanted({"mosaic", "bench", "zoo:fmnist-cnn", "--backends", "naive,onednn"}).empty());
   EXPECT_TRUE(wanted({"mosaic", "info", "torch_models/a.onnx"}).empty()) << "a word containing the name is not it";
   EXPECT_EQ(wanted({"mosaic", "bench", "m.onnx", "--backends", "onednn,torch"}), bundled);
   EXPECT_EQ(wanted({"mosaic", "bench", "m.onnx", "--assign=Conv=torch,*=naive"}), bundled);
-  EXPECT_EQ(wanted({"mosaic", "verify", "dir", "--backend", "all"}), bundled);
-  EXPECT_EQ(wanted({"mosaic", "backends"}), bundled);
+  EXPECT_EQ(wanted({"mosaic", "verify", "dir", "--backend", "all"}), bundled_plugins());
+  EXPECT_EQ(wanted({"mosaic", "backends"}), bundled_plugins());
   std::ofstream(path("placement.yaml")) << "default: onednn\nops:\n  Conv: torch\n";
   const std::string yaml = path("placement.yaml");
   EXPECT_EQ(wanted({"mosaic", "plan", "m.onnx", "--assign", yaml.c_str()}), bundled);

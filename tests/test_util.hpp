@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,14 +37,11 @@ inline std::vector<std::string> optimised_backends() {
 /// The backends a CLI command with `--backend all` (or `--backends all`) runs: the
 /// registry's, plus the bundled plugins' (the torch backend), which the CLI loads for `all`
 /// and this process only when its tests use them.
-inline std::vector<std::string> cli_all_backends() {
-  std::vector<std::string> all = builtin_registry().backends();
-  for (const std::string& p : bundled_plugins()) {
-    const std::string name = bundled_backend_name(p);
-    if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
-  }
-  return all;
-}
+inline std::vector<std::string> cli_all_backends();
+
+/// The bundled plugins' backends that can run here, as the CLI says (`backends --names
+/// --available`): the cuda backend without a GPU cannot, and `all` leaves it out.
+inline std::vector<std::string> bundled_available_backends();
 
 /// Test names by backend ("GradcheckBackends.X/torch"), so that a test's name says which
 /// backend it runs on (and a filter naming a bundled backend makes the process load it).
@@ -69,6 +67,29 @@ inline CmdResult mosaic_shell(const std::string& command) {
 
 /// Runs the mosaic binary with `args`; stdout and stderr together.
 inline CmdResult mosaic(const std::string& args) { return mosaic_shell(std::string(MOSAIC_BIN) + " " + args); }
+
+inline std::vector<std::string> bundled_available_backends() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    const CmdResult r = mosaic("backends --names --available");
+    std::vector<std::string> listed;
+    std::string line;
+    for (std::istringstream in(r.out); std::getline(in, line);) listed.push_back(line);
+    for (const std::string& p : bundled_plugins()) {
+      const std::string name = bundled_backend_name(p);
+      if (std::find(listed.begin(), listed.end(), name) != listed.end()) out.push_back(name);
+    }
+    return out;
+  }();
+  return names;
+}
+
+inline std::vector<std::string> cli_all_backends() {
+  std::vector<std::string> all = builtin_registry().available_backends();
+  for (const std::string& name : bundled_available_backends())
+    if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
+  return all;
+}
 
 /// A test with a scratch directory of its own (named after the process and the test, removed
 /// afterwards): derive, passing a prefix, and name files with path().

@@ -223,7 +223,7 @@ T value_or_raise(Expected<T> r) {
 py::object run_bench(const std::string& model, const py::kwargs& kw) {
   BenchOptions o;
   o.model = model;
-  o.backends = builtin_registry().backends();
+  o.backends = builtin_registry().available_backends();
   o.db.off = true;
   apply("bench", bench_fields(), kw, o);
   if (o.backends.empty() && o.assign.empty()) raise_status(Status::invalid("bench(): backends is empty"));

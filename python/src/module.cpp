@@ -18,8 +18,13 @@ PYBIND11_MODULE(_mosaic, m) {
   register_exceptions(m);
   m.def("version", &mosaic::api::version, "The version of the Mosaic library this module runs.");
   m.def(
-      "backends", [] { return mosaic::builtin_registry().backends(); },
-      "The registered backends: built-ins, then what loaded plugins added.");
+      "backends",
+      [](bool available) {
+        return available ? mosaic::builtin_registry().available_backends() : mosaic::builtin_registry().backends();
+      },
+      py::arg("available") = false,
+      "The registered backends: built-ins, then what loaded plugins added; available=True: only those that can "
+      "run here (what backend='all' means: the cuda backend without a GPU cannot).");
   m.def(
       "load_plugin",
       [](const std::string& path) {

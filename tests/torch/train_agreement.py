@@ -39,7 +39,7 @@ def diagnose(mosaic, model_path, backend, batch):
 
 
 def registered_backends(mosaic):
-    return subprocess.run([mosaic, "backends", "--names"], capture_output=True, text=True, check=True).stdout.split()
+    return subprocess.run([mosaic, "backends", "--names", "--available"], capture_output=True, text=True, check=True).stdout.split()
 
 
 def main():

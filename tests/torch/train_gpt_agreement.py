@@ -45,7 +45,7 @@ def main():
         print(args.text + " missing: skipping")
         return 77
     backends = args.backends.split(",") if args.backends else subprocess.run(
-        [args.mosaic, "backends", "--names"], capture_output=True, text=True, check=True).stdout.split()
+        [args.mosaic, "backends", "--names", "--available"], capture_output=True, text=True, check=True).stdout.split()
 
     text = open(args.text, encoding="utf-8").read()
     index = {}

@@ -1,0 +1,43 @@
+// Device: memory that is not the host's (a GPU's), and the copies in and out of it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ir/status.hpp"
+
+namespace mosaic {
+
+class Buffer;
+class MemoryTracker;
+
+/// Where a backend's kernels compute when it is not in host memory (BackendInfo::device).
+/// The planner allocates the values such a backend produces, and the resident copies of the
+/// constants it reads, through allocate(); it inserts a timed copy step (mosaic.ToDevice,
+/// mosaic.ToHost) wherever a value crosses between the host and the device, and calls
+/// synchronize() where it needs the device's work finished (per-node times, the outputs).
+/// Pointers into device memory are never read on the host: Tensor::clone copies out.
+class Device {
+ public:
+  virtual ~Device() = default;
+  /// What plans and reports show ("cuda:0").
+  virtual std::string name() const = 0;
+  /// `bytes` of zero-filled device memory, or an error that names the bytes asked for and
+  /// what the device has left.
+  virtual Expected<void*> allocate(size_t bytes) = 0;
+  /// Frees what allocate() returned.
+  virtual void release(void* data) noexcept = 0;
+  /// Copies `bytes` from host memory to device memory, and back. Both return when the copy
+  /// is complete (the host side may be reused at once).
+  virtual Status copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual Status copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+  /// Waits for every kernel queued on the device so far.
+  virtual Status synchronize() = 0;
+};
+
+/// A Buffer of `bytes` on `device`, reported to `tracker`; the device's error otherwise.
+Expected<std::shared_ptr<Buffer>> device_buffer(const std::shared_ptr<Device>& device, size_t bytes,
+                                                MemoryTracker* tracker);
+
+}  // namespace mosaic

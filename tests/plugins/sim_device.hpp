@@ -1,0 +1,175 @@
+// A simulated device for testing device placement without a GPU: its memory is host memory
+// that holds every 32-bit word with its top bit flipped, so that a host kernel reading device
+// memory, or a device kernel reading host memory, computes with negated floats (and garbled
+// integers) and fails the comparison with naive. Its kernels ("devsim": Relu, and Add of
+// equal shapes) also refuse any pointer the device did not allocate. Header-only: the test
+// binary registers it in a registry of its own, tests/plugins/sim_device.cpp as a plugin.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/kernel.hpp"
+
+namespace mosaic::sim {
+
+inline void flip_words(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  auto* w = static_cast<uint32_t*>(dst);
+  for (size_t i = 0; i < bytes / 4; ++i) w[i] ^= 0x80000000u;
+}
+
+class SimDevice : public Device {
+ public:
+  explicit SimDevice(size_t limit = SIZE_MAX) : limit_(limit) {}
+  std::string name() const override { return "sim:0"; }
+  Expected<void*> allocate(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (used_ + bytes > limit_)
+      return Status::unsupported("out of device memory: " + std::to_string(bytes) + " bytes asked for, " +
+                                 std::to_string(limit_ - used_) + " free on sim:0");
+    const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) return Status::unsupported("out of host memory behind sim:0");
+    flip_words(p, std::vector<uint8_t>(rounded, 0).data(), rounded);  // zero-filled, as the device stores it
+    live_[p] = bytes;
+    used_ += bytes;
+    return p;
+  }
+  void release(void* p) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;
+    used_ -= it->second;
+    live_.erase(it);
+    std::free(p);
+  }
+  Status copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (!owns(dst, bytes) || owns(src, 1)) return Status::internal("sim:0: copy_to_device from/to the wrong memory");
+    flip_words(dst, src, bytes);
+    ++copies_in;
+    return Status::ok();
+  }
+  Status copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (!owns(src, bytes) || owns(dst, 1)) return Status::internal("sim:0: copy_to_host from/to the wrong memory");
+    flip_words(dst, src, bytes);
+    ++copies_out;
+    return Status::ok();
+  }
+  Status synchronize() override {
+    ++syncs;
+    return Status::ok();
+  }
+  /// Whether [p, p + bytes) lies inside one live allocation.
+  bool owns(const void* p, size_t bytes) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.upper_bound(const_cast<void*>(p));
+    if (it == live_.begin()) return false;
+    --it;
+    const auto* base = static_cast<const uint8_t*>(it->first);
+    const auto* q = static_cast<const uint8_t*>(p);
+    const size_t size = it->second, offset = static_cast<size_t>(q - base);
+    return q >= base && offset < std::max<size_t>(size, 1) && offset + bytes <= std::max<size_t>(size, 1);
+  }
+  size_t live_allocations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.size();
+  }
+  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0};
+
+ private:
+  size_t limit_, used_ = 0;
+  mutable std::mutex mu_;
+  std::map<void*, size_t> live_;
+};
+
+/// What devsim's kernels share: the device, and the check that every tensor is on it.
+class SimKernel : public Kernel {
+ public:
+  explicit SimKernel(std::shared_ptr<SimDevice> device) : device_(std::move(device)) {}
+
+ protected:
+  Status on_device(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) const {
+    for (const Tensor* t : src)
+      if (t && (t->device() != device_.get() || !device_->owns(t->data(), t->bytes())))
+        return Status::internal("devsim kernel got an input outside sim:0");
+    for (const Tensor* t : dst)
+      if (t && (t->device() != device_.get() || !device_->owns(t->data(), t->bytes())))
+        return Status::internal("devsim kernel got an output outside sim:0");
+    return Status::ok();
+  }
+  static float load(const float* p, int64_t i) {
+    uint32_t w;
+    std::memcpy(&w, p + i, 4);
+    w ^= 0x80000000u;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  }
+  static void store(float* p, int64_t i, float f) {
+    uint32_t w;
+    std::memcpy(&w, &f, 4);
+    w ^= 0x80000000u;
+    std::memcpy(p + i, &w, 4);
+  }
+  std::shared_ptr<SimDevice> device_;
+};
+
+class SimRelu : public SimKernel {
+ public:
+  using SimKernel::SimKernel;
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (Status st = on_device(src, dst); !st.is_ok()) return st;
+    for (int64_t i = 0; i < src[0]->numel(); ++i) store(dst[0]->f32(), i, std::max(0.f, load(src[0]->f32(), i)));
+    return Status::ok();
+  }
+};
+
+class SimAdd : public SimKernel {
+ public:
+  using SimKernel::SimKernel;
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (Status st = on_device(src, dst); !st.is_ok()) return st;
+    for (int64_t i = 0; i < dst[0]->numel(); ++i)
+      store(dst[0]->f32(), i, load(src[0]->f32(), i) + load(src[1]->f32(), i));
+    return Status::ok();
+  }
+};
+
+template <class K>
+KernelFactory sim_factory(std::shared_ptr<SimDevice> device) {
+  return [device](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    // Constants are shown as the host's tensors, for prepacking decisions.
+    for (const Tensor* c : ctx.constants)
+      if (c && c->device()) return Status::internal("devsim: a constant in KernelContext is not on the host");
+    return std::unique_ptr<Kernel>(std::make_unique<K>(device));
+  };
+}
+
+/// Float32 only, and Add without broadcasting.
+inline KernelTraits sim_traits() {
+  return {LayoutUse::kNone, [](const KernelContext& ctx) {
+            for (const auto& d : ctx.inputs)
+              if (d.dtype != DType::kF32) return Status::unsupported("devsim computes in float32 only");
+            if (ctx.inputs.size() == 2 && ctx.inputs[0].shape != ctx.inputs[1].shape)
+              return Status::unsupported("devsim adds equal shapes only");
+            return Status::ok();
+          }};
+}
+
+inline BackendInfo sim_backend_info(std::shared_ptr<SimDevice> device, std::string unavailable_reason = "") {
+  BackendInfo info{"devsim", "test backend on a simulated device (sim:0)", nullptr, nullptr};
+  info.device = std::move(device);
+  if (!unavailable_reason.empty()) info.unavailable = [unavailable_reason] { return unavailable_reason; };
+  return info;
+}
+
+}  // namespace mosaic::sim

@@ -1,0 +1,258 @@
+// Device placement (ir/device.hpp, BackendInfo::device) on a simulated device whose memory
+// stores every word with its sign flipped (tests/plugins/sim_device.hpp): a missing or
+// misplaced copy computes with negated values and fails the comparison with naive.
+#include <cmath>
+
+#include "backends/naive/naive.hpp"
+#include "plugins/sim_device.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using sim::SimDevice;
+
+struct SimRegistry {
+  explicit SimRegistry(size_t limit = SIZE_MAX, std::string unavailable = "") : device(std::make_shared<SimDevice>(limit)) {
+    EXPECT_TRUE(register_naive_kernels(registry).is_ok());
+    BackendRegistration r(registry, sim::sim_backend_info(device, unavailable));
+    r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
+        .kernel("Add", sim::sim_factory<sim::SimAdd>(device), sim::sim_traits());
+    EXPECT_TRUE(r.status().is_ok()) << r.status().to_string();
+  }
+  KernelRegistry registry;
+  std::shared_ptr<SimDevice> device;
+};
+
+/// x -> relu1 -> add1 (+ the constant w) -> tanh1 (no devsim kernel: naive) -> relu2 -> y.
+Graph sim_graph() {
+  Graph g;
+  g.source = "sim.onnx";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3}, {}, true});
+  g.initializers["w"] = Tensor::from_f32({2, 3}, {0.5f, -1.f, 2.f, -0.25f, 1.5f, -3.f});
+  add_node(g, make_node("Relu"), {"x"}, {"h1"}, "relu1");
+  add_node(g, make_node("Add"), {"h1", "w"}, {"h2"}, "add1");
+  add_node(g, make_node("Tanh"), {"h2"}, {"h3"}, "tanh1");
+  add_node(g, make_node("Relu"), {"h3"}, {"y"}, "relu2");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+std::vector<float> run_plan(Plan& plan, const Tensor& x, ExecObserver* observer = nullptr) {
+  std::vector<Tensor> out;
+  const Status st = plan.run({x}, &out, observer);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  if (out.empty()) return {};
+  EXPECT_EQ(out[0].device(), nullptr) << "outputs come back to the host";
+  return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
+}
+
+struct CountingObserver : ExecObserver {
+  void on_node(const NodeEvent&) override { ++nodes; }
+  void on_run(const RunEvent&) override { ++runs; }
+  int nodes = 0, runs = 0;
+};
+
+TEST(DevicePlans, CopiesAreTimedStepsAndTheResultIsNaives) {
+  SimRegistry sim;
+  Graph g = sim_graph();
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.f, 1.f});
+  auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry);
+  ASSERT_TRUE(naive.ok()) << naive.status().to_string();
+  const std::vector<float> expected = run_plan(*naive.value(), x);
+  {
+    auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    const Plan& p = *plan.value();
+    std::vector<std::string> steps;
+    for (const auto& s : p.steps()) steps.push_back(p.node(s).op_type + "@" + s.backend + (s.device ? ":dev" : ""));
+    // The constant w is resident (no step); tanh1 falls back to naive on the host.
+    const std::vector<std::string> want = {"mosaic.ToDevice@devsim:dev", "Relu@devsim:dev",  "Add@devsim:dev",
+                                           "mosaic.ToHost@devsim:dev",   "Tanh@naive",       "mosaic.ToDevice@devsim:dev",
+                                           "Relu@devsim:dev",            "mosaic.ToHost@devsim:dev"};
+    EXPECT_EQ(steps, want) << join(steps);
+    EXPECT_EQ(p.conversion_count(), 4);
+    ASSERT_EQ(p.device_bytes().count("sim:0"), 1u);
+    EXPECT_EQ(p.device_bytes().at("sim:0").constants, 24) << "w, once";
+    EXPECT_GE(p.device_bytes().at("sim:0").activations, 24);
+    EXPECT_TRUE(p.steps()[4].fell_back());
+
+    CountingObserver observer;
+    const int syncs = sim.device->syncs;
+    const std::vector<float> got = run_plan(*plan.value(), x, &observer);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]) << i;
+    EXPECT_EQ(observer.nodes, 8) << "every copy is a timed step";
+    EXPECT_EQ(sim.device->syncs - syncs, 8) << "each of the 7 device steps waits for the device, and the run's end";
+    EXPECT_EQ(sim.device->copies_in, 1 + 2) << "w at build time, then x and h3 per run";
+    EXPECT_EQ(sim.device->copies_out, 2);
+    run_plan(*plan.value(), x);
+    EXPECT_EQ(sim.device->copies_in, 1 + 4) << "w is not copied again";
+  }
+  EXPECT_EQ(sim.device->live_allocations(), 0u) << "the plan's device memory is released with it";
+}
+
+TEST(DevicePlans, MixedPlacementCopiesOnlyAtTheBoundaries) {
+  SimRegistry sim;
+  Graph g = sim_graph();
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  auto placement = Placement::parse("Add=devsim,*=naive", sim.registry);
+  ASSERT_TRUE(placement.ok());
+  auto plan = Plan::build(g, placement.value(), sim.registry);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<std::string> ops;
+  for (const auto& s : plan.value()->steps()) ops.push_back(plan.value()->node(s).op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Relu", "mosaic.ToDevice", "Add", "mosaic.ToHost", "Tanh", "Relu"}));
+  const Tensor x = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.25f, 3.f, -0.5f, 0.f});
+  const std::vector<float> got = run_plan(*plan.value(), x);
+  const std::vector<float> w = {0.5f, -1.f, 2.f, -0.25f, 1.5f, -3.f};
+  ASSERT_EQ(got.size(), 6u);
+  for (size_t i = 0; i < 6; ++i)  // relu(tanh(relu(x) + w)), by hand
+    EXPECT_FLOAT_EQ(got[i], std::max(0.f, std::tanh(std::max(0.f, x.f32()[i]) + w[i]))) << i;
+}
+
+TEST(DevicePlans, DeviceTensorsAreCopiedOutByClone) {
+  auto device = std::make_shared<SimDevice>();
+  auto buffer = device_buffer(device, 8, nullptr);
+  ASSERT_TRUE(buffer.ok());
+  const float values[2] = {1.5f, -2.f};
+  ASSERT_TRUE(device->copy_to_device(buffer.value()->data(), values, 8).is_ok());
+  const Tensor on_device = Tensor::on_buffer(TensorDesc{DType::kF32, {2}}, buffer.value());
+  EXPECT_EQ(on_device.device(), device.get());
+  EXPECT_NE(on_device.f32()[0], 1.5f) << "the device stores its words its own way";
+  const Tensor host = on_device.clone();
+  EXPECT_EQ(host.device(), nullptr);
+  EXPECT_EQ(host.f32()[0], 1.5f);
+  EXPECT_EQ(host.f32()[1], -2.f);
+}
+
+TEST(DevicePlans, OutOfDeviceMemoryIsAnErrorNamingTheBytes) {
+  SimRegistry sim(/*limit=*/40);  // w (24 bytes) fits, w and an activation buffer do not
+  Graph g = sim_graph();
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
+  ASSERT_FALSE(plan.ok());
+  const std::string m = plan.status().message();
+  EXPECT_NE(m.find("sim.onnx"), std::string::npos) << m;
+  EXPECT_NE(m.find("24 bytes asked for"), std::string::npos) << m;
+  EXPECT_NE(m.find("sim:0"), std::string::npos) << m;
+  EXPECT_EQ(sim.device->live_allocations(), 0u) << "nothing is left allocated";
+  PlanOptions unallocated;
+  unallocated.allocate = false;  // `mosaic plan` and `info` size the plan without allocating
+  auto sized = Plan::build(g, Placement::all_on("devsim"), sim.registry, unallocated);
+  ASSERT_TRUE(sized.ok()) << sized.status().to_string();
+  EXPECT_EQ(sized.value()->device_bytes().at("sim:0").constants, 24);
+}
+
+TEST(DevicePlans, TrainingOnADeviceIsRefusedWithTheReason) {
+  SimRegistry sim;
+  Graph g = sim_graph();
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  PlanOptions training;
+  training.training = true;
+  auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry, training);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("backend devsim computes on sim:0: training plans on a device are not supported"),
+            std::string::npos)
+      << plan.status().to_string();
+  // As a fallback it declines with the same reason, and the nodes go on to the next.
+  ASSERT_TRUE(sim.registry.add_backend({"empty", "a backend without kernels", nullptr, nullptr}).is_ok());
+  auto fell = Plan::build(g, Placement::all_on("empty", {"devsim", "naive"}), sim.registry, training);
+  ASSERT_TRUE(fell.ok()) << fell.status().to_string();
+  for (const auto& s : fell.value()->steps()) {
+    EXPECT_EQ(s.backend, "naive");
+    const std::string why = fell.value()->node(s).op_type == "Tanh"
+                                ? "backend 'devsim' has no kernel for Tanh"
+                                : "devsim computes on sim:0, and training plans on a device are not supported yet";
+    EXPECT_NE(s.fallback_reason.find(why), std::string::npos) << s.fallback_reason;
+  }
+}
+
+TEST(DevicePlans, AnUnavailableBackendIsRefusedByNameAndLeftOutOfAll) {
+  SimRegistry sim(SIZE_MAX, "no sim device on this machine");
+  EXPECT_EQ(sim.registry.unavailable("devsim"), "no sim device on this machine");
+  EXPECT_EQ(sim.registry.unavailable("naive"), "");
+  EXPECT_EQ(sim.registry.available_backends(), std::vector<std::string>{"naive"});
+  EXPECT_EQ(sim.registry.backends().size(), 2u) << "still registered, and listed with its reason";
+  Graph g = sim_graph();
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("backend devsim is unavailable here: no sim device on this machine"),
+            std::string::npos)
+      << plan.status().to_string();
+  // A fallback that is unavailable is passed over with the reason.
+  auto fallback = Plan::build(g, Placement::all_on("naive", {"devsim"}), sim.registry);
+  EXPECT_TRUE(fallback.ok()) << fallback.status().to_string();
+  KernelContext ctx;
+  Node relu = make_node("Relu");
+  ctx.node = &relu;
+  const Capability cap = sim.registry.query("devsim", ctx);
+  EXPECT_EQ(cap.status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(cap.status.message().find("unavailable here"), std::string::npos) << cap.status.to_string();
+  EXPECT_EQ(sim.device->live_allocations(), 0u);
+}
+
+}  // namespace
+}  // namespace mosaic::test
+
+namespace mosaic::test {
+namespace {
+
+class DeviceCli : public ScratchDirTest {
+ protected:
+  DeviceCli() : ScratchDirTest("mosaic_device_cli_") {}
+  const std::string plugin = std::string(MOSAIC_PLUGIN_DIR) + "/libmosaic_test_sim_device.so";
+};
+
+TEST_F(DeviceCli, PlanShowsTheCopiesAndBenchChecksTheDeviceAgainstNaive) {
+  CmdResult r = mosaic("plan zoo:fmnist-cnn --plugin " + plugin + " --backend devsim --no-fuse --json " + path("p.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("host -> sim:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sim:0 -> host"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plain on sim:0"), std::string::npos) << r.out;
+  const nlohmann::json plan = read_json(path("p.json"));
+  int to_device = 0, to_host = 0, on_device = 0;
+  for (const auto& s : plan["steps"]) {
+    to_device += s["op"] == "mosaic.ToDevice" && s["from_device"] == "host" && s["output_device"] == "sim:0";
+    to_host += s["op"] == "mosaic.ToHost" && s["from_device"] == "sim:0" && s["output_device"] == "host";
+    on_device += s["op"] == "Relu" && s["backend"] == "devsim" && s["output_device"] == "sim:0";
+  }
+  EXPECT_GE(on_device, 1) << plan.dump();
+  EXPECT_EQ(to_device, on_device) << "each Relu's input comes from a host node";
+  EXPECT_EQ(to_host, on_device);
+
+  r = mosaic("bench zoo:fmnist-cnn --plugin " + plugin + " --backends devsim --no-fuse --batch 2 --no-peaks "
+             "--iterations 2 --warmup 1 --repeats 1 --json " + path("b.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json doc = read_json(path("b.json"));
+  EXPECT_TRUE(doc["runs"][0]["check"]["passed"].get<bool>()) << doc["runs"][0]["check"].dump();
+  // The device's memory apart from the host's.
+  const nlohmann::json& sim0 = doc["runs"][0]["memory"]["devices"]["sim:0"];
+  EXPECT_GT(sim0["activation_bytes"].get<int64_t>(), 0) << doc["runs"][0]["memory"].dump();
+  EXPECT_EQ(sim0["constant_bytes"].get<int64_t>(), 0) << "Relu reads no constant";
+  EXPECT_NE(r.out.find("on sim:0: activations"), std::string::npos) << r.out;
+}
+
+TEST_F(DeviceCli, AnUnavailableBackendFailsByNameAndIsListedWithItsReason) {
+  const std::string env = "MOSAIC_SIM_UNAVAILABLE='no sim device here' ";
+  CmdResult r = mosaic_shell(env + MOSAIC_BIN + " backends --plugin " + plugin);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("computes on sim:0; unavailable here: no sim device here"), std::string::npos) << r.out;
+  r = mosaic_shell(env + MOSAIC_BIN + " bench zoo:fmnist-cnn --plugin " + plugin + " --backends devsim --batch 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("backend 'devsim' is unavailable here: no sim device here"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("iterations"), std::string::npos) << "refused before any timing: " << r.out;
+  r = mosaic_shell(env + MOSAIC_BIN + " bench zoo:fmnist-cnn --plugin " + plugin +
+                   " --backends all --batch 2 --no-peaks --iterations 1 --warmup 0 --repeats 1 --json " + path("all.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("backend devsim is unavailable here (no sim device here); all leaves it out"), std::string::npos)
+      << r.out;
+  const nlohmann::json doc = read_json(path("all.json"));
+  for (const auto& run : doc["runs"]) EXPECT_NE(run["label"], "devsim");
+  EXPECT_GE(doc["runs"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace mosaic::test
