@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds Mosaic with im2col and onednn left out (-DMOSAIC_WITH_IM2COL=OFF
-# -DMOSAIC_WITH_ONEDNN=OFF) and checks that the result is a working naive-only Mosaic: it
+# -DMOSAIC_WITH_ONEDNN=OFF, and the torch and cuda plugins) and checks that the result is a working naive-only Mosaic: it
 # links neither OpenBLAS nor oneDNN, its registry (and so every default and list) has naive
 # alone, and it verifies, benchmarks, trains and gradchecks on it.
 # usage: check_without_backends.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOSAIC_WITH_IM2COL=OFF -DMOSAIC_WITH_ONEDNN=OFF \
-      -DMOSAIC_WITH_TORCH=OFF -DMOSAIC_BUILD_TESTS=OFF > "$build.configure.log" 2>&1 ||
+      -DMOSAIC_WITH_TORCH=OFF -DMOSAIC_WITH_CUDA=OFF -DMOSAIC_BUILD_TESTS=OFF > "$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" --target mosaic > "$build.build.log" 2>&1 || { tail -n 40 "$build.build.log"; exit 1; }
 m=$build/mosaic
@@ -26,6 +26,12 @@ out=$("$m" bench zoo:fmnist-cnn --backends onednn --batch 2 --no-db 2>&1); rc=$?
 set -e
 [ $rc -ne 0 ] || fail "bench --backends onednn exited 0 in a build without it"
 grep -q "onednn" <<<"$out" && grep -q "naive" <<<"$out" || fail "the error does not name the backend and the choices: $out"
+# An optional backend left out says why.
+set +e
+out=$("$m" bench zoo:fmnist-cnn --backends cuda --batch 2 --no-db 2>&1); rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bench --backends cuda exited $rc in a build without it: $out"
+grep -q "this build has no cuda backend: configured with -DMOSAIC_WITH_CUDA=OFF" <<<"$out" || fail "no reason for cuda: $out"
 
 # train and gradcheck default to the fastest backend the build has: naive here.
 out=$("$m" train zoo:fmnist-cnn --data synthetic:96,1,28,28,10 --batch 16 --epochs 1 --no-db 2>&1) || fail "train: $out"

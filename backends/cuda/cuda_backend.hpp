@@ -1,0 +1,92 @@
+// The cuda backend's shared pieces: the device (cuda:0) with its stream and cuBLAS handle,
+// the kernel base class, and the launchers of the element-wise CUDA kernels (eltwise.cu).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/kernel.hpp"
+
+namespace mosaic::cuda_backend {
+
+/// "cudaErrorMemoryAllocation: out of memory"-style text of a CUDA runtime or cuBLAS error.
+std::string cuda_error(cudaError_t e);
+std::string cublas_error(cublasStatus_t s);
+
+/// GPU 0 of this process: memory, copies and synchronisation on one stream, on which every
+/// kernel of the backend is queued (so a copy after a kernel waits for it).
+class CudaDevice final : public Device {
+ public:
+  /// The one instance (the backend's BackendInfo::device).
+  static const std::shared_ptr<CudaDevice>& instance();
+  std::string name() const override { return "cuda:0"; }
+  Expected<void*> allocate(size_t bytes) override;
+  void release(void* data) noexcept override;
+  Status copy_to_device(void* device_dst, const void* host_src, size_t bytes) override;
+  Status copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
+  Status synchronize() override;
+
+  /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
+  const std::string& unavailable();
+  /// The stream and cuBLAS handle, made at the first call (no GPU is touched before).
+  Status ensure_ready();
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  /// The GPU, the driver and the libraries, for provenance and `mosaic backends`.
+  BackendProperties properties();
+
+ private:
+  std::once_flag probed_, ready_;
+  std::string unavailable_, ready_error_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+};
+
+/// What every kernel of the backend shares: its label, the check that it computes in
+/// float32, and the device being ready.
+class CudaKernel : public Kernel {
+ protected:
+  Status init_base(const KernelContext& ctx);
+  /// A launch's or library call's error as this node's error.
+  Status check(cudaError_t e, const char* what) const;
+  Status check(cublasStatus_t s, const char* what) const;
+  CudaDevice& device() const { return *CudaDevice::instance(); }
+  std::string label_;
+};
+
+// ---- element-wise launchers (eltwise.cu); each queues one kernel on `stream` ----
+
+/// The element-wise functions the device computes, with their parameters (operators/eltwise.hpp's
+/// UnaryArgs). kNone: the identity (no fused activation).
+enum class DevUnary : int {
+  kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kExp, kLog, kSqrt, kErf, kNeg, kAbs, kReciprocal,
+  kSoftplus, kSoftsign, kElu, kSelu, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kSin, kCos
+};
+struct DevUnaryArgs {
+  DevUnary op = DevUnary::kNone;
+  float alpha = 0, beta = 0, gamma = 0, lo = 0, hi = 0;
+};
+/// y[i] = f(x[i]) for i < n (x and y may be the same).
+cudaError_t launch_unary(cudaStream_t stream, const DevUnaryArgs& f, const float* x, float* y, int64_t n);
+
+/// Shapes of a broadcast binary op, right-aligned to `rank` <= 6 dimensions: the output's,
+/// and each operand's strides (0 along the dimensions it is broadcast over).
+struct Broadcast {
+  int rank = 0;
+  int64_t dims[6] = {};
+  int64_t a_strides[6] = {}, b_strides[6] = {};
+};
+enum class DevBinary : int { kAdd, kSub, kMul, kDiv };
+/// y = a OP b over `n` output elements, then `f` applied.
+cudaError_t launch_binary(cudaStream_t stream, DevBinary op, const Broadcast& shape, const float* a, const float* b,
+                          float* y, int64_t n, const DevUnaryArgs& f);
+/// y[m, n] = c broadcast: c[i * row_stride + j * col_stride].
+cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t row_stride, int64_t col_stride, float* y,
+                                  int64_t m, int64_t n);
+
+}  // namespace mosaic::cuda_backend

@@ -1,0 +1,146 @@
+// cuda:0 as a Device: memory, copies and waits on the backend's stream; whether a GPU is
+// here at all; what provenance says of the GPU, the driver and the libraries.
+#include <cudnn.h>
+
+#include <cstdlib>
+
+#include <string>
+
+#include "backends/cuda/cuda_backend.hpp"
+
+namespace mosaic::cuda_backend {
+
+std::string cuda_error(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+
+std::string cublas_error(cublasStatus_t s) {
+  return std::string(cublasGetStatusName(s)) + ": " + cublasGetStatusString(s);
+}
+
+const std::shared_ptr<CudaDevice>& CudaDevice::instance() {
+  static const std::shared_ptr<CudaDevice> device = std::make_shared<CudaDevice>();
+  return device;
+}
+
+const std::string& CudaDevice::unavailable() {
+  std::call_once(probed_, [this] {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) unavailable_ = "no usable CUDA device (" + cuda_error(e) + ")";
+    else if (count == 0) unavailable_ = "no CUDA device";
+  });
+  return unavailable_;
+}
+
+Status CudaDevice::ensure_ready() {
+  std::call_once(ready_, [this] {
+    if (!unavailable().empty()) {
+      ready_error_ = unavailable();
+      return;
+    }
+    cudaError_t e = cudaSetDevice(0);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      ready_error_ = "cuda:0: " + cuda_error(e);
+      return;
+    }
+    cublasStatus_t s = cublasCreate(&cublas_);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(cublas_, stream_);
+    // Full float32: no TF32 tensor-core rounding, so that the check against naive holds.
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH);
+    if (s != CUBLAS_STATUS_SUCCESS) ready_error_ = "cuBLAS on cuda:0: " + cublas_error(s);
+  });
+  return ready_error_.empty() ? Status::ok() : Status::unsupported(ready_error_);
+}
+
+Expected<void*> CudaDevice::allocate(size_t bytes) {
+  MOSAIC_RETURN_IF_ERROR(ensure_ready());
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free allocation error
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    return Status::unsupported("out of device memory on cuda:0: " + std::to_string(bytes) + " bytes asked for, " +
+                               std::to_string(free_bytes) + " of " + std::to_string(total) + " free (" + cuda_error(e) +
+                               ")");
+  }
+  e = cudaMemsetAsync(p, 0, bytes, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    return Status::internal("cuda:0: zeroing " + std::to_string(bytes) + " bytes: " + cuda_error(e));
+  }
+  return p;
+}
+
+void CudaDevice::release(void* data) noexcept {
+  if (data) cudaFree(data);
+}
+
+Status CudaDevice::copy_to_device(void* device_dst, const void* host_src, size_t bytes) {
+  cudaError_t e = cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+  return e == cudaSuccess ? Status::ok()
+                          : Status::internal("copying " + std::to_string(bytes) + " bytes to cuda:0: " + cuda_error(e));
+}
+
+Status CudaDevice::copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
+  cudaError_t e = cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+  return e == cudaSuccess ? Status::ok()
+                          : Status::internal("copying " + std::to_string(bytes) + " bytes from cuda:0: " + cuda_error(e));
+}
+
+Status CudaDevice::synchronize() {
+  if (!stream_) return Status::ok();
+  const cudaError_t e = cudaStreamSynchronize(stream_);
+  return e == cudaSuccess ? Status::ok() : Status::internal("cuda:0: " + cuda_error(e));
+}
+
+BackendProperties CudaDevice::properties() {
+  BackendProperties p;
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  p.libraries.emplace_back("CUDA runtime", version(runtime));
+  p.libraries.emplace_back("CUDA driver", driver ? version(driver) : "none");
+  const size_t cudnn = cudnnGetVersion();
+  p.libraries.emplace_back("cuDNN", std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) + "." +
+                                        std::to_string(cudnn % 100));
+  int major = 0, minor = 0, patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &major);
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  p.libraries.emplace_back("cuBLAS", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch));
+  if (unavailable().empty()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+      p.kernels.emplace_back("gpu", prop.name);
+      p.kernels.emplace_back("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
+      p.kernels.emplace_back("memory", std::to_string(prop.totalGlobalMem >> 20) + " MiB");
+    }
+  }
+  p.kernels.emplace_back("math", "float32 (TF32 off)");
+  if (std::getenv("CUDA_VISIBLE_DEVICES")) p.forced_by.push_back("CUDA_VISIBLE_DEVICES");
+  if (std::getenv("NVIDIA_TF32_OVERRIDE")) p.forced_by.push_back("NVIDIA_TF32_OVERRIDE");
+  return p;
+}
+
+Status CudaKernel::init_base(const KernelContext& ctx) {
+  label_ = ctx.node->label();
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32)
+      return Status::unsupported(label_ + ": the cuda backend computes float32 only (input " + std::to_string(i) + ")");
+  return device().ensure_ready();
+}
+
+Status CudaKernel::check(cudaError_t e, const char* what) const {
+  return e == cudaSuccess ? Status::ok() : Status::internal(label_ + ": " + what + ": " + cuda_error(e));
+}
+
+Status CudaKernel::check(cublasStatus_t s, const char* what) const {
+  return s == CUBLAS_STATUS_SUCCESS ? Status::ok() : Status::internal(label_ + ": " + what + ": " + cublas_error(s));
+}
+
+}  // namespace mosaic::cuda_backend

@@ -1,0 +1,103 @@
+// cuda: Gemm and MatMul on cuBLAS (float32, TF32 off), with a fused activation applied after.
+// Row-major operands are read as cuBLAS's column-major transposes: Y^T = op(B)^T op(A)^T.
+#include "backends/cuda/cuda_internal.hpp"
+
+#include <climits>
+
+#include "operators/params.hpp"
+
+namespace mosaic::cuda_backend {
+namespace {
+
+/// C's strides over Y's [m, n] (0 along broadcast dimensions), or an error for a C that does
+/// not broadcast to [m, n] (unidirectionally, as ONNX's Gemm allows).
+Expected<std::pair<int64_t, int64_t>> bias_strides(const Shape& c, int64_t m, int64_t n, const std::string& label) {
+  Shape s = c;
+  while (s.size() < 2) s.insert(s.begin(), 1);
+  if (s.size() != 2 || (s[0] != 1 && s[0] != m) || (s[1] != 1 && s[1] != n))
+    return Status::invalid(label + ": C of shape " + shape_str(c) + " does not broadcast to [" + std::to_string(m) + "," +
+                           std::to_string(n) + "]");
+  return std::make_pair(s[0] == 1 ? int64_t{0} : s[1], s[1] == 1 ? int64_t{0} : int64_t{1});
+}
+
+class GemmKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
+    if (p_.m > INT32_MAX || p_.n > INT32_MAX || p_.k > INT32_MAX)
+      return Status::unsupported(label_ + ": dimensions beyond cuBLAS's 32-bit sizes");
+    MOSAIC_ASSIGN_OR_RETURN(act_, device_activation(*ctx.node, label_));
+    if (p_.has_c) {
+      MOSAIC_ASSIGN_OR_RETURN(c_strides_, bias_strides(ctx.inputs[2].shape, p_.m, p_.n, label_));
+    }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const cudaStream_t stream = device().stream();
+    float* y = dst[0]->f32();
+    float beta = 0.f;
+    if (p_.has_c && src[2] && p_.beta != 0.f) {
+      MOSAIC_RETURN_IF_ERROR(check(
+          launch_broadcast_rows(stream, src[2]->f32(), c_strides_.first, c_strides_.second, y, p_.m, p_.n), "bias"));
+      beta = p_.beta;
+    }
+    const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    MOSAIC_RETURN_IF_ERROR(check(
+        cublasSgemm(device().cublas(), p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                    k, &p_.alpha, src[1]->f32(), p_.trans_b ? k : n, src[0]->f32(), p_.trans_a ? m : k, &beta, y, n),
+        "cublasSgemm"));
+    if (act_.op != DevUnary::kNone)
+      MOSAIC_RETURN_IF_ERROR(check(launch_unary(stream, act_, y, y, p_.m * p_.n), "activation"));
+    return Status::ok();
+  }
+
+ private:
+  GemmParams p_;
+  DevUnaryArgs act_;
+  std::pair<int64_t, int64_t> c_strides_{0, 0};
+};
+
+/// MatMul of [..., m, k] and [..., k, n]: one strided-batched call where each operand's batch
+/// dimensions either equal the output's or are all 1 (a shared matrix); vectors and other
+/// broadcasts are declined.
+class MatMulKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(p_, matmul_params(ctx.inputs[0].shape, ctx.inputs[1].shape));
+    if (p_.a_is_vector || p_.b_is_vector) return Status::unsupported(label_ + ": the cuda backend's MatMul takes no 1-D operands");
+    batch_ = shape_numel(p_.batch);
+    MOSAIC_ASSIGN_OR_RETURN(a_stride_, batch_stride(p_.a_batch, p_.m * p_.k));
+    MOSAIC_ASSIGN_OR_RETURN(b_stride_, batch_stride(p_.b_batch, p_.k * p_.n));
+    if (p_.m > INT32_MAX || p_.n > INT32_MAX || p_.k > INT32_MAX || batch_ > INT32_MAX)
+      return Status::unsupported(label_ + ": dimensions beyond cuBLAS's 32-bit sizes");
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float one = 1.f, zero = 0.f;
+    const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, src[1]->f32(), n,
+                                           b_stride_, src[0]->f32(), k, a_stride_, &zero, dst[0]->f32(), n, p_.m * p_.n,
+                                           static_cast<int>(batch_)),
+                 "cublasSgemmStridedBatched");
+  }
+
+ private:
+  Expected<int64_t> batch_stride(const Shape& operand_batch, int64_t matrix) const {
+    if (operand_batch == p_.batch) return matrix;
+    if (shape_numel(operand_batch) == 1) return int64_t{0};
+    return Status::unsupported(label_ + ": the cuda backend's MatMul broadcasts whole batches only");
+  }
+  MatMulParams p_;
+  int64_t batch_ = 1, a_stride_ = 0, b_stride_ = 0;
+};
+
+}  // namespace
+
+void add_gemm_kernels(PluginRegistrar& r, Status& st) {
+  add(r, st, "Gemm", make_factory<GemmKernel>());
+  add(r, st, "MatMul", make_factory<MatMulKernel>());
+}
+
+}  // namespace mosaic::cuda_backend

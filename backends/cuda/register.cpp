@@ -1,0 +1,26 @@
+// The cuda backend as a bundled plugin (libmosaic_cuda.so, loaded when a command names
+// cuda or all): GPU 0 through cuBLAS and the backend's own CUDA kernels, in the device's
+// memory (BackendInfo::device). Without a usable GPU it stays registered and says why
+// (BackendInfo::unavailable): naming it fails before any work, `all` leaves it out.
+#include "backends/cuda/cuda_internal.hpp"
+
+namespace mosaic::cuda_backend {
+namespace {
+
+Status register_cuda(PluginRegistrar& r) {
+  const std::shared_ptr<CudaDevice>& device = CudaDevice::instance();
+  BackendInfo info{"cuda", "GPU 0 through cuBLAS (float32, TF32 off) and its own CUDA kernels, in device memory",
+                   [device] { return device->properties(); }, nullptr};
+  info.device = device;
+  info.unavailable = [device] { return device->unavailable(); };
+  MOSAIC_RETURN_IF_ERROR(r.add_backend(std::move(info)));
+  Status st;
+  add_gemm_kernels(r, st);
+  add_eltwise_kernels(r, st);
+  return st;
+}
+
+}  // namespace
+}  // namespace mosaic::cuda_backend
+
+MOSAIC_PLUGIN(mosaic::cuda_backend::register_cuda)

@@ -1,0 +1,82 @@
+// The cuda backend (backends/cuda/, a bundled plugin where CMake found nvcc, cuBLAS and cuDNN).
+// Without a GPU (the development machines, CI) it is listed with the reason it cannot run and
+// refused by name before any work; on a GPU (scripts/gpu-check.sh) its kernels run against
+// the naive oracle. A build without CUDA refuses it naming why it was not built.
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+bool cuda_built() {
+  for (const std::string& p : bundled_plugins())
+    if (bundled_backend_name(p) == "cuda") return true;
+  return false;
+}
+
+bool cuda_available() {
+  const auto names = bundled_available_backends();
+  return std::find(names.begin(), names.end(), "cuda") != names.end();
+}
+
+/// What `mosaic backends` says of cuda: its line and the one after it.
+std::string cuda_listing() {
+  const CmdResult r = mosaic("backends");
+  const size_t at = r.out.find("\ncuda ");
+  if (at == std::string::npos) return r.out;
+  const size_t end = r.out.find('\n', r.out.find('\n', at + 1) + 1);
+  return r.out.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+}
+
+class CudaBackend : public ScratchDirTest {
+ protected:
+  CudaBackend() : ScratchDirTest("mosaic_cuda_") {}
+};
+
+TEST_F(CudaBackend, WithoutAGpuItIsListedWithTheReasonAndRefusedByName) {
+  if (!cuda_built()) {
+    const CmdResult r = mosaic("bench zoo:fmnist-cnn --backends cuda --batch 2");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("unknown backend 'cuda'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("this build has no cuda backend: "), std::string::npos) << r.out;
+    return;
+  }
+  const std::string listing = cuda_listing();
+  EXPECT_NE(listing.find("computes on cuda:0"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("CUDA runtime 13."), std::string::npos) << listing;
+  EXPECT_NE(listing.find("cuDNN 9."), std::string::npos) << listing;
+  if (cuda_available()) GTEST_SKIP() << "a GPU is here: CudaBackend.OnAGpuModelsMatchNaive checks the backend";
+  EXPECT_NE(listing.find("unavailable here: no "), std::string::npos) << listing;
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --backends cuda --batch 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("backend 'cuda' is unavailable here: no "), std::string::npos) << r.out;
+  r = mosaic("plan zoo:fmnist-cnn --backend cuda");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("backend cuda is unavailable here: no "), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --assign Gemm=cuda,*=onednn --batch 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unavailable here"), std::string::npos) << r.out;
+  r = mosaic("backends --names --available");
+  EXPECT_EQ(r.out.find("cuda"), std::string::npos) << "all leaves it out: " << r.out;
+}
+
+TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  for (const char* model : {"zoo:fmnist-cnn", "zoo:alexnet-cifar", "zoo:bert-tiny"}) {
+    const std::string json = path(std::string(model).substr(4) + ".json");
+    CmdResult r = mosaic(std::string("bench ") + model + " --backends cuda --batch 4 --no-peaks --iterations 3 "
+                         "--warmup 1 --repeats 1 --json " + json);
+    ASSERT_EQ(r.code, 0) << model << "\n" << r.out;
+    const nlohmann::json doc = read_json(json);
+    EXPECT_TRUE(doc["runs"][0]["check"]["passed"].get<bool>()) << model << " " << doc["runs"][0]["check"].dump();
+    int on_cuda = 0;
+    for (const auto& n : doc["runs"][0]["nodes"]) on_cuda += n["backend"] == "cuda";
+    EXPECT_GT(on_cuda, 0) << model;
+  }
+  const CmdResult r = mosaic("plan zoo:fmnist-cnn --backend cuda");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("host -> cuda:0"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
