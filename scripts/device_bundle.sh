@@ -6,6 +6,8 @@
 #   lib/             every shared library it links but the C and C++ runtimes (glibc, the
 #                    loader, libstdc++, libgcc_s, libgomp, libm: the newer ones there serve),
 #                    under their sonames
+#   lib/mosaic/plugins/libmosaic_cuda.so  the cuda backend, where the build has it (it links the
+#                    target's own CUDA runtime, cuBLAS and cuDNN)
 #   BUILD.txt        what was packed: the commit, the compiler flags, the libraries
 # The wrapper keeps these libraries out of everything else on that machine (its Python and
 # PyTorch load their own).
@@ -40,6 +42,12 @@ if ldd "$exe" | grep -q "not found"; then
   echo "$0: $exe has unresolved libraries here:" >&2
   ldd "$exe" | grep "not found" >&2
   exit 1
+fi
+# The cuda plugin, where it was built, as a bundled plugin (lib/mosaic/plugins beside bin/):
+# the CUDA runtime, cuBLAS and cuDNN it links are the GPU machine's own.
+if [ -f "$build/plugins/libmosaic_cuda.so" ]; then
+  mkdir -p "$stage/lib/mosaic/plugins"
+  cp "$build/plugins/libmosaic_cuda.so" "$stage/lib/mosaic/plugins/"
 fi
 cat > "$stage/bin/mosaic" <<'EOF'
 #!/bin/sh
