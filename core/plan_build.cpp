@@ -173,14 +173,12 @@ class PlanBuilder {
       int last_use = -1;
       bool busy = false;
       std::shared_ptr<Device> device;
-      bool fresh = true;
     };
     std::vector<Storage> storage;
     auto acquire = [&](const PlanValue& v, int until) {
       const int best = best_fit(storage, v.desc.bytes(), [&](const Storage& c) { return !c.busy && c.device == v.device; });
       Storage& slot = storage[best];
-      if (slot.fresh) slot.device = v.device;
-      slot.fresh = false;
+      slot.device = v.device;  // a reused slot is on it already, a new one takes it
       slot.bytes = std::max(slot.bytes, v.desc.bytes());
       slot.busy = true;
       slot.last_use = until;
