@@ -155,11 +155,15 @@ std::vector<std::string> bundled_plugins() {
   std::error_code ec;
   std::vector<fs::path> dirs;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  // Beside the program (the build tree), an install's lib/mosaic/plugins, or the Python
-  // package's plugins/ above its bin/mosaic.
-  if (!ec)
-    dirs = {exe.parent_path() / "plugins", exe.parent_path() / ".." / "lib" / "mosaic" / "plugins",
-            exe.parent_path() / ".." / "plugins"};
+  // Beside the program (the build tree); for a program in a bin/ folder, an install's
+  // lib/mosaic/plugins or the Python package's plugins/ above it (never the plugins of a build
+  // tree that merely contains this program's, as tests/build_options' naive-only build).
+  if (!ec) {
+    dirs = {exe.parent_path() / "plugins"};
+    if (exe.parent_path().filename() == "bin")
+      for (const fs::path& d : {exe.parent_path() / ".." / "lib" / "mosaic" / "plugins", exe.parent_path() / ".." / "plugins"})
+        dirs.push_back(d);
+  }
   // A program that embeds Mosaic links libmosaic.so: look beside it too (the build tree's
   // plugins/, or lib/mosaic/plugins after cmake --install).
   Dl_info self{};
