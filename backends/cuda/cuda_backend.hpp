@@ -47,8 +47,8 @@ class CudaDevice final : public Device {
   cublasHandle_t cublas_ = nullptr;
 };
 
-/// What every kernel of the backend shares: its label, the check that it computes in
-/// float32, and the device being ready.
+/// What every kernel of the backend shares: its label and the device being ready (that it
+/// computes in float32 is the support check `add` registers each kernel with).
 class CudaKernel : public Kernel {
  protected:
   Status init_base(const KernelContext& ctx);
