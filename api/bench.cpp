@@ -37,7 +37,7 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
   c.max_rel_err = check.max_rel_err;
   c.check_message = check.check_message;
   c.top1_agreement = check.top1_agreement;
-  c.precision = plan.options().precision == Precision::kBF16 ? "bf16" : "f32";
+  c.precision = precision_name(plan.options().precision);
   c.first_divergent_node = check.first_divergent_node;
   c.peak_tracked_bytes = plan.tracker().peak();
   report.configs.push_back(std::move(c));
@@ -100,10 +100,10 @@ BenchConfig timed_config(const BenchOptions& o, const std::string& label) {
   return cfg;
 }
 
-/// The configurations of --precision: every one in float32 (f32); in bf16, labelled LABEL-bf16,
-/// those whose backends all accept it, the others left out with their reasons (bf16); or each
-/// float32 one followed by its bf16 twin where accepted (both). `from` maps each kept
-/// configuration to the one it came from.
+/// The configurations of --precision: every one in float32 (f32); in bf16 (or tf32), labelled
+/// LABEL-bf16 (LABEL-tf32), those whose backends all accept it, the others left out with their
+/// reasons; or each float32 one followed by its bf16 twin where accepted (both). `from` maps
+/// each kept configuration to the one it came from.
 struct PrecisionConfigs {
   BenchConfigs configs;
   std::vector<size_t> from;
@@ -121,12 +121,14 @@ Expected<PrecisionConfigs> precision_configs(const BenchOptions& o, const BenchC
     return out;
   }
   const auto& reg = builtin_registry();
+  const Precision reduced = o.precision == "tf32" ? Precision::kTF32 : Precision::kBF16;
+  const std::string name = precision_name(reduced);
   std::vector<std::string> declined;
   for (size_t i = 0; i < configs.size(); ++i) {
     std::string why;
     for (const auto& b : configs[i].second.asked_backends()) {
       const BackendInfo* info = reg.info(b);
-      const std::string declined_by = info ? precision_declined(*info, Precision::kBF16) : "";
+      const std::string declined_by = info ? precision_declined(*info, reduced) : "";
       if (!declined_by.empty() && why.empty()) why = (b == configs[i].first ? "" : b + ": ") + declined_by;
     }
     if (o.precision == "both") keep(configs[i].first, i, Precision::kF32);
@@ -134,12 +136,13 @@ Expected<PrecisionConfigs> precision_configs(const BenchOptions& o, const BenchC
       declined.push_back(configs[i].first + " (" + why + ")");
       continue;
     }
-    keep(configs[i].first + "-bf16", i, Precision::kBF16);
+    keep(configs[i].first + "-" + name, i, reduced);
   }
   if (!declined.empty())
-    report.notes.push_back("bf16 declined by " + join(declined, "; ") + (o.precision == "both" ? ": float32 only" : ": left out"));
-  if (std::count(out.precision.begin(), out.precision.end(), Precision::kBF16) == 0)
-    return Status::unsupported("`precision` " + o.precision + ": no configuration can compute in bf16: " + join(declined, "; "));
+    report.notes.push_back(name + " declined by " + join(declined, "; ") + (o.precision == "both" ? ": float32 only" : ": left out"));
+  if (std::count(out.precision.begin(), out.precision.end(), reduced) == 0)
+    return Status::unsupported("`precision` " + o.precision + ": no configuration can compute in " + name + ": " +
+                               join(declined, "; "));
   return out;
 }
 
@@ -412,16 +415,17 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
       std::vector<Tensor> outs;
       MOSAIC_RETURN_IF_ERROR(plan.run(inputs, &outs));
       check.checked = true;
-      const bool bf16 = precision_of[i] == Precision::kBF16;
-      if (bf16) check.top1_agreement = top1_agreement(outs[0], reference[0]);
+      // bf16, tf32: within reduced_precision_tolerance of the output's scale (its elements'
+      // relative errors mean nothing near zero).
+      const bool reduced = precision_of[i] != Precision::kF32;
+      const double tolerance = reduced_precision_tolerance(precision_of[i]);
+      if (reduced) check.top1_agreement = top1_agreement(outs[0], reference[0]);
       for (size_t k = 0; k < outs.size(); ++k) {
-        // bf16: within kBf16Tolerance of the output's scale (its elements' relative errors mean
-        // nothing near zero).
-        const double scale = bf16 ? max_abs(reference[k]) : 0.0;
-        Agreement a = bf16 ? compare_tensors(outs[k], reference[k], 0.0, kBf16Tolerance * scale + 1e-6)
-                           : compare_tensors(outs[k], reference[k], o.rtol, o.atol);
+        const double scale = reduced ? max_abs(reference[k]) : 0.0;
+        Agreement a = reduced ? compare_tensors(outs[k], reference[k], 0.0, tolerance * scale + 1e-6)
+                              : compare_tensors(outs[k], reference[k], o.rtol, o.atol);
         check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
-        check.max_rel_err = std::max(check.max_rel_err, bf16 ? a.max_abs / std::max(scale, 1e-12) : a.max_rel);
+        check.max_rel_err = std::max(check.max_rel_err, reduced ? a.max_abs / std::max(scale, 1e-12) : a.max_rel);
         if (!a.ok && check.check_ok) {
           check.check_ok = false;
           check.check_message = "output '" + g.outputs[k].name + "' " + a.message;
@@ -510,8 +514,8 @@ Status check_bench_options(const BenchOptions& o) {
       return Status::invalid("`distributed` runs fixed iteration counts on every rank: it excludes "
                              "`target_ci`, `min_seconds`, `find_max_batch` and `processes`");
   }
-  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "both")
-    return Status::invalid("`precision` must be f32, bf16 or both, got '" + o.precision + "'");
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "tf32" && o.precision != "both")
+    return Status::invalid("`precision` must be f32, bf16, tf32 or both, got '" + o.precision + "'");
   if (o.precision != "f32" && o.assign == "auto")
     return Status::unsupported("`precision` " + o.precision + " with `assign` auto: the automatic placement chooses "
                                "in float32; time `precision` " + o.precision + " on explicit placements");

@@ -52,7 +52,9 @@ struct BenchOptions {
   std::string attention = "fused";
   bool deterministic = false;  ///< bitwise-repeatable plans (PlanOptions::deterministic)
   /// "f32", "bf16" (convolutions and matrix products on bfloat16 inputs and weights,
-  /// core/kernel.hpp Precision; configurations labelled "LABEL-bf16") or "both" (each
+  /// core/kernel.hpp Precision; configurations labelled "LABEL-bf16"), "tf32" (the cuda
+  /// backend's TF32 tensor-core math, labelled "LABEL-tf32", checked within kTf32Tolerance of
+  /// the output's scale; inference only, since plans on a device do not train yet) or "both" (each
   /// configuration whose backends accept bf16 also as its "-bf16" twin, side by side).
   /// Configurations whose backends decline are left out with a note giving the reason; none
   /// left is an error. Inference: bf16 outputs are checked against naive's float32 within
@@ -76,6 +78,15 @@ struct BenchOptions {
 /// fraction of the output's largest magnitude (bfloat16 keeps 8 significant bits: 0.4% per
 /// rounding; measured 0.3-1.5% on the zoo's CNNs).
 inline constexpr double kBf16Tolerance = 0.03;
+/// tf32 configurations (the cuda backend's tensor cores) agree with the float32 oracle within
+/// this fraction of the output's scale: TF32 keeps 11 significant bits, 8 times bfloat16's
+/// precision, and products still accumulate in float32. Not yet measured on a GPU
+/// (docs/gpu.md).
+inline constexpr double kTf32Tolerance = 0.01;
+/// The tolerance of a reduced precision's check (0 for float32, which checks elementwise).
+inline double reduced_precision_tolerance(Precision p) {
+  return p == Precision::kBF16 ? kBf16Tolerance : p == Precision::kTF32 ? kTf32Tolerance : 0.0;
+}
 /// bf16 training configurations agree with the float32 oracle when the loss is within
 /// kBf16Tolerance of it and every parameter's gradient within this relative L2 distance
 /// (metrics/compare.hpp relative_l2). Rounding flips ReLU masks and MaxPool choices and so

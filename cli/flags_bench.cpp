@@ -88,8 +88,9 @@ struct BenchFlags {
     bench_cmd->add_option("--precision", bench.precision,
                           "f32, bf16 (convolutions and matrix products on bfloat16 inputs and weights, float32 "
                           "accumulation; in training also their backward, with float32 parameters; backends without "
-                          "it decline with the reason), or both side by side")
-        ->check(CLI::IsMember({"f32", "bf16", "both"}));
+                          "it decline with the reason), tf32 (the cuda backend's TF32 tensor-core math for "
+                          "convolutions and matrix products), or both (f32 and bf16) side by side")
+        ->check(CLI::IsMember({"f32", "bf16", "tf32", "both"}));
     bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
     bench_cmd->add_flag("--deterministic", bench.deterministic,
                         "bitwise-repeatable plans at a fixed thread count (no timing-dependent work splits)");

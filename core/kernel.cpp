@@ -4,12 +4,19 @@
 
 namespace mosaic {
 
-const char* precision_name(Precision p) { return p == Precision::kBF16 ? "bf16" : "f32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBF16: return "bf16";
+    case Precision::kTF32: return "tf32";
+    default: return "f32";
+  }
+}
 
 Expected<Precision> parse_precision(const std::string& text) {
   if (text == "f32" || text == "fp32" || text == "float32") return Precision::kF32;
   if (text == "bf16" || text == "bfloat16") return Precision::kBF16;
-  return Status::invalid("--precision: '" + text + "' is not a precision (f32 or bf16)");
+  if (text == "tf32") return Precision::kTF32;
+  return Status::invalid("--precision: '" + text + "' is not a precision (f32, bf16 or tf32)");
 }
 
 std::string precision_declined(const BackendInfo& info, Precision p) {

@@ -21,11 +21,14 @@ namespace mosaic {
 /// and accumulate and write float32 (element-wise ops, normalisation and everything else
 /// stay float32). In training plans their backward passes read bfloat16 copies of the
 /// output's gradient, the input and the weights, and write float32 gradients (mixed
-/// precision: parameters and optimizer state stay float32). Only backends whose
+/// precision: parameters and optimizer state stay float32). tf32: convolutions and matrix
+/// products may round their operands to TF32 (10 mantissa bits) on a GPU's tensor cores and
+/// accumulate in float32 (NVIDIA's TF32 mode; the cuda backend). Only backends whose
 /// BackendInfo::declines_precision accepts it get it.
-enum class Precision { kF32, kBF16 };
+enum class Precision { kF32, kBF16, kTF32 };
+/// "f32", "bf16", "tf32".
 const char* precision_name(Precision p);
-/// "f32"/"fp32"/"float32" or "bf16"/"bfloat16"; an error naming the value otherwise.
+/// "f32"/"fp32"/"float32", "bf16"/"bfloat16" or "tf32"; an error naming the value otherwise.
 Expected<Precision> parse_precision(const std::string& text);
 
 /// Everything a kernel may look at when it is created (the "create" stage): the node,
@@ -43,7 +46,7 @@ struct KernelContext : OpContext {
   /// dynamically). Somewhat slower where threads run at different speeds.
   bool deterministic = false;
   /// The arithmetic of convolutions and matrix products (Precision). Kernels of a backend
-  /// that declines bf16 never see kBF16 (Plan::build refuses the plan first).
+  /// that declines a precision never see it (Plan::build refuses the plan first).
   Precision precision = Precision::kF32;
   /// Where output i may be left in this backend's own layout: every consumer is placed on
   /// the same backend and reads its layouts (KernelTraits::layouts, Capability). In training

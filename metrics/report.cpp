@@ -280,10 +280,12 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
                       c.check_ok ? "agrees with" : "DIFFERS from", c.max_abs_err, 100 * c.max_rel_err);
         os << line;
         if (!c.check_ok) os << "check:   " << c.check_message << "\n";
-      } else if (c.precision == "bf16") {  // the trade-off: error against the float32 oracle beside the speed
-        std::snprintf(line, sizeof line, "check:   bf16 %s naive's float32 %s: max abs err %.3g (%.2f%% of the output's scale)%s",
-                      c.check_ok ? "within 3% of" : "DIFFERS from", what, c.max_abs_err, 100 * c.max_rel_err,
-                      c.top1_agreement >= 0 ? "" : "\n");
+      } else if (c.precision != "f32") {  // the trade-off: error against the float32 oracle beside the speed
+        // The limits: api/bench.hpp kBf16Tolerance and kTf32Tolerance.
+        const std::string within = std::string("within ") + (c.precision == "tf32" ? "1%" : "3%") + " of";
+        std::snprintf(line, sizeof line, "check:   %s %s naive's float32 %s: max abs err %.3g (%.2f%% of the output's scale)%s",
+                      c.precision.c_str(), c.check_ok ? within.c_str() : "DIFFERS from", what, c.max_abs_err,
+                      100 * c.max_rel_err, c.top1_agreement >= 0 ? "" : "\n");
         os << line;
         if (c.top1_agreement >= 0) {
           std::snprintf(line, sizeof line, ", top-1 agreement %.2f%% of rows\n", 100 * c.top1_agreement);

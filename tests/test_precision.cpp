@@ -116,6 +116,16 @@ TEST_F(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {
   EXPECT_EQ(r.code, 2) << r.out;
   r = mosaic("bench zoo:fmnist-cnn --backends onednn --precision fp8 --no-db --no-peaks");
   EXPECT_EQ(r.code, 2) << r.out;
+  // tf32 is the cuda backend's (its GPU run: CudaBackend.OnAGpuModelsMatchNaive): every host
+  // backend declines it by name, oneDNN too where it takes bf16.
+  EXPECT_EQ(parse_precision("tf32").value(), mosaic::Precision::kTF32);
+  EXPECT_STREQ(precision_name(mosaic::Precision::kTF32), "tf32");
+  r = mosaic("bench zoo:fmnist-cnn --backends naive,onednn --precision tf32 --no-db --no-peaks");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no configuration can compute in tf32: naive (it computes in float32 only); onednn (oneDNN here "
+                       "computes in float32 or bf16, not tf32)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(Precision, BenchBothTimesBf16BesideFloat32WithItsError) {

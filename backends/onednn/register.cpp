@@ -58,6 +58,7 @@ void dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
 /// emulate them, slower than float32, which is no trade-off worth measuring.
 std::string onednn_declines_precision(Precision p) {
   if (p == Precision::kF32) return "";
+  if (p != Precision::kBF16) return std::string("oneDNN here computes in float32 or bf16, not ") + precision_name(p);
   const std::string isa = onednn_effective_isa();
   if (isa == "avx512_core_bf16" || isa == "avx512_core_amx") return "";
   return "oneDNN's instruction set here is " + isa +
