@@ -4,6 +4,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstdint>
 #include <memory>
@@ -17,9 +18,11 @@ namespace mosaic::cuda_backend {
 /// "cudaErrorMemoryAllocation: out of memory"-style text of a CUDA runtime or cuBLAS error.
 std::string cuda_error(cudaError_t e);
 std::string cublas_error(cublasStatus_t s);
+std::string cudnn_error(cudnnStatus_t s);
 
 /// GPU 0 of this process: memory, copies and synchronisation on one stream, on which every
-/// kernel of the backend is queued (so a copy after a kernel waits for it).
+/// kernel of the backend is queued (so a copy after a kernel waits for it), with the cuBLAS
+/// and cuDNN handles bound to that stream.
 class CudaDevice final : public Device {
  public:
   /// The one instance (the backend's BackendInfo::device).
@@ -33,10 +36,12 @@ class CudaDevice final : public Device {
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();
-  /// The stream and cuBLAS handle, made at the first call (no GPU is touched before).
+  /// The stream and the cuBLAS and cuDNN handles, made at the first call (no GPU is touched
+  /// before).
   Status ensure_ready();
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
   /// The GPU, the driver and the libraries, for provenance and `mosaic backends`.
   BackendProperties properties();
 
@@ -45,6 +50,24 @@ class CudaDevice final : public Device {
   std::string unavailable_, ready_error_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+};
+
+/// Device memory a kernel owns (a library's workspace), freed with it.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory() { CudaDevice::instance()->release(data_); }
+  /// Holds `bytes` (zeroed) from now on; what it held before is freed. 0 bytes: none.
+  Status resize(size_t bytes);
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 /// What every kernel of the backend shares: its label and the device being ready (that it
@@ -55,6 +78,7 @@ class CudaKernel : public Kernel {
   /// A launch's or library call's error as this node's error.
   Status check(cudaError_t e, const char* what) const;
   Status check(cublasStatus_t s, const char* what) const;
+  Status check(cudnnStatus_t s, const char* what) const;
   CudaDevice& device() const { return *CudaDevice::instance(); }
   std::string label_;
 };
@@ -88,5 +112,40 @@ cudaError_t launch_binary(cudaStream_t stream, DevBinary op, const Broadcast& sh
 /// y[m, n] = c broadcast: c[i * row_stride + j * col_stride].
 cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t row_stride, int64_t col_stride, float* y,
                                   int64_t m, int64_t n);
+
+// ---- data movement and reductions (movement.cu) ----
+
+/// Output element o of a copy over up to 8 axes reads input element sum_d maps[d][o_d] *
+/// strides[d], where o_d is o's index along output axis d; maps[d] (device memory) is nullptr
+/// for the identity, and an entry of -1 writes the fill value (*fill_device where it is not
+/// nullptr: a run-time input). Pad and Slice are such per-axis maps, Transpose permuted strides.
+struct AxisGather {
+  int rank = 0;
+  int64_t out_dims[8] = {};
+  int64_t strides[8] = {};
+  const int64_t* maps[8] = {};
+};
+cudaError_t launch_axis_gather(cudaStream_t stream, const AxisGather& g, const float* x, float* y, int64_t n, float fill,
+                               const float* fill_device);
+
+/// The reductions of operators/reduce.hpp the device computes, in their rows' order.
+enum class DevReduce : int { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+/// Output element o (over the kept axes, `out_dims`, with `kept_strides` into the input)
+/// reduces the `count` input elements of the reduced axes (`red_dims`, `red_strides`), in
+/// double precision.
+struct ReduceGeometry {
+  int kept_rank = 0, red_rank = 0;
+  int64_t out_dims[8] = {}, kept_strides[8] = {};
+  int64_t red_dims[8] = {}, red_strides[8] = {};
+  int64_t count = 1;
+};
+cudaError_t launch_reduce(cudaStream_t stream, DevReduce op, const ReduceGeometry& g, const float* x, float* y,
+                          int64_t n_out);
+
+/// LayerNormalization of `rows` rows of `cols` elements (layer_norm.cu): each row's mean and
+/// variance (two passes), then y = (x - mean) / sqrt(var + epsilon) * scale[j] (+ bias[j]
+/// where bias is not nullptr).
+cudaError_t launch_layer_norm(cudaStream_t stream, const float* x, const float* scale, const float* bias, float* y,
+                              int64_t rows, int64_t cols, float epsilon);
 
 }  // namespace mosaic::cuda_backend

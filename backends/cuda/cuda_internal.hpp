@@ -20,8 +20,12 @@ Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& la
 /// Registers one float32 kernel on "cuda" unless an earlier registration failed (`st` keeps
 /// the first error).
 void add(PluginRegistrar& r, Status& st, const std::string& op, KernelFactory factory);
-/// Each kernel family's registrations (gemm.cpp, eltwise.cpp).
+/// Each kernel family's registrations (gemm.cpp, eltwise.cpp, conv.cpp, pool_norm.cpp,
+/// movement.cpp).
 void add_gemm_kernels(PluginRegistrar& r, Status& st);
 void add_eltwise_kernels(PluginRegistrar& r, Status& st);
+void add_conv_kernels(PluginRegistrar& r, Status& st);
+void add_pool_norm_kernels(PluginRegistrar& r, Status& st);
+void add_movement_kernels(PluginRegistrar& r, Status& st);
 
 }  // namespace mosaic::cuda_backend

@@ -1,7 +1,5 @@
 // cuda:0 as a Device: memory, copies and waits on the backend's stream; whether a GPU is
 // here at all; what provenance says of the GPU, the driver and the libraries.
-#include <cudnn.h>
-
 #include <cstdlib>
 
 #include <string>
@@ -15,6 +13,8 @@ std::string cuda_error(cudaError_t e) { return std::string(cudaGetErrorName(e)) 
 std::string cublas_error(cublasStatus_t s) {
   return std::string(cublasGetStatusName(s)) + ": " + cublasGetStatusString(s);
 }
+
+std::string cudnn_error(cudnnStatus_t s) { return cudnnGetErrorString(s); }
 
 const std::shared_ptr<CudaDevice>& CudaDevice::instance() {
   static const std::shared_ptr<CudaDevice> device = std::make_shared<CudaDevice>();
@@ -45,9 +45,14 @@ Status CudaDevice::ensure_ready() {
     }
     cublasStatus_t s = cublasCreate(&cublas_);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(cublas_, stream_);
-    // Full float32: no TF32 tensor-core rounding, so that the check against naive holds.
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH);
-    if (s != CUBLAS_STATUS_SUCCESS) ready_error_ = "cuBLAS on cuda:0: " + cublas_error(s);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      ready_error_ = "cuBLAS on cuda:0: " + cublas_error(s);
+      return;
+    }
+    // cuDNN's math type is each convolution's (conv.cpp: FMA only, no TF32).
+    cudnnStatus_t d = cudnnCreate(&cudnn_);
+    if (d == CUDNN_STATUS_SUCCESS) d = cudnnSetStream(cudnn_, stream_);
+    if (d != CUDNN_STATUS_SUCCESS) ready_error_ = "cuDNN on cuda:0: " + cudnn_error(d);
   });
   return ready_error_.empty() ? Status::ok() : Status::unsupported(ready_error_);
 }
@@ -121,10 +126,20 @@ BackendProperties CudaDevice::properties() {
       p.kernels.emplace_back("memory", std::to_string(prop.totalGlobalMem >> 20) + " MiB");
     }
   }
-  p.kernels.emplace_back("math", "float32 (TF32 off)");
+  p.kernels.emplace_back("math", "float32 (TF32 only with --precision tf32)");
   if (std::getenv("CUDA_VISIBLE_DEVICES")) p.forced_by.push_back("CUDA_VISIBLE_DEVICES");
   if (std::getenv("NVIDIA_TF32_OVERRIDE")) p.forced_by.push_back("NVIDIA_TF32_OVERRIDE");
   return p;
+}
+
+Status DeviceMemory::resize(size_t bytes) {
+  CudaDevice::instance()->release(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+  if (bytes == 0) return Status::ok();
+  MOSAIC_ASSIGN_OR_RETURN(data_, CudaDevice::instance()->allocate(bytes));
+  bytes_ = bytes;
+  return Status::ok();
 }
 
 Status CudaKernel::init_base(const KernelContext& ctx) {
@@ -138,6 +153,10 @@ Status CudaKernel::check(cudaError_t e, const char* what) const {
 
 Status CudaKernel::check(cublasStatus_t s, const char* what) const {
   return s == CUBLAS_STATUS_SUCCESS ? Status::ok() : Status::internal(label_ + ": " + what + ": " + cublas_error(s));
+}
+
+Status CudaKernel::check(cudnnStatus_t s, const char* what) const {
+  return s == CUDNN_STATUS_SUCCESS ? Status::ok() : Status::internal(label_ + ": " + what + ": " + cudnn_error(s));
 }
 
 }  // namespace mosaic::cuda_backend

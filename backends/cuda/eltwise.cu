@@ -2,16 +2,10 @@
 // float), broadcasting binary ops, and the row broadcast of a Gemm's bias. Grid-stride loops;
 // each launcher queues one kernel on the given stream.
 #include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/launch.cuh"
 
 namespace mosaic::cuda_backend {
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
-}
 
 __device__ float apply(const DevUnaryArgs& f, float x) {
   switch (f.op) {

@@ -1,4 +1,5 @@
-// cuda: Gemm and MatMul on cuBLAS (float32, TF32 off), with a fused activation applied after.
+// cuda: Gemm and MatMul on cuBLAS (float32; TF32 tensor-core math in a --precision tf32 plan),
+// with a fused activation applied after.
 // Row-major operands are read as cuBLAS's column-major transposes: Y^T = op(B)^T op(A)^T.
 #include "backends/cuda/cuda_internal.hpp"
 
@@ -8,6 +9,13 @@
 
 namespace mosaic::cuda_backend {
 namespace {
+
+/// cuBLAS's math for a plan's precision: full float32 (CUBLAS_DEFAULT_MATH, no tensor-core
+/// rounding, so that the check against naive holds), or TF32 tensor-op math for tf32. Set
+/// before each call: the handle is the device's, shared by every kernel.
+cublasMath_t cublas_math(const KernelContext& ctx) {
+  return ctx.precision == Precision::kTF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+}
 
 /// C's strides over Y's [m, n] (0 along broadcast dimensions), or an error for a C that does
 /// not broadcast to [m, n] (unidirectionally, as ONNX's Gemm allows).
@@ -28,6 +36,7 @@ class GemmKernel final : public CudaKernel {
     if (p_.m > INT32_MAX || p_.n > INT32_MAX || p_.k > INT32_MAX)
       return Status::unsupported(label_ + ": dimensions beyond cuBLAS's 32-bit sizes");
     MOSAIC_ASSIGN_OR_RETURN(act_, device_activation(*ctx.node, label_));
+    math_ = cublas_math(ctx);
     if (p_.has_c) {
       MOSAIC_ASSIGN_OR_RETURN(c_strides_, bias_strides(ctx.inputs[2].shape, p_.m, p_.n, label_));
     }
@@ -43,6 +52,7 @@ class GemmKernel final : public CudaKernel {
       beta = p_.beta;
     }
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(device().cublas(), math_), "math mode"));
     MOSAIC_RETURN_IF_ERROR(check(
         cublasSgemm(device().cublas(), p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                     k, &p_.alpha, src[1]->f32(), p_.trans_b ? k : n, src[0]->f32(), p_.trans_a ? m : k, &beta, y, n),
@@ -55,6 +65,7 @@ class GemmKernel final : public CudaKernel {
  private:
   GemmParams p_;
   DevUnaryArgs act_;
+  cublasMath_t math_ = CUBLAS_DEFAULT_MATH;
   std::pair<int64_t, int64_t> c_strides_{0, 0};
 };
 
@@ -72,11 +83,13 @@ class MatMulKernel final : public CudaKernel {
     MOSAIC_ASSIGN_OR_RETURN(b_stride_, batch_stride(p_.b_batch, p_.k * p_.n));
     if (p_.m > INT32_MAX || p_.n > INT32_MAX || p_.k > INT32_MAX || batch_ > INT32_MAX)
       return Status::unsupported(label_ + ": dimensions beyond cuBLAS's 32-bit sizes");
+    math_ = cublas_math(ctx);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(device().cublas(), math_), "math mode"));
     return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, src[1]->f32(), n,
                                            b_stride_, src[0]->f32(), k, a_stride_, &zero, dst[0]->f32(), n, p_.m * p_.n,
                                            static_cast<int>(batch_)),
@@ -91,6 +104,7 @@ class MatMulKernel final : public CudaKernel {
   }
   MatMulParams p_;
   int64_t batch_ = 1, a_stride_ = 0, b_stride_ = 0;
+  cublasMath_t math_ = CUBLAS_DEFAULT_MATH;
 };
 
 }  // namespace

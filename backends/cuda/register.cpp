@@ -1,5 +1,5 @@
 // The cuda backend as a bundled plugin (libmosaic_cuda.so, loaded when a command names
-// cuda or all): GPU 0 through cuBLAS and the backend's own CUDA kernels, in the device's
+// cuda or all): GPU 0 through cuDNN, cuBLAS and the backend's own CUDA kernels, in the device's
 // memory (BackendInfo::device). Without a usable GPU it stays registered and says why
 // (BackendInfo::unavailable): naming it fails before any work, `all` leaves it out.
 #include "backends/cuda/cuda_internal.hpp"
@@ -9,14 +9,20 @@ namespace {
 
 Status register_cuda(PluginRegistrar& r) {
   const std::shared_ptr<CudaDevice>& device = CudaDevice::instance();
-  BackendInfo info{"cuda", "GPU 0 through cuBLAS (float32, TF32 off) and its own CUDA kernels, in device memory",
-                   [device] { return device->properties(); }, nullptr};
+  BackendInfo info{"cuda", "GPU 0 through cuDNN, cuBLAS (float32; TF32 with --precision tf32) and its own CUDA kernels, in device memory",
+                   [device] { return device->properties(); }, [](Precision p) -> std::string {
+                     if (p == Precision::kBF16) return "the cuda backend computes in float32, or TF32 with --precision tf32";
+                     return "";
+                   }};
   info.device = device;
   info.unavailable = [device] { return device->unavailable(); };
   MOSAIC_RETURN_IF_ERROR(r.add_backend(std::move(info)));
   Status st;
   add_gemm_kernels(r, st);
   add_eltwise_kernels(r, st);
+  add_conv_kernels(r, st);
+  add_pool_norm_kernels(r, st);
+  add_movement_kernels(r, st);
   return st;
 }
 

@@ -1,0 +1,70 @@
+// cuDNN descriptors as owned values (destroyed with the kernel that holds them), and the
+// shapes cuDNN takes: at least 4 dimensions, int-sized, packed NCHW strides.
+#pragma once
+
+#include <cudnn.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "ir/status.hpp"
+#include "ir/tensor.hpp"
+
+namespace mosaic::cuda_backend {
+
+/// One cuDNN descriptor type with its create and destroy functions.
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class Descriptor {
+ public:
+  Descriptor() = default;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (d_) Destroy(d_);
+  }
+  /// Creates it on first use; the error is cuDNN's.
+  cudnnStatus_t create() { return d_ ? CUDNN_STATUS_SUCCESS : Create(&d_); }
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+
+using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc =
+    Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using LrnDesc = Descriptor<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
+
+/// `shape` as cuDNN's int dimensions, padded with trailing 1s to `min_rank` (cuDNN takes 4 or
+/// 5 dimensions: a 1-d convolution is a 2-d one over a height of 1). An error naming `label`
+/// where the tensor has more elements than an int counts (cuDNN's strides are ints), an empty
+/// dimension or more than 8 dimensions.
+inline Expected<std::vector<int>> cudnn_dims(const Shape& shape, size_t min_rank, const std::string& label) {
+  if (shape.size() > 8) return Status::unsupported(label + ": cuDNN takes at most 8 dimensions");
+  std::vector<int> dims;
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 1 || d > INT_MAX || numel > INT_MAX / d)
+      return Status::unsupported(label + ": shape " + shape_str(shape) + " is outside cuDNN's int range");
+    numel *= d;
+    dims.push_back(static_cast<int>(d));
+  }
+  while (dims.size() < min_rank) dims.push_back(1);
+  return dims;
+}
+
+/// Sets `desc` to a packed float tensor of `dims` (row-major: NCHW for 4 dimensions).
+inline cudnnStatus_t set_packed(TensorDesc& desc, const std::vector<int>& dims) {
+  cudnnStatus_t s = desc.create();
+  if (s != CUDNN_STATUS_SUCCESS) return s;
+  std::vector<int> strides(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * dims[i + 1];
+  return cudnnSetTensorNdDescriptor(desc.get(), CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(),
+                                    strides.data());
+}
+
+}  // namespace mosaic::cuda_backend

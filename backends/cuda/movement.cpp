@@ -1,0 +1,183 @@
+// cuda: Pad, Slice and Transpose as one gather over per-axis index maps (the maps the host
+// backends use, backends/common/movement.hpp, uploaded once), Concat as strided device copies,
+// and the reductions of operators/reduce.hpp (movement.cu).
+#include <cstdint>
+
+#include "backends/common/movement.hpp"
+#include "backends/cuda/cuda_internal.hpp"
+#include "operators/reduce.hpp"
+
+namespace mosaic::cuda_backend {
+namespace {
+
+constexpr size_t kMaxAxes = 8;
+
+/// A gather over per-axis maps, the maps in device memory.
+class AxisGatherKernel : public CudaKernel {
+ protected:
+  /// Output axes `out`, each reading input stride `strides[d]` through `maps[d]` (empty: the
+  /// identity).
+  Status set_geometry(const Shape& out, const std::vector<int64_t>& strides, const AxisMaps& maps) {
+    if (out.size() > kMaxAxes) return Status::unsupported(label_ + ": the cuda backend moves up to 8 dimensions");
+    g_.rank = static_cast<int>(out.size());
+    std::vector<int64_t> flat;
+    std::vector<size_t> at(out.size(), SIZE_MAX);
+    for (size_t d = 0; d < out.size(); ++d) {
+      g_.out_dims[d] = out[d];
+      g_.strides[d] = strides[d];
+      if (d < maps.size() && !maps[d].empty()) {
+        at[d] = flat.size();
+        flat.insert(flat.end(), maps[d].begin(), maps[d].end());
+      }
+    }
+    if (!flat.empty()) {
+      MOSAIC_RETURN_IF_ERROR(maps_.resize(flat.size() * sizeof(int64_t)));
+      MOSAIC_RETURN_IF_ERROR(device().copy_to_device(maps_.data(), flat.data(), flat.size() * sizeof(int64_t)));
+    }
+    for (size_t d = 0; d < out.size(); ++d)
+      g_.maps[d] = at[d] == SIZE_MAX ? nullptr : static_cast<const int64_t*>(maps_.data()) + at[d];
+    return Status::ok();
+  }
+  Status gather(const float* x, Tensor* y, float fill, const float* fill_device) const {
+    return check(launch_axis_gather(device().stream(), g_, x, y->f32(), y->numel(), fill, fill_device), "launch");
+  }
+
+ private:
+  AxisGather g_;
+  DeviceMemory maps_;
+};
+
+/// Pad (constant, reflect, edge; negative pads crop), the constant a run-time input or not.
+class PadKernel final : public AxisGatherKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(const PadParams p, pad_params(ctx));
+    value_ = p.value;
+    value_input_ = p.value_at_run_time;
+    const Shape& in = ctx.inputs[0].shape;
+    return set_geometry(ctx.outputs[0].shape, row_major_strides(in), pad_axis_maps(p, in, ctx.outputs[0].shape));
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* fill = value_input_ && src.size() > 2 && src[2] ? src[2]->f32() : nullptr;
+    return gather(src[0]->f32(), dst[0], value_, fill);
+  }
+
+ private:
+  float value_ = 0.f;
+  bool value_input_ = false;
+};
+
+/// Slice with constant starts, ends, axes and steps.
+class SliceKernel final : public AxisGatherKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(const AxisMaps maps, slice_axis_maps(ctx));
+    return set_geometry(ctx.outputs[0].shape, row_major_strides(ctx.inputs[0].shape), maps);
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    return gather(src[0]->f32(), dst[0], 0.f, nullptr);
+  }
+};
+
+/// Transpose: output axis d walks input axis perm[d].
+class TransposeKernel final : public AxisGatherKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, transpose_perm(ctx));
+    const std::vector<int64_t> in = row_major_strides(ctx.inputs[0].shape);
+    std::vector<int64_t> strides;
+    for (int64_t a : perm) strides.push_back(in[a]);
+    return set_geometry(ctx.outputs[0].shape, strides, {});
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    return gather(src[0]->f32(), dst[0], 0.f, nullptr);
+  }
+};
+
+/// Concat: each input's rows (the axes from `axis` on) copied into the output's, one strided
+/// device-to-device copy per input.
+class ConcatKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    const Shape& out = ctx.outputs[0].shape;
+    MOSAIC_ASSIGN_OR_RETURN(const int64_t axis,
+                            normalize_axis(ctx.node->attr_int("axis", 0), static_cast<int64_t>(out.size()), *ctx.node));
+    for (int64_t a = 0; a < axis; ++a) rows_ *= out[a];
+    int64_t inner = 1;
+    for (size_t a = static_cast<size_t>(axis) + 1; a < out.size(); ++a) inner *= out[a];
+    out_row_ = out[axis] * inner;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) in_rows_.push_back(ctx.has_input(i) ? ctx.inputs[i].shape[axis] * inner : 0);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    float* y = dst[0]->f32();
+    int64_t offset = 0;
+    for (size_t i = 0; i < src.size(); ++i) {
+      if (!src[i] || in_rows_[i] == 0 || rows_ == 0) continue;
+      const size_t f = sizeof(float);
+      MOSAIC_RETURN_IF_ERROR(check(cudaMemcpy2DAsync(y + offset, out_row_ * f, src[i]->f32(), in_rows_[i] * f,
+                                                     in_rows_[i] * f, rows_, cudaMemcpyDeviceToDevice, device().stream()),
+                                   "copy"));
+      offset += in_rows_[i];
+    }
+    return Status::ok();
+  }
+
+ private:
+  int64_t rows_ = 1, out_row_ = 0;
+  std::vector<int64_t> in_rows_;
+};
+
+class ReduceKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    const ReduceOp op = *reduce_op_of(ctx.node->op_type);
+    op_ = static_cast<DevReduce>(static_cast<int>(op));
+    MOSAIC_ASSIGN_OR_RETURN(const ReduceParams p, reduce_params(ctx));
+    if (p.axes.empty()) return Status::unsupported(label_ + ": no axis to reduce (noop_with_empty_axes), a copy");
+    if (p.in.size() > kMaxAxes) return Status::unsupported(label_ + ": the cuda backend reduces up to 8 dimensions");
+    const std::vector<int64_t> strides = row_major_strides(p.in);
+    size_t next = 0;
+    for (size_t a = 0; a < p.in.size(); ++a) {
+      const bool reduced = next < p.axes.size() && p.axes[next] == static_cast<int64_t>(a);
+      if (reduced) {
+        ++next;
+        g_.red_dims[g_.red_rank] = p.in[a];
+        g_.red_strides[g_.red_rank++] = strides[a];
+      } else {
+        g_.out_dims[g_.kept_rank] = p.in[a];
+        g_.kept_strides[g_.kept_rank++] = strides[a];
+      }
+    }
+    g_.count = static_cast<int64_t>(p.count);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    return check(launch_reduce(device().stream(), op_, g_, src[0]->f32(), dst[0]->f32(), dst[0]->numel()), "launch");
+  }
+
+ private:
+  DevReduce op_ = DevReduce::kSum;
+  ReduceGeometry g_;
+};
+
+static_assert(static_cast<int>(ReduceOp::kSumSquare) == static_cast<int>(DevReduce::kSumSquare) &&
+                  static_cast<int>(ReduceOp::kLogSumExp) == static_cast<int>(DevReduce::kLogSumExp),
+              "DevReduce follows operators/reduce.hpp's rows");
+
+}  // namespace
+
+void add_movement_kernels(PluginRegistrar& r, Status& st) {
+  add(r, st, "Pad", make_factory<PadKernel>());
+  add(r, st, "Slice", make_factory<SliceKernel>());
+  add(r, st, "Transpose", make_factory<TransposeKernel>());
+  add(r, st, "Concat", make_factory<ConcatKernel>());
+  for (const ReduceOpInfo& info : kReduceOps) add(r, st, info.name, make_factory<ReduceKernel>());
+}
+
+}  // namespace mosaic::cuda_backend

@@ -1,0 +1,197 @@
+// cuda: pooling (max, average, global), Softmax and LogSoftmax, local response normalisation
+// and BatchNormalization at inference, each a cuDNN call on packed NCHW tensors; and
+// LayerNormalization, the backend's own kernel (layer_norm.cu). Geometry
+// cuDNN does not express (asymmetric pads, dilated or ceil-mode windows it would size
+// differently, even LRN windows) is declined with the reason, and the planner places the node
+// elsewhere.
+#include <climits>
+
+#include "backends/cuda/cuda_internal.hpp"
+#include "backends/cuda/cudnn_desc.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic::cuda_backend {
+namespace {
+
+class PoolKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(const PoolParams p, pool_params(ctx));
+    const Window& w = p.win;
+    if (w.rank() < 1 || w.rank() > 3) return Status::unsupported(label_ + ": the cuda backend pools 1-3 spatial axes");
+    const bool is_max = ctx.node->op_type.find("Max") != std::string::npos;
+    if (ctx.has_output(1)) return Status::unsupported(label_ + ": the cuda backend's MaxPool has no Indices output");
+    std::vector<int> window, pads, strides;
+    for (size_t a = 0; a < w.rank(); ++a) {
+      if (w.dilation[a] != 1) return Status::unsupported(label_ + ": cuDNN pools without dilation");
+      if (w.pad_begin[a] != w.pad_end[a])
+        return Status::unsupported(label_ + ": cuDNN pads both ends of an axis alike; this node's pads differ");
+      if (w.kernel[a] > INT_MAX || w.pad_begin[a] > INT_MAX || w.stride[a] > INT_MAX)
+        return Status::unsupported(label_ + ": a window beyond cuDNN's int range");
+      window.push_back(static_cast<int>(w.kernel[a]));
+      pads.push_back(static_cast<int>(w.pad_begin[a]));
+      strides.push_back(static_cast<int>(w.stride[a]));
+    }
+    const size_t rank = w.rank() == 1 ? 4 : w.rank() + 2;
+    while (window.size() + 2 < rank) {
+      window.push_back(1);
+      pads.push_back(0);
+      strides.push_back(1);
+    }
+    MOSAIC_ASSIGN_OR_RETURN(auto x_dims, cudnn_dims(ctx.inputs[0].shape, rank, label_));
+    MOSAIC_ASSIGN_OR_RETURN(auto y_dims, cudnn_dims(ctx.outputs[0].shape, rank, label_));
+    MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, x_dims), "x descriptor"));
+    MOSAIC_RETURN_IF_ERROR(check(set_packed(y_, y_dims), "y descriptor"));
+    // ONNX's max pooling ignores padded cells; its average counts them with count_include_pad.
+    const cudnnPoolingMode_t mode = is_max               ? CUDNN_POOLING_MAX
+                                    : p.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                          : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    MOSAIC_RETURN_IF_ERROR(check(pool_.create(), "pooling descriptor"));
+    MOSAIC_RETURN_IF_ERROR(check(cudnnSetPoolingNdDescriptor(pool_.get(), mode, CUDNN_PROPAGATE_NAN,
+                                                             static_cast<int>(rank - 2), window.data(), pads.data(),
+                                                             strides.data()),
+                                 "pooling descriptor"));
+    // cuDNN sizes the output by rounding down; a ceil-mode window that adds a last, partial
+    // output is declined.
+    std::vector<int> out(rank);
+    MOSAIC_RETURN_IF_ERROR(check(
+        cudnnGetPoolingNdForwardOutputDim(pool_.get(), x_.get(), static_cast<int>(rank), out.data()), "output dimensions"));
+    if (out != y_dims) return Status::unsupported(label_ + ": cuDNN sizes this window's output differently (ceil_mode)");
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnPoolingForward(device().cudnn(), pool_.get(), &one, x_.get(), src[0]->f32(), &zero, y_.get(),
+                                     dst[0]->f32()),
+                 "cudnnPoolingForward");
+  }
+
+ private:
+  TensorDesc x_, y_;
+  PoolDesc pool_;
+};
+
+/// Softmax and LogSoftmax over one axis: cuDNN's channel softmax on [outer, axis, inner, 1].
+class SoftmaxKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(const SoftmaxParams p, softmax_params(ctx));
+    log_ = ctx.node->op_type == "LogSoftmax";
+    MOSAIC_ASSIGN_OR_RETURN(auto dims, cudnn_dims({p.outer, p.axis_dim, p.inner, 1}, 4, label_));
+    return check(set_packed(x_, dims), "descriptor");
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnSoftmaxForward(device().cudnn(), log_ ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                     CUDNN_SOFTMAX_MODE_CHANNEL, &one, x_.get(), src[0]->f32(), &zero, x_.get(),
+                                     dst[0]->f32()),
+                 "cudnnSoftmaxForward");
+  }
+
+ private:
+  TensorDesc x_;
+  bool log_ = false;
+};
+
+/// LRN across channels: y = x / (bias + alpha / size * sum of x^2 over the window)^beta, the
+/// window centred on the channel (odd sizes: ONNX's and cuDNN's windows agree).
+class LrnKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(const LrnParams p, lrn_params(ctx));
+    if (p.size % 2 == 0) return Status::unsupported(label_ + ": the cuda backend's LRN takes odd sizes (cuDNN centres the window)");
+    if (p.size < CUDNN_LRN_MIN_N || p.size > CUDNN_LRN_MAX_N || p.bias < CUDNN_LRN_MIN_K || p.beta < CUDNN_LRN_MIN_BETA)
+      return Status::unsupported(label_ + ": LRN parameters outside cuDNN's range (size 1-16, bias >= 1e-5, beta >= 0.01)");
+    const Shape& x = ctx.inputs[0].shape;
+    if (x.size() < 3 || x.size() > 5) return Status::unsupported(label_ + ": the cuda backend's LRN takes 3-5 dimensions");
+    MOSAIC_ASSIGN_OR_RETURN(auto dims, cudnn_dims(x, 4, label_));
+    MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, dims), "descriptor"));
+    MOSAIC_RETURN_IF_ERROR(check(lrn_.create(), "LRN descriptor"));
+    return check(cudnnSetLRNDescriptor(lrn_.get(), static_cast<unsigned>(p.size), p.alpha, p.beta, p.bias),
+                 "LRN descriptor");
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnLRNCrossChannelForward(device().cudnn(), lrn_.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, x_.get(),
+                                             src[0]->f32(), &zero, x_.get(), dst[0]->f32()),
+                 "cudnnLRNCrossChannelForward");
+  }
+
+ private:
+  TensorDesc x_;
+  LrnDesc lrn_;
+};
+
+/// BatchNormalization at inference: y = scale * (x - mean) / sqrt(var + epsilon) + B per
+/// channel, with the running statistics (inputs 3 and 4). Training mode (batch statistics,
+/// more outputs) is declined.
+class BatchNormKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    bool statistics_out = false;
+    for (size_t i = 1; i < ctx.outputs.size(); ++i) statistics_out |= ctx.has_output(i);
+    if (ctx.training || ctx.node->attr_int("training_mode", 0) != 0 || statistics_out)
+      return Status::unsupported(label_ + ": the cuda backend normalises with running statistics only (inference)");
+    epsilon_ = static_cast<double>(ctx.node->attr_float("epsilon", 1e-5f));
+    if (epsilon_ < CUDNN_BN_MIN_EPSILON)
+      return Status::unsupported(label_ + ": epsilon " + std::to_string(epsilon_) + " is below cuDNN's least (" +
+                                 std::to_string(CUDNN_BN_MIN_EPSILON) + ")");
+    const Shape& x = ctx.inputs[0].shape;
+    if (x.size() < 2 || x.size() > 5) return Status::unsupported(label_ + ": the cuda backend normalises 2-5 dimensions");
+    MOSAIC_ASSIGN_OR_RETURN(auto dims, cudnn_dims(x, x.size() == 5 ? 5 : 4, label_));
+    MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, dims), "descriptor"));
+    std::vector<int> c_dims(dims.size(), 1);
+    c_dims[1] = dims[1];
+    return check(set_packed(per_channel_, c_dims), "per-channel descriptor");
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnBatchNormalizationForwardInference(device().cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(),
+                                                         src[0]->f32(), x_.get(), dst[0]->f32(), per_channel_.get(),
+                                                         src[1]->f32(), src[2]->f32(), src[3]->f32(), src[4]->f32(),
+                                                         epsilon_),
+                 "cudnnBatchNormalizationForwardInference");
+  }
+
+ private:
+  TensorDesc x_, per_channel_;
+  double epsilon_ = 1e-5;
+};
+
+/// LayerNormalization without its optional Mean and InvStdDev outputs.
+class LayerNormKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(p_, layer_norm_params(ctx));
+    if (ctx.has_output(1) || ctx.has_output(2))
+      return Status::unsupported(label_ + ": the cuda backend's LayerNormalization has no Mean or InvStdDev output");
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* bias = p_.has_bias && src.size() > 2 && src[2] ? src[2]->f32() : nullptr;
+    return check(launch_layer_norm(device().stream(), src[0]->f32(), src[1]->f32(), bias, dst[0]->f32(), p_.outer,
+                                   p_.inner, p_.epsilon),
+                 "launch");
+  }
+
+ private:
+  LayerNormParams p_;
+};
+
+}  // namespace
+
+void add_pool_norm_kernels(PluginRegistrar& r, Status& st) {
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"})
+    add(r, st, op, make_factory<PoolKernel>());
+  for (const char* op : {"Softmax", "LogSoftmax"}) add(r, st, op, make_factory<SoftmaxKernel>());
+  add(r, st, "LRN", make_factory<LrnKernel>());
+  add(r, st, "BatchNormalization", make_factory<BatchNormKernel>());
+  add(r, st, "LayerNormalization", make_factory<LayerNormKernel>());
+}
+
+}  // namespace mosaic::cuda_backend
