@@ -2,10 +2,30 @@
 // Without a GPU (the development machines, CI) it is listed with the reason it cannot run and
 // refused by name before any work; on a GPU (scripts/gpu-check.sh) its kernels run against
 // the naive oracle. A build without CUDA refuses it naming why it was not built.
+//
+// Where a GPU is present the test process loads the plugin before the parameterised suites
+// are instantiated (as tests/test_torch.cpp does for torch), so BackendOps runs every op case
+// on cuda against naive ("AllOps/BackendOps.EveryCaseMatchesNaive/cuda"); the training suites
+// take the backends that train (test_util.hpp training_backends), which a device does not yet.
+#include <cstdlib>
+
 #include "test_util.hpp"
 
 namespace mosaic::test {
 namespace {
+
+#ifdef MOSAIC_CUDA_PLUGIN
+/// The plugin's path: MOSAIC_CUDA_PLUGIN in the environment (the GPU machine runs this binary
+/// from scripts/gpu-check.sh's bundle, elsewhere than it was built), else the build's.
+std::string cuda_plugin_path() {
+  const char* env = std::getenv("MOSAIC_CUDA_PLUGIN");
+  return env && *env ? env : MOSAIC_CUDA_PLUGIN;
+}
+
+// Before main: gtest evaluates the suites' backend lists in InitGoogleTest. Without a GPU the
+// backend registers as unavailable and the suites leave it out.
+const Status kLoaded = process_tests_backend("cuda") ? load_plugin(cuda_plugin_path()) : Status::ok();
+#endif
 
 bool cuda_built() {
   for (const std::string& p : bundled_plugins())
@@ -59,6 +79,19 @@ TEST_F(CudaBackend, WithoutAGpuItIsListedWithTheReasonAndRefusedByName) {
   EXPECT_EQ(r.out.find("cuda"), std::string::npos) << "all leaves it out: " << r.out;
 }
 
+#ifdef MOSAIC_CUDA_PLUGIN
+TEST_F(CudaBackend, LoadsIntoTheTestProcessAndJoinsTheOpSuitesOnlyWithAGpu) {
+  ASSERT_TRUE(kLoaded.is_ok()) << kLoaded.to_string();
+  ASSERT_TRUE(builtin_registry().has_backend("cuda")) << "the filter names cuda: the plugin is loaded";
+  const auto ops = optimised_backends();
+  const bool in_ops = std::find(ops.begin(), ops.end(), "cuda") != ops.end();
+  EXPECT_EQ(in_ops, cuda_available()) << "BackendOps runs on cuda exactly where a GPU is";
+  const auto train = training_backends(true);
+  EXPECT_EQ(std::find(train.begin(), train.end(), "cuda"), train.end()) << "plans on a device do not train yet";
+  EXPECT_NE(std::find(train.begin(), train.end(), "naive"), train.end());
+}
+#endif
+
 TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
   if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
   if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
@@ -73,9 +106,17 @@ TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
     for (const auto& n : doc["runs"][0]["nodes"]) on_cuda += n["backend"] == "cuda";
     EXPECT_GT(on_cuda, 0) << model;
   }
-  const CmdResult r = mosaic("plan zoo:fmnist-cnn --backend cuda");
+  CmdResult r = mosaic("plan zoo:fmnist-cnn --backend cuda");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("host -> cuda:0"), std::string::npos) << r.out;
+  // TF32 (--precision tf32): the configuration is labelled cuda-tf32 and checked against the
+  // float32 oracle within kTf32Tolerance of the output's scale; onednn declines it.
+  r = mosaic("bench zoo:vgg16-cifar --backends cuda,onednn --precision tf32 --batch 8 --no-peaks --iterations 3 "
+             "--warmup 1 --repeats 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cuda-tf32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check:   tf32 within 1% of naive's float32 outputs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tf32 declined by onednn"), std::string::npos) << r.out;
 }
 
 }  // namespace

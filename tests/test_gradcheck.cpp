@@ -439,7 +439,7 @@ TEST_P(GradcheckBackends, AgreementOnlyOnTheFloorIsNotAPass) {
   for (const char* name : {"w2", "b2", "fw", "fb"}) EXPECT_TRUE(planted.at(name).passed()) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, GradcheckBackends, ::testing::ValuesIn(builtin_registry().backends()),
+INSTANTIATE_TEST_SUITE_P(Registry, GradcheckBackends, ::testing::ValuesIn(training_backends(true)),
                          backend_param_name);
 
 TEST(PerNode, NamesTheFirstDivergentNodeOnEveryBackend) {

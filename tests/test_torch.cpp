@@ -22,24 +22,9 @@ namespace {
 
 const std::string kTorchPlugin = MOSAIC_TORCH_PLUGIN;
 
-/// Whether this process runs tests on torch: ctest's listing of the tests (so that the
-/// torch cases are registered), and a run whose --gtest_filter names torch, as every such
-/// test's name does ("AllOps/BackendOps.MatchesNaive/conv3x3_on_torch", "TorchBackend.*").
-/// ctest runs each test in its own process, and loading libtorch takes about a second; the
-/// other tests see the registry the CLI has without `torch` or `all` on its command line.
-bool process_uses_torch() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  for (std::string arg; std::getline(in, arg, '\0');) {
-    if (arg.rfind("--gtest_list_tests", 0) == 0) return true;
-    if (arg.rfind("--gtest_filter=", 0) != 0) continue;
-    std::transform(arg.begin(), arg.end(), arg.begin(), [](unsigned char c) { return std::tolower(c); });
-    return arg.find("torch") != std::string::npos;
-  }
-  return false;
-}
-
-// Before main: gtest evaluates the suites' backend lists in InitGoogleTest.
-const Status kLoaded = process_uses_torch() ? load_plugin(kTorchPlugin) : Status::ok();
+// Before main: gtest evaluates the suites' backend lists in InitGoogleTest. Loading libtorch
+// takes about a second, so only processes whose tests use it do (test_util.hpp).
+const Status kLoaded = process_tests_backend("torch") ? load_plugin(kTorchPlugin) : Status::ok();
 
 std::vector<std::string> wanted(std::vector<const char*> argv) {
   return bundled_plugins_wanted(static_cast<int>(argv.size()), argv.data());

@@ -306,7 +306,7 @@ TEST_P(OptimisedBackward, EveryCaseMatchesFiniteDifferences) {
   EXPECT_GT(checked, 30) << backend << " ran too few cases";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, OptimisedBackward, ::testing::ValuesIn(optimised_backends()),
+INSTANTIATE_TEST_SUITE_P(Ops, OptimisedBackward, ::testing::ValuesIn(training_backends(false)),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 /// An empty graph named `source` with one float input "x" of shape `dims`.
@@ -582,7 +582,7 @@ TEST_P(WholeNetwork, GradcheckPasses) {
 }
 
 // Every backend but the naive oracle (WholeNetworkPassesOnNaive checks that one alone).
-INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::ValuesIn(optimised_backends()), backend_param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::ValuesIn(training_backends(false)), backend_param_name);
 
 /// Gradchecks fmnist-cnn on naive with `op`'s kernel replaced by a planted bug.
 Expected<GradcheckReport> with_planted_bug(const std::string& op, KernelFactory buggy) {

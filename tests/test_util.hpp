@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,12 +27,24 @@
 
 namespace mosaic::test {
 
-/// Every registered backend but the naive oracle: the built-ins and a bundled plugin's
-/// (tests/test_torch.cpp loads the torch backend into processes whose tests use it).
+/// Every registered backend that can run here but the naive oracle: the built-ins and a
+/// bundled plugin's (tests/test_torch.cpp and tests/test_cuda.cpp load the torch and cuda
+/// backends into processes whose tests use them; cuda only where a GPU is present).
 inline std::vector<std::string> optimised_backends() {
-  std::vector<std::string> all = builtin_registry().backends();
+  std::vector<std::string> all = builtin_registry().available_backends();
   all.erase(std::remove(all.begin(), all.end(), "naive"), all.end());
   return all;
+}
+
+/// The backends that can run here and train: those computing in host memory (plans on a
+/// device are inference-only so far, ir/device.hpp), the oracle among them when `with_naive`.
+inline std::vector<std::string> training_backends(bool with_naive) {
+  std::vector<std::string> out;
+  for (const std::string& b : builtin_registry().available_backends()) {
+    const BackendInfo* info = builtin_registry().info(b);
+    if ((b != "naive" || with_naive) && info && !info->device) out.push_back(b);
+  }
+  return out;
 }
 
 /// The backends a CLI command with `--backend all` (or `--backends all`) runs: the
@@ -42,6 +55,23 @@ inline std::vector<std::string> cli_all_backends();
 /// The bundled plugins' backends that can run here, as the CLI says (`backends --names
 /// --available`): the cuda backend without a GPU cannot, and `all` leaves it out.
 inline std::vector<std::string> bundled_available_backends();
+
+/// Whether this test process runs tests on the bundled backend `name` (lower case), which it
+/// then loads before main (tests/test_torch.cpp, tests/test_cuda.cpp): ctest's listing of the
+/// tests (so that its cases are registered), and a run whose --gtest_filter names it, as
+/// every such test's name does ("AllOps/BackendOps.EveryCaseMatchesNaive/torch",
+/// "TorchBackend.*"). ctest runs each test in its own process; the others see the registry
+/// the CLI has without the backend on its command line.
+inline bool process_tests_backend(const std::string& name) {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  for (std::string arg; std::getline(in, arg, '\0');) {
+    if (arg.rfind("--gtest_list_tests", 0) == 0) return true;
+    if (arg.rfind("--gtest_filter=", 0) != 0) continue;
+    std::transform(arg.begin(), arg.end(), arg.begin(), [](unsigned char c) { return std::tolower(c); });
+    return arg.find(name) != std::string::npos;
+  }
+  return false;
+}
 
 /// Test names by backend ("GradcheckBackends.X/torch"), so that a test's name says which
 /// backend it runs on (and a filter naming a bundled backend makes the process load it).
@@ -65,8 +95,12 @@ inline CmdResult mosaic_shell(const std::string& command) {
   return r;
 }
 
-/// Runs the mosaic binary with `args`; stdout and stderr together.
-inline CmdResult mosaic(const std::string& args) { return mosaic_shell(std::string(MOSAIC_BIN) + " " + args); }
+/// Runs the mosaic binary with `args`; stdout and stderr together. MOSAIC_TEST_BIN in the
+/// environment names another one (scripts/gpu-check.sh runs this binary from a bundle).
+inline CmdResult mosaic(const std::string& args) {
+  const char* bin = std::getenv("MOSAIC_TEST_BIN");
+  return mosaic_shell(std::string(bin && *bin ? bin : MOSAIC_BIN) + " " + args);
+}
 
 inline std::vector<std::string> bundled_available_backends() {
   static const std::vector<std::string> names = [] {
