@@ -566,6 +566,29 @@ TEST_F(Cli, InfoListsParameterNamesAndFullNodeNames) {
   EXPECT_NE(r.out.find("conv1.weight"), std::string::npos) << "parameter names for --freeze:\n" << r.out;
 }
 
+TEST_F(Cli, ZooResnet50IsTorchvisionsLayoutAndRunsOnEveryBackend) {
+  // torchvision's ResNet-50: 25,557,032 parameters (its model card) plus the 53,120 running
+  // statistics of its 53 BatchNormalization layers; 4.09 G multiply-adds per 224x224 image.
+  CmdResult r = mosaic("info zoo:resnet50 --no-nodes");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("params:  25,610,152"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Add 16 BatchNormalization 53 Conv 53 Flatten 1 Gemm 1 GlobalAveragePool 1 MaxPool 1 Relu 49"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(4108.82 M multiply-adds per image)"), std::string::npos) << r.out;
+  // Activations keep their scale through the 16 residual blocks (kaiming-normal weights), so
+  // the check against naive compares numbers, not zeros.
+  const std::string json = path("resnet50.json");
+  r = mosaic("bench zoo:resnet50 --backends onednn --batch 1 --iterations 1 --warmup 0 --repeats 1 --no-peaks --json " +
+             json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json check = read_json(json)["runs"][0]["check"];
+  EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
+  // Rounding differences of about 1e-5 on logits of unit scale (uniform fan-in weights left
+  // them near 1e-4 and the differences near 1e-8, within any absolute tolerance).
+  EXPECT_GT(check["max_abs_error"].get<double>(), 1e-7) << "outputs near zero would compare trivially";
+}
+
 TEST_F(Cli, PluginPathWithoutSlashIsAFile) {
   const std::string lib = "libmosaic_lion.so";
   fs::copy_file(std::string(MOSAIC_PLUGIN_DIR) + "/examples/custom_optimizer/" + lib, dir_ / lib);

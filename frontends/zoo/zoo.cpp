@@ -58,10 +58,43 @@ Graph fmnist_cnn(uint64_t seed) {
   return b.finish("logits");
 }
 
+/// torchvision's ResNet-50 (v1.5: the stride on each bottleneck's 3x3 convolution) for
+/// 3x224x224 ImageNet images, initialised as torchvision does: convolutions kaiming-normal
+/// (fan_out), BatchNormalization scale 1, shift 0, running statistics 0 and 1, the classifier
+/// uniform in +-1/sqrt(fan_in).
+Graph resnet50(uint64_t seed) {
+  Builder b("resnet50", seed);
+  std::string x = b.input("input", {-1, 3, 224, 224});
+  x = b.relu(b.batch_norm(b.conv_he(x, "conv1", 3, 64, 7, 2, 3), "bn1", 64), "relu");
+  x = b.max_pool(x, "maxpool", 3, 2, 1);
+  int64_t cin = 64;
+  const int64_t blocks[4] = {3, 4, 6, 3};
+  for (int layer = 0; layer < 4; ++layer) {
+    const int64_t width = int64_t{64} << layer, cout = width * 4;
+    for (int64_t i = 0; i < blocks[layer]; ++i) {
+      const std::string id = "layer" + std::to_string(layer + 1) + "." + std::to_string(i);
+      const int64_t stride = i == 0 && layer > 0 ? 2 : 1;
+      std::string y = b.relu(b.batch_norm(b.conv_he(x, id + ".conv1", cin, width, 1, 1, 0), id + ".bn1", width),
+                             id + ".relu1");
+      y = b.relu(b.batch_norm(b.conv_he(y, id + ".conv2", width, width, 3, stride, 1), id + ".bn2", width),
+                 id + ".relu2");
+      y = b.batch_norm(b.conv_he(y, id + ".conv3", width, cout, 1, 1, 0), id + ".bn3", cout);
+      std::string shortcut = x;
+      if (i == 0)
+        shortcut = b.batch_norm(b.conv_he(x, id + ".downsample.0", cin, cout, 1, stride, 0), id + ".downsample.1", cout);
+      x = b.relu(b.add(y, shortcut, id + ".add"), id + ".relu3");
+      cin = cout;
+    }
+  }
+  x = b.flatten(b.global_avg_pool(x, "avgpool"), "flatten");
+  b.linear(x, "fc", 2048, 1000);
+  return b.finish("logits");
+}
+
 }  // namespace
 
 std::vector<std::string> zoo_names() {
-  std::vector<std::string> names = {"alexnet-cifar", "vgg16-cifar", "fmnist-cnn"};
+  std::vector<std::string> names = {"alexnet-cifar", "vgg16-cifar", "fmnist-cnn", "resnet50"};
   for (const auto& e : zoo_detail::sequence_zoo()) names.push_back(e.name);
   return names;
 }
@@ -70,6 +103,9 @@ std::string zoo_description(const std::string& name) {
   if (name == "alexnet-cifar") return "AlexNet for CIFAR-10, 3x32x32 -> 10 (78,330,250 parameters)";
   if (name == "vgg16-cifar") return "VGG16 for CIFAR-100, 3x32x32 -> 100 (8,735,652 parameters)";
   if (name == "fmnist-cnn") return "small CNN for Fashion-MNIST, 1x28x28 -> 10 (421,642 parameters)";
+  if (name == "resnet50")
+    return "torchvision's ResNet-50 for ImageNet, 3x224x224 -> 1000 (25,557,032 parameters and 53,120 running "
+           "statistics, as initialised)";
   for (const auto& e : zoo_detail::sequence_zoo())
     if (e.name == name) return e.description;
   return "";
@@ -79,6 +115,7 @@ Expected<Graph> build_zoo_model(const std::string& name, uint64_t seed) {
   if (name == "alexnet-cifar") return alexnet_cifar(seed);
   if (name == "vgg16-cifar") return vgg16_cifar(seed);
   if (name == "fmnist-cnn") return fmnist_cnn(seed);
+  if (name == "resnet50") return resnet50(seed);
   for (const auto& e : zoo_detail::sequence_zoo())
     if (e.name == name) return e.build(seed);
   std::string known;

@@ -2,9 +2,11 @@
 // outputs and seeded PyTorch-style initialisation.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.hpp"
@@ -40,6 +42,21 @@ class Builder {
     n.attrs["pads"] = Attribute::of_ints({pad, pad, pad, pad});
     return push(std::move(n));
   }
+  /// A convolution without bias, its weights as torchvision's ResNets initialise them
+  /// (kaiming_normal_, fan_out, ReLU gain: normal with standard deviation sqrt(2 / fan_out)),
+  /// which keeps activations near unit scale through a deep network.
+  std::string conv_he(const std::string& x, const std::string& name, int64_t cin, int64_t cout, int64_t k,
+                      int64_t stride, int64_t pad) {
+    Tensor t = Tensor::empty({DType::kF32, {cout, cin, k, k}});
+    std::normal_distribution<float> dist(0.f, static_cast<float>(std::sqrt(2.0 / static_cast<double>(cout * k * k))));
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng_);
+    g_.initializers[name + ".weight"] = std::move(t);
+    Node n = node("Conv", name, {x, name + ".weight"});
+    n.attrs["kernel_shape"] = Attribute::of_ints({k, k});
+    n.attrs["strides"] = Attribute::of_ints({stride, stride});
+    n.attrs["pads"] = Attribute::of_ints({pad, pad, pad, pad});
+    return push(std::move(n));
+  }
   std::string relu(const std::string& x, const std::string& name) { return push(node("Relu", name, {x})); }
   std::string zero_pad(const std::string& x, const std::string& name, int64_t p) {
     const std::string pads = name + ".pads";
@@ -48,11 +65,35 @@ class Builder {
     n.attrs["mode"] = Attribute::of_string("constant");
     return push(std::move(n));
   }
-  std::string max_pool(const std::string& x, const std::string& name, int64_t k, int64_t s) {
+  std::string max_pool(const std::string& x, const std::string& name, int64_t k, int64_t s, int64_t pad = 0) {
     Node n = node("MaxPool", name, {x});
     n.attrs["kernel_shape"] = Attribute::of_ints({k, k});
     n.attrs["strides"] = Attribute::of_ints({s, s});
+    if (pad) n.attrs["pads"] = Attribute::of_ints({pad, pad, pad, pad});
     return push(std::move(n));
+  }
+  /// BatchNormalization over `c` channels as PyTorch initialises it: scale 1, shift 0, running
+  /// mean 0 and variance 1 (epsilon 1e-5, PyTorch's momentum 0.1).
+  std::string batch_norm(const std::string& x, const std::string& name, int64_t c) {
+    const std::vector<std::pair<std::string, float>> params = {
+        {".weight", 1.f}, {".bias", 0.f}, {".running_mean", 0.f}, {".running_var", 1.f}};
+    std::vector<std::string> inputs{x};
+    for (const auto& [suffix, value] : params) {
+      Tensor t = Tensor::empty({DType::kF32, {c}});
+      std::fill(t.f32(), t.f32() + c, value);
+      g_.initializers[name + suffix] = std::move(t);
+      inputs.push_back(name + suffix);
+    }
+    Node n = node("BatchNormalization", name, std::move(inputs));
+    n.attrs["epsilon"] = Attribute::of_float(1e-5f);
+    n.attrs["momentum"] = Attribute::of_float(0.9f);
+    return push(std::move(n));
+  }
+  std::string add(const std::string& a, const std::string& b, const std::string& name) {
+    return push(node("Add", name, {a, b}));
+  }
+  std::string global_avg_pool(const std::string& x, const std::string& name) {
+    return push(node("GlobalAveragePool", name, {x}));
   }
   std::string flatten(const std::string& x, const std::string& name) {
     Node n = node("Flatten", name, {x});
