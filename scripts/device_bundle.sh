@@ -8,6 +8,8 @@
 #                    under their sonames
 #   lib/mosaic/plugins/libmosaic_cuda.so  the cuda backend, where the build has it (it links the
 #                    target's own CUDA runtime, cuBLAS and cuDNN)
+#   bin/mosaic_tests.bin  the test binary, where the build has it (scripts/gpu-check.sh runs
+#                    its cuda tests there)
 #   BUILD.txt        what was packed: the commit, the compiler flags, the libraries
 # The wrapper keeps these libraries out of everything else on that machine (its Python and
 # PyTorch load their own).
@@ -32,17 +34,24 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "$exe" "$stage/bin/mosaic.bin"
+programs=("$exe")
+if [ -x "$build/mosaic_tests" ]; then
+  cp "$build/mosaic_tests" "$stage/bin/mosaic_tests.bin"
+  programs+=("$build/mosaic_tests")
+fi
 # The runtimes left out: those of the C library and the compiler, which the target has newer.
 skip='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libgomp)\.'
-ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
-  if [[ "$soname" =~ $skip ]]; then continue; fi
-  cp -L "$path" "$stage/lib/$soname"
+for program in "${programs[@]}"; do
+  ldd "$program" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
+    if [[ "$soname" =~ $skip ]]; then continue; fi
+    cp -L "$path" "$stage/lib/$soname"
+  done
+  if ldd "$program" | grep -q "not found"; then
+    echo "$0: $program has unresolved libraries here:" >&2
+    ldd "$program" | grep "not found" >&2
+    exit 1
+  fi
 done
-if ldd "$exe" | grep -q "not found"; then
-  echo "$0: $exe has unresolved libraries here:" >&2
-  ldd "$exe" | grep "not found" >&2
-  exit 1
-fi
 # The cuda plugin, where it was built, as a bundled plugin (lib/mosaic/plugins beside bin/):
 # the CUDA runtime, cuBLAS and cuDNN it links are the GPU machine's own.
 if [ -f "$build/plugins/libmosaic_cuda.so" ]; then
