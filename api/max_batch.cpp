@@ -44,6 +44,10 @@ struct Footprint {
   std::string error;        ///< why not
   int64_t accounted = 0;    ///< weights + activations + workspace [+ gradients + optimizer state]
   int64_t rss_growth = 0;   ///< real runs: resident memory the run added to the process
+  /// A plan with steps on a device (ir/device.hpp): the first such device, and what the plan
+  /// holds in its memory (activations and resident constants).
+  std::shared_ptr<Device> device;
+  int64_t device_accounted = 0;
 };
 
 /// Memory of `label`'s plan at batch `batch`: planned only (real = false), or allocated and
@@ -107,6 +111,11 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
   }
   f.ok = true;
   f.accounted = p.weight_bytes() + p.activation_bytes() + p.workspace_bytes() + extra;
+  if (!p.devices().empty()) {
+    f.device = p.devices().front();
+    if (auto it = p.device_bytes().find(f.device->name()); it != p.device_bytes().end())
+      f.device_accounted = it->second.activations + it->second.constants;
+  }
   return f;
 }
 
@@ -115,6 +124,8 @@ constexpr int kMaxConfirmingRuns = 16;
 
 struct MaxBatch {
   std::string label, error, note;
+  std::string device;       ///< the device whose memory bounds it ("" : the host's)
+  int64_t limit = 0;        ///< the bytes it was searched within
   /// What refused max_batch + 1: "accounting", "resident memory" (a real run), or
   /// "available memory" (the prediction exceeds 90% of what is available now: not run).
   std::string limited_by;
@@ -125,7 +136,13 @@ struct MaxBatch {
   int real_runs = 0;
 };
 
-MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const Placement& placement, int64_t limit) {
+/// `limit`: the host's bytes, or with `explicit_limit` (memory_limit) the bytes of whichever
+/// memory bounds the configuration. A configuration computing on a device is bounded by the
+/// device's memory (what the plan holds there): 90% of what it has free unless memory_limit
+/// says otherwise; its real runs fail cleanly when the device runs out (no host RSS measure,
+/// no room check: an allocation the device refuses is an error, not the kernel's OOM kill).
+MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const Placement& placement, int64_t limit,
+                        bool explicit_limit) {
   MaxBatch m;
   m.label = label;
   // Batch 1 for real: the batch-independent memory the plan accounting does not see
@@ -137,13 +154,32 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     m.error = "batch 1: " + (real1.ok ? plan1.error : real1.error);
     return m;
   }
-  const int64_t offset = real1.accounted - plan1.accounted;
+  const bool on_device = real1.device != nullptr;
+  if (on_device) {
+    m.device = real1.device->name();
+    if (!explicit_limit) {
+      const auto memory = real1.device->memory();
+      if (!memory.ok()) {
+        m.error = memory.status().message() + "; give a memory limit for it";
+        return m;
+      }
+      limit = memory->free * 9 / 10;
+    }
+  }
+  m.limit = limit;
+  const int64_t offset = on_device ? 0 : real1.accounted - plan1.accounted;
+  // What bounds a footprint: the device's bytes, or the host's (accounted, and for a real
+  // run its resident growth).
+  auto bound = [&](const Footprint& f) {
+    return on_device ? f.device_accounted : std::max(f.accounted, f.rss_growth);
+  };
   // Bytes per batch entry the process grows by beyond the accounting (backward kernels'
   // temporaries, library scratch): measured by a calibration run below.
   double untracked_per_entry = 0;
   auto predicted_fits = [&](int64_t b, int64_t* bytes) {
     const Footprint f = footprint(o, placement, b, false);
-    const int64_t need = f.accounted + offset + static_cast<int64_t>(untracked_per_entry * static_cast<double>(b - 1));
+    const int64_t need = on_device ? f.device_accounted
+                                   : f.accounted + offset + static_cast<int64_t>(untracked_per_entry * static_cast<double>(b - 1));
     if (bytes) *bytes = need;
     return f.ok && need <= limit;
   };
@@ -156,9 +192,9 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     }
     return lo;
   };
-  if (real1.accounted > limit || real1.rss_growth > limit) {
-    m.error = "batch 1 needs " + format_bytes(static_cast<double>(std::max(real1.accounted, real1.rss_growth))) +
-              ", more than the limit";
+  if (bound(real1) > limit) {
+    m.error = "batch 1 needs " + format_bytes(static_cast<double>(bound(real1))) + ", more than the limit" +
+              (on_device ? " on " + m.device : "");
     return m;
   }
   // Bisection on the accounting: lo fits, lo + 1 does not.
@@ -167,7 +203,7 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
   // process grows with the batch than the accounting (BERT-Base training: 1.4x, the loss
   // gradient and backward temporaries), so the confirming run is not one that outgrows
   // the machine.
-  if (lo >= 8) {
+  if (lo >= 8 && !on_device) {
     const int64_t b2 = lo / 4;
     const Footprint f2 = footprint(o, placement, b2, true);
     ++m.real_runs;
@@ -195,7 +231,7 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
       predicted_fits(batch, &need);
       return need <= room;
     };
-    if (!within_room(b)) {  // the largest batch the prediction puts within the room, by bisection
+    if (!on_device && !within_room(b)) {  // the largest batch the prediction puts within the room, by bisection
       int64_t ok = fit, bad = b;
       while (bad - ok > 1) {
         const int64_t mid = ok + (bad - ok) / 2;
@@ -209,18 +245,18 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     }
     const Footprint f = footprint(o, placement, b, true);
     ++m.real_runs;
-    if (f.ok && f.accounted <= limit && f.rss_growth <= limit) {
+    if (f.ok && bound(f) <= limit) {
       fit = b;
       fit_footprint = f;
     } else {
       fail = b;
-      m.limited_by = "resident memory";
-      m.next_rss_growth = f.ok ? f.rss_growth : 0;
+      m.limited_by = on_device ? "device memory" : "resident memory";
+      m.next_rss_growth = f.ok && !on_device ? f.rss_growth : 0;
       if (m.real_runs >= kMaxConfirmingRuns) break;
     }
     if (fail - fit <= 1) break;
     // First guess from how far over the limit the run was; then bisection.
-    const double used = static_cast<double>(std::max(f.accounted, f.rss_growth));
+    const double used = static_cast<double>(bound(f));
     const int64_t scaled = f.ok && used > 0 ? static_cast<int64_t>(static_cast<double>(b) * static_cast<double>(limit) / used) : b / 2;
     b = fit == 1 && m.real_runs == 2 ? std::clamp<int64_t>(scaled, fit + 1, fail - 1) : fit + (fail - fit) / 2;
   }
@@ -237,9 +273,10 @@ int64_t default_memory_limit() { return available_memory_bytes() * 9 / 10; }
 }  // namespace
 
 Expected<int64_t> largest_batch(const BenchOptions& o, const Placement& placement, int64_t limit) {
+  const bool explicit_limit = limit > 0;
   if (limit <= 0) limit = default_memory_limit();
   if (limit <= 0) return Status::invalid("cannot read MemAvailable from /proc/meminfo; give a memory limit");
-  const MaxBatch m = find_max_batch(o, placement.default_backend, placement, limit);
+  const MaxBatch m = find_max_batch(o, placement.default_backend, placement, limit, explicit_limit);
   if (!m.error.empty()) return Status::invalid(o.model + " on " + placement.default_backend + ": " + m.error);
   return m.max_batch;
 }
@@ -278,11 +315,15 @@ Expected<json> find_max_batch(const BenchOptions& o, const std::function<void(co
   json out{{"schema", "mosaic.max-batch/1"}, {"model", o.model}, {"mode", o.mode}, {"limit_bytes", limit},
            {"limit_source", source}, {"configs", json::array()}};
   for (const auto& [label, placement] : configs) {
-    const MaxBatch m = find_max_batch(o, label, placement, limit);
+    const MaxBatch m = find_max_batch(o, label, placement, limit, !o.memory_limit.empty());
     out["configs"].push_back({{"label", label},
                               {"max_batch", m.error.empty() ? json(m.max_batch) : json()},
                               {"predicted", m.predicted > 0 ? json(m.predicted) : json()},
-                              {"accounted_bytes", m.error.empty() ? json(m.at_max.accounted) : json()},
+                              {"device", m.device.empty() ? json() : json(m.device)},
+                              {"device_limit_bytes", m.device.empty() ? json() : json(m.limit)},
+                              {"accounted_bytes", m.error.empty() ? json(m.device.empty() ? m.at_max.accounted
+                                                                                          : m.at_max.device_accounted)
+                                                                  : json()},
                               {"rss_growth_bytes", m.error.empty() ? json(m.at_max.rss_growth) : json()},
                               {"next_accounted_bytes", m.error.empty() ? json(m.next_accounted) : json()},
                               {"confirming_runs", m.real_runs},

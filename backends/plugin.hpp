@@ -39,7 +39,9 @@
 ///   5: BackendInfo::properties (libraries, kernels, forced_by) replaces details.
 ///   6: BackendInfo::device and BackendInfo::unavailable (backends computing in a device's
 ///      memory, ir/device.hpp; backends that cannot run on this machine).
-#define MOSAIC_PLUGIN_API_VERSION 6
+///   7: Device timing markers (Device::timing, mark, elapsed_ns), Device::memory and
+///      Precision::kTF32.
+#define MOSAIC_PLUGIN_API_VERSION 7
 
 namespace mosaic {
 

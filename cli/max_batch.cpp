@@ -33,7 +33,12 @@ int run_find_max_batch(const BenchOptions& o) {
     const std::string by = c["limited_by"];
     const std::string refused = by == "accounting"         ? "the plan accounting"
                                 : by == "available memory" ? "the memory available now (no real run tried)"
+                                : by == "device memory"    ? "a real run on " + c["device"].get<std::string>()
                                                            : "a real run (RSS growth " + bytes(c["next_rss_growth_bytes"]) + ")";
+    if (!c["device"].is_null())  // bounded by the device's memory, not the host's
+      std::printf("%s computes on %s: within %s of its memory (%s; accounted: what the plan holds there)\n",
+                  label.c_str(), c["device"].get<std::string>().c_str(), bytes(c["device_limit_bytes"]).c_str(),
+                  o.memory_limit.empty() ? "90% of what it has free" : "--memory-limit");
     std::printf("%-10s %10lld %10lld %14s %14s %16s %6d  %s%s\n", label.c_str(), c["max_batch"].get<long long>(),
                 c["predicted"].get<long long>(), bytes(c["accounted_bytes"]).c_str(), bytes(c["rss_growth_bytes"]).c_str(),
                 bytes(c["next_accounted_bytes"]).c_str(), c["confirming_runs"].get<int>(), refused.c_str(),

@@ -1,8 +1,10 @@
 #include "core/plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fnmatch.h>
+#include <map>
 #include <sstream>
 
 #include "operators/schema.hpp"
@@ -260,10 +262,34 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs
     if (v.desc.bytes()) std::memcpy(v.tensor.data(), inputs[i].data(), v.desc.bytes());
   }
   const int64_t run_begin = observer ? now_ns() : 0;
+  // A timed run times each device step on its device where the device can (Device::timing):
+  // markers 2s and 2s + 1 around step s, reported once the device has finished. Per device:
+  // its first marker, and the host's clock when it was queued (where its steps are placed
+  // on the host's timeline).
+  struct DeviceClock {
+    size_t first = SIZE_MAX;
+    int64_t host_ns = 0;
+  };
+  std::map<Device*, DeviceClock> device_clocks;
+  std::vector<size_t> device_timed;  // steps timed by markers, in order
+  if (observer)
+    for (const auto& d : devices_)
+      if (d->timing(2 * steps_.size())) device_clocks[d.get()];
   for (size_t s = 0; s < steps_.size(); ++s) {
     PlanStep& st = steps_[s];
     if (st.alias) continue;
-    if (observer) {
+    if (observer && st.device && device_clocks.count(st.device)) {
+      DeviceClock& clock = device_clocks[st.device];
+      if (clock.first == SIZE_MAX) {
+        clock.first = 2 * s;
+        clock.host_ns = now_ns();
+      }
+      Status status = st.device->mark(2 * s);
+      if (status.is_ok()) status = st.kernel->forward(st.src, st.dst);
+      if (status.is_ok()) status = st.device->mark(2 * s + 1);
+      if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " on " + st.backend);
+      device_timed.push_back(s);
+    } else if (observer) {
       NodeEvent ev;
       ev.step = static_cast<int>(s);
       ev.stage = st.conversion ? Stage::kConversion : Stage::kForward;
@@ -282,7 +308,24 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs
   }
   for (const auto& d : devices_)  // the run ends when every device has finished its work
     if (Status st = d->synchronize(); !st.is_ok()) return st.with_context("waiting for " + d->name());
-  if (observer) observer->on_run({iteration, run_begin, now_ns()});
+  const int64_t run_end = observer ? now_ns() : 0;
+  for (size_t s : device_timed) {
+    const PlanStep& st = steps_[s];
+    const DeviceClock& clock = device_clocks[st.device];
+    auto from_first = st.device->elapsed_ns(clock.first, 2 * s);
+    auto duration = st.device->elapsed_ns(2 * s, 2 * s + 1);
+    if (!from_first.ok() || !duration.ok())
+      return (from_first.ok() ? duration.status() : from_first.status())
+          .with_context(graph_.nodes[st.node].label() + " on " + st.backend + ": reading its device time");
+    NodeEvent ev;
+    ev.step = static_cast<int>(s);
+    ev.stage = st.conversion ? Stage::kConversion : Stage::kForward;
+    ev.iteration = iteration;
+    ev.begin_ns = clock.host_ns + from_first.value();
+    ev.end_ns = ev.begin_ns + duration.value();
+    observer->on_node(ev);
+  }
+  if (observer) observer->on_run({iteration, run_begin, run_end});
   if (outputs) {
     outputs->clear();
     for (int v : output_values_) outputs->push_back(values_[v].tensor.clone());

@@ -188,6 +188,8 @@ class Plan {
     int64_t activations = 0, constants = 0;
   };
   const std::map<std::string, DeviceBytes>& device_bytes() const { return device_bytes_; }
+  /// The devices its steps compute on, in the order the plan first uses them.
+  const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
   int fallback_count() const;
   int conversion_count() const;
 

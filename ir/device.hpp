@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,36 @@ class Device {
   virtual Status copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   /// Waits for every kernel queued on the device so far.
   virtual Status synchronize() = 0;
+  /// The device's free and total memory now, in bytes (bench --find-max-batch bounds a
+  /// configuration on the device by it); optional.
+  struct MemoryInfo {
+    int64_t free = 0, total = 0;
+  };
+  virtual Expected<MemoryInfo> memory() { return Status::unsupported(name() + " does not report its memory"); }
+
+  // ---- device-side timing (optional; the cuda backend's CUDA events) ----
+  // A timed run (an observer asks for per-node times) of a device that has it puts a marker
+  // before and after each of its steps, waits once at the end of the run, and reports each
+  // step's time between its markers: the device's own time, without a wait per step. A device
+  // without it is timed on the host around a wait after each step.
+
+  /// Whether the device can hold `markers` markers (numbered 0 .. markers - 1) from now on;
+  /// false: no device-side timing.
+  virtual bool timing(size_t markers) {
+    (void)markers;
+    return false;
+  }
+  /// Queues marker `marker` after the work queued so far.
+  virtual Status mark(size_t marker) {
+    (void)marker;
+    return Status::unsupported(name() + " has no device-side timing");
+  }
+  /// After synchronize(): the device's time from marker `from` to marker `to`, in ns.
+  virtual Expected<int64_t> elapsed_ns(size_t from, size_t to) {
+    (void)from;
+    (void)to;
+    return Status::unsupported(name() + " has no device-side timing");
+  }
 };
 
 /// A Buffer of `bytes` on `device`, reported to `tracker`; the device's error otherwise.

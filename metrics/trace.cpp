@@ -9,13 +9,22 @@ namespace mosaic {
 
 void TraceRecorder::begin_config(const std::string& label, const Plan& plan) {
   tracks_.push_back(label);
+  std::vector<std::string> threads{"host"};
   std::vector<StepInfo> info;
   for (const PlanStep& st : plan.steps()) {
     const Node& node = plan.node(st);
-    info.push_back({node.name, node.op_type, st.backend, st.flops, st.backward_flops_data + st.backward_flops_weights,
-                    static_cast<int64_t>(st.out_bytes)});
+    int thread = 1;
+    if (st.device) {
+      const std::string device = st.device->name();
+      auto at = std::find(threads.begin(), threads.end(), device);
+      thread = static_cast<int>(at - threads.begin()) + 1;
+      if (at == threads.end()) threads.push_back(device);
+    }
+    info.push_back({node.name, node.op_type, st.backend, thread, st.flops,
+                    st.backward_flops_data + st.backward_flops_weights, static_cast<int64_t>(st.out_bytes)});
   }
   steps_.push_back(std::move(info));
+  threads_.push_back(std::move(threads));
 }
 
 void TraceRecorder::on_node(const NodeEvent& e) {
@@ -39,6 +48,8 @@ Status TraceRecorder::write(const std::string& path) const {
     const int pid = static_cast<int>(t) + 1;
     trace.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", tracks_[t]}}}});
     trace.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 1}, {"args", {{"sort_index", pid}}}});
+    for (size_t th = 0; th < threads_[t].size(); ++th)
+      trace.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", th + 1}, {"args", {{"name", threads_[t][th]}}}});
   }
   for (const auto& e : events_) {
     json ev = {{"ph", "X"},
@@ -52,6 +63,7 @@ Status TraceRecorder::write(const std::string& path) const {
       ev["args"] = {{"iteration", e.iteration}};
     } else {
       const StepInfo& s = steps_[e.track][e.step];
+      ev["tid"] = s.thread;
       const bool backward = std::string(e.category) == "backward";
       const double flops = backward ? s.backward_flops : s.flops;
       const double us = static_cast<double>(e.end_ns - e.begin_ns) / 1e3;

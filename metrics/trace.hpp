@@ -1,6 +1,8 @@
 // Chrome trace-event recording (`bench --trace FILE`): every node of every measured
 // iteration per configuration, nested in its stage and iteration spans, with FLOPs, bytes
 // and backend in `args`. The JSON object format opens in Perfetto and chrome://tracing.
+// A configuration is a trace "process"; its host steps are on thread "host", the steps that
+// compute on a device (ir/device.hpp: kernels and copies) on a thread named after the device.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,7 @@ class TraceRecorder final : public ExecObserver {
  private:
   struct StepInfo {
     std::string name, op, backend;
+    int thread = 1;  ///< 1: the host; 2, 3, ...: the configuration's devices, in order
     double flops = 0, backward_flops = 0;
     int64_t out_bytes = 0;
   };
@@ -37,6 +40,7 @@ class TraceRecorder final : public ExecObserver {
     int64_t begin_ns = 0, end_ns = 0, iteration = 0;
   };
   std::vector<std::string> tracks_;
+  std::vector<std::vector<std::string>> threads_;  ///< per track: its thread names from tid 1
   std::vector<std::vector<StepInfo>> steps_;  ///< per track
   std::vector<Event> events_;
 };

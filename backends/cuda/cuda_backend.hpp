@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/kernel.hpp"
 
@@ -33,6 +34,11 @@ class CudaDevice final : public Device {
   Status copy_to_device(void* device_dst, const void* host_src, size_t bytes) override;
   Status copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
   Status synchronize() override;
+  /// Device-side timing by CUDA events recorded on the stream (0.5 us resolution).
+  bool timing(size_t markers) override;
+  Status mark(size_t marker) override;
+  Expected<int64_t> elapsed_ns(size_t from, size_t to) override;
+  Expected<MemoryInfo> memory() override;
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();
@@ -51,6 +57,8 @@ class CudaDevice final : public Device {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  std::mutex events_mu_;
+  std::vector<cudaEvent_t> events_;  // timing markers, made as runs need them (kept for the process)
 };
 
 /// Device memory a kernel owns (a library's workspace), freed with it.

@@ -102,6 +102,41 @@ Status CudaDevice::synchronize() {
   return e == cudaSuccess ? Status::ok() : Status::internal("cuda:0: " + cuda_error(e));
 }
 
+bool CudaDevice::timing(size_t markers) {
+  if (!ensure_ready().is_ok()) return false;
+  std::lock_guard<std::mutex> lock(events_mu_);
+  while (events_.size() < markers) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) return false;  // host times its steps instead
+    events_.push_back(e);
+  }
+  return true;
+}
+
+Status CudaDevice::mark(size_t marker) {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (marker >= events_.size()) return Status::internal("cuda:0: timing marker " + std::to_string(marker) + " was not made");
+  const cudaError_t e = cudaEventRecord(events_[marker], stream_);
+  return e == cudaSuccess ? Status::ok() : Status::internal("cuda:0: recording a timing event: " + cuda_error(e));
+}
+
+Expected<int64_t> CudaDevice::elapsed_ns(size_t from, size_t to) {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (from >= events_.size() || to >= events_.size()) return Status::internal("cuda:0: no such timing marker");
+  float ms = 0.f;
+  const cudaError_t e = cudaEventElapsedTime(&ms, events_[from], events_[to]);
+  if (e != cudaSuccess) return Status::internal("cuda:0: reading a timing event: " + cuda_error(e));
+  return static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+}
+
+Expected<Device::MemoryInfo> CudaDevice::memory() {
+  MOSAIC_RETURN_IF_ERROR(ensure_ready());
+  size_t free_bytes = 0, total = 0;
+  const cudaError_t e = cudaMemGetInfo(&free_bytes, &total);
+  if (e != cudaSuccess) return Status::internal("cuda:0: reading its memory: " + cuda_error(e));
+  return MemoryInfo{static_cast<int64_t>(free_bytes), static_cast<int64_t>(total)};
+}
+
 BackendProperties CudaDevice::properties() {
   BackendProperties p;
   int runtime = 0, driver = 0;

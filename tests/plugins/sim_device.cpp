@@ -1,6 +1,10 @@
 // The simulated device (sim_device.hpp) as a plugin, for the CLI's device-placement tests:
-// backend "devsim" on sim:0. MOSAIC_SIM_UNAVAILABLE=REASON registers it as unavailable here.
+// backend "devsim" on sim:0. MOSAIC_SIM_UNAVAILABLE=REASON registers it as unavailable here;
+// MOSAIC_SIM_TIMED=1 gives it device-side timing (sim_device.hpp); MOSAIC_SIM_MEMORY=BYTES
+// gives it that much memory.
+#include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "backends/plugin.hpp"
 #include "sim_device.hpp"
@@ -9,7 +13,10 @@ namespace {
 
 mosaic::Status register_sim(mosaic::PluginRegistrar& r) {
   using namespace mosaic::sim;
-  auto device = std::make_shared<SimDevice>();
+  const char* timed = std::getenv("MOSAIC_SIM_TIMED");
+  const char* memory = std::getenv("MOSAIC_SIM_MEMORY");
+  const size_t limit = memory ? std::strtoull(memory, nullptr, 10) : SIZE_MAX;
+  auto device = std::make_shared<SimDevice>(limit, timed && std::string(timed) == "1");
   const char* unavailable = std::getenv("MOSAIC_SIM_UNAVAILABLE");
   MOSAIC_RETURN_IF_ERROR(r.add_backend(sim_backend_info(device, unavailable ? unavailable : "")));
   MOSAIC_RETURN_IF_ERROR(r.add_kernel("devsim", "Relu", sim_factory<SimRelu>(device), sim_traits()));

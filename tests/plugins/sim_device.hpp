@@ -4,6 +4,10 @@
 // integers) and fails the comparison with naive. Its kernels ("devsim": Relu, and Add of
 // equal shapes) also refuse any pointer the device did not allocate. Header-only: the test
 // binary registers it in a registry of its own, tests/plugins/sim_device.cpp as a plugin.
+//
+// With `timed` set it has device-side timing (Device::timing) on a clock of its own that only
+// its work advances, by fixed amounts (kReluNs, kAddNs, kCopyNs): a step timed by its
+// markers takes exactly its amount, one timed on the host around a wait anything else.
 #pragma once
 
 #include <algorithm>
@@ -27,9 +31,12 @@ inline void flip_words(void* dst, const void* src, size_t bytes) {
   for (size_t i = 0; i < bytes / 4; ++i) w[i] ^= 0x80000000u;
 }
 
+/// The simulated device's durations of its work, in ns.
+inline constexpr int64_t kReluNs = 1000000, kAddNs = 2000000, kCopyNs = 500000;
+
 class SimDevice : public Device {
  public:
-  explicit SimDevice(size_t limit = SIZE_MAX) : limit_(limit) {}
+  explicit SimDevice(size_t limit = SIZE_MAX, bool timed = false) : timed_(timed), limit_(limit) {}
   std::string name() const override { return "sim:0"; }
   Expected<void*> allocate(size_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,18 +63,46 @@ class SimDevice : public Device {
     if (!owns(dst, bytes) || owns(src, 1)) return Status::internal("sim:0: copy_to_device from/to the wrong memory");
     flip_words(dst, src, bytes);
     ++copies_in;
+    advance(kCopyNs);
     return Status::ok();
   }
   Status copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (!owns(src, bytes) || owns(dst, 1)) return Status::internal("sim:0: copy_to_host from/to the wrong memory");
     flip_words(dst, src, bytes);
     ++copies_out;
+    advance(kCopyNs);
     return Status::ok();
   }
   Status synchronize() override {
     ++syncs;
     return Status::ok();
   }
+  bool timing(size_t markers) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (timed_ && marks_.size() < markers) marks_.resize(markers, -1);
+    return timed_;
+  }
+  Status mark(size_t marker) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (marker >= marks_.size()) return Status::internal("sim:0: marker " + std::to_string(marker) + " was not made");
+    marks_[marker] = clock_ns;
+    ++marks;
+    return Status::ok();
+  }
+  Expected<int64_t> elapsed_ns(size_t from, size_t to) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (from >= marks_.size() || to >= marks_.size() || marks_[from] < 0 || marks_[to] < 0)
+      return Status::internal("sim:0: reading a marker that was not recorded");
+    return marks_[to] - marks_[from];
+  }
+  /// Free and total: the limit it was made with (SIZE_MAX: no report).
+  Expected<MemoryInfo> memory() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (limit_ == SIZE_MAX) return Status::unsupported("sim:0 has no memory limit to report");
+    return MemoryInfo{static_cast<int64_t>(limit_ - used_), static_cast<int64_t>(limit_)};
+  }
+  /// The device's work: its clock moves on by `ns`.
+  void advance(int64_t ns) { clock_ns += ns; }
   /// Whether [p, p + bytes) lies inside one live allocation.
   bool owns(const void* p, size_t bytes) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -83,9 +118,12 @@ class SimDevice : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return live_.size();
   }
-  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0};
+  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0};
+  std::atomic<int64_t> clock_ns{0};
 
  private:
+  bool timed_;
+  std::vector<int64_t> marks_;
   size_t limit_, used_ = 0;
   mutable std::mutex mu_;
   std::map<void*, size_t> live_;
@@ -129,6 +167,7 @@ class SimRelu : public SimKernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (Status st = on_device(src, dst); !st.is_ok()) return st;
     for (int64_t i = 0; i < src[0]->numel(); ++i) store(dst[0]->f32(), i, std::max(0.f, load(src[0]->f32(), i)));
+    device_->advance(kReluNs);
     return Status::ok();
   }
 };
@@ -140,6 +179,7 @@ class SimAdd : public SimKernel {
     if (Status st = on_device(src, dst); !st.is_ok()) return st;
     for (int64_t i = 0; i < dst[0]->numel(); ++i)
       store(dst[0]->f32(), i, load(src[0]->f32(), i) + load(src[1]->f32(), i));
+    device_->advance(kAddNs);
     return Status::ok();
   }
 };
