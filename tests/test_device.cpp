@@ -48,6 +48,23 @@ std::vector<float> run_plan(Plan& plan, const Tensor& x, ExecObserver* observer 
   return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
 }
 
+/// sim_graph() prepared for `sim`'s registry, an input, and naive's output for it (empty
+/// where something failed, with the failure reported).
+struct SimCase {
+  Graph g = sim_graph();
+  Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.f, 1.f});
+  std::vector<float> expected;
+};
+SimCase sim_case(SimRegistry& sim) {
+  SimCase c;
+  const auto prepared = prepare_graph(c.g, sim.registry, PrepareOptions{});
+  EXPECT_TRUE(prepared.ok()) << prepared.status().to_string();
+  auto naive = Plan::build(c.g, Placement::all_on("naive"), sim.registry);
+  EXPECT_TRUE(naive.ok()) << naive.status().to_string();
+  if (prepared.ok() && naive.ok()) c.expected = run_plan(*naive.value(), c.x);
+  return c;
+}
+
 struct CountingObserver : ExecObserver {
   void on_node(const NodeEvent&) override { ++nodes; }
   void on_run(const RunEvent&) override { ++runs; }
@@ -56,12 +73,11 @@ struct CountingObserver : ExecObserver {
 
 TEST(DevicePlans, CopiesAreTimedStepsAndTheResultIsNaives) {
   SimRegistry sim;
-  Graph g = sim_graph();
-  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.f, 1.f});
-  auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry);
-  ASSERT_TRUE(naive.ok()) << naive.status().to_string();
-  const std::vector<float> expected = run_plan(*naive.value(), x);
+  const SimCase c = sim_case(sim);
+  const Graph& g = c.g;
+  const Tensor& x = c.x;
+  const std::vector<float>& expected = c.expected;
+  ASSERT_EQ(expected.size(), 6u);
   {
     auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -104,12 +120,11 @@ struct RecordingObserver : ExecObserver {
 
 TEST(DevicePlans, ADeviceWithTimingTimesItsStepsByMarkersAndWaitsOnce) {
   SimRegistry sim(SIZE_MAX, "", true);
-  Graph g = sim_graph();
-  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.f, 1.f});
-  auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry);
-  ASSERT_TRUE(naive.ok()) << naive.status().to_string();
-  const std::vector<float> expected = run_plan(*naive.value(), x);
+  const SimCase c = sim_case(sim);
+  const Graph& g = c.g;
+  const Tensor& x = c.x;
+  const std::vector<float>& expected = c.expected;
+  ASSERT_EQ(expected.size(), 6u);
   auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const Plan& p = *plan.value();
