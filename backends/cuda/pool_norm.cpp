@@ -2,7 +2,7 @@
 // and BatchNormalization at inference, each a cuDNN call on packed NCHW tensors; and
 // LayerNormalization, the backend's own kernel (layer_norm.cu). Geometry
 // cuDNN does not express (asymmetric pads, dilated or ceil-mode windows it would size
-// differently, even LRN windows) is declined with the reason, and the planner places the node
+// differently) is declined with the reason, and the planner places the node
 // elsewhere.
 #include <climits>
 
@@ -96,13 +96,13 @@ class SoftmaxKernel final : public CudaKernel {
 };
 
 /// LRN across channels: y = x / (bias + alpha / size * sum of x^2 over the window)^beta, the
-/// window centred on the channel (odd sizes: ONNX's and cuDNN's windows agree).
+/// window [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] in ONNX and in cuDNN (its
+/// lookBehind and lookAhead, cudnn_ops.h), even sizes included.
 class LrnKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(const LrnParams p, lrn_params(ctx));
-    if (p.size % 2 == 0) return Status::unsupported(label_ + ": the cuda backend's LRN takes odd sizes (cuDNN centres the window)");
     if (p.size < CUDNN_LRN_MIN_N || p.size > CUDNN_LRN_MAX_N || p.bias < CUDNN_LRN_MIN_K || p.beta < CUDNN_LRN_MIN_BETA)
       return Status::unsupported(label_ + ": LRN parameters outside cuDNN's range (size 1-16, bias >= 1e-5, beta >= 0.01)");
     const Shape& x = ctx.inputs[0].shape;
