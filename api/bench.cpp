@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "api/bench_auto.hpp"
@@ -98,6 +100,32 @@ BenchConfig timed_config(const BenchOptions& o, const std::string& label) {
   BenchConfig cfg = o.config;
   if (o.verbose) cfg.progress = "benchmarking " + label;
   return cfg;
+}
+
+/// The peaks of the devices `plans` compute on (Device::measure_peaks), measured once per
+/// device and process; a device without them gets a note, and its steps no % of peak.
+void add_device_peaks(const BenchOptions& o, const std::vector<std::unique_ptr<Plan>>& plans, BenchReport& report) {
+  static std::mutex mu;
+  static std::map<const Device*, std::pair<Device::Peaks, std::string>> measured;  // peaks, or why not
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& plan : plans)
+    for (const auto& d : plan->devices()) {
+      if (report.device_peaks.count(d->name())) continue;
+      auto it = measured.find(d.get());
+      if (it == measured.end()) {
+        say(o, "measuring " + d->name() + "'s peaks (once per process)...");
+        auto p = d->measure_peaks();
+        it = measured.emplace(d.get(), p.ok() ? std::make_pair(p.value(), std::string())
+                                              : std::make_pair(Device::Peaks{}, p.status().message()))
+                 .first;
+      }
+      if (it->second.second.empty()) {
+        report.device_peaks[d->name()] = it->second.first;
+      } else {
+        const std::string note = d->name() + " has no measured peaks (" + it->second.second + "): its steps get no % of peak";
+        if (std::find(report.notes.begin(), report.notes.end(), note) == report.notes.end()) report.notes.push_back(note);
+      }
+    }
 }
 
 /// The configurations of --precision: every one in float32 (f32); in bf16 (or tf32), labelled
@@ -392,6 +420,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     if (!plan.ok()) return explain_unsupported(plan.status(), g);
     plans.push_back(std::move(plan.value()));
   }
+  if (o.peaks) add_device_peaks(o, plans, report);
   std::vector<Tensor> reference;
   if (o.check) {
     std::unique_ptr<Plan> naive_plan;

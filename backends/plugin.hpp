@@ -39,8 +39,8 @@
 ///   5: BackendInfo::properties (libraries, kernels, forced_by) replaces details.
 ///   6: BackendInfo::device and BackendInfo::unavailable (backends computing in a device's
 ///      memory, ir/device.hpp; backends that cannot run on this machine).
-///   7: Device timing markers (Device::timing, mark, elapsed_ns), Device::memory and
-///      Precision::kTF32.
+///   7: Device timing markers (Device::timing, mark, elapsed_ns), Device::memory,
+///      Device::measure_peaks and Precision::kTF32.
 #define MOSAIC_PLUGIN_API_VERSION 7
 
 namespace mosaic {

@@ -41,6 +41,15 @@ class Device {
     int64_t free = 0, total = 0;
   };
   virtual Expected<MemoryInfo> memory() { return Status::unsupported(name() + " does not report its memory"); }
+  /// The device's measured peaks, which bench divides its steps' figures by (% of peak, the
+  /// roofline): float32 GFLOP/s of its best matrix product, its memory's GB/s (a copy within
+  /// it: bytes read + written per second), and the GB/s of copies in and out as the planner
+  /// makes them (from and to ordinary host memory); optional, measured once per process.
+  struct Peaks {
+    double gflops = 0, bandwidth_gbs = 0, to_device_gbs = 0, to_host_gbs = 0;
+    std::string how;  ///< what was measured ("cublasSgemm 8192^3, ...")
+  };
+  virtual Expected<Peaks> measure_peaks() { return Status::unsupported(name() + " does not measure its peaks"); }
 
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----
   // A timed run (an observer asks for per-node times) of a device that has it puts a marker

@@ -13,6 +13,28 @@
 
 namespace mosaic {
 
+namespace {
+
+/// The peak GFLOP/s and memory GB/s a node's figures are divided by: its device's
+/// (BenchReport::device_peaks) for a step on a device, none if that device's are unknown (a GPU
+/// step is never divided by the CPU's), else the machine's (0: not measured).
+std::pair<double, double> node_peaks(const BenchReport& rep, const NodeRow& n) {
+  if (n.device.empty()) return {rep.peaks.sgemm_gflops, rep.peaks.bandwidth_gbs};
+  const auto it = rep.device_peaks.find(n.device);
+  if (it == rep.device_peaks.end()) return {0.0, 0.0};
+  return {it->second.gflops, it->second.bandwidth_gbs};
+}
+
+/// A configuration's peak: its device's where it computes on one (the first), else the
+/// machine's (0: unknown).
+double config_peak(const BenchReport& rep, const ConfigReport& c) {
+  if (c.device_bytes.empty()) return rep.peaks.sgemm_gflops;
+  const auto it = rep.device_peaks.find(c.device_bytes.begin()->first);
+  return it == rep.device_peaks.end() ? 0 : it->second.gflops;
+}
+
+}  // namespace
+
 std::string format_bytes(double b) {
   char buf[32];
   if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
@@ -41,6 +63,7 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
     row.name = node.name;
     row.op = node.op_type;
     row.backend = st.backend;
+    row.device = st.device ? st.device->name() : "";
     row.requested = st.requested;
     row.fallback_reason = st.fallback_reason;
     row.view = st.alias;
@@ -183,6 +206,13 @@ void print_report_header(const BenchReport& rep, std::ostream& os) {
          << static_cast<int>(100 * rep.peaks.kept_over_contended + 0.5)
          << "% of the CPU; the earlier quiet measurement is kept\n";
   }
+  for (const auto& [device, p] : rep.device_peaks) {
+    char line[384];
+    std::snprintf(line, sizeof line,
+                  "peaks on %s: %.1f GFLOP/s float32, memory %.1f GB/s, copies in %.1f GB/s, out %.1f GB/s (measured now: %s)\n",
+                  device.c_str(), p.gflops, p.bandwidth_gbs, p.to_device_gbs, p.to_host_gbs, p.how.c_str());
+    os << line;
+  }
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
 }
 
@@ -195,15 +225,16 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     int width = 18;
     for (const auto& n : c.nodes) width = std::max(width, static_cast<int>(n.name.size()));
     char line[1024];
-    const double peak = rep.peaks.sgemm_gflops;
+    const bool peaks = rep.peaks.sgemm_gflops > 0 || !rep.device_peaks.empty();
     std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %9s %6s %11s %9s %6s %10s %10s\n", width, "node",
-                  "op", "backend", "output", "MFLOP", "median us", "GFLOP/s", peak > 0 ? "%peak" : "",
+                  "op", "backend", "output", "MFLOP", "median us", "GFLOP/s", peaks ? "%peak" : "",
                   training ? "bwd us" : "", training ? "bwd GF/s" : "", "share", "out bytes", "workspace");
     os << line;
     auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
     for (const auto& n : c.nodes) {
       const bool bwd = training && !n.view;
       const bool timed = !n.view && n.flops > 0;
+      const double peak = node_peaks(rep, n).first;  // the machine's, or the device's for a step on one
       std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %6s %11s %9s %5.1f%% %10s %10s\n",
                     width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
                     n.view ? "view" : fixed(n.median_us).c_str(), timed ? fixed(n.gflops).c_str() : "-",
@@ -229,7 +260,9 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
                     "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
                     throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
     os << line;
-    if (peak > 0) os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of sgemm peak";
+    if (const double peak = config_peak(rep, c); peak > 0)
+      os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of "
+         << (c.device_bytes.empty() ? "sgemm" : c.device_bytes.begin()->first) << " peak";
     if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
     os << std::defaultfloat << "\n";
     if (training) {
@@ -383,12 +416,21 @@ nlohmann::json bench_json(const BenchReport& rep) {
   j["peak_rss_bytes"] = rep.peak_rss_bytes;
   if (rep.interrupted) j["interrupted"] = true;
   j["runs"] = json::array();
-  // Peaks: null when not measured; a node's roofline bound is min(peak, intensity x bandwidth).
+  // Peaks: null when not measured; a node's roofline bound is min(peak, intensity x bandwidth),
+  // of the machine's or, for a step on a device, of the device's (node_peaks).
   const MachinePeaks& pk = rep.peaks;
-  auto peak_pct = [&](double gflops) { return pk.sgemm_gflops > 0 && gflops > 0 ? json(100 * gflops / pk.sgemm_gflops) : json(); };
+  auto peak_pct = [&](const NodeRow& n) {
+    const auto [peak, bandwidth] = node_peaks(rep, n);
+    return peak > 0 && !n.view && n.flops > 0 && n.gflops > 0 ? json(100 * n.gflops / peak) : json();
+  };
+  auto config_peak_pct = [&](const ConfigReport& c) {
+    const double peak = config_peak(rep, c);
+    return peak > 0 && c.gflops > 0 ? json(100 * c.gflops / peak) : json();
+  };
   auto roof = [&](const NodeRow& n) {
-    if (pk.sgemm_gflops <= 0 || n.view || n.bytes_moved == 0 || n.flops == 0) return json();
-    return json(std::min(pk.sgemm_gflops, n.flops / static_cast<double>(n.bytes_moved) * pk.bandwidth_gbs));
+    const auto [peak, bandwidth] = node_peaks(rep, n);
+    if (peak <= 0 || n.view || n.bytes_moved == 0 || n.flops == 0) return json();
+    return json(std::min(peak, n.flops / static_cast<double>(n.bytes_moved) * bandwidth));
   };
   j["peaks"] = pk.sgemm_gflops > 0 ? json{{"sgemm_gflops", pk.sgemm_gflops},
                                           {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
@@ -397,6 +439,10 @@ nlohmann::json bench_json(const BenchReport& rep) {
                                           {"others_cpu", pk.others_cpu >= 0 ? json(pk.others_cpu) : json()},
                                           {"contended", pk.others_cpu >= 0 ? json(pk.others_cpu > kPeaksContended) : json()}}
                                     : json();
+  j["device_peaks"] = json::object();
+  for (const auto& [device, p] : rep.device_peaks)
+    j["device_peaks"][device] = {{"gflops", p.gflops}, {"bandwidth_gbs", p.bandwidth_gbs},
+                                 {"to_device_gbs", p.to_device_gbs}, {"to_host_gbs", p.to_host_gbs}, {"how", p.how}};
   // Figures that only exist in training are null in inference.
   auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
   auto train_bytes = [&](int64_t v) { return rep.mode == "training" ? json(v) : json(); };
@@ -445,7 +491,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                        for (const auto& [stage, cores] : c.timing.stage_cpu_cores) st[stage] = cores;
                        return st;
                      }()},
-                    {"pct_of_peak", peak_pct(c.gflops)}};
+                    {"pct_of_peak", config_peak_pct(c)}};
     r["create_ms"] = c.create_ms;
     r["memory"] = {{"weight_bytes", c.weight_bytes},
                    {"gradient_bytes", train_bytes(c.timing.gradient_bytes)},
@@ -492,7 +538,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                             {"output_bytes", n.output_bytes},
                             {"bytes_moved", n.view ? json() : json(n.bytes_moved)},
                             {"arithmetic_intensity", n.view || n.bytes_moved == 0 ? json() : json(n.flops / n.bytes_moved)},
-                            {"pct_of_peak", peak_pct(n.view || n.flops == 0 ? 0 : n.gflops)},
+                            {"pct_of_peak", peak_pct(n)},
                             {"roofline_gflops", bound},
                             {"pct_of_roofline", bound.is_null() ? json() : json(100 * n.gflops / bound.get<double>())},
                             {"workspace_bytes", n.workspace_bytes}});

@@ -17,6 +17,7 @@ namespace mosaic {
 
 struct NodeRow {
   std::string name, op, backend, requested, output_shape, fallback_reason;
+  std::string device;  ///< the device it computes on ("cuda:0"; "" for the host)
   double flops = 0, median_us = 0, min_us = 0, gflops = 0, share = 0;
   double backward_us = 0;  ///< training benchmarks: median backward time
   double backward_flops_data = 0, backward_flops_weights = 0;  ///< training: see PlanStep
@@ -84,6 +85,9 @@ struct BenchReport {
   std::vector<ConfigReport> configs;
   Provenance provenance;
   MachinePeaks peaks;  ///< sgemm_gflops 0: not measured (--no-peaks)
+  /// The peaks of the devices the configurations compute on (Device::measure_peaks), which
+  /// their steps' % of peak and roofline use; empty with --no-peaks.
+  std::map<std::string, Device::Peaks> device_peaks;
   /// SIGINT/SIGTERM stopped the run: the configurations above finished (the last may have
   /// fewer iterations), the rest were not run.
   bool interrupted = false;

@@ -331,6 +331,39 @@ TEST_F(DeviceCli, BenchReportsTheDevicesOwnTimePerNodeOnItsOwnTraceThread) {
   EXPECT_EQ(on_host, 2 * 3);
 }
 
+TEST_F(DeviceCli, ADevicesStepsAreDividedByItsOwnPeaks) {
+  // The simulated device reports fixed peaks (0.5 GFLOP/s, 2 GB/s): its steps' % of peak and
+  // roofline use them, the host's steps the machine's (measured into a scratch cache).
+  CmdResult r = mosaic_shell("MOSAIC_SIM_TIMED=1 MOSAIC_CACHE_DIR=" + path("cache") + " " + MOSAIC_BIN +
+                             " bench zoo:fmnist-cnn --plugin " + plugin + " --backends devsim --no-fuse --batch 2 "
+                             "--iterations 3 --warmup 1 --repeats 1 --json " + path("b.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("peaks on sim:0: 0.5 GFLOP/s float32, memory 2.0 GB/s"), std::string::npos) << r.out;
+  const nlohmann::json doc = read_json(path("b.json"));
+  ASSERT_EQ(doc["device_peaks"]["sim:0"]["gflops"].get<double>(), sim::kSimGflops) << doc["device_peaks"].dump();
+  const double machine = doc["peaks"]["sgemm_gflops"].get<double>();
+  ASSERT_GT(machine, 0);
+  int device_nodes = 0, host_nodes = 0;
+  for (const auto& n : doc["runs"][0]["nodes"]) {
+    if (n["gflops"].is_null()) continue;
+    const double gflops = n["gflops"].get<double>();
+    if (n["backend"] == "devsim") {
+      ++device_nodes;
+      EXPECT_NEAR(n["pct_of_peak"].get<double>(), 100 * gflops / sim::kSimGflops, 1e-9) << n.dump();
+      const double bound = std::min(sim::kSimGflops, n["arithmetic_intensity"].get<double>() * sim::kSimBandwidthGbs);
+      EXPECT_NEAR(n["roofline_gflops"].get<double>(), bound, 1e-12) << n.dump();
+    } else {
+      ++host_nodes;
+      EXPECT_NEAR(n["pct_of_peak"].get<double>(), 100 * gflops / machine, 1e-9) << n.dump();
+    }
+  }
+  EXPECT_EQ(device_nodes, 3) << "the three Relus (copies count no FLOPs)";
+  EXPECT_GT(host_nodes, 0);
+  const nlohmann::json& summary = doc["runs"][0]["summary"];
+  EXPECT_NEAR(summary["pct_of_peak"].get<double>(), 100 * summary["gflops"].get<double>() / sim::kSimGflops, 1e-9)
+      << "a configuration computing on a device is measured against the device";
+}
+
 TEST_F(DeviceCli, FindMaxBatchSearchesTheDevicesMemory) {
   // A simulated device with 4 MB: the search is bounded by it (not by the host's memory), the
   // batch it finds runs, and one more is refused by the device, by name.

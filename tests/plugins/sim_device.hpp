@@ -33,6 +33,8 @@ inline void flip_words(void* dst, const void* src, size_t bytes) {
 
 /// The simulated device's durations of its work, in ns.
 inline constexpr int64_t kReluNs = 1000000, kAddNs = 2000000, kCopyNs = 500000;
+/// The simulated device's peaks (Device::measure_peaks).
+inline constexpr double kSimGflops = 0.5, kSimBandwidthGbs = 2.0;
 
 class SimDevice : public Device {
  public:
@@ -100,6 +102,10 @@ class SimDevice : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     if (limit_ == SIZE_MAX) return Status::unsupported("sim:0 has no memory limit to report");
     return MemoryInfo{static_cast<int64_t>(limit_ - used_), static_cast<int64_t>(limit_)};
+  }
+  /// Fixed peaks (kSimGflops, kSimBandwidthGbs), which bench divides the device's steps by.
+  Expected<Peaks> measure_peaks() override {
+    return Peaks{kSimGflops, kSimBandwidthGbs, 1.0, 1.0, "fixed (the simulated device)"};
   }
   /// The device's work: its clock moves on by `ns`.
   void advance(int64_t ns) { clock_ns += ns; }
