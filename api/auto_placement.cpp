@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "metrics/benchmark.hpp"
 #include "metrics/peaks.hpp"
@@ -23,6 +24,10 @@ struct Measured {
   std::vector<double> node_ns;           ///< per graph node; kInf where it declined (fell back)
   std::map<std::string, bool> own_layout;  ///< values it keeps in its own (non-plain) layout
   double iteration_ms = 0;
+  /// A backend computing on a device: the device, and the ns per byte its copies in and out
+  /// took in this run (0: none measured).
+  const Device* device = nullptr;
+  double copy_ns_per_byte = 0;
 };
 
 Expected<Measured> measure(const Graph& g, const std::string& backend, const KernelRegistry& registry,
@@ -49,6 +54,19 @@ Expected<Measured> measure(const Graph& g, const std::string& backend, const Ker
   for (const auto& v : plan->values())
     if (v.desc.layout) m.own_layout[v.name] = true;
   m.iteration_ms = r.iteration.median / 1e6;
+  if (const BackendInfo* info = registry.info(backend); info && info->device) {
+    m.device = info->device.get();
+    double ns = 0, bytes = 0;
+    for (const auto& n : r.nodes) {
+      const PlanStep& s = plan->steps()[static_cast<size_t>(n.step)];
+      const std::string& op = plan->node(s).op_type;
+      if (s.conversion && (op == kToDeviceOp || op == kToHostOp)) {
+        ns += n.forward.median;
+        bytes += static_cast<double>(s.out_bytes);
+      }
+    }
+    if (bytes > 0) m.copy_ns_per_byte = ns / bytes;
+  }
   return m;
 }
 
@@ -225,18 +243,40 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
   for (size_t i = 0; i < n; ++i)
     for (const auto& out : timed.nodes[i].outputs) producer[out] = i;
   const double bytes_per_ns = std::max(bandwidth_gbs, 1.0);
-  for (size_t i = 0; i < n; ++i)
+  // A value crossing to or from a device costs the copy the planner inserts, at the rate the
+  // device's copies ran when its backend was measured alone (else the machine's bandwidth).
+  auto copy_ns = [&](size_t b, double bytes) {
+    if (!m[b].device) return 0.0;
+    return bytes * (m[b].copy_ns_per_byte > 0 ? m[b].copy_ns_per_byte : 1.0 / bytes_per_ns);
+  };
+  const double passes = timing.plan_options.training ? 2.0 : 1.0;  // training: the gradient crosses back
+  std::set<std::string> graph_inputs, graph_outputs;
+  for (const auto& v : timed.inputs)
+    if (!timed.initializers.count(v.name)) graph_inputs.insert(v.name);
+  for (const auto& v : timed.outputs) graph_outputs.insert(v.name);
+  for (size_t i = 0; i < n; ++i) {
+    // A device node reading a graph input, or making a graph output, copies it in or out.
+    for (const auto& in : timed.nodes[i].inputs)
+      if (graph_inputs.count(in) && timed.value_descs.count(in))
+        for (size_t b = 0; b < k; ++b) problem.node[i][b] += passes * copy_ns(b, static_cast<double>(timed.value_descs.at(in).bytes()));
+    for (const auto& out : timed.nodes[i].outputs)
+      if (graph_outputs.count(out) && timed.value_descs.count(out))
+        for (size_t b = 0; b < k; ++b) problem.node[i][b] += passes * copy_ns(b, static_cast<double>(timed.value_descs.at(out).bytes()));
     for (const auto& in : timed.nodes[i].inputs) {
       if (!producer.count(in) || !timed.value_descs.count(in)) continue;
       PlacementProblem::Edge e{producer[in], i, std::vector<std::vector<double>>(k, std::vector<double>(k, 0))};
+      const double bytes = static_cast<double>(timed.value_descs.at(in).bytes());
       // Read and written once; in training the value's gradient crosses back as well.
-      const double reorder = (timing.plan_options.training ? 4.0 : 2.0) *
-                             static_cast<double>(timed.value_descs.at(in).bytes()) / bytes_per_ns;
+      const double reorder = 2.0 * passes * bytes / bytes_per_ns;
       for (size_t bu = 0; bu < k; ++bu)
-        for (size_t bv = 0; bv < k; ++bv)
-          if (bu != bv && (m[bu].own_layout.count(in) || m[bv].own_layout.count(in))) e.cost[bu][bv] = reorder;
+        for (size_t bv = 0; bv < k; ++bv) {
+          if (bu == bv) continue;
+          if (m[bu].own_layout.count(in) || m[bv].own_layout.count(in)) e.cost[bu][bv] = reorder;
+          if (m[bu].device != m[bv].device) e.cost[bu][bv] += passes * (copy_ns(bu, bytes) + copy_ns(bv, bytes));
+        }
       problem.edges.push_back(std::move(e));
     }
+  }
   const std::vector<size_t> choice = solve_placement(problem);
   a.predicted_ms = problem.total(choice) / 1e6;
   const size_t best = static_cast<size_t>(std::find(a.candidates.begin(), a.candidates.end(), a.best_single) -

@@ -7,7 +7,11 @@
 // 2. A value crossing from one backend to another costs a conversion where either backend
 //    keeps it in its own layout (oneDNN's blocked layouts): a reorder, read and written
 //    once, at the machine's measured memory bandwidth, and in training once more for the
-//    value's gradient on its way back. Plain buffers are shared for free.
+//    value's gradient on its way back. Plain buffers are shared for free. A value crossing
+//    to or from a device (the cuda backend's GPU) costs the copy the planner would insert,
+//    at the rate that device's copies ran when its backend was measured alone, as does a
+//    graph input a device node reads and a graph output it makes (charged per consuming
+//    node: a value two device nodes read counts twice).
 // 3. The assignment minimising the sum of node and conversion costs is found by dynamic
 //    programming over the nodes in topological order with the backend of the previous node
 //    as the state: exact on chains, where every edge joins consecutive nodes. Where the

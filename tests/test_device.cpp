@@ -364,6 +364,32 @@ TEST_F(DeviceCli, ADevicesStepsAreDividedByItsOwnPeaks) {
       << "a configuration computing on a device is measured against the device";
 }
 
+TEST_F(DeviceCli, AutoPlacementChargesADevicesCopies) {
+  // Relu takes no time on the simulated device: without its copies it is the cheapest place
+  // for a Relu. The cost model charges the copies around each at the rate they ran: with free
+  // copies its choice moves Relus to the device, with 50 ms ones none.
+  auto choice = [&](const std::string& copy_ns) {
+    const std::string dir = path("cache" + copy_ns);
+    CmdResult r = mosaic_shell("MOSAIC_SIM_TIMED=1 MOSAIC_SIM_RELU_NS=0 MOSAIC_SIM_COPY_NS=" + copy_ns +
+                               " MOSAIC_CACHE_DIR=" + dir + " " + MOSAIC_BIN + " bench zoo:fmnist-cnn --plugin " + plugin +
+                               " --assign auto --no-fuse --batch 2 --auto-budget 3 --no-peaks "
+                               "--iterations 2 --warmup 1 --repeats 1 --json " + path("a" + copy_ns + ".json"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    const nlohmann::json a = read_json(path("a" + copy_ns + ".json"))["auto_placement"];
+    int on_device = 0;  // the cost model's moves to devsim, kept or rejected by the check
+    for (const char* list : {"moved", "rejected"})
+      for (const auto& d : a.value(list, nlohmann::json::array()))
+        on_device += d.get<std::string>().find(" on devsim") != std::string::npos;
+    return std::make_pair(on_device, a.dump());
+  };
+  const auto [free_copies, free_doc] = choice("0");
+  // relu3 at least (after a Gemm, in a plain buffer; relu1 and relu2 read oneDNN's blocked
+  // convolution outputs, whose reorders cost more than a Relu saves).
+  EXPECT_GE(free_copies, 1) << free_doc;
+  const auto [dear_copies, dear_doc] = choice("50000000");
+  EXPECT_EQ(dear_copies, 0) << dear_doc;
+}
+
 TEST_F(DeviceCli, FindMaxBatchSearchesTheDevicesMemory) {
   // A simulated device with 4 MB: the search is bounded by it (not by the host's memory), the
   // batch it finds runs, and one more is refused by the device, by name.
