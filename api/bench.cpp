@@ -42,6 +42,10 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
   c.precision = precision_name(plan.options().precision);
   c.first_divergent_node = check.first_divergent_node;
   c.peak_tracked_bytes = plan.tracker().peak();
+  // The devices' own view right after the timed run (utilisation over their last sample
+  // period, clocks, power).
+  for (const auto& d : plan.devices())
+    if (auto s = d->sample(); !s.empty()) c.device_state[d->name()] = std::move(s);
   report.configs.push_back(std::move(c));
 }
 

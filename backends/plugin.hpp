@@ -40,7 +40,7 @@
 ///   6: BackendInfo::device and BackendInfo::unavailable (backends computing in a device's
 ///      memory, ir/device.hpp; backends that cannot run on this machine).
 ///   7: Device timing markers (Device::timing, mark, elapsed_ns), Device::memory,
-///      Device::measure_peaks and Precision::kTF32.
+///      Device::measure_peaks, Device::sample and Precision::kTF32.
 #define MOSAIC_PLUGIN_API_VERSION 7
 
 namespace mosaic {

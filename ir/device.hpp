@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/status.hpp"
 
@@ -50,6 +52,10 @@ class Device {
     std::string how;  ///< what was measured ("cublasSgemm 8192^3, ...")
   };
   virtual Expected<Peaks> measure_peaks() { return Status::unsupported(name() + " does not measure its peaks"); }
+  /// What the device says of itself now, as (name, value) pairs ("gpu_utilization_pct",
+  /// "sm_clock_mhz", "power_w", ...): bench samples it after each configuration's timed run
+  /// and reports it beside the run; empty: nothing to say (optional).
+  virtual std::vector<std::pair<std::string, double>> sample() { return {}; }
 
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----
   // A timed run (an observer asks for per-node times) of a device that has it puts a marker

@@ -302,6 +302,11 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     for (const auto& [device, bytes] : c.device_bytes)
       os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.first))
          << "  resident constants " << format_bytes(static_cast<double>(bytes.second)) << "\n";
+    for (const auto& [device, state] : c.device_state) {
+      os << "device:  " << device << " after the run:";
+      for (const auto& [name, value] : state) os << " " << name << " " << value;
+      os << "\n";
+    }
     std::snprintf(line, sizeof line, "plan:    created in %.1f ms (every kernel built, weights prepacked)\n", c.create_ms);
     os << line;
     if (c.checked) {
@@ -502,6 +507,9 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
     for (const auto& [device, bytes] : c.device_bytes)
       r["memory"]["devices"][device] = {{"activation_bytes", bytes.first}, {"constant_bytes", bytes.second}};
+    r["device_state"] = json::object();
+    for (const auto& [device, state] : c.device_state)
+      for (const auto& [name, value] : state) r["device_state"][device][name] = value;
     if (rep.mode == "training") {
       r["gradients"] = json::array();
       for (const auto& gr : c.gradients)

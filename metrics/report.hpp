@@ -54,6 +54,9 @@ struct ConfigReport {
   /// What the plan holds on each device (Plan::device_bytes): activations and resident constants;
   /// the fields above count the host's memory only.
   std::map<std::string, std::pair<int64_t, int64_t>> device_bytes;
+  /// What each device said of itself right after the timed run (Device::sample): GPU
+  /// utilisation, clocks, power, temperature.
+  std::map<std::string, std::vector<std::pair<std::string, double>>> device_state;
   double create_ms = 0;  ///< plan creation: building every kernel (create stage)
   double total_flops = 0;           ///< forward FLOPs of one batch
   double total_backward_flops = 0;  ///< training: backward FLOPs of one batch (data + weights)

@@ -316,6 +316,12 @@ TEST_F(DeviceCli, BenchReportsTheDevicesOwnTimePerNodeOnItsOwnTraceThread) {
   }
   EXPECT_EQ(relu, 3) << run["nodes"].dump();
   EXPECT_EQ(copies, 6) << run["nodes"].dump();
+  // What the device says of itself after the run (Device::sample): its clock, 6 ms a run
+  // (3 Relus, 6 copies), over at least the check, the warm-up and the 3 measured runs.
+  const double clock_ms = run["device_state"]["sim:0"]["clock_ms"].get<double>();
+  EXPECT_GE(clock_ms, 5 * 6.0) << run["device_state"].dump();
+  EXPECT_DOUBLE_EQ(std::fmod(clock_ms, 6.0), 0.0) << clock_ms;
+  EXPECT_NE(r.out.find("device:  sim:0 after the run: clock_ms "), std::string::npos) << r.out;
   // The trace: the device's steps on thread 2, named sim:0; the host's (Conv on naive) on 1.
   bool named = false;
   int on_device = 0, on_host = 0;

@@ -42,6 +42,8 @@ class CudaDevice final : public Device {
   /// cublasSgemm at 8192^3 (float32, default math), a copy within the device and copies from
   /// and to pageable host memory, each the best of 5 timed runs after a warm-up.
   Expected<Peaks> measure_peaks() override;
+  /// Through NVML where the driver has it (nvml.cpp): utilisation, clocks, power, temperature.
+  std::vector<std::pair<std::string, double>> sample() override;
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();

@@ -107,6 +107,8 @@ class SimDevice : public Device {
   Expected<Peaks> measure_peaks() override {
     return Peaks{kSimGflops, kSimBandwidthGbs, 1.0, 1.0, "fixed (the simulated device)"};
   }
+  /// Its clock, as a device reports its state (Device::sample).
+  std::vector<std::pair<std::string, double>> sample() override { return {{"clock_ms", clock_ns / 1e6}}; }
   /// The device's work: its clock moves on by `ns`.
   void advance(int64_t ns) { clock_ns += ns; }
   /// Whether [p, p + bytes) lies inside one live allocation.
