@@ -65,6 +65,12 @@ SimCase sim_case(SimRegistry& sim) {
   return c;
 }
 
+/// `got` is naive's output for the case.
+void expect_naives(const std::vector<float>& got, const SimCase& c) {
+  ASSERT_EQ(got.size(), c.expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], c.expected[i]) << i;
+}
+
 struct CountingObserver : ExecObserver {
   void on_node(const NodeEvent&) override { ++nodes; }
   void on_run(const RunEvent&) override { ++runs; }
@@ -74,12 +80,9 @@ struct CountingObserver : ExecObserver {
 TEST(DevicePlans, CopiesAreTimedStepsAndTheResultIsNaives) {
   SimRegistry sim;
   const SimCase c = sim_case(sim);
-  const Graph& g = c.g;
-  const Tensor& x = c.x;
-  const std::vector<float>& expected = c.expected;
-  ASSERT_EQ(expected.size(), 6u);
+  ASSERT_EQ(c.expected.size(), 6u);
   {
-    auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
+    auto plan = Plan::build(c.g, Placement::all_on("devsim"), sim.registry);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     const Plan& p = *plan.value();
     std::vector<std::string> steps;
@@ -97,14 +100,13 @@ TEST(DevicePlans, CopiesAreTimedStepsAndTheResultIsNaives) {
 
     CountingObserver observer;
     const int syncs = sim.device->syncs;
-    const std::vector<float> got = run_plan(*plan.value(), x, &observer);
-    ASSERT_EQ(got.size(), expected.size());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]) << i;
+    const std::vector<float> got = run_plan(*plan.value(), c.x, &observer);
+    expect_naives(got, c);
     EXPECT_EQ(observer.nodes, 8) << "every copy is a timed step";
     EXPECT_EQ(sim.device->syncs - syncs, 8) << "each of the 7 device steps waits for the device, and the run's end";
     EXPECT_EQ(sim.device->copies_in, 1 + 2) << "w at build time, then x and h3 per run";
     EXPECT_EQ(sim.device->copies_out, 2);
-    run_plan(*plan.value(), x);
+    run_plan(*plan.value(), c.x);
     EXPECT_EQ(sim.device->copies_in, 1 + 4) << "w is not copied again";
   }
   EXPECT_EQ(sim.device->live_allocations(), 0u) << "the plan's device memory is released with it";
@@ -121,18 +123,14 @@ struct RecordingObserver : ExecObserver {
 TEST(DevicePlans, ADeviceWithTimingTimesItsStepsByMarkersAndWaitsOnce) {
   SimRegistry sim(SIZE_MAX, "", true);
   const SimCase c = sim_case(sim);
-  const Graph& g = c.g;
-  const Tensor& x = c.x;
-  const std::vector<float>& expected = c.expected;
-  ASSERT_EQ(expected.size(), 6u);
-  auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry);
+  ASSERT_EQ(c.expected.size(), 6u);
+  auto plan = Plan::build(c.g, Placement::all_on("devsim"), sim.registry);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const Plan& p = *plan.value();
   RecordingObserver observer;
   const int syncs = sim.device->syncs, marks = sim.device->marks;
-  const std::vector<float> got = run_plan(*plan.value(), x, &observer);
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]) << i;
+  const std::vector<float> got = run_plan(*plan.value(), c.x, &observer);
+  expect_naives(got, c);
   EXPECT_EQ(sim.device->syncs - syncs, 1) << "one wait, at the run's end: none per step";
   EXPECT_EQ(sim.device->marks - marks, 2 * 7) << "a marker before and after each of the 7 device steps";
   ASSERT_EQ(observer.events.size(), 8u);

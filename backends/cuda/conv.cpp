@@ -38,23 +38,9 @@ class ConvKernel final : public CudaKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
-    const Window& w = p_.win;
-    if (w.rank() < 1 || w.rank() > 3) return Status::unsupported(label_ + ": the cuda backend convolves 1-3 spatial axes");
-    std::vector<int> pads, strides, dilations;
-    for (size_t a = 0; a < w.rank(); ++a) {
-      if (w.pad_begin[a] != w.pad_end[a])
-        return Status::unsupported(label_ + ": cuDNN pads both ends of an axis alike; this node's pads differ");
-      pads.push_back(static_cast<int>(w.pad_begin[a]));
-      strides.push_back(static_cast<int>(w.stride[a]));
-      dilations.push_back(static_cast<int>(w.dilation[a]));
-    }
-    // A 1-d convolution as a 2-d one over a height of 1 (cuDNN's smallest geometry).
-    const size_t rank = w.rank() == 1 ? 4 : w.rank() + 2;
-    while (pads.size() + 2 < rank) {
-      pads.push_back(0);
-      strides.push_back(1);
-      dilations.push_back(1);
-    }
+    MOSAIC_ASSIGN_OR_RETURN(const CudnnWindow win, cudnn_window(p_.win, label_, "convolves"));
+    const size_t rank = win.rank;
+    const std::vector<int>&pads = win.pads, &strides = win.strides, &dilations = win.dilations;
     MOSAIC_ASSIGN_OR_RETURN(auto x_dims, cudnn_dims(ctx.inputs[0].shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto w_dims, cudnn_dims(ctx.inputs[1].shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto y_dims, cudnn_dims(ctx.outputs[0].shape, rank, label_));

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "ir/status.hpp"
 #include "ir/tensor.hpp"
+#include "operators/params.hpp"
 
 namespace mosaic::cuda_backend {
 
@@ -55,6 +56,39 @@ inline Expected<std::vector<int>> cudnn_dims(const Shape& shape, size_t min_rank
   }
   while (dims.size() < min_rank) dims.push_back(1);
   return dims;
+}
+
+/// A sliding window (Conv, pooling) as cuDNN takes it: tensors of `rank` dimensions (4 for a
+/// 1-d window, made 2-d over a height of 1), and per spatial axis the window, the pad (both
+/// ends alike), the stride and the dilation as ints.
+struct CudnnWindow {
+  size_t rank = 4;
+  std::vector<int> kernel, pads, strides, dilations;
+};
+/// `w` for cuDNN, or unsupported naming `label`: other than 1-3 spatial axes ("the cuda backend
+/// `verb` 1-3 spatial axes"), pads that differ between an axis's ends, sizes beyond an int.
+inline Expected<CudnnWindow> cudnn_window(const Window& w, const std::string& label, const char* verb) {
+  if (w.rank() < 1 || w.rank() > 3)
+    return Status::unsupported(label + ": the cuda backend " + verb + " 1-3 spatial axes");
+  CudnnWindow c;
+  for (size_t a = 0; a < w.rank(); ++a) {
+    if (w.pad_begin[a] != w.pad_end[a])
+      return Status::unsupported(label + ": cuDNN pads both ends of an axis alike; this node's pads differ");
+    if (w.kernel[a] > INT_MAX || w.pad_begin[a] > INT_MAX || w.stride[a] > INT_MAX || w.dilation[a] > INT_MAX)
+      return Status::unsupported(label + ": a window beyond cuDNN's int range");
+    c.kernel.push_back(static_cast<int>(w.kernel[a]));
+    c.pads.push_back(static_cast<int>(w.pad_begin[a]));
+    c.strides.push_back(static_cast<int>(w.stride[a]));
+    c.dilations.push_back(static_cast<int>(w.dilation[a]));
+  }
+  c.rank = w.rank() == 1 ? 4 : w.rank() + 2;
+  while (c.kernel.size() + 2 < c.rank) {
+    c.kernel.push_back(1);
+    c.pads.push_back(0);
+    c.strides.push_back(1);
+    c.dilations.push_back(1);
+  }
+  return c;
 }
 
 /// Sets `desc` to a packed float tensor of `dims` (row-major: NCHW for 4 dimensions).

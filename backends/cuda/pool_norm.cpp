@@ -4,8 +4,6 @@
 // cuDNN does not express (asymmetric pads, dilated or ceil-mode windows it would size
 // differently) is declined with the reason, and the planner places the node
 // elsewhere.
-#include <climits>
-
 #include "backends/cuda/cuda_internal.hpp"
 #include "backends/cuda/cudnn_desc.hpp"
 #include "operators/params.hpp"
@@ -18,27 +16,12 @@ class PoolKernel final : public CudaKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(const PoolParams p, pool_params(ctx));
-    const Window& w = p.win;
-    if (w.rank() < 1 || w.rank() > 3) return Status::unsupported(label_ + ": the cuda backend pools 1-3 spatial axes");
     const bool is_max = ctx.node->op_type.find("Max") != std::string::npos;
     if (ctx.has_output(1)) return Status::unsupported(label_ + ": the cuda backend's MaxPool has no Indices output");
-    std::vector<int> window, pads, strides;
-    for (size_t a = 0; a < w.rank(); ++a) {
-      if (w.dilation[a] != 1) return Status::unsupported(label_ + ": cuDNN pools without dilation");
-      if (w.pad_begin[a] != w.pad_end[a])
-        return Status::unsupported(label_ + ": cuDNN pads both ends of an axis alike; this node's pads differ");
-      if (w.kernel[a] > INT_MAX || w.pad_begin[a] > INT_MAX || w.stride[a] > INT_MAX)
-        return Status::unsupported(label_ + ": a window beyond cuDNN's int range");
-      window.push_back(static_cast<int>(w.kernel[a]));
-      pads.push_back(static_cast<int>(w.pad_begin[a]));
-      strides.push_back(static_cast<int>(w.stride[a]));
-    }
-    const size_t rank = w.rank() == 1 ? 4 : w.rank() + 2;
-    while (window.size() + 2 < rank) {
-      window.push_back(1);
-      pads.push_back(0);
-      strides.push_back(1);
-    }
+    MOSAIC_ASSIGN_OR_RETURN(const CudnnWindow win, cudnn_window(p.win, label_, "pools"));
+    for (int d : win.dilations)
+      if (d != 1) return Status::unsupported(label_ + ": cuDNN pools without dilation");
+    const size_t rank = win.rank;
     MOSAIC_ASSIGN_OR_RETURN(auto x_dims, cudnn_dims(ctx.inputs[0].shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto y_dims, cudnn_dims(ctx.outputs[0].shape, rank, label_));
     MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, x_dims), "x descriptor"));
@@ -49,8 +32,8 @@ class PoolKernel final : public CudaKernel {
                                                           : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     MOSAIC_RETURN_IF_ERROR(check(pool_.create(), "pooling descriptor"));
     MOSAIC_RETURN_IF_ERROR(check(cudnnSetPoolingNdDescriptor(pool_.get(), mode, CUDNN_PROPAGATE_NAN,
-                                                             static_cast<int>(rank - 2), window.data(), pads.data(),
-                                                             strides.data()),
+                                                             static_cast<int>(rank - 2), win.kernel.data(),
+                                                             win.pads.data(), win.strides.data()),
                                  "pooling descriptor"));
     // cuDNN sizes the output by rounding down; a ceil-mode window that adds a last, partial
     // output is declined.

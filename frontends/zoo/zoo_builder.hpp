@@ -36,11 +36,7 @@ class Builder {
     const double bound = 1.0 / std::sqrt(static_cast<double>(cin * k * k));
     add_param(name + ".weight", {cout, cin, k, k}, bound);
     add_param(name + ".bias", {cout}, bound);
-    Node n = node("Conv", name, {x, name + ".weight", name + ".bias"});
-    n.attrs["kernel_shape"] = Attribute::of_ints({k, k});
-    n.attrs["strides"] = Attribute::of_ints({stride, stride});
-    n.attrs["pads"] = Attribute::of_ints({pad, pad, pad, pad});
-    return push(std::move(n));
+    return push(conv_node(name, {x, name + ".weight", name + ".bias"}, k, stride, pad));
   }
   /// A convolution without bias, its weights as torchvision's ResNets initialise them
   /// (kaiming_normal_, fan_out, ReLU gain: normal with standard deviation sqrt(2 / fan_out)),
@@ -51,11 +47,7 @@ class Builder {
     std::normal_distribution<float> dist(0.f, static_cast<float>(std::sqrt(2.0 / static_cast<double>(cout * k * k))));
     for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng_);
     g_.initializers[name + ".weight"] = std::move(t);
-    Node n = node("Conv", name, {x, name + ".weight"});
-    n.attrs["kernel_shape"] = Attribute::of_ints({k, k});
-    n.attrs["strides"] = Attribute::of_ints({stride, stride});
-    n.attrs["pads"] = Attribute::of_ints({pad, pad, pad, pad});
-    return push(std::move(n));
+    return push(conv_node(name, {x, name + ".weight"}, k, stride, pad));
   }
   std::string relu(const std::string& x, const std::string& name) { return push(node("Relu", name, {x})); }
   std::string zero_pad(const std::string& x, const std::string& name, int64_t p) {
@@ -120,6 +112,14 @@ class Builder {
   }
 
  protected:
+  /// A square k x k convolution with the same stride and pad on both axes.
+  Node conv_node(const std::string& name, std::vector<std::string> inputs, int64_t k, int64_t stride, int64_t pad) {
+    Node n = node("Conv", name, std::move(inputs));
+    n.attrs["kernel_shape"] = Attribute::of_ints({k, k});
+    n.attrs["strides"] = Attribute::of_ints({stride, stride});
+    n.attrs["pads"] = Attribute::of_ints({pad, pad, pad, pad});
+    return n;
+  }
   Node node(const std::string& op, const std::string& name, std::vector<std::string> inputs) {
     Node n;
     n.op_type = op;
