@@ -124,18 +124,27 @@ def main():
           "overhead per node us | fallbacks |")
     print("|---|---|---|---|---|---|---|---|")
     rows = []
+    failed = 0
     for name in args.models.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
             pt = time_pytorch(name, batch, args.warmup, args.iterations)
-            mo = time_mosaic(args.mosaic, name, batch, args.warmup, args.iterations)
-            ratio = mo["images_per_s"] / pt["images_per_s"]
-            rows.append({"model": name, "batch": batch, "pytorch": pt, "mosaic_cuda": mo, "ratio": ratio})
-            print(f"| {name} | {batch} | {pt['images_per_s']:.0f} | {mo['images_per_s']:.0f} | {ratio:.2f}x | "
-                  f"{mo['copy_ms']:.3f} | {mo['overhead_per_node_us']:.1f} | {mo['fallbacks']} |", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"setup": header, "gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
-    return 0
+            try:
+                mo = time_mosaic(args.mosaic, name, batch, args.warmup, args.iterations)
+            except RuntimeError as e:  # one model failing leaves the others' rows
+                failed += 1
+                rows.append({"model": name, "batch": batch, "pytorch": pt, "error": str(e)})
+                print(f"| {name} | {batch} | {pt['images_per_s']:.0f} | FAILED | | | | |", flush=True)
+                print(str(e), file=sys.stderr)
+            else:
+                ratio = mo["images_per_s"] / pt["images_per_s"]
+                rows.append({"model": name, "batch": batch, "pytorch": pt, "mosaic_cuda": mo, "ratio": ratio})
+                print(f"| {name} | {batch} | {pt['images_per_s']:.0f} | {mo['images_per_s']:.0f} | {ratio:.2f}x | "
+                      f"{mo['copy_ms']:.3f} | {mo['overhead_per_node_us']:.1f} | {mo['fallbacks']} |", flush=True)
+            if args.json:  # after each row: a run cut off keeps what it measured
+                with open(args.json + ".tmp", "w") as f:
+                    json.dump({"setup": header, "gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
+                os.replace(args.json + ".tmp", args.json)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The cuda backend's check on the GPU machine (docs/gpu.md), in two halves:
 #
-#   scripts/gpu-check.sh prepare [BUNDLE]        here: build mosaic and the cuda plugin for that
-#                                                machine's CPU and pack them (default
-#                                                .device/mosaic-gpu.tar.xz, an ignored folder)
+#   scripts/gpu-check.sh prepare [BUNDLE]        here: build mosaic, the cuda plugin and the test
+#                                                binary for any x86-64 with AVX2 (x86-64-v3: that
+#                                                machine's CPU may be Intel's or AMD's) and pack them
+#                                                (default .device/mosaic-gpu.tar.xz, an ignored folder)
 #   scripts/gpu-check.sh run BUNDLE OUT_DIR      there, in one call of the device tool
 #
-# `run` unpacks the bundle and writes to OUT_DIR (6 files: what the device tool brings
-# back): machine.txt (GPU, driver, versions, what `mosaic backends` says of cuda), tests.txt
-# (the test binary's cuda tests: every op case of BackendOps on cuda against naive, the
+# `run` unpacks the bundle and writes to OUT_DIR (7 files: what the device tool brings
+# back): steps.txt (when each step began), machine.txt (GPU, CPU, driver, versions, what
+# `mosaic backends` says of cuda), tests.txt (the test binary's cuda tests: every op case of BackendOps on cuda against naive, the
 # CudaBackend suite with whole models and --precision tf32), check.txt (bench --backends
 # cuda,onednn on resnet50, alexnet-cifar and bert-tiny at batch 2 against naive, what runs on
 # cuda; then bench/compare_pytorch_cuda.py's table), sanitizer.txt (compute-sanitizer memcheck on
 # one short run), bench.json (the comparison with PyTorch eager on CUDA: alexnet-cifar,
 # vgg16-cifar, resnet50 at batch 64 and 1) and summary.txt. It exits 1 if cuda is unavailable
-# there, a test or check fails, or the sanitizer reports an error. About 8 minutes at most.
+# there, a test or check fails, or the sanitizer reports an error. About 7 minutes at
+# most: each step has its own time limit.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
@@ -22,7 +24,7 @@ case "${1:-}" in
     bundle=${2:-.device/mosaic-gpu.tar.xz}
     build=$root/build-gpu
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOSAIC_NATIVE=OFF \
-          -DCMAKE_CXX_FLAGS=-march=sapphirerapids -DMOSAIC_BUILD_TESTS=ON -DMOSAIC_WITH_TORCH=OFF >/dev/null || exit 1
+          -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DMOSAIC_BUILD_TESTS=ON -DMOSAIC_WITH_TORCH=OFF >/dev/null || exit 1
     cmake --build "$build" --target mosaic mosaic_cuda mosaic_tests || exit 1
     exec "$root/scripts/device_bundle.sh" "$build" "$bundle"
     ;;
@@ -34,17 +36,42 @@ case "${1:-}" in
 esac
 [ $# -eq 3 ] || { echo "usage: $0 run BUNDLE OUT_DIR" >&2; exit 2; }
 bundle=$2 out=$3
-mkdir -p "$out" /tmp/mosaic-gpu
-tar -xJf "$bundle" -C /tmp/mosaic-gpu || exit 1
-m=/tmp/mosaic-gpu/bin/mosaic
+b=/tmp/mosaic-gpu
+mkdir -p "$out" "$b"
+tar -xJf "$bundle" -C "$b" || exit 1
+# The CUDA runtime, cuBLAS and cuDNN the plugin links are the machine's own; where the loader
+# does not know them (cuDNN may live only in a Python wheel there), their folders are added for
+# Mosaic alone, through a wrapper: Python and PyTorch keep their own.
+cudalibs=""
+for soname in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  ldconfig -p | grep -q "$soname" && continue
+  found=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets /usr/lib /opt \
+            -name "$soname" 2>/dev/null | head -n1)
+  [ -n "$found" ] || continue
+  dir=$(dirname "$found")
+  case ":$cudalibs:" in *":$dir:"*) ;; *) cudalibs=${cudalibs:+$cudalibs:}$dir ;; esac
+done
+libs="$b/lib${cudalibs:+:$cudalibs}"
+printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/bin/mosaic.bin" "$@"\n' \
+  "$libs" "$b" > "$b/bin/mosaic-gpu"
+chmod +x "$b/bin/mosaic-gpu"
+m=$b/bin/mosaic-gpu
+export MOSAIC_DB=off
 status=0
+step() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/steps.txt"; }
+
+step machine
 {
   echo "== machine"
   date -u +%Y-%m-%dT%H:%M:%SZ
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | head -3
-  cat /tmp/mosaic-gpu/BUILD.txt
+  grep -m1 "model name" /proc/cpuinfo
+  echo "cpus: $(nproc)"
+  echo "cuda libraries added for mosaic: ${cudalibs:-none}"
+  cat "$b/BUILD.txt"
   "$m" --version
   "$m" backends | grep -A1 "^cuda"
+  LD_LIBRARY_PATH=$libs ldd "$b/lib/mosaic/plugins/libmosaic_cuda.so" | grep -E "cud|cublas|not found"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 if ! "$m" backends --names --available | grep -qx cuda; then
@@ -53,37 +80,43 @@ if ! "$m" backends --names --available | grep -qx cuda; then
 fi
 
 # The cuda tests of the test binary: the op cases against naive, whole models, tf32.
-b=/tmp/mosaic-gpu
-LD_LIBRARY_PATH=$b/lib MOSAIC_DB=off MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
-  timeout 200 "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
+step tests
+LD_LIBRARY_PATH=$libs MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
+  timeout 150 "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error:" "$out/tests.txt" | head -n 40
 
 # Whole models on cuda beside onednn, checked against naive; what runs where.
+step check
 {
   for model in zoo:resnet50 zoo:alexnet-cifar zoo:bert-tiny; do
     echo "== $model, batch 2"
-    timeout 60 "$m" bench "$model" --backends cuda,onednn --batch 2 --iterations 5 --warmup 2 --repeats 1 --no-peaks \
-      --no-db || { echo "FAILED: $model"; status=1; }
+    timeout 45 "$m" bench "$model" --backends cuda,onednn --batch 2 --iterations 5 --warmup 2 --repeats 1 \
+      --no-peaks --no-db || { echo "FAILED: $model"; status=1; }
     "$m" plan "$model" --backend cuda | grep -E "^node|cuda|host" | head -n 12
   done
 } > "$out/check.txt" 2>&1
 grep -E "^==|check:|FAILED" "$out/check.txt"
 
+# The targets: cuda beside PyTorch eager on CUDA, inference at batch 64 and 1 (bench.json is
+# rewritten after each row, so a run cut off still brings back what it measured).
+step compare
+timeout 150 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 20 \
+  --json "$out/bench.json" >> "$out/check.txt" 2>&1 || { echo "FAILED: compare_pytorch_cuda.py"; status=1; }
+
+step sanitizer
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 if [ -x "$sanitizer" ]; then
-  LD_LIBRARY_PATH=$b/lib timeout 90 "$sanitizer" --tool memcheck --error-exitcode 9 "$b/bin/mosaic.bin" bench \
-    zoo:fmnist-cnn --backends cuda --batch 2 --iterations 2 --warmup 1 --repeats 1 --no-peaks --no-db --no-check \
-    > "$out/sanitizer.txt" 2>&1
+  LD_LIBRARY_PATH=$libs timeout 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
+    "$b/bin/mosaic.bin" bench zoo:fmnist-cnn --backends cuda --batch 2 --iterations 2 --warmup 1 --repeats 1 \
+    --no-peaks --no-db --no-check > "$out/sanitizer.txt" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
-  echo "compute-sanitizer: exit $rc ($(grep -c "========= ERROR\|Invalid" "$out/sanitizer.txt") error lines)" | tee -a "$out/check.txt"
+  echo "compute-sanitizer: exit $rc ($(grep -c "========= ERROR\|Invalid" "$out/sanitizer.txt") error lines)" \
+    | tee -a "$out/check.txt"
 else
   echo "compute-sanitizer: not found at $sanitizer" | tee -a "$out/check.txt"
 fi
-
-# The targets: cuda beside PyTorch eager on CUDA, inference at batch 64 and 1.
-timeout 180 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 30 \
-  --json "$out/bench.json" >> "$out/check.txt" 2>&1 || { echo "FAILED: compare_pytorch_cuda.py"; status=1; }
+step done
 {
   echo "gpu-check: exit $status"
   grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt"

@@ -119,7 +119,9 @@ class ConvKernel final : public CudaKernel {
       algo_ = perf[chosen];
       cache.found[key] = algo_;
     }
-    return check(cudnnSetConvolutionMathType(conv_.get(), algo_.mathType), "math type");
+    // In float32 the descriptor stays in FMA math whatever the search reports: cuDNN's default
+    // math would let TF32 tensor cores in on Ampere and later.
+    return check(cudnnSetConvolutionMathType(conv_.get(), tf32_ ? algo_.mathType : CUDNN_FMA_MATH), "math type");
   }
 
   ConvParams p_;
