@@ -7,16 +7,21 @@
 #                                                (default .device/mosaic-gpu.tar.xz, an ignored folder)
 #   scripts/gpu-check.sh run BUNDLE OUT_DIR      there, in one call of the device tool
 #
-# `run` unpacks the bundle and writes to OUT_DIR (7 files: what the device tool brings
-# back): steps.txt (when each step began), machine.txt (GPU, CPU, driver, versions, what
-# `mosaic backends` says of cuda), tests.txt (the test binary's cuda tests: every op case of BackendOps on cuda against naive, the
-# CudaBackend suite with whole models and --precision tf32), check.txt (bench --backends
-# cuda,onednn on resnet50, alexnet-cifar and bert-tiny at batch 2 against naive, what runs on
-# cuda; then bench/compare_pytorch_cuda.py's table), sanitizer.txt (compute-sanitizer memcheck on
-# one short run), bench.json (the comparison with PyTorch eager on CUDA: alexnet-cifar,
-# vgg16-cifar, resnet50 at batch 64 and 1) and summary.txt. It exits 1 if cuda is unavailable
-# there, a test or check fails, or the sanitizer reports an error. About 7 minutes at
-# most: each step has its own time limit.
+# `run` unpacks the bundle and writes to OUT_DIR (what the device tool brings back):
+#   steps.txt     when each step began
+#   machine.txt   GPU, CPU, driver, versions, what `mosaic backends` says of cuda
+#   tests.txt     the test binary's cuda tests: every op case of BackendOps on cuda against
+#                 naive, the CudaBackend suite with whole models and --precision tf32
+#   check.txt     bench on resnet50 (cuda), alexnet-cifar and bert-tiny (cuda, onednn) at batch
+#                 2 against naive, what runs on cuda; then bench/compare_pytorch_cuda.py's table
+#   bench.json    that comparison with PyTorch eager on CUDA: alexnet-cifar, vgg16-cifar,
+#                 resnet50 at batch 64 and 1
+#   profile.txt, profile.json, profile-tf32.json  bench/profile_cuda_nodes.py: device time per
+#                 layer beside PyTorch's, ResNet-50 at batch 64, float32 and TF32
+#   sanitizer.txt compute-sanitizer memcheck on one short run
+#   summary.txt
+# It exits 1 if cuda is unavailable there, a test or check fails, or the sanitizer reports an
+# error. About 8 minutes at most: each step has its own time limit.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
@@ -88,9 +93,11 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error:" "$out/tests.txt" | head -
 # Whole models on cuda beside onednn, checked against naive; what runs where.
 step check
 {
-  for model in zoo:resnet50 zoo:alexnet-cifar zoo:bert-tiny; do
+  # resnet50 on cuda alone: its naive reference takes most of the minute.
+  for run in "zoo:resnet50 cuda 90" "zoo:alexnet-cifar cuda,onednn 45" "zoo:bert-tiny cuda,onednn 45"; do
+    read -r model backends limit <<< "$run"
     echo "== $model, batch 2"
-    timeout 45 "$m" bench "$model" --backends cuda,onednn --batch 2 --iterations 5 --warmup 2 --repeats 1 \
+    timeout "$limit" "$m" bench "$model" --backends "$backends" --batch 2 --iterations 5 --warmup 2 --repeats 1 \
       --no-peaks --no-db || { echo "FAILED: $model"; status=1; }
     "$m" plan "$model" --backend cuda | grep -E "^node|cuda|host" | head -n 12
   done
@@ -103,6 +110,13 @@ step compare
 timeout 150 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 20 \
   --json "$out/bench.json" >> "$out/check.txt" 2>&1 || { echo "FAILED: compare_pytorch_cuda.py"; status=1; }
 
+# Where the time goes: device time per layer beside PyTorch's, ResNet-50 at batch 64, float32 and TF32.
+step profile
+for tf32 in "" --tf32; do
+  timeout 90 python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 $tf32 \
+    --json "$out/profile${tf32:+-tf32}.json" >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py $tf32" | tee -a "$out/profile.txt"
+done
+
 step sanitizer
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 if [ -x "$sanitizer" ]; then
@@ -111,7 +125,7 @@ if [ -x "$sanitizer" ]; then
     --no-peaks --no-db --no-check > "$out/sanitizer.txt" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
-  echo "compute-sanitizer: exit $rc ($(grep -c "========= ERROR\|Invalid" "$out/sanitizer.txt") error lines)" \
+  echo "compute-sanitizer: exit $rc, $(grep -o "ERROR SUMMARY: .*" "$out/sanitizer.txt" || echo "no summary")" \
     | tee -a "$out/check.txt"
 else
   echo "compute-sanitizer: not found at $sanitizer" | tee -a "$out/check.txt"
@@ -119,7 +133,7 @@ fi
 step done
 {
   echo "gpu-check: exit $status"
-  grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt"
+  grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt" "$out/profile.txt"
   grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/tests.txt"
 } | tee "$out/summary.txt"
 exit $status
