@@ -99,6 +99,7 @@ std::vector<OpCase> cases() {
       v.push_back(std::move(c));
     };
     binary("_same", {2, 3, 4, 5}, {2, 3, 4, 5});
+    binary("_odd", {3, 5, 7}, {3, 5, 7});  // not a multiple of 4: a vectorised kernel's tail
     binary("_channel", {2, 3, 4, 5}, {1, 3, 1, 1});
     binary("_row", {2, 3, 4, 5}, {5});
     binary("_scalar", {2, 3, 4}, {});

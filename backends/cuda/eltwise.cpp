@@ -95,6 +95,7 @@ class BinaryKernel final : public CudaKernel {
     for (size_t d = 0; d < out.size(); ++d) shape_.dims[d] = out[d];
     strides(ctx.inputs[0].shape, shape_.a_strides);
     strides(ctx.inputs[1].shape, shape_.b_strides);
+    collapse();
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -112,6 +113,28 @@ class BinaryKernel final : public CudaKernel {
       out[d] = dim == 1 ? 0 : step;
       step *= dim;
     }
+  }
+  /// Drops dimensions of size 1 and merges each dimension into the one outside it where both
+  /// operands step over the pair as over one dimension: operands of the output's shape become
+  /// one contiguous run (the kernel's vectorised path), a broadcast keeps only the dimensions
+  /// its indexing needs.
+  void collapse() {
+    Broadcast c;
+    for (int d = 0; d < shape_.rank; ++d) {
+      const int64_t n = shape_.dims[d], a = shape_.a_strides[d], b = shape_.b_strides[d];
+      if (n == 1) continue;
+      if (c.rank > 0 && c.a_strides[c.rank - 1] == a * n && c.b_strides[c.rank - 1] == b * n) {
+        c.dims[c.rank - 1] *= n;
+        c.a_strides[c.rank - 1] = a;
+        c.b_strides[c.rank - 1] = b;
+      } else {
+        c.dims[c.rank] = n;
+        c.a_strides[c.rank] = a;
+        c.b_strides[c.rank] = b;
+        ++c.rank;
+      }
+    }
+    shape_ = c;
   }
   DevBinary op_ = DevBinary::kAdd;
   Broadcast shape_;
