@@ -360,6 +360,22 @@ TEST(BenchAttention, BothTimesTheFusedAndUnfusedGraphSideBySide) {
   for (const auto& n : r->report.configs[1].nodes) plain += n.op == kAttentionOp;
   EXPECT_GT(fused, 0);
   EXPECT_EQ(plain, 0);
+  // A backend without the fused kernel (im2col) times the graph as it is, gets no unfused
+  // twin, and is not among those the note says run attention fused.
+  o.backends = {"im2col", "onednn"};
+  o.check = false;
+  testing::internal::CaptureStdout();
+  r = api::bench(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::vector<std::string> labels;
+  for (const auto& c : r->report.configs) labels.push_back(c.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"im2col", "onednn", "onednn-unfused-attention"})) << join(labels);
+  std::string note;
+  for (const auto& n : r->report.notes)
+    if (n.rfind("attention: ", 0) == 0) note = n;
+  EXPECT_NE(note.find("FusedAttention node on onednn ("), std::string::npos) << note;
+  EXPECT_EQ(note.find("im2col"), std::string::npos) << note;
   o.attention = "sideways";
   EXPECT_FALSE(api::bench(o).ok());
 }
