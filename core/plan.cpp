@@ -249,6 +249,20 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   return Status::ok();
 }
 
+PinnedHost Plan::pin_inputs(const std::vector<Tensor>& inputs) const {
+  PinnedHost pinned;
+  for (size_t i = 0; i < device_read_inputs_.size() && i < inputs.size(); ++i) {
+    if (device_read_inputs_[i].empty() || !inputs[i].bytes() || inputs[i].device()) continue;
+    const Device* reader = steps_[device_read_inputs_[i].front().first].device;
+    for (const auto& d : devices_)
+      if (d.get() == reader && d->pin(inputs[i].data(), inputs[i].bytes())) {
+        pinned.pins_.emplace_back(d, inputs[i].data());
+        pinned.bytes_ += inputs[i].bytes();
+      }
+  }
+  return pinned;
+}
+
 Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs, ExecObserver* observer,
                  int64_t iteration) {
   if (!options_.allocate) return Status::invalid("this plan was built without buffers (PlanOptions::allocate) and cannot run");
@@ -259,8 +273,22 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs
     PlanValue& v = values_[input_values_[i]];
     if (inputs[i].desc() != v.desc)
       return Status::invalid("input '" + v.name + "' expects " + v.desc.str() + ", got " + inputs[i].desc().str());
-    if (v.desc.bytes()) std::memcpy(v.tensor.data(), inputs[i].data(), v.desc.bytes());
+    const bool borrowed = i < device_read_inputs_.size() && !device_read_inputs_[i].empty();
+    if (v.desc.bytes() && !borrowed) std::memcpy(v.tensor.data(), inputs[i].data(), v.desc.bytes());
   }
+  // Inputs only copies to a device read: those copies read the caller's tensor for this run
+  // (no host copy of the batch first), and the plan's own again after it.
+  struct Borrow {
+    Plan& plan;
+    const std::vector<Tensor>& inputs;
+    void point(bool at_caller) {
+      for (size_t i = 0; i < plan.device_read_inputs_.size() && i < inputs.size(); ++i)
+        for (const auto& [step, slot] : plan.device_read_inputs_[i])
+          plan.steps_[step].src[slot] = at_caller ? &inputs[i] : &plan.values_[plan.input_values_[i]].tensor;
+    }
+    ~Borrow() { point(false); }
+  } borrow{*this, inputs};
+  borrow.point(true);
   const int64_t run_begin = observer ? now_ns() : 0;
   // A timed run times each device step on its device where the device can (Device::timing):
   // markers 2s and 2s + 1 around step s, reported once the device has finished. Per device:

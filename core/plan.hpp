@@ -118,6 +118,25 @@ struct PlanStep {
   bool fell_back() const { return !fallback_reason.empty(); }
 };
 
+/// Host memory page-locked for a plan's devices (Plan::pin_inputs), unpinned when it goes.
+class PinnedHost {
+ public:
+  PinnedHost() = default;
+  PinnedHost(PinnedHost&&) = default;
+  PinnedHost& operator=(PinnedHost&&) = delete;
+  PinnedHost(const PinnedHost&) = delete;
+  ~PinnedHost() {
+    for (const auto& [device, host] : pins_) device->unpin(host);
+  }
+  /// The bytes pinned.
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend class Plan;
+  std::vector<std::pair<std::shared_ptr<Device>, void*>> pins_;
+  size_t bytes_ = 0;
+};
+
 /// Told during Plan::backward when each backward step has finished, so that the gradients
 /// it made final can be used at once (data-parallel training starts reducing them while
 /// the rest of backward runs).
@@ -161,6 +180,11 @@ class Plan {
   /// final (the lowest-numbered step that reads it; backward runs steps in reverse), or -1
   /// when no step reads it (its gradient is final before backward starts).
   std::vector<int> grad_final_step() const;
+  /// Page-locks (Device::pin) the caller's tensors of the inputs only copies to a device read
+  /// (device_read_inputs_), which run() copies from directly, until the result goes: those
+  /// copies then run at the bus's rate. `inputs` must outlive the result and be what run() is
+  /// given. Inputs a host kernel reads, and devices that do not pin, are left as they are.
+  PinnedHost pin_inputs(const std::vector<Tensor>& inputs) const;
   /// Output i of the last run, without copying.
   const Tensor& output(size_t i) const { return values_[output_values_[i]].tensor; }
   /// Gradient of a graph input after backward (nullptr if it has none).
@@ -206,6 +230,11 @@ class Plan {
   int64_t weight_bytes_ = 0, activation_bytes_ = 0, attention_bytes_ = 0;
   std::map<std::string, DeviceBytes> device_bytes_;
   std::vector<std::shared_ptr<Device>> devices_;  // every device a step computes on
+  /// Per graph input: where only copies to a device read it (an inference plan's input that
+  /// is not also an output), those copies' (step, input slot); run() points them at the
+  /// caller's tensor for the run instead of first copying it into the plan. Empty: run()
+  /// copies the input into the plan's buffer as usual.
+  std::vector<std::vector<std::pair<size_t, size_t>>> device_read_inputs_;
 };
 
 }  // namespace mosaic

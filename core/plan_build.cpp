@@ -241,6 +241,29 @@ class PlanBuilder {
     }
   }
 
+  /// Plan::device_read_inputs_: the inputs of an inference plan that only copies to a device
+  /// read (and that are not outputs), with those copies' slots.
+  void find_device_read_inputs() {
+    P.device_read_inputs_.assign(P.input_values_.size(), {});
+    if (training_) return;
+    for (size_t i = 0; i < P.input_values_.size(); ++i) {
+      const int v = P.input_values_[i];
+      if (std::find(P.output_values_.begin(), P.output_values_.end(), v) != P.output_values_.end()) continue;
+      std::vector<std::pair<size_t, size_t>> readers;
+      bool only_copies = true;
+      for (size_t s = 0; s < P.steps_.size() && only_copies; ++s)
+        for (size_t k = 0; k < P.steps_[s].in.size(); ++k) {
+          if (P.steps_[s].in[k] != v) continue;
+          if (g.nodes[P.steps_[s].node].op_type != kToDeviceOp) {
+            only_copies = false;
+            break;
+          }
+          readers.emplace_back(s, k);
+        }
+      if (only_copies) P.device_read_inputs_[i] = std::move(readers);
+    }
+  }
+
   /// Training: which gradients are written directly and which accumulate, the gradient
   /// buffers, and the scratch backward writes before accumulating.
   void plan_gradients() {
@@ -693,6 +716,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   MOSAIC_RETURN_IF_ERROR(b.create_kernels());
   MOSAIC_RETURN_IF_ERROR(b.plan_activations());
   b.bind_tensors();
+  b.find_device_read_inputs();
   b.plan_gradients();
   return plan;
 }

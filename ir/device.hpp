@@ -56,6 +56,17 @@ class Device {
   /// "sm_clock_mhz", "power_w", ...): bench samples it after each configuration's timed run
   /// and reports it beside the run; empty: nothing to say (optional).
   virtual std::vector<std::pair<std::string, double>> sample() { return {}; }
+  /// Page-locks `bytes` of host memory at `host` until unpin(host), so that copies between it
+  /// and the device run at the bus's rate (the cuda backend: cudaHostRegister); optional:
+  /// false where the device has no such thing or refused (copies work either way). Whoever
+  /// pins unpins before the memory is freed. bench pins the inputs only copies to the device
+  /// read (Plan::pin_inputs), as a PyTorch program pins its batches.
+  virtual bool pin(void* host, size_t bytes) {
+    (void)host;
+    (void)bytes;
+    return false;
+  }
+  virtual void unpin(void* host) noexcept { (void)host; }
 
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----
   // A timed run (an observer asks for per-node times) of a device that has it puts a marker

@@ -260,6 +260,10 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
 Expected<BenchResult> run_benchmark(Plan& plan, const std::vector<Tensor>& inputs, const BenchConfig& cfg,
                                    TraceRecorder* trace) {
   BenchResult r;
+  // Inputs that go straight to a device are page-locked while timed, as a PyTorch program
+  // pins its batches (pin_memory): their copies run at the bus's rate.
+  const PinnedHost pinned = plan.pin_inputs(inputs);
+  r.pinned_input_bytes = static_cast<int64_t>(pinned.bytes());
   auto run = [&](ExecObserver* obs, int64_t it) -> Expected<double> {
     MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr, obs, it));
     return 0.0;

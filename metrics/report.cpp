@@ -302,6 +302,9 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     for (const auto& [device, bytes] : c.device_bytes)
       os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.first))
          << "  resident constants " << format_bytes(static_cast<double>(bytes.second)) << "\n";
+    if (c.timing.pinned_input_bytes)
+      os << "         inputs page-locked for their copies to the device: "
+         << format_bytes(static_cast<double>(c.timing.pinned_input_bytes)) << "\n";
     for (const auto& [device, state] : c.device_state) {
       os << "device:  " << device << " after the run:";
       for (const auto& [name, value] : state) os << " " << name << " " << value;
@@ -507,6 +510,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
     for (const auto& [device, bytes] : c.device_bytes)
       r["memory"]["devices"][device] = {{"activation_bytes", bytes.first}, {"constant_bytes", bytes.second}};
+    r["memory"]["pinned_input_bytes"] = c.timing.pinned_input_bytes;
     r["device_state"] = json::object();
     for (const auto& [device, state] : c.device_state)
       for (const auto& [name, value] : state) r["device_state"][device][name] = value;

@@ -169,6 +169,47 @@ TEST(DevicePlans, MixedPlacementCopiesOnlyAtTheBoundaries) {
     EXPECT_FLOAT_EQ(got[i], std::max(0.f, std::tanh(std::max(0.f, x.f32()[i]) + w[i]))) << i;
 }
 
+// An input that only the copy to the device reads goes from the caller's tensor to the device
+// (on a GPU: no host copy of the batch per run); one a host kernel also reads is copied into
+// the plan first, as every input of a host plan is.
+TEST(DevicePlans, AnInputOnlyADeviceReadsIsCopiedFromTheCallersTensor) {
+  const Tensor x2 = Tensor::from_f32({2, 3}, {2.f, -1.f, 0.75f, 1.f, -4.f, 3.f});
+  for (const char* spec : {"*=devsim", "Relu=naive,*=devsim"}) {
+    SCOPED_TRACE(spec);
+    SimRegistry sim;  // a device of its own: what it was copied from is this placement's
+    SimCase c = sim_case(sim);
+    auto naive = Plan::build(c.g, Placement::all_on("naive"), sim.registry);
+    ASSERT_TRUE(naive.ok());
+    const std::vector<float> want2 = run_plan(*naive.value(), x2);
+    auto placement = Placement::parse(spec, sim.registry);
+    ASSERT_TRUE(placement.ok());
+    auto plan = Plan::build(c.g, placement.value(), sim.registry);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    const bool device_reads_x = std::string(spec) == "*=devsim";
+    EXPECT_EQ(plan.value()->node(plan.value()->steps()[0]).op_type,
+              device_reads_x ? "mosaic.ToDevice" : "Relu");
+    expect_naives(run_plan(*plan.value(), c.x), c);
+    const int copies = sim.device->copies_in;
+    const std::vector<float> got2 = run_plan(*plan.value(), x2);  // a second input: not a stale one
+    ASSERT_EQ(got2.size(), want2.size());
+    for (size_t i = 0; i < got2.size(); ++i) EXPECT_FLOAT_EQ(got2[i], want2[i]) << i;
+    EXPECT_EQ(sim.device->copies_in - copies, device_reads_x ? 2 : 1) << "x and h3, or h1 alone";
+    EXPECT_EQ(sim.device->copied_from(x2.data()), device_reads_x)
+        << "the copy reads the caller's tensor, or a host kernel reads x from the plan's buffer";
+    // bench page-locks such an input while it times the plan, and unlocks it after.
+    const std::vector<Tensor> inputs = {x2};
+    {
+      const PinnedHost pinned = plan.value()->pin_inputs(inputs);
+      EXPECT_EQ(pinned.bytes(), device_reads_x ? 24u : 0u);
+      EXPECT_EQ(sim.device->pinned_bytes(), device_reads_x ? 24u : 0u);
+      const std::vector<float> got3 = run_plan(*plan.value(), inputs[0]);
+      ASSERT_EQ(got3.size(), want2.size());
+      for (size_t i = 0; i < got3.size(); ++i) EXPECT_FLOAT_EQ(got3[i], want2[i]) << i;
+    }
+    EXPECT_EQ(sim.device->pinned_bytes(), 0u) << "unpinned when the PinnedHost goes";
+  }
+}
+
 TEST(DevicePlans, DeviceTensorsAreCopiedOutByClone) {
   auto device = std::make_shared<SimDevice>();
   auto buffer = device_buffer(device, 8, nullptr);
@@ -289,6 +330,8 @@ TEST_F(DeviceCli, PlanShowsTheCopiesAndBenchChecksTheDeviceAgainstNaive) {
   const nlohmann::json& sim0 = doc["runs"][0]["memory"]["devices"]["sim:0"];
   EXPECT_GT(sim0["activation_bytes"].get<int64_t>(), 0) << doc["runs"][0]["memory"].dump();
   EXPECT_EQ(sim0["constant_bytes"].get<int64_t>(), 0) << "Relu reads no constant";
+  EXPECT_EQ(doc["runs"][0]["memory"]["pinned_input_bytes"].get<int64_t>(), 0)
+      << "the input goes to a Conv on the host first: nothing to pin";
   EXPECT_NE(r.out.find("on sim:0: activations"), std::string::npos) << r.out;
 }
 

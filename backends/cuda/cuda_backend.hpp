@@ -44,6 +44,8 @@ class CudaDevice final : public Device {
   Expected<Peaks> measure_peaks() override;
   /// Through NVML where the driver has it (nvml.cpp): utilisation, clocks, power, temperature.
   std::vector<std::pair<std::string, double>> sample() override;
+  bool pin(void* host, size_t bytes) override;
+  void unpin(void* host) noexcept override;
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();

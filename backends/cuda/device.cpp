@@ -97,6 +97,17 @@ Status CudaDevice::copy_to_host(void* host_dst, const void* device_src, size_t b
                           : Status::internal("copying " + std::to_string(bytes) + " bytes from cuda:0: " + cuda_error(e));
 }
 
+bool CudaDevice::pin(void* host, size_t bytes) {
+  if (!host || !bytes || !ensure_ready().is_ok()) return false;
+  if (cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess) return true;
+  cudaGetLastError();  // already registered, or not allowed: the copies stay pageable
+  return false;
+}
+
+void CudaDevice::unpin(void* host) noexcept {
+  if (host && cudaHostUnregister(host) != cudaSuccess) cudaGetLastError();
+}
+
 Status CudaDevice::synchronize() {
   if (!stream_) return Status::ok();
   const cudaError_t e = cudaStreamSynchronize(stream_);

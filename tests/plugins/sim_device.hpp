@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,14 @@ class SimDevice : public Device {
     flip_words(dst, src, bytes);
     ++copies_in;
     advance(copy_ns);
+    std::lock_guard<std::mutex> lock(mu_);
+    copied_from_.insert(src);
     return Status::ok();
+  }
+  /// Whether a copy to the device has read host memory at `host`.
+  bool copied_from(const void* host) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return copied_from_.count(host) != 0;
   }
   Status copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (!owns(src, bytes) || owns(dst, 1)) return Status::internal("sim:0: copy_to_host from/to the wrong memory");
@@ -109,6 +117,23 @@ class SimDevice : public Device {
   }
   /// Its clock, as a device reports its state (Device::sample).
   std::vector<std::pair<std::string, double>> sample() override { return {{"clock_ms", clock_ns / 1e6}}; }
+  /// Pins as a GPU page-locks host memory: each range once (a second pin of the same
+  /// address is refused, as cudaHostRegister refuses), until unpin.
+  bool pin(void* host, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return host && bytes && pinned_.emplace(host, bytes).second;
+  }
+  void unpin(void* host) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    pinned_.erase(host);
+  }
+  /// The bytes pinned now.
+  size_t pinned_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& [p, bytes] : pinned_) n += bytes;
+    return n;
+  }
   /// The device's work: its clock moves on by `ns`.
   void advance(int64_t ns) { clock_ns += ns; }
   /// Whether [p, p + bytes) lies inside one live allocation.
@@ -136,7 +161,8 @@ class SimDevice : public Device {
   std::vector<int64_t> marks_;
   size_t limit_, used_ = 0;
   mutable std::mutex mu_;
-  std::map<void*, size_t> live_;
+  std::map<void*, size_t> live_, pinned_;
+  std::set<const void*> copied_from_;
 };
 
 /// What devsim's kernels share: the device, and the check that every tensor is on it.
