@@ -7,21 +7,24 @@
 #                                                (default .device/mosaic-gpu.tar.xz, an ignored folder)
 #   scripts/gpu-check.sh run BUNDLE OUT_DIR      there, in one call of the device tool
 #
-# `run` unpacks the bundle and writes to OUT_DIR (what the device tool brings back):
-#   steps.txt     when each step began
+# `run` unpacks the bundle and writes to OUT_DIR six files (the device tool brings back 8):
+#   summary.txt   when each step began, then the outcome: the tables and the tests' verdicts
 #   machine.txt   GPU, CPU, driver, versions, what `mosaic backends` says of cuda
 #   tests.txt     the test binary's cuda tests: every op case of BackendOps on cuda against
 #                 naive, the CudaBackend suite with whole models and --precision tf32
 #   check.txt     bench on resnet50 (cuda), alexnet-cifar and bert-tiny (cuda, onednn) at batch
-#                 2 against naive, what runs on cuda; then bench/compare_pytorch_cuda.py's table
+#                 2 against naive, what runs on cuda; bench/compare_pytorch_cuda.py's table;
+#                 compute-sanitizer's memcheck of one short run
 #   bench.json    that comparison with PyTorch eager on CUDA: alexnet-cifar, vgg16-cifar,
 #                 resnet50 at batch 64 and 1
-#   profile.txt, profile.json, profile-tf32.json  bench/profile_cuda_nodes.py: device time per
-#                 layer beside PyTorch's, ResNet-50 at batch 64, float32 and TF32
-#   sanitizer.txt compute-sanitizer memcheck on one short run
-#   summary.txt
+#   profile.txt   bench/profile_cuda_nodes.py: device time per layer beside PyTorch's,
+#                 ResNet-50 at batch 64, float32 and TF32
 # It exits 1 if cuda is unavailable there, a test or check fails, or the sanitizer reports an
 # error. About 8 minutes at most: each step has its own time limit.
+#
+#   scripts/gpu-check.sh peers BUNDLE OUT_DIR    there too: bench/compare_peers.py on that
+#                 machine's CPU (16 cores), with the Python packages it has (ONNX Runtime,
+#                 PyTorch; OpenVINO is reported missing), into peers.json and peers.txt
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
@@ -33,14 +36,14 @@ case "${1:-}" in
     cmake --build "$build" --target mosaic mosaic_cuda mosaic_tests || exit 1
     exec "$root/scripts/device_bundle.sh" "$build" "$bundle"
     ;;
-  run) ;;
+  run|peers) ;;
   *)
-    echo "usage: $0 prepare [BUNDLE] | run BUNDLE OUT_DIR" >&2
+    echo "usage: $0 prepare [BUNDLE] | run BUNDLE OUT_DIR | peers BUNDLE OUT_DIR" >&2
     exit 2
     ;;
 esac
-[ $# -eq 3 ] || { echo "usage: $0 run BUNDLE OUT_DIR" >&2; exit 2; }
-bundle=$2 out=$3
+[ $# -eq 3 ] || { echo "usage: $0 $1 BUNDLE OUT_DIR" >&2; exit 2; }
+mode=$1 bundle=$2 out=$3
 b=/tmp/mosaic-gpu
 mkdir -p "$out" "$b"
 tar -xJf "$bundle" -C "$b" || exit 1
@@ -62,8 +65,22 @@ printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exe
 chmod +x "$b/bin/mosaic-gpu"
 m=$b/bin/mosaic-gpu
 export MOSAIC_DB=off
+
+if [ "$mode" = peers ]; then
+  # OpenBLAS 0.3.21 does not know that machine's CPU by name (it took Prescott, its slowest
+  # kernels): name the AVX-512 ones where the CPU has AVX-512. torch.compile is left out (its
+  # compilation in each of the script's processes would take most of the call).
+  grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=SkylakeX
+  timeout 240 python3 "$root/bench/compare_peers.py" --mosaic "$m" --python python3 --rounds 2 \
+    --engines mosaic-onednn,mosaic-im2col,onnxruntime,openvino-latency,torch-eager \
+    --json "$out/peers.json" > "$out/peers.txt" 2>&1
+  rc=$?
+  tail -n 24 "$out/peers.txt"
+  exit $rc
+fi
 status=0
-step() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/steps.txt"; }
+step() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }  # summary.txt starts with the steps
+rm -f "$out/summary.txt"
 
 step machine
 {
@@ -80,7 +97,7 @@ step machine
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 if ! "$m" backends --names --available | grep -qx cuda; then
-  echo "cuda is unavailable on this machine (machine.txt says why)" | tee "$out/summary.txt"
+  echo "cuda is unavailable on this machine (machine.txt says why)" | tee -a "$out/summary.txt"
   exit 1
 fi
 
@@ -114,7 +131,7 @@ timeout 150 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup
 step profile
 for tf32 in "" --tf32; do
   timeout 90 python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 $tf32 \
-    --json "$out/profile${tf32:+-tf32}.json" >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py $tf32" | tee -a "$out/profile.txt"
+    >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py $tf32" | tee -a "$out/profile.txt"
 done
 
 step sanitizer
@@ -122,10 +139,11 @@ sanitizer=/usr/local/cuda/bin/compute-sanitizer
 if [ -x "$sanitizer" ]; then
   LD_LIBRARY_PATH=$libs timeout 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
     "$b/bin/mosaic.bin" bench zoo:fmnist-cnn --backends cuda --batch 2 --iterations 2 --warmup 1 --repeats 1 \
-    --no-peaks --no-db --no-check > "$out/sanitizer.txt" 2>&1
+    --no-peaks --no-db --no-check > /tmp/mosaic-sanitizer.txt 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
-  echo "compute-sanitizer: exit $rc, $(grep -o "ERROR SUMMARY: .*" "$out/sanitizer.txt" || echo "no summary")" \
+  { echo "== compute-sanitizer memcheck"; grep -E "^=========" /tmp/mosaic-sanitizer.txt | head -n 40; } >> "$out/check.txt"
+  echo "compute-sanitizer: exit $rc, $(grep -o "ERROR SUMMARY: .*" /tmp/mosaic-sanitizer.txt || echo "no summary")" \
     | tee -a "$out/check.txt"
 else
   echo "compute-sanitizer: not found at $sanitizer" | tee -a "$out/check.txt"
@@ -135,5 +153,5 @@ step done
   echo "gpu-check: exit $status"
   grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt" "$out/profile.txt"
   grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/tests.txt"
-} | tee "$out/summary.txt"
+} | tee -a "$out/summary.txt"
 exit $status
