@@ -22,6 +22,9 @@
 # It exits 1 if cuda is unavailable there, a test or check fails, or the sanitizer reports an
 # error. About 8 minutes at most: each step has its own time limit.
 #
+#   scripts/gpu-check.sh compare BUNDLE OUT_DIR  there: machine.txt, the comparison and the
+#                 float32 profile alone, Mosaic loading the cuDNN of PyTorch's wheel (both sides
+#                 then search the same library's algorithms)
 #   scripts/gpu-check.sh peers BUNDLE OUT_DIR    there too: bench/compare_peers.py on that
 #                 machine's CPU (16 cores), with the Python packages it has (ONNX Runtime,
 #                 PyTorch; OpenVINO is reported missing), into peers.json and peers.txt
@@ -36,9 +39,9 @@ case "${1:-}" in
     cmake --build "$build" --target mosaic mosaic_cuda mosaic_tests || exit 1
     exec "$root/scripts/device_bundle.sh" "$build" "$bundle"
     ;;
-  run|peers) ;;
+  run|peers|compare) ;;
   *)
-    echo "usage: $0 prepare [BUNDLE] | run BUNDLE OUT_DIR | peers BUNDLE OUT_DIR" >&2
+    echo "usage: $0 prepare [BUNDLE] | run|compare|peers BUNDLE OUT_DIR" >&2
     exit 2
     ;;
 esac
@@ -59,6 +62,11 @@ for soname in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; d
   dir=$(dirname "$found")
   case ":$cudalibs:" in *":$dir:"*) ;; *) cudalibs=${cudalibs:+$cudalibs:}$dir ;; esac
 done
+# compare: the cuDNN PyTorch loads (its wheel's), so that both sides search the same library.
+if [ "$mode" = compare ]; then
+  torch_cudnn=$(python3 -c "import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], 'lib'))" 2>/dev/null)
+  [ -f "$torch_cudnn/libcudnn.so.9" ] && cudalibs=$torch_cudnn${cudalibs:+:$cudalibs}
+fi
 libs="$b/lib${cudalibs:+:$cudalibs}"
 printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/bin/mosaic.bin" "$@"\n' \
   "$libs" "$b" > "$b/bin/mosaic-gpu"
@@ -101,6 +109,7 @@ if ! "$m" backends --names --available | grep -qx cuda; then
   exit 1
 fi
 
+if [ "$mode" = run ]; then
 # The cuda tests of the test binary: the op cases against naive, whole models, tf32.
 step tests
 LD_LIBRARY_PATH=$libs MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
@@ -120,6 +129,7 @@ step check
   done
 } > "$out/check.txt" 2>&1
 grep -E "^==|check:|FAILED" "$out/check.txt"
+fi
 
 # The targets: cuda beside PyTorch eager on CUDA, inference at batch 64 and 1 (bench.json is
 # rewritten after each row, so a run cut off still brings back what it measured).
@@ -129,14 +139,16 @@ timeout 150 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup
 
 # Where the time goes: device time per layer beside PyTorch's, ResNet-50 at batch 64, float32 and TF32.
 step profile
-for tf32 in "" --tf32; do
+for tf32 in "" $([ "$mode" = run ] && echo --tf32); do
   timeout 90 python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 $tf32 \
     >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py $tf32" | tee -a "$out/profile.txt"
 done
 
-step sanitizer
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
-if [ -x "$sanitizer" ]; then
+if [ "$mode" = compare ]; then
+  :
+elif [ -x "$sanitizer" ]; then
+  step sanitizer
   LD_LIBRARY_PATH=$libs timeout 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
     "$b/bin/mosaic.bin" bench zoo:fmnist-cnn --backends cuda --batch 2 --iterations 2 --warmup 1 --repeats 1 \
     --no-peaks --no-db --no-check > /tmp/mosaic-sanitizer.txt 2>&1
@@ -152,6 +164,6 @@ step done
 {
   echo "gpu-check: exit $status"
   grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt" "$out/profile.txt"
-  grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/tests.txt"
+  grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/tests.txt" 2>/dev/null
 } | tee -a "$out/summary.txt"
 exit $status
