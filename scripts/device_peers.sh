@@ -79,7 +79,12 @@ if [[ $parts == *,jitter,* ]]; then
 fi
 if [[ $parts == *,peers,* ]]; then
   echo "== peers (last: what it measured survives its timeout in the JSON), $threads threads, $rounds round(s)"
+  # OpenBLAS 0.3.21 does not know that CPU by name and takes Prescott, its slowest kernels:
+  # im2col gets the AVX-512 ones where the CPU has AVX-512. $PEERS_ENGINES narrows the engines
+  # (torch.compile compiles for about a minute in each of its processes there).
+  grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
   timeout "${PEERS_TIMEOUT:-300}" python3 "$root/bench/compare_peers.py" --mosaic "$m" --python python3 \
+    ${PEERS_ENGINES:+--engines "$PEERS_ENGINES"} \
     --threads "$threads" --rounds "$rounds" --json "$out/perf_peers_16.json" > "$out/peers.md" 2> "$out/peers.log"
   echo "compare_peers exit $?"
   cat "$out/peers.md"

@@ -25,9 +25,7 @@
 #   scripts/gpu-check.sh compare BUNDLE OUT_DIR  there: machine.txt, the comparison and the
 #                 float32 profile alone, Mosaic loading the cuDNN of PyTorch's wheel (both sides
 #                 then search the same library's algorithms)
-#   scripts/gpu-check.sh peers BUNDLE OUT_DIR    there too: bench/compare_peers.py on that
-#                 machine's CPU (16 cores), with the Python packages it has (ONNX Runtime,
-#                 PyTorch; OpenVINO is reported missing), into peers.json and peers.txt
+# The same bundle serves scripts/device_peers.sh (the CPU beside the GPU: peers, bf16, jitter).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
@@ -39,9 +37,9 @@ case "${1:-}" in
     cmake --build "$build" --target mosaic mosaic_cuda mosaic_tests || exit 1
     exec "$root/scripts/device_bundle.sh" "$build" "$bundle"
     ;;
-  run|peers|compare) ;;
+  run|compare) ;;
   *)
-    echo "usage: $0 prepare [BUNDLE] | run|compare|peers BUNDLE OUT_DIR" >&2
+    echo "usage: $0 prepare [BUNDLE] | run|compare BUNDLE OUT_DIR" >&2
     exit 2
     ;;
 esac
@@ -74,18 +72,6 @@ chmod +x "$b/bin/mosaic-gpu"
 m=$b/bin/mosaic-gpu
 export MOSAIC_DB=off
 
-if [ "$mode" = peers ]; then
-  # OpenBLAS 0.3.21 does not know that machine's CPU by name (it took Prescott, its slowest
-  # kernels): name the AVX-512 ones where the CPU has AVX-512. torch.compile is left out (its
-  # compilation in each of the script's processes would take most of the call).
-  grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=SkylakeX
-  timeout 240 python3 "$root/bench/compare_peers.py" --mosaic "$m" --python python3 --rounds 2 \
-    --engines mosaic-onednn,mosaic-im2col,onnxruntime,openvino-latency,torch-eager \
-    --json "$out/peers.json" > "$out/peers.txt" 2>&1
-  rc=$?
-  tail -n 24 "$out/peers.txt"
-  exit $rc
-fi
 status=0
 step() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }  # summary.txt starts with the steps
 rm -f "$out/summary.txt"
