@@ -100,7 +100,7 @@ if [ "$mode" = run ]; then
 step tests
 LD_LIBRARY_PATH=$libs MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
   timeout 150 "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error:" "$out/tests.txt" | head -n 40
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ reach|Failure|error:" "$out/tests.txt" | head -n 40
 
 # Whole models on cuda beside onednn, checked against naive; what runs where.
 step check
@@ -150,6 +150,6 @@ step done
 {
   echo "gpu-check: exit $status"
   grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt" "$out/profile.txt"
-  grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/tests.txt" 2>/dev/null
+  grep -h -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ reach" "$out/tests.txt" 2>/dev/null
 } | tee -a "$out/summary.txt"
 exit $status
