@@ -207,7 +207,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   Graph timed = g;
   if (o.fuse) {
     FuseOptions fo;
-    fo.activations = false;
+    fo.activations = fo.batch_norm = false;
     fo.apart = apart_in(placements_of(configs));
     fuse_for_bench(timed, fo, report);
   }
@@ -383,7 +383,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     std::string where;
     for (size_t i = 0; i < configs.size(); ++i) {
       FuseOptions fo;
-      fo.activations = fo.layer_norm = fo.gelu = false;
+      fo.activations = fo.batch_norm = fo.layer_norm = fo.gelu = false;
       fo.attention = fuse_options_for(configs[i].second, reg, false).attention;
       auto fused = std::make_unique<Graph>(timed);
       fuse_graph(*fused, fo);

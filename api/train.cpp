@@ -209,7 +209,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   // Zero padding folds into the convolutions (exact; activations stay separate nodes, as
   // kernels have no backward for a fused one).
   FuseOptions fo;
-  fo.activations = false;
+  fo.activations = fo.batch_norm = false;
   fo.apart = apart_in({placement});
   fuse_graph(g.value(), fo);
   auto plan = Plan::build(g.value(), placement, reg, po);
@@ -250,7 +250,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   auto eval_graph = load_trainable(o.model, eval_batch);
   if (!eval_graph.ok()) return eval_graph.status();
   for (const auto& p : params) eval_graph->initializers[p.name] = p.value;
-  fuse_graph(eval_graph.value());
+  FuseOptions eval_fo;
+  eval_fo.batch_norm = false;  // the evaluation reads the training plan's live parameters
+  fuse_graph(eval_graph.value(), eval_fo);
   PlanOptions eo;
   eo.shared_weights = true;
   eo.precision = precision;

@@ -68,6 +68,79 @@ bool non_negative(const Graph& g, const std::map<std::string, size_t>& producer,
   return false;
 }
 
+/// A float32 initializer of `numel` elements named by `name`, or nullptr.
+const Tensor* f32_constant(const Graph& g, const std::string& name, int64_t numel) {
+  auto it = g.initializers.find(name);
+  if (name.empty() || it == g.initializers.end() || it->second.dtype() != DType::kF32 || it->second.numel() != numel)
+    return nullptr;
+  return &it->second;
+}
+
+/// A name no initializer or value of `g` has yet: `base`, else `base.2`, `base.3`, ...
+std::string fresh_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int i = 2; g.initializers.count(name) || g.value_descs.count(name); ++i) name = base + "." + std::to_string(i);
+  return name;
+}
+
+/// Conv -> BatchNormalization (inference, every parameter a constant) as the convolution's own
+/// weights and bias: W'[m] = W[m] s[m] and b'[m] = (b[m] - mean[m]) s[m] + B[m], with
+/// s = scale / sqrt(var + epsilon), computed in double. The folded weights are new
+/// initializers; those the Conv read are dropped where nothing else reads them. Not where the
+/// weights could change at run time (a graph input of that name), with the BatchNormalization's
+/// training mode or extra outputs, or after an activation already fused into the Conv.
+bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
+  if (conv.has_attr("mosaic.activation") || conv.inputs.size() < 2 || bn.inputs.size() != 5) return false;
+  if (bn.attr_int("training_mode", 0) != 0 || bn.attr_int("spatial", 1) != 1) return false;
+  for (size_t i = 1; i < bn.outputs.size(); ++i)
+    if (!bn.outputs[i].empty()) return false;
+  auto w_it = g.initializers.find(conv.inputs[1]);
+  if (w_it == g.initializers.end() || w_it->second.dtype() != DType::kF32 || w_it->second.shape().size() < 3) return false;
+  const Tensor& w = w_it->second;
+  const int64_t m = w.shape()[0], per = m ? w.numel() / m : 0;
+  const bool has_bias = conv.inputs.size() > 2 && !conv.inputs[2].empty();
+  const Tensor* b = has_bias ? f32_constant(g, conv.inputs[2], m) : nullptr;
+  if (has_bias && !b) return false;
+  const Tensor *scale = f32_constant(g, bn.inputs[1], m), *shift = f32_constant(g, bn.inputs[2], m),
+               *mean = f32_constant(g, bn.inputs[3], m), *var = f32_constant(g, bn.inputs[4], m);
+  if (!scale || !shift || !mean || !var) return false;
+  for (const auto& in : g.inputs)  // an initializer that is also a graph input may be fed at run time
+    for (const std::string& name : {conv.inputs[1], has_bias ? conv.inputs[2] : std::string(), bn.inputs[1],
+                                    bn.inputs[2], bn.inputs[3], bn.inputs[4]})
+      if (!name.empty() && in.name == name) return false;
+  const double eps = bn.attr_float("epsilon", 1e-5f);
+  Tensor w2 = Tensor::empty(w.desc()), b2 = Tensor::empty({DType::kF32, {m}});
+  for (int64_t o = 0; o < m; ++o) {
+    const double k = static_cast<double>(scale->f32()[o]) / std::sqrt(static_cast<double>(var->f32()[o]) + eps);
+    for (int64_t i = 0; i < per; ++i) w2.f32()[o * per + i] = static_cast<float>(w.f32()[o * per + i] * k);
+    const double bias = b ? b->f32()[o] : 0.0;
+    b2.f32()[o] = static_cast<float>((bias - mean->f32()[o]) * k + shift->f32()[o]);
+  }
+  const std::vector<std::string> old = {conv.inputs[1], has_bias ? conv.inputs[2] : std::string()};
+  const std::string w_name = fresh_name(g, conv.name + ".folded_weight");
+  g.value_descs[w_name] = w2.desc();
+  g.initializers[w_name] = std::move(w2);
+  const std::string b_name = fresh_name(g, conv.name + ".folded_bias");
+  g.value_descs[b_name] = b2.desc();
+  g.initializers[b_name] = std::move(b2);
+  conv.inputs.resize(3);
+  conv.inputs[1] = w_name;
+  conv.inputs[2] = b_name;
+  // The old weights (and the BatchNormalization's parameters, once its node is gone) are
+  // dropped where nothing else reads them: the plan would count them as weights.
+  std::set<std::string> read;
+  for (const auto& n : g.nodes)
+    if (&n != &bn)
+      for (const auto& in : n.inputs) read.insert(in);
+  for (const auto& o : g.outputs) read.insert(o.name);
+  for (const std::string& name : {old[0], old[1], bn.inputs[1], bn.inputs[2], bn.inputs[3], bn.inputs[4]})
+    if (!name.empty() && !read.count(name)) {
+      g.initializers.erase(name);
+      g.value_descs.erase(name);
+    }
+  return true;
+}
+
 /// Pad(constant 0) -> MaxPool/AveragePool as the pool's own pads, where that is exact:
 /// MaxPool pads with -inf, so only a non-negative input (a ReLU's) whose every window keeps a
 /// real element gives the same maxima; AveragePool counts the zeros with count_include_pad=1,
@@ -101,6 +174,7 @@ bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
   FuseOptions fo;
   fo.activations = !training;
+  fo.batch_norm = !training;
   if (!training)
     fo.attention = [placement, &registry](const Node& n) {
       return registry.has_kernel(placement.backend_for(n), kAttentionOp);
@@ -153,6 +227,16 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       } else if (prod.op_type == "Pad" &&
                  (consumer.op_type == "AveragePool" || (consumer.op_type == "MaxPool" && options.activations))) {
         folded = fold_pad_into_pool(g, prod, consumer, non_negative(g, producer, prod.inputs[0]));
+      }
+      // Conv -> BatchNormalization (inference): the normalisation folds into the weights.
+      if (options.batch_norm && prod.op_type == "Conv" && consumer.op_type == "BatchNormalization" &&
+          fold_batch_norm(g, prod, consumer)) {
+        g.value_descs.erase(prod.outputs[0]);
+        prod.outputs[0] = consumer.outputs[0];
+        prod.name += "+" + consumer.name;
+        g.nodes.erase(g.nodes.begin() + static_cast<long>(ci));
+        changed = true;
+        continue;
       }
       if (folded) {
         g.value_descs.erase(consumer.inputs[0]);

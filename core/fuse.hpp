@@ -9,6 +9,9 @@
 //    the internal attribute "mosaic.activation" with its resolved attributes
 //    ("mosaic.alpha", "mosaic.min", ...; operators/params.hpp reads them back as an
 //    Activation). Every backend applies it in the producer's epilogue.
+//  - Conv -> BatchNormalization in inference plans, every parameter a constant: the
+//    normalisation is folded into new weights and bias of the convolution (computed in
+//    double; an activation after it then fuses into the same Conv).
 //  - PyTorch's LayerNorm decomposition below opset 17 -> one LayerNormalization
 //    (core/fuse_layer_norm.cpp).
 //  - PyTorch's GELU decompositions (erf and tanh forms) -> one Gelu (core/fuse_gelu.cpp).
@@ -36,6 +39,10 @@ struct FuseOptions {
   /// Fuse activations into Conv/Gemm. Training plans fold only the padding: their kernels
   /// have no backward for a fused activation.
   bool activations = true;
+  /// Fold an inference BatchNormalization into the Conv before it. Training plans, and plans
+  /// whose weights are replaced after fusion (an evaluation plan sharing a training plan's
+  /// parameter buffers), must turn it off: the folded weights are copies.
+  bool batch_norm = true;
   /// Recognise PyTorch's pre-opset-17 LayerNorm decomposition (ReduceMean, Sub, Pow,
   /// ReduceMean, Add, Sqrt, Div [, Mul, Add]) as one LayerNormalization node, in inference
   /// and training plans alike (every backend differentiates it).

@@ -240,10 +240,10 @@ Graph pad_then_pool(const std::string& pool, bool relu, std::map<std::string, A>
   return g;
 }
 
-/// The graph's output on every built-in backend that runs it, fused as `fo` says, against
-/// naive's on the graph as built; returns the fused node names.
-std::vector<std::string> fused_pool_agrees(const Graph& built, const FuseOptions& fo) {
-  const Tensor x = random_tensor({2, 3, 7, 7}, 3, -2.f, 2.f);
+/// The graph's output for `x` on every built-in backend that runs it, fused as `fo` says,
+/// against naive's on the graph as built, within `rtol` and `atol`; returns the fused node names.
+std::vector<std::string> fused_agrees(const Graph& built, const FuseOptions& fo, const Tensor& x, double rtol = 1e-5,
+                                      double atol = 1e-6) {
   Graph ref = built;
   EXPECT_TRUE(prepare_graph(ref, builtin_registry(), PrepareOptions{}).ok());
   auto want_plan = Plan::build(ref, Placement::all_on("naive", {}), builtin_registry());
@@ -258,10 +258,80 @@ std::vector<std::string> fused_pool_agrees(const Graph& built, const FuseOptions
     EXPECT_TRUE(plan.ok()) << backend << " " << plan.status().to_string();
     std::vector<Tensor> got;
     if (!plan.ok() || !plan.value()->run({x}, &got).is_ok()) continue;
-    const Agreement a = compare_tensors(got[0], want[0], 1e-5, 1e-6);
+    const Agreement a = compare_tensors(got[0], want[0], rtol, atol);
     EXPECT_TRUE(a.ok) << backend << ": " << a.message;
   }
   return report.fused;
+}
+
+std::vector<std::string> fused_pool_agrees(const Graph& built, const FuseOptions& fo) {
+  return fused_agrees(built, fo, random_tensor({2, 3, 7, 7}, 3, -2.f, 2.f));
+}
+
+/// x [2, 4, 6, 6] -> Conv (3x3, 6 filters, pads 1, with or without a bias) -> BatchNormalization
+/// (random scale, shift, mean and a positive variance) -> Relu -> y, opset 15.
+Graph conv_bn_relu(bool bias, std::map<std::string, A> bn_attrs = {}) {
+  Graph g;
+  g.source = "conv-bn";
+  g.opset = 15;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 4, 6, 6}, {}, true});
+  g.initializers["w"] = random_tensor({6, 4, 3, 3}, 11);
+  if (bias) g.initializers["b"] = random_tensor({6}, 12);
+  g.initializers["scale"] = random_tensor({6}, 13, 0.5f, 2.f);
+  g.initializers["shift"] = random_tensor({6}, 14);
+  g.initializers["mean"] = random_tensor({6}, 15);
+  g.initializers["var"] = random_tensor({6}, 16, 0.1f, 3.f);
+  add_node(g, make_node("Conv", {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}}),
+           bias ? std::vector<std::string>{"x", "w", "b"} : std::vector<std::string>{"x", "w"}, {"c"}, "conv");
+  add_node(g, make_node("BatchNormalization", bn_attrs), {"c", "scale", "shift", "mean", "var"}, {"n"}, "bn");
+  add_node(g, make_node("Relu"), {"n"}, {"y"}, "relu");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+// Inference folds the normalisation into the convolution's weights and bias (and the Relu
+// then into the convolution): one node, the same outputs on every backend as naive's on the
+// unfused graph, and the replaced constants gone.
+TEST(FuseBatchNorm, ItFoldsIntoTheConvolutionBeforeItAndTheReluFollows) {
+  const Tensor x = random_tensor({2, 4, 6, 6}, 17, -2.f, 2.f);
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with a bias" : "without a bias");
+    // Within the check's tolerance: the folded weights round differently.
+    EXPECT_EQ(fused_agrees(conv_bn_relu(bias), FuseOptions{}, x, 1e-4, 1e-5), std::vector<std::string>{"conv+bn+relu"});
+    Graph g = conv_bn_relu(bias);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    fuse_graph(g, FuseOptions{});
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].attr_string("mosaic.activation", ""), "Relu");
+    ASSERT_EQ(g.nodes[0].inputs.size(), 3u);
+    EXPECT_EQ(g.nodes[0].inputs[1], "conv.folded_weight");
+    EXPECT_EQ(g.nodes[0].inputs[2], "conv.folded_bias");
+    for (const char* gone : {"w", "b", "scale", "shift", "mean", "var"}) EXPECT_EQ(g.initializers.count(gone), 0u) << gone;
+  }
+}
+
+TEST(FuseBatchNorm, NotInTrainingNorWhereItCouldChangeOrIsReadTwice) {
+  const Tensor x = random_tensor({2, 4, 6, 6}, 18, -2.f, 2.f);
+  FuseOptions training;
+  training.activations = training.batch_norm = false;
+  EXPECT_TRUE(fused_agrees(conv_bn_relu(true), training, x).empty());
+  // The BatchNormalization in training mode (opset 14 and later), or weights a graph input
+  // may replace at run time: left as they are.
+  Graph training_mode = conv_bn_relu(true, {{"training_mode", A::of_int(1)}});
+  Graph fed = conv_bn_relu(true);
+  fed.inputs.push_back(ValueInfo{"w", DType::kF32, {6, 4, 3, 3}, {}, false});
+  for (Graph* g : {&training_mode, &fed}) {
+    fuse_graph(*g, FuseOptions{});
+    ASSERT_EQ(g->nodes.size(), 3u);
+    EXPECT_EQ(g->nodes[1].op_type, "BatchNormalization");
+    EXPECT_EQ(g->nodes[0].inputs[1], "w");
+  }
+  {  // the convolution's output read by another node too
+    Graph g = conv_bn_relu(true);
+    add_node(g, make_node("Sigmoid"), {"c"}, {"z"}, "side");
+    g.outputs.push_back(ValueInfo{"z", DType::kF32, {}, {}, false});
+    EXPECT_TRUE(fused_agrees(g, FuseOptions{}, x).empty());
+  }
 }
 
 TEST(FusePadPool, ZeroPaddingBeforeAPoolBecomesThePoolsOwnWhereThatIsExact) {
