@@ -96,25 +96,25 @@ if ! "$m" backends --names --available | grep -qx cuda; then
 fi
 
 if [ "$mode" = run ]; then
-# The cuda tests of the test binary: the op cases against naive, whole models, tf32.
-step tests
-LD_LIBRARY_PATH=$libs MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
-  timeout 150 "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ reach|Failure|error:" "$out/tests.txt" | head -n 40
+  # The cuda tests of the test binary: the op cases against naive, whole models, tf32.
+  step tests
+  LD_LIBRARY_PATH=$libs MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
+    timeout 150 "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ reach|Failure|error:" "$out/tests.txt" | head -n 40
 
-# Whole models on cuda beside onednn, checked against naive; what runs where.
-step check
-{
-  # resnet50 on cuda alone: its naive reference takes most of the minute.
-  for run in "zoo:resnet50 cuda 90" "zoo:alexnet-cifar cuda,onednn 45" "zoo:bert-tiny cuda,onednn 45"; do
-    read -r model backends limit <<< "$run"
-    echo "== $model, batch 2"
-    timeout "$limit" "$m" bench "$model" --backends "$backends" --batch 2 --iterations 5 --warmup 2 --repeats 1 \
-      --no-peaks --no-db || { echo "FAILED: $model"; status=1; }
-    "$m" plan "$model" --backend cuda | grep -E "^node|cuda|host" | head -n 12
-  done
-} > "$out/check.txt" 2>&1
-grep -E "^==|check:|FAILED" "$out/check.txt"
+  # Whole models on cuda beside onednn, checked against naive; what runs where.
+  step check
+  {
+    # resnet50 on cuda alone: its naive reference takes most of the minute.
+    for run in "zoo:resnet50 cuda 90" "zoo:alexnet-cifar cuda,onednn 45" "zoo:bert-tiny cuda,onednn 45"; do
+      read -r model backends limit <<< "$run"
+      echo "== $model, batch 2"
+      timeout "$limit" "$m" bench "$model" --backends "$backends" --batch 2 --iterations 5 --warmup 2 --repeats 1 \
+        --no-peaks --no-db || { echo "FAILED: $model"; status=1; }
+      "$m" plan "$model" --backend cuda | grep -E "^node|cuda|host" | head -n 12
+    done
+  } > "$out/check.txt" 2>&1
+  grep -E "^==|check:|FAILED" "$out/check.txt"
 fi
 
 # The targets: cuda beside PyTorch eager on CUDA, inference at batch 64 and 1 (bench.json is
