@@ -86,7 +86,7 @@ struct PlanValue {
   bool needs_grad = false; ///< depends on a parameter (training plans)
   bool accumulated = false;  ///< its gradient is summed from several contributions (zeroed first)
   bool grad_pooled = false;  ///< its gradient buffer is shared with others live at other times
-  int storage = -1;     ///< index into the plan's storage list (-1: constant)
+  int storage = -1;     ///< index into the plan's storage list (-1: constant, or an input only a device's copy reads)
   Tensor grad;          ///< gradient buffer (training plans, needs_grad values)
   /// The device its bytes live on (BackendInfo::device of the backend that writes it, or of
   /// the kernels a resident constant copy is for); nullptr: host memory.
@@ -232,8 +232,8 @@ class Plan {
   std::vector<std::shared_ptr<Device>> devices_;  // every device a step computes on
   /// Per graph input: where only copies to a device read it (an inference plan's input that
   /// is not also an output), those copies' (step, input slot); run() points them at the
-  /// caller's tensor for the run instead of first copying it into the plan. Empty: run()
-  /// copies the input into the plan's buffer as usual.
+  /// caller's tensor for the run instead of first copying it into the plan, and the plan
+  /// holds no host buffer for it. Empty: run() copies the input into the plan's buffer.
   std::vector<std::vector<std::pair<size_t, size_t>>> device_read_inputs_;
 };
 

@@ -184,7 +184,13 @@ class PlanBuilder {
       slot.last_use = until;
       return best;
     };
-    for (int v : P.input_values_) P.values_[v].storage = acquire(P.values_[v], std::max(last_use[v], 0));
+    // An input only copies to a device read needs no host buffer: run() copies it to the
+    // device from the caller's tensor (find_device_read_inputs).
+    for (size_t i = 0; i < P.input_values_.size(); ++i) {
+      const int v = P.input_values_[i];
+      if (i < P.device_read_inputs_.size() && !P.device_read_inputs_[i].empty()) continue;
+      P.values_[v].storage = acquire(P.values_[v], std::max(last_use[v], 0));
+    }
     for (int s = 0; s < nsteps; ++s) {
       PlanStep& st = P.steps_[s];
       for (size_t o = 0; o < st.out.size(); ++o) {
@@ -224,8 +230,8 @@ class PlanBuilder {
 
   /// Binds tensors to the planned buffers (views for aliases) and the per-step pointer lists.
   void bind_tensors() {
-    for (int v : P.input_values_)
-      P.values_[v].tensor = Tensor::on_buffer(P.values_[v].desc, P.storage_[P.values_[v].storage]);
+    for (int v : P.input_values_)  // no buffer (storage -1): an input only a device's copy reads
+      P.values_[v].tensor = Tensor::on_buffer(P.values_[v].desc, P.values_[v].storage >= 0 ? P.storage_[P.values_[v].storage] : nullptr);
     for (PlanStep& st : P.steps_) {
       for (size_t o = 0; o < st.out.size(); ++o) {
         int v = st.out[o];
@@ -714,9 +720,9 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   b.register_values();
   b.mark_gradients();
   MOSAIC_RETURN_IF_ERROR(b.create_kernels());
+  b.find_device_read_inputs();
   MOSAIC_RETURN_IF_ERROR(b.plan_activations());
   b.bind_tensors();
-  b.find_device_read_inputs();
   b.plan_gradients();
   return plan;
 }

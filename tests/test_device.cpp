@@ -196,6 +196,11 @@ TEST(DevicePlans, AnInputOnlyADeviceReadsIsCopiedFromTheCallersTensor) {
     EXPECT_EQ(sim.device->copies_in - copies, device_reads_x ? 2 : 1) << "x and h3, or h1 alone";
     EXPECT_EQ(sim.device->copied_from(x2.data()), device_reads_x)
         << "the copy reads the caller's tensor, or a host kernel reads x from the plan's buffer";
+    for (const auto& v : plan.value()->values()) {  // the plan holds a host buffer for x only where it reads it
+      if (v.is_input) {
+        EXPECT_EQ(v.tensor.data() == nullptr, device_reads_x) << v.name;
+      }
+    }
     // bench page-locks such an input while it times the plan, and unlocks it after.
     const std::vector<Tensor> inputs = {x2};
     {
