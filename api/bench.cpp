@@ -381,22 +381,24 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     std::vector<const Graph*> all_graphs;
     size_t fused_nodes = 0;
     std::string where;
+    const auto attention_nodes = [](const Graph& g) {
+      return static_cast<size_t>(
+          std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op_type == kAttentionOp; }));
+    };
+    const size_t attention_before = attention_nodes(timed);
     for (size_t i = 0; i < configs.size(); ++i) {
       FuseOptions fo;
       fo.activations = fo.batch_norm = fo.layer_norm = fo.gelu = false;
       fo.attention = fuse_options_for(configs[i].second, reg, false).attention;
       auto fused = std::make_unique<Graph>(timed);
       fuse_graph(*fused, fo);
-      // Whether attention was fused for this configuration: its graph has FusedAttention nodes
-      // (the report of fuse_graph also names the nodes the timed graph had fused already).
-      const auto attention_nodes = [](const Graph& g) {
-        return static_cast<size_t>(
-            std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op_type == kAttentionOp; }));
-      };
+      // Whether attention was fused for this configuration: its graph has more FusedAttention
+      // nodes than the timed one (the report of fuse_graph also names the nodes the timed graph
+      // had fused already).
       const size_t fused_here = attention_nodes(*fused);
       all.push_back(configs[i]);
-      all_graphs.push_back(fused_here > attention_nodes(timed) ? fused.get() : &timed);
-      if (fused_here <= attention_nodes(timed)) continue;
+      all_graphs.push_back(fused_here > attention_before ? fused.get() : &timed);
+      if (fused_here <= attention_before) continue;
       fused_nodes = fused_here;
       where += (where.empty() ? "" : ", ") + configs[i].first;
       attention_graphs.push_back(std::move(fused));

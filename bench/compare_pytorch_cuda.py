@@ -87,16 +87,21 @@ def time_pytorch(name, batch, warmup, iterations):
     return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
 
 
-def time_mosaic(mosaic, name, batch, warmup, iterations):
+def mosaic_cuda_run(mosaic, name, batch, warmup, iterations, extra=()):
+    """The JSON run of `mosaic bench zoo:NAME --backends cuda` (unchecked, one repeat)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
         cmd = [mosaic, "bench", "zoo:" + name, "--backends", "cuda", "--batch", str(batch), "--warmup", str(warmup),
                "--iterations", str(iterations), "--repeats", "1", "--no-check", "--no-peaks", "--no-db",
-               "--json", tmp.name]
+               "--json", tmp.name, *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(" ".join(cmd) + " failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
         with open(tmp.name) as f:
-            run = json.load(f)["runs"][0]
+            return json.load(f)["runs"][0]
+
+
+def time_mosaic(mosaic, name, batch, warmup, iterations):
+    run = mosaic_cuda_run(mosaic, name, batch, warmup, iterations)
     s = run["summary"]
     copies = sum((n.get("median_us") or 0) for n in run.get("nodes", []) if n.get("op", "").startswith("mosaic.To")) / 1e3
     return {"images_per_s": s["images_per_s"], "median_ms": s["median_ms"], "kernel_ms": s["kernel_ms"],

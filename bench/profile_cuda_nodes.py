@@ -17,15 +17,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 
 import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pytorch_cuda import MODELS  # noqa: E402
+from compare_pytorch_cuda import MODELS, mosaic_cuda_run  # noqa: E402
 
 # PyTorch's leaf modules as the ONNX op Mosaic's node carries.
 KINDS = {nn.Conv2d: "Conv", nn.BatchNorm2d: "BatchNormalization", nn.ReLU: "Relu", nn.MaxPool2d: "MaxPool",
@@ -70,15 +68,8 @@ def pytorch_layers(name, batch, warmup, iterations):
 
 
 def mosaic_layers(mosaic, name, batch, warmup, iterations, tf32):
-    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        cmd = [mosaic, "bench", "zoo:" + name, "--backends", "cuda", "--batch", str(batch), "--warmup", str(warmup),
-               "--iterations", str(iterations), "--repeats", "1", "--no-check", "--no-peaks", "--no-db",
-               "--json", tmp.name] + (["--precision", "tf32"] if tf32 else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(" ".join(cmd) + " failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-        with open(tmp.name) as f:
-            run = json.load(f)["runs"][0]
+    """[(op, node, output shape, median us)] per step of Mosaic's cuda run, in execution order."""
+    run = mosaic_cuda_run(mosaic, name, batch, warmup, iterations, ["--precision", "tf32"] if tf32 else [])
     return [(n["op"], n["name"], n["output_shape"], n.get("median_us") or 0.0) for n in run["nodes"]]
 
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/plan.hpp"
+#include "core/prepare.hpp"
 #include "operators/attention.hpp"
 #include "operators/eltwise.hpp"
 #include "operators/op_context.hpp"
@@ -86,7 +87,7 @@ std::string fresh_name(const Graph& g, const std::string& base) {
 /// Conv -> BatchNormalization (inference, every parameter a constant) as the convolution's own
 /// weights and bias: W'[m] = W[m] s[m] and b'[m] = (b[m] - mean[m]) s[m] + B[m], with
 /// s = scale / sqrt(var + epsilon), computed in double. The folded weights are new
-/// initializers; those the Conv read are dropped where nothing else reads them. Not where the
+/// initializers (fuse_graph drops those nothing reads any more). Not where the
 /// weights could change at run time (a graph input of that name), with the BatchNormalization's
 /// training mode or extra outputs, or after an activation already fused into the Conv.
 bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
@@ -116,7 +117,6 @@ bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
     const double bias = b ? b->f32()[o] : 0.0;
     b2.f32()[o] = static_cast<float>((bias - mean->f32()[o]) * k + shift->f32()[o]);
   }
-  const std::vector<std::string> old = {conv.inputs[1], has_bias ? conv.inputs[2] : std::string()};
   const std::string w_name = fresh_name(g, conv.name + ".folded_weight");
   g.value_descs[w_name] = w2.desc();
   g.initializers[w_name] = std::move(w2);
@@ -126,18 +126,6 @@ bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
   conv.inputs.resize(3);
   conv.inputs[1] = w_name;
   conv.inputs[2] = b_name;
-  // The old weights (and the BatchNormalization's parameters, once its node is gone) are
-  // dropped where nothing else reads them: the plan would count them as weights.
-  std::set<std::string> read;
-  for (const auto& n : g.nodes)
-    if (&n != &bn)
-      for (const auto& in : n.inputs) read.insert(in);
-  for (const auto& o : g.outputs) read.insert(o.name);
-  for (const std::string& name : {old[0], old[1], bn.inputs[1], bn.inputs[2], bn.inputs[3], bn.inputs[4]})
-    if (!name.empty() && !read.count(name)) {
-      g.initializers.erase(name);
-      g.value_descs.erase(name);
-    }
   return true;
 }
 
@@ -198,6 +186,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   if (options.layer_norm) fuse_layer_norms(g, report);
   if (options.gelu) fuse_gelus(g, report);
   fuse_attention(g, options.attention, report);
+  bool folded_weights = false;  // a BatchNormalization folded: the weights it replaced may be dead
   bool changed = true;
   while (changed) {
     changed = false;
@@ -231,6 +220,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       // Conv -> BatchNormalization (inference): the normalisation folds into the weights.
       if (options.batch_norm && prod.op_type == "Conv" && consumer.op_type == "BatchNormalization" &&
           fold_batch_norm(g, prod, consumer)) {
+        folded_weights = true;
         g.value_descs.erase(prod.outputs[0]);
         prod.outputs[0] = consumer.outputs[0];
         prod.name += "+" + consumer.name;
@@ -280,6 +270,9 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       changed = true;
     }
   }
+  // The plan would count weights nothing reads (the convolutions' and BatchNormalizations'
+  // parameters a fold replaced); nothing else fuse_graph does leaves weights behind.
+  if (folded_weights) drop_unused_initializers(g);
   for (const auto& n : g.nodes)
     if (n.name.find('+') != std::string::npos &&
         std::find(report.fused.begin(), report.fused.end(), n.name) == report.fused.end())

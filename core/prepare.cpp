@@ -163,19 +163,25 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
       return Status::invalid(g.source + ": graph output '" + out.name + "' is never computed");
 
   // Drop initializers nothing uses any more (folded shape constants, unused weights).
+  report.removed_initializers = drop_unused_initializers(g);
+  return report;
+}
+
+int drop_unused_initializers(Graph& g) {
   std::set<std::string> used;
   for (const auto& n : g.nodes) used.insert(n.inputs.begin(), n.inputs.end());
   for (const auto& o : g.outputs) used.insert(o.name);
+  int dropped = 0;
   for (auto it = g.initializers.begin(); it != g.initializers.end();) {
     if (!used.count(it->first)) {
       g.constants.erase(it->first);
       it = g.initializers.erase(it);
-      ++report.removed_initializers;
+      ++dropped;
     } else {
       ++it;
     }
   }
-  return report;
+  return dropped;
 }
 
 }  // namespace mosaic

@@ -38,4 +38,9 @@ struct PrepareReport {
 
 Expected<PrepareReport> prepare_graph(Graph& graph, const KernelRegistry& registry, const PrepareOptions& options);
 
+/// Drops the initializers that no node reads and no graph output names (with their mark in
+/// Graph::constants): prepare_graph's last step, and fuse_graph's after it folds weights.
+/// Returns how many it dropped.
+int drop_unused_initializers(Graph& graph);
+
 }  // namespace mosaic
