@@ -81,6 +81,10 @@ std::vector<OpCase> cases() {
       {{1, 33}, {17, 33}, {17}}, {false, true, true});
   add("gemm_one_row_transA", make_node("Gemm", {{"transA", A::of_int(1)}, {"beta", A::of_float(0.5f)}}),
       {{33, 1}, {33, 17}, {1, 17}}, {false, true, true});
+  // One row of 70 x 1300 (batch 1; the CPU backends' row GEMV, split over threads) with the
+  // weights a run-time input read in place and a scalar C.
+  add("gemm_one_row_wide", make_node("Gemm", {{"transB", A::of_int(1)}, {"beta", A::of_float(-1.f)}}),
+      {{1, 1300}, {70, 1300}, {1}}, {false, false, true});
   add("gemm_c_column", make_node("Gemm"), {{4, 6}, {6, 3}, {4, 1}}, {false, true, true});
   add("matmul_2d", make_node("MatMul"), {{6, 5}, {5, 7}});
   add("matmul_batched", make_node("MatMul"), {{2, 3, 4, 5}, {2, 3, 5, 6}});

@@ -334,6 +334,28 @@ TEST(FuseBatchNorm, NotInTrainingNorWhereItCouldChangeOrIsReadTwice) {
   }
 }
 
+// A fully connected layer at batch 1 with its activation fused (the CPU backends compute it
+// as a row GEMV, backends/common/gemv.hpp): ONNX's weights stored [N, K] (transB, read in
+// place) or [K, N] (transposed once), C of N values or one; every backend against naive on
+// the unfused graph.
+TEST(FuseActivation, ABatchOneFullyConnectedLayerAndItsActivationMatchNaive) {
+  for (bool trans_b : {true, false})
+    for (int64_t c_size : {int64_t{203}, int64_t{1}}) {
+      SCOPED_TRACE(std::string(trans_b ? "transB" : "B [K, N]") + ", C of " + std::to_string(c_size));
+      Graph g;
+      g.source = "fc-relu";
+      g.inputs.push_back(ValueInfo{"x", DType::kF32, {1, 517}, {}, true});
+      g.initializers["w"] = random_tensor(trans_b ? Shape{203, 517} : Shape{517, 203}, 21);
+      g.initializers["c"] = random_tensor({c_size}, 22);
+      add_node(g, make_node("Gemm", {{"transB", A::of_int(trans_b ? 1 : 0)}, {"alpha", A::of_float(0.75f)}}),
+               {"x", "w", "c"}, {"h"}, "fc");
+      add_node(g, make_node("LeakyRelu", {{"alpha", A::of_float(0.1f)}}), {"h"}, {"y"}, "act");
+      g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+      EXPECT_EQ(fused_agrees(g, FuseOptions{}, random_tensor({1, 517}, 23), 1e-4, 1e-5),
+                std::vector<std::string>{"fc+act"});
+    }
+}
+
 TEST(FusePadPool, ZeroPaddingBeforeAPoolBecomesThePoolsOwnWhereThatIsExact) {
   FuseOptions inference;  // activations on: an inference plan
   FuseOptions training;

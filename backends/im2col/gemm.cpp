@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/common/broadcast.hpp"
+#include "backends/common/gemv.hpp"
 #include "backends/common/grad.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
@@ -17,9 +18,14 @@ class GemmKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(p_, gemm_params(ctx));
     if (p_.has_c) c_shape_ = ctx.inputs[2].shape;
     act_ = fused_activation(*ctx.node);
+    gemv_.init(ctx, p_);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (gemv_.active()) {
+      gemv_.run(*src[0], *src[1], p_.has_c && p_.beta != 0.f ? src[2] : nullptr, *dst[0]);
+      return Status::ok();
+    }
     float* y = dst[0]->f32();
     float beta = 0.f;
     if (p_.has_c && p_.beta != 0.f) {
@@ -94,9 +100,12 @@ class GemmKernel final : public Kernel {
   }
 
  private:
+  size_t workspace_bytes() const override { return gemv_.workspace_bytes(); }
+
   GemmParams p_;
   Shape c_shape_;
   Activation act_;
+  RowGemv gemv_;  ///< batch-1 inference: used instead of sgemv
 };
 
 class MatMulKernel final : public Kernel {

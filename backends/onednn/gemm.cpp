@@ -3,6 +3,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "backends/common/gemv.hpp"
 #include "backends/common/grad.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
@@ -151,6 +152,9 @@ class GemmKernel final : public MatMulBase {
       if (c_scale_ != 1.f) scaled_c_.resize(static_cast<size_t>(c_elems_));
       c_shape_ = ctx.inputs[2].shape;
     }
+    // Batch 1: a matrix-vector product reads the weights at the memory's rate, where
+    // oneDNN's matmul reads its prepacked copy of them at about two thirds of it.
+    if (gemv_.init(ctx, p_)) return Status::ok();
     MOSAIC_RETURN_IF_ERROR(build(ctx, a, b, c_elems_ ? &bias_md : nullptr, y, p_.alpha, ctx.constant(1)));
     if (ctx.training && !fused_activation(*ctx.node).active()) return build_backward(ctx);
     return Status::ok();
@@ -198,6 +202,10 @@ class GemmKernel final : public MatMulBase {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (gemv_.active()) {
+      gemv_.run(*src[0], *src[1], c_elems_ ? src[2] : nullptr, *dst[0]);
+      return Status::ok();
+    }
     const void* bias = nullptr;
     if (c_elems_) {
       bias = src[2]->data();
@@ -241,7 +249,10 @@ class GemmKernel final : public MatMulBase {
     });
   }
 
+  size_t workspace_bytes() const override { return gemv_.active() ? gemv_.workspace_bytes() : MatMulBase::workspace_bytes(); }
+
   GemmParams p_;
+  RowGemv gemv_;  ///< batch-1 inference: used instead of the matmul primitive
   std::unique_ptr<Bf16Products> products_;  ///< bf16 training plans only
   int64_t c_elems_ = 0;
   float c_scale_ = 1.f;

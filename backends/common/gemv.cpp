@@ -1,0 +1,82 @@
+#include "backends/common/gemv.hpp"
+
+#include <algorithm>
+
+namespace mosaic {
+
+void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, float alpha) {
+  constexpr int64_t kRows = 4, kLanes = 16;
+  const int64_t kv = k / kLanes * kLanes;
+  // Four rows at a time share each load of x; 16 partial sums per row keep the FMAs
+  // independent (the compiler vectorises the lane loop), summed once at the end.
+#pragma omp parallel for schedule(static) if (n * k >= (1 << 16))
+  for (int64_t r = 0; r < n; r += kRows) {
+    const int64_t rows = std::min(kRows, n - r);
+    float acc[kRows][kLanes] = {};
+    if (rows == kRows) {
+      const float *w0 = w + r * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+      for (int64_t j = 0; j < kv; j += kLanes) {
+#pragma omp simd
+        for (int64_t l = 0; l < kLanes; ++l) {
+          const float xv = x[j + l];
+          acc[0][l] += w0[j + l] * xv;
+          acc[1][l] += w1[j + l] * xv;
+          acc[2][l] += w2[j + l] * xv;
+          acc[3][l] += w3[j + l] * xv;
+        }
+      }
+    } else {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* wi = w + (r + i) * k;
+        for (int64_t j = 0; j < kv; j += kLanes)
+#pragma omp simd
+          for (int64_t l = 0; l < kLanes; ++l) acc[i][l] += wi[j + l] * x[j + l];
+      }
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* wi = w + (r + i) * k;
+      float s = 0.f;
+      for (int64_t l = 0; l < kLanes; ++l) s += acc[i][l];
+      for (int64_t j = kv; j < k; ++j) s += wi[j] * x[j];
+      y[r + i] = alpha * s;
+    }
+  }
+}
+
+bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
+  active_ = false;
+  if (p.m != 1 || ctx.training || ctx.precision != Precision::kF32) return false;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32) return false;
+  if (!p.trans_b) {
+    const Tensor* b = ctx.constant(1);
+    if (!b) return false;  // a run-time [K, N] B would be read down its columns
+    packed_ = Tensor::empty(TensorDesc{DType::kF32, {p.n, p.k}}, ctx.tracker);
+    const float* src = b->f32();
+    float* dst = packed_.f32();
+    for (int64_t kk = 0; kk < p.k; ++kk)
+      for (int64_t nn = 0; nn < p.n; ++nn) dst[nn * p.k + kk] = src[kk * p.n + nn];
+  }
+  p_ = p;
+  c_elems_ = p.has_c && p.beta != 0.f ? ctx.inputs[2].numel() : 0;
+  act_ = fused_activation(*ctx.node);
+  active_ = true;
+  return true;
+}
+
+void RowGemv::run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) const {
+  float* out = y.f32();
+  // A is [1, K] or its transpose [K, 1]: K contiguous floats either way.
+  gemv_rows(packed_.defined() ? packed_.f32() : b.f32(), a.f32(), out, p_.n, p_.k, p_.alpha);
+  if (c_elems_) {
+    const float* cv = c->f32();
+    // C broadcasts to [1, N]: a scalar, [N], [1, N] (or [1, 1]).
+    if (c_elems_ == 1)
+      for (int64_t i = 0; i < p_.n; ++i) out[i] += p_.beta * cv[0];
+    else
+      for (int64_t i = 0; i < p_.n; ++i) out[i] += p_.beta * cv[i];
+  }
+  act_.apply(out, p_.n);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,40 @@
+// A fully connected layer at batch 1 as a matrix-vector product that streams its weights
+// once at the memory's rate, shared by the CPU backends' Gemm kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/kernel.hpp"
+#include "operators/params.hpp"
+
+namespace mosaic {
+
+/// y[i] = alpha * dot(w[i, :], x) for the n rows of a row-major [n, k] matrix w, split over
+/// the OpenMP threads by blocks of 4 rows (each row read once, x from cache). Bound by the
+/// memory's bandwidth when w is large: on the 2-core development VM it reads 268 MB at
+/// 41-45 GB/s, where oneDNN's matmul reads its prepacked weights at 29 GB/s and OpenBLAS's
+/// sgemv at 36 (docs/performance.md, "AlexNet at batch 1").
+void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, float alpha);
+
+/// A Gemm of one row of A (batch 1) in an inference plan in float32, run by gemv_rows over
+/// op(B)^T = [N, K]: ONNX's transB = 1 (PyTorch's Linear) is read in place, transB = 0 is
+/// transposed once when B is a constant the plan may pack. Then beta * C (broadcast over
+/// the row) and the fused activation.
+class RowGemv {
+ public:
+  /// Whether it takes the node (else the caller runs its own matrix product).
+  bool init(const KernelContext& ctx, const GemmParams& p);
+  bool active() const { return active_; }
+  void run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) const;
+  size_t workspace_bytes() const { return packed_.defined() ? packed_.bytes() : 0; }
+
+ private:
+  bool active_ = false;
+  GemmParams p_;
+  Tensor packed_;  ///< op(B)^T when B is stored [K, N]
+  int64_t c_elems_ = 0;
+  Activation act_;
+};
+
+}  // namespace mosaic
