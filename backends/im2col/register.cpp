@@ -27,7 +27,10 @@ BackendProperties im2col_properties() {
 }
 
 Status register_im2col_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"im2col", "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm, Eigen for the rest", im2col_properties, nullptr});
+  BackendRegistration r(registry, {"im2col",
+                                   "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm (batch 1: Mosaic's "
+                                   "row GEMV), Eigen for the rest",
+                                   im2col_properties, nullptr});
   im2col_impl::add_conv_kernels(r);
   im2col_impl::add_pool_kernels(r);
   im2col_impl::add_gemm_kernels(r);

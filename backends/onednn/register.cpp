@@ -76,8 +76,11 @@ BackendProperties onednn_properties() {
 }
 
 Status register_onednn_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"onednn", "oneDNN primitives, in its blocked layouts along chains of layout-aware ops",
-                                   onednn_properties, onednn_declines_precision});
+  BackendRegistration r(registry,
+                        {"onednn",
+                         "oneDNN primitives, in its blocked layouts along chains of layout-aware ops; "
+                         "batch-1 Gemm by Mosaic's row GEMV",
+                         onednn_properties, onednn_declines_precision});
   onednn_impl::add_conv_kernels(r);
   onednn_impl::add_pool_kernels(r);
   onednn_impl::add_gemm_kernels(r);
