@@ -114,7 +114,7 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
   if (!p.devices().empty()) {
     f.device = p.devices().front();
     if (auto it = p.device_bytes().find(f.device->name()); it != p.device_bytes().end())
-      f.device_accounted = it->second.activations + it->second.constants;
+      f.device_accounted = it->second.activations + it->second.constants + it->second.workspace + it->second.gradients;
   }
   return f;
 }

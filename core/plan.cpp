@@ -129,7 +129,8 @@ std::string Placement::str() const {
 
 int64_t Plan::workspace_bytes() const {
   int64_t n = 0;
-  for (const auto& s : steps_) n += static_cast<int64_t>(s.kernel->workspace_bytes());
+  for (const auto& s : steps_)
+    if (!s.device) n += static_cast<int64_t>(s.kernel->workspace_bytes());
   return n;
 }
 
@@ -188,15 +189,22 @@ const Tensor* Plan::input_grad(size_t i) const {
 }
 
 namespace {
-// Gradients share their value's layout; element-wise sums and zeroing run over the storage
-// (a blocked layout's padding is zero in both operands).
-void accumulate(Tensor& into, const Tensor& from) {
+// Gradients share their value's layout and place; element-wise sums and zeroing run over the
+// storage (a blocked layout's padding is zero in both operands), by the device where the
+// gradient is in a device's memory.
+Status accumulate(Tensor& into, const Tensor& from) {
+  const int64_t n = static_cast<int64_t>(into.bytes() / sizeof(float));
+  if (Device* device = into.device()) return device->accumulate(into.f32(), from.f32(), n);
   float* d = into.f32();
   const float* s = from.f32();
-  const int64_t n = static_cast<int64_t>(into.bytes() / sizeof(float));
   for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  return Status::ok();
 }
-void zero(Tensor& t) { std::memset(t.data(), 0, t.bytes()); }
+Status zero(Tensor& t) {
+  if (Device* device = t.device()) return device->zero(t.data(), t.bytes());
+  std::memset(t.data(), 0, t.bytes());
+  return Status::ok();
+}
 }  // namespace
 
 Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* observer, int64_t iteration,
@@ -204,22 +212,23 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   if (!options_.training) return Status::invalid("backward needs a plan built for training");
   if (output_grads.size() != output_values_.size())
     return Status::invalid("expected " + std::to_string(output_values_.size()) + " output gradients");
+  for (size_t i = 0; i < output_values_.size(); ++i)
+    if (values_[output_values_[i]].grad.defined() && output_grads[i].shape() != values_[output_values_[i]].desc.shape)
+      return Status::invalid("gradient of output '" + values_[output_values_[i]].name + "' has shape " +
+                             shape_str(output_grads[i].shape()));
   for (auto& v : values_)
-    if (v.grad.defined() && v.accumulated && !v.grad_pooled) zero(v.grad);
-  for (size_t i = 0; i < output_values_.size(); ++i) {
+    if (v.grad.defined() && v.accumulated && !v.grad_pooled) MOSAIC_RETURN_IF_ERROR(zero(v.grad));
+  for (size_t i = 0; i < output_values_.size(); ++i) {  // graph outputs are on the host
     PlanValue& v = values_[output_values_[i]];
-    if (!v.grad.defined()) continue;
-    if (output_grads[i].shape() != v.desc.shape)
-      return Status::invalid("gradient of output '" + v.name + "' has shape " + shape_str(output_grads[i].shape()));
-    accumulate(v.grad, output_grads[i]);
+    if (v.grad.defined()) MOSAIC_RETURN_IF_ERROR(accumulate(v.grad, output_grads[i]));
   }
   const int64_t run_begin = observer ? now_ns() : 0;
   for (size_t s = steps_.size(); s-- > 0;) {
     PlanStep& st = steps_[s];
     if (!st.flows) continue;
-    for (int v : st.zero_grads) zero(values_[v].grad);
+    for (int v : st.zero_grads) MOSAIC_RETURN_IF_ERROR(zero(values_[v].grad));
     if (st.alias) {
-      accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad);
+      MOSAIC_RETURN_IF_ERROR(accumulate(values_[st.in[0]].grad, values_[st.out[0]].grad));
       if (listener) listener->after_backward_step(static_cast<int>(s));
       continue;
     }
@@ -238,13 +247,18 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
     Status status = st.kernel->backward(args);
     if (!status.is_ok()) return status.with_context(graph_.nodes[st.node].label() + " backward on " + st.backend);
     for (size_t i = 0; i < st.in.size(); ++i)
-      if (st.scratch[i].defined()) accumulate(values_[st.in[i]].grad, st.scratch[i]);
+      if (st.scratch[i].defined()) MOSAIC_RETURN_IF_ERROR(accumulate(values_[st.in[i]].grad, st.scratch[i]));
     if (observer) {
+      // A device step's backward is timed on the host around a wait for the device.
+      if (st.device) MOSAIC_RETURN_IF_ERROR(st.device->synchronize().with_context(graph_.nodes[st.node].label() + " backward"));
       ev.end_ns = now_ns();
       observer->on_node(ev);
     }
     if (listener) listener->after_backward_step(static_cast<int>(s));
   }
+  // Gradients on the host are final (copies out of a device complete before they return);
+  // the devices' queued work is waited for before backward returns, as a run's is.
+  for (const auto& device : devices_) MOSAIC_RETURN_IF_ERROR(device->synchronize().with_context("backward"));
   if (observer) observer->on_run({iteration, run_begin, now_ns()});
   return Status::ok();
 }

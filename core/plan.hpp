@@ -205,11 +205,16 @@ class Plan {
   /// step: in training the ones kept for backward add up across layers; in inference a
   /// chain's few at a time; 0 once attention is fused (its blocks are kernel workspace).
   int64_t attention_bytes() const { return attention_bytes_; }
+  /// What the host's kernels hold besides their outputs (scratch, prepacked weights), now; a
+  /// device's kernels' is in device_bytes().
   int64_t workspace_bytes() const;
-  /// What the plan holds on each device it uses, by Device::name: its activation buffers and
-  /// the resident copies of constants (activation_bytes() and weight_bytes() count the host's).
+  /// What the plan holds on each device it uses, by Device::name: its activation buffers, the
+  /// resident copies of constants, its kernels' workspaces (a convolution algorithm's, index
+  /// maps; as the kernels were built) and, in training plans, the gradients of the values it
+  /// computes there with their backward scratch (activation_bytes(), weight_bytes() and
+  /// workspace_bytes() count the host's).
   struct DeviceBytes {
-    int64_t activations = 0, constants = 0;
+    int64_t activations = 0, constants = 0, workspace = 0, gradients = 0;
   };
   const std::map<std::string, DeviceBytes>& device_bytes() const { return device_bytes_; }
   /// The devices its steps compute on, in the order the plan first uses them.

@@ -47,6 +47,18 @@ class DeviceCopyKernel : public Kernel {
     return to_device_ ? device_->copy_to_device(dst[0]->data(), src[0]->data(), bytes)
                       : device_->copy_to_host(dst[0]->data(), src[0]->data(), bytes);
   }
+  /// The gradient goes back the other way: a copy to the device brings its output's gradient
+  /// to the host, a copy to the host takes its output's gradient to the device.
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    if (!a.diff_src[0] || !a.diff_dst[0]) return Status::ok();
+    const size_t bytes = a.diff_src[0]->bytes();
+    if (!bytes) return Status::ok();
+    return to_device_ ? device_->copy_to_host(a.diff_src[0]->data(), a.diff_dst[0]->data(), bytes)
+                      : device_->copy_to_device(a.diff_src[0]->data(), a.diff_dst[0]->data(), bytes);
+  }
 
  private:
   std::shared_ptr<Device> device_;
@@ -247,6 +259,12 @@ class PlanBuilder {
     }
   }
 
+  /// Each device's kernels' workspaces, in device_bytes_.
+  void count_device_workspaces() {
+    for (const PlanStep& st : P.steps_)
+      if (st.device) P.device_bytes_[st.device->name()].workspace += static_cast<int64_t>(st.kernel->workspace_bytes());
+  }
+
   /// Plan::device_read_inputs_: the inputs of an inference plan that only copies to a device
   /// read (and that are not outputs), with those copies' slots.
   void find_device_read_inputs() {
@@ -272,11 +290,11 @@ class PlanBuilder {
 
   /// Training: which gradients are written directly and which accumulate, the gradient
   /// buffers, and the scratch backward writes before accumulating.
-  void plan_gradients() {
-    if (!training_) return;
+  Status plan_gradients() {
+    if (!training_) return Status::ok();
     mark_direct_gradients();
-    plan_gradient_buffers();
-    plan_backward_scratch();
+    MOSAIC_RETURN_IF_ERROR(plan_gradient_buffers());
+    return plan_backward_scratch();
   }
 
  private:
@@ -473,6 +491,7 @@ class PlanBuilder {
     pv.name = copy.outputs[0];
     pv.desc = P.values_[v].desc;
     pv.device = to_device ? device : nullptr;
+    pv.needs_grad = P.values_[v].needs_grad;  // training: the copy's backward brings the gradient back
     P.values_.push_back(pv);
     const int out = static_cast<int>(P.values_.size()) - 1;
     index_[pv.name] = out;
@@ -513,9 +532,9 @@ class PlanBuilder {
         continue;
       }
       const std::shared_ptr<Device> device = device_of(backend);
-      if (device && training_) {
+      if (device && training_ && !device->trains()) {
         reasons += (reasons.empty() ? "" : "; ") + backend + " computes on " + device->name() +
-                   ", and training plans on a device are not supported yet";
+                   ", which cannot keep gradients in its memory (Device::zero, accumulate)";
         continue;
       }
       // Inputs in a layout this kernel cannot read are converted first.
@@ -606,10 +625,24 @@ class PlanBuilder {
     for (int v : P.output_values_) P.values_[v].accumulated = true;
   }
 
-  /// Gradient buffers. Parameters, graph inputs and outputs, and values nobody consumes keep
-  /// their own. An intermediate gradient lives only from the backward of its last consumer to
-  /// that of its producer, so those share buffers, planned like activations in reverse order.
-  void plan_gradient_buffers() {
+  /// A gradient buffer where the value lives: host memory in the tracker, or the device's
+  /// (counted in device_bytes_; none with PlanOptions::allocate off).
+  Expected<std::shared_ptr<Buffer>> grad_buffer(const std::shared_ptr<Device>& device, size_t bytes) {
+    if (!device) return std::make_shared<Buffer>(bytes, &P.tracker_);
+    P.device_bytes_[device->name()].gradients += static_cast<int64_t>(bytes);
+    if (!options_.allocate) return std::shared_ptr<Buffer>();
+    auto buffer = device_buffer(device, bytes, nullptr);
+    if (!buffer.ok())
+      return buffer.status().with_context(g.source + ": gradient buffer of " + std::to_string(bytes) + " bytes on " +
+                                          device->name());
+    return buffer;
+  }
+
+  /// Gradient buffers, each where its value lives. Parameters, graph inputs and outputs, and
+  /// values nobody consumes keep their own. An intermediate gradient lives only from the
+  /// backward of its last consumer to that of its producer, so those share buffers (of their
+  /// device), planned like activations in reverse order.
+  Status plan_gradient_buffers() {
     const int nsteps = static_cast<int>(P.steps_.size());
     std::vector<int> producer(P.values_.size(), -1), last_consumer(P.values_.size(), -1);
     for (int s = 0; s < nsteps; ++s) {
@@ -628,7 +661,8 @@ class PlanBuilder {
       PlanValue& pv = P.values_[v];
       if (!pv.needs_grad) continue;
       if (pv.is_const || pv.is_input || is_output[v] || producer[v] < 0 || last_consumer[v] < 0) {
-        pv.grad = Tensor::empty(pv.desc, &P.tracker_);
+        MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(pv.device, pv.desc.bytes()));
+        pv.grad = Tensor::on_buffer(pv.desc, buffer);
         continue;
       }
       pv.grad_pooled = true;
@@ -640,41 +674,51 @@ class PlanBuilder {
       size_t bytes = 0;
       int end = -1;
       std::vector<int> values;
+      std::shared_ptr<Device> device;
     };
     std::vector<Slot> slots;
     for (const Interval& iv : pooled) {
-      const size_t bytes = P.values_[iv.value].desc.bytes();
-      const int best = best_fit(slots, bytes, [&](const Slot& c) { return c.end < iv.begin; });
+      const PlanValue& pv = P.values_[iv.value];
+      const size_t bytes = pv.desc.bytes();
+      const int best = best_fit(slots, bytes, [&](const Slot& c) {
+        return c.end < iv.begin && (c.values.empty() || c.device == pv.device);
+      });
+      slots[best].device = pv.device;
       slots[best].bytes = std::max(slots[best].bytes, bytes);
       slots[best].end = iv.end;
       slots[best].values.push_back(iv.value);
     }
     for (const Slot& slot : slots) {
-      auto buffer = std::make_shared<Buffer>(slot.bytes, &P.tracker_);
+      MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(slot.device, slot.bytes));
       for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer(P.values_[v].desc, buffer);
     }
+    return Status::ok();
   }
 
-  /// Per-input scratch that backward writes before accumulating (one buffer per input slot,
-  /// sized for the slots that accumulate; views accumulate directly).
-  void plan_backward_scratch() {
+  /// Per-input scratch that backward writes before accumulating (one buffer per input slot
+  /// and place of the input's value, sized for the slots that accumulate; views accumulate
+  /// directly).
+  Status plan_backward_scratch() {
     auto scratched = [&](const PlanStep& st, size_t i) {
       return st.in[i] >= 0 && P.values_[st.in[i]].needs_grad && !st.direct[i] && !st.alias;
     };
-    std::vector<size_t> scratch_bytes;
+    std::map<std::pair<size_t, std::shared_ptr<Device>>, size_t> scratch_bytes;
     for (const auto& st : P.steps_)
       for (size_t i = 0; i < st.in.size(); ++i)
         if (scratched(st, i)) {
-          if (scratch_bytes.size() <= i) scratch_bytes.resize(i + 1, 0);
-          scratch_bytes[i] = std::max(scratch_bytes[i], P.values_[st.in[i]].desc.bytes());
+          size_t& bytes = scratch_bytes[{i, P.values_[st.in[i]].device}];
+          bytes = std::max(bytes, P.values_[st.in[i]].desc.bytes());
         }
-    std::vector<std::shared_ptr<Buffer>> pool;
-    for (size_t b : scratch_bytes) pool.push_back(b ? std::make_shared<Buffer>(b, &P.tracker_) : nullptr);
+    std::map<std::pair<size_t, std::shared_ptr<Device>>, std::shared_ptr<Buffer>> pool;
+    for (const auto& [key, bytes] : scratch_bytes) {
+      MOSAIC_ASSIGN_OR_RETURN(pool[key], grad_buffer(key.second, bytes));
+    }
     for (auto& st : P.steps_) {
       st.scratch.resize(st.in.size());
       for (size_t i = 0; i < st.in.size(); ++i)
-        if (scratched(st, i)) st.scratch[i] = Tensor::on_buffer(P.values_[st.in[i]].desc, pool[i]);
+        if (scratched(st, i)) st.scratch[i] = Tensor::on_buffer(P.values_[st.in[i]].desc, pool.at({i, P.values_[st.in[i]].device}));
     }
+    return Status::ok();
   }
 
   Plan& P;
@@ -700,9 +744,10 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
     if (!info) continue;
     if (const std::string why = backend_unavailable(*info); !why.empty())
       return Status::unsupported("backend " + b + " is unavailable here: " + why);
-    if (options.training && info->device)
+    if (options.training && info->device && !info->device->trains())
       return Status::unsupported("backend " + b + " computes on " + info->device->name() +
-                                 ": training plans on a device are not supported yet (inference only)");
+                                 ", which cannot keep gradients in its memory (Device::zero, accumulate): "
+                                 "training plans on it are refused");
   }
   if (options.precision != Precision::kF32) {
     for (const auto& b : placement.asked_backends()) {
@@ -721,9 +766,10 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   b.mark_gradients();
   MOSAIC_RETURN_IF_ERROR(b.create_kernels());
   b.find_device_read_inputs();
+  b.count_device_workspaces();
   MOSAIC_RETURN_IF_ERROR(b.plan_activations());
   b.bind_tensors();
-  b.plan_gradients();
+  MOSAIC_RETURN_IF_ERROR(b.plan_gradients());
   return plan;
 }
 

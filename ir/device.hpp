@@ -68,6 +68,27 @@ class Device {
   }
   virtual void unpin(void* host) noexcept { (void)host; }
 
+  // ---- what a training plan needs of the device's memory (optional) ----
+  // A training plan keeps the gradients of the values a device computes in the device's
+  // memory: it zeroes those that several steps add to before backward, and adds each
+  // contribution in. A device without both is left out of training plans, with the reason.
+
+  /// Queues setting `bytes` at `device_dst` to zero.
+  virtual Status zero(void* device_dst, size_t bytes) {
+    (void)device_dst;
+    (void)bytes;
+    return Status::unsupported(name() + " cannot zero gradients in its memory");
+  }
+  /// Queues dst[i] += src[i] for `n` floats, both in the device's memory.
+  virtual Status accumulate(float* device_dst, const float* device_src, int64_t n) {
+    (void)device_dst;
+    (void)device_src;
+    (void)n;
+    return Status::unsupported(name() + " cannot add gradients in its memory");
+  }
+  /// Whether it has zero() and accumulate(), so that training plans may compute on it.
+  virtual bool trains() const { return false; }
+
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----
   // A timed run (an observer asks for per-node times) of a device that has it puts a marker
   // before and after each of its steps, waits once at the end of the run, and reports each

@@ -115,7 +115,7 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
   c.weight_bytes = plan.weight_bytes();
   c.activation_bytes = plan.activation_bytes();
   c.attention_bytes = plan.attention_bytes();
-  for (const auto& [device, b] : plan.device_bytes()) c.device_bytes[device] = {b.activations, b.constants};
+  c.device_bytes = plan.device_bytes();
   c.workspace_bytes = plan.workspace_bytes();
   c.fallbacks = plan.fallback_count();
   const std::vector<int> final_step = plan.grad_final_step();
@@ -300,8 +300,11 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
        << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
        << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
     for (const auto& [device, bytes] : c.device_bytes)
-      os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.first))
-         << "  resident constants " << format_bytes(static_cast<double>(bytes.second)) << "\n";
+      os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.activations))
+         << "  resident constants " << format_bytes(static_cast<double>(bytes.constants))
+         << "  workspace " << format_bytes(static_cast<double>(bytes.workspace))
+         << (bytes.gradients ? "  gradients " + format_bytes(static_cast<double>(bytes.gradients)) : std::string())
+         << "\n";
     if (c.timing.pinned_input_bytes)
       os << "         inputs page-locked for their copies to the device: "
          << format_bytes(static_cast<double>(c.timing.pinned_input_bytes)) << "\n";
@@ -509,7 +512,10 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
     for (const auto& [device, bytes] : c.device_bytes)
-      r["memory"]["devices"][device] = {{"activation_bytes", bytes.first}, {"constant_bytes", bytes.second}};
+      r["memory"]["devices"][device] = {{"activation_bytes", bytes.activations},
+                                        {"constant_bytes", bytes.constants},
+                                        {"workspace_bytes", bytes.workspace},
+                                        {"gradient_bytes", bytes.gradients}};
     r["memory"]["pinned_input_bytes"] = c.timing.pinned_input_bytes;
     r["device_state"] = json::object();
     for (const auto& [device, state] : c.device_state)

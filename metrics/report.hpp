@@ -51,9 +51,9 @@ struct ConfigReport {
   std::vector<double> repeat_images_per_s;
   int64_t weight_bytes = 0, activation_bytes = 0, workspace_bytes = 0, peak_tracked_bytes = 0;
   int64_t attention_bytes = 0;  ///< of the activations: attention scores live at once (Plan::attention_bytes)
-  /// What the plan holds on each device (Plan::device_bytes): activations and resident constants;
-  /// the fields above count the host's memory only.
-  std::map<std::string, std::pair<int64_t, int64_t>> device_bytes;
+  /// What the plan holds on each device (Plan::device_bytes): activations, resident constants
+  /// and (training) gradients; the fields above count the host's memory only.
+  std::map<std::string, Plan::DeviceBytes> device_bytes;
   /// What each device said of itself right after the timed run (Device::sample): GPU
   /// utilisation, clocks, power, temperature.
   std::map<std::string, std::vector<std::pair<std::string, double>>> device_state;

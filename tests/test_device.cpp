@@ -13,8 +13,8 @@ namespace {
 using sim::SimDevice;
 
 struct SimRegistry {
-  explicit SimRegistry(size_t limit = SIZE_MAX, std::string unavailable = "", bool timed = false)
-      : device(std::make_shared<SimDevice>(limit, timed)) {
+  explicit SimRegistry(size_t limit = SIZE_MAX, std::string unavailable = "", bool timed = false, bool trains = true)
+      : device(std::make_shared<SimDevice>(limit, timed, trains)) {
     EXPECT_TRUE(register_naive_kernels(registry).is_ok());
     BackendRegistration r(registry, sim::sim_backend_info(device, unavailable));
     r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
@@ -96,6 +96,9 @@ TEST(DevicePlans, CopiesAreTimedStepsAndTheResultIsNaives) {
     ASSERT_EQ(p.device_bytes().count("sim:0"), 1u);
     EXPECT_EQ(p.device_bytes().at("sim:0").constants, 24) << "w, once";
     EXPECT_GE(p.device_bytes().at("sim:0").activations, 24);
+    EXPECT_EQ(p.device_bytes().at("sim:0").workspace, static_cast<int64_t>(2 * sim::kReluWorkspaceBytes))
+        << "the two Relus' device scratch, under the device";
+    EXPECT_EQ(p.workspace_bytes(), 0) << "and not under the host's";
     EXPECT_TRUE(p.steps()[4].fell_back());
 
     CountingObserver observer;
@@ -248,15 +251,15 @@ TEST(DevicePlans, OutOfDeviceMemoryIsAnErrorNamingTheBytes) {
   EXPECT_EQ(sized.value()->device_bytes().at("sim:0").constants, 24);
 }
 
-TEST(DevicePlans, TrainingOnADeviceIsRefusedWithTheReason) {
-  SimRegistry sim;
+TEST(DevicePlans, TrainingOnADeviceThatCannotKeepGradientsIsRefusedWithTheReason) {
+  SimRegistry sim(SIZE_MAX, "", false, /*trains=*/false);
   Graph g = sim_graph();
   ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
   PlanOptions training;
   training.training = true;
   auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry, training);
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("backend devsim computes on sim:0: training plans on a device are not supported"),
+  EXPECT_NE(plan.status().message().find("backend devsim computes on sim:0, which cannot keep gradients in its memory"),
             std::string::npos)
       << plan.status().to_string();
   // As a fallback it declines with the same reason, and the nodes go on to the next.
@@ -267,9 +270,74 @@ TEST(DevicePlans, TrainingOnADeviceIsRefusedWithTheReason) {
     EXPECT_EQ(s.backend, "naive");
     const std::string why = fell.value()->node(s).op_type == "Tanh"
                                 ? "backend 'devsim' has no kernel for Tanh"
-                                : "devsim computes on sim:0, and training plans on a device are not supported yet";
+                                : "devsim computes on sim:0, which cannot keep gradients in its memory";
     EXPECT_NE(s.fallback_reason.find(why), std::string::npos) << s.fallback_reason;
   }
+}
+
+/// x -> relu1 -> h1; add1 = h1 + w (w a parameter); add2 = add1 + h1 (h1 read twice: its
+/// gradient is summed); tanh1 (no devsim kernel: naive, on the host) -> relu2 -> y.
+Graph sim_training_graph() {
+  Graph g = sim_graph();
+  g.nodes.clear();
+  add_node(g, make_node("Relu"), {"x"}, {"h1"}, "relu1");
+  add_node(g, make_node("Add"), {"h1", "w"}, {"h2"}, "add1");
+  add_node(g, make_node("Add"), {"h2", "h1"}, {"h3"}, "add2");
+  add_node(g, make_node("Tanh"), {"h3"}, {"h4"}, "tanh1");
+  add_node(g, make_node("Relu"), {"h4"}, {"y"}, "relu2");
+  return g;
+}
+
+// A training plan on the device: the parameter is copied in each step and its gradient
+// comes back through the copy's backward, the gradients of the values the device computes
+// stay in its memory (zeroed and summed there), and every gradient, the parameter's and the
+// input's, is naive's; a second step gives the same (nothing summed twice).
+TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
+  SimRegistry sim;
+  Graph g = sim_training_graph();
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  PlanOptions training;
+  training.training = true;
+  training.input_grads = true;
+  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
+  const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
+  auto step = [&](Plan& plan) {
+    std::vector<Tensor> out;
+    const Status ran = plan.run({x}, &out);
+    EXPECT_TRUE(ran.is_ok()) << ran.to_string();
+    const Status back = plan.backward({dy});
+    EXPECT_TRUE(back.is_ok()) << back.to_string();
+    std::vector<float> grads;
+    for (const ParamRef& p : plan.parameters()) {
+      EXPECT_EQ(p.grad.device(), nullptr) << p.name << ": parameters' gradients are on the host";
+      grads.insert(grads.end(), p.grad.f32(), p.grad.f32() + p.grad.numel());
+    }
+    const Tensor* dx = plan.input_grad(0);
+    EXPECT_NE(dx, nullptr);
+    if (dx) grads.insert(grads.end(), dx->f32(), dx->f32() + dx->numel());
+    return grads;
+  };
+  auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry, training);
+  ASSERT_TRUE(naive.ok()) << naive.status().to_string();
+  const std::vector<float> want = step(*naive.value());
+  ASSERT_EQ(want.size(), 12u);
+  auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry, training);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  int on_device = 0;
+  for (const auto& s : plan.value()->steps()) on_device += s.backend == "devsim" && !s.conversion;
+  EXPECT_EQ(on_device, 4) << "relu1, add1, add2, relu2";
+  EXPECT_GT(plan.value()->device_bytes().at("sim:0").gradients, 0);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    const int zeroed = sim.device->zeroed, accumulated = sim.device->accumulated;
+    const std::vector<float> got = step(*plan.value());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_FLOAT_EQ(got[k], want[k]) << k;
+    EXPECT_GT(sim.device->zeroed, zeroed) << "h1's gradient is zeroed on the device";
+    EXPECT_GT(sim.device->accumulated, accumulated) << "and summed there";
+  }
+  plan.value().reset();
+  EXPECT_EQ(sim.device->live_allocations(), 0u) << "gradient buffers are released with the plan";
 }
 
 TEST(DevicePlans, AnUnavailableBackendIsRefusedByNameAndLeftOutOfAll) {
@@ -335,9 +403,27 @@ TEST_F(DeviceCli, PlanShowsTheCopiesAndBenchChecksTheDeviceAgainstNaive) {
   const nlohmann::json& sim0 = doc["runs"][0]["memory"]["devices"]["sim:0"];
   EXPECT_GT(sim0["activation_bytes"].get<int64_t>(), 0) << doc["runs"][0]["memory"].dump();
   EXPECT_EQ(sim0["constant_bytes"].get<int64_t>(), 0) << "Relu reads no constant";
+  EXPECT_EQ(sim0["workspace_bytes"].get<int64_t>() % static_cast<int64_t>(sim::kReluWorkspaceBytes), 0);
+  EXPECT_GT(sim0["workspace_bytes"].get<int64_t>(), 0) << "the Relus' device scratch";
   EXPECT_EQ(doc["runs"][0]["memory"]["pinned_input_bytes"].get<int64_t>(), 0)
       << "the input goes to a Conv on the host first: nothing to pin";
   EXPECT_NE(r.out.find("on sim:0: activations"), std::string::npos) << r.out;
+}
+
+// bench in training on the device: the Relus train there (their backward on the device, the
+// gradients summed in its memory), the check against naive's gradients passes, and the
+// gradients' bytes on the device are reported.
+TEST_F(DeviceCli, BenchTrainsOnTheDeviceAndChecksItsGradientsAgainstNaive) {
+  CmdResult r = mosaic("bench zoo:fmnist-cnn --plugin " + plugin + " --backends devsim --no-fuse --mode training "
+                       "--batch 2 --no-peaks --iterations 2 --warmup 1 --repeats 1 --json " + path("t.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json run = read_json(path("t.json"))["runs"][0];
+  EXPECT_TRUE(run["check"]["passed"].get<bool>()) << run["check"].dump();
+  int relu = 0;
+  for (const auto& n : run["nodes"]) relu += n["op"] == "Relu" && n["backend"] == "devsim";
+  EXPECT_GE(relu, 1) << run["nodes"].dump();
+  EXPECT_GT(run["memory"]["devices"]["sim:0"]["gradient_bytes"].get<int64_t>(), 0) << run["memory"].dump();
+  EXPECT_NE(r.out.find("gradients"), std::string::npos) << r.out;
 }
 
 TEST_F(DeviceCli, BenchReportsTheDevicesOwnTimePerNodeOnItsOwnTraceThread) {

@@ -36,13 +36,13 @@ inline std::vector<std::string> optimised_backends() {
   return all;
 }
 
-/// The backends that can run here and train: those computing in host memory (plans on a
-/// device are inference-only so far, ir/device.hpp), the oracle among them when `with_naive`.
+/// The backends that can run here and train: those computing in host memory or on a device
+/// that keeps gradients (Device::trains, ir/device.hpp), the oracle among them when `with_naive`.
 inline std::vector<std::string> training_backends(bool with_naive) {
   std::vector<std::string> out;
   for (const std::string& b : builtin_registry().available_backends()) {
     const BackendInfo* info = builtin_registry().info(b);
-    if ((b != "naive" || with_naive) && info && !info->device) out.push_back(b);
+    if ((b != "naive" || with_naive) && info && (!info->device || info->device->trains())) out.push_back(b);
   }
   return out;
 }

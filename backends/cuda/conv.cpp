@@ -75,6 +75,8 @@ class ConvKernel final : public CudaKernel {
     return workspace_.resize(algo_.memory);
   }
 
+  /// The algorithm's workspace, in device memory (the plan reports it under the device).
+  size_t workspace_bytes() const override { return workspace_.bytes(); }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
     float* y = dst[0]->f32();

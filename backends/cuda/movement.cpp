@@ -38,6 +38,8 @@ class AxisGatherKernel : public CudaKernel {
       g_.maps[d] = at[d] == SIZE_MAX ? nullptr : static_cast<const int64_t*>(maps_.data()) + at[d];
     return Status::ok();
   }
+  /// The index maps, in device memory (the plan reports them under the device's workspace).
+  size_t workspace_bytes() const override { return maps_.bytes(); }
   Status gather(const float* x, Tensor* y, float fill, const float* fill_device) const {
     return check(launch_axis_gather(device().stream(), g_, x, y->f32(), y->numel(), fill, fill_device), "launch");
   }

@@ -2,8 +2,10 @@
 // that holds every 32-bit word with its top bit flipped, so that a host kernel reading device
 // memory, or a device kernel reading host memory, computes with negated floats (and garbled
 // integers) and fails the comparison with naive. Its kernels ("devsim": Relu, and Add of
-// equal shapes) also refuse any pointer the device did not allocate. Header-only: the test
-// binary registers it in a registry of its own, tests/plugins/sim_device.cpp as a plugin.
+// equal shapes, forward and backward) also refuse any pointer the device did not allocate;
+// it zeroes and adds gradients in its memory for training plans (unless made with
+// `trains` false). Header-only: the test binary registers it in a registry of its own,
+// tests/plugins/sim_device.cpp as a plugin.
 //
 // With `timed` set it has device-side timing (Device::timing) on a clock of its own that only
 // its work advances, by fixed amounts (kReluNs, kAddNs, kCopyNs): a step timed by its
@@ -31,15 +33,33 @@ inline void flip_words(void* dst, const void* src, size_t bytes) {
   auto* w = static_cast<uint32_t*>(dst);
   for (size_t i = 0; i < bytes / 4; ++i) w[i] ^= 0x80000000u;
 }
+/// Float i of device memory at p, and storing one there.
+inline float load(const float* p, int64_t i) {
+  uint32_t w;
+  std::memcpy(&w, p + i, 4);
+  w ^= 0x80000000u;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+inline void store(float* p, int64_t i, float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  w ^= 0x80000000u;
+  std::memcpy(p + i, &w, 4);
+}
 
 /// The simulated device's durations of its work, in ns.
 inline constexpr int64_t kReluNs = 1000000, kAddNs = 2000000, kCopyNs = 500000;
+/// The scratch each devsim Relu holds in the device's memory (its workspace).
+inline constexpr size_t kReluWorkspaceBytes = 64;
 /// The simulated device's peaks (Device::measure_peaks).
 inline constexpr double kSimGflops = 0.5, kSimBandwidthGbs = 2.0;
 
 class SimDevice : public Device {
  public:
-  explicit SimDevice(size_t limit = SIZE_MAX, bool timed = false) : timed_(timed), limit_(limit) {}
+  explicit SimDevice(size_t limit = SIZE_MAX, bool timed = false, bool trains = true)
+      : timed_(timed), trains_(trains), limit_(limit) {}
   std::string name() const override { return "sim:0"; }
   Expected<void*> allocate(size_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -134,6 +154,22 @@ class SimDevice : public Device {
     for (const auto& [p, bytes] : pinned_) n += bytes;
     return n;
   }
+  bool trains() const override { return trains_; }
+  Status zero(void* dst, size_t bytes) override {
+    if (!trains_) return Device::zero(dst, bytes);
+    if (!owns(dst, bytes)) return Status::internal("sim:0: zeroing memory outside sim:0");
+    flip_words(dst, std::vector<uint8_t>(bytes, 0).data(), bytes);
+    ++zeroed;
+    return Status::ok();
+  }
+  Status accumulate(float* dst, const float* src, int64_t n) override {
+    if (!trains_) return Device::accumulate(dst, src, n);
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (!owns(dst, bytes) || !owns(src, bytes)) return Status::internal("sim:0: adding memory outside sim:0");
+    for (int64_t i = 0; i < n; ++i) store(dst, i, load(dst, i) + load(src, i));
+    ++accumulated;
+    return Status::ok();
+  }
   /// The device's work: its clock moves on by `ns`.
   void advance(int64_t ns) { clock_ns += ns; }
   /// Whether [p, p + bytes) lies inside one live allocation.
@@ -151,13 +187,13 @@ class SimDevice : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return live_.size();
   }
-  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0};
+  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0};
   std::atomic<int64_t> clock_ns{0};
   /// What its work takes on its clock (the defaults, or the plugin's MOSAIC_SIM_*_NS).
   int64_t relu_ns = kReluNs, add_ns = kAddNs, copy_ns = kCopyNs;
 
  private:
-  bool timed_;
+  bool timed_, trains_;
   std::vector<int64_t> marks_;
   size_t limit_, used_ = 0;
   mutable std::mutex mu_;
@@ -180,32 +216,44 @@ class SimKernel : public Kernel {
         return Status::internal("devsim kernel got an output outside sim:0");
     return Status::ok();
   }
-  static float load(const float* p, int64_t i) {
-    uint32_t w;
-    std::memcpy(&w, p + i, 4);
-    w ^= 0x80000000u;
-    float f;
-    std::memcpy(&f, &w, 4);
-    return f;
-  }
-  static void store(float* p, int64_t i, float f) {
-    uint32_t w;
-    std::memcpy(&w, &f, 4);
-    w ^= 0x80000000u;
-    std::memcpy(p + i, &w, 4);
+  /// The backward arguments, all on the device.
+  Status on_device(const BackwardArgs& a) const {
+    std::vector<const Tensor*> in(a.src);
+    for (const Tensor* t : a.diff_dst) in.push_back(t);
+    return on_device(in, a.diff_src);
   }
   std::shared_ptr<SimDevice> device_;
 };
 
 class SimRelu : public SimKernel {
  public:
-  using SimKernel::SimKernel;
+  /// Holds kReluWorkspaceBytes of the device's memory as its workspace (none if the device
+  /// is full), as a convolution holds its algorithm's.
+  explicit SimRelu(std::shared_ptr<SimDevice> device) : SimKernel(std::move(device)) {
+    auto p = device_->allocate(kReluWorkspaceBytes);
+    if (p.ok()) scratch_ = p.value();
+  }
+  ~SimRelu() override { device_->release(scratch_); }
+  size_t workspace_bytes() const override { return scratch_ ? kReluWorkspaceBytes : 0; }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (Status st = on_device(src, dst); !st.is_ok()) return st;
     for (int64_t i = 0; i < src[0]->numel(); ++i) store(dst[0]->f32(), i, std::max(0.f, load(src[0]->f32(), i)));
     device_->advance(device_->relu_ns);
     return Status::ok();
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// dx = dy where x > 0, else 0.
+  Status backward(const BackwardArgs& a) override {
+    if (Status st = on_device(a); !st.is_ok()) return st;
+    if (!a.diff_src[0]) return Status::ok();
+    for (int64_t i = 0; i < a.src[0]->numel(); ++i)
+      store(a.diff_src[0]->f32(), i, load(a.src[0]->f32(), i) > 0.f ? load(a.diff_dst[0]->f32(), i) : 0.f);
+    return Status::ok();
+  }
+
+ private:
+  void* scratch_ = nullptr;
 };
 
 class SimAdd : public SimKernel {
@@ -216,6 +264,17 @@ class SimAdd : public SimKernel {
     for (int64_t i = 0; i < dst[0]->numel(); ++i)
       store(dst[0]->f32(), i, load(src[0]->f32(), i) + load(src[1]->f32(), i));
     device_->advance(device_->add_ns);
+    return Status::ok();
+  }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// Both operands' gradients are the output's.
+  Status backward(const BackwardArgs& a) override {
+    if (Status st = on_device(a); !st.is_ok()) return st;
+    for (Tensor* d : a.diff_src)
+      if (d)
+        for (int64_t i = 0; i < d->numel(); ++i) store(d->f32(), i, load(a.diff_dst[0]->f32(), i));
     return Status::ok();
   }
 };
