@@ -49,6 +49,13 @@ std::vector<OpCase> cases() {
   conv("conv_valid", {1, 3, 7, 8}, {4, 3, 3, 3}, {{"auto_pad", A::of_string("VALID")}, {"strides", A::of_ints({2, 3})}});
   conv("conv_1d", {2, 3, 17}, {5, 3, 4}, {{"strides", A::of_ints({2})}, {"pads", A::of_ints({1, 2})}});
   conv("conv_big_batch_small_out", {64, 32, 4, 4}, {16, 32, 3, 3}, {});
+  // Maps no larger than the kernel at batch 8 and more (onednn: one dense matrix product):
+  // padded, strided over a 3x3 map, dilated into the padding without a bias, and 1x1 maps.
+  conv("conv_small_map", {8, 6, 2, 2}, {10, 6, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});
+  conv("conv_small_map_stride", {9, 4, 3, 3}, {5, 4, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}, {"strides", A::of_ints({2, 2})}});
+  conv("conv_small_map_dilated", {8, 3, 2, 3}, {4, 3, 3, 3},
+       {{"pads", A::of_ints({2, 1, 2, 1})}, {"dilations", A::of_ints({2, 1})}}, false);
+  conv("conv_one_pixel_maps", {12, 5, 1, 1}, {7, 5, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});
   // Stride-1 layers whose rows keep the input's width: im2col unfolds them by shifted copies
   // (several images per GEMM; one output row; bands of a large image with asymmetric pads).
   conv("conv_same_chunked", {4, 5, 9, 9}, {6, 5, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});

@@ -356,6 +356,30 @@ TEST(FuseActivation, ABatchOneFullyConnectedLayerAndItsActivationMatchNaive) {
     }
 }
 
+// VGG16-CIFAR's tail at batch 16: a 3x3 convolution from 4x4 to 2x2 maps, two padded 3x3
+// convolutions on the 2x2 maps (onednn: dense matrix products, conv_dense.cpp) reading and
+// writing its NHWC layout between them, and a pool; every backend against naive.
+TEST(FuseActivation, SmallMapConvolutionsInAChainMatchNaive) {
+  Graph g;
+  g.source = "small-maps";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {16, 8, 4, 4}, {}, true});
+  const std::map<std::string, A> same{{"pads", A::of_ints({1, 1, 1, 1})}};
+  const char* names[] = {"a", "b", "c"};
+  std::string in = "x";
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = names[i];
+    g.initializers[n + ".w"] = random_tensor({12, i == 0 ? 8 : 12, 3, 3}, 31 + i, -0.3f, 0.3f);
+    g.initializers[n + ".b"] = random_tensor({12}, 41 + i);
+    add_node(g, make_node("Conv", i == 0 ? std::map<std::string, A>{} : same), {in, n + ".w", n + ".b"}, {n + ".c"}, n);
+    add_node(g, make_node("Relu"), {n + ".c"}, {n + ".r"}, n + "_relu");
+    in = n + ".r";
+  }
+  add_node(g, make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}}), {in}, {"y"}, "pool");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  EXPECT_EQ(fused_agrees(g, FuseOptions{}, random_tensor({16, 8, 4, 4}, 30), 1e-4, 1e-5),
+            (std::vector<std::string>{"a+a_relu", "b+b_relu", "c+c_relu"}));
+}
+
 TEST(FusePadPool, ZeroPaddingBeforeAPoolBecomesThePoolsOwnWhereThatIsExact) {
   FuseOptions inference;  // activations on: an inference plan
   FuseOptions training;

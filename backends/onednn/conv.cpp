@@ -176,7 +176,14 @@ class ConvKernel final : public Kernel {
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
-  r.kernel("Conv", make_factory<ConvKernel>(), {LayoutUse::kTraining, {}});
+  // Small maps as one dense matrix product where that applies (conv_dense.cpp), else direct.
+  r.kernel("Conv",
+           [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+             MOSAIC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> dense, small_map_conv(ctx));
+             if (dense) return dense;
+             return make_factory<ConvKernel>()(ctx);
+           },
+           {LayoutUse::kTraining, {}});
 }
 
 }  // namespace mosaic::onednn_impl

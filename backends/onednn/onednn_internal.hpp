@@ -231,6 +231,9 @@ class SrcDstPrimitive : public Kernel {
   Bound src_, dst_;
   dnnl::primitive prim_;
 };
+/// conv_dense.cpp: an inference convolution on a map no larger than its kernel, at batch 8 or
+/// more, as one dense matrix product in NHWC; a null kernel where that does not apply.
+Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx);
 // The kernel families, each in its own file; register.cpp calls them.
 void add_conv_kernels(BackendRegistration& r);
 void add_pool_kernels(BackendRegistration& r);
