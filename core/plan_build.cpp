@@ -680,9 +680,7 @@ class PlanBuilder {
     for (const Interval& iv : pooled) {
       const PlanValue& pv = P.values_[iv.value];
       const size_t bytes = pv.desc.bytes();
-      const int best = best_fit(slots, bytes, [&](const Slot& c) {
-        return c.end < iv.begin && (c.values.empty() || c.device == pv.device);
-      });
+      const int best = best_fit(slots, bytes, [&](const Slot& c) { return c.end < iv.begin && c.device == pv.device; });
       slots[best].device = pv.device;
       slots[best].bytes = std::max(slots[best].bytes, bytes);
       slots[best].end = iv.end;
