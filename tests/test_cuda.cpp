@@ -10,6 +10,7 @@
 // gradients yet (Device::zero, accumulate), so training plans refuse it.
 #include <cstdlib>
 
+#include "metrics/compare.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -90,6 +91,32 @@ TEST_F(CudaBackend, LoadsIntoTheTestProcessAndJoinsTheOpSuitesOnlyWithAGpu) {
   const auto train = training_backends(true);
   EXPECT_EQ(std::find(train.begin(), train.end(), "cuda"), train.end()) << "cuda's device keeps no gradients yet";
   EXPECT_NE(std::find(train.begin(), train.end(), "naive"), train.end());
+}
+#endif
+
+#ifdef MOSAIC_CUDA_PLUGIN
+// A pointwise convolution runs as cuDNN's algorithm or as one strided-batched cuBLAS product,
+// whichever its timing at build picked; each way (MOSAIC_CUDA_POINTWISE) against naive.
+TEST_F(CudaBackend, OnAGpuPointwiseConvolutionsMatchNaiveEitherWay) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  ASSERT_TRUE(builtin_registry().has_backend("cuda"));
+  OpCase c;
+  c.label = "pointwise";
+  c.node = make_node("Conv");
+  c.inputs = {random_tensor({5, 16, 7, 9}, 61), random_tensor({24, 16, 1, 1}, 62), random_tensor({24}, 63)};
+  c.is_const = {false, true, true};
+  std::vector<Tensor> want;
+  ASSERT_TRUE(run_on(c, "naive", &want).is_ok());
+  for (const char* how : {"gemm", "cudnn"}) {
+    SCOPED_TRACE(how);
+    setenv("MOSAIC_CUDA_POINTWISE", how, 1);
+    std::vector<Tensor> got;
+    const Status st = run_on(c, "cuda", &got);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    const Agreement a = compare_tensors(got[0], want[0], 1e-4, 1e-5);
+    EXPECT_TRUE(a.ok) << a.message;
+  }
+  unsetenv("MOSAIC_CUDA_POINTWISE");
 }
 #endif
 

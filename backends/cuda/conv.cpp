@@ -1,7 +1,11 @@
 // cuda: Conv forward on cuDNN (1-3 spatial axes, groups, dilations, symmetric pads), then the
 // bias and a fused activation. The algorithm is cuDNN's own search (it times each candidate),
 // run once per geometry in the process and cached; float32 FMA math unless the plan asks for
-// TF32.
+// TF32. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
+// strided-batched cuBLAS product, and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
+// gemm or cudnn decides instead, uncached: the tests run both).
+#include <climits>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -16,11 +20,16 @@ namespace {
 /// more are passed over (cuDNN's search lists them with their memory).
 constexpr size_t kMaxWorkspace = size_t{1} << 30;
 
-/// cuDNN's search result per geometry ("x dims | w dims | pads | strides | dilations | group |
-/// math"), shared by every plan of the process: a model's repeated layers search once.
+/// What one geometry runs as: cuDNN's algorithm, or (pointwise) a cuBLAS product.
+struct Choice {
+  cudnnConvolutionFwdAlgoPerf_t perf{};
+  bool gemm = false;
+};
+/// The choice per geometry ("x dims | w dims | pads | strides | dilations | group | math"),
+/// shared by every plan of the process: a model's repeated layers search once.
 struct AlgoCache {
   std::mutex mu;
-  std::map<std::string, cudnnConvolutionFwdAlgoPerf_t> found;
+  std::map<std::string, Choice> found;
 };
 AlgoCache& algo_cache() {
   static AlgoCache cache;
@@ -71,8 +80,20 @@ class ConvKernel final : public CudaKernel {
       MOSAIC_RETURN_IF_ERROR(check(set_packed(bias_, b_dims), "bias descriptor"));
     }
     MOSAIC_ASSIGN_OR_RETURN(act_, device_activation(*ctx.node, label_));
+    bool pointwise = p_.group == 1;  // the dimensions are cuDNN's ints already
+    int64_t pixels = 1;
+    for (size_t d = 2; d < rank; ++d) {
+      pointwise = pointwise && w_dims[d] == 1 && strides[d - 2] == 1 && pads[d - 2] == 0 && dilations[d - 2] == 1;
+      pixels *= y_dims[d];
+    }
+    if (pointwise && pixels <= INT_MAX) {
+      gemm_.batch = x_dims[0];
+      gemm_.pixels = static_cast<int>(pixels);
+      gemm_.in = x_dims[1];
+      gemm_.out = y_dims[1];
+    }
     MOSAIC_RETURN_IF_ERROR(choose_algorithm(x_dims, w_dims, pads, strides, dilations));
-    return workspace_.resize(algo_.memory);
+    return workspace_.resize(use_gemm_ ? 0 : algo_.memory);
   }
 
   /// The algorithm's workspace, in device memory (the plan reports it under the device).
@@ -80,10 +101,14 @@ class ConvKernel final : public CudaKernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
     float* y = dst[0]->f32();
-    MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionForward(device().cudnn(), &one, x_.get(), src[0]->f32(), filter_.get(),
-                                                         src[1]->f32(), conv_.get(), algo_.algo, workspace_.data(),
-                                                         workspace_.bytes(), &zero, y_.get(), y),
-                                 "cudnnConvolutionForward"));
+    if (use_gemm_) {
+      MOSAIC_RETURN_IF_ERROR(pointwise_product(src[0]->f32(), src[1]->f32(), y));
+    } else {
+      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionForward(device().cudnn(), &one, x_.get(), src[0]->f32(), filter_.get(),
+                                                           src[1]->f32(), conv_.get(), algo_.algo, workspace_.data(),
+                                                           workspace_.bytes(), &zero, y_.get(), y),
+                                   "cudnnConvolutionForward"));
+    }
     if (p_.has_bias && src.size() > 2 && src[2])
       MOSAIC_RETURN_IF_ERROR(check(cudnnAddTensor(device().cudnn(), &one, bias_.get(), src[2]->f32(), &one, y_.get(), y),
                                    "bias"));
@@ -101,8 +126,11 @@ class ConvKernel final : public CudaKernel {
                             "|" + std::to_string(p_.group) + "|" + (tf32_ ? "tf32" : "fma");
     AlgoCache& cache = algo_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
+    const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
+    const std::string force = forced ? forced : "";
     if (auto it = cache.found.find(key); it != cache.found.end()) {
-      algo_ = it->second;
+      algo_ = it->second.perf;
+      use_gemm_ = it->second.gemm;
     } else {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
@@ -119,11 +147,52 @@ class ConvKernel final : public CudaKernel {
         return Status::unsupported(label_ + ": cuDNN has no forward algorithm for this convolution in " +
                                    (tf32_ ? "TF32" : "float32") + " math");
       algo_ = perf[chosen];
-      cache.found[key] = algo_;
+      use_gemm_ = gemm_.batch > 0 && force.empty() && faster_as_product(algo_.time);
+      if (force.empty()) cache.found[key] = Choice{algo_, use_gemm_};
     }
+    if (gemm_.batch > 0 && !force.empty()) use_gemm_ = force == "gemm";
     // In float32 the descriptor stays in FMA math whatever the search reports: cuDNN's default
     // math would let TF32 tensor cores in on Ampere and later.
     return check(cudnnSetConvolutionMathType(conv_.get(), tf32_ ? algo_.mathType : CUDNN_FMA_MATH), "math type");
+  }
+
+  /// Per image y[out, pixels] = w[out, in] x[in, pixels], all images in one strided-batched
+  /// call (cuBLAS reads the row-major matrices as their column-major transposes).
+  Status pointwise_product(const float* x, const float* w, float* y) const {
+    const float one = 1.f, zero = 0.f;
+    const int px = gemm_.pixels, in = static_cast<int>(gemm_.in), out = static_cast<int>(gemm_.out);
+    MOSAIC_RETURN_IF_ERROR(
+        check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "math mode"));
+    return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_N, px, out, in, &one, x, px,
+                                           static_cast<long long>(in) * px, w, in, 0, &zero, y, px,
+                                           static_cast<long long>(out) * px, static_cast<int>(gemm_.batch)),
+                 "cublasSgemmStridedBatched");
+  }
+  /// Whether the pointwise product beats cuDNN's `cudnn_ms` (its search's own time) by 5% or
+  /// more, timed by CUDA events over 3 runs after a warm-up on zeroed scratch of the layer's
+  /// sizes (none to spare on the device: cuDNN).
+  bool faster_as_product(float cudnn_ms) const {
+    DeviceMemory x, w, y;
+    if (!x.resize(static_cast<size_t>(gemm_.batch * gemm_.in) * gemm_.pixels * sizeof(float)).is_ok() ||
+        !w.resize(static_cast<size_t>(gemm_.out * gemm_.in) * sizeof(float)).is_ok() ||
+        !y.resize(static_cast<size_t>(gemm_.batch * gemm_.out) * gemm_.pixels * sizeof(float)).is_ok())
+      return false;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    bool faster = false;
+    if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+      const float* xs = static_cast<const float*>(x.data());
+      const float* ws = static_cast<const float*>(w.data());
+      float* ys = static_cast<float*>(y.data());
+      bool ok = pointwise_product(xs, ws, ys).is_ok() && cudaEventRecord(start, device().stream()) == cudaSuccess;
+      for (int i = 0; i < 3 && ok; ++i) ok = pointwise_product(xs, ws, ys).is_ok();
+      float ms = 0;
+      ok = ok && cudaEventRecord(stop, device().stream()) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+           cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+      faster = ok && ms / 3 < 0.95f * cudnn_ms;
+    }
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    return faster;
   }
 
   ConvParams p_;
@@ -134,6 +203,12 @@ class ConvKernel final : public CudaKernel {
   DeviceMemory workspace_;
   DevUnaryArgs act_;
   bool tf32_ = false;
+  /// A pointwise convolution's product sizes (batch 0: not pointwise), and whether it runs so.
+  struct {
+    int64_t batch = 0, in = 0, out = 0;
+    int pixels = 0;
+  } gemm_;
+  bool use_gemm_ = false;
 };
 
 }  // namespace
