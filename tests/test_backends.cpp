@@ -49,7 +49,8 @@ std::vector<OpCase> cases() {
   conv("conv_valid", {1, 3, 7, 8}, {4, 3, 3, 3}, {{"auto_pad", A::of_string("VALID")}, {"strides", A::of_ints({2, 3})}});
   conv("conv_1d", {2, 3, 17}, {5, 3, 4}, {{"strides", A::of_ints({2})}, {"pads", A::of_ints({1, 2})}});
   conv("conv_big_batch_small_out", {64, 32, 4, 4}, {16, 32, 3, 3}, {});
-  // Maps no larger than the kernel at batch 8 and more (onednn: one dense matrix product):
+  // Maps no larger than the kernel at batch 8 and more (onednn and im2col: one dense matrix
+  // product, backends/common/conv_dense.hpp):
   // padded, strided over a 3x3 map, dilated into the padding without a bias, and 1x1 maps.
   conv("conv_small_map", {8, 6, 2, 2}, {10, 6, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});
   conv("conv_small_map_stride", {9, 4, 3, 3}, {5, 4, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}, {"strides", A::of_ints({2, 2})}});

@@ -357,7 +357,7 @@ TEST(FuseActivation, ABatchOneFullyConnectedLayerAndItsActivationMatchNaive) {
 }
 
 // VGG16-CIFAR's tail at batch 16: a 3x3 convolution from 4x4 to 2x2 maps, two padded 3x3
-// convolutions on the 2x2 maps (onednn: dense matrix products, conv_dense.cpp) reading and
+// convolutions on the 2x2 maps (onednn, im2col: dense matrix products, conv_dense.hpp) reading and
 // writing its NHWC layout between them, and a pool; every backend against naive.
 TEST(FuseActivation, SmallMapConvolutionsInAChainMatchNaive) {
   Graph g;

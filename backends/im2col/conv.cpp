@@ -363,7 +363,12 @@ class ConvKernel final : public Kernel {
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
-  r.kernel("Conv", make_factory<ConvKernel>());
+  // Small maps as one dense matrix product where that applies (conv_dense.cpp), else im2col.
+  r.kernel("Conv", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    MOSAIC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> dense, small_map_conv(ctx));
+    if (dense) return dense;
+    return make_factory<ConvKernel>()(ctx);
+  });
 }
 
 }  // namespace mosaic::im2col_impl

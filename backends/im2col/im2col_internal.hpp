@@ -37,6 +37,10 @@ struct Win2 {
 /// `w` as a 2-d window; 3-d and larger windows are unsupported (the planner falls back).
 Expected<Win2> lift2(const Window& w, const Node& node);
 
+/// conv_dense.cpp: an inference convolution on a map no larger than its kernel, at batch 8 or
+/// more, as one dense matrix product (backends/common/conv_dense.hpp); a null kernel where
+/// that does not apply.
+Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx);
 // The kernel families, each in its own file; register.cpp calls them.
 void add_conv_kernels(BackendRegistration& r);
 void add_pool_kernels(BackendRegistration& r);
