@@ -57,6 +57,8 @@ std::vector<OpCase> cases() {
   conv("conv_small_map_dilated", {8, 3, 2, 3}, {4, 3, 3, 3},
        {{"pads", A::of_ints({2, 1, 2, 1})}, {"dilations", A::of_ints({2, 1})}}, false);
   conv("conv_one_pixel_maps", {12, 5, 1, 1}, {7, 5, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});
+  add("conv_small_map_runtime_bias", make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}}), {{8, 6, 2, 2}, {10, 6, 3, 3}, {10}},
+      {false, true, false});
   // Stride-1 layers whose rows keep the input's width: im2col unfolds them by shifted copies
   // (several images per GEMM; one output row; bands of a large image with asymmetric pads).
   conv("conv_same_chunked", {4, 5, 9, 9}, {6, 5, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});

@@ -39,14 +39,15 @@ class DenseConvKernel final : public Kernel {
       if (has_bias_) {
         bias_tiled_.assign(static_cast<size_t>(n_out_), 0.f);
         bias_ = memory(bias, engine(), bias_tiled_.data());
+        bias_is_constant_ = ctx.constant(2) != nullptr;
+        if (bias_is_constant_) tile_bias(ctx.constant(2)->f32());  // once; a run-time bias per call
       }
       prim_ = dnnl::matmul(pd);
       return Status::ok();
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    if (has_bias_)  // the bias of each output channel, once per output pixel
-      for (int64_t px = 0; px < out_px_; ++px) std::copy(src[2]->f32(), src[2]->f32() + oc_, bias_tiled_.begin() + px * oc_);
+    if (has_bias_ && !bias_is_constant_) tile_bias(src[2]->f32());
     src_.bind_in(src[0]);
     dst_.bind_out(dst[0]);
     a_.set_data_handle(src_.internal.get_data_handle());
@@ -66,8 +67,12 @@ class DenseConvKernel final : public Kernel {
 
  private:
   static memory::dims dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+  /// The bias of each output channel, once per output pixel (the product's columns).
+  void tile_bias(const float* b) {
+    for (int64_t px = 0; px < out_px_; ++px) std::copy(b, b + oc_, bias_tiled_.begin() + px * oc_);
+  }
   int64_t k_ = 0, n_out_ = 0, oc_ = 0, out_px_ = 0;
-  bool has_bias_ = false;
+  bool has_bias_ = false, bias_is_constant_ = false;
   Tensor weights_dense_;  ///< W' [K, N_out], kept only where the primitive reads it as it is
   Staged src_, dst_;
   Weights weights_;
