@@ -5,9 +5,11 @@
 //
 // Where a GPU is present the test process loads the plugin before the parameterised suites
 // are instantiated (as tests/test_torch.cpp does for torch), so BackendOps runs every op case
-// on cuda against naive ("AllOps/BackendOps.EveryCaseMatchesNaive/cuda"); the training suites
-// take the backends that train (test_util.hpp training_backends): cuda's device keeps no
-// gradients yet (Device::zero, accumulate), so training plans refuse it.
+// on cuda against naive ("AllOps/BackendOps.EveryCaseMatchesNaive/cuda"), and the training
+// suites (OptimisedBackward, WholeNetwork, GradcheckBackends) take it among the backends that
+// train (test_util.hpp training_backends: its device keeps gradients, Device::zero and
+// accumulate). The kernels' formulas and indexing are checked on every machine by
+// tests/test_cuda_math.cpp.
 #include <cstdlib>
 
 #include "metrics/compare.hpp"
@@ -89,7 +91,8 @@ TEST_F(CudaBackend, LoadsIntoTheTestProcessAndJoinsTheOpSuitesOnlyWithAGpu) {
   const bool in_ops = std::find(ops.begin(), ops.end(), "cuda") != ops.end();
   EXPECT_EQ(in_ops, cuda_available()) << "BackendOps runs on cuda exactly where a GPU is";
   const auto train = training_backends(true);
-  EXPECT_EQ(std::find(train.begin(), train.end(), "cuda"), train.end()) << "cuda's device keeps no gradients yet";
+  const bool in_train = std::find(train.begin(), train.end(), "cuda") != train.end();
+  EXPECT_EQ(in_train, cuda_available()) << "the training suites run on cuda exactly where a GPU is";
   EXPECT_NE(std::find(train.begin(), train.end(), "naive"), train.end());
 }
 #endif
@@ -145,6 +148,26 @@ TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
   EXPECT_NE(r.out.find("cuda-tf32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check:   tf32 within 1% of naive's float32 outputs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tf32 declined by onednn"), std::string::npos) << r.out;
+}
+
+/// Training on the GPU (`bench --mode training`): the backward kernels of the CNNs' and the
+/// transformer's ops on cuda, the gradients checked against naive's, kept in the device's
+/// memory.
+TEST_F(CudaBackend, OnAGpuTrainingMatchesNaive) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  for (const char* model : {"zoo:fmnist-cnn", "zoo:alexnet-cifar", "zoo:bert-tiny"}) {
+    const std::string json = path(std::string(model).substr(4) + "-train.json");
+    CmdResult r = mosaic(std::string("bench ") + model + " --backends cuda --mode training --batch 4 --no-peaks "
+                         "--iterations 2 --warmup 1 --repeats 1 --json " + json);
+    ASSERT_EQ(r.code, 0) << model << "\n" << r.out;
+    const nlohmann::json run = read_json(json)["runs"][0];
+    EXPECT_TRUE(run["check"]["passed"].get<bool>()) << model << " " << run["check"].dump();
+    int on_cuda = 0;
+    for (const auto& n : run["nodes"]) on_cuda += n["backend"] == "cuda";
+    EXPECT_GT(on_cuda, 0) << model;
+    EXPECT_GT(run["memory"]["devices"]["cuda:0"]["gradient_bytes"].get<int64_t>(), 0) << run["memory"].dump();
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // TF32. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
 // strided-batched cuBLAS product, and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
 // gemm or cudnn decides instead, uncached: the tests run both).
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <map>
@@ -26,14 +27,29 @@ struct Choice {
   bool gemm = false;
 };
 /// The choice per geometry ("x dims | w dims | pads | strides | dilations | group | math"),
-/// shared by every plan of the process: a model's repeated layers search once.
+/// shared by every plan of the process: a model's repeated layers search once; the backward
+/// passes' algorithms likewise (the key adds whether the plan asked for determinism).
 struct AlgoCache {
   std::mutex mu;
   std::map<std::string, Choice> found;
+  std::map<std::string, cudnnConvolutionBwdDataAlgoPerf_t> data;
+  std::map<std::string, cudnnConvolutionBwdFilterAlgoPerf_t> filter;
 };
 AlgoCache& algo_cache() {
   static AlgoCache cache;
   return cache;
+}
+
+/// The fastest of cuDNN's timed candidates (fastest first) that succeeded, fits kMaxWorkspace,
+/// computes in the math asked for (no tensor-op math in float32) and, where asked, gives the
+/// same bits every run; -1 where none does.
+template <class Perf>
+int pick(const Perf* perf, int returned, bool tf32, bool deterministic) {
+  for (int i = 0; i < returned; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace &&
+        (tf32 || perf[i].mathType != CUDNN_TENSOR_OP_MATH) && (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
+      return i;
+  return -1;
 }
 
 std::string join(const std::vector<int>& v) {
@@ -92,8 +108,16 @@ class ConvKernel final : public CudaKernel {
       gemm_.in = x_dims[1];
       gemm_.out = y_dims[1];
     }
-    MOSAIC_RETURN_IF_ERROR(choose_algorithm(x_dims, w_dims, pads, strides, dilations));
-    return workspace_.resize(use_gemm_ ? 0 : algo_.memory);
+    key_ = join(x_dims) + "|" + join(w_dims) + "|" + join(pads) + "|" + join(strides) + "|" + join(dilations) + "|" +
+           std::to_string(p_.group) + "|" + (tf32_ ? "tf32" : "fma");
+    MOSAIC_RETURN_IF_ERROR(choose_algorithm());
+    size_t workspace = use_gemm_ ? 0 : algo_.memory;
+    if (ctx.training) {
+      MOSAIC_RETURN_IF_ERROR(choose_backward_algorithms(ctx.deterministic));
+      workspace = std::max({workspace, data_algo_.memory, filter_algo_.memory});
+      training_ = true;
+    }
+    return workspace_.resize(workspace);
   }
 
   /// The algorithm's workspace, in device memory (the plan reports it under the device).
@@ -117,13 +141,42 @@ class ConvKernel final : public CudaKernel {
     return Status::ok();
   }
 
+  /// Built for training (the backward algorithms chosen), without a fused activation.
+  bool has_backward() const override { return training_ && act_.op == DevUnary::kNone; }
+  bool backward_reads_input(size_t i) const override { return i < 2; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// dx by cudnnConvolutionBackwardData, dw by cudnnConvolutionBackwardFilter, the bias's by
+  /// cudnnConvolutionBackwardBias (dy summed per output channel).
+  Status backward(const BackwardArgs& a) override {
+    const float one = 1.f, zero = 0.f;
+    const float* dy = a.diff_dst[0]->f32();
+    const cudnnHandle_t h = device().cudnn();
+    if (float* dx = grad_of(a, 0)) {
+      MOSAIC_RETURN_IF_ERROR(set_math(data_algo_.mathType));
+      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionBackwardData(h, &one, filter_.get(), a.src[1]->f32(), y_.get(), dy,
+                                                                conv_.get(), data_algo_.algo, workspace_.data(),
+                                                                workspace_.bytes(), &zero, x_.get(), dx),
+                                   "cudnnConvolutionBackwardData"));
+    }
+    if (float* dw = grad_of(a, 1)) {
+      MOSAIC_RETURN_IF_ERROR(set_math(filter_algo_.mathType));
+      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionBackwardFilter(h, &one, x_.get(), a.src[0]->f32(), y_.get(), dy,
+                                                                  conv_.get(), filter_algo_.algo, workspace_.data(),
+                                                                  workspace_.bytes(), &zero, filter_.get(), dw),
+                                   "cudnnConvolutionBackwardFilter"));
+    }
+    MOSAIC_RETURN_IF_ERROR(set_math(algo_.mathType));
+    if (float* db = grad_of(a, 2))
+      MOSAIC_RETURN_IF_ERROR(
+          check(cudnnConvolutionBackwardBias(h, &one, y_.get(), dy, &zero, bias_.get(), db), "cudnnConvolutionBackwardBias"));
+    return Status::ok();
+  }
+
  private:
   /// cuDNN's fastest algorithm for this geometry that succeeds in the math asked for and needs
   /// at most kMaxWorkspace bytes, searched once per geometry in the process.
-  Status choose_algorithm(const std::vector<int>& x, const std::vector<int>& w, const std::vector<int>& pads,
-                          const std::vector<int>& strides, const std::vector<int>& dilations) {
-    const std::string key = join(x) + "|" + join(w) + "|" + join(pads) + "|" + join(strides) + "|" + join(dilations) +
-                            "|" + std::to_string(p_.group) + "|" + (tf32_ ? "tf32" : "fma");
+  Status choose_algorithm() {
+    const std::string& key = key_;
     AlgoCache& cache = algo_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
@@ -138,11 +191,7 @@ class ConvKernel final : public CudaKernel {
                                                                         conv_.get(), y_.get(),
                                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
                                    "cudnnFindConvolutionForwardAlgorithm"));
-      int chosen = -1;
-      for (int i = 0; i < returned && chosen < 0; ++i)  // fastest first
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace &&
-            (tf32_ || perf[i].mathType != CUDNN_TENSOR_OP_MATH))
-          chosen = i;
+      const int chosen = pick(perf, returned, tf32_, false);
       if (chosen < 0)
         return Status::unsupported(label_ + ": cuDNN has no forward algorithm for this convolution in " +
                                    (tf32_ ? "TF32" : "float32") + " math");
@@ -151,9 +200,55 @@ class ConvKernel final : public CudaKernel {
       if (force.empty()) cache.found[key] = Choice{algo_, use_gemm_};
     }
     if (gemm_.batch > 0 && !force.empty()) use_gemm_ = force == "gemm";
-    // In float32 the descriptor stays in FMA math whatever the search reports: cuDNN's default
-    // math would let TF32 tensor cores in on Ampere and later.
-    return check(cudnnSetConvolutionMathType(conv_.get(), tf32_ ? algo_.mathType : CUDNN_FMA_MATH), "math type");
+    return set_math(algo_.mathType);
+  }
+  /// In float32 the descriptor stays in FMA math whatever a search reports: cuDNN's default
+  /// math would let TF32 tensor cores in on Ampere and later. In TF32 it takes each
+  /// algorithm's own (set before each call: forward and backward algorithms may differ).
+  Status set_math(cudnnMathType_t algorithm_math) const {
+    return check(cudnnSetConvolutionMathType(conv_.get(), tf32_ ? algorithm_math : CUDNN_FMA_MATH), "math type");
+  }
+
+  /// The backward passes' algorithms (data: dx from dy and w; filter: dw from x and dy), by
+  /// cuDNN's timed search as forward's, deterministic ones only where the plan asks.
+  Status choose_backward_algorithms(bool deterministic) {
+    const std::string key = key_ + (deterministic ? "|det" : "");
+    AlgoCache& cache = algo_cache();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    MOSAIC_RETURN_IF_ERROR(search<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        cache.data, key, deterministic, "backward-data", &data_algo_,
+        [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+          return cudnnFindConvolutionBackwardDataAlgorithm(device().cudnn(), filter_.get(), y_.get(), conv_.get(),
+                                                          x_.get(), n, returned, perf);
+        }));
+    MOSAIC_RETURN_IF_ERROR(search<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        cache.filter, key, deterministic, "backward-filter", &filter_algo_,
+        [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+          return cudnnFindConvolutionBackwardFilterAlgorithm(device().cudnn(), x_.get(), y_.get(), conv_.get(),
+                                                            filter_.get(), n, returned, perf);
+        }));
+    return set_math(algo_.mathType);
+  }
+  /// One backward pass's algorithm: the cached one for `key`, else `find`'s (cuDNN's timed
+  /// search over its `Count` algorithms) fastest fitting one, cached. The caller holds the
+  /// cache's lock.
+  template <int Count, class Perf, class Find>
+  Status search(std::map<std::string, Perf>& found, const std::string& key, bool deterministic, const char* pass,
+                Perf* out, Find find) const {
+    if (auto it = found.find(key); it != found.end()) {
+      *out = it->second;
+      return Status::ok();
+    }
+    Perf perf[Count];
+    int returned = 0;
+    MOSAIC_RETURN_IF_ERROR(set_math(CUDNN_DEFAULT_MATH));
+    MOSAIC_RETURN_IF_ERROR(check(find(Count, &returned, perf), "cuDNN's algorithm search"));
+    const int chosen = pick(perf, returned, tf32_, deterministic);
+    if (chosen < 0)
+      return Status::unsupported(label_ + ": cuDNN has no " + pass + " algorithm for this convolution in " +
+                                 (tf32_ ? "TF32" : "float32") + (deterministic ? " math, deterministic" : " math"));
+    *out = found[key] = perf[chosen];
+    return Status::ok();
   }
 
   /// Per image y[out, pixels] = w[out, in] x[in, pixels], all images in one strided-batched
@@ -200,6 +295,10 @@ class ConvKernel final : public CudaKernel {
   FilterDesc filter_;
   ConvDesc conv_;
   cudnnConvolutionFwdAlgoPerf_t algo_{};
+  cudnnConvolutionBwdDataAlgoPerf_t data_algo_{};
+  cudnnConvolutionBwdFilterAlgoPerf_t filter_algo_{};
+  bool training_ = false;
+  std::string key_;  // the geometry, the algorithm caches' key
   DeviceMemory workspace_;
   DevUnaryArgs act_;
   bool tf32_ = false;

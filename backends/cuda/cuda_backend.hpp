@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/device_math.hpp"
 #include "core/kernel.hpp"
 
 namespace mosaic::cuda_backend {
@@ -46,6 +47,11 @@ class CudaDevice final : public Device {
   std::vector<std::pair<std::string, double>> sample() override;
   bool pin(void* host, size_t bytes) override;
   void unpin(void* host) noexcept override;
+  /// Training plans keep gradients here: cudaMemsetAsync and an addition kernel, queued on
+  /// the stream.
+  Status zero(void* device_dst, size_t bytes) override;
+  Status accumulate(float* device_dst, const float* device_src, int64_t n) override;
+  bool trains() const override { return true; }
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();
@@ -95,38 +101,41 @@ class CudaKernel : public Kernel {
   Status check(cublasStatus_t s, const char* what) const;
   Status check(cudnnStatus_t s, const char* what) const;
   CudaDevice& device() const { return *CudaDevice::instance(); }
+  /// The gradient backward must write for input i (device memory), nullptr where none is asked.
+  static float* grad_of(const BackwardArgs& a, size_t i) {
+    return i < a.diff_src.size() && a.diff_src[i] ? a.diff_src[i]->f32() : nullptr;
+  }
+  /// Queues zeroing the gradients asked for of inputs `first` .. the last (inputs the output
+  /// does not depend on: a training BatchNormalization's running statistics).
+  Status zero_grads_from(const BackwardArgs& a, size_t first) const;
   std::string label_;
 };
 
 // ---- element-wise launchers (eltwise.cu); each queues one kernel on `stream` ----
 
-/// The element-wise functions the device computes, with their parameters (operators/eltwise.hpp's
-/// UnaryArgs). kNone: the identity (no fused activation).
-enum class DevUnary : int {
-  kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kExp, kLog, kSqrt, kErf, kNeg, kAbs, kReciprocal,
-  kSoftplus, kSoftsign, kElu, kSelu, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kSin, kCos
-};
-struct DevUnaryArgs {
-  DevUnary op = DevUnary::kNone;
-  float alpha = 0, beta = 0, gamma = 0, lo = 0, hi = 0;
-};
 /// y[i] = f(x[i]) for i < n (x and y may be the same).
 cudaError_t launch_unary(cudaStream_t stream, const DevUnaryArgs& f, const float* x, float* y, int64_t n);
 
-/// Shapes of a broadcast binary op, right-aligned to `rank` <= 6 dimensions: the output's,
-/// and each operand's strides (0 along the dimensions it is broadcast over).
-struct Broadcast {
-  int rank = 0;
-  int64_t dims[6] = {};
-  int64_t a_strides[6] = {}, b_strides[6] = {};
-};
-enum class DevBinary : int { kAdd, kSub, kMul, kDiv };
 /// y = a OP b over `n` output elements, then `f` applied.
 cudaError_t launch_binary(cudaStream_t stream, DevBinary op, const Broadcast& shape, const float* a, const float* b,
                           float* y, int64_t n, const DevUnaryArgs& f);
 /// y[m, n] = c broadcast: c[i * row_stride + j * col_stride].
 cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t row_stride, int64_t col_stride, float* y,
                                   int64_t m, int64_t n);
+
+// ---- gradients (eltwise.cu) ----
+
+/// dx[i] = dy[i] * f'(x[i], y[i]) for i < n; x or y may be nullptr where f' does not read it
+/// (dev_derivative_reads_input/output).
+cudaError_t launch_unary_backward(cudaStream_t stream, const DevUnaryArgs& f, const float* x, const float* y,
+                                  const float* dy, float* dx, int64_t n);
+/// out[o] = scale * sum over r < g.count of grad_reduce_term(op, which, g, o, r, ...) for
+/// o < g.elements: an operand's gradient summed over the dimensions it was broadcast along (a
+/// block of threads per element where there are many terms, a thread per element where few).
+cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, const GradReduce& g, const float* dy,
+                               const float* a, const float* b, float* out, float scale);
+/// dst[i] += src[i] for i < n (a gradient's contributions added where it lives).
+cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n);
 
 // ---- data movement and reductions (movement.cu) ----
 
@@ -143,24 +152,27 @@ struct AxisGather {
 cudaError_t launch_axis_gather(cudaStream_t stream, const AxisGather& g, const float* x, float* y, int64_t n, float fill,
                                const float* fill_device);
 
-/// The reductions of operators/reduce.hpp the device computes, in their rows' order.
-enum class DevReduce : int { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
-/// Output element o (over the kept axes, `out_dims`, with `kept_strides` into the input)
-/// reduces the `count` input elements of the reduced axes (`red_dims`, `red_strides`), in
-/// double precision.
-struct ReduceGeometry {
-  int kept_rank = 0, red_rank = 0;
-  int64_t out_dims[8] = {}, kept_strides[8] = {};
-  int64_t red_dims[8] = {}, red_strides[8] = {};
-  int64_t count = 1;
-};
 cudaError_t launch_reduce(cudaStream_t stream, DevReduce op, const ReduceGeometry& g, const float* x, float* y,
                           int64_t n_out);
+/// dx[i] = axis_scatter_at(s, i, dy) for i < n: Pad's and Slice's backward.
+cudaError_t launch_axis_scatter(cudaStream_t stream, const AxisScatter& s, const float* dy, float* dx, int64_t n);
+/// A reduction's backward over its n_in input elements (`back` maps each to its output);
+/// `stats` is device scratch of 2 * n_out doubles where the rule reads the group
+/// (dev_reduce_stats: Max, Min, Prod), else nullptr; x and y may be nullptr where the rule
+/// reads neither (Sum, Mean).
+cudaError_t launch_reduce_backward(cudaStream_t stream, DevReduce op, const ReduceGeometry& g, const ReduceBack& back,
+                                   const float* x, const float* y, const float* dy, double* stats, float* dx,
+                                   int64_t n_in, int64_t n_out);
 
 /// LayerNormalization of `rows` rows of `cols` elements (layer_norm.cu): each row's mean and
 /// variance (two passes), then y = (x - mean) / sqrt(var + epsilon) * scale[j] (+ bias[j]
 /// where bias is not nullptr).
 cudaError_t launch_layer_norm(cudaStream_t stream, const float* x, const float* scale, const float* bias, float* y,
                               int64_t rows, int64_t cols, float epsilon);
+/// Its gradients: dx (rows x cols), dscale and dbias (cols), each nullptr where not asked for;
+/// `stats` is device scratch of 2 * rows floats (each row's mean and inverse deviation).
+cudaError_t launch_layer_norm_backward(cudaStream_t stream, const float* x, const float* scale, const float* dy,
+                                       float* dx, float* dscale, float* dbias, float* stats, int64_t rows, int64_t cols,
+                                       float epsilon);
 
 }  // namespace mosaic::cuda_backend

@@ -6,13 +6,12 @@
 #include <string>
 
 #include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/device_unary.hpp"
 #include "backends/plugin.hpp"
 #include "operators/eltwise.hpp"
 
 namespace mosaic::cuda_backend {
 
-/// The device form of element-wise op `op` with its arguments; nullopt where it has none.
-std::optional<DevUnaryArgs> device_unary(UnaryOp op, const UnaryArgs& args);
 /// The device form of a node's fused activation (the fusion pass), kNone without one, or
 /// kUnsupported naming the activation the device lacks.
 Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& label);

@@ -114,6 +114,17 @@ Status CudaDevice::synchronize() {
   return e == cudaSuccess ? Status::ok() : Status::internal("cuda:0: " + cuda_error(e));
 }
 
+Status CudaDevice::zero(void* device_dst, size_t bytes) {
+  const cudaError_t e = cudaMemsetAsync(device_dst, 0, bytes, stream_);
+  return e == cudaSuccess ? Status::ok() : Status::internal("cuda:0: zeroing " + std::to_string(bytes) + " bytes: " + cuda_error(e));
+}
+
+Status CudaDevice::accumulate(float* device_dst, const float* device_src, int64_t n) {
+  const cudaError_t e = launch_accumulate(stream_, device_dst, device_src, n);
+  return e == cudaSuccess ? Status::ok()
+                          : Status::internal("cuda:0: adding " + std::to_string(n) + " gradient elements: " + cuda_error(e));
+}
+
 bool CudaDevice::timing(size_t markers) {
   if (!ensure_ready().is_ok()) return false;
   std::lock_guard<std::mutex> lock(events_mu_);
@@ -275,6 +286,14 @@ Status CudaKernel::check(cublasStatus_t s, const char* what) const {
 
 Status CudaKernel::check(cudnnStatus_t s, const char* what) const {
   return s == CUDNN_STATUS_SUCCESS ? Status::ok() : Status::internal(label_ + ": " + what + ": " + cudnn_error(s));
+}
+
+Status CudaKernel::zero_grads_from(const BackwardArgs& a, size_t first) const {
+  for (size_t i = first; i < a.diff_src.size(); ++i)
+    if (a.diff_src[i]) MOSAIC_RETURN_IF_ERROR(check(cudaMemsetAsync(a.diff_src[i]->data(), 0, a.diff_src[i]->bytes(),
+                                                                    device().stream()),
+                                                    "zeroing a gradient"));
+  return Status::ok();
 }
 
 }  // namespace mosaic::cuda_backend

@@ -6,40 +6,6 @@
 
 namespace mosaic::cuda_backend {
 
-std::optional<DevUnaryArgs> device_unary(UnaryOp op, const UnaryArgs& a) {
-  DevUnaryArgs d;
-  d.alpha = static_cast<float>(a.alpha);
-  d.beta = static_cast<float>(a.beta);
-  d.gamma = static_cast<float>(a.gamma);
-  d.lo = static_cast<float>(a.lo);
-  d.hi = static_cast<float>(a.hi);
-  switch (op) {
-    case UnaryOp::kRelu: d.op = DevUnary::kRelu; break;
-    case UnaryOp::kLeakyRelu: d.op = DevUnary::kLeakyRelu; break;
-    case UnaryOp::kSigmoid: d.op = DevUnary::kSigmoid; break;
-    case UnaryOp::kTanh: d.op = DevUnary::kTanh; break;
-    case UnaryOp::kClip: d.op = DevUnary::kClip; break;
-    case UnaryOp::kExp: d.op = DevUnary::kExp; break;
-    case UnaryOp::kLog: d.op = DevUnary::kLog; break;
-    case UnaryOp::kSqrt: d.op = DevUnary::kSqrt; break;
-    case UnaryOp::kErf: d.op = DevUnary::kErf; break;
-    case UnaryOp::kNeg: d.op = DevUnary::kNeg; break;
-    case UnaryOp::kAbs: d.op = DevUnary::kAbs; break;
-    case UnaryOp::kReciprocal: d.op = DevUnary::kReciprocal; break;
-    case UnaryOp::kSoftplus: d.op = DevUnary::kSoftplus; break;
-    case UnaryOp::kSoftsign: d.op = DevUnary::kSoftsign; break;
-    case UnaryOp::kElu: d.op = DevUnary::kElu; break;
-    case UnaryOp::kSelu: d.op = DevUnary::kSelu; break;
-    case UnaryOp::kHardSigmoid: d.op = DevUnary::kHardSigmoid; break;
-    case UnaryOp::kHardSwish: d.op = DevUnary::kHardSwish; break;
-    case UnaryOp::kGelu: d.op = a.tanh ? DevUnary::kGeluTanh : DevUnary::kGelu; break;
-    case UnaryOp::kSin: d.op = DevUnary::kSin; break;
-    case UnaryOp::kCos: d.op = DevUnary::kCos; break;
-    default: return std::nullopt;
-  }
-  return d;
-}
-
 Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& label) {
   const Activation act = fused_activation(node);
   if (!act.active()) return DevUnaryArgs{};
@@ -78,6 +44,18 @@ class UnaryKernel final : public CudaKernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     return check(launch_unary(device().stream(), f_, src[0]->f32(), dst[0]->f32(), dst[0]->numel()), "launch");
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t i) const override { return i == 0 && dev_derivative_reads_input(f_.op); }
+  bool backward_reads_output(size_t) const override { return dev_derivative_reads_output(f_.op); }
+  /// dx = dy f'(x, y); Clip's bounds (constants) get none.
+  Status backward(const BackwardArgs& a) override {
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    const float* x = dev_derivative_reads_input(f_.op) ? a.src[0]->f32() : nullptr;
+    const float* y = dev_derivative_reads_output(f_.op) ? a.dst[0]->f32() : nullptr;
+    return check(launch_unary_backward(device().stream(), f_, x, y, a.diff_dst[0]->f32(), dx, a.diff_src[0]->numel()),
+                 "backward");
+  }
 
  private:
   DevUnaryArgs f_;
@@ -91,11 +69,8 @@ class BinaryKernel final : public CudaKernel {
     op_ = t == "Add" ? DevBinary::kAdd : t == "Sub" ? DevBinary::kSub : t == "Mul" ? DevBinary::kMul : DevBinary::kDiv;
     const Shape& out = ctx.outputs[0].shape;
     if (out.size() > 6) return Status::unsupported(label_ + ": the cuda backend broadcasts up to 6 dimensions");
-    shape_.rank = static_cast<int>(out.size());
-    for (size_t d = 0; d < out.size(); ++d) shape_.dims[d] = out[d];
-    strides(ctx.inputs[0].shape, shape_.a_strides);
-    strides(ctx.inputs[1].shape, shape_.b_strides);
-    collapse();
+    shape_ = make_broadcast(ctx.inputs[0].shape, ctx.inputs[1].shape, out);
+    for (int which = 0; which < 2; ++which) grads_[which] = make_grad_reduce(shape_, which);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -103,41 +78,26 @@ class BinaryKernel final : public CudaKernel {
                                dst[0]->numel(), DevUnaryArgs{}),
                  "launch");
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return dev_binary_grad_reads_operands(op_); }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// Each operand's gradient, summed over the dimensions it was broadcast along.
+  Status backward(const BackwardArgs& a) override {
+    const bool reads = dev_binary_grad_reads_operands(op_);
+    const float* x0 = reads ? a.src[0]->f32() : nullptr;
+    const float* x1 = reads ? a.src[1]->f32() : nullptr;
+    for (int which = 0; which < 2; ++which)
+      if (float* d = grad_of(a, static_cast<size_t>(which)))
+        MOSAIC_RETURN_IF_ERROR(check(launch_grad_reduce(device().stream(), op_, which, grads_[which],
+                                                        a.diff_dst[0]->f32(), x0, x1, d, 1.f),
+                                     which == 0 ? "backward (a)" : "backward (b)"));
+    return Status::ok();
+  }
 
  private:
-  /// Right-aligned strides of `in` over the output's dimensions, 0 where it is broadcast.
-  void strides(const Shape& in, int64_t* out) const {
-    int64_t step = 1;
-    for (int d = shape_.rank - 1, i = static_cast<int>(in.size()) - 1; d >= 0; --d, --i) {
-      const int64_t dim = i >= 0 ? in[i] : 1;
-      out[d] = dim == 1 ? 0 : step;
-      step *= dim;
-    }
-  }
-  /// Drops dimensions of size 1 and merges each dimension into the one outside it where both
-  /// operands step over the pair as over one dimension: operands of the output's shape become
-  /// one contiguous run (the kernel's vectorised path), a broadcast keeps only the dimensions
-  /// its indexing needs.
-  void collapse() {
-    Broadcast c;
-    for (int d = 0; d < shape_.rank; ++d) {
-      const int64_t n = shape_.dims[d], a = shape_.a_strides[d], b = shape_.b_strides[d];
-      if (n == 1) continue;
-      if (c.rank > 0 && c.a_strides[c.rank - 1] == a * n && c.b_strides[c.rank - 1] == b * n) {
-        c.dims[c.rank - 1] *= n;
-        c.a_strides[c.rank - 1] = a;
-        c.b_strides[c.rank - 1] = b;
-      } else {
-        c.dims[c.rank] = n;
-        c.a_strides[c.rank] = a;
-        c.b_strides[c.rank] = b;
-        ++c.rank;
-      }
-    }
-    shape_ = c;
-  }
   DevBinary op_ = DevBinary::kAdd;
   Broadcast shape_;
+  GradReduce grads_[2];  // each operand's gradient sum
 };
 
 /// Reshape, Flatten, Squeeze, Unsqueeze, Identity: the output is the input's bytes (a view
@@ -147,6 +107,10 @@ class ViewKernel final : public Kernel {
   Status init(const KernelContext&) { return Status::ok(); }
   bool aliases_input() const override { return true; }
   Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>&) override { return Status::ok(); }
+  /// The executor adds the output's gradient into the input's itself (Device::accumulate).
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
 };
 
 }  // namespace

@@ -10,35 +10,7 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-__device__ float apply(const DevUnaryArgs& f, float x) {
-  switch (f.op) {
-    case DevUnary::kNone: return x;
-    case DevUnary::kRelu: return x > 0.f ? x : 0.f;
-    case DevUnary::kLeakyRelu: return x >= 0.f ? x : f.alpha * x;
-    case DevUnary::kSigmoid: return 1.f / (1.f + expf(-x));
-    case DevUnary::kTanh: return tanhf(x);
-    case DevUnary::kClip: return fminf(fmaxf(x, f.lo), f.hi);
-    case DevUnary::kExp: return expf(x);
-    case DevUnary::kLog: return logf(x);
-    case DevUnary::kSqrt: return sqrtf(x);
-    case DevUnary::kErf: return erff(x);
-    case DevUnary::kNeg: return -x;
-    case DevUnary::kAbs: return fabsf(x);
-    case DevUnary::kReciprocal: return 1.f / x;
-    case DevUnary::kSoftplus: return x > 20.f ? x : log1pf(expf(x));
-    case DevUnary::kSoftsign: return x / (1.f + fabsf(x));
-    case DevUnary::kElu: return x > 0.f ? x : f.alpha * expm1f(x);
-    case DevUnary::kSelu: return f.gamma * (x > 0.f ? x : f.alpha * expm1f(x));
-    case DevUnary::kHardSigmoid: return fmaxf(0.f, fminf(1.f, f.alpha * x + f.beta));
-    case DevUnary::kHardSwish: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
-    case DevUnary::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case DevUnary::kGeluTanh:
-      return 0.5f * x * (1.f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
-    case DevUnary::kSin: return sinf(x);
-    case DevUnary::kCos: return cosf(x);
-  }
-  return x;
-}
+__device__ float apply(const DevUnaryArgs& f, float x) { return dev_apply(f, x); }
 
 /// Four elements a thread at a time through 16-byte loads where x and y are 16-byte aligned
 /// (n4 = n / 4 such groups, else 0), then the rest one at a time: the loop a memory-bound
@@ -57,15 +29,7 @@ __global__ void unary_kernel(DevUnaryArgs f, const float* x, float* y, int64_t n
   for (int64_t i = 4 * n4 + first; i < n; i += stride) y[i] = apply(f, x[i]);
 }
 
-__device__ float combine(DevBinary op, float u, float v) {
-  switch (op) {
-    case DevBinary::kAdd: return u + v;
-    case DevBinary::kSub: return u - v;
-    case DevBinary::kMul: return u * v;
-    case DevBinary::kDiv: return u / v;
-  }
-  return 0.f;
-}
+__device__ float combine(DevBinary op, float u, float v) { return dev_combine(op, u, v); }
 
 /// Operands of the output's shape (nothing broadcast): unary_kernel's loop over two inputs.
 __global__ void binary_same_kernel(DevBinary op, const float* a, const float* b, float* y, int64_t n, int64_t n4,
@@ -103,6 +67,49 @@ __global__ void broadcast_rows_kernel(const float* c, int64_t row_stride, int64_
     y[i] = c[(i / n) * row_stride + (i % n) * col_stride];
 }
 
+__global__ void unary_backward_kernel(DevUnaryArgs f, const float* x, const float* y, const float* dy, float* dx,
+                                      int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dx[i] = dy[i] * dev_derivative(f, x ? x[i] : 0.f, y ? y[i] : 0.f);
+}
+
+/// Few terms per element: a thread sums an element's terms.
+__global__ void grad_reduce_thread_kernel(DevBinary op, int which, GradReduce g, const float* dy, const float* a,
+                                          const float* b, float* out, float scale) {
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < g.elements;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0.f;
+    for (int64_t r = 0; r < g.count; ++r) sum += grad_reduce_term(op, which, g, o, r, dy, a, b);
+    out[o] = scale * sum;
+  }
+}
+
+/// Many terms per element: a block sums an element's terms (each thread a strided share, then
+/// a tree in shared memory), blocks striding over the elements.
+__global__ void grad_reduce_block_kernel(DevBinary op, int which, GradReduce g, const float* dy, const float* a,
+                                         const float* b, float* out, float scale) {
+  __shared__ float partial[kThreads];
+  for (int64_t o = blockIdx.x; o < g.elements; o += gridDim.x) {
+    float sum = 0.f;
+    for (int64_t r = threadIdx.x; r < g.count; r += blockDim.x) sum += grad_reduce_term(op, which, g, o, r, dy, a, b);
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[o] = scale * partial[0];
+    __syncthreads();  // partial[] is reused by the next element
+  }
+}
+
+__global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] += src[i];
+}
+
 }  // namespace
 
 cudaError_t launch_unary(cudaStream_t stream, const DevUnaryArgs& f, const float* x, float* y, int64_t n) {
@@ -128,6 +135,31 @@ cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t r
                                   int64_t m, int64_t n) {
   if (m <= 0 || n <= 0) return cudaSuccess;
   broadcast_rows_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(c, row_stride, col_stride, y, m, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_unary_backward(cudaStream_t stream, const DevUnaryArgs& f, const float* x, const float* y,
+                                  const float* dy, float* dx, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(f, x, y, dy, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, const GradReduce& g, const float* dy,
+                               const float* a, const float* b, float* out, float scale) {
+  if (g.elements <= 0) return cudaSuccess;
+  if (g.count < 64) {
+    grad_reduce_thread_kernel<<<blocks_for(g.elements), kThreads, 0, stream>>>(op, which, g, dy, a, b, out, scale);
+  } else {
+    const int64_t blocks = g.elements < 65535 * 16 ? g.elements : 65535 * 16;
+    grad_reduce_block_kernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(op, which, g, dy, a, b, out, scale);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
   return cudaGetLastError();
 }
 

@@ -28,6 +28,19 @@ Expected<std::pair<int64_t, int64_t>> bias_strides(const Shape& c, int64_t m, in
   return std::make_pair(s[0] == 1 ? int64_t{0} : s[1], s[1] == 1 ? int64_t{0} : int64_t{1});
 }
 
+/// Z[r, c] = alpha op(P) op(Q) + beta Z for row-major matrices, `batch` of them `sp`, `sq`
+/// and `sz` floats apart (a stride of 0 shares one matrix): P is stored [r, inner] ([inner, r]
+/// where tp), Q [inner, c] ([c, inner] where tq). cuBLAS computes the column-major transpose
+/// Z^T = op(Q)^T op(P)^T.
+cublasStatus_t row_major_gemm(cublasHandle_t h, bool tp, bool tq, int r, int c, int inner, float alpha, const float* P,
+                              long long sp, const float* Q, long long sq, float beta, float* Z, long long sz,
+                              int batch) {
+  const cublasOperation_t op_q = tq ? CUBLAS_OP_T : CUBLAS_OP_N, op_p = tp ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ldq = tq ? inner : c, ldp = tp ? r : inner;
+  if (batch == 1) return cublasSgemm(h, op_q, op_p, c, r, inner, &alpha, Q, ldq, P, ldp, &beta, Z, c);
+  return cublasSgemmStridedBatched(h, op_q, op_p, c, r, inner, &alpha, Q, ldq, sq, P, ldp, sp, &beta, Z, c, sz, batch);
+}
+
 class GemmKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -59,6 +72,40 @@ class GemmKernel final : public CudaKernel {
         "cublasSgemm"));
     if (act_.op != DevUnary::kNone)
       MOSAIC_RETURN_IF_ERROR(check(launch_unary(stream, act_, y, y, p_.m * p_.n), "activation"));
+    return Status::ok();
+  }
+  /// Training plans do not fuse activations; a fused one has no backward here.
+  bool has_backward() const override { return act_.op == DevUnary::kNone; }
+  bool backward_reads_input(size_t i) const override { return i < 2; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// Y = alpha op(A) op(B) + beta C: dA = alpha dY op(B)^T (transposed back where trans_a),
+  /// dB = alpha op(A)^T dY (likewise), dC = beta dY summed over C's broadcast dimensions.
+  Status backward(const BackwardArgs& a) override {
+    const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    const float* A = a.src[0]->f32();
+    const float* B = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    const cublasHandle_t h = device().cublas();
+    MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(h, math_), "math mode"));
+    if (float* dA = grad_of(a, 0))
+      MOSAIC_RETURN_IF_ERROR(check(p_.trans_a ? row_major_gemm(h, p_.trans_b, true, k, m, n, p_.alpha, B, 0, dy, 0, 0.f, dA, 0, 1)
+                                              : row_major_gemm(h, false, !p_.trans_b, m, k, n, p_.alpha, dy, 0, B, 0, 0.f, dA, 0, 1),
+                                   "cublasSgemm (dA)"));
+    if (float* dB = grad_of(a, 1))
+      MOSAIC_RETURN_IF_ERROR(check(p_.trans_b ? row_major_gemm(h, true, p_.trans_a, n, k, m, p_.alpha, dy, 0, A, 0, 0.f, dB, 0, 1)
+                                              : row_major_gemm(h, !p_.trans_a, false, k, n, m, p_.alpha, A, 0, dy, 0, 0.f, dB, 0, 1),
+                                   "cublasSgemm (dB)"));
+    if (float* dC = grad_of(a, 2)) {
+      Broadcast c;
+      c.rank = 2;
+      c.dims[0] = p_.m;
+      c.dims[1] = p_.n;
+      c.a_strides[0] = c_strides_.first;
+      c.a_strides[1] = c_strides_.second;
+      MOSAIC_RETURN_IF_ERROR(check(launch_grad_reduce(device().stream(), DevBinary::kAdd, 0, make_grad_reduce(c, 0), dy,
+                                                      nullptr, nullptr, dC, p_.beta),
+                                   "dC"));
+    }
     return Status::ok();
   }
 
@@ -94,6 +141,50 @@ class MatMulKernel final : public CudaKernel {
                                            b_stride_, src[0]->f32(), k, a_stride_, &zero, dst[0]->f32(), n, p_.m * p_.n,
                                            static_cast<int>(batch_)),
                  "cublasSgemmStridedBatched");
+  }
+  bool has_backward() const override { return true; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// dA[b] = dY[b] B[b]^T, dB[b] = A[b]^T dY[b]; an operand shared by the batch (stride 0)
+  /// gets the sum over it: one product over the stacked rows where the other operand is
+  /// batched and packed (a shared weight: dB = A_rows^T dY_rows), else one product per
+  /// batch added up.
+  Status backward(const BackwardArgs& a) override {
+    const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    const int batch = static_cast<int>(batch_);
+    const float* A = a.src[0]->f32();
+    const float* B = a.src[1]->f32();
+    const float* dy = a.diff_dst[0]->f32();
+    const long long y_stride = p_.m * p_.n;
+    const cublasHandle_t h = device().cublas();
+    MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(h, math_), "math mode"));
+    if (float* dA = grad_of(a, 0)) {
+      if (a_stride_ != 0 || batch == 1) {
+        MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, false, true, m, k, n, 1.f, dy, y_stride, B, b_stride_, 0.f, dA,
+                                                    a_stride_, batch),
+                                     "cuBLAS (dA)"));
+      } else {
+        for (int i = 0; i < batch; ++i)
+          MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, false, true, m, k, n, 1.f, dy + i * y_stride, 0,
+                                                      B + i * b_stride_, 0, i == 0 ? 0.f : 1.f, dA, 0, 1),
+                                       "cuBLAS (dA)"));
+      }
+    }
+    if (float* dB = grad_of(a, 1)) {
+      if (b_stride_ != 0 || batch == 1) {
+        MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, true, false, k, n, m, 1.f, A, a_stride_, dy, y_stride, 0.f, dB,
+                                                    b_stride_, batch),
+                                     "cuBLAS (dB)"));
+      } else if (a_stride_ == p_.m * p_.k && p_.m * batch_ <= INT32_MAX) {
+        MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, true, false, k, n, m * batch, 1.f, A, 0, dy, 0, 0.f, dB, 0, 1),
+                                     "cuBLAS (dB)"));
+      } else {
+        for (int i = 0; i < batch; ++i)
+          MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, true, false, k, n, m, 1.f, A + i * a_stride_, 0,
+                                                      dy + i * y_stride, 0, i == 0 ? 0.f : 1.f, dB, 0, 1),
+                                       "cuBLAS (dB)"));
+      }
+    }
+    return Status::ok();
   }
 
  private:

@@ -1,6 +1,7 @@
 // The cuda backend's LayerNormalization: a block of threads per row, the mean and then the
 // variance about it reduced in shared memory (two passes over the row: no cancellation of
-// large means), then the row normalised, scaled and shifted.
+// large means), then the row normalised, scaled and shifted; backward likewise per row, and
+// the scale's and bias's gradients a thread per column.
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/launch.cuh"
 
@@ -42,7 +43,73 @@ __global__ void layer_norm_kernel(const float* x, const float* scale, const floa
   }
 }
 
+/// Backward, a block per row: the row's statistics again (as forward: two passes), kept in
+/// `stats` (mean, inverse deviation per row) for the parameters' gradients; then with
+/// g = dy scale and xhat the normalised row, dx = inv_std (g - mean(g) - xhat mean(g xhat)).
+__global__ void layer_norm_backward_rows(const float* x, const float* scale, const float* dy, float* dx, float* stats,
+                                         int64_t rows, int64_t cols, float epsilon) {
+  __shared__ float shared[kThreads];
+  const float n = static_cast<float>(cols);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    const float* gr = dy + r * cols;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) s += xr[j];
+    const float mean = block_sum(s, shared) / n;
+    float q = 0.f;
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+      const float d = xr[j] - mean;
+      q += d * d;
+    }
+    const float inv_std = rsqrtf(block_sum(q, shared) / n + epsilon);
+    if (threadIdx.x == 0) {
+      stats[2 * r] = mean;
+      stats[2 * r + 1] = inv_std;
+    }
+    if (!dx) continue;
+    float s1 = 0.f, s2 = 0.f;
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+      const float g = gr[j] * scale[j];
+      s1 += g;
+      s2 += g * (xr[j] - mean) * inv_std;
+    }
+    const float mean_g = block_sum(s1, shared) / n, mean_gx = block_sum(s2, shared) / n;
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+      const float xhat = (xr[j] - mean) * inv_std;
+      dx[r * cols + j] = inv_std * (gr[j] * scale[j] - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+/// The parameters' gradients, a thread per column over the rows: dscale = sum dy xhat,
+/// dbias = sum dy (either may be nullptr).
+__global__ void layer_norm_backward_params(const float* x, const float* dy, const float* stats, float* dscale,
+                                           float* dbias, int64_t rows, int64_t cols) {
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float ds = 0.f, db = 0.f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float g = dy[r * cols + j];
+      ds += g * (x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1];
+      db += g;
+    }
+    if (dscale) dscale[j] = ds;
+    if (dbias) dbias[j] = db;
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_layer_norm_backward(cudaStream_t stream, const float* x, const float* scale, const float* dy,
+                                       float* dx, float* dscale, float* dbias, float* stats, int64_t rows, int64_t cols,
+                                       float epsilon) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const int blocks = static_cast<int>(rows < 65535 * 16 ? rows : 65535 * 16);
+  layer_norm_backward_rows<<<blocks, kThreads, 0, stream>>>(x, scale, dy, dx, stats, rows, cols, epsilon);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || (!dscale && !dbias)) return e;
+  layer_norm_backward_params<<<blocks_for(cols), kThreads, 0, stream>>>(x, dy, stats, dscale, dbias, rows, cols);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_layer_norm(cudaStream_t stream, const float* x, const float* scale, const float* bias, float* y,
                               int64_t rows, int64_t cols, float epsilon) {

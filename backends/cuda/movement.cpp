@@ -5,6 +5,7 @@
 
 #include "backends/common/movement.hpp"
 #include "backends/cuda/cuda_internal.hpp"
+#include "backends/cuda/device_geometry.hpp"
 #include "operators/reduce.hpp"
 
 namespace mosaic::cuda_backend {
@@ -38,15 +39,56 @@ class AxisGatherKernel : public CudaKernel {
       g_.maps[d] = at[d] == SIZE_MAX ? nullptr : static_cast<const int64_t*>(maps_.data()) + at[d];
     return Status::ok();
   }
-  /// The index maps, in device memory (the plan reports them under the device's workspace).
-  size_t workspace_bytes() const override { return maps_.bytes(); }
+  /// Backward of a gather through `maps` that keeps the rank (Pad, Slice): the inverse lists
+  /// of every axis (device_math.hpp, invert_axis_map), uploaded once.
+  Status set_adjoint(const Shape& in, const Shape& out, const AxisMaps& maps) {
+    if (in.size() != out.size() || in.size() > kMaxAxes)
+      return Status::internal(label_ + ": a gather's backward needs the input's rank");
+    s_.rank = static_cast<int>(in.size());
+    const std::vector<int64_t> dy_strides = row_major_strides(out);
+    std::vector<int64_t> flat, offsets, sources;
+    std::vector<size_t> at_offsets(in.size()), at_sources(in.size());
+    for (size_t d = 0; d < in.size(); ++d) {
+      s_.in_dims[d] = in[d];
+      s_.dy_strides[d] = dy_strides[d];
+      invert_axis_map(d < maps.size() ? maps[d] : std::vector<int64_t>{}, in[d], offsets, sources);
+      at_offsets[d] = flat.size();
+      flat.insert(flat.end(), offsets.begin(), offsets.end());
+      at_sources[d] = flat.size();
+      flat.insert(flat.end(), sources.begin(), sources.end());
+    }
+    if (!flat.empty()) {
+      MOSAIC_RETURN_IF_ERROR(lists_.resize(flat.size() * sizeof(int64_t)));
+      MOSAIC_RETURN_IF_ERROR(device().copy_to_device(lists_.data(), flat.data(), flat.size() * sizeof(int64_t)));
+    }
+    const auto* base = static_cast<const int64_t*>(lists_.data());
+    for (size_t d = 0; d < in.size(); ++d) {
+      s_.offsets[d] = base + at_offsets[d];
+      s_.sources[d] = base + at_sources[d];
+    }
+    return Status::ok();
+  }
+  /// The index maps and their inverse lists, in device memory (the plan reports them under
+  /// the device's workspace).
+  size_t workspace_bytes() const override { return maps_.bytes() + lists_.bytes(); }
   Status gather(const float* x, Tensor* y, float fill, const float* fill_device) const {
     return check(launch_axis_gather(device().stream(), g_, x, y->f32(), y->numel(), fill, fill_device), "launch");
+  }
+  /// Pad's and Slice's backward: dx from dy through the inverse lists (padding and
+  /// sliced-away elements get nothing; reflect and edge padding add up); the fill value (a
+  /// run-time input) gets none, as on the host.
+  Status scatter_backward(const BackwardArgs& a) const {
+    MOSAIC_RETURN_IF_ERROR(zero_grads_from(a, 1));
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    return check(launch_axis_scatter(device().stream(), s_, a.diff_dst[0]->f32(), dx, a.diff_src[0]->numel()),
+                 "backward");
   }
 
  private:
   AxisGather g_;
-  DeviceMemory maps_;
+  AxisScatter s_;
+  DeviceMemory maps_, lists_;
 };
 
 /// Pad (constant, reflect, edge; negative pads crop), the constant a run-time input or not.
@@ -58,12 +100,18 @@ class PadKernel final : public AxisGatherKernel {
     value_ = p.value;
     value_input_ = p.value_at_run_time;
     const Shape& in = ctx.inputs[0].shape;
-    return set_geometry(ctx.outputs[0].shape, row_major_strides(in), pad_axis_maps(p, in, ctx.outputs[0].shape));
+    const AxisMaps maps = pad_axis_maps(p, in, ctx.outputs[0].shape);
+    MOSAIC_RETURN_IF_ERROR(set_geometry(ctx.outputs[0].shape, row_major_strides(in), maps));
+    return ctx.training ? set_adjoint(in, ctx.outputs[0].shape, maps) : Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float* fill = value_input_ && src.size() > 2 && src[2] ? src[2]->f32() : nullptr;
     return gather(src[0]->f32(), dst[0], value_, fill);
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override { return scatter_backward(a); }
 
  private:
   float value_ = 0.f;
@@ -76,11 +124,16 @@ class SliceKernel final : public AxisGatherKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(const AxisMaps maps, slice_axis_maps(ctx));
-    return set_geometry(ctx.outputs[0].shape, row_major_strides(ctx.inputs[0].shape), maps);
+    MOSAIC_RETURN_IF_ERROR(set_geometry(ctx.outputs[0].shape, row_major_strides(ctx.inputs[0].shape), maps));
+    return ctx.training ? set_adjoint(ctx.inputs[0].shape, ctx.outputs[0].shape, maps) : Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     return gather(src[0]->f32(), dst[0], 0.f, nullptr);
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override { return scatter_backward(a); }
 };
 
 /// Transpose: output axis d walks input axis perm[d].
@@ -92,11 +145,32 @@ class TransposeKernel final : public AxisGatherKernel {
     const std::vector<int64_t> in = row_major_strides(ctx.inputs[0].shape);
     std::vector<int64_t> strides;
     for (int64_t a : perm) strides.push_back(in[a]);
-    return set_geometry(ctx.outputs[0].shape, strides, {});
+    MOSAIC_RETURN_IF_ERROR(set_geometry(ctx.outputs[0].shape, strides, {}));
+    // Backward is the inverse permutation: input axis perm[d] walks dy's axis d.
+    const std::vector<int64_t> dy = row_major_strides(ctx.outputs[0].shape);
+    back_.rank = static_cast<int>(perm.size());
+    for (size_t d = 0; d < perm.size(); ++d) {
+      back_.out_dims[perm[d]] = ctx.inputs[0].shape[perm[d]];
+      back_.strides[perm[d]] = dy[d];
+    }
+    return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     return gather(src[0]->f32(), dst[0], 0.f, nullptr);
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    return check(launch_axis_gather(device().stream(), back_, a.diff_dst[0]->f32(), dx, a.diff_src[0]->numel(), 0.f,
+                                    nullptr),
+                 "backward");
+  }
+
+ private:
+  AxisGather back_;
 };
 
 /// Concat: each input's rows (the axes from `axis` on) copied into the output's, one strided
@@ -128,6 +202,24 @@ class ConcatKernel final : public CudaKernel {
     }
     return Status::ok();
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// Each input's gradient is its slab of dy: forward's copies reversed.
+  Status backward(const BackwardArgs& a) override {
+    const float* dy = a.diff_dst[0]->f32();
+    int64_t offset = 0;
+    const size_t f = sizeof(float);
+    for (size_t i = 0; i < in_rows_.size(); ++i) {
+      float* dx = grad_of(a, i);
+      if (dx && in_rows_[i] > 0 && rows_ > 0)
+        MOSAIC_RETURN_IF_ERROR(check(cudaMemcpy2DAsync(dx, in_rows_[i] * f, dy + offset, out_row_ * f, in_rows_[i] * f,
+                                                       rows_, cudaMemcpyDeviceToDevice, device().stream()),
+                                     "backward copy"));
+      offset += in_rows_[i];
+    }
+    return Status::ok();
+  }
 
  private:
   int64_t rows_ = 1, out_row_ = 0;
@@ -143,29 +235,44 @@ class ReduceKernel final : public CudaKernel {
     MOSAIC_ASSIGN_OR_RETURN(const ReduceParams p, reduce_params(ctx));
     if (p.axes.empty()) return Status::unsupported(label_ + ": no axis to reduce (noop_with_empty_axes), a copy");
     if (p.in.size() > kMaxAxes) return Status::unsupported(label_ + ": the cuda backend reduces up to 8 dimensions");
-    const std::vector<int64_t> strides = row_major_strides(p.in);
-    size_t next = 0;
-    for (size_t a = 0; a < p.in.size(); ++a) {
-      const bool reduced = next < p.axes.size() && p.axes[next] == static_cast<int64_t>(a);
-      if (reduced) {
-        ++next;
-        g_.red_dims[g_.red_rank] = p.in[a];
-        g_.red_strides[g_.red_rank++] = strides[a];
-      } else {
-        g_.out_dims[g_.kept_rank] = p.in[a];
-        g_.kept_strides[g_.kept_rank++] = strides[a];
-      }
-    }
-    g_.count = static_cast<int64_t>(p.count);
+    g_ = reduce_geometry(p);
+    back_ = reduce_back(p);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     return check(launch_reduce(device().stream(), op_, g_, src[0]->f32(), dst[0]->f32(), dst[0]->numel()), "launch");
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t i) const override { return i == 0 && reads_forward(); }
+  bool backward_reads_output(size_t) const override { return reads_forward(); }
+  size_t workspace_bytes() const override { return stats_.bytes(); }
+  /// The rows' dx per input element; Max, Min and Prod first gather their groups' ties or
+  /// zeros (dev_reduce_stats). The axes input gets no gradient.
+  Status backward(const BackwardArgs& a) override {
+    MOSAIC_RETURN_IF_ERROR(zero_grads_from(a, 1));
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    const int64_t n_out = a.diff_dst[0]->numel();
+    double* stats = nullptr;
+    if (op_ == DevReduce::kMax || op_ == DevReduce::kMin || op_ == DevReduce::kProd) {
+      const size_t need = 2 * static_cast<size_t>(n_out) * sizeof(double);
+      if (stats_.bytes() < need) MOSAIC_RETURN_IF_ERROR(stats_.resize(need));
+      stats = static_cast<double*>(stats_.data());
+    }
+    const float* x = reads_forward() ? a.src[0]->f32() : nullptr;
+    const float* y = reads_forward() ? a.dst[0]->f32() : nullptr;
+    return check(launch_reduce_backward(device().stream(), op_, g_, back_, x, y, a.diff_dst[0]->f32(), stats, dx,
+                                        a.diff_src[0]->numel(), n_out),
+                 "backward");
+  }
 
  private:
+  /// Sum's and Mean's gradients read neither x nor y.
+  bool reads_forward() const { return op_ != DevReduce::kSum && op_ != DevReduce::kMean; }
   DevReduce op_ = DevReduce::kSum;
   ReduceGeometry g_;
+  ReduceBack back_;
+  DeviceMemory stats_;  // backward of Max, Min, Prod: each output's ties or zeros
 };
 
 static_assert(static_cast<int>(ReduceOp::kSumSquare) == static_cast<int>(DevReduce::kSumSquare) &&

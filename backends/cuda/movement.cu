@@ -1,6 +1,8 @@
 // The cuda backend's data movement and reductions: one gather over per-axis index maps (Pad,
-// Slice, Transpose) and one reduction over any set of axes (a thread per output, accumulating
-// in double as the naive oracle does). Grid-stride loops on the given stream.
+// Slice, Transpose) and its adjoint (their backward), one reduction over any set of axes (a
+// thread per output, accumulating in double as the naive oracle does) and its backward (a
+// thread per input element, after a pass per output where the rule needs the whole group).
+// Grid-stride loops on the given stream.
 #include <cfloat>
 
 #include "backends/cuda/cuda_backend.hpp"
@@ -77,7 +79,49 @@ __global__ void reduce_kernel(DevReduce op, ReduceGeometry g, const float* x, fl
   }
 }
 
+__global__ void axis_scatter_kernel(AxisScatter s, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dx[i] = axis_scatter_at(s, i, dy);
+}
+
+__global__ void reduce_stats_kernel(DevReduce op, ReduceGeometry g, const float* x, const float* y, double* stats,
+                                    int64_t n_out) {
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < n_out;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dev_reduce_stats(op, g, o, x, y[o], &stats[2 * o], &stats[2 * o + 1]);
+}
+
+__global__ void reduce_backward_kernel(DevReduce op, ReduceBack back, double count, const float* x, const float* y,
+                                       const float* dy, const double* stats, float* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = reduce_output_of(back, i);
+    dx[i] = dev_reduce_grad(op, x ? x[i] : 0.f, y ? y[o] : 0.f, dy[o], count, stats ? stats[2 * o] : 0.0,
+                            stats ? stats[2 * o + 1] : 1.0);
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_axis_scatter(cudaStream_t stream, const AxisScatter& s, const float* dy, float* dx, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  axis_scatter_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s, dy, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_reduce_backward(cudaStream_t stream, DevReduce op, const ReduceGeometry& g, const ReduceBack& back,
+                                   const float* x, const float* y, const float* dy, double* stats, float* dx,
+                                   int64_t n_in, int64_t n_out) {
+  if (n_in <= 0) return cudaSuccess;
+  if (stats) {
+    reduce_stats_kernel<<<blocks_for(n_out), kThreads, 0, stream>>>(op, g, x, y, stats, n_out);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  reduce_backward_kernel<<<blocks_for(n_in), kThreads, 0, stream>>>(op, back, static_cast<double>(g.count), x, y, dy,
+                                                                    stats, dx, n_in);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_axis_gather(cudaStream_t stream, const AxisGather& g, const float* x, float* y, int64_t n, float fill,
                                const float* fill_device) {

@@ -49,6 +49,17 @@ class PoolKernel final : public CudaKernel {
                                      dst[0]->f32()),
                  "cudnnPoolingForward");
   }
+  bool has_backward() const override { return true; }
+  /// cudnnPoolingBackward: max pooling routes dy to the window's maximum (it reads x and y),
+  /// average pooling spreads it over the window.
+  Status backward(const BackwardArgs& a) override {
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnPoolingBackward(device().cudnn(), pool_.get(), &one, y_.get(), a.dst[0]->f32(), y_.get(),
+                                      a.diff_dst[0]->f32(), x_.get(), a.src[0]->f32(), &zero, x_.get(), dx),
+                 "cudnnPoolingBackward");
+  }
 
  private:
   TensorDesc x_, y_;
@@ -71,6 +82,19 @@ class SoftmaxKernel final : public CudaKernel {
                                      CUDNN_SOFTMAX_MODE_CHANNEL, &one, x_.get(), src[0]->f32(), &zero, x_.get(),
                                      dst[0]->f32()),
                  "cudnnSoftmaxForward");
+  }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  /// cudnnSoftmaxBackward from the output: y (dy - sum(dy y)), or for the log form
+  /// dy - exp(y) sum(dy).
+  Status backward(const BackwardArgs& a) override {
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnSoftmaxBackward(device().cudnn(), log_ ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                      CUDNN_SOFTMAX_MODE_CHANNEL, &one, x_.get(), a.dst[0]->f32(), x_.get(),
+                                      a.diff_dst[0]->f32(), &zero, x_.get(), dx),
+                 "cudnnSoftmaxBackward");
   }
 
  private:
@@ -102,24 +126,41 @@ class LrnKernel final : public CudaKernel {
                                              src[0]->f32(), &zero, x_.get(), dst[0]->f32()),
                  "cudnnLRNCrossChannelForward");
   }
+  bool has_backward() const override { return true; }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    const float one = 1.f, zero = 0.f;
+    return check(cudnnLRNCrossChannelBackward(device().cudnn(), lrn_.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, x_.get(),
+                                              a.dst[0]->f32(), x_.get(), a.diff_dst[0]->f32(), x_.get(), a.src[0]->f32(),
+                                              &zero, x_.get(), dx),
+                 "cudnnLRNCrossChannelBackward");
+  }
 
  private:
   TensorDesc x_;
   LrnDesc lrn_;
 };
 
-/// BatchNormalization at inference: y = scale * (x - mean) / sqrt(var + epsilon) + B per
-/// channel, with the running statistics (inputs 3 and 4). Training mode (batch statistics,
-/// more outputs) is declined.
+/// BatchNormalization. At inference: y = scale * (x - mean) / sqrt(var + epsilon) + B per
+/// channel, with the running statistics (inputs 3 and 4). In a training plan (as PyTorch's
+/// model.train()): the batch's statistics by cudnnBatchNormalizationForwardTraining, which
+/// also updates the running statistics in place with factor 1 - momentum (ONNX's momentum;
+/// cuDNN takes the unbiased batch variance for the running one, as PyTorch does), and keeps
+/// the batch mean and inverse deviation for cudnnBatchNormalizationBackward. The statistics
+/// outputs are declined.
 class BatchNormKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     bool statistics_out = false;
     for (size_t i = 1; i < ctx.outputs.size(); ++i) statistics_out |= ctx.has_output(i);
-    if (ctx.training || ctx.node->attr_int("training_mode", 0) != 0 || statistics_out)
-      return Status::unsupported(label_ + ": the cuda backend normalises with running statistics only (inference)");
+    if (statistics_out) return Status::unsupported(label_ + ": the cuda backend's BatchNormalization has no statistics outputs");
+    if (!ctx.training && ctx.node->attr_int("training_mode", 0) != 0)
+      return Status::unsupported(label_ + ": the cuda backend normalises with batch statistics in training plans only");
+    training_ = ctx.training;
     epsilon_ = static_cast<double>(ctx.node->attr_float("epsilon", 1e-5f));
+    factor_ = 1.0 - static_cast<double>(ctx.node->attr_float("momentum", 0.9f));
     if (epsilon_ < CUDNN_BN_MIN_EPSILON)
       return Status::unsupported(label_ + ": epsilon " + std::to_string(epsilon_) + " is below cuDNN's least (" +
                                  std::to_string(CUDNN_BN_MIN_EPSILON) + ")");
@@ -129,20 +170,64 @@ class BatchNormKernel final : public CudaKernel {
     MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, dims), "descriptor"));
     std::vector<int> c_dims(dims.size(), 1);
     c_dims[1] = dims[1];
+    channels_ = dims[1];
+    if (training_) {
+      MOSAIC_RETURN_IF_ERROR(saved_.resize(2 * static_cast<size_t>(channels_) * sizeof(float)));
+      MOSAIC_RETURN_IF_ERROR(param_grads_.resize(2 * static_cast<size_t>(channels_) * sizeof(float)));
+    }
     return check(set_packed(per_channel_, c_dims), "per-channel descriptor");
   }
+  size_t workspace_bytes() const override { return saved_.bytes() + param_grads_.bytes() + dx_scratch_.bytes(); }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
+    if (training_) {
+      float* saved = static_cast<float*>(saved_.data());
+      return check(cudnnBatchNormalizationForwardTraining(
+                       device().cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(), src[0]->f32(), x_.get(),
+                       dst[0]->f32(), per_channel_.get(), src[1]->f32(), src[2]->f32(), factor_,
+                       const_cast<float*>(src[3]->f32()), const_cast<float*>(src[4]->f32()), epsilon_, saved,
+                       saved + channels_),
+                   "cudnnBatchNormalizationForwardTraining");
+    }
     return check(cudnnBatchNormalizationForwardInference(device().cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(),
                                                          src[0]->f32(), x_.get(), dst[0]->f32(), per_channel_.get(),
                                                          src[1]->f32(), src[2]->f32(), src[3]->f32(), src[4]->f32(),
                                                          epsilon_),
                  "cudnnBatchNormalizationForwardInference");
   }
+  bool has_backward() const override { return training_; }
+  bool backward_reads_input(size_t i) const override { return i < 2; }
+  bool backward_reads_output(size_t) const override { return false; }
+  /// dx, dscale and dB in one cudnnBatchNormalizationBackward from the saved batch statistics
+  /// (scratch where a gradient is not asked for: cuDNN writes all three); the running
+  /// statistics get none.
+  Status backward(const BackwardArgs& a) override {
+    const float one = 1.f, zero = 0.f;
+    float* dx = grad_of(a, 0);
+    if (!dx) {
+      if (dx_scratch_.bytes() < a.src[0]->bytes()) MOSAIC_RETURN_IF_ERROR(dx_scratch_.resize(a.src[0]->bytes()));
+      dx = static_cast<float*>(dx_scratch_.data());
+    }
+    float* scratch = static_cast<float*>(param_grads_.data());
+    float* dscale = grad_of(a, 1) ? grad_of(a, 1) : scratch;
+    float* dbias = grad_of(a, 2) ? grad_of(a, 2) : scratch + channels_;
+    const float* saved = static_cast<const float*>(saved_.data());
+    MOSAIC_RETURN_IF_ERROR(check(cudnnBatchNormalizationBackward(
+                                     device().cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x_.get(),
+                                     a.src[0]->f32(), x_.get(), a.diff_dst[0]->f32(), x_.get(), dx, per_channel_.get(),
+                                     a.src[1]->f32(), dscale, dbias, epsilon_, saved, saved + channels_),
+                                 "cudnnBatchNormalizationBackward"));
+    return zero_grads_from(a, 3);
+  }
 
  private:
   TensorDesc x_, per_channel_;
-  double epsilon_ = 1e-5;
+  double epsilon_ = 1e-5, factor_ = 0.1;
+  bool training_ = false;
+  int channels_ = 0;
+  DeviceMemory saved_;        // training: the batch mean, then the inverse standard deviation
+  DeviceMemory param_grads_;  // where dscale and dB go when not asked for
+  DeviceMemory dx_scratch_;   // where dx goes when not asked for (normalising a graph input)
 };
 
 /// LayerNormalization without its optional Mean and InvStdDev outputs.
@@ -161,9 +246,22 @@ class LayerNormKernel final : public CudaKernel {
                                    p_.inner, p_.epsilon),
                  "launch");
   }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t i) const override { return i < 2; }
+  bool backward_reads_output(size_t) const override { return false; }
+  size_t workspace_bytes() const override { return stats_.bytes(); }
+  Status backward(const BackwardArgs& a) override {
+    const size_t need = 2 * static_cast<size_t>(p_.outer) * sizeof(float);
+    if (stats_.bytes() < need) MOSAIC_RETURN_IF_ERROR(stats_.resize(need));
+    return check(launch_layer_norm_backward(device().stream(), a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
+                                            grad_of(a, 0), grad_of(a, 1), grad_of(a, 2),
+                                            static_cast<float*>(stats_.data()), p_.outer, p_.inner, p_.epsilon),
+                 "backward");
+  }
 
  private:
   LayerNormParams p_;
+  DeviceMemory stats_;  // backward: each row's mean and inverse deviation
 };
 
 }  // namespace

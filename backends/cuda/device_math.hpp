@@ -1,0 +1,376 @@
+// The cuda backend's arithmetic, written once for the device and the host: the element-wise
+// functions and their derivatives (operators/eltwise.hpp's rows, in float), the binary ops'
+// gradients, and the index arithmetic of the gradient reductions over broadcast dimensions.
+// The CUDA kernels (eltwise.cu) call these as __device__ functions; the host's tests
+// (tests/test_cuda_math.cpp) call the same functions against the rows and the naive oracle,
+// so the formulas and the indexing are checked on every machine, GPU or not. No CUDA header
+// is needed to include it.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MOSAIC_HD __host__ __device__ inline
+#else
+#define MOSAIC_HD inline
+#endif
+
+namespace mosaic::cuda_backend {
+
+/// The element-wise functions the device computes, with their parameters (operators/eltwise.hpp's
+/// UnaryArgs). kNone: the identity (no fused activation).
+enum class DevUnary : int {
+  kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kExp, kLog, kSqrt, kErf, kNeg, kAbs, kReciprocal,
+  kSoftplus, kSoftsign, kElu, kSelu, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kSin, kCos
+};
+struct DevUnaryArgs {
+  DevUnary op = DevUnary::kNone;
+  float alpha = 0, beta = 0, gamma = 0, lo = 0, hi = 0;
+};
+
+/// f(x).
+MOSAIC_HD float dev_apply(const DevUnaryArgs& f, float x) {
+  switch (f.op) {
+    case DevUnary::kNone: return x;
+    case DevUnary::kRelu: return x > 0.f ? x : 0.f;
+    case DevUnary::kLeakyRelu: return x >= 0.f ? x : f.alpha * x;
+    case DevUnary::kSigmoid: return 1.f / (1.f + expf(-x));
+    case DevUnary::kTanh: return tanhf(x);
+    case DevUnary::kClip: return fminf(fmaxf(x, f.lo), f.hi);
+    case DevUnary::kExp: return expf(x);
+    case DevUnary::kLog: return logf(x);
+    case DevUnary::kSqrt: return sqrtf(x);
+    case DevUnary::kErf: return erff(x);
+    case DevUnary::kNeg: return -x;
+    case DevUnary::kAbs: return fabsf(x);
+    case DevUnary::kReciprocal: return 1.f / x;
+    case DevUnary::kSoftplus: return x > 20.f ? x : log1pf(expf(x));
+    case DevUnary::kSoftsign: return x / (1.f + fabsf(x));
+    case DevUnary::kElu: return x > 0.f ? x : f.alpha * expm1f(x);
+    case DevUnary::kSelu: return f.gamma * (x > 0.f ? x : f.alpha * expm1f(x));
+    case DevUnary::kHardSigmoid: return fmaxf(0.f, fminf(1.f, f.alpha * x + f.beta));
+    case DevUnary::kHardSwish: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
+    case DevUnary::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case DevUnary::kGeluTanh:
+      return 0.5f * x * (1.f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+    case DevUnary::kSin: return sinf(x);
+    case DevUnary::kCos: return cosf(x);
+  }
+  return x;
+}
+
+/// Whether the derivative reads the forward input x, or its output y (the rows' own
+/// backward_reads_input/output: a plan keeps only what backward reads).
+MOSAIC_HD bool dev_derivative_reads_output(DevUnary op) {
+  return op == DevUnary::kRelu || op == DevUnary::kSigmoid || op == DevUnary::kTanh || op == DevUnary::kExp ||
+         op == DevUnary::kSqrt || op == DevUnary::kReciprocal;
+}
+MOSAIC_HD bool dev_derivative_reads_input(DevUnary op) {
+  return op != DevUnary::kNone && op != DevUnary::kNeg && !dev_derivative_reads_output(op);
+}
+
+/// dy/dx at x, y = f(x), PyTorch's choices at kinks (the rows' df); x or y is whichever the
+/// function reads (the other may be anything).
+MOSAIC_HD float dev_derivative(const DevUnaryArgs& f, float x, float y) {
+  switch (f.op) {
+    case DevUnary::kNone: return 1.f;
+    case DevUnary::kRelu: return y > 0.f ? 1.f : 0.f;
+    case DevUnary::kLeakyRelu: return x > 0.f ? 1.f : f.alpha;
+    case DevUnary::kSigmoid: return y * (1.f - y);
+    case DevUnary::kTanh: return 1.f - y * y;
+    case DevUnary::kClip: return x >= f.lo && x <= f.hi ? 1.f : 0.f;
+    case DevUnary::kExp: return y;
+    case DevUnary::kLog: return 1.f / x;
+    case DevUnary::kSqrt: return 0.5f / y;
+    case DevUnary::kErf: return 1.12837916709551257f * expf(-x * x);  // 2 / sqrt(pi)
+    case DevUnary::kNeg: return -1.f;
+    case DevUnary::kAbs: return x > 0.f ? 1.f : x < 0.f ? -1.f : 0.f;
+    case DevUnary::kReciprocal: return -y * y;
+    case DevUnary::kSoftplus: return 1.f / (1.f + expf(-x));
+    case DevUnary::kSoftsign: {
+      const float d = 1.f + fabsf(x);
+      return 1.f / (d * d);
+    }
+    case DevUnary::kElu: return x > 0.f ? 1.f : f.alpha * expf(x);
+    case DevUnary::kSelu: return f.gamma * (x > 0.f ? 1.f : f.alpha * expf(x));
+    case DevUnary::kHardSigmoid: {
+      const float v = f.alpha * x + f.beta;
+      return v > 0.f && v < 1.f ? f.alpha : 0.f;
+    }
+    case DevUnary::kHardSwish: return x < -3.f ? 0.f : x <= 3.f ? x / 3.f + 0.5f : 1.f;
+    case DevUnary::kGelu:  // Phi(x) + x phi(x)
+      return 0.5f * (1.f + erff(x * 0.70710678118654752f)) + x * expf(-0.5f * x * x) * 0.39894228040143268f;
+    case DevUnary::kGeluTanh: {
+      const float t = tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x));
+      return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * 0.79788456080286535588f * (1.f + 3.f * 0.044715f * x * x);
+    }
+    case DevUnary::kSin: return cosf(x);
+    case DevUnary::kCos: return -sinf(x);
+  }
+  return 1.f;
+}
+
+enum class DevBinary : int { kAdd, kSub, kMul, kDiv };
+
+MOSAIC_HD float dev_combine(DevBinary op, float u, float v) {
+  switch (op) {
+    case DevBinary::kAdd: return u + v;
+    case DevBinary::kSub: return u - v;
+    case DevBinary::kMul: return u * v;
+    case DevBinary::kDiv: return u / v;
+  }
+  return 0.f;
+}
+
+/// Whether the gradients of a OP b read the operands (Add and Sub read neither).
+MOSAIC_HD bool dev_binary_grad_reads_operands(DevBinary op) { return op == DevBinary::kMul || op == DevBinary::kDiv; }
+
+/// The gradient of a OP b with respect to operand `which` (0: a, 1: b) at one output element
+/// whose incoming gradient is g (the rows' da and db).
+MOSAIC_HD float dev_binary_grad(DevBinary op, int which, float g, float a, float b) {
+  switch (op) {
+    case DevBinary::kAdd: return g;
+    case DevBinary::kSub: return which == 0 ? g : -g;
+    case DevBinary::kMul: return which == 0 ? g * b : g * a;
+    case DevBinary::kDiv: return which == 0 ? g / b : -g * a / (b * b);
+  }
+  return 0.f;
+}
+
+/// Shapes of a broadcast binary op, right-aligned to `rank` <= 6 dimensions: the output's,
+/// and each operand's strides (0 along the dimensions it is broadcast over).
+struct Broadcast {
+  int rank = 0;
+  int64_t dims[6] = {};
+  int64_t a_strides[6] = {}, b_strides[6] = {};
+};
+
+/// The gradient of one operand of a broadcast op, as a sum: operand element o (its own
+/// packed order) adds up the `count` output elements that read it. Its dimensions split into
+/// the kept ones (where the operand has the output's extent; o runs over them row-major) and
+/// the reduced ones (broadcast: extent 1 in the operand); each has its strides in the
+/// output's gradient and in both operands.
+struct GradReduce {
+  int kept_rank = 0, red_rank = 0;
+  int64_t kept_dims[6] = {}, red_dims[6] = {};
+  int64_t kept_y[6] = {}, kept_a[6] = {}, kept_b[6] = {};
+  int64_t red_y[6] = {}, red_a[6] = {}, red_b[6] = {};
+  int64_t count = 1;    ///< output elements per operand element (the reduced dimensions' product)
+  int64_t elements = 1; ///< operand elements (the kept dimensions' product)
+};
+
+/// The gradient sum of operand `which` of `s` (uncollapsed or collapsed alike: dimensions of
+/// extent 1 are dropped).
+MOSAIC_HD GradReduce make_grad_reduce(const Broadcast& s, int which) {
+  GradReduce g;
+  int64_t y_stride = 1;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    const int64_t n = s.dims[d];
+    if (n != 1) {
+      const int64_t own = which == 0 ? s.a_strides[d] : s.b_strides[d];
+      if (own != 0) {
+        g.kept_dims[g.kept_rank] = n;
+        g.kept_y[g.kept_rank] = y_stride;
+        g.kept_a[g.kept_rank] = s.a_strides[d];
+        g.kept_b[g.kept_rank] = s.b_strides[d];
+        ++g.kept_rank;
+        g.elements *= n;
+      } else {
+        g.red_dims[g.red_rank] = n;
+        g.red_y[g.red_rank] = y_stride;
+        g.red_a[g.red_rank] = s.a_strides[d];
+        g.red_b[g.red_rank] = s.b_strides[d];
+        ++g.red_rank;
+        g.count *= n;
+      }
+    }
+    y_stride *= n;
+  }
+  // Filled innermost first: o and r decompose innermost first too (grad_reduce_offsets).
+  return g;
+}
+
+/// Where the r-th output element read by operand element o is: its offset in the output's
+/// gradient, in a and in b.
+MOSAIC_HD void grad_reduce_offsets(const GradReduce& g, int64_t o, int64_t r, int64_t* y, int64_t* a, int64_t* b) {
+  int64_t oy = 0, oa = 0, ob = 0;
+  for (int d = 0; d < g.kept_rank; ++d) {  // innermost first
+    const int64_t k = o % g.kept_dims[d];
+    o /= g.kept_dims[d];
+    oy += k * g.kept_y[d];
+    oa += k * g.kept_a[d];
+    ob += k * g.kept_b[d];
+  }
+  for (int d = 0; d < g.red_rank; ++d) {
+    const int64_t k = r % g.red_dims[d];
+    r /= g.red_dims[d];
+    oy += k * g.red_y[d];
+    oa += k * g.red_a[d];
+    ob += k * g.red_b[d];
+  }
+  *y = oy;
+  *a = oa;
+  *b = ob;
+}
+
+/// One term of that sum: the gradient of operand `which` at the r-th output element that
+/// operand element o reads (a and b may be nullptr where the op's gradient reads neither).
+MOSAIC_HD float grad_reduce_term(DevBinary op, int which, const GradReduce& g, int64_t o, int64_t r, const float* dy,
+                                 const float* a, const float* b) {
+  int64_t iy = 0, ia = 0, ib = 0;
+  grad_reduce_offsets(g, o, r, &iy, &ia, &ib);
+  const bool reads = dev_binary_grad_reads_operands(op);
+  return dev_binary_grad(op, which, dy[iy], reads ? a[ia] : 0.f, reads ? b[ib] : 0.f);
+}
+
+// ---- reductions (operators/reduce.hpp's rows) ----
+
+/// The reductions of operators/reduce.hpp the device computes, in their rows' order.
+enum class DevReduce : int { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+/// Output element o (over the kept axes, `out_dims`, with `kept_strides` into the input)
+/// reduces the `count` input elements of the reduced axes (`red_dims`, `red_strides`), in
+/// double precision. Both lists are outermost first.
+struct ReduceGeometry {
+  int kept_rank = 0, red_rank = 0;
+  int64_t out_dims[8] = {}, kept_strides[8] = {};
+  int64_t red_dims[8] = {}, red_strides[8] = {};
+  int64_t count = 1;
+};
+
+/// The input offset of the j-th element output o reduces.
+MOSAIC_HD int64_t reduce_input_offset(const ReduceGeometry& g, int64_t o, int64_t j) {
+  int64_t off = 0;
+  for (int d = g.kept_rank - 1; d >= 0; --d) {
+    off += (o % g.out_dims[d]) * g.kept_strides[d];
+    o /= g.out_dims[d];
+  }
+  for (int d = g.red_rank - 1; d >= 0; --d) {
+    off += (j % g.red_dims[d]) * g.red_strides[d];
+    j /= g.red_dims[d];
+  }
+  return off;
+}
+
+/// What backward needs of a whole output's group besides y: Max and Min, how many elements
+/// equal y (*s0: the gradient is split evenly between ties, torch.amax's rule); Prod, how
+/// many are zero (*s0) and the product of the others (*s1: the product of the others is then
+/// found without dividing by a zero). Nothing for the other rows.
+MOSAIC_HD void dev_reduce_stats(DevReduce op, const ReduceGeometry& g, int64_t o, const float* x, float y, double* s0,
+                                double* s1) {
+  double a = 0, b = 1;
+  if (op == DevReduce::kMax || op == DevReduce::kMin) {
+    for (int64_t j = 0; j < g.count; ++j) a += x[reduce_input_offset(g, o, j)] == y ? 1 : 0;
+  } else if (op == DevReduce::kProd) {
+    for (int64_t j = 0; j < g.count; ++j) {
+      const double v = x[reduce_input_offset(g, o, j)];
+      if (v == 0) a += 1;
+      else b *= v;
+    }
+  }
+  *s0 = a;
+  *s1 = b;
+}
+
+/// d(loss)/dx for one reduced element x of output y (incoming gradient dy) over `count`
+/// elements, with the group's statistics (dev_reduce_stats): the rows' dx.
+MOSAIC_HD float dev_reduce_grad(DevReduce op, float x, float y, float dy, double count, double s0, double s1) {
+  const double g = dy;
+  switch (op) {
+    case DevReduce::kSum: return dy;
+    case DevReduce::kMean: return static_cast<float>(g / count);
+    case DevReduce::kMax:
+    case DevReduce::kMin: return x == y && s0 > 0 ? static_cast<float>(g / s0) : 0.f;
+    case DevReduce::kProd:
+      if (x != 0) return s0 == 0 ? static_cast<float>(g * s1 / x) : 0.f;
+      return s0 == 1 ? static_cast<float>(g * s1) : 0.f;
+    case DevReduce::kL1: return x > 0 ? dy : x < 0 ? -dy : 0.f;
+    case DevReduce::kL2: return y == 0 ? 0.f : static_cast<float>(g * x / y);
+    case DevReduce::kLogSum: return static_cast<float>(g * exp(-static_cast<double>(y)));
+    case DevReduce::kLogSumExp: return static_cast<float>(g * exp(static_cast<double>(x) - y));
+    case DevReduce::kSumSquare: return static_cast<float>(2 * g * x);
+  }
+  return 0.f;
+}
+
+/// Backward of a reduction, an input element at a time: input element i (over `in_dims`,
+/// outermost first) belongs to the output at sum of its coordinates times `out_strides`
+/// (0 along the reduced axes).
+struct ReduceBack {
+  int rank = 0;
+  int64_t in_dims[8] = {}, out_strides[8] = {};
+};
+MOSAIC_HD int64_t reduce_output_of(const ReduceBack& g, int64_t i) {
+  int64_t o = 0;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    o += (i % g.in_dims[d]) * g.out_strides[d];
+    i /= g.in_dims[d];
+  }
+  return o;
+}
+
+// ---- the adjoint of a per-axis gather (Pad and Slice backward) ----
+
+/// A gather over per-axis maps (output coordinate -> input coordinate, -1: the fill) read
+/// backwards: dx element i (over `in_dims`, outermost first) adds up dy at every output
+/// position whose coordinates each map to its own. Per axis, input coordinate c's output
+/// coordinates are sources[d][offsets[d][c] .. offsets[d][c + 1]) (none: no gradient). Pad's
+/// reflect and edge modes read an input coordinate several times; Slice and constant Pad
+/// once or never.
+struct AxisScatter {
+  int rank = 0;
+  int64_t in_dims[8] = {}, dy_strides[8] = {};
+  const int64_t* offsets[8] = {};
+  const int64_t* sources[8] = {};
+};
+
+MOSAIC_HD float axis_scatter_at(const AxisScatter& s, int64_t i, const float* dy) {
+  int64_t lo[8], hi[8], at[8];
+  for (int d = s.rank - 1; d >= 0; --d) {
+    const int64_t c = i % s.in_dims[d];
+    i /= s.in_dims[d];
+    lo[d] = s.offsets[d][c];
+    hi[d] = s.offsets[d][c + 1];
+    if (lo[d] == hi[d]) return 0.f;
+    at[d] = lo[d];
+  }
+  float sum = 0.f;
+  for (;;) {  // every combination of the axes' output coordinates, the last axis fastest
+    int64_t off = 0;
+    for (int d = 0; d < s.rank; ++d) off += s.sources[d][at[d]] * s.dy_strides[d];
+    sum += dy[off];
+    int d = s.rank - 1;
+    while (d >= 0 && ++at[d] == hi[d]) {
+      at[d] = lo[d];
+      --d;
+    }
+    if (d < 0) break;
+  }
+  return sum;
+}
+
+/// One axis's inverse lists (AxisScatter::offsets and sources) from its gather map
+/// (`map[o]`: the input coordinate output coordinate o reads, -1 for the fill; empty: the
+/// identity over `in_dim` coordinates); `offsets` gets in_dim + 1 entries.
+template <class Vec>
+void invert_axis_map(const Vec& map, int64_t in_dim, Vec& offsets, Vec& sources) {
+  offsets.assign(static_cast<size_t>(in_dim) + 1, 0);
+  sources.clear();
+  if (map.empty()) {
+    for (int64_t c = 0; c <= in_dim; ++c) offsets[static_cast<size_t>(c)] = c;
+    for (int64_t c = 0; c < in_dim; ++c) sources.push_back(c);
+    return;
+  }
+  for (int64_t c : map)
+    if (c >= 0 && c < in_dim) ++offsets[static_cast<size_t>(c) + 1];
+  for (int64_t c = 0; c < in_dim; ++c) offsets[static_cast<size_t>(c) + 1] += offsets[static_cast<size_t>(c)];
+  sources.assign(static_cast<size_t>(offsets.back()), 0);
+  Vec next(offsets.begin(), offsets.end() - 1);
+  for (int64_t o = 0; o < static_cast<int64_t>(map.size()); ++o) {
+    const int64_t c = map[static_cast<size_t>(o)];
+    if (c >= 0 && c < in_dim) sources[static_cast<size_t>(next[static_cast<size_t>(c)]++)] = o;
+  }
+}
+
+}  // namespace mosaic::cuda_backend

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The catch rate of tests/test_cuda_math.cpp: plants each bug below in a copy of the cuda
+backend's host-checkable headers (backends/cuda/device_*.hpp), builds the CudaMath tests
+against the copy and counts the builds whose tests fail. No GPU needed.
+
+usage: tests/cuda_math_plants.py [--build build]   (a configured and built tree: its static
+                                                    libraries are linked)
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (file, the correct text, the bug, what it is)
+PLANTS = [
+    ("device_math.hpp", "case DevUnary::kSigmoid: return y * (1.f - y);", "case DevUnary::kSigmoid: return y * (1.f + y);",
+     "Sigmoid's derivative, a sign"),
+    ("device_math.hpp", "(1.f + 3.f * 0.044715f * x * x)", "(1.f + 0.044715f * x * x)", "Gelu (tanh)'s factor 3 dropped"),
+    ("device_math.hpp", "case DevUnary::kLeakyRelu: return x > 0.f ? 1.f : f.alpha;",
+     "case DevUnary::kLeakyRelu: return x >= 0.f ? 1.f : f.alpha;", "LeakyRelu's choice at its kink"),
+    ("device_math.hpp", "const int64_t own = which == 0 ? s.a_strides[d] : s.b_strides[d];",
+     "const int64_t own = s.a_strides[d];", "b's gradient summed over a's broadcast dimensions"),
+    ("device_math.hpp", "case DevBinary::kDiv: return which == 0 ? g / b : -g * a / (b * b);",
+     "case DevBinary::kDiv: return which == 0 ? g / b : -g * a / b;", "Div's db"),
+    ("device_math.hpp", "case DevReduce::kMin: return x == y && s0 > 0 ? static_cast<float>(g / s0) : 0.f;",
+     "case DevReduce::kMin: return x == y ? dy : 0.f;", "Max/Min's ties not split"),
+    ("device_math.hpp", "return s0 == 1 ? static_cast<float>(g * s1) : 0.f;",
+     "return s0 == 0 ? static_cast<float>(g * s1) : 0.f;", "Prod's rule at a zero"),
+    ("device_math.hpp", "for (int d = 0; d < s.rank; ++d) off += s.sources[d][at[d]] * s.dy_strides[d];",
+     "for (int d = 0; d < s.rank; ++d) off += s.sources[d][lo[d]] * s.dy_strides[d];",
+     "the scatter reading one source per axis"),
+    ("device_math.hpp", "    if (c >= 0 && c < in_dim) ++offsets[static_cast<size_t>(c) + 1];",
+     "    if (c > 0 && c < in_dim) ++offsets[static_cast<size_t>(c) + 1];", "an inverse map dropping coordinate 0"),
+    ("device_unary.hpp", "if (c.rank > 0 && c.a_strides[c.rank - 1] == sa * n && c.b_strides[c.rank - 1] == sb * n) {",
+     "if (c.rank > 0 && c.a_strides[c.rank - 1] == sa * n) {", "the collapse ignoring b"),
+    ("device_geometry.hpp", "b.out_strides[a] = p.kept[a] == 1 && p.in[a] != 1 ? 0 : out[a];",
+     "b.out_strides[a] = out[a];", "a reduced axis's stride"),
+    ("device_math.hpp", "case DevReduce::kLogSumExp: return static_cast<float>(g * exp(static_cast<double>(x) - y));",
+     "case DevReduce::kLogSumExp: return static_cast<float>(g * exp(static_cast<double>(x)));",
+     "LogSumExp's shift"),
+]
+
+LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",
+        "libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_ir.a"]
+
+
+def build(build_dir, include, out):
+    cmd = ["g++", "-O1", "-std=gnu++17", "-I" + include, "-I" + ROOT, "-I" + os.path.join(ROOT, "tests"),
+           '-DMOSAIC_SOURCE_DIR="%s"' % ROOT, '-DMOSAIC_BIN="mosaic"', '-DMOSAIC_PLUGIN_DIR="."',
+           os.path.join(ROOT, "tests/test_cuda_math.cpp"), "-o", out] + \
+          [os.path.join(build_dir, lib) for lib in LIBS] + \
+          ["/usr/lib/x86_64-linux-gnu/libgtest_main.a", "/usr/lib/x86_64-linux-gnu/libgtest.a", "-lgomp", "-lpthread"]
+    subprocess.run(cmd, check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = ap.parse_args()
+    src = os.path.join(ROOT, "backends/cuda")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = os.path.join(tmp, "backends/cuda")
+        os.makedirs(copy)
+        for f in ("device_math.hpp", "device_unary.hpp", "device_geometry.hpp"):
+            shutil.copy(os.path.join(src, f), copy)
+        binary = os.path.join(tmp, "t")
+        build(args.build, tmp, binary)
+        if subprocess.run([binary], capture_output=True).returncode != 0:
+            print("the tests fail without a planted bug", file=sys.stderr)
+            return 1
+        caught = 0
+        for f, good, bad, what in PLANTS:
+            text = open(os.path.join(src, f)).read()
+            if good not in text:
+                print(f"{f} no longer has the text to plant '{what}' in", file=sys.stderr)
+                return 1
+            with open(os.path.join(copy, f), "w") as out:
+                out.write(text.replace(good, bad))
+            build(args.build, tmp, binary)
+            failed = subprocess.run([binary], capture_output=True).returncode != 0
+            caught += failed
+            print(("caught  " if failed else "MISSED  ") + what)
+            shutil.copy(os.path.join(src, f), copy)
+        print(f"{caught} of {len(PLANTS)} planted bugs caught")
+        return 0 if caught == len(PLANTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

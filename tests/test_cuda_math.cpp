@@ -1,0 +1,250 @@
+// The cuda backend's arithmetic, checked on the host (any machine, GPU or not): its CUDA
+// kernels call the functions of backends/cuda/device_math.hpp for every element, and their
+// geometry comes from device_unary.hpp and device_geometry.hpp, so these tests run the
+// kernels' own formulas and indexing against independent values: the rows of
+// operators/eltwise.hpp and operators/reduce.hpp (the naive oracle's definitions) and plain
+// loops over broadcast and gathered indices. What they cannot reach is the library calls
+// (cuDNN, cuBLAS) and the launches; tests/test_cuda.cpp runs those on a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/common/movement.hpp"
+#include "backends/common/reduce.hpp"
+#include "backends/cuda/device_geometry.hpp"
+#include "backends/cuda/device_unary.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::cuda_backend {
+namespace {
+using test::random_tensor;
+using test::test_domain;
+
+bool close(double got, double want, double rel, double abs) {
+  return std::fabs(got - want) <= abs + rel * std::fabs(want);
+}
+
+/// Every element-wise row the device computes: its value and its derivative in float against
+/// the row's (double) at 401 points across the op's test domain and at 0 (kinks included),
+/// with the arguments far from their defaults; and what the derivative reads against what the row's backward
+/// reads (a plan frees the rest before backward).
+TEST(CudaMath, UnaryFunctionsAndDerivativesAreTheRows) {
+  int checked = 0;
+  for (const UnaryOpInfo& row : kUnaryOps)
+    for (bool tanh : {false, true}) {
+      if (tanh && row.op != UnaryOp::kGelu) continue;
+      UnaryArgs args;
+      args.alpha = 0.2;
+      args.beta = 0.6;
+      args.gamma = 1.05;
+      args.lo = -0.5;
+      args.hi = 0.7;
+      args.tanh = tanh;
+      const auto dev = device_unary(row.op, args);
+      if (!dev) continue;
+      SCOPED_TRACE(std::string(row.name) + (tanh ? " (tanh)" : ""));
+      EXPECT_EQ(dev_derivative_reads_input(dev->op), row.backward_reads_input);
+      EXPECT_EQ(dev_derivative_reads_output(dev->op), row.backward_reads_output);
+      const auto [lo, hi] = test_domain(row.name);
+      std::vector<float> xs;
+      for (int i = 0; i <= 400; ++i) xs.push_back(lo + (hi - lo) * static_cast<float>(i) / 400.f);
+      if (lo < 0 && hi > 0) xs.push_back(0.f);
+      for (float x : xs) {
+        const double want_y = row.f(x, args);
+        const float y = dev_apply(*dev, x);
+        EXPECT_TRUE(close(y, want_y, 2e-6, 2e-6)) << row.name << "(" << x << ") = " << y << ", the row says " << want_y;
+        // Kinks are compared too (PyTorch's choices there: Relu, Abs, Clip, HardSwish at
+        // theirs), except HardSigmoid's, which its float arguments move by a rounding
+        // (alpha x + beta at x = -3 is 0 in double, 1.5e-8 in float): its sides are covered.
+        bool moved_kink = false;
+        for (int k = 0; k < row.kinks; ++k)
+          moved_kink = moved_kink || (row.op == UnaryOp::kHardSigmoid && std::fabs(x - row.kink(k, args)) < 1e-5);
+        if (moved_kink) continue;
+        const double want_d = row.df(x, want_y, args);
+        const float d = dev_derivative(*dev, x, y);
+        EXPECT_TRUE(close(d, want_d, 2e-5, 2e-5)) << row.name << "'(" << x << ") = " << d << ", the row says " << want_d;
+      }
+      ++checked;
+    }
+  EXPECT_EQ(checked, 22) << "the device's element-wise functions (21 rows, Gelu in both forms)";
+}
+
+/// A plain numpy broadcast of operand shape `s` onto `out`: the operand's offset of output
+/// element i.
+int64_t broadcast_offset(const Shape& s, const Shape& out, int64_t i) {
+  int64_t off = 0, step = 1;
+  for (int d = static_cast<int>(out.size()) - 1, k = static_cast<int>(s.size()) - 1; d >= 0; --d, --k) {
+    const int64_t c = i % out[d];
+    i /= out[d];
+    if (k >= 0) {
+      if (s[k] != 1) off += c * step;
+      step *= s[k];
+    }
+  }
+  return off;
+}
+
+/// Each operand's gradient of Add, Sub, Mul and Div over broadcast shapes (both sides
+/// broadcast, scalars, equal shapes, dimensions that merge), as the device sums it
+/// (make_broadcast, make_grad_reduce, grad_reduce_term), against a loop over the output
+/// adding the rows' da and db into the operands' elements.
+TEST(CudaMath, BroadcastGradientsAreTheRowsSummed) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 4}, {3, 1}}, {{2, 3}, {3}},      {{2, 3, 4}, {4}},          {{2, 3, 4}, {2, 3, 4}},
+      {{3, 4}, {2, 3, 4}}, {{}, {2, 3}},       {{1, 5, 1, 3}, {4, 1, 2, 1}}, {{2, 1, 3, 1, 2}, {1, 4, 3, 5, 1}},
+      {{6, 1}, {1, 70}},   {{64, 2, 2}, {1}}};
+  const std::pair<BinaryOp, DevBinary> ops[] = {{BinaryOp::kAdd, DevBinary::kAdd},
+                                                {BinaryOp::kSub, DevBinary::kSub},
+                                                {BinaryOp::kMul, DevBinary::kMul},
+                                                {BinaryOp::kDiv, DevBinary::kDiv}};
+  uint64_t seed = 1;
+  for (const auto& [sa, sb] : cases) {
+    Shape out;
+    const size_t rank = std::max(sa.size(), sb.size());
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t da = d + sa.size() >= rank ? sa[d + sa.size() - rank] : 1;
+      const int64_t db = d + sb.size() >= rank ? sb[d + sb.size() - rank] : 1;
+      out.push_back(std::max(da, db));
+    }
+    const Tensor a = random_tensor(sa, seed++), b = random_tensor(sb, seed++, 0.5f, 1.5f), dy = random_tensor(out, seed++);
+    const Broadcast shape = make_broadcast(sa, sb, out);
+    for (const auto& [host_op, dev_op] : ops) {
+      SCOPED_TRACE(shape_str(sa) + " " + binary_info(host_op).name + " " + shape_str(sb));
+      std::vector<double> want_a(static_cast<size_t>(a.numel()), 0.0), want_b(static_cast<size_t>(b.numel()), 0.0);
+      for (int64_t i = 0; i < shape_numel(out); ++i) {
+        const int64_t ia = broadcast_offset(sa, out, i), ib = broadcast_offset(sb, out, i);
+        const float av = a.f32()[ia], bv = b.f32()[ib], g = dy.f32()[i];
+        want_a[ia] += binary_grad_a(host_op, g, av, bv);
+        want_b[ib] += binary_grad_b(host_op, g, av, bv);
+        // The forward's indexing too: the collapsed shape reaches the same operand elements.
+        int64_t rest = i, ca = 0, cb = 0;
+        for (int d = shape.rank - 1; d >= 0; --d) {
+          ca += (rest % shape.dims[d]) * shape.a_strides[d];
+          cb += (rest % shape.dims[d]) * shape.b_strides[d];
+          rest /= shape.dims[d];
+        }
+        ASSERT_EQ(ca, ia);
+        ASSERT_EQ(cb, ib);
+      }
+      for (int which = 0; which < 2; ++which) {
+        const GradReduce g = make_grad_reduce(shape, which);
+        const std::vector<double>& want = which == 0 ? want_a : want_b;
+        ASSERT_EQ(g.elements, static_cast<int64_t>(want.size()));
+        ASSERT_EQ(g.elements * g.count, shape_numel(out));
+        for (int64_t o = 0; o < g.elements; ++o) {
+          float sum = 0.f;
+          for (int64_t r = 0; r < g.count; ++r) sum += grad_reduce_term(dev_op, which, g, o, r, dy.f32(), a.f32(), b.f32());
+          EXPECT_TRUE(close(sum, want[o], 1e-5, 1e-5)) << (which ? "db[" : "da[") << o << "] = " << sum << ", want " << want[o];
+        }
+      }
+    }
+  }
+}
+
+/// Every reduction's backward (dev_reduce_stats, dev_reduce_grad, reduce_back) against the
+/// naive oracle's (backends/common/reduce.hpp), over several axis sets, with ties for Max and
+/// Min and zeros for Prod (one and two in a group).
+TEST(CudaMath, ReductionGradientsAreTheOraclesRules) {
+  const Shape in = {2, 3, 4};
+  const std::vector<std::vector<int64_t>> axis_sets = {{0, 2}, {1}, {2}, {0, 1, 2}};
+  for (const ReduceOpInfo& row : kReduceOps)
+    for (const auto& axes : axis_sets) {
+      SCOPED_TRACE(std::string(row.name) + " over " + std::to_string(axes.size()) + " axes from " + std::to_string(axes[0]));
+      ReduceParams p;
+      p.in = in;
+      p.kept = in;
+      p.axes = axes;
+      p.count = 1;
+      for (int64_t a : axes) {
+        p.kept[a] = 1;
+        p.count *= static_cast<double>(in[a]);
+      }
+      p.out = p.kept;
+      Tensor x = random_tensor(in, 90 + static_cast<uint64_t>(row.op), row.op == ReduceOp::kLogSum ? 0.1f : -1.f, 1.f);
+      float* xv = x.f32();
+      if (row.selects) xv[5] = xv[6] = xv[7] = row.op == ReduceOp::kMax ? 2.f : -2.f;  // ties
+      if (row.op == ReduceOp::kProd) {
+        xv[0] = 0.f;             // one zero
+        xv[13] = xv[14] = 0.f;   // two
+      }
+      const int64_t n_out = shape_numel(p.kept);
+      std::vector<float> y(static_cast<size_t>(n_out)), want(static_cast<size_t>(x.numel()));
+      reduce_forward(row, p, xv, y.data());
+      const Tensor dy = random_tensor(p.kept, 7);
+      reduce_backward(row, p, xv, y.data(), dy.f32(), want.data());
+      const ReduceGeometry g = reduce_geometry(p);
+      const ReduceBack back = reduce_back(p);
+      const DevReduce op = static_cast<DevReduce>(static_cast<int>(row.op));
+      std::vector<double> stats(2 * static_cast<size_t>(n_out));
+      for (int64_t o = 0; o < n_out; ++o) dev_reduce_stats(op, g, o, xv, y[o], &stats[2 * o], &stats[2 * o + 1]);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t o = reduce_output_of(back, i);
+        ASSERT_LT(o, n_out);
+        const float got = dev_reduce_grad(op, xv[i], y[o], dy.f32()[o], static_cast<double>(g.count), stats[2 * o],
+                                          stats[2 * o + 1]);
+        EXPECT_TRUE(close(got, want[i], 1e-5, 1e-6)) << "dx[" << i << "] = " << got << ", the oracle says " << want[i];
+      }
+    }
+}
+
+/// Pad (constant with a crop, reflect, edge) and Slice (steps, a reversed axis) backward
+/// through the inverse lists (invert_axis_map, axis_scatter_at) against a loop over the
+/// output adding dy into the element each output position copied.
+TEST(CudaMath, PadAndSliceGradientsGoBackThroughTheirMaps) {
+  struct Case {
+    std::string label;
+    Shape in, out;
+    AxisMaps maps;
+  };
+  std::vector<Case> cases;
+  const Shape in = {2, 3, 5};
+  for (const char* mode : {"constant", "reflect", "edge"}) {
+    PadParams p;
+    p.mode = mode;
+    p.pads = {0, 2, 1, 1, std::string(mode) == "constant" ? -1 : 2, 3};  // begins, then ends
+    Shape out;
+    for (size_t d = 0; d < in.size(); ++d) out.push_back(in[d] + p.pads[d] + p.pads[d + in.size()]);
+    cases.push_back({std::string("pad ") + mode, in, out, pad_axis_maps(p, in, out)});
+  }
+  // Slice [:, ::-1, 1:5:2] written as maps: axis 0 whole (identity), 1 reversed, 2 every other.
+  cases.push_back({"slice", in, {2, 3, 2}, {{}, {2, 1, 0}, {1, 3}}});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    const Tensor dy = random_tensor(c.out, 11);
+    std::vector<double> want(static_cast<size_t>(shape_numel(c.in)), 0.0);
+    const std::vector<int64_t> in_strides = row_major_strides(c.in);
+    for (int64_t o = 0; o < shape_numel(c.out); ++o) {
+      int64_t rest = o, off = 0;
+      bool inside = true;
+      for (int d = static_cast<int>(c.out.size()) - 1; d >= 0; --d) {
+        const int64_t k = rest % c.out[d];
+        rest /= c.out[d];
+        const int64_t src = static_cast<size_t>(d) < c.maps.size() && !c.maps[d].empty() ? c.maps[d][k] : k;
+        if (src < 0) inside = false;
+        off += src * in_strides[d];
+      }
+      if (inside) want[off] += dy.f32()[o];
+    }
+    std::vector<std::vector<int64_t>> offsets(c.in.size()), sources(c.in.size());
+    AxisScatter s;
+    s.rank = static_cast<int>(c.in.size());
+    const std::vector<int64_t> dy_strides = row_major_strides(c.out);
+    for (size_t d = 0; d < c.in.size(); ++d) {
+      invert_axis_map(d < c.maps.size() ? c.maps[d] : std::vector<int64_t>{}, c.in[d], offsets[d], sources[d]);
+      s.in_dims[d] = c.in[d];
+      s.dy_strides[d] = dy_strides[d];
+      s.offsets[d] = offsets[d].data();
+      s.sources[d] = sources[d].data();
+    }
+    for (int64_t i = 0; i < shape_numel(c.in); ++i) {
+      const float got = axis_scatter_at(s, i, dy.f32());
+      EXPECT_TRUE(close(got, want[i], 1e-6, 1e-6)) << "dx[" << i << "] = " << got << ", want " << want[i];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mosaic::cuda_backend
