@@ -10,12 +10,20 @@ algorithm search, as Mosaic's per-shape search). Each timed PyTorch batch does w
 run does: the input copied to the GPU, the forward pass, the output copied back; the median of
 the measured batches after a warm-up. Mosaic runs `mosaic bench --backends cuda --json`, whose
 summary gives images/s and the per-node host overhead (the iteration minus the nodes' kernel
-times, per node). Inference only: Mosaic's plans on a device do not train yet.
+times, per node).
+
+Training rows (--train-batches, default 64): one training step each side on a fixed random
+batch with random labels: the batch copied in, forward in training mode, softmax
+cross-entropy, backward, plain SGD (lr 0.01); PyTorch with model.train() and torch.optim.SGD,
+Mosaic with `bench --mode training` (its loss and optimizer step run on the host today, the
+parameters copied to the GPU and their gradients back each step: the copies are part of its
+time).
 
 Prints a Markdown table and writes --json (the figures, the GPU, the versions).
 
 usage: bench/compare_pytorch_cuda.py [--mosaic build/mosaic] [--models alexnet-cifar,vgg16-cifar,resnet50]
-                                     [--batches 64,1] [--warmup 10] [--iterations 50] [--json out.json]
+                                     [--batches 64,1] [--train-batches 64] [--warmup 10] [--iterations 50]
+                                     [--json out.json]
 """
 import argparse
 import json
@@ -87,6 +95,33 @@ def time_pytorch(name, batch, warmup, iterations):
     return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
 
 
+def time_pytorch_train(name, batch, warmup, iterations):
+    build, shape = MODELS[name]
+    model = build().cuda().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(batch, *shape).pin_memory()
+    times = []
+    labels = None
+    for i in range(warmup + iterations):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = model(x.cuda(non_blocking=True))
+        if labels is None:
+            classes = out.shape[1]
+            labels = torch.randint(0, classes, (batch,)).cuda()
+        loss = nn.functional.cross_entropy(out, labels)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+        loss_value = loss.item()  # the loss on the host, as Mosaic reports it
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    del loss_value
+    med = statistics.median(times)
+    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+
+
 def mosaic_cuda_run(mosaic, name, batch, warmup, iterations, extra=()):
     """The JSON run of `mosaic bench zoo:NAME --backends cuda` (unchecked, one repeat)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
@@ -100,12 +135,12 @@ def mosaic_cuda_run(mosaic, name, batch, warmup, iterations, extra=()):
             return json.load(f)["runs"][0]
 
 
-def time_mosaic(mosaic, name, batch, warmup, iterations):
-    run = mosaic_cuda_run(mosaic, name, batch, warmup, iterations)
+def time_mosaic(mosaic, name, batch, warmup, iterations, training=False):
+    run = mosaic_cuda_run(mosaic, name, batch, warmup, iterations, ("--mode", "training") if training else ())
     s = run["summary"]
     copies = sum((n.get("median_us") or 0) for n in run.get("nodes", []) if n.get("op", "").startswith("mosaic.To")) / 1e3
     return {"images_per_s": s["images_per_s"], "median_ms": s["median_ms"], "kernel_ms": s["kernel_ms"],
-            "overhead_per_node_us": s["overhead_per_node_us"], "copy_ms": copies,
+            "overhead_per_node_us": s.get("overhead_per_node_us", 0.0), "copy_ms": copies,
             "nodes": len(run.get("nodes", [])), "fallbacks": s["fallbacks"]}
 
 
@@ -114,6 +149,7 @@ def main():
     ap.add_argument("--mosaic", default="build/mosaic")
     ap.add_argument("--models", default="alexnet-cifar,vgg16-cifar,resnet50")
     ap.add_argument("--batches", default="64,1")
+    ap.add_argument("--train-batches", default="64", help="training rows' batches ('' for none)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--json", default="")
@@ -123,32 +159,35 @@ def main():
     torch.backends.cudnn.benchmark = True
     gpu = torch.cuda.get_device_name(0)
     header = (f"{gpu}; torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}; "
-              f"float32, TF32 off; inference, median of {args.iterations} batches after {args.warmup}")
+              f"float32, TF32 off; median of {args.iterations} batches after {args.warmup}")
     print(header + "\n")
-    print("| model | batch | PyTorch img/s | Mosaic cuda img/s | cuda / PyTorch | Mosaic copies ms | "
+    print("| model | mode | batch | PyTorch img/s | Mosaic cuda img/s | cuda / PyTorch | Mosaic copies ms | "
           "overhead per node us | fallbacks |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     failed = 0
-    for name in args.models.split(","):
-        for batch in (int(b) for b in args.batches.split(",")):
-            pt = time_pytorch(name, batch, args.warmup, args.iterations)
-            try:
-                mo = time_mosaic(args.mosaic, name, batch, args.warmup, args.iterations)
-            except RuntimeError as e:  # one model failing leaves the others' rows
-                failed += 1
-                rows.append({"model": name, "batch": batch, "pytorch": pt, "error": str(e)})
-                print(f"| {name} | {batch} | {pt['images_per_s']:.0f} | FAILED | | | | |", flush=True)
-                print(str(e), file=sys.stderr)
-            else:
-                ratio = mo["images_per_s"] / pt["images_per_s"]
-                rows.append({"model": name, "batch": batch, "pytorch": pt, "mosaic_cuda": mo, "ratio": ratio})
-                print(f"| {name} | {batch} | {pt['images_per_s']:.0f} | {mo['images_per_s']:.0f} | {ratio:.2f}x | "
-                      f"{mo['copy_ms']:.3f} | {mo['overhead_per_node_us']:.1f} | {mo['fallbacks']} |", flush=True)
-            if args.json:  # after each row: a run cut off keeps what it measured
-                with open(args.json + ".tmp", "w") as f:
-                    json.dump({"setup": header, "gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
-                os.replace(args.json + ".tmp", args.json)
+    # Training first: a run cut off by its time limit keeps the newest figures.
+    cells = [(name, "training", int(b)) for name in args.models.split(",") for b in args.train_batches.split(",") if b]
+    cells += [(name, "inference", int(b)) for name in args.models.split(",") for b in args.batches.split(",") if b]
+    for name, mode, batch in cells:
+        training = mode == "training"
+        pt = (time_pytorch_train if training else time_pytorch)(name, batch, args.warmup, args.iterations)
+        try:
+            mo = time_mosaic(args.mosaic, name, batch, args.warmup, args.iterations, training)
+        except RuntimeError as e:  # one model failing leaves the others' rows
+            failed += 1
+            rows.append({"model": name, "mode": mode, "batch": batch, "pytorch": pt, "error": str(e)})
+            print(f"| {name} | {mode} | {batch} | {pt['images_per_s']:.0f} | FAILED | | | | |", flush=True)
+            print(str(e), file=sys.stderr)
+        else:
+            ratio = mo["images_per_s"] / pt["images_per_s"]
+            rows.append({"model": name, "mode": mode, "batch": batch, "pytorch": pt, "mosaic_cuda": mo, "ratio": ratio})
+            print(f"| {name} | {mode} | {batch} | {pt['images_per_s']:.0f} | {mo['images_per_s']:.0f} | {ratio:.2f}x | "
+                  f"{mo['copy_ms']:.3f} | {mo['overhead_per_node_us']:.1f} | {mo['fallbacks']} |", flush=True)
+        if args.json:  # after each row: a run cut off keeps what it measured
+            with open(args.json + ".tmp", "w") as f:
+                json.dump({"setup": header, "gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
+            os.replace(args.json + ".tmp", args.json)
     return 1 if failed else 0
 
 

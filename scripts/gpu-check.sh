@@ -11,16 +11,18 @@
 #   summary.txt   when each step began, then the outcome: the tables and the tests' verdicts
 #   machine.txt   GPU, CPU, driver, versions, what `mosaic backends` says of cuda
 #   tests.txt     the test binary's cuda tests: every op case of BackendOps on cuda against
-#                 naive, the CudaBackend suite with whole models and --precision tf32
+#                 naive, every backward case (OptimisedBackward) and the training suites
+#                 (WholeNetwork, GradcheckBackends) on cuda, the CudaBackend suite with whole
+#                 models in inference and training and --precision tf32
 #   check.txt     bench on resnet50 (cuda), alexnet-cifar and bert-tiny (cuda, onednn) at batch
 #                 2 against naive, what runs on cuda; bench/compare_pytorch_cuda.py's table;
 #                 compute-sanitizer's memcheck of one short run
 #   bench.json    that comparison with PyTorch eager on CUDA: alexnet-cifar, vgg16-cifar,
-#                 resnet50 at batch 64 and 1
+#                 resnet50, a training step at batch 64, inference at batch 64 and 1
 #   profile.txt   bench/profile_cuda_nodes.py: device time per layer beside PyTorch's,
-#                 ResNet-50 at batch 64, float32 and TF32
+#                 ResNet-50 inference at batch 64, float32
 # It exits 1 if cuda is unavailable there, a test or check fails, or the sanitizer reports an
-# error. About 8 minutes at most: each step has its own time limit.
+# error. 8 minutes at most: the steps' own time limits add up to 480 s.
 #
 #   scripts/gpu-check.sh compare BUNDLE OUT_DIR  there: machine.txt, the comparison and the
 #                 float32 profile alone, Mosaic loading the cuDNN of PyTorch's wheel (both sides
@@ -106,7 +108,7 @@ if [ "$mode" = run ]; then
   step check
   {
     # resnet50 on cuda alone: its naive reference takes most of the minute.
-    for run in "zoo:resnet50 cuda 90" "zoo:alexnet-cifar cuda,onednn 45" "zoo:bert-tiny cuda,onednn 45"; do
+    for run in "zoo:resnet50 cuda 60" "zoo:alexnet-cifar cuda,onednn 25" "zoo:bert-tiny cuda,onednn 25"; do
       read -r model backends limit <<< "$run"
       echo "== $model, batch 2"
       timeout "$limit" "$m" bench "$model" --backends "$backends" --batch 2 --iterations 5 --warmup 2 --repeats 1 \
@@ -120,23 +122,22 @@ fi
 # The targets: cuda beside PyTorch eager on CUDA, inference at batch 64 and 1 (bench.json is
 # rewritten after each row, so a run cut off still brings back what it measured).
 step compare
-timeout 150 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 20 \
+timeout 135 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 20 \
   --json "$out/bench.json" >> "$out/check.txt" 2>&1 || { echo "FAILED: compare_pytorch_cuda.py"; status=1; }
 
-# Where the time goes: device time per layer beside PyTorch's, ResNet-50 at batch 64, float32 and TF32.
+# Where the time goes: device time per layer beside PyTorch's, ResNet-50 at batch 64, float32
+# (TF32 gave the same picture: docs/gpu.md).
 step profile
-for tf32 in "" $([ "$mode" = run ] && echo --tf32); do
-  timeout 90 python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 $tf32 \
-    >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py $tf32" | tee -a "$out/profile.txt"
-done
+timeout 40 python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 \
+  >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py" | tee -a "$out/profile.txt"
 
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 if [ "$mode" = compare ]; then
   :
 elif [ -x "$sanitizer" ]; then
   step sanitizer
-  LD_LIBRARY_PATH=$libs timeout 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
-    "$b/bin/mosaic.bin" bench zoo:fmnist-cnn --backends cuda --batch 2 --iterations 2 --warmup 1 --repeats 1 \
+  LD_LIBRARY_PATH=$libs timeout 45 "$sanitizer" --tool memcheck --error-exitcode 9 \
+    "$b/bin/mosaic.bin" bench zoo:fmnist-cnn --backends cuda --mode training --batch 2 --iterations 2 --warmup 1 --repeats 1 \
     --no-peaks --no-db --no-check > /tmp/mosaic-sanitizer.txt 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
