@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fnmatch.h>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "operators/schema.hpp"
@@ -273,6 +274,25 @@ PinnedHost Plan::pin_inputs(const std::vector<Tensor>& inputs) const {
         pinned.pins_.emplace_back(d, inputs[i].data());
         pinned.bytes_ += inputs[i].bytes();
       }
+  }
+  return pinned;
+}
+
+PinnedHost Plan::pin_parameters() const {
+  PinnedHost pinned;
+  std::set<const void*> seen;
+  for (const PlanStep& st : steps_) {
+    if (!st.conversion || !st.device || st.in.empty() || st.in[0] < 0) continue;
+    const PlanValue& v = values_[st.in[0]];
+    if (!v.trainable || v.device) continue;  // a host parameter copied to st.device
+    for (const Tensor* t : {&v.tensor, &v.grad}) {
+      if (!t->defined() || !t->bytes() || t->device() || !seen.insert(t->data()).second) continue;
+      for (const auto& d : devices_)
+        if (d.get() == st.device && d->pin(t->data(), t->bytes())) {
+          pinned.pins_.emplace_back(d, t->data());
+          pinned.bytes_ += t->bytes();
+        }
+    }
   }
   return pinned;
 }

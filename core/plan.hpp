@@ -185,6 +185,10 @@ class Plan {
   /// copies then run at the bus's rate. `inputs` must outlive the result and be what run() is
   /// given. Inputs a host kernel reads, and devices that do not pin, are left as they are.
   PinnedHost pin_inputs(const std::vector<Tensor>& inputs) const;
+  /// Training plans: page-locks the host buffers a step copies to a device each run, the
+  /// parameters (the planner keeps them the host's), and their gradients, which the copies'
+  /// backward brings back, until the result goes. Nothing where no device pins.
+  PinnedHost pin_parameters() const;
   /// Output i of the last run, without copying.
   const Tensor& output(size_t i) const { return values_[output_values_[i]].tensor; }
   /// Gradient of a graph input after backward (nullptr if it has none).

@@ -77,9 +77,12 @@ struct BenchResult {
   double metrics_on_ns = 0, metrics_off_ns = 0;  ///< the two medians
   int64_t gradient_bytes = 0;         ///< training: the parameters' gradient buffers
   int64_t optimizer_state_bytes = 0;  ///< training: the optimizer's per-parameter state
-  /// Inference: the input bytes page-locked for the copies to a device while it was timed
+  /// The input bytes page-locked for the copies to a device while it was timed
   /// (Plan::pin_inputs; 0 where no device pins or no input goes straight to one).
   int64_t pinned_input_bytes = 0;
+  /// Training: the bytes of the parameters a device reads and of their gradients,
+  /// page-locked for their copies each step (Plan::pin_parameters).
+  int64_t pinned_parameter_bytes = 0;
 };
 
 /// Training: per-stage CPU time is measured on this many extra steps after the timed ones

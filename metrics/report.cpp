@@ -308,6 +308,9 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     if (c.timing.pinned_input_bytes)
       os << "         inputs page-locked for their copies to the device: "
          << format_bytes(static_cast<double>(c.timing.pinned_input_bytes)) << "\n";
+    if (c.timing.pinned_parameter_bytes)
+      os << "         parameters and gradients page-locked for their copies each step: "
+         << format_bytes(static_cast<double>(c.timing.pinned_parameter_bytes)) << "\n";
     for (const auto& [device, state] : c.device_state) {
       os << "device:  " << device << " after the run:";
       for (const auto& [name, value] : state) os << " " << name << " " << value;
@@ -517,6 +520,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                                         {"workspace_bytes", bytes.workspace},
                                         {"gradient_bytes", bytes.gradients}};
     r["memory"]["pinned_input_bytes"] = c.timing.pinned_input_bytes;
+    r["memory"]["pinned_parameter_bytes"] = c.timing.pinned_parameter_bytes;
     r["device_state"] = json::object();
     for (const auto& [device, state] : c.device_state)
       for (const auto& [name, value] : state) r["device_state"][device][name] = value;

@@ -336,6 +336,18 @@ TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
     EXPECT_GT(sim.device->zeroed, zeroed) << "h1's gradient is zeroed on the device";
     EXPECT_GT(sim.device->accumulated, accumulated) << "and summed there";
   }
+  {  // bench page-locks the parameter and its gradient, which the copies read and write each step
+    size_t host_bytes = 0;
+    for (const ParamRef& p : plan.value()->parameters()) host_bytes += p.value.bytes() + p.grad.bytes();
+    ASSERT_GT(host_bytes, 0u);
+    const PinnedHost pinned = plan.value()->pin_parameters();
+    EXPECT_EQ(pinned.bytes(), host_bytes);
+    EXPECT_EQ(sim.device->pinned_bytes(), host_bytes);
+    const std::vector<float> got = step(*plan.value());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_FLOAT_EQ(got[k], want[k]) << k;
+  }
+  EXPECT_EQ(sim.device->pinned_bytes(), 0u) << "unpinned when the PinnedHost goes";
   plan.value().reset();
   EXPECT_EQ(sim.device->live_allocations(), 0u) << "gradient buffers are released with the plan";
 }
@@ -424,6 +436,9 @@ TEST_F(DeviceCli, BenchTrainsOnTheDeviceAndChecksItsGradientsAgainstNaive) {
   EXPECT_GE(relu, 1) << run["nodes"].dump();
   EXPECT_GT(run["memory"]["devices"]["sim:0"]["gradient_bytes"].get<int64_t>(), 0) << run["memory"].dump();
   EXPECT_NE(r.out.find("gradients"), std::string::npos) << r.out;
+  // No parameter is read on the device here (it runs Relu and Add): none is page-locked
+  // (DevicePlans.TrainingOnADeviceGivesNaivesGradients pins one).
+  EXPECT_EQ(run["memory"]["pinned_parameter_bytes"].get<int64_t>(), 0) << run["memory"].dump();
 }
 
 TEST_F(DeviceCli, BenchReportsTheDevicesOwnTimePerNodeOnItsOwnTraceThread) {
