@@ -42,6 +42,10 @@ PLANTS = [
     ("device_math.hpp", "case DevReduce::kLogSumExp: return static_cast<float>(g * exp(static_cast<double>(x) - y));",
      "case DevReduce::kLogSumExp: return static_cast<float>(g * exp(static_cast<double>(x)));",
      "LogSumExp's shift"),
+    ("device_math.hpp", "const int64_t i = indices[j] < 0 ? indices[j] + g.axis : indices[j];",
+     "const int64_t i = indices[j];", "Gather's negative ids not wrapped"),
+    ("device_math.hpp", "return i >= 0 && i < g.axis ? i : -1;", "return i >= 0 && i <= g.axis ? i : -1;",
+     "Gather letting an id equal to the axis's size through"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

@@ -150,6 +150,31 @@ TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
   EXPECT_NE(r.out.find("tf32 declined by onednn"), std::string::npos) << r.out;
 }
 
+#ifdef MOSAIC_CUDA_PLUGIN
+// Token ids are read on the device (an embedding lookup stays on the GPU): the rows are
+// naive's, and an id outside the table fails the run with the host's message, naming the
+// input, the id and its position, rather than reading outside the table.
+TEST_F(CudaBackend, OnAGpuGatherReadsRunTimeIdsAndRefusesOnesOutsideTheTable) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  OpCase c;
+  c.label = "embedding";
+  c.node = make_node("Gather");
+  c.inputs = {random_tensor({7, 5}, 71), Tensor::from_i64({2, 3}, {0, 6, -1, 3, 3, 2})};
+  c.is_const = {true, false};
+  std::vector<Tensor> want, got;
+  ASSERT_TRUE(run_on(c, "naive", &want).is_ok());
+  Status st = run_on(c, "cuda", &got);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const Agreement a = compare_tensors(got[0], want[0], 0, 0);
+  EXPECT_TRUE(a.ok) << a.message;
+  c.inputs[1].i64()[4] = 7;
+  st = run_on(c, "cuda", &got);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("index 7 (element 4) is outside the gathered axis of size 7"), std::string::npos)
+      << st.to_string();
+}
+#endif
+
 /// Training on the GPU (`bench --mode training`): the backward kernels of the CNNs' and the
 /// transformer's ops on cuda, the gradients checked against naive's, kept in the device's
 /// memory.

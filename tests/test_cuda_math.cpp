@@ -246,5 +246,34 @@ TEST(CudaMath, PadAndSliceGradientsGoBackThroughTheirMaps) {
   }
 }
 
+/// Gather's index arithmetic (gather_offset, gather_row) against the host's loop: rows of a
+/// [2, 5, 3] table (axis 1) by ids with negative ones, every output element's source; and an
+/// id outside the axis reported at its position, on either side.
+TEST(CudaMath, GatherReadsTheRowsTheHostReadsAndReportsIdsOutsideTheAxis) {
+  GatherGeometry g;
+  g.outer = 2;
+  g.axis = 5;
+  g.inner = 3;
+  const std::vector<int64_t> ids = {0, 4, -1, 2, -5, 3};
+  g.count = static_cast<int64_t>(ids.size());
+  int64_t o = 0;
+  for (int64_t row = 0; row < g.outer; ++row)
+    for (int64_t j = 0; j < g.count; ++j)
+      for (int64_t k = 0; k < g.inner; ++k, ++o) {
+        const int64_t i = ids[j] < 0 ? ids[j] + g.axis : ids[j];
+        int64_t bad = -1;
+        EXPECT_EQ(gather_offset(g, ids.data(), o, &bad), (row * g.axis + i) * g.inner + k) << o;
+        EXPECT_EQ(bad, -1) << o;
+      }
+  for (int64_t wrong : {int64_t{5}, int64_t{-6}, int64_t{1} << 40}) {
+    std::vector<int64_t> with = ids;
+    with[4] = wrong;
+    int64_t bad = -1;
+    EXPECT_EQ(gather_offset(g, with.data(), 2 * g.count * g.inner - 2 * g.inner + 1, &bad), -1) << wrong;
+    EXPECT_EQ(bad, 4) << wrong;
+    EXPECT_EQ(gather_row(g, with.data(), 4), -1) << wrong;
+  }
+}
+
 }  // namespace
 }  // namespace mosaic::cuda_backend

@@ -47,6 +47,12 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
   return s;
 }
 
+Status gather_index_error(const std::string& label, int64_t value, int64_t position, int64_t axis_dim) {
+  return Status::invalid(label + ": index " + std::to_string(value) + " (element " + std::to_string(position) +
+                         ") is outside the gathered axis of size " + std::to_string(axis_dim) +
+                         (axis_dim > 1 ? " (token ids must lie in [0, " + std::to_string(axis_dim) + "))" : ""));
+}
+
 namespace {
 
 /// Output 0 shares input 0's bytes; the executor never calls forward.
@@ -507,10 +513,7 @@ class GatherKernel final : public Kernel {
   /// error naming the input when it lies outside the axis.
   Expected<int64_t> index(const int64_t* idx, int64_t j) const {
     const int64_t i = idx[j] < 0 ? idx[j] + axis_dim_ : idx[j];
-    if (i < 0 || i >= axis_dim_)
-      return Status::invalid(label_ + ": index " + std::to_string(idx[j]) + " (element " + std::to_string(j) +
-                             ") is outside the gathered axis of size " + std::to_string(axis_dim_) +
-                             (axis_dim_ > 1 ? " (token ids must lie in [0, " + std::to_string(axis_dim_) + "))" : ""));
+    if (i < 0 || i >= axis_dim_) return gather_index_error(label_, idx[j], j, axis_dim_);
     return i;
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {

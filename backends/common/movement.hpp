@@ -29,4 +29,9 @@ AxisMaps pad_axis_maps(const PadParams& p, const Shape& in, const Shape& out);
 /// Row-major strides of a shape, in elements.
 std::vector<int64_t> row_major_strides(const Shape& shape);
 
+/// The error of a Gather index outside its axis (every backend's Gather says the same):
+/// `label` names the node and its indices input, `value` is the index as given, `position`
+/// its element in the indices.
+Status gather_index_error(const std::string& label, int64_t value, int64_t position, int64_t axis_dim);
+
 }  // namespace mosaic

@@ -154,6 +154,15 @@ cudaError_t launch_axis_gather(cudaStream_t stream, const AxisGather& g, const f
 
 cudaError_t launch_reduce(cudaStream_t stream, DevReduce op, const ReduceGeometry& g, const float* x, float* y,
                           int64_t n_out);
+/// y[o] = data[gather_offset(g, indices, o)] for the outer * count * inner output elements;
+/// an index outside the axis writes 0 and lowers *first_bad (device memory, set to INT64_MAX
+/// before) to its position.
+cudaError_t launch_gather(cudaStream_t stream, const GatherGeometry& g, const float* data, const int64_t* indices,
+                          float* y, unsigned long long* first_bad);
+/// Its backward: ddata (zeroed first) += dy at each element's source (atomic adds: rows
+/// gathered twice add up in no fixed order).
+cudaError_t launch_gather_backward(cudaStream_t stream, const GatherGeometry& g, const int64_t* indices,
+                                   const float* dy, float* ddata, int64_t data_elements);
 /// dx[i] = axis_scatter_at(s, i, dy) for i < n: Pad's and Slice's backward.
 cudaError_t launch_axis_scatter(cudaStream_t stream, const AxisScatter& s, const float* dy, float* dx, int64_t n);
 /// A reduction's backward over its n_in input elements (`back` maps each to its output);

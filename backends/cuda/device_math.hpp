@@ -373,4 +373,34 @@ void invert_axis_map(const Vec& map, int64_t in_dim, Vec& offsets, Vec& sources)
   }
 }
 
+// ---- Gather (embedding lookups) ----
+
+/// Gather along an axis: data [outer, axis, inner] (the axes before, the gathered one, those
+/// after), `indices` of `count` elements; output element o is (outer row, index position j,
+/// inner k).
+struct GatherGeometry {
+  int64_t outer = 1, axis = 1, inner = 1, count = 0;
+};
+
+/// Index position j's row of the gathered axis, wrapped as ONNX says (negative counts from
+/// the end); -1 where it lies outside the axis.
+MOSAIC_HD int64_t gather_row(const GatherGeometry& g, const int64_t* indices, int64_t j) {
+  const int64_t i = indices[j] < 0 ? indices[j] + g.axis : indices[j];
+  return i >= 0 && i < g.axis ? i : -1;
+}
+
+/// The data offset output element o reads, or -1 (its index lies outside the axis; *bad_j
+/// is then its index position).
+MOSAIC_HD int64_t gather_offset(const GatherGeometry& g, const int64_t* indices, int64_t o, int64_t* bad_j) {
+  const int64_t k = o % g.inner;
+  const int64_t j = (o / g.inner) % g.count;
+  const int64_t row = o / (g.inner * g.count);
+  const int64_t i = gather_row(g, indices, j);
+  if (i < 0) {
+    *bad_j = j;
+    return -1;
+  }
+  return (row * g.axis + i) * g.inner + k;
+}
+
 }  // namespace mosaic::cuda_backend

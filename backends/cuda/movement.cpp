@@ -226,6 +226,70 @@ class ConcatKernel final : public CudaKernel {
   std::vector<int64_t> in_rows_;
 };
 
+/// Gather of float32 data by int64 indices (embedding lookups: token ids into a table).
+/// Constant indices are checked when the kernel is built (the planner keeps their resident
+/// copy on the device). Run-time ones
+/// (token ids copied in with the batch) are checked on the device as they are read: an index
+/// outside the axis gives 0 and reports its position, and the kernel waits for that report
+/// after each launch (one round trip to the device per Gather and run) to fail with the
+/// host's message, naming the input, the index and its position. Backward scatter-adds
+/// dy's rows with atomic adds (repeated ids add up in no fixed order: declined in a
+/// deterministic plan, whose Gather then trains on the host).
+class GatherKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    const Shape& x = ctx.inputs[0].shape;
+    MOSAIC_ASSIGN_OR_RETURN(const int64_t axis, normalize_axis(ctx.node->attr_int("axis", 0),
+                                                               static_cast<int64_t>(x.size()), *ctx.node));
+    for (int64_t i = 0; i < axis; ++i) g_.outer *= x[i];
+    g_.axis = x[axis];
+    for (size_t i = static_cast<size_t>(axis) + 1; i < x.size(); ++i) g_.inner *= x[i];
+    g_.count = shape_numel(ctx.inputs[1].shape);
+    index_label_ = label_ + ": input '" + ctx.node->inputs[1] + "'";
+    deterministic_ = ctx.deterministic;
+    if (const Tensor* c = ctx.constant(1)) {
+      const int64_t* idx = c->i64();
+      for (int64_t j = 0; j < g_.count; ++j)
+        if (gather_row(g_, idx, j) < 0) return gather_index_error(index_label_, idx[j], j, g_.axis);
+      return Status::ok();
+    }
+    return first_bad_.resize(sizeof(unsigned long long));
+  }
+  size_t workspace_bytes() const override { return first_bad_.bytes(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const cudaStream_t stream = device().stream();
+    const int64_t* idx = src[1]->i64();
+    auto* first_bad = static_cast<unsigned long long*>(first_bad_.data());
+    if (first_bad) MOSAIC_RETURN_IF_ERROR(check(cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), stream), "reset"));
+    MOSAIC_RETURN_IF_ERROR(check(launch_gather(stream, g_, src[0]->f32(), idx, dst[0]->f32(), first_bad), "launch"));
+    if (!first_bad) return Status::ok();
+    unsigned long long bad = 0;
+    MOSAIC_RETURN_IF_ERROR(check(cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, stream), "report"));
+    MOSAIC_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "report"));
+    if (bad == ~0ull) return Status::ok();
+    int64_t value = 0;
+    MOSAIC_RETURN_IF_ERROR(check(cudaMemcpy(&value, idx + bad, sizeof(value), cudaMemcpyDeviceToHost), "report"));
+    return gather_index_error(index_label_, value, static_cast<int64_t>(bad), g_.axis);
+  }
+  bool has_backward() const override { return !deterministic_; }
+  bool backward_reads_input(size_t i) const override { return i == 1; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = grad_of(a, 0);
+    if (!dx) return Status::ok();
+    return check(launch_gather_backward(device().stream(), g_, a.src[1]->i64(), a.diff_dst[0]->f32(), dx,
+                                        a.diff_src[0]->numel()),
+                 "backward");
+  }
+
+ private:
+  GatherGeometry g_;
+  std::string index_label_;
+  bool deterministic_ = false;
+  DeviceMemory first_bad_;  // run-time indices: the first position outside the axis (none: constant ones)
+};
+
 class ReduceKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -287,6 +351,14 @@ void add_movement_kernels(PluginRegistrar& r, Status& st) {
   add(r, st, "Transpose", make_factory<TransposeKernel>());
   add(r, st, "Concat", make_factory<ConcatKernel>());
   for (const ReduceOpInfo& info : kReduceOps) add(r, st, info.name, make_factory<ReduceKernel>());
+  // Gather takes float32 data and int64 indices, run-time ones too (`add` takes float32 only).
+  if (st.is_ok())
+    st = r.add_kernel("cuda", "Gather", make_factory<GatherKernel>(), KernelTraits{LayoutUse::kNone, [](const KernelContext& ctx) {
+                        if (ctx.inputs[0].dtype != DType::kF32 || ctx.inputs[1].dtype != DType::kI64)
+                          return Status::unsupported(ctx.node->label() +
+                                                     ": the cuda backend gathers float32 data by int64 indices");
+                        return Status::ok();
+                      }});
 }
 
 }  // namespace mosaic::cuda_backend

@@ -102,7 +102,49 @@ __global__ void reduce_backward_kernel(DevReduce op, ReduceBack back, double cou
   }
 }
 
+__global__ void gather_kernel(GatherGeometry g, const float* data, const int64_t* indices, float* y, int64_t n,
+                              unsigned long long* first_bad) {
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < n;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t bad = 0;
+    const int64_t src = gather_offset(g, indices, o, &bad);
+    if (src < 0) {
+      atomicMin(first_bad, static_cast<unsigned long long>(bad));
+      y[o] = 0.f;
+    } else {
+      y[o] = data[src];
+    }
+  }
+}
+
+__global__ void gather_backward_kernel(GatherGeometry g, const int64_t* indices, const float* dy, float* ddata,
+                                       int64_t n) {
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < n;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t bad = 0;
+    const int64_t src = gather_offset(g, indices, o, &bad);
+    if (src >= 0) atomicAdd(&ddata[src], dy[o]);
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_gather(cudaStream_t stream, const GatherGeometry& g, const float* data, const int64_t* indices,
+                          float* y, unsigned long long* first_bad) {
+  const int64_t n = g.outer * g.count * g.inner;
+  if (n <= 0) return cudaSuccess;
+  gather_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, data, indices, y, n, first_bad);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_backward(cudaStream_t stream, const GatherGeometry& g, const int64_t* indices,
+                                   const float* dy, float* ddata, int64_t data_elements) {
+  cudaError_t e = cudaMemsetAsync(ddata, 0, static_cast<size_t>(data_elements) * sizeof(float), stream);
+  const int64_t n = g.outer * g.count * g.inner;
+  if (e != cudaSuccess || n <= 0) return e;
+  gather_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, indices, dy, ddata, n);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_axis_scatter(cudaStream_t stream, const AxisScatter& s, const float* dy, float* dx, int64_t n) {
   if (n <= 0) return cudaSuccess;
