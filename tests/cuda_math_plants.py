@@ -46,6 +46,12 @@ PLANTS = [
      "const int64_t i = indices[j];", "Gather's negative ids not wrapped"),
     ("device_math.hpp", "return i >= 0 && i < g.axis ? i : -1;", "return i >= 0 && i <= g.axis ? i : -1;",
      "Gather letting an id equal to the axis's size through"),
+    ("device_geometry.hpp", "    g.strides[perm[d]] = dy[d];", "    g.strides[d] = dy[perm[d]];",
+     "Transpose's backward permuting the wrong way"),
+    ("device_geometry.hpp", "e.crop[2 + a].push_back(c + w.pad_begin[a]);", "e.crop[2 + a].push_back(c + w.pad_end[a]);",
+     "the explicit padding's crop at the end pad's offset"),
+    ("device_math.hpp", "if (src < 0) inside = false;", "if (src < -1) inside = false;",
+     "the gather reading the fill positions"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

@@ -275,5 +275,83 @@ TEST(CudaMath, GatherReadsTheRowsTheHostReadsAndReportsIdsOutsideTheAxis) {
   }
 }
 
+/// Every output element of a gather (axis_gather_offset) over `g`, from x.
+std::vector<float> gather_all(const AxisGather& g, const float* x, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = axis_gather_offset(g, i);
+    y[static_cast<size_t>(i)] = at >= 0 ? x[at] : 0.f;
+  }
+  return y;
+}
+
+/// Transpose (transpose_gather) against a loop over the input's coordinates, and its
+/// backward (transpose_back_gather) taking the result back to the input.
+TEST(CudaMath, TransposeAndItsBackwardAreInversePermutations) {
+  const Shape in = {2, 3, 4, 5};
+  const Tensor x = random_tensor(in, 21);
+  for (const std::vector<int64_t>& perm :
+       {std::vector<int64_t>{0, 2, 3, 1}, std::vector<int64_t>{3, 2, 1, 0}, std::vector<int64_t>{1, 0, 3, 2}}) {
+    SCOPED_TRACE(std::to_string(perm[0]) + std::to_string(perm[1]) + std::to_string(perm[2]) + std::to_string(perm[3]));
+    Shape out;
+    for (int64_t a : perm) out.push_back(in[a]);
+    const std::vector<float> y = gather_all(transpose_gather(in, perm), x.f32(), x.numel());
+    const std::vector<int64_t> in_strides = row_major_strides(in), out_strides = row_major_strides(out);
+    for (int64_t i = 0; i < x.numel(); ++i) {  // input element i lands where its permuted coordinates say
+      int64_t o = 0;
+      for (size_t d = 0; d < perm.size(); ++d) o += (i / in_strides[perm[d]] % in[perm[d]]) * out_strides[d];
+      ASSERT_EQ(y[o], x.f32()[i]) << i;
+    }
+    const std::vector<float> back = gather_all(transpose_back_gather(in, perm), y.data(), x.numel());
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back[i], x.f32()[i]) << i;
+  }
+}
+
+/// A convolution's explicit padding (pads differing between an axis's ends): the padded
+/// buffer holds x at the pads' offsets and zeros around it, and the crop takes the padded
+/// gradient back to x's shape, element for element.
+TEST(CudaMath, ExplicitPaddingPlacesTheInputAndCropsItsGradientBack) {
+  const Shape in = {2, 3, 5, 4};
+  const Tensor x = random_tensor(in, 22);
+  Window w;
+  w.in = {5, 4};
+  w.kernel = {3, 3};
+  w.stride = {2, 2};
+  w.dilation = {1, 1};
+  w.pad_begin = {0, 2};
+  w.pad_end = {1, 1};
+  auto e = explicit_pad(in, w, "conv");
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e.value().padded, (Shape{2, 3, 6, 7}));
+  EXPECT_EQ(w.pad_begin, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(w.pad_end, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(w.in, (std::vector<int64_t>{6, 7}));
+  std::vector<std::vector<int64_t>> pad_maps = e.value().pad, crop_maps = e.value().crop;
+  auto geometry = [](const Shape& out, const Shape& from, const AxisMaps& maps) {
+    AxisGather g;
+    g.rank = static_cast<int>(out.size());
+    const std::vector<int64_t> strides = row_major_strides(from);
+    for (size_t d = 0; d < out.size(); ++d) {
+      g.out_dims[d] = out[d];
+      g.strides[d] = strides[d];
+      g.maps[d] = maps[d].empty() ? nullptr : maps[d].data();
+    }
+    return g;
+  };
+  const Shape& padded = e.value().padded;
+  const std::vector<float> p = gather_all(geometry(padded, in, pad_maps), x.f32(), shape_numel(padded));
+  const std::vector<int64_t> ps = row_major_strides(padded), xs = row_major_strides(in);
+  for (int64_t i = 0; i < shape_numel(padded); ++i) {
+    const int64_t n = i / ps[0], c = i / ps[1] % 3, h = i / ps[2] % 6 - 0, wd = i % 7 - 2;
+    const bool inside = h >= 0 && h < 5 && wd >= 0 && wd < 4;
+    ASSERT_EQ(p[i], inside ? x.f32()[n * xs[0] + c * xs[1] + h * xs[2] + wd] : 0.f) << i;
+  }
+  const std::vector<float> back = gather_all(geometry(in, padded, crop_maps), p.data(), x.numel());
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back[i], x.f32()[i]) << i;
+  Window negative = w;
+  negative.pad_begin = {-1, 0};
+  EXPECT_FALSE(explicit_pad(in, negative, "conv").ok());
+}
+
 }  // namespace
 }  // namespace mosaic::cuda_backend

@@ -1,5 +1,6 @@
-// cuda: Conv forward on cuDNN (1-3 spatial axes, groups, dilations, symmetric pads), then the
-// bias and a fused activation. The algorithm is cuDNN's own search (it times each candidate),
+// cuda: Conv forward and backward on cuDNN (1-3 spatial axes, groups, dilations; pads that
+// differ between an axis's ends by a zero-padded copy first), then the bias and a fused
+// activation. The algorithm is cuDNN's own search (it times each candidate),
 // run once per geometry in the process and cached; float32 FMA math unless the plan asks for
 // TF32. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
 // strided-batched cuBLAS product, and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
@@ -12,6 +13,7 @@
 
 #include "backends/cuda/cuda_internal.hpp"
 #include "backends/cuda/cudnn_desc.hpp"
+#include "backends/cuda/device_geometry.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic::cuda_backend {
@@ -63,10 +65,13 @@ class ConvKernel final : public CudaKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(const CudnnWindow win, cudnn_window(p_.win, label_, "convolves"));
+    Window window = p_.win;
+    Shape x_shape = ctx.inputs[0].shape;
+    MOSAIC_RETURN_IF_ERROR(pad_explicitly(ctx, window, x_shape));
+    MOSAIC_ASSIGN_OR_RETURN(const CudnnWindow win, cudnn_window(window, label_, "convolves"));
     const size_t rank = win.rank;
     const std::vector<int>&pads = win.pads, &strides = win.strides, &dilations = win.dilations;
-    MOSAIC_ASSIGN_OR_RETURN(auto x_dims, cudnn_dims(ctx.inputs[0].shape, rank, label_));
+    MOSAIC_ASSIGN_OR_RETURN(auto x_dims, cudnn_dims(x_shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto w_dims, cudnn_dims(ctx.inputs[1].shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto y_dims, cudnn_dims(ctx.outputs[0].shape, rank, label_));
     MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, x_dims), "x descriptor"));
@@ -120,15 +125,19 @@ class ConvKernel final : public CudaKernel {
     return workspace_.resize(workspace);
   }
 
-  /// The algorithm's workspace, in device memory (the plan reports it under the device).
-  size_t workspace_bytes() const override { return workspace_.bytes(); }
+  /// The algorithms' workspace and the explicit padding's buffers, in device memory (the plan
+  /// reports them under the device).
+  size_t workspace_bytes() const override {
+    return workspace_.bytes() + pad_.bytes() + padded_.bytes() + crop_.bytes() + dx_padded_.bytes();
+  }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
     float* y = dst[0]->f32();
+    MOSAIC_ASSIGN_OR_RETURN(const float* x, padded_input(src[0]));
     if (use_gemm_) {
-      MOSAIC_RETURN_IF_ERROR(pointwise_product(src[0]->f32(), src[1]->f32(), y));
+      MOSAIC_RETURN_IF_ERROR(pointwise_product(x, src[1]->f32(), y));
     } else {
-      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionForward(device().cudnn(), &one, x_.get(), src[0]->f32(), filter_.get(),
+      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionForward(device().cudnn(), &one, x_.get(), x, filter_.get(),
                                                            src[1]->f32(), conv_.get(), algo_.algo, workspace_.data(),
                                                            workspace_.bytes(), &zero, y_.get(), y),
                                    "cudnnConvolutionForward"));
@@ -152,15 +161,19 @@ class ConvKernel final : public CudaKernel {
     const float* dy = a.diff_dst[0]->f32();
     const cudnnHandle_t h = device().cudnn();
     if (float* dx = grad_of(a, 0)) {
+      // Explicitly padded: the padded input's gradient, then cropped to the input's.
+      float* d = explicit_pad_ ? static_cast<float*>(dx_padded_.data()) : dx;
       MOSAIC_RETURN_IF_ERROR(set_math(data_algo_.mathType));
       MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionBackwardData(h, &one, filter_.get(), a.src[1]->f32(), y_.get(), dy,
                                                                 conv_.get(), data_algo_.algo, workspace_.data(),
-                                                                workspace_.bytes(), &zero, x_.get(), dx),
+                                                                workspace_.bytes(), &zero, x_.get(), d),
                                    "cudnnConvolutionBackwardData"));
+      if (explicit_pad_) MOSAIC_RETURN_IF_ERROR(check(crop_.run(device().stream(), d, dx), "cropping dx"));
     }
     if (float* dw = grad_of(a, 1)) {
+      MOSAIC_ASSIGN_OR_RETURN(const float* x, padded_input(a.src[0]));
       MOSAIC_RETURN_IF_ERROR(set_math(filter_algo_.mathType));
-      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionBackwardFilter(h, &one, x_.get(), a.src[0]->f32(), y_.get(), dy,
+      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionBackwardFilter(h, &one, x_.get(), x, y_.get(), dy,
                                                                   conv_.get(), filter_algo_.algo, workspace_.data(),
                                                                   workspace_.bytes(), &zero, filter_.get(), dw),
                                    "cudnnConvolutionBackwardFilter"));
@@ -173,6 +186,33 @@ class ConvKernel final : public CudaKernel {
   }
 
  private:
+  /// cuDNN pads both ends of an axis alike; a node whose pads differ (TensorFlow's SAME at an
+  /// even stride) is padded explicitly instead: its input gathered into a zero-padded buffer
+  /// of the kernel's (`x_shape` becomes that buffer's, `w` unpadded), which cuDNN convolves
+  /// without padding; in training dx is computed padded and cropped back.
+  Status pad_explicitly(const KernelContext& ctx, Window& w, Shape& x_shape) {
+    for (size_t a = 0; a < w.rank(); ++a) explicit_pad_ = explicit_pad_ || w.pad_begin[a] != w.pad_end[a];
+    if (!explicit_pad_) return Status::ok();
+    const Shape in = x_shape;
+    MOSAIC_ASSIGN_OR_RETURN(const ExplicitPad e, explicit_pad(in, w, label_));
+    x_shape = e.padded;
+    MOSAIC_RETURN_IF_ERROR(pad_.set(x_shape, row_major_strides(in), e.pad, label_));
+    const size_t padded_bytes = static_cast<size_t>(shape_numel(x_shape)) * sizeof(float);
+    MOSAIC_RETURN_IF_ERROR(padded_.resize(padded_bytes));
+    if (ctx.training) {
+      MOSAIC_RETURN_IF_ERROR(crop_.set(in, row_major_strides(x_shape), e.crop, label_));
+      MOSAIC_RETURN_IF_ERROR(dx_padded_.resize(padded_bytes));
+    }
+    return Status::ok();
+  }
+  /// The input cuDNN reads: x itself, or x gathered into the zero-padded buffer.
+  Expected<const float*> padded_input(const Tensor* x) const {
+    if (!explicit_pad_) return x->f32();
+    auto* padded = static_cast<float*>(padded_.data());
+    MOSAIC_RETURN_IF_ERROR(check(pad_.run(device().stream(), x->f32(), padded), "explicit padding"));
+    return static_cast<const float*>(padded);
+  }
+
   /// cuDNN's fastest algorithm for this geometry that succeeds in the math asked for and needs
   /// at most kMaxWorkspace bytes, searched once per geometry in the process.
   Status choose_algorithm() {
@@ -299,6 +339,9 @@ class ConvKernel final : public CudaKernel {
   cudnnConvolutionBwdFilterAlgoPerf_t filter_algo_{};
   bool training_ = false;
   std::string key_;  // the geometry, the algorithm caches' key
+  bool explicit_pad_ = false;        // pads cuDNN cannot express: padded by a gather first
+  DeviceGather pad_, crop_;          // x -> the padded buffer; the padded dx -> dx (training)
+  DeviceMemory padded_, dx_padded_;
   DeviceMemory workspace_;
   DevUnaryArgs act_;
   bool tf32_ = false;

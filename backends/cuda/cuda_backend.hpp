@@ -139,18 +139,29 @@ cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src,
 
 // ---- data movement and reductions (movement.cu) ----
 
-/// Output element o of a copy over up to 8 axes reads input element sum_d maps[d][o_d] *
-/// strides[d], where o_d is o's index along output axis d; maps[d] (device memory) is nullptr
-/// for the identity, and an entry of -1 writes the fill value (*fill_device where it is not
-/// nullptr: a run-time input). Pad and Slice are such per-axis maps, Transpose permuted strides.
-struct AxisGather {
-  int rank = 0;
-  int64_t out_dims[8] = {};
-  int64_t strides[8] = {};
-  const int64_t* maps[8] = {};
-};
+/// y[i] = x[axis_gather_offset(g, i)] for i < n (device_math.hpp), the fill value where that
+/// is -1 (*fill_device where it is not nullptr: a run-time input).
 cudaError_t launch_axis_gather(cudaStream_t stream, const AxisGather& g, const float* x, float* y, int64_t n, float fill,
                                const float* fill_device);
+/// An AxisGather whose index maps live in device memory, uploaded once (movement.cpp): Pad,
+/// Slice and Transpose, and the explicit padding of a convolution cuDNN cannot pad.
+class DeviceGather {
+ public:
+  /// Output axes `out` (at most 8), each reading input stride `strides[d]` through `maps[d]`
+  /// (absent or empty: the identity); `label` names the node in an error.
+  Status set(const Shape& out, const std::vector<int64_t>& strides, const std::vector<std::vector<int64_t>>& maps,
+             const std::string& label);
+  /// y (the output's elements) from x; positions mapped to -1 take `fill` (*fill_device
+  /// where it is not nullptr).
+  cudaError_t run(cudaStream_t stream, const float* x, float* y, float fill = 0.f,
+                  const float* fill_device = nullptr) const;
+  size_t bytes() const { return maps_.bytes(); }
+
+ private:
+  AxisGather g_;
+  int64_t elements_ = 0;
+  DeviceMemory maps_;
+};
 
 cudaError_t launch_reduce(cudaStream_t stream, DevReduce op, const ReduceGeometry& g, const float* x, float* y,
                           int64_t n_out);

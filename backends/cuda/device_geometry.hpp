@@ -1,13 +1,15 @@
-// The host side of the cuda backend's reductions: the geometry its kernels (and their
-// backward) read, built from operators/reduce.hpp's parameters. Header-only and free of CUDA
-// headers, so that tests/test_cuda_math.cpp checks it with device_math.hpp's bodies on any
-// machine.
+// The host side of the cuda backend's geometry: what its reduction, transpose and padding
+// kernels (and their backward) read, built from the ops' parameters. Header-only and free of
+// CUDA headers, so that tests/test_cuda_math.cpp checks it with device_math.hpp's bodies on
+// any machine.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "backends/common/movement.hpp"
 #include "backends/cuda/device_math.hpp"
+#include "operators/params.hpp"
 #include "operators/reduce.hpp"
 
 namespace mosaic::cuda_backend {
@@ -44,6 +46,60 @@ inline ReduceBack reduce_back(const ReduceParams& p) {
     b.out_strides[a] = p.kept[a] == 1 && p.in[a] != 1 ? 0 : out[a];
   }
   return b;
+}
+
+/// Transpose of `in` by `perm` as a gather (output axis d walks input axis perm[d]; no maps),
+/// and its backward: the inverse permutation, input axis perm[d] walking dy's axis d.
+inline AxisGather transpose_gather(const Shape& in, const std::vector<int64_t>& perm) {
+  AxisGather g;
+  g.rank = static_cast<int>(perm.size());
+  const std::vector<int64_t> strides = row_major_strides(in);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    g.out_dims[d] = in[static_cast<size_t>(perm[d])];
+    g.strides[d] = strides[static_cast<size_t>(perm[d])];
+  }
+  return g;
+}
+inline AxisGather transpose_back_gather(const Shape& in, const std::vector<int64_t>& perm) {
+  AxisGather g;
+  g.rank = static_cast<int>(perm.size());
+  Shape out;
+  for (int64_t a : perm) out.push_back(in[static_cast<size_t>(a)]);
+  const std::vector<int64_t> dy = row_major_strides(out);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    g.out_dims[perm[d]] = in[static_cast<size_t>(perm[d])];
+    g.strides[perm[d]] = dy[d];
+  }
+  return g;
+}
+
+/// A convolution whose pads differ between an axis's ends, which cuDNN cannot express, padded
+/// explicitly instead: the zero-padded input's shape, the maps that gather the input into it
+/// (`pad`, over `padded`) and its gradient back out (`crop`, over the input's shape).
+struct ExplicitPad {
+  Shape padded;
+  AxisMaps pad, crop;
+};
+/// For input `in` and window `w` (its pads made 0 and its input extents the padded ones);
+/// an error naming `label` for a negative pad.
+inline Expected<ExplicitPad> explicit_pad(const Shape& in, Window& w, const std::string& label) {
+  const size_t r = in.size();
+  ExplicitPad e;
+  e.padded = in;
+  e.crop.assign(r, {});
+  PadParams pad;
+  pad.pads.assign(2 * r, 0);
+  for (size_t a = 0; a < w.rank(); ++a) {
+    if (w.pad_begin[a] < 0 || w.pad_end[a] < 0) return Status::unsupported(label + ": negative pads");
+    pad.pads[2 + a] = w.pad_begin[a];
+    pad.pads[r + 2 + a] = w.pad_end[a];
+    e.padded[2 + a] += w.pad_begin[a] + w.pad_end[a];
+    for (int64_t c = 0; c < in[2 + a]; ++c) e.crop[2 + a].push_back(c + w.pad_begin[a]);
+    w.in[a] = e.padded[2 + a];
+    w.pad_begin[a] = w.pad_end[a] = 0;
+  }
+  e.pad = pad_axis_maps(pad, in, e.padded);
+  return e;
 }
 
 }  // namespace mosaic::cuda_backend

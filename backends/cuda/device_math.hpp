@@ -310,7 +310,33 @@ MOSAIC_HD int64_t reduce_output_of(const ReduceBack& g, int64_t i) {
   return o;
 }
 
-// ---- the adjoint of a per-axis gather (Pad and Slice backward) ----
+// ---- a per-axis gather (Pad, Slice, Transpose) and its adjoint (Pad and Slice backward) ----
+
+/// Output element o of a copy over up to 8 axes reads input element sum_d maps[d][o_d] *
+/// strides[d], where o_d is o's index along output axis d; maps[d] (device memory) is nullptr
+/// for the identity, and an entry of -1 reads the fill value. Pad and Slice are such per-axis
+/// maps, Transpose permuted strides.
+struct AxisGather {
+  int rank = 0;
+  int64_t out_dims[8] = {};
+  int64_t strides[8] = {};
+  const int64_t* maps[8] = {};
+};
+
+/// The input offset output element i reads, or -1 for the fill value.
+MOSAIC_HD int64_t axis_gather_offset(const AxisGather& g, int64_t i) {
+  int64_t offset = 0;
+  bool inside = true;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    const int64_t o = i % g.out_dims[d];
+    i /= g.out_dims[d];
+    const int64_t src = g.maps[d] ? g.maps[d][o] : o;
+    if (src < 0) inside = false;
+    offset += src * g.strides[d];
+  }
+  return inside ? offset : -1;
+}
+
 
 /// A gather over per-axis maps (output coordinate -> input coordinate, -1: the fill) read
 /// backwards: dx element i (over `in_dims`, outermost first) adds up dy at every output

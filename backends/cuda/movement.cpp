@@ -9,35 +9,44 @@
 #include "operators/reduce.hpp"
 
 namespace mosaic::cuda_backend {
-namespace {
 
 constexpr size_t kMaxAxes = 8;
 
-/// A gather over per-axis maps, the maps in device memory.
+Status DeviceGather::set(const Shape& out, const std::vector<int64_t>& strides,
+                         const std::vector<std::vector<int64_t>>& maps, const std::string& label) {
+  if (out.size() > kMaxAxes) return Status::unsupported(label + ": the cuda backend moves up to 8 dimensions");
+  g_ = AxisGather{};
+  g_.rank = static_cast<int>(out.size());
+  elements_ = shape_numel(out);
+  std::vector<int64_t> flat;
+  std::vector<size_t> at(out.size(), SIZE_MAX);
+  for (size_t d = 0; d < out.size(); ++d) {
+    g_.out_dims[d] = out[d];
+    g_.strides[d] = strides[d];
+    if (d < maps.size() && !maps[d].empty()) {
+      at[d] = flat.size();
+      flat.insert(flat.end(), maps[d].begin(), maps[d].end());
+    }
+  }
+  MOSAIC_RETURN_IF_ERROR(maps_.resize(flat.size() * sizeof(int64_t)));
+  if (!flat.empty())
+    MOSAIC_RETURN_IF_ERROR(CudaDevice::instance()->copy_to_device(maps_.data(), flat.data(), flat.size() * sizeof(int64_t)));
+  for (size_t d = 0; d < out.size(); ++d)
+    g_.maps[d] = at[d] == SIZE_MAX ? nullptr : static_cast<const int64_t*>(maps_.data()) + at[d];
+  return Status::ok();
+}
+
+cudaError_t DeviceGather::run(cudaStream_t stream, const float* x, float* y, float fill, const float* fill_device) const {
+  return launch_axis_gather(stream, g_, x, y, elements_, fill, fill_device);
+}
+
+namespace {
+
+/// A gather over per-axis maps (DeviceGather), and for Pad and Slice its adjoint.
 class AxisGatherKernel : public CudaKernel {
  protected:
-  /// Output axes `out`, each reading input stride `strides[d]` through `maps[d]` (empty: the
-  /// identity).
   Status set_geometry(const Shape& out, const std::vector<int64_t>& strides, const AxisMaps& maps) {
-    if (out.size() > kMaxAxes) return Status::unsupported(label_ + ": the cuda backend moves up to 8 dimensions");
-    g_.rank = static_cast<int>(out.size());
-    std::vector<int64_t> flat;
-    std::vector<size_t> at(out.size(), SIZE_MAX);
-    for (size_t d = 0; d < out.size(); ++d) {
-      g_.out_dims[d] = out[d];
-      g_.strides[d] = strides[d];
-      if (d < maps.size() && !maps[d].empty()) {
-        at[d] = flat.size();
-        flat.insert(flat.end(), maps[d].begin(), maps[d].end());
-      }
-    }
-    if (!flat.empty()) {
-      MOSAIC_RETURN_IF_ERROR(maps_.resize(flat.size() * sizeof(int64_t)));
-      MOSAIC_RETURN_IF_ERROR(device().copy_to_device(maps_.data(), flat.data(), flat.size() * sizeof(int64_t)));
-    }
-    for (size_t d = 0; d < out.size(); ++d)
-      g_.maps[d] = at[d] == SIZE_MAX ? nullptr : static_cast<const int64_t*>(maps_.data()) + at[d];
-    return Status::ok();
+    return gather_.set(out, strides, maps, label_);
   }
   /// Backward of a gather through `maps` that keeps the rank (Pad, Slice): the inverse lists
   /// of every axis (device_math.hpp, invert_axis_map), uploaded once.
@@ -70,9 +79,9 @@ class AxisGatherKernel : public CudaKernel {
   }
   /// The index maps and their inverse lists, in device memory (the plan reports them under
   /// the device's workspace).
-  size_t workspace_bytes() const override { return maps_.bytes() + lists_.bytes(); }
+  size_t workspace_bytes() const override { return gather_.bytes() + lists_.bytes(); }
   Status gather(const float* x, Tensor* y, float fill, const float* fill_device) const {
-    return check(launch_axis_gather(device().stream(), g_, x, y->f32(), y->numel(), fill, fill_device), "launch");
+    return check(gather_.run(device().stream(), x, y->f32(), fill, fill_device), "launch");
   }
   /// Pad's and Slice's backward: dx from dy through the inverse lists (padding and
   /// sliced-away elements get nothing; reflect and edge padding add up); the fill value (a
@@ -86,9 +95,9 @@ class AxisGatherKernel : public CudaKernel {
   }
 
  private:
-  AxisGather g_;
+  DeviceGather gather_;
   AxisScatter s_;
-  DeviceMemory maps_, lists_;
+  DeviceMemory lists_;
 };
 
 /// Pad (constant, reflect, edge; negative pads crop), the constant a run-time input or not.
@@ -142,17 +151,10 @@ class TransposeKernel final : public AxisGatherKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, transpose_perm(ctx));
-    const std::vector<int64_t> in = row_major_strides(ctx.inputs[0].shape);
-    std::vector<int64_t> strides;
-    for (int64_t a : perm) strides.push_back(in[a]);
-    MOSAIC_RETURN_IF_ERROR(set_geometry(ctx.outputs[0].shape, strides, {}));
-    // Backward is the inverse permutation: input axis perm[d] walks dy's axis d.
-    const std::vector<int64_t> dy = row_major_strides(ctx.outputs[0].shape);
-    back_.rank = static_cast<int>(perm.size());
-    for (size_t d = 0; d < perm.size(); ++d) {
-      back_.out_dims[perm[d]] = ctx.inputs[0].shape[perm[d]];
-      back_.strides[perm[d]] = dy[d];
-    }
+    if (perm.size() > kMaxAxes) return Status::unsupported(label_ + ": the cuda backend moves up to 8 dimensions");
+    const AxisGather g = transpose_gather(ctx.inputs[0].shape, perm);
+    MOSAIC_RETURN_IF_ERROR(set_geometry(ctx.outputs[0].shape, std::vector<int64_t>(g.strides, g.strides + g.rank), {}));
+    back_ = transpose_back_gather(ctx.inputs[0].shape, perm);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {

@@ -15,16 +15,8 @@ __global__ void axis_gather_kernel(AxisGather g, const float* x, float* y, int64
   const float value = fill_device ? *fill_device : fill;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, offset = 0;
-    bool inside = true;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      const int64_t o = rest % g.out_dims[d];
-      rest /= g.out_dims[d];
-      const int64_t src = g.maps[d] ? g.maps[d][o] : o;
-      if (src < 0) inside = false;
-      offset += src * g.strides[d];
-    }
-    y[i] = inside ? x[offset] : value;
+    const int64_t offset = axis_gather_offset(g, i);
+    y[i] = offset >= 0 ? x[offset] : value;
   }
 }
 
