@@ -202,6 +202,9 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   po.training = true;
   po.seed = o.common.seed;
   po.deterministic = o.deterministic;
+  // A parameter only a device's kernels read lives there with its gradient, updated there
+  // (Plan::optimizer_step); data-parallel runs exchange gradients on the host and keep them all there.
+  po.resident_parameters = dp == nullptr;
   // Timed plans fold zero padding into convolutions (activations stay separate: fused
   // ones have no backward); the naive reference trains the graph as loaded.
   Graph timed = g;

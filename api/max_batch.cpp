@@ -97,7 +97,7 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
       oc.lr = o.lr;
       auto opt = make_optimizer(o.optimizer, oc);
       std::vector<ParamRef> params = p.parameters();
-      if (st.is_ok()) st = opt.ok() ? opt.value()->step(params) : opt.status();
+      if (st.is_ok()) st = opt.ok() ? p.optimizer_step(*opt.value()) : opt.status();
       for (const auto& q : params) extra += static_cast<int64_t>(q.grad.bytes());
       if (opt.ok())
         for (const auto& per_param : opt.value()->state())

@@ -15,9 +15,8 @@ times, per node).
 Training rows (--train-batches, default 64): one training step each side on a fixed random
 batch with random labels: the batch copied in, forward in training mode, softmax
 cross-entropy, backward, plain SGD (lr 0.01); PyTorch with model.train() and torch.optim.SGD,
-Mosaic with `bench --mode training` (its loss and optimizer step run on the host today, the
-parameters copied to the GPU and their gradients back each step: the copies are part of its
-time).
+Mosaic with `bench --mode training` (parameters resident on the GPU and updated there by its
+SGD kernel; the loss on the host, the logits copied out).
 
 Prints a Markdown table and writes --json (the figures, the GPU, the versions).
 

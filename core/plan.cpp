@@ -1,5 +1,7 @@
 #include "core/plan.hpp"
 
+#include "core/optimizer.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -147,19 +149,78 @@ int Plan::fallback_count() const {
   return n;
 }
 
+const std::string& Plan::parameter_name(const PlanValue& v) const {
+  return v.host_mirror >= 0 ? values_[v.host_mirror].name : v.name;
+}
+
+std::vector<int> Plan::trainable_values() const {
+  std::vector<int> out;
+  for (int v = 0; v < static_cast<int>(values_.size()); ++v)
+    if (values_[v].trainable) out.push_back(v);
+  std::sort(out.begin(), out.end(),
+            [&](int a, int b) { return parameter_name(values_[a]) < parameter_name(values_[b]); });
+  return out;
+}
+
 std::vector<ParamRef> Plan::parameters() const {
   std::vector<ParamRef> out;
-  for (const auto& v : values_)
-    if (v.trainable) out.push_back({v.name, v.tensor, v.grad});
-  std::sort(out.begin(), out.end(), [](const ParamRef& a, const ParamRef& b) { return a.name < b.name; });
+  for (int v : trainable_values()) out.push_back({parameter_name(values_[v]), values_[v].tensor, values_[v].grad});
   return out;
+}
+
+Status Plan::optimizer_step(Optimizer& optimizer) {
+  const std::vector<int> trainable = trainable_values();
+  std::vector<ParamRef> params = parameters();
+  std::vector<size_t> resident;
+  for (size_t k = 0; k < trainable.size(); ++k)
+    if (values_[trainable[k]].host_mirror >= 0) resident.push_back(k);
+  if (resident.empty()) return optimizer.step(params);
+  // Plain SGD (stateless) where every resident parameter's device has it: the host
+  // parameters through the optimizer, the resident ones on their devices.
+  const OptimizerConfig& c = optimizer.config();
+  bool on_devices = optimizer.name() == "sgd" && c.momentum == 0;
+  for (size_t k : resident)
+    on_devices = on_devices && values_[trainable[k]].device->sgd(nullptr, nullptr, 0, 0.f, 0.f).is_ok();
+  if (on_devices) {
+    std::vector<ParamRef> host;
+    for (size_t k = 0; k < params.size(); ++k)
+      if (values_[trainable[k]].host_mirror < 0) host.push_back(params[k]);
+    MOSAIC_RETURN_IF_ERROR(optimizer.step(host));
+    for (size_t k : resident) {
+      const PlanValue& v = values_[trainable[k]];
+      MOSAIC_RETURN_IF_ERROR(v.device->sgd(v.tensor.f32(), v.grad.f32(), v.tensor.numel(), static_cast<float>(optimizer.lr()),
+                                           static_cast<float>(c.weight_decay))
+                                 .with_context("the SGD step of '" + params[k].name + "' on " + v.device->name()));
+    }
+    return Status::ok();
+  }
+  // Anything else: through host mirrors, in parameters() order (the optimizer's state is
+  // per position).
+  for (size_t k : resident) {
+    const PlanValue& v = values_[trainable[k]];
+    Tensor& host_value = values_[v.host_mirror].tensor;
+    Tensor& host_grad = mirror_grads_[trainable[k]];
+    if (!host_grad.defined()) host_grad = Tensor::empty(v.desc);
+    MOSAIC_RETURN_IF_ERROR(v.device->copy_to_host(host_value.data(), v.tensor.data(), v.tensor.bytes()));
+    MOSAIC_RETURN_IF_ERROR(v.device->copy_to_host(host_grad.data(), v.grad.data(), v.grad.bytes()));
+    params[k].value = host_value;
+    params[k].grad = host_grad;
+  }
+  MOSAIC_RETURN_IF_ERROR(optimizer.step(params));
+  for (size_t k : resident) {
+    const PlanValue& v = values_[trainable[k]];
+    MOSAIC_RETURN_IF_ERROR(v.device->copy_to_device(v.tensor.data(), values_[v.host_mirror].tensor.data(), v.tensor.bytes()));
+  }
+  return Status::ok();
 }
 
 Status Plan::bind_parameter_grads(const std::vector<Tensor>& grads) {
   std::vector<PlanValue*> trainable;
-  for (auto& v : values_)
-    if (v.trainable) trainable.push_back(&v);
-  std::sort(trainable.begin(), trainable.end(), [](const PlanValue* a, const PlanValue* b) { return a->name < b->name; });
+  for (int v : trainable_values()) trainable.push_back(&values_[v]);
+  for (const PlanValue* v : trainable)
+    if (v->device)
+      return Status::invalid("bind_parameter_grads: '" + parameter_name(*v) + "' is resident on " + v->device->name() +
+                             " (PlanOptions::resident_parameters): its gradient stays in that device's memory");
   if (grads.size() != trainable.size())
     return Status::invalid("bind_parameter_grads: " + std::to_string(grads.size()) + " gradients for " +
                            std::to_string(trainable.size()) + " parameters");
@@ -178,7 +239,8 @@ std::vector<int> Plan::grad_final_step() const {
   std::map<std::string, int> first;
   for (size_t s = 0; s < steps_.size(); ++s)
     for (int v : steps_[s].in)
-      if (v >= 0 && values_[v].trainable && !first.count(values_[v].name)) first[values_[v].name] = static_cast<int>(s);
+      if (v >= 0 && values_[v].trainable && !first.count(parameter_name(values_[v])))
+        first[parameter_name(values_[v])] = static_cast<int>(s);
   std::vector<int> out;
   for (const auto& p : parameters()) out.push_back(first.count(p.name) ? first[p.name] : -1);
   return out;

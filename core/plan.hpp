@@ -65,7 +65,15 @@ struct PlanOptions {
   /// in float32) must accept it, or the plan is refused with the backend's reason. Training
   /// plans keep float32 parameters, gradients and optimizer state (mixed precision).
   Precision precision = Precision::kF32;
+  /// Training plans: a parameter only kernels on one device read lives in that device's
+  /// memory with its gradient (a resident parameter), copied there once at build instead of
+  /// by a step each run; parameters() then gives the device's tensors, and the training loop
+  /// updates them through optimizer_step(). Off: every parameter is the host's, copied in and
+  /// its gradient out each step (what every caller reading parameters on the host expects).
+  bool resident_parameters = false;
 };
+
+class Optimizer;
 
 /// A trainable parameter of a training plan: its value (updated in place by optimizers)
 /// and the gradient of the last backward pass.
@@ -87,6 +95,9 @@ struct PlanValue {
   bool accumulated = false;  ///< its gradient is summed from several contributions (zeroed first)
   bool grad_pooled = false;  ///< its gradient buffer is shared with others live at other times
   int storage = -1;     ///< index into the plan's storage list (-1: constant, or an input only a device's copy reads)
+  /// A resident parameter (PlanOptions::resident_parameters): the host value it mirrors
+  /// (its name, its initial value); -1 otherwise.
+  int host_mirror = -1;
   Tensor grad;          ///< gradient buffer (training plans, needs_grad values)
   /// The device its bytes live on (BackendInfo::device of the backend that writes it, or of
   /// the kernels a resident constant copy is for); nullptr: host memory.
@@ -169,8 +180,15 @@ class Plan {
   /// gradients w.r.t. the outputs of the last run(); fills every parameter's gradient.
   Status backward(const std::vector<Tensor>& output_grads, ExecObserver* observer = nullptr, int64_t iteration = 0,
                   BackwardListener* listener = nullptr);
-  /// The trainable parameters (training plans), in initializer name order.
+  /// The trainable parameters (training plans), in initializer name order; a resident
+  /// parameter's value and gradient are its device's tensors (Tensor::device(); clone() reads
+  /// them).
   std::vector<ParamRef> parameters() const;
+  /// One optimizer step over parameters(), wherever they live: host parameters as
+  /// Optimizer::step does; resident ones by their device's rule where it has the optimizer's
+  /// (Device::sgd: plain SGD), else through host mirrors (value and gradient copied out, the
+  /// host step, the value copied back; state stays the optimizer's, in parameters() order).
+  Status optimizer_step(Optimizer& optimizer);
   /// Training plans: every parameter's gradient is computed into `grads[i]`'s buffer from
   /// now on (parameters() order; buffers at least as large as the gradients they replace),
   /// e.g. memory that other processes can read. Call before taking parameters(): earlier
@@ -219,6 +237,7 @@ class Plan {
   /// workspace_bytes() count the host's).
   struct DeviceBytes {
     int64_t activations = 0, constants = 0, workspace = 0, gradients = 0;
+    int64_t parameters = 0;  ///< resident parameters (PlanOptions::resident_parameters)
   };
   const std::map<std::string, DeviceBytes>& device_bytes() const { return device_bytes_; }
   /// The devices its steps compute on, in the order the plan first uses them.
@@ -238,6 +257,13 @@ class Plan {
   MemoryTracker tracker_;
   int64_t weight_bytes_ = 0, activation_bytes_ = 0, attention_bytes_ = 0;
   std::map<std::string, DeviceBytes> device_bytes_;
+  /// Resident parameters' host mirrors of their gradients (optimizer_step's copy path), by
+  /// the device value's index.
+  std::map<int, Tensor> mirror_grads_;
+  /// A parameter's name: a resident one's is its host mirror's.
+  const std::string& parameter_name(const PlanValue& v) const;
+  /// The trainable values' indices in parameters() order.
+  std::vector<int> trainable_values() const;
   std::vector<std::shared_ptr<Device>> devices_;  // every device a step computes on
   /// Per graph input: where only copies to a device read it (an inference plan's input that
   /// is not also an output), those copies' (step, input slot); run() points them at the

@@ -134,6 +134,46 @@ class PlanBuilder {
     return Status::ok();
   }
 
+  /// PlanOptions::resident_parameters: a parameter whose one reader is its copy to a device
+  /// (every kernel reading it computes there) becomes that device's value, copied there once
+  /// now; the copy step goes, and with it the per-step copies of the value and its gradient.
+  /// The host value stays as its mirror (its name; optimizer_step's copy path).
+  Status make_parameters_resident() {
+    if (!training_ || !options_.resident_parameters) return Status::ok();
+    std::vector<int> readers(P.values_.size(), 0);
+    for (const auto& st : P.steps_)
+      for (int v : st.in)
+        if (v >= 0) ++readers[v];
+    for (int v : P.output_values_) readers[v] += 2;  // a graph output is read on the host
+    std::vector<PlanStep> kept;
+    for (PlanStep& st : P.steps_) {
+      const int in = st.conversion && st.in.size() == 1 ? st.in[0] : -1;
+      const int out = in >= 0 && st.out.size() == 1 ? st.out[0] : -1;
+      if (out < 0 || !P.values_[in].trainable || P.values_[in].device || !P.values_[out].device || readers[in] != 1 ||
+          !P.values_[out].device->trains()) {
+        kept.push_back(std::move(st));
+        continue;
+      }
+      PlanValue& host = P.values_[in];
+      PlanValue& dev = P.values_[out];
+      const size_t bytes = dev.desc.bytes();
+      if (options_.allocate) {
+        auto buffer = device_buffer(dev.device, bytes, nullptr);
+        if (!buffer.ok()) return buffer.status().with_context(g.source + ": parameter '" + host.name + "' on " + dev.device->name());
+        dev.tensor = Tensor::on_buffer(dev.desc, buffer.value());
+        if (bytes)
+          MOSAIC_RETURN_IF_ERROR(dev.device->copy_to_device(dev.tensor.data(), host.tensor.data(), bytes)
+                                     .with_context(g.source + ": copying parameter '" + host.name + "' to " + dev.device->name()));
+      }
+      P.device_bytes_[dev.device->name()].parameters += static_cast<int64_t>(bytes);
+      dev.is_const = dev.trainable = dev.needs_grad = true;
+      dev.host_mirror = in;
+      host.trainable = host.needs_grad = false;
+    }
+    P.steps_ = std::move(kept);
+    return Status::ok();
+  }
+
   /// The most bytes of attention-score values live at one step, from each value's liveness
   /// (produced at its step, alive until its last use).
   void attention_peak(const std::vector<int>& last_use) {
@@ -763,6 +803,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   b.register_values();
   b.mark_gradients();
   MOSAIC_RETURN_IF_ERROR(b.create_kernels());
+  MOSAIC_RETURN_IF_ERROR(b.make_parameters_resident());
   b.find_device_read_inputs();
   b.count_device_workspaces();
   MOSAIC_RETURN_IF_ERROR(b.plan_activations());

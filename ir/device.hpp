@@ -88,6 +88,17 @@ class Device {
   }
   /// Whether it has zero() and accumulate(), so that training plans may compute on it.
   virtual bool trains() const { return false; }
+  /// Queues one step of plain SGD on a parameter resident in its memory (PyTorch's rule):
+  /// p[i] -= lr * (g[i] + weight_decay * p[i]) for `n` floats (optional: without it a
+  /// resident parameter is updated on the host, through copies).
+  virtual Status sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) {
+    (void)p;
+    (void)g;
+    (void)n;
+    (void)lr;
+    (void)weight_decay;
+    return Status::unsupported(name() + " has no SGD step in its memory");
+  }
 
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----
   // A timed run (an observer asks for per-node times) of a device that has it puts a marker

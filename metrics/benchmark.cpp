@@ -225,7 +225,7 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
     if (exchange) exchange->finish_step();  // data-parallel: gradients averaged over ranks (in the backward stage)
     const int64_t t3 = now_ns();
     c[3] = cpu();
-    MOSAIC_RETURN_IF_ERROR(optimizer.step(params));
+    MOSAIC_RETURN_IF_ERROR(plan.optimizer_step(optimizer));  // resident parameters on their device
     const int64_t t4 = now_ns();
     c[4] = cpu();
     if (stage_pass) {

@@ -303,6 +303,7 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
       os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.activations))
          << "  resident constants " << format_bytes(static_cast<double>(bytes.constants))
          << "  workspace " << format_bytes(static_cast<double>(bytes.workspace))
+         << (bytes.parameters ? "  parameters " + format_bytes(static_cast<double>(bytes.parameters)) : std::string())
          << (bytes.gradients ? "  gradients " + format_bytes(static_cast<double>(bytes.gradients)) : std::string())
          << "\n";
     if (c.timing.pinned_input_bytes)
@@ -518,7 +519,8 @@ nlohmann::json bench_json(const BenchReport& rep) {
       r["memory"]["devices"][device] = {{"activation_bytes", bytes.activations},
                                         {"constant_bytes", bytes.constants},
                                         {"workspace_bytes", bytes.workspace},
-                                        {"gradient_bytes", bytes.gradients}};
+                                        {"gradient_bytes", bytes.gradients},
+                                        {"parameter_bytes", bytes.parameters}};
     r["memory"]["pinned_input_bytes"] = c.timing.pinned_input_bytes;
     r["memory"]["pinned_parameter_bytes"] = c.timing.pinned_parameter_bytes;
     r["device_state"] = json::object();

@@ -52,6 +52,8 @@ PLANTS = [
      "the explicit padding's crop at the end pad's offset"),
     ("device_math.hpp", "if (src < 0) inside = false;", "if (src < -1) inside = false;",
      "the gather reading the fill positions"),
+    ("device_math.hpp", "return p - lr * (g + weight_decay * p);", "return p - lr * g - weight_decay * p;",
+     "SGD's weight decay outside the learning rate"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

@@ -16,6 +16,8 @@
 #include "backends/common/reduce.hpp"
 #include "backends/cuda/device_geometry.hpp"
 #include "backends/cuda/device_unary.hpp"
+#include "core/optimizer.hpp"
+#include "core/plan.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::cuda_backend {
@@ -272,6 +274,24 @@ TEST(CudaMath, GatherReadsTheRowsTheHostReadsAndReportsIdsOutsideTheAxis) {
     EXPECT_EQ(gather_offset(g, with.data(), 2 * g.count * g.inner - 2 * g.inner + 1, &bad), -1) << wrong;
     EXPECT_EQ(bad, 4) << wrong;
     EXPECT_EQ(gather_row(g, with.data(), 4), -1) << wrong;
+  }
+}
+
+/// The device's SGD step on a resident parameter (dev_sgd) against the host's optimizer
+/// (core/optimizer.cpp's sgd, PyTorch's rule) with weight decay, three steps.
+TEST(CudaMath, TheDevicesSgdStepIsTheOptimizers) {
+  OptimizerConfig c;
+  c.lr = 0.05;
+  c.weight_decay = 0.02;
+  auto opt = make_optimizer("sgd", c);
+  ASSERT_TRUE(opt.ok());
+  Tensor host = random_tensor({37}, 31), grad = random_tensor({37}, 32);
+  std::vector<float> dev(host.f32(), host.f32() + host.numel());
+  std::vector<ParamRef> params{{"w", host, grad}};
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(opt.value()->step(params).is_ok());
+    for (float& p : dev) p = dev_sgd(p, grad.f32()[&p - dev.data()], 0.05f, 0.02f);
+    for (int64_t i = 0; i < host.numel(); ++i) ASSERT_NEAR(dev[i], host.f32()[i], 1e-6) << "step " << step << ", " << i;
   }
 }
 

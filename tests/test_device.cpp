@@ -5,6 +5,7 @@
 
 #include "backends/naive/naive.hpp"
 #include "plugins/sim_device.hpp"
+#include "core/optimizer.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -350,6 +351,67 @@ TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
   EXPECT_EQ(sim.device->pinned_bytes(), 0u) << "unpinned when the PinnedHost goes";
   plan.value().reset();
   EXPECT_EQ(sim.device->live_allocations(), 0u) << "gradient buffers are released with the plan";
+}
+
+// PlanOptions::resident_parameters: a parameter only the device's kernels read lives there
+// with its gradient (no copy step; the device's tensors in parameters()), and training with
+// Plan::optimizer_step gives naive's parameters step after step: plain SGD by the device's
+// own rule (Device::sgd), SGD with momentum through host mirrors (the optimizer's state on
+// the host). A parameter a host kernel reads too stays the host's, copied in each step.
+TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
+  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
+  const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
+  PlanOptions options;
+  options.training = true;
+  options.resident_parameters = true;
+  for (const double momentum : {0.0, 0.9}) {
+    SCOPED_TRACE(momentum == 0 ? "plain SGD, on the device" : "SGD with momentum, through host mirrors");
+    SimRegistry sim;
+    Graph g = sim_training_graph();
+    ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+    auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry, options);
+    auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry, options);
+    ASSERT_TRUE(naive.ok() && plan.ok()) << plan.status().to_string();
+    for (const auto& s : plan.value()->steps())
+      EXPECT_FALSE(s.conversion && plan.value()->values()[s.in[0]].name == "w") << "no step copies w";
+    const auto params = plan.value()->parameters();
+    ASSERT_EQ(params.size(), 1u);
+    EXPECT_EQ(params[0].name, "w");
+    EXPECT_EQ(params[0].value.device(), sim.device.get());
+    EXPECT_EQ(params[0].grad.device(), sim.device.get());
+    EXPECT_EQ(plan.value()->device_bytes().at("sim:0").parameters, 24);
+    OptimizerConfig oc;
+    oc.lr = 0.1;
+    oc.momentum = momentum;
+    oc.weight_decay = 0.01;
+    auto opt_naive = make_optimizer("sgd", oc);
+    auto opt = make_optimizer("sgd", oc);
+    ASSERT_TRUE(opt_naive.ok() && opt.ok());
+    for (int step = 0; step < 3; ++step) {
+      for (auto* p : {naive.value().get(), plan.value().get()}) {
+        std::vector<Tensor> out;
+        ASSERT_TRUE(p->run({x}, &out).is_ok());
+        ASSERT_TRUE(p->backward({dy}).is_ok());
+        const Status st = p->optimizer_step(p == naive.value().get() ? *opt_naive.value() : *opt.value());
+        ASSERT_TRUE(st.is_ok()) << st.to_string();
+      }
+      const Tensor want = naive.value()->parameters()[0].value;
+      const Tensor got = plan.value()->parameters()[0].value.clone();
+      for (int64_t i = 0; i < want.numel(); ++i) EXPECT_FLOAT_EQ(got.f32()[i], want.f32()[i]) << "step " << step << ", " << i;
+    }
+    EXPECT_EQ(sim.device->sgd_steps > 0, momentum == 0) << "the device's rule exactly where it has the optimizer's";
+  }
+  // w read by a host kernel too (add2 on naive): it stays the host's, copied in each step.
+  SimRegistry sim;
+  Graph g = sim_training_graph();
+  g.nodes[2].inputs = {"h2", "w"};
+  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+  auto placement = Placement::parse("*=devsim,@add2=naive", sim.registry);
+  ASSERT_TRUE(placement.ok()) << placement.status().to_string();
+  auto mixed = Plan::build(g, placement.value(), sim.registry, options);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().to_string();
+  EXPECT_EQ(mixed.value()->parameters()[0].value.device(), nullptr);
+  EXPECT_EQ(mixed.value()->device_bytes().at("sim:0").parameters, 0);
 }
 
 TEST(DevicePlans, AnUnavailableBackendIsRefusedByNameAndLeftOutOfAll) {

@@ -52,6 +52,8 @@ class CudaDevice final : public Device {
   Status zero(void* device_dst, size_t bytes) override;
   Status accumulate(float* device_dst, const float* device_src, int64_t n) override;
   bool trains() const override { return true; }
+  /// Plain SGD on a resident parameter: one kernel on the stream.
+  Status sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) override;
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();
@@ -136,6 +138,8 @@ cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, con
                                const float* a, const float* b, float* out, float scale);
 /// dst[i] += src[i] for i < n (a gradient's contributions added where it lives).
 cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n);
+/// p[i] -= lr * (g[i] + weight_decay * p[i]) for i < n (dev_sgd: plain SGD, PyTorch's rule).
+cudaError_t launch_sgd(cudaStream_t stream, float* p, const float* g, int64_t n, float lr, float weight_decay);
 
 // ---- data movement and reductions (movement.cu) ----
 

@@ -125,6 +125,12 @@ Status CudaDevice::accumulate(float* device_dst, const float* device_src, int64_
                           : Status::internal("cuda:0: adding " + std::to_string(n) + " gradient elements: " + cuda_error(e));
 }
 
+Status CudaDevice::sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) {
+  const cudaError_t e = launch_sgd(stream_, p, g, n, lr, weight_decay);
+  return e == cudaSuccess ? Status::ok()
+                          : Status::internal("cuda:0: an SGD step of " + std::to_string(n) + " parameters: " + cuda_error(e));
+}
+
 bool CudaDevice::timing(size_t markers) {
   if (!ensure_ready().is_ok()) return false;
   std::lock_guard<std::mutex> lock(events_mu_);

@@ -112,6 +112,10 @@ MOSAIC_HD float dev_derivative(const DevUnaryArgs& f, float x, float y) {
   return 1.f;
 }
 
+/// A parameter after one step of plain SGD (PyTorch's torch.optim.SGD without momentum):
+/// p - lr * (g + weight_decay * p).
+MOSAIC_HD float dev_sgd(float p, float g, float lr, float weight_decay) { return p - lr * (g + weight_decay * p); }
+
 enum class DevBinary : int { kAdd, kSub, kMul, kDiv };
 
 MOSAIC_HD float dev_combine(DevBinary op, float u, float v) {

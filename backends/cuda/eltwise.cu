@@ -110,6 +110,12 @@ __global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
     dst[i] += src[i];
 }
 
+__global__ void sgd_kernel(float* p, const float* g, int64_t n, float lr, float weight_decay) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p[i] = dev_sgd(p[i], g[i], lr, weight_decay);
+}
+
 }  // namespace
 
 cudaError_t launch_unary(cudaStream_t stream, const DevUnaryArgs& f, const float* x, float* y, int64_t n) {
@@ -160,6 +166,12 @@ cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, con
 cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n) {
   if (n <= 0) return cudaSuccess;
   accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sgd(cudaStream_t stream, float* p, const float* g, int64_t n, float lr, float weight_decay) {
+  if (n <= 0) return cudaSuccess;
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, n, lr, weight_decay);
   return cudaGetLastError();
 }
 

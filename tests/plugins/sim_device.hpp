@@ -170,6 +170,18 @@ class SimDevice : public Device {
     ++accumulated;
     return Status::ok();
   }
+  /// Plain SGD on a resident parameter, in its (sign-flipped) memory.
+  Status sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) override {
+    if (!trains_) return Device::sgd(p, g, n, lr, weight_decay);
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (n > 0 && (!owns(p, bytes) || !owns(g, bytes))) return Status::internal("sim:0: an SGD step outside sim:0");
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = load(p, i);
+      store(p, i, v - lr * (load(g, i) + weight_decay * v));
+    }
+    if (n > 0) ++sgd_steps;
+    return Status::ok();
+  }
   /// The device's work: its clock moves on by `ns`.
   void advance(int64_t ns) { clock_ns += ns; }
   /// Whether [p, p + bytes) lies inside one live allocation.
@@ -187,7 +199,7 @@ class SimDevice : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return live_.size();
   }
-  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0};
+  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0}, sgd_steps{0};
   std::atomic<int64_t> clock_ns{0};
   /// What its work takes on its clock (the defaults, or the plugin's MOSAIC_SIM_*_NS).
   int64_t relu_ns = kReluNs, add_ns = kAddNs, copy_ns = kCopyNs;
