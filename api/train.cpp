@@ -225,6 +225,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     MOSAIC_ASSIGN_OR_RETURN(resumed, read_checkpoint(o.resume));
     MOSAIC_RETURN_IF_ERROR(check_settings(o.resume, resumed, checkpoint_settings(o, opt_name, ranks)));
     MOSAIC_RETURN_IF_ERROR(restore_checkpoint(o.resume, resumed, P, *opt.value()));
+    MOSAIC_RETURN_IF_ERROR(P.copy_host_state_to_devices());  // restored running statistics on a device too
     if (resumed.header.value("epoch", int64_t{0}) >= o.epochs)
       return Status::invalid(o.resume + ": the checkpoint has already trained " +
                              std::to_string(resumed.header.value("epoch", int64_t{0})) + " epoch(s); `epochs` " +
@@ -500,6 +501,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                                {"reached", reached},
                                {"log_steps", log["steps"]},
                                {"log_epochs", log["epochs"]}};
+      MOSAIC_RETURN_IF_ERROR(P.copy_device_state_to_host());  // running statistics updated on a device
       MOSAIC_RETURN_IF_ERROR(write_checkpoint(o.checkpoint, std::move(header), P, *opt.value()));
     }
     if (o.on_epoch_done && (!dp || dp->world_rank() == 0)) o.on_epoch_done(log);
@@ -563,6 +565,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (!l.ok()) return l.status();
       original = l.value();
     }
+    MOSAIC_RETURN_IF_ERROR(P.copy_device_state_to_host());  // running statistics updated on a device
     for (const auto& v : P.values())
       if (v.is_const && original.initializers.count(v.name) && v.desc.dtype == DType::kF32)
         original.initializers[v.name] = v.tensor.clone();

@@ -84,6 +84,10 @@ class Kernel {
   /// consumes is not kept). Conservative default: everything is read.
   virtual bool backward_reads_input(size_t) const { return true; }
   virtual bool backward_reads_output(size_t) const { return true; }
+  /// Whether forward updates input i in place (a training BatchNormalization's running
+  /// statistics). Where that input is a device's resident copy of a host constant, the plan
+  /// copies it back on request (Plan::copy_device_state_to_host: checkpoints, saved models).
+  virtual bool updates_input(size_t) const { return false; }
   /// Computes outputs from inputs. Omitted optional inputs/outputs are nullptr.
   virtual Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) = 0;
   /// Bytes of scratch and prepacked data this kernel holds (reported as workspace).

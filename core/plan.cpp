@@ -340,6 +340,29 @@ PinnedHost Plan::pin_inputs(const std::vector<Tensor>& inputs) const {
   return pinned;
 }
 
+Status Plan::copy_device_state_to_host() {
+  for (const ResidentCopy& r : resident_copies_) {
+    if (!r.updated) continue;
+    const PlanValue& dev = values_[r.device_value];
+    Tensor& host = values_[r.host_value].tensor;
+    if (dev.tensor.defined() && dev.tensor.bytes())
+      MOSAIC_RETURN_IF_ERROR(dev.device->copy_to_host(host.data(), dev.tensor.data(), dev.tensor.bytes())
+                                 .with_context("copying '" + values_[r.host_value].name + "' back from " + dev.device->name()));
+  }
+  return Status::ok();
+}
+
+Status Plan::copy_host_state_to_devices() {
+  for (const ResidentCopy& r : resident_copies_) {
+    const PlanValue& dev = values_[r.device_value];
+    const Tensor& host = values_[r.host_value].tensor;
+    if (dev.tensor.defined() && dev.tensor.bytes())
+      MOSAIC_RETURN_IF_ERROR(dev.device->copy_to_device(dev.tensor.data(), host.data(), dev.tensor.bytes())
+                                 .with_context("copying '" + values_[r.host_value].name + "' to " + dev.device->name()));
+  }
+  return Status::ok();
+}
+
 PinnedHost Plan::pin_parameters() const {
   PinnedHost pinned;
   std::set<const void*> seen;

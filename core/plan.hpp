@@ -203,6 +203,13 @@ class Plan {
   /// copies then run at the bus's rate. `inputs` must outlive the result and be what run() is
   /// given. Inputs a host kernel reads, and devices that do not pin, are left as they are.
   PinnedHost pin_inputs(const std::vector<Tensor>& inputs) const;
+  /// Constants resident on a device that a kernel there updates in place (a training
+  /// BatchNormalization's running statistics): copies each device copy over its host value,
+  /// which checkpoints and saved models read.
+  Status copy_device_state_to_host();
+  /// Every constant's resident device copy refreshed from its host value (after a
+  /// checkpoint's running statistics were restored into the host values).
+  Status copy_host_state_to_devices();
   /// Training plans: page-locks the host buffers a step copies to a device each run, the
   /// parameters (the planner keeps them the host's), and their gradients, which the copies'
   /// backward brings back, until the result goes. Nothing where no device pins.
@@ -260,6 +267,13 @@ class Plan {
   /// Resident parameters' host mirrors of their gradients (optimizer_step's copy path), by
   /// the device value's index.
   std::map<int, Tensor> mirror_grads_;
+  /// Resident copies of constants on devices: (device value, host value, a kernel there
+  /// updates it in place).
+  struct ResidentCopy {
+    int device_value, host_value;
+    bool updated;
+  };
+  std::vector<ResidentCopy> resident_copies_;
   /// A parameter's name: a resident one's is its host mirror's.
   const std::string& parameter_name(const PlanValue& v) const;
   /// The trainable values' indices in parameters() order.

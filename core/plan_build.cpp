@@ -174,6 +174,17 @@ class PlanBuilder {
     return Status::ok();
   }
 
+  /// Plan::resident_copies_: every resident copy of a constant, and whether a kernel updates
+  /// it in place (Kernel::updates_input).
+  void note_resident_copies() {
+    std::set<int> updated;
+    for (const PlanStep& st : P.steps_)
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i] >= 0 && st.kernel->updates_input(i)) updated.insert(st.in[i]);
+    for (const auto& [device_value, host_value] : resident_of_)
+      P.resident_copies_.push_back({device_value, host_value, updated.count(device_value) > 0});
+  }
+
   /// The most bytes of attention-score values live at one step, from each value's liveness
   /// (produced at its step, alive until its last use).
   void attention_peak(const std::vector<int>& last_use) {
@@ -804,6 +815,7 @@ Expected<std::unique_ptr<Plan>> Plan::build(const Graph& graph, const Placement&
   b.mark_gradients();
   MOSAIC_RETURN_IF_ERROR(b.create_kernels());
   MOSAIC_RETURN_IF_ERROR(b.make_parameters_resident());
+  b.note_resident_copies();
   b.find_device_read_inputs();
   b.count_device_workspaces();
   MOSAIC_RETURN_IF_ERROR(b.plan_activations());

@@ -414,6 +414,54 @@ TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
   EXPECT_EQ(mixed.value()->device_bytes().at("sim:0").parameters, 0);
 }
 
+/// Add that also counts its runs into its second operand in place, as a training
+/// BatchNormalization updates its running statistics: c += 1 on the device each run.
+class SimAddUpdating final : public sim::SimAdd {
+ public:
+  using SimAdd::SimAdd;
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    MOSAIC_RETURN_IF_ERROR(SimAdd::forward(src, dst));
+    float* c = const_cast<float*>(src[1]->f32());
+    for (int64_t i = 0; i < src[1]->numel(); ++i) sim::store(c, i, sim::load(c, i) + 1.f);
+    return Status::ok();
+  }
+  bool updates_input(size_t i) const override { return i == 1; }
+};
+
+// A constant a device kernel updates in place (Kernel::updates_input) lives in the device's
+// resident copy: copy_device_state_to_host brings it back over the host value (checkpoints and
+// saved models read that), and copy_host_state_to_devices takes a restored host value there.
+TEST(DevicePlans, AConstantADeviceKernelUpdatesIsCopiedBackOnRequest) {
+  auto device = std::make_shared<SimDevice>();
+  KernelRegistry registry;
+  ASSERT_TRUE(register_naive_kernels(registry).is_ok());
+  BackendRegistration r(registry, sim::sim_backend_info(device, ""));
+  r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
+      .kernel("Add", sim::sim_factory<SimAddUpdating>(device), sim::sim_traits());
+  ASSERT_TRUE(r.status().is_ok()) << r.status().to_string();
+  Graph g = sim_graph();
+  ASSERT_TRUE(prepare_graph(g, registry, PrepareOptions{}).ok());
+  auto plan = Plan::build(g, Placement::all_on("devsim"), registry);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  Tensor w;
+  for (const auto& v : plan.value()->values())
+    if (v.name == "w") w = v.tensor;
+  ASSERT_TRUE(w.defined());
+  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.f, 1.f});
+  run_plan(*plan.value(), x);
+  run_plan(*plan.value(), x);
+  EXPECT_FLOAT_EQ(w.f32()[0], 0.5f) << "the device's copy moved, the host's not yet";
+  ASSERT_TRUE(plan.value()->copy_device_state_to_host().is_ok());
+  EXPECT_FLOAT_EQ(w.f32()[0], 2.5f) << "two runs added 1 each";
+  EXPECT_FLOAT_EQ(w.f32()[5], -1.f);
+  for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = 0.f;  // a restored value
+  ASSERT_TRUE(plan.value()->copy_host_state_to_devices().is_ok());
+  const std::vector<float> y = run_plan(*plan.value(), x);
+  ASSERT_EQ(y.size(), 6u);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(y[i], std::max(0.f, std::tanh(std::max(0.f, x.f32()[i])))) << "the run reads the restored w, " << i;
+}
+
 TEST(DevicePlans, AnUnavailableBackendIsRefusedByNameAndLeftOutOfAll) {
   SimRegistry sim(SIZE_MAX, "no sim device on this machine");
   EXPECT_EQ(sim.registry.unavailable("devsim"), "no sim device on this machine");

@@ -196,6 +196,8 @@ class BatchNormKernel final : public CudaKernel {
                  "cudnnBatchNormalizationForwardInference");
   }
   bool has_backward() const override { return training_; }
+  /// The running statistics, in the device's copy (Plan::copy_device_state_to_host).
+  bool updates_input(size_t i) const override { return training_ && (i == 3 || i == 4); }
   bool backward_reads_input(size_t i) const override { return i < 2; }
   bool backward_reads_output(size_t) const override { return false; }
   /// dx, dscale and dB in one cudnnBatchNormalizationBackward from the saved batch statistics
