@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fnmatch.h>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -168,6 +169,33 @@ std::vector<ParamRef> Plan::parameters() const {
   return out;
 }
 
+namespace {
+/// The device form of a built-in optimizer (its rule and hyperparameters at step t), or
+/// nothing for the others (RMSprop, Adagrad, plugins).
+std::optional<OptimizerRule> device_rule(const Optimizer& optimizer, int64_t t) {
+  const OptimizerConfig& c = optimizer.config();
+  OptimizerRule r;
+  r.lr = optimizer.lr();
+  r.weight_decay = c.weight_decay;
+  r.step = t;
+  if (optimizer.name() == "sgd") {
+    r.kind = OptimizerRule::kSgd;
+    r.momentum = c.momentum;
+    r.dampening = c.dampening;
+    r.nesterov = c.nesterov;
+  } else if (optimizer.name() == "adam" || optimizer.name() == "adamw") {
+    r.kind = OptimizerRule::kAdam;
+    r.beta1 = c.beta1;
+    r.beta2 = c.beta2;
+    r.eps = c.eps < 0 ? 1e-8 : c.eps;
+    r.decoupled = optimizer.name() == "adamw";
+  } else {
+    return std::nullopt;
+  }
+  return r;
+}
+}  // namespace
+
 Status Plan::optimizer_step(Optimizer& optimizer) {
   const std::vector<int> trainable = trainable_values();
   std::vector<ParamRef> params = parameters();
@@ -175,22 +203,34 @@ Status Plan::optimizer_step(Optimizer& optimizer) {
   for (size_t k = 0; k < trainable.size(); ++k)
     if (values_[trainable[k]].host_mirror >= 0) resident.push_back(k);
   if (resident.empty()) return optimizer.step(params);
-  // Plain SGD (stateless) where every resident parameter's device has it: the host
-  // parameters through the optimizer, the resident ones on their devices.
-  const OptimizerConfig& c = optimizer.config();
-  bool on_devices = optimizer.name() == "sgd" && c.momentum == 0;
+  // A built-in rule every resident parameter's device computes: the host parameters through
+  // the optimizer (its state per position of that list), the resident ones on their devices
+  // with their state there (zeroed when the optimizer starts: a fresh optimizer's first step).
+  const bool first = optimizer.steps() == 0;
+  std::optional<OptimizerRule> rule = device_rule(optimizer, optimizer.steps() + 1);
   for (size_t k : resident)
-    on_devices = on_devices && values_[trainable[k]].device->sgd(nullptr, nullptr, 0, 0.f, 0.f).is_ok();
-  if (on_devices) {
+    if (rule && !values_[trainable[k]].device->optimizer_step(*rule, nullptr, nullptr, nullptr, nullptr, 0).is_ok())
+      rule.reset();
+  if (rule) {
     std::vector<ParamRef> host;
     for (size_t k = 0; k < params.size(); ++k)
       if (values_[trainable[k]].host_mirror < 0) host.push_back(params[k]);
     MOSAIC_RETURN_IF_ERROR(optimizer.step(host));
     for (size_t k : resident) {
       const PlanValue& v = values_[trainable[k]];
-      MOSAIC_RETURN_IF_ERROR(v.device->sgd(v.tensor.f32(), v.grad.f32(), v.tensor.numel(), static_cast<float>(optimizer.lr()),
-                                           static_cast<float>(c.weight_decay))
-                                 .with_context("the SGD step of '" + params[k].name + "' on " + v.device->name()));
+      std::vector<Tensor>& state = device_state_[trainable[k]];
+      while (static_cast<int>(state.size()) < rule->buffers()) {
+        auto buffer = device_buffer(v.device, v.desc.bytes(), nullptr);
+        if (!buffer.ok()) return buffer.status().with_context("the optimizer state of '" + params[k].name + "'");
+        state.push_back(Tensor::on_buffer(v.desc, buffer.value()));
+        device_bytes_[v.device->name()].optimizer_state += static_cast<int64_t>(v.desc.bytes());
+      }
+      if (first)
+        for (Tensor& s : state) MOSAIC_RETURN_IF_ERROR(v.device->zero(s.data(), s.bytes()));
+      float* s0 = rule->buffers() > 0 ? state[0].f32() : nullptr;
+      float* s1 = rule->buffers() > 1 ? state[1].f32() : nullptr;
+      MOSAIC_RETURN_IF_ERROR(v.device->optimizer_step(*rule, v.tensor.f32(), v.grad.f32(), s0, s1, v.tensor.numel())
+                                 .with_context(optimizer.name() + " step of '" + params[k].name + "' on " + v.device->name()));
     }
     return Status::ok();
   }

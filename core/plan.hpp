@@ -185,9 +185,10 @@ class Plan {
   /// them).
   std::vector<ParamRef> parameters() const;
   /// One optimizer step over parameters(), wherever they live: host parameters as
-  /// Optimizer::step does; resident ones by their device's rule where it has the optimizer's
-  /// (Device::sgd: plain SGD), else through host mirrors (value and gradient copied out, the
-  /// host step, the value copied back; state stays the optimizer's, in parameters() order).
+  /// Optimizer::step does; resident ones by their device where it computes the optimizer's
+  /// rule (Device::optimizer_step: SGD with momentum, Adam, AdamW), their state kept there
+  /// (zeroed at a fresh optimizer's first step); else through host mirrors (value and gradient
+  /// copied out, the host step with the optimizer's state, the value copied back).
   Status optimizer_step(Optimizer& optimizer);
   /// Training plans: every parameter's gradient is computed into `grads[i]`'s buffer from
   /// now on (parameters() order; buffers at least as large as the gradients they replace),
@@ -245,6 +246,7 @@ class Plan {
   struct DeviceBytes {
     int64_t activations = 0, constants = 0, workspace = 0, gradients = 0;
     int64_t parameters = 0;  ///< resident parameters (PlanOptions::resident_parameters)
+    int64_t optimizer_state = 0;  ///< their optimizer state, where the device computes the rule
   };
   const std::map<std::string, DeviceBytes>& device_bytes() const { return device_bytes_; }
   /// The devices its steps compute on, in the order the plan first uses them.
@@ -267,6 +269,8 @@ class Plan {
   /// Resident parameters' host mirrors of their gradients (optimizer_step's copy path), by
   /// the device value's index.
   std::map<int, Tensor> mirror_grads_;
+  /// Resident parameters' optimizer state on their devices (optimizer_step), by device value.
+  std::map<int, std::vector<Tensor>> device_state_;
   /// Resident copies of constants on devices: (device value, host value, a kernel there
   /// updates it in place).
   struct ResidentCopy {

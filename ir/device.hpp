@@ -15,6 +15,20 @@ namespace mosaic {
 class Buffer;
 class MemoryTracker;
 
+/// A built-in optimizer's rule with its hyperparameters, for a device that computes it on
+/// resident parameters (Device::optimizer_step): PyTorch's SGD (momentum, dampening, Nesterov,
+/// weight decay; the momentum buffer is s0) and Adam / AdamW (the averages are s0 and s1).
+struct OptimizerRule {
+  enum Kind { kSgd, kAdam } kind = kSgd;
+  double lr = 0.01, weight_decay = 0, momentum = 0, dampening = 0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool decoupled = false;  ///< AdamW: weight decay shrinks the parameter
+  int64_t step = 1;        ///< t, counted from 1
+  /// How many state buffers the rule keeps per parameter.
+  int buffers() const { return kind == kAdam ? 2 : momentum != 0 ? 1 : 0; }
+};
+
 /// Where a backend's kernels compute when it is not in host memory (BackendInfo::device).
 /// The planner allocates the values such a backend produces, and the resident copies of the
 /// constants it reads, through allocate(); it inserts a timed copy step (mosaic.ToDevice,
@@ -88,16 +102,18 @@ class Device {
   }
   /// Whether it has zero() and accumulate(), so that training plans may compute on it.
   virtual bool trains() const { return false; }
-  /// Queues one step of plain SGD on a parameter resident in its memory (PyTorch's rule):
-  /// p[i] -= lr * (g[i] + weight_decay * p[i]) for `n` floats (optional: without it a
-  /// resident parameter is updated on the host, through copies).
-  virtual Status sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) {
+  /// Queues one optimizer step on a parameter resident in its memory (`n` floats of p, its
+  /// gradient g and the rule's state buffers s0, s1 there: SGD's momentum buffer; Adam's two
+  /// averages), by the rule core/optimizer.cpp computes on the host (optional: without it a
+  /// resident parameter is updated on the host, through copies). n = 0 asks whether it can.
+  virtual Status optimizer_step(const OptimizerRule& rule, float* p, const float* g, float* s0, float* s1, int64_t n) {
+    (void)rule;
     (void)p;
     (void)g;
+    (void)s0;
+    (void)s1;
     (void)n;
-    (void)lr;
-    (void)weight_decay;
-    return Status::unsupported(name() + " has no SGD step in its memory");
+    return Status::unsupported(name() + " has no optimizer step in its memory");
   }
 
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----

@@ -304,6 +304,8 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
          << "  resident constants " << format_bytes(static_cast<double>(bytes.constants))
          << "  workspace " << format_bytes(static_cast<double>(bytes.workspace))
          << (bytes.parameters ? "  parameters " + format_bytes(static_cast<double>(bytes.parameters)) : std::string())
+         << (bytes.optimizer_state ? "  optimizer state " + format_bytes(static_cast<double>(bytes.optimizer_state))
+                                   : std::string())
          << (bytes.gradients ? "  gradients " + format_bytes(static_cast<double>(bytes.gradients)) : std::string())
          << "\n";
     if (c.timing.pinned_input_bytes)
@@ -520,7 +522,8 @@ nlohmann::json bench_json(const BenchReport& rep) {
                                         {"constant_bytes", bytes.constants},
                                         {"workspace_bytes", bytes.workspace},
                                         {"gradient_bytes", bytes.gradients},
-                                        {"parameter_bytes", bytes.parameters}};
+                                        {"parameter_bytes", bytes.parameters},
+                                        {"optimizer_state_bytes", bytes.optimizer_state}};
     r["memory"]["pinned_input_bytes"] = c.timing.pinned_input_bytes;
     r["memory"]["pinned_parameter_bytes"] = c.timing.pinned_parameter_bytes;
     r["device_state"] = json::object();

@@ -52,8 +52,16 @@ PLANTS = [
      "the explicit padding's crop at the end pad's offset"),
     ("device_math.hpp", "if (src < 0) inside = false;", "if (src < -1) inside = false;",
      "the gather reading the fill positions"),
-    ("device_math.hpp", "return p - lr * (g + weight_decay * p);", "return p - lr * g - weight_decay * p;",
-     "SGD's weight decay outside the learning rate"),
+    ("device_math.hpp", "*p = static_cast<float>(*p - o.lr * (g + o.weight_decay * *p));",
+     "*p = static_cast<float>(*p - o.lr * g - o.weight_decay * *p);", "SGD's weight decay outside the learning rate"),
+    ("device_math.hpp", "take = o.step == 1 ? 1 : 1 - o.dampening;", "take = 1 - o.dampening;",
+     "SGD's momentum buffer started from the dampened gradient"),
+    ("device_math.hpp", "const double own = o.nesterov ? 1 : 0, ahead = o.nesterov ? o.momentum : 1;",
+     "const double own = 0, ahead = 1;", "Nesterov's look-ahead dropped"),
+    ("device_math.hpp", "*p = static_cast<float>(pi - step * (m / (sqrtf(v) / bc2_sqrt + eps)));",
+     "*p = static_cast<float>(pi - step * (m / (sqrtf(v) + eps)));", "Adam's second bias correction dropped"),
+    ("device_math.hpp", "const double shrink = o.decoupled ? 1 - o.lr * o.weight_decay : 1,",
+     "const double shrink = 1,", "AdamW's decoupled decay dropped"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

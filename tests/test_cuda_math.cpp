@@ -277,21 +277,44 @@ TEST(CudaMath, GatherReadsTheRowsTheHostReadsAndReportsIdsOutsideTheAxis) {
   }
 }
 
-/// The device's SGD step on a resident parameter (dev_sgd) against the host's optimizer
-/// (core/optimizer.cpp's sgd, PyTorch's rule) with weight decay, three steps.
-TEST(CudaMath, TheDevicesSgdStepIsTheOptimizers) {
-  OptimizerConfig c;
-  c.lr = 0.05;
-  c.weight_decay = 0.02;
-  auto opt = make_optimizer("sgd", c);
-  ASSERT_TRUE(opt.ok());
-  Tensor host = random_tensor({37}, 31), grad = random_tensor({37}, 32);
-  std::vector<float> dev(host.f32(), host.f32() + host.numel());
-  std::vector<ParamRef> params{{"w", host, grad}};
-  for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(opt.value()->step(params).is_ok());
-    for (float& p : dev) p = dev_sgd(p, grad.f32()[&p - dev.data()], 0.05f, 0.02f);
-    for (int64_t i = 0; i < host.numel(); ++i) ASSERT_NEAR(dev[i], host.f32()[i], 1e-6) << "step " << step << ", " << i;
+/// The device's optimizer step on a resident parameter (dev_optimizer_update) against the
+/// host's optimizers (core/optimizer.cpp, PyTorch's rules): SGD plain, with momentum and
+/// dampening, with Nesterov momentum; Adam and AdamW; weight decay in each, four steps.
+TEST(CudaMath, TheDevicesOptimizerStepsAreTheOptimizers) {
+  struct Case {
+    const char* name;
+    double momentum, dampening;
+    bool nesterov;
+  };
+  for (const Case& c : {Case{"sgd", 0, 0, false}, Case{"sgd", 0.9, 0.1, false}, Case{"sgd", 0.8, 0, true},
+                        Case{"adam", 0, 0, false}, Case{"adamw", 0, 0, false}}) {
+    SCOPED_TRACE(std::string(c.name) + " momentum " + std::to_string(c.momentum) + (c.nesterov ? " nesterov" : ""));
+    OptimizerConfig config;
+    config.lr = 0.05;
+    config.weight_decay = 0.02;
+    config.momentum = c.momentum;
+    config.dampening = c.dampening;
+    config.nesterov = c.nesterov;
+    auto opt = make_optimizer(c.name, config);
+    ASSERT_TRUE(opt.ok()) << opt.status().to_string();
+    Tensor host = random_tensor({37}, 31);
+    std::vector<float> p(host.f32(), host.f32() + host.numel()), s0(p.size(), 0.f), s1(p.size(), 0.f);
+    DevOptimizer o;
+    o.adam = c.name[0] == 'a';
+    o.decoupled = std::string(c.name) == "adamw";
+    o.lr = config.lr;
+    o.weight_decay = config.weight_decay;
+    o.momentum = c.momentum;
+    o.dampening = c.dampening;
+    o.nesterov = c.nesterov;
+    for (int step = 1; step <= 4; ++step) {
+      const Tensor grad = random_tensor({37}, 40 + static_cast<uint64_t>(step));
+      std::vector<ParamRef> params{{"w", host, grad}};
+      ASSERT_TRUE(opt.value()->step(params).is_ok());
+      o.step = step;
+      for (size_t i = 0; i < p.size(); ++i) dev_optimizer_update(o, &p[i], grad.f32()[i], &s0[i], &s1[i]);
+      for (int64_t i = 0; i < host.numel(); ++i) ASSERT_FLOAT_EQ(p[i], host.f32()[i]) << "step " << step << ", " << i;
+    }
   }
 }
 

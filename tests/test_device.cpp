@@ -355,17 +355,25 @@ TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
 
 // PlanOptions::resident_parameters: a parameter only the device's kernels read lives there
 // with its gradient (no copy step; the device's tensors in parameters()), and training with
-// Plan::optimizer_step gives naive's parameters step after step: plain SGD by the device's
-// own rule (Device::sgd), SGD with momentum through host mirrors (the optimizer's state on
-// the host). A parameter a host kernel reads too stays the host's, copied in each step.
+// Plan::optimizer_step gives naive's parameters step after step: SGD (plain, with Nesterov
+// momentum) and AdamW by the device's own rule with their state there (Device::optimizer_step;
+// a second, fresh optimizer starts from zeroed state), RMSprop through host mirrors (the
+// optimizer's state on the host). A parameter a host kernel reads too stays the host's.
 TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
   const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
   const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
   PlanOptions options;
   options.training = true;
   options.resident_parameters = true;
-  for (const double momentum : {0.0, 0.9}) {
-    SCOPED_TRACE(momentum == 0 ? "plain SGD, on the device" : "SGD with momentum, through host mirrors");
+  struct Case {
+    const char* optimizer;
+    double momentum;
+    bool nesterov, on_device;
+    int64_t state_bytes;
+  };
+  for (const Case& c : {Case{"sgd", 0, false, true, 0}, Case{"sgd", 0.9, true, true, 24}, Case{"adamw", 0, false, true, 48},
+                        Case{"rmsprop", 0, false, false, 0}}) {
+    SCOPED_TRACE(std::string(c.optimizer) + (c.momentum != 0 ? " with momentum" : ""));
     SimRegistry sim;
     Graph g = sim_training_graph();
     ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
@@ -382,24 +390,29 @@ TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
     EXPECT_EQ(plan.value()->device_bytes().at("sim:0").parameters, 24);
     OptimizerConfig oc;
     oc.lr = 0.1;
-    oc.momentum = momentum;
+    oc.momentum = c.momentum;
+    oc.nesterov = c.nesterov;
     oc.weight_decay = 0.01;
-    auto opt_naive = make_optimizer("sgd", oc);
-    auto opt = make_optimizer("sgd", oc);
-    ASSERT_TRUE(opt_naive.ok() && opt.ok());
-    for (int step = 0; step < 3; ++step) {
-      for (auto* p : {naive.value().get(), plan.value().get()}) {
-        std::vector<Tensor> out;
-        ASSERT_TRUE(p->run({x}, &out).is_ok());
-        ASSERT_TRUE(p->backward({dy}).is_ok());
-        const Status st = p->optimizer_step(p == naive.value().get() ? *opt_naive.value() : *opt.value());
-        ASSERT_TRUE(st.is_ok()) << st.to_string();
+    for (int round = 0; round < 2; ++round) {  // the second with fresh optimizers
+      auto opt_naive = make_optimizer(c.optimizer, oc);
+      auto opt = make_optimizer(c.optimizer, oc);
+      ASSERT_TRUE(opt_naive.ok() && opt.ok());
+      for (int step = 0; step < 3; ++step) {
+        for (auto* p : {naive.value().get(), plan.value().get()}) {
+          std::vector<Tensor> out;
+          ASSERT_TRUE(p->run({x}, &out).is_ok());
+          ASSERT_TRUE(p->backward({dy}).is_ok());
+          const Status st = p->optimizer_step(p == naive.value().get() ? *opt_naive.value() : *opt.value());
+          ASSERT_TRUE(st.is_ok()) << st.to_string();
+        }
+        const Tensor want = naive.value()->parameters()[0].value;
+        const Tensor got = plan.value()->parameters()[0].value.clone();
+        for (int64_t i = 0; i < want.numel(); ++i)
+          EXPECT_FLOAT_EQ(got.f32()[i], want.f32()[i]) << "round " << round << ", step " << step << ", " << i;
       }
-      const Tensor want = naive.value()->parameters()[0].value;
-      const Tensor got = plan.value()->parameters()[0].value.clone();
-      for (int64_t i = 0; i < want.numel(); ++i) EXPECT_FLOAT_EQ(got.f32()[i], want.f32()[i]) << "step " << step << ", " << i;
     }
-    EXPECT_EQ(sim.device->sgd_steps > 0, momentum == 0) << "the device's rule exactly where it has the optimizer's";
+    EXPECT_EQ(sim.device->optimizer_steps > 0, c.on_device) << "the device's rule exactly where it has the optimizer's";
+    EXPECT_EQ(plan.value()->device_bytes().at("sim:0").optimizer_state, c.state_bytes);
   }
   // w read by a host kernel too (add2 on naive): it stays the host's, copied in each step.
   SimRegistry sim;

@@ -52,8 +52,8 @@ class CudaDevice final : public Device {
   Status zero(void* device_dst, size_t bytes) override;
   Status accumulate(float* device_dst, const float* device_src, int64_t n) override;
   bool trains() const override { return true; }
-  /// Plain SGD on a resident parameter: one kernel on the stream.
-  Status sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) override;
+  /// SGD (momentum, Nesterov) and Adam/AdamW on a resident parameter: one kernel on the stream.
+  Status optimizer_step(const OptimizerRule& rule, float* p, const float* g, float* s0, float* s1, int64_t n) override;
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();
@@ -138,8 +138,10 @@ cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, con
                                const float* a, const float* b, float* out, float scale);
 /// dst[i] += src[i] for i < n (a gradient's contributions added where it lives).
 cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n);
-/// p[i] -= lr * (g[i] + weight_decay * p[i]) for i < n (dev_sgd: plain SGD, PyTorch's rule).
-cudaError_t launch_sgd(cudaStream_t stream, float* p, const float* g, int64_t n, float lr, float weight_decay);
+/// dev_optimizer_update on each of the n elements of p (with g, s0, s1; s0 and s1 may be
+/// nullptr where the rule keeps no state).
+cudaError_t launch_optimizer_step(cudaStream_t stream, const DevOptimizer& o, float* p, const float* g, float* s0,
+                                  float* s1, int64_t n);
 
 // ---- data movement and reductions (movement.cu) ----
 

@@ -112,9 +112,46 @@ MOSAIC_HD float dev_derivative(const DevUnaryArgs& f, float x, float y) {
   return 1.f;
 }
 
-/// A parameter after one step of plain SGD (PyTorch's torch.optim.SGD without momentum):
-/// p - lr * (g + weight_decay * p).
-MOSAIC_HD float dev_sgd(float p, float g, float lr, float weight_decay) { return p - lr * (g + weight_decay * p); }
+/// A built-in optimizer rule for the device (ir/device.hpp's OptimizerRule, without its
+/// host types).
+struct DevOptimizer {
+  bool adam = false;
+  double lr = 0.01, weight_decay = 0, momentum = 0, dampening = 0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool decoupled = false;
+  int64_t step = 1;
+};
+
+/// One element of one optimizer step: parameter *p with gradient g and its state *s0, *s1
+/// (SGD's momentum buffer; Adam's averages), as core/optimizer.cpp computes them: PyTorch's
+/// rules in double, rounded to float once per stored value, Adam's square root and the
+/// division by it in float.
+MOSAIC_HD void dev_optimizer_update(const DevOptimizer& o, float* p, float g, float* s0, float* s1) {
+  if (!o.adam) {
+    if (o.momentum == 0) {
+      *p = static_cast<float>(*p - o.lr * (g + o.weight_decay * *p));
+      return;
+    }
+    const double keep = o.step == 1 ? 0 : o.momentum, take = o.step == 1 ? 1 : 1 - o.dampening;
+    const double own = o.nesterov ? 1 : 0, ahead = o.nesterov ? o.momentum : 1;
+    const double d = g + o.weight_decay * *p;
+    const float b = static_cast<float>(keep * *s0 + take * d);
+    *s0 = b;
+    *p = static_cast<float>(*p - o.lr * (own * d + ahead * b));
+    return;
+  }
+  const double bc1 = 1 - pow(o.beta1, static_cast<double>(o.step)), bc2 = 1 - pow(o.beta2, static_cast<double>(o.step));
+  const double step = o.lr / bc1;
+  const float bc2_sqrt = static_cast<float>(sqrt(bc2)), eps = static_cast<float>(o.eps);
+  const double shrink = o.decoupled ? 1 - o.lr * o.weight_decay : 1, coupled = o.decoupled ? 0 : o.weight_decay;
+  const double pi = *p * shrink, d = g + coupled * *p;
+  const float m = static_cast<float>(o.beta1 * *s0 + (1 - o.beta1) * d);
+  const float v = static_cast<float>(o.beta2 * *s1 + (1 - o.beta2) * d * d);
+  *s0 = m;
+  *s1 = v;
+  *p = static_cast<float>(pi - step * (m / (sqrtf(v) / bc2_sqrt + eps)));
+}
 
 enum class DevBinary : int { kAdd, kSub, kMul, kDiv };
 

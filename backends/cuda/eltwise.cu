@@ -110,10 +110,11 @@ __global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
     dst[i] += src[i];
 }
 
-__global__ void sgd_kernel(float* p, const float* g, int64_t n, float lr, float weight_decay) {
+__global__ void optimizer_kernel(DevOptimizer o, float* p, const float* g, float* s0, float* s1, int64_t n) {
+  float unused0 = 0.f, unused1 = 0.f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    p[i] = dev_sgd(p[i], g[i], lr, weight_decay);
+    dev_optimizer_update(o, &p[i], g[i], s0 ? &s0[i] : &unused0, s1 ? &s1[i] : &unused1);
 }
 
 }  // namespace
@@ -169,9 +170,10 @@ cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src,
   return cudaGetLastError();
 }
 
-cudaError_t launch_sgd(cudaStream_t stream, float* p, const float* g, int64_t n, float lr, float weight_decay) {
+cudaError_t launch_optimizer_step(cudaStream_t stream, const DevOptimizer& o, float* p, const float* g, float* s0,
+                                  float* s1, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, n, lr, weight_decay);
+  optimizer_kernel<<<blocks_for(n), kThreads, 0, stream>>>(o, p, g, s0, s1, n);
   return cudaGetLastError();
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/device_math.hpp"  // the per-element optimizer rule cuda computes
 #include "core/kernel.hpp"
 
 namespace mosaic::sim {
@@ -170,16 +171,23 @@ class SimDevice : public Device {
     ++accumulated;
     return Status::ok();
   }
-  /// Plain SGD on a resident parameter, in its (sign-flipped) memory.
-  Status sgd(float* p, const float* g, int64_t n, float lr, float weight_decay) override {
-    if (!trains_) return Device::sgd(p, g, n, lr, weight_decay);
+  /// An optimizer step on a resident parameter, in its (sign-flipped) memory, by the cuda
+  /// backend's per-element rule (backends/cuda/device_math.hpp).
+  Status optimizer_step(const OptimizerRule& r, float* p, const float* g, float* s0, float* s1, int64_t n) override {
+    if (!trains_) return Device::optimizer_step(r, p, g, s0, s1, n);
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    if (n > 0 && (!owns(p, bytes) || !owns(g, bytes))) return Status::internal("sim:0: an SGD step outside sim:0");
+    if (n > 0 && (!owns(p, bytes) || !owns(g, bytes) || (s0 && !owns(s0, bytes)) || (s1 && !owns(s1, bytes))))
+      return Status::internal("sim:0: an optimizer step outside sim:0");
+    const cuda_backend::DevOptimizer o{r.kind == OptimizerRule::kAdam, r.lr, r.weight_decay, r.momentum, r.dampening,
+                                       r.nesterov, r.beta1, r.beta2, r.eps, r.decoupled, r.step};
     for (int64_t i = 0; i < n; ++i) {
-      const float v = load(p, i);
-      store(p, i, v - lr * (load(g, i) + weight_decay * v));
+      float v = load(p, i), a = s0 ? load(s0, i) : 0.f, b = s1 ? load(s1, i) : 0.f;
+      cuda_backend::dev_optimizer_update(o, &v, load(g, i), &a, &b);
+      store(p, i, v);
+      if (s0) store(s0, i, a);
+      if (s1) store(s1, i, b);
     }
-    if (n > 0) ++sgd_steps;
+    if (n > 0) ++optimizer_steps;
     return Status::ok();
   }
   /// The device's work: its clock moves on by `ns`.
@@ -199,7 +207,7 @@ class SimDevice : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return live_.size();
   }
-  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0}, sgd_steps{0};
+  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0}, optimizer_steps{0};
   std::atomic<int64_t> clock_ns{0};
   /// What its work takes on its clock (the defaults, or the plugin's MOSAIC_SIM_*_NS).
   int64_t relu_ns = kReluNs, add_ns = kAddNs, copy_ns = kCopyNs;
