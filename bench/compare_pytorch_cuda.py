@@ -76,22 +76,27 @@ MODELS = {"alexnet-cifar": (alexnet_cifar, (3, 32, 32)), "vgg16-cifar": (vgg16_c
           "resnet50": (resnet50, (3, 224, 224))}
 
 
+def median_batch(step, batch, warmup, iterations):
+    """Times `step()` (one batch, synchronised on both ends) after `warmup` untimed calls: images/s
+    and the median batch time."""
+    times = []
+    for i in range(warmup + iterations):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+
+
 def time_pytorch(name, batch, warmup, iterations):
     build, shape = MODELS[name]
     model = build().cuda().eval()
     x = torch.randn(batch, *shape).pin_memory()
-    times = []
     with torch.no_grad():
-        for i in range(warmup + iterations):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            y = model(x.cuda(non_blocking=True)).cpu()
-            torch.cuda.synchronize()
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-    del y
-    med = statistics.median(times)
-    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+        return median_batch(lambda: model(x.cuda(non_blocking=True)).cpu(), batch, warmup, iterations)
 
 
 def time_pytorch_train(name, batch, warmup, iterations):
@@ -99,26 +104,18 @@ def time_pytorch_train(name, batch, warmup, iterations):
     model = build().cuda().train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(batch, *shape).pin_memory()
-    times = []
-    labels = None
-    for i in range(warmup + iterations):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = model(x.cuda(non_blocking=True))
-        if labels is None:
-            classes = out.shape[1]
-            labels = torch.randint(0, classes, (batch,)).cuda()
-        loss = nn.functional.cross_entropy(out, labels)
+    with torch.no_grad():
+        classes = model(x[:2].cuda()).shape[1]
+    labels = torch.randint(0, classes, (batch,)).cuda()
+
+    def step():
+        loss = nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), labels)
         opt.zero_grad(set_to_none=False)
         loss.backward()
         opt.step()
-        loss_value = loss.item()  # the loss on the host, as Mosaic reports it
-        torch.cuda.synchronize()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    del loss_value
-    med = statistics.median(times)
-    return {"images_per_s": batch / med, "median_ms": med * 1e3, "measured": len(times)}
+        loss.item()  # the loss on the host, as Mosaic reports it
+
+    return median_batch(step, batch, warmup, iterations)
 
 
 def mosaic_cuda_run(mosaic, name, batch, warmup, iterations, extra=()):

@@ -299,8 +299,8 @@ TEST(CudaMath, TheDevicesOptimizerStepsAreTheOptimizers) {
     ASSERT_TRUE(opt.ok()) << opt.status().to_string();
     Tensor host = random_tensor({37}, 31);
     std::vector<float> p(host.f32(), host.f32() + host.numel()), s0(p.size(), 0.f), s1(p.size(), 0.f);
-    DevOptimizer o;
-    o.adam = c.name[0] == 'a';
+    OptimizerRule o;
+    o.kind = c.name[0] == 'a' ? OptimizerRule::kAdam : OptimizerRule::kSgd;
     o.decoupled = std::string(c.name) == "adamw";
     o.lr = config.lr;
     o.weight_decay = config.weight_decay;

@@ -140,7 +140,7 @@ cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, con
 cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n);
 /// dev_optimizer_update on each of the n elements of p (with g, s0, s1; s0 and s1 may be
 /// nullptr where the rule keeps no state).
-cudaError_t launch_optimizer_step(cudaStream_t stream, const DevOptimizer& o, float* p, const float* g, float* s0,
+cudaError_t launch_optimizer_step(cudaStream_t stream, const OptimizerRule& o, float* p, const float* g, float* s0,
                                   float* s1, int64_t n);
 
 // ---- data movement and reductions (movement.cu) ----

@@ -126,9 +126,7 @@ Status CudaDevice::accumulate(float* device_dst, const float* device_src, int64_
 }
 
 Status CudaDevice::optimizer_step(const OptimizerRule& r, float* p, const float* g, float* s0, float* s1, int64_t n) {
-  const DevOptimizer o{r.kind == OptimizerRule::kAdam, r.lr, r.weight_decay, r.momentum, r.dampening, r.nesterov,
-                       r.beta1, r.beta2, r.eps, r.decoupled, r.step};
-  const cudaError_t e = launch_optimizer_step(stream_, o, p, g, s0, s1, n);
+  const cudaError_t e = launch_optimizer_step(stream_, r, p, g, s0, s1, n);
   return e == cudaSuccess ? Status::ok()
                           : Status::internal("cuda:0: an optimizer step of " + std::to_string(n) + " parameters: " +
                                              cuda_error(e));

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "ir/device.hpp"  // OptimizerRule: plain data, read by the device's optimizer kernel
+
 #if defined(__CUDACC__)
 #define MOSAIC_HD __host__ __device__ inline
 #else
@@ -112,23 +114,12 @@ MOSAIC_HD float dev_derivative(const DevUnaryArgs& f, float x, float y) {
   return 1.f;
 }
 
-/// A built-in optimizer rule for the device (ir/device.hpp's OptimizerRule, without its
-/// host types).
-struct DevOptimizer {
-  bool adam = false;
-  double lr = 0.01, weight_decay = 0, momentum = 0, dampening = 0;
-  bool nesterov = false;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  bool decoupled = false;
-  int64_t step = 1;
-};
-
-/// One element of one optimizer step: parameter *p with gradient g and its state *s0, *s1
+/// One element of one optimizer step (ir/device.hpp's OptimizerRule): parameter *p with gradient g and its state *s0, *s1
 /// (SGD's momentum buffer; Adam's averages), as core/optimizer.cpp computes them: PyTorch's
 /// rules in double, rounded to float once per stored value, Adam's square root and the
 /// division by it in float.
-MOSAIC_HD void dev_optimizer_update(const DevOptimizer& o, float* p, float g, float* s0, float* s1) {
-  if (!o.adam) {
+MOSAIC_HD void dev_optimizer_update(const OptimizerRule& o, float* p, float g, float* s0, float* s1) {
+  if (o.kind != OptimizerRule::kAdam) {
     if (o.momentum == 0) {
       *p = static_cast<float>(*p - o.lr * (g + o.weight_decay * *p));
       return;

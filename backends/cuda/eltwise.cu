@@ -10,8 +10,6 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-__device__ float apply(const DevUnaryArgs& f, float x) { return dev_apply(f, x); }
-
 /// Four elements a thread at a time through 16-byte loads where x and y are 16-byte aligned
 /// (n4 = n / 4 such groups, else 0), then the rest one at a time: the loop a memory-bound
 /// element-wise op needs to reach the device's bandwidth.
@@ -20,16 +18,14 @@ __global__ void unary_kernel(DevUnaryArgs f, const float* x, float* y, int64_t n
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   for (int64_t i = first; i < n4; i += stride) {
     float4 v = reinterpret_cast<const float4*>(x)[i];
-    v.x = apply(f, v.x);
-    v.y = apply(f, v.y);
-    v.z = apply(f, v.z);
-    v.w = apply(f, v.w);
+    v.x = dev_apply(f, v.x);
+    v.y = dev_apply(f, v.y);
+    v.z = dev_apply(f, v.z);
+    v.w = dev_apply(f, v.w);
     reinterpret_cast<float4*>(y)[i] = v;
   }
-  for (int64_t i = 4 * n4 + first; i < n; i += stride) y[i] = apply(f, x[i]);
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) y[i] = dev_apply(f, x[i]);
 }
-
-__device__ float combine(DevBinary op, float u, float v) { return dev_combine(op, u, v); }
 
 /// Operands of the output's shape (nothing broadcast): unary_kernel's loop over two inputs.
 __global__ void binary_same_kernel(DevBinary op, const float* a, const float* b, float* y, int64_t n, int64_t n4,
@@ -38,10 +34,11 @@ __global__ void binary_same_kernel(DevBinary op, const float* a, const float* b,
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   for (int64_t i = first; i < n4; i += stride) {
     const float4 u = reinterpret_cast<const float4*>(a)[i], v = reinterpret_cast<const float4*>(b)[i];
-    reinterpret_cast<float4*>(y)[i] = make_float4(apply(f, combine(op, u.x, v.x)), apply(f, combine(op, u.y, v.y)),
-                                                  apply(f, combine(op, u.z, v.z)), apply(f, combine(op, u.w, v.w)));
+    reinterpret_cast<float4*>(y)[i] =
+        make_float4(dev_apply(f, dev_combine(op, u.x, v.x)), dev_apply(f, dev_combine(op, u.y, v.y)),
+                    dev_apply(f, dev_combine(op, u.z, v.z)), dev_apply(f, dev_combine(op, u.w, v.w)));
   }
-  for (int64_t i = 4 * n4 + first; i < n; i += stride) y[i] = apply(f, combine(op, a[i], b[i]));
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) y[i] = dev_apply(f, dev_combine(op, a[i], b[i]));
 }
 
 __global__ void binary_kernel(DevBinary op, Broadcast s, const float* a, const float* b, float* y, int64_t n,
@@ -55,7 +52,7 @@ __global__ void binary_kernel(DevBinary op, Broadcast s, const float* a, const f
       ia += k * s.a_strides[d];
       ib += k * s.b_strides[d];
     }
-    y[i] = apply(f, combine(op, a[ia], b[ib]));
+    y[i] = dev_apply(f, dev_combine(op, a[ia], b[ib]));
   }
 }
 
@@ -110,7 +107,7 @@ __global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
     dst[i] += src[i];
 }
 
-__global__ void optimizer_kernel(DevOptimizer o, float* p, const float* g, float* s0, float* s1, int64_t n) {
+__global__ void optimizer_kernel(OptimizerRule o, float* p, const float* g, float* s0, float* s1, int64_t n) {
   float unused0 = 0.f, unused1 = 0.f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -170,7 +167,7 @@ cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src,
   return cudaGetLastError();
 }
 
-cudaError_t launch_optimizer_step(cudaStream_t stream, const DevOptimizer& o, float* p, const float* g, float* s0,
+cudaError_t launch_optimizer_step(cudaStream_t stream, const OptimizerRule& o, float* p, const float* g, float* s0,
                                   float* s1, int64_t n) {
   if (n <= 0) return cudaSuccess;
   optimizer_kernel<<<blocks_for(n), kThreads, 0, stream>>>(o, p, g, s0, s1, n);

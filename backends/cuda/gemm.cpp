@@ -157,16 +157,22 @@ class MatMulKernel final : public CudaKernel {
     const long long y_stride = p_.m * p_.n;
     const cublasHandle_t h = device().cublas();
     MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(h, math_), "math mode"));
+    // Z = sum over the batch of op(P[i]) op(Q[i]): one product per batch element, added up.
+    auto summed = [&](bool tp, bool tq, int r, int c, int inner, const float* P, long long sp, const float* Q,
+                      long long sq, float* Z, const char* what) -> Status {
+      for (int i = 0; i < batch; ++i)
+        MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, tp, tq, r, c, inner, 1.f, P + i * sp, 0, Q + i * sq, 0,
+                                                    i == 0 ? 0.f : 1.f, Z, 0, 1),
+                                     what));
+      return Status::ok();
+    };
     if (float* dA = grad_of(a, 0)) {
       if (a_stride_ != 0 || batch == 1) {
         MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, false, true, m, k, n, 1.f, dy, y_stride, B, b_stride_, 0.f, dA,
                                                     a_stride_, batch),
                                      "cuBLAS (dA)"));
       } else {
-        for (int i = 0; i < batch; ++i)
-          MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, false, true, m, k, n, 1.f, dy + i * y_stride, 0,
-                                                      B + i * b_stride_, 0, i == 0 ? 0.f : 1.f, dA, 0, 1),
-                                       "cuBLAS (dA)"));
+        MOSAIC_RETURN_IF_ERROR(summed(false, true, m, k, n, dy, y_stride, B, b_stride_, dA, "cuBLAS (dA)"));
       }
     }
     if (float* dB = grad_of(a, 1)) {
@@ -178,10 +184,7 @@ class MatMulKernel final : public CudaKernel {
         MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, true, false, k, n, m * batch, 1.f, A, 0, dy, 0, 0.f, dB, 0, 1),
                                      "cuBLAS (dB)"));
       } else {
-        for (int i = 0; i < batch; ++i)
-          MOSAIC_RETURN_IF_ERROR(check(row_major_gemm(h, true, false, k, n, m, 1.f, A + i * a_stride_, 0,
-                                                      dy + i * y_stride, 0, i == 0 ? 0.f : 1.f, dB, 0, 1),
-                                       "cuBLAS (dB)"));
+        MOSAIC_RETURN_IF_ERROR(summed(true, false, k, n, m, A, a_stride_, dy, y_stride, dB, "cuBLAS (dB)"));
       }
     }
     return Status::ok();

@@ -178,11 +178,9 @@ class SimDevice : public Device {
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
     if (n > 0 && (!owns(p, bytes) || !owns(g, bytes) || (s0 && !owns(s0, bytes)) || (s1 && !owns(s1, bytes))))
       return Status::internal("sim:0: an optimizer step outside sim:0");
-    const cuda_backend::DevOptimizer o{r.kind == OptimizerRule::kAdam, r.lr, r.weight_decay, r.momentum, r.dampening,
-                                       r.nesterov, r.beta1, r.beta2, r.eps, r.decoupled, r.step};
     for (int64_t i = 0; i < n; ++i) {
       float v = load(p, i), a = s0 ? load(s0, i) : 0.f, b = s1 ? load(s1, i) : 0.f;
-      cuda_backend::dev_optimizer_update(o, &v, load(g, i), &a, &b);
+      cuda_backend::dev_optimizer_update(r, &v, load(g, i), &a, &b);
       store(p, i, v);
       if (s0) store(s0, i, a);
       if (s1) store(s1, i, b);
