@@ -29,8 +29,10 @@ Status write_checkpoint(const std::string& path, nlohmann::json header, const Pl
   const auto values = saved_values(plan);
   for (const PlanValue* v : values) tensors.push_back({{"name", v->name}, {"floats", v->tensor.numel()}});
   header["tensors"] = tensors;
+  // Per parameter in parameters() order, resident parameters' state copied out of their devices.
+  MOSAIC_ASSIGN_OR_RETURN(const auto optimizer_state, plan.optimizer_state(optimizer));
   nlohmann::json state = nlohmann::json::array();
-  for (const auto& per_param : optimizer.state()) {
+  for (const auto& per_param : optimizer_state) {
     nlohmann::json sizes = nlohmann::json::array();
     for (const auto& buffer : per_param) sizes.push_back(buffer.size());
     state.push_back(sizes);
@@ -44,7 +46,7 @@ Status write_checkpoint(const std::string& path, nlohmann::json header, const Pl
     f.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const PlanValue* v : values)
       f.write(static_cast<const char*>(v->tensor.data()), static_cast<std::streamsize>(v->tensor.numel() * sizeof(float)));
-    for (const auto& per_param : optimizer.state())
+    for (const auto& per_param : optimizer_state)
       for (const auto& buffer : per_param)
         f.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.size() * sizeof(float)));
   });
@@ -128,9 +130,8 @@ Status restore_checkpoint(const std::string& path, const Checkpoint& c, Plan& pl
                              " values in the checkpoint, " + std::to_string(v->tensor.numel()) + " in the model");
     std::memcpy(v->tensor.data(), it->second.data(), it->second.size() * sizeof(float));
   }
-  optimizer.state() = c.optimizer_state;
   optimizer.set_steps(c.header.value("optimizer_steps", int64_t{0}));
-  return Status::ok();
+  return plan.set_optimizer_state(optimizer, c.optimizer_state).with_context(path);
 }
 
 }  // namespace mosaic::api

@@ -26,6 +26,7 @@
 #include "frontends/data/text.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "metrics/progress.hpp"
+#include "metrics/report.hpp"
 #include "metrics/trace.hpp"
 
 namespace mosaic::api {
@@ -191,6 +192,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   po.seed = o.seed;
   po.deterministic = o.deterministic;
   po.precision = precision;
+  // Parameters only a device reads live there with their gradients and optimizer state
+  // (Plan::optimizer_step); data-parallel runs exchange gradients on the host and keep them all there.
+  po.resident_parameters = dp == nullptr;
   for (const auto& pattern : o.freeze) {
     std::regex re;
     try {
@@ -225,7 +229,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     MOSAIC_ASSIGN_OR_RETURN(resumed, read_checkpoint(o.resume));
     MOSAIC_RETURN_IF_ERROR(check_settings(o.resume, resumed, checkpoint_settings(o, opt_name, ranks)));
     MOSAIC_RETURN_IF_ERROR(restore_checkpoint(o.resume, resumed, P, *opt.value()));
-    MOSAIC_RETURN_IF_ERROR(P.copy_host_state_to_devices());  // restored running statistics on a device too
+    MOSAIC_RETURN_IF_ERROR(P.copy_host_state_to_devices());  // restored parameters and statistics on a device too
     if (resumed.header.value("epoch", int64_t{0}) >= o.epochs)
       return Status::invalid(o.resume + ": the checkpoint has already trained " +
                              std::to_string(resumed.header.value("epoch", int64_t{0})) + " epoch(s); `epochs` " +
@@ -250,7 +254,14 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   const int64_t eval_batch = std::max<int64_t>(1, std::min(o.eval_batch, data->test.size()));
   auto eval_graph = load_trainable(o.model, eval_batch);
   if (!eval_graph.ok()) return eval_graph.status();
-  for (const auto& p : params) eval_graph->initializers[p.name] = p.value;
+  // The plan's float initializers as the host holds them: parameters (a resident one's host
+  // mirror, current after copy_device_state_to_host) and running statistics, which training
+  // updates too.
+  std::vector<std::pair<std::string, Tensor>> host_floats;
+  for (const auto& v : P.values())
+    if (v.is_const && !v.device && v.desc.dtype == DType::kF32 && eval_graph->initializers.count(v.name))
+      host_floats.emplace_back(v.name, v.tensor);
+  for (const auto& [name, t] : host_floats) eval_graph->initializers[name] = t;
   FuseOptions eval_fo;
   eval_fo.batch_norm = false;  // the evaluation reads the training plan's live parameters
   fuse_graph(eval_graph.value(), eval_fo);
@@ -417,7 +428,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (!st.is_ok()) return st;
       if (dp) dp->finish_step();  // every gradient is now the mean over ranks
       const int64_t to = trace ? now_ns() : 0;
-      if (!dp || dp->workers_update()) st = opt.value()->step(params);  // else the servers did
+      if (!dp || dp->workers_update()) st = P.optimizer_step(*opt.value());  // else the servers did
       if (dp) dp->after_update(step, false);  // model averaging, every k steps
       if (trace) {
         const int64_t te = now_ns();
@@ -443,9 +454,10 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     // Data loading: the loader's busy time, and the part the training thread waited for.
     const double load_s = static_cast<double>(loader.load_ns() - load0) / 1e9;
     const double wait_s = static_cast<double>(loader.wait_ns() - wait0) / 1e9;
-    for (const auto& p : params)
-      for (int64_t i = 0; i < p.value.numel() && diverged.empty(); ++i)
-        if (!std::isfinite(p.value.f32()[i]))
+    MOSAIC_RETURN_IF_ERROR(P.copy_device_state_to_host());  // what the evaluation and the checks below read
+    for (const auto& [name, t] : host_floats)
+      for (int64_t i = 0; i < t.numel() && diverged.empty(); ++i)
+        if (!std::isfinite(t.f32()[i]))
           diverged = "diverged at epoch " + std::to_string(epoch) + " step " + std::to_string(step) + " (weights)";
     if (!diverged.empty()) break;
     Expected<Evaluation> test = Evaluation{-1.0, 0.0};
@@ -501,11 +513,21 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
                                {"reached", reached},
                                {"log_steps", log["steps"]},
                                {"log_epochs", log["epochs"]}};
-      MOSAIC_RETURN_IF_ERROR(P.copy_device_state_to_host());  // running statistics updated on a device
       MOSAIC_RETURN_IF_ERROR(write_checkpoint(o.checkpoint, std::move(header), P, *opt.value()));
     }
     if (o.on_epoch_done && (!dp || dp->world_rank() == 0)) o.on_epoch_done(log);
     if (o.steps > 0 && step >= o.steps) break;
+  }
+  // What the plan holds on each device: resident parameters with their gradients and
+  // optimizer state, activations, resident constants.
+  for (const auto& [device, bytes] : P.device_bytes()) {
+    log["device_memory"][device] = device_bytes_json(bytes);
+    if (verbose)
+      std::printf("on %s: parameters %s, optimizer state %s, gradients %s, activations %s\n", device.c_str(),
+                  format_bytes(static_cast<double>(bytes.parameters)).c_str(),
+                  format_bytes(static_cast<double>(bytes.optimizer_state)).c_str(),
+                  format_bytes(static_cast<double>(bytes.gradients)).c_str(),
+                  format_bytes(static_cast<double>(bytes.activations)).c_str());
   }
   if (o.target_accuracy > 0) {
     log["time_to_accuracy"] = {{"target", o.target_accuracy}, {"reached", !reached.is_null()}, {"at", reached}};
@@ -565,7 +587,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       if (!l.ok()) return l.status();
       original = l.value();
     }
-    MOSAIC_RETURN_IF_ERROR(P.copy_device_state_to_host());  // running statistics updated on a device
+    MOSAIC_RETURN_IF_ERROR(P.copy_device_state_to_host());  // parameters and running statistics on a device
     for (const auto& v : P.values())
       if (v.is_const && original.initializers.count(v.name) && v.desc.dtype == DType::kF32)
         original.initializers[v.name] = v.tensor.clone();

@@ -196,6 +196,30 @@ std::optional<OptimizerRule> device_rule(const Optimizer& optimizer, int64_t t) 
 }
 }  // namespace
 
+std::optional<OptimizerRule> Plan::resident_rule(const Optimizer& optimizer, int64_t t) const {
+  std::optional<OptimizerRule> rule = device_rule(optimizer, t);
+  bool any = false;
+  for (int v : trainable_values()) {
+    if (values_[v].host_mirror < 0) continue;
+    any = true;
+    if (rule && !values_[v].device->optimizer_step(*rule, nullptr, nullptr, nullptr, nullptr, 0).is_ok()) rule.reset();
+  }
+  if (!any) rule.reset();
+  return rule;
+}
+
+Expected<std::vector<Tensor>*> Plan::device_optimizer_state(int v, int buffers) {
+  const PlanValue& pv = values_[v];
+  std::vector<Tensor>& state = device_state_[v];
+  while (static_cast<int>(state.size()) < buffers) {
+    auto buffer = device_buffer(pv.device, pv.desc.bytes(), nullptr);
+    if (!buffer.ok()) return buffer.status().with_context("the optimizer state of '" + parameter_name(pv) + "'");
+    state.push_back(Tensor::on_buffer(pv.desc, buffer.value()));
+    device_bytes_[pv.device->name()].optimizer_state += static_cast<int64_t>(pv.desc.bytes());
+  }
+  return &state;
+}
+
 Status Plan::optimizer_step(Optimizer& optimizer) {
   const std::vector<int> trainable = trainable_values();
   std::vector<ParamRef> params = parameters();
@@ -203,32 +227,32 @@ Status Plan::optimizer_step(Optimizer& optimizer) {
   for (size_t k = 0; k < trainable.size(); ++k)
     if (values_[trainable[k]].host_mirror >= 0) resident.push_back(k);
   if (resident.empty()) return optimizer.step(params);
-  // A built-in rule every resident parameter's device computes: the host parameters through
-  // the optimizer (its state per position of that list), the resident ones on their devices
+  // A built-in rule every resident parameter's device computes: the optimizer steps the host
+  // parameters, a resident one as an empty range in its place (the optimizer's state stays
+  // per position of parameters(), as checkpoints hold it), and the devices the resident ones,
   // with their state there (zeroed when the optimizer starts: a fresh optimizer's first step).
   const bool first = optimizer.steps() == 0;
-  std::optional<OptimizerRule> rule = device_rule(optimizer, optimizer.steps() + 1);
-  for (size_t k : resident)
-    if (rule && !values_[trainable[k]].device->optimizer_step(*rule, nullptr, nullptr, nullptr, nullptr, 0).is_ok())
-      rule.reset();
-  if (rule) {
-    std::vector<ParamRef> host;
-    for (size_t k = 0; k < params.size(); ++k)
-      if (values_[trainable[k]].host_mirror < 0) host.push_back(params[k]);
-    MOSAIC_RETURN_IF_ERROR(optimizer.step(host));
+  if (std::optional<OptimizerRule> rule = resident_rule(optimizer, optimizer.steps() + 1)) {
+    std::vector<float*> host_values(params.size(), nullptr);
+    std::vector<const float*> host_grads(params.size(), nullptr);
+    std::vector<int64_t> sizes(params.size(), 0);
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (values_[trainable[k]].host_mirror >= 0) continue;
+      if (!params[k].grad.defined() || params[k].grad.numel() != params[k].value.numel())
+        return Status::invalid(optimizer.name() + ": parameter '" + params[k].name + "' has no gradient of its size");
+      host_values[k] = params[k].value.f32();
+      host_grads[k] = params[k].grad.f32();
+      sizes[k] = params[k].value.numel();
+    }
+    MOSAIC_RETURN_IF_ERROR(optimizer.step(host_values, host_grads, sizes));
     for (size_t k : resident) {
       const PlanValue& v = values_[trainable[k]];
-      std::vector<Tensor>& state = device_state_[trainable[k]];
-      while (static_cast<int>(state.size()) < rule->buffers()) {
-        auto buffer = device_buffer(v.device, v.desc.bytes(), nullptr);
-        if (!buffer.ok()) return buffer.status().with_context("the optimizer state of '" + params[k].name + "'");
-        state.push_back(Tensor::on_buffer(v.desc, buffer.value()));
-        device_bytes_[v.device->name()].optimizer_state += static_cast<int64_t>(v.desc.bytes());
-      }
+      MOSAIC_ASSIGN_OR_RETURN(std::vector<Tensor>* state, device_optimizer_state(trainable[k], rule->buffers()));
       if (first)
-        for (Tensor& s : state) MOSAIC_RETURN_IF_ERROR(v.device->zero(s.data(), s.bytes()));
-      float* s0 = rule->buffers() > 0 ? state[0].f32() : nullptr;
-      float* s1 = rule->buffers() > 1 ? state[1].f32() : nullptr;
+        for (Tensor& s : *state) MOSAIC_RETURN_IF_ERROR(v.device->zero(s.data(), s.bytes()));
+      float* s0 = rule->buffers() > 0 ? (*state)[0].f32() : nullptr;
+      float* s1 = rule->buffers() > 1 ? (*state)[1].f32() : nullptr;
+      rule->step = optimizer.steps();
       MOSAIC_RETURN_IF_ERROR(v.device->optimizer_step(*rule, v.tensor.f32(), v.grad.f32(), s0, s1, v.tensor.numel())
                                  .with_context(optimizer.name() + " step of '" + params[k].name + "' on " + v.device->name()));
     }
@@ -250,6 +274,61 @@ Status Plan::optimizer_step(Optimizer& optimizer) {
   for (size_t k : resident) {
     const PlanValue& v = values_[trainable[k]];
     MOSAIC_RETURN_IF_ERROR(v.device->copy_to_device(v.tensor.data(), values_[v.host_mirror].tensor.data(), v.tensor.bytes()));
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<std::vector<std::vector<float>>>> Plan::optimizer_state(const Optimizer& optimizer) const {
+  std::vector<std::vector<std::vector<float>>> state = optimizer.state();
+  if (state.empty()) return state;
+  const std::vector<int> trainable = trainable_values();
+  if (state.size() != trainable.size())
+    return Status::invalid(optimizer.name() + ": state for " + std::to_string(state.size()) + " parameters, the plan has " +
+                           std::to_string(trainable.size()));
+  const size_t buffers = optimizer.state_names().size();
+  for (size_t k = 0; k < trainable.size(); ++k) {
+    const PlanValue& v = values_[trainable[k]];
+    const auto n = static_cast<size_t>(v.desc.numel());
+    // A resident parameter optimizer_step updated on its device holds empty buffers here.
+    if (v.host_mirror < 0 || n == 0 || (!state[k].empty() && state[k][0].size() == n)) continue;
+    auto it = device_state_.find(trainable[k]);
+    state[k].clear();
+    for (size_t b = 0; b < buffers; ++b) {
+      state[k].emplace_back(n, optimizer.initial_state(b));
+      if (it != device_state_.end() && b < it->second.size())
+        MOSAIC_RETURN_IF_ERROR(v.device->copy_to_host(state[k][b].data(), it->second[b].data(), n * sizeof(float))
+                                   .with_context("the optimizer state of '" + parameter_name(v) + "' on " + v.device->name()));
+    }
+  }
+  return state;
+}
+
+Status Plan::set_optimizer_state(Optimizer& optimizer, const std::vector<std::vector<std::vector<float>>>& state) {
+  const std::vector<int> trainable = trainable_values();
+  if (!state.empty() && state.size() != trainable.size())
+    return Status::invalid(optimizer.name() + ": state for " + std::to_string(state.size()) + " parameters, the plan has " +
+                           std::to_string(trainable.size()));
+  optimizer.state() = state;
+  const std::optional<OptimizerRule> rule = resident_rule(optimizer, optimizer.steps() + 1);
+  if (state.empty() || !rule) return Status::ok();
+  for (size_t k = 0; k < trainable.size(); ++k) {
+    const PlanValue& v = values_[trainable[k]];
+    if (v.host_mirror < 0) continue;
+    const std::string& name = parameter_name(v);
+    const auto n = static_cast<size_t>(v.desc.numel());
+    if (static_cast<int>(state[k].size()) != rule->buffers())
+      return Status::invalid(optimizer.name() + ": parameter '" + name + "' has " + std::to_string(state[k].size()) +
+                             " state buffers, the optimizer keeps " + std::to_string(rule->buffers()));
+    for (const auto& b : state[k])
+      if (b.size() != n)
+        return Status::invalid(optimizer.name() + ": a state buffer of parameter '" + name + "' has " +
+                               std::to_string(b.size()) + " values, the parameter " + std::to_string(n));
+    MOSAIC_ASSIGN_OR_RETURN(std::vector<Tensor>* on_device, device_optimizer_state(trainable[k], rule->buffers()));
+    for (int b = 0; b < rule->buffers(); ++b)
+      MOSAIC_RETURN_IF_ERROR(v.device->copy_to_device((*on_device)[b].data(), state[k][b].data(), n * sizeof(float))
+                                 .with_context("the optimizer state of '" + name + "' to " + v.device->name()));
+    // Empty in the optimizer, as optimizer_step leaves a parameter its device updates.
+    optimizer.state()[k].assign(static_cast<size_t>(rule->buffers()), std::vector<float>{});
   }
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -204,13 +205,23 @@ class Plan {
   /// copies then run at the bus's rate. `inputs` must outlive the result and be what run() is
   /// given. Inputs a host kernel reads, and devices that do not pin, are left as they are.
   PinnedHost pin_inputs(const std::vector<Tensor>& inputs) const;
-  /// Constants resident on a device that a kernel there updates in place (a training
-  /// BatchNormalization's running statistics): copies each device copy over its host value,
-  /// which checkpoints and saved models read.
+  /// What changes on a device copied over its host value, which evaluation plans,
+  /// checkpoints and saved models read: resident parameters (into their host mirrors) and
+  /// constants a kernel there updates in place (a training BatchNormalization's running
+  /// statistics).
   Status copy_device_state_to_host();
-  /// Every constant's resident device copy refreshed from its host value (after a
-  /// checkpoint's running statistics were restored into the host values).
+  /// Every resident copy, parameters' and constants', refreshed from its host value (after a
+  /// checkpoint was restored into the host values).
   Status copy_host_state_to_devices();
+  /// The optimizer's state as Optimizer::state() holds it for parameters() in order (what
+  /// checkpoints save), with the state optimizer_step keeps on a device for a resident
+  /// parameter copied out into its place. Empty before the first step.
+  Expected<std::vector<std::vector<std::vector<float>>>> optimizer_state(const Optimizer& optimizer) const;
+  /// Sets the optimizer's state from that form (a checkpoint's, for parameters() in order):
+  /// where optimizer_step computes a resident parameter's rule on its device, that
+  /// parameter's buffers go there (each checked against the parameter's size first), the
+  /// rest to the optimizer. Set the optimizer's step count first.
+  Status set_optimizer_state(Optimizer& optimizer, const std::vector<std::vector<std::vector<float>>>& state);
   /// Training plans: page-locks the host buffers a step copies to a device each run, the
   /// parameters (the planner keeps them the host's), and their gradients, which the copies'
   /// backward brings back, until the result goes. Nothing where no device pins.
@@ -282,6 +293,12 @@ class Plan {
   const std::string& parameter_name(const PlanValue& v) const;
   /// The trainable values' indices in parameters() order.
   std::vector<int> trainable_values() const;
+  /// The device rule optimizer_step applies to resident parameters at step t (every
+  /// resident parameter's device computes it), or nothing (host mirrors, or none resident).
+  std::optional<OptimizerRule> resident_rule(const Optimizer& optimizer, int64_t t) const;
+  /// Resident parameter value v's optimizer state buffers on its device, `buffers` of them
+  /// (allocated, zero-filled, when first asked for).
+  Expected<std::vector<Tensor>*> device_optimizer_state(int v, int buffers);
   std::vector<std::shared_ptr<Device>> devices_;  // every device a step computes on
   /// Per graph input: where only copies to a device read it (an inference plan's input that
   /// is not also an output), those copies' (step, input slot); run() points them at the

@@ -169,20 +169,23 @@ class PlanBuilder {
       dev.is_const = dev.trainable = dev.needs_grad = true;
       dev.host_mirror = in;
       host.trainable = host.needs_grad = false;
+      resident_of_[out] = in;  // copy_device_state_to_host brings it back
     }
     P.steps_ = std::move(kept);
     return Status::ok();
   }
 
-  /// Plan::resident_copies_: every resident copy of a constant, and whether a kernel updates
-  /// it in place (Kernel::updates_input).
+  /// Plan::resident_copies_: every resident copy of a constant or parameter, and whether the
+  /// device changes it (a kernel updating it in place, Kernel::updates_input; a resident
+  /// parameter's optimizer step).
   void note_resident_copies() {
     std::set<int> updated;
     for (const PlanStep& st : P.steps_)
       for (size_t i = 0; i < st.in.size(); ++i)
         if (st.in[i] >= 0 && st.kernel->updates_input(i)) updated.insert(st.in[i]);
     for (const auto& [device_value, host_value] : resident_of_)
-      P.resident_copies_.push_back({device_value, host_value, updated.count(device_value) > 0});
+      P.resident_copies_.push_back(
+          {device_value, host_value, updated.count(device_value) > 0 || P.values_[device_value].trainable});
   }
 
   /// The most bytes of attention-score values live at one step, from each value's liveness

@@ -388,6 +388,12 @@ void print_report_footer(const BenchReport& rep, std::ostream& os) {
   for (const auto& l : provenance_lines(rep.provenance)) os << l << "\n";
 }
 
+nlohmann::json device_bytes_json(const Plan::DeviceBytes& bytes) {
+  return {{"activation_bytes", bytes.activations}, {"constant_bytes", bytes.constants},
+          {"workspace_bytes", bytes.workspace},     {"gradient_bytes", bytes.gradients},
+          {"parameter_bytes", bytes.parameters},    {"optimizer_state_bytes", bytes.optimizer_state}};
+}
+
 nlohmann::json stats_json(const SampleStats& s, double unit) {
   if (s.n == 0) return nullptr;
   auto opt = [&](const std::optional<double>& v) { return v ? nlohmann::json(*v / unit) : nlohmann::json(); };
@@ -517,13 +523,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                    {"attention_bytes", c.attention_bytes},
                    {"workspace_bytes", c.workspace_bytes},
                    {"peak_tracked_bytes", c.peak_tracked_bytes}};
-    for (const auto& [device, bytes] : c.device_bytes)
-      r["memory"]["devices"][device] = {{"activation_bytes", bytes.activations},
-                                        {"constant_bytes", bytes.constants},
-                                        {"workspace_bytes", bytes.workspace},
-                                        {"gradient_bytes", bytes.gradients},
-                                        {"parameter_bytes", bytes.parameters},
-                                        {"optimizer_state_bytes", bytes.optimizer_state}};
+    for (const auto& [device, bytes] : c.device_bytes) r["memory"]["devices"][device] = device_bytes_json(bytes);
     r["memory"]["pinned_input_bytes"] = c.timing.pinned_input_bytes;
     r["memory"]["pinned_parameter_bytes"] = c.timing.pinned_parameter_bytes;
     r["device_state"] = json::object();

@@ -125,6 +125,8 @@ Status write_csv(const BenchReport& report, const std::string& path);
 /// Statistics of a sample in nanoseconds as JSON in `unit` (1e3: microseconds, 1e6:
 /// milliseconds); null when there are no samples, null CI bounds when the sample is too small.
 nlohmann::json stats_json(const SampleStats& s, double unit);
+/// A device's memory as a plan holds it, by category (JSON keys *_bytes; docs/json-schema.md).
+nlohmann::json device_bytes_json(const Plan::DeviceBytes& bytes);
 
 /// The process's peak resident set size so far (getrusage), in bytes.
 int64_t peak_rss_bytes();

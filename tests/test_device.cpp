@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "backends/naive/naive.hpp"
-#include "plugins/sim_device.hpp"
+#include "sim_cases.hpp"
 #include "core/optimizer.hpp"
 #include "test_util.hpp"
 
@@ -12,42 +12,6 @@ namespace mosaic::test {
 namespace {
 
 using sim::SimDevice;
-
-struct SimRegistry {
-  explicit SimRegistry(size_t limit = SIZE_MAX, std::string unavailable = "", bool timed = false, bool trains = true)
-      : device(std::make_shared<SimDevice>(limit, timed, trains)) {
-    EXPECT_TRUE(register_naive_kernels(registry).is_ok());
-    BackendRegistration r(registry, sim::sim_backend_info(device, unavailable));
-    r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
-        .kernel("Add", sim::sim_factory<sim::SimAdd>(device), sim::sim_traits());
-    EXPECT_TRUE(r.status().is_ok()) << r.status().to_string();
-  }
-  KernelRegistry registry;
-  std::shared_ptr<SimDevice> device;
-};
-
-/// x -> relu1 -> add1 (+ the constant w) -> tanh1 (no devsim kernel: naive) -> relu2 -> y.
-Graph sim_graph() {
-  Graph g;
-  g.source = "sim.onnx";
-  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3}, {}, true});
-  g.initializers["w"] = Tensor::from_f32({2, 3}, {0.5f, -1.f, 2.f, -0.25f, 1.5f, -3.f});
-  add_node(g, make_node("Relu"), {"x"}, {"h1"}, "relu1");
-  add_node(g, make_node("Add"), {"h1", "w"}, {"h2"}, "add1");
-  add_node(g, make_node("Tanh"), {"h2"}, {"h3"}, "tanh1");
-  add_node(g, make_node("Relu"), {"h3"}, {"y"}, "relu2");
-  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
-  return g;
-}
-
-std::vector<float> run_plan(Plan& plan, const Tensor& x, ExecObserver* observer = nullptr) {
-  std::vector<Tensor> out;
-  const Status st = plan.run({x}, &out, observer);
-  EXPECT_TRUE(st.is_ok()) << st.to_string();
-  if (out.empty()) return {};
-  EXPECT_EQ(out[0].device(), nullptr) << "outputs come back to the host";
-  return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
-}
 
 /// sim_graph() prepared for `sim`'s registry, an input, and naive's output for it (empty
 /// where something failed, with the failure reported).
@@ -278,17 +242,6 @@ TEST(DevicePlans, TrainingOnADeviceThatCannotKeepGradientsIsRefusedWithTheReason
 
 /// x -> relu1 -> h1; add1 = h1 + w (w a parameter); add2 = add1 + h1 (h1 read twice: its
 /// gradient is summed); tanh1 (no devsim kernel: naive, on the host) -> relu2 -> y.
-Graph sim_training_graph() {
-  Graph g = sim_graph();
-  g.nodes.clear();
-  add_node(g, make_node("Relu"), {"x"}, {"h1"}, "relu1");
-  add_node(g, make_node("Add"), {"h1", "w"}, {"h2"}, "add1");
-  add_node(g, make_node("Add"), {"h2", "h1"}, {"h3"}, "add2");
-  add_node(g, make_node("Tanh"), {"h3"}, {"h4"}, "tanh1");
-  add_node(g, make_node("Relu"), {"h4"}, {"y"}, "relu2");
-  return g;
-}
-
 // A training plan on the device: the parameter is copied in each step and its gradient
 // comes back through the copy's backward, the gradients of the values the device computes
 // stay in its memory (zeroed and summed there), and every gradient, the parameter's and the
@@ -351,128 +304,6 @@ TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
   EXPECT_EQ(sim.device->pinned_bytes(), 0u) << "unpinned when the PinnedHost goes";
   plan.value().reset();
   EXPECT_EQ(sim.device->live_allocations(), 0u) << "gradient buffers are released with the plan";
-}
-
-// PlanOptions::resident_parameters: a parameter only the device's kernels read lives there
-// with its gradient (no copy step; the device's tensors in parameters()), and training with
-// Plan::optimizer_step gives naive's parameters step after step: SGD (plain, with Nesterov
-// momentum) and AdamW by the device's own rule with their state there (Device::optimizer_step;
-// a second, fresh optimizer starts from zeroed state), RMSprop through host mirrors (the
-// optimizer's state on the host). A parameter a host kernel reads too stays the host's.
-TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
-  const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
-  PlanOptions options;
-  options.training = true;
-  options.resident_parameters = true;
-  struct Case {
-    const char* optimizer;
-    double momentum;
-    bool nesterov, on_device;
-    int64_t state_bytes;
-  };
-  for (const Case& c : {Case{"sgd", 0, false, true, 0}, Case{"sgd", 0.9, true, true, 24}, Case{"adamw", 0, false, true, 48},
-                        Case{"rmsprop", 0, false, false, 0}}) {
-    SCOPED_TRACE(std::string(c.optimizer) + (c.momentum != 0 ? " with momentum" : ""));
-    SimRegistry sim;
-    Graph g = sim_training_graph();
-    ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
-    auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry, options);
-    auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry, options);
-    ASSERT_TRUE(naive.ok() && plan.ok()) << plan.status().to_string();
-    for (const auto& s : plan.value()->steps())
-      EXPECT_FALSE(s.conversion && plan.value()->values()[s.in[0]].name == "w") << "no step copies w";
-    const auto params = plan.value()->parameters();
-    ASSERT_EQ(params.size(), 1u);
-    EXPECT_EQ(params[0].name, "w");
-    EXPECT_EQ(params[0].value.device(), sim.device.get());
-    EXPECT_EQ(params[0].grad.device(), sim.device.get());
-    EXPECT_EQ(plan.value()->device_bytes().at("sim:0").parameters, 24);
-    OptimizerConfig oc;
-    oc.lr = 0.1;
-    oc.momentum = c.momentum;
-    oc.nesterov = c.nesterov;
-    oc.weight_decay = 0.01;
-    for (int round = 0; round < 2; ++round) {  // the second with fresh optimizers
-      auto opt_naive = make_optimizer(c.optimizer, oc);
-      auto opt = make_optimizer(c.optimizer, oc);
-      ASSERT_TRUE(opt_naive.ok() && opt.ok());
-      for (int step = 0; step < 3; ++step) {
-        for (auto* p : {naive.value().get(), plan.value().get()}) {
-          std::vector<Tensor> out;
-          ASSERT_TRUE(p->run({x}, &out).is_ok());
-          ASSERT_TRUE(p->backward({dy}).is_ok());
-          const Status st = p->optimizer_step(p == naive.value().get() ? *opt_naive.value() : *opt.value());
-          ASSERT_TRUE(st.is_ok()) << st.to_string();
-        }
-        const Tensor want = naive.value()->parameters()[0].value;
-        const Tensor got = plan.value()->parameters()[0].value.clone();
-        for (int64_t i = 0; i < want.numel(); ++i)
-          EXPECT_FLOAT_EQ(got.f32()[i], want.f32()[i]) << "round " << round << ", step " << step << ", " << i;
-      }
-    }
-    EXPECT_EQ(sim.device->optimizer_steps > 0, c.on_device) << "the device's rule exactly where it has the optimizer's";
-    EXPECT_EQ(plan.value()->device_bytes().at("sim:0").optimizer_state, c.state_bytes);
-  }
-  // w read by a host kernel too (add2 on naive): it stays the host's, copied in each step.
-  SimRegistry sim;
-  Graph g = sim_training_graph();
-  g.nodes[2].inputs = {"h2", "w"};
-  ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
-  auto placement = Placement::parse("*=devsim,@add2=naive", sim.registry);
-  ASSERT_TRUE(placement.ok()) << placement.status().to_string();
-  auto mixed = Plan::build(g, placement.value(), sim.registry, options);
-  ASSERT_TRUE(mixed.ok()) << mixed.status().to_string();
-  EXPECT_EQ(mixed.value()->parameters()[0].value.device(), nullptr);
-  EXPECT_EQ(mixed.value()->device_bytes().at("sim:0").parameters, 0);
-}
-
-/// Add that also counts its runs into its second operand in place, as a training
-/// BatchNormalization updates its running statistics: c += 1 on the device each run.
-class SimAddUpdating final : public sim::SimAdd {
- public:
-  using SimAdd::SimAdd;
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    MOSAIC_RETURN_IF_ERROR(SimAdd::forward(src, dst));
-    float* c = const_cast<float*>(src[1]->f32());
-    for (int64_t i = 0; i < src[1]->numel(); ++i) sim::store(c, i, sim::load(c, i) + 1.f);
-    return Status::ok();
-  }
-  bool updates_input(size_t i) const override { return i == 1; }
-};
-
-// A constant a device kernel updates in place (Kernel::updates_input) lives in the device's
-// resident copy: copy_device_state_to_host brings it back over the host value (checkpoints and
-// saved models read that), and copy_host_state_to_devices takes a restored host value there.
-TEST(DevicePlans, AConstantADeviceKernelUpdatesIsCopiedBackOnRequest) {
-  auto device = std::make_shared<SimDevice>();
-  KernelRegistry registry;
-  ASSERT_TRUE(register_naive_kernels(registry).is_ok());
-  BackendRegistration r(registry, sim::sim_backend_info(device, ""));
-  r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
-      .kernel("Add", sim::sim_factory<SimAddUpdating>(device), sim::sim_traits());
-  ASSERT_TRUE(r.status().is_ok()) << r.status().to_string();
-  Graph g = sim_graph();
-  ASSERT_TRUE(prepare_graph(g, registry, PrepareOptions{}).ok());
-  auto plan = Plan::build(g, Placement::all_on("devsim"), registry);
-  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  Tensor w;
-  for (const auto& v : plan.value()->values())
-    if (v.name == "w") w = v.tensor;
-  ASSERT_TRUE(w.defined());
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.f, 1.f});
-  run_plan(*plan.value(), x);
-  run_plan(*plan.value(), x);
-  EXPECT_FLOAT_EQ(w.f32()[0], 0.5f) << "the device's copy moved, the host's not yet";
-  ASSERT_TRUE(plan.value()->copy_device_state_to_host().is_ok());
-  EXPECT_FLOAT_EQ(w.f32()[0], 2.5f) << "two runs added 1 each";
-  EXPECT_FLOAT_EQ(w.f32()[5], -1.f);
-  for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = 0.f;  // a restored value
-  ASSERT_TRUE(plan.value()->copy_host_state_to_devices().is_ok());
-  const std::vector<float> y = run_plan(*plan.value(), x);
-  ASSERT_EQ(y.size(), 6u);
-  for (int64_t i = 0; i < 6; ++i)
-    EXPECT_FLOAT_EQ(y[i], std::max(0.f, std::tanh(std::max(0.f, x.f32()[i])))) << "the run reads the restored w, " << i;
 }
 
 TEST(DevicePlans, AnUnavailableBackendIsRefusedByNameAndLeftOutOfAll) {

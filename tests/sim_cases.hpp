@@ -1,0 +1,66 @@
+// The simulated device's test cases (tests/plugins/sim_device.hpp): a registry with naive
+// and the device's backend "devsim" (Relu, Add), and small graphs for it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/naive/naive.hpp"
+#include "plugins/sim_device.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+
+struct SimRegistry {
+  explicit SimRegistry(size_t limit = SIZE_MAX, std::string unavailable = "", bool timed = false, bool trains = true)
+      : device(std::make_shared<sim::SimDevice>(limit, timed, trains)) {
+    EXPECT_TRUE(register_naive_kernels(registry).is_ok());
+    BackendRegistration r(registry, sim::sim_backend_info(device, unavailable));
+    r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
+        .kernel("Add", sim::sim_factory<sim::SimAdd>(device), sim::sim_traits());
+    EXPECT_TRUE(r.status().is_ok()) << r.status().to_string();
+  }
+  KernelRegistry registry;
+  std::shared_ptr<sim::SimDevice> device;
+};
+
+/// x -> relu1 -> add1 (+ the constant w) -> tanh1 (no devsim kernel: naive) -> relu2 -> y.
+inline Graph sim_graph() {
+  Graph g;
+  g.source = "sim.onnx";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3}, {}, true});
+  g.initializers["w"] = Tensor::from_f32({2, 3}, {0.5f, -1.f, 2.f, -0.25f, 1.5f, -3.f});
+  add_node(g, make_node("Relu"), {"x"}, {"h1"}, "relu1");
+  add_node(g, make_node("Add"), {"h1", "w"}, {"h2"}, "add1");
+  add_node(g, make_node("Tanh"), {"h2"}, {"h3"}, "tanh1");
+  add_node(g, make_node("Relu"), {"h3"}, {"y"}, "relu2");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+/// x -> relu1 -> add1 (+ w) -> add2 (+ h1) -> tanh1 (naive) -> relu2 -> y: w read on the device
+/// only, h1 by two nodes.
+inline Graph sim_training_graph() {
+  Graph g = sim_graph();
+  g.nodes.clear();
+  add_node(g, make_node("Relu"), {"x"}, {"h1"}, "relu1");
+  add_node(g, make_node("Add"), {"h1", "w"}, {"h2"}, "add1");
+  add_node(g, make_node("Add"), {"h2", "h1"}, {"h3"}, "add2");
+  add_node(g, make_node("Tanh"), {"h3"}, {"h4"}, "tanh1");
+  add_node(g, make_node("Relu"), {"h4"}, {"y"}, "relu2");
+  return g;
+}
+
+/// One run of `plan` on x: its first output, read on the host.
+inline std::vector<float> run_plan(Plan& plan, const Tensor& x, ExecObserver* observer = nullptr) {
+  std::vector<Tensor> out;
+  const Status st = plan.run({x}, &out, observer);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  if (out.empty()) return {};
+  EXPECT_EQ(out[0].device(), nullptr) << "outputs come back to the host";
+  return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
+}
+
+}  // namespace mosaic::test
