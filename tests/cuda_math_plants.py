@@ -62,6 +62,13 @@ PLANTS = [
      "*p = static_cast<float>(pi - step * (m / (sqrtf(v) + eps)));", "Adam's second bias correction dropped"),
     ("device_math.hpp", "const double shrink = o.decoupled ? 1 - o.lr * o.weight_decay : 1,",
      "const double shrink = 1,", "AdamW's decoupled decay dropped"),
+    ("device_math.hpp", "const int64_t end = (c + 1) * ch.per < rows ? (c + 1) * ch.per : rows;",
+     "const int64_t end = (c + 1) * ch.per < rows ? (c + 1) * ch.per - 1 : rows;",
+     "LayerNorm's chunks each dropping their last row"),
+    ("device_math.hpp", "  c.chunks = (rows + c.per - 1) / c.per;\n", "  c.chunks = rows / c.per;\n",
+     "LayerNorm's short last chunk dropped"),
+    ("device_math.hpp", "    s += g * (x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1];",
+     "    s += g * x[r * cols + j] * stats[2 * r + 1];", "LayerNorm's dscale without the mean"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

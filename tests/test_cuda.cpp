@@ -10,6 +10,7 @@
 // train (test_util.hpp training_backends: its device keeps gradients, Device::zero and
 // accumulate). The kernels' formulas and indexing are checked on every machine by
 // tests/test_cuda_math.cpp.
+#include <cmath>
 #include <cstdlib>
 
 #include "metrics/compare.hpp"
@@ -193,6 +194,39 @@ TEST_F(CudaBackend, OnAGpuTrainingMatchesNaive) {
     EXPECT_GT(on_cuda, 0) << model;
     EXPECT_GT(run["memory"]["devices"]["cuda:0"]["gradient_bytes"].get<int64_t>(), 0) << run["memory"].dump();
   }
+}
+
+// mosaic train on the GPU: fmnist-cnn's parameters stay there with their gradients and Adam's
+// state (the log's device_memory), every step's loss follows naive's, and a run checkpointed
+// after epoch 1 and resumed takes the uninterrupted run's steps (deterministic algorithms, so
+// that the two runs can be compared loss for loss).
+TEST_F(CudaBackend, OnAGpuTrainKeepsParametersThereAndResumes) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  const std::string run = "train zoo:fmnist-cnn --data synthetic:96,1,28,28,10 --batch 16 --threads 1 --seed 2 "
+                          "--deterministic --optimizer adam --lr 0.002 ";
+  CmdResult r = mosaic(run + "--backend naive --epochs 2 --json " + path("naive.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mosaic(run + "--backend cuda --epochs 2 --json " + path("full.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mosaic(run + "--backend cuda --epochs 1 --checkpoint " + path("ck"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mosaic(run + "--backend cuda --epochs 2 --resume " + path("ck") + " --json " + path("resumed.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json naive = read_json(path("naive.json")), full = read_json(path("full.json")),
+                       resumed = read_json(path("resumed.json"));
+  const nlohmann::json& gpu = full["device_memory"]["cuda:0"];
+  EXPECT_GT(gpu["parameter_bytes"].get<int64_t>(), 0) << full["device_memory"].dump();
+  EXPECT_EQ(gpu["optimizer_state_bytes"].get<int64_t>(), 2 * gpu["parameter_bytes"].get<int64_t>()) << "Adam's two averages";
+  ASSERT_EQ(full["steps"].size(), naive["steps"].size());
+  ASSERT_EQ(resumed["steps"].size(), full["steps"].size());
+  for (size_t i = 0; i < full["steps"].size(); ++i) {
+    const double want = naive["steps"][i]["loss"].get<double>(), got = full["steps"][i]["loss"].get<double>();
+    EXPECT_NEAR(got, want, 1e-3 * std::abs(want)) << "step " << i + 1;
+    EXPECT_EQ(resumed["steps"][i]["loss"].get<double>(), got) << "step " << i + 1;
+  }
+  EXPECT_NEAR(full["epochs"][1]["test_loss"].get<double>(), naive["epochs"][1]["test_loss"].get<double>(),
+              1e-3 * std::abs(naive["epochs"][1]["test_loss"].get<double>()));
 }
 
 }  // namespace

@@ -396,5 +396,52 @@ TEST(CudaMath, ExplicitPaddingPlacesTheInputAndCropsItsGradientBack) {
   EXPECT_FALSE(explicit_pad(in, negative, "conv").ok());
 }
 
+/// LayerNormalization's parameter gradients as the device splits them: the chunks cover every
+/// row once (none empty, at most 256, at most 64 rows each below that cap), and the chunks'
+/// sums added in order are the column sums over every row, dscale = sum dy xhat and
+/// dbias = sum dy, taken here in double from the rows' own statistics.
+TEST(CudaMath, LayerNormParameterGradientsAreTheColumnSumsOverEveryRow) {
+  for (int64_t rows : {1, 2, 63, 64, 65, 129, 1000, 8192, 16385, 100000, 1000003}) {
+    const LayerNormChunks ch = layer_norm_chunks(rows);
+    EXPECT_GE(ch.chunks, 1) << rows;
+    EXPECT_LE(ch.chunks, 256) << rows;
+    EXPECT_GE(ch.chunks * ch.per, rows) << rows;
+    EXPECT_LT((ch.chunks - 1) * ch.per, rows) << rows << ": the last chunk is not empty";
+    if ((rows + 63) / 64 <= 256) {  // 64 rows a chunk fit in 256 chunks
+      EXPECT_LE(ch.per, 64) << rows;
+    }
+  }
+  const int64_t rows = 300, cols = 7;
+  const Tensor x = random_tensor({rows, cols}, 31), dy = random_tensor({rows, cols}, 32);
+  std::vector<float> stats(2 * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j) mean += x.f32()[r * cols + j];
+    mean /= cols;
+    for (int64_t j = 0; j < cols; ++j) var += std::pow(x.f32()[r * cols + j] - mean, 2);
+    stats[2 * r] = static_cast<float>(mean);
+    stats[2 * r + 1] = static_cast<float>(1 / std::sqrt(var / cols + 1e-5));
+  }
+  const LayerNormChunks ch = layer_norm_chunks(rows);
+  ASSERT_GT(ch.chunks, 1);
+  for (int64_t j = 0; j < cols; ++j) {
+    float ds = 0, db = 0;
+    for (int64_t c = 0; c < ch.chunks; ++c) {
+      float s = 0, b = 0;
+      layer_norm_chunk_sums(x.f32(), dy.f32(), stats.data(), rows, cols, ch, c, j, &s, &b);
+      ds += s;
+      db += b;
+    }
+    double want_s = 0, want_b = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double g = dy.f32()[r * cols + j];
+      want_s += g * (x.f32()[r * cols + j] - stats[2 * r]) * stats[2 * r + 1];
+      want_b += g;
+    }
+    EXPECT_TRUE(close(ds, want_s, 1e-5, 1e-5)) << "dscale " << j << ": " << ds << " vs " << want_s;
+    EXPECT_TRUE(close(db, want_b, 1e-5, 1e-5)) << "dbias " << j << ": " << db << " vs " << want_b;
+  }
+}
+
 }  // namespace
 }  // namespace mosaic::cuda_backend

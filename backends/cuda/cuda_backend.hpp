@@ -195,8 +195,13 @@ cudaError_t launch_reduce_backward(cudaStream_t stream, DevReduce op, const Redu
 /// where bias is not nullptr).
 cudaError_t launch_layer_norm(cudaStream_t stream, const float* x, const float* scale, const float* bias, float* y,
                               int64_t rows, int64_t cols, float epsilon);
+/// Device scratch, in floats, that launch_layer_norm_backward needs: each row's mean and
+/// inverse deviation, and the chunks' partial sums of dscale and dbias.
+inline int64_t layer_norm_backward_scratch_floats(int64_t rows, int64_t cols) {
+  return 2 * rows + 2 * layer_norm_chunks(rows).chunks * cols;
+}
 /// Its gradients: dx (rows x cols), dscale and dbias (cols), each nullptr where not asked for;
-/// `stats` is device scratch of 2 * rows floats (each row's mean and inverse deviation).
+/// `stats` is device scratch of layer_norm_backward_scratch_floats(rows, cols) floats.
 cudaError_t launch_layer_norm_backward(cudaStream_t stream, const float* x, const float* scale, const float* dy,
                                        float* dx, float* dscale, float* dbias, float* stats, int64_t rows, int64_t cols,
                                        float epsilon);

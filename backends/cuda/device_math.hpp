@@ -461,4 +461,36 @@ MOSAIC_HD int64_t gather_offset(const GatherGeometry& g, const int64_t* indices,
   return (row * g.axis + i) * g.inner + k;
 }
 
+/// How LayerNormalization's backward splits its rows for the parameters' gradients: `chunks`
+/// chunks of `per` rows (the last may be shorter, none empty), at most 64 rows each unless
+/// that would take more than 256 chunks; each chunk's sums are taken on their own, then the chunks' added in order
+/// (deterministic, and enough blocks to fill the GPU where a thread per column would not).
+struct LayerNormChunks {
+  int64_t per = 1, chunks = 1;
+};
+MOSAIC_HD LayerNormChunks layer_norm_chunks(int64_t rows) {
+  LayerNormChunks c;
+  if (rows <= 0) return c;
+  c.chunks = rows <= 64 ? 1 : (rows + 63) / 64;
+  if (c.chunks > 256) c.chunks = 256;
+  c.per = (rows + c.chunks - 1) / c.chunks;
+  c.chunks = (rows + c.per - 1) / c.per;
+  return c;
+}
+
+/// Chunk c's share of column j's parameter gradients: *ds = sum of dy xhat, *db = sum of dy
+/// over its rows, xhat = (x - mean) inv_std from `stats` (mean, inverse deviation per row).
+MOSAIC_HD void layer_norm_chunk_sums(const float* x, const float* dy, const float* stats, int64_t rows, int64_t cols,
+                                     LayerNormChunks ch, int64_t c, int64_t j, float* ds, float* db) {
+  const int64_t end = (c + 1) * ch.per < rows ? (c + 1) * ch.per : rows;
+  float s = 0.f, b = 0.f;
+  for (int64_t r = c * ch.per; r < end; ++r) {
+    const float g = dy[r * cols + j];
+    s += g * (x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1];
+    b += g;
+  }
+  *ds = s;
+  *db = b;
+}
+
 }  // namespace mosaic::cuda_backend

@@ -253,7 +253,7 @@ class LayerNormKernel final : public CudaKernel {
   bool backward_reads_output(size_t) const override { return false; }
   size_t workspace_bytes() const override { return stats_.bytes(); }
   Status backward(const BackwardArgs& a) override {
-    const size_t need = 2 * static_cast<size_t>(p_.outer) * sizeof(float);
+    const size_t need = static_cast<size_t>(layer_norm_backward_scratch_floats(p_.outer, p_.inner)) * sizeof(float);
     if (stats_.bytes() < need) MOSAIC_RETURN_IF_ERROR(stats_.resize(need));
     return check(launch_layer_norm_backward(device().stream(), a.src[0]->f32(), a.src[1]->f32(), a.diff_dst[0]->f32(),
                                             grad_of(a, 0), grad_of(a, 1), grad_of(a, 2),
@@ -263,7 +263,7 @@ class LayerNormKernel final : public CudaKernel {
 
  private:
   LayerNormParams p_;
-  DeviceMemory stats_;  // backward: each row's mean and inverse deviation
+  DeviceMemory stats_;  // backward: each row's mean and inverse deviation, the chunks' partial sums
 };
 
 }  // namespace
