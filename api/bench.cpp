@@ -205,6 +205,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   // A parameter only a device's kernels read lives there with its gradient, updated there
   // (Plan::optimizer_step); data-parallel runs exchange gradients on the host and keep them all there.
   po.resident_parameters = dp == nullptr;
+  po.loss_on_device = dp == nullptr;  // and the logits, the loss computed there (Plan::loss)
   // Timed plans fold zero padding into convolutions (activations stay separate: fused
   // ones have no backward); the naive reference trains the graph as loaded.
   Graph timed = g;
@@ -239,12 +240,9 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   // One forward/backward on `plan`: its loss and its parameters' gradients (copied).
   auto gradients = [&](Plan& plan, double* loss, std::vector<Tensor>* grads) -> Status {
     MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr));
-    Tensor d = Tensor::empty({DType::kF32, plan.output(0).shape()});
-    MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(plan.output(0), labels, &d));
+    MOSAIC_ASSIGN_OR_RETURN(LossValue l, plan.loss("cross-entropy", labels));
     *loss = l.loss;
-    std::vector<Tensor> seeds{d};
-    for (size_t i = 1; i < g.outputs.size(); ++i) seeds.push_back(Tensor::empty({DType::kF32, plan.output(i).shape()}));
-    MOSAIC_RETURN_IF_ERROR(plan.backward(seeds));
+    MOSAIC_RETURN_IF_ERROR(plan.backward_from_loss());
     for (const auto& p : plan.parameters()) grads->push_back(p.grad.clone());
     return Status::ok();
   };

@@ -195,6 +195,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   // Parameters only a device reads live there with their gradients and optimizer state
   // (Plan::optimizer_step); data-parallel runs exchange gradients on the host and keep them all there.
   po.resident_parameters = dp == nullptr;
+  po.loss_on_device = dp == nullptr;  // the logits stay where they are computed, the loss runs there
   for (const auto& pattern : o.freeze) {
     std::regex re;
     try {
@@ -312,7 +313,6 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   const int64_t first_epoch = resumed.header.value("epoch", int64_t{0}) + 1;
   for (int64_t e = 1; e < first_epoch; ++e) it.start_epoch();  // the shuffles of the epochs already trained
   Prefetcher loader(it, {data->train.images.dtype(), want}, label_shape, o.prefetch);
-  Tensor dlogits = Tensor::empty({DType::kF32, out_shape});
   nlohmann::json& log = result.log;
   log = {{"schema", "mosaic.train/1"}, {"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
                         {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle},
@@ -395,7 +395,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       Status st = P.run({*images}, nullptr, trace, step);
       if (!st.is_ok()) return st;
       const int64_t tl = trace ? now_ns() : 0;
-      auto loss = class_loss(o.loss, P.output(0), *labels, &dlogits);
+      auto loss = P.loss(o.loss, *labels);  // where the logits are (PlanOptions::loss_on_device)
       if (!loss.ok()) return loss.status();
       if (dp && dp->global_losses()) {  // the global batch's loss (mean of the ranks' means over equal shares) and hits
         // and whether a rank was asked to stop: all of them then drop this step together.
@@ -424,7 +424,7 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
       seen += loss->counted;
       trained += o.batch * ranks;
       if (dp) dp->begin_step(opt.value()->lr());
-      st = P.backward({dlogits}, trace, step - 1, dp ? dp->listener() : nullptr);
+      st = P.backward_from_loss(trace, step - 1, dp ? dp->listener() : nullptr);
       if (!st.is_ok()) return st;
       if (dp) dp->finish_step();  // every gradient is now the mean over ranks
       const int64_t to = trace ? now_ns() : 0;

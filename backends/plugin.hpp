@@ -41,7 +41,11 @@
 ///      memory, ir/device.hpp; backends that cannot run on this machine).
 ///   7: Device timing markers (Device::timing, mark, elapsed_ns), Device::memory,
 ///      Device::measure_peaks, Device::sample and Precision::kTF32.
-#define MOSAIC_PLUGIN_API_VERSION 7
+///   8: training on a device: Kernel::updates_input, Device::zero, accumulate, trains,
+///      optimizer_step (OptimizerRule) and class_loss (LossRule). New virtual functions move
+///      the vtables a plugin's kernels and devices are built with, which the sizes below
+///      do not see.
+#define MOSAIC_PLUGIN_API_VERSION 8
 
 namespace mosaic {
 

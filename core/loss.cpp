@@ -25,14 +25,14 @@ Expected<int64_t> counted_rows(const char* loss, const Tensor& labels, int64_t n
 }
 
 /// Logits [N, C] or [N, T, V] and one label per row.
-Status check_rows(const char* loss, const Tensor& logits, const Tensor& labels, int64_t* n, int64_t* c) {
-  if (logits.rank() < 2)
-    return Status::invalid(std::string(loss) + " needs logits [N, C] or [N, T, V], got " + shape_str(logits.shape()));
-  *c = logits.shape().back();
-  *n = logits.numel() / std::max<int64_t>(*c, 1);
+Status check_rows(const char* loss, const Shape& logits, const Tensor& labels, int64_t* n, int64_t* c) {
+  if (logits.size() < 2)
+    return Status::invalid(std::string(loss) + " needs logits [N, C] or [N, T, V], got " + shape_str(logits));
+  *c = logits.back();
+  *n = shape_numel(logits) / std::max<int64_t>(*c, 1);
   if (labels.numel() != *n)
     return Status::invalid(std::string(loss) + ": " + std::to_string(labels.numel()) + " labels for " + std::to_string(*n) +
-                           " rows of logits " + shape_str(logits.shape()));
+                           " rows of logits " + shape_str(logits));
   return Status::ok();
 }
 
@@ -67,7 +67,7 @@ LossValue sum_rows(const Tensor& logits, const Tensor& labels, Tensor* dlogits, 
 Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                           int64_t ignore_index) {
   int64_t n = 0, c = 0;
-  MOSAIC_RETURN_IF_ERROR(check_rows("cross-entropy", logits, labels, &n, &c));
+  MOSAIC_RETURN_IF_ERROR(check_rows("cross-entropy", logits.shape(), labels, &n, &c));
   MOSAIC_ASSIGN_OR_RETURN(const int64_t counted, counted_rows("cross-entropy", labels, n, c, ignore_index));
   const double scale = counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
   LossValue r = sum_rows(logits, labels, dlogits, n, c, ignore_index, [&](const float* x, int64_t label, float* d) {
@@ -93,7 +93,7 @@ Expected<LossValue> softmax_cross_entropy(const Tensor& logits, const Tensor& la
 
 Expected<LossValue> mse_one_hot(const Tensor& logits, const Tensor& labels, Tensor* dlogits, int64_t ignore_index) {
   int64_t n = 0, c = 0;
-  MOSAIC_RETURN_IF_ERROR(check_rows("mse", logits, labels, &n, &c));
+  MOSAIC_RETURN_IF_ERROR(check_rows("mse", logits.shape(), labels, &n, &c));
   MOSAIC_ASSIGN_OR_RETURN(const int64_t counted, counted_rows("mse", labels, n, c, ignore_index));
   const double scale = counted > 0 ? 1.0 / (static_cast<double>(counted) * static_cast<double>(c)) : 0.0;
   LossValue r = sum_rows(logits, labels, dlogits, n, c, ignore_index, [&](const float* x, int64_t label, float* d) {
@@ -116,6 +116,20 @@ Expected<LossValue> class_loss(const std::string& loss, const Tensor& logits, co
   if (loss == "cross-entropy") return softmax_cross_entropy(logits, labels, dlogits);
   if (loss == "mse") return mse_one_hot(logits, labels, dlogits);
   return Status::invalid("--loss must be cross-entropy or mse, got '" + loss + "'");
+}
+
+Expected<LossRule> loss_rule(const std::string& loss, const Shape& logits, const Tensor& labels, int64_t* counted,
+                             int64_t ignore_index) {
+  LossRule r;
+  if (loss == "cross-entropy") r.kind = LossRule::kCrossEntropy;
+  else if (loss == "mse") r.kind = LossRule::kMseOneHot;
+  else return Status::invalid("--loss must be cross-entropy or mse, got '" + loss + "'");
+  MOSAIC_RETURN_IF_ERROR(check_rows(loss.c_str(), logits, labels, &r.rows, &r.classes));
+  MOSAIC_ASSIGN_OR_RETURN(*counted, counted_rows(loss.c_str(), labels, r.rows, r.classes, ignore_index));
+  const double per = r.kind == LossRule::kCrossEntropy ? 1.0 : static_cast<double>(r.classes);
+  r.scale = *counted > 0 ? 1.0 / (static_cast<double>(*counted) * per) : 0.0;
+  r.ignore_index = ignore_index;
+  return r;
 }
 
 Expected<LossValue> mse_loss(const Tensor& y, const Tensor& target, Tensor* dy) {

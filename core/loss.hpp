@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "ir/device.hpp"
 #include "ir/status.hpp"
 #include "ir/tensor.hpp"
 
@@ -37,6 +38,13 @@ Expected<LossValue> mse_one_hot(const Tensor& logits, const Tensor& labels, Tens
 /// The training losses by name: "cross-entropy" (softmax_cross_entropy) or "mse"
 /// (mse_one_hot); another name is an error naming --loss.
 Expected<LossValue> class_loss(const std::string& loss, const Tensor& logits, const Tensor& labels, Tensor* dlogits);
+
+/// What the loss named `loss` ("cross-entropy" or "mse", as class_loss) needs of logits of
+/// shape `logits` and their labels, checked as those functions check them: the rule a device
+/// computes it by (Device::class_loss: rows, classes, the mean's scale), and in *counted the
+/// rows not ignored.
+Expected<LossRule> loss_rule(const std::string& loss, const Shape& logits, const Tensor& labels, int64_t* counted,
+                             int64_t ignore_index = kIgnoreIndex);
 
 /// Mean squared error over all elements: loss = mean((y - t)^2); dy = 2 (y - t) / numel.
 Expected<LossValue> mse_loss(const Tensor& y, const Tensor& target, Tensor* dy);

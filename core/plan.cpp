@@ -1,5 +1,6 @@
 #include "core/plan.hpp"
 
+#include "core/loss.hpp"
 #include "core/optimizer.hpp"
 
 #include <algorithm>
@@ -443,6 +444,56 @@ Status Plan::backward(const std::vector<Tensor>& output_grads, ExecObserver* obs
   for (const auto& device : devices_) MOSAIC_RETURN_IF_ERROR(device->synchronize().with_context("backward"));
   if (observer) observer->on_run({iteration, run_begin, now_ns()});
   return Status::ok();
+}
+
+Expected<LossValue> Plan::loss(const std::string& name, const Tensor& labels) {
+  if (!options_.training) return Status::invalid("loss needs a plan built for training");
+  if (output_values_.empty()) return Status::invalid("loss: the plan has no output");
+  const PlanValue& out = values_[output_values_[0]];
+  Device* device = out.device.get();
+  if (!device) {
+    if (!loss_grad_.defined()) loss_grad_ = Tensor::empty(out.desc);
+    return class_loss(name, out.tensor, labels, &loss_grad_);
+  }
+  // On the output's device: the labels go there, each row's loss and hit come back.
+  int64_t counted = 0;
+  MOSAIC_ASSIGN_OR_RETURN(const LossRule rule, loss_rule(name, out.desc.shape, labels, &counted));
+  if (!loss_grad_.defined()) {
+    MOSAIC_ASSIGN_OR_RETURN(auto buffer, device_buffer(out.device, out.desc.bytes(), nullptr));
+    loss_grad_ = Tensor::on_buffer(out.desc, buffer);
+  }
+  const size_t n = static_cast<size_t>(rule.rows);
+  for (auto [buffer, bytes] : {std::make_pair(&loss_labels_, n * sizeof(int64_t)), std::make_pair(&loss_rows_, n * sizeof(double)),
+                               std::make_pair(&loss_hits_, n * sizeof(int32_t))})
+    if (!*buffer || (*buffer)->bytes() < bytes) {
+      MOSAIC_ASSIGN_OR_RETURN(*buffer, device_buffer(out.device, bytes, nullptr));
+    }
+  std::vector<int64_t> ids(static_cast<size_t>(rule.rows));
+  for (int64_t i = 0; i < rule.rows; ++i) ids[static_cast<size_t>(i)] = static_cast<int64_t>(labels.get(i));
+  MOSAIC_RETURN_IF_ERROR(device->copy_to_device(loss_labels_->data(), ids.data(), ids.size() * sizeof(int64_t)));
+  MOSAIC_RETURN_IF_ERROR(device->class_loss(rule, out.tensor.f32(), static_cast<const int64_t*>(loss_labels_->data()),
+                                            loss_grad_.f32(), static_cast<double*>(loss_rows_->data()),
+                                            static_cast<int32_t*>(loss_hits_->data()))
+                             .with_context(name + " on " + device->name()));
+  std::vector<double> rows(ids.size());
+  std::vector<int32_t> hits(ids.size());
+  MOSAIC_RETURN_IF_ERROR(device->copy_to_host(rows.data(), loss_rows_->data(), rows.size() * sizeof(double)));
+  MOSAIC_RETURN_IF_ERROR(device->copy_to_host(hits.data(), loss_hits_->data(), hits.size() * sizeof(int32_t)));
+  LossValue r;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    r.loss += rows[i];
+    r.correct += hits[i];
+  }
+  r.loss *= rule.scale;
+  r.counted = counted;
+  return r;
+}
+
+Status Plan::backward_from_loss(ExecObserver* observer, int64_t iteration, BackwardListener* listener) {
+  if (!loss_grad_.defined()) return Status::invalid("backward_from_loss: no loss() was taken");
+  std::vector<Tensor> seeds{loss_grad_};
+  for (size_t i = 1; i < output_values_.size(); ++i) seeds.push_back(Tensor::empty(values_[output_values_[i]].desc));  // zero-filled
+  return backward(seeds, observer, iteration, listener);
 }
 
 PinnedHost Plan::pin_inputs(const std::vector<Tensor>& inputs) const {

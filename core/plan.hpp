@@ -72,7 +72,14 @@ struct PlanOptions {
   /// updates them through optimizer_step(). Off: every parameter is the host's, copied in and
   /// its gradient out each step (what every caller reading parameters on the host expects).
   bool resident_parameters = false;
+  /// Training plans of one output: where a device computes that output and the losses
+  /// (Device::class_loss), the output stays in its memory (no copy step; output(0) is the
+  /// device's tensor) and loss() computes there, only each row's loss and hit coming back.
+  /// Off: the output comes to the host. Either way loss() and backward_from_loss() train it.
+  bool loss_on_device = false;
 };
+
+struct LossValue;
 
 class Optimizer;
 
@@ -181,6 +188,14 @@ class Plan {
   /// gradients w.r.t. the outputs of the last run(); fills every parameter's gradient.
   Status backward(const std::vector<Tensor>& output_grads, ExecObserver* observer = nullptr, int64_t iteration = 0,
                   BackwardListener* listener = nullptr);
+  /// Training plans: the loss named `name` (core/loss.hpp's class_loss: "cross-entropy",
+  /// "mse") of output 0 of the last run against `labels` (host, int64), computed where the
+  /// output is (PlanOptions::loss_on_device), with the output's gradient kept for
+  /// backward_from_loss(). Bad labels are refused before anything runs.
+  Expected<LossValue> loss(const std::string& name, const Tensor& labels);
+  /// backward() from the gradient the last loss() left (other outputs: zero gradients).
+  Status backward_from_loss(ExecObserver* observer = nullptr, int64_t iteration = 0,
+                            BackwardListener* listener = nullptr);
   /// The trainable parameters (training plans), in initializer name order; a resident
   /// parameter's value and gradient are its device's tensors (Tensor::device(); clone() reads
   /// them).
@@ -282,6 +297,10 @@ class Plan {
   std::map<int, Tensor> mirror_grads_;
   /// Resident parameters' optimizer state on their devices (optimizer_step), by device value.
   std::map<int, std::vector<Tensor>> device_state_;
+  /// loss(): output 0's gradient (where the output is), and on a device the labels and each
+  /// row's loss and hit there.
+  Tensor loss_grad_;
+  std::shared_ptr<Buffer> loss_labels_, loss_rows_, loss_hits_;
   /// Resident copies of constants on devices: (device value, host value, a kernel there
   /// updates it in place).
   struct ResidentCopy {

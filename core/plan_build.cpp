@@ -128,10 +128,20 @@ class PlanBuilder {
       if (P.values_[v].desc.layout) {
         MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
       }
-      MOSAIC_ASSIGN_OR_RETURN(v, move_to(v, nullptr));
+      if (!loss_stays_on_device(v)) {
+        MOSAIC_ASSIGN_OR_RETURN(v, move_to(v, nullptr));
+      }
       P.output_values_.push_back(v);
     }
     return Status::ok();
+  }
+
+  /// PlanOptions::loss_on_device: the one output of a training plan, computed on a device
+  /// that computes the losses, stays there.
+  bool loss_stays_on_device(int v) const {
+    const PlanValue& pv = P.values_[v];
+    return training_ && options_.loss_on_device && g.outputs.size() == 1 && pv.device && pv.desc.dtype == DType::kF32 &&
+           pv.device->trains() && pv.device->class_loss(LossRule{}, nullptr, nullptr, nullptr, nullptr, nullptr).is_ok();
   }
 
   /// PlanOptions::resident_parameters: a parameter whose one reader is its copy to a device

@@ -29,6 +29,18 @@ struct OptimizerRule {
   int buffers() const { return kind == kAdam ? 2 : momentum != 0 ? 1 : 0; }
 };
 
+/// A training loss over `rows` rows of `classes` logits, for a device that computes it
+/// (Device::class_loss): softmax cross-entropy, or the squared error against one-hot targets
+/// (core/loss.hpp's softmax_cross_entropy and mse_one_hot), each row's gradient scaled by
+/// `scale` (1 / the rows counted; for the squared error 1 / (rows counted x classes)); rows
+/// labelled `ignore_index` count nothing and get a zero gradient.
+struct LossRule {
+  enum Kind { kCrossEntropy, kMseOneHot } kind = kCrossEntropy;
+  int64_t rows = 0, classes = 0;
+  int64_t ignore_index = -100;
+  double scale = 0;
+};
+
 /// Where a backend's kernels compute when it is not in host memory (BackendInfo::device).
 /// The planner allocates the values such a backend produces, and the resident copies of the
 /// constants it reads, through allocate(); it inserts a timed copy step (mosaic.ToDevice,
@@ -114,6 +126,22 @@ class Device {
     (void)s1;
     (void)n;
     return Status::unsupported(name() + " has no optimizer step in its memory");
+  }
+  /// Queues a loss on logits in its memory (rule.rows x rule.classes floats) against labels
+  /// there (rule.rows int64, each a class in [0, classes) or the ignore index: the caller
+  /// checks them): each row's gradient into dlogits, its loss term into row_loss[r] (cross-
+  /// entropy: logsumexp - the label's logit; squared error: the row's sum, unscaled) and
+  /// whether its arg-max (the first of equal maxima) is its label into row_hit[r], all in its
+  /// memory (optional: without it the logits go to the host). rule.rows = 0 asks whether it can.
+  virtual Status class_loss(const LossRule& rule, const float* logits, const int64_t* labels, float* dlogits,
+                            double* row_loss, int32_t* row_hit) {
+    (void)rule;
+    (void)logits;
+    (void)labels;
+    (void)dlogits;
+    (void)row_loss;
+    (void)row_hit;
+    return Status::unsupported(name() + " has no loss in its memory");
   }
 
   // ---- device-side timing (optional; the cuda backend's CUDA events) ----

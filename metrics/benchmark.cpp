@@ -201,7 +201,6 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
   const PinnedHost pinned_parameters = plan.pin_parameters();
   r.pinned_input_bytes = static_cast<int64_t>(pinned_inputs.bytes());
   r.pinned_parameter_bytes = static_cast<int64_t>(pinned_parameters.bytes());
-  Tensor dlogits;
   std::vector<double> fwd, bwd, loss_t, opt_t;
   double stage_cpu[4] = {0, 0, 0, 0}, stage_wall[4] = {0, 0, 0, 0};  // forward, loss, backward, optimizer
   bool stage_pass = false;
@@ -214,14 +213,11 @@ Expected<BenchResult> run_training_benchmark(Plan& plan, const std::vector<Tenso
     MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr, obs, it));
     const int64_t t1 = now_ns();
     c[1] = cpu();
-    if (!dlogits.defined()) dlogits = Tensor::empty({DType::kF32, plan.output(0).shape()});
-    MOSAIC_RETURN_IF_ERROR(softmax_cross_entropy(plan.output(0), labels, &dlogits).status());
-    std::vector<Tensor> seeds{dlogits};
-    for (size_t i = 1; i < plan.graph().outputs.size(); ++i) seeds.push_back(Tensor::empty({DType::kF32, plan.output(i).shape()}));
+    MOSAIC_RETURN_IF_ERROR(plan.loss("cross-entropy", labels).status());  // where the logits are
     c[2] = cpu();
     const int64_t t2 = now_ns();
     if (exchange) exchange->begin_step();
-    MOSAIC_RETURN_IF_ERROR(plan.backward(seeds, obs, it, exchange));
+    MOSAIC_RETURN_IF_ERROR(plan.backward_from_loss(obs, it, exchange));
     if (exchange) exchange->finish_step();  // data-parallel: gradients averaged over ranks (in the backward stage)
     const int64_t t3 = now_ns();
     c[3] = cpu();

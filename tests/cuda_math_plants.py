@@ -69,6 +69,17 @@ PLANTS = [
      "LayerNorm's short last chunk dropped"),
     ("device_math.hpp", "    s += g * (x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1];",
      "    s += g * x[r * cols + j] * stats[2 * r + 1];", "LayerNorm's dscale without the mean"),
+    ("device_math.hpp", "    if (x[j] > x[arg]) arg = j;", "    if (x[j] >= x[arg]) arg = j;",
+     "the loss's arg-max taking the last of tied maxima"),
+    ("device_math.hpp", "return static_cast<float>((exp(x - lse) - (is_label ? 1.0 : 0.0)) * r.scale);",
+     "return static_cast<float>((exp(x - lse) - (is_label ? 1.0 : 0.0)));", "cross-entropy's gradient not averaged"),
+    ("device_math.hpp", "return static_cast<float>(2.0 * (static_cast<double>(x) - (is_label ? 1.0 : 0.0)) * r.scale);",
+     "return static_cast<float>((static_cast<double>(x) - (is_label ? 1.0 : 0.0)) * r.scale);",
+     "the squared error's gradient without its factor 2"),
+    ("device_math.hpp", "      for (int64_t j = 0; j < r.classes; ++j) d[j] = 0.f;\n",
+     "      for (int64_t j = 0; j < r.classes; ++j) d[j] = d[j];\n", "an ignored row's gradient left as it was"),
+    ("device_math.hpp", "return r.kind == LossRule::kCrossEntropy ? lse - x_label : sum;",
+     "return r.kind == LossRule::kCrossEntropy ? lse : sum;", "cross-entropy's row loss without the label's logit"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

@@ -16,6 +16,7 @@
 #include "backends/common/reduce.hpp"
 #include "backends/cuda/device_geometry.hpp"
 #include "backends/cuda/device_unary.hpp"
+#include "core/loss.hpp"
 #include "core/optimizer.hpp"
 #include "core/plan.hpp"
 #include "test_util.hpp"
@@ -441,6 +442,58 @@ TEST(CudaMath, LayerNormParameterGradientsAreTheColumnSumsOverEveryRow) {
     EXPECT_TRUE(close(ds, want_s, 1e-5, 1e-5)) << "dscale " << j << ": " << ds << " vs " << want_s;
     EXPECT_TRUE(close(db, want_b, 1e-5, 1e-5)) << "dbias " << j << ": " << db << " vs " << want_b;
   }
+}
+
+/// The training losses as the device computes a row (dev_loss_row_serial, the arithmetic its
+/// kernel's block runs): the rows' losses summed and scaled, the hits and every gradient are
+/// core/loss.cpp's softmax_cross_entropy and mse_one_hot, with ignored rows, ties for the
+/// maximum (the first counts) and a row whose label holds the maximum.
+TEST(CudaMath, TheLossRowsAreTheHostsLosses) {
+  const int64_t rows = 37, classes = 11;
+  Tensor logits = random_tensor({rows, classes}, 41);
+  std::vector<int64_t> ids(rows);
+  for (int64_t r = 0; r < rows; ++r) ids[r] = (r * 7) % classes;
+  ids[3] = ids[20] = kIgnoreIndex;
+  for (int64_t j = 0; j < classes; ++j) logits.f32()[5 * classes + j] = 0.25f;  // all tied: the first is the arg-max
+  logits.f32()[6 * classes + 2] = logits.f32()[6 * classes + 9] = 9.f;          // two tied maxima
+  ids[6] = 9;
+  logits.f32()[7 * classes + ids[7]] = 5.f;  // the label holds the maximum
+  const Tensor labels = Tensor::from_i64({rows}, ids);
+  for (const std::string name : {"cross-entropy", "mse"}) {
+    SCOPED_TRACE(name);
+    Tensor want_d = Tensor::empty({DType::kF32, {rows, classes}});
+    auto want = class_loss(name, logits, labels, &want_d);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    int64_t counted = 0;
+    auto rule = loss_rule(name, logits.shape(), labels, &counted);
+    ASSERT_TRUE(rule.ok()) << rule.status().to_string();
+    EXPECT_EQ(counted, rows - 2);
+    std::vector<float> d(rows * classes, 7.f);
+    double total = 0;
+    int64_t hits = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double loss = -1;
+      int32_t hit = -1;
+      dev_loss_row_serial(rule.value(), logits.f32() + r * classes, ids[r], d.data() + r * classes, &loss, &hit);
+      total += loss;
+      hits += hit;
+      if (r == 5 || r == 6) {
+        EXPECT_EQ(hit, 0) << "ties go to the first maximum (not the label), row " << r;
+      }
+      if (r == 7) {
+        EXPECT_EQ(hit, 1);
+      }
+    }
+    EXPECT_TRUE(close(total * rule->scale, want->loss, 1e-12, 1e-12)) << total * rule->scale << " vs " << want->loss;
+    EXPECT_EQ(hits, want->correct);
+    for (int64_t i = 0; i < rows * classes; ++i)
+      ASSERT_TRUE(close(d[i], want_d.f32()[i], 1e-6, 1e-9)) << i << ": " << d[i] << " vs " << want_d.f32()[i];
+  }
+  int64_t counted = 0;
+  const auto bad = loss_rule("cross-entropy", logits.shape(), Tensor::from_i64({rows}, std::vector<int64_t>(rows, 11)), &counted);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("label 11 (element 0) outside [0, 11)"), std::string::npos) << bad.status().to_string();
+  EXPECT_FALSE(loss_rule("hinge", logits.shape(), labels, &counted).ok());
 }
 
 }  // namespace

@@ -373,5 +373,59 @@ TEST_F(TrainState, EvaluationReadsTheRunningStatisticsTrainingUpdated) {
   EXPECT_NEAR(r->log["epochs"][0]["test_loss"].get<double>(), want, 1e-5 * std::abs(want)) << "stale: " << stale;
 }
 
+// PlanOptions::loss_on_device: the output a device computes stays in its memory (one copy
+// step fewer; output(0) is the device's tensor), Plan::loss runs there (Device::class_loss)
+// with only each row's loss and hit coming back, and backward_from_loss trains from the
+// gradient it left there: loss, hits and every gradient are naive's, for cross-entropy and the
+// squared error, with an ignored row. Bad labels are refused before the device runs.
+TEST(DevicePlans, TheLossRunsWhereTheLogitsAre) {
+  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
+  for (const std::string name : {"cross-entropy", "mse"}) {
+    SCOPED_TRACE(name);
+    const Tensor labels = Tensor::from_i64({2}, name == "mse" ? std::vector<int64_t>{1, kIgnoreIndex} : std::vector<int64_t>{2, 0});
+    SimRegistry sim;
+    Graph g = sim_training_graph();
+    ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+    PlanOptions options;
+    options.training = true;
+    auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry, options);
+    auto host_loss = Plan::build(g, Placement::all_on("devsim"), sim.registry, options);
+    options.loss_on_device = true;
+    auto plan = Plan::build(g, Placement::all_on("devsim"), sim.registry, options);
+    ASSERT_TRUE(naive.ok() && host_loss.ok() && plan.ok()) << plan.status().to_string();
+    auto to_host = [](const Plan& p) {
+      int n = 0;
+      for (const auto& s : p.steps()) n += s.conversion && p.node(s).op_type == kToHostOp;
+      return n;
+    };
+    EXPECT_EQ(to_host(*plan.value()), to_host(*host_loss.value()) - 1) << "y is not copied out";
+    for (auto* p : {naive.value().get(), plan.value().get()}) ASSERT_TRUE(p->run({x}, nullptr).is_ok());
+    EXPECT_EQ(plan.value()->output(0).device(), sim.device.get());
+    auto want = naive.value()->loss(name, labels);
+    auto got = plan.value()->loss(name, labels);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status().to_string();
+    EXPECT_EQ(sim.device->losses, 1);
+    EXPECT_NEAR(got->loss, want->loss, 1e-6 * std::abs(want->loss));
+    EXPECT_GT(want->loss, 0);
+    EXPECT_EQ(got->correct, want->correct);
+    EXPECT_EQ(got->counted, name == "mse" ? 1 : 2);
+    EXPECT_EQ(got->counted, want->counted);
+    ASSERT_TRUE(naive.value()->backward_from_loss().is_ok());
+    ASSERT_TRUE(plan.value()->backward_from_loss().is_ok());
+    const Tensor gw = plan.value()->parameters()[0].grad.clone(), want_gw = naive.value()->parameters()[0].grad;
+    double norm = 0;
+    for (int64_t i = 0; i < 6; ++i) {
+      EXPECT_NEAR(gw.f32()[i], want_gw.f32()[i], 1e-6) << i;
+      norm += std::abs(want_gw.f32()[i]);
+    }
+    EXPECT_GT(norm, 0) << "a gradient reaches w";
+    // A label outside the classes: refused by element, before the device computes anything.
+    auto bad = plan.value()->loss(name, Tensor::from_i64({2}, {0, 3}));
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("label 3 (element 1) outside [0, 3)"), std::string::npos) << bad.status().to_string();
+    EXPECT_EQ(sim.device->losses, 1);
+  }
+}
+
 }  // namespace
 }  // namespace mosaic::test

@@ -54,6 +54,9 @@ class CudaDevice final : public Device {
   bool trains() const override { return true; }
   /// SGD (momentum, Nesterov) and Adam/AdamW on a resident parameter: one kernel on the stream.
   Status optimizer_step(const OptimizerRule& rule, float* p, const float* g, float* s0, float* s1, int64_t n) override;
+  /// Softmax cross-entropy and the one-hot squared error: one kernel on the stream (loss.cu).
+  Status class_loss(const LossRule& rule, const float* logits, const int64_t* labels, float* dlogits, double* row_loss,
+                    int32_t* row_hit) override;
 
   /// Why the backend cannot run here ("" when GPU 0 answers); asked of the runtime once.
   const std::string& unavailable();
@@ -142,6 +145,10 @@ cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src,
 /// nullptr where the rule keeps no state).
 cudaError_t launch_optimizer_step(cudaStream_t stream, const OptimizerRule& o, float* p, const float* g, float* s0,
                                   float* s1, int64_t n);
+
+/// Device::class_loss's rows (loss.cu): a block per row.
+cudaError_t launch_class_loss(cudaStream_t stream, const LossRule& rule, const float* logits, const int64_t* labels,
+                              float* dlogits, double* row_loss, int32_t* row_hit);
 
 // ---- data movement and reductions (movement.cu) ----
 

@@ -132,6 +132,13 @@ Status CudaDevice::optimizer_step(const OptimizerRule& r, float* p, const float*
                                              cuda_error(e));
 }
 
+Status CudaDevice::class_loss(const LossRule& rule, const float* logits, const int64_t* labels, float* dlogits,
+                              double* row_loss, int32_t* row_hit) {
+  const cudaError_t e = launch_class_loss(stream_, rule, logits, labels, dlogits, row_loss, row_hit);
+  return e == cudaSuccess ? Status::ok()
+                          : Status::internal("cuda:0: the loss over " + std::to_string(rule.rows) + " rows: " + cuda_error(e));
+}
+
 bool CudaDevice::timing(size_t markers) {
   if (!ensure_ready().is_ok()) return false;
   std::lock_guard<std::mutex> lock(events_mu_);

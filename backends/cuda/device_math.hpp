@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "ir/device.hpp"  // OptimizerRule: plain data, read by the device's optimizer kernel
+#include "ir/device.hpp"  // OptimizerRule, LossRule: plain data, read by the device's kernels
 
 #if defined(__CUDACC__)
 #define MOSAIC_HD __host__ __device__ inline
@@ -491,6 +491,49 @@ MOSAIC_HD void layer_norm_chunk_sums(const float* x, const float* dy, const floa
   }
   *ds = s;
   *db = b;
+}
+
+/// The training losses' arithmetic (core/loss.cpp's, per element and per row): a row's arg-max
+/// (the first of equal maxima) and maximum come from the caller; a term of its sum (cross-
+/// entropy: exp(x - max), summed in double to the log-sum-exp; squared error: (x - onehot)^2);
+/// the row's loss from the sum; and an element's gradient.
+MOSAIC_HD double dev_loss_term(const LossRule& r, float x, float mx, bool is_label) {
+  if (r.kind == LossRule::kCrossEntropy) return exp(static_cast<double>(x) - mx);
+  const double diff = static_cast<double>(x) - (is_label ? 1.0 : 0.0);
+  return diff * diff;
+}
+/// The row's log-sum-exp (cross-entropy; 0 for the squared error, which does not need it).
+MOSAIC_HD double dev_loss_lse(const LossRule& r, double sum, float mx) {
+  return r.kind == LossRule::kCrossEntropy ? mx + log(sum) : 0.0;
+}
+MOSAIC_HD double dev_loss_row(const LossRule& r, double sum, double lse, float x_label) {
+  return r.kind == LossRule::kCrossEntropy ? lse - x_label : sum;
+}
+MOSAIC_HD float dev_loss_grad(const LossRule& r, float x, double lse, bool is_label) {
+  if (r.kind == LossRule::kCrossEntropy) return static_cast<float>((exp(x - lse) - (is_label ? 1.0 : 0.0)) * r.scale);
+  return static_cast<float>(2.0 * (static_cast<double>(x) - (is_label ? 1.0 : 0.0)) * r.scale);
+}
+/// One row on one thread, as the device's kernel computes it with a block: `x` the row's
+/// logits, `d` its gradient (nullptr: none asked for).
+MOSAIC_HD void dev_loss_row_serial(const LossRule& r, const float* x, int64_t label, float* d, double* loss, int32_t* hit) {
+  if (label == r.ignore_index) {
+    if (d)
+      for (int64_t j = 0; j < r.classes; ++j) d[j] = 0.f;
+    *loss = 0;
+    *hit = 0;
+    return;
+  }
+  int64_t arg = 0;
+  for (int64_t j = 1; j < r.classes; ++j)
+    if (x[j] > x[arg]) arg = j;
+  const float mx = x[arg];
+  double sum = 0;
+  for (int64_t j = 0; j < r.classes; ++j) sum += dev_loss_term(r, x[j], mx, j == label);
+  const double lse = dev_loss_lse(r, sum, mx);
+  if (d)
+    for (int64_t j = 0; j < r.classes; ++j) d[j] = dev_loss_grad(r, x[j], lse, j == label);
+  *loss = dev_loss_row(r, sum, lse, x[label]);
+  *hit = arg == label ? 1 : 0;
 }
 
 }  // namespace mosaic::cuda_backend

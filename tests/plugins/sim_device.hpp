@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/device_math.hpp"  // the per-element optimizer rule cuda computes
+#include "backends/cuda/device_math.hpp"  // the optimizer and loss rules cuda computes
 #include "core/kernel.hpp"
 
 namespace mosaic::sim {
@@ -188,6 +188,30 @@ class SimDevice : public Device {
     if (n > 0) ++optimizer_steps;
     return Status::ok();
   }
+  /// A loss on logits in its memory, by the cuda backend's per-row rule (device_math.hpp's
+  /// dev_loss_row_serial), reading and writing its (sign-flipped) memory.
+  Status class_loss(const LossRule& r, const float* logits, const int64_t* labels, float* dlogits, double* row_loss,
+                    int32_t* row_hit) override {
+    if (!trains_) return Device::class_loss(r, logits, labels, dlogits, row_loss, row_hit);
+    if (r.rows == 0) return Status::ok();
+    const size_t n = static_cast<size_t>(r.rows * r.classes);
+    if (!owns(logits, n * 4) || !owns(labels, r.rows * 8) || (dlogits && !owns(dlogits, n * 4)) ||
+        !owns(row_loss, r.rows * 8) || !owns(row_hit, r.rows * 4))
+      return Status::internal("sim:0: a loss outside sim:0");
+    std::vector<float> x(n), d(n);
+    std::vector<int64_t> label(static_cast<size_t>(r.rows));
+    std::vector<double> loss(label.size());
+    std::vector<int32_t> hit(label.size());
+    flip_words(x.data(), logits, n * 4);  // the device's words as they are
+    flip_words(label.data(), labels, label.size() * 8);
+    for (int64_t i = 0; i < r.rows; ++i)
+      cuda_backend::dev_loss_row_serial(r, x.data() + i * r.classes, label[i], d.data() + i * r.classes, &loss[i], &hit[i]);
+    if (dlogits) flip_words(dlogits, d.data(), n * 4);
+    flip_words(row_loss, loss.data(), loss.size() * 8);
+    flip_words(row_hit, hit.data(), hit.size() * 4);
+    ++losses;
+    return Status::ok();
+  }
   /// The device's work: its clock moves on by `ns`.
   void advance(int64_t ns) { clock_ns += ns; }
   /// Whether [p, p + bytes) lies inside one live allocation.
@@ -205,7 +229,7 @@ class SimDevice : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return live_.size();
   }
-  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0}, optimizer_steps{0};
+  std::atomic<int> copies_in{0}, copies_out{0}, syncs{0}, marks{0}, zeroed{0}, accumulated{0}, optimizer_steps{0}, losses{0};
   std::atomic<int64_t> clock_ns{0};
   /// What its work takes on its clock (the defaults, or the plugin's MOSAIC_SIM_*_NS).
   int64_t relu_ns = kReluNs, add_ns = kAddNs, copy_ns = kCopyNs;
