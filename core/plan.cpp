@@ -458,15 +458,19 @@ Expected<LossValue> Plan::loss(const std::string& name, const Tensor& labels) {
   // On the output's device: the labels go there, each row's loss and hit come back.
   int64_t counted = 0;
   MOSAIC_ASSIGN_OR_RETURN(const LossRule rule, loss_rule(name, out.desc.shape, labels, &counted));
+  DeviceBytes& held = device_bytes_[device->name()];  // the gradient with the gradients, the rest as workspace
   if (!loss_grad_.defined()) {
     MOSAIC_ASSIGN_OR_RETURN(auto buffer, device_buffer(out.device, out.desc.bytes(), nullptr));
     loss_grad_ = Tensor::on_buffer(out.desc, buffer);
+    held.gradients += static_cast<int64_t>(out.desc.bytes());
   }
   const size_t n = static_cast<size_t>(rule.rows);
   for (auto [buffer, bytes] : {std::make_pair(&loss_labels_, n * sizeof(int64_t)), std::make_pair(&loss_rows_, n * sizeof(double)),
                                std::make_pair(&loss_hits_, n * sizeof(int32_t))})
     if (!*buffer || (*buffer)->bytes() < bytes) {
+      if (*buffer) held.workspace -= static_cast<int64_t>((*buffer)->bytes());
       MOSAIC_ASSIGN_OR_RETURN(*buffer, device_buffer(out.device, bytes, nullptr));
+      held.workspace += static_cast<int64_t>(bytes);
     }
   std::vector<int64_t> ids(static_cast<size_t>(rule.rows));
   for (int64_t i = 0; i < rule.rows; ++i) ids[static_cast<size_t>(i)] = static_cast<int64_t>(labels.get(i));

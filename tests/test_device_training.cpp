@@ -401,8 +401,12 @@ TEST(DevicePlans, TheLossRunsWhereTheLogitsAre) {
     EXPECT_EQ(to_host(*plan.value()), to_host(*host_loss.value()) - 1) << "y is not copied out";
     for (auto* p : {naive.value().get(), plan.value().get()}) ASSERT_TRUE(p->run({x}, nullptr).is_ok());
     EXPECT_EQ(plan.value()->output(0).device(), sim.device.get());
+    const Plan::DeviceBytes before = plan.value()->device_bytes().at("sim:0");
     auto want = naive.value()->loss(name, labels);
     auto got = plan.value()->loss(name, labels);
+    const Plan::DeviceBytes after = plan.value()->device_bytes().at("sim:0");
+    EXPECT_EQ(after.gradients - before.gradients, 24) << "the logits' gradient, held on the device";
+    EXPECT_EQ(after.workspace - before.workspace, 2 * (8 + 8 + 4)) << "labels, row losses and hits";
     ASSERT_TRUE(want.ok() && got.ok()) << got.status().to_string();
     EXPECT_EQ(sim.device->losses, 1);
     EXPECT_NEAR(got->loss, want->loss, 1e-6 * std::abs(want->loss));
