@@ -197,10 +197,11 @@ std::optional<OptimizerRule> device_rule(const Optimizer& optimizer, int64_t t) 
 }
 }  // namespace
 
-std::optional<OptimizerRule> Plan::resident_rule(const Optimizer& optimizer, int64_t t) const {
+std::optional<OptimizerRule> Plan::resident_rule(const Optimizer& optimizer, int64_t t,
+                                                 const std::vector<int>& trainable) const {
   std::optional<OptimizerRule> rule = device_rule(optimizer, t);
   bool any = false;
-  for (int v : trainable_values()) {
+  for (int v : trainable) {
     if (values_[v].host_mirror < 0) continue;
     any = true;
     if (rule && !values_[v].device->optimizer_step(*rule, nullptr, nullptr, nullptr, nullptr, 0).is_ok()) rule.reset();
@@ -233,7 +234,7 @@ Status Plan::optimizer_step(Optimizer& optimizer) {
   // per position of parameters(), as checkpoints hold it), and the devices the resident ones,
   // with their state there (zeroed when the optimizer starts: a fresh optimizer's first step).
   const bool first = optimizer.steps() == 0;
-  if (std::optional<OptimizerRule> rule = resident_rule(optimizer, optimizer.steps() + 1)) {
+  if (std::optional<OptimizerRule> rule = resident_rule(optimizer, optimizer.steps() + 1, trainable)) {
     std::vector<float*> host_values(params.size(), nullptr);
     std::vector<const float*> host_grads(params.size(), nullptr);
     std::vector<int64_t> sizes(params.size(), 0);
@@ -310,7 +311,7 @@ Status Plan::set_optimizer_state(Optimizer& optimizer, const std::vector<std::ve
     return Status::invalid(optimizer.name() + ": state for " + std::to_string(state.size()) + " parameters, the plan has " +
                            std::to_string(trainable.size()));
   optimizer.state() = state;
-  const std::optional<OptimizerRule> rule = resident_rule(optimizer, optimizer.steps() + 1);
+  const std::optional<OptimizerRule> rule = resident_rule(optimizer, optimizer.steps() + 1, trainable);
   if (state.empty() || !rule) return Status::ok();
   for (size_t k = 0; k < trainable.size(); ++k) {
     const PlanValue& v = values_[trainable[k]];

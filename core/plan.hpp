@@ -313,8 +313,9 @@ class Plan {
   /// The trainable values' indices in parameters() order.
   std::vector<int> trainable_values() const;
   /// The device rule optimizer_step applies to resident parameters at step t (every
-  /// resident parameter's device computes it), or nothing (host mirrors, or none resident).
-  std::optional<OptimizerRule> resident_rule(const Optimizer& optimizer, int64_t t) const;
+  /// resident parameter's device computes it), or nothing (host mirrors, or none resident);
+  /// `trainable` is trainable_values().
+  std::optional<OptimizerRule> resident_rule(const Optimizer& optimizer, int64_t t, const std::vector<int>& trainable) const;
   /// Resident parameter value v's optimizer state buffers on its device, `buffers` of them
   /// (allocated, zero-filled, when first asked for).
   Expected<std::vector<Tensor>*> device_optimizer_state(int v, int buffers);

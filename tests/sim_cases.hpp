@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/naive/naive.hpp"
+#include "core/optimizer.hpp"
 #include "plugins/sim_device.hpp"
 #include "test_util.hpp"
 
@@ -51,6 +52,19 @@ inline Graph sim_training_graph() {
   add_node(g, make_node("Tanh"), {"h3"}, {"h4"}, "tanh1");
   add_node(g, make_node("Relu"), {"h4"}, {"y"}, "relu2");
   return g;
+}
+
+/// An input for sim_training_graph() and a gradient for its output.
+inline Tensor sim_training_x() { return Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f}); }
+inline Tensor sim_training_dy() { return Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f}); }
+
+/// One training step: forward on x, backward from dy, the optimizer's step.
+inline void train_step(Plan& plan, Optimizer& optimizer, const Tensor& x, const Tensor& dy) {
+  std::vector<Tensor> out;
+  ASSERT_TRUE(plan.run({x}, &out).is_ok());
+  ASSERT_TRUE(plan.backward({dy}).is_ok());
+  const Status st = plan.optimizer_step(optimizer);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
 }
 
 /// One run of `plan` on x: its first output, read on the host.

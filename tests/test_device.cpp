@@ -253,8 +253,8 @@ TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
   PlanOptions training;
   training.training = true;
   training.input_grads = true;
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
-  const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
+  const Tensor x = sim_training_x();
+  const Tensor dy = sim_training_dy();
   auto step = [&](Plan& plan) {
     std::vector<Tensor> out;
     const Status ran = plan.run({x}, &out);

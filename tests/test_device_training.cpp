@@ -27,8 +27,8 @@ using A = Attribute;
 // a second, fresh optimizer starts from zeroed state), RMSprop through host mirrors (the
 // optimizer's state on the host). A parameter a host kernel reads too stays the host's.
 TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
-  const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
+  const Tensor x = sim_training_x();
+  const Tensor dy = sim_training_dy();
   PlanOptions options;
   options.training = true;
   options.resident_parameters = true;
@@ -65,13 +65,8 @@ TEST(DevicePlans, ResidentParametersTrainOnTheDeviceAsNaivesDo) {
       auto opt = make_optimizer(c.optimizer, oc);
       ASSERT_TRUE(opt_naive.ok() && opt.ok());
       for (int step = 0; step < 3; ++step) {
-        for (auto* p : {naive.value().get(), plan.value().get()}) {
-          std::vector<Tensor> out;
-          ASSERT_TRUE(p->run({x}, &out).is_ok());
-          ASSERT_TRUE(p->backward({dy}).is_ok());
-          const Status st = p->optimizer_step(p == naive.value().get() ? *opt_naive.value() : *opt.value());
-          ASSERT_TRUE(st.is_ok()) << st.to_string();
-        }
+        train_step(*naive.value(), *opt_naive.value(), x, dy);
+        train_step(*plan.value(), *opt.value(), x, dy);
         const Tensor want = naive.value()->parameters()[0].value;
         const Tensor got = plan.value()->parameters()[0].value.clone();
         for (int64_t i = 0; i < want.numel(); ++i)
@@ -143,15 +138,6 @@ TEST(DevicePlans, AConstantADeviceKernelUpdatesIsCopiedBackOnRequest) {
 }
 
 
-/// One training step: forward on x, backward from dy, the optimizer's step.
-void train_step(Plan& plan, Optimizer& optimizer, const Tensor& x, const Tensor& dy) {
-  std::vector<Tensor> out;
-  ASSERT_TRUE(plan.run({x}, &out).is_ok());
-  ASSERT_TRUE(plan.backward({dy}).is_ok());
-  const Status st = plan.optimizer_step(optimizer);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
-}
-
 class TrainState : public ScratchDirTest {
  protected:
   TrainState() : ScratchDirTest("mosaic_train_state_") {}
@@ -163,8 +149,8 @@ class TrainState : public ScratchDirTest {
 // it was written from. A state buffer of the wrong size is refused by the parameter's name
 // before anything is copied to the device.
 TEST_F(TrainState, ACheckpointCarriesAResidentParameterAndItsDeviceOptimizerState) {
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
-  const Tensor dy = Tensor::from_f32({2, 3}, {1.f, -2.f, 0.5f, 3.f, -1.f, 0.25f});
+  const Tensor x = sim_training_x();
+  const Tensor dy = sim_training_dy();
   PlanOptions options;
   options.training = true;
   options.resident_parameters = true;
@@ -379,7 +365,7 @@ TEST_F(TrainState, EvaluationReadsTheRunningStatisticsTrainingUpdated) {
 // gradient it left there: loss, hits and every gradient are naive's, for cross-entropy and the
 // squared error, with an ignored row. Bad labels are refused before the device runs.
 TEST(DevicePlans, TheLossRunsWhereTheLogitsAre) {
-  const Tensor x = Tensor::from_f32({2, 3}, {-1.f, 0.5f, 2.f, -0.3f, 0.1f, 1.f});
+  const Tensor x = sim_training_x();
   for (const std::string name : {"cross-entropy", "mse"}) {
     SCOPED_TRACE(name);
     const Tensor labels = Tensor::from_i64({2}, name == "mse" ? std::vector<int64_t>{1, kIgnoreIndex} : std::vector<int64_t>{2, 0});
