@@ -355,9 +355,11 @@ TEST_P(GradcheckBackends, ANearTieTheBackendBreaksTheOtherWayIsResolvedNotFailed
   EXPECT_EQ(r->ambiguous, 1);
   EXPECT_FALSE(r->unresolved);
   ASSERT_EQ(r->resolved.size(), 1u);
-  // Mosaic's backends route a near-tie to the window's first cell (backends/common/pooling.hpp),
-  // PyTorch's max pooling to its exact maximum: both are resolved.
-  EXPECT_EQ(r->resolved[0], backend == "torch" ? "'p' (MaxPool) output [0]: window cell at offset 1 (the exact maximum)"
+  // Mosaic's host backends route a near-tie to the window's first cell
+  // (backends/common/pooling.hpp), PyTorch's max pooling and cuDNN's (cuda) to its exact
+  // maximum: both are resolved.
+  const bool exact_maximum = backend == "torch" || backend == "cuda";
+  EXPECT_EQ(r->resolved[0], exact_maximum ? "'p' (MaxPool) output [0]: window cell at offset 1 (the exact maximum)"
                                                : "'p' (MaxPool) output [0]: window cell at offset 0 (exact arithmetic: offset 1)");
   // A wrong gradient is not explained by either option: the resolution still fails it.
   KernelRegistry reg = builtin_registry();
@@ -401,6 +403,36 @@ TEST_P(GradcheckBackends, EveryPlantedBugFails) {
       EXPECT_TRUE(r->forward_ok) << name << ": a backward bug leaves the forward intact";
     }
   }
+}
+
+TEST(PlantedBugs, AWiderPoolingWindowIsPlantedWhereTheBackendPadsBothEndsAlike) {
+  // cuDNN pads a pooling window's two ends alike, so cuda declined the bug's window (one more
+  // element, one more pad at the end) and its MaxPool ran correct on naive: the bug was not
+  // planted, and not caught. Such a base gets a window two wider, a pad more at each end.
+  KernelRegistry reg = builtin_registry();
+  BackendInfo info;
+  info.name = "evenpads";
+  info.summary = "naive, whose MaxPool declines uneven pads (as cuDNN)";
+  BackendRegistration r(reg, info);
+  for (const auto& op : reg.ops("naive"))
+    r.kernel(op, [&reg](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+      if (ctx.node->op_type == "MaxPool") {
+        const auto pads = ctx.node->attr_ints("pads", {});
+        for (size_t a = 0; a < pads.size() / 2; ++a)
+          if (pads[a] != pads[a + pads.size() / 2]) return Status::unsupported("uneven pads");
+      }
+      return reg.create("naive", ctx);
+    });
+  ASSERT_TRUE(r.status().is_ok());
+  ASSERT_TRUE(register_planted_bug(reg, "evenpads", "maxpool-window-off-by-one").is_ok());
+  auto right = gradcheck(bug_model(), reg, Placement::all_on("evenpads", {}), GradcheckOptions{});
+  ASSERT_TRUE(right.ok()) << right.status().to_string();
+  EXPECT_EQ(right->count(Verdict::kFail), 0);
+  auto bad = gradcheck(bug_model(), reg, Placement::all_on("evenpads+maxpool-window-off-by-one", {}), GradcheckOptions{});
+  ASSERT_TRUE(bad.ok()) << bad.status().to_string();
+  EXPECT_TRUE(bad->fallback_nodes.empty()) << "the bug's MaxPool was built, not passed to another backend";
+  EXPECT_TRUE(bad->forward_ok);
+  EXPECT_GT(bad->count(Verdict::kFail), 0) << "the wider window's gradient is caught";
 }
 
 TEST_P(GradcheckBackends, AgreementOnlyOnTheFloorIsNotAPass) {

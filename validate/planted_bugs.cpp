@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+
+#include "ir/device.hpp"
 
 namespace mosaic {
 
@@ -15,7 +18,9 @@ const std::vector<PlantedBug>& planted_bugs() {
       {"gemm-bias-missing", "Gemm", "Gemm bias (C) gradient missing (zero)"},
       {"gemm-dw-transposed", "Gemm", "Gemm weight (B) gradient written transposed"},
       {"gemm-dx-scale", "Gemm", "Gemm input (A) gradient scaled by 1.01"},
-      {"maxpool-window-off-by-one", "MaxPool", "max-pool backward over a window one element larger per axis"},
+      {"maxpool-window-off-by-one", "MaxPool",
+       "max-pool backward over a window one element larger per axis (two, one at each end, where the backend pads "
+       "both ends alike)"},
       {"relu-mask-inverted", "Relu", "Relu backward passes the gradient where the input is negative"},
       {"add-operand-dropped", "Add", "Add backward drops the second operand's gradient"},
       {"batchnorm-no-statistics", "BatchNormalization",
@@ -36,10 +41,11 @@ const std::vector<PlantedBug>& planted_bugs() {
 
 namespace {
 
-/// A node with a different window: `grow` added to every kernel extent (pooling) or to every
-/// dilation (convolution, where the pads widen by what the kernel's reach grew, so the
-/// output keeps its shape). False if the node has no axis to mutate.
-bool mutate_window(Node& n, const Shape& weight_or_empty) {
+/// A node with a different window: one more element per kernel extent and end pad (pooling;
+/// with `both_ends`, two more elements and a pad more at each end, for a backend that pads both
+/// ends alike, cuDNN) or one more per dilation (convolution, where the pads widen by what the
+/// kernel's reach grew, so the output keeps its shape). False if the node has no axis to mutate.
+bool mutate_window(Node& n, const Shape& weight_or_empty, bool both_ends = false) {
   if (n.attr_string("auto_pad", "NOTSET") != "NOTSET") return false;
   std::vector<int64_t> kernel = weight_or_empty.empty() ? n.attr_ints("kernel_shape")
                                                         : Shape(weight_or_empty.begin() + 2, weight_or_empty.end());
@@ -49,9 +55,10 @@ bool mutate_window(Node& n, const Shape& weight_or_empty) {
   if (pads.size() != 2 * r || dil.size() != r) return false;
   bool changed = false;
   for (size_t a = 0; a < r; ++a) {
-    if (weight_or_empty.empty()) {  // pooling: one more element, one more end pad
-      kernel[a] += 1;
+    if (weight_or_empty.empty()) {  // pooling: one more element, one more end pad (or two, and both)
+      kernel[a] += both_ends ? 2 : 1;
       pads[r + a] += 1;
+      if (both_ends) pads[a] += 1;
       changed = true;
     } else if (kernel[a] > 1) {  // convolution: reach grows by kernel - 1
       dil[a] += 1;
@@ -66,20 +73,76 @@ bool mutate_window(Node& n, const Shape& weight_or_empty) {
   return changed;
 }
 
+/// Host copies of the tensors one call reads and writes, for a wrong result computed on the host
+/// where the base computes in a device's memory: `host(t)` is t's copy (copied out on first
+/// use), and write_back() copies the ones written into the device again.
+class HostMirror {
+ public:
+  explicit HostMirror(Device* device) : device_(device) {}
+  const Tensor* host(const Tensor* t) {
+    if (!t || !device_) return t;
+    for (auto& m : mirrors_)
+      if (m.first == t) return m.second.get();
+    mirrors_.emplace_back(t, std::make_unique<Tensor>(t->clone()));
+    return mirrors_.back().second.get();
+  }
+  Tensor* host(Tensor* t) { return const_cast<Tensor*>(host(static_cast<const Tensor*>(t))); }
+  BackwardArgs host(const BackwardArgs& a) {
+    BackwardArgs h;
+    for (auto* t : a.src) h.src.push_back(host(t));
+    for (auto* t : a.dst) h.dst.push_back(host(t));
+    for (auto* t : a.diff_dst) h.diff_dst.push_back(host(t));
+    for (auto* t : a.diff_src) h.diff_src.push_back(host(t));
+    return h;
+  }
+  /// Copies each of `written`'s host copies back into its device tensor.
+  Status write_back(const std::vector<Tensor*>& written) {
+    if (!device_) return Status::ok();
+    for (Tensor* t : written)
+      for (auto& m : mirrors_)
+        if (t && m.first == t && t->bytes())
+          MOSAIC_RETURN_IF_ERROR(device_->copy_to_device(t->data(), m.second->data(), t->bytes()));
+    return Status::ok();
+  }
+
+ private:
+  Device* device_;
+  std::vector<std::pair<const Tensor*, std::unique_ptr<Tensor>>> mirrors_;
+};
+
 class BuggyKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx, const KernelRegistry& registry, const std::string& base, const std::string& bug) {
     bug_ = bug;
+    const BackendInfo* info = registry.info(base);
+    device_ = info ? info->device : nullptr;
     MOSAIC_ASSIGN_OR_RETURN(inner_, registry.create(base, ctx));
     if (bug == "conv-dx-dilation" || bug == "maxpool-window-off-by-one") {
       mutated_node_ = std::make_unique<Node>(*ctx.node);
       if (mutate_window(*mutated_node_, bug == "conv-dx-dilation" ? ctx.inputs[1].shape : Shape{})) {
         KernelContext c = ctx;
         c.node = mutated_node_.get();
-        MOSAIC_ASSIGN_OR_RETURN(mutated_, registry.create(base, c));
-        for (size_t i = 0; i < ctx.outputs.size(); ++i)
-          scratch_.push_back(ctx.has_output(i) ? Tensor::empty(TensorDesc(ctx.outputs[i].dtype, ctx.outputs[i].shape))
-                                               : Tensor());
+        auto mutated = registry.create(base, c);
+        if (!mutated.ok() && bug == "maxpool-window-off-by-one") {  // the base declines uneven pads
+          *mutated_node_ = *ctx.node;
+          mutate_window(*mutated_node_, Shape{}, /*both_ends=*/true);
+          mutated = registry.create(base, c);
+        }
+        if (!mutated.ok()) return mutated.status();
+        mutated_ = std::move(mutated).value();
+        for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+          if (!ctx.has_output(i)) {
+            scratch_.emplace_back();
+            continue;
+          }
+          const TensorDesc desc(ctx.outputs[i].dtype, ctx.outputs[i].shape);
+          if (!device_) {
+            scratch_.push_back(Tensor::empty(desc));
+            continue;
+          }
+          MOSAIC_ASSIGN_OR_RETURN(auto buffer, device_buffer(device_, desc.bytes(), nullptr));
+          scratch_.push_back(Tensor::on_buffer(desc, std::move(buffer)));
+        }
       }
     }
     if (bug == "batchnorm-no-statistics" || bug == "layernorm-dx-uncentred")
@@ -88,8 +151,12 @@ class BuggyKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     MOSAIC_RETURN_IF_ERROR(inner_->forward(src, dst));
-    if (bug_ == "gemm-forward-scale")
-      for (int64_t i = 0; i < dst[0]->numel(); ++i) dst[0]->f32()[i] *= 1.01f;
+    if (bug_ == "gemm-forward-scale") {
+      HostMirror mirror(device_.get());
+      Tensor* y = mirror.host(dst[0]);
+      for (int64_t i = 0; i < y->numel(); ++i) y->f32()[i] *= 1.01f;
+      MOSAIC_RETURN_IF_ERROR(mirror.write_back({dst[0]}));
+    }
     if (!mutated_) return Status::ok();
     std::vector<Tensor*> sdst;
     for (auto& t : scratch_) sdst.push_back(t.defined() ? &t : nullptr);
@@ -103,11 +170,28 @@ class BuggyKernel final : public Kernel {
   bool backward_reads_output(size_t i) const override {
     return inner_->backward_reads_output(i) || bug_ == "softmax-dx-no-dot";
   }
+  bool updates_input(size_t i) const override { return inner_->updates_input(i); }
   bool aliases_input() const override { return inner_->aliases_input(); }
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
 
-  Status backward(const BackwardArgs& a) override {
-    MOSAIC_RETURN_IF_ERROR(inner_->backward(a));
+  Status backward(const BackwardArgs& args) override {
+    MOSAIC_RETURN_IF_ERROR(inner_->backward(args));
+    if (mutated_ && !args.diff_src.empty() && args.diff_src[0]) {  // the base's own kernel, in its memory
+      BackwardArgs m = args;
+      for (size_t i = 0; i < m.dst.size(); ++i) m.dst[i] = scratch_[i].defined() ? &scratch_[i] : nullptr;
+      for (size_t i = 1; i < m.diff_src.size(); ++i) m.diff_src[i] = nullptr;
+      return mutated_->backward(m);
+    }
+    // The wrong gradients are computed on the host: on a device's base, over host copies.
+    HostMirror mirror(device_.get());
+    const BackwardArgs a = mirror.host(args);
+    plant(a);
+    return mirror.write_back(args.diff_src);
+  }
+
+ private:
+  /// Makes `a`'s gradients (host memory) wrong in the bug's way.
+  void plant(const BackwardArgs& a) {
     auto grad = [&](size_t i) -> Tensor* { return i < a.diff_src.size() ? a.diff_src[i] : nullptr; };
     auto scale = [](Tensor* t, float f) {
       if (t)
@@ -149,16 +233,9 @@ class BuggyKernel final : public Kernel {
       Tensor* g = grad(2);
       const int64_t dirs = g->dim(0), rows = g->dim(1), cols = g->dim(2), h = rows / 3;
       for (int64_t d = 0; d < dirs; ++d) std::fill(g->f32() + (d * rows + h) * cols, g->f32() + (d * rows + 2 * h) * cols, 0.f);
-    } else if (mutated_ && grad(0)) {
-      BackwardArgs m = a;
-      for (size_t i = 0; i < m.dst.size(); ++i) m.dst[i] = scratch_[i].defined() ? &scratch_[i] : nullptr;
-      for (size_t i = 1; i < m.diff_src.size(); ++i) m.diff_src[i] = nullptr;
-      return mutated_->backward(m);
     }
-    return Status::ok();
   }
 
- private:
   /// dx = dy scale / sqrt(var_batch + eps): the batch mean and variance treated as constants.
   void batch_norm_without_statistics(const BackwardArgs& a) {
     const Tensor& x = *a.src[0];
@@ -214,6 +291,7 @@ class BuggyKernel final : public Kernel {
   std::unique_ptr<Node> mutated_node_;
   std::vector<Tensor> scratch_;
   double eps_ = 1e-5;
+  std::shared_ptr<Device> device_;  // the base's: its kernels read and write that memory
 };
 
 }  // namespace
@@ -229,16 +307,26 @@ Status register_planted_bug(KernelRegistry& registry, const std::string& base, c
   }
   const std::string name = base + "+" + bug;
   if (registry.has_backend(name)) return Status::ok();
-  BackendRegistration r(registry, {name, base + " with a planted bug: " + it->description, nullptr, nullptr});
+  // The base's device, availability and precisions: a device base's kernels compute in its
+  // memory, and the planner must copy to and from it as for the base.
+  BackendInfo info = *registry.info(base);
+  info.name = name;
+  info.summary = base + " with a planted bug: " + it->description;
+  BackendRegistration r(registry, std::move(info));
   for (const auto& op : registry.ops(base)) {
+    KernelTraits traits;  // plain layouts: the wrong gradients are computed on plain tensors
+    if (const KernelTraits* t = registry.traits(base, op)) traits.supports = t->supports;
     if (op == it->op) {
-      r.kernel(op, [&registry, base, bug](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
-        auto k = std::make_unique<BuggyKernel>();
-        MOSAIC_RETURN_IF_ERROR(k->init(ctx, registry, base, bug));
-        return std::unique_ptr<Kernel>(std::move(k));
-      });
+      r.kernel(
+          op,
+          [&registry, base, bug](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+            auto k = std::make_unique<BuggyKernel>();
+            MOSAIC_RETURN_IF_ERROR(k->init(ctx, registry, base, bug));
+            return std::unique_ptr<Kernel>(std::move(k));
+          },
+          traits);
     } else {
-      r.kernel(op, [&registry, base](const KernelContext& ctx) { return registry.create(base, ctx); });
+      r.kernel(op, [&registry, base](const KernelContext& ctx) { return registry.create(base, ctx); }, traits);
     }
   }
   return r.status();
