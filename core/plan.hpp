@@ -320,7 +320,7 @@ class Plan {
   /// (allocated, zero-filled, when first asked for).
   Expected<std::vector<Tensor>*> device_optimizer_state(int v, int buffers);
   std::vector<std::shared_ptr<Device>> devices_;  // every device a step computes on
-  /// Per graph input: where only copies to a device read it (an inference plan's input that
+  /// Per graph input: where only copies to a device read it (an input that
   /// is not also an output), those copies' (step, input slot); run() points them at the
   /// caller's tensor for the run instead of first copying it into the plan, and the plan
   /// holds no host buffer for it. Empty: run() copies the input into the plan's buffer.

@@ -329,11 +329,11 @@ class PlanBuilder {
       if (st.device) P.device_bytes_[st.device->name()].workspace += static_cast<int64_t>(st.kernel->workspace_bytes());
   }
 
-  /// Plan::device_read_inputs_: the inputs of an inference plan that only copies to a device
-  /// read (and that are not outputs), with those copies' slots.
+  /// Plan::device_read_inputs_: the inputs that only copies to a device read (and that are
+  /// not outputs), with those copies' slots. Training plans too: a copy's backward takes the
+  /// gradient back without reading the input, so nothing reads its host value after run().
   void find_device_read_inputs() {
     P.device_read_inputs_.assign(P.input_values_.size(), {});
-    if (training_) return;
     for (size_t i = 0; i < P.input_values_.size(); ++i) {
       const int v = P.input_values_[i];
       if (std::find(P.output_values_.begin(), P.output_values_.end(), v) != P.output_values_.end()) continue;

@@ -8,6 +8,7 @@
 #include "sim_cases.hpp"
 #include "core/optimizer.hpp"
 #include "test_util.hpp"
+#include "validate/planted_bugs.hpp"
 
 namespace mosaic::test {
 namespace {
@@ -247,31 +248,38 @@ TEST(DevicePlans, TrainingOnADeviceThatCannotKeepGradientsIsRefusedWithTheReason
 // comes back through the copy's backward, the gradients of the values the device computes
 // stay in its memory (zeroed and summed there), and every gradient, the parameter's and the
 // input's, is naive's; a second step gives the same (nothing summed twice).
+/// One forward and backward of sim_training_graph()'s plan on x: every parameter's gradient,
+/// then the input's (read on the host).
+std::vector<float> sim_gradients(Plan& plan, const Tensor& x = sim_training_x()) {
+  std::vector<Tensor> out;
+  const Status ran = plan.run({x}, &out);
+  EXPECT_TRUE(ran.is_ok()) << ran.to_string();
+  const Status back = plan.backward({sim_training_dy()});
+  EXPECT_TRUE(back.is_ok()) << back.to_string();
+  std::vector<float> grads;
+  for (const ParamRef& p : plan.parameters()) {
+    EXPECT_EQ(p.grad.device(), nullptr) << p.name << ": parameters' gradients are on the host";
+    grads.insert(grads.end(), p.grad.f32(), p.grad.f32() + p.grad.numel());
+  }
+  const Tensor* dx = plan.input_grad(0);
+  EXPECT_NE(dx, nullptr);
+  if (dx) grads.insert(grads.end(), dx->f32(), dx->f32() + dx->numel());
+  return grads;
+}
+
+PlanOptions sim_training_options() {
+  PlanOptions training;
+  training.training = true;
+  training.input_grads = true;
+  return training;
+}
+
 TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
   SimRegistry sim;
   Graph g = sim_training_graph();
   ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
-  PlanOptions training;
-  training.training = true;
-  training.input_grads = true;
-  const Tensor x = sim_training_x();
-  const Tensor dy = sim_training_dy();
-  auto step = [&](Plan& plan) {
-    std::vector<Tensor> out;
-    const Status ran = plan.run({x}, &out);
-    EXPECT_TRUE(ran.is_ok()) << ran.to_string();
-    const Status back = plan.backward({dy});
-    EXPECT_TRUE(back.is_ok()) << back.to_string();
-    std::vector<float> grads;
-    for (const ParamRef& p : plan.parameters()) {
-      EXPECT_EQ(p.grad.device(), nullptr) << p.name << ": parameters' gradients are on the host";
-      grads.insert(grads.end(), p.grad.f32(), p.grad.f32() + p.grad.numel());
-    }
-    const Tensor* dx = plan.input_grad(0);
-    EXPECT_NE(dx, nullptr);
-    if (dx) grads.insert(grads.end(), dx->f32(), dx->f32() + dx->numel());
-    return grads;
-  };
+  const PlanOptions training = sim_training_options();
+  auto step = [](Plan& plan) { return sim_gradients(plan); };
   auto naive = Plan::build(g, Placement::all_on("naive"), sim.registry, training);
   ASSERT_TRUE(naive.ok()) << naive.status().to_string();
   const std::vector<float> want = step(*naive.value());
@@ -291,20 +299,66 @@ TEST(DevicePlans, TrainingOnADeviceGivesNaivesGradients) {
     EXPECT_GT(sim.device->zeroed, zeroed) << "h1's gradient is zeroed on the device";
     EXPECT_GT(sim.device->accumulated, accumulated) << "and summed there";
   }
-  {  // bench page-locks the parameter and its gradient, which the copies read and write each step
+  // x, which only the device's copy reads, goes from the caller's tensor to the device: the
+  // plan holds no host buffer for it (ResNet-50's 38.5 MB batch at 64 was copied into one
+  // first, then to the GPU from pageable memory).
+  const Tensor x = sim_training_x();
+  for (const auto& v : plan.value()->values()) {
+    if (v.is_input) {
+      EXPECT_EQ(v.tensor.data(), nullptr) << v.name;
+    }
+  }
+  {  // bench page-locks the parameter and its gradient, which the copies read and write each
+     // step, and the input
     size_t host_bytes = 0;
     for (const ParamRef& p : plan.value()->parameters()) host_bytes += p.value.bytes() + p.grad.bytes();
     ASSERT_GT(host_bytes, 0u);
     const PinnedHost pinned = plan.value()->pin_parameters();
     EXPECT_EQ(pinned.bytes(), host_bytes);
-    EXPECT_EQ(sim.device->pinned_bytes(), host_bytes);
-    const std::vector<float> got = step(*plan.value());
+    const PinnedHost pinned_x = plan.value()->pin_inputs({x});
+    EXPECT_EQ(pinned_x.bytes(), x.bytes());
+    EXPECT_EQ(sim.device->pinned_bytes(), host_bytes + x.bytes());
+    const std::vector<float> got = sim_gradients(*plan.value(), x);
+    EXPECT_TRUE(sim.device->copied_from(x.data())) << "the copy read the caller's x";
     ASSERT_EQ(got.size(), want.size());
     for (size_t k = 0; k < got.size(); ++k) EXPECT_FLOAT_EQ(got[k], want[k]) << k;
   }
   EXPECT_EQ(sim.device->pinned_bytes(), 0u) << "unpinned when the PinnedHost goes";
   plan.value().reset();
   EXPECT_EQ(sim.device->live_allocations(), 0u) << "gradient buffers are released with the plan";
+}
+
+TEST(DevicePlans, APlantedBugOnADeviceIsTheSameBugAsOnTheHost) {
+  // A planted bug's backend "<base>+<bug>" computes on the base's device: the planner must copy
+  // to and from it as for the base, and the wrong gradient (computed on the host) must reach the
+  // device's memory through host copies. On cuda, host pointers handed to its kernels were an
+  // illegal address; here a kernel refuses them, and a host read of the device's words negates.
+  for (const std::string bug : {"relu-mask-inverted", "add-operand-dropped"}) {
+    SCOPED_TRACE(bug);
+    SimRegistry sim;
+    Graph g = sim_training_graph();
+    ASSERT_TRUE(prepare_graph(g, sim.registry, PrepareOptions{}).ok());
+    ASSERT_TRUE(register_planted_bug(sim.registry, "naive", bug).is_ok());
+    ASSERT_TRUE(register_planted_bug(sim.registry, "devsim", bug).is_ok());
+    const BackendInfo* info = sim.registry.info("devsim+" + bug);
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(info->device, sim.device) << "the base's device";
+    auto correct = Plan::build(g, Placement::all_on("naive"), sim.registry, sim_training_options());
+    auto host = Plan::build(g, Placement::all_on("naive+" + bug), sim.registry, sim_training_options());
+    auto device = Plan::build(g, Placement::all_on("devsim+" + bug), sim.registry, sim_training_options());
+    ASSERT_TRUE(correct.ok() && host.ok()) << host.status().to_string();
+    ASSERT_TRUE(device.ok()) << device.status().to_string();
+    int on_device = 0;
+    for (const auto& s : device.value()->steps()) on_device += s.backend == "devsim+" + bug && !s.conversion;
+    EXPECT_EQ(on_device, 4) << "relu1, add1, add2, relu2";
+    const std::vector<float> right = sim_gradients(*correct.value());
+    const std::vector<float> want = sim_gradients(*host.value());
+    const std::vector<float> got = sim_gradients(*device.value());
+    ASSERT_EQ(want.size(), right.size());
+    EXPECT_NE(want, right) << "the bug changes a gradient";
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_FLOAT_EQ(got[k], want[k]) << k;
+  }
 }
 
 TEST(DevicePlans, AnUnavailableBackendIsRefusedByNameAndLeftOutOfAll) {
