@@ -4,7 +4,10 @@
 // run once per geometry in the process and cached; float32 FMA math unless the plan asks for
 // TF32. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
 // strided-batched cuBLAS product, and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
-// gemm or cudnn decides instead, uncached: the tests run both).
+// gemm or cudnn decides instead, uncached: the tests run both). A deterministic plan times
+// nothing: it takes the first algorithm of cuDNN's heuristic ranking that fits (the same in
+// every process, so two runs compute the same bits; a timed choice can differ between
+// processes, and a different algorithm rounds differently) and no cuBLAS product.
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
@@ -115,7 +118,7 @@ class ConvKernel final : public CudaKernel {
     }
     key_ = join(x_dims) + "|" + join(w_dims) + "|" + join(pads) + "|" + join(strides) + "|" + join(dilations) + "|" +
            std::to_string(p_.group) + "|" + (tf32_ ? "tf32" : "fma");
-    MOSAIC_RETURN_IF_ERROR(choose_algorithm());
+    MOSAIC_RETURN_IF_ERROR(choose_algorithm(ctx.deterministic));
     size_t workspace = use_gemm_ ? 0 : algo_.memory;
     if (ctx.training) {
       MOSAIC_RETURN_IF_ERROR(choose_backward_algorithms(ctx.deterministic));
@@ -214,9 +217,10 @@ class ConvKernel final : public CudaKernel {
   }
 
   /// cuDNN's fastest algorithm for this geometry that succeeds in the math asked for and needs
-  /// at most kMaxWorkspace bytes, searched once per geometry in the process.
-  Status choose_algorithm() {
-    const std::string& key = key_;
+  /// at most kMaxWorkspace bytes, searched once per geometry in the process; in a
+  /// deterministic plan the first of its heuristic ranking that does, untimed.
+  Status choose_algorithm(bool deterministic) {
+    const std::string key = key_ + (deterministic ? "|det" : "");
     AlgoCache& cache = algo_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
@@ -227,16 +231,24 @@ class ConvKernel final : public CudaKernel {
     } else {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
-      MOSAIC_RETURN_IF_ERROR(check(cudnnFindConvolutionForwardAlgorithm(device().cudnn(), x_.get(), filter_.get(),
-                                                                        conv_.get(), y_.get(),
-                                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
-                                   "cudnnFindConvolutionForwardAlgorithm"));
-      const int chosen = pick(perf, returned, tf32_, false);
+      if (deterministic)
+        MOSAIC_RETURN_IF_ERROR(check(cudnnGetConvolutionForwardAlgorithm_v7(device().cudnn(), x_.get(), filter_.get(),
+                                                                            conv_.get(), y_.get(),
+                                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
+                                                                            perf),
+                                     "cudnnGetConvolutionForwardAlgorithm_v7"));
+      else
+        MOSAIC_RETURN_IF_ERROR(check(cudnnFindConvolutionForwardAlgorithm(device().cudnn(), x_.get(), filter_.get(),
+                                                                          conv_.get(), y_.get(),
+                                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
+                                                                          perf),
+                                     "cudnnFindConvolutionForwardAlgorithm"));
+      const int chosen = pick(perf, returned, tf32_, deterministic);
       if (chosen < 0)
         return Status::unsupported(label_ + ": cuDNN has no forward algorithm for this convolution in " +
-                                   (tf32_ ? "TF32" : "float32") + " math");
+                                   (tf32_ ? "TF32" : "float32") + (deterministic ? " math, deterministic" : " math"));
       algo_ = perf[chosen];
-      use_gemm_ = gemm_.batch > 0 && force.empty() && faster_as_product(algo_.time);
+      use_gemm_ = gemm_.batch > 0 && force.empty() && !deterministic && faster_as_product(algo_.time);
       if (force.empty()) cache.found[key] = Choice{algo_, use_gemm_};
     }
     if (gemm_.batch > 0 && !force.empty()) use_gemm_ = force == "gemm";
@@ -250,7 +262,8 @@ class ConvKernel final : public CudaKernel {
   }
 
   /// The backward passes' algorithms (data: dx from dy and w; filter: dw from x and dy), by
-  /// cuDNN's timed search as forward's, deterministic ones only where the plan asks.
+  /// cuDNN's timed search as forward's; where the plan asks for determinism, the first
+  /// deterministic one of its heuristic ranking (untimed, the same in every process).
   Status choose_backward_algorithms(bool deterministic) {
     const std::string key = key_ + (deterministic ? "|det" : "");
     AlgoCache& cache = algo_cache();
@@ -258,20 +271,25 @@ class ConvKernel final : public CudaKernel {
     MOSAIC_RETURN_IF_ERROR(search<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
         cache.data, key, deterministic, "backward-data", &data_algo_,
         [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-          return cudnnFindConvolutionBackwardDataAlgorithm(device().cudnn(), filter_.get(), y_.get(), conv_.get(),
-                                                          x_.get(), n, returned, perf);
+          return deterministic ? cudnnGetConvolutionBackwardDataAlgorithm_v7(device().cudnn(), filter_.get(), y_.get(),
+                                                                              conv_.get(), x_.get(), n, returned, perf)
+                               : cudnnFindConvolutionBackwardDataAlgorithm(device().cudnn(), filter_.get(), y_.get(),
+                                                                           conv_.get(), x_.get(), n, returned, perf);
         }));
     MOSAIC_RETURN_IF_ERROR(search<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
         cache.filter, key, deterministic, "backward-filter", &filter_algo_,
         [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-          return cudnnFindConvolutionBackwardFilterAlgorithm(device().cudnn(), x_.get(), y_.get(), conv_.get(),
-                                                            filter_.get(), n, returned, perf);
+          return deterministic
+                     ? cudnnGetConvolutionBackwardFilterAlgorithm_v7(device().cudnn(), x_.get(), y_.get(), conv_.get(),
+                                                                      filter_.get(), n, returned, perf)
+                     : cudnnFindConvolutionBackwardFilterAlgorithm(device().cudnn(), x_.get(), y_.get(), conv_.get(),
+                                                                   filter_.get(), n, returned, perf);
         }));
     return set_math(algo_.mathType);
   }
-  /// One backward pass's algorithm: the cached one for `key`, else `find`'s (cuDNN's timed
-  /// search over its `Count` algorithms) fastest fitting one, cached. The caller holds the
-  /// cache's lock.
+  /// One backward pass's algorithm: the cached one for `key`, else the first fitting one of
+  /// `find`'s list (cuDNN's timed search over its `Count` algorithms, fastest first, or its
+  /// heuristic ranking), cached. The caller holds the cache's lock.
   template <int Count, class Perf, class Find>
   Status search(std::map<std::string, Perf>& found, const std::string& key, bool deterministic, const char* pass,
                 Perf* out, Find find) const {
