@@ -134,6 +134,11 @@ cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t r
 /// (dev_derivative_reads_input/output).
 cudaError_t launch_unary_backward(cudaStream_t stream, const DevUnaryArgs& f, const float* x, const float* y,
                                   const float* dy, float* dx, int64_t n);
+/// Both gradients of `a OP b` where a, b and y have one shape (nothing broadcast), in one pass:
+/// da[i] = dev_binary_grad(op, 0, dy[i], a[i], b[i]) and db[i] likewise with 1, for i < n; da
+/// or db may be nullptr (not asked for), a and b where the op's gradient does not read them.
+cudaError_t launch_binary_backward_same(cudaStream_t stream, DevBinary op, const float* dy, const float* a,
+                                        const float* b, float* da, float* db, int64_t n);
 /// out[o] = scale * sum over r < g.count of grad_reduce_term(op, which, g, o, r, ...) for
 /// o < g.elements: an operand's gradient summed over the dimensions it was broadcast along (a
 /// block of threads per element where there are many terms, a thread per element where few).

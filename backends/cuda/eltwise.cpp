@@ -81,11 +81,17 @@ class BinaryKernel final : public CudaKernel {
   bool has_backward() const override { return true; }
   bool backward_reads_input(size_t) const override { return dev_binary_grad_reads_operands(op_); }
   bool backward_reads_output(size_t) const override { return false; }
-  /// Each operand's gradient, summed over the dimensions it was broadcast along.
+  /// Each operand's gradient, summed over the dimensions it was broadcast along; both in one
+  /// pass where nothing is broadcast.
   Status backward(const BackwardArgs& a) override {
     const bool reads = dev_binary_grad_reads_operands(op_);
     const float* x0 = reads ? a.src[0]->f32() : nullptr;
     const float* x1 = reads ? a.src[1]->f32() : nullptr;
+    if (grads_[0].count == 1 && grads_[1].count == 1 && grads_[0].elements == a.diff_dst[0]->numel() &&
+        grads_[1].elements == a.diff_dst[0]->numel())
+      return check(launch_binary_backward_same(device().stream(), op_, a.diff_dst[0]->f32(), x0, x1, grad_of(a, 0),
+                                               grad_of(a, 1), a.diff_dst[0]->numel()),
+                   "backward");
     for (int which = 0; which < 2; ++which)
       if (float* d = grad_of(a, static_cast<size_t>(which)))
         MOSAIC_RETURN_IF_ERROR(check(launch_grad_reduce(device().stream(), op_, which, grads_[which],

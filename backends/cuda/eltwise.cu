@@ -64,11 +64,49 @@ __global__ void broadcast_rows_kernel(const float* c, int64_t row_stride, int64_
     y[i] = c[(i / n) * row_stride + (i % n) * col_stride];
 }
 
+/// dx = dy f'(x, y), x and y each read only where given: four elements a thread through
+/// 16-byte loads where every operand is aligned (n4 = n / 4), then the rest one at a time.
 __global__ void unary_backward_kernel(DevUnaryArgs f, const float* x, const float* y, const float* dy, float* dx,
-                                      int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dx[i] = dy[i] * dev_derivative(f, x ? x[i] : 0.f, y ? y[i] : 0.f);
+                                      int64_t n, int64_t n4) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t i = first; i < n4; i += stride) {
+    const float4 g = reinterpret_cast<const float4*>(dy)[i];
+    const float4 u = x ? reinterpret_cast<const float4*>(x)[i] : none;
+    const float4 v = y ? reinterpret_cast<const float4*>(y)[i] : none;
+    reinterpret_cast<float4*>(dx)[i] = make_float4(g.x * dev_derivative(f, u.x, v.x), g.y * dev_derivative(f, u.y, v.y),
+                                                   g.z * dev_derivative(f, u.z, v.z), g.w * dev_derivative(f, u.w, v.w));
+  }
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) dx[i] = dy[i] * dev_derivative(f, x ? x[i] : 0.f, y ? y[i] : 0.f);
+}
+
+/// Both operands' gradients of a binary op over operands of the output's shape, in one pass
+/// over dy (a residual Add's backward): da and db each written only where given, a and b read
+/// only where the op's gradient reads them; 16-byte loads as unary_backward_kernel's.
+__global__ void binary_backward_same_kernel(DevBinary op, const float* dy, const float* a, const float* b, float* da,
+                                            float* db, int64_t n, int64_t n4) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t i = first; i < n4; i += stride) {
+    const float4 g = reinterpret_cast<const float4*>(dy)[i];
+    const float4 u = a ? reinterpret_cast<const float4*>(a)[i] : none;
+    const float4 v = b ? reinterpret_cast<const float4*>(b)[i] : none;
+    if (da)
+      reinterpret_cast<float4*>(da)[i] =
+          make_float4(dev_binary_grad(op, 0, g.x, u.x, v.x), dev_binary_grad(op, 0, g.y, u.y, v.y),
+                      dev_binary_grad(op, 0, g.z, u.z, v.z), dev_binary_grad(op, 0, g.w, u.w, v.w));
+    if (db)
+      reinterpret_cast<float4*>(db)[i] =
+          make_float4(dev_binary_grad(op, 1, g.x, u.x, v.x), dev_binary_grad(op, 1, g.y, u.y, v.y),
+                      dev_binary_grad(op, 1, g.z, u.z, v.z), dev_binary_grad(op, 1, g.w, u.w, v.w));
+  }
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) {
+    const float u = a ? a[i] : 0.f, v = b ? b[i] : 0.f;
+    if (da) da[i] = dev_binary_grad(op, 0, dy[i], u, v);
+    if (db) db[i] = dev_binary_grad(op, 1, dy[i], u, v);
+  }
 }
 
 /// Few terms per element: a thread sums an element's terms.
@@ -101,10 +139,20 @@ __global__ void grad_reduce_block_kernel(DevBinary op, int which, GradReduce g, 
   }
 }
 
-__global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] += src[i];
+/// dst += src, 16-byte loads where both are aligned (n4 = n / 4).
+__global__ void accumulate_kernel(float* dst, const float* src, int64_t n, int64_t n4) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  for (int64_t i = first; i < n4; i += stride) {
+    float4 d = reinterpret_cast<float4*>(dst)[i];
+    const float4 v = reinterpret_cast<const float4*>(src)[i];
+    d.x += v.x;
+    d.y += v.y;
+    d.z += v.z;
+    d.w += v.w;
+    reinterpret_cast<float4*>(dst)[i] = d;
+  }
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) dst[i] += src[i];
 }
 
 __global__ void optimizer_kernel(OptimizerRule o, float* p, const float* g, float* s0, float* s1, int64_t n) {
@@ -145,7 +193,19 @@ cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t r
 cudaError_t launch_unary_backward(cudaStream_t stream, const DevUnaryArgs& f, const float* x, const float* y,
                                   const float* dy, float* dx, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  unary_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(f, x, y, dy, dx, n);
+  const bool aligned = aligned16(dy) && aligned16(dx) && (!x || aligned16(x)) && (!y || aligned16(y));
+  const int64_t n4 = aligned ? n / 4 : 0;
+  unary_backward_kernel<<<blocks_for(n4 ? n4 : n), kThreads, 0, stream>>>(f, x, y, dy, dx, n, n4);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_binary_backward_same(cudaStream_t stream, DevBinary op, const float* dy, const float* a,
+                                        const float* b, float* da, float* db, int64_t n) {
+  if (n <= 0 || (!da && !db)) return cudaSuccess;
+  const bool aligned = aligned16(dy) && (!a || aligned16(a)) && (!b || aligned16(b)) && (!da || aligned16(da)) &&
+                       (!db || aligned16(db));
+  const int64_t n4 = aligned ? n / 4 : 0;
+  binary_backward_same_kernel<<<blocks_for(n4 ? n4 : n), kThreads, 0, stream>>>(op, dy, a, b, da, db, n, n4);
   return cudaGetLastError();
 }
 
@@ -163,7 +223,8 @@ cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, con
 
 cudaError_t launch_accumulate(cudaStream_t stream, float* dst, const float* src, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
+  const int64_t n4 = aligned16(dst) && aligned16(src) ? n / 4 : 0;
+  accumulate_kernel<<<blocks_for(n4 ? n4 : n), kThreads, 0, stream>>>(dst, src, n, n4);
   return cudaGetLastError();
 }
 
