@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "backends/cuda/cuda_internal.hpp"
 #include "backends/cuda/cudnn_desc.hpp"
@@ -39,6 +40,8 @@ struct AlgoCache {
   std::map<std::string, Choice> found;
   std::map<std::string, cudnnConvolutionBwdDataAlgoPerf_t> data;
   std::map<std::string, cudnnConvolutionBwdFilterAlgoPerf_t> filter;
+  /// A pointwise convolution's backward passes: whether data and filter run as cuBLAS products.
+  std::map<std::string, std::pair<bool, bool>> backward_gemm;
 };
 AlgoCache& algo_cache() {
   static AlgoCache cache;
@@ -157,13 +160,16 @@ class ConvKernel final : public CudaKernel {
   bool has_backward() const override { return training_ && act_.op == DevUnary::kNone; }
   bool backward_reads_input(size_t i) const override { return i < 2; }
   bool backward_reads_output(size_t) const override { return false; }
-  /// dx by cudnnConvolutionBackwardData, dw by cudnnConvolutionBackwardFilter, the bias's by
-  /// cudnnConvolutionBackwardBias (dy summed per output channel).
+  /// dx by cudnnConvolutionBackwardData, dw by cudnnConvolutionBackwardFilter (a pointwise
+  /// convolution's either by cuBLAS where chosen), the bias's by cudnnConvolutionBackwardBias
+  /// (dy summed per output channel).
   Status backward(const BackwardArgs& a) override {
     const float one = 1.f, zero = 0.f;
     const float* dy = a.diff_dst[0]->f32();
     const cudnnHandle_t h = device().cudnn();
-    if (float* dx = grad_of(a, 0)) {
+    if (float* dx = grad_of(a, 0); dx && gemm_data_) {
+      MOSAIC_RETURN_IF_ERROR(pointwise_backward_data(dy, a.src[1]->f32(), dx));
+    } else if (dx) {
       // Explicitly padded: the padded input's gradient, then cropped to the input's.
       float* d = explicit_pad_ ? static_cast<float*>(dx_padded_.data()) : dx;
       MOSAIC_RETURN_IF_ERROR(set_math(data_algo_.mathType));
@@ -173,7 +179,9 @@ class ConvKernel final : public CudaKernel {
                                    "cudnnConvolutionBackwardData"));
       if (explicit_pad_) MOSAIC_RETURN_IF_ERROR(check(crop_.run(device().stream(), d, dx), "cropping dx"));
     }
-    if (float* dw = grad_of(a, 1)) {
+    if (float* dw = grad_of(a, 1); dw && gemm_filter_) {
+      MOSAIC_RETURN_IF_ERROR(pointwise_backward_filter(a.src[0]->f32(), dy, dw));
+    } else if (dw) {
       MOSAIC_ASSIGN_OR_RETURN(const float* x, padded_input(a.src[0]));
       MOSAIC_RETURN_IF_ERROR(set_math(filter_algo_.mathType));
       MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionBackwardFilter(h, &one, x_.get(), x, y_.get(), dy,
@@ -285,6 +293,28 @@ class ConvKernel final : public CudaKernel {
                      : cudnnFindConvolutionBackwardFilterAlgorithm(device().cudnn(), x_.get(), y_.get(), conv_.get(),
                                                                    filter_.get(), n, returned, perf);
         }));
+    // A pointwise convolution's passes as cuBLAS products where they time 5% faster than
+    // cuDNN's (its legacy algorithms ran ResNet-50's 1x1 backward at 4-7x the forward's time
+    // on an H200); forced by MOSAIC_CUDA_POINTWISE as forward; never in a deterministic plan.
+    const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
+    const std::string force = forced ? forced : "";
+    if (gemm_.batch > 0 && !force.empty()) {
+      gemm_data_ = gemm_filter_ = force == "gemm";
+    } else if (gemm_.batch > 0 && !deterministic) {
+      if (auto it = cache.backward_gemm.find(key); it != cache.backward_gemm.end()) {
+        std::tie(gemm_data_, gemm_filter_) = it->second;
+      } else {
+        DeviceMemory x, w, y;
+        if (pointwise_scratch(x, w, y)) {
+          const float* xs = static_cast<const float*>(x.data());
+          float* ws = static_cast<float*>(w.data());
+          float* ys = static_cast<float*>(y.data());
+          gemm_data_ = faster_than(data_algo_.time, [&] { return pointwise_backward_data(ys, ws, static_cast<float*>(x.data())); });
+          gemm_filter_ = faster_than(filter_algo_.time, [&] { return pointwise_backward_filter(xs, ys, ws); });
+        }
+        cache.backward_gemm[key] = {gemm_data_, gemm_filter_};
+      }
+    }
     return set_math(algo_.mathType);
   }
   /// One backward pass's algorithm: the cached one for `key`, else the first fitting one of
@@ -321,23 +351,48 @@ class ConvKernel final : public CudaKernel {
                                            static_cast<long long>(out) * px, static_cast<int>(gemm_.batch)),
                  "cublasSgemmStridedBatched");
   }
-  /// Whether the pointwise product beats cuDNN's `cudnn_ms` (its search's own time) by 5% or
-  /// more, timed by CUDA events over 3 runs after a warm-up on zeroed scratch of the layer's
-  /// sizes (none to spare on the device: cuDNN).
-  bool faster_as_product(float cudnn_ms) const {
-    DeviceMemory x, w, y;
-    if (!x.resize(static_cast<size_t>(gemm_.batch * gemm_.in) * gemm_.pixels * sizeof(float)).is_ok() ||
-        !w.resize(static_cast<size_t>(gemm_.out * gemm_.in) * sizeof(float)).is_ok() ||
-        !y.resize(static_cast<size_t>(gemm_.batch * gemm_.out) * gemm_.pixels * sizeof(float)).is_ok())
-      return false;
+  /// dx = w^T dy per image (dx[in, pixels] = w[out, in]^T dy[out, pixels]), all images in one
+  /// strided-batched call.
+  Status pointwise_backward_data(const float* dy, const float* w, float* dx) const {
+    const float one = 1.f, zero = 0.f;
+    const int px = gemm_.pixels, in = static_cast<int>(gemm_.in), out = static_cast<int>(gemm_.out);
+    MOSAIC_RETURN_IF_ERROR(
+        check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "math mode"));
+    return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_T, px, in, out, &one, dy, px,
+                                           static_cast<long long>(out) * px, w, in, 0, &zero, dx, px,
+                                           static_cast<long long>(in) * px, static_cast<int>(gemm_.batch)),
+                 "cublasSgemmStridedBatched (backward data)");
+  }
+  /// dw = sum over images of dy x^T (dw[out, in] += dy[out, pixels] x[in, pixels]^T), one
+  /// product per image added in image order (the same bits every run).
+  Status pointwise_backward_filter(const float* x, const float* dy, float* dw) const {
+    const float one = 1.f, zero = 0.f;
+    const int px = gemm_.pixels, in = static_cast<int>(gemm_.in), out = static_cast<int>(gemm_.out);
+    MOSAIC_RETURN_IF_ERROR(
+        check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "math mode"));
+    for (int64_t n = 0; n < gemm_.batch; ++n)
+      MOSAIC_RETURN_IF_ERROR(check(cublasSgemm(device().cublas(), CUBLAS_OP_T, CUBLAS_OP_N, in, out, px, &one,
+                                               x + n * gemm_.in * px, px, dy + n * gemm_.out * px, px,
+                                               n == 0 ? &zero : &one, dw, in),
+                                   "cublasSgemm (backward filter)"));
+    return Status::ok();
+  }
+  /// Zeroed scratch of the pointwise layer's x, w and y sizes; false where the device has none
+  /// to spare (cuDNN then).
+  bool pointwise_scratch(DeviceMemory& x, DeviceMemory& w, DeviceMemory& y) const {
+    return x.resize(static_cast<size_t>(gemm_.batch * gemm_.in) * gemm_.pixels * sizeof(float)).is_ok() &&
+           w.resize(static_cast<size_t>(gemm_.out * gemm_.in) * sizeof(float)).is_ok() &&
+           y.resize(static_cast<size_t>(gemm_.batch * gemm_.out) * gemm_.pixels * sizeof(float)).is_ok();
+  }
+  /// Whether `product` beats cuDNN's `cudnn_ms` (its search's own time) by 5% or more, timed by
+  /// CUDA events over 3 runs after a warm-up.
+  template <class Product>
+  bool faster_than(float cudnn_ms, Product product) const {
     cudaEvent_t start = nullptr, stop = nullptr;
     bool faster = false;
     if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
-      const float* xs = static_cast<const float*>(x.data());
-      const float* ws = static_cast<const float*>(w.data());
-      float* ys = static_cast<float*>(y.data());
-      bool ok = pointwise_product(xs, ws, ys).is_ok() && cudaEventRecord(start, device().stream()) == cudaSuccess;
-      for (int i = 0; i < 3 && ok; ++i) ok = pointwise_product(xs, ws, ys).is_ok();
+      bool ok = product().is_ok() && cudaEventRecord(start, device().stream()) == cudaSuccess;
+      for (int i = 0; i < 3 && ok; ++i) ok = product().is_ok();
       float ms = 0;
       ok = ok && cudaEventRecord(stop, device().stream()) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
            cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
@@ -346,6 +401,15 @@ class ConvKernel final : public CudaKernel {
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     return faster;
+  }
+  /// Whether the pointwise product beats cuDNN's forward, on zeroed scratch of the layer's sizes.
+  bool faster_as_product(float cudnn_ms) const {
+    DeviceMemory x, w, y;
+    if (!pointwise_scratch(x, w, y)) return false;
+    const float* xs = static_cast<const float*>(x.data());
+    const float* ws = static_cast<const float*>(w.data());
+    float* ys = static_cast<float*>(y.data());
+    return faster_than(cudnn_ms, [&] { return pointwise_product(xs, ws, ys); });
   }
 
   ConvParams p_;
@@ -369,6 +433,7 @@ class ConvKernel final : public CudaKernel {
     int pixels = 0;
   } gemm_;
   bool use_gemm_ = false;
+  bool gemm_data_ = false, gemm_filter_ = false;  // backward passes as cuBLAS products (pointwise)
 };
 
 }  // namespace
