@@ -16,7 +16,7 @@ Training rows (--train-batches, default 64): one training step each side on a fi
 batch with random labels: the batch copied in, forward in training mode, softmax
 cross-entropy, backward, plain SGD (lr 0.01); PyTorch with model.train() and torch.optim.SGD,
 Mosaic with `bench --mode training` (parameters resident on the GPU and updated there by its
-SGD kernel; the loss on the host, the logits copied out).
+SGD kernel; the loss computed on the GPU too, only each row's loss and hit copied out).
 
 Prints a Markdown table and writes --json (the figures, the GPU, the versions).
 
@@ -99,7 +99,9 @@ def time_pytorch(name, batch, warmup, iterations):
         return median_batch(lambda: model(x.cuda(non_blocking=True)).cpu(), batch, warmup, iterations)
 
 
-def time_pytorch_train(name, batch, warmup, iterations):
+def pytorch_training(name, batch):
+    """The training step's parts: the model in training mode on the GPU, plain SGD (lr 0.01), a
+    pinned random batch and random labels on the GPU."""
     build, shape = MODELS[name]
     model = build().cuda().train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -107,6 +109,11 @@ def time_pytorch_train(name, batch, warmup, iterations):
     with torch.no_grad():
         classes = model(x[:2].cuda()).shape[1]
     labels = torch.randint(0, classes, (batch,)).cuda()
+    return model, opt, x, labels
+
+
+def time_pytorch_train(name, batch, warmup, iterations):
+    model, opt, x, labels = pytorch_training(name, batch)
 
     def step():
         loss = nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), labels)

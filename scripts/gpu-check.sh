@@ -16,13 +16,18 @@
 #                 models in inference and training and --precision tf32
 #   check.txt     bench on resnet50 (cuda), alexnet-cifar and bert-tiny (cuda, onednn) at batch
 #                 2 against naive, what runs on cuda; bench/compare_pytorch_cuda.py's table;
-#                 compute-sanitizer's memcheck of one short run
+#                 ResNet-50's pointwise convolutions by cuDNN against cuBLAS (A/B, twice);
+#                 compute-sanitizer's memcheck of two short training runs (fmnist-cnn, bert-tiny)
 #   bench.json    that comparison with PyTorch eager on CUDA: alexnet-cifar, vgg16-cifar,
 #                 resnet50, a training step at batch 64, inference at batch 64 and 1
 #   profile.txt   bench/profile_cuda_nodes.py: device time per layer beside PyTorch's,
-#                 ResNet-50 inference at batch 64, float32
+#                 ResNet-50 inference at batch 64, float32; bench/profile_cuda_training.py: its
+#                 training step by stage and by layer kind, forward and backward
+# MOSAIC_GPU_STEPS (default "tests check compare pointwise profile sanitizer") picks the steps,
+# to rerun only some within a short call (run only: compare's mode is its own).
 # It exits 1 if cuda is unavailable there, a test or check fails, or the sanitizer reports an
-# error. 8 minutes at most: the steps' own time limits add up to 480 s.
+# error. 8 minutes at most: each step has its own time limit, cut to what is left of 470 s from
+# the start (a step with nothing left is killed at once and counts as failed).
 #
 #   scripts/gpu-check.sh compare BUNDLE OUT_DIR  there: machine.txt, the comparison and the
 #                 float32 profile alone, Mosaic loading the cuDNN of PyTorch's wheel (both sides
@@ -75,8 +80,14 @@ m=$b/bin/mosaic-gpu
 export MOSAIC_DB=off
 
 status=0
+start=$(date +%s)
+steps=" ${MOSAIC_GPU_STEPS:-tests check compare pointwise profile sanitizer} "
+[ "$mode" = compare ] && steps=" compare profile "
+want() { case "$steps" in *" $1 "*) return 0 ;; esac; return 1; }
+# A step's time limit: its own, or what is left of the run's 470 s if that is less (at least 1).
+limit() { local left=$(( start + 470 - $(date +%s) )); (( left < 1 )) && left=1; echo $(( $1 < left ? $1 : left )); }
 step() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }  # summary.txt starts with the steps
-rm -f "$out/summary.txt"
+rm -f "$out/summary.txt" "$out/check.txt" "$out/profile.txt"
 
 step machine
 {
@@ -97,60 +108,91 @@ if ! "$m" backends --names --available | grep -qx cuda; then
   exit 1
 fi
 
-if [ "$mode" = run ]; then
+if want tests; then
   # The cuda tests of the test binary: the op cases against naive, whole models, tf32.
   step tests
   LD_LIBRARY_PATH=$libs MOSAIC_TEST_BIN=$m MOSAIC_CUDA_PLUGIN=$b/lib/mosaic/plugins/libmosaic_cuda.so \
-    timeout 150 "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
+    timeout "$(limit 150)" "$b/bin/mosaic_tests.bin" --gtest_filter='*cuda*:*Cuda*' > "$out/tests.txt" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ reach|Failure|error:" "$out/tests.txt" | head -n 40
+fi
 
+if want check; then
   # Whole models on cuda beside onednn, checked against naive; what runs where.
   step check
   {
     # resnet50 on cuda alone: its naive reference takes most of the minute.
     for run in "zoo:resnet50 cuda 60" "zoo:alexnet-cifar cuda,onednn 25" "zoo:bert-tiny cuda,onednn 25"; do
-      read -r model backends limit <<< "$run"
+      read -r model backends secs <<< "$run"
       echo "== $model, batch 2"
-      timeout "$limit" "$m" bench "$model" --backends "$backends" --batch 2 --iterations 5 --warmup 2 --repeats 1 \
+      timeout "$(limit "$secs")" "$m" bench "$model" --backends "$backends" --batch 2 --iterations 5 --warmup 2 --repeats 1 \
         --no-peaks --no-db || { echo "FAILED: $model"; status=1; }
       "$m" plan "$model" --backend cuda | grep -E "^node|cuda|host" | head -n 12
     done
-  } > "$out/check.txt" 2>&1
+  } >> "$out/check.txt" 2>&1
   grep -E "^==|check:|FAILED" "$out/check.txt"
 fi
 
 # The targets: cuda beside PyTorch eager on CUDA, inference at batch 64 and 1 (bench.json is
 # rewritten after each row, so a run cut off still brings back what it measured).
-step compare
-timeout 135 python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 20 \
-  --json "$out/bench.json" >> "$out/check.txt" 2>&1 || { echo "FAILED: compare_pytorch_cuda.py"; status=1; }
+if want compare; then
+  step compare
+  timeout "$(limit 135)" python3 "$root/bench/compare_pytorch_cuda.py" --mosaic "$m" --warmup 5 --iterations 20 \
+    --json "$out/bench.json" >> "$out/check.txt" 2>&1 || { echo "FAILED: compare_pytorch_cuda.py"; status=1; }
+fi
+
+# The pointwise convolutions' A/B (cuBLAS product where it times faster, against cuDNN alone):
+# ResNet-50 inference at batch 64 on cuda, the two forced ways in turn, twice (these machines
+# are noisy), into check.txt.
+if want pointwise; then
+  step pointwise
+  {
+    echo "== pointwise A/B: resnet50 inference, batch 64, images/s"
+    for round in 1 2; do
+      for way in cudnn gemm; do
+        ips=$(MOSAIC_CUDA_POINTWISE=$way timeout "$(limit 20)" "$m" bench zoo:resnet50 --backends cuda --batch 64 --iterations 20 \
+                --warmup 5 --repeats 1 --no-check --no-peaks --no-db --json /tmp/mosaic-pw.json >/dev/null 2>&1 &&
+              python3 -c "import json; print(round(json.load(open('/tmp/mosaic-pw.json'))['runs'][0]['summary']['images_per_s']))")
+        echo "pointwise $way round $round: ${ips:-FAILED} images/s"
+      done
+    done
+  } >> "$out/check.txt" 2>&1
+  grep "^pointwise" "$out/check.txt"
+fi
 
 # Where the time goes: device time per layer beside PyTorch's, ResNet-50 at batch 64, float32
 # (TF32 gave the same picture: docs/gpu.md).
-step profile
-timeout 40 python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 \
-  >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py" | tee -a "$out/profile.txt"
+if want profile; then
+  step profile
+  timeout "$(limit 40)" python3 "$root/bench/profile_cuda_nodes.py" --mosaic "$m" --model resnet50 --batch 64 \
+    >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py" | tee -a "$out/profile.txt"
+  [ "$mode" = run ] && { timeout "$(limit 45)" python3 "$root/bench/profile_cuda_training.py" --mosaic "$m" \
+    --model resnet50 --batch 64 >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_training.py" | tee -a "$out/profile.txt"; }
+fi
 
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
-if [ "$mode" = compare ]; then
+if ! want sanitizer; then
   :
 elif [ -x "$sanitizer" ]; then
-  step sanitizer
-  LD_LIBRARY_PATH=$libs timeout 45 "$sanitizer" --tool memcheck --error-exitcode 9 \
-    "$b/bin/mosaic.bin" bench zoo:fmnist-cnn --backends cuda --mode training --batch 2 --iterations 2 --warmup 1 --repeats 1 \
-    --no-peaks --no-db --no-check > /tmp/mosaic-sanitizer.txt 2>&1
-  rc=$?
-  [ $rc -ne 0 ] && status=1
-  { echo "== compute-sanitizer memcheck"; grep -E "^=========" /tmp/mosaic-sanitizer.txt | head -n 40; } >> "$out/check.txt"
-  echo "compute-sanitizer: exit $rc, $(grep -o "ERROR SUMMARY: .*" /tmp/mosaic-sanitizer.txt || echo "no summary")" \
-    | tee -a "$out/check.txt"
+  # fmnist-cnn (cuDNN convolutions, pooling, Gemm) and bert-tiny (LayerNorm, MatMul, Gather,
+  # Softmax), both training: every kernel's backward, the loss and the optimizer on the device.
+  for model in fmnist-cnn bert-tiny; do
+    step "sanitizer $model"
+    LD_LIBRARY_PATH=$libs timeout "$(limit 45)" "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$b/bin/mosaic.bin" bench zoo:$model --backends cuda --mode training --batch 2 --iterations 2 --warmup 1 --repeats 1 \
+      --no-peaks --no-db --no-check > /tmp/mosaic-sanitizer.txt 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    { echo "== compute-sanitizer memcheck, $model training"; grep -E "^=========" /tmp/mosaic-sanitizer.txt | head -n 40; } >> "$out/check.txt"
+    echo "compute-sanitizer $model: exit $rc, $(grep -o "ERROR SUMMARY: .*" /tmp/mosaic-sanitizer.txt || echo "no summary")" \
+      | tee -a "$out/check.txt"
+  done
 else
   echo "compute-sanitizer: not found at $sanitizer" | tee -a "$out/check.txt"
 fi
 step done
 {
   echo "gpu-check: exit $status"
-  grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt" "$out/profile.txt"
+  grep -h -E "FAILED|compute-sanitizer|^\|" "$out/check.txt" "$out/profile.txt" 2>/dev/null
   grep -h -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ reach" "$out/tests.txt" 2>/dev/null
 } | tee -a "$out/summary.txt"
 exit $status
