@@ -284,7 +284,8 @@ class PlanBuilder {
       for (auto& sto : storage)
         if (sto.busy && sto.last_use <= s) sto.busy = false;
     }
-    for (const auto& sto : storage) {
+    for (size_t i = 0; i < storage.size(); ++i) {
+      const Storage& sto = storage[i];
       if (!sto.device) {
         P.storage_.push_back(options_.allocate ? std::make_shared<Buffer>(sto.bytes, &P.tracker_) : nullptr);
         P.activation_bytes_ += static_cast<int64_t>(sto.bytes);
@@ -296,9 +297,13 @@ class PlanBuilder {
         continue;
       }
       auto buffer = device_buffer(sto.device, sto.bytes, nullptr);
-      if (!buffer.ok())
+      if (!buffer.ok()) {
+        std::vector<int> users;
+        for (size_t v = 0; v < P.values_.size(); ++v)
+          if (P.values_[v].storage == static_cast<int>(i)) users.push_back(static_cast<int>(v));
         return buffer.status().with_context(g.source + ": activation buffer of " + std::to_string(sto.bytes) + " bytes on " +
-                                            sto.device->name());
+                                            sto.device->name() + " for " + values_label(users));
+      }
       P.storage_.push_back(std::move(buffer.value()));
     }
     return Status::ok();
@@ -689,16 +694,33 @@ class PlanBuilder {
     for (int v : P.output_values_) P.values_[v].accumulated = true;
   }
 
+  /// "'v' (the output of node 'conv1' (Conv))", and how many more share its buffer: what an
+  /// error about a buffer names.
+  std::string values_label(const std::vector<int>& values) const {
+    if (values.empty()) return "no value";
+    const int v = values.front();
+    std::string label = "'" + P.values_[v].name + "'";
+    for (const PlanStep& st : P.steps_)
+      if (std::find(st.out.begin(), st.out.end(), v) != st.out.end()) {
+        label += " (the output of " + g.nodes[st.node].label() + ")";
+        break;
+      }
+    if (values.size() > 1) label += " and " + std::to_string(values.size() - 1) + " more values sharing it";
+    return label;
+  }
+
   /// A gradient buffer where the value lives: host memory in the tracker, or the device's
-  /// (counted in device_bytes_; none with PlanOptions::allocate off).
-  Expected<std::shared_ptr<Buffer>> grad_buffer(const std::shared_ptr<Device>& device, size_t bytes) {
+  /// (counted in device_bytes_; none with PlanOptions::allocate off). `what` names its use in
+  /// an error ("the gradient of 'x' ...").
+  Expected<std::shared_ptr<Buffer>> grad_buffer(const std::shared_ptr<Device>& device, size_t bytes,
+                                                const std::string& what) {
     if (!device) return std::make_shared<Buffer>(bytes, &P.tracker_);
     P.device_bytes_[device->name()].gradients += static_cast<int64_t>(bytes);
     if (!options_.allocate) return std::shared_ptr<Buffer>();
     auto buffer = device_buffer(device, bytes, nullptr);
     if (!buffer.ok())
       return buffer.status().with_context(g.source + ": gradient buffer of " + std::to_string(bytes) + " bytes on " +
-                                          device->name());
+                                          device->name() + " for " + what);
     return buffer;
   }
 
@@ -725,7 +747,7 @@ class PlanBuilder {
       PlanValue& pv = P.values_[v];
       if (!pv.needs_grad) continue;
       if (pv.is_const || pv.is_input || is_output[v] || producer[v] < 0 || last_consumer[v] < 0) {
-        MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(pv.device, pv.desc.bytes()));
+        MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(pv.device, pv.desc.bytes(), "the gradient of " + values_label({v})));
         pv.grad = Tensor::on_buffer(pv.desc, buffer);
         continue;
       }
@@ -751,7 +773,7 @@ class PlanBuilder {
       slots[best].values.push_back(iv.value);
     }
     for (const Slot& slot : slots) {
-      MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(slot.device, slot.bytes));
+      MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(slot.device, slot.bytes, "the gradient of " + values_label(slot.values)));
       for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer(P.values_[v].desc, buffer);
     }
     return Status::ok();
@@ -773,7 +795,7 @@ class PlanBuilder {
         }
     std::map<std::pair<size_t, std::shared_ptr<Device>>, std::shared_ptr<Buffer>> pool;
     for (const auto& [key, bytes] : scratch_bytes) {
-      MOSAIC_ASSIGN_OR_RETURN(pool[key], grad_buffer(key.second, bytes));
+      MOSAIC_ASSIGN_OR_RETURN(pool[key], grad_buffer(key.second, bytes, "the backward scratch of input " + std::to_string(key.first)));
     }
     for (auto& st : P.steps_) {
       st.scratch.resize(st.in.size());

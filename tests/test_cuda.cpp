@@ -162,6 +162,62 @@ TEST_F(CudaBackend, OnAGpuPointwiseConvolutionsMatchNaiveEitherWay) {
 }
 #endif
 
+#ifdef MOSAIC_CUDA_PLUGIN
+// Running out of the GPU's memory is an error naming the buffer's value, the node that writes
+// it and the bytes asked for, not a crash: a Gemm whose [400000, 100000] output (160 GB) is
+// more than an H100's or H200's memory, reduced to a small output.
+TEST_F(CudaBackend, OnAGpuRunningOutOfMemoryNamesTheNodeAndTheBytes) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  Graph g;
+  g.source = "huge.onnx";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {400000, 1}, {}, true});
+  g.initializers["w"] = random_tensor({1, 100000}, 71);
+  add_node(g, make_node("Gemm"), {"x", "w"}, {"y"}, "gemm");
+  add_node(g, make_node("ReduceMean", {{"axes", Attribute::of_ints({1})}, {"keepdims", Attribute::of_int(0)}}), {"y"},
+           {"m"}, "mean");
+  g.outputs.push_back(ValueInfo{"m", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  auto plan = Plan::build(g, Placement::all_on("cuda", {}), builtin_registry());
+  ASSERT_FALSE(plan.ok()) << "160 GB on one GPU";
+  const std::string m = plan.status().message();
+  EXPECT_NE(m.find("huge.onnx: activation buffer of 160000000000 bytes on cuda:0 for 'y' (the output of node 'gemm' "
+                   "(Gemm))"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("out of device memory on cuda:0: 160000000000 bytes asked for"), std::string::npos) << m;
+  // The device is left usable: a plan that fits builds and runs after it.
+  OpCase c;
+  c.node = make_node("Relu");
+  c.inputs = {random_tensor({3, 5}, 72)};
+  std::vector<Tensor> want, got;
+  ASSERT_TRUE(run_on(c, "naive", &want).is_ok());
+  const Status st = run_on(c, "cuda", &got);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_TRUE(compare_tensors(got[0], want[0], 0, 0).ok);
+}
+#endif
+
+// --find-max-batch on the GPU: bounded by the device's memory (here a 256 MiB limit), the batch
+// it finds confirmed by a real run on the GPU, in inference and training.
+TEST_F(CudaBackend, OnAGpuFindMaxBatchStaysWithinTheLimitOnTheDevice) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  for (const char* mode : {"inference", "training"}) {
+    SCOPED_TRACE(mode);
+    const std::string json = path(std::string("max-") + mode + ".json");
+    CmdResult r = mosaic(std::string("bench zoo:fmnist-cnn --backends cuda --find-max-batch --memory-limit 256M --mode ") +
+                         mode + " --json " + json);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json c = read_json(json)["configs"][0];
+    EXPECT_EQ(c["device"], "cuda:0") << c.dump();
+    const int64_t limit = c["device_limit_bytes"].get<int64_t>();
+    EXPECT_EQ(limit, int64_t{256} << 20) << c.dump();
+    EXPECT_GT(c["max_batch"].get<int64_t>(), 1) << c.dump();
+    EXPECT_LE(c["accounted_bytes"].get<int64_t>(), limit) << c.dump();
+    EXPECT_GT(c["next_accounted_bytes"].get<int64_t>(), limit) << c.dump();
+  }
+}
+
 TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
   if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
   if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();

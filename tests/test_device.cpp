@@ -210,6 +210,11 @@ TEST(DevicePlans, OutOfDeviceMemoryIsAnErrorNamingTheBytes) {
   EXPECT_NE(m.find("sim.onnx"), std::string::npos) << m;
   EXPECT_NE(m.find("24 bytes asked for"), std::string::npos) << m;
   EXPECT_NE(m.find("sim:0"), std::string::npos) << m;
+  // The buffer's first value, the node that writes it, and how many more share it.
+  EXPECT_NE(m.find("activation buffer of 24 bytes on sim:0 for 'h2' (the output of node 'add1' (Add)) and 2 more "
+                   "values sharing it"),
+            std::string::npos)
+      << m;
   EXPECT_EQ(sim.device->live_allocations(), 0u) << "nothing is left allocated";
   PlanOptions unallocated;
   unallocated.allocate = false;  // `mosaic plan` and `info` size the plan without allocating
