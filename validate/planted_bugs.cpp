@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <memory>
 
 #include "ir/device.hpp"
@@ -75,7 +76,8 @@ bool mutate_window(Node& n, const Shape& weight_or_empty, bool both_ends = false
 
 /// Host copies of the tensors one call reads and writes, for a wrong result computed on the host
 /// where the base computes in a device's memory: `host(t)` is t's copy (copied out on first
-/// use), and write_back() copies the ones written into the device again.
+/// use; a copy the device fails throws, which on_host() turns into the call's error), and
+/// write_back() copies the ones written into the device again.
 class HostMirror {
  public:
   explicit HostMirror(Device* device) : device_(device) {}
@@ -152,10 +154,11 @@ class BuggyKernel final : public Kernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     MOSAIC_RETURN_IF_ERROR(inner_->forward(src, dst));
     if (bug_ == "gemm-forward-scale") {
-      HostMirror mirror(device_.get());
-      Tensor* y = mirror.host(dst[0]);
-      for (int64_t i = 0; i < y->numel(); ++i) y->f32()[i] *= 1.01f;
-      MOSAIC_RETURN_IF_ERROR(mirror.write_back({dst[0]}));
+      MOSAIC_RETURN_IF_ERROR(on_host([&](HostMirror& mirror) {
+        Tensor* y = mirror.host(dst[0]);
+        for (int64_t i = 0; i < y->numel(); ++i) y->f32()[i] *= 1.01f;
+        return mirror.write_back({dst[0]});
+      }));
     }
     if (!mutated_) return Status::ok();
     std::vector<Tensor*> sdst;
@@ -183,13 +186,24 @@ class BuggyKernel final : public Kernel {
       return mutated_->backward(m);
     }
     // The wrong gradients are computed on the host: on a device's base, over host copies.
-    HostMirror mirror(device_.get());
-    const BackwardArgs a = mirror.host(args);
-    plant(a);
-    return mirror.write_back(args.diff_src);
+    return on_host([&](HostMirror& mirror) {
+      plant(mirror.host(args));
+      return mirror.write_back(args.diff_src);
+    });
   }
 
  private:
+  /// `work` over host copies of the base's device tensors (the tensors themselves on the host);
+  /// a device's failed copy is the error it returns, not an exception out of the kernel.
+  template <class Work>
+  Status on_host(Work work) {
+    try {
+      HostMirror mirror(device_.get());
+      return work(mirror);
+    } catch (const std::exception& e) {
+      return Status::internal("planted bug '" + bug_ + "': " + e.what());
+    }
+  }
   /// Makes `a`'s gradients (host memory) wrong in the bug's way.
   void plant(const BackwardArgs& a) {
     auto grad = [&](size_t i) -> Tensor* { return i < a.diff_src.size() ? a.diff_src[i] : nullptr; };
