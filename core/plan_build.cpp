@@ -710,17 +710,17 @@ class PlanBuilder {
   }
 
   /// A gradient buffer where the value lives: host memory in the tracker, or the device's
-  /// (counted in device_bytes_; none with PlanOptions::allocate off). `what` names its use in
-  /// an error ("the gradient of 'x' ...").
-  Expected<std::shared_ptr<Buffer>> grad_buffer(const std::shared_ptr<Device>& device, size_t bytes,
-                                                const std::string& what) {
+  /// (counted in device_bytes_; none with PlanOptions::allocate off). `what()` names its use
+  /// in an error ("the gradient of 'x' ..."), built only when the device refuses.
+  template <class What>
+  Expected<std::shared_ptr<Buffer>> grad_buffer(const std::shared_ptr<Device>& device, size_t bytes, What what) {
     if (!device) return std::make_shared<Buffer>(bytes, &P.tracker_);
     P.device_bytes_[device->name()].gradients += static_cast<int64_t>(bytes);
     if (!options_.allocate) return std::shared_ptr<Buffer>();
     auto buffer = device_buffer(device, bytes, nullptr);
     if (!buffer.ok())
       return buffer.status().with_context(g.source + ": gradient buffer of " + std::to_string(bytes) + " bytes on " +
-                                          device->name() + " for " + what);
+                                          device->name() + " for " + what());
     return buffer;
   }
 
@@ -747,7 +747,7 @@ class PlanBuilder {
       PlanValue& pv = P.values_[v];
       if (!pv.needs_grad) continue;
       if (pv.is_const || pv.is_input || is_output[v] || producer[v] < 0 || last_consumer[v] < 0) {
-        MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(pv.device, pv.desc.bytes(), "the gradient of " + values_label({v})));
+        MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(pv.device, pv.desc.bytes(), [&] { return "the gradient of " + values_label({v}); }));
         pv.grad = Tensor::on_buffer(pv.desc, buffer);
         continue;
       }
@@ -773,7 +773,7 @@ class PlanBuilder {
       slots[best].values.push_back(iv.value);
     }
     for (const Slot& slot : slots) {
-      MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(slot.device, slot.bytes, "the gradient of " + values_label(slot.values)));
+      MOSAIC_ASSIGN_OR_RETURN(auto buffer, grad_buffer(slot.device, slot.bytes, [&] { return "the gradient of " + values_label(slot.values); }));
       for (int v : slot.values) P.values_[v].grad = Tensor::on_buffer(P.values_[v].desc, buffer);
     }
     return Status::ok();
@@ -795,7 +795,7 @@ class PlanBuilder {
         }
     std::map<std::pair<size_t, std::shared_ptr<Device>>, std::shared_ptr<Buffer>> pool;
     for (const auto& [key, bytes] : scratch_bytes) {
-      MOSAIC_ASSIGN_OR_RETURN(pool[key], grad_buffer(key.second, bytes, "the backward scratch of input " + std::to_string(key.first)));
+      MOSAIC_ASSIGN_OR_RETURN(pool[key], grad_buffer(key.second, bytes, [&] { return "the backward scratch of input " + std::to_string(key.first); }));
     }
     for (auto& st : P.steps_) {
       st.scratch.resize(st.in.size());

@@ -231,8 +231,7 @@ class ConvKernel final : public CudaKernel {
     const std::string key = key_ + (deterministic ? "|det" : "");
     AlgoCache& cache = algo_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
-    const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
-    const std::string force = forced ? forced : "";
+    const std::string force = pointwise_forced();
     if (auto it = cache.found.find(key); it != cache.found.end()) {
       algo_ = it->second.perf;
       use_gemm_ = it->second.gemm;
@@ -296,8 +295,7 @@ class ConvKernel final : public CudaKernel {
     // A pointwise convolution's passes as cuBLAS products where they time 5% faster than
     // cuDNN's (its legacy algorithms ran ResNet-50's 1x1 backward at 4-7x the forward's time
     // on an H200); forced by MOSAIC_CUDA_POINTWISE as forward; never in a deterministic plan.
-    const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
-    const std::string force = forced ? forced : "";
+    const std::string force = pointwise_forced();
     if (gemm_.batch > 0 && !force.empty()) {
       gemm_data_ = gemm_filter_ = force == "gemm";
     } else if (gemm_.batch > 0 && !deterministic) {
@@ -339,13 +337,24 @@ class ConvKernel final : public CudaKernel {
     return Status::ok();
   }
 
+  /// cuBLAS's math for the pointwise products: TF32 tensor cores only where the plan asks.
+  Status set_cublas_math() const {
+    return check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                 "math mode");
+  }
+  /// MOSAIC_CUDA_POINTWISE: "gemm" or "cudnn" forces how pointwise convolutions run (forward
+  /// and backward, uncached); "" lets the timing decide.
+  static std::string pointwise_forced() {
+    const char* forced = std::getenv("MOSAIC_CUDA_POINTWISE");
+    return forced ? forced : "";
+  }
+
   /// Per image y[out, pixels] = w[out, in] x[in, pixels], all images in one strided-batched
   /// call (cuBLAS reads the row-major matrices as their column-major transposes).
   Status pointwise_product(const float* x, const float* w, float* y) const {
     const float one = 1.f, zero = 0.f;
     const int px = gemm_.pixels, in = static_cast<int>(gemm_.in), out = static_cast<int>(gemm_.out);
-    MOSAIC_RETURN_IF_ERROR(
-        check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "math mode"));
+    MOSAIC_RETURN_IF_ERROR(set_cublas_math());
     return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_N, px, out, in, &one, x, px,
                                            static_cast<long long>(in) * px, w, in, 0, &zero, y, px,
                                            static_cast<long long>(out) * px, static_cast<int>(gemm_.batch)),
@@ -356,8 +365,7 @@ class ConvKernel final : public CudaKernel {
   Status pointwise_backward_data(const float* dy, const float* w, float* dx) const {
     const float one = 1.f, zero = 0.f;
     const int px = gemm_.pixels, in = static_cast<int>(gemm_.in), out = static_cast<int>(gemm_.out);
-    MOSAIC_RETURN_IF_ERROR(
-        check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "math mode"));
+    MOSAIC_RETURN_IF_ERROR(set_cublas_math());
     return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_T, px, in, out, &one, dy, px,
                                            static_cast<long long>(out) * px, w, in, 0, &zero, dx, px,
                                            static_cast<long long>(in) * px, static_cast<int>(gemm_.batch)),
@@ -368,8 +376,7 @@ class ConvKernel final : public CudaKernel {
   Status pointwise_backward_filter(const float* x, const float* dy, float* dw) const {
     const float one = 1.f, zero = 0.f;
     const int px = gemm_.pixels, in = static_cast<int>(gemm_.in), out = static_cast<int>(gemm_.out);
-    MOSAIC_RETURN_IF_ERROR(
-        check(cublasSetMathMode(device().cublas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "math mode"));
+    MOSAIC_RETURN_IF_ERROR(set_cublas_math());
     for (int64_t n = 0; n < gemm_.batch; ++n)
       MOSAIC_RETURN_IF_ERROR(check(cublasSgemm(device().cublas(), CUBLAS_OP_T, CUBLAS_OP_N, in, out, px, &one,
                                                x + n * gemm_.in * px, px, dy + n * gemm_.out * px, px,
