@@ -477,7 +477,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, GradcheckBackends, ::testing::ValuesIn(traini
 TEST(PerNode, NamesTheFirstDivergentNodeOnEveryBackend) {
   const Graph g = bug_model();
   const std::vector<Tensor> inputs{random_tensor({2, 3, 8, 8}, 5, 0.f, 1.f)};
-  for (const auto& base : builtin_registry().backends()) {
+  for (const auto& base : builtin_registry().available_backends()) {
     auto ok = compare_per_node(g, builtin_registry(), Placement::all_on(base, {}), inputs, 1e-3, 1e-4);
     ASSERT_TRUE(ok.ok()) << ok.status().to_string();
     EXPECT_EQ(ok->first_divergent, -1) << base;
@@ -499,7 +499,7 @@ TEST(PerNode, NamesTheNodeWhoseBackwardDiverges) {
   const Graph g = bug_model();
   const std::vector<Tensor> inputs{random_tensor({2, 3, 8, 8}, 5, 0.f, 1.f)};
   const Tensor labels = Tensor::from_i64({2}, {1, 3});
-  for (const auto& base : builtin_registry().backends()) {
+  for (const auto& base : builtin_registry().available_backends()) {
     auto ok = compare_per_node_backward(g, builtin_registry(), Placement::all_on(base, {}), inputs, labels, 1e-3, 1e-6);
     ASSERT_TRUE(ok.ok()) << ok.status().to_string();
     EXPECT_EQ(ok->first_divergent, -1) << base << ": " << (ok->first_divergent >= 0 ? ok->nodes[ok->first_divergent].note : "");
@@ -531,7 +531,7 @@ TEST(Determinism, DeterministicPlansRepeatBitForBitOnEveryBackend) {
   po.batch = 8;
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok());
   const std::vector<Tensor> inputs{random_tensor({8, 1, 28, 28}, 9, 0.f, 1.f)};
-  for (const auto& b : builtin_registry().backends()) {
+  for (const auto& b : builtin_registry().available_backends()) {
     auto r = audit_determinism(g, builtin_registry(), b, inputs, 2, /*deterministic=*/true);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->nodes.size(), g.nodes.size());

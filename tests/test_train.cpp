@@ -332,7 +332,7 @@ TEST(Autodiff, AccumulatesWhereAValueFeedsSeveralNodes) {
   g.nodes = {mul, add};
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
-  for (const std::string& backend : builtin_registry().backends()) {
+  for (const std::string& backend : builtin_registry().available_backends()) {
     PlanOptions po;
     po.training = true;
     po.input_grads = true;
@@ -367,7 +367,7 @@ TEST(Autodiff, PooledIntermediateGradientsAreResetPerBackward) {
   g.outputs.push_back({"y", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
   const Tensor x = Tensor::from_f32({5}, {1, -2, 0.5f, 3, -0.75f});
-  for (const std::string& backend : builtin_registry().backends()) {
+  for (const std::string& backend : builtin_registry().available_backends()) {
     PlanOptions po;
     po.training = true;
     auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry(), po);
@@ -436,7 +436,7 @@ TEST(TrainingMemory, KeepsOnlyWhatBackwardReads) {
   g.nodes = {conv("x", "w1", "c1"), relu, conv("r1", "w2", "y"), flatten};
   g.outputs.push_back({"out", DType::kF32, {}, {}, false});
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), {}).ok());
-  for (const std::string& backend : builtin_registry().backends()) {
+  for (const std::string& backend : builtin_registry().available_backends()) {
     PlanOptions po;
     po.training = true;
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
@@ -466,7 +466,7 @@ TEST(BatchNormTraining, BatchStatisticsAndRunningAverages) {
   Graph g = prepared(c);
   PlanOptions po;
   po.training = true;
-  for (const std::string& backend : builtin_registry().backends()) {
+  for (const std::string& backend : builtin_registry().available_backends()) {
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
     ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
     EXPECT_EQ(plan.value()->steps()[0].backend, backend);
@@ -1099,9 +1099,14 @@ TEST(DropoutTraining, SeededMaskScalesAndRoutesGradients) {
   po.seed = 11;
   po.input_grads = true;
   std::vector<float> first_mask;
-  for (const std::string& backend : builtin_registry().backends()) {
+  int ran = 0;
+  for (const std::string& backend : builtin_registry().available_backends()) {
     auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
+    // A plugin's backend may have no Dropout that draws a mask (torch, loaded where a test
+    // filter names it); the built-ins all do (counted below).
+    if (!plan.ok() && plan.status().code() == StatusCode::kUnsupported) continue;
     ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
+    ++ran;
     Plan& P = *plan.value();
     const Tensor x = c.inputs[0];
     ASSERT_TRUE(P.run({x}, nullptr).is_ok());
@@ -1125,6 +1130,7 @@ TEST(DropoutTraining, SeededMaskScalesAndRoutesGradients) {
     for (int64_t i = 0; i < dy.numel(); ++i)
       ASSERT_NEAR(dx->f32()[i], mask[static_cast<size_t>(i)] ? dy.f32()[i] / 0.75f : 0.f, 1e-6) << backend << " " << i;
   }
+  EXPECT_GE(ran, 3) << "naive, im2col and onednn draw the mask";
 }
 
 }  // namespace

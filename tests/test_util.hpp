@@ -52,6 +52,11 @@ inline std::vector<std::string> training_backends(bool with_naive) {
 /// and this process only when its tests use them.
 inline std::vector<std::string> cli_all_backends();
 
+/// The backends a CLI command has when no bundled plugin is named on its command line: this
+/// process's registry without the bundled plugins' backends (a filter naming torch or cuda
+/// loads them here, and a test must not expect them of a CLI that did not).
+inline std::vector<std::string> cli_registered_backends();
+
 /// The bundled plugins' backends that can run here, as the CLI says (`backends --names
 /// --available`): the cuda backend without a GPU cannot, and `all` leaves it out.
 inline std::vector<std::string> bundled_available_backends();
@@ -116,6 +121,15 @@ inline std::vector<std::string> bundled_available_backends() {
     return out;
   }();
   return names;
+}
+
+inline std::vector<std::string> cli_registered_backends() {
+  std::vector<std::string> out;
+  std::vector<std::string> bundled;
+  for (const std::string& p : bundled_plugins()) bundled.push_back(bundled_backend_name(p));
+  for (const std::string& b : builtin_registry().backends())
+    if (std::find(bundled.begin(), bundled.end(), b) == bundled.end()) out.push_back(b);
+  return out;
 }
 
 inline std::vector<std::string> cli_all_backends() {
