@@ -45,7 +45,9 @@ const char* version();
 int plugin_api_version();
 /// Loads the plugins built with Mosaic (the torch backend) that add the given backends, or
 /// all of them for {"all"}: the CLI does so itself when a command names their backend. An
-/// embedding program calls it before it asks for such a backend. Errors name the file.
+/// embedding program calls it before it asks for such a backend. One that does not load is
+/// registered as an unavailable backend with the loader's reason (load_bundled_plugin), so
+/// that asking for it is refused with that reason.
 Status load_bundled_backends(const std::vector<std::string>& backends);
 
 }  // namespace mosaic::api

@@ -142,6 +142,10 @@ Provenance run_provenance(const std::string& model, const std::vector<std::pair<
   }
   for (auto& v : onnx_library_versions()) p.versions.push_back(std::move(v));
   for (const auto& plugin : loaded_plugins()) {
+    if (plugin.file.empty()) {  // registered from Python, or a bundled plugin that did not load
+      p.versions.push_back({"plugin " + plugin.path, ""});
+      continue;
+    }
     const auto h = sha256_file(plugin.file);
     p.versions.push_back({"plugin " + std::filesystem::path(plugin.file).filename().string(),
                           plugin.file + (h.ok() ? " sha256:" + h.value() : "")});

@@ -193,6 +193,20 @@ std::string bundled_backend_name(const std::string& path) {
   return name.substr(10, name.size() - 13);  // libmosaic_NAME.so
 }
 
+Status load_bundled_plugin(const std::string& path) {
+  const Status loaded = load_plugin(path);
+  if (loaded.is_ok()) return loaded;
+  const std::string name = bundled_backend_name(path);
+  if (builtin_registry().has_backend(name)) return loaded;
+  BackendInfo info;
+  info.name = name;
+  info.summary = "the bundled plugin " + std::filesystem::path(path).filename().string() + ", which did not load";
+  const std::string why = loaded.message();
+  info.unavailable = [why] { return why; };
+  // No library file: a child process (bench --processes) is not asked to load it.
+  return register_extension(path + " (did not load)", "", [&info](PluginRegistrar& r) { return r.add_backend(info); });
+}
+
 std::vector<std::string> bundled_plugins_wanted(int argc, const char* const* argv) {
   const std::vector<std::string> bundled = bundled_plugins();
   if (bundled.empty()) return {};

@@ -64,11 +64,16 @@ int main(int argc, char** argv) {
   // Plugins first: the backends they add belong in the defaults, the help and the checks
   // the command line is built with. The bundled ones (the torch backend) only where the
   // command line names their backend or `all`.
-  std::vector<std::string> plugins = mosaic::bundled_plugins_wanted(argc, argv);
-  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) plugins.push_back(path);
-  for (const std::string& path : plugins) {
-    const mosaic::Status st = mosaic::load_plugin(path);
-    if (!st.is_ok()) {
+  // A bundled one that does not load is listed as unavailable with the reason; a --plugin
+  // file that does not load is an error.
+  for (const std::string& path : mosaic::bundled_plugins_wanted(argc, argv)) {
+    if (const mosaic::Status st = mosaic::load_bundled_plugin(path); !st.is_ok()) {
+      std::cerr << "mosaic: error: " << st.message() << "\n";
+      return 2;
+    }
+  }
+  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) {
+    if (const mosaic::Status st = mosaic::load_plugin(path); !st.is_ok()) {
       std::cerr << "mosaic: error: " << st.message() << "\n";
       return 2;
     }

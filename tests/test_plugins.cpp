@@ -190,6 +190,52 @@ TEST_F(Plugins, MalformedPluginsAreRefusedWithTheFileNamed) {
   }
 }
 
+// A bundled plugin that does not load (a library it needs gone at run time, as cuDNN where
+// the CUDA toolkit was removed after the build; a damaged file; another interface version)
+// does not break the commands that would load it: its backend is listed as unavailable with
+// the loader's reason, `all` leaves it out saying why, naming it is refused with the reason.
+// A program in a folder of its own, with these in the plugins/ folder beside it.
+TEST_F(Plugins, ABundledPluginThatDoesNotLoadIsAnUnavailableBackendWithTheReason) {
+  namespace fs = std::filesystem;
+  fs::create_directories(path("plugins"));
+  fs::copy_file(MOSAIC_BIN, path("mosaic"));
+  std::ofstream(path("plugins/libmosaic_cut.so")) << "\x7f" "ELF, cut short";
+  fs::copy_file(test_plugin("op_old_interface"), path("plugins/libmosaic_old.so"));
+  const std::string bin = path("mosaic");
+  CmdResult r = mosaic_shell(bin + " backends");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cut      the bundled plugin libmosaic_cut.so, which did not load\n"
+                       "         unavailable here: plugin " + path("plugins/libmosaic_cut.so") + ": cannot load: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("old      the bundled plugin libmosaic_old.so, which did not load\n"
+                       "         unavailable here: plugin " + path("plugins/libmosaic_old.so") +
+                       " was built against plugin interface version"),
+            std::string::npos)
+      << r.out;
+  r = mosaic_shell(bin + " backends --names --available");
+  EXPECT_EQ(r.out, "naive\nim2col\nonednn\n");
+  const std::string bench = bin + " bench zoo:fmnist-cnn --batch 2 --iterations 1 --warmup 0 --repeats 1 --no-peaks ";
+  r = mosaic_shell(bench + "--backends all --json " + path("all.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("backend cut is unavailable here (plugin " + path("plugins/libmosaic_cut.so") + ": cannot load: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(read_json(path("all.json"))["runs"].size(), 3u);
+  EXPECT_NE(read_json(path("all.json"))["provenance"].dump().find("libmosaic_cut.so (did not load)"), std::string::npos);
+  r = mosaic_shell(bench + "--backends naive,old");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("backend 'old' is unavailable here: plugin " + path("plugins/libmosaic_old.so") + " was built against"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("benchmarking"), std::string::npos) << "refused before any work:\n" << r.out;
+  // Given with --plugin, a file that does not load is an error.
+  r = mosaic_shell(bench + "--backends naive --plugin " + path("plugins/libmosaic_cut.so"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mosaic: error: plugin " + path("plugins/libmosaic_cut.so") + ": cannot load: "), std::string::npos)
+      << r.out;
+}
+
 TEST(PluginLoading, AFailedRegistrationLeavesNothingRegistered) {
   const std::vector<std::string> before = builtin_registry().backends();
   const size_t loaded = loaded_plugins().size();  // the bundled torch backend, where it is built
