@@ -203,8 +203,11 @@ Status load_bundled_plugin(const std::string& path) {
   info.summary = "the bundled plugin " + std::filesystem::path(path).filename().string() + ", which did not load";
   const std::string why = loaded.message();
   info.unavailable = [why] { return why; };
-  // No library file: a child process (bench --processes) is not asked to load it.
-  return register_extension(path + " (did not load)", "", [&info](PluginRegistrar& r) { return r.add_backend(info); });
+  // No library file: a child process (bench --processes) is not asked to load it. A name the
+  // registry refuses (a comma in the file name) leaves the loader's error to say what failed.
+  const Status listed =
+      register_extension(path + " (did not load)", "", [&info](PluginRegistrar& r) { return r.add_backend(info); });
+  return listed.is_ok() ? listed : loaded;
 }
 
 std::vector<std::string> bundled_plugins_wanted(int argc, const char* const* argv) {

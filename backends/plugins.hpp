@@ -54,8 +54,9 @@ std::string bundled_backend_name(const std::string& path);
 /// missing at run time, such as cuDNN where the CUDA toolkit was removed after the build; a
 /// damaged file) does not fail the command: its backend is registered as unavailable, with
 /// the loader's reason, so that `mosaic backends` lists it with the reason, `all` leaves it
-/// out saying why, and a command naming it is refused with the reason before any work. An
-/// error only where even that cannot be done (another plugin took the name).
+/// out saying why, and a command naming it is refused with the reason before any work. The
+/// loader's error only where even that cannot be done (another plugin took the name, or the
+/// file's name is not a backend name).
 Status load_bundled_plugin(const std::string& path);
 /// Which bundled plugins a command line needs, so that a command that does not use them
 /// does not pay for loading them (libtorch takes about a second): those whose backend the

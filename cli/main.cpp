@@ -66,18 +66,14 @@ int main(int argc, char** argv) {
   // command line names their backend or `all`.
   // A bundled one that does not load is listed as unavailable with the reason; a --plugin
   // file that does not load is an error.
-  for (const std::string& path : mosaic::bundled_plugins_wanted(argc, argv)) {
-    if (const mosaic::Status st = mosaic::load_bundled_plugin(path); !st.is_ok()) {
+  std::vector<mosaic::Status> loads;
+  for (const std::string& path : mosaic::bundled_plugins_wanted(argc, argv)) loads.push_back(mosaic::load_bundled_plugin(path));
+  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) loads.push_back(mosaic::load_plugin(path));
+  for (const mosaic::Status& st : loads)
+    if (!st.is_ok()) {
       std::cerr << "mosaic: error: " << st.message() << "\n";
       return 2;
     }
-  }
-  for (const std::string& path : mosaic::plugin_arguments(argc, argv)) {
-    if (const mosaic::Status st = mosaic::load_plugin(path); !st.is_ok()) {
-      std::cerr << "mosaic: error: " << st.message() << "\n";
-      return 2;
-    }
-  }
   CLI::App app{"Mosaic: compare deep-learning backends node by node on one ONNX model"};
   app.name("mosaic");
   app.require_subcommand(1);
