@@ -99,6 +99,15 @@ def time_pytorch(name, batch, warmup, iterations):
         return median_batch(lambda: model(x.cuda(non_blocking=True)).cpu(), batch, warmup, iterations)
 
 
+def pytorch_math(tf32=False):
+    """PyTorch's settings for every comparison with Mosaic's cuda backend: TF32 off (as cuda
+    computes without --precision tf32) unless asked for, cuDNN's benchmark mode on (its timed
+    algorithm choice, as cuda's search)."""
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+
+
 def pytorch_training(name, batch):
     """The training step's parts: the model in training mode on the GPU, plain SGD (lr 0.01), a
     pinned random batch and random labels on the GPU."""
@@ -157,9 +166,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
+    pytorch_math()
     gpu = torch.cuda.get_device_name(0)
     header = (f"{gpu}; torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}; "
               f"float32, TF32 off; median of {args.iterations} batches after {args.warmup}")

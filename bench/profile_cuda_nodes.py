@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pytorch_cuda import MODELS, mosaic_cuda_run  # noqa: E402
+from compare_pytorch_cuda import MODELS, mosaic_cuda_run, pytorch_math  # noqa: E402
 
 # PyTorch's leaf modules as the ONNX op Mosaic's node carries.
 KINDS = {nn.Conv2d: "Conv", nn.BatchNorm2d: "BatchNormalization", nn.ReLU: "Relu", nn.MaxPool2d: "MaxPool",
@@ -83,9 +83,7 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="TF32 on both sides (Mosaic: --precision tf32)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    torch.backends.cudnn.allow_tf32 = args.tf32
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    torch.backends.cudnn.benchmark = True
+    pytorch_math(args.tf32)
     pt = pytorch_layers(args.model, args.batch, args.warmup, args.iterations)
     mo = mosaic_layers(args.mosaic, args.model, args.batch, args.warmup, args.iterations, args.tf32)
     print(f"{torch.cuda.get_device_name(0)}; torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; "

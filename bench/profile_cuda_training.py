@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pytorch_cuda import MODELS, mosaic_cuda_run, pytorch_training  # noqa: E402
+from compare_pytorch_cuda import MODELS, mosaic_cuda_run, pytorch_math, pytorch_training  # noqa: E402
 from profile_cuda_nodes import KINDS  # noqa: E402
 
 STAGES = ("forward", "loss", "backward", "optimizer")
@@ -129,9 +129,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
+    pytorch_math()
     pt_stages, pt_kinds = pytorch_profile(args.model, args.batch, args.warmup, args.iterations)
     mo_stages, mo_kinds, other, mo_step, slowest = mosaic_profile(args.mosaic, args.model, args.batch, args.warmup,
                                                         args.iterations)

@@ -64,17 +64,20 @@ __global__ void broadcast_rows_kernel(const float* c, int64_t row_stride, int64_
     y[i] = c[(i / n) * row_stride + (i % n) * col_stride];
 }
 
+/// The i-th four floats of p, zeros where p is not given (an operand the gradient does not read).
+__device__ inline float4 load4_or_zero(const float* p, int64_t i) {
+  return p ? reinterpret_cast<const float4*>(p)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
 /// dx = dy f'(x, y), x and y each read only where given: four elements a thread through
 /// 16-byte loads where every operand is aligned (n4 = n / 4), then the rest one at a time.
 __global__ void unary_backward_kernel(DevUnaryArgs f, const float* x, const float* y, const float* dy, float* dx,
                                       int64_t n, int64_t n4) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int64_t i = first; i < n4; i += stride) {
     const float4 g = reinterpret_cast<const float4*>(dy)[i];
-    const float4 u = x ? reinterpret_cast<const float4*>(x)[i] : none;
-    const float4 v = y ? reinterpret_cast<const float4*>(y)[i] : none;
+    const float4 u = load4_or_zero(x, i), v = load4_or_zero(y, i);
     reinterpret_cast<float4*>(dx)[i] = make_float4(g.x * dev_derivative(f, u.x, v.x), g.y * dev_derivative(f, u.y, v.y),
                                                    g.z * dev_derivative(f, u.z, v.z), g.w * dev_derivative(f, u.w, v.w));
   }
@@ -88,11 +91,9 @@ __global__ void binary_backward_same_kernel(DevBinary op, const float* dy, const
                                             float* db, int64_t n, int64_t n4) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int64_t i = first; i < n4; i += stride) {
     const float4 g = reinterpret_cast<const float4*>(dy)[i];
-    const float4 u = a ? reinterpret_cast<const float4*>(a)[i] : none;
-    const float4 v = b ? reinterpret_cast<const float4*>(b)[i] : none;
+    const float4 u = load4_or_zero(a, i), v = load4_or_zero(b, i);
     if (da)
       reinterpret_cast<float4*>(da)[i] =
           make_float4(dev_binary_grad(op, 0, g.x, u.x, v.x), dev_binary_grad(op, 0, g.y, u.y, v.y),
