@@ -1,5 +1,6 @@
 #include "ir/tensor.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -171,9 +172,27 @@ double Tensor::get(int64_t i) const {
   return 0;
 }
 
+int64_t saturate_to_i64(double v) {
+  // 2^63 is exactly representable; every double below it (and at or above -2^63) converts.
+  constexpr double kTwo63 = 9223372036854775808.0;
+  if (std::isnan(v)) return 0;
+  if (v >= kTwo63) return std::numeric_limits<int64_t>::max();
+  if (v < -kTwo63) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
 std::vector<int64_t> Tensor::to_i64_vector() const {
+  // int64 values are copied as they are: through a double, INT64_MAX (an exporter's "to the
+  // end" in Slice) would round to 2^63 and wrap to INT64_MIN.
   std::vector<int64_t> v(static_cast<size_t>(numel()));
-  for (int64_t i = 0; i < numel(); ++i) v[static_cast<size_t>(i)] = static_cast<int64_t>(get(i));
+  for (int64_t i = 0; i < numel(); ++i) {
+    const auto k = static_cast<size_t>(i);
+    switch (desc_.dtype) {
+      case DType::kI64: v[k] = i64()[i]; break;
+      case DType::kBool: v[k] = u8()[i] != 0; break;
+      case DType::kF32: v[k] = saturate_to_i64(f32()[i]); break;
+    }
+  }
   return v;
 }
 

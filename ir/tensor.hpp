@@ -22,6 +22,10 @@ const char* dtype_name(DType dtype);
 
 using Shape = std::vector<int64_t>;
 
+/// v truncated toward zero, saturated to int64's range (NaN: 0): a float-to-integer conversion
+/// with no undefined behaviour for values C++ cannot convert.
+int64_t saturate_to_i64(double v);
+
 /// Product of the dimensions (1 for a scalar); INT64_MAX where the product overflows (a shape
 /// that was never checked: check_shape in ir/checked.hpp refuses those with a message).
 int64_t shape_numel(const Shape& shape);
@@ -153,7 +157,8 @@ class Tensor {
   Device* device() const { return buffer_ ? buffer_->device() : nullptr; }
   /// Reads element i as double whatever the dtype (for checks and printing).
   double get(int64_t i) const;
-  /// Values as int64 (from i64 or f32 tensors); used for shape inputs.
+  /// Values as int64, exactly for int64 tensors (never through a double); float values are
+  /// truncated toward zero and saturated (NaN: 0). Used for shape inputs.
   std::vector<int64_t> to_i64_vector() const;
 
  private:

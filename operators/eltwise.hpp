@@ -247,6 +247,13 @@ inline float unary_derivative(UnaryOp op, float x, float y, const UnaryArgs& a) 
   return static_cast<float>(unary_info(op).df(x, y, a));
 }
 
+/// Two's complement wrap of an unsigned result: int64 Add, Sub and Mul wrap as ONNX's integer
+/// tensors do (numpy's int64), with no signed overflow (undefined in C++).
+constexpr int64_t wrap_i64(uint64_t v) {
+  return v <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(v)
+                                               : -static_cast<int64_t>(~v) - 1;
+}
+
 enum class BinaryOp {
   kAdd, kSub, kMul, kDiv, kPow,
   kCount  // not an op
@@ -271,17 +278,19 @@ struct BinaryOpInfo {
 // clang-format off
 inline constexpr std::array<BinaryOpInfo, static_cast<size_t>(BinaryOp::kCount)> kBinaryOps = {{
     {BinaryOp::kAdd, "Add", "a + b", false, 1, 0, 0,
-     [](double a, double b) { return a + b; }, [](int64_t a, int64_t b) { return a + b; },
+     [](double a, double b) { return a + b; }, [](int64_t a, int64_t b) { return wrap_i64(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); },
      [](double g, double, double, double) { return g; }, [](double g, double, double, double) { return g; }},
     {BinaryOp::kSub, "Sub", "a - b", false, 1, 0, 1,
-     [](double a, double b) { return a - b; }, [](int64_t a, int64_t b) { return a - b; },
+     [](double a, double b) { return a - b; }, [](int64_t a, int64_t b) { return wrap_i64(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); },
      [](double g, double, double, double) { return g; }, [](double g, double, double, double) { return -g; }},
     {BinaryOp::kMul, "Mul", "a * b", true, 1, 1, 1,
-     [](double a, double b) { return a * b; }, [](int64_t a, int64_t b) { return a * b; },
+     [](double a, double b) { return a * b; }, [](int64_t a, int64_t b) { return wrap_i64(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); },
      [](double g, double, double b, double) { return g * b; }, [](double g, double a, double, double) { return g * a; }},
     {BinaryOp::kDiv, "Div", "a / b", true, 1, 1, 3,
      [](double a, double b) { return a / b; },
-     [](int64_t a, int64_t b) { return b == 0 ? int64_t{0} : a / b; },  // shape arithmetic: no trap
+     // Integer division truncates (C, numpy's np.trunc(a / b) for ONNX); by zero gives 0 and
+     // INT64_MIN / -1 wraps, where C++ traps: neither is defined by ONNX.
+     [](int64_t a, int64_t b) { return b == 0 ? int64_t{0} : b == -1 ? wrap_i64(0 - static_cast<uint64_t>(a)) : a / b; },
      [](double g, double, double b, double) { return g / b; },
      [](double g, double a, double b, double) { return -g * a / (b * b); }},
     {BinaryOp::kPow, "Pow", "a ^ b", true, 4, 4, 5,
@@ -333,18 +342,28 @@ struct CompareOpInfo {
   const char* summary;
   bool logical;  ///< And, Or, Xor: bool operands
   bool (*f)(double a, double b);
+  /// The same on int64 operands, exactly (a double holds integers exactly only up to 2^53).
+  bool (*fi)(int64_t a, int64_t b);
 };
 
 // clang-format off
 inline constexpr std::array<CompareOpInfo, static_cast<size_t>(CompareOp::kCount)> kCompareOps = {{
-    {CompareOp::kEqual, "Equal", "a == b", false, [](double a, double b) { return a == b; }},
-    {CompareOp::kLess, "Less", "a < b", false, [](double a, double b) { return a < b; }},
-    {CompareOp::kLessOrEqual, "LessOrEqual", "a <= b", false, [](double a, double b) { return a <= b; }},
-    {CompareOp::kGreater, "Greater", "a > b", false, [](double a, double b) { return a > b; }},
-    {CompareOp::kGreaterOrEqual, "GreaterOrEqual", "a >= b", false, [](double a, double b) { return a >= b; }},
-    {CompareOp::kAnd, "And", "a and b", true, [](double a, double b) { return a != 0 && b != 0; }},
-    {CompareOp::kOr, "Or", "a or b", true, [](double a, double b) { return a != 0 || b != 0; }},
-    {CompareOp::kXor, "Xor", "a xor b", true, [](double a, double b) { return (a != 0) != (b != 0); }},
+    {CompareOp::kEqual, "Equal", "a == b", false, [](double a, double b) { return a == b; },
+     [](int64_t a, int64_t b) { return a == b; }},
+    {CompareOp::kLess, "Less", "a < b", false, [](double a, double b) { return a < b; },
+     [](int64_t a, int64_t b) { return a < b; }},
+    {CompareOp::kLessOrEqual, "LessOrEqual", "a <= b", false, [](double a, double b) { return a <= b; },
+     [](int64_t a, int64_t b) { return a <= b; }},
+    {CompareOp::kGreater, "Greater", "a > b", false, [](double a, double b) { return a > b; },
+     [](int64_t a, int64_t b) { return a > b; }},
+    {CompareOp::kGreaterOrEqual, "GreaterOrEqual", "a >= b", false, [](double a, double b) { return a >= b; },
+     [](int64_t a, int64_t b) { return a >= b; }},
+    {CompareOp::kAnd, "And", "a and b", true, [](double a, double b) { return a != 0 && b != 0; },
+     [](int64_t a, int64_t b) { return a != 0 && b != 0; }},
+    {CompareOp::kOr, "Or", "a or b", true, [](double a, double b) { return a != 0 || b != 0; },
+     [](int64_t a, int64_t b) { return a != 0 || b != 0; }},
+    {CompareOp::kXor, "Xor", "a xor b", true, [](double a, double b) { return (a != 0) != (b != 0); },
+     [](int64_t a, int64_t b) { return (a != 0) != (b != 0); }},
 }};
 // clang-format on
 

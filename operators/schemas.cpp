@@ -375,6 +375,17 @@ Result infer_range(const OpContext& c) {
   for (size_t i = 0; i < 3; ++i)
     if (v[i]->numel() != 1 || v[i]->dtype() != v[0]->dtype() || v[i]->dtype() == DType::kBool)
       return Status::invalid(c.node->label() + ": start, limit and delta must be numeric scalars of one dtype");
+  if (v[0]->dtype() == DType::kI64) {  // exactly, in 128 bits: a double rounds past 2^53
+    const __int128 start = v[0]->i64()[0], limit = v[1]->i64()[0], delta = v[2]->i64()[0];
+    if (delta == 0) return Status::invalid(c.node->label() + ": delta must be non-zero");
+    const __int128 span = limit - start;
+    // ceil(span / delta), truncating division rounded up where the signs agree
+    const __int128 n = span / delta + ((span % delta != 0 && (span > 0) == (delta > 0)) ? 1 : 0);
+    if (n > kMaxDim)
+      return Status::invalid(c.node->label() + ": " + std::to_string(static_cast<long double>(n)) +
+                             " elements, above the largest dimension Mosaic accepts");
+    return Descs{{DType::kI64, {n > 0 ? static_cast<int64_t>(n) : 0}}};
+  }
   const double start = v[0]->get(0), limit = v[1]->get(0), delta = v[2]->get(0);
   if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
     return Status::invalid(c.node->label() + ": delta must be non-zero and every bound finite");
@@ -510,8 +521,13 @@ Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const OpContext& c) {
     return Status::invalid(c.node->label() + ": starts/ends/axes/steps lengths differ");
   std::vector<std::array<int64_t, 3>> ranges(r);
   for (int64_t i = 0; i < r; ++i) ranges[i] = {0, 1, x[i]};
+  std::vector<bool> seen(static_cast<size_t>(r), false);
   for (size_t i = 0; i < axes.size(); ++i) {
     MOSAIC_ASSIGN_OR_RETURN(int64_t ax, normalize_axis(axes[i], r, *c.node));
+    if (seen[static_cast<size_t>(ax)])
+      return Status::invalid(c.node->label() + ": axis " + std::to_string(ax) + " is sliced twice (axes " +
+                             shape_str(axes) + "); ONNX requires distinct axes");
+    seen[static_cast<size_t>(ax)] = true;
     const int64_t d = x[ax], step = steps[i];
     if (step == 0) return Status::invalid(c.node->label() + ": step 0");
     int64_t s = starts[i], e = ends[i];
@@ -519,7 +535,10 @@ Expected<std::vector<std::array<int64_t, 3>>> slice_ranges(const OpContext& c) {
     if (e < 0) e += d;
     int64_t len;
     // (span - 1) / |step| + 1: no sum that a step near 2^63 could overflow.
-    if (step > 0) {
+    if (d == 0) {  // nothing to take, whatever the bounds (and the clamps below need d >= 1)
+      s = 0;
+      len = 0;
+    } else if (step > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
       len = e > s ? (e - s - 1) / step + 1 : 0;

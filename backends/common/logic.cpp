@@ -22,8 +22,15 @@ class CompareKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const auto f = compare_info(op_).f;
     uint8_t* y = dst[0]->u8();
+    if (src[0]->dtype() == DType::kI64) {  // exactly: a double rounds integers past 2^53
+      const auto fi = compare_info(op_).fi;
+      const int64_t* a = src[0]->i64();
+      const int64_t* b = src[1]->i64();
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) { y[i] = fi(a[o[0]], b[o[1]]); });
+      return Status::ok();
+    }
+    const auto f = compare_info(op_).f;
     each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
       y[i] = f(src[0]->get(o[0]), src[1]->get(o[1]));
     });

@@ -564,12 +564,14 @@ class CastKernel final : public Kernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const Tensor& x = *src[0];
     Tensor& y = *dst[0];
+    // int64 is read as int64 (a double would round values past 2^53), and rounded to float
+    // once; float to int64 truncates toward zero and saturates (NaN: 0), where C++'s own
+    // conversion is undefined and x86 gives INT64_MIN.
     for (int64_t i = 0; i < x.numel(); ++i) {
-      double v = x.get(i);
       switch (to_) {
-        case DType::kF32: y.f32()[i] = static_cast<float>(v); break;
-        case DType::kI64: y.i64()[i] = static_cast<int64_t>(v); break;
-        case DType::kBool: y.u8()[i] = v != 0; break;
+        case DType::kF32: y.f32()[i] = from_ == DType::kI64 ? static_cast<float>(x.i64()[i]) : static_cast<float>(x.get(i)); break;
+        case DType::kI64: y.i64()[i] = from_ == DType::kI64 ? x.i64()[i] : saturate_to_i64(x.get(i)); break;
+        case DType::kBool: y.u8()[i] = from_ == DType::kI64 ? x.i64()[i] != 0 : x.get(i) != 0; break;
       }
     }
     return Status::ok();

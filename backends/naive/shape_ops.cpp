@@ -11,11 +11,15 @@ class RangeKernel final : public Kernel {
  public:
   Status init(const KernelContext&) { return Status::ok(); }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const double start = src[0]->get(0), delta = src[2]->get(0);
-    for (int64_t i = 0; i < dst[0]->numel(); ++i) {
-      if (dst[0]->dtype() == DType::kF32) dst[0]->f32()[i] = static_cast<float>(start + static_cast<double>(i) * delta);
-      else dst[0]->i64()[i] = static_cast<int64_t>(start) + i * static_cast<int64_t>(delta);
+    if (dst[0]->dtype() == DType::kI64) {  // exact: every element lies between start and limit
+      const int64_t start = src[0]->i64()[0], delta = src[2]->i64()[0];
+      for (int64_t i = 0; i < dst[0]->numel(); ++i)
+        dst[0]->i64()[i] = static_cast<int64_t>(static_cast<__int128>(start) + static_cast<__int128>(i) * delta);
+      return Status::ok();
     }
+    const double start = src[0]->get(0), delta = src[2]->get(0);
+    for (int64_t i = 0; i < dst[0]->numel(); ++i)
+      dst[0]->f32()[i] = static_cast<float>(start + static_cast<double>(i) * delta);
     return Status::ok();
   }
 };

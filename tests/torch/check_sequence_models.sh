@@ -5,16 +5,19 @@
 # kernel for run on naive (--fallback naive); the verdicts count them. Fails on any FAILED
 # verdict, on any UNSUPPORTED one, or when a case needed its ids bound as constants.
 # Skips (77) without PyTorch.
+# usage: check_sequence_models.sh MOSAIC OUT [GENERATOR]: GENERATOR (default
+# gen_sequence_cases.py, beside this script) writes the cases; gen_slice_cases.py writes
+# PyTorch's open-ended slices (INT64_MAX and INT64_MIN bounds), checked the same way.
 set -euo pipefail
-mosaic=$1 out=$2
+mosaic=$1 out=$2 generator=${3:-gen_sequence_cases.py}
 here=$(cd "$(dirname "$0")" && pwd)
 PY=${MOSAIC_PYTHON:-/usr/bin/python3}
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "python3-torch / python3-onnx not installed: skipping"; exit 77
 fi
-if [ ! -f "$out/.complete" ] || [ "$here/gen_sequence_cases.py" -nt "$out/.complete" ]; then
+if [ ! -f "$out/.complete" ] || [ "$here/$generator" -nt "$out/.complete" ]; then
   rm -rf "$out"; mkdir -p "$out"
-  "$PY" "$here/gen_sequence_cases.py" "$out" 2>&1 | grep -v -i warn | grep -v "^ " || true
+  "$PY" "$here/$generator" "$out" 2>&1 | grep -v -i warn | grep -v "^ " || true
   touch "$out/.complete"
 fi
 log=$(mktemp)
