@@ -1,6 +1,9 @@
 #include "core/kernel.hpp"
 
 #include <algorithm>
+#include <cstring>
+
+#include "ir/device.hpp"
 
 namespace mosaic {
 
@@ -130,9 +133,43 @@ Capability KernelRegistry::query(const std::string& backend, const KernelContext
   return cap;
 }
 
+namespace {
+
+/// Stands in for a node whose every output is empty: there is nothing to compute, and the
+/// gradient of each input is zero (no element of it reaches the loss).
+class EmptyOutputsKernel final : public Kernel {
+ public:
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>&) override { return Status::ok(); }
+  bool has_backward() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
+  bool backward_reads_output(size_t) const override { return false; }
+  Status backward(const BackwardArgs& a) override {
+    for (Tensor* d : a.diff_src) {
+      if (!d || !d->bytes()) continue;
+      if (Device* device = d->device()) MOSAIC_RETURN_IF_ERROR(device->zero(d->data(), d->bytes()));
+      else std::memset(d->data(), 0, d->bytes());
+    }
+    return Status::ok();
+  }
+};
+
+bool every_output_empty(const KernelContext& ctx) {
+  if (ctx.outputs.empty() || ctx.node->op_type == kToDeviceOp || ctx.node->op_type == kToHostOp) return false;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+    if (ctx.node->has_output(i) && ctx.outputs[i].numel() != 0) return false;
+  return true;
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& backend, const KernelContext& ctx) const {
   Capability cap = query(backend, ctx);
   if (!cap.accepted()) return cap.status;
+  // A node whose outputs are all empty (ONNX allows zero-sized tensors: an exporter's x[:, 4:]
+  // of a width-4 x) computes nothing: its kernel is not built, since a backend's set-up may
+  // divide by an extent of 0 or hand a library a zero-sized primitive, and no backend needs
+  // code for it. The backend that accepted the node is still the one the plan names.
+  if (every_output_empty(ctx)) return std::unique_ptr<Kernel>(new EmptyOutputsKernel());
   auto made = entry(backend, ctx.node->op_type)->factory(ctx);
   if (!made.ok()) return made.status().with_context(backend);
   return made;

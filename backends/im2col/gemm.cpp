@@ -12,6 +12,10 @@
 namespace mosaic::im2col_impl {
 namespace {
 
+/// A BLAS leading dimension: at least 1 even for an empty matrix (a product over K = 0, whose
+/// result is beta C), which BLAS refuses as an illegal value.
+int64_t ld(int64_t d) { return std::max<int64_t>(d, 1); }
+
 class GemmKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -40,16 +44,20 @@ class GemmKernel final : public Kernel {
       }
       beta = p_.beta;
     }
-    if (p_.m == 1) {
+    if (p_.k == 0) {
+      // A product over nothing is 0, so y = beta C: BLAS's sgemv returns at once for an empty
+      // matrix, leaving C unscaled.
+      for (int64_t i = 0; i < p_.m * p_.n; ++i) y[i] *= beta;
+    } else if (p_.m == 1) {
       // A single row (batch 1): y = op(B)^T x as a matrix-vector product, which OpenBLAS
       // runs at memory bandwidth; x is contiguous whether or not A is transposed.
       cblas_sgemv(CblasRowMajor, p_.trans_b ? CblasNoTrans : CblasTrans, p_.trans_b ? p_.n : p_.k,
-                  p_.trans_b ? p_.k : p_.n, p_.alpha, src[1]->f32(), p_.trans_b ? p_.k : p_.n, src[0]->f32(), 1,
+                  p_.trans_b ? p_.k : p_.n, p_.alpha, src[1]->f32(), ld(p_.trans_b ? p_.k : p_.n), src[0]->f32(), 1,
                   beta, y, 1);
     } else {
       cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans,
-                  p_.m, p_.n, p_.k, p_.alpha, src[0]->f32(), p_.trans_a ? p_.m : p_.k, src[1]->f32(),
-                  p_.trans_b ? p_.k : p_.n, beta, y, p_.n);
+                  p_.m, p_.n, p_.k, p_.alpha, src[0]->f32(), ld(p_.trans_a ? p_.m : p_.k), src[1]->f32(),
+                  ld(p_.trans_b ? p_.k : p_.n), beta, y, ld(p_.n));
     }
     if (act_.active()) {
 #pragma omp parallel for schedule(static) if (p_.m * p_.n > 65536)
@@ -71,20 +79,20 @@ class GemmKernel final : public Kernel {
     if (a.diff_src[0]) {
       float* dA = a.diff_src[0]->f32();
       if (!p_.trans_a)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, p_.trans_b ? CblasNoTrans : CblasTrans, M, K, N, alpha, dy, N, B,
-                    p_.trans_b ? K : N, 0.f, dA, K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, p_.trans_b ? CblasNoTrans : CblasTrans, M, K, N, alpha, dy, ld(N), B,
+                    ld(p_.trans_b ? K : N), 0.f, dA, ld(K));
       else
         cblas_sgemm(CblasRowMajor, p_.trans_b ? CblasTrans : CblasNoTrans, CblasTrans, K, M, N, alpha, B,
-                    p_.trans_b ? K : N, dy, N, 0.f, dA, M);
+                    ld(p_.trans_b ? K : N), dy, ld(N), 0.f, dA, ld(M));
     }
     if (a.diff_src[1]) {
       float* dB = a.diff_src[1]->f32();
       if (!p_.trans_b)
         cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasNoTrans : CblasTrans, CblasNoTrans, K, N, M, alpha, A,
-                    p_.trans_a ? M : K, dy, N, 0.f, dB, N);
+                    ld(p_.trans_a ? M : K), dy, ld(N), 0.f, dB, ld(N));
       else
-        cblas_sgemm(CblasRowMajor, CblasTrans, p_.trans_a ? CblasTrans : CblasNoTrans, N, K, M, alpha, dy, N, A,
-                    p_.trans_a ? M : K, 0.f, dB, K);
+        cblas_sgemm(CblasRowMajor, CblasTrans, p_.trans_a ? CblasTrans : CblasNoTrans, N, K, M, alpha, dy, ld(N), A,
+                    ld(p_.trans_a ? M : K), 0.f, dB, ld(K));
     }
     if (a.diff_src.size() > 2 && a.diff_src[2]) {
       float* dC = a.diff_src[2]->f32();

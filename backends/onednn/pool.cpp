@@ -13,6 +13,11 @@ class PoolKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(ctx));
+    // An empty window's mean or maximum (a global pool over a map of width 0): oneDNN creates
+    // no primitive for it; naive's ONNX answer runs instead.
+    if (ctx.inputs[0].numel() == 0)
+      return Status::unsupported(ctx.node->label() + ": oneDNN pools no empty input (" +
+                                 shape_str(ctx.inputs[0].shape) + ")");
     const bool is_max = ctx.node->op_type.find("Max") != std::string::npos;
     return guarded(*ctx.node, [&]() -> Status {
       memory::dims strides(p.win.stride.begin(), p.win.stride.end()), kernel(p.win.kernel.begin(), p.win.kernel.end());
