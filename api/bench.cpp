@@ -15,6 +15,7 @@
 #include <random>
 
 #include "api/bench_auto.hpp"
+#include "api/option_rules.hpp"
 #include "backends/machine_probe.hpp"
 #include "backends/registry.hpp"
 #include "core/fuse.hpp"
@@ -545,6 +546,19 @@ Expected<BenchConfigs> bench_configs(const BenchOptions& o) {
 }
 
 Status check_bench_options(const BenchOptions& o) {
+  // The ranges the CLI and Python check too (api/option_rules.hpp); 0 leaves the batch the
+  // model's and turns the adaptive mode off.
+  std::vector<std::pair<std::string, double>> numbers = {
+      {"threads", o.common.threads},          {"warmup", o.config.warmup},
+      {"iterations", o.config.iterations},    {"repeats", o.config.repeats},
+      {"max_seconds", o.config.max_seconds},  {"min_seconds", o.config.min_seconds},
+      {"max_iterations", o.config.max_iterations}, {"auto_budget", o.auto_budget},
+      {"processes", o.processes},             {"rtol", o.rtol},
+      {"atol", o.atol},                       {"lr", o.lr},
+      {"bucket_mb", o.bucket_mb}};
+  if (o.common.batch != 0) numbers.push_back({"batch", static_cast<double>(o.common.batch)});
+  if (o.config.target_ci != 0) numbers.push_back({"target_ci", o.config.target_ci});
+  MOSAIC_RETURN_IF_ERROR(check_numbers("bench", numbers));
   if (o.mode != "inference" && o.mode != "training")
     return Status::invalid("`mode` must be inference or training, got '" + o.mode + "'");
   if (!o.distributed.empty()) {

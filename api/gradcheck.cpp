@@ -1,4 +1,5 @@
 #include "api/gradcheck.hpp"
+#include "api/option_rules.hpp"
 
 #include <algorithm>
 
@@ -12,6 +13,10 @@
 namespace mosaic::api {
 
 Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_numbers(
+      "gradcheck", {{"batch", o.batch}, {"threads", o.threads}, {"tolerance", o.check.tolerance}, {"eps", o.check.eps},
+                    {"directions", o.check.directions}, {"elements", o.check.elements}, {"halvings", o.check.halvings},
+                    {"min_probes", o.check.min_probes}}));
   set_num_threads(o.threads);
   KernelRegistry reg = builtin_registry();
   if (!reg.has_backend(o.backend))

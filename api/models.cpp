@@ -1,4 +1,5 @@
 #include "api/models.hpp"
+#include "api/option_rules.hpp"
 
 #include <map>
 #include <cstdlib>
@@ -68,6 +69,10 @@ Status explain_unsupported(const Status& st, const Graph& g) {
 }
 
 Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report) {
+  // Every command that prepares a model refuses what the CLI refuses (0: the model's batch).
+  std::vector<std::pair<std::string, double>> numbers = {{"threads", c.threads}};
+  if (c.batch != 0) numbers.push_back({"batch", static_cast<double>(c.batch)});
+  MOSAIC_RETURN_IF_ERROR(check_numbers("", numbers));
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
   PrepareOptions po;
   po.batch = c.batch;

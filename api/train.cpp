@@ -1,4 +1,5 @@
 #include "api/train.hpp"
+#include "api/option_rules.hpp"
 #include "ir/interrupt.hpp"
 
 #include <algorithm>
@@ -90,6 +91,17 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
 }  // namespace
 
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose) {
+  // The CLI's and Python's ranges (api/option_rules.hpp); eps < 0 is the optimizer's default,
+  // max_staleness < 0 unbounded.
+  std::vector<std::pair<std::string, double>> numbers = {
+      {"batch", o.batch},         {"epochs", o.epochs},     {"steps", o.steps},
+      {"steps_per_epoch", o.steps_per_epoch}, {"eval_batch", o.eval_batch}, {"threads", o.threads},
+      {"lr", o.opt.lr},           {"momentum", o.opt.momentum}, {"weight_decay", o.opt.weight_decay},
+      {"data_repeat", o.data_repeat}, {"target_accuracy", o.target_accuracy}, {"bucket_mb", o.bucket_mb},
+      {"sync_every", o.sync_every}, {"servers", o.servers}};
+  if (o.opt.eps >= 0) numbers.push_back({"eps", o.opt.eps});
+  if (o.max_staleness >= 0) numbers.push_back({"max_staleness", static_cast<double>(o.max_staleness)});
+  MOSAIC_RETURN_IF_ERROR(check_numbers("train", numbers));
   if (o.distributed.empty()) return train_impl(o, preloaded, verbose, nullptr);
   dist::DataParallelOptions dpo;
   dpo.mode = o.distributed;

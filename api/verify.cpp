@@ -1,4 +1,5 @@
 #include "api/verify.hpp"
+#include "api/option_rules.hpp"
 
 #include <regex.h>
 
@@ -142,6 +143,7 @@ Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
 }
 
 Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(const VerifyCase&)>& on_case) {
+  MOSAIC_RETURN_IF_ERROR(check_numbers("verify", {{"rtol", o.rtol}, {"atol", o.atol}, {"threads", o.common.threads}}));
   VerifyReport report;
   MOSAIC_ASSIGN_OR_RETURN(report.backends, verify_backends(o.backend));
   if (!o.fallback.empty() && !builtin_registry().has_backend(o.fallback))

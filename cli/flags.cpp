@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "api/option_rules.hpp"
 #include "distributed/allreduce_sync.hpp"
 
 namespace mosaic::cli {
@@ -39,51 +40,45 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-CLI::Validator integer_at_least(long long min) {
-  const std::string what = min > 0 ? "a positive integer" : "a non-negative integer";
+namespace {
+
+/// The check of a numeric option from its rule in api/option_rules.cpp: the text must be a
+/// number (a whole one for integer options) that the rule accepts.
+CLI::Validator rule_check(const std::string& command, const std::string& key, bool integer) {
   return CLI::Validator(
-      [min, what](std::string& s) -> std::string {
+      [command, key, integer](std::string& s) -> std::string {
         char* end = nullptr;
         errno = 0;
-        const long long v = std::strtoll(s.c_str(), &end, 10);
-        if (s.empty() || *end != '\0' || errno == ERANGE || v < min) return "must be " + what + ", got " + s;
-        return "";
-      },
-      min > 0 ? "POSITIVE" : "NON-NEGATIVE", "");
-}
-
-CLI::Validator number_in(double lo, double hi, bool lo_open, bool hi_open, const std::string& range_text) {
-  return CLI::Validator(
-      [=](std::string& s) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end != '\0' || !std::isfinite(v)) return "must be a finite number, got '" + s + "'";
-        if ((lo_open ? v <= lo : v < lo) || (hi_open ? v >= hi : v > hi)) return "must be " + range_text + ", got " + s;
-        return "";
+        double v = 0;
+        if (integer) {
+          const long long i = std::strtoll(s.c_str(), &end, 10);
+          const api::NumberRule* rule = api::number_rule(command, key);
+          if (s.empty() || *end != '\0' || errno == ERANGE)
+            return "must be " + (rule ? rule->text : std::string("an integer")) + ", got " + s;
+          v = static_cast<double>(i);
+        } else {
+          v = std::strtod(s.c_str(), &end);
+          if (s.empty() || *end != '\0' || !std::isfinite(v)) return "must be a finite number, got '" + s + "'";
+        }
+        return api::number_problem(command, key, v);
       },
       "", "");
 }
 
-namespace {
-const double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
-
-CLI::Validator finite_number() { return number_in(-kInf, kInf, false, false, "finite"); }
-CLI::Validator non_negative() { return number_in(0, kInf, false, true, ">= 0"); }
-CLI::Validator positive() { return number_in(0, kInf, true, true, "> 0"); }
 
 void add_range_checks(CLI::App& app) {
   for (auto* sub : app.get_subcommands({}))
     for (auto* opt : sub->get_options()) {
-      const std::string name = opt->get_name(false, true);
-      if (opt->get_type_name().rfind("FLOAT", 0) != 0) continue;
-      // Checks run in the order added: finite first, then the range, so NaN gets the clear message.
-      opt->check(finite_number());
-      if (name == "--rtol" || name == "--atol" || name == "--weight-decay") opt->check(non_negative());
-      if (name == "--lr" || name == "--bucket-mb" || name == "--eps" || name == "--tolerance") opt->check(positive());
-      if (name == "--momentum") opt->check(number_in(0, 1, false, true, "in [0, 1)"));
-      if (name == "--target-accuracy") opt->check(number_in(0, 1, false, false, "in [0, 1]"));
-      if (name == "--alpha") opt->check(number_in(0, 1, true, true, "in (0, 1)"));
+      const std::string type = opt->get_type_name();
+      const bool is_float = type.rfind("FLOAT", 0) == 0;
+      const bool is_int = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+      if (!is_float && !is_int) continue;
+      const std::string command = sub->get_name(), key = api::option_key(opt->get_name(false, true));
+      const api::NumberRule* rule = api::number_rule(command, key);
+      // Every float must be finite (CLI11's comparisons are all false for NaN); integers and
+      // floats with a rule must obey it.
+      if (is_float || rule) opt->check(rule_check(command, key, is_int));
     }
 }
 
@@ -93,10 +88,8 @@ void add_db(CLI::App* cmd, api::DbOptions& d) {
 }
 
 void add_common(CLI::App* cmd, api::CommonOptions& c) {
-  cmd->add_option("--batch", c.batch, "bind the batch dimension (default: the model's, symbolic = 1)")
-      ->check(integer_at_least(1));
-  cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)")
-      ->check(integer_at_least(0));
+  cmd->add_option("--batch", c.batch, "bind the batch dimension (default: the model's, symbolic = 1)");
+  cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)");
   cmd->add_option("--seed", c.seed, "seed of the random input");
   cmd->add_option("--shape", c.shapes, "bind a symbolic input dimension by name: NAME=N (repeatable)");
 }

@@ -51,18 +51,9 @@ const std::vector<Command (*)(CLI::App&)>& command_registrations();
 
 /// "a,b,,c" -> {a, b, c}.
 std::vector<std::string> split(const std::string& s);
-/// An integer option's check: a whole number >= `min`, with a message that says so.
-CLI::Validator integer_at_least(long long min);
-/// A number in a range, with a message a person can read ("must be >= 0, got -1"; CLI11's own
-/// range checks print DBL_MAX's 309 digits). `lo`/`hi` may be infinite; *_open excludes the bound.
-CLI::Validator number_in(double lo, double hi, bool lo_open, bool hi_open, const std::string& range_text);
-/// Every floating-point option's first check: a finite number. CLI11's range checks compare,
-/// and every comparison with NaN is false, so `--rtol nan` passed them all.
-CLI::Validator finite_number();
-CLI::Validator non_negative();
-CLI::Validator positive();
-/// Ranges where a value outside them is nonsense (a negative tolerance, a momentum of 2), by
-/// option name, on every floating-point option of every command (after finite_number()).
+/// Every numeric option's range (api/option_rules.hpp, the table the library and Python
+/// check too), by command and option name: integers must be whole numbers the rule accepts,
+/// floats finite ones (CLI11's own comparisons are all false for NaN).
 void add_range_checks(CLI::App& app);
 
 /// --db and --no-db: the results store a command records its run in.

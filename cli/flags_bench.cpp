@@ -46,17 +46,15 @@ struct BenchFlags {
     bench_cmd->add_option("--collective", bench.collective, "--distributed: how buckets are summed: " + collective_help())
         ->capture_default_str();
     bench_cmd->add_option("--lr", bench.lr, "learning rate of --mode training")->capture_default_str();
-    bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str()->check(integer_at_least(0));
-    bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str()->check(integer_at_least(1));
-    bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str()->check(integer_at_least(1));
+    bench_cmd->add_option("--warmup", bench.config.warmup, "warm-up iterations")->capture_default_str();
+    bench_cmd->add_option("--iterations", bench.config.iterations, "measured iterations per repeat")->capture_default_str();
+    bench_cmd->add_option("--repeats", bench.config.repeats, "repeats (throughput reported per repeat)")->capture_default_str();
     bench_cmd->add_option("--max-seconds", bench.config.max_seconds, "time budget per backend; iterations stop early past it")
-        ->capture_default_str()->check(positive());
-    bench_cmd->add_option("-t,--min-seconds", bench.config.min_seconds, "each repeat also measures for at least this long")
-        ->check(non_negative());
+        ->capture_default_str();
+    bench_cmd->add_option("-t,--min-seconds", bench.config.min_seconds, "each repeat also measures for at least this long");
     target_ci_opt = bench_cmd->add_option(
         "--target-ci", target_ci_pct,
-        "adaptive: measure until the 95% CI of the median is within +-PCT% of it (or the budget ends)")
-        ->check(positive());
+        "adaptive: measure until the 95% CI of the median is within +-PCT% of it (or the budget ends)");
     bench_cmd->add_option("--json", bench.json, "write the report as JSON");
     bench_cmd->add_option("--csv", bench.csv, "write the per-node rows as CSV");
     bench_cmd->add_flag("--no-peaks", no_peaks, "do not measure or report the machine's sgemm and memory peaks");
@@ -65,14 +63,13 @@ struct BenchFlags {
     bench_cmd->add_flag("--quiet", bench.quiet, "print one line per backend and the ranking (the files keep everything)");
     bench_cmd->add_option("--auto-budget", bench.auto_budget,
                           "--assign auto: seconds the choice may spend measuring (half alone, half checking)")
-        ->capture_default_str()->check(positive());
+        ->capture_default_str();
     bench_cmd->add_option("--processes", bench.processes,
                           "run the benchmark in K independent processes and pool their samples (seed 001's x3)")
-        ->capture_default_str()->check(integer_at_least(1));
+        ->capture_default_str();
     add_db(bench_cmd, bench.db);
     bench_cmd->add_option("--metrics-overhead", bench.config.overhead_pairs,
-                          "after timing, N pairs of iterations alternate metrics on and off: what measuring costs")
-        ->check(integer_at_least(1));
+                          "after timing, N pairs of iterations alternate metrics on and off: what measuring costs");
     bench_cmd->add_flag("--find-max-batch", bench.find_max_batch,
                         "find the largest batch that fits in memory per backend (accounting + a confirming run); no timing");
     bench_cmd->add_option("--memory-limit", bench.memory_limit, "memory --find-max-batch fits in: 512M, 4G, ... "

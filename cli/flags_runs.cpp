@@ -19,8 +19,8 @@ struct HistoryFlags {
     history_cmd->add_option("--db", history.db, "results store (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
     history_cmd->add_option("--kind", history.kind, "only bench, train or sweep runs");
     history_cmd->add_option("--model", history.model, "only runs whose model contains this text");
-    history_cmd->add_option("--limit", history.limit, "newest N runs (0: all)")->capture_default_str()->check(integer_at_least(0));
-    history_cmd->add_option("--show", history.show, "print run ID's stored document (JSON)")->check(integer_at_least(1));
+    history_cmd->add_option("--limit", history.limit, "newest N runs (0: all)")->capture_default_str();
+    history_cmd->add_option("--show", history.show, "print run ID's stored document (JSON)");
     return history_cmd;
   }
 
@@ -42,9 +42,9 @@ struct CompareFlags {
     compare_cmd->add_option("b", cmp.b, "candidate: the same forms")->required();
     compare_cmd->add_option("--db", cmp.db, "results store the ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
     compare_cmd->add_option("--threshold", threshold_pct, "smallest change of the median that counts, in percent")
-        ->capture_default_str()->check(non_negative());
+        ->capture_default_str();
     compare_cmd->add_option("--alpha", cmp.stats.alpha, "significance level")->capture_default_str();
-    compare_cmd->add_option("--nodes", cmp.nodes, "node rows shown per backend")->capture_default_str()->check(integer_at_least(0));
+    compare_cmd->add_option("--nodes", cmp.nodes, "node rows shown per backend")->capture_default_str();
     compare_cmd->add_option("--json", cmp.json, "write the comparison as JSON");
     compare_cmd->add_flag("--force", cmp.stats.force,
                           "compare runs that differ in model, mode, batch, threads or backends (refused otherwise)");
@@ -87,43 +87,39 @@ struct SimulateFlags {
         "simulate", "predict data-parallel throughput and speed-up for 1..1024 ranks from a measured profile and a network model");
     sim_cmd->add_option("input", sim.input, "model to profile (path or zoo:NAME), or the --json of 'bench MODEL --mode training'");
     sim_cmd->add_option("--backend,--backends", sim.backend, "backend to profile (or the run to take from the JSON)")->capture_default_str();
-    sim_cmd->add_option("-b,--batch", sim.batch, "per-rank batch when profiling")->capture_default_str()->check(integer_at_least(1));
-    sim_cmd->add_option("--threads", sim.threads, "threads per rank")->capture_default_str()->check(integer_at_least(1));
-    sim_cmd->add_option("--iterations", sim.iterations, "timed training steps when profiling")->capture_default_str()->check(integer_at_least(1));
-    sim_cmd->add_option("--warmup", sim.warmup, "warm-up steps when profiling")->capture_default_str()->check(integer_at_least(0));
+    sim_cmd->add_option("-b,--batch", sim.batch, "per-rank batch when profiling")->capture_default_str();
+    sim_cmd->add_option("--threads", sim.threads, "threads per rank")->capture_default_str();
+    sim_cmd->add_option("--iterations", sim.iterations, "timed training steps when profiling")->capture_default_str();
+    sim_cmd->add_option("--warmup", sim.warmup, "warm-up steps when profiling")->capture_default_str();
     sim_cmd->add_option("--profile-concurrency", sim.profile_concurrency,
                         "profile with K benchmarks at once, as K ranks share a node; the slowest is used")
-        ->capture_default_str()->check(integer_at_least(1));
+        ->capture_default_str();
     sim_cmd->add_option("--network", sim.network, "link between nodes (one node: between ranks): a preset or a --measure-network file")
         ->capture_default_str();
     sim_cmd->add_option("--intra", sim.intra, "link between the ranks of one node, when there are several nodes (default: --network)");
     sim_cmd->add_option("--ranks", sim_ranks, "rank counts to predict (default 1,2,4,...,1024)");
-    sim_cmd->add_option("--ranks-per-node", sim.ranks_per_node, "ranks per node (nodes = ranks / this)")->capture_default_str()
-        ->check(integer_at_least(1));
+    sim_cmd->add_option("--ranks-per-node", sim.ranks_per_node, "ranks per node (nodes = ranks / this)")->capture_default_str();
     sim_cmd->add_option("--groups", sim_groups, "node x rank groups instead of --ranks, e.g. 1n1c,1n4c,2n8c,4n16c");
     sim_cmd->add_option("--cores-per-node", sim.cores_per_node, "cores per node: more rank threads than cores slow every rank (0: no limit)")
-        ->capture_default_str()->check(integer_at_least(0));
+        ->capture_default_str();
     sim_cmd->add_option("--mode", sim_modes, "data-parallel modes, comma-separated (allreduce, allreduce-blocking, avg, ps, ps-async)");
     sim_cmd->add_option("--collective", sim.collective, "all-reduce algorithm: mosaic (what --collective auto runs: shm on one node, else ring), ring, shm, "
                        "recursive-doubling, halving-doubling, auto (the cheapest)")
         ->capture_default_str();
-    sim_cmd->add_option("--servers", sim.servers, "ps modes: server ranks")->capture_default_str()->check(integer_at_least(1));
-    sim_cmd->add_option("--sync-every", sim.sync_every, "avg: steps between averagings")->capture_default_str()->check(integer_at_least(1));
-    sim_cmd->add_option("--bucket-mb", sim.bucket_mb, "all-reduce bucket size, as in train")->capture_default_str()->check(positive());
+    sim_cmd->add_option("--servers", sim.servers, "ps modes: server ranks")->capture_default_str();
+    sim_cmd->add_option("--sync-every", sim.sync_every, "avg: steps between averagings")->capture_default_str();
+    sim_cmd->add_option("--bucket-mb", sim.bucket_mb, "all-reduce bucket size, as in train")->capture_default_str();
     sim_cmd->add_option("--predict-batch", sim.predict_batch,
-                        "predict for this per-rank batch: compute scales linearly from the profile's batch")
-        ->check(integer_at_least(1));
+                        "predict for this per-rank batch: compute scales linearly from the profile's batch");
     sim_cmd->add_option("--compute-scale", sim.compute_scale, "divide every compute time by this (a faster device)")
-        ->capture_default_str()->check(positive());
+        ->capture_default_str();
     sim_cmd->add_option("--target-images-per-s", sim.target_images_per_s,
-                        "scale compute so that one rank trains at this rate (e.g. a V100's published figure)")
-        ->check(positive());
+                        "scale compute so that one rank trains at this rate (e.g. a V100's published figure)");
     sim_cmd->add_option("--json", sim.json, "write the predictions as JSON (mosaic.simulate/1)");
     sim_cmd->add_flag("--measure-network", sim.measure_network,
                       "under mpirun: measure point-to-point and ring all-reduce times and fit a network profile");
     sim_cmd->add_option("--network-out", sim.network_out, "--measure-network: the profile file")->capture_default_str();
-    sim_cmd->add_option("--max-mb", sim.max_mb, "--measure-network: largest message in MiB")->capture_default_str()
-        ->check(number_in(1, 4096, false, false, "in [1, 4096]"));
+    sim_cmd->add_option("--max-mb", sim.max_mb, "--measure-network: largest message in MiB")->capture_default_str();
     return sim_cmd;
   }
 

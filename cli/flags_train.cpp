@@ -59,11 +59,10 @@ struct TrainFlags {
                           "write a checkpoint at every epoch end: parameters, optimizer state, step, data order, log");
     train_cmd->add_option("--resume", train.resume, "continue the run a --checkpoint file was written by");
     train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
-    train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str()->check(integer_at_least(1));
-    train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str()->check(integer_at_least(1));
-    train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)")->check(integer_at_least(0));
-    train_cmd->add_option("--steps-per-epoch", train.steps_per_epoch, "cut every epoch short after this many steps")
-        ->check(integer_at_least(0));
+    train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str();
+    train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str();
+    train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)");
+    train_cmd->add_option("--steps-per-epoch", train.steps_per_epoch, "cut every epoch short after this many steps");
     train_cmd->add_flag("--no-shuffle", no_shuffle, "keep the file order");
     train_cmd->add_flag("--deterministic", train.deterministic,
                         "bitwise-repeatable steps at a fixed thread count (no timing-dependent work splits)");
@@ -78,7 +77,7 @@ struct TrainFlags {
     train_cmd->add_option("--json", train.json, "write per-step losses and per-epoch results as JSON");
     train_cmd->add_option("--target-accuracy", train.target_accuracy,
                           "report the training time until the test accuracy first reaches this fraction (time-to-accuracy)");
-    train_cmd->add_option("--threads", train.threads, "threads")->check(integer_at_least(0));
+    train_cmd->add_option("--threads", train.threads, "threads");
     train_cmd->add_option("--distributed", train.distributed,
                           "data-parallel over MPI (run under mpirun -np N): allreduce, allreduce-blocking, avg, ps or ps-async; --batch is per worker");
     train_cmd->add_option("--bucket-mb", train.bucket_mb, "gradient bucket size of the all-reduce modes (MiB)")->capture_default_str();
@@ -88,10 +87,8 @@ struct TrainFlags {
         ->capture_default_str();
     train_cmd->add_option("--servers", train.servers, "ps, ps-async: parameter servers (the last K ranks)")->capture_default_str();
     train_cmd->add_option("--max-staleness", train.max_staleness,
-                          "ps-async: no worker runs more than S steps ahead of the slowest (stale-synchronous)")
-        ->check(integer_at_least(0));
-    train_cmd->add_option("--data-repeat", train.data_repeat, "train on the training set concatenated R times")
-        ->check(integer_at_least(1));
+                          "ps-async: no worker runs more than S steps ahead of the slowest (stale-synchronous)");
+    train_cmd->add_option("--data-repeat", train.data_repeat, "train on the training set concatenated R times");
     add_db(train_cmd, train.db);
     return train_cmd;
   }
@@ -120,7 +117,7 @@ struct GradcheckFlags {
                                                  "sharing the reference's evaluations")->capture_default_str();
     gc_cmd->add_option("--assign", gc.assign, "check a mixed placement instead, as bench --assign (a spec or a YAML file)")
         ->excludes(gc_backend_opt);
-    gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str()->check(integer_at_least(1));
+    gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str();
     gc_cmd->add_option("--fallback", gc_fallback, "backends for nodes the checked one cannot run ('none' to forbid)")
         ->capture_default_str();
     gc_cmd->add_option("--eps", gc.check.eps, "largest finite-difference step (halved until no branch switches)")
@@ -135,7 +132,7 @@ struct GradcheckFlags {
     gc_cmd->add_option("--directions", gc.check.directions, "random directions per tensor")->capture_default_str();
     gc_cmd->add_option("--elements", gc.check.elements, "random single elements per tensor")->capture_default_str();
     gc_cmd->add_option("--seed", gc.check.seed, "seed of input, labels and probes")->capture_default_str();
-    gc_cmd->add_option("--threads", gc.threads, "threads")->check(integer_at_least(0));
+    gc_cmd->add_option("--threads", gc.threads, "threads");
     return gc_cmd;
   }
 
@@ -163,14 +160,14 @@ struct OptcheckFlags {
     oc_cmd->add_option("--opt", oc_opts, "further hyperparameters: key=value[,key=value]");
     oc_cmd->add_option("--model", oc.model, "network whose gradients feed the optimizer ('none' to skip)")->capture_default_str();
     oc_cmd->add_option("--backend,--backends", oc.backend, "backend of the network check")->capture_default_str();
-    oc_cmd->add_option("--steps", oc.steps, "steps of the network check")->capture_default_str()->check(integer_at_least(1));
+    oc_cmd->add_option("--steps", oc.steps, "steps of the network check")->capture_default_str();
     oc_cmd->add_option("--onnx-data", oc.onnx_data, "ONNX node-test directory")->capture_default_str();
     oc_cmd->add_option("--tolerance", oc.tolerance, "trajectory tolerance (relative to the reference's movement)")
         ->capture_default_str();
     oc_cmd->add_option("--seed", oc.seed, "seed of the problems")->capture_default_str();
     oc_cmd->add_option("--json", oc.json, "write the verdicts as JSON");
     oc_cmd->add_option("--junit", oc.junit, "write the verdicts as JUnit XML (one test case per check)");
-    oc_cmd->add_option("--threads", oc.threads, "threads")->check(integer_at_least(0));
+    oc_cmd->add_option("--threads", oc.threads, "threads");
     return oc_cmd;
   }
 
@@ -188,11 +185,10 @@ struct SweepFlags {
   CLI::App* add(CLI::App& app) {
     auto* sweep_cmd = app.add_subcommand("sweep", "run a YAML grid of training runs; write Table 2 and Table 3 (resumable)");
     sweep_cmd->add_option("config", sweep.config, "sweep YAML file (docs/sweeps.md)")->required();
-    sweep_cmd->add_option("--max-cells", sweep.max_cells, "run at most this many new cells, then stop")
-        ->check(integer_at_least(0));
+    sweep_cmd->add_option("--max-cells", sweep.max_cells, "run at most this many new cells, then stop");
     sweep_cmd->add_option("--max-grid", sweep.max_grid,
                           "refuse a grid of more cells than this before anything runs (a typo in an axis can ask for millions)")
-        ->capture_default_str()->check(integer_at_least(1));
+        ->capture_default_str();
     add_db(sweep_cmd, sweep.db);
     return sweep_cmd;
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "api/mosaic.hpp"
@@ -34,6 +35,42 @@ class Api : public ScratchDirTest {
  protected:
   Api() : ScratchDirTest("mosaic_api_") {}
 };
+
+TEST_F(Api, TheLibraryRefusesTheValuesTheCommandLineRefuses) {
+  // An embedder (and Python, through the same functions) gets the CLI's ranges: before, bench
+  // with rtol NaN passed a wrong operator and batch -2 ran and was reported.
+  const double nan = std::nan("");
+  auto refused = [](const Status& st, const std::string& what) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  };
+  api::BenchOptions b;
+  b.model = "zoo:fmnist-cnn";
+  b.backends = {"naive"};
+  b.rtol = nan;
+  refused(api::bench(b).status(), "`rtol` must be a finite number, got nan");
+  b.rtol = 1e-3;
+  b.common.batch = -2;
+  refused(api::bench(b).status(), "`batch` must be a positive integer, got -2");
+  b.common.batch = 1;
+  b.config.max_seconds = std::numeric_limits<double>::infinity();
+  refused(api::bench(b).status(), "`max_seconds` must be a finite number, got inf");
+  b.config.max_seconds = 60;
+  b.config.iterations = -3;
+  refused(api::bench(b).status(), "`iterations` must be a positive integer, got -3");
+  api::GradcheckRunOptions g;
+  g.model = "zoo:fmnist-cnn";
+  g.batch = -2;
+  refused(api::gradcheck(g).status(), "`batch` must be a positive integer, got -2");
+  api::VerifyOptions v;
+  v.paths = {"/nonexistent"};
+  v.atol = std::numeric_limits<double>::infinity();
+  refused(api::verify(v).status(), "`atol` must be a finite number, got inf");
+  api::InfoQuery q;
+  q.model = "zoo:fmnist-cnn";
+  q.common.threads = -1;
+  refused(api::info(q).status(), "`threads` must be a non-negative integer, got -1");
+}
 
 TEST_F(Api, BenchReturnsEveryConfigurationCheckedAgainstNaiveAndPrintsNothing) {
   api::BenchOptions o;

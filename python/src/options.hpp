@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "api/option_rules.hpp"
+
 namespace mosaic::python {
 
 namespace py = pybind11;
@@ -134,7 +136,13 @@ void apply(const std::string& function, const std::vector<Field<O>>& fields, con
       throw py::type_error(function + "() got an unexpected keyword argument '" + key + "' (it takes: " + known + ")");
     }
     if (item.second.is_none()) continue;
-    f->set(o, item.second, function + "(): argument '" + key + "'");
+    const std::string where = function + "(): argument '" + key + "'";
+    f->set(o, item.second, where);
+    // The CLI's ranges (api/option_rules.hpp): NaN, infinity, negative counts and zero
+    // batches are refused here exactly as the command line refuses them.
+    if (f->kind == "int" || f->kind == "float")
+      if (const std::string why = api::number_problem(function, key, item.second.cast<double>()); !why.empty())
+        throw py::value_error(where + " " + why);
   }
 }
 

@@ -146,7 +146,7 @@ def test_compare_two_bench_reports_and_the_results_store(tmp_path):
     with pytest.raises(mosaic.Error, match="differ in batch"):
         mosaic.compare(a, other)
     assert mosaic.compare(a, other, force=True)["schema"] == "mosaic.compare/1"
-    with pytest.raises(ValueError, match="`alpha` must be in"):
+    with pytest.raises(ValueError, match="argument 'alpha' must be in"):
         mosaic.compare(a, b, alpha=2.0)
     # The store: the CLI records, history lists, compare reads by id.
     db = str(tmp_path / "runs.sqlite")
