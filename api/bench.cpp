@@ -21,6 +21,7 @@
 #include "core/fuse.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
+#include "frontends/onnx/shape_check.hpp"
 #include "distributed/data_parallel.hpp"
 #include "metrics/compare.hpp"
 #include "metrics/progress.hpp"
@@ -596,6 +597,13 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   PrepareReport pr;
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_prepared(o.model, o.common, &pr));
   for (const auto& [label, placement] : configs) MOSAIC_RETURN_IF_ERROR(placement.check_names(g));
+  // What every backend shares, the check against naive cannot see: the shapes are compared
+  // with ONNX's own inference first (docs/conformance.md).
+  if (o.model.rfind("zoo:", 0) != 0) {
+    MOSAIC_ASSIGN_OR_RETURN(ShapeCheck sc, check_shapes_against_onnx(o.model, g));
+    pr.notes.push_back("shapes: " + std::to_string(sc.compared) + " values agree with ONNX's own shape inference" +
+                       (sc.skipped ? " (" + std::to_string(sc.skipped) + " it leaves unknown)" : ""));
+  }
   std::vector<Tensor> inputs;
   Tensor data_labels;
   std::string input_description = "random uniform [0, 1) (seed " + std::to_string(o.common.seed) + ")";

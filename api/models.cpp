@@ -103,6 +103,14 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* de
       for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
     } else if (t.dtype() == DType::kI64) {
       std::string why;
+      if (const int64_t longest = sequence_length_bound(g, in.name, &why); longest > 0) {
+        // sequence_lens: lengths a recurrent op accepts, in [1, T] (not ids below 2).
+        std::uniform_int_distribution<int64_t> d(1, longest);
+        for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
+        ids += "; '" + in.name + "': lengths uniform in [1, " + std::to_string(longest) + "] (" + why + ")";
+        inputs.push_back(std::move(t));
+        continue;
+      }
       const int64_t bound = index_bound(g, in.name, &why);
       fill_ids(t, bound > 0 ? bound : 2, rng);
       ids += "; '" + in.name + "': ids uniform in [0, " + std::to_string(bound > 0 ? bound : 2) + ")" +

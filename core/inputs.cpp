@@ -36,6 +36,36 @@ int64_t index_bound(const Graph& g, const std::string& name, std::string* why) {
   return bound;
 }
 
+const Node* recurrent_reader(const Graph& g, const std::string& name, size_t* slot) {
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "RNN" && n.op_type != "GRU" && n.op_type != "LSTM") continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] == name) {
+        *slot = i;
+        return &n;
+      }
+  }
+  return nullptr;
+}
+
+size_t batch_axis(const Graph& g, const std::string& name) {
+  size_t slot = 0;
+  const Node* n = recurrent_reader(g, name, &slot);
+  const bool time_major = n && n->attr_int("layout", 0) == 0;
+  return time_major && (slot == 0 || slot == 5 || slot == 6) ? 1 : 0;
+}
+
+int64_t sequence_length_bound(const Graph& g, const std::string& name, std::string* why) {
+  size_t slot = 0;
+  const Node* n = recurrent_reader(g, name, &slot);
+  if (!n || slot != 4 || n->inputs.empty()) return 0;
+  const auto x = g.value_descs.find(n->inputs[0]);
+  if (x == g.value_descs.end() || x->second.shape.size() != 3) return 0;
+  const int64_t t = x->second.shape[n->attr_int("layout", 0) == 0 ? 0 : 1];
+  if (why) *why = "the sequence length of node '" + n->name + "' (" + n->op_type + ")";
+  return t;
+}
+
 void fill_ids(Tensor& t, int64_t bound, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> d(0, bound - 1);
   for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);

@@ -17,6 +17,18 @@ namespace mosaic {
 /// of '/tok/Gather''s 'tok.weight'"). 0 when no Gather uses it.
 int64_t index_bound(const Graph& g, const std::string& name, std::string* why = nullptr);
 
+/// The recurrent node (RNN, GRU, LSTM) whose input `slot` the graph input `name` is read by
+/// directly, or nullptr.
+const Node* recurrent_reader(const Graph& g, const std::string& name, size_t* slot);
+
+/// The axis of graph input `name` that --batch binds: 1 for a time-major recurrent input (X,
+/// initial_h, initial_c of an RNN, GRU or LSTM with layout 0, [seq, batch, ...]), else 0.
+size_t batch_axis(const Graph& g, const std::string& name);
+
+/// The longest sequence of the recurrent node whose sequence_lens (input 4) is `name`: its
+/// X's sequence axis, once shapes are bound (0 otherwise). Valid lengths lie in [1, this].
+int64_t sequence_length_bound(const Graph& g, const std::string& name, std::string* why = nullptr);
+
 /// Fills an int64 tensor with ids uniform in [0, bound) (bound >= 1).
 void fill_ids(Tensor& t, int64_t bound, std::mt19937_64& rng);
 

@@ -1,5 +1,7 @@
 #include "core/prepare.hpp"
 
+#include "core/inputs.hpp"
+
 #include "core/events.hpp"
 
 #include <algorithm>
@@ -33,24 +35,27 @@ Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
   for (auto& in : g.inputs) {
     if (!in.has_shape) return Status::invalid(g.source + ": input '" + in.name + "' has no shape information");
     Shape s = in.dims;
+    // --batch binds the batch axis: dimension 1 of a time-major recurrent input ([seq, batch,
+    // ...]), whose dimension 0 is the sequence, else dimension 0.
+    const size_t b = s.size() > 1 ? batch_axis(g, in.name) : 0;
     for (size_t d = 0; d < s.size(); ++d) {
       const bool symbolic = s[d] < 0;
       const std::string param = d < in.dim_params.size() ? in.dim_params[d] : "";
       if (symbolic && !param.empty()) symbolic_names.insert(param);
-      if (symbolic && !param.empty() && opt.dims.count(param) && !(d == 0 && opt.batch > 0)) {
+      if (symbolic && !param.empty() && opt.dims.count(param) && !(d == b && opt.batch > 0)) {
         s[d] = opt.dims.at(param);
         used.insert(param);
-      } else if (d == 0 && opt.batch > 0) {
-        if (!symbolic && s[0] != opt.batch)
-          report.notes.push_back("input '" + in.name + "': fixed batch " + std::to_string(s[0]) + " overridden to " +
-                                 std::to_string(opt.batch));
-        s[0] = opt.batch;
+      } else if (d == b && opt.batch > 0) {
+        if (!symbolic && s[d] != opt.batch)
+          report.notes.push_back("input '" + in.name + "': fixed batch " + std::to_string(s[d]) + " overridden to " +
+                                 std::to_string(opt.batch) + (b ? " (dimension 1: the batch of a time-major sequence)" : ""));
+        s[d] = opt.batch;
       } else if (symbolic) {
-        if (d != 0)
+        if (d != b)
           return Status::invalid(g.source + ": input '" + in.name + "' dimension " + std::to_string(d) +
                                  " is symbolic ('" + (param.empty() ? "?" : param) + "'); bind it with --shape " +
                                  (param.empty() ? "NAME" : param) + "=N");
-        s[0] = 1;
+        s[d] = 1;  // an unbound batch is 1
       }
     }
     MOSAIC_RETURN_IF_ERROR(check_shape(s, in.dtype, g.source + ": input '" + in.name + "'"));

@@ -12,11 +12,10 @@
 #include <sstream>
 
 namespace mosaic {
-namespace {
 
 namespace fs = std::filesystem;
 
-Expected<std::string> read_file(const std::string& path) {
+Expected<std::string> read_model_bytes(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::not_found(path + ": no such file");
   if (fs::is_directory(path, ec)) return Status::invalid(path + ": is a directory, expected a file");
@@ -32,6 +31,8 @@ Expected<std::string> read_file(const std::string& path) {
   if (size && !f.read(bytes.data(), size)) return Status::io_error(path + ": read failed");
   return bytes;
 }
+
+namespace {
 
 /// A non-negative decimal integer, all of it (external data's offset and length).
 Expected<int64_t> parse_count(const std::string& text, const std::string& what) {
@@ -256,7 +257,7 @@ Expected<Graph> load_onnx(const std::string& path) {
   {
     // The file's bytes are released once parsed; below, each initializer's bytes are
     // released once copied, so loading peaks near one copy of the weights, not three.
-    MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+    MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
     if (bytes.empty() || !model.ParseFromString(bytes))
       return Status::invalid(path + ": not a valid ONNX model (protobuf parse failed; truncated or not ONNX?)");
   }
@@ -391,7 +392,7 @@ Status save_onnx(const Graph& g, const std::string& path) {
 }
 
 Expected<Tensor> load_tensor_pb(const std::string& path, std::string* name) {
-  MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  MOSAIC_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
   onnx::TensorProto p;
   if (!p.ParseFromString(bytes)) return Status::invalid(path + ": not a valid TensorProto");
   if (name) *name = p.name();

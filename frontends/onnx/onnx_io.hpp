@@ -11,6 +11,9 @@
 
 namespace mosaic {
 
+/// A model file's bytes: a regular file only (a FIFO or a device would block), with errors
+/// naming it.
+Expected<std::string> read_model_bytes(const std::string& path);
 /// Loads an ONNX model file. Errors name the file (and node/tensor where relevant).
 Expected<Graph> load_onnx(const std::string& path);
 /// Writes a graph as an ONNX model (opset graph.opset, weights as raw data).
