@@ -154,10 +154,14 @@ class EmptyOutputsKernel final : public Kernel {
 };
 
 bool every_output_empty(const KernelContext& ctx) {
-  if (ctx.outputs.empty() || ctx.node->op_type == kToDeviceOp || ctx.node->op_type == kToHostOp) return false;
-  for (size_t i = 0; i < ctx.outputs.size(); ++i)
-    if (ctx.node->has_output(i) && ctx.outputs[i].numel() != 0) return false;
-  return true;
+  if (ctx.node->op_type == kToDeviceOp || ctx.node->op_type == kToHostOp) return false;
+  int present = 0;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    if (i < ctx.output_present.size() && !ctx.output_present[i]) continue;  // an omitted optional output
+    ++present;
+    if (ctx.outputs[i].numel() != 0) return false;
+  }
+  return present > 0;
 }
 
 }  // namespace

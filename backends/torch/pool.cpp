@@ -21,6 +21,8 @@ class PoolKernel final : public TorchKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    if (ctx.inputs[0].numel() == 0)  // ATen: "kernel size should be greater than zero"
+      return Status::unsupported(label_ + ": ATen pools no empty input (" + shape_str(ctx.inputs[0].shape) + ")");
     const std::string& op = ctx.node->op_type;
     max_ = op == "MaxPool" || op == "GlobalMaxPool";
     if (ctx.has_output(1)) return Status::unsupported(label_ + ": the torch backend does not produce MaxPool's Indices");

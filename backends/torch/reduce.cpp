@@ -15,6 +15,10 @@ class ReduceKernel final : public TorchKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx, 1));
+    // ATen refuses a maximum or minimum over nothing (amax: "Expected reduction dim to have
+    // non-zero size"); naive gives ONNX's answer.
+    if (ctx.inputs[0].numel() == 0)
+      return Status::unsupported(label_ + ": ATen reduces no empty input (" + shape_str(ctx.inputs[0].shape) + ")");
     op_ = *reduce_op_of(ctx.node->op_type);
     MOSAIC_ASSIGN_OR_RETURN(p_, reduce_params(ctx));
     return Status::ok();
