@@ -44,12 +44,14 @@ py::object to_python(const nlohmann::json& j) {
   }
 }
 
-py::array float_view(float* data, const std::vector<py::ssize_t>& shape, bool writeable) {
-  // A base object that owns nothing: pybind11 then wraps the pointer instead of copying.
-  py::array a(py::dtype::of<float>(), shape, {}, data, py::capsule(data, [](void*) {}));
-  if (!writeable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+py::array float_copy(const float* data, const std::vector<py::ssize_t>& shape, bool writeable) {
+  // No base object: pybind11 allocates the array's own memory and copies `data` into it.
+  py::array a(py::dtype::of<float>(), shape, {}, data);
+  if (!writeable) seal(a);
   return a;
 }
+
+void seal(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_; }
 
 void call_released(const std::function<void()>& fn) {
   clear_pending();

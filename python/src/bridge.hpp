@@ -38,9 +38,14 @@ void call_released(const std::function<void()>& fn);
 /// its one-line text for the Status the library reports.
 std::string keep_python_error(py::error_already_set& e);
 
-/// A float32 NumPy array over memory Mosaic owns (no copy), valid during the call it is passed
-/// to; read-only unless `writeable`.
-py::array float_view(float* data, const std::vector<py::ssize_t>& shape, bool writeable);
+/// A float32 NumPy array holding a copy of `data` (it owns its memory), read-only unless
+/// `writeable`. Python code handed one may keep it past the call, and past the life of the
+/// memory it was copied from (a parameter freed when train() returns): a view there was a
+/// use-after-free, a write after the call heap corruption.
+py::array float_copy(const float* data, const std::vector<py::ssize_t>& shape, bool writeable);
+/// Makes an array read-only: what a class kept of the arrays of a finished call raises
+/// ValueError ("assignment destination is read-only") on a write, instead of changing nothing.
+void seal(py::array& a);
 
 /// The exception types, created by the module (mosaic.Error, mosaic.InvalidArgument).
 void register_exceptions(py::module_& m);

@@ -113,8 +113,9 @@ std::vector<double> backward_flops_python(const OpContext& ctx) {
   return std::vector<double>(ctx.inputs.size(), ctx.inputs.empty() ? 0 : total / ctx.inputs.size());
 }
 
+/// A read-only copy of a tensor for the class (which may keep it past the call).
 py::array view(const Tensor& t) {
-  return float_view(t.f32(), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()), false);
+  return float_copy(t.f32(), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()), false);
 }
 
 /// Copies `value` (what the class returned for `what`) into `dst`, after checking its shape and

@@ -1,11 +1,14 @@
 // A Python optimizer class as a Mosaic optimizer: registered through register_optimizer
 // (core/optimizer.hpp), the way C++ plugins are, so that make_optimizer, optcheck and train
-// use it like any other. Each update hands the class NumPy views of the parameter, its
-// gradient (read-only) and its state buffers: no copies.
+// use it like any other. Each update hands the class NumPy copies of the parameter, its
+// gradient (read-only) and its state buffers, and copies the parameter and the state back:
+// the class may keep an array past the step (and past train(), which frees the parameter), so
+// it never gets a view of Mosaic's memory. After the step the arrays are read-only.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
@@ -72,10 +75,22 @@ class PyOptimizer final : public Optimizer {
         lr_ = config_.lr;
         obj_->attr("lr") = lr_;
       }
+      // Copies in and out (docs/python.md): the class may keep its arrays past the step, and
+      // the parameter's memory is freed when train() returns. Afterwards they are read-only.
       py::dict st;
-      for (size_t k = 0; k < state.size() && k < state_names_.size(); ++k)
-        st[py::str(state_names_[k])] = float_view(state[k].data(), {n}, true);
-      obj_->attr("step")(float_view(p, {n}, true), float_view(const_cast<float*>(g), {n}, false), st, t);
+      std::vector<py::array> states;
+      for (size_t k = 0; k < state.size() && k < state_names_.size(); ++k) {
+        states.push_back(float_copy(state[k].data(), {n}, true));
+        st[py::str(state_names_[k])] = states.back();
+      }
+      py::array pa = float_copy(p, {n}, true), ga = float_copy(g, {n}, false);
+      obj_->attr("step")(pa, ga, st, t);
+      std::memcpy(p, pa.data(), static_cast<size_t>(n) * sizeof(float));
+      seal(pa);
+      for (size_t k = 0; k < states.size(); ++k) {
+        std::memcpy(state[k].data(), states[k].data(), static_cast<size_t>(n) * sizeof(float));
+        seal(states[k]);
+      }
     } catch (py::error_already_set& e) {
       throw std::runtime_error(keep_python_error(e));
     }

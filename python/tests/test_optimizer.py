@@ -153,3 +153,31 @@ def test_registration_checks_the_class():
 
     with pytest.raises(ValueError, match="already exists"):
         mosaic.register_optimizer(Clash)
+
+
+class Hoarder(mosaic.Optimizer):
+    """Plain SGD that keeps every array it is handed (as a careless class might, for logging)."""
+    name = "py-hoarder"
+    state_names = ["seen"]
+    kept = []
+
+    def step(self, p, g, state, t):
+        p -= self.lr * g
+        state["seen"] += 1
+        Hoarder.kept.append((p, g, state["seen"]))
+
+
+def test_arrays_kept_past_the_step_are_copies_a_write_to_which_raises():
+    # Before, the arrays were views of Mosaic's buffers: a write after train() returned (the
+    # parameters freed) was heap corruption ("corrupted double-linked list") or SIGSEGV.
+    Hoarder.kept = []
+    log = mosaic.train("zoo:fmnist-cnn", optimizer=Hoarder, lr=0.01, data="synthetic:32,1,28,28,10", batch=16,
+                       epochs=1, evaluate=False)
+    assert log["epochs"][0]["train_loss"] > 0
+    assert len(Hoarder.kept) >= 2
+    p, g, seen = Hoarder.kept[-1]
+    assert np.isfinite(p).all() and np.isfinite(g).all()  # reading is safe: the memory is the array's
+    assert seen.min() >= 1  # the state was copied back and in again at each step
+    for a in (p, g, seen):
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = 1.0
