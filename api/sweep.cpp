@@ -3,6 +3,7 @@
 // seed's Table 2 (epoch time and throughput vs batch) and Table 3 (accuracy at chosen epochs
 // per optimizer and lr) as CSV and Markdown.
 #include "api/sweep.hpp"
+#include "ir/interrupt.hpp"
 
 #include <cstdarg>
 #include <algorithm>
@@ -406,7 +407,7 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
   }
   int ran = 0, cached = 0, errors = 0;
   double run_seconds = 0;
-  bool stopped = false;
+  bool stopped = false, interrupted_run = false;
   for (size_t i = 0; i < cells.size(); ++i) {
     Cell& cell = cells[i];
     std::string log;
@@ -423,6 +424,11 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     }
     if (so.max_cells > 0 && ran >= so.max_cells) {
       stopped = true;
+      break;
+    }
+    if (interrupted()) {  // SIGINT/SIGTERM: stop at this cell boundary; the tables are still written
+      stopped = interrupted_run = true;
+      say(out, "sweep %s: interrupted; %d cell(s) run, the rest resume on a rerun\n", c.name.c_str(), ran);
       break;
     }
     // Where `max` was found, a listed batch above it would outgrow the machine's memory (the
@@ -464,6 +470,12 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     // alone sat at "0/12" for a whole cell).
     t.progress_label = "sweep " + c.name + ": cell " + std::to_string(i + 1) + "/" + std::to_string(cells.size()) + ", ";
     auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c.output) : train_model(t, tokens ? nullptr : &images, false);
+    if (r.ok() && (interrupted() || r->log.value("interrupted", false))) {
+      // A cell cut short is no result: not recorded, so that a rerun trains it whole.
+      stopped = interrupted_run = true;
+      say(out, "[%zu/%zu] %s: interrupted; not recorded (a rerun trains it)\n", i + 1, cells.size(), label.c_str());
+      break;
+    }
     if (r.ok()) {
       cell.log = r->log;
       cell.status = r->diverged.empty() ? "done" : "diverged";
@@ -527,6 +539,7 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
   result.cached = cached;
   result.errors = errors;
   result.stopped = stopped;
+  result.interrupted = interrupted_run;
   result.output = c.output;
   result.speedup_table = !c.ranks.empty();
   return result;

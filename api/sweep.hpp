@@ -25,7 +25,10 @@ struct SweepQuery {
 struct SweepOutcome {
   nlohmann::json doc;  ///< mosaic.sweep/1: settings, provenance, every finished cell with its log
   int ran = 0, cached = 0, errors = 0;  ///< cells run now, finished earlier, failed (retried on a rerun)
-  bool stopped = false;  ///< max_cells ended it early
+  bool stopped = false;  ///< max_cells or an interrupt ended it early
+  /// SIGINT or SIGTERM (ir/interrupt.hpp) stopped it at a cell boundary: the finished cells
+  /// are recorded and the tables written; a cell cut short is not recorded (a rerun trains it).
+  bool interrupted = false;
   std::string output;    ///< the output folder
   bool speedup_table = false;  ///< a ranks sweep: table_speedup.{csv,md} too
 };

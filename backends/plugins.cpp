@@ -72,6 +72,10 @@ Status load_plugin(const std::string& path) {
   std::error_code ec;
   const std::string file = std::filesystem::weakly_canonical(path, ec).string();
   const std::string what = "plugin " + path;
+  if (!ec && std::filesystem::is_directory(file, ec))
+    return Status::invalid(what + ": is a directory; --plugin takes a plugin file (a .so library or a .py file)");
+  if (!ec && std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    return Status::invalid(what + ": is not a regular file");
   if (ec || !std::filesystem::is_regular_file(file, ec)) return Status::io_error(what + ": no such file");
   for (const auto& p : plugins())
     if (p.file == file) return Status::ok();

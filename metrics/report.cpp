@@ -15,6 +15,14 @@ namespace mosaic {
 
 namespace {
 
+/// v with two decimals ("1.23", "12345.60"): a ratio or core count cut to four characters
+/// read 12345.6 as "1234".
+std::string fixed2(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
 /// The peak GFLOP/s and memory GB/s a node's figures are divided by: its device's
 /// (BenchReport::device_peaks) for a step on a device, none if that device's are unknown (a GPU
 /// step is never divided by the CPU's), else the machine's (0: not measured).
@@ -271,9 +279,9 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
       os << line;
     }
     print_statistics(c, rep.config, os);
-    std::string cpu = "cpu:     " + std::to_string(c.timing.cpu_cores).substr(0, 4) + " cores busy of " +
+    std::string cpu = "cpu:     " + fixed2(c.timing.cpu_cores) + " cores busy of " +
                       std::to_string(rep.threads) + " threads";
-    for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + std::to_string(cores).substr(0, 4);
+    for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + fixed2(cores);
     if (c.timing.others_cpu >= 0)
       cpu += "; other processes " + std::to_string(static_cast<int>(100 * c.timing.others_cpu + 0.5)) + "% of the machine" +
              (c.timing.others_cpu > kPeaksContended ? "  CONTENDED (times inflated; measure on a quiet machine)" : "");
@@ -373,7 +381,7 @@ void print_ranking(const BenchReport& rep, std::ostream& os) {
       char item[256];
       std::snprintf(item, sizeof item, "%s%zu. %s %.3f ms%s", i ? ", " : " ", i + 1, order[i]->label.c_str(),
                     order[i]->median_ms,
-                    i ? (" (" + std::to_string(order[i]->median_ms / order[0]->median_ms).substr(0, 4) + "x)").c_str() : "");
+                    i ? (" (" + fixed2(order[i]->median_ms / order[0]->median_ms) + "x)").c_str() : "");
       os << item;
     }
     os << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "metrics/peaks.hpp"
 #include "metrics/stats.hpp"
@@ -81,13 +82,60 @@ TimingComparison judge(TimingComparison t, double p, double alpha, double thresh
   return t;
 }
 
+/// Every time the comparison reads (the members below, wherever they sit, and their
+/// elements) is a finite number >= 0: a negative or infinite sample would turn into "faster
+/// -4603%" rather than an error.
+Status check_times(const json& j, const std::string& path, bool is_time, const std::string& which) {
+  static const std::set<std::string> kTimes = {"iteration_ms",   "median_ms",          "node_median_us",
+                                               "samples_us",     "backward_samples_us", "node_backward_median_us"};
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& k = it.key();
+      const bool time = kTimes.count(k) != 0;
+      MOSAIC_RETURN_IF_ERROR(check_times(it.value(), path.empty() ? k : path + "." + k, time, which));
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i)
+      MOSAIC_RETURN_IF_ERROR(check_times(j[i], path + "[" + std::to_string(i) + "]", is_time, which));
+  } else if (is_time && !j.is_null()) {
+    if (!j.is_number())
+      return Status::invalid(which + ": `" + path + "` is " + j.dump() + ", not a time (a number)");
+    const double v = j.get<double>();
+    if (!std::isfinite(v) || v < 0)
+      return Status::invalid(which + ": `" + path + "` is " + j.dump() + ": a time must be a finite number >= 0");
+  }
+  return Status::ok();
+}
+
 Status check_doc(const json& d, const std::string& which) {
-  const std::string schema = d.is_object() ? d.value("schema", "") : "";
+  const std::string schema = d.is_object() && d.contains("schema") && d["schema"].is_string() ? d["schema"].get<std::string>() : "";
   if (schema.rfind("mosaic.bench/", 0) != 0)
     return Status::invalid(which + ": not a bench report (schema '" + schema + "'); compare reads `mosaic bench` runs");
   if (schema == "mosaic.bench/1")
     return Status::invalid(which + ": a mosaic.bench/1 report has no raw samples; rerun the benchmark");
-  return Status::ok();
+  if (d.contains("runs")) {
+    if (!d["runs"].is_array()) return Status::invalid(which + ": `runs` is " + d["runs"].dump() + ", not a list");
+    for (size_t i = 0; i < d["runs"].size(); ++i) {
+      const json& run = d["runs"][i];
+      if (!run.is_object() || (run.contains("nodes") && !run["nodes"].is_array()))
+        return Status::invalid(which + ": `runs[" + std::to_string(i) + "]` is not a configuration (an object whose `nodes` is a list)");
+      const std::string at = "runs[" + std::to_string(i) + "]";
+      if (run.contains("label") && !run["label"].is_string())
+        return Status::invalid(which + ": `" + at + ".label` is " + run["label"].dump() + ", not a string");
+      const json nodes = run.value("nodes", json::array());
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        const json& n = nodes[k];
+        const std::string node_at = at + ".nodes[" + std::to_string(k) + "]";
+        if (!n.is_object()) return Status::invalid(which + ": `" + node_at + "` is " + n.dump() + ", not an object");
+        for (const char* key : {"name", "op"})
+          if (n.contains(key) && !n[key].is_string())
+            return Status::invalid(which + ": `" + node_at + "." + key + "` is " + n[key].dump() + ", not a string");
+        if (n.contains("view") && !n["view"].is_boolean())
+          return Status::invalid(which + ": `" + node_at + ".view` is " + n["view"].dump() + ", not true or false");
+      }
+    }
+  }
+  return check_times(d, "", false, which);
 }
 
 }  // namespace

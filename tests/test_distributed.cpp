@@ -395,7 +395,7 @@ TEST_F(Distributed, BadModeIsRefusedBeforeAnyWork) {
       {train + "ring", "unknown --distributed mode 'ring' (known: allreduce, allreduce-blocking, avg"},
       {train + "allreduce --bucket-mb 0", "--bucket-mb: must be > 0, got 0"},
       {train + "ps", "--distributed ps with --servers 1 needs at least 2 ranks (mpirun -np), got 1"},
-      {train + "avg --sync-every 0", "--sync-every must be at least 1"},
+      {train + "avg --sync-every 0", "--sync-every: must be a positive integer, got 0"},
       {train + "allreduce --collective tree", "unknown --collective 'tree' (known: auto, ring, shm)"},
       {train + "avg --collective shm", "--collective chooses how the all-reduce modes sum gradients"},
       {"bench zoo:fmnist-cnn --mode training --distributed allreduce --collective tree", "unknown --collective 'tree'"},

@@ -386,6 +386,32 @@ TEST_F(History, BadInputIsRefusedWithTheFileOrRunNamed) {
   EXPECT_NE(r.out.find("results store version 99 is newer than this mosaic's (1)"), std::string::npos) << r.out;
 }
 
+TEST_F(History, CompareRefusesNegativeTimesAndWronglyTypedFields) {
+  // A report whose samples went negative (hand-edited, or another tool's) printed "faster
+  // -4603%"; a label of the wrong type ended in a raw JSON library error with no name.
+  ASSERT_EQ(bench().code, 0);
+  CmdResult r = mosaic("history --db " + db_ + " --show 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << r.out;
+  ASSERT_FALSE(doc["runs"][0]["samples"]["iteration_ms"].empty());
+  nlohmann::json negative = doc;
+  negative["runs"][0]["samples"]["iteration_ms"][0] = -5.0;
+  std::ofstream(path("negative.json")) << negative.dump();
+  r = mosaic("compare 1 " + path("negative.json") + " --db " + db_);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("`runs[0].samples.iteration_ms[0]` is -5.0: a time must be a finite number >= 0"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("faster"), std::string::npos) << r.out;
+  nlohmann::json typed = doc;
+  typed["runs"][0]["label"] = 3;
+  std::ofstream(path("typed.json")) << typed.dump();
+  r = mosaic("compare " + path("typed.json") + " 1 --db " + db_);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("`runs[0].label` is 3, not a string"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("typed.json"), std::string::npos) << "names the file: " << r.out;
+}
+
 TEST_F(History, ReportRefusesBadInputAndWritesNothing) {
   CmdResult r = bench("--json " + path("a.json"));
   ASSERT_EQ(r.code, 0) << r.out;

@@ -194,6 +194,36 @@ TEST_F(Outputs, InterruptedBenchAndTrainKeepWhatFinished) {
   EXPECT_GE(doc["epochs"].size(), 2u);
 }
 
+TEST_F(Outputs, InterruptedSweepStopsAtACellBoundaryAndWritesItsTables) {
+  // SIGINT as the second of two cells starts (im2col's first cell takes a second, naive's second
+  // one about ten): the first cell is recorded, the second (cut short) is not, the tables and
+  // sweep.json are written, the run is recorded, exit 130. Before, the signal killed the sweep
+  // with nothing written.
+  const std::string cfg = path("grid.yaml"), db = path("runs.sqlite");
+  {
+    std::ofstream f(cfg);
+    f << "name: interrupted\noutput: " << path("out") << "\ndata: synthetic:1024,1,28,28,10\nmodels: zoo:fmnist-cnn\n"
+      << "backends: [im2col, naive]\noptimizers: sgd\nlr: 0.01\nbatch: 8\nepochs: 1\nsteps_per_epoch: 100\n"
+      << "accuracy_epochs: [1]\nthreads: 1\n";
+  }
+  CmdResult r = mosaic_shell("(" + std::string(MOSAIC_BIN) + " sweep " + cfg + " --db " + db + " > " + path("s.out") +
+                             " 2>&1 & pid=$!; for i in $(seq 600); do grep -q '^\\[2/2\\] .* \\.\\.\\.' " +
+                             path("s.out") + " && break; sleep 0.05; done; kill -INT $pid; wait $pid; echo rc=$?)");
+  const std::string out = read_all(path("s.out"));
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << out;
+  EXPECT_NE(out.find("interrupted (run again to resume)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[2/2] zoo:fmnist-cnn naive batch 8 sgd lr 0.01: interrupted; not recorded"), std::string::npos)
+      << out;
+  EXPECT_TRUE(std::filesystem::exists(path("out") + "/table2.md")) << out;
+  auto doc = nlohmann::json::parse(read_all(path("out") + "/sweep.json"), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << out;
+  EXPECT_EQ(doc.value("complete", true), false);
+  ASSERT_EQ(doc["cells"].size(), 1u) << doc.dump();
+  EXPECT_EQ(doc["cells"][0]["backend"], "im2col");
+  r = mosaic("history --db " + db);
+  EXPECT_NE(r.out.find("sweep"), std::string::npos) << "recorded: " << r.out;
+}
+
 TEST_F(Outputs, InterruptedBenchProcessesPoolsTheProcessesThatFinished) {
   // bench --processes 3, Ctrl-C (SIGINT to the whole process group, as a terminal sends it)
   // while the second process runs: the child gets one signal (from the parent: it runs in its

@@ -177,6 +177,7 @@ TEST_F(Plugins, MalformedPluginsAreRefusedWithTheFileNamed) {
   };
   const std::vector<Case> cases = {
       {"/nonexistent/libnothing.so", "plugin /nonexistent/libnothing.so: no such file"},
+      {kDir + "/examples", "plugin " + kDir + "/examples: is a directory; --plugin takes a plugin file"},
       {kDir + "/examples/custom_optimizer/libmosaic_lion.so", "it is an optimizer plugin: load it with --optimizer-plugin"},
       {test_plugin("op_old_interface"), "was built against plugin interface version " + std::to_string(MOSAIC_PLUGIN_API_VERSION + 1000) + ", this Mosaic has version " + std::to_string(MOSAIC_PLUGIN_API_VERSION)},
       {test_plugin("op_half_registered"), "registration failed: backend 'naive' is registered twice"},
