@@ -38,7 +38,12 @@ Expected<InfoReport> info(const InfoQuery& q) {
     InfoNode row;
     row.name = n.name;
     row.op = n.op_type;
-    row.output_shape = p.values()[s.out[0]].desc.shape;
+    // The first output the node has (-1: omitted, as an LSTM's Y where only Y_h is used).
+    for (int v : s.out)
+      if (v >= 0) {
+        row.output_shape = p.values()[v].desc.shape;
+        break;
+      }
     row.flops = s.flops;
     for (size_t i = 0; i < s.in.size(); ++i)
       if (s.in[i] >= 0 && p.values()[s.in[i]].is_const && p.values()[s.in[i]].desc.dtype == DType::kF32)

@@ -1,5 +1,7 @@
 #include "api/plan.hpp"
 
+#include <algorithm>
+
 #include "api/util.hpp"
 #include "backends/registry.hpp"
 #include "core/fuse.hpp"
@@ -54,7 +56,9 @@ Expected<PlanReport> plan(const PlanQuery& q) {
   r.batch = g->inputs.empty() ? 1 : g->value_descs.at(g->inputs[0].name).shape.at(0);
   for (const auto& s : p.steps()) {
     const Node& n = p.node(s);
-    const TensorDesc& out = p.values()[s.out[0]].desc;
+    // The first output the node has (-1: omitted, as an LSTM's Y where only Y_h is used).
+    const int first = *std::find_if(s.out.begin(), s.out.end() - 1, [](int v) { return v >= 0; });
+    const TensorDesc& out = p.values()[first].desc;
     PlanStepReport st;
     st.node = n.name;
     st.op = n.op_type;
@@ -62,7 +66,7 @@ Expected<PlanReport> plan(const PlanQuery& q) {
     st.backend = s.backend;
     st.output_shape = out.shape;
     st.output_layout = layout_name(out);
-    st.output_device = device_name(p.values()[s.out[0]]);
+    st.output_device = device_name(p.values()[first]);
     st.fallback_reason = s.fell_back() ? s.fallback_reason : "";
     st.conversion = s.conversion;
     if (s.conversion) {

@@ -284,7 +284,12 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + fixed2(cores);
     if (c.timing.others_cpu >= 0)
       cpu += "; other processes " + std::to_string(static_cast<int>(100 * c.timing.others_cpu + 0.5)) + "% of the machine" +
-             (c.timing.others_cpu > kPeaksContended ? "  CONTENDED (times inflated; measure on a quiet machine)" : "");
+             (c.timing.others_cpu > kPeaksContended
+                  ? std::string("  CONTENDED (times inflated; measure on a quiet machine") +
+                        // OpenMP threads that wait for a busy core cost more than they add
+                        // (GPT-2 at batch 1: 2116 ms on 2 threads, 151 ms on 1, under load).
+                        (rep.threads > 1 ? ", or with --threads 1, which suffers less from a busy core)" : ")")
+                  : "");
     os << cpu << "\n";
     if (!std::isnan(c.timing.metrics_overhead)) {
       std::snprintf(line, sizeof line,

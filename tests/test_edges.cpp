@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 
+#include "api/info.hpp"
 #include "api/models.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "frontends/onnx/shape_check.hpp"
@@ -287,6 +288,28 @@ TEST(GeneratedInputs, SequenceLengthsAreValidAndBatchBindsTheBatchAxisOfTimeMajo
       EXPECT_TRUE(st.is_ok()) << "seed " << seed << ": " << st.to_string();
     }
   }
+}
+
+TEST(OmittedOutputs, ANodeWhoseFirstOutputIsOmittedIsReportedByItsFirstPresentOne) {
+  // zoo:lstm-classifier's LSTM has only Y_h (output 1): verify --per-node ended in "map::at",
+  // and info and plan read the plan's value -1 (Python: "MemoryError: std::bad_alloc").
+  CmdResult r = mosaic("verify zoo:lstm-classifier --per-node --backend onednn");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" LSTM "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("map::at"), std::string::npos) << r.out;
+  auto q = api::InfoQuery{};
+  q.model = "zoo:lstm-classifier";
+  auto info = api::info(q);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  bool found = false;
+  for (const auto& n : info->nodes)
+    if (n.op == "LSTM") {
+      found = true;
+      EXPECT_EQ(n.output_shape, (Shape{1, 2, 256})) << "Y_h [batch, directions, hidden]";
+    }
+  EXPECT_TRUE(found);
+  r = mosaic("plan zoo:lstm-classifier --backend onednn");
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 /// PyTorch's export of x[:, 1:] * 2 for x [2, 5]: Slice(starts 1, ends INT64_MAX, axes 1).

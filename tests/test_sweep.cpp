@@ -244,6 +244,7 @@ TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
       {"models: nosuch.onnx\n", "nosuch.onnx not found"},
       {"models: zoo:fmnist-cnn\ndata: idx:/nonexistent\n", "key 'data': "},
       {"models: zoo:fmnist-cnn\nepochs: 2\naccuracy_epochs: [5]\n", "epoch 5 is outside 1..2"},
+      {"models: zoo:fmnist-cnn\nepochs: 1000000000000\n", "key 'epochs': 1000000000000 epochs; at most 100000"},
       {"models: [zoo:fmnist-cnn\n", "not valid YAML"},
       // A repeated key (yaml-cpp answers with the first), a repeated axis value (identical cells),
       // non-finite and out-of-range numbers, a grid far beyond what was meant.

@@ -136,7 +136,9 @@ Expected<PerNodeReport> compare_per_node(const Graph& graph, const KernelRegistr
 
   PerNodeReport report;
   for (const auto& n : graph.nodes) {
-    if (n.outputs.empty() || graph.value_descs.at(n.outputs[0]).dtype != DType::kF32) continue;
+    // The first output the node has (an LSTM whose Y is omitted has only Y_h, output 1).
+    const auto first = std::find_if(n.outputs.begin(), n.outputs.end(), [](const std::string& o) { return !o.empty(); });
+    if (first == n.outputs.end() || graph.value_descs.at(*first).dtype != DType::kF32) continue;
     NodeAgreement a(n.name, n.op_type, placement.backend_for(n));
     std::vector<std::string> fed;
     const Graph one = single_node_graph(graph, n, &fed);

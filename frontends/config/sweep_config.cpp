@@ -153,6 +153,12 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
 
   if (c.models.empty()) return Status::invalid(path + ": key 'models' is required (ONNX files or zoo:NAME)");
   if (c.epochs < 1) return Status::invalid(path + ": key 'epochs' must be positive");
+  // Each epoch is a row of Table 3 and an entry of every cell's log: 10^12 of them was an
+  // allocation failure ("std::bad_alloc") before anything ran.
+  constexpr int64_t kMaxEpochs = 100000;
+  if (c.epochs > kMaxEpochs)
+    return Status::invalid(path + ": key 'epochs': " + std::to_string(c.epochs) + " epochs; at most " +
+                           std::to_string(kMaxEpochs) + " (a sweep's cells are trained for whole epochs)");
   if (c.steps_per_epoch < 0) return Status::invalid(path + ": key 'steps_per_epoch' must not be negative");
   for (double lr : c.lrs)
     if (!(lr > 0)) return Status::invalid(path + ": key 'lr': learning rates must be positive");
