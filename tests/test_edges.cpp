@@ -312,6 +312,58 @@ TEST(OmittedOutputs, ANodeWhoseFirstOutputIsOmittedIsReportedByItsFirstPresentOn
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
+class VerifySuite : public ScratchDirTest {
+ protected:
+  VerifySuite() : ScratchDirTest("mosaic_verify_suite_") {}
+};
+
+TEST_F(VerifySuite, ACaseTooLargeForTheMachineIsItsOwnVerdictNotTheSuitesEnd) {
+  // test_huge folds a ConstantOfShape of 2^38 floats (1 TiB: within Mosaic's size limits, not
+  // within the machine's): its allocation fails. Before, the exception ended the whole suite
+  // without naming the case; now it is that case's FAILED verdict and test_relu still runs.
+  namespace fs = std::filesystem;
+  const fs::path suite = path("suite");
+  fs::create_directories(suite / "test_huge" / "test_data_set_0");
+  fs::copy("/usr/share/libonnx-testdata/data/node/test_relu", suite / "test_relu", fs::copy_options::recursive);
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(int64_t{1} << 18);
+  shape->add_int64_data(int64_t{1} << 20);
+  auto* fill = g->add_node();
+  fill->set_op_type("ConstantOfShape");
+  fill->set_name("fill");
+  fill->add_input("shape");
+  fill->add_output("c");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("c");
+  add->add_input("x");
+  add->add_output("y");
+  g->add_output()->set_name("y");
+  {
+    std::ofstream f(suite / "test_huge" / "model.onnx", std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  ASSERT_TRUE(save_tensor_pb(Tensor::from_f32({1}, {1.f}), "x", (suite / "test_huge" / "test_data_set_0" / "input_0.pb").string()).is_ok());
+  ASSERT_TRUE(save_tensor_pb(Tensor::from_f32({1}, {1.f}), "y", (suite / "test_huge" / "test_data_set_0" / "output_0.pb").string()).is_ok());
+  CmdResult r = mosaic("verify " + suite.string() + " --backend naive");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAILED test_huge"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out of memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASSED test_relu"), std::string::npos) << r.out;
+}
+
 /// PyTorch's export of x[:, 1:] * 2 for x [2, 5]: Slice(starts 1, ends INT64_MAX, axes 1).
 void write_open_ended_slice(const std::string& file) {
   onnx::ModelProto m;
