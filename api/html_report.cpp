@@ -75,9 +75,14 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
   MOSAIC_ASSIGN_OR_RETURN(NamedRun run, load_named_run(what, db_path, db));
   json doc = std::move(run.doc);
   doc["_name"] = what == in ? run.name : in;
-  if (run_kind(doc).empty())
-    return Status::invalid(in + ": not a bench, train or sweep document (schema '" +
-                           (doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "") + "')");
+  if (run_kind(doc).empty()) {
+    const std::string schema = doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "";
+    for (const char* k : {"mosaic.bench/", "mosaic.train/", "mosaic.sweep/"})
+      if (schema.rfind(k, 0) == 0)
+        return Status::invalid(in + ": schema '" + schema + "' is a version this mosaic does not read (it reads "
+                               "mosaic.bench/1 and /2, mosaic.train/1 and mosaic.sweep/1): a newer mosaic wrote it?");
+    return Status::invalid(in + ": not a bench, train or sweep document (schema '" + schema + "')");
+  }
   return doc;
 }
 
@@ -239,6 +244,10 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
   }
   const json figures = json::parse(read_file((dir / "figures.json").string()), nullptr, false);
   if (!figures.is_array()) return Status::internal("report: the figure script wrote no figure list");
+  const json skipped = json::parse(read_file((dir / "skipped.json").string()), nullptr, false);
+  if (skipped.is_array())
+    for (const auto& line : skipped)
+      if (line.is_string()) out.notes.push_back("figure " + line.get<std::string>());
 
   std::ostringstream h;
   const std::string title = o.title.empty() ? "Mosaic report" : o.title;
@@ -257,7 +266,7 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
       << html_escape(f.value("caption", "")) << "</figcaption></figure>\n";
   }
   h << "<h2>Runs</h2>\n";
-  for (const auto& d : docs) {
+  for (const auto& d : docs) try {
     const std::string kind = run_kind(d);
     h << "<h3>" << html_escape(d["_name"].get<std::string>()) << ": " << kind << " of "
       << html_escape(d.value("model", d.value("name", "?"))) << "</h3>\n";
@@ -273,6 +282,10 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
     const json& p = d.value("provenance", json::object());
     if (p.contains("run")) h << "<p>Reproduce: <code>" << html_escape(p["run"].value("reproducer", "")) << "</code></p>\n";
     h << "<details><summary>provenance</summary><pre>" << html_escape(p.dump(1)) << "</pre></details>\n";
+  } catch (const json::exception& e) {
+    // A hand-edited or another tool's document with a field of the wrong type: named, and no
+    // page is written (nlohmann's message alone named neither the file nor the field's owner).
+    return Status::invalid(d["_name"].get<std::string>() + ": a field of the run has the wrong type (" + e.what() + ")");
   }
   // Headless checks (tests/report/check_report.sh) read how many figures decoded.
   h << "<script>window.addEventListener('load', function () {\n"

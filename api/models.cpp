@@ -9,6 +9,7 @@
 #include "api/util.hpp"
 #include "backends/registry.hpp"
 #include "core/inputs.hpp"
+#include "frontends/data/text.hpp"
 #include "frontends/zoo/zoo.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -122,8 +123,48 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* de
   return inputs;
 }
 
+namespace {
+
+/// bench --data with token data (text:FILE, text-chars:FILE, synthetic-tokens:...): the first
+/// sequences of the training split as the ids [batch, T], their next-token labels [batch, T].
+Expected<RealBatch> token_batch(const Graph& g, const std::string& spec, uint64_t seed) {
+  const TensorDesc& desc = g.value_descs.at(g.inputs[0].name);
+  if (desc.dtype != DType::kI64 || desc.shape.size() != 2)
+    return Status::invalid("`data` " + spec + " is token data: " + g.source + "'s input '" + g.inputs[0].name + "' is " +
+                           desc.str() + ", not token ids [batch, sequence] (int64)");
+  TokenTask task;
+  task.seq = desc.shape[1];
+  task.model_vocab = index_bound(g, g.inputs[0].name);
+  if (task.model_vocab <= 0)
+    return Status::invalid("`data` " + spec + ": no embedding (Gather) reads " + g.source + "'s input '" +
+                           g.inputs[0].name + "', so its vocabulary is unknown");
+  MOSAIC_ASSIGN_OR_RETURN(DataSplits data, load_token_data(spec, task, seed));
+  const Dataset& d = data.train;
+  const int64_t batch = desc.shape[0];
+  if (batch > d.size())
+    return Status::invalid("`data` " + spec + ": batch " + std::to_string(batch) + " is larger than the training set (" +
+                           std::to_string(d.size()) + " sequences of " + std::to_string(task.seq) + " tokens)");
+  RealBatch r;
+  Tensor x = Tensor::empty(desc);
+  std::memcpy(x.i64(), d.images.i64(), static_cast<size_t>(x.numel()) * sizeof(int64_t));
+  r.inputs.push_back(std::move(x));
+  r.labels = Tensor::empty({DType::kI64, {batch, task.seq}});
+  std::memcpy(r.labels.i64(), d.labels.i64(), static_cast<size_t>(r.labels.numel()) * sizeof(int64_t));
+  r.description = spec + ": training sequences 0.." + std::to_string(batch - 1) + " of " + std::to_string(task.seq) +
+                  " tokens (real data, --data)";
+  return r;
+}
+
+}  // namespace
+
+std::string data_forms() {
+  return "images: fashion-mnist, idx:DIR or synthetic:N,C,H,W,K; token ids: text:FILE (bytes), text-chars:FILE "
+         "(UTF-8 characters) or synthetic-tokens:N,T,V";
+}
+
 Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t seed) {
   if (g.inputs.size() != 1) return Status::invalid("`data` needs a model with one input; " + g.source + " has " + std::to_string(g.inputs.size()));
+  if (is_token_spec(spec)) return token_batch(g, spec, seed);
   MOSAIC_ASSIGN_OR_RETURN(DataSplits data, load_data(spec, seed));
   const Dataset& d = data.train;
   const TensorDesc& desc = g.value_descs.at(g.inputs[0].name);

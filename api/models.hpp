@@ -37,6 +37,10 @@ Expected<Graph> load_trainable(const std::string& spec, int64_t batch);
 /// given, says so in words for reports.
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* description = nullptr);
 
+/// Every form of a --data spec, for help texts: images (fashion-mnist, idx:DIR,
+/// synthetic:N,C,H,W,K) and token ids (text:FILE, text-chars:FILE, synthetic-tokens:N,T,V).
+std::string data_forms();
+
 /// bench --data: the model's single input filled with the first images of the training
 /// set (and their labels, for training), instead of random values.
 struct RealBatch {

@@ -75,7 +75,7 @@ struct BenchFlags {
     bench_cmd->add_option("--memory-limit", bench.memory_limit, "memory --find-max-batch fits in: 512M, 4G, ... "
                                                                 "(default: 90% of the available memory)");
     bench_cmd->add_option("--data", bench.data,
-                          "time on real images: the first batch of fashion-mnist, idx:DIR or synthetic:N,C,H,W,K (default: random)");
+                          "time on real data, the training set's first batch (default: random): " + api::data_forms());
     bench_cmd->add_option("--trace", bench.trace, "write a Chrome trace-event file of the measured iterations (Perfetto)");
     bench_cmd->add_flag("--no-fuse", no_fuse, "time the graph as loaded (no Pad->Conv/pool folding, no activation fusion)");
     bench_cmd->add_option("--attention", bench.attention,

@@ -24,7 +24,7 @@ struct TrainFlags {
   CLI::App* add(CLI::App& app) {
     auto* train_cmd = app.add_subcommand("train", "train a model: forward, loss, backward, optimizer step, per epoch report");
     train_cmd->add_option("model", train.model, "ONNX file, or zoo:NAME")->required();
-    train_cmd->add_option("--data", train.data, "fashion-mnist, idx:DIR or synthetic:N,C,H,W,K")->capture_default_str();
+    train_cmd->add_option("--data", train.data, api::data_forms())->capture_default_str();
     auto* train_backend_opt =
         train_cmd->add_option("--backend,--backends", train.backend, "backend (nodes it cannot train fall back to naive)")->capture_default_str();
     train_cmd->add_option("--assign", train.assign, "train on a mixed placement instead, as bench --assign (a spec or a YAML file)")

@@ -1,5 +1,7 @@
 #include "metrics/results_db.hpp"
 
+#include <map>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -136,10 +138,12 @@ std::string default_results_db() {
 }
 
 std::string run_kind(const nlohmann::json& doc) {
-  const std::string schema = doc.is_object() ? doc.value("schema", "") : "";
-  for (const char* k : {"bench", "train", "sweep"})
-    if (schema.rfind(std::string("mosaic.") + k + "/", 0) == 0) return k;
-  return "";
+  // The versions this mosaic writes and reads: a newer one is not read as if it were one of them.
+  static const std::map<std::string, std::string> kKnown = {
+      {"mosaic.bench/1", "bench"}, {"mosaic.bench/2", "bench"}, {"mosaic.train/1", "train"}, {"mosaic.sweep/1", "sweep"}};
+  if (!doc.is_object() || !doc.contains("schema") || !doc["schema"].is_string()) return "";
+  const auto it = kKnown.find(doc["schema"].get<std::string>());
+  return it == kKnown.end() ? "" : it->second;
 }
 
 Expected<ResultsDb> ResultsDb::open(const std::string& path) {

@@ -364,6 +364,24 @@ TEST_F(VerifySuite, ACaseTooLargeForTheMachineIsItsOwnVerdictNotTheSuitesEnd) {
   EXPECT_NE(r.out.find("PASSED test_relu"), std::string::npos) << r.out;
 }
 
+TEST(NewcomerGaps, BenchTakesTokenDataAndEveryHelpNamesEveryDataForm) {
+  // bench --data refused text: (it read every spec as images), and no --help named text-chars:.
+  for (const char* cmd : {"bench --help", "train --help"}) {
+    CmdResult r = mosaic(cmd);
+    for (const char* form : {"fashion-mnist", "idx:DIR", "synthetic:N,C,H,W,K", "text:FILE", "text-chars:FILE",
+                             "synthetic-tokens:N,T,V"})
+      EXPECT_NE(r.out.find(form), std::string::npos) << cmd << " lacks " << form;
+  }
+  CmdResult r = mosaic("bench zoo:bert-tiny --data text-chars:/usr/share/common-licenses/GPL-3 --backends naive,onednn "
+                       "--batch 2 --iterations 1 --warmup 0 --no-db --no-peaks");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("text-chars:/usr/share/common-licenses/GPL-3: training sequences 0..1 of"), std::string::npos)
+      << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --data text:/usr/share/common-licenses/GPL-3 --backends naive --iterations 1 --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is token data"), std::string::npos) << r.out;
+}
+
 /// PyTorch's export of x[:, 1:] * 2 for x [2, 5]: Slice(starts 1, ends INT64_MAX, axes 1).
 void write_open_ended_slice(const std::string& file) {
   onnx::ModelProto m;

@@ -438,6 +438,33 @@ TEST_F(History, ReportRefusesBadInputAndWritesNothing) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("cannot run /no/such/python"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(out));
+  // A newer schema version is refused, not read as an older one; a field of the wrong type
+  // names the file (it was nlohmann's bare message); a missing field costs its figure, named
+  // in a note (it was a Python traceback), and the page is written.
+  auto doc = nlohmann::json::parse(read_all(path("a.json")));
+  nlohmann::json newer = doc;
+  newer["schema"] = "mosaic.bench/9";
+  std::ofstream(path("newer.json")) << newer.dump();
+  r = mosaic("report " + path("newer.json") + " -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("newer.json: schema 'mosaic.bench/9' is a version this mosaic does not read"), std::string::npos)
+      << r.out;
+  nlohmann::json typed = doc;
+  typed["batch"] = "sixteen";
+  std::ofstream(path("typed.json")) << typed.dump();
+  r = mosaic("report " + path("typed.json") + " -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("typed.json: a field of the run has the wrong type"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  nlohmann::json missing = doc;
+  for (auto& run : missing["runs"]) run.erase("summary");
+  std::ofstream(path("missing.json")) << missing.dump();
+  r = mosaic("report " + path("missing.json") + " -o " + out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not drawn: the field 'summary' is missing"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(out));
 }
 
 }  // namespace

@@ -4,7 +4,8 @@ Embedded in the mosaic binary at build time and run as
     python3 plots.py DATA.json OUTDIR
 DATA.json: {"bench": [doc, ...], "train": [doc, ...], "sweep": [doc, ...]} with each doc as
 `--json` writes it (plus "_name", how the report names it). Writes one SVG per figure into
-OUTDIR and OUTDIR/figures.json: [{"file", "title", "caption"}, ...] in page order.
+OUTDIR and OUTDIR/figures.json: [{"file", "title", "caption"}, ...] in page order, and
+OUTDIR/skipped.json: a line per figure a document's missing or wrongly typed field cost.
 Exit 2 with a one-line message on stderr when matplotlib is missing.
 """
 import json
@@ -320,14 +321,28 @@ def main():
     data = json.load(open(sys.argv[1]))
     figs = Figures(sys.argv[2])
     benches, trains, sweeps = data.get("bench", []), data.get("train", []), data.get("sweep", [])
-    throughput_vs_batch(figs, benches, sweeps)
+    # A document that lacks a field a figure reads (hand-edited, or another tool's) costs that
+    # figure, named in OUTDIR/skipped.json, not the report (it was a traceback).
+    skipped = []
+
+    def draw(what, runs, fn, *args):
+        try:
+            fn(figs, *args)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as e:
+            plt.close("all")
+            names = ", ".join(str(r.get("_name", "?")) for r in runs if isinstance(r, dict)) or "no run"
+            reason = "the field %s is missing" % e if isinstance(e, KeyError) else "%s: %s" % (type(e).__name__, e)
+            skipped.append("%s (from %s) not drawn: %s" % (what, names, reason))
+
+    draw("throughput vs batch", benches + sweeps, throughput_vs_batch, benches, sweeps)
     for d in benches:
-        stacked_layers(figs, d)
-        roofline(figs, d)
-    speedup_vs_ranks(figs, sweeps)
-    curves(figs, trains, sweeps)
-    step_losses(figs, trains)
+        draw("per-layer times", [d], stacked_layers, d)
+        draw("roofline", [d], roofline, d)
+    draw("speed-up vs ranks", sweeps, speedup_vs_ranks, sweeps)
+    draw("training curves", trains + sweeps, curves, trains, sweeps)
+    draw("step losses", trains, step_losses, trains)
     json.dump(figs.items, open(os.path.join(sys.argv[2], "figures.json"), "w"), indent=1)
+    json.dump(skipped, open(os.path.join(sys.argv[2], "skipped.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":
