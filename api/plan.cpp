@@ -1,7 +1,5 @@
 #include "api/plan.hpp"
 
-#include <algorithm>
-
 #include "api/util.hpp"
 #include "backends/registry.hpp"
 #include "core/fuse.hpp"
@@ -57,7 +55,12 @@ Expected<PlanReport> plan(const PlanQuery& q) {
   for (const auto& s : p.steps()) {
     const Node& n = p.node(s);
     // The first output the node has (-1: omitted, as an LSTM's Y where only Y_h is used).
-    const int first = *std::find_if(s.out.begin(), s.out.end() - 1, [](int v) { return v >= 0; });
+    int first = s.out.front();
+    for (int v : s.out)
+      if (v >= 0) {
+        first = v;
+        break;
+      }
     const TensorDesc& out = p.values()[first].desc;
     PlanStepReport st;
     st.node = n.name;
