@@ -593,7 +593,7 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   }
   MOSAIC_ASSIGN_OR_RETURN(BenchConfigs configs, bench_configs(o));
   const std::vector<std::string> fallback = fallback_backends(o);
-  set_num_threads(o.common.threads);
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   PrepareReport pr;
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_prepared(o.model, o.common, &pr));
   for (const auto& [label, placement] : configs) MOSAIC_RETURN_IF_ERROR(placement.check_names(g));

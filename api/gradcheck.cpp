@@ -17,7 +17,7 @@ Expected<GradcheckOutcome> gradcheck(const GradcheckRunOptions& o) {
       "gradcheck", {{"batch", o.batch}, {"threads", o.threads}, {"tolerance", o.check.tolerance}, {"eps", o.check.eps},
                     {"directions", o.check.directions}, {"elements", o.check.elements}, {"halvings", o.check.halvings},
                     {"min_probes", o.check.min_probes}}));
-  set_num_threads(o.threads);
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.threads));
   KernelRegistry reg = builtin_registry();
   if (!reg.has_backend(o.backend))
     return unknown_backend(o.backend);

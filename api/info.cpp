@@ -7,6 +7,7 @@
 namespace mosaic::api {
 
 Expected<InfoReport> info(const InfoQuery& q) {
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(q.common.threads));  // constant folding runs kernels
   PrepareReport pr;
   auto g = load_prepared(q.model, q.common, &pr);
   if (!g.ok()) return g.status();

@@ -300,7 +300,7 @@ Expected<int64_t> parse_bytes(const std::string& text) {
 Expected<json> find_max_batch(const BenchOptions& o, const std::function<void(const json&, const json&)>& on_config) {
   MOSAIC_RETURN_IF_ERROR(check_bench_options(o));
   MOSAIC_ASSIGN_OR_RETURN(const BenchConfigs configs, bench_configs(o));
-  set_num_threads(o.common.threads);
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   MOSAIC_ASSIGN_OR_RETURN(const Graph g, load_prepared(o.model, o.common, nullptr));
   for (const auto& [label, placement] : configs) MOSAIC_RETURN_IF_ERROR(placement.check_names(g));
   int64_t limit = 0;

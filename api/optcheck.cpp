@@ -3,13 +3,21 @@
 
 #include <string>
 
+#include "api/option_rules.hpp"
 #include "api/util.hpp"
 #include "backends/registry.hpp"
 
 namespace mosaic::api {
 
 Expected<OptcheckReport> optcheck(const OptcheckOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_numbers("optcheck", {{"steps", static_cast<double>(o.steps)},
+                                                   {"tolerance", o.tolerance},
+                                                   {"threads", o.threads},
+                                                   {"lr", o.config.lr},
+                                                   {"momentum", o.config.momentum},
+                                                   {"weight_decay", o.config.weight_decay}}));
   if (!builtin_registry().has_backend(o.backend)) return unknown_backend(o.backend);
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.threads));
   MOSAIC_ASSIGN_OR_RETURN(std::vector<OptcheckResult> results, ::mosaic::optcheck(o));
   OptcheckReport r;
   r.doc = {{"schema", "mosaic.optcheck/1"}, {"optimizer", o.optimizer}, {"reference", o.reference},

@@ -10,6 +10,7 @@
 #include <regex>
 #include <thread>
 
+#include "api/option_rules.hpp"
 #include "api/util.hpp"
 #include "distributed/buckets.hpp"
 #include "distributed/cost_model.hpp"
@@ -155,18 +156,15 @@ Expected<json> simulate(const SimulateQuery& o) {
   if (!inter.ok()) return inter.status().with_context("`network`");
   auto intra = dist::load_network(o.intra.empty() ? o.network : o.intra);
   if (!intra.ok()) return intra.status().with_context("`intra`");
-  for (const auto& [value, name] : {std::pair{o.batch, "batch"}, std::pair{int64_t{o.threads}, "threads"},
-                                    std::pair{int64_t{o.iterations}, "iterations"},
-                                    std::pair{int64_t{o.profile_concurrency}, "profile_concurrency"},
-                                    std::pair{int64_t{o.ranks_per_node}, "ranks_per_node"},
-                                    std::pair{int64_t{o.servers}, "servers"}, std::pair{int64_t{o.sync_every}, "sync_every"}})
-    if (value < 1) return Status::invalid("`" + std::string(name) + "` must be at least 1, got " + std::to_string(value));
-  if (o.warmup < 0 || o.cores_per_node < 0 || o.predict_batch < 0)
-    return Status::invalid("`" + std::string(o.warmup < 0 ? "warmup" : o.cores_per_node < 0 ? "cores_per_node" : "predict_batch") +
-                           "` must not be negative");
-  if (!(o.bucket_mb > 0)) return Status::invalid("`bucket_mb` must be positive");
-  if (!(o.compute_scale > 0)) return Status::invalid("`compute_scale` must be positive");
-  if (!(o.target_images_per_s >= 0)) return Status::invalid("`target_images_per_s` must not be negative");
+  MOSAIC_RETURN_IF_ERROR(check_numbers(
+      "simulate", {{"batch", o.batch}, {"threads", o.threads}, {"iterations", o.iterations}, {"warmup", o.warmup},
+                   {"profile_concurrency", o.profile_concurrency}, {"ranks_per_node", o.ranks_per_node},
+                   {"cores_per_node", o.cores_per_node}, {"servers", o.servers}, {"sync_every", o.sync_every},
+                   {"bucket_mb", o.bucket_mb}, {"compute_scale", o.compute_scale}}));
+  // 0: not asked for (the defaults)
+  if (o.target_images_per_s != 0)
+    MOSAIC_RETURN_IF_ERROR(check_numbers("simulate", {{"target_images_per_s", o.target_images_per_s}}));
+  if (o.predict_batch != 0) MOSAIC_RETURN_IF_ERROR(check_numbers("simulate", {{"predict_batch", o.predict_batch}}));
   std::vector<std::pair<int, int>> layouts;  // (nodes, ranks per node)
   std::vector<std::string> labels;
   if (!o.groups.empty()) {

@@ -264,7 +264,7 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
   auto cfg = load_sweep_config(so.config);
   if (!cfg.ok()) return cfg.status();
   const SweepConfig& c = cfg.value();
-  set_num_threads(c.threads);
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(c.threads));
   // Validate everything before the first cell runs: a typo fails now, not hours in.
   for (const auto& b : c.backends) {
     if (is_placement(b)) {  // a mixed placement: an --assign spec or a placement YAML file

@@ -124,7 +124,7 @@ namespace {
 
 Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloaded, bool verbose,
                                  dist::DataParallel* dp) {
-  set_num_threads(o.threads);
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.threads));
   const int ranks = dp ? dp->size() : 1;
   const auto& reg = builtin_registry();
   if (!reg.has_backend(o.backend)) return unknown_backend(o.backend);

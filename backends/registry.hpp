@@ -23,6 +23,10 @@ KernelRegistry& mutable_registry_for_plugins();
 std::vector<std::pair<std::string, BackendProperties>> backend_properties();
 
 /// Sets the thread count of OpenMP, OpenBLAS and oneDNN (0 = leave the defaults).
-void set_num_threads(int threads);
+/// OpenBLAS maps a buffer of address space for each thread it adds, and when that mmap fails
+/// (an address-space limit, `ulimit -v`) it retries forever: a hang, not an error. So the
+/// space those buffers need is reserved first; where it cannot be, nothing changes and the
+/// error names the count, the space it needs and the limit.
+[[nodiscard]] Status set_num_threads(int threads);
 
 }  // namespace mosaic

@@ -47,7 +47,6 @@ std::string with_commas(int64_t v) {
 // ---- info ---------------------------------------------------------------------------------
 
 int run_info(const InfoOptions& o) {
-  set_num_threads(o.common.threads);
   auto report = api::info(o);
   if (!report.ok()) return fail(report.status());
   const api::InfoReport& r = report.value();
@@ -249,7 +248,7 @@ int run_verify_determinism(const VerifyOptions& o, const std::vector<std::string
 
 int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& backends) {
   if (o.paths.size() != 1) return fail(Status::invalid("--per-node takes one model (an ONNX file or zoo:NAME)"));
-  set_num_threads(o.common.threads);
+  if (Status st = set_num_threads(o.common.threads); !st.is_ok()) return fail(st);
   auto g = load_prepared(o.paths[0], o.common, nullptr);
   if (!g.ok()) return fail(g.status());
   const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);

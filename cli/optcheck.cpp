@@ -16,8 +16,8 @@
 namespace mosaic::cli {
 
 int run_optcheck(const OptcheckCliOptions& in) {
-  set_num_threads(in.threads);
   OptcheckOptions o;
+  o.threads = in.threads;
   o.optimizer = in.optimizer;
   o.config = in.opt;
   Status st = apply_optimizer_flags(in.plugins, in.opt_params, o.config, o.optimizer);

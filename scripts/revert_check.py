@@ -216,8 +216,17 @@ REVERTS = [
      "    if (o.on_epoch_done && (!dp || dp->world_rank() == 0)) o.on_epoch_done(log);\n",
      "\n",
      "Outputs.KilledTrainingLeavesItsFinishedEpochs"),
+    ("threads-address-space", "--threads 32 under a 4 GB address-space limit hangs in OpenBLAS's mmap retry",
+     "backends/registry.cpp",
+     "  MOSAIC_RETURN_IF_ERROR(reserve_thread_space(threads));\n",
+     "\n",
+     "Limits.ThreadsTheAddressSpaceCannotHoldAreRefusedNotAHang"),
+    ("second-signal", "a second SIGTERM does nothing: only SIGKILL ends a loop that does not poll",
+     "ir/interrupt.cpp",
+     "  if (g_signal != 0 && !g_in_group) {  // the second one: stop now\n",
+     "  if (false) {\n",
+     "Limits.ASecondSignalEndsTheProcessWhateverItIsDoing"),
 ]
-
 
 LEFTOVERS = ["/dev/null-journal"]
 

@@ -70,6 +70,31 @@ TEST_F(Api, TheLibraryRefusesTheValuesTheCommandLineRefuses) {
   q.model = "zoo:fmnist-cnn";
   q.common.threads = -1;
   refused(api::info(q).status(), "`threads` must be a non-negative integer, got -1");
+  // simulate and optcheck read the same table (before, simulate had checks of its own that let
+  // NaN through where a comparison did not catch it, and optcheck had none).
+  api::SimulateQuery sq;
+  sq.input = "zoo:fmnist-cnn";
+  sq.bucket_mb = nan;
+  refused(api::simulate(sq).status(), "`bucket_mb` must be a finite number, got nan");
+  sq.bucket_mb = 25;
+  sq.warmup = -1;
+  refused(api::simulate(sq).status(), "`warmup` must be a non-negative integer, got -1");
+  sq.warmup = 0;
+  sq.predict_batch = -4;
+  refused(api::simulate(sq).status(), "`predict_batch` must be a positive integer, got -4");
+  OptcheckOptions oc;
+  oc.optimizer = "sgd";
+  oc.tolerance = nan;
+  refused(api::optcheck(oc).status(), "`tolerance` must be a finite number, got nan");
+  oc.tolerance = 1e-4;
+  oc.steps = 0;
+  refused(api::optcheck(oc).status(), "`steps` must be a positive integer, got 0");
+  oc.steps = 30;
+  oc.config.momentum = 1.5;
+  refused(api::optcheck(oc).status(), "`momentum` must be in [0, 1), got 1.5");
+  oc.config.momentum = 0;
+  oc.threads = -2;
+  refused(api::optcheck(oc).status(), "`threads` must be a non-negative integer, got -2");
 }
 
 TEST_F(Api, BenchReturnsEveryConfigurationCheckedAgainstNaiveAndPrintsNothing) {

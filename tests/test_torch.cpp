@@ -89,7 +89,7 @@ TEST_F(TorchBackend, LeavesTheThreadCountToMosaic) {
   std::string details;
   Status st = Status::ok();
   std::thread([&] {
-    set_num_threads(3);
+    ASSERT_TRUE(set_num_threads(3).is_ok());
     for (const auto& [k, v] : builtin_registry().info("torch")->properties().libraries) details += k + ": " + v + "\n";
     after_details = omp_get_max_threads();
     Node conv = make_node("Conv");
@@ -108,7 +108,7 @@ TEST_F(TorchBackend, LeavesTheThreadCountToMosaic) {
   EXPECT_EQ(after_details, 3) << details;
   EXPECT_EQ(after_forward, 3);
   EXPECT_NE(details.find(", 3 threads"), std::string::npos) << details;
-  set_num_threads(before);
+  ASSERT_TRUE(set_num_threads(before).is_ok());
   builtin_registry().info("torch")->properties();  // ATen's count back to this thread's
 }
 

@@ -47,7 +47,7 @@ Expected<DeterminismReport> audit_determinism(const Graph& graph, const KernelRe
   for (int64_t i = 0; i < logits[0]; ++i) labels.i64()[i] = i % logits[1];
   const int before = omp_get_max_threads();
   auto step = [&](int nthreads) -> Expected<StepResult> {
-    set_num_threads(nthreads);
+    MOSAIC_RETURN_IF_ERROR(set_num_threads(nthreads));
     PlanOptions po;
     po.training = true;
     po.deterministic = deterministic;
@@ -68,7 +68,8 @@ Expected<DeterminismReport> audit_determinism(const Graph& graph, const KernelRe
   auto a = step(threads);
   auto b = a.ok() ? step(threads) : a;
   auto c = b.ok() ? step(1) : b;
-  set_num_threads(before);
+  // Back to a count it had: OpenBLAS's buffers for it are mapped, nothing to reserve.
+  (void)set_num_threads(before);
   if (!c.ok()) return c.status();
   DeterminismReport report;
   report.backend = backend;

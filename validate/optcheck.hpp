@@ -34,6 +34,7 @@ struct OptcheckOptions {
   int64_t steps = 30;                    ///< network check steps
   double tolerance = 1e-4;  ///< trajectory: max |p - p_ref| / (largest movement of p_ref)
   uint64_t seed = 1;
+  int threads = 0;  ///< OpenMP/OpenBLAS/oneDNN threads (0: the defaults)
 };
 
 struct OptcheckResult {

@@ -146,6 +146,7 @@ Expected<SweepConfig> load_sweep_config(const std::string& path) {
   for (int64_t r : c.ranks)
     if (r < 1) return Status::invalid(path + ": key 'ranks': worker counts must be positive");
   if (c.servers < 1) return Status::invalid(path + ": key 'servers' must be at least 1");
+  if (c.threads < 0) return Status::invalid(path + ": key 'threads' must not be negative (0: the defaults)");
   if (!(c.momentum >= 0 && c.momentum < 1)) return Status::invalid(path + ": key 'momentum' must be in [0, 1)");
   if (!(c.weight_decay >= 0)) return Status::invalid(path + ": key 'weight_decay' must be >= 0");
   if (root["mode"] && c.ranks.empty()) return Status::invalid(path + ": key 'mode' needs key 'ranks' (the worker counts)");

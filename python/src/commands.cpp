@@ -145,6 +145,7 @@ const std::vector<Field<OptcheckOptions>>& optcheck_fields() {
       int_field<O>("steps", [](O& o) -> auto& { return o.steps; }),
       float_field<O>("tolerance", [](O& o) -> auto& { return o.tolerance; }),
       int_field<O>("seed", [](O& o) -> auto& { return o.seed; }),
+      int_field<O>("threads", [](O& o) -> auto& { return o.threads; }),
       float_field<O>("lr", [](O& o) -> auto& { return o.config.lr; }),
       float_field<O>("momentum", [](O& o) -> auto& { return o.config.momentum; }),
       float_field<O>("weight_decay", [](O& o) -> auto& { return o.config.weight_decay; }),
@@ -244,10 +245,7 @@ py::object run_bench(const std::string& model, const py::kwargs& kw) {
     return to_python(r.pooled);
   }
   Expected<api::BenchOutcome> out = Status::internal("not run");
-  call_released([&] {
-    set_num_threads(o.common.threads);
-    out = api::bench(o);
-  });
+  call_released([&] { out = api::bench(o); });
   api::BenchOutcome r = value_or_raise(std::move(out));
   if (!o.trace.empty() && r.trace)
     if (Status st = r.trace->write(o.trace); !st.is_ok()) raise_status(st);
@@ -264,10 +262,7 @@ py::object run_verify(const py::object& paths, const py::kwargs& kw) {
   Status loaded = api::load_bundled_backends({o.backend});
   if (!loaded.is_ok()) raise_status(loaded);
   Expected<api::VerifyReport> out = Status::internal("not run");
-  call_released([&] {
-    set_num_threads(o.common.threads);
-    out = api::verify(o);
-  });
+  call_released([&] { out = api::verify(o); });
   api::VerifyReport r = value_or_raise(std::move(out));
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : r.cases)
