@@ -562,6 +562,8 @@ Status check_bench_options(const BenchOptions& o) {
   MOSAIC_RETURN_IF_ERROR(check_numbers("bench", numbers));
   if (o.mode != "inference" && o.mode != "training")
     return Status::invalid("`mode` must be inference or training, got '" + o.mode + "'");
+  if (!o.data.empty() && !o.common.inputs.empty())
+    return Status::invalid("`data` and `inputs` both give the model's inputs: use one");
   if (!o.distributed.empty()) {
     if (o.distributed != "allreduce" && o.distributed != "allreduce-blocking")
       return Status::invalid("`distributed` takes allreduce or allreduce-blocking in bench, got '" + o.distributed +
@@ -608,7 +610,7 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   Tensor data_labels;
   std::string input_description = "random uniform [0, 1) (seed " + std::to_string(o.common.seed) + ")";
   if (o.data.empty()) {
-    inputs = random_inputs(g, o.common.seed, &input_description);
+    MOSAIC_ASSIGN_OR_RETURN(inputs, model_inputs(g, o.common, &input_description));
   } else {
     MOSAIC_ASSIGN_OR_RETURN(RealBatch batch, real_batch(g, o.data, o.common.seed));
     inputs = std::move(batch.inputs);

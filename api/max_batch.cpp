@@ -83,8 +83,8 @@ Footprint footprint(const BenchOptions& o, const Placement& placement, int64_t b
     if (out != g->value_descs.end()) extra += static_cast<int64_t>(out->second.bytes());
   }
   if (real) {
-    const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
-    Status st = p.run(inputs, nullptr);
+    auto inputs = model_inputs(g.value(), c);
+    Status st = inputs.ok() ? p.run(inputs.value(), nullptr) : inputs.status();
     if (st.is_ok() && training) {
       // A label per row of the last axis: [N] for [N, C] logits, [N, T] for a token model's.
       const Shape out = p.output(0).shape();
@@ -299,6 +299,9 @@ Expected<int64_t> parse_bytes(const std::string& text) {
 
 Expected<json> find_max_batch(const BenchOptions& o, const std::function<void(const json&, const json&)>& on_config) {
   MOSAIC_RETURN_IF_ERROR(check_bench_options(o));
+  if (!o.common.inputs.empty())
+    return Status::invalid("`inputs`: the largest-batch search runs each batch it tries on inputs of that batch, "
+                           "which files of one shape cannot give");
   MOSAIC_ASSIGN_OR_RETURN(const BenchConfigs configs, bench_configs(o));
   MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   MOSAIC_ASSIGN_OR_RETURN(const Graph g, load_prepared(o.model, o.common, nullptr));

@@ -1,6 +1,7 @@
 #include "api/models.hpp"
 #include "api/option_rules.hpp"
 
+#include <algorithm>
 #include <map>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "api/util.hpp"
 #include "backends/registry.hpp"
 #include "core/inputs.hpp"
+#include "frontends/data/npy.hpp"
 #include "frontends/data/text.hpp"
 #include "frontends/zoo/zoo.hpp"
 #include "frontends/data/dataset.hpp"
@@ -69,6 +71,61 @@ Status explain_unsupported(const Status& st, const Graph& g) {
   return Status(st.code(), message);
 }
 
+namespace {
+
+/// `inputs` (--input NAME=FILE) of `g`: the tensors by input name, each checked against the
+/// input's element type and its shape: the bound one once `prepared`, else the declared one
+/// (symbolic dimensions free). Once prepared, the names bound as constants at load are skipped.
+Expected<std::map<std::string, Tensor>> given_inputs(const Graph& g, const std::vector<std::string>& specs,
+                                                     bool prepared) {
+  std::map<std::string, Tensor> given;
+  for (const auto& spec : specs) {
+    const size_t eq = spec.find('=');
+    const std::string what = "`inputs` '" + spec + "'";
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return Status::invalid(what + ": expected NAME=FILE (an .npy file, or an ONNX TensorProto .pb)");
+    const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (given.count(name)) return Status::invalid(what + ": input '" + name + "' is given twice");
+    if (prepared && g.constants.count(name)) continue;  // bound at load from this file
+    const auto in = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const auto& i) { return i.name == name; });
+    if (in == g.inputs.end()) {
+      std::string names;
+      for (const auto& i : g.inputs) names += (names.empty() ? "'" : ", '") + i.name + "'";
+      return Status::invalid(what + ": " + g.source + " has no input '" + name + "' (its inputs: " + names + ")");
+    }
+    const bool pb = file.size() > 3 && file.compare(file.size() - 3, 3, ".pb") == 0;
+    Expected<Tensor> t = pb ? load_tensor_pb(file) : load_npy(file);
+    if (!t.ok()) return t.status().with_context(what);
+    // Prepared: the bound shape; loaded only: the declared one, symbolic dimensions free.
+    const auto bound = prepared ? g.value_descs.find(name) : g.value_descs.end();
+    const DType dtype = bound != g.value_descs.end() ? bound->second.dtype : in->dtype;
+    bool fits = t->dtype() == dtype;
+    std::string want;
+    if (bound != g.value_descs.end()) {
+      fits = fits && t->shape() == bound->second.shape;
+      want = bound->second.str() + " (its shape as --batch and --shape bound it)";
+    } else {
+      want = std::string(dtype_name(dtype));
+      if (in->has_shape) {
+        fits = fits && t->shape().size() == in->dims.size();
+        want += "[";
+        for (size_t d = 0; d < in->dims.size(); ++d) {
+          const bool symbolic = d < in->dim_params.size() && !in->dim_params[d].empty();
+          fits = fits && (symbolic || d >= t->shape().size() || t->shape()[d] == in->dims[d]);
+          want += (d ? "," : "") + (symbolic ? in->dim_params[d] : std::to_string(in->dims[d]));
+        }
+        want += "]";
+      }
+    }
+    if (!fits)
+      return Status::invalid(what + ": the file holds " + t->desc().str() + ", input '" + name + "' is " + want);
+    given[name] = std::move(t.value());
+  }
+  return given;
+}
+
+}  // namespace
+
 Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report) {
   // Every command that prepares a model refuses what the CLI refuses (0: the model's batch).
   std::vector<std::pair<std::string, double>> numbers = {{"threads", c.threads}};
@@ -77,6 +134,19 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
   PrepareOptions po;
   po.batch = c.batch;
+  // An integer input read as a shape, axes or position must be known at load: its file's
+  // values are bound as a constant; without one, the error asks for it.
+  MOSAIC_ASSIGN_OR_RETURN(auto given, given_inputs(g, c.inputs, false));
+  for (const auto& in : g.inputs) {
+    if (in.dtype == DType::kF32) continue;
+    const std::string why = unguessable_reader(g, in.name);
+    if (why.empty()) continue;
+    if (!given.count(in.name))
+      return Status::invalid(g.source + ": input '" + in.name + "': " + why +
+                             ", which must be known at load time; give its values with --input " + in.name +
+                             "=FILE (.npy or ONNX TensorProto .pb)");
+    po.constant_inputs[in.name] = given.at(in.name);
+  }
   for (const auto& spec : c.shapes) {
     const size_t eq = spec.find('=');
     const std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
@@ -89,37 +159,58 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
   Graph original = g;
   auto r = prepare_graph(g, builtin_registry(), po);
   if (!r.ok()) return explain_unsupported(r.status(), original);
-  if (report) *report = r.value();
+  if (report) {
+    *report = r.value();
+    for (const auto& [name, t] : po.constant_inputs)
+      report->notes.push_back("input '" + name + "' bound at load to its file's " + t.desc().str() +
+                              " (a shape, axes or position)");
+  }
   return g;
 }
 
-std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* description) {
-  std::mt19937_64 rng(seed);
+Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& c, std::string* description) {
+  MOSAIC_ASSIGN_OR_RETURN(auto given, given_inputs(g, c.inputs, true));
+  std::mt19937_64 rng(c.seed);
   std::uniform_real_distribution<float> dist(0.f, 1.f);
   std::vector<Tensor> inputs;
-  std::string ids;
+  std::string ids, files;
+  int made = 0;
   for (const auto& in : g.inputs) {
+    if (auto it = given.find(in.name); it != given.end()) {
+      files += "; '" + in.name + "' from its file";
+      inputs.push_back(it->second);
+      continue;
+    }
+    ++made;
     Tensor t = Tensor::empty(g.value_descs.at(in.name));
     if (t.dtype() == DType::kF32) {
       for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
-    } else if (t.dtype() == DType::kI64) {
-      std::string why;
-      if (const int64_t longest = sequence_length_bound(g, in.name, &why); longest > 0) {
-        // sequence_lens: lengths a recurrent op accepts, in [1, T] (not ids below 2).
-        std::uniform_int_distribution<int64_t> d(1, longest);
-        for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
-        ids += "; '" + in.name + "': lengths uniform in [1, " + std::to_string(longest) + "] (" + why + ")";
-        inputs.push_back(std::move(t));
-        continue;
-      }
-      const int64_t bound = index_bound(g, in.name, &why);
-      fill_ids(t, bound > 0 ? bound : 2, rng);
-      ids += "; '" + in.name + "': ids uniform in [0, " + std::to_string(bound > 0 ? bound : 2) + ")" +
-             (bound > 0 ? " (" + why + ")" : " (no Gather reads it)");
+      inputs.push_back(std::move(t));
+      continue;
+    }
+    // Integers and bools: values the model accepts (a shape or position was bound at load).
+    std::string why;
+    if (t.dtype() == DType::kBool) {
+      std::bernoulli_distribution d(0.5);
+      for (int64_t i = 0; i < t.numel(); ++i) static_cast<uint8_t*>(t.data())[i] = d(rng);
+      ids += "; '" + in.name + "': true or false, each half the time (a mask)";
+    } else if (const int64_t longest = sequence_length_bound(g, in.name, &why); longest > 0) {
+      // sequence_lens: lengths a recurrent op accepts, in [1, T] (not ids below 2).
+      std::uniform_int_distribution<int64_t> d(1, longest);
+      for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
+      ids += "; '" + in.name + "': lengths uniform in [1, " + std::to_string(longest) + "] (" + why + ")";
+    } else if (const int64_t bound = index_bound(g, in.name, &why); bound > 0) {
+      fill_ids(t, bound, rng);
+      ids += "; '" + in.name + "': ids uniform in [0, " + std::to_string(bound) + ") (" + why + ")";
+    } else {
+      fill_ids(t, 2, rng);  // read as values only (an attention mask): 0 or 1
+      ids += "; '" + in.name + "': 0 or 1 (a mask: no Gather, shape or length reads it)";
     }
     inputs.push_back(std::move(t));
   }
-  if (description) *description = "random uniform [0, 1) (seed " + std::to_string(seed) + ")" + ids;
+  if (description)
+    *description = (made ? "random uniform [0, 1) (seed " + std::to_string(c.seed) + ")" + ids : "from files") +
+                   (made ? files : "");
   return inputs;
 }
 

@@ -15,6 +15,9 @@ namespace mosaic::api {
 struct CommonOptions {
   int64_t batch = 0;  ///< 0: model's own batch (symbolic -> 1)
   std::vector<std::string> shapes;  ///< --shape NAME=N: symbolic dimensions bound by name
+  /// --input NAME=FILE: an input's values from an .npy file (frontends/data/npy.hpp) or an
+  /// ONNX TensorProto .pb, instead of random ones; its type and shape must be the input's.
+  std::vector<std::string> inputs;
   int threads = 0;
   uint64_t seed = 42;
 };
@@ -32,10 +35,13 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
 /// Loads and prepares a model to train or gradient-check at `batch`: one input, a logits
 /// output first.
 Expected<Graph> load_trainable(const std::string& spec, int64_t batch);
-/// Uniform [0, 1) values for every float input, from `seed`; int64 inputs get ids uniform
-/// below the vocabulary of the Gather that reads them (core/inputs.hpp). `description`, if
-/// given, says so in words for reports.
-std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, std::string* description = nullptr);
+/// The values of every graph input: from its file where `c.inputs` names one, else random
+/// from `c.seed`: floats uniform in [0, 1); sequence lengths in [1, T]; ids below the
+/// vocabulary of the Gather that reads them; other integers (masks) 0 or 1, bools half true
+/// (core/inputs.hpp). An integer input read as a shape, axes or position is an error asking
+/// for --input NAME=FILE, as are a file that does not load or does not match its input.
+/// `description`, if given, says where the values came from in words for reports.
+Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& c, std::string* description = nullptr);
 
 /// Every form of a --data spec, for help texts: images (fashion-mnist, idx:DIR,
 /// synthetic:N,C,H,W,K) and token ids (text:FILE, text-chars:FILE, synthetic-tokens:N,T,V).

@@ -145,6 +145,9 @@ Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
 Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(const VerifyCase&)>& on_case) {
   MOSAIC_RETURN_IF_ERROR(check_numbers("verify", {{"rtol", o.rtol}, {"atol", o.atol}, {"threads", o.common.threads}}));
   MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
+  if (!o.common.inputs.empty())
+    return Status::invalid("`inputs` is for --per-node and --determinism, which make up inputs; a suite's cases "
+                           "bring their own");
   VerifyReport report;
   MOSAIC_ASSIGN_OR_RETURN(report.backends, verify_backends(o.backend));
   if (!o.fallback.empty() && !builtin_registry().has_backend(o.fallback))

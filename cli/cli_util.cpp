@@ -11,6 +11,7 @@ std::string with_flags(const std::string& message) {
   static const std::pair<const char*, const char*> exceptions[] = {
       {"`evaluate` false", "--no-eval"}, {"`check` false", "--no-check"}, {"`fuse` false", "--no-fuse"},
       {"`shapes`", "--shape"},           {"`plugins`", "--optimizer-plugin"}, {"`modes`", "--mode"},
+      {"`inputs`", "--input"},
       {"`output`", "-o"},
   };
   std::string m = message;

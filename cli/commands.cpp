@@ -204,7 +204,9 @@ int run_verify_determinism(const VerifyOptions& o, const std::vector<std::string
   if (o.paths.size() != 1) return fail(Status::invalid("--determinism takes one model (an ONNX file or zoo:NAME)"));
   auto g = load_prepared(o.paths[0], o.common, nullptr);
   if (!g.ok()) return fail(g.status());
-  const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+  auto made = model_inputs(g.value(), o.common);
+  if (!made.ok()) return fail(made.status());
+  const std::vector<Tensor>& inputs = made.value();
   const int threads = o.common.threads > 0 ? o.common.threads : omp_get_max_threads();
   bool repeat_ok = true;
   for (const auto& b : backends) {
@@ -251,7 +253,9 @@ int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& 
   if (Status st = set_num_threads(o.common.threads); !st.is_ok()) return fail(st);
   auto g = load_prepared(o.paths[0], o.common, nullptr);
   if (!g.ok()) return fail(g.status());
-  const std::vector<Tensor> inputs = random_inputs(g.value(), o.common.seed);
+  auto made = model_inputs(g.value(), o.common);
+  if (!made.ok()) return fail(made.status());
+  const std::vector<Tensor>& inputs = made.value();
   bool all_ok = true;
   int ran = 0;
   for (const auto& b : backends) {

@@ -92,6 +92,10 @@ void add_common(CLI::App* cmd, api::CommonOptions& c) {
   cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)");
   cmd->add_option("--seed", c.seed, "seed of the random input");
   cmd->add_option("--shape", c.shapes, "bind a symbolic input dimension by name: NAME=N (repeatable)");
+  cmd->add_option("--input", c.inputs,
+                  "an input's values from a file instead of random ones: NAME=FILE, an .npy file or an ONNX "
+                  "TensorProto .pb of the input's type and shape; an integer input read as a shape or "
+                  "position is bound at load (repeatable)");
 }
 
 }  // namespace mosaic::cli

@@ -58,7 +58,7 @@ void add_range_checks(CLI::App& app);
 
 /// --db and --no-db: the results store a command records its run in.
 void add_db(CLI::App* cmd, api::DbOptions& d);
-/// --batch, --threads, --seed, --shape.
+/// --batch, --threads, --seed, --shape, --input.
 void add_common(CLI::App* cmd, api::CommonOptions& c);
 /// "ring (...); shm (...)": the --collective choices.
 std::string collective_help();

@@ -4,36 +4,61 @@
 #include <set>
 #include <vector>
 
+#include "operators/schema.hpp"
+
 namespace mosaic {
 
-int64_t index_bound(const Graph& g, const std::string& name, std::string* why) {
+namespace {
+
+// Calls fn(node, slot) for every node input that reads `name`, directly or through what passes
+// values on unchanged in number (Reshape, Unsqueeze, Squeeze, Flatten, Identity, Cast: their
+// input 0).
+template <typename Fn>
+void for_each_reader(const Graph& g, const std::string& name, Fn fn) {
   static const std::set<std::string> kPassThrough = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Cast"};
-  int64_t bound = 0;
   std::vector<std::string> frontier{name};
   std::set<std::string> seen{name};
   while (!frontier.empty()) {
     const std::string v = frontier.back();
     frontier.pop_back();
-    for (const Node& n : g.nodes) {
+    for (const Node& n : g.nodes)
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         if (n.inputs[i] != v) continue;
-        if (n.op_type == "Gather" && i == 1 && g.value_descs.count(n.inputs[0])) {
-          const Shape& data = g.value_descs.at(n.inputs[0]).shape;
-          int64_t axis = n.attr_int("axis", 0);
-          if (axis < 0) axis += static_cast<int64_t>(data.size());
-          if (axis < 0 || axis >= static_cast<int64_t>(data.size()) || data[axis] < 1) continue;
-          if (bound == 0 || data[axis] < bound) {
-            bound = data[axis];
-            if (why)
-              *why = "the " + std::to_string(bound) + " rows of '" + n.inputs[0] + "' indexed by node '" + n.name + "'";
-          }
-        } else if (i == 0 && kPassThrough.count(n.op_type) && !n.outputs.empty() && seen.insert(n.outputs[0]).second) {
+        fn(n, i);
+        if (i == 0 && kPassThrough.count(n.op_type) && !n.outputs.empty() && seen.insert(n.outputs[0]).second)
           frontier.push_back(n.outputs[0]);
-        }
       }
-    }
   }
+}
+
+}  // namespace
+
+int64_t index_bound(const Graph& g, const std::string& name, std::string* why) {
+  int64_t bound = 0;
+  for_each_reader(g, name, [&](const Node& n, size_t i) {
+    if (n.op_type != "Gather" || i != 1 || !g.value_descs.count(n.inputs[0])) return;
+    const Shape& data = g.value_descs.at(n.inputs[0]).shape;
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(data.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(data.size()) || data[axis] < 1) return;
+    if (bound == 0 || data[axis] < bound) {
+      bound = data[axis];
+      if (why) *why = "the " + std::to_string(bound) + " rows of '" + n.inputs[0] + "' indexed by node '" + n.name + "'";
+    }
+  });
   return bound;
+}
+
+std::string unguessable_reader(const Graph& g, const std::string& name) {
+  std::string why;
+  for_each_reader(g, name, [&](const Node& n, size_t i) {
+    const OpSchema* s = n.domain.empty() || n.domain == "ai.onnx" ? find_schema(n.op_type) : nullptr;
+    if (!why.empty() || !s) return;
+    for (int slot : s->shape_inputs)
+      if (static_cast<size_t>(slot) == i)
+        why = "input " + std::to_string(i) + " of node '" + n.name + "' (" + n.op_type + ") reads it as a shape, axes or position";
+  });
+  return why;
 }
 
 const Node* recurrent_reader(const Graph& g, const std::string& name, size_t* slot) {

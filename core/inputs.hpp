@@ -17,6 +17,12 @@ namespace mosaic {
 /// of '/tok/Gather''s 'tok.weight'"). 0 when no Gather uses it.
 int64_t index_bound(const Graph& g, const std::string& name, std::string* why = nullptr);
 
+/// Why random values cannot stand in for integer graph input `name`: the first node input
+/// (through the same pass-throughs) that reads it as a shape, axes, count or position
+/// (OpSchema::shape_inputs): "input 1 of node 'r' (Reshape) reads it as a shape, axes or
+/// position". "" when none does.
+std::string unguessable_reader(const Graph& g, const std::string& name);
+
 /// The recurrent node (RNN, GRU, LSTM) whose input `slot` the graph input `name` is read by
 /// directly, or nullptr.
 const Node* recurrent_reader(const Graph& g, const std::string& name, size_t* slot);

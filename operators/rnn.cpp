@@ -95,7 +95,10 @@ Expected<RnnParams> rnn_params(const OpContext& ctx) {
   if (n.has_attr("hidden_size") && n.attr_int("hidden_size", 0) != p.hidden)
     return Status::invalid(n.label() + ": hidden_size " + std::to_string(n.attr_int("hidden_size", 0)) +
                            " does not match W's " + std::to_string(p.hidden));
-  if (p.seq < 1 || p.batch < 1 || p.hidden < 1) return Status::invalid(n.label() + ": empty sequence, batch or hidden size");
+  // An empty sequence or batch is legal ONNX (Y empty; over 0 steps Y_h and Y_c are the
+  // initial states); a layer of no hidden units is not a layer.
+  if (p.hidden < 1) return Status::invalid(n.label() + ": hidden size 0 (W '" + n.inputs[1] + "' is " +
+                                           shape_text(in[1].shape) + ")");
   const int64_t G = p.gate_width(), D = p.dirs;
   MOSAIC_RETURN_IF_ERROR(need(1, {D, G, p.input}, "W"));
   MOSAIC_RETURN_IF_ERROR(need(2, {D, G, p.hidden}, "R"));

@@ -29,6 +29,10 @@ struct OpSchema {
   /// Inputs that are statistics or shapes, never trained (BatchNormalization's running mean
   /// and variance).
   std::vector<int> non_trainable_inputs;
+  /// Inputs read as shapes, axes, counts or positions (Reshape's shape, Slice's starts,
+  /// Trilu's k), not as values: a graph input that reaches one cannot be made up at random
+  /// (core/inputs.hpp, `--input NAME=FILE`).
+  std::vector<int> shape_inputs;
   std::string summary;
 };
 

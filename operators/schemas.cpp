@@ -682,6 +682,7 @@ std::map<std::string, OpSchema> build_table() {
     add(r.name, 1, 2, 1, 1, infer_reduce, f_reduce, false, std::string(r.summary) + " over axes (keepdims)");
     t[r.name].backward_flops = b_reduce;
     t[r.name].non_trainable_inputs = {1};
+    t[r.name].shape_inputs = {1};  // axes
   }
   for (const CompareOpInfo& op : kCompareOps)
     add(op.name, 2, 2, 1, 1, infer_compare, f_zero, false, std::string(op.summary) + ", numpy broadcasting, to bool");
@@ -758,6 +759,12 @@ std::map<std::string, OpSchema> build_table() {
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");
   add("Cast", 1, 1, 1, 1, infer_cast, f_zero, true, "convert element type (float32, int64, bool)");
+  // Shapes, axes, counts and positions given as inputs (Gather's indices and the recurrent
+  // ops' sequence_lens have bounds of their own, core/inputs.hpp).
+  for (const auto& [op, slots] : std::vector<std::pair<const char*, std::vector<int>>>{
+           {"Reshape", {1}}, {"Expand", {1}}, {"Split", {1}}, {"Pad", {1, 3}}, {"ConstantOfShape", {0}},
+           {"Range", {0, 1, 2}}, {"Trilu", {1}}, {"Unsqueeze", {1}}, {"Squeeze", {1}}, {"Slice", {1, 2, 3, 4}}})
+    t.at(op).shape_inputs = slots;
   bwd({"Conv"}, b_conv);
   bwd({"Gemm"}, b_gemm);
   bwd({"MatMul"}, b_matmul);

@@ -226,7 +226,28 @@ REVERTS = [
      "  if (g_signal != 0 && !g_in_group) {  // the second one: stop now\n",
      "  if (false) {\n",
      "Limits.ASecondSignalEndsTheProcessWhateverItIsDoing"),
+    ("input-bound-at-load", "an integer input read as a position cannot be given: the model does not load",
+     "api/models.cpp",
+     "    po.constant_inputs[in.name] = given.at(in.name);\n",
+     "\n",
+     "GivenInputs.APositionIsAskedForAndAGivenOneIsBoundAtLoad"),
+    ("npy-header", "an .npy header length of 4 GiB is allocated before it is checked",
+     "frontends/data/npy.cpp",
+     "  if (header_len > kMaxHeader)\n",
+     "  if (header_len > kMaxHeader && false)\n",
+     "GivenInputs.HostileNpyFilesAreRefusedNamingTheFile"),
+    ("input-shape", "a file of another shape than its input is run",
+     "api/models.cpp",
+     "      fits = fits && t->shape() == bound->second.shape;\n",
+     "\n",
+     "GivenInputs.AFileThatDoesNotFitItsInputIsRefused"),
+    ("rnn-zero-steps", "an RNN, GRU or LSTM over a sequence of 0 steps is refused on every backend",
+     "operators/rnn.cpp",
+     "  if (p.hidden < 1) return Status::invalid(",
+     "  if (p.hidden < 1 || p.seq < 1) return Status::invalid(",
+     "EmptySequence.RecurrentOpsOverZeroStepsReturnTheirInitialStates"),
 ]
+
 
 LEFTOVERS = ["/dev/null-journal"]
 

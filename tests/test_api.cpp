@@ -253,7 +253,11 @@ TEST_F(Api, RandomTokenIdsStayWithinTheEmbeddingTheyIndex) {
   EXPECT_EQ(index_bound(g, "ids", &why), 11);
   EXPECT_NE(why.find("'other'"), std::string::npos) << why;
   std::string description;
-  const std::vector<Tensor> in = api::random_inputs(g, 3, &description);
+  api::CommonOptions c;
+  c.seed = 3;
+  auto made = api::model_inputs(g, c, &description);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const std::vector<Tensor>& in = made.value();
   ASSERT_EQ(in.size(), 1u);
   int64_t lo = 1 << 30, hi = -1;
   for (int64_t i = 0; i < in[0].numel(); ++i) {

@@ -276,7 +276,11 @@ TEST(GeneratedInputs, SequenceLengthsAreValidAndBatchBindsTheBatchAxisOfTimeMajo
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     for (uint64_t seed = 1; seed <= 5; ++seed) {
       std::string described;
-      const std::vector<Tensor> inputs = api::random_inputs(g, seed, &described);
+      api::CommonOptions c;
+      c.seed = seed;
+      auto made = api::model_inputs(g, c, &described);
+      ASSERT_TRUE(made.ok()) << made.status().to_string();
+      const std::vector<Tensor>& inputs = made.value();
       ASSERT_EQ(inputs.size(), 2u);
       for (int64_t i = 0; i < inputs[1].numel(); ++i) {
         EXPECT_GE(inputs[1].i64()[i], 1);

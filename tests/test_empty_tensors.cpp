@@ -158,6 +158,44 @@ std::vector<std::string> every_backend() {
   return all;
 }
 
+TEST(EmptySequence, RecurrentOpsOverZeroStepsReturnTheirInitialStates) {
+  // ONNX allows a sequence of 0 steps: Y is empty, Y_h and Y_c are the initial states (by
+  // hand: nothing ran), and backward hands dY_h and dY_c to them with zero weight gradients.
+  // Before, every backend refused the node ("empty sequence, batch or hidden size").
+  for (const std::string op : {"LSTM", "GRU", "RNN"}) {
+    const int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1, H = 4;
+    OpCase c;
+    c.label = op + "_0_steps";
+    c.node = make_node(op, {{"hidden_size", Attribute::of_int(H)}});
+    const bool lstm = op == "LSTM";
+    c.node.outputs = lstm ? std::vector<std::string>{"y", "yh", "yc"} : std::vector<std::string>{"y", "yh"};
+    const Tensor h0 = random_tensor({1, 2, H}, 3), c0 = random_tensor({1, 2, H}, 4);
+    c.inputs = {Tensor::empty({DType::kF32, {0, 2, 3}}), random_tensor({1, gates * H, 3}, 1),
+                random_tensor({1, gates * H, H}, 2), Tensor(), Tensor(), h0};
+    c.is_const = {false, true, true, false, false, false};
+    if (lstm) c.inputs.push_back(c0), c.is_const.push_back(false);
+    for (const std::string& backend : every_backend()) {
+      SCOPED_TRACE(op + " on " + backend);
+      std::vector<Tensor> out, grads;
+      const Status st = run_both(c, backend, &out, &grads);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      ASSERT_EQ(out.size(), lstm ? 3u : 2u);
+      EXPECT_EQ(out[0].shape(), (Shape{0, 1, 2, H}));
+      for (int64_t i = 0; i < h0.numel(); ++i) EXPECT_EQ(out[1].f32()[i], h0.f32()[i]) << i;
+      if (lstm)
+        for (int64_t i = 0; i < c0.numel(); ++i) EXPECT_EQ(out[2].f32()[i], c0.f32()[i]) << i;
+      // Parameters W, R (all zero), then the inputs X (empty), initial_h, initial_c: all ones.
+      ASSERT_EQ(grads.size(), lstm ? 5u : 4u);
+      for (size_t k = 0; k < 2; ++k)
+        for (int64_t i = 0; i < grads[k].numel(); ++i) EXPECT_EQ(grads[k].f32()[i], 0.f) << "parameter " << k;
+      for (size_t k = 3; k < grads.size(); ++k) {
+        ASSERT_TRUE(grads[k].defined()) << "input " << k - 2;
+        for (int64_t i = 0; i < grads[k].numel(); ++i) EXPECT_EQ(grads[k].f32()[i], 1.f) << "input " << k - 2;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllOps, EmptyTensors, ::testing::ValuesIn(every_backend()), backend_param_name);
 
 }  // namespace

@@ -5,10 +5,12 @@ namespace mosaic {
 
 Status check_rnn_lens(const RnnParams& p, const int64_t* lens, const std::string& label) {
   if (!lens) return Status::ok();
+  const int64_t lo = p.seq > 0 ? 1 : 0;  // a sequence of 0 steps has only lengths 0
   for (int64_t b = 0; b < p.batch; ++b)
-    if (lens[b] < 1 || lens[b] > p.seq)
+    if (lens[b] < lo || lens[b] > p.seq)
       return Status::invalid(label + ": sequence_lens[" + std::to_string(b) + "] = " + std::to_string(lens[b]) +
-                             " is outside [1, " + std::to_string(p.seq) + "] (the sequence length)");
+                             " is outside [" + std::to_string(lo) + ", " + std::to_string(p.seq) +
+                             "] (the sequence length)");
   return Status::ok();
 }
 

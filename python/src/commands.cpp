@@ -35,6 +35,7 @@ const std::vector<Field<BenchOptions>>& bench_fields() {
       float_field<BenchOptions>("lr", [](BenchOptions& o) -> auto& { return o.lr; }),
       int_field<BenchOptions>("batch", [](BenchOptions& o) -> auto& { return o.common.batch; }),
       list_field<BenchOptions>("shapes", [](BenchOptions& o) -> auto& { return o.common.shapes; }),
+      list_field<BenchOptions>("inputs", [](BenchOptions& o) -> auto& { return o.common.inputs; }),
       int_field<BenchOptions>("threads", [](BenchOptions& o) -> auto& { return o.common.threads; }),
       int_field<BenchOptions>("seed", [](BenchOptions& o) -> auto& { return o.common.seed; }),
       int_field<BenchOptions>("warmup", [](BenchOptions& o) -> auto& { return o.config.warmup; }),
@@ -166,6 +167,7 @@ const std::vector<Field<api::PlanQuery>>& plan_fields() {
       bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),
       int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
       list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
+      list_field<O>("inputs", [](O& o) -> auto& { return o.common.inputs; }),
   };
   return f;
 }
@@ -324,6 +326,7 @@ py::object run_info(const std::string& model, const py::kwargs& kw) {
   static const std::vector<Field<api::InfoQuery>> fields = {
       int_field<api::InfoQuery>("batch", [](api::InfoQuery& o) -> auto& { return o.common.batch; }),
       list_field<api::InfoQuery>("shapes", [](api::InfoQuery& o) -> auto& { return o.common.shapes; }),
+      list_field<api::InfoQuery>("inputs", [](api::InfoQuery& o) -> auto& { return o.common.inputs; }),
   };
   api::InfoQuery q;
   q.model = model;
@@ -481,7 +484,7 @@ void bind_commands(py::module_& m) {
             gradcheck_fields())
             .c_str());
   m.def("info", &run_info, py::arg("model"),
-        "info(model, batch=None, shapes=None) -> dict: inputs, outputs, parameters, FLOPs, memory, and per node "
+        "info(model, batch=None, shapes=None, inputs=None) -> dict: inputs, outputs, parameters, FLOPs, memory, and per node "
         "which backends take it (mosaic.info/1).");
   m.def("history", &run_history,
         "history(db=None, kind=None, model=None, limit=20) -> list of dict: the runs in the results store, newest "
