@@ -216,8 +216,9 @@ Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& 
 
 namespace {
 
-/// bench --data with token data (text:FILE, text-chars:FILE, synthetic-tokens:...): the first
-/// sequences of the training split as the ids [batch, T], their next-token labels [batch, T].
+/// bench --data with token data (text:FILE, text-chars:FILE, synthetic-tokens:...,
+/// synthetic-classes:...): the first sequences of the training split as the ids [batch, T],
+/// their labels ([batch, T] next-token, or [batch] classes).
 Expected<RealBatch> token_batch(const Graph& g, const std::string& spec, uint64_t seed) {
   const TensorDesc& desc = g.value_descs.at(g.inputs[0].name);
   if (desc.dtype != DType::kI64 || desc.shape.size() != 2)
@@ -239,7 +240,9 @@ Expected<RealBatch> token_batch(const Graph& g, const std::string& spec, uint64_
   Tensor x = Tensor::empty(desc);
   std::memcpy(x.i64(), d.images.i64(), static_cast<size_t>(x.numel()) * sizeof(int64_t));
   r.inputs.push_back(std::move(x));
-  r.labels = Tensor::empty({DType::kI64, {batch, task.seq}});
+  Shape labels = d.labels.shape();  // [N, T] a label per position, or [N] one per sequence
+  labels[0] = batch;
+  r.labels = Tensor::empty({DType::kI64, labels});
   std::memcpy(r.labels.i64(), d.labels.i64(), static_cast<size_t>(r.labels.numel()) * sizeof(int64_t));
   r.description = spec + ": training sequences 0.." + std::to_string(batch - 1) + " of " + std::to_string(task.seq) +
                   " tokens (real data, --data)";
@@ -250,7 +253,7 @@ Expected<RealBatch> token_batch(const Graph& g, const std::string& spec, uint64_
 
 std::string data_forms() {
   return "images: fashion-mnist, idx:DIR or synthetic:N,C,H,W,K; token ids: text:FILE (bytes), text-chars:FILE "
-         "(UTF-8 characters) or synthetic-tokens:N,T,V";
+         "(UTF-8 characters) or synthetic-tokens:N,T,V; classified token sequences: synthetic-classes:N,T,V,K";
 }
 
 Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t seed) {

@@ -44,7 +44,8 @@ Expected<Graph> load_trainable(const std::string& spec, int64_t batch);
 Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& c, std::string* description = nullptr);
 
 /// Every form of a --data spec, for help texts: images (fashion-mnist, idx:DIR,
-/// synthetic:N,C,H,W,K) and token ids (text:FILE, text-chars:FILE, synthetic-tokens:N,T,V).
+/// synthetic:N,C,H,W,K), token ids (text:FILE, text-chars:FILE, synthetic-tokens:N,T,V) and
+/// classified token sequences (synthetic-classes:N,T,V,K).
 std::string data_forms();
 
 /// bench --data: the model's single input filled with the first images of the training

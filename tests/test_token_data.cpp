@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "api/gradcheck.hpp"
+#include "api/models.hpp"
 #include "api/train.hpp"
 #include "core/loss.hpp"
 #include "core/schedule.hpp"
@@ -294,6 +295,64 @@ TEST_F(Text, ABigramModelLearnsACyclicTextOnEveryBackend) {
   EXPECT_NE(r.status().message().find("vocabulary of 256 tokens but the model's embedding has 5 rows"),
             std::string::npos)
       << r.status().message();
+}
+
+TEST_F(Text, ClassifiedSequencesHaveOneLabelEachAndTheirClassIdAtHalfThePositions) {
+  TokenTask task{40, 100, Objective::kNextToken};
+  auto d = load_token_data("synthetic-classes:200,40,100,4", task, 3);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->train.images.shape(), (Shape{180, 40}));
+  EXPECT_EQ(d->train.labels.shape(), Shape{180});
+  EXPECT_EQ(d->test.labels.shape(), Shape{20});
+  EXPECT_EQ(d->train.classes, 4);
+  std::vector<int> per_class(4, 0);
+  for (int64_t i = 0; i < 180; ++i) {
+    const int64_t k = d->train.labels.i64()[i];
+    ASSERT_TRUE(k >= 0 && k < 4) << k;
+    ++per_class[k];
+    int own = 0;
+    for (int64_t t = 0; t < 40; ++t) {
+      const int64_t id = d->train.images.i64()[i * 40 + t];
+      ASSERT_TRUE(id >= 0 && id < 100) << id;
+      own += id == k;
+    }
+    // Half the positions and a hundredth of the rest: 20.2 expected, binomial sd about 3.2.
+    EXPECT_GE(own, 8) << "sequence " << i;
+  }
+  for (int c : per_class) EXPECT_GT(c, 25) << "every class drawn";
+  for (const auto& [spec, why] : std::vector<std::pair<std::string, std::string>>{
+           {"synthetic-classes:200,20,100,4", "sequences of 20 tokens, but the model's input takes 40"},
+           {"synthetic-classes:200,40,100,1", "K = 1 classes; it takes 2 <= K <= V"},
+           {"synthetic-classes:200,40,101,4", "ids below 101 but the model's embedding has 100 rows"},
+           {"synthetic-classes:1,40,100,4", "at least two sequences"},
+           {"synthetic-classes:200,40,100", "expected synthetic-classes:N,T,V,K"}}) {
+    auto bad = load_token_data(spec, task, 3);
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  }
+  EXPECT_TRUE(is_token_spec("synthetic-classes:2,1,2,2"));
+}
+
+TEST_F(Text, TheLstmClassifierTrainsOnClassifiedSequences) {
+  // zoo:lstm-classifier ([batch, 64] ids -> [batch, 4] logits) trained on no --data before: the
+  // token forms give a label per position. Chance is ln 4 = 1.39 and accuracy 1/4.
+  api::TrainOptions o;
+  o.model = "zoo:lstm-classifier";
+  o.data = "synthetic-classes:96,64,1000,4";
+  o.optimizer = "adam";
+  o.opt.lr = 0.003;
+  o.batch = 16;
+  o.epochs = 2;
+  o.threads = 2;
+  auto r = api::train(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const auto& last = r->log["epochs"][1];
+  EXPECT_LT(last["train_loss"].get<double>(), 0.5) << last.dump();
+  EXPECT_GE(last["test_accuracy"].get<double>(), 0.75) << last.dump();
+  // And bench times its training step on that data.
+  CmdResult b = mosaic("bench zoo:lstm-classifier --mode training --batch 4 --backend im2col --data "
+                       "synthetic-classes:16,64,1000,4 --iterations 1 --warmup 0 --no-peaks --no-db --threads 1");
+  EXPECT_EQ(b.code, 0) << b.out;
 }
 
 }  // namespace

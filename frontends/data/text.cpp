@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/loss.hpp"
+#include "ir/checked.hpp"
 
 namespace mosaic {
 namespace {
@@ -139,8 +140,52 @@ Expected<DataSplits> token_splits(const TokenStream& s, const TokenTask& task, u
 }
 
 bool is_token_spec(const std::string& spec) {
-  return spec.rfind("text:", 0) == 0 || spec.rfind("text-chars:", 0) == 0 || spec.rfind("synthetic-tokens:", 0) == 0;
+  for (const char* form : {"text:", "text-chars:", "synthetic-tokens:", "synthetic-classes:"})
+    if (spec.rfind(form, 0) == 0) return true;
+  return false;
 }
+
+namespace {
+
+/// synthetic-classes:N,T,V,K: N sequences of T ids in [0, V), each in one of K classes (a
+/// sequence classifier's data). A sequence of class k has id k at each position with
+/// probability 1/2, else an id uniform in [0, V): a model that learns which of the ids 0..K-1
+/// is frequent learns it; one that does not stays at chance (1/K). 1/10 (at least one) held out.
+Expected<DataSplits> synthetic_classes(const std::string& spec, const TokenTask& task, uint64_t seed) {
+  MOSAIC_ASSIGN_OR_RETURN(const std::vector<int64_t> v,
+                          parse_ints(spec, spec.substr(18), 4, "synthetic-classes:N,T,V,K"));
+  const int64_t n = v[0], T = v[1], V = v[2], K = v[3];
+  if (T != task.seq)
+    return Status::invalid("--data " + spec + ": sequences of " + std::to_string(T) +
+                           " tokens, but the model's input takes " + std::to_string(task.seq));
+  if (n < 2) return Status::invalid("--data " + spec + ": at least two sequences (one is held out)");
+  if (K < 2 || K > V)
+    return Status::invalid("--data " + spec + ": K = " + std::to_string(K) + " classes; it takes 2 <= K <= V");
+  if (V > task.model_vocab)
+    return Status::invalid("--data " + spec + ": ids below " + std::to_string(V) + " but the model's embedding has " +
+                           std::to_string(task.model_vocab) + " rows");
+  MOSAIC_RETURN_IF_ERROR(checked_bytes(n, T * static_cast<int64_t>(sizeof(int64_t)), "--data " + spec).status());
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> any(0, V - 1), cls(0, K - 1);
+  std::bernoulli_distribution marked(0.5);
+  const int64_t held = std::max<int64_t>(1, n / 10);
+  DataSplits out;
+  for (Dataset* d : {&out.train, &out.test}) {
+    const int64_t m = d == &out.train ? n - held : held;
+    d->name = spec;
+    d->classes = K;
+    d->images = Tensor::empty({DType::kI64, {m, T}});
+    d->labels = Tensor::empty({DType::kI64, {m}});
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t k = cls(rng);
+      d->labels.i64()[i] = k;
+      for (int64_t t = 0; t < T; ++t) d->images.i64()[i * T + t] = marked(rng) ? k : any(rng);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Expected<DataSplits> load_token_data(const std::string& spec, const TokenTask& task, uint64_t seed) {
   if (spec.rfind("text:", 0) == 0 || spec.rfind("text-chars:", 0) == 0) {
@@ -163,7 +208,9 @@ Expected<DataSplits> load_token_data(const std::string& spec, const TokenTask& t
     for (auto& x : s.ids) x = id(rng);
     return token_splits(s, task, seed + 1);
   }
-  return Status::invalid("--data '" + spec + "': expected text:FILE, text-chars:FILE or synthetic-tokens:N,T,V");
+  if (spec.rfind("synthetic-classes:", 0) == 0) return synthetic_classes(spec, task, seed);
+  return Status::invalid("--data '" + spec +
+                         "': expected text:FILE, text-chars:FILE, synthetic-tokens:N,T,V or synthetic-classes:N,T,V,K");
 }
 
 }  // namespace mosaic

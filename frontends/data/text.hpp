@@ -46,7 +46,8 @@ struct TokenTask {
 /// Errors: too few tokens for two sequences, a model vocabulary the data does not fit.
 Expected<DataSplits> token_splits(const TokenStream& s, const TokenTask& task, uint64_t seed);
 
-/// Whether a --data spec is token data: text:FILE, text-chars:FILE, synthetic-tokens:N,T,V.
+/// Whether a --data spec is token data: text:FILE, text-chars:FILE, synthetic-tokens:N,T,V,
+/// synthetic-classes:N,T,V,K.
 bool is_token_spec(const std::string& spec);
 
 /// Loads token data for a model:
@@ -54,6 +55,10 @@ bool is_token_spec(const std::string& spec);
 ///   text-chars:FILE        the file's UTF-8 characters
 ///   synthetic-tokens:N,T,V N sequences of T + 1 ids uniform in [0, V) (seeded); T must be
 ///                          the model's sequence length
+///   synthetic-classes:N,T,V,K  N sequences of T ids below V, each labelled with one of K
+///                          classes (labels [N], for a sequence classifier's [batch, K] logits):
+///                          a class-k sequence has id k at half its positions
+/// The objective (next-token, masked-LM) applies to the first three; the last has its labels.
 Expected<DataSplits> load_token_data(const std::string& spec, const TokenTask& task, uint64_t seed);
 
 }  // namespace mosaic
