@@ -497,7 +497,7 @@ MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
   // run's percentages, never cached as the machine's.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const bool oversubscribed = cores > 0 && p.threads > cores;
-  return load_or_measure_peaks(
+  MachinePeaks peaks = load_or_measure_peaks(
       key,
       [&o, oversubscribed] {
         say(o, oversubscribed ? std::string("measuring the sgemm and memory peaks at this thread count (not cached: more "
@@ -513,6 +513,13 @@ MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
         return m;
       },
       o.refresh_peaks || oversubscribed, !oversubscribed);
+  // bf16 plans are divided by the bfloat16 matmul's own peak, never the float32 one (which a
+  // machine with bf16 units exceeds: "183% of sgemm peak"). Measured per run that needs it.
+  if (o.precision == "bf16" || o.precision == "both") {
+    say(o, "measuring the machine's bfloat16 matmul peak...");
+    peaks.bf16_gemm_gflops = probe_bf16_gemm_gflops();
+  }
+  return peaks;
 }
 
 /// o.fallback without "none" (which only forbids falling back).

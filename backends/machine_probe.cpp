@@ -53,6 +53,14 @@ double probe_onednn_sgemm_gflops([[maybe_unused]] int n, [[maybe_unused]] int ru
 #endif
 }
 
+double probe_bf16_gemm_gflops([[maybe_unused]] int n, [[maybe_unused]] int runs) {
+#if MOSAIC_WITH_ONEDNN
+  return onednn_bf16_gemm_gflops(n, runs);
+#else
+  return 0;
+#endif
+}
+
 double probe_triad_gbs(int mib, int runs) {
   const int64_t n = static_cast<int64_t>(mib) * (1 << 20) / 4;
   std::vector<float> a(n), b(n), c(n);

@@ -8,6 +8,9 @@ namespace mosaic {
 double probe_sgemm_gflops(int n = 2048, int runs = 3);
 /// The same with oneDNN's dnnl_sgemm (its JIT kernels may use a wider ISA than OpenBLAS's core).
 double probe_onednn_sgemm_gflops(int n = 2048, int runs = 3);
+/// The same for oneDNN's matmul of bfloat16 operands into float32 (bf16 plans' products); 0
+/// without oneDNN.
+double probe_bf16_gemm_gflops(int n = 2048, int runs = 3);
 /// Best-of-`runs` GB/s of a[i] = b[i] + s * c[i] over three arrays of `mib` MiB each
 /// (3 x 4 bytes moved per element; no write-allocate traffic counted).
 double probe_triad_gbs(int mib = 64, int runs = 5);

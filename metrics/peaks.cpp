@@ -72,26 +72,29 @@ double others_cpu_share_during(const std::function<void()>& work) {
 
 std::vector<std::string> peak_sanity_notes(const BenchReport& report) {
   std::vector<std::string> notes;
-  const double peak = report.peaks.sgemm_gflops;
-  if (peak <= 0) return notes;
-  auto pct = [&](double g) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.0f%%", 100 * g / peak);
-    return std::string(b);
-  };
   const std::string advice =
       report.peaks.from_cache ? "the cached peaks were probably measured under load: rerun with --refresh-peaks on a quiet machine"
                               : "the peaks were probably measured under load: rerun on a quiet machine";
   for (const auto& c : report.configs) {
-    if (c.gflops > 1.05 * peak) notes.push_back(c.label + " ran at " + pct(c.gflops) + " of the sgemm peak; " + advice);
+    // A configuration against its own arithmetic's peak: bfloat16 matmuls for bf16.
+    const bool bf16 = c.precision == "bf16";
+    const double peak = bf16 ? report.peaks.bf16_gemm_gflops : report.peaks.sgemm_gflops;
+    const std::string of = bf16 ? " of the bf16 matmul peak" : " of the sgemm peak";
+    if (peak <= 0) continue;
+    auto pct = [&](double g) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.0f%%", 100 * g / peak);
+      return std::string(b);
+    };
+    if (c.gflops > 1.05 * peak) notes.push_back(c.label + " ran at " + pct(c.gflops) + of + "; " + advice);
     std::string nodes;
     int count = 0;
     for (const auto& n : c.nodes)
-      if (!n.view && n.gflops > 1.05 * peak) {
+      if (!n.view && n.device.empty() && n.gflops > 1.05 * peak) {
         if (count++ < 3) nodes += (nodes.empty() ? "" : ", ") + n.name + " " + pct(n.gflops);
       }
     if (count > 0)
-      notes.push_back(c.label + ": " + std::to_string(count) + " node(s) above 105% of the sgemm peak (" + nodes +
+      notes.push_back(c.label + ": " + std::to_string(count) + " node(s) above 105%" + of + " (" + nodes +
                       (count > 3 ? ", ..." : "") +
                       "); either the peaks are understated or the kernel does less arithmetic than the schema "
                       "counts (Winograd, for example)");

@@ -15,6 +15,9 @@ namespace mosaic {
 struct MachinePeaks {
   double sgemm_gflops = 0;  ///< the best of the libraries' GEMMs below
   double openblas_sgemm_gflops = 0, onednn_sgemm_gflops = 0;
+  /// oneDNN's matmul of bfloat16 operands into float32: the peak of bf16 plans (their %peak),
+  /// measured by a run that has one (not cached); 0: not measured.
+  double bf16_gemm_gflops = 0;
   double bandwidth_gbs = 0;
   std::string key;        ///< what the peaks depend on: CPU, threads, OpenBLAS core
   std::string measured_utc;

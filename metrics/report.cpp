@@ -25,20 +25,31 @@ std::string fixed2(double v) {
 
 /// The peak GFLOP/s and memory GB/s a node's figures are divided by: its device's
 /// (BenchReport::device_peaks) for a step on a device, none if that device's are unknown (a GPU
-/// step is never divided by the CPU's), else the machine's (0: not measured).
-std::pair<double, double> node_peaks(const BenchReport& rep, const NodeRow& n) {
-  if (n.device.empty()) return {rep.peaks.sgemm_gflops, rep.peaks.bandwidth_gbs};
+/// step is never divided by the CPU's) or the configuration is bf16 (a device measures float32
+/// only), else the machine's: of bfloat16 matmuls in a bf16 configuration, of sgemm otherwise
+/// (0: not measured).
+std::pair<double, double> node_peaks(const BenchReport& rep, const ConfigReport& c, const NodeRow& n) {
+  const bool bf16 = c.precision == "bf16";
+  if (n.device.empty()) return {bf16 ? rep.peaks.bf16_gemm_gflops : rep.peaks.sgemm_gflops, rep.peaks.bandwidth_gbs};
   const auto it = rep.device_peaks.find(n.device);
   if (it == rep.device_peaks.end()) return {0.0, 0.0};
-  return {it->second.gflops, it->second.bandwidth_gbs};
+  return {bf16 ? 0.0 : it->second.gflops, it->second.bandwidth_gbs};
 }
 
 /// A configuration's peak: its device's where it computes on one (the first), else the
-/// machine's (0: unknown).
+/// machine's: of bfloat16 matmuls for a bf16 configuration, of sgemm otherwise (0: unknown;
+/// a device measures float32 only, so its bf16 configurations have none).
 double config_peak(const BenchReport& rep, const ConfigReport& c) {
-  if (c.device_bytes.empty()) return rep.peaks.sgemm_gflops;
+  const bool bf16 = c.precision == "bf16";
+  if (c.device_bytes.empty()) return bf16 ? rep.peaks.bf16_gemm_gflops : rep.peaks.sgemm_gflops;
   const auto it = rep.device_peaks.find(c.device_bytes.begin()->first);
-  return it == rep.device_peaks.end() ? 0 : it->second.gflops;
+  return it == rep.device_peaks.end() || bf16 ? 0 : it->second.gflops;
+}
+
+/// What config_peak divides by, for the summary line: "sgemm", "bf16 matmul", a device's name.
+std::string config_peak_name(const ConfigReport& c) {
+  if (!c.device_bytes.empty()) return c.device_bytes.begin()->first;
+  return c.precision == "bf16" ? "bf16 matmul" : "sgemm";
 }
 
 }  // namespace
@@ -205,6 +216,9 @@ void print_report_header(const BenchReport& rep, std::ostream& os) {
                   rep.peaks.bandwidth_gbs, rep.peaks.from_cache ? "cached, measured" : "measured",
                   rep.peaks.measured_utc.c_str());
     os << line;
+    if (rep.peaks.bf16_gemm_gflops > 0)
+      os << "peaks: bf16 matmul " << std::fixed << std::setprecision(1) << rep.peaks.bf16_gemm_gflops << std::defaultfloat
+         << " GFLOP/s (oneDNN, bfloat16 operands into float32; the bf16 configurations' %peak)\n";
     if (rep.peaks.others_cpu > kPeaksContended)
       os << "warning: other processes used " << static_cast<int>(100 * rep.peaks.others_cpu + 0.5)
          << "% of the CPU while the peaks were measured: they are understated and %peak overstated; "
@@ -242,7 +256,7 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
     for (const auto& n : c.nodes) {
       const bool bwd = training && !n.view;
       const bool timed = !n.view && n.flops > 0;
-      const double peak = node_peaks(rep, n).first;  // the machine's, or the device's for a step on one
+      const double peak = node_peaks(rep, c, n).first;  // the machine's, or the device's for a step on one
       std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %6s %11s %9s %5.1f%% %10s %10s\n",
                     width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
                     n.view ? "view" : fixed(n.median_us).c_str(), timed ? fixed(n.gflops).c_str() : "-",
@@ -269,8 +283,7 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
                     throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
     os << line;
     if (const double peak = config_peak(rep, c); peak > 0)
-      os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of "
-         << (c.device_bytes.empty() ? "sgemm" : c.device_bytes.begin()->first) << " peak";
+      os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of " << config_peak_name(c) << " peak";
     if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
     os << std::defaultfloat << "\n";
     if (training) {
@@ -455,21 +468,22 @@ nlohmann::json bench_json(const BenchReport& rep) {
   // Peaks: null when not measured; a node's roofline bound is min(peak, intensity x bandwidth),
   // of the machine's or, for a step on a device, of the device's (node_peaks).
   const MachinePeaks& pk = rep.peaks;
-  auto peak_pct = [&](const NodeRow& n) {
-    const auto [peak, bandwidth] = node_peaks(rep, n);
+  auto peak_pct = [&](const ConfigReport& c, const NodeRow& n) {
+    const auto [peak, bandwidth] = node_peaks(rep, c, n);
     return peak > 0 && !n.view && n.flops > 0 && n.gflops > 0 ? json(100 * n.gflops / peak) : json();
   };
   auto config_peak_pct = [&](const ConfigReport& c) {
     const double peak = config_peak(rep, c);
     return peak > 0 && c.gflops > 0 ? json(100 * c.gflops / peak) : json();
   };
-  auto roof = [&](const NodeRow& n) {
-    const auto [peak, bandwidth] = node_peaks(rep, n);
+  auto roof = [&](const ConfigReport& c, const NodeRow& n) {
+    const auto [peak, bandwidth] = node_peaks(rep, c, n);
     if (peak <= 0 || n.view || n.bytes_moved == 0 || n.flops == 0) return json();
     return json(std::min(peak, n.flops / static_cast<double>(n.bytes_moved) * bandwidth));
   };
   j["peaks"] = pk.sgemm_gflops > 0 ? json{{"sgemm_gflops", pk.sgemm_gflops},
                                           {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
+                                          {"bf16_gemm_gflops", pk.bf16_gemm_gflops > 0 ? json(pk.bf16_gemm_gflops) : json()},
                                           {"onednn_sgemm_gflops", pk.onednn_sgemm_gflops}, {"bandwidth_gbs", pk.bandwidth_gbs},
                                           {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache},
                                           {"others_cpu", pk.others_cpu >= 0 ? json(pk.others_cpu) : json()},
@@ -554,7 +568,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
     }
     r["nodes"] = json::array();
     for (const auto& n : c.nodes) {
-      const json bound = roof(n);  // null for views and nodes without FLOPs
+      const json bound = roof(c, n);  // null for views and nodes without FLOPs
       r["nodes"].push_back({{"name", n.name},
                             {"op", n.op},
                             {"backend", n.backend},
@@ -578,7 +592,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                             {"output_bytes", n.output_bytes},
                             {"bytes_moved", n.view ? json() : json(n.bytes_moved)},
                             {"arithmetic_intensity", n.view || n.bytes_moved == 0 ? json() : json(n.flops / n.bytes_moved)},
-                            {"pct_of_peak", peak_pct(n)},
+                            {"pct_of_peak", peak_pct(c, n)},
                             {"roofline_gflops", bound},
                             {"pct_of_roofline", bound.is_null() ? json() : json(100 * n.gflops / bound.get<double>())},
                             {"workspace_bytes", n.workspace_bytes}});

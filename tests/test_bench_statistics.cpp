@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <map>
 #include <random>
+#include <sstream>
 
+#include "backends/machine_probe.hpp"
 #include "metrics/peaks.hpp"
 #include "metrics/report.hpp"
 #include "metrics/stats.hpp"
@@ -416,6 +418,53 @@ TEST(BenchPeaks, FiguresAboveThePeakAreFlagged) {
   EXPECT_NE(notes[0].find("onednn ran at 106% of the sgemm peak"), std::string::npos) << notes[0];
   rep.peaks.sgemm_gflops = 0;  // no peaks: nothing to say
   EXPECT_TRUE(peak_sanity_notes(rep).empty());
+}
+
+TEST(BenchPeaks, Bf16ConfigurationsAreDividedByTheBf16MatmulPeak) {
+  // A bf16 run at 183 GFLOP/s on a machine whose sgemm peaks at 100 and whose bfloat16 matmul
+  // peaks at 300: 61% of its own peak, not "183% of sgemm peak" with a warning (the finding).
+  BenchReport rep;
+  rep.peaks.sgemm_gflops = 100;
+  rep.peaks.bf16_gemm_gflops = 300;
+  rep.peaks.bandwidth_gbs = 10;
+  ConfigReport f32, bf16;
+  f32.label = "onednn";
+  f32.gflops = 90;
+  bf16.label = "onednn bf16";
+  bf16.precision = "bf16";
+  bf16.gflops = 183;
+  NodeRow conv;
+  conv.name = "conv2";
+  conv.op = "Conv";
+  conv.flops = 1e9;
+  conv.gflops = 240;
+  conv.bytes_moved = 1000;
+  bf16.nodes = {conv};
+  rep.configs = {f32, bf16};
+  EXPECT_TRUE(peak_sanity_notes(rep).empty());
+  std::ostringstream os;
+  print_report(rep, os);
+  EXPECT_NE(os.str().find("90.0% of sgemm peak"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("61.0% of bf16 matmul peak"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("peaks: bf16 matmul 300.0 GFLOP/s"), std::string::npos) << os.str();
+  EXPECT_EQ(os.str().find("183"), os.str().find("183.0 GFLOP/s")) << "no 183% anywhere: " << os.str();
+  const nlohmann::json j = bench_json(rep);
+  ASSERT_EQ(j["runs"].size(), 2u) << j.dump();
+  EXPECT_DOUBLE_EQ(j["runs"][1]["summary"]["pct_of_peak"].get<double>(), 61.0);
+  EXPECT_DOUBLE_EQ(j["runs"][1]["nodes"][0]["pct_of_peak"].get<double>(), 80.0);
+  EXPECT_DOUBLE_EQ(j["peaks"]["bf16_gemm_gflops"].get<double>(), 300.0);
+  // Without a bf16 peak (not measured), a bf16 configuration has no %peak at all.
+  rep.peaks.bf16_gemm_gflops = 0;
+  EXPECT_TRUE(bench_json(rep)["runs"][1]["summary"]["pct_of_peak"].is_null());
+  rep.configs[1].gflops = 400;  // above its own peak: flagged against it
+  rep.peaks.bf16_gemm_gflops = 300;
+  auto notes = peak_sanity_notes(rep);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("onednn bf16 ran at 133% of the bf16 matmul peak"), std::string::npos) << notes[0];
+  // The probe: a figure where oneDNN has a bfloat16 matmul, 0 (never an exception) where not.
+  const double probed = probe_bf16_gemm_gflops(256, 1);
+  EXPECT_TRUE(probed == 0 || (std::isfinite(probed) && probed > 0)) << probed;
+  std::cout << "[ bf16     ] oneDNN's bfloat16 matmul here: " << probed << " GFLOP/s (n = 256)\n";
 }
 
 }  // namespace

@@ -24,5 +24,8 @@ std::string onednn_effective_isa();
 std::string onednn_version();
 /// C = A B on n x n row-major matrices with oneDNN's own GEMM (dnnl_sgemm); false on error.
 bool onednn_sgemm(int n, const float* a, const float* b, float* c);
+/// Best-of-`runs` GFLOP/s of an n x n x n matmul of bfloat16 operands into float32 (oneDNN's,
+/// as bf16 plans compute their products), after a warm-up run; 0 where oneDNN has none.
+double onednn_bf16_gemm_gflops(int n, int runs);
 
 }  // namespace mosaic

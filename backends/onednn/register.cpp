@@ -1,6 +1,8 @@
 // The oneDNN backend's registration, version and error functions. Its kernels are in one file per
 // family (conv, pool, gemm, eltwise, norm, movement); what they share is in onednn_internal.hpp and
 // common.cpp.
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -10,8 +12,33 @@
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
 #include "backends/onednn/onednn_internal.hpp"
+#include "core/events.hpp"
 
 namespace mosaic {
+
+double onednn_bf16_gemm_gflops(int n, int runs) {
+  try {
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::dims dims{n, n};
+    const dnnl::memory::desc a(dims, dt::bf16, dnnl::memory::format_tag::ab), c(dims, dt::f32, dnnl::memory::format_tag::ab);
+    dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, a, c), onednn_impl::engine()));
+    dnnl::memory ma(a, onednn_impl::engine()), mb(a, onednn_impl::engine()), mc(c, onednn_impl::engine());
+    // bfloat16 0.5 and 0.25 (0x3F00, 0x3E80): values whose products are exact.
+    std::fill_n(static_cast<uint16_t*>(ma.get_data_handle()), static_cast<size_t>(n) * n, uint16_t{0x3F00});
+    std::fill_n(static_cast<uint16_t*>(mb.get_data_handle()), static_cast<size_t>(n) * n, uint16_t{0x3E80});
+    double best = 1e30;
+    for (int r = 0; r <= runs; ++r) {  // the first run warms up
+      const int64_t t0 = now_ns();
+      prim.execute(onednn_impl::stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+      onednn_impl::stream().wait();
+      if (r > 0) best = std::min(best, static_cast<double>(now_ns() - t0) / 1e9);
+    }
+    return 2.0 * n * static_cast<double>(n) * n / best / 1e9;
+  } catch (const dnnl::error&) {
+    return 0;  // no bfloat16 matmul here
+  }
+}
+
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (commit " +
