@@ -327,6 +327,24 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     if (!data.ok()) return Status(data.status().code(), c.file + ": key 'data': " + data.status().message());
     images = std::move(data.value());
   }
+  // Every model takes the data (token data made for it) before the first cell: a text file
+  // that cannot be read, or data of the wrong kind for a model, stops here, with exit 2 and no
+  // output, not at its cells.
+  for (const auto& m : c.models) {
+    TrainOptions t;
+    t.model = m;
+    t.data = c.data;
+    if (!c.objective.empty()) t.objective = c.objective;
+    t.seed = c.seed;
+    t.batch = 1;
+    for (int64_t b : c.batches)
+      if (b != SweepConfig::kLargestBatch) {
+        t.batch = b;
+        break;
+      }
+    if (Status fits = check_training_data(t, tokens ? nullptr : &images); !fits.is_ok())
+      return Status(fits.code(), c.file + ": key 'data': " + fits.message());
+  }
   std::error_code ec;
   std::filesystem::create_directories(c.output, ec);
   if (ec) return Status::io_error(c.output + ": cannot create the output directory: " + ec.message());

@@ -52,6 +52,34 @@ Expected<TokenTask> token_task(const Graph& g, const TrainOptions& o) {
   return task;
 }
 
+/// o.data for the model `g` (prepared at o.batch): token data made for its sequence length
+/// and vocabulary, else images.
+Expected<DataSplits> load_training_data(const Graph& g, const TrainOptions& o) {
+  if (!is_token_spec(o.data)) return load_data(o.data, o.seed);
+  MOSAIC_ASSIGN_OR_RETURN(TokenTask task, token_task(g, o));  // sequences as long as the model's, ids within its vocabulary
+  return load_token_data(o.data, task, o.seed);
+}
+
+/// Whether the data's batches fit the model's input and its labels the model's logits:
+/// [batch, classes], or for token data one row per position [batch, T, vocabulary].
+Status data_fits(const Graph& g, const TrainOptions& o, const DataSplits& d) {
+  const TensorDesc& in_desc = g.value_descs.at(g.inputs[0].name);
+  Shape want{o.batch};
+  want.insert(want.end(), d.train.images.shape().begin() + 1, d.train.images.shape().end());
+  if (in_desc.shape != want || in_desc.dtype != d.train.images.dtype())
+    return Status::invalid(o.model + ": input '" + g.inputs[0].name + "' is " + dtype_name(in_desc.dtype) + " " +
+                           shape_str(in_desc.shape) + " but the data gives batches of " +
+                           dtype_name(d.train.images.dtype()) + " " + shape_str(want));
+  const Shape out_shape = g.value_descs.at(g.outputs[0].name).shape;
+  Shape logits{o.batch};
+  if (d.train.labels.rank() == 2) logits.push_back(d.train.labels.dim(1));
+  logits.push_back(d.train.classes);
+  if (out_shape != logits)
+    return Status::invalid(o.model + ": output '" + g.outputs[0].name + "' is " + shape_str(out_shape) +
+                           ", expected " + shape_str(logits) + " logits");
+  return Status::ok();
+}
+
 /// Appends the top-1 class (argmax over the last axis) of each row of `logits` whose label is
 /// not kIgnoreIndex; `labels` has one entry per row.
 void append_top1(const Tensor& logits, const Tensor& labels, std::vector<int64_t>* out) {
@@ -81,6 +109,13 @@ std::string chance_level(double train_loss, double train_accuracy, int64_t class
                 train_loss, kChanceLossShare, static_cast<long long>(classes), train_accuracy, kChanceAccuracyFactor,
                 static_cast<long long>(classes));
   return b;
+}
+
+Status check_training_data(const TrainOptions& o, const DataSplits* preloaded) {
+  MOSAIC_ASSIGN_OR_RETURN(const Graph g, load_trainable(o.model, o.batch));
+  if (preloaded) return data_fits(g, o, *preloaded);
+  MOSAIC_ASSIGN_OR_RETURN(const DataSplits d, load_training_data(g, o));
+  return data_fits(g, o, d);
 }
 
 namespace {
@@ -150,13 +185,11 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   auto g = load_trainable(o.model, o.batch);
   if (!g.ok()) return g.status();
   DataSplits loaded;
-  if (!preloaded && is_token_spec(o.data)) {  // sequences as long as the model's, ids within its vocabulary
-    MOSAIC_ASSIGN_OR_RETURN(TokenTask task, token_task(g.value(), o));
-    MOSAIC_ASSIGN_OR_RETURN(loaded, load_token_data(o.data, task, o.seed));
-  } else if (!preloaded) {
-    MOSAIC_ASSIGN_OR_RETURN(loaded, load_data(o.data, o.seed));
+  if (!preloaded) {
+    MOSAIC_ASSIGN_OR_RETURN(loaded, load_training_data(g.value(), o));
   }
   const DataSplits* data = preloaded ? preloaded : &loaded;
+  MOSAIC_RETURN_IF_ERROR(data_fits(g.value(), o, *data));
   const bool tokens = data->train.labels.rank() == 2;  // a label per position: [N, T]
   DataSplits repeated;
   if (o.data_repeat > 1) {  // the training set R times over (the data-parallel benchmark's dataset sizes)
@@ -182,21 +215,6 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
     MOSAIC_ASSIGN_OR_RETURN(placement, assign_placement(o.assign, {"naive"}));
     MOSAIC_RETURN_IF_ERROR(placement.check_names(g.value()));
   }
-  const TensorDesc in_desc = g->value_descs.at(g->inputs[0].name);
-  Shape want{o.batch};
-  want.insert(want.end(), data->train.images.shape().begin() + 1, data->train.images.shape().end());
-  if (in_desc.shape != want || in_desc.dtype != data->train.images.dtype())
-    return Status::invalid(o.model + ": input '" + g->inputs[0].name + "' is " + dtype_name(in_desc.dtype) + " " +
-                           shape_str(in_desc.shape) + " but the data gives batches of " +
-                           dtype_name(data->train.images.dtype()) + " " + shape_str(want));
-  const Shape out_shape = g->value_descs.at(g->outputs[0].name).shape;
-  // Logits: [batch, classes], or for token data one row per position [batch, T, vocabulary].
-  Shape logits{o.batch};
-  if (tokens) logits.push_back(data->train.labels.dim(1));
-  logits.push_back(data->train.classes);
-  if (out_shape != logits)
-    return Status::invalid(o.model + ": output '" + g->outputs[0].name + "' is " + shape_str(out_shape) +
-                           ", expected " + shape_str(logits) + " logits");
   Shape label_shape{o.batch};
   if (tokens) label_shape.push_back(data->train.labels.dim(1));
   PlanOptions po;
@@ -324,7 +342,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   if (dp) it.set_shard(dp->rank(), ranks);  // one shared order per epoch; this rank's slice of each global batch
   const int64_t first_epoch = resumed.header.value("epoch", int64_t{0}) + 1;
   for (int64_t e = 1; e < first_epoch; ++e) it.start_epoch();  // the shuffles of the epochs already trained
-  Prefetcher loader(it, {data->train.images.dtype(), want}, label_shape, o.prefetch);
+  Shape batch_shape = data->train.images.shape();  // [batch, ...] as data_fits checked against the input
+  batch_shape[0] = o.batch;
+  Prefetcher loader(it, {data->train.images.dtype(), batch_shape}, label_shape, o.prefetch);
   nlohmann::json& log = result.log;
   log = {{"schema", "mosaic.train/1"}, {"model", o.model}, {"data", o.data}, {"backend", o.backend}, {"optimizer", opt_name},
                         {"lr", o.opt.lr}, {"batch", o.batch}, {"seed", o.seed}, {"shuffle", o.shuffle},

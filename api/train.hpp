@@ -98,6 +98,11 @@ struct TrainResult {
 /// Under mpirun with o.distributed set, every rank calls it (rank 0's result has the log);
 /// MPI stays running for later calls: end it with dist::Comm::finalize() before exit.
 Expected<TrainResult> train_model(const TrainOptions& o, const DataSplits* preloaded, bool verbose);
+/// What train checks before it runs anything, alone: the model loads at o.batch, its data
+/// (`preloaded`, else o.data, token data made for the model) loads, and the data's batches fit
+/// the model's input and its labels the logits. A sweep runs it for every model before its
+/// first cell.
+Status check_training_data(const TrainOptions& o, const DataSplits* preloaded);
 /// train_model(o, nullptr, false): the library entry point.
 inline Expected<TrainResult> train(const TrainOptions& o) { return train_model(o, nullptr, false); }
 

@@ -246,6 +246,16 @@ REVERTS = [
      "  if (p.hidden < 1) return Status::invalid(",
      "  if (p.hidden < 1 || p.seq < 1) return Status::invalid(",
      "EmptySequence.RecurrentOpsOverZeroStepsReturnTheirInitialStates"),
+    ("sweep-data-preflight", "a sweep's data that a model cannot take fails at its cell, leaving empty tables",
+     "api/sweep.cpp",
+     "    if (Status fits = check_training_data(t, tokens ? nullptr : &images); !fits.is_ok())\n",
+     "    if (Status fits = Status::ok(); !fits.is_ok())\n",
+     "Sweep.ConfigErrorsNameFileAndKeyAndLeaveNoOutput"),
+    ("bf16-peak", "bf16 configurations' %peak is taken against the float32 peak (183% of sgemm peak)",
+     "metrics/report.cpp",
+     "  if (c.device_bytes.empty()) return bf16 ? rep.peaks.bf16_gemm_gflops : rep.peaks.sgemm_gflops;\n",
+     "  if (c.device_bytes.empty()) return rep.peaks.sgemm_gflops;\n",
+     "BenchPeaks.Bf16ConfigurationsAreDividedByTheBf16MatmulPeak"),
 ]
 
 

@@ -243,6 +243,16 @@ TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
       {"models: zoo:fmnist-cnn\noptimizers: [lamb]\n", "key 'optimizers': unknown optimizer 'lamb'"},
       {"models: nosuch.onnx\n", "nosuch.onnx not found"},
       {"models: zoo:fmnist-cnn\ndata: idx:/nonexistent\n", "key 'data': "},
+      // Data a model cannot take, and token data that cannot be made: before any cell (they
+      // failed at their cells, with the output folder and empty tables left behind).
+      {"models: zoo:fmnist-cnn\ndata: text:/nonexistent.txt\n",
+       "key 'data': --data text:/nonexistent.txt gives token ids [batch, T]; zoo:fmnist-cnn's input"},
+      {"models: zoo:lstm-classifier\ndata: synthetic:32,1,28,28,10\n",
+       "key 'data': zoo:lstm-classifier: input 'input_ids' is int64 [64,64] but the data gives batches of float32"},
+      {"models: zoo:lstm-classifier\ndata: synthetic-tokens:32,64,10000\n",
+       "key 'data': zoo:lstm-classifier: output 'logits' is [64,4], expected [64,64,10000] logits"},
+      {"models: [zoo:lstm-classifier]\ndata: synthetic-classes:32,16,100,4\n",
+       "sequences of 16 tokens, but the model's input takes 64"},
       {"models: zoo:fmnist-cnn\nepochs: 2\naccuracy_epochs: [5]\n", "epoch 5 is outside 1..2"},
       {"models: zoo:fmnist-cnn\nepochs: 1000000000000\n", "key 'epochs': 1000000000000 epochs; at most 100000"},
       {"models: [zoo:fmnist-cnn\n", "not valid YAML"},
