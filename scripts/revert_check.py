@@ -256,6 +256,11 @@ REVERTS = [
      "  if (c.device_bytes.empty()) return bf16 ? rep.peaks.bf16_gemm_gflops : rep.peaks.sgemm_gflops;\n",
      "  if (c.device_bytes.empty()) return rep.peaks.sgemm_gflops;\n",
      "BenchPeaks.Bf16ConfigurationsAreDividedByTheBf16MatmulPeak"),
+    ("npy-fifo", "--input NAME=FIFO blocks on open until SIGKILL",
+     "frontends/data/npy.cpp",
+     "  if (!std::filesystem::is_regular_file(path, ec)) return Status::invalid(what + \": not a regular file\");\n",
+     "\n",
+     "GivenInputs.HostileNpyFilesAreRefusedNamingTheFile"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "ir/checked.hpp"
@@ -61,6 +62,10 @@ Expected<Shape> parse_shape(const std::string& v, const std::string& what) {
 
 Expected<Tensor> load_npy(const std::string& path) {
   const std::string what = "'" + path + "'";
+  // A FIFO or device would block on open or never end: only regular files are read.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::not_found(what + ": no such file");
+  if (!std::filesystem::is_regular_file(path, ec)) return Status::invalid(what + ": not a regular file");
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::io_error(what + ": cannot open " + std::strerror(errno));
   char magic[8] = {};
