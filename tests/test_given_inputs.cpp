@@ -238,6 +238,15 @@ TEST_F(GivenInputs, AFileThatDoesNotFitItsInputIsRefused) {
   auto g = api::load_prepared(model, c, nullptr);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_TRUE(api::model_inputs(g.value(), c).ok());
+  c.batch = 2;  // the declared [3,4] fits the file at load; the bound [2,4] does not
+  g = api::load_prepared(model, c, nullptr);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto made = api::model_inputs(g.value(), c);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("the file holds float32[3,4], input 'x' is float32[2,4] (its shape as --batch "
+                                         "and --shape bound it)"),
+            std::string::npos)
+      << made.status().message();
   // bench takes its inputs from one place.
   CmdResult r = mosaic("bench zoo:fmnist-cnn --backend naive --data synthetic:8,1,28,28,10 --input x=" + k +
                        " --iterations 1 --warmup 0 --no-peaks --no-db");
