@@ -174,14 +174,12 @@ Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& 
   std::uniform_real_distribution<float> dist(0.f, 1.f);
   std::vector<Tensor> inputs;
   std::string ids, files;
-  int made = 0;
   for (const auto& in : g.inputs) {
     if (auto it = given.find(in.name); it != given.end()) {
       files += "; '" + in.name + "' from its file";
       inputs.push_back(it->second);
       continue;
     }
-    ++made;
     Tensor t = Tensor::empty(g.value_descs.at(in.name));
     if (t.dtype() == DType::kF32) {
       for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
@@ -208,9 +206,11 @@ Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& 
     }
     inputs.push_back(std::move(t));
   }
+  // Every key of `given` is an input (given_inputs checked): fewer of them than inputs, some random.
   if (description)
-    *description = (made ? "random uniform [0, 1) (seed " + std::to_string(c.seed) + ")" + ids : "from files") +
-                   (made ? files : "");
+    *description = given.size() < g.inputs.size()
+                       ? "random uniform [0, 1) (seed " + std::to_string(c.seed) + ")" + ids + files
+                       : "from files";
   return inputs;
 }
 
