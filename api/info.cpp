@@ -21,7 +21,14 @@ Expected<InfoReport> info(const InfoQuery& q) {
   r.model = q.model;
   r.graph_name = g->name;
   r.opset = g->opset;
-  for (const auto& in : g->inputs) r.inputs.emplace_back(in.name, g->value_descs.at(in.name).str());
+  for (const auto& in : g->inputs) {
+    const Shape& bound = g->value_descs.at(in.name).shape;
+    r.inputs.emplace_back(in.name, g->value_descs.at(in.name).str());
+    std::vector<std::pair<std::string, int64_t>> symbols;
+    for (size_t d = 0; d < in.dim_params.size() && d < bound.size(); ++d)
+      if (!in.dim_params[d].empty()) symbols.emplace_back(in.dim_params[d], bound[d]);
+    r.input_symbols.push_back(std::move(symbols));
+  }
   for (const auto& out : g->outputs) r.outputs.emplace_back(out.name, g->value_descs.at(out.name).str());
   r.notes = pr.notes;
   r.parameter_count = g->parameter_count();
@@ -72,7 +79,12 @@ Expected<InfoReport> info(const InfoQuery& q) {
 nlohmann::json info_json(const InfoReport& r) {
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array(),
                  params = nlohmann::json::array(), nodes = nlohmann::json::array();
-  for (const auto& [n, d] : r.inputs) inputs.push_back({{"name", n}, {"desc", d}});
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    nlohmann::json symbolic = nlohmann::json::object();
+    if (i < r.input_symbols.size())
+      for (const auto& [name, size] : r.input_symbols[i]) symbolic[name] = size;
+    inputs.push_back({{"name", r.inputs[i].first}, {"desc", r.inputs[i].second}, {"symbolic", symbolic}});
+  }
   for (const auto& [n, d] : r.outputs) outputs.push_back({{"name", n}, {"desc", d}});
   for (const auto& [n, s] : r.parameters) params.push_back({{"name", n}, {"shape", s}});
   for (const auto& n : r.nodes)

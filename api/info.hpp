@@ -33,6 +33,9 @@ struct InfoReport {
   std::string model, graph_name;
   int64_t opset = 0, batch = 1;
   std::vector<std::pair<std::string, std::string>> inputs, outputs;  ///< name, "f32[1,3,32,32]"
+  /// Per input, its symbolic dimensions as the model names them (ONNX dim_param) and the
+  /// size each was bound to (--batch, --shape): {"batch", 2}, {"sequence", 128}; in order.
+  std::vector<std::vector<std::pair<std::string, int64_t>>> input_symbols;
   std::vector<std::string> notes;
   int64_t parameter_count = 0;
   size_t weight_bytes = 0, activation_bytes = 0, attention_bytes = 0;

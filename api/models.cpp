@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -10,6 +11,7 @@
 #include "api/util.hpp"
 #include "backends/registry.hpp"
 #include "core/inputs.hpp"
+#include "ir/checked.hpp"
 #include "frontends/data/npy.hpp"
 #include "frontends/data/text.hpp"
 #include "frontends/zoo/zoo.hpp"
@@ -147,14 +149,26 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
                              "=FILE (.npy or ONNX TensorProto .pb)");
     po.constant_inputs[in.name] = given.at(in.name);
   }
-  for (const auto& spec : c.shapes) {
-    const size_t eq = spec.find('=');
-    const std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
-    char* end = nullptr;
-    const long long v = eq == std::string::npos ? 0 : std::strtoll(spec.c_str() + eq + 1, &end, 10);
-    if (name.empty() || eq == std::string::npos || !end || *end || v < 1)
-      return Status::invalid("`shapes` '" + spec + "': expected NAME=N with a symbolic dimension's name and N >= 1");
-    po.dims[name] = v;
+  // Each `shapes` entry binds one name or several, comma-separated ("batch=8,sequence=128").
+  for (const auto& entry : c.shapes) {
+    size_t from = 0;
+    while (from <= entry.size()) {
+      const size_t comma = std::min(entry.find(',', from), entry.size());
+      const std::string spec = entry.substr(from, comma - from);
+      from = comma + 1;
+      const size_t eq = spec.find('=');
+      const std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
+      char* end = nullptr;
+      errno = 0;
+      const long long v = eq == std::string::npos ? 0 : std::strtoll(spec.c_str() + eq + 1, &end, 10);
+      if (name.empty() || eq == std::string::npos || !end || *end || end == spec.c_str() + eq + 1 || errno || v < 1 ||
+          v > kMaxDim)
+        return Status::invalid("`shapes` '" + spec + "': expected NAME=N with a symbolic dimension's name and N in [1, 2^31 - 1]");
+      if (auto it = po.dims.find(name); it != po.dims.end() && it->second != v)
+        return Status::invalid("`shapes`: '" + name + "' is bound twice (" + std::to_string(it->second) + " and " +
+                               std::to_string(v) + ")");
+      po.dims[name] = v;
+    }
   }
   Graph original = g;
   auto r = prepare_graph(g, builtin_registry(), po);

@@ -1,4 +1,6 @@
 #include "api/verify.hpp"
+
+#include "core/inputs.hpp"
 #include "api/option_rules.hpp"
 
 #include <regex.h>
@@ -70,9 +72,10 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
     // The data set fixes the input shapes. Integer inputs stay run-time inputs (token ids,
     // Gather's indices) unless the graph needs their values to infer shapes (Reshape's
     // shape, Slice's starts, ...): then they are bound as load-time constants, and the
-    // nodes that depend on them fold away.
+    // nodes that depend on them fold away; so are float inputs that a node reads as a shape
+    // (Resize's scales and roi).
     Graph graph;
-    bool bound = false;
+    bool bound = false, bound_float = false;
     for (int attempt = 0; attempt < 2; ++attempt) {
       graph = g.value();
       PrepareOptions po;
@@ -81,17 +84,22 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
         graph.inputs[i].dims = inputs[i].shape();
         graph.inputs[i].has_shape = true;
         graph.inputs[i].dtype = inputs[i].dtype();
-        if (attempt == 1 && inputs[i].dtype() == DType::kI64) po.constant_inputs[graph.inputs[i].name] = inputs[i];
+        const bool shape_like = attempt == 1 && (inputs[i].dtype() == DType::kI64 ||
+                                                 !unguessable_reader(graph, graph.inputs[i].name).empty());
+        if (shape_like) po.constant_inputs[graph.inputs[i].name] = inputs[i];
         else runtime_inputs.push_back(inputs[i]);
+        bound_float = bound_float || (shape_like && inputs[i].dtype() != DType::kI64);
       }
       auto pr = prepare_graph(graph, builtin_registry(), po);
       if (pr.ok()) break;
-      if (attempt == 1 ||
-          std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.dtype() == DType::kI64; }))
-        return classify(pr.status());
+      const bool any_shape_like = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+        const size_t i = static_cast<size_t>(&t - inputs.data());
+        return t.dtype() == DType::kI64 || !unguessable_reader(graph, graph.inputs[i].name).empty();
+      });
+      if (attempt == 1 || !any_shape_like) return classify(pr.status());
       bound = true;
     }
-    if (bound) constants_note = "; int64 inputs bound as constants";
+    if (bound) constants_note = bound_float ? "; int64 and shape inputs bound as constants" : "; int64 inputs bound as constants";
     std::vector<std::string> fallback;
     if (!o.fallback.empty() && o.fallback != backend) fallback.push_back(o.fallback);
     const Placement placement = Placement::all_on(backend, fallback);

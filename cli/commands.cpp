@@ -51,7 +51,13 @@ int run_info(const InfoOptions& o) {
   if (!report.ok()) return fail(report.status());
   const api::InfoReport& r = report.value();
   std::cout << "model:   " << r.model << " (graph '" << r.graph_name << "', opset " << r.opset << ")\n";
-  for (const auto& [name, desc] : r.inputs) std::cout << "input:   " << name << " " << desc << "\n";
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    std::cout << "input:   " << r.inputs[i].first << " " << r.inputs[i].second;
+    const auto& symbols = i < r.input_symbols.size() ? r.input_symbols[i] : std::vector<std::pair<std::string, int64_t>>{};
+    for (size_t k = 0; k < symbols.size(); ++k)
+      std::cout << (k ? ", " : "  (symbolic: ") << symbols[k].first << "=" << symbols[k].second;
+    std::cout << (symbols.empty() ? "" : ")") << "\n";
+  }
   for (const auto& [name, desc] : r.outputs) std::cout << "output:  " << name << " " << desc << "\n";
   for (const auto& n : r.notes) std::cout << "note:    " << n << "\n";
   std::cout << "params:  " << with_commas(r.parameter_count) << " (" << format_bytes(static_cast<double>(r.weight_bytes))

@@ -23,7 +23,11 @@ Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, dou
     if (std::isnan(r) && std::isnan(g)) continue;
     if (std::isinf(r) && g == r) continue;
     const double err = std::fabs(g - r);
-    const double excess = std::isnan(err) ? INFINITY : err - (atol + rtol * std::fabs(r));
+    // A non-finite value on either side that is not the same non-finite value is a mismatch
+    // whatever the tolerance: -inf against -3.4e38 has err = inf and a tolerance of inf
+    // (rtol * |r|), and inf - inf is NaN, which no comparison would flag.
+    const bool non_finite = !std::isfinite(g) || !std::isfinite(r);
+    const double excess = non_finite || std::isnan(err) ? INFINITY : err - (atol + rtol * std::fabs(r));
     if (!(err <= a.max_abs)) a.max_abs = std::isnan(err) ? INFINITY : err;
     a.max_rel = std::max(a.max_rel, err / std::max(std::fabs(r), 1e-12));
     if (excess > worst_excess) {

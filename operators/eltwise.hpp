@@ -247,6 +247,20 @@ inline float unary_derivative(UnaryOp op, float x, float y, const UnaryArgs& a) 
   return static_cast<float>(unary_info(op).df(x, y, a));
 }
 
+/// The unary rows ONNX also defines on integers and Mosaic computes on int64 (exactly, not
+/// through a float): Abs, Neg and Relu. Forward only: an integer has no gradient.
+inline bool unary_takes_int64(UnaryOp op) { return op == UnaryOp::kAbs || op == UnaryOp::kNeg || op == UnaryOp::kRelu; }
+/// Those ops on int64; -INT64_MIN and |INT64_MIN| wrap to INT64_MIN, as numpy's int64 does.
+inline int64_t unary_forward_i64(UnaryOp op, int64_t x) {
+  const uint64_t neg = 0 - static_cast<uint64_t>(x);
+  switch (op) {
+    case UnaryOp::kAbs: return x < 0 ? static_cast<int64_t>(neg) : x;
+    case UnaryOp::kNeg: return static_cast<int64_t>(neg);
+    case UnaryOp::kRelu: return x > 0 ? x : 0;
+    default: return 0;
+  }
+}
+
 /// Two's complement wrap of an unsigned result: int64 Add, Sub and Mul wrap as ONNX's integer
 /// tensors do (numpy's int64), with no signed overflow (undefined in C++).
 constexpr int64_t wrap_i64(uint64_t v) {

@@ -242,8 +242,11 @@ Expected<PadParams> pad_params(const OpContext& ctx) {
   const Node& node = *ctx.node;
   PadParams p;
   p.mode = node.attr_string("mode", "constant");
-  if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge")
+  if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge" && p.mode != "wrap")
     return Status::invalid(node.label() + ": unknown pad mode '" + p.mode + "'");
+  if (p.mode == "wrap" && ctx.opset < 19)
+    return Status::invalid(node.label() + ": pad mode 'wrap' arrived in opset 19 (the model's is " +
+                           std::to_string(ctx.opset) + ")");
   const int64_t r = static_cast<int64_t>(ctx.inputs[0].shape.size());
   if (ctx.opset < 11) {
     p.pads = node.attr_ints("pads");

@@ -1,9 +1,11 @@
 // One schema per ONNX op: arity, shape inference, analytic FLOPs. No compute code.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "operators/onnx_versions.hpp"
 #include "operators/op_context.hpp"
 #include "ir/status.hpp"
 
@@ -14,6 +16,9 @@ struct OpSchema {
   /// "" for ONNX's own operators; a custom operator's domain ("com.example"), which the
   /// nodes that use it must carry (a plugin's operator, backends/plugin.hpp).
   std::string domain;
+  /// The ONNX versions of the op Mosaic implements (operators/onnx_versions.hpp): a node
+  /// whose version falls outside them is refused, naming them. Empty for custom operators.
+  std::vector<VersionRange> versions;
   int min_inputs = 1, max_inputs = 1;
   int min_outputs = 1, max_outputs = 1;
   /// Output descriptors from input descriptors (and constant inputs where the op needs values).
@@ -35,6 +40,13 @@ struct OpSchema {
   std::vector<int> shape_inputs;
   std::string summary;
 };
+
+/// Adds (or replaces) the schema of `op_type` in a table under construction, with one output
+/// and no gradient; the caller sets the rest. The op families' files use it
+/// (operators/schemas.cpp, pointwise.cpp, indexing.cpp, resize.cpp).
+OpSchema& add_schema(std::map<std::string, OpSchema>& table, const std::string& op_type, int min_inputs,
+                     int max_inputs, Expected<std::vector<TensorDesc>> (*infer)(const OpContext&),
+                     double (*flops)(const OpContext&), std::string summary);
 
 /// Whether a custom operator's schema could be added: a domain other than ONNX's, an op
 /// type no schema has, `infer` and `flops` given, a consistent arity.

@@ -7,8 +7,12 @@
 
 #include "operators/attention.hpp"
 #include "operators/eltwise.hpp"
+#include "operators/indexing.hpp"
+#include "operators/normalization.hpp"
 #include "operators/params.hpp"
+#include "operators/pointwise.hpp"
 #include "operators/reduce.hpp"
+#include "operators/resize.hpp"
 #include "operators/rnn.hpp"
 #include "operators/schema.hpp"
 
@@ -57,7 +61,8 @@ Result infer_dropout(const OpContext& c) {
 /// An element-wise op of the table (operators/eltwise.hpp): float in, the same out; its
 /// extra inputs (Clip's bounds) are scalars.
 Result infer_unary(const OpContext& c) {
-  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  if (!(in0(c).dtype == DType::kI64 && unary_takes_int64(*unary_op_of(c.node->op_type))))
+    MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   for (size_t i = 1; i < c.inputs.size(); ++i)
     if (c.has_input(i) && c.inputs[i].numel() != 1)
       return Status::invalid(c.node->label() + ": input " + std::to_string(i) + " must be a scalar, got " +
@@ -306,10 +311,11 @@ Expected<DType> onnx_dtype(int64_t code, const Node& node) {
   switch (code) {
     case 1: return DType::kF32;
     case 7: return DType::kI64;
+    case 6: return DType::kI64;  // INT32: widened, as int32 tensors load; Cast wraps the values (cast_to_int32)
     case 9: return DType::kBool;
     default:
-      return Status::unsupported(node.label() + ": ONNX element type " + std::to_string(code) +
-                                 " (only float32, int64 and bool are supported)");
+      return Status::unsupported(node.label() + ": element type " + onnx_type_name(code) +
+                                 " (Mosaic computes float32, int64 and bool)");
   }
 }
 
@@ -344,15 +350,19 @@ Result infer_shape(const OpContext& c) {
 Result infer_size(const OpContext&) { return Descs{{DType::kI64, {}}}; }
 
 /// Sum, Mean, Max, Min of one or more float32 operands, broadcast together.
+/// Sum, Mean, Max, Min: float32 operands; Max and Min also int64 ones (compared exactly).
 Result infer_variadic(const OpContext& c) {
   Shape out = in0(c).shape;
+  const bool integers = in0(c).dtype == DType::kI64 && (c.node->op_type == "Max" || c.node->op_type == "Min");
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    MOSAIC_RETURN_IF_ERROR(need_float(c, i));
+    if (integers && c.inputs[i].dtype != DType::kI64)
+      return Status::invalid(c.node->label() + ": operand dtypes differ (int64 vs " + dtype_name(c.inputs[i].dtype) + ")");
+    if (!integers) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
     auto s = broadcast_shapes(out, c.inputs[i].shape);
     if (!s.ok()) return s.status().with_context(c.node->label());
     out = s.value();
   }
-  return Descs{{DType::kF32, out}};
+  return Descs{{integers ? DType::kI64 : DType::kF32, out}};
 }
 
 /// Expand(x, shape): x broadcast with a constant shape (numpy rules, either side may be 1).
@@ -485,6 +495,10 @@ Result infer_cast(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(DType to, onnx_dtype(c.node->attr_int("to", 1), *c.node));
   return Descs{{to, in0(c).shape}};
 }
+
+/// CastLike(x, like): Cast to like's element type (int32 tensors load widened, so a CastLike
+/// to one gives int64, without Cast-to-INT32's wrap).
+Result infer_cast_like(const OpContext& c) { return Descs{{c.inputs[1].dtype, in0(c).shape}}; }
 
 }  // namespace
 
@@ -652,21 +666,37 @@ Grads b_layer_norm(const OpContext& c) {
 }
 Grads b_dropout(const OpContext& c) { return {out_numel(c)}; }                 // g * mask * scale
 
+/// The ONNX versions each op's semantics cover. By default, from the version in force at
+/// opset 7 (the first with numpy broadcasting) to ONNX's newest: the later versions of the
+/// ops below changed only their types, which the dtype checks handle, or semantics each
+/// schema reads from ctx.opset (axes and split as inputs, Split's num_outputs, Pad's axes
+/// and wrap mode, AveragePool's dilations, Shape's start and end). Ops whose older forms
+/// Mosaic reads as well start lower.
+void set_versions(std::map<std::string, OpSchema>& t) {
+  const int latest = onnx_latest_opset();
+  const std::map<std::string, int> first = {
+      {"Reshape", 1},  // the shape attribute before opset 5
+      {"Slice", 1},    // starts, ends and axes attributes before opset 10
+      {"Pad", 2},      // pads and value attributes before opset 11 (version 1 called them paddings)
+      {"Resize", 11},  // version 10 had no coordinate transformation (Upsample's rules)
+  };
+  for (auto& [op, s] : t) {
+    if (!s.domain.empty() || onnx_op_versions(op).empty()) continue;
+    auto it = first.find(op);
+    int lo = it != first.end() ? it->second : onnx_op_version(op, 7);
+    if (lo == 0) lo = onnx_op_versions(op).front();
+    s.versions = {{lo, latest}};
+  }
+}
+
 std::map<std::string, OpSchema> build_table() {
   std::map<std::string, OpSchema> t;
   auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
                  std::string summary) {
-    OpSchema s;
-    s.op_type = op;
-    s.min_inputs = imin;
-    s.max_inputs = imax;
+    OpSchema& s = add_schema(t, op, imin, imax, infer, flops, std::move(summary));
     s.min_outputs = omin;
     s.max_outputs = omax;
-    s.infer = infer;
-    s.flops = flops;
     s.folding_only = fold;
-    s.summary = std::move(summary);
-    t[op] = std::move(s);
   };
   add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
   auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const OpContext&)) {
@@ -708,7 +738,7 @@ std::map<std::string, OpSchema> build_table() {
   add("Concat", 1, 1 << 20, 1, 1, infer_concat, f_zero, false, "join along axis");
   add("Split", 1, 2, 1, 1 << 20, infer_split, f_zero, false, "cut along axis into parts (lengths, num_outputs or equal)");
   t["Split"].non_trainable_inputs = {1};
-  add("Pad", 1, 4, 1, 1, infer_pad, f_zero, false, "constant / reflect / edge padding");
+  add("Pad", 1, 4, 1, 1, infer_pad, f_zero, false, "constant / reflect / edge / wrap padding");
   add("Softmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "exp(x) / sum exp(x) along axis");
   add("LogSoftmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "x - log sum exp(x) along axis");
   add("BatchNormalization", 5, 5, 1, 5, infer_bn, f_bn, false, "inference: scale * (x - mean) / sqrt(var + eps) + B");
@@ -759,6 +789,8 @@ std::map<std::string, OpSchema> build_table() {
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");
   add("Cast", 1, 1, 1, 1, infer_cast, f_zero, true, "convert element type (float32, int64, bool)");
+  add("CastLike", 2, 2, 1, 1, infer_cast_like, f_zero, true, "convert to the element type of the second input");
+  t["CastLike"].non_trainable_inputs = {1};
   // Shapes, axes, counts and positions given as inputs (Gather's indices and the recurrent
   // ops' sequence_lens have bounds of their own, core/inputs.hpp).
   for (const auto& [op, slots] : std::vector<std::pair<const char*, std::vector<int>>>{
@@ -773,6 +805,11 @@ std::map<std::string, OpSchema> build_table() {
   bwd({"BatchNormalization"}, b_bn);
   bwd({"LRN"}, b_lrn);
   bwd({"Dropout"}, b_dropout);
+  add_pointwise_schemas(t);
+  add_indexing_schemas(t);
+  add_resize_schema(t);
+  add_normalization_schemas(t);
+  set_versions(t);
   return t;
 }
 
@@ -784,6 +821,19 @@ std::map<std::string, OpSchema>& table() {
 bool onnx_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
 }  // namespace
+
+OpSchema& add_schema(std::map<std::string, OpSchema>& table, const std::string& op_type, int min_inputs,
+                     int max_inputs, Expected<std::vector<TensorDesc>> (*infer)(const OpContext&),
+                     double (*flops)(const OpContext&), std::string summary) {
+  OpSchema s;
+  s.op_type = op_type;
+  s.min_inputs = min_inputs;
+  s.max_inputs = max_inputs;
+  s.infer = infer;
+  s.flops = flops;
+  s.summary = std::move(summary);
+  return table[op_type] = std::move(s);
+}
 
 Status check_schema(const OpSchema& schema) {
   const std::string what = "operator " + schema.domain + (schema.domain.empty() ? "" : ".") + schema.op_type;
@@ -835,6 +885,7 @@ Expected<std::vector<TensorDesc>> infer_node(const OpContext& ctx) {
                                "; load one with --plugin)");
   if (!s || (onnx_domain(node.domain) && !s->domain.empty()))
     return Status::unsupported(node.label() + ": operator " + node.op_type + " is not supported by Mosaic");
+  MOSAIC_RETURN_IF_ERROR(check_op_version(node, *s, ctx.opset));
   const int nin = static_cast<int>(node.inputs.size());
   if (nin < s->min_inputs || nin > s->max_inputs)
     return Status::invalid(node.label() + ": has " + std::to_string(nin) + " inputs, expected " +

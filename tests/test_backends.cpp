@@ -148,6 +148,15 @@ std::vector<OpCase> cases() {
     reduce("_all", {}, 0);
     reduce("_last", {3}, 0);
   }
+  {  // Global pooling over a 1x1 map, as timm's models export it: a reduction that changes no dimension.
+    OpCase c;
+    c.label = "ReduceMean_unit_axes";
+    c.node = make_node("ReduceMean", {{"keepdims", A::of_int(0)}});
+    c.inputs = {random_tensor({2, 3, 1, 1}, seed++), Tensor::from_i64({2}, {2, 3})};
+    c.is_const = {false, true};
+    c.opset = 18;
+    v.push_back(std::move(c));
+  }
   auto layer_norm = [&](const std::string& label, Shape x, int64_t axis, bool bias) {
     OpCase c;
     c.label = label;
@@ -332,8 +341,87 @@ std::vector<OpCase> cases() {
     c.is_const = {false, true};
     v.push_back(c);
   }
+  {  // The pointwise rows (operators/pointwise.hpp) and the indexing ops (operators/indexing.hpp).
+    OpCase c;
+    for (const char* op : {"Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf"}) {
+      c.label = op;
+      c.node = make_node(op);
+      c.inputs = {random_tensor({3, 5}, seed++, -3.f, 3.f)};
+      v.push_back(c);
+    }
+    c.label = "sign_int64";
+    c.node = make_node("Sign");
+    c.inputs = {Tensor::from_i64({5}, {-3, 0, 4, INT64_MIN, INT64_MAX})};
+    v.push_back(c);
+    c.label = "mod_int64";
+    c.node = make_node("Mod");
+    c.inputs = {Tensor::from_i64({2, 3}, {-7, 8, 9, -10, 0, 5}), Tensor::from_i64({3}, {3, -4, 2})};
+    v.push_back(c);
+    c.label = "mod_float_fmod";
+    c.node = make_node("Mod", {{"fmod", A::of_int(1)}});
+    c.inputs = {random_tensor({3, 4}, seed++, -5.f, 5.f), random_tensor({4}, seed++, 1.f, 2.f)};
+    v.push_back(c);
+    c.label = "cumsum_reverse_exclusive";
+    c.node = make_node("CumSum", {{"reverse", A::of_int(1)}, {"exclusive", A::of_int(1)}});
+    c.inputs = {random_tensor({2, 3, 4}, seed++), Tensor::from_i64({}, {1})};
+    c.is_const = {false, true};
+    v.push_back(c);
+    c.label = "cumsum_int64";
+    c.node = make_node("CumSum");
+    c.inputs = {Tensor::from_i64({2, 3}, {1, -2, 3, 4, 5, -6}), Tensor::from_i64({1}, {-1})};
+    v.push_back(c);
+    c.label = "tile";
+    c.node = make_node("Tile");
+    c.inputs = {random_tensor({2, 1, 3}, seed++), Tensor::from_i64({3}, {2, 3, 1})};
+    v.push_back(c);
+    c.label = "gather_elements";
+    c.node = make_node("GatherElements", {{"axis", A::of_int(-1)}});
+    c.inputs = {random_tensor({3, 4}, seed++), Tensor::from_i64({3, 2}, {0, 3, -1, 2, 1, 1})};
+    c.is_const = {};
+    v.push_back(c);
+    c.label = "gather_nd_batch";
+    c.node = make_node("GatherND", {{"batch_dims", A::of_int(1)}});
+    c.inputs = {random_tensor({2, 3, 4}, seed++), Tensor::from_i64({2, 2, 1}, {0, 2, -1, 1})};
+    v.push_back(c);
+    c.label = "abs_int64";
+    c.node = make_node("Abs");
+    c.inputs = {Tensor::from_i64({4}, {-3, 0, INT64_MIN, 7})};
+    v.push_back(c);
+    c.label = "max_int64";
+    c.node = make_node("Max");
+    c.inputs = {Tensor::from_i64({2, 2}, {1, -5, 9, 2}), Tensor::from_i64({2}, {3, -7})};
+    v.push_back(c);
+    // Resize (operators/resize.hpp): scales and sizes, the three modes.
+    c.label = "resize_linear_half_pixel";
+    c.node = make_node("Resize", {{"mode", A::of_string("linear")}});
+    c.inputs = {random_tensor({1, 2, 3, 4}, seed++), Tensor(), Tensor::from_f32({4}, {1, 1, 2.f, 1.5f})};
+    c.is_const = {false, true, true};
+    c.opset = 18;
+    v.push_back(c);
+    c.label = "resize_cubic_sizes_align_corners";
+    c.node = make_node("Resize", {{"mode", A::of_string("cubic")},
+                                  {"coordinate_transformation_mode", A::of_string("align_corners")}});
+    c.inputs = {random_tensor({1, 1, 5, 4}, seed++), Tensor(), Tensor(), Tensor::from_i64({4}, {1, 1, 3, 7})};
+    c.is_const = {false, true, true, true};
+    v.push_back(c);
+    c.label = "resize_nearest_asymmetric_floor";
+    c.node = make_node("Resize", {{"coordinate_transformation_mode", A::of_string("asymmetric")},
+                                  {"nearest_mode", A::of_string("floor")}});
+    c.inputs = {random_tensor({2, 3, 4}, seed++), Tensor(), Tensor::from_f32({3}, {1, 2.5f, 0.5f})};
+    c.is_const = {false, true, true};
+    v.push_back(c);
+    c.opset = 13;
+  }
   return v;
 }
+
+// The pointwise, indexing and Resize cases and the int64 ones, which only the oracle and the
+// host backends' shared loops run (the torch and cuda backends have no kernels for them, or
+// compute float32 only: the planner places those nodes on the next backend).
+#define SHARED_LOOP_CASES                                                                           \
+  "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf", "sign_int64", "mod_int64", "mod_float_fmod",             \
+      "cumsum_reverse_exclusive", "cumsum_int64", "tile", "gather_elements", "gather_nd_batch", "abs_int64",     \
+      "max_int64", "resize_linear_half_pixel", "resize_cubic_sizes_align_corners", "resize_nearest_asymmetric_floor"
 
 /// One case on one backend against naive (a backend may decline only where documented); a
 /// declined case's label goes to `declined`.
@@ -350,11 +438,12 @@ void check_against_naive(const std::string& backend, const OpCase& c, std::vecto
     // element-wise ops without a oneDNN algorithm; the torch backend has no LRN and no
     // recurrent cells, and pads with a constant only.
     static const std::map<std::string, std::set<std::string>> may_decline = {
-        {"im2col", {"lrn4_even"}},
-        {"onednn", {"lrn4_even", "Add_mixed", "Sub_mixed", "Mul_mixed", "Div_mixed", "pad_reflect", "pad_edge", "pad_crop"}},
+        // Integer Abs and Max: the oracle's alone (the other backends compute float32).
+        {"im2col", {"lrn4_even", "abs_int64", "max_int64"}},
+        {"onednn", {"lrn4_even", "abs_int64", "max_int64", "Add_mixed", "Sub_mixed", "Mul_mixed", "Div_mixed", "pad_reflect", "pad_edge", "pad_crop"}},
         {"torch",
          {"lrn5", "lrn4_even", "pad_reflect", "pad_edge", "rnn_relu", "gru_lbr_batch_first", "gru_bidirectional_lens",
-          "lstm_bidirectional_lens", "lstm_reverse_batch_first"}},
+          "lstm_bidirectional_lens", "lstm_reverse_batch_first", SHARED_LOOP_CASES}},
         // cuda (recorded on an H200, docs/gpu.md): windows cuDNN sizes differently (ceil mode,
         // dilated max pooling), MatMul batches broadcast against each other, the unary rows
         // without a device function, and the ops it has no kernel for (Pow, Dropout, Expand,
@@ -366,7 +455,7 @@ void check_against_naive(const std::string& backend, const OpCase& c, std::vecto
           "compare_Equal", "compare_Less", "compare_LessOrEqual", "compare_Greater", "compare_GreaterOrEqual",
           "compare_And", "compare_Or", "compare_Xor", "not", "cast_float_to_int64", "cast_bool_to_float",
           "split_lengths", "split_equal_axis0", "split_num_outputs", "rnn_relu", "gru_lbr_batch_first",
-          "gru_bidirectional_lens", "lstm_bidirectional_lens", "lstm_reverse_batch_first"}}};
+          "gru_bidirectional_lens", "lstm_bidirectional_lens", "lstm_reverse_batch_first", SHARED_LOOP_CASES}}};
     EXPECT_FALSE(st.message().empty());
     const auto it = may_decline.find(backend);
     // oneDNN has no algorithm for some element-wise ops and reductions (Erf, Sin, Pow,

@@ -460,6 +460,18 @@ TEST_F(Cli, ShapeBindsSymbolicDimensionsByName) {
   r = mosaic("info " + model + " --shape H9");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--shape 'H9': expected NAME=N"), std::string::npos) << r.out;
+  // Several names in one --shape; info says what each symbolic dimension was bound to.
+  r = mosaic("info " + model + " --shape H=9,W=7,N=4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("input:   x float32[4,1,9,7]  (symbolic: N=4, H=9, W=7)"), std::string::npos) << r.out;
+  r = mosaic("info " + model + " --shape H=9,W=7,H=8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--shape: 'H' is bound twice (9 and 8)"), std::string::npos) << r.out;
+  for (const char* bad : {"H=9,", "H=9,,W=7", "H=9,W=99999999999"}) {
+    r = mosaic("info " + model + " --shape " + bad);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.out.find("expected NAME=N"), std::string::npos) << bad << ": " << r.out;
+  }
 }
 
 }  // namespace

@@ -100,27 +100,6 @@ TEST_F(CudaBackend, LoadsIntoTheTestProcessAndJoinsTheOpSuitesOnlyWithAGpu) {
 #endif
 
 #ifdef MOSAIC_CUDA_PLUGIN
-/// The case's training plan on `backend` run once forward and backward from `dy`: the output,
-/// the input's gradient, then each parameter's (read on the host).
-std::vector<Tensor> pointwise_training_step(const OpCase& c, const std::string& backend, const Tensor& dy) {
-  Graph g = make_graph(c);
-  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
-  PlanOptions po;
-  po.training = true;
-  po.input_grads = true;
-  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
-  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
-  if (!plan.ok()) return {};
-  std::vector<Tensor> out;
-  Status st = plan.value()->run({c.inputs[0]}, &out);
-  EXPECT_TRUE(st.is_ok()) << st.to_string();
-  st = plan.value()->backward({dy});
-  EXPECT_TRUE(st.is_ok()) << st.to_string();
-  std::vector<Tensor> got = {out.empty() ? Tensor() : out[0].clone()};
-  if (const Tensor* dx = plan.value()->input_grad(0)) got.push_back(dx->clone());
-  for (const ParamRef& p : plan.value()->parameters()) got.push_back(p.grad.clone());
-  return got;
-}
 
 // A pointwise convolution runs as cuDNN's algorithm or as one strided-batched cuBLAS product,
 // whichever its timing at build picked, and so do its backward passes (dx as one product, dw
@@ -147,12 +126,12 @@ TEST_F(CudaBackend, OnAGpuPointwiseConvolutionsMatchNaiveEitherWay) {
   }
   const Tensor dy = random_tensor({5, 24, 7, 9}, 64);
   unsetenv("MOSAIC_CUDA_POINTWISE");
-  const std::vector<Tensor> train_want = pointwise_training_step(c, "naive", dy);
+  const std::vector<Tensor> train_want = training_step(c, "naive", dy);
   ASSERT_EQ(train_want.size(), 4u) << "y, dx, dw, db";
   for (const char* how : {"gemm", "cudnn"}) {
     SCOPED_TRACE(std::string("training, ") + how);
     setenv("MOSAIC_CUDA_POINTWISE", how, 1);
-    const std::vector<Tensor> train_got = pointwise_training_step(c, "cuda", dy);
+    const std::vector<Tensor> train_got = training_step(c, "cuda", dy);
     ASSERT_EQ(train_got.size(), train_want.size());
     for (size_t i = 0; i < train_got.size(); ++i) {
       const Agreement a = compare_tensors(train_got[i], train_want[i], 1e-4, 1e-5);

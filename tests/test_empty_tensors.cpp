@@ -182,8 +182,9 @@ TEST(EmptySequence, RecurrentOpsOverZeroStepsReturnTheirInitialStates) {
       ASSERT_EQ(out.size(), lstm ? 3u : 2u);
       EXPECT_EQ(out[0].shape(), (Shape{0, 1, 2, H}));
       for (int64_t i = 0; i < h0.numel(); ++i) EXPECT_EQ(out[1].f32()[i], h0.f32()[i]) << i;
-      if (lstm)
+      if (lstm) {
         for (int64_t i = 0; i < c0.numel(); ++i) EXPECT_EQ(out[2].f32()[i], c0.f32()[i]) << i;
+      }
       // Parameters W, R (all zero), then the inputs X (empty), initial_h, initial_c: all ones.
       ASSERT_EQ(grads.size(), lstm ? 5u : 4u);
       for (size_t k = 0; k < 2; ++k)

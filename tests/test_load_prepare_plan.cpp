@@ -1,5 +1,7 @@
 // Graph preparation (shape binding, folding), placement, memory planning, ONNX I/O, zoo.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
@@ -435,6 +437,19 @@ TEST(Compare, ReportsWorstElement) {
   EXPECT_FALSE(compare_tensors(Tensor::from_f32({2}, {1, 2}), a, 1, 1).ok) << "shape mismatch fails";
   Tensor nan = Tensor::from_f32({1}, {std::nanf("")});
   EXPECT_FALSE(compare_tensors(nan, Tensor::from_f32({1}, {1}), 1, 1).ok) << "NaN never matches a number";
+}
+
+TEST(Compare, AnInfinityMatchesOnlyItself) {
+  // -inf expected and the largest float got: err inf, tolerance rtol * inf; their difference
+  // is NaN, which used to pass every check (oneDNN's ReduceMax of a fully masked row).
+  const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
+  const std::vector<std::pair<float, float>> mismatches = {
+      {-big, -inf}, {big, inf}, {inf, -inf}, {std::nanf(""), inf}, {inf, std::nanf("")}, {inf, 1.f}, {1.f, inf}};
+  for (const auto& [got, want] : mismatches)
+    EXPECT_FALSE(compare_tensors(Tensor::from_f32({1}, {got}), Tensor::from_f32({1}, {want}), 1e-3, 1e-4).ok)
+        << got << " vs " << want;
+  for (float v : {inf, -inf, std::nanf("")})
+    EXPECT_TRUE(compare_tensors(Tensor::from_f32({2}, {v, 1}), Tensor::from_f32({2}, {v, 1}), 0, 0).ok) << v;
 }
 
 }  // namespace

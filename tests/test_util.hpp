@@ -273,6 +273,29 @@ inline Status run_on(const OpCase& c, const std::string& backend, std::vector<Te
   return plan.value()->run(runtime, outputs);
 }
 
+/// The case's training plan on `backend` run once forward and backward from `dy` (its first
+/// input the only run-time one): the output, the input's gradient, then each parameter's
+/// (read on the host).
+inline std::vector<Tensor> training_step(const OpCase& c, const std::string& backend, const Tensor& dy) {
+  Graph g = make_graph(c);
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  PlanOptions po;
+  po.training = true;
+  po.input_grads = true;
+  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), po);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return {};
+  std::vector<Tensor> out;
+  Status st = plan.value()->run({c.inputs[0]}, &out);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  st = plan.value()->backward({dy});
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  std::vector<Tensor> got = {out.empty() ? Tensor() : out[0].clone()};
+  if (const Tensor* dx = plan.value()->input_grad(0)) got.push_back(dx->clone());
+  for (const ParamRef& p : plan.value()->parameters()) got.push_back(p.grad.clone());
+  return got;
+}
+
 /// The forward op cases every backend runs (test_backends.cpp).
 std::vector<OpCase> forward_op_cases();
 

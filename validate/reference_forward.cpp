@@ -737,10 +737,13 @@ Status ReferenceForward::Impl::select(Step& s) {
                       [&](int64_t i, const std::array<int64_t, 2>& o) { y.v[i] = f(x[o[0]], b[o[1]]) ? 1.0 : 0.0; });
   } else if (op == "Not") {
     for (size_t i = 0; i < x.size(); ++i) y.v[i] = x[i] != 0 ? 0.0 : 1.0;
-  } else {  // Cast: float keeps its value; int64 truncates toward zero; bool is nonzero
+  } else {  // Cast: float keeps its value; int64 truncates toward zero (int32 wraps); bool is nonzero
     const DType to = descs[s.out[0]].dtype;
+    const bool int32 = cast_to_int32(*s.node);
     for (size_t i = 0; i < x.size(); ++i)
-      y.v[i] = to == DType::kBool ? (x[i] != 0 ? 1.0 : 0.0) : to == DType::kI64 ? std::trunc(x[i]) : x[i];
+      y.v[i] = to == DType::kBool ? (x[i] != 0 ? 1.0 : 0.0)
+               : to == DType::kI64 ? (int32 ? static_cast<double>(wrap_to_int32(saturate_to_i64(x[i]))) : std::trunc(x[i]))
+                                   : x[i];
   }
   return Status::ok();
 }

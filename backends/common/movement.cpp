@@ -30,6 +30,7 @@ AxisMaps pad_axis_maps(const PadParams& p, const Shape& in, const Shape& out) {
       if (i < 0 || i >= d) {
         if (p.mode == "constant" || d == 0) i = -1;
         else if (p.mode == "edge") i = i < 0 ? 0 : d - 1;
+        else if (p.mode == "wrap") i = ((i % d) + d) % d;
         else {
           while (i < 0 || i >= d) i = i < 0 ? -i : 2 * (d - 1) - i;
         }
@@ -559,6 +560,7 @@ class CastKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     from_ = ctx.inputs[0].dtype;
     to_ = ctx.outputs[0].dtype;
+    int32_ = cast_to_int32(*ctx.node);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -570,7 +572,11 @@ class CastKernel final : public Kernel {
     for (int64_t i = 0; i < x.numel(); ++i) {
       switch (to_) {
         case DType::kF32: y.f32()[i] = from_ == DType::kI64 ? static_cast<float>(x.i64()[i]) : static_cast<float>(x.get(i)); break;
-        case DType::kI64: y.i64()[i] = from_ == DType::kI64 ? x.i64()[i] : saturate_to_i64(x.get(i)); break;
+        case DType::kI64: {
+          const int64_t v = from_ == DType::kI64 ? x.i64()[i] : saturate_to_i64(x.get(i));
+          y.i64()[i] = int32_ ? wrap_to_int32(v) : v;
+          break;
+        }
         case DType::kBool: y.u8()[i] = from_ == DType::kI64 ? x.i64()[i] != 0 : x.get(i) != 0; break;
       }
     }
@@ -579,6 +585,7 @@ class CastKernel final : public Kernel {
 
  private:
   DType from_ = DType::kF32, to_ = DType::kF32;
+  bool int32_ = false;
 };
 
 class ShapeKernel final : public Kernel {
@@ -670,6 +677,7 @@ void register_movement_kernel(BackendRegistration& r, const std::string& op) {
       {"Transpose", make_factory<TransposeKernel>()}, {"Concat", make_factory<ConcatKernel>()},
       {"Slice", make_factory<SliceKernel>()},         {"Pad", make_factory<PadKernel>()},
       {"Gather", make_factory<GatherKernel>()},       {"Cast", make_factory<CastKernel>()},
+      {"CastLike", make_factory<CastKernel>()},
       {"Shape", make_factory<ShapeKernel>()},         {"Constant", make_factory<ConstantKernel>()},
       {"Size", make_factory<ShapeKernel>()},          {"Split", make_factory<SplitKernel>()},
       {"ConstantOfShape", make_factory<ConstantOfShapeKernel>()}};

@@ -23,7 +23,7 @@ void register_movement_kernel(BackendRegistration& r, const std::string& op);
 /// reference share them.
 using AxisMaps = std::vector<std::vector<int64_t>>;
 Expected<AxisMaps> slice_axis_maps(const KernelContext& ctx);
-/// Pad's maps for `p` (constant: -1 outside; edge: clamped; reflect: mirrored).
+/// Pad's maps for `p` (constant: -1 outside; edge: clamped; reflect: mirrored; wrap: modulo).
 AxisMaps pad_axis_maps(const PadParams& p, const Shape& in, const Shape& out);
 
 /// Row-major strides of a shape, in elements.

@@ -6,8 +6,11 @@
 
 #include "backends/common/movement.hpp"
 #include "backends/common/layer_norm.hpp"
+#include "backends/common/indexing.hpp"
 #include "backends/common/logic.hpp"
+#include "backends/common/pointwise.hpp"
 #include "backends/common/reduce.hpp"
+#include "backends/common/resize.hpp"
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
 #include "backends/im2col/im2col_internal.hpp"
@@ -37,10 +40,13 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   im2col_impl::add_eltwise_kernels(r);
   im2col_impl::add_norm_kernels(r);
   register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Split", "Pad", "Gather", "Slice", "Cast"}) register_movement_kernel(r, op);
+  for (const char* op : {"Transpose", "Concat", "Split", "Pad", "Gather", "Slice", "Cast", "CastLike"}) register_movement_kernel(r, op);
   register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
   register_layer_norm_loop_kernel(r, float32_only);
   register_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
+  register_pointwise_kernels(r);
+  register_indexing_kernels(r);
+  register_resize_kernel(r);
   register_rnn_kernels(r, im2col_impl::cblas_gemm, float32_data);  // the shared recurrence, sgemm products
   return r.status();
 }

@@ -87,9 +87,14 @@ class UnaryKernel final : public Kernel {
     if (!op) return Status::internal(ctx.node->label() + ": not an element-wise activation");
     op_ = *op;
     args_ = unary_args(op_, ctx);
+    int64_ = ctx.inputs[0].dtype == DType::kI64;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (int64_) {
+      for (int64_t i = 0; i < src[0]->numel(); ++i) dst[0]->i64()[i] = unary_forward_i64(op_, src[0]->i64()[i]);
+      return Status::ok();
+    }
     const float* x = src[0]->f32();
     float* y = dst[0]->f32();
     const int64_t n = src[0]->numel();
@@ -100,7 +105,7 @@ class UnaryKernel final : public Kernel {
     return Status::ok();
   }
 
-  bool has_backward() const override { return true; }
+  bool has_backward() const override { return !int64_; }
   bool backward_reads_input(size_t i) const override { return i > 0 || unary_info(op_).backward_reads_input; }
   bool backward_reads_output(size_t) const override { return unary_info(op_).backward_reads_output; }
   /// unary_derivative: PyTorch's conventions at kinks.
@@ -123,6 +128,7 @@ class UnaryKernel final : public Kernel {
  private:
   UnaryOp op_ = UnaryOp::kRelu;
   UnaryArgs args_;
+  bool int64_ = false;
 };
 
 }  // namespace

@@ -4,9 +4,12 @@
 // naive_internal.hpp.
 #include "backends/common/attention.hpp"
 #include "backends/common/layer_norm.hpp"
+#include "backends/common/indexing.hpp"
 #include "backends/common/logic.hpp"
+#include "backends/common/pointwise.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/reduce.hpp"
+#include "backends/common/resize.hpp"
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
 #include "backends/naive/naive_internal.hpp"
@@ -21,6 +24,9 @@ Status register_naive_kernels(KernelRegistry& registry) {
   naive_impl::add_eltwise_kernels(r);
   naive_impl::add_norm_kernels(r);
   register_logic_kernels(r);
+  register_pointwise_kernels(r);
+  register_indexing_kernels(r);
+  register_resize_kernel(r);
   register_rnn_kernels(r, loop_gemm<float>, float32_data);
   register_attention_kernel(r, loop_gemm<float>, false);
   naive_impl::add_shape_op_kernels(r);
@@ -29,7 +35,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_arg_extreme_kernels(r);
   register_layer_norm_loop_kernel(r, {});
   register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Split", "Slice", "Pad", "Gather", "Cast", "Shape", "Size", "Constant", "ConstantOfShape"})
+  for (const char* op : {"Transpose", "Concat", "Split", "Slice", "Pad", "Gather", "Cast", "CastLike", "Shape", "Size", "Constant", "ConstantOfShape"})
     register_movement_kernel(r, op);
   return r.status();
 }

@@ -18,6 +18,7 @@ class VariadicKernel final : public Kernel {
     kind_ = op == "Sum" ? Kind::kSum : op == "Mean" ? Kind::kMean : op == "Max" ? Kind::kMax : Kind::kMin;
     out_ = ctx.outputs[0].shape;
     for (const auto& in : ctx.inputs) strides_.push_back(broadcast_strides(in.shape, out_));
+    int64_ = ctx.outputs[0].dtype == DType::kI64;
     return Status::ok();
   }
   /// f(i, offsets): output element i and the element of each operand it reads.
@@ -36,6 +37,15 @@ class VariadicKernel final : public Kernel {
     }
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (int64_) {  // Max and Min of int64, exactly
+      each([&](int64_t i, const std::vector<int64_t>& o) {
+        int64_t acc = src[0]->i64()[o[0]];
+        for (size_t k = 1; k < src.size(); ++k)
+          acc = kind_ == Kind::kMax ? std::max(acc, src[k]->i64()[o[k]]) : std::min(acc, src[k]->i64()[o[k]]);
+        dst[0]->i64()[i] = acc;
+      });
+      return Status::ok();
+    }
     float* y = dst[0]->f32();
     const double n = static_cast<double>(src.size());
     each([&](int64_t i, const std::vector<int64_t>& o) {
@@ -48,7 +58,7 @@ class VariadicKernel final : public Kernel {
     });
     return Status::ok();
   }
-  bool has_backward() const override { return true; }
+  bool has_backward() const override { return !int64_; }
   bool backward_reads_input(size_t) const override { return kind_ == Kind::kMax || kind_ == Kind::kMin; }
   bool backward_reads_output(size_t) const override { return kind_ == Kind::kMax || kind_ == Kind::kMin; }
   Status backward(const BackwardArgs& a) override {
@@ -73,6 +83,7 @@ class VariadicKernel final : public Kernel {
 
  private:
   enum class Kind { kSum, kMean, kMax, kMin } kind_ = Kind::kSum;
+  bool int64_ = false;
   Shape out_;
   std::vector<std::vector<int64_t>> strides_;
 };

@@ -46,6 +46,20 @@ class ReduceKernel final : public SrcDstPrimitive {
     if (!alg) return Status::unsupported(ctx.node->label() + ": oneDNN has no reduction algorithm for " + ctx.node->op_type);
     if (p_.axes.empty())  // noop_with_empty_axes: oneDNN refuses a reduction that reduces nothing
       return Status::unsupported(ctx.node->label() + ": no axis to reduce (noop_with_empty_axes), a copy");
+    // oneDNN 2.6 also refuses ("invalid arguments") a reduction whose output has the input's
+    // shape: every reduced axis of size 1, as timm's global pooling over a 1x1 map exports.
+    // That one runs the shared loop (an element-wise pass).
+    if (p_.kept == p_.in) {
+      shared_loop_ = true;
+      return Status::ok();
+    }
+    // oneDNN 2.6's max and min start from the lowest and highest finite floats: a row of
+    // -inf (a fully masked attention row) gives -3.4e38, not -inf, and the model's
+    // "all masked" test fails. Those run the shared loop too.
+    if (op_ == ReduceOp::kMax || op_ == ReduceOp::kMin) {
+      shared_loop_ = true;
+      return Status::ok();
+    }
     return guarded(*ctx.node, [&]() -> Status {
       // The output as the input's rank with the reduced axes kept as 1: the same bytes as
       // the node's output, with or without keepdims.
@@ -55,6 +69,11 @@ class ReduceKernel final : public SrcDstPrimitive {
       return Status::ok();
     });
   }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (!shared_loop_) return SrcDstPrimitive::forward(src, dst);
+    reduce_forward(reduce_info(op_), p_, src[0]->f32(), dst[0]->f32());
+    return Status::ok();
+  }
   bool has_backward() const override { return true; }
   /// oneDNN has no reduction backward: the shared rule.
   Status backward(const BackwardArgs& a) override { return reduce_kernel_backward(op_, p_, a); }
@@ -62,6 +81,7 @@ class ReduceKernel final : public SrcDstPrimitive {
  private:
   ReduceOp op_ = ReduceOp::kSum;
   ReduceParams p_;
+  bool shared_loop_ = false;
 };
 
 }  // namespace

@@ -7,7 +7,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/common/attention.hpp"
+#include "backends/common/indexing.hpp"
 #include "backends/common/logic.hpp"
+#include "backends/common/pointwise.hpp"
+#include "backends/common/resize.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
@@ -120,8 +123,11 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   register_attention_kernel(r, dnnl_gemm, true);
   // Token models' index and mask ops: oneDNN has no primitive for them; the shared loops
   // (byte moves and comparisons) run them in place of a fallback to naive.
-  for (const char* op : {"Split", "Gather", "Slice", "Cast"}) register_movement_kernel(r, op);
+  for (const char* op : {"Split", "Gather", "Slice", "Cast", "CastLike"}) register_movement_kernel(r, op);
   register_logic_kernels(r);
+  register_pointwise_kernels(r);
+  register_indexing_kernels(r);
+  register_resize_kernel(r);
   // The recurrent ops: the shared recurrence (backends/common/rnn.hpp) with oneDNN's sgemm.
   register_rnn_kernels(r, dnnl_gemm, float32_data);
   register_view_kernels(r);

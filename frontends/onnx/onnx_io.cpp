@@ -1,9 +1,12 @@
 #include "frontends/onnx/onnx_io.hpp"
 
+#include "frontends/onnx/onnx_functions.hpp"
+
 #include <onnx/onnx_pb.h>
 
 #include "ir/checked.hpp"
 #include "ir/file_io.hpp"
+#include "operators/onnx_versions.hpp"
 
 #include <charconv>
 #include <cstring>
@@ -85,9 +88,7 @@ Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
     case onnx::TensorProto::INT32: return DType::kI64;
     case onnx::TensorProto::BOOL: return DType::kBool;
     default:
-      return Status::unsupported(what + " has element type " +
-                                 onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t)) +
-                                 "; Mosaic supports float32, int64 (int32 is widened) and bool");
+      return Status::unsupported(what + " has element type " + onnx_type_name(t) + "; Mosaic supports float32, int64 (int32 is widened) and bool");
   }
 }
 
@@ -263,6 +264,7 @@ Expected<Graph> load_onnx(const std::string& path) {
   }
   if (!model.has_graph() || (model.graph().node_size() == 0 && model.graph().output_size() == 0))
     return Status::invalid(path + ": not a valid ONNX model (no graph)");
+  MOSAIC_RETURN_IF_ERROR(inline_local_functions(model, path));
   Graph g;
   g.source = path;
   g.name = model.graph().name();
@@ -277,8 +279,12 @@ Expected<Graph> load_onnx(const std::string& path) {
     if (uses_default_domain) return Status::invalid(path + ": model imports no default-domain opset");
     g.opset = 17;  // only other domains: their nodes are reported as unsupported
   }
-  if (g.opset > 17)
-    return Status::unsupported(path + ": opset " + std::to_string(g.opset) + " (supported: up to 17)");
+  // Each node's version follows from the opset (operators/onnx_versions.hpp); an opset newer
+  // than the ONNX release Mosaic knows could hold op versions it has never seen.
+  if (g.opset > onnx_latest_opset())
+    return Status::unsupported(path + ": opset " + std::to_string(g.opset) + " is newer than ONNX " +
+                               onnx_release() + "'s opset " + std::to_string(onnx_latest_opset()) +
+                               ", the newest whose operator versions Mosaic knows");
   const std::string base_dir = fs::path(path).parent_path().string();
   const auto& gp = model.graph();
   for (int i = 0; i < gp.initializer_size(); ++i) {

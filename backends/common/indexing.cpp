@@ -1,0 +1,228 @@
+#include "backends/common/indexing.hpp"
+
+#include <cstring>
+
+#include "backends/common/grad.hpp"
+#include "backends/common/movement.hpp"
+#include "operators/indexing.hpp"
+
+namespace mosaic {
+namespace {
+
+/// What CumSum, Tile, GatherElements and GatherND share in training: a gradient for float32
+/// data only, read through the index input (1), never the output.
+class IndexedKernel : public Kernel {
+ public:
+  bool has_backward() const override { return dtype_ == DType::kF32; }
+  bool backward_reads_input(size_t i) const override { return i == 1; }
+  bool backward_reads_output(size_t) const override { return false; }
+
+ protected:
+  DType dtype_ = DType::kF32;
+};
+
+// int64 sums wrap (two's complement, as numpy's), never overflow in C++.
+inline int64_t add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+inline float add(float a, float b) { return a + b; }
+
+/// y[o, k, i] = sum of x[o, j, i] over j <= k (exclusive: j < k; reverse: j >= k or j > k).
+template <class T>
+void running_sum(const T* x, T* y, const CumSumParams& p, bool reverse, bool exclusive) {
+  for (int64_t o = 0; o < p.outer; ++o)
+    for (int64_t i = 0; i < p.inner; ++i) {
+      T acc = 0;
+      for (int64_t s = 0; s < p.axis_dim; ++s) {
+        const int64_t k = reverse ? p.axis_dim - 1 - s : s;
+        const int64_t at = (o * p.axis_dim + k) * p.inner + i;
+        if (exclusive) {
+          y[at] = acc;
+          acc = add(acc, x[at]);
+        } else {
+          acc = add(acc, x[at]);
+          y[at] = acc;
+        }
+      }
+    }
+}
+
+class CumSumKernel final : public IndexedKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, cumsum_params(ctx));
+    dtype_ = ctx.inputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (dtype_ == DType::kI64) running_sum(src[0]->i64(), dst[0]->i64(), p_, p_.reverse, p_.exclusive);
+    else running_sum(src[0]->f32(), dst[0]->f32(), p_, p_.reverse, p_.exclusive);
+    return Status::ok();
+  }
+  /// The transpose of a running sum is the running sum the other way.
+  Status backward(const BackwardArgs& a) override {
+    float* dx = zeroed_grad(a, 0);
+    if (dx) running_sum(a.diff_dst[0]->f32(), dx, p_, !p_.reverse, p_.exclusive);
+    return Status::ok();
+  }
+
+ private:
+  CumSumParams p_;
+};
+
+/// Calls f(out_index, in_index) for every element of a tiled output.
+template <class F>
+void each_tile(const Shape& in, const Shape& out, F&& f) {
+  const size_t r = in.size();
+  std::vector<int64_t> idx(r, 0), in_strides(r, 1);
+  for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * in[d + 1];
+  const int64_t n = shape_numel(out);
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t from = 0;
+    for (size_t d = 0; d < r; ++d) from += (idx[d] % in[d]) * in_strides[d];
+    f(o, from);
+    for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+      if (++idx[d] < out[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+class TileKernel final : public IndexedKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    in_ = ctx.inputs[0].shape;
+    out_ = ctx.outputs[0].shape;
+    dtype_ = ctx.inputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t b = dtype_size(dtype_);
+    const auto* x = static_cast<const char*>(src[0]->data());
+    auto* y = static_cast<char*>(dst[0]->data());
+    each_tile(in_, out_, [&](int64_t o, int64_t i) { std::memcpy(y + o * b, x + i * b, b); });
+    return Status::ok();
+  }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = zeroed_grad(a, 0);
+    if (!dx) return Status::ok();
+    const float* dy = a.diff_dst[0]->f32();
+    each_tile(in_, out_, [&](int64_t o, int64_t i) { dx[i] += dy[o]; });
+    return Status::ok();
+  }
+
+ private:
+  Shape in_, out_;
+};
+
+class GatherElementsKernel final : public IndexedKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(axis_, gather_elements_axis(ctx));
+    data_ = ctx.inputs[0].shape;
+    idx_ = ctx.inputs[1].shape;
+    dtype_ = ctx.inputs[0].dtype;
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  /// Calls f(out_index, data_index) for every output element; an index outside the axis is
+  /// an error naming the node.
+  template <class F>
+  Status each(const int64_t* index, F&& f) const {
+    const size_t r = data_.size();
+    std::vector<int64_t> strides(r, 1), at(r, 0);
+    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) strides[d] = strides[d + 1] * data_[d + 1];
+    const int64_t n = shape_numel(idx_), dim = data_[static_cast<size_t>(axis_)];
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t k = index[o];
+      if (k < -dim || k >= dim) return gather_index_error(label_, k, o, dim);
+      if (k < 0) k += dim;
+      int64_t from = 0;
+      for (size_t d = 0; d < r; ++d) from += (static_cast<int64_t>(d) == axis_ ? k : at[d]) * strides[d];
+      f(o, from);
+      for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+        if (++at[d] < idx_[d]) break;
+        at[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t b = dtype_size(dtype_);
+    const auto* x = static_cast<const char*>(src[0]->data());
+    auto* y = static_cast<char*>(dst[0]->data());
+    return each(src[1]->i64(), [&](int64_t o, int64_t i) { std::memcpy(y + o * b, x + i * b, b); });
+  }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = zeroed_grad(a, 0);
+    if (!dx) return Status::ok();
+    const float* dy = a.diff_dst[0]->f32();
+    return each(a.src[1]->i64(), [&](int64_t o, int64_t i) { dx[i] += dy[o]; });
+  }
+
+ private:
+  int64_t axis_ = 0;
+  Shape data_, idx_;
+  std::string label_;
+};
+
+class GatherNDKernel final : public IndexedKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, gather_nd_params(ctx));
+    dtype_ = ctx.inputs[0].dtype;
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  /// Calls f(output_offset, data_offset) for every slice; an index outside its axis is an
+  /// error naming the node.
+  template <class F>
+  Status each(const int64_t* index, F&& f) const {
+    const size_t r = p_.data.size();
+    std::vector<int64_t> strides(r, 1);
+    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) strides[d] = strides[d + 1] * p_.data[d + 1];
+    const int64_t batch_stride = p_.batch_dims > 0 ? strides[p_.batch_dims - 1] : 0;
+    for (int64_t b = 0; b < p_.batches; ++b)
+      for (int64_t t = 0; t < p_.tuples; ++t) {
+        const int64_t at = b * p_.tuples + t;
+        int64_t from = b * batch_stride;
+        for (int64_t k = 0; k < p_.depth; ++k) {
+          const int64_t d = p_.batch_dims + k, dim = p_.data[d];
+          int64_t i = index[at * p_.depth + k];
+          if (i < -dim || i >= dim) return gather_index_error(label_, i, at * p_.depth + k, dim);
+          from += (i < 0 ? i + dim : i) * strides[d];
+        }
+        f(at * p_.slice, from);
+      }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t b = dtype_size(dtype_);
+    const auto* x = static_cast<const char*>(src[0]->data());
+    auto* y = static_cast<char*>(dst[0]->data());
+    return each(src[1]->i64(), [&](int64_t o, int64_t i) {
+      std::memcpy(y + o * b, x + i * b, static_cast<size_t>(p_.slice) * b);
+    });
+  }
+  Status backward(const BackwardArgs& a) override {
+    float* dx = zeroed_grad(a, 0);
+    if (!dx) return Status::ok();
+    const float* dy = a.diff_dst[0]->f32();
+    return each(a.src[1]->i64(), [&](int64_t o, int64_t i) {
+      for (int64_t k = 0; k < p_.slice; ++k) dx[i + k] += dy[o + k];
+    });
+  }
+
+ private:
+  GatherNDParams p_;
+  std::string label_;
+};
+
+}  // namespace
+
+void register_indexing_kernels(BackendRegistration& r) {
+  r.kernel("GatherND", make_factory<GatherNDKernel>());
+  r.kernel("CumSum", make_factory<CumSumKernel>());
+  r.kernel("Tile", make_factory<TileKernel>());
+  r.kernel("GatherElements", make_factory<GatherElementsKernel>());
+}
+
+}  // namespace mosaic

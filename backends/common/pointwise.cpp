@@ -1,0 +1,58 @@
+#include "backends/common/pointwise.hpp"
+
+#include <array>
+
+#include "backends/common/broadcast.hpp"
+#include "operators/pointwise.hpp"
+
+namespace mosaic {
+namespace {
+
+class PointwiseKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    op_ = *pointwise_op_of(ctx.node->op_type);
+    args_.detect_positive = ctx.node->attr_int("detect_positive", 1) != 0;
+    args_.detect_negative = ctx.node->attr_int("detect_negative", 1) != 0;
+    args_.fmod = ctx.node->attr_int("fmod", 0) != 0;
+    dtype_ = ctx.inputs[0].dtype;
+    out_ = ctx.outputs[0].shape;
+    shapes_ = {ctx.inputs[0].shape, ctx.inputs.size() > 1 ? ctx.inputs[1].shape : ctx.inputs[0].shape};
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const Tensor& a = *src[0];
+    const Tensor& b = src.size() > 1 ? *src[1] : *src[0];
+    Tensor& y = *dst[0];
+    const bool to_bool = pointwise_info(op_).to_bool;
+    if (dtype_ == DType::kI64) {
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
+        y.i64()[i] = pointwise_forward(op_, a.i64()[o[0]], b.i64()[o[1]], args_);
+      });
+    } else if (to_bool) {
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
+        y.u8()[i] = pointwise_forward(op_, a.f32()[o[0]], b.f32()[o[1]], args_) != 0.f;
+      });
+    } else {
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
+        y.f32()[i] = pointwise_forward(op_, a.f32()[o[0]], b.f32()[o[1]], args_);
+      });
+    }
+    return Status::ok();
+  }
+
+ private:
+  PointwiseOp op_ = PointwiseOp::kFloor;
+  PointwiseArgs args_;
+  DType dtype_ = DType::kF32;
+  Shape out_;
+  std::array<Shape, 2> shapes_;
+};
+
+}  // namespace
+
+void register_pointwise_kernels(BackendRegistration& r) {
+  for (const PointwiseOpInfo& p : kPointwiseOps) r.kernel(p.name, make_factory<PointwiseKernel>());
+}
+
+}  // namespace mosaic

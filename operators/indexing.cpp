@@ -1,0 +1,166 @@
+#include "operators/indexing.hpp"
+
+#include <algorithm>
+
+#include "ir/checked.hpp"
+#include "operators/params.hpp"
+#include "operators/schema.hpp"
+
+namespace mosaic {
+namespace {
+
+using Descs = std::vector<TensorDesc>;
+
+Status numeric(const OpContext& c, size_t i) {
+  const DType t = c.inputs[i].dtype;
+  if (t != DType::kF32 && t != DType::kI64)
+    return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(t) +
+                               " (Mosaic computes it on float32 and int64)");
+  return Status::ok();
+}
+
+Expected<Descs> infer_cumsum(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(numeric(c, 0));
+  MOSAIC_RETURN_IF_ERROR(cumsum_params(c).status());
+  return Descs{c.inputs[0]};
+}
+
+Expected<Descs> infer_tile(const OpContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(std::vector<int64_t> reps, tile_repeats(c));
+  Shape out = c.inputs[0].shape;
+  for (size_t d = 0; d < out.size(); ++d)
+    if (!checked_mul(out[d], reps[d], &out[d]) || out[d] > kMaxDim)
+      return Status::invalid(c.node->label() + ": axis " + std::to_string(d) + " of size " +
+                             std::to_string(c.inputs[0].shape[d]) + " repeated " + std::to_string(reps[d]) +
+                             " times is beyond 2^31 - 1");
+  return Descs{{c.inputs[0].dtype, out}};
+}
+
+Expected<Descs> infer_gather_elements(const OpContext& c) {
+  if (c.inputs[1].dtype != DType::kI64)
+    return Status::invalid(c.node->label() + ": indices must be int64 or int32, got " + dtype_name(c.inputs[1].dtype));
+  const Shape& x = c.inputs[0].shape;
+  const Shape& idx = c.inputs[1].shape;
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, gather_elements_axis(c));
+  if (idx.size() != x.size())
+    return Status::invalid(c.node->label() + ": indices " + shape_str(idx) + " and data " + shape_str(x) +
+                           " must have the same rank");
+  for (size_t d = 0; d < x.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && idx[d] > x[d])
+      return Status::invalid(c.node->label() + ": indices " + shape_str(idx) + " exceed data " + shape_str(x) +
+                             " along axis " + std::to_string(d));
+  if (shape_numel(idx) > 0 && x[static_cast<size_t>(axis)] == 0)
+    return Status::invalid(c.node->label() + ": gathers along an empty axis");
+  return Descs{{c.inputs[0].dtype, idx}};
+}
+
+Expected<Descs> infer_gather_nd(const OpContext& c) {
+  if (c.inputs[1].dtype != DType::kI64)
+    return Status::invalid(c.node->label() + ": indices must be int64, got " + dtype_name(c.inputs[1].dtype));
+  MOSAIC_ASSIGN_OR_RETURN(GatherNDParams p, gather_nd_params(c));
+  const Shape& idx = c.inputs[1].shape;
+  Shape out(idx.begin(), idx.end() - 1);
+  out.insert(out.end(), p.data.begin() + p.batch_dims + p.depth, p.data.end());
+  return Descs{{c.inputs[0].dtype, out}};
+}
+
+double f_cumsum(const OpContext& c) { return static_cast<double>(c.outputs[0].numel()); }
+double f_zero(const OpContext&) { return 0.0; }
+
+}  // namespace
+
+Expected<CumSumParams> cumsum_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Tensor* axis_t = ctx.has_input(1) ? ctx.constant(1) : nullptr;
+  if (!axis_t) return Status::unsupported(n.label() + ": axis must be a constant known at load time");
+  if (axis_t->numel() != 1 || axis_t->dtype() != DType::kI64)
+    return Status::invalid(n.label() + ": axis must be one int64 or int32 value");
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r == 0) return Status::invalid(n.label() + ": CumSum of a scalar (rank >= 1 needed)");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_t->i64()[0], r, n));
+  CumSumParams p;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d < axis) p.outer *= x[d];
+    else if (d > axis) p.inner *= x[d];
+  }
+  p.axis_dim = x[axis];
+  p.exclusive = n.attr_int("exclusive", 0) != 0;
+  p.reverse = n.attr_int("reverse", 0) != 0;
+  return p;
+}
+
+Expected<std::vector<int64_t>> tile_repeats(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Tensor* t = ctx.has_input(1) ? ctx.constant(1) : nullptr;
+  if (!t) return Status::unsupported(n.label() + ": repeats must be a constant known at load time");
+  if (t->dtype() != DType::kI64) return Status::invalid(n.label() + ": repeats must be int64");
+  std::vector<int64_t> reps = t->to_i64_vector();
+  if (reps.size() != ctx.inputs[0].shape.size())
+    return Status::invalid(n.label() + ": " + std::to_string(reps.size()) + " repeats for an input of rank " +
+                           std::to_string(ctx.inputs[0].shape.size()));
+  for (int64_t v : reps)
+    if (v < 0) return Status::invalid(n.label() + ": repeats must be >= 0, got " + std::to_string(v));
+  return reps;
+}
+
+Expected<GatherNDParams> gather_nd_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  GatherNDParams p;
+  p.data = ctx.inputs[0].shape;
+  const Shape& idx = ctx.inputs[1].shape;
+  const int64_t r = static_cast<int64_t>(p.data.size()), q = static_cast<int64_t>(idx.size());
+  p.batch_dims = n.attr_int("batch_dims", 0);
+  if (r < 1 || q < 1) return Status::invalid(n.label() + ": data and indices need rank >= 1");
+  if (p.batch_dims < 0 || p.batch_dims >= std::min(r, q))
+    return Status::invalid(n.label() + ": batch_dims " + std::to_string(p.batch_dims) + " must be below both ranks (" +
+                           std::to_string(r) + ", " + std::to_string(q) + ")");
+  for (int64_t d = 0; d < p.batch_dims; ++d) {
+    if (p.data[d] != idx[d])
+      return Status::invalid(n.label() + ": batch axis " + std::to_string(d) + " differs: data " + shape_str(p.data) +
+                             ", indices " + shape_str(idx));
+    p.batches *= p.data[d];
+  }
+  p.depth = idx.back();
+  if (p.depth < 1 || p.depth > r - p.batch_dims)
+    return Status::invalid(n.label() + ": index tuples of length " + std::to_string(p.depth) + " for data " +
+                           shape_str(p.data) + " with " + std::to_string(p.batch_dims) + " batch axes");
+  p.tuples = 1;
+  for (int64_t d = p.batch_dims; d < q - 1; ++d) p.tuples *= idx[d];
+  for (int64_t d = p.batch_dims + p.depth; d < r; ++d) p.slice *= p.data[d];
+  return p;
+}
+
+Expected<int64_t> gather_elements_axis(const OpContext& ctx) {
+  return normalize_axis(ctx.node->attr_int("axis", 0), static_cast<int64_t>(ctx.inputs[0].shape.size()), *ctx.node);
+}
+
+void add_indexing_schemas(std::map<std::string, OpSchema>& t) {
+  auto add = [&](const char* op, int imin, int imax, auto infer, auto flops, std::string summary) {
+    add_schema(t, op, imin, imax, infer, flops, std::move(summary));
+  };
+  add("CumSum", 2, 2, infer_cumsum, f_cumsum, "running sum along an axis (exclusive, reverse)");
+  t["CumSum"].shape_inputs = {1};
+  t["CumSum"].non_trainable_inputs = {1};
+  t["CumSum"].backward_flops = [](const OpContext& c) -> std::vector<double> {
+    return {static_cast<double>(c.outputs[0].numel()), 0};  // the transposed running sum
+  };
+  add("Tile", 2, 2, infer_tile, f_zero, "repeat the input along each axis");
+  t["Tile"].shape_inputs = {1};
+  t["Tile"].non_trainable_inputs = {1};
+  t["Tile"].backward_flops = [](const OpContext& c) -> std::vector<double> {
+    return {static_cast<double>(c.outputs[0].numel()), 0};  // one add per tiled element
+  };
+  add("GatherND", 2, 2, infer_gather_nd, f_zero, "slices picked by index tuples (batch_dims)");
+  t["GatherND"].non_trainable_inputs = {1};
+  t["GatherND"].backward_flops = [](const OpContext& c) -> std::vector<double> {
+    return {static_cast<double>(c.outputs[0].numel()), 0};  // scatter-add
+  };
+  add("GatherElements", 2, 2, infer_gather_elements, f_zero, "take along an axis, one index per output element");
+  t["GatherElements"].non_trainable_inputs = {1};
+  t["GatherElements"].backward_flops = [](const OpContext& c) -> std::vector<double> {
+    return {static_cast<double>(c.outputs[0].numel()), 0};  // scatter-add
+  };
+}
+
+}  // namespace mosaic

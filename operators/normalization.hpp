@@ -1,0 +1,25 @@
+// Normalisations over groups of channels: InstanceNormalization (each channel of each image
+// over its spatial positions). Schemas and the parameters every kernel reads; LayerNormalization
+// and BatchNormalization are in operators/params.hpp and schemas.cpp.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/status.hpp"
+#include "operators/op_context.hpp"
+
+namespace mosaic {
+
+struct OpSchema;
+
+/// InstanceNormalization on [N, C, spatial...]: N * C groups of `spatial` elements each.
+struct InstanceNormParams {
+  int64_t batch = 1, channels = 1, spatial = 1;
+  float epsilon = 1e-5f;
+};
+Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx);
+
+void add_normalization_schemas(std::map<std::string, OpSchema>& table);
+
+}  // namespace mosaic
