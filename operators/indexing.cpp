@@ -64,6 +64,57 @@ Expected<Descs> infer_gather_nd(const OpContext& c) {
   return Descs{{c.inputs[0].dtype, out}};
 }
 
+Status numeric_or_plain_scatter(const OpContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(ScatterReduction red, scatter_reduction(c));
+  if (red != ScatterReduction::kNone) MOSAIC_RETURN_IF_ERROR(numeric(c, 0));
+  if (c.inputs[1].dtype != DType::kI64)
+    return Status::invalid(c.node->label() + ": indices must be int64, got " + dtype_name(c.inputs[1].dtype));
+  if (c.inputs[2].dtype != c.inputs[0].dtype)
+    return Status::invalid(c.node->label() + ": updates are " + dtype_name(c.inputs[2].dtype) + ", data " +
+                           dtype_name(c.inputs[0].dtype));
+  return Status::ok();
+}
+
+Expected<Descs> infer_scatter_elements(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(numeric_or_plain_scatter(c));
+  const Shape &x = c.inputs[0].shape, &idx = c.inputs[1].shape;
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, gather_elements_axis(c));
+  if (idx.size() != x.size() || c.inputs[2].shape != idx)
+    return Status::invalid(c.node->label() + ": indices " + shape_str(idx) + " and updates " +
+                           shape_str(c.inputs[2].shape) + " must have one shape, of data " + shape_str(x) + "'s rank");
+  for (size_t d = 0; d < x.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && idx[d] > x[d])
+      return Status::invalid(c.node->label() + ": indices " + shape_str(idx) + " exceed data " + shape_str(x) +
+                             " along axis " + std::to_string(d));
+  if (shape_numel(idx) > 0 && x[static_cast<size_t>(axis)] == 0)
+    return Status::invalid(c.node->label() + ": scatters along an empty axis");
+  return Descs{c.inputs[0]};
+}
+
+Expected<Descs> infer_scatter_nd(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(numeric_or_plain_scatter(c));
+  const Shape &x = c.inputs[0].shape, &idx = c.inputs[1].shape;
+  if (idx.empty() || x.empty()) return Status::invalid(c.node->label() + ": data and indices need rank >= 1");
+  const int64_t k = idx.back();
+  if (k < 1 || k > static_cast<int64_t>(x.size()))
+    return Status::invalid(c.node->label() + ": index tuples of length " + std::to_string(k) + " for data " + shape_str(x));
+  Shape want(idx.begin(), idx.end() - 1);
+  want.insert(want.end(), x.begin() + k, x.end());
+  if (c.inputs[2].shape != want)
+    return Status::invalid(c.node->label() + ": updates " + shape_str(c.inputs[2].shape) + " should be " + shape_str(want));
+  return Descs{c.inputs[0]};
+}
+
+Expected<Descs> infer_topk(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(numeric(c, 0));
+  MOSAIC_ASSIGN_OR_RETURN(TopKParams p, topk_params(c));
+  Shape out = c.inputs[0].shape;
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", -1), static_cast<int64_t>(out.size()),
+                                                       *c.node));
+  out[static_cast<size_t>(axis)] = p.k;
+  return Descs{{c.inputs[0].dtype, out}, {DType::kI64, out}};
+}
+
 double f_cumsum(const OpContext& c) { return static_cast<double>(c.outputs[0].numel()); }
 double f_zero(const OpContext&) { return 0.0; }
 
@@ -131,6 +182,42 @@ Expected<GatherNDParams> gather_nd_params(const OpContext& ctx) {
   return p;
 }
 
+Expected<ScatterReduction> scatter_reduction(const OpContext& ctx) {
+  const std::string r = ctx.node->attr_string("reduction", "none");
+  if (r == "none") return ScatterReduction::kNone;
+  if (r == "add") return ScatterReduction::kAdd;
+  if (r == "mul") return ScatterReduction::kMul;
+  if (r == "max" && ctx.opset >= 18) return ScatterReduction::kMax;
+  if (r == "min" && ctx.opset >= 18) return ScatterReduction::kMin;
+  return Status::invalid(ctx.node->label() + ": unknown reduction '" + r + "' at opset " + std::to_string(ctx.opset));
+}
+
+Expected<TopKParams> topk_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r == 0) return Status::invalid(n.label() + ": TopK of a scalar");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(n.attr_int("axis", -1), r, n));
+  TopKParams p;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d < axis) p.outer *= x[d];
+    else if (d > axis) p.inner *= x[d];
+  }
+  p.axis_dim = x[axis];
+  if (ctx.opset < 10) p.k = n.attr_int("k", -1);
+  else {
+    const Tensor* k = ctx.has_input(1) ? ctx.constant(1) : nullptr;
+    if (!k) return Status::unsupported(n.label() + ": K must be a constant known at load time");
+    if (k->numel() != 1 || k->dtype() != DType::kI64) return Status::invalid(n.label() + ": K must be one int64 value");
+    p.k = k->i64()[0];
+  }
+  if (p.k < 0 || p.k > p.axis_dim)
+    return Status::invalid(n.label() + ": K = " + std::to_string(p.k) + " is outside [0, " + std::to_string(p.axis_dim) +
+                           "] (the axis' size)");
+  p.largest = n.attr_int("largest", 1) != 0;
+  return p;
+}
+
 Expected<int64_t> gather_elements_axis(const OpContext& ctx) {
   return normalize_axis(ctx.node->attr_int("axis", 0), static_cast<int64_t>(ctx.inputs[0].shape.size()), *ctx.node);
 }
@@ -151,6 +238,14 @@ void add_indexing_schemas(std::map<std::string, OpSchema>& t) {
   t["Tile"].backward_flops = [](const OpContext& c) -> std::vector<double> {
     return {static_cast<double>(c.outputs[0].numel()), 0};  // one add per tiled element
   };
+  add("ScatterElements", 3, 3, infer_scatter_elements, f_zero, "write updates along an axis (reduction)");
+  add("ScatterND", 3, 3, infer_scatter_nd, f_zero, "write slices at index tuples (reduction)");
+  t["ScatterElements"].non_trainable_inputs = t["ScatterND"].non_trainable_inputs = {1};
+  add("TopK", 1, 2, infer_topk, f_zero, "the k largest or smallest along an axis, sorted, with their indices");
+  t["TopK"].max_outputs = 2;
+  t["TopK"].min_outputs = 2;
+  t["TopK"].shape_inputs = {1};
+  t["TopK"].non_trainable_inputs = {1};
   add("GatherND", 2, 2, infer_gather_nd, f_zero, "slices picked by index tuples (batch_dims)");
   t["GatherND"].non_trainable_inputs = {1};
   t["GatherND"].backward_flops = [](const OpContext& c) -> std::vector<double> {

@@ -1,5 +1,6 @@
-// Indexing and accumulation ops: CumSum, Tile and GatherElements. Their schemas (shape
-// inference, FLOPs) and the parameters every kernel reads (backends/common/indexing.cpp).
+// Indexing and accumulation ops: CumSum, Tile, GatherElements, GatherND, ScatterElements,
+// ScatterND and TopK. Their schemas (shape inference, FLOPs) and the parameters every kernel
+// reads (backends/common/indexing.cpp).
 #pragma once
 
 #include <map>
@@ -35,7 +36,20 @@ struct GatherNDParams {
 };
 Expected<GatherNDParams> gather_nd_params(const OpContext& ctx);
 
-/// Adds CumSum's, Tile's, GatherElements' and GatherND's schemas to the table (operators/schemas.cpp).
+/// ScatterElements and ScatterND's `reduction`: none (the last update wins where indices
+/// repeat, which ONNX leaves undefined), add, mul, max, min.
+enum class ScatterReduction { kNone, kAdd, kMul, kMax, kMin };
+Expected<ScatterReduction> scatter_reduction(const OpContext& ctx);
+
+/// TopK along `axis` viewed as [outer, axis_dim, inner]: the k largest (or smallest),
+/// sorted, ties by lower index first.
+struct TopKParams {
+  int64_t outer = 1, axis_dim = 1, inner = 1, k = 0;
+  bool largest = true;
+};
+Expected<TopKParams> topk_params(const OpContext& ctx);
+
+/// Adds the schemas of the ops above to the table (operators/schemas.cpp).
 void add_indexing_schemas(std::map<std::string, OpSchema>& table);
 
 }  // namespace mosaic

@@ -1,5 +1,6 @@
 #include "operators/normalization.hpp"
 
+#include "operators/params.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic {
@@ -17,7 +18,40 @@ Expected<std::vector<TensorDesc>> infer_instance_norm(const OpContext& c) {
 // Mean 1, variance 3, normalise 2, scale and shift 2 per element (as LayerNormalization).
 double f_instance_norm(const OpContext& c) { return 8.0 * static_cast<double>(c.inputs[0].numel()); }
 
+Expected<std::vector<TensorDesc>> infer_rms_norm(const OpContext& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (c.inputs[i].dtype != DType::kF32)
+      return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
+                                 dtype_name(c.inputs[i].dtype) + "; Mosaic computes RMSNormalization in float32");
+  MOSAIC_RETURN_IF_ERROR(rms_norm_params(c).status());
+  return std::vector<TensorDesc>{c.inputs[0]};
+}
+
+// Square and sum 2, normalise 2, scale 1 per element.
+double f_rms_norm(const OpContext& c) { return 5.0 * static_cast<double>(c.inputs[0].numel()); }
+
 }  // namespace
+
+Expected<RmsNormParams> rms_norm_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r == 0) return Status::invalid(n.label() + ": RMSNormalization of a scalar");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(n.attr_int("axis", -1), r, n));
+  RmsNormParams p;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? p.outer : p.inner) *= x[d];
+  // The scale broadcasts onto the normalised shape: Mosaic takes it whole (leading 1s
+  // allowed) or as one value.
+  Shape scale = ctx.inputs[1].shape;
+  while (!scale.empty() && scale.front() == 1 && static_cast<int64_t>(scale.size()) > r - axis) scale.erase(scale.begin());
+  const Shape normalised(x.begin() + axis, x.end());
+  p.scalar_scale = shape_numel(ctx.inputs[1].shape) == 1;
+  if (!p.scalar_scale && scale != normalised)
+    return Status::unsupported(n.label() + ": scale " + shape_str(ctx.inputs[1].shape) + " for the normalised shape " +
+                               shape_str(normalised) + " (Mosaic takes the whole shape or one value)");
+  p.epsilon = n.attr_float("epsilon", 1e-5f);
+  return p;
+}
 
 Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx) {
   const Node& n = *ctx.node;
@@ -39,6 +73,8 @@ void add_normalization_schemas(std::map<std::string, OpSchema>& table) {
   OpSchema& s = add_schema(table, "InstanceNormalization", 3, 3, infer_instance_norm, f_instance_norm,
                            "scale * (x - mean) / sqrt(var + epsilon) + B per channel of each image, over space");
   s.backward_flops = nullptr;
+  add_schema(table, "RMSNormalization", 2, 2, infer_rms_norm, f_rms_norm,
+             "x / sqrt(mean(x^2) + epsilon) * scale over the axes from axis on");
 }
 
 }  // namespace mosaic

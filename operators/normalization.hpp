@@ -1,6 +1,7 @@
-// Normalisations over groups of channels: InstanceNormalization (each channel of each image
-// over its spatial positions). Schemas and the parameters every kernel reads; LayerNormalization
-// and BatchNormalization are in operators/params.hpp and schemas.cpp.
+// Normalisations: InstanceNormalization (each channel of each image over its spatial
+// positions) and RMSNormalization (opset 23: each row over the axes from `axis` on, by its
+// root mean square). Schemas and the parameters every kernel reads; LayerNormalization and
+// BatchNormalization are in operators/params.hpp and schemas.cpp.
 #pragma once
 
 #include <map>
@@ -19,6 +20,14 @@ struct InstanceNormParams {
   float epsilon = 1e-5f;
 };
 Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx);
+
+/// RMSNormalization: `outer` rows of `inner` elements; scale has `inner` elements or one.
+struct RmsNormParams {
+  int64_t outer = 1, inner = 1;
+  bool scalar_scale = false;
+  float epsilon = 1e-5f;
+};
+Expected<RmsNormParams> rms_norm_params(const OpContext& ctx);
 
 void add_normalization_schemas(std::map<std::string, OpSchema>& table);
 

@@ -410,6 +410,29 @@ std::vector<OpCase> cases() {
     c.inputs = {random_tensor({2, 3, 4}, seed++), Tensor(), Tensor::from_f32({3}, {1, 2.5f, 0.5f})};
     c.is_const = {false, true, true};
     v.push_back(c);
+    c.opset = 18;
+    c.label = "topk_smallest";
+    c.node = make_node("TopK", {{"largest", A::of_int(0)}, {"axis", A::of_int(1)}});
+    c.node.outputs = {"values", "indices"};
+    c.inputs = {random_tensor({2, 5, 3}, seed++), Tensor::from_i64({1}, {3})};
+    c.is_const = {false, true};
+    v.push_back(c);
+    c.node.outputs = {};
+    c.label = "scatter_elements_add";
+    c.node = make_node("ScatterElements", {{"axis", A::of_int(1)}, {"reduction", A::of_string("add")}});
+    c.inputs = {random_tensor({2, 4}, seed++), Tensor::from_i64({2, 3}, {0, 3, 0, -1, 2, 2}), random_tensor({2, 3}, seed++)};
+    c.is_const = {};
+    v.push_back(c);
+    c.label = "scatter_nd_slices";
+    c.node = make_node("ScatterND");
+    c.inputs = {random_tensor({4, 3}, seed++), Tensor::from_i64({2, 1}, {3, 0}), random_tensor({2, 3}, seed++)};
+    v.push_back(c);
+    c.label = "rms_norm_last_two";
+    c.node = make_node("RMSNormalization", {{"axis", A::of_int(-2)}});
+    c.inputs = {random_tensor({2, 3, 4}, seed++), random_tensor({3, 4}, seed++)};
+    c.is_const = {false, true};
+    c.opset = 23;
+    v.push_back(c);
     c.opset = 13;
   }
   return v;
@@ -421,7 +444,8 @@ std::vector<OpCase> cases() {
 #define SHARED_LOOP_CASES                                                                           \
   "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf", "sign_int64", "mod_int64", "mod_float_fmod",             \
       "cumsum_reverse_exclusive", "cumsum_int64", "tile", "gather_elements", "gather_nd_batch", "abs_int64",     \
-      "max_int64", "resize_linear_half_pixel", "resize_cubic_sizes_align_corners", "resize_nearest_asymmetric_floor"
+      "max_int64", "resize_linear_half_pixel", "resize_cubic_sizes_align_corners", "resize_nearest_asymmetric_floor", \
+      "topk_smallest", "scatter_elements_add", "scatter_nd_slices", "rms_norm_last_two"
 
 /// One case on one backend against naive (a backend may decline only where documented); a
 /// declined case's label goes to `declined`.
@@ -438,9 +462,9 @@ void check_against_naive(const std::string& backend, const OpCase& c, std::vecto
     // element-wise ops without a oneDNN algorithm; the torch backend has no LRN and no
     // recurrent cells, and pads with a constant only.
     static const std::map<std::string, std::set<std::string>> may_decline = {
-        // Integer Abs and Max: the oracle's alone (the other backends compute float32).
-        {"im2col", {"lrn4_even", "abs_int64", "max_int64"}},
-        {"onednn", {"lrn4_even", "abs_int64", "max_int64", "Add_mixed", "Sub_mixed", "Mul_mixed", "Div_mixed", "pad_reflect", "pad_edge", "pad_crop"}},
+        // Integer Abs and Max, RMSNormalization: the oracle's alone.
+        {"im2col", {"lrn4_even", "abs_int64", "max_int64", "rms_norm_last_two"}},
+        {"onednn", {"lrn4_even", "abs_int64", "max_int64", "rms_norm_last_two", "Add_mixed", "Sub_mixed", "Mul_mixed", "Div_mixed", "pad_reflect", "pad_edge", "pad_crop"}},
         {"torch",
          {"lrn5", "lrn4_even", "pad_reflect", "pad_edge", "rnn_relu", "gru_lbr_batch_first", "gru_bidirectional_lens",
           "lstm_bidirectional_lens", "lstm_reverse_batch_first", SHARED_LOOP_CASES}},

@@ -108,6 +108,45 @@ TEST(Indexing, TileAndGatherElementsAsOnnxsExamples) {
       << st.to_string();
 }
 
+TEST(Indexing, TopKBreaksTiesByTheLowerIndex) {
+  OpCase c;
+  c.label = "topk";
+  c.node = make_node("TopK");
+  c.node.outputs = {"values", "indices"};
+  c.inputs = {Tensor::from_f32({6}, {3, 1, 3, 2, 3, 1}), Tensor::from_i64({1}, {4})};
+  c.is_const = {false, true};
+  std::vector<Tensor> out;
+  ASSERT_TRUE(run_on(c, "naive", &out).is_ok());
+  EXPECT_EQ(out[1].to_i64_vector(), (std::vector<int64_t>{0, 2, 4, 3}));
+  c.node = make_node("TopK", {{"largest", A::of_int(0)}});
+  c.node.outputs = {"values", "indices"};
+  ASSERT_TRUE(run_on(c, "naive", &out).is_ok());
+  EXPECT_EQ(out[1].to_i64_vector(), (std::vector<int64_t>{1, 5, 3, 0}));
+  c.inputs[1] = Tensor::from_i64({1}, {7});
+  Status st = run_on(c, "naive", &out);
+  EXPECT_NE(st.message().find("K = 7 is outside [0, 6]"), std::string::npos) << st.to_string();
+}
+
+TEST(Indexing, ScattersByHand) {
+  OpCase c;
+  c.label = "scatter";
+  c.node = make_node("ScatterElements", {{"reduction", A::of_string("add")}});
+  c.inputs = {Tensor::from_f32({3}, {1, 2, 3}), Tensor::from_i64({3}, {0, 0, -1}), Tensor::from_f32({3}, {10, 20, 30})};
+  c.opset = 18;
+  EXPECT_EQ(run_values(c), (std::vector<double>{31, 2, 33}));  // repeated index: both added
+  c.node = make_node("ScatterND", {{"reduction", A::of_string("max")}});
+  c.inputs = {Tensor::from_i64({2, 2}, {5, 5, 5, 5}), Tensor::from_i64({2, 1}, {1, 1}), Tensor::from_i64({2, 2}, {9, 1, 3, 7})};
+  EXPECT_EQ(run_values(c), (std::vector<double>{5, 5, 9, 7}));
+  c.inputs[1] = Tensor::from_i64({2, 1}, {1, 2});
+  std::vector<Tensor> out;
+  Status st = run_on(c, "naive", &out);
+  EXPECT_NE(st.message().find("index 2 (element 1) is outside the gathered axis of size 2"), std::string::npos)
+      << st.to_string();
+  c.opset = 17;  // max and min arrived in opset 18
+  st = run_on(c, "naive", &out);
+  EXPECT_NE(st.message().find("unknown reduction 'max' at opset 17"), std::string::npos) << st.to_string();
+}
+
 /// The gradient of sum(op(x)) with respect to x on `backend`.
 std::vector<double> input_gradient(const OpCase& c, const std::string& backend) {
   std::vector<Tensor> ref;

@@ -1,6 +1,8 @@
 #include "backends/common/indexing.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/common/grad.hpp"
 #include "backends/common/movement.hpp"
@@ -216,9 +218,141 @@ class GatherNDKernel final : public IndexedKernel {
   std::string label_;
 };
 
+/// Combines an update into its destination by the node's reduction.
+template <class T>
+void reduce_into(T* to, T v, ScatterReduction r) {
+  switch (r) {
+    case ScatterReduction::kNone: *to = v; break;
+    case ScatterReduction::kAdd: *to = add(*to, v); break;
+    case ScatterReduction::kMul:
+      if constexpr (std::is_same_v<T, int64_t>)
+        *to = static_cast<int64_t>(static_cast<uint64_t>(*to) * static_cast<uint64_t>(v));
+      else *to = *to * v;
+      break;
+    case ScatterReduction::kMax: *to = std::max(*to, v); break;
+    case ScatterReduction::kMin: *to = std::min(*to, v); break;
+  }
+}
+
+/// ScatterElements and ScatterND: the data copied, then each update written (or combined)
+/// where its index says, in order; an index outside its axis is an error naming the node.
+class ScatterKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(red_, scatter_reduction(ctx));
+    nd_ = ctx.node->op_type == "ScatterND";
+    data_ = ctx.inputs[0].shape;
+    idx_ = ctx.inputs[1].shape;
+    dtype_ = ctx.inputs[0].dtype;
+    label_ = ctx.node->label();
+    if (!nd_) {
+      MOSAIC_ASSIGN_OR_RETURN(axis_, gather_elements_axis(ctx));
+    }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    std::memcpy(dst[0]->data(), src[0]->data(), src[0]->bytes());
+    const int64_t* index = src[1]->i64();
+    const size_t b = dtype_size(dtype_);
+    auto put = [&](int64_t to, int64_t from, int64_t count) {
+      auto* y = static_cast<char*>(dst[0]->data());
+      const auto* u = static_cast<const char*>(src[2]->data());
+      if (red_ == ScatterReduction::kNone) std::memcpy(y + to * b, u + from * b, static_cast<size_t>(count) * b);
+      else if (dtype_ == DType::kI64)
+        for (int64_t k = 0; k < count; ++k) reduce_into(dst[0]->i64() + to + k, src[2]->i64()[from + k], red_);
+      else
+        for (int64_t k = 0; k < count; ++k) reduce_into(dst[0]->f32() + to + k, src[2]->f32()[from + k], red_);
+    };
+    const size_t r = data_.size();
+    std::vector<int64_t> strides(r, 1);
+    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) strides[d] = strides[d + 1] * data_[d + 1];
+    if (nd_) {
+      const int64_t depth = idx_.back(), tuples = shape_numel(idx_) / std::max<int64_t>(depth, 1);
+      const int64_t slice = depth < static_cast<int64_t>(r) ? strides[depth - 1] : 1;
+      for (int64_t t = 0; t < tuples; ++t) {
+        int64_t to = 0;
+        for (int64_t k = 0; k < depth; ++k) {
+          const int64_t dim = data_[k];
+          int64_t i = index[t * depth + k];
+          if (i < -dim || i >= dim) return gather_index_error(label_, i, t * depth + k, dim);
+          to += (i < 0 ? i + dim : i) * strides[k];
+        }
+        put(to, t * slice, slice);
+      }
+      return Status::ok();
+    }
+    std::vector<int64_t> at(r, 0);
+    const int64_t n = shape_numel(idx_), dim = data_[static_cast<size_t>(axis_)];
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t k = index[o];
+      if (k < -dim || k >= dim) return gather_index_error(label_, k, o, dim);
+      if (k < 0) k += dim;
+      int64_t to = 0;
+      for (size_t d = 0; d < r; ++d) to += (static_cast<int64_t>(d) == axis_ ? k : at[d]) * strides[d];
+      put(to, o, 1);
+      for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+        if (++at[d] < idx_[d]) break;
+        at[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  ScatterReduction red_ = ScatterReduction::kNone;
+  bool nd_ = false;
+  int64_t axis_ = 0;
+  Shape data_, idx_;
+  DType dtype_ = DType::kF32;
+  std::string label_;
+};
+
+/// TopK: per [outer, inner] position, the axis' indices ordered by value (largest or
+/// smallest first; equal values by lower index, as ONNX specifies), the first k kept.
+class TopKKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, topk_params(ctx));
+    int64_ = ctx.inputs[0].dtype == DType::kI64;
+    return Status::ok();
+  }
+  template <class T>
+  void run(const T* x, T* values, int64_t* indices) const {
+    std::vector<int64_t> order(static_cast<size_t>(p_.axis_dim));
+    for (int64_t o = 0; o < p_.outer; ++o)
+      for (int64_t i = 0; i < p_.inner; ++i) {
+        const T* row = x + o * p_.axis_dim * p_.inner + i;
+        for (int64_t a = 0; a < p_.axis_dim; ++a) order[a] = a;
+        auto before = [&](int64_t a, int64_t b) {
+          const T va = row[a * p_.inner], vb = row[b * p_.inner];
+          if (va != vb) return p_.largest ? va > vb : va < vb;
+          return a < b;
+        };
+        std::partial_sort(order.begin(), order.begin() + p_.k, order.end(), before);
+        for (int64_t j = 0; j < p_.k; ++j) {
+          const int64_t at = (o * p_.k + j) * p_.inner + i;
+          values[at] = row[order[j] * p_.inner];
+          indices[at] = order[j];
+        }
+      }
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (int64_) run(src[0]->i64(), dst[0]->i64(), dst[1]->i64());
+    else run(src[0]->f32(), dst[0]->f32(), dst[1]->i64());
+    return Status::ok();
+  }
+
+ private:
+  TopKParams p_;
+  bool int64_ = false;
+};
+
 }  // namespace
 
 void register_indexing_kernels(BackendRegistration& r) {
+  r.kernel("ScatterElements", make_factory<ScatterKernel>());
+  r.kernel("ScatterND", make_factory<ScatterKernel>());
+  r.kernel("TopK", make_factory<TopKKernel>());
   r.kernel("GatherND", make_factory<GatherNDKernel>());
   r.kernel("CumSum", make_factory<CumSumKernel>());
   r.kernel("Tile", make_factory<TileKernel>());

@@ -28,6 +28,12 @@ class PoolKernel final : public Kernel {
     float* y = dst[0]->f32();
     const int64_t in_sp = w_.ih * w_.iw, out_sp = w_.oh * w_.ow, nc = p_.n * p_.c;
     if (global_) {
+      // Over no position at all: the maximum of nothing is -inf (the oracle's, and ReduceMax's
+      // identity; Eigen's maxCoeff of an empty array is undefined), the mean 0 / 0.
+      if (in_sp == 0) {
+        std::fill(y, y + nc, is_max_ ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
+        return Status::ok();
+      }
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < nc; ++i) {
         ConstArrayMap v(x + i * in_sp, in_sp);

@@ -1,5 +1,5 @@
 // The naive oracle's normalisation: softmax and log-softmax, batch normalisation, LRN, forward and
-// backward; instance normalisation, forward.
+// backward; instance and RMS normalisation, forward.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -274,10 +274,36 @@ class InstanceNormKernel final : public Kernel {
   InstanceNormParams p_;
 };
 
+/// RMSNormalization: each row by its root mean square, in double (forward only).
+class RmsNormKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, rms_norm_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float *x = src[0]->f32(), *scale = src[1]->f32();
+    float* y = dst[0]->f32();
+    for (int64_t o = 0; o < p_.outer; ++o) {
+      const float* row = x + o * p_.inner;
+      double sq = 0;
+      for (int64_t i = 0; i < p_.inner; ++i) sq += static_cast<double>(row[i]) * row[i];
+      const double k = 1 / std::sqrt(sq / static_cast<double>(p_.inner) + p_.epsilon);
+      for (int64_t i = 0; i < p_.inner; ++i)
+        y[o * p_.inner + i] = static_cast<float>(row[i] * k * scale[p_.scalar_scale ? 0 : i]);
+    }
+    return Status::ok();
+  }
+
+ private:
+  RmsNormParams p_;
+};
+
 }  // namespace
 
 void add_norm_kernels(BackendRegistration& r) {
   r.kernel("InstanceNormalization", make_factory<InstanceNormKernel>());
+  r.kernel("RMSNormalization", make_factory<RmsNormKernel>());
   r.kernel("Softmax", make_factory<SoftmaxKernel>());
   r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
   r.kernel("BatchNormalization", make_factory<BatchNormKernel>());
