@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "ir/checked.hpp"
 #include "operators/params.hpp"
@@ -99,10 +100,12 @@ Expected<ResizeParams> resize_params(const OpContext& ctx) {
       return Status::invalid(n.label() + ": scales must be " + std::to_string(axes.size()) + " float32 values");
     for (size_t i = 0; i < axes.size(); ++i) {
       const double s = scales->f32()[i];
-      if (!(s > 0) || !std::isfinite(s)) return Status::invalid(n.label() + ": scale " + std::to_string(s) + " must be > 0");
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", s);
+      if (!(s > 0) || !std::isfinite(s)) return Status::invalid(n.label() + ": scale " + shown + " must be > 0");
       const double size = std::floor(s * static_cast<double>(p.in[axes[i]]));
       if (size > static_cast<double>(kMaxDim))
-        return Status::invalid(n.label() + ": scale " + std::to_string(s) + " makes axis " + std::to_string(axes[i]) +
+        return Status::invalid(n.label() + ": scale " + std::string(shown) + " makes axis " + std::to_string(axes[i]) +
                                " larger than 2^31 - 1");
       p.scale[axes[i]] = s;
       p.out[axes[i]] = static_cast<int64_t>(size);

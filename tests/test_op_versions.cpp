@@ -1,6 +1,6 @@
 // Operators read at their own ONNX version (operators/onnx_versions.hpp) and ONNX local
 // functions inlined at load (frontends/onnx/onnx_functions.hpp). The corpora that check them
-// against outside outputs are ctest's onnx_node_tests_opset18 and onnx_local_functions.
+// against outside outputs are ctest's onnx_node_tests_1_23 and onnx_local_functions.
 #include <gtest/gtest.h>
 
 #include <filesystem>

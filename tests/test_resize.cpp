@@ -1,7 +1,7 @@
 // Resize (operators/resize.hpp) against hand-computed values; hostile parameters refused or
 // computed without undefined behaviour. ONNX's own 39 Resize node tests (every mode and
 // coordinate transformation, antialias, tf_crop_and_resize) are in the committed corpus
-// (ctest onnx_node_tests_opset18); every backend against the oracle in tests/test_backends.cpp.
+// (ctest onnx_node_tests_1_23); every backend against the oracle in tests/test_backends.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -125,6 +125,32 @@ case("slice_step_extreme", model([helper.make_node("Slice", ["x", "s", "e", "a",
                                  [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
                                   (("s", [0]), ("e", [2**63 - 1]), ("a", [1]), ("st", [2**63 - 1]))]),
      "")  # valid: one column; no overflow on the way
+# The ops of opsets 18 and later with sizes, counts or indices from the file.
+i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+case("tile_repeats_huge", model([helper.make_node("Tile", ["x", "r"], ["y"])], [f32("x", [4])], [f32("y", None)],
+                                [i64("r", [2**40])], opset=18), "beyond 2^31 - 1")
+case("tile_repeats_wrap", model([helper.make_node("Tile", ["x", "r"], ["y"])], [f32("x", [4, 4])], [f32("y", None)],
+                                [i64("r", [2**62, 2**62])], opset=18), "beyond 2^31 - 1")
+case("resize_sizes_huge", model([helper.make_node("Resize", ["x", "", "", "s"], ["y"])], [f32("x", [1, 1, 2, 2])],
+                                [f32("y", None)], [i64("s", [1, 1, 2**40, 2])], opset=19), "outside [0, 2^31 - 1]")
+case("resize_scales_huge", model([helper.make_node("Resize", ["x", "", "s"], ["y"])], [f32("x", [1, 1, 2, 2])],
+                                 [f32("y", None)],
+                                 [numpy_helper.from_array(np.array([1, 1, 1e30, 1], np.float32), "s")], opset=19),
+     "larger than 2^31 - 1")
+case("gathernd_tuple_too_long", model([helper.make_node("GatherND", ["x", "i"], ["y"])], [f32("x", [2, 2])],
+                                      [f32("y", None)], [i64("i", [[0, 0, 0, 0, 0]])], opset=18),
+     "index tuples of length 5")
+case("topk_k_huge", model([helper.make_node("TopK", ["x", "k"], ["v", "i"])], [f32("x", [4])],
+                          [f32("v", None), helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+                          [i64("k", [2**62])], opset=18), "is outside [0, 4]")
+case("cumsum_axis_huge", model([helper.make_node("CumSum", ["x", "a"], ["y"])], [f32("x", [4])], [f32("y", None)],
+                               [i64("a", 2**62)], opset=18), "out of range")
+case("scatternd_updates_shape", model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])], [f32("x", [4, 4])],
+                                      [f32("y", None)],
+                                      [i64("i", [[2**62]]), numpy_helper.from_array(np.zeros([2**3], np.float32), "u")],
+                                      opset=18), "updates [8] should be [1,4]")
+case("cast_to_int8", model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT8)], [f32("x", [4])],
+                           [f32("y", None)], opset=18), "element type INT8")
 # External data: outside the folder, not a file, or sizes that do not fit the file.
 ext = lambda init: model([helper.make_node("Add", ["x", "W"], ["y"])], [f32("x", [1, 4])], [f32("y", None)], [init])
 case("external_absolute", ext(external_init("W", [1, 4], "/etc/passwd")), "is an absolute path")
