@@ -23,6 +23,53 @@ class IndexedKernel : public Kernel {
   DType dtype_ = DType::kF32;
 };
 
+/// The element walk GatherElements and ScatterElements share: f(i, at) for every element i of
+/// the indices, `at` its data offset (the index along `axis`, the element's own position
+/// along the others); an index outside the axis is an error naming the node.
+template <class F>
+Status each_element_index(const Shape& data, const Shape& idx, int64_t axis, const int64_t* index,
+                          const std::string& label, F&& f) {
+  const size_t r = data.size();
+  const std::vector<int64_t> strides = row_major_strides(data);
+  std::vector<int64_t> pos(r, 0);
+  const int64_t n = shape_numel(idx), dim = data[static_cast<size_t>(axis)];
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t k = index[o];
+    if (k < -dim || k >= dim) return gather_index_error(label, k, o, dim);
+    if (k < 0) k += dim;
+    int64_t at = 0;
+    for (size_t d = 0; d < r; ++d) at += (static_cast<int64_t>(d) == axis ? k : pos[d]) * strides[d];
+    f(o, at);
+    for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+      if (++pos[d] < idx[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+/// The tuple walk GatherND and ScatterND share: f(t, at) for every index tuple t (batches
+/// first), `at` the data offset of the slice it picks; an index outside its axis is an error
+/// naming the node.
+template <class F>
+Status each_index_tuple(const GatherNDParams& p, const int64_t* index, const std::string& label, F&& f) {
+  const std::vector<int64_t> strides = row_major_strides(p.data);
+  const int64_t batch_stride = p.batch_dims > 0 ? strides[p.batch_dims - 1] : 0;
+  for (int64_t b = 0; b < p.batches; ++b)
+    for (int64_t t = 0; t < p.tuples; ++t) {
+      const int64_t tuple = b * p.tuples + t;
+      int64_t at = b * batch_stride;
+      for (int64_t k = 0; k < p.depth; ++k) {
+        const int64_t d = p.batch_dims + k, dim = p.data[d];
+        const int64_t i = index[tuple * p.depth + k];
+        if (i < -dim || i >= dim) return gather_index_error(label, i, tuple * p.depth + k, dim);
+        at += (i < 0 ? i + dim : i) * strides[d];
+      }
+      f(tuple, at);
+    }
+  return Status::ok();
+}
+
 // int64 sums wrap (two's complement, as numpy's), never overflow in C++.
 inline int64_t add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
 inline float add(float a, float b) { return a + b; }
@@ -74,8 +121,8 @@ class CumSumKernel final : public IndexedKernel {
 template <class F>
 void each_tile(const Shape& in, const Shape& out, F&& f) {
   const size_t r = in.size();
-  std::vector<int64_t> idx(r, 0), in_strides(r, 1);
-  for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * in[d + 1];
+  std::vector<int64_t> idx(r, 0);
+  const std::vector<int64_t> in_strides = row_major_strides(in);
   const int64_t n = shape_numel(out);
   for (int64_t o = 0; o < n; ++o) {
     int64_t from = 0;
@@ -125,27 +172,9 @@ class GatherElementsKernel final : public IndexedKernel {
     label_ = ctx.node->label();
     return Status::ok();
   }
-  /// Calls f(out_index, data_index) for every output element; an index outside the axis is
-  /// an error naming the node.
   template <class F>
   Status each(const int64_t* index, F&& f) const {
-    const size_t r = data_.size();
-    std::vector<int64_t> strides(r, 1), at(r, 0);
-    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) strides[d] = strides[d + 1] * data_[d + 1];
-    const int64_t n = shape_numel(idx_), dim = data_[static_cast<size_t>(axis_)];
-    for (int64_t o = 0; o < n; ++o) {
-      int64_t k = index[o];
-      if (k < -dim || k >= dim) return gather_index_error(label_, k, o, dim);
-      if (k < 0) k += dim;
-      int64_t from = 0;
-      for (size_t d = 0; d < r; ++d) from += (static_cast<int64_t>(d) == axis_ ? k : at[d]) * strides[d];
-      f(o, from);
-      for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
-        if (++at[d] < idx_[d]) break;
-        at[d] = 0;
-      }
-    }
-    return Status::ok();
+    return each_element_index(data_, idx_, axis_, index, label_, f);
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const size_t b = dtype_size(dtype_);
@@ -174,27 +203,9 @@ class GatherNDKernel final : public IndexedKernel {
     label_ = ctx.node->label();
     return Status::ok();
   }
-  /// Calls f(output_offset, data_offset) for every slice; an index outside its axis is an
-  /// error naming the node.
   template <class F>
   Status each(const int64_t* index, F&& f) const {
-    const size_t r = p_.data.size();
-    std::vector<int64_t> strides(r, 1);
-    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) strides[d] = strides[d + 1] * p_.data[d + 1];
-    const int64_t batch_stride = p_.batch_dims > 0 ? strides[p_.batch_dims - 1] : 0;
-    for (int64_t b = 0; b < p_.batches; ++b)
-      for (int64_t t = 0; t < p_.tuples; ++t) {
-        const int64_t at = b * p_.tuples + t;
-        int64_t from = b * batch_stride;
-        for (int64_t k = 0; k < p_.depth; ++k) {
-          const int64_t d = p_.batch_dims + k, dim = p_.data[d];
-          int64_t i = index[at * p_.depth + k];
-          if (i < -dim || i >= dim) return gather_index_error(label_, i, at * p_.depth + k, dim);
-          from += (i < 0 ? i + dim : i) * strides[d];
-        }
-        f(at * p_.slice, from);
-      }
-    return Status::ok();
+    return each_index_tuple(p_, index, label_, [&](int64_t t, int64_t at) { f(t * p_.slice, at); });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const size_t b = dtype_size(dtype_);
@@ -245,7 +256,9 @@ class ScatterKernel final : public Kernel {
     idx_ = ctx.inputs[1].shape;
     dtype_ = ctx.inputs[0].dtype;
     label_ = ctx.node->label();
-    if (!nd_) {
+    if (nd_) {
+      MOSAIC_ASSIGN_OR_RETURN(nd_params_, gather_nd_params(ctx));  // no batch_dims: one batch
+    } else {
       MOSAIC_ASSIGN_OR_RETURN(axis_, gather_elements_axis(ctx));
     }
     return Status::ok();
@@ -263,45 +276,17 @@ class ScatterKernel final : public Kernel {
       else
         for (int64_t k = 0; k < count; ++k) reduce_into(dst[0]->f32() + to + k, src[2]->f32()[from + k], red_);
     };
-    const size_t r = data_.size();
-    std::vector<int64_t> strides(r, 1);
-    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) strides[d] = strides[d + 1] * data_[d + 1];
-    if (nd_) {
-      const int64_t depth = idx_.back(), tuples = shape_numel(idx_) / std::max<int64_t>(depth, 1);
-      const int64_t slice = depth < static_cast<int64_t>(r) ? strides[depth - 1] : 1;
-      for (int64_t t = 0; t < tuples; ++t) {
-        int64_t to = 0;
-        for (int64_t k = 0; k < depth; ++k) {
-          const int64_t dim = data_[k];
-          int64_t i = index[t * depth + k];
-          if (i < -dim || i >= dim) return gather_index_error(label_, i, t * depth + k, dim);
-          to += (i < 0 ? i + dim : i) * strides[k];
-        }
-        put(to, t * slice, slice);
-      }
-      return Status::ok();
-    }
-    std::vector<int64_t> at(r, 0);
-    const int64_t n = shape_numel(idx_), dim = data_[static_cast<size_t>(axis_)];
-    for (int64_t o = 0; o < n; ++o) {
-      int64_t k = index[o];
-      if (k < -dim || k >= dim) return gather_index_error(label_, k, o, dim);
-      if (k < 0) k += dim;
-      int64_t to = 0;
-      for (size_t d = 0; d < r; ++d) to += (static_cast<int64_t>(d) == axis_ ? k : at[d]) * strides[d];
-      put(to, o, 1);
-      for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
-        if (++at[d] < idx_[d]) break;
-        at[d] = 0;
-      }
-    }
-    return Status::ok();
+    if (nd_) return each_index_tuple(nd_params_, index, label_, [&](int64_t t, int64_t at) {
+      put(at, t * nd_params_.slice, nd_params_.slice);
+    });
+    return each_element_index(data_, idx_, axis_, index, label_, [&](int64_t o, int64_t at) { put(at, o, 1); });
   }
 
  private:
   ScatterReduction red_ = ScatterReduction::kNone;
   bool nd_ = false;
   int64_t axis_ = 0;
+  GatherNDParams nd_params_;
   Shape data_, idx_;
   DType dtype_ = DType::kF32;
   std::string label_;
