@@ -315,7 +315,7 @@ void print_verify_tally(const VerifyReport& r, std::ostream& os) {
   std::map<std::string, std::set<std::string>> lacking;       // op -> backends without a kernel
   static const std::regex by_mosaic("operator (\\S+) is not supported by Mosaic");
   static const std::regex by_domain("no loaded plugin defines (\\S+);");
-  static const std::regex by_dtype("has element type (\\w+)");
+  static const std::regex by_dtype("element type ([A-Z][A-Z0-9]+)");  // ONNX's names (FLOAT8E4M3FN)
   static const std::regex no_kernel("backend '(\\S+)' has no kernel for (\\w+)");
   for (const auto& c : r.cases) {
     if (c.verdict != CaseVerdict::kUnsupported) continue;

@@ -107,6 +107,25 @@ const KernelTraits* KernelRegistry::traits(const std::string& backend, const std
   return e ? &e->traits : nullptr;
 }
 
+namespace {
+
+/// Whether every present input and output of the node has a type in `set`.
+Status check_dtypes(DTypeSet set, const KernelContext& ctx) {
+  auto check = [&](const std::vector<TensorDesc>& descs, const std::vector<bool>& present, const char* what) {
+    for (size_t i = 0; i < descs.size(); ++i) {
+      if (i < present.size() && !present[i]) continue;
+      if (!(set & dtype_bit(descs[i].dtype)))
+        return Status::unsupported(ctx.node->label() + ": " + what + " " + std::to_string(i) + " is " +
+                                   dtype_name(descs[i].dtype) + "; its kernel takes " + dtype_set_str(set));
+    }
+    return Status::ok();
+  };
+  MOSAIC_RETURN_IF_ERROR(check(ctx.inputs, ctx.input_present, "input"));
+  return check(ctx.outputs, ctx.output_present, "output");
+}
+
+}  // namespace
+
 Capability KernelRegistry::query(const std::string& backend, const KernelContext& ctx) const {
   Capability cap;
   if (!has_backend(backend)) {
@@ -120,6 +139,10 @@ Capability KernelRegistry::query(const std::string& backend, const KernelContext
   const Entry* e = entry(backend, ctx.node->op_type);
   if (!e) {
     cap.status = Status::unsupported("backend '" + backend + "' has no kernel for " + ctx.node->op_type);
+    return cap;
+  }
+  if (Status st = check_dtypes(e->traits.dtypes, ctx); !st.is_ok()) {
+    cap.status = st.with_context(backend);
     return cap;
   }
   if (e->traits.supports) {
@@ -183,6 +206,7 @@ BackendRegistration::BackendRegistration(KernelRegistry& registry, BackendInfo i
     : registry_(registry), name_(info.name), status_(registry.add_backend(std::move(info))) {}
 
 BackendRegistration& BackendRegistration::kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits) {
+  if (adapter_) adapter_(op_type, factory, traits);
   if (status_.is_ok()) status_ = registry_.add(name_, op_type, std::move(factory), std::move(traits));
   return *this;
 }

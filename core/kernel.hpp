@@ -129,6 +129,10 @@ struct KernelTraits {
   /// Empty: every node of the op. Creation may still decline where only the library knows
   /// (oneDNN's "no implementation for this configuration"); the plan records both alike.
   SupportCheck supports;
+  /// The element types it reads and writes: a node with any present input or output of
+  /// another type is declined with the type named, before `supports` is asked (which, like
+  /// the kernel, may then assume them).
+  DTypeSet dtypes = kBaseDTypes;
 };
 
 /// A backend's answer about one node, before any kernel is built (KernelRegistry::query).
@@ -228,7 +232,14 @@ class KernelRegistry {
 ///   return r.status();
 class BackendRegistration {
  public:
+  /// Rewrites each kernel before it is added (the naive oracle's element-type promotion,
+  /// core/promote.hpp): set once, it applies to every later kernel() call.
+  using Adapter = std::function<void(const std::string& op_type, KernelFactory& factory, KernelTraits& traits)>;
   BackendRegistration(KernelRegistry& registry, BackendInfo info);
+  BackendRegistration& adapt(Adapter adapter) {
+    adapter_ = std::move(adapter);
+    return *this;
+  }
   BackendRegistration& kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits = {});
   const std::string& name() const { return name_; }
   Status status() const { return status_; }
@@ -237,6 +248,7 @@ class BackendRegistration {
   KernelRegistry& registry_;
   std::string name_;
   Status status_;
+  Adapter adapter_;
 };
 
 /// Helper for kernels that are a plain function of the context.

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "ir/checked.hpp"
+#include "ir/elements.hpp"
 #include "ir/device.hpp"
 #include "ir/status.hpp"
 
@@ -33,9 +34,20 @@ std::string Status::to_string() const {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kI64: return 8;
-    case DType::kBool: return 1;
+    case DType::kF64:
+    case DType::kI64:
+    case DType::kU64: return 8;
+    case DType::kF32:
+    case DType::kI32:
+    case DType::kU32: return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+    case DType::kU16: return 2;
+    case DType::kBool:
+    case DType::kI8:
+    case DType::kU8: return 1;
+    case DType::kCount: break;
   }
   return 0;
 }
@@ -45,8 +57,32 @@ const char* dtype_name(DType dtype) {
     case DType::kF32: return "float32";
     case DType::kI64: return "int64";
     case DType::kBool: return "bool";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF64: return "float64";
+    case DType::kI8: return "int8";
+    case DType::kI16: return "int16";
+    case DType::kI32: return "int32";
+    case DType::kU8: return "uint8";
+    case DType::kU16: return "uint16";
+    case DType::kU32: return "uint32";
+    case DType::kU64: return "uint64";
+    case DType::kCount: break;
   }
   return "?";
+}
+
+bool dtype_is_float(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64; }
+bool dtype_is_integer(DType d) { return !dtype_is_float(d) && d != DType::kBool && d != DType::kCount; }
+bool dtype_is_signed(DType d) {
+  return dtype_is_float(d) || d == DType::kI8 || d == DType::kI16 || d == DType::kI32 || d == DType::kI64;
+}
+
+std::string dtype_set_str(DTypeSet set) {
+  std::string out;
+  for (unsigned i = 0; i < static_cast<unsigned>(DType::kCount); ++i)
+    if (set & (DTypeSet{1} << i)) out += (out.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(i)));
+  return out;
 }
 
 int64_t shape_numel(const Shape& shape) {
@@ -163,14 +199,9 @@ Tensor Tensor::clone(MemoryTracker* tracker) const {
   return t;
 }
 
-double Tensor::get(int64_t i) const {
-  switch (desc_.dtype) {
-    case DType::kF32: return f32()[i];
-    case DType::kI64: return static_cast<double>(i64()[i]);
-    case DType::kBool: return u8()[i];
-  }
-  return 0;
-}
+double Tensor::get(int64_t i) const { return load_f64(desc_.dtype, data(), i); }
+
+int64_t Tensor::get_i64(int64_t i) const { return load_i64(desc_.dtype, data(), i); }
 
 int64_t saturate_to_i64(double v) {
   // 2^63 is exactly representable; every double below it (and at or above -2^63) converts.
@@ -185,14 +216,7 @@ std::vector<int64_t> Tensor::to_i64_vector() const {
   // int64 values are copied as they are: through a double, INT64_MAX (an exporter's "to the
   // end" in Slice) would round to 2^63 and wrap to INT64_MIN.
   std::vector<int64_t> v(static_cast<size_t>(numel()));
-  for (int64_t i = 0; i < numel(); ++i) {
-    const auto k = static_cast<size_t>(i);
-    switch (desc_.dtype) {
-      case DType::kI64: v[k] = i64()[i]; break;
-      case DType::kBool: v[k] = u8()[i] != 0; break;
-      case DType::kF32: v[k] = saturate_to_i64(f32()[i]); break;
-    }
-  }
+  for (int64_t i = 0; i < numel(); ++i) v[static_cast<size_t>(i)] = get_i64(i);
   return v;
 }
 

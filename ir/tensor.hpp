@@ -13,12 +13,28 @@ namespace mosaic {
 
 class Device;
 
-/// Element types. float32 is the compute type; int64 carries shapes and indices;
-/// bool is only produced by ops such as Dropout's mask.
-enum class DType : uint8_t { kF32, kI64, kBool };
+/// Element types: ONNX's numeric types. float32 is the compute type of every backend; int64
+/// carries shapes and indices; bool comes from comparisons. The others are storage types
+/// that only some kernels take (KernelTraits::dtypes): the naive oracle computes float16 and
+/// bfloat16 in float32 and the narrow integers in int64, rounding and wrapping each result
+/// as ONNX does (core/promote.hpp); float64 and uint64 in their own width where an op
+/// implements them. The first three keep their values (stores and messages carry them).
+enum class DType : uint8_t { kF32, kI64, kBool, kF16, kBF16, kF64, kI8, kI16, kI32, kU8, kU16, kU32, kU64, kCount };
 
 size_t dtype_size(DType dtype);
+/// ONNX's spelling in lower case: "float32", "float16", "bfloat16", "int8", "uint64", ...
 const char* dtype_name(DType dtype);
+bool dtype_is_float(DType dtype);    ///< float16, bfloat16, float32, float64
+bool dtype_is_integer(DType dtype);  ///< int8..int64, uint8..uint64 (not bool)
+bool dtype_is_signed(DType dtype);   ///< the signed integers and the floats
+/// A set of element types, as a bit mask (KernelTraits::dtypes).
+using DTypeSet = uint32_t;
+constexpr DTypeSet dtype_bit(DType d) { return DTypeSet{1} << static_cast<unsigned>(d); }
+constexpr DTypeSet kAllDTypes = (DTypeSet{1} << static_cast<unsigned>(DType::kCount)) - 1;
+/// What kernels take unless they say otherwise: float32, int64 and bool.
+constexpr DTypeSet kBaseDTypes = dtype_bit(DType::kF32) | dtype_bit(DType::kI64) | dtype_bit(DType::kBool);
+/// "float32, int64, bool".
+std::string dtype_set_str(DTypeSet set);
 
 using Shape = std::vector<int64_t>;
 
@@ -157,6 +173,9 @@ class Tensor {
   Device* device() const { return buffer_ ? buffer_->device() : nullptr; }
   /// Reads element i as double whatever the dtype (for checks and printing).
   double get(int64_t i) const;
+  /// Reads element i of an integer or bool tensor exactly (uint64 above INT64_MAX wraps to
+  /// negative); a float element truncated toward zero and saturated (NaN: 0).
+  int64_t get_i64(int64_t i) const;
   /// Values as int64, exactly for int64 tensors (never through a double); float values are
   /// truncated toward zero and saturated (NaN: 0). Used for shape inputs.
   std::vector<int64_t> to_i64_vector() const;

@@ -13,6 +13,34 @@ Agreement compare_tensors(const Tensor& got, const Tensor& ref, double rtol, dou
     a.message = "shape " + shape_str(got.shape()) + " != expected " + shape_str(ref.shape());
     return a;
   }
+  if (got.dtype() != ref.dtype()) {
+    a.ok = false;
+    a.message = std::string("element type ") + dtype_name(got.dtype()) + " != expected " + dtype_name(ref.dtype());
+    return a;
+  }
+  // Integers and bools must match exactly (a tolerance would pass an index one off), compared
+  // as integers (a double rounds past 2^53).
+  if (!dtype_is_float(ref.dtype())) {
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      const int64_t g = got.get_i64(i), r = ref.get_i64(i);
+      const double err = std::fabs(static_cast<double>(g) - static_cast<double>(r));
+      a.max_abs = std::max(a.max_abs, err);
+      if (g != r && a.ok) {
+        a.ok = false;
+        a.worst = i;
+        a.worst_got = static_cast<double>(g);
+        a.worst_ref = static_cast<double>(r);
+        a.message = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " + std::to_string(r);
+      }
+    }
+    return a;
+  }
+  // float16 and bfloat16 hold 11 and 8 significant bits: two implementations that round
+  // inside an op at different points (a float32 accumulator against a float16 one) differ by
+  // a unit or two in the last place, so the relative tolerance is at least 4 and 2 units of
+  // the type's epsilon (2^-9, 2^-6).
+  if (ref.dtype() == DType::kF16) rtol = std::max(rtol, 1.0 / 512);
+  if (ref.dtype() == DType::kBF16) rtol = std::max(rtol, 1.0 / 64);
   double worst_excess = -1, diff2 = 0, ref2 = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
     const double g = got.get(i), r = ref.get(i);

@@ -1,4 +1,6 @@
-// Numerical agreement of two tensors: |got - ref| <= atol + rtol * |ref| element-wise.
+// Numerical agreement of two tensors of one shape and element type: floats within
+// |got - ref| <= atol + rtol * |ref| element-wise (rtol at least 2^-9 for float16 and 2^-6
+// for bfloat16, a few units in their last place); integers and bools exactly.
 #pragma once
 
 #include <string>

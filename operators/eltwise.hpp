@@ -331,6 +331,7 @@ inline const BinaryOpInfo& binary_info(BinaryOp op) { return kBinaryOps[static_c
 
 /// a OP b in float (computed in double, rounded once), or in int64 where the row has it.
 inline float binary_forward(BinaryOp op, float a, float b) { return static_cast<float>(binary_info(op).f(a, b)); }
+inline double binary_forward(BinaryOp op, double a, double b) { return binary_info(op).f(a, b); }
 inline int64_t binary_forward(BinaryOp op, int64_t a, int64_t b) {
   const auto fi = binary_info(op).fi;
   return fi ? fi(a, b) : 0;

@@ -13,9 +13,8 @@ using Descs = std::vector<TensorDesc>;
 
 Status numeric(const OpContext& c, size_t i) {
   const DType t = c.inputs[i].dtype;
-  if (t != DType::kF32 && t != DType::kI64)
-    return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(t) +
-                               " (Mosaic computes it on float32 and int64)");
+  if (t == DType::kBool)
+    return Status::invalid(c.node->label() + ": " + c.node->op_type + " takes a numeric tensor, got bool");
   return Status::ok();
 }
 
@@ -37,7 +36,7 @@ Expected<Descs> infer_tile(const OpContext& c) {
 }
 
 Expected<Descs> infer_gather_elements(const OpContext& c) {
-  if (c.inputs[1].dtype != DType::kI64)
+  if (!is_index_dtype(c.inputs[1].dtype))
     return Status::invalid(c.node->label() + ": indices must be int64 or int32, got " + dtype_name(c.inputs[1].dtype));
   const Shape& x = c.inputs[0].shape;
   const Shape& idx = c.inputs[1].shape;
@@ -55,8 +54,8 @@ Expected<Descs> infer_gather_elements(const OpContext& c) {
 }
 
 Expected<Descs> infer_gather_nd(const OpContext& c) {
-  if (c.inputs[1].dtype != DType::kI64)
-    return Status::invalid(c.node->label() + ": indices must be int64, got " + dtype_name(c.inputs[1].dtype));
+  if (!is_index_dtype(c.inputs[1].dtype))
+    return Status::invalid(c.node->label() + ": indices must be int64 or int32, got " + dtype_name(c.inputs[1].dtype));
   MOSAIC_ASSIGN_OR_RETURN(GatherNDParams p, gather_nd_params(c));
   const Shape& idx = c.inputs[1].shape;
   Shape out(idx.begin(), idx.end() - 1);
@@ -67,8 +66,8 @@ Expected<Descs> infer_gather_nd(const OpContext& c) {
 Status numeric_or_plain_scatter(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(ScatterReduction red, scatter_reduction(c));
   if (red != ScatterReduction::kNone) MOSAIC_RETURN_IF_ERROR(numeric(c, 0));
-  if (c.inputs[1].dtype != DType::kI64)
-    return Status::invalid(c.node->label() + ": indices must be int64, got " + dtype_name(c.inputs[1].dtype));
+  if (!is_index_dtype(c.inputs[1].dtype))
+    return Status::invalid(c.node->label() + ": indices must be int64 or int32, got " + dtype_name(c.inputs[1].dtype));
   if (c.inputs[2].dtype != c.inputs[0].dtype)
     return Status::invalid(c.node->label() + ": updates are " + dtype_name(c.inputs[2].dtype) + ", data " +
                            dtype_name(c.inputs[0].dtype));
@@ -124,12 +123,12 @@ Expected<CumSumParams> cumsum_params(const OpContext& ctx) {
   const Node& n = *ctx.node;
   const Tensor* axis_t = ctx.has_input(1) ? ctx.constant(1) : nullptr;
   if (!axis_t) return Status::unsupported(n.label() + ": axis must be a constant known at load time");
-  if (axis_t->numel() != 1 || axis_t->dtype() != DType::kI64)
+  if (axis_t->numel() != 1 || !is_index_dtype(axis_t->dtype()))
     return Status::invalid(n.label() + ": axis must be one int64 or int32 value");
   const Shape& x = ctx.inputs[0].shape;
   const int64_t r = static_cast<int64_t>(x.size());
-  if (r == 0) return Status::invalid(n.label() + ": CumSum of a scalar (rank >= 1 needed)");
-  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_t->i64()[0], r, n));
+  if (r == 0) return Status::invalid(n.label() + ": " + n.op_type + " of a scalar (rank >= 1 needed)");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axis_t->get_i64(0), r, n));
   CumSumParams p;
   for (int64_t d = 0; d < r; ++d) {
     if (d < axis) p.outer *= x[d];
@@ -232,6 +231,9 @@ void add_indexing_schemas(std::map<std::string, OpSchema>& t) {
   t["CumSum"].backward_flops = [](const OpContext& c) -> std::vector<double> {
     return {static_cast<double>(c.outputs[0].numel()), 0};  // the transposed running sum
   };
+  add("CumProd", 2, 2, infer_cumsum, f_cumsum, "running product along an axis (exclusive, reverse); no backward");
+  t["CumProd"].shape_inputs = {1};
+  t["CumProd"].non_trainable_inputs = {1};
   add("Tile", 2, 2, infer_tile, f_zero, "repeat the input along each axis");
   t["Tile"].shape_inputs = {1};
   t["Tile"].non_trainable_inputs = {1};

@@ -8,9 +8,9 @@ namespace {
 
 Expected<std::vector<TensorDesc>> infer_instance_norm(const OpContext& c) {
   for (size_t i = 0; i < 3; ++i)
-    if (c.inputs[i].dtype != DType::kF32)
+    if (!dtype_is_float(c.inputs[i].dtype))
       return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
-                                 dtype_name(c.inputs[i].dtype) + "; Mosaic computes InstanceNormalization in float32");
+                                 dtype_name(c.inputs[i].dtype) + "; InstanceNormalization takes floating-point tensors");
   MOSAIC_RETURN_IF_ERROR(instance_norm_params(c).status());
   return std::vector<TensorDesc>{c.inputs[0]};
 }
@@ -20,9 +20,9 @@ double f_instance_norm(const OpContext& c) { return 8.0 * static_cast<double>(c.
 
 Expected<std::vector<TensorDesc>> infer_rms_norm(const OpContext& c) {
   for (size_t i = 0; i < 2; ++i)
-    if (c.inputs[i].dtype != DType::kF32)
+    if (!dtype_is_float(c.inputs[i].dtype))
       return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
-                                 dtype_name(c.inputs[i].dtype) + "; Mosaic computes RMSNormalization in float32");
+                                 dtype_name(c.inputs[i].dtype) + "; RMSNormalization takes floating-point tensors");
   MOSAIC_RETURN_IF_ERROR(rms_norm_params(c).status());
   return std::vector<TensorDesc>{c.inputs[0]};
 }
@@ -69,7 +69,58 @@ Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx) {
   return p;
 }
 
+Expected<LpNormParams> lp_norm_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r == 0) return Status::invalid(n.label() + ": LpNormalization of a scalar");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(n.attr_int("axis", -1), r, n));
+  LpNormParams p;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? p.outer : d > axis ? p.inner : p.axis_dim) *= x[d];
+  p.p = static_cast<int>(n.attr_int("p", 2));
+  if (p.p != 1 && p.p != 2) return Status::invalid(n.label() + ": p must be 1 or 2, got " + std::to_string(p.p));
+  return p;
+}
+
+Expected<MvnParams> mvn_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const int64_t r = static_cast<int64_t>(ctx.inputs[0].shape.size());
+  MvnParams p;
+  p.reduced.assign(static_cast<size_t>(r), false);
+  for (int64_t a : n.attr_ints("axes", {0, 2, 3})) {
+    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(a, r, n));
+    if (p.reduced[static_cast<size_t>(axis)]) return Status::invalid(n.label() + ": axis " + std::to_string(a) + " repeated");
+    p.reduced[static_cast<size_t>(axis)] = true;
+  }
+  return p;
+}
+
+namespace {
+
+Expected<std::vector<TensorDesc>> infer_lp_norm(const OpContext& c) {
+  if (!dtype_is_float(c.inputs[0].dtype))
+    return Status::unsupported(c.node->label() + ": LpNormalization takes floating-point tensors");
+  MOSAIC_RETURN_IF_ERROR(lp_norm_params(c).status());
+  return std::vector<TensorDesc>{c.inputs[0]};
+}
+
+Expected<std::vector<TensorDesc>> infer_mvn(const OpContext& c) {
+  if (!dtype_is_float(c.inputs[0].dtype))
+    return Status::unsupported(c.node->label() + ": MeanVarianceNormalization takes floating-point tensors");
+  MOSAIC_RETURN_IF_ERROR(mvn_params(c).status());
+  return std::vector<TensorDesc>{c.inputs[0]};
+}
+
+double f_three_per_element(const OpContext& c) { return 3.0 * static_cast<double>(c.inputs[0].numel()); }
+double f_six_per_element(const OpContext& c) { return 6.0 * static_cast<double>(c.inputs[0].numel()); }
+
+}  // namespace
+
 void add_normalization_schemas(std::map<std::string, OpSchema>& table) {
+  add_schema(table, "LpNormalization", 1, 1, infer_lp_norm, f_three_per_element,
+             "x / (sum |x|^p)^(1/p) along axis, p 1 or 2 (0 where the norm is 0)");
+  add_schema(table, "MeanVarianceNormalization", 1, 1, infer_mvn, f_six_per_element,
+             "(x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9) over axes (default 0, 2, 3)");
   OpSchema& s = add_schema(table, "InstanceNormalization", 3, 3, infer_instance_norm, f_instance_norm,
                            "scale * (x - mean) / sqrt(var + epsilon) + B per channel of each image, over space");
   s.backward_flops = nullptr;

@@ -1,6 +1,7 @@
 // Normalisations: InstanceNormalization (each channel of each image over its spatial
-// positions) and RMSNormalization (opset 23: each row over the axes from `axis` on, by its
-// root mean square). Schemas and the parameters every kernel reads; LayerNormalization and
+// positions), RMSNormalization (opset 23: each row over the axes from `axis` on, by its
+// root mean square), LpNormalization (along one axis, by its L1 or L2 norm) and
+// MeanVarianceNormalization (over a set of axes, to mean 0 and variance 1). Schemas and the parameters every kernel reads; LayerNormalization and
 // BatchNormalization are in operators/params.hpp and schemas.cpp.
 #pragma once
 
@@ -28,6 +29,19 @@ struct RmsNormParams {
   float epsilon = 1e-5f;
 };
 Expected<RmsNormParams> rms_norm_params(const OpContext& ctx);
+
+/// LpNormalization: `outer` x `axis_dim` x `inner`, normalised along the middle axis.
+struct LpNormParams {
+  int64_t outer = 1, axis_dim = 1, inner = 1;
+  int p = 2;
+};
+Expected<LpNormParams> lp_norm_params(const OpContext& ctx);
+
+/// MeanVarianceNormalization: which axes of x are normalised over (default 0, 2, 3).
+struct MvnParams {
+  std::vector<bool> reduced;
+};
+Expected<MvnParams> mvn_params(const OpContext& ctx);
 
 void add_normalization_schemas(std::map<std::string, OpSchema>& table);
 

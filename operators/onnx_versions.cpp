@@ -58,6 +58,31 @@ std::string onnx_type_name(int64_t code) {
   return code >= 0 && code < n ? kNames[code] : "code " + std::to_string(code);
 }
 
+DType dtype_of_onnx(int64_t code) {
+  switch (code) {
+    case 1: return DType::kF32;
+    case 2: return DType::kU8;
+    case 3: return DType::kI8;
+    case 4: return DType::kU16;
+    case 5: return DType::kI16;
+    case 6: return DType::kI32;
+    case 7: return DType::kI64;
+    case 9: return DType::kBool;
+    case 10: return DType::kF16;
+    case 11: return DType::kF64;
+    case 12: return DType::kU32;
+    case 13: return DType::kU64;
+    case 16: return DType::kBF16;
+    default: return DType::kCount;
+  }
+}
+
+int32_t onnx_code_of(DType d) {
+  for (int32_t code = 1; code <= 16; ++code)
+    if (dtype_of_onnx(code) == d) return code;
+  return 0;
+}
+
 std::string version_ranges_str(const std::vector<VersionRange>& ranges) {
   std::string s;
   bool several = ranges.size() > 1;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/tensor.hpp"
+
 #include "ir/status.hpp"
 
 namespace mosaic {
@@ -30,6 +32,11 @@ int onnx_op_version(const std::string& op, int64_t opset);
 /// ONNX's name of a TensorProto element type code ("FLOAT16", "FLOAT8E5M2"), or
 /// "code N" for one no ONNX release defines.
 std::string onnx_type_name(int64_t code);
+/// The DType of a TensorProto element type code; kCount for a type Mosaic has no DType for
+/// (string, complex, the 2-, 4-, 6- and 8-bit floats and integers).
+DType dtype_of_onnx(int64_t code);
+/// The TensorProto element type code of a DType.
+int32_t onnx_code_of(DType dtype);
 
 /// An inclusive range of an op's ONNX versions.
 struct VersionRange {

@@ -133,15 +133,6 @@ struct PadParams {
   float value = 0.f;
   bool value_at_run_time = false;  ///< constant_value is a run-time input (read from src[2])
 };
-/// Cast to INT32: Mosaic stores int32 values widened to int64 (as int32 tensors load), so such
-/// a Cast computes int64 and wraps each value into int32's range (numpy's astype; a float
-/// beyond int64's range saturates first).
-inline bool cast_to_int32(const Node& node) { return node.op_type == "Cast" && node.attr_int("to", 1) == 6; }
-inline int64_t wrap_to_int32(int64_t v) {
-  const uint32_t low = static_cast<uint32_t>(static_cast<uint64_t>(v));
-  return low >= 0x80000000u ? static_cast<int64_t>(low) - (int64_t{1} << 32) : static_cast<int64_t>(low);
-}
-
 /// Needs the pads (and value) input to be constant for opset >= 11.
 Expected<PadParams> pad_params(const OpContext& ctx);
 

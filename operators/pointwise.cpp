@@ -10,10 +10,10 @@ namespace {
 Expected<std::vector<TensorDesc>> infer_pointwise(const OpContext& c) {
   const PointwiseOpInfo& info = pointwise_info(*pointwise_op_of(c.node->op_type));
   const DType t = c.inputs[0].dtype;
-  const bool ok = (t == DType::kF32 && info.floats) || (t == DType::kI64 && info.integers);
+  const bool ok = (dtype_is_float(t) && info.floats) || (dtype_is_integer(t) && info.integers);
   if (!ok)
     return Status::unsupported(c.node->label() + ": " + info.name + " of " + dtype_name(t) + " (Mosaic computes it on " +
-                               (info.floats && info.integers ? "float32 and int64" : info.floats ? "float32" : "int64") +
+                               (info.floats && info.integers ? "floats and integers" : info.floats ? "floats" : "integers") +
                                ")");
   Shape out = c.inputs[0].shape;
   if (info.arity == 2) {

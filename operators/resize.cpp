@@ -31,10 +31,10 @@ double keys_cubic(double x, double a) {  // Keys' cubic convolution kernel
 }
 
 Expected<std::vector<TensorDesc>> infer_resize(const OpContext& c) {
-  if (c.inputs[0].dtype != DType::kF32)
-    return Status::unsupported(c.node->label() + ": Resize of " + dtype_name(c.inputs[0].dtype) + " (float32 only)");
+  if (!dtype_is_float(c.inputs[0].dtype))
+    return Status::unsupported(c.node->label() + ": Resize of " + dtype_name(c.inputs[0].dtype) + " (floats only)");
   MOSAIC_ASSIGN_OR_RETURN(ResizeParams p, resize_params(c));
-  return std::vector<TensorDesc>{{DType::kF32, p.out}};
+  return std::vector<TensorDesc>{{c.inputs[0].dtype, p.out}};
 }
 
 double f_resize(const OpContext& c) {

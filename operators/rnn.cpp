@@ -107,7 +107,7 @@ Expected<RnnParams> rnn_params(const OpContext& ctx) {
   p.has_lens = ctx.has_input(4);
   if (p.has_lens) {
     MOSAIC_RETURN_IF_ERROR(need(4, {p.batch}, "sequence_lens"));
-    if (in[4].dtype != DType::kI64)
+    if (in[4].dtype != DType::kI64 && in[4].dtype != DType::kI32)
       return Status::invalid(n.label() + ": sequence_lens '" + n.inputs[4] + "' must be an integer tensor");
   }
   // Layout 1 puts the batch first in the states too.

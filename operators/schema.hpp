@@ -48,6 +48,9 @@ OpSchema& add_schema(std::map<std::string, OpSchema>& table, const std::string& 
                      int max_inputs, Expected<std::vector<TensorDesc>> (*infer)(const OpContext&),
                      double (*flops)(const OpContext&), std::string summary);
 
+/// The element types of index inputs (Gather's indices, ScatterND's): int64 and int32.
+inline bool is_index_dtype(DType d) { return d == DType::kI64 || d == DType::kI32; }
+
 /// Whether a custom operator's schema could be added: a domain other than ONNX's, an op
 /// type no schema has, `infer` and `flops` given, a consistent arity.
 Status check_schema(const OpSchema& schema);

@@ -9,6 +9,10 @@
 #include "operators/eltwise.hpp"
 #include "operators/indexing.hpp"
 #include "operators/normalization.hpp"
+#include "operators/einsum.hpp"
+#include "operators/grid_sample.hpp"
+#include "operators/loss_ops.hpp"
+#include "operators/onnx_attention.hpp"
 #include "operators/params.hpp"
 #include "operators/pointwise.hpp"
 #include "operators/reduce.hpp"
@@ -27,10 +31,11 @@ using Result = Expected<Descs>;
 
 const TensorDesc& in0(const OpContext& c) { return c.inputs[0]; }
 
+/// A floating-point input (float16, bfloat16, float32, float64: ONNX's T of the float ops).
 Status need_float(const OpContext& c, size_t i) {
-  if (c.inputs[i].dtype != DType::kF32)
+  if (!dtype_is_float(c.inputs[i].dtype))
     return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
-                               dtype_name(c.inputs[i].dtype) + "; Mosaic computes in float32");
+                               dtype_name(c.inputs[i].dtype) + "; " + c.node->op_type + " takes floating-point tensors");
   return Status::ok();
 }
 
@@ -61,7 +66,7 @@ Result infer_dropout(const OpContext& c) {
 /// An element-wise op of the table (operators/eltwise.hpp): float in, the same out; its
 /// extra inputs (Clip's bounds) are scalars.
 Result infer_unary(const OpContext& c) {
-  if (!(in0(c).dtype == DType::kI64 && unary_takes_int64(*unary_op_of(c.node->op_type))))
+  if (!(dtype_is_integer(in0(c).dtype) && unary_takes_int64(*unary_op_of(c.node->op_type))))
     MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   for (size_t i = 1; i < c.inputs.size(); ++i)
     if (c.has_input(i) && c.inputs[i].numel() != 1)
@@ -72,7 +77,7 @@ Result infer_unary(const OpContext& c) {
 
 /// A reduction (operators/reduce.hpp): float32 or int64 in, the same out.
 Result infer_reduce(const OpContext& c) {
-  if (c.inputs[0].dtype != DType::kF32 && c.inputs[0].dtype != DType::kI64)
+  if (c.inputs[0].dtype == DType::kBool)
     return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(c.inputs[0].dtype));
   auto p = reduce_params(c);
   if (!p.ok()) return p.status();
@@ -120,9 +125,9 @@ Result infer_binary(const OpContext& c) {
     return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(c.inputs[0].dtype) + " vs " +
                            dtype_name(c.inputs[1].dtype) + ")");
   if (c.inputs[0].dtype == DType::kBool) return Status::unsupported(c.node->label() + ": bool arithmetic");
-  if (c.inputs[0].dtype != DType::kF32 && !binary_info(*binary_op_of(c.node->op_type)).fi)
+  if (!dtype_is_float(c.inputs[0].dtype) && !binary_info(*binary_op_of(c.node->op_type)).fi)
     return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(c.inputs[0].dtype) +
-                               " (float32 only)");
+                               " (floating-point only)");
   auto s = broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape);
   if (!s.ok()) return s.status().with_context(c.node->label());
   return Descs{{c.inputs[0].dtype, s.value()}};
@@ -134,7 +139,7 @@ Result infer_conv(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(ConvParams p, conv_params(c));
   Shape out{p.n, p.oc};
   out.insert(out.end(), p.win.out.begin(), p.win.out.end());
-  return Descs{{DType::kF32, out}};
+  return Descs{{in0(c).dtype, out}};
 }
 
 Result infer_pool(const OpContext& c) {
@@ -142,7 +147,7 @@ Result infer_pool(const OpContext& c) {
   MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(c));
   Shape out{p.n, p.c};
   out.insert(out.end(), p.win.out.begin(), p.win.out.end());
-  Descs res{{DType::kF32, out}};
+  Descs res{{in0(c).dtype, out}};
   if (c.node->has_output(1)) {
     if (c.node->op_type != "MaxPool") return Status::invalid(c.node->label() + ": only MaxPool has a second output");
     res.push_back({DType::kI64, out});
@@ -154,7 +159,7 @@ Result infer_gemm(const OpContext& c) {
   for (size_t i = 0; i < c.inputs.size(); ++i)
     if (c.has_input(i)) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
   MOSAIC_ASSIGN_OR_RETURN(GemmParams p, gemm_params(c));
-  return Descs{{DType::kF32, {p.m, p.n}}};
+  return Descs{{in0(c).dtype, {p.m, p.n}}};
 }
 
 Result infer_matmul(const OpContext& c) {
@@ -162,7 +167,7 @@ Result infer_matmul(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(need_float(c, 1));
   auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
   if (!p.ok()) return p.status().with_context(c.node->label());
-  return Descs{{DType::kF32, p->out}};
+  return Descs{{in0(c).dtype, p->out}};
 }
 
 Result infer_flatten(const OpContext& c) {
@@ -308,15 +313,11 @@ Result infer_lrn(const OpContext& c) {
 // ---- folding-only ops -------------------------------------------------------------------
 
 Expected<DType> onnx_dtype(int64_t code, const Node& node) {
-  switch (code) {
-    case 1: return DType::kF32;
-    case 7: return DType::kI64;
-    case 6: return DType::kI64;  // INT32: widened, as int32 tensors load; Cast wraps the values (cast_to_int32)
-    case 9: return DType::kBool;
-    default:
-      return Status::unsupported(node.label() + ": element type " + onnx_type_name(code) +
-                                 " (Mosaic computes float32, int64 and bool)");
-  }
+  const DType d = dtype_of_onnx(code);
+  if (d == DType::kCount)
+    return Status::unsupported(node.label() + ": element type " + onnx_type_name(code) +
+                               " (Mosaic has the floats of 16, 32 and 64 bits, the integers of 8 to 64 bits and bool)");
+  return d;
 }
 
 Result infer_constant(const OpContext& c) {
@@ -353,16 +354,17 @@ Result infer_size(const OpContext&) { return Descs{{DType::kI64, {}}}; }
 /// Sum, Mean, Max, Min: float32 operands; Max and Min also int64 ones (compared exactly).
 Result infer_variadic(const OpContext& c) {
   Shape out = in0(c).shape;
-  const bool integers = in0(c).dtype == DType::kI64 && (c.node->op_type == "Max" || c.node->op_type == "Min");
+  const bool integers = dtype_is_integer(in0(c).dtype) && (c.node->op_type == "Max" || c.node->op_type == "Min");
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    if (integers && c.inputs[i].dtype != DType::kI64)
-      return Status::invalid(c.node->label() + ": operand dtypes differ (int64 vs " + dtype_name(c.inputs[i].dtype) + ")");
+    if (c.inputs[i].dtype != in0(c).dtype)
+      return Status::invalid(c.node->label() + ": operand dtypes differ (" + dtype_name(in0(c).dtype) + " vs " +
+                             dtype_name(c.inputs[i].dtype) + ")");
     if (!integers) MOSAIC_RETURN_IF_ERROR(need_float(c, i));
     auto s = broadcast_shapes(out, c.inputs[i].shape);
     if (!s.ok()) return s.status().with_context(c.node->label());
     out = s.value();
   }
-  return Descs{{integers ? DType::kI64 : DType::kF32, out}};
+  return Descs{{in0(c).dtype, out}};
 }
 
 /// Expand(x, shape): x broadcast with a constant shape (numpy rules, either side may be 1).
@@ -385,8 +387,8 @@ Result infer_range(const OpContext& c) {
   for (size_t i = 0; i < 3; ++i)
     if (v[i]->numel() != 1 || v[i]->dtype() != v[0]->dtype() || v[i]->dtype() == DType::kBool)
       return Status::invalid(c.node->label() + ": start, limit and delta must be numeric scalars of one dtype");
-  if (v[0]->dtype() == DType::kI64) {  // exactly, in 128 bits: a double rounds past 2^53
-    const __int128 start = v[0]->i64()[0], limit = v[1]->i64()[0], delta = v[2]->i64()[0];
+  if (dtype_is_integer(v[0]->dtype())) {  // exactly, in 128 bits: a double rounds past 2^53
+    const __int128 start = v[0]->get_i64(0), limit = v[1]->get_i64(0), delta = v[2]->get_i64(0);
     if (delta == 0) return Status::invalid(c.node->label() + ": delta must be non-zero");
     const __int128 span = limit - start;
     // ceil(span / delta), truncating division rounded up where the signs agree
@@ -394,7 +396,7 @@ Result infer_range(const OpContext& c) {
     if (n > kMaxDim)
       return Status::invalid(c.node->label() + ": " + std::to_string(static_cast<long double>(n)) +
                              " elements, above the largest dimension Mosaic accepts");
-    return Descs{{DType::kI64, {n > 0 ? static_cast<int64_t>(n) : 0}}};
+    return Descs{{v[0]->dtype(), {n > 0 ? static_cast<int64_t>(n) : 0}}};
   }
   const double start = v[0]->get(0), limit = v[1]->get(0), delta = v[2]->get(0);
   if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
@@ -419,7 +421,7 @@ Result infer_trilu(const OpContext& c) {
 
 /// ArgMax / ArgMin: int64 indices along one axis (kept as 1 with keepdims).
 Result infer_arg_extreme(const OpContext& c) {
-  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  if (in0(c).dtype == DType::kBool) return Status::invalid(c.node->label() + ": takes a numeric tensor, got bool");
   const Shape& x = in0(c).shape;
   MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), static_cast<int64_t>(x.size()), *c.node));
   if (x.empty() || x[static_cast<size_t>(axis)] == 0)
@@ -433,7 +435,8 @@ Result infer_arg_extreme(const OpContext& c) {
 
 Result infer_gather(const OpContext& c) {
   const Shape& x = in0(c).shape;
-  if (c.inputs[1].dtype != DType::kI64) return Status::unsupported(c.node->label() + ": indices must be int64");
+  if (!is_index_dtype(c.inputs[1].dtype))
+    return Status::invalid(c.node->label() + ": indices must be int64 or int32, got " + dtype_name(c.inputs[1].dtype));
   MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c.node->attr_int("axis", 0), static_cast<int64_t>(x.size()), *c.node));
   Shape out(x.begin(), x.begin() + axis);
   out.insert(out.end(), c.inputs[1].shape.begin(), c.inputs[1].shape.end());
@@ -496,8 +499,7 @@ Result infer_cast(const OpContext& c) {
   return Descs{{to, in0(c).shape}};
 }
 
-/// CastLike(x, like): Cast to like's element type (int32 tensors load widened, so a CastLike
-/// to one gives int64, without Cast-to-INT32's wrap).
+/// CastLike(x, like): Cast to like's element type.
 Result infer_cast_like(const OpContext& c) { return Descs{{c.inputs[1].dtype, in0(c).shape}}; }
 
 }  // namespace
@@ -741,6 +743,7 @@ std::map<std::string, OpSchema> build_table() {
   add("Pad", 1, 4, 1, 1, infer_pad, f_zero, false, "constant / reflect / edge / wrap padding");
   add("Softmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "exp(x) / sum exp(x) along axis");
   add("LogSoftmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "x - log sum exp(x) along axis");
+  add("Hardmax", 1, 1, 1, 1, infer_softmax, f_softmax, false, "1 at the first largest x along axis, 0 elsewhere");
   add("BatchNormalization", 5, 5, 1, 5, infer_bn, f_bn, false, "inference: scale * (x - mean) / sqrt(var + eps) + B");
   t["BatchNormalization"].non_trainable_inputs = {3, 4};
   add("LRN", 1, 1, 1, 1, infer_lrn, f_lrn, false, "local response normalisation across channels");
@@ -788,7 +791,7 @@ std::map<std::string, OpSchema> build_table() {
   add("Unsqueeze", 1, 2, 1, 1, infer_unsqueeze, f_zero, true, "insert unit axes");
   add("Squeeze", 1, 2, 1, 1, infer_squeeze, f_zero, true, "remove unit axes");
   add("Slice", 1, 5, 1, 1, infer_slice, f_zero, true, "strided slice");
-  add("Cast", 1, 1, 1, 1, infer_cast, f_zero, true, "convert element type (float32, int64, bool)");
+  add("Cast", 1, 1, 1, 1, infer_cast, f_zero, true, "convert element type (every float, integer and bool type)");
   add("CastLike", 2, 2, 1, 1, infer_cast_like, f_zero, true, "convert to the element type of the second input");
   t["CastLike"].non_trainable_inputs = {1};
   // Shapes, axes, counts and positions given as inputs (Gather's indices and the recurrent
@@ -809,6 +812,10 @@ std::map<std::string, OpSchema> build_table() {
   add_indexing_schemas(t);
   add_resize_schema(t);
   add_normalization_schemas(t);
+  add_onnx_attention_schema(t);
+  add_loss_op_schemas(t);
+  add_einsum_schema(t);
+  add_grid_sample_schema(t);
   set_versions(t);
   return t;
 }

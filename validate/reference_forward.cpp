@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "ir/elements.hpp"
 #include "backends/common/broadcast.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/movement.hpp"
@@ -737,13 +738,17 @@ Status ReferenceForward::Impl::select(Step& s) {
                       [&](int64_t i, const std::array<int64_t, 2>& o) { y.v[i] = f(x[o[0]], b[o[1]]) ? 1.0 : 0.0; });
   } else if (op == "Not") {
     for (size_t i = 0; i < x.size(); ++i) y.v[i] = x[i] != 0 ? 0.0 : 1.0;
-  } else {  // Cast: float keeps its value; int64 truncates toward zero (int32 wraps); bool is nonzero
+  } else {  // Cast: a float keeps its value; an integer truncates toward zero and wraps to its width; bool is nonzero
     const DType to = descs[s.out[0]].dtype;
-    const bool int32 = cast_to_int32(*s.node);
-    for (size_t i = 0; i < x.size(); ++i)
-      y.v[i] = to == DType::kBool ? (x[i] != 0 ? 1.0 : 0.0)
-               : to == DType::kI64 ? (int32 ? static_cast<double>(wrap_to_int32(saturate_to_i64(x[i]))) : std::trunc(x[i]))
-                                   : x[i];
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (dtype_is_float(to)) {
+        y.v[i] = x[i];
+        continue;
+      }
+      alignas(8) unsigned char one[8];
+      store_f64(to, one, 0, x[i]);
+      y.v[i] = load_f64(to, one, 0);
+    }
   }
   return Status::ok();
 }
@@ -894,11 +899,7 @@ Status ReferenceForward::Impl::on_float_kernel(Step& s) {
     }
     srcs[i] = Tensor::empty(descs[s.in[i]]);
     const std::vector<double>& v = values[s.in[i]].v;
-    for (size_t e = 0; e < v.size(); ++e) switch (srcs[i].dtype()) {
-        case DType::kF32: srcs[i].f32()[e] = static_cast<float>(v[e]); break;
-        case DType::kI64: srcs[i].i64()[e] = static_cast<int64_t>(v[e]); break;
-        case DType::kBool: srcs[i].u8()[e] = v[e] != 0; break;
-      }
+    for (size_t e = 0; e < v.size(); ++e) store_f64(srcs[i].dtype(), srcs[i].data(), static_cast<int64_t>(e), v[e]);
     src.push_back(&srcs[i]);
   }
   for (size_t i = 0; i < s.out.size(); ++i) {

@@ -70,26 +70,27 @@ Status each_index_tuple(const GatherNDParams& p, const int64_t* index, const std
   return Status::ok();
 }
 
-// int64 sums wrap (two's complement, as numpy's), never overflow in C++.
+// int64 sums and products wrap (two's complement, as numpy's), never overflow in C++.
 inline int64_t add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
 inline float add(float a, float b) { return a + b; }
+inline int64_t mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+inline float mul(float a, float b) { return a * b; }
+inline double add(double a, double b) { return a + b; }
+inline double mul(double a, double b) { return a * b; }
 
-/// y[o, k, i] = sum of x[o, j, i] over j <= k (exclusive: j < k; reverse: j >= k or j > k).
+/// y[o, k, i] = sum (or product) of x[o, j, i] over j <= k (exclusive: j < k; reverse: j >= k
+/// or j > k).
 template <class T>
-void running_sum(const T* x, T* y, const CumSumParams& p, bool reverse, bool exclusive) {
+void running_sum(const T* x, T* y, const CumSumParams& p, bool reverse, bool exclusive, bool product = false) {
   for (int64_t o = 0; o < p.outer; ++o)
     for (int64_t i = 0; i < p.inner; ++i) {
-      T acc = 0;
+      T acc = product ? 1 : 0;
       for (int64_t s = 0; s < p.axis_dim; ++s) {
         const int64_t k = reverse ? p.axis_dim - 1 - s : s;
         const int64_t at = (o * p.axis_dim + k) * p.inner + i;
-        if (exclusive) {
-          y[at] = acc;
-          acc = add(acc, x[at]);
-        } else {
-          acc = add(acc, x[at]);
-          y[at] = acc;
-        }
+        if (exclusive) y[at] = acc;
+        acc = product ? mul(acc, x[at]) : add(acc, x[at]);
+        if (!exclusive) y[at] = acc;
       }
     }
 }
@@ -99,13 +100,18 @@ class CumSumKernel final : public IndexedKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, cumsum_params(ctx));
     dtype_ = ctx.inputs[0].dtype;
+    product_ = ctx.node->op_type == "CumProd";
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    if (dtype_ == DType::kI64) running_sum(src[0]->i64(), dst[0]->i64(), p_, p_.reverse, p_.exclusive);
-    else running_sum(src[0]->f32(), dst[0]->f32(), p_, p_.reverse, p_.exclusive);
+    if (dtype_ == DType::kI64) running_sum(src[0]->i64(), dst[0]->i64(), p_, p_.reverse, p_.exclusive, product_);
+    else if (dtype_ == DType::kF64)
+      running_sum(static_cast<const double*>(src[0]->data()), static_cast<double*>(dst[0]->data()), p_, p_.reverse,
+                  p_.exclusive, product_);
+    else running_sum(src[0]->f32(), dst[0]->f32(), p_, p_.reverse, p_.exclusive, product_);
     return Status::ok();
   }
+  bool has_backward() const override { return !product_ && IndexedKernel::has_backward(); }
   /// The transpose of a running sum is the running sum the other way.
   Status backward(const BackwardArgs& a) override {
     float* dx = zeroed_grad(a, 0);
@@ -115,6 +121,7 @@ class CumSumKernel final : public IndexedKernel {
 
  private:
   CumSumParams p_;
+  bool product_ = false;  ///< CumProd
 };
 
 /// Calls f(out_index, in_index) for every element of a tiled output.
@@ -339,7 +346,10 @@ void register_indexing_kernels(BackendRegistration& r) {
   r.kernel("ScatterND", make_factory<ScatterKernel>());
   r.kernel("TopK", make_factory<TopKKernel>());
   r.kernel("GatherND", make_factory<GatherNDKernel>());
-  r.kernel("CumSum", make_factory<CumSumKernel>());
+  // float64 in its own width; the rest as KernelTraits' default (naive widens the others).
+  const KernelTraits f64{LayoutUse::kNone, nullptr, kBaseDTypes | dtype_bit(DType::kF64)};
+  r.kernel("CumSum", make_factory<CumSumKernel>(), f64);
+  r.kernel("CumProd", make_factory<CumSumKernel>(), f64);
   r.kernel("Tile", make_factory<TileKernel>());
   r.kernel("GatherElements", make_factory<GatherElementsKernel>());
 }

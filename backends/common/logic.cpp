@@ -23,13 +23,24 @@ class CompareKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     uint8_t* y = dst[0]->u8();
-    if (src[0]->dtype() == DType::kI64) {  // exactly: a double rounds integers past 2^53
+    const DType t = src[0]->dtype();
+    if (t == DType::kI64) {  // exactly: a double rounds integers past 2^53
       const auto fi = compare_info(op_).fi;
       const int64_t* a = src[0]->i64();
       const int64_t* b = src[1]->i64();
       each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) { y[i] = fi(a[o[0]], b[o[1]]); });
       return Status::ok();
     }
+    if (dtype_is_integer(t)) {  // every other integer as int64; uint64 with its top bit flipped keeps its order
+      const auto fi = compare_info(op_).fi;
+      const uint64_t flip = t == DType::kU64 ? uint64_t{1} << 63 : 0;
+      auto at = [&](const Tensor& x, int64_t i) { return static_cast<int64_t>(static_cast<uint64_t>(x.get_i64(i)) ^ flip); };
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
+        y[i] = fi(at(*src[0], o[0]), at(*src[1], o[1]));
+      });
+      return Status::ok();
+    }
+    // floats (float16 and bfloat16 read exactly as double) and bool
     const auto f = compare_info(op_).f;
     each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
       y[i] = f(src[0]->get(o[0]), src[1]->get(o[1]));
@@ -135,10 +146,12 @@ class ExpandKernel final : public Kernel {
 }  // namespace
 
 void register_logic_kernels(BackendRegistration& r) {
-  r.kernel("Expand", make_factory<ExpandKernel>());
-  for (const auto& c : kCompareOps) r.kernel(c.name, make_factory<CompareKernel>());
+  // Every element type: Expand and Where move bytes, the comparisons read each type exactly.
+  const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
+  r.kernel("Expand", make_factory<ExpandKernel>(), any);
+  for (const auto& c : kCompareOps) r.kernel(c.name, make_factory<CompareKernel>(), any);
   r.kernel("Not", make_factory<NotKernel>());
-  r.kernel("Where", make_factory<WhereKernel>());
+  r.kernel("Where", make_factory<WhereKernel>(), any);
 }
 
 }  // namespace mosaic

@@ -1,5 +1,7 @@
 #include "backends/common/movement.hpp"
 
+#include "ir/elements.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -478,13 +480,7 @@ class PadKernel final : public IndexMapKernel {
     out_shape_ = ctx.outputs[0].shape;
     const DType dt = ctx.inputs[0].dtype;
     esize_ = dtype_size(dt);
-    if (dt == DType::kF32) std::memcpy(fill_, &p.value, 4);
-    else if (dt == DType::kI64) {
-      int64_t v = static_cast<int64_t>(p.value);
-      std::memcpy(fill_, &v, 8);
-    } else {
-      fill_[0] = p.value != 0;
-    }
+    store_f64(dt, fill_, 0, p.value);
     map_ = pad_axis_maps(p, in_shape_, out_shape_);
     if (!map_.empty()) build_runs();
     return Status::ok();
@@ -521,7 +517,8 @@ class GatherKernel final : public Kernel {
     const auto* in = static_cast<const char*>(src[0]->data());
     auto* out = static_cast<char*>(dst[0]->data());
     const int64_t ni = src[1]->numel();
-    const int64_t* idx = src[1]->i64();
+    std::vector<int64_t> widened;
+    const int64_t* idx = indices_i64(*src[1], widened);
     for (int64_t j = 0; j < ni; ++j) MOSAIC_RETURN_IF_ERROR(index(idx, j).status());  // all, before any copy
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t j = 0; j < ni; ++j) {
@@ -539,7 +536,8 @@ class GatherKernel final : public Kernel {
     std::fill(dx, dx + a.diff_src[0]->numel(), 0.f);
     const float* dy = a.diff_dst[0]->f32();
     const int64_t ni = a.src[1]->numel(), inner = inner_bytes_ / static_cast<int64_t>(sizeof(float));
-    const int64_t* idx = a.src[1]->i64();
+    std::vector<int64_t> widened;
+    const int64_t* idx = indices_i64(*a.src[1], widened);
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t j = 0; j < ni; ++j, dy += inner) {
         float* row = dx + (o * axis_dim_ + index(idx, j).value()) * inner;  // checked in forward
@@ -555,37 +553,21 @@ class GatherKernel final : public Kernel {
   std::string label_;
 };
 
+/// Cast and CastLike between every pair of element types (convert_elements, ir/elements.hpp).
 class CastKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     from_ = ctx.inputs[0].dtype;
     to_ = ctx.outputs[0].dtype;
-    int32_ = cast_to_int32(*ctx.node);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const Tensor& x = *src[0];
-    Tensor& y = *dst[0];
-    // int64 is read as int64 (a double would round values past 2^53), and rounded to float
-    // once; float to int64 truncates toward zero and saturates (NaN: 0), where C++'s own
-    // conversion is undefined and x86 gives INT64_MIN.
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      switch (to_) {
-        case DType::kF32: y.f32()[i] = from_ == DType::kI64 ? static_cast<float>(x.i64()[i]) : static_cast<float>(x.get(i)); break;
-        case DType::kI64: {
-          const int64_t v = from_ == DType::kI64 ? x.i64()[i] : saturate_to_i64(x.get(i));
-          y.i64()[i] = int32_ ? wrap_to_int32(v) : v;
-          break;
-        }
-        case DType::kBool: y.u8()[i] = from_ == DType::kI64 ? x.i64()[i] != 0 : x.get(i) != 0; break;
-      }
-    }
+    convert_elements(from_, src[0]->data(), to_, dst[0]->data(), src[0]->numel());
     return Status::ok();
   }
 
  private:
   DType from_ = DType::kF32, to_ = DType::kF32;
-  bool int32_ = false;
 };
 
 class ShapeKernel final : public Kernel {
@@ -664,7 +646,9 @@ class ConstantOfShapeKernel final : public Kernel {
 KernelFactory view_kernel_factory() { return make_factory<ViewKernel>(); }
 
 void register_view_kernels(BackendRegistration& r) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.kernel(op, make_factory<ViewKernel>());
+  // Views and copies move bytes: every element type.
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    r.kernel(op, make_factory<ViewKernel>(), {LayoutUse::kNone, nullptr, kAllDTypes});
   r.kernel("Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
     if (ctx.training) return make_factory<DropoutTrainKernel>()(ctx);
     if (ctx.has_output(1)) return make_factory<DropoutKernel>()(ctx);
@@ -689,7 +673,7 @@ void register_movement_kernel(BackendRegistration& r, const std::string& op) {
     });
     return;
   }
-  r.kernel(op, it->second);
+  r.kernel(op, it->second, {LayoutUse::kNone, nullptr, kAllDTypes});  // each moves bytes (or converts: Cast)
 }
 
 }  // namespace mosaic

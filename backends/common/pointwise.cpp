@@ -15,6 +15,14 @@ class PointwiseKernel final : public Kernel {
     args_.detect_positive = ctx.node->attr_int("detect_positive", 1) != 0;
     args_.detect_negative = ctx.node->attr_int("detect_negative", 1) != 0;
     args_.fmod = ctx.node->attr_int("fmod", 0) != 0;
+    const std::string direction = ctx.node->attr_string("direction", "");
+    if (op_ == PointwiseOp::kBitShift && direction != "LEFT" && direction != "RIGHT")
+      return Status::invalid(ctx.node->label() + ": direction must be LEFT or RIGHT, got '" + direction + "'");
+    args_.shift_left = direction == "LEFT";
+    args_.unsigned64 = ctx.inputs[0].dtype == DType::kU64;
+    args_.bias = ctx.node->attr_float("bias", 0.f);
+    args_.lambd = ctx.node->attr_float("lambd", 0.5f);
+    args_.alpha = ctx.node->attr_float("alpha", 1.f);
     dtype_ = ctx.inputs[0].dtype;
     out_ = ctx.outputs[0].shape;
     shapes_ = {ctx.inputs[0].shape, ctx.inputs.size() > 1 ? ctx.inputs[1].shape : ctx.inputs[0].shape};
@@ -25,7 +33,7 @@ class PointwiseKernel final : public Kernel {
     const Tensor& b = src.size() > 1 ? *src[1] : *src[0];
     Tensor& y = *dst[0];
     const bool to_bool = pointwise_info(op_).to_bool;
-    if (dtype_ == DType::kI64) {
+    if (dtype_ == DType::kI64 || dtype_ == DType::kU64) {  // uint64: only the bit ops (supported_types)
       each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
         y.i64()[i] = pointwise_forward(op_, a.i64()[o[0]], b.i64()[o[1]], args_);
       });
@@ -52,7 +60,11 @@ class PointwiseKernel final : public Kernel {
 }  // namespace
 
 void register_pointwise_kernels(BackendRegistration& r) {
-  for (const PointwiseOpInfo& p : kPointwiseOps) r.kernel(p.name, make_factory<PointwiseKernel>());
+  for (const PointwiseOpInfo& p : kPointwiseOps) {
+    // The bit ops take uint64 as its 64 bits; the others compute on int64 values.
+    const DTypeSet types = p.bits ? kBaseDTypes | dtype_bit(DType::kU64) : kBaseDTypes;
+    r.kernel(p.name, make_factory<PointwiseKernel>(), {LayoutUse::kNone, nullptr, types});
+  }
 }
 
 }  // namespace mosaic

@@ -41,6 +41,9 @@ class BinaryKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (dtype_ == DType::kF32) run(src[0]->f32(), src[1]->f32(), dst[0]->f32());
+    else if (dtype_ == DType::kF64)
+      run(static_cast<const double*>(src[0]->data()), static_cast<const double*>(src[1]->data()),
+          static_cast<double*>(dst[0]->data()));
     else run(src[0]->i64(), src[1]->i64(), dst[0]->i64());
     return Status::ok();
   }
@@ -88,11 +91,21 @@ class UnaryKernel final : public Kernel {
     op_ = *op;
     args_ = unary_args(op_, ctx);
     int64_ = ctx.inputs[0].dtype == DType::kI64;
+    float64_ = ctx.inputs[0].dtype == DType::kF64;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (int64_) {
       for (int64_t i = 0; i < src[0]->numel(); ++i) dst[0]->i64()[i] = unary_forward_i64(op_, src[0]->i64()[i]);
+      return Status::ok();
+    }
+    if (float64_) {  // the row's formula is in double: float64 in its own width
+      const auto* x = static_cast<const double*>(src[0]->data());
+      auto* y = static_cast<double*>(dst[0]->data());
+      UnaryArgs args = args_;
+      if (src.size() > 1 && src[1]) args.lo = src[1]->get(0);
+      if (src.size() > 2 && src[2]) args.hi = src[2]->get(0);
+      for (int64_t i = 0; i < src[0]->numel(); ++i) y[i] = unary_info(op_).f(x[i], args);
       return Status::ok();
     }
     const float* x = src[0]->f32();
@@ -105,7 +118,7 @@ class UnaryKernel final : public Kernel {
     return Status::ok();
   }
 
-  bool has_backward() const override { return !int64_; }
+  bool has_backward() const override { return !int64_ && !float64_; }
   bool backward_reads_input(size_t i) const override { return i > 0 || unary_info(op_).backward_reads_input; }
   bool backward_reads_output(size_t) const override { return unary_info(op_).backward_reads_output; }
   /// unary_derivative: PyTorch's conventions at kinks.
@@ -128,14 +141,17 @@ class UnaryKernel final : public Kernel {
  private:
   UnaryOp op_ = UnaryOp::kRelu;
   UnaryArgs args_;
-  bool int64_ = false;
+  bool int64_ = false, float64_ = false;
 };
 
 }  // namespace
 
 void add_eltwise_kernels(BackendRegistration& r) {
-  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>());
-  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<UnaryKernel>());
+  // float64 in its own width (the rows' formulas are in double); float16, bfloat16 and the
+  // narrow integers widened (core/promote.hpp).
+  const KernelTraits f64{LayoutUse::kNone, nullptr, kBaseDTypes | dtype_bit(DType::kF64)};
+  for (const auto& b : kBinaryOps) r.kernel(b.name, make_factory<BinaryKernel>(), f64);
+  for (const auto& u : kUnaryOps) r.kernel(u.name, make_factory<UnaryKernel>(), f64);
 }
 
 }  // namespace mosaic::naive_impl

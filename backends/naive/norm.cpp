@@ -1,5 +1,5 @@
 // The naive oracle's normalisation: softmax and log-softmax, batch normalisation, LRN, forward and
-// backward; instance and RMS normalisation, forward.
+// backward; instance, RMS, Lp and mean-variance normalisation and Hardmax, forward.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -301,7 +301,114 @@ class RmsNormKernel final : public Kernel {
 
 }  // namespace
 
+/// Hardmax: 1 at the first largest element along the axis (softmax_params' axis), 0 elsewhere.
+class HardmaxKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, softmax_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    std::fill(y, y + dst[0]->numel(), 0.f);
+    for (int64_t o = 0; o < p_.outer; ++o)
+      for (int64_t in = 0; in < p_.inner; ++in) {
+        const int64_t base = o * p_.axis_dim * p_.inner + in;
+        int64_t best = 0;
+        for (int64_t a = 1; a < p_.axis_dim; ++a)
+          if (x[base + a * p_.inner] > x[base + best * p_.inner]) best = a;
+        if (p_.axis_dim > 0) y[base + best * p_.inner] = 1.f;
+      }
+    return Status::ok();
+  }
+
+ private:
+  SoftmaxParams p_;
+};
+
+class LpNormKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, lp_norm_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    for (int64_t o = 0; o < p_.outer; ++o)
+      for (int64_t in = 0; in < p_.inner; ++in) {
+        const int64_t base = o * p_.axis_dim * p_.inner + in;
+        double norm = 0;
+        for (int64_t a = 0; a < p_.axis_dim; ++a) {
+          const double v = x[base + a * p_.inner];
+          norm += p_.p == 1 ? std::fabs(v) : v * v;
+        }
+        if (p_.p == 2) norm = std::sqrt(norm);
+        for (int64_t a = 0; a < p_.axis_dim; ++a)
+          y[base + a * p_.inner] = norm == 0 ? 0.f : static_cast<float>(x[base + a * p_.inner] / norm);
+      }
+    return Status::ok();
+  }
+
+ private:
+  LpNormParams p_;
+};
+
+/// MeanVarianceNormalization: each group (the elements that agree on every axis not
+/// normalised over) to (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9), ONNX's function body.
+class MvnKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(MvnParams p, mvn_params(ctx));
+    const Shape& x = ctx.inputs[0].shape;
+    // Each element's group: its index over the kept axes, row-major.
+    group_.resize(static_cast<size_t>(shape_numel(x)));
+    groups_ = 1;
+    for (size_t d = 0; d < x.size(); ++d)
+      if (!p.reduced[d]) groups_ *= x[d];
+    std::vector<int64_t> idx(x.size(), 0);
+    for (size_t e = 0; e < group_.size(); ++e) {
+      int64_t g = 0;
+      for (size_t d = 0; d < x.size(); ++d)
+        if (!p.reduced[d]) g = g * x[d] + idx[d];
+      group_[e] = g;
+      for (size_t d = x.size(); d-- > 0;) {
+        if (++idx[d] < x[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    float* y = dst[0]->f32();
+    std::vector<double> sum(static_cast<size_t>(groups_), 0.0), sq(static_cast<size_t>(groups_), 0.0);
+    std::vector<int64_t> count(static_cast<size_t>(groups_), 0);
+    for (size_t e = 0; e < group_.size(); ++e) {
+      const auto g = static_cast<size_t>(group_[e]);
+      sum[g] += x[e];
+      sq[g] += static_cast<double>(x[e]) * x[e];
+      ++count[g];
+    }
+    for (size_t e = 0; e < group_.size(); ++e) {
+      const auto g = static_cast<size_t>(group_[e]);
+      const double mean = sum[g] / static_cast<double>(count[g]);
+      const double var = std::max(0.0, sq[g] / static_cast<double>(count[g]) - mean * mean);
+      y[e] = static_cast<float>((x[e] - mean) / (std::sqrt(var) + 1e-9));
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::vector<int64_t> group_;
+  int64_t groups_ = 1;
+};
+
 void add_norm_kernels(BackendRegistration& r) {
+  r.kernel("Hardmax", make_factory<HardmaxKernel>());
+  r.kernel("LpNormalization", make_factory<LpNormKernel>());
+  r.kernel("MeanVarianceNormalization", make_factory<MvnKernel>());
   r.kernel("InstanceNormalization", make_factory<InstanceNormKernel>());
   r.kernel("RMSNormalization", make_factory<RmsNormKernel>());
   r.kernel("Softmax", make_factory<SoftmaxKernel>());

@@ -7,17 +7,27 @@
 #include "backends/common/indexing.hpp"
 #include "backends/common/logic.hpp"
 #include "backends/common/pointwise.hpp"
+#include "backends/common/einsum.hpp"
+#include "backends/common/grid_sample.hpp"
+#include "backends/common/loss_ops.hpp"
 #include "backends/common/movement.hpp"
+#include "backends/common/onnx_attention.hpp"
 #include "backends/common/reduce.hpp"
 #include "backends/common/resize.hpp"
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
 #include "backends/naive/naive_internal.hpp"
+#include "core/promote.hpp"
 
 namespace mosaic {
 
 Status register_naive_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"naive", "plain loops in float: the reference oracle every backend is checked against", nullptr, nullptr});
+  BackendRegistration r(registry, {"naive",
+                                   "plain loops in float32 and int64 (float16/bfloat16 and the narrow integers widened): "
+                                   "the reference oracle every backend is checked against",
+                                   nullptr, nullptr});
+  // Every kernel below takes every element type it can widen without loss (core/promote.hpp).
+  r.adapt(promote_element_types);
   naive_impl::add_conv_kernels(r);
   naive_impl::add_pool_kernels(r);
   naive_impl::add_gemm_kernels(r);
@@ -27,6 +37,10 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_pointwise_kernels(r);
   register_indexing_kernels(r);
   register_resize_kernel(r);
+  register_onnx_attention_kernel(r);
+  register_loss_op_kernels(r);
+  register_einsum_kernel(r);
+  register_grid_sample_kernel(r);
   register_rnn_kernels(r, loop_gemm<float>, float32_data);
   register_attention_kernel(r, loop_gemm<float>, false);
   naive_impl::add_shape_op_kernels(r);

@@ -195,8 +195,6 @@ class LogicKernel final : public AnyTypeKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_any(ctx));
-    if (cast_to_int32(*ctx.node))
-      return Status::unsupported(ctx.node->label() + ": a Cast to int32 wraps into int64 storage (the shared loop's)");
     float_ = false;
     op_ = compare_op_of(ctx.node->op_type);
     not_ = ctx.node->op_type == "Not";

@@ -1,5 +1,7 @@
 #include "frontends/onnx/onnx_io.hpp"
 
+#include "ir/elements.hpp"
+
 #include "frontends/onnx/onnx_functions.hpp"
 
 #include <onnx/onnx_pb.h>
@@ -82,24 +84,15 @@ Expected<std::string> external_data_file(const std::string& base_dir, const std:
 }
 
 Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
-  switch (t) {
-    case onnx::TensorProto::FLOAT: return DType::kF32;
-    case onnx::TensorProto::INT64:
-    case onnx::TensorProto::INT32: return DType::kI64;
-    case onnx::TensorProto::BOOL: return DType::kBool;
-    default:
-      return Status::unsupported(what + " has element type " + onnx_type_name(t) + "; Mosaic supports float32, int64 (int32 is widened) and bool");
-  }
+  const DType d = dtype_of_onnx(t);
+  if (d == DType::kCount)
+    return Status::unsupported(what + " has element type " + onnx_type_name(t) +
+                               "; Mosaic supports float16, bfloat16, float32, float64, int8 to int64, uint8 to "
+                               "uint64 and bool");
+  return d;
 }
 
-int32_t dtype_to_onnx(DType d) {
-  switch (d) {
-    case DType::kF32: return onnx::TensorProto::FLOAT;
-    case DType::kI64: return onnx::TensorProto::INT64;
-    case DType::kBool: return onnx::TensorProto::BOOL;
-  }
-  return 0;
-}
+int32_t dtype_to_onnx(DType d) { return onnx_code_of(d); }
 
 /// Converts a TensorProto (inline or external data) to a Tensor.
 Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
@@ -108,10 +101,8 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   // Sizes are checked before anything is allocated: a hostile model may declare dims whose
   // product wraps around (docs/architecture.md, "Sizes").
   MOSAIC_RETURN_IF_ERROR(check_shape(shape, dt, what));
-  const bool is_int32 = p.data_type() == onnx::TensorProto::INT32;
-  const int64_t src_esize = is_int32 ? 4 : static_cast<int64_t>(dtype_size(dt));
   const int64_t n = shape_numel(shape);
-  const int64_t src_bytes = n * src_esize;  // <= kMaxTensorBytes / 2 * 4: cannot overflow
+  const int64_t src_bytes = n * static_cast<int64_t>(dtype_size(dt));  // checked by check_shape
   std::string external;
   const std::string* raw = nullptr;  // the proto's own bytes, or the external file's
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -155,12 +146,16 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
     return Status::invalid(what + ": raw data has " + std::to_string(raw->size()) + " bytes, the tensor " +
                            shape_str(shape) + " needs " + std::to_string(src_bytes));
   if (!raw) {
-    // Typed fields: the count must match before the tensor is allocated.
+    // Typed fields (onnx.proto says which holds which type): the count must match before
+    // the tensor is allocated.
     int64_t have = 0;
     switch (p.data_type()) {
       case onnx::TensorProto::FLOAT: have = p.float_data_size(); break;
+      case onnx::TensorProto::DOUBLE: have = p.double_data_size(); break;
       case onnx::TensorProto::INT64: have = p.int64_data_size(); break;
-      default: have = p.int32_data_size();  // INT32 and BOOL
+      case onnx::TensorProto::UINT32:
+      case onnx::TensorProto::UINT64: have = p.uint64_data_size(); break;
+      default: have = p.int32_data_size();  // the other integers, bool, and float16/bfloat16 as bits
     }
     if (have != n)
       return Status::invalid(what + ": has " + std::to_string(have) + " values, shape " + shape_str(shape) + " needs " +
@@ -168,29 +163,23 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   }
   Tensor t = Tensor::empty({dt, shape});
   if (raw) {
-    if (is_int32) {
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v;
-        std::memcpy(&v, raw->data() + i * 4, 4);
-        t.i64()[i] = v;
-      }
-    } else if (n) {
-      std::memcpy(t.data(), raw->data(), raw->size());
-    }
+    if (n) std::memcpy(t.data(), raw->data(), raw->size());  // little-endian, as the host
     return t;
   }
-  switch (p.data_type()) {
-    case onnx::TensorProto::FLOAT:
-      for (int64_t i = 0; i < n; ++i) t.f32()[i] = p.float_data(static_cast<int>(i));
-      break;
-    case onnx::TensorProto::INT64:
-      for (int64_t i = 0; i < n; ++i) t.i64()[i] = p.int64_data(static_cast<int>(i));
-      break;
-    default:  // INT32 and BOOL live in int32_data
-      for (int64_t i = 0; i < n; ++i) {
-        if (dt == DType::kBool) t.u8()[i] = p.int32_data(static_cast<int>(i)) != 0;
-        else t.i64()[i] = p.int32_data(static_cast<int>(i));
-      }
+  for (int64_t i = 0; i < n; ++i) {
+    const int k = static_cast<int>(i);
+    switch (p.data_type()) {
+      case onnx::TensorProto::FLOAT: t.f32()[i] = p.float_data(k); break;
+      case onnx::TensorProto::DOUBLE: static_cast<double*>(t.data())[i] = p.double_data(k); break;
+      case onnx::TensorProto::INT64: t.i64()[i] = p.int64_data(k); break;
+      case onnx::TensorProto::UINT32:
+      case onnx::TensorProto::UINT64: store_i64(dt, t.data(), i, static_cast<int64_t>(p.uint64_data(k))); break;
+      case onnx::TensorProto::FLOAT16:
+      case onnx::TensorProto::BFLOAT16:
+        static_cast<uint16_t*>(t.data())[i] = static_cast<uint16_t>(p.int32_data(k));
+        break;
+      default: store_i64(dt, t.data(), i, p.int32_data(k));  // wraps as the narrow type's bits
+    }
   }
   return t;
 }

@@ -149,8 +149,21 @@ case("scatternd_updates_shape", model([helper.make_node("ScatterND", ["x", "i", 
                                       [f32("y", None)],
                                       [i64("i", [[2**62]]), numpy_helper.from_array(np.zeros([2**3], np.float32), "u")],
                                       opset=18), "updates [8] should be [1,4]")
-case("cast_to_int8", model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT8)], [f32("x", [4])],
-                           [f32("y", None)], opset=18), "element type INT8")
+case("cast_to_string", model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.STRING)], [f32("x", [4])],
+                             [f32("y", None)], opset=18), "element type STRING")
+# A float16 initializer whose raw bytes are one element short (helper.make_tensor checks sizes).
+def short_float16(name, dims, raw):
+    t = TensorProto()
+    t.name, t.data_type, t.raw_data = name, TensorProto.FLOAT16, raw
+    t.dims.extend(dims)
+    return t
+
+
+
+case("float16_raw_short", model([helper.make_node("Add", ["x", "W"], ["y"])],
+                                [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4])], [f32("y", None)],
+                                [short_float16("W", [4], b"\x00\x3c" * 3)],
+                                opset=18), "raw data has 6 bytes, the tensor [4] needs 8")
 # External data: outside the folder, not a file, or sizes that do not fit the file.
 ext = lambda init: model([helper.make_node("Add", ["x", "W"], ["y"])], [f32("x", [1, 4])], [f32("y", None)], [init])
 case("external_absolute", ext(external_init("W", [1, 4], "/etc/passwd")), "is an absolute path")

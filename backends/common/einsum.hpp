@@ -1,0 +1,11 @@
+// The kernel of Einsum (operators/einsum.hpp): one loop over the whole label space, float32
+// and float64 in double sums, int64 wrapping. Registered by the naive oracle.
+#pragma once
+
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+void register_einsum_kernel(BackendRegistration& r);
+
+}  // namespace mosaic

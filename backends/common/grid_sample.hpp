@@ -1,0 +1,11 @@
+// The kernel of GridSample (operators/grid_sample.hpp), in float32 with double weights.
+// Registered by the naive oracle.
+#pragma once
+
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+void register_grid_sample_kernel(BackendRegistration& r);
+
+}  // namespace mosaic

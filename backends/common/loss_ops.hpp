@@ -1,0 +1,11 @@
+// The kernels of ONNX's loss operators (operators/loss_ops.hpp): plain loops with double
+// sums. Registered by the naive oracle.
+#pragma once
+
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+void register_loss_op_kernels(BackendRegistration& r);
+
+}  // namespace mosaic

@@ -1,0 +1,138 @@
+#include "core/promote.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "ir/elements.hpp"
+
+namespace mosaic {
+namespace {
+
+bool narrow_integer(DType d) {
+  return d == DType::kI8 || d == DType::kI16 || d == DType::kI32 || d == DType::kU8 || d == DType::kU16 ||
+         d == DType::kU32;
+}
+
+/// The type a tensor of type d is computed in by a kernel taking `native`: d itself,
+/// float32 for float16 and bfloat16, int64 for the narrow integers; kCount where there is
+/// none without loss.
+DType compute_type(DType d, DTypeSet native) {
+  if (native & dtype_bit(d)) return d;
+  if ((d == DType::kF16 || d == DType::kBF16) && (native & dtype_bit(DType::kF32))) return DType::kF32;
+  if (narrow_integer(d) && (native & dtype_bit(DType::kI64))) return DType::kI64;
+  return DType::kCount;
+}
+
+Tensor converted(const Tensor& t, DType to) {
+  Tensor out = Tensor::empty({to, t.shape()});
+  convert_elements(t.dtype(), t.data(), to, out.data(), t.numel());
+  return out;
+}
+
+/// A node's context with its tensors' types widened, and what was widened.
+struct Promoted {
+  KernelContext ctx;
+  std::vector<Tensor> constants;  ///< widened copies of constant inputs, which ctx points at
+  std::vector<bool> input_widened, output_widened;
+  std::string widened;  ///< the first type widened ("" where none was)
+};
+
+Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet native) {
+  auto p = std::make_shared<Promoted>();
+  p->ctx = ctx;
+  p->constants.resize(ctx.inputs.size());
+  p->input_widened.assign(ctx.inputs.size(), false);
+  p->output_widened.assign(ctx.outputs.size(), false);
+  p->ctx.constants.resize(ctx.inputs.size(), nullptr);
+  // Whether desc is widened (and widens it), or why it cannot be.
+  auto widen = [&](TensorDesc& desc, size_t i, const char* what) -> Expected<bool> {
+    const DType to = compute_type(desc.dtype, native);
+    if (to == DType::kCount)
+      return Status::unsupported(ctx.node->label() + ": " + what + " " + std::to_string(i) + " is " +
+                                 dtype_name(desc.dtype) + "; its kernel computes in " + dtype_set_str(native) +
+                                 ", none of which holds every " + dtype_name(desc.dtype) + " value");
+    if (to == desc.dtype) return false;
+    if (p->widened.empty()) p->widened = dtype_name(desc.dtype);
+    desc.dtype = to;
+    return true;
+  };
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    MOSAIC_ASSIGN_OR_RETURN(bool w, widen(p->ctx.inputs[i], i, "input"));
+    p->input_widened[i] = w;
+    if (const Tensor* c = ctx.constant(i); w && c) {
+      p->constants[i] = converted(*c, p->ctx.inputs[i].dtype);
+      p->ctx.constants[i] = &p->constants[i];
+    }
+  }
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    if (!ctx.has_output(i)) continue;
+    MOSAIC_ASSIGN_OR_RETURN(bool w, widen(p->ctx.outputs[i], i, "output"));
+    p->output_widened[i] = w;
+  }
+  return p;
+}
+
+/// Runs the kernel built for the widened context: widens the inputs, narrows the outputs.
+class PromotedKernel final : public Kernel {
+ public:
+  PromotedKernel(std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner, MemoryTracker* tracker)
+      : p_(std::move(p)), inner_(std::move(inner)), tracker_(tracker) {}
+
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (inner_->aliases_input()) {  // a view of input 0 (Dropout at inference): the same bytes
+      if (dst[0]->bytes()) std::memcpy(dst[0]->data(), src[0]->data(), dst[0]->bytes());
+      return Status::ok();
+    }
+    std::vector<Tensor> in(src.size()), out(dst.size());
+    std::vector<const Tensor*> s(src);
+    std::vector<Tensor*> d(dst);
+    for (size_t i = 0; i < src.size(); ++i)
+      if (src[i] && i < p_->input_widened.size() && p_->input_widened[i]) {
+        in[i] = Tensor::empty({p_->ctx.inputs[i].dtype, src[i]->shape()}, tracker_);
+        convert_elements(src[i]->dtype(), src[i]->data(), in[i].dtype(), in[i].data(), src[i]->numel());
+        s[i] = &in[i];
+      }
+    for (size_t i = 0; i < dst.size(); ++i)
+      if (dst[i] && i < p_->output_widened.size() && p_->output_widened[i]) {
+        out[i] = Tensor::empty({p_->ctx.outputs[i].dtype, dst[i]->shape()}, tracker_);
+        d[i] = &out[i];
+      }
+    MOSAIC_RETURN_IF_ERROR(inner_->forward(s, d));
+    for (size_t i = 0; i < dst.size(); ++i)
+      if (d[i] != dst[i])
+        convert_elements(out[i].dtype(), out[i].data(), dst[i]->dtype(), dst[i]->data(), dst[i]->numel());
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+
+ private:
+  std::shared_ptr<Promoted> p_;
+  std::unique_ptr<Kernel> inner_;
+  MemoryTracker* tracker_;
+};
+
+}  // namespace
+
+void promote_element_types(const std::string&, KernelFactory& factory, KernelTraits& traits) {
+  const DTypeSet native = traits.dtypes;
+  if (native == kAllDTypes) return;
+  SupportCheck check = traits.supports;
+  KernelFactory inner = factory;
+  traits.dtypes = kAllDTypes;
+  traits.supports = [native, check](const KernelContext& ctx) -> Status {
+    MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
+    if (!p->widened.empty() && ctx.training)
+      return Status::unsupported(ctx.node->label() + ": training on " + p->widened +
+                                 " tensors (naive widens them for inference only)");
+    return check ? check(p->ctx) : Status::ok();
+  };
+  factory = [native, inner](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
+    if (p->widened.empty()) return inner(ctx);
+    MOSAIC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, inner(p->ctx));
+    return std::unique_ptr<Kernel>(new PromotedKernel(p, std::move(k), ctx.tracker));
+  };
+}
+
+}  // namespace mosaic

@@ -1,0 +1,200 @@
+// Element access for every DType: float16 and bfloat16 conversions (round to nearest even),
+// and reads and writes of one element as double or int64 with ONNX's conversion rules.
+// The naive oracle's type promotion (core/promote.cpp), Cast and the frontends use them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "ir/tensor.hpp"
+
+namespace mosaic {
+
+/// IEEE binary16 bits to float (exact: every float16 is a float).
+inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);  // inf, NaN (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: man * 2^-24
+    const float v = static_cast<float>(man) * 5.9604644775390625e-08f;
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// float to IEEE binary16, rounding to nearest even; overflow gives infinity, NaN stays NaN.
+inline uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (abs < 0x38800000u) {  // below 2^-14: a subnormal or zero, in units of 2^-24
+    float a;
+    std::memcpy(&a, &abs, 4);
+    const float units = a * 16777216.0f;  // exact: a power-of-two scale
+    const float r = std::nearbyint(units);  // the default rounding mode: to nearest even
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(r));
+  }
+  const uint32_t mant_odd = (abs >> 13) & 1u;
+  const uint32_t rounded = abs + 0xfffu + mant_odd;  // to nearest, ties to even, at bit 13
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+inline float bf16_to_f32(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// float to bfloat16, rounding to nearest even; NaN stays a (quiet) NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  const uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+/// double to float rounding to odd (inexact results get their last bit set): a later rounding
+/// of it to float16 or bfloat16, both at least two bits narrower, is then the correct
+/// rounding of the double, where rounding to nearest twice could be one unit off.
+inline float f64_to_f32_odd(double v) {
+  float f = static_cast<float>(v);
+  if (std::isfinite(f) && static_cast<double>(f) != v && !std::isnan(v)) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    if (std::fabs(static_cast<double>(f)) > std::fabs(v)) b -= 1;  // rounded away from zero: step back
+    b |= 1u;
+    std::memcpy(&f, &b, 4);
+  }
+  return f;
+}
+
+/// Element i of `data` (of type d) as double: exact for every float and for integers up to
+/// 2^53 in magnitude.
+inline double load_f64(DType d, const void* data, int64_t i) {
+  switch (d) {
+    case DType::kF32: return static_cast<const float*>(data)[i];
+    case DType::kF64: return static_cast<const double*>(data)[i];
+    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DType::kI32: return static_cast<const int32_t*>(data)[i];
+    case DType::kI16: return static_cast<const int16_t*>(data)[i];
+    case DType::kI8: return static_cast<const int8_t*>(data)[i];
+    case DType::kU64: return static_cast<double>(static_cast<const uint64_t*>(data)[i]);
+    case DType::kU32: return static_cast<const uint32_t*>(data)[i];
+    case DType::kU16: return static_cast<const uint16_t*>(data)[i];
+    case DType::kU8:
+    case DType::kBool: return static_cast<const uint8_t*>(data)[i];
+    case DType::kCount: break;
+  }
+  return 0;
+}
+
+/// Element i of an integer or bool array as int64, exactly (uint64 reinterpreted: values
+/// above INT64_MAX come out negative, the same 64 bits); a float truncated toward zero and
+/// saturated (NaN: 0).
+inline int64_t load_i64(DType d, const void* data, int64_t i) {
+  switch (d) {
+    case DType::kI64: return static_cast<const int64_t*>(data)[i];
+    case DType::kI32: return static_cast<const int32_t*>(data)[i];
+    case DType::kI16: return static_cast<const int16_t*>(data)[i];
+    case DType::kI8: return static_cast<const int8_t*>(data)[i];
+    case DType::kU64: return static_cast<int64_t>(static_cast<const uint64_t*>(data)[i]);
+    case DType::kU32: return static_cast<const uint32_t*>(data)[i];
+    case DType::kU16: return static_cast<const uint16_t*>(data)[i];
+    case DType::kU8:
+    case DType::kBool: return static_cast<const uint8_t*>(data)[i];
+    default: return saturate_to_i64(load_f64(d, data, i));
+  }
+}
+
+/// Writes v into element i of an integer or bool array: the low bits, as C++ and ONNX's
+/// integer arithmetic wrap (bool: v != 0). For a float array, v converted.
+inline void store_i64(DType d, void* data, int64_t i, int64_t v) {
+  const auto u = static_cast<uint64_t>(v);
+  switch (d) {
+    case DType::kI64: static_cast<int64_t*>(data)[i] = v; return;
+    case DType::kU64: static_cast<uint64_t*>(data)[i] = u; return;
+    case DType::kI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(static_cast<uint32_t>(u)); return;
+    case DType::kU32: static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(u); return;
+    case DType::kI16: static_cast<int16_t*>(data)[i] = static_cast<int16_t>(static_cast<uint16_t>(u)); return;
+    case DType::kU16: static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(u); return;
+    case DType::kI8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(static_cast<uint8_t>(u)); return;
+    case DType::kU8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(u); return;
+    case DType::kBool: static_cast<uint8_t*>(data)[i] = v != 0; return;
+    case DType::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); return;
+    case DType::kF64: static_cast<double*>(data)[i] = static_cast<double>(v); return;
+    case DType::kF16: static_cast<uint16_t*>(data)[i] = f32_to_f16(static_cast<float>(v)); return;
+    case DType::kBF16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(static_cast<float>(v)); return;
+    case DType::kCount: return;
+  }
+}
+
+/// Writes v into element i of a float array, rounded once to nearest even. For an integer
+/// array: v truncated toward zero, saturated to the type's range where it is 64 bits wide
+/// and wrapped to the narrower ones (C++ leaves out-of-range conversions undefined; ONNX
+/// leaves them unspecified). bool: v != 0 (NaN is true, as numpy has it).
+inline void store_f64(DType d, void* data, int64_t i, double v) {
+  switch (d) {
+    case DType::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); return;
+    case DType::kF64: static_cast<double*>(data)[i] = v; return;
+    case DType::kF16: static_cast<uint16_t*>(data)[i] = f32_to_f16(f64_to_f32_odd(v)); return;
+    case DType::kBF16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(f64_to_f32_odd(v)); return;
+    case DType::kBool: static_cast<uint8_t*>(data)[i] = v != 0; return;
+    case DType::kU64:
+      if (v >= 9223372036854775808.0) {  // 2^63 and above: beyond int64, within uint64 up to 2^64
+        static_cast<uint64_t*>(data)[i] = v >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(v);
+        return;
+      }
+      [[fallthrough]];
+    default: store_i64(d, data, i, saturate_to_i64(v));
+  }
+}
+
+/// Converts n elements of type `from` to type `to` as ONNX's Cast does: integers to integers
+/// by their bits (wrapping), floats to integers truncated (store_f64), integers to floats
+/// rounded once, floats to floats rounded once to nearest even.
+inline void convert_elements(DType from, const void* x, DType to, void* y, int64_t n) {
+  if (from == to) {
+    std::memcpy(y, x, static_cast<size_t>(n) * dtype_size(from));
+    return;
+  }
+  const bool from_int = !dtype_is_float(from), to_int = !dtype_is_float(to);
+  for (int64_t i = 0; i < n; ++i) {
+    if (from_int && to_int) {
+      store_i64(to, y, i, load_i64(from, x, i));
+    } else if (from_int && (from == DType::kU64 || from == DType::kI64) && to == DType::kF32) {
+      // one rounding: through a double, values past 2^53 would round twice
+      static_cast<float*>(y)[i] = from == DType::kU64 ? static_cast<float>(static_cast<const uint64_t*>(x)[i])
+                                                       : static_cast<float>(static_cast<const int64_t*>(x)[i]);
+    } else {
+      store_f64(to, y, i, load_f64(from, x, i));
+    }
+  }
+}
+
+/// An index tensor's values as int64: its own data where it is int64, else widened into
+/// `scratch` (int32 indices).
+inline const int64_t* indices_i64(const Tensor& t, std::vector<int64_t>& scratch) {
+  if (t.dtype() == DType::kI64) return t.i64();
+  scratch = t.to_i64_vector();
+  return scratch.data();
+}
+
+}  // namespace mosaic
