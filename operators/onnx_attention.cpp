@@ -125,7 +125,66 @@ Expected<OnnxAttentionParams> onnx_attention_params(const OpContext& ctx) {
   return p;
 }
 
+Expected<RotaryParams> rotary_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape &x = ctx.inputs[0].shape, &cos = ctx.inputs[1].shape, &sin = ctx.inputs[2].shape;
+  RotaryParams p;
+  p.four_d = x.size() == 4;
+  if (x.size() != 3 && x.size() != 4) return Status::invalid(n.label() + ": X must be 3-D or 4-D, got " + shape_str(x));
+  p.batch = x[0];
+  if (p.four_d) {
+    p.heads = x[1];
+    p.seq = x[2];
+    p.head_size = x[3];
+  } else {
+    p.seq = x[1];
+    p.heads = n.attr_int("num_heads", 0);
+    if (p.heads <= 0 || x[2] % p.heads != 0)
+      return Status::invalid(n.label() + ": 3-D X needs num_heads dividing its hidden size " + std::to_string(x[2]));
+    p.head_size = x[2] / p.heads;
+  }
+  p.rotary = n.attr_int("rotary_embedding_dim", 0);
+  if (p.rotary == 0) p.rotary = p.head_size;
+  if (p.rotary < 0 || p.rotary > p.head_size || p.rotary % 2)
+    return Status::invalid(n.label() + ": rotary_embedding_dim " + std::to_string(p.rotary) +
+                           " must be even and at most the head size " + std::to_string(p.head_size));
+  p.interleaved = n.attr_int("interleaved", 0) != 0;
+  p.has_positions = ctx.has_input(3);
+  const int64_t half = p.rotary / 2;
+  if (cos != sin) return Status::invalid(n.label() + ": cos_cache " + shape_str(cos) + " and sin_cache " + shape_str(sin) + " differ");
+  if (p.has_positions) {
+    if (ctx.inputs[3].shape != Shape{p.batch, p.seq} || !is_index_dtype(ctx.inputs[3].dtype))
+      return Status::invalid(n.label() + ": position_ids must be int64 [" + std::to_string(p.batch) + "," +
+                             std::to_string(p.seq) + "]");
+    if (cos.size() != 2 || cos[1] != half)
+      return Status::invalid(n.label() + ": with position_ids the caches must be [max_position, " + std::to_string(half) +
+                             "], got " + shape_str(cos));
+    p.max_position = cos[0];
+  } else if (cos != Shape{p.batch, p.seq, half}) {
+    return Status::invalid(n.label() + ": without position_ids the caches must be [" + std::to_string(p.batch) + "," +
+                           std::to_string(p.seq) + "," + std::to_string(half) + "], got " + shape_str(cos));
+  }
+  return p;
+}
+
+namespace {
+
+Expected<std::vector<TensorDesc>> infer_rotary(const OpContext& c) {
+  for (size_t i = 0; i < 3; ++i)
+    if (!dtype_is_float(c.inputs[i].dtype))
+      return Status::invalid(c.node->label() + ": input " + std::to_string(i) + " must be a float tensor");
+  MOSAIC_RETURN_IF_ERROR(rotary_params(c).status());
+  return std::vector<TensorDesc>{c.inputs[0]};
+}
+
+double f_rotary(const OpContext& c) { return 3.0 * static_cast<double>(c.inputs[0].numel()); }
+
+}  // namespace
+
 void add_onnx_attention_schema(std::map<std::string, OpSchema>& table) {
+  OpSchema& r = add_schema(table, "RotaryEmbedding", 3, 4, infer_rotary, f_rotary,
+                           "each head's first rotary_embedding_dim features rotated by cos/sin of the position");
+  r.shape_inputs = {3};
   OpSchema& s = add_schema(table, "Attention", 3, 7, infer_onnx_attention, f_onnx_attention,
                            "softmax(Q K^T * scale + mask) V per head, grouped KV heads, KV cache, causal/window masks");
   s.max_outputs = 4;

@@ -4,7 +4,9 @@
 // and sliding-window masking aligned to the end of the cache, a KV cache (past_key/value in,
 // present_key/value out), the valid cache lengths of version 24 (nonpad_kv_seqlen), softcap,
 // and the QK product at one of four stages as a fourth output. Not the fused op Mosaic's
-// fusion pass writes (FusedAttention, operators/attention.hpp).
+// fusion pass writes (FusedAttention, operators/attention.hpp). Also RotaryEmbedding (opset
+// 23): rotates the first rotary_embedding_dim features of each head by the cached cos/sin
+// of its position, halves or interleaved pairs.
 #pragma once
 
 #include <map>
@@ -32,6 +34,15 @@ struct OnnxAttentionParams {
 };
 
 Expected<OnnxAttentionParams> onnx_attention_params(const OpContext& ctx);
+
+struct RotaryParams {
+  int64_t batch = 1, seq = 1, heads = 1, head_size = 1, rotary = 1;  ///< rotary: features rotated
+  bool four_d = false;  ///< X is [batch, heads, seq, head_size]; else [batch, seq, heads * head_size]
+  bool interleaved = false, has_positions = false;
+  int64_t max_position = 0;  ///< rows of the caches when positions index them
+};
+Expected<RotaryParams> rotary_params(const OpContext& ctx);
+/// Attention and RotaryEmbedding.
 void add_onnx_attention_schema(std::map<std::string, OpSchema>& table);
 
 }  // namespace mosaic

@@ -11,6 +11,7 @@
 #include "operators/normalization.hpp"
 #include "operators/einsum.hpp"
 #include "operators/grid_sample.hpp"
+#include "operators/rearrange.hpp"
 #include "operators/loss_ops.hpp"
 #include "operators/onnx_attention.hpp"
 #include "operators/params.hpp"
@@ -816,6 +817,7 @@ std::map<std::string, OpSchema> build_table() {
   add_loss_op_schemas(t);
   add_einsum_schema(t);
   add_grid_sample_schema(t);
+  add_rearrange_schemas(t);
   set_versions(t);
   return t;
 }

@@ -126,8 +126,56 @@ class OnnxAttentionKernel final : public Kernel {
   OnnxAttentionParams p_;
 };
 
+
+class RotaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, rotary_params(ctx));
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const RotaryParams& p = p_;
+    const float *x = src[0]->f32(), *cos = src[1]->f32(), *sin = src[2]->f32();
+    float* y = dst[0]->f32();
+    const int64_t half = p.rotary / 2;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t s = 0; s < p.seq; ++s) {
+        int64_t row = b * p.seq + s;  // the caches' row: (b, s), or the position there
+        if (p.has_positions) {
+          row = src[3]->i64()[b * p.seq + s];
+          if (row < 0 || row >= p.max_position)
+            return Status::invalid(label_ + ": position " + std::to_string(row) + " is outside the caches' " +
+                                   std::to_string(p.max_position) + " rows");
+        }
+        const float *c = cos + row * half, *sn = sin + row * half;
+        for (int64_t h = 0; h < p.heads; ++h) {
+          const int64_t at = p.four_d ? ((b * p.heads + h) * p.seq + s) * p.head_size
+                                      : ((b * p.seq + s) * p.heads + h) * p.head_size;
+          const float* xi = x + at;
+          float* yi = y + at;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t i1 = p.interleaved ? 2 * i : i, i2 = p.interleaved ? 2 * i + 1 : i + half;
+            const double x1 = xi[i1], x2 = xi[i2];
+            yi[i1] = static_cast<float>(c[i] * x1 - sn[i] * x2);
+            yi[i2] = static_cast<float>(sn[i] * x1 + c[i] * x2);
+          }
+          for (int64_t i = p.rotary; i < p.head_size; ++i) yi[i] = xi[i];
+        }
+      }
+    return Status::ok();
+  }
+
+ private:
+  RotaryParams p_;
+  std::string label_;
+};
+
 }  // namespace
 
-void register_onnx_attention_kernel(BackendRegistration& r) { r.kernel("Attention", make_factory<OnnxAttentionKernel>()); }
+void register_onnx_attention_kernel(BackendRegistration& r) {
+  r.kernel("Attention", make_factory<OnnxAttentionKernel>());
+  r.kernel("RotaryEmbedding", make_factory<RotaryKernel>());
+}
 
 }  // namespace mosaic

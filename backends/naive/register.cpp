@@ -11,6 +11,7 @@
 #include "backends/common/grid_sample.hpp"
 #include "backends/common/loss_ops.hpp"
 #include "backends/common/movement.hpp"
+#include "backends/common/rearrange.hpp"
 #include "backends/common/onnx_attention.hpp"
 #include "backends/common/reduce.hpp"
 #include "backends/common/resize.hpp"
@@ -41,6 +42,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_loss_op_kernels(r);
   register_einsum_kernel(r);
   register_grid_sample_kernel(r);
+  register_rearrange_kernels(r);
   register_rnn_kernels(r, loop_gemm<float>, float32_data);
   register_attention_kernel(r, loop_gemm<float>, false);
   naive_impl::add_shape_op_kernels(r);

@@ -1,0 +1,148 @@
+#include "backends/common/rearrange.hpp"
+
+#include <cstring>
+
+#include "ir/elements.hpp"
+#include "operators/rearrange.hpp"
+
+namespace mosaic {
+namespace {
+
+/// DepthToSpace and SpaceToDepth: for every element of the [N, C, H, W] side with channels
+/// in blocks, where it sits on the spatial side.
+class BlockKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, block_params(ctx));
+    esize_ = dtype_size(ctx.inputs[0].dtype);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    // The deep side: [N, C_deep, H_small, W_small]; the spatial side: [N, C_small, H_small*b, W_small*b].
+    const int64_t b = p_.block;
+    const int64_t c_small = p_.to_space ? p_.c / (b * b) : p_.c;
+    const int64_t h = p_.to_space ? p_.h : p_.h / b, w = p_.to_space ? p_.w : p_.w / b;
+    const auto* in = static_cast<const char*>(src[0]->data());
+    auto* out = static_cast<char*>(dst[0]->data());
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t c = 0; c < c_small; ++c)
+        for (int64_t by = 0; by < b; ++by)
+          for (int64_t bx = 0; bx < b; ++bx) {
+            const int64_t deep_c = p_.crd ? (c * b + by) * b + bx : (by * b + bx) * c_small + c;
+            for (int64_t y = 0; y < h; ++y)
+              for (int64_t x = 0; x < w; ++x) {
+                const int64_t deep = ((n * c_small * b * b + deep_c) * h + y) * w + x;
+                const int64_t flat = ((n * c_small + c) * h * b + y * b + by) * w * b + x * b + bx;
+                const int64_t from = p_.to_space ? deep : flat, to = p_.to_space ? flat : deep;
+                std::memcpy(out + to * static_cast<int64_t>(esize_), in + from * static_cast<int64_t>(esize_), esize_);
+              }
+          }
+    return Status::ok();
+  }
+
+ private:
+  BlockParams p_;
+  size_t esize_ = 4;
+};
+
+class BitCastKernel final : public Kernel {
+ public:
+  Status init(const KernelContext&) { return Status::ok(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (dst[0]->bytes()) std::memcpy(dst[0]->data(), src[0]->data(), dst[0]->bytes());
+    return Status::ok();
+  }
+};
+
+class EyeLikeKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    k_ = ctx.node->attr_int("k", 0);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
+    const int64_t rows = dst[0]->dim(0), cols = dst[0]->dim(1);
+    std::memset(dst[0]->data(), 0, dst[0]->bytes());
+    for (int64_t r = 0; r < rows; ++r)
+      if (r + k_ >= 0 && r + k_ < cols) store_i64(dst[0]->dtype(), dst[0]->data(), r * cols + r + k_, 1);
+    return Status::ok();
+  }
+
+ private:
+  int64_t k_ = 0;
+};
+
+class OneHotKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, one_hot_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const Tensor& idx = *src[0];
+    const size_t es = dtype_size(dst[0]->dtype());
+    const auto* values = static_cast<const char*>(src[2]->data());  // [off, on]
+    auto* out = static_cast<char*>(dst[0]->data());
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(idx.rank()); ++d) (d < p_.axis ? outer : inner) *= idx.dim(static_cast<size_t>(d));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        // The index, cast to an integer as ONNX says; negative ones count from the end.
+        int64_t hot = saturate_to_i64(idx.get(o * inner + i));
+        if (hot < 0) hot += p_.depth;
+        for (int64_t d = 0; d < p_.depth; ++d)
+          std::memcpy(out + ((o * p_.depth + d) * inner + i) * static_cast<int64_t>(es), values + (d == hot ? es : 0), es);
+      }
+    return Status::ok();
+  }
+
+ private:
+  OneHotParams p_;
+};
+
+class ReverseSequenceKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    batch_axis_ = ctx.node->attr_int("batch_axis", 1);
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const Tensor& x = *src[0];
+    const int64_t batch = x.dim(static_cast<size_t>(batch_axis_)), steps = x.dim(static_cast<size_t>(1 - batch_axis_));
+    const int64_t inner = x.numel() / std::max<int64_t>(1, batch * steps);
+    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
+    const auto* in = static_cast<const char*>(x.data());
+    auto* out = static_cast<char*>(dst[0]->data());
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = src[1]->get_i64(b);
+      if (len < 0 || len > steps)
+        return Status::invalid(label_ + ": sequence_lens[" + std::to_string(b) + "] = " + std::to_string(len) +
+                               " is outside [0, " + std::to_string(steps) + "]");
+      for (int64_t t = 0; t < steps; ++t) {
+        const int64_t from_t = t < len ? len - 1 - t : t;
+        auto at = [&](int64_t step) { return (batch_axis_ == 0 ? b * steps + step : step * batch + b) * inner * es; };
+        std::memcpy(out + at(t), in + at(from_t), static_cast<size_t>(inner * es));
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  int64_t batch_axis_ = 1;
+  std::string label_;
+};
+
+}  // namespace
+
+void register_rearrange_kernels(BackendRegistration& r) {
+  const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
+  r.kernel("DepthToSpace", make_factory<BlockKernel>(), any);
+  r.kernel("SpaceToDepth", make_factory<BlockKernel>(), any);
+  r.kernel("BitCast", make_factory<BitCastKernel>(), any);
+  r.kernel("EyeLike", make_factory<EyeLikeKernel>(), any);
+  r.kernel("OneHot", make_factory<OneHotKernel>(), any);
+  r.kernel("ReverseSequence", make_factory<ReverseSequenceKernel>(), any);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,11 @@
+// The kernels of operators/rearrange.hpp (DepthToSpace, SpaceToDepth, BitCast, EyeLike,
+// OneHot, ReverseSequence): element copies of any type, no arithmetic.
+#pragma once
+
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+void register_rearrange_kernels(BackendRegistration& r);
+
+}  // namespace mosaic

@@ -1,0 +1,36 @@
+// Ops that rearrange or make up elements without arithmetic: DepthToSpace and SpaceToDepth
+// (blocks of channels to and from space, DCR or CRD order), BitCast (the same bits as another
+// type of the same width), EyeLike (an identity matrix, diagonal k), OneHot (indices to
+// one-hot rows of on/off values along an axis) and ReverseSequence (each batch entry's
+// first sequence_lens steps reversed). Their kernels move bytes: every element type.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "operators/op_context.hpp"
+#include "ir/status.hpp"
+
+namespace mosaic {
+
+struct OpSchema;
+
+/// DepthToSpace / SpaceToDepth on [N, C, H, W]: the output element for each input element.
+struct BlockParams {
+  int64_t n = 1, c = 1, h = 1, w = 1, block = 1;
+  bool to_space = true;  ///< DepthToSpace
+  bool crd = false;      ///< column-row-depth order (else depth-column-row)
+  Shape out;
+};
+Expected<BlockParams> block_params(const OpContext& ctx);
+
+/// OneHot: depth (a constant), the new axis, the output shape.
+struct OneHotParams {
+  int64_t depth = 1, axis = 0;
+  Shape out;
+};
+Expected<OneHotParams> one_hot_params(const OpContext& ctx);
+
+void add_rearrange_schemas(std::map<std::string, OpSchema>& table);
+
+}  // namespace mosaic
