@@ -1,17 +1,17 @@
 // Element-type promotion: how the naive oracle runs a kernel written for float32, int64 and
 // bool on the other ONNX types without writing it again for each.
 //
-// A tensor of a type the kernel does not take is computed in the wider type that holds
-// every value of it exactly: float16 and bfloat16 in float32, int8/16/32 and uint8/16/32 in
-// int64. Inputs are converted before the kernel runs and outputs converted back after it:
-// floats rounded once to nearest even, integers wrapped to their width (ONNX's integer
-// arithmetic is modular, and modular arithmetic commutes with the wrap, so Add, Sub, Mul,
-// Neg, ReduceSum and ReduceProd of int8 come out exactly as int8 arithmetic; Div, Mod,
-// comparisons, Max and Min of values that fit are exact as they are). A float16 Conv or
-// MatMul accumulates in float32 and rounds once at the end, as ONNX Runtime's and PyTorch's
-// CPU kernels do: closer to the exact result than float16 arithmetic throughout.
-// float64 and uint64 have no wider type here: a kernel that does not take them is declined
-// with the reason (never computed in float32: that would lose digits silently).
+// A tensor of a type the kernel does not take is computed in the wider type that holds every
+// value of it exactly: float16, bfloat16 and the 8-bit floats in float32, int8/16/32 and
+// uint8/16/32 in int64. Inputs are converted before the kernel runs and outputs converted back
+// after it: floats rounded once to nearest even, integers wrapped to their width (ONNX's
+// integer arithmetic is modular, and modular arithmetic commutes with the wrap, so Add, Sub,
+// Mul, Neg, ReduceSum and ReduceProd of int8 come out exactly as int8 arithmetic; Div, Mod,
+// comparisons, Max and Min of values that fit are exact as they are). A float16 Conv or MatMul
+// accumulates in float32 and rounds once at the end, as ONNX Runtime's and PyTorch's CPU
+// kernels do: closer to the exact result than float16 arithmetic throughout. float64 and
+// uint64 have no wider type here: a kernel that does not take them is declined with the reason
+// (never computed in float32: that would lose digits silently).
 #pragma once
 
 #include <string>

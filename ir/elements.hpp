@@ -69,6 +69,66 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(rounded >> 16);
 }
 
+/// The 8-bit floats (ONNX's FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ): exponent and mantissa
+/// bits, bias; E5M2 has IEEE infinities and NaNs; the FN kinds have no infinity and one NaN
+/// pattern per sign (all ones); the FNUZ kinds no infinity, no negative zero, and one NaN,
+/// 0x80.
+struct Float8Format {
+  int exp_bits, man_bits, bias;
+  bool ieee, uz;
+  uint8_t max_code;  ///< the largest finite positive value's code
+};
+inline Float8Format float8_format(DType d) {
+  switch (d) {
+    case DType::kF8E4M3FNUZ: return {4, 3, 8, false, true, 0x7f};
+    case DType::kF8E5M2: return {5, 2, 15, true, false, 0x7b};
+    case DType::kF8E5M2FNUZ: return {5, 2, 16, false, true, 0x7f};
+    default: return {4, 3, 7, false, false, 0x7e};  // kF8E4M3FN
+  }
+}
+
+inline double float8_to_f64(Float8Format f, uint8_t code) {
+  if (f.uz && code == 0x80) return NAN;
+  const bool negative = (code & 0x80) != 0;
+  const int e = (code >> f.man_bits) & ((1 << f.exp_bits) - 1), m = code & ((1 << f.man_bits) - 1);
+  if (f.ieee && e == (1 << f.exp_bits) - 1) return m ? NAN : negative ? -INFINITY : INFINITY;
+  if (!f.ieee && !f.uz && (code & 0x7f) == 0x7f) return NAN;
+  const double v = e == 0 ? std::ldexp(m, 1 - f.bias - f.man_bits) : std::ldexp(1.0 + std::ldexp(m, -f.man_bits), e - f.bias);
+  return negative ? -v : v;
+}
+
+/// v rounded to nearest even among the format's values. Beyond the largest finite value
+/// (and infinity): that value when saturating, else infinity (E5M2) or NaN (Cast's
+/// saturate = 0).
+inline uint8_t f64_to_float8(Float8Format f, double v, bool saturate) {
+  const uint8_t nan = f.uz ? 0x80 : f.ieee ? 0x7e : 0x7f;
+  if (std::isnan(v)) return nan;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  const double a = std::fabs(v);
+  auto with_sign = [&](uint8_t c) -> uint8_t { return f.uz && c == 0 ? 0 : static_cast<uint8_t>(c | sign); };
+  auto overflow = [&]() -> uint8_t {
+    if (saturate) return with_sign(f.max_code);
+    return f.ieee ? static_cast<uint8_t>(sign | 0x7c) : nan;
+  };
+  const double top = float8_to_f64(f, f.max_code);
+  if (a >= top) {
+    const double half_ulp = (top - float8_to_f64(f, static_cast<uint8_t>(f.max_code - 1))) / 2;
+    if (a == top || a < top + half_ulp || (a == top + half_ulp && (f.max_code & 1) == 0)) return with_sign(f.max_code);
+    return overflow();
+  }
+  // The largest code whose value is at most a (positive codes ascend with their values).
+  int lo = 0, hi = f.max_code;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (float8_to_f64(f, static_cast<uint8_t>(mid)) <= a) lo = mid;
+    else hi = mid - 1;
+  }
+  const double below = float8_to_f64(f, static_cast<uint8_t>(lo)), above = float8_to_f64(f, static_cast<uint8_t>(lo + 1));
+  int code = lo;
+  if (a - below > above - a || (a - below == above - a && (lo & 1))) code = lo + 1;
+  return with_sign(static_cast<uint8_t>(code));
+}
+
 /// double to float rounding to odd (inexact results get their last bit set): a later rounding
 /// of it to float16 or bfloat16, both at least two bits narrower, is then the correct
 /// rounding of the double, where rounding to nearest twice could be one unit off.
@@ -101,6 +161,10 @@ inline double load_f64(DType d, const void* data, int64_t i) {
     case DType::kU16: return static_cast<const uint16_t*>(data)[i];
     case DType::kU8:
     case DType::kBool: return static_cast<const uint8_t*>(data)[i];
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ: return float8_to_f64(float8_format(d), static_cast<const uint8_t*>(data)[i]);
     case DType::kCount: break;
   }
   return 0;
@@ -142,6 +206,12 @@ inline void store_i64(DType d, void* data, int64_t i, int64_t v) {
     case DType::kF64: static_cast<double*>(data)[i] = static_cast<double>(v); return;
     case DType::kF16: static_cast<uint16_t*>(data)[i] = f32_to_f16(static_cast<float>(v)); return;
     case DType::kBF16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(static_cast<float>(v)); return;
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ:
+      static_cast<uint8_t*>(data)[i] = f64_to_float8(float8_format(d), static_cast<double>(v), true);
+      return;
     case DType::kCount: return;
   }
 }
@@ -149,9 +219,16 @@ inline void store_i64(DType d, void* data, int64_t i, int64_t v) {
 /// Writes v into element i of a float array, rounded once to nearest even. For an integer
 /// array: v truncated toward zero, saturated to the type's range where it is 64 bits wide
 /// and wrapped to the narrower ones (C++ leaves out-of-range conversions undefined; ONNX
-/// leaves them unspecified). bool: v != 0 (NaN is true, as numpy has it).
-inline void store_f64(DType d, void* data, int64_t i, double v) {
+/// leaves them unspecified). bool: v != 0 (NaN is true, as numpy has it). The 8-bit floats
+/// saturate beyond their range unless `saturate` is false (Cast's attribute).
+inline void store_f64(DType d, void* data, int64_t i, double v, bool saturate = true) {
   switch (d) {
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ:
+      static_cast<uint8_t*>(data)[i] = f64_to_float8(float8_format(d), v, saturate);
+      return;
     case DType::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); return;
     case DType::kF64: static_cast<double*>(data)[i] = v; return;
     case DType::kF16: static_cast<uint16_t*>(data)[i] = f32_to_f16(f64_to_f32_odd(v)); return;
@@ -170,7 +247,7 @@ inline void store_f64(DType d, void* data, int64_t i, double v) {
 /// Converts n elements of type `from` to type `to` as ONNX's Cast does: integers to integers
 /// by their bits (wrapping), floats to integers truncated (store_f64), integers to floats
 /// rounded once, floats to floats rounded once to nearest even.
-inline void convert_elements(DType from, const void* x, DType to, void* y, int64_t n) {
+inline void convert_elements(DType from, const void* x, DType to, void* y, int64_t n, bool saturate = true) {
   if (from == to) {
     std::memcpy(y, x, static_cast<size_t>(n) * dtype_size(from));
     return;
@@ -184,7 +261,7 @@ inline void convert_elements(DType from, const void* x, DType to, void* y, int64
       static_cast<float*>(y)[i] = from == DType::kU64 ? static_cast<float>(static_cast<const uint64_t*>(x)[i])
                                                        : static_cast<float>(static_cast<const int64_t*>(x)[i]);
     } else {
-      store_f64(to, y, i, load_f64(from, x, i));
+      store_f64(to, y, i, load_f64(from, x, i), saturate);
     }
   }
 }

@@ -46,7 +46,11 @@ size_t dtype_size(DType dtype) {
     case DType::kU16: return 2;
     case DType::kBool:
     case DType::kI8:
-    case DType::kU8: return 1;
+    case DType::kU8:
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ: return 1;
     case DType::kCount: break;
   }
   return 0;
@@ -67,12 +71,21 @@ const char* dtype_name(DType dtype) {
     case DType::kU16: return "uint16";
     case DType::kU32: return "uint32";
     case DType::kU64: return "uint64";
+    case DType::kF8E4M3FN: return "float8e4m3fn";
+    case DType::kF8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::kF8E5M2: return "float8e5m2";
+    case DType::kF8E5M2FNUZ: return "float8e5m2fnuz";
     case DType::kCount: break;
   }
   return "?";
 }
 
-bool dtype_is_float(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64; }
+bool dtype_is_float8(DType d) {
+  return d == DType::kF8E4M3FN || d == DType::kF8E4M3FNUZ || d == DType::kF8E5M2 || d == DType::kF8E5M2FNUZ;
+}
+bool dtype_is_float(DType d) {
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64 || dtype_is_float8(d);
+}
 bool dtype_is_integer(DType d) { return !dtype_is_float(d) && d != DType::kBool && d != DType::kCount; }
 bool dtype_is_signed(DType d) {
   return dtype_is_float(d) || d == DType::kI8 || d == DType::kI16 || d == DType::kI32 || d == DType::kI64;

@@ -19,12 +19,17 @@ class Device;
 /// bfloat16 in float32 and the narrow integers in int64, rounding and wrapping each result
 /// as ONNX does (core/promote.hpp); float64 and uint64 in their own width where an op
 /// implements them. The first three keep their values (stores and messages carry them).
-enum class DType : uint8_t { kF32, kI64, kBool, kF16, kBF16, kF64, kI8, kI16, kI32, kU8, kU16, kU32, kU64, kCount };
+enum class DType : uint8_t {
+  kF32, kI64, kBool, kF16, kBF16, kF64, kI8, kI16, kI32, kU8, kU16, kU32, kU64,
+  kF8E4M3FN, kF8E4M3FNUZ, kF8E5M2, kF8E5M2FNUZ,  ///< the 8-bit floats (ONNX 1.14's), widened like float16
+  kCount
+};
 
 size_t dtype_size(DType dtype);
 /// ONNX's spelling in lower case: "float32", "float16", "bfloat16", "int8", "uint64", ...
 const char* dtype_name(DType dtype);
-bool dtype_is_float(DType dtype);    ///< float16, bfloat16, float32, float64
+bool dtype_is_float(DType dtype);    ///< float8 (four kinds), float16, bfloat16, float32, float64
+bool dtype_is_float8(DType dtype);
 bool dtype_is_integer(DType dtype);  ///< int8..int64, uint8..uint64 (not bool)
 bool dtype_is_signed(DType dtype);   ///< the signed integers and the floats
 /// A set of element types, as a bit mask (KernelTraits::dtypes).

@@ -73,12 +73,16 @@ DType dtype_of_onnx(int64_t code) {
     case 12: return DType::kU32;
     case 13: return DType::kU64;
     case 16: return DType::kBF16;
+    case 17: return DType::kF8E4M3FN;
+    case 18: return DType::kF8E4M3FNUZ;
+    case 19: return DType::kF8E5M2;
+    case 20: return DType::kF8E5M2FNUZ;
     default: return DType::kCount;
   }
 }
 
 int32_t onnx_code_of(DType d) {
-  for (int32_t code = 1; code <= 16; ++code)
+  for (int32_t code = 1; code <= 20; ++code)
     if (dtype_of_onnx(code) == d) return code;
   return 0;
 }

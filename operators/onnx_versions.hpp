@@ -33,7 +33,7 @@ int onnx_op_version(const std::string& op, int64_t opset);
 /// "code N" for one no ONNX release defines.
 std::string onnx_type_name(int64_t code);
 /// The DType of a TensorProto element type code; kCount for a type Mosaic has no DType for
-/// (string, complex, the 2-, 4-, 6- and 8-bit floats and integers).
+/// (string, complex, float8e8m0, the 2-, 4- and 6-bit floats and integers).
 DType dtype_of_onnx(int64_t code);
 /// The TensorProto element type code of a DType.
 int32_t onnx_code_of(DType dtype);

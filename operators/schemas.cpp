@@ -9,6 +9,7 @@
 #include "operators/eltwise.hpp"
 #include "operators/indexing.hpp"
 #include "operators/normalization.hpp"
+#include "operators/conv_transpose.hpp"
 #include "operators/einsum.hpp"
 #include "operators/grid_sample.hpp"
 #include "operators/rearrange.hpp"
@@ -818,6 +819,7 @@ std::map<std::string, OpSchema> build_table() {
   add_einsum_schema(t);
   add_grid_sample_schema(t);
   add_rearrange_schemas(t);
+  add_conv_transpose_schema(t);
   set_versions(t);
   return t;
 }

@@ -65,6 +65,37 @@ TEST(ElementTypes, Float16AndBfloat16RoundToNearestEven) {
   EXPECT_EQ(static_cast<const uint16_t*>(h.data())[0], 0x3c01);
 }
 
+TEST(ElementTypes, Float8RoundsToNearestEvenAndSaturatesAsCastSays) {
+  // E4M3FN: bias 7, 3 mantissa bits, no infinity, NaN 0x7f, largest 448 (0x7e).
+  const Float8Format fn = float8_format(DType::kF8E4M3FN);
+  EXPECT_EQ(f64_to_float8(fn, 1.0, true), 0x38);
+  EXPECT_EQ(f64_to_float8(fn, 1.0625, true), 0x38);  // a tie between 1 and 1.125: to even
+  EXPECT_EQ(f64_to_float8(fn, 1.1875, true), 0x3a);  // a tie between 1.125 and 1.25: to even
+  EXPECT_EQ(f64_to_float8(fn, -448.0, true), 0xfe);
+  EXPECT_EQ(f64_to_float8(fn, 500.0, true), 0x7e);   // saturates
+  EXPECT_EQ(f64_to_float8(fn, 500.0, false), 0x7f);  // NaN without saturation
+  EXPECT_EQ(f64_to_float8(fn, std::ldexp(1.0, -9), true), 0x01);  // the smallest subnormal
+  EXPECT_EQ(float8_to_f64(fn, 0x01), std::ldexp(1.0, -9));
+  EXPECT_TRUE(std::isnan(float8_to_f64(fn, 0xff)));
+  // E5M2 has infinities; the FNUZ kinds no negative zero and NaN 0x80.
+  const Float8Format e5 = float8_format(DType::kF8E5M2);
+  EXPECT_EQ(f64_to_float8(e5, 57344.0, true), 0x7b);
+  EXPECT_EQ(f64_to_float8(e5, 1e6, false), 0x7c);
+  EXPECT_EQ(float8_to_f64(e5, 0xfc), -INFINITY);
+  const Float8Format uz = float8_format(DType::kF8E4M3FNUZ);
+  EXPECT_EQ(f64_to_float8(uz, -0.0, true), 0x00);
+  EXPECT_EQ(f64_to_float8(uz, 240.0, true), 0x7f);
+  EXPECT_TRUE(std::isnan(float8_to_f64(uz, 0x80)));
+  // Through Cast, with its saturate attribute.
+  std::vector<Tensor> out;
+  const Tensor x = Tensor::from_f32({3}, {1.0625f, 500.f, -3.f});
+  ASSERT_TRUE(run_on(op_case("Cast", {x}, {{"to", A::of_int(17)}, {"saturate", A::of_int(0)}}), "naive", &out).is_ok());
+  ASSERT_EQ(out[0].dtype(), DType::kF8E4M3FN);
+  EXPECT_EQ(out[0].u8()[0], 0x38);
+  EXPECT_EQ(out[0].u8()[1], 0x7f);
+  EXPECT_EQ(out[0].get(2), -3.0);
+}
+
 TEST(ElementTypes, CastConvertsAsOnnxSays) {
   // Integers to integers by their bits; floats to integers truncated; back by value.
   const Tensor ints = typed(DType::kI64, {5}, {300, -1, 127, -129, 65535});

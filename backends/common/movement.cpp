@@ -559,15 +559,17 @@ class CastKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     from_ = ctx.inputs[0].dtype;
     to_ = ctx.outputs[0].dtype;
+    saturate_ = ctx.node->attr_int("saturate", 1) != 0;  // the 8-bit floats' (opset 19)
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    convert_elements(from_, src[0]->data(), to_, dst[0]->data(), src[0]->numel());
+    convert_elements(from_, src[0]->data(), to_, dst[0]->data(), src[0]->numel(), saturate_);
     return Status::ok();
   }
 
  private:
   DType from_ = DType::kF32, to_ = DType::kF32;
+  bool saturate_ = true;
 };
 
 class ShapeKernel final : public Kernel {

@@ -1,6 +1,7 @@
 // The naive oracle's convolution: direct loops, forward and backward (data, weights, bias).
 #include "backends/common/grad.hpp"
 #include "backends/naive/naive_internal.hpp"
+#include "operators/conv_transpose.hpp"
 
 namespace mosaic::naive_impl {
 namespace {
@@ -113,10 +114,67 @@ class ConvKernel final : public Kernel {
   const Node* node_ = nullptr;
 };
 
+/// ConvTranspose, forward: every input element spread over its kernel window, summed in
+/// double per output element.
+class ConvTransposeKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, conv_transpose_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t k = p_.in.size();
+    const int64_t in_size = shape_numel(p_.in), out_size = shape_numel(p_.out), taps = shape_numel(p_.kernel);
+    const int64_t cg = p_.c / p_.group, mg = p_.m / p_.group;
+    const float *x = src[0]->f32(), *w = src[1]->f32(), *b = p_.has_bias ? src[2]->f32() : nullptr;
+    std::vector<double> acc(static_cast<size_t>(p_.n * p_.m * out_size), 0.0);
+    std::vector<int64_t> ipos(k), kpos(k);
+    for (int64_t i = 0; i < in_size; ++i) {
+      for (int64_t r = i, d = static_cast<int64_t>(k) - 1; d >= 0; --d) {
+        ipos[static_cast<size_t>(d)] = r % p_.in[static_cast<size_t>(d)];
+        r /= p_.in[static_cast<size_t>(d)];
+      }
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t o = 0;
+        bool inside = true;
+        for (int64_t r = t, d = static_cast<int64_t>(k) - 1; d >= 0; --d) {
+          kpos[static_cast<size_t>(d)] = r % p_.kernel[static_cast<size_t>(d)];
+          r /= p_.kernel[static_cast<size_t>(d)];
+        }
+        for (size_t d = 0; d < k; ++d) {
+          const int64_t at = ipos[d] * p_.strides[d] + kpos[d] * p_.dilations[d] - p_.pad_begin[d];
+          if (at < 0 || at >= p_.out[d]) inside = false;
+          o = o * p_.out[d] + at;
+        }
+        if (!inside) continue;
+        for (int64_t n = 0; n < p_.n; ++n)
+          for (int64_t c = 0; c < p_.c; ++c) {
+            const double xv = x[(n * p_.c + c) * in_size + i];
+            const int64_t g = c / cg;
+            for (int64_t m = 0; m < mg; ++m)
+              acc[static_cast<size_t>((n * p_.m + g * mg + m) * out_size + o)] += xv * w[(c * mg + m) * taps + t];
+          }
+      }
+    }
+    float* y = dst[0]->f32();
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t m = 0; m < p_.m; ++m)
+        for (int64_t o = 0; o < out_size; ++o) {
+          const int64_t at = (n * p_.m + m) * out_size + o;
+          y[at] = static_cast<float>(acc[static_cast<size_t>(at)] + (b ? b[m] : 0.0));
+        }
+    return Status::ok();
+  }
+
+ private:
+  ConvTransposeParams p_;
+};
+
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
   r.kernel("Conv", make_factory<ConvKernel>());
+  r.kernel("ConvTranspose", make_factory<ConvTransposeKernel>());
 }
 
 }  // namespace mosaic::naive_impl
