@@ -35,7 +35,7 @@ struct UnaryArgs {
 enum class UnaryOp {
   kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kExp, kLog, kSqrt, kErf, kNeg, kAbs, kReciprocal,
   kSoftplus, kSoftsign, kElu, kSelu, kHardSigmoid, kHardSwish, kGelu, kSin, kCos,
-  kTan, kSinh, kCosh, kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kMish, kCelu, kSwish,
+  kTan, kSinh, kCosh, kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kMish, kCelu,
   kCount  // not an op: the number of ops
 };
 
@@ -212,13 +212,6 @@ inline constexpr std::array<UnaryOpInfo, static_cast<size_t>(UnaryOp::kCount)> k
      [](double x, const UnaryArgs& a) { return x > 0 ? x : a.alpha * std::expm1(x / a.alpha); },
      [](double x, double, const UnaryArgs& a) { return x > 0 ? 1.0 : std::exp(x / a.alpha); }, 0, nullptr, nullptr,
      false},
-    {UnaryOp::kSwish, "Swish", "x * sigmoid(alpha * x)", 1, true, false, 5, 5,
-     [](double x, const UnaryArgs& a) { return x * eltwise_detail::sigmoid(a.alpha * x); },
-     [](double x, double, const UnaryArgs& a) {
-       const double s = eltwise_detail::sigmoid(a.alpha * x);
-       return s + a.alpha * x * s * (1 - s);
-     },
-     0, nullptr, nullptr, false},
 }};
 // clang-format on
 

@@ -123,7 +123,7 @@ TEST_F(Outputs, MoreThreadsThanCoresWarnsAndIsNeverCachedAsThePeak) {
 }
 
 TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
-  // x -> Det -> Hardmax -> Det -> Relu: two op types Mosaic lacks, in three nodes.
+  // x -> Det -> Unique -> Det -> Relu: two op types Mosaic lacks, in three nodes.
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
@@ -132,7 +132,7 @@ TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
   in->set_name("x");
   in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   for (int d : {2, 4}) in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-  const std::vector<std::pair<std::string, std::string>> ops = {{"Det", ""}, {"Hardmax", ""}, {"Det", ""}, {"Relu", ""}};
+  const std::vector<std::pair<std::string, std::string>> ops = {{"Det", ""}, {"Unique", ""}, {"Det", ""}, {"Relu", ""}};
   std::string prev = "x";
   for (size_t i = 0; i < ops.size(); ++i) {
     auto* n = g->add_node();
@@ -152,7 +152,7 @@ TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
     CmdResult r = mosaic(cmd + file);
     EXPECT_EQ(r.code, 2) << cmd << r.out;
     EXPECT_NE(r.out.find("node 'n0' (Det): operator Det is not supported"), std::string::npos) << cmd << r.out;
-    EXPECT_NE(r.out.find("in all, 2 op types in 3 nodes are not supported: Det (2 nodes, first 'n0'), Hardmax "
+    EXPECT_NE(r.out.find("in all, 2 op types in 3 nodes are not supported: Det (2 nodes, first 'n0'), Unique "
                          "(1 node, first 'n1')"),
               std::string::npos)
         << cmd << r.out;
