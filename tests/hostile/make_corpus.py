@@ -143,6 +143,15 @@ case("gathernd_tuple_too_long", model([helper.make_node("GatherND", ["x", "i"], 
 case("topk_k_huge", model([helper.make_node("TopK", ["x", "k"], ["v", "i"])], [f32("x", [4])],
                           [f32("v", None), helper.make_tensor_value_info("i", TensorProto.INT64, None)],
                           [i64("k", [2**62])], opset=18), "is outside [0, 4]")
+# Einsum over four 1-D inputs of 2^11: 2^44 points of label space from 32 KB of input.
+case("einsum_label_space_huge",
+     model([helper.make_node("Einsum", ["a", "b", "c", "d"], ["y"], equation="i,j,k,l->")],
+           [f32(n, [2048]) for n in "abcd"], [f32("y", None)], opset=18), "more than 2^32")
+# ConvTranspose whose output would pass 2^31 along an axis.
+case("convtranspose_extent_huge",
+     model([helper.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[2**30])], [f32("x", [1, 1, 4])],
+           [f32("y", None)], [numpy_helper.from_array(np.ones([1, 1, 1], np.float32), "W")], opset=18),
+     "beyond 2^31 - 1")
 case("cumsum_axis_huge", model([helper.make_node("CumSum", ["x", "a"], ["y"])], [f32("x", [4])], [f32("y", None)],
                                [i64("a", 2**62)], opset=18), "out of range")
 case("scatternd_updates_shape", model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])], [f32("x", [4, 4])],
