@@ -36,9 +36,13 @@ CaseResult classify(const Status& st) {
 /// A test-data tensor as the model declares it: onnx releases before 1.14 wrote bfloat16
 /// test data as uint16 (the same bits), which is read as bfloat16; any other type that
 /// differs from the declaration fails the case, naming both.
+/// onnx 1.12's uint16 test data read as the bfloat16 it stands for (the same bits).
+bool bfloat16_as_uint16(const Tensor& t, DType wanted) { return t.dtype() == DType::kU16 && wanted == DType::kBF16; }
+Tensor as_bfloat16(const Tensor& t) { return Tensor::on_buffer({DType::kBF16, t.shape()}, t.buffer()); }
+
 Expected<Tensor> as_declared(const Tensor& t, DType declared, const char* what, size_t i) {
   if (t.dtype() == declared) return t;
-  if (t.dtype() == DType::kU16 && declared == DType::kBF16) return Tensor::on_buffer({declared, t.shape()}, t.buffer());
+  if (bfloat16_as_uint16(t, declared)) return as_bfloat16(t);
   return Status::invalid(std::string(what) + " " + std::to_string(i) + " of the data set is " + dtype_name(t.dtype()) +
                          ", the model declares " + dtype_name(declared));
 }
@@ -134,8 +138,7 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
       return {CaseVerdict::kFailed, "produced " + std::to_string(outs.size()) + " outputs, expected " +
                                     std::to_string(expected.size())};
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (outs[k].dtype() == DType::kBF16 && expected[k].dtype() == DType::kU16)  // as_declared's quirk
-        expected[k] = Tensor::on_buffer({DType::kBF16, expected[k].shape()}, expected[k].buffer());
+      if (bfloat16_as_uint16(expected[k], outs[k].dtype())) expected[k] = as_bfloat16(expected[k]);
       Agreement a = compare_tensors(outs[k], expected[k], o.rtol, o.atol);
       worst = std::max(worst, a.max_abs);
       if (!a.ok)

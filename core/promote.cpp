@@ -77,40 +77,49 @@ Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet n
 /// Runs the kernel built for the widened context: widens the inputs, narrows the outputs.
 class PromotedKernel final : public Kernel {
  public:
+  /// The widened copies are allocated once, here, from the plan's static descriptors.
   PromotedKernel(std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner, MemoryTracker* tracker)
-      : p_(std::move(p)), inner_(std::move(inner)), tracker_(tracker) {}
+      : p_(std::move(p)), inner_(std::move(inner)), tracker_(tracker) {
+    in_.resize(p_->input_widened.size());
+    out_.resize(p_->output_widened.size());
+    for (size_t i = 0; i < in_.size(); ++i)
+      if (p_->input_widened[i]) in_[i] = Tensor::empty(p_->ctx.inputs[i], tracker_);
+    for (size_t i = 0; i < out_.size(); ++i)
+      if (p_->output_widened[i]) out_[i] = Tensor::empty(p_->ctx.outputs[i], tracker_);
+  }
 
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (inner_->aliases_input()) {  // a view of input 0 (Dropout at inference): the same bytes
       if (dst[0]->bytes()) std::memcpy(dst[0]->data(), src[0]->data(), dst[0]->bytes());
       return Status::ok();
     }
-    std::vector<Tensor> in(src.size()), out(dst.size());
     std::vector<const Tensor*> s(src);
     std::vector<Tensor*> d(dst);
-    for (size_t i = 0; i < src.size(); ++i)
-      if (src[i] && i < p_->input_widened.size() && p_->input_widened[i]) {
-        in[i] = Tensor::empty({p_->ctx.inputs[i].dtype, src[i]->shape()}, tracker_);
-        convert_elements(src[i]->dtype(), src[i]->data(), in[i].dtype(), in[i].data(), src[i]->numel());
-        s[i] = &in[i];
+    for (size_t i = 0; i < src.size() && i < in_.size(); ++i)
+      if (src[i] && in_[i].defined()) {
+        convert_elements(src[i]->dtype(), src[i]->data(), in_[i].dtype(), in_[i].data(), src[i]->numel());
+        s[i] = &in_[i];
       }
-    for (size_t i = 0; i < dst.size(); ++i)
-      if (dst[i] && i < p_->output_widened.size() && p_->output_widened[i]) {
-        out[i] = Tensor::empty({p_->ctx.outputs[i].dtype, dst[i]->shape()}, tracker_);
-        d[i] = &out[i];
-      }
+    for (size_t i = 0; i < dst.size() && i < out_.size(); ++i)
+      if (dst[i] && out_[i].defined()) d[i] = &out_[i];
     MOSAIC_RETURN_IF_ERROR(inner_->forward(s, d));
     for (size_t i = 0; i < dst.size(); ++i)
       if (d[i] != dst[i])
-        convert_elements(out[i].dtype(), out[i].data(), dst[i]->dtype(), dst[i]->data(), dst[i]->numel());
+        convert_elements(out_[i].dtype(), out_[i].data(), dst[i]->dtype(), dst[i]->data(), dst[i]->numel());
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+  size_t workspace_bytes() const override {
+    size_t bytes = inner_->workspace_bytes();
+    for (const auto* v : {&in_, &out_})
+      for (const Tensor& t : *v) bytes += t.defined() ? t.bytes() : 0;
+    return bytes;
+  }
 
  private:
   std::shared_ptr<Promoted> p_;
   std::unique_ptr<Kernel> inner_;
   MemoryTracker* tracker_;
+  std::vector<Tensor> in_, out_;  ///< the widened inputs and outputs (undefined where not widened)
 };
 
 }  // namespace
