@@ -18,7 +18,7 @@ bool narrow_integer(DType d) {
 /// none without loss.
 DType compute_type(DType d, DTypeSet native) {
   if (native & dtype_bit(d)) return d;
-  if ((d == DType::kF16 || d == DType::kBF16 || dtype_is_float8(d)) && (native & dtype_bit(DType::kF32)))
+  if ((d == DType::kF16 || d == DType::kBF16 || dtype_is_small_float(d)) && (native & dtype_bit(DType::kF32)))
     return DType::kF32;
   if (narrow_integer(d) && (native & dtype_bit(DType::kI64))) return DType::kI64;
   return DType::kCount;

@@ -129,6 +129,62 @@ inline uint8_t f64_to_float8(Float8Format f, double v, bool saturate) {
   return with_sign(static_cast<uint8_t>(code));
 }
 
+/// float4e2m1 (1 sign, 2 exponent, 1 mantissa bit; bias 1; no infinity, no NaN): the low
+/// four bits of `code`.
+inline double float4_to_f64(uint8_t code) {
+  static constexpr double kMagnitude[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const double v = kMagnitude[code & 7];
+  return (code & 8) ? -v : v;
+}
+
+/// v rounded to nearest even among float4e2m1's values, saturating to +-6 (infinity too).
+/// The format has no NaN: NaN gives the code ONNX's reference gives (0x8 for a NaN whose
+/// sign bit is clear, 0x0 for one whose sign bit is set).
+inline uint8_t f64_to_float4(double v) {
+  if (std::isnan(v)) return std::signbit(v) ? 0 : 8;
+  const uint8_t sign = std::signbit(v) ? 8 : 0;
+  const double a = std::fabs(v);
+  int code = 0;
+  while (code < 7 && float4_to_f64(static_cast<uint8_t>(code + 1)) <= a) ++code;
+  if (code < 7) {
+    const double below = float4_to_f64(static_cast<uint8_t>(code)), above = float4_to_f64(static_cast<uint8_t>(code + 1));
+    if (a - below > above - a || (a - below == above - a && (code & 1))) ++code;
+  }
+  return static_cast<uint8_t>(sign | code);
+}
+
+/// float8e8m0 (exponent only, bias 127, 0xff is NaN): 2^(code - 127).
+inline double float8e8m0_to_f64(uint8_t code) { return code == 0xff ? NAN : std::ldexp(1.0, code - 127); }
+
+/// How a value between two powers of two becomes a float8e8m0 (Cast's round_mode, opset 24).
+enum class E8M0Rounding : uint8_t { kUp, kDown, kNearest };
+
+/// v (as float32: the sign is dropped, as ONNX's reference drops it) to float8e8m0. NaN and
+/// infinity give 0xff; rounding past 2^127 saturates to 0xfe when `saturate` is set.
+inline uint8_t f64_to_float8e8m0(double v, bool saturate, E8M0Rounding mode) {
+  const float f = static_cast<float>(v);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t e = (bits >> 23) & 0xffu;
+  if (e == 0xff) return 0xff;
+  bool up = false;
+  if (mode == E8M0Rounding::kUp) {
+    up = (bits & 0x7fffffu) != 0;
+  } else if (mode == E8M0Rounding::kNearest) {
+    const bool g = bits & 0x400000u, r = bits & 0x200000u, st = (bits & 0x1fffffu) != 0;
+    up = g && (r || st || e > 0);
+  }
+  if (up && !(saturate && e == 0xfe)) ++e;
+  return static_cast<uint8_t>(e);
+}
+
+/// Sign-extends the low `bits` bits of v (int4, int2); the low bits alone for unsigned.
+inline int64_t wrap_bits(int64_t v, int bits, bool is_signed) {
+  const uint64_t mask = (uint64_t{1} << bits) - 1, low = static_cast<uint64_t>(v) & mask;
+  if (is_signed && (low >> (bits - 1))) return static_cast<int64_t>(low) - static_cast<int64_t>(mask + 1);
+  return static_cast<int64_t>(low);
+}
+
 /// double to float rounding to odd (inexact results get their last bit set): a later rounding
 /// of it to float16 or bfloat16, both at least two bits narrower, is then the correct
 /// rounding of the double, where rounding to nearest twice could be one unit off.
@@ -165,6 +221,12 @@ inline double load_f64(DType d, const void* data, int64_t i) {
     case DType::kF8E4M3FNUZ:
     case DType::kF8E5M2:
     case DType::kF8E5M2FNUZ: return float8_to_f64(float8_format(d), static_cast<const uint8_t*>(data)[i]);
+    case DType::kF4E2M1: return float4_to_f64(static_cast<const uint8_t*>(data)[i]);
+    case DType::kF8E8M0: return float8e8m0_to_f64(static_cast<const uint8_t*>(data)[i]);
+    case DType::kI4:
+    case DType::kI2: return static_cast<const int8_t*>(data)[i];
+    case DType::kU4:
+    case DType::kU2: return static_cast<const uint8_t*>(data)[i];
     case DType::kCount: break;
   }
   return 0;
@@ -178,11 +240,15 @@ inline int64_t load_i64(DType d, const void* data, int64_t i) {
     case DType::kI64: return static_cast<const int64_t*>(data)[i];
     case DType::kI32: return static_cast<const int32_t*>(data)[i];
     case DType::kI16: return static_cast<const int16_t*>(data)[i];
-    case DType::kI8: return static_cast<const int8_t*>(data)[i];
+    case DType::kI8:
+    case DType::kI4:
+    case DType::kI2: return static_cast<const int8_t*>(data)[i];
     case DType::kU64: return static_cast<int64_t>(static_cast<const uint64_t*>(data)[i]);
     case DType::kU32: return static_cast<const uint32_t*>(data)[i];
     case DType::kU16: return static_cast<const uint16_t*>(data)[i];
     case DType::kU8:
+    case DType::kU4:
+    case DType::kU2:
     case DType::kBool: return static_cast<const uint8_t*>(data)[i];
     default: return saturate_to_i64(load_f64(d, data, i));
   }
@@ -201,6 +267,14 @@ inline void store_i64(DType d, void* data, int64_t i, int64_t v) {
     case DType::kU16: static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(u); return;
     case DType::kI8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(static_cast<uint8_t>(u)); return;
     case DType::kU8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(u); return;
+    case DType::kI4: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(wrap_bits(v, 4, true)); return;
+    case DType::kU4: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(wrap_bits(v, 4, false)); return;
+    case DType::kI2: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(wrap_bits(v, 2, true)); return;
+    case DType::kU2: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(wrap_bits(v, 2, false)); return;
+    case DType::kF4E2M1: static_cast<uint8_t*>(data)[i] = f64_to_float4(static_cast<double>(v)); return;
+    case DType::kF8E8M0:
+      static_cast<uint8_t*>(data)[i] = f64_to_float8e8m0(static_cast<double>(v), true, E8M0Rounding::kUp);
+      return;
     case DType::kBool: static_cast<uint8_t*>(data)[i] = v != 0; return;
     case DType::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); return;
     case DType::kF64: static_cast<double*>(data)[i] = static_cast<double>(v); return;
@@ -221,8 +295,11 @@ inline void store_i64(DType d, void* data, int64_t i, int64_t v) {
 /// and wrapped to the narrower ones (C++ leaves out-of-range conversions undefined; ONNX
 /// leaves them unspecified). bool: v != 0 (NaN is true, as numpy has it). The 8-bit floats
 /// saturate beyond their range unless `saturate` is false (Cast's attribute).
-inline void store_f64(DType d, void* data, int64_t i, double v, bool saturate = true) {
+inline void store_f64(DType d, void* data, int64_t i, double v, bool saturate = true,
+                      E8M0Rounding e8m0 = E8M0Rounding::kUp) {
   switch (d) {
+    case DType::kF4E2M1: static_cast<uint8_t*>(data)[i] = f64_to_float4(v); return;
+    case DType::kF8E8M0: static_cast<uint8_t*>(data)[i] = f64_to_float8e8m0(v, saturate, e8m0); return;
     case DType::kF8E4M3FN:
     case DType::kF8E4M3FNUZ:
     case DType::kF8E5M2:
@@ -247,7 +324,8 @@ inline void store_f64(DType d, void* data, int64_t i, double v, bool saturate = 
 /// Converts n elements of type `from` to type `to` as ONNX's Cast does: integers to integers
 /// by their bits (wrapping), floats to integers truncated (store_f64), integers to floats
 /// rounded once, floats to floats rounded once to nearest even.
-inline void convert_elements(DType from, const void* x, DType to, void* y, int64_t n, bool saturate = true) {
+inline void convert_elements(DType from, const void* x, DType to, void* y, int64_t n, bool saturate = true,
+                             E8M0Rounding e8m0 = E8M0Rounding::kUp) {
   if (from == to) {
     std::memcpy(y, x, static_cast<size_t>(n) * dtype_size(from));
     return;
@@ -261,9 +339,32 @@ inline void convert_elements(DType from, const void* x, DType to, void* y, int64
       static_cast<float*>(y)[i] = from == DType::kU64 ? static_cast<float>(static_cast<const uint64_t*>(x)[i])
                                                        : static_cast<float>(static_cast<const int64_t*>(x)[i]);
     } else {
-      store_f64(to, y, i, load_f64(from, x, i), saturate);
+      store_f64(to, y, i, load_f64(from, x, i), saturate, e8m0);
     }
   }
+}
+
+/// Unpacks n elements of a sub-byte type (dtype_packed_bits > 0) from `packed`, lowest bits
+/// first as ONNX stores them, into one byte each (int4/int2 sign-extended).
+inline void unpack_elements(DType d, const uint8_t* packed, int64_t n, void* out) {
+  const int bits = dtype_packed_bits(d), per_byte = 8 / bits;
+  const bool is_signed = d == DType::kI4 || d == DType::kI2;
+  auto* y = static_cast<uint8_t*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t field = (packed[i / per_byte] >> ((i % per_byte) * bits)) & ((1 << bits) - 1);
+    y[i] = static_cast<uint8_t>(wrap_bits(field, bits, is_signed));
+  }
+}
+
+/// The inverse of unpack_elements: dtype_file_bytes(d, n) bytes, unused high bits zero.
+inline std::vector<uint8_t> pack_elements(DType d, const void* in, int64_t n) {
+  const int bits = dtype_packed_bits(d), per_byte = 8 / bits;
+  std::vector<uint8_t> packed(static_cast<size_t>(dtype_file_bytes(d, n)), 0);
+  const auto* x = static_cast<const uint8_t*>(in);
+  for (int64_t i = 0; i < n; ++i)
+    packed[static_cast<size_t>(i / per_byte)] |=
+        static_cast<uint8_t>((x[i] & ((1 << bits) - 1)) << ((i % per_byte) * bits));
+  return packed;
 }
 
 /// An index tensor's values as int64: its own data where it is int64, else widened into

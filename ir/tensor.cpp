@@ -50,10 +50,29 @@ size_t dtype_size(DType dtype) {
     case DType::kF8E4M3FN:
     case DType::kF8E4M3FNUZ:
     case DType::kF8E5M2:
-    case DType::kF8E5M2FNUZ: return 1;
+    case DType::kF8E5M2FNUZ:
+    case DType::kU4:
+    case DType::kI4:
+    case DType::kF4E2M1:
+    case DType::kF8E8M0:
+    case DType::kU2:
+    case DType::kI2: return 1;
     case DType::kCount: break;
   }
   return 0;
+}
+
+int dtype_packed_bits(DType d) {
+  if (d == DType::kU4 || d == DType::kI4 || d == DType::kF4E2M1) return 4;
+  if (d == DType::kU2 || d == DType::kI2) return 2;
+  return 0;
+}
+
+int64_t dtype_file_bytes(DType d, int64_t n) {
+  const int bits = dtype_packed_bits(d);
+  if (bits == 0) return n * static_cast<int64_t>(dtype_size(d));
+  const int per_byte = 8 / bits;
+  return n / per_byte + (n % per_byte != 0);
 }
 
 const char* dtype_name(DType dtype) {
@@ -75,20 +94,29 @@ const char* dtype_name(DType dtype) {
     case DType::kF8E4M3FNUZ: return "float8e4m3fnuz";
     case DType::kF8E5M2: return "float8e5m2";
     case DType::kF8E5M2FNUZ: return "float8e5m2fnuz";
+    case DType::kU4: return "uint4";
+    case DType::kI4: return "int4";
+    case DType::kF4E2M1: return "float4e2m1";
+    case DType::kF8E8M0: return "float8e8m0";
+    case DType::kU2: return "uint2";
+    case DType::kI2: return "int2";
     case DType::kCount: break;
   }
   return "?";
 }
 
-bool dtype_is_float8(DType d) {
-  return d == DType::kF8E4M3FN || d == DType::kF8E4M3FNUZ || d == DType::kF8E5M2 || d == DType::kF8E5M2FNUZ;
+bool dtype_is_small_float(DType d) {
+  return d == DType::kF8E4M3FN || d == DType::kF8E4M3FNUZ || d == DType::kF8E5M2 || d == DType::kF8E5M2FNUZ ||
+         d == DType::kF4E2M1 || d == DType::kF8E8M0;
 }
 bool dtype_is_float(DType d) {
-  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64 || dtype_is_float8(d);
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64 || dtype_is_small_float(d);
 }
 bool dtype_is_integer(DType d) { return !dtype_is_float(d) && d != DType::kBool && d != DType::kCount; }
 bool dtype_is_signed(DType d) {
-  return dtype_is_float(d) || d == DType::kI8 || d == DType::kI16 || d == DType::kI32 || d == DType::kI64;
+  if (d == DType::kF8E8M0) return false;  // exponent only, no sign bit
+  return dtype_is_float(d) || d == DType::kI2 || d == DType::kI4 || d == DType::kI8 || d == DType::kI16 ||
+         d == DType::kI32 || d == DType::kI64;
 }
 
 std::string dtype_set_str(DTypeSet set) {

@@ -22,15 +22,26 @@ class Device;
 enum class DType : uint8_t {
   kF32, kI64, kBool, kF16, kBF16, kF64, kI8, kI16, kI32, kU8, kU16, kU32, kU64,
   kF8E4M3FN, kF8E4M3FNUZ, kF8E5M2, kF8E5M2FNUZ,  ///< the 8-bit floats (ONNX 1.14's), widened like float16
+  /// ONNX's sub-byte types and the scale type of the microscaling formats. Files pack the
+  /// 4- and 2-bit ones two or four to a byte; in memory each element has a byte of its own
+  /// (int4/int2 sign-extended, the others in the low bits), so that every kernel indexes
+  /// them as bytes. onnx_io packs and unpacks them at the file's edge (dtype_packed_bits).
+  kU4, kI4, kF4E2M1, kF8E8M0, kU2, kI2,
   kCount
 };
 
+/// Bytes per element in memory (1 for the sub-byte types, which are unpacked there).
 size_t dtype_size(DType dtype);
+/// Bits per element in a file: 4 for int4, uint4 and float4e2m1, 2 for int2 and uint2, 0 for
+/// every other type (stored whole bytes, as in memory).
+int dtype_packed_bits(DType dtype);
+/// Bytes n elements take in a file: ceil(n * bits / 8) for the packed types.
+int64_t dtype_file_bytes(DType dtype, int64_t n);
 /// ONNX's spelling in lower case: "float32", "float16", "bfloat16", "int8", "uint64", ...
 const char* dtype_name(DType dtype);
-bool dtype_is_float(DType dtype);    ///< float8 (four kinds), float16, bfloat16, float32, float64
-bool dtype_is_float8(DType dtype);
-bool dtype_is_integer(DType dtype);  ///< int8..int64, uint8..uint64 (not bool)
+bool dtype_is_float(DType dtype);    ///< float4e2m1, the float8 kinds, float16, bfloat16, float32, float64
+bool dtype_is_small_float(DType dtype);  ///< the float8 kinds, float4e2m1 and float8e8m0: widened to float32 like float16
+bool dtype_is_integer(DType dtype);  ///< int2..int64, uint2..uint64 (not bool)
 bool dtype_is_signed(DType dtype);   ///< the signed integers and the floats
 /// A set of element types, as a bit mask (KernelTraits::dtypes).
 using DTypeSet = uint32_t;

@@ -77,12 +77,18 @@ DType dtype_of_onnx(int64_t code) {
     case 18: return DType::kF8E4M3FNUZ;
     case 19: return DType::kF8E5M2;
     case 20: return DType::kF8E5M2FNUZ;
+    case 21: return DType::kU4;
+    case 22: return DType::kI4;
+    case 23: return DType::kF4E2M1;
+    case 24: return DType::kF8E8M0;
+    case 25: return DType::kU2;
+    case 26: return DType::kI2;
     default: return DType::kCount;
   }
 }
 
 int32_t onnx_code_of(DType d) {
-  for (int32_t code = 1; code <= 20; ++code)
+  for (int32_t code = 1; code <= 26; ++code)
     if (dtype_of_onnx(code) == d) return code;
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "operators/rearrange.hpp"
 
+#include <cmath>
+
 #include "ir/checked.hpp"
 #include "operators/onnx_versions.hpp"
 #include "operators/params.hpp"
@@ -20,6 +22,9 @@ Expected<Descs> infer_bitcast(const OpContext& c) {
   const DType to = dtype_of_onnx(code);
   if (to == DType::kCount)
     return Status::unsupported(c.node->label() + ": BitCast to element type " + onnx_type_name(code));
+  if (dtype_packed_bits(to) || dtype_packed_bits(c.inputs[0].dtype))
+    return Status::unsupported(c.node->label() + ": BitCast from " + dtype_name(c.inputs[0].dtype) + " to " +
+                               dtype_name(to) + ": Mosaic does not reinterpret the packed 4- and 2-bit types");
   if (dtype_size(to) != dtype_size(c.inputs[0].dtype))
     return Status::invalid(c.node->label() + ": BitCast from " + dtype_name(c.inputs[0].dtype) + " to " + dtype_name(to) +
                            ": the widths differ");
@@ -54,7 +59,18 @@ Expected<Descs> infer_reverse_sequence(const OpContext& c) {
   return Descs{c.inputs[0]};
 }
 
+Expected<Descs> infer_crop_pad(const OpContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(CropPadParams p, crop_pad_params(c));
+  return Descs{{c.inputs[0].dtype, p.out}};
+}
+
+Expected<Descs> infer_window(const OpContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(WindowParams p, window_params(c));
+  return Descs{{p.dtype, {p.size}}};
+}
+
 double f_zero(const OpContext&) { return 0; }
+double f_window(const OpContext& c) { return 4.0 * static_cast<double>(c.outputs.empty() ? 0 : c.outputs[0].numel()); }
 
 }  // namespace
 
@@ -104,6 +120,74 @@ Expected<OneHotParams> one_hot_params(const OpContext& ctx) {
   return p;
 }
 
+Expected<CropPadParams> crop_pad_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const Tensor* shape = ctx.constant(1);
+  if (!shape) return Status::unsupported(n.label() + ": the target shape must be a constant known at load time");
+  std::vector<int64_t> axes;
+  if (n.has_attr("axes")) {
+    for (int64_t a : n.attr_ints("axes")) {
+      MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(a, rank, n));
+      for (int64_t seen : axes)
+        if (seen == axis) return Status::invalid(n.label() + ": axis " + std::to_string(a) + " is repeated");
+      axes.push_back(axis);
+    }
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  if (shape->numel() != static_cast<int64_t>(axes.size()))
+    return Status::invalid(n.label() + ": shape has " + std::to_string(shape->numel()) + " values for " +
+                           std::to_string(axes.size()) + " axes");
+  CropPadParams p;
+  p.out = x;
+  p.src_begin.assign(x.size(), 0);
+  p.dst_begin.assign(x.size(), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const size_t a = static_cast<size_t>(axes[k]);
+    const int64_t s = shape->get_i64(static_cast<int64_t>(k));
+    if (s < 0 || s > kMaxDim)
+      return Status::invalid(n.label() + ": target size " + std::to_string(s) + " outside [0, 2^31 - 1]");
+    if (s < x[a]) p.src_begin[a] = (x[a] - s) / 2;  // the centre kept; an odd extra one cut at the end
+    else p.dst_begin[a] = (s - x[a]) / 2;
+    p.out[a] = s;
+  }
+  if (shape_numel(p.out) > kMaxTensorBytes) return Status::invalid(n.label() + ": output " + shape_str(p.out) + " too large");
+  return p;
+}
+
+Expected<WindowParams> window_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Tensor* size = ctx.constant(0);
+  if (!size) return Status::unsupported(n.label() + ": the window length must be a constant known at load time");
+  if (size->numel() != 1) return Status::invalid(n.label() + ": the window length must be one value");
+  WindowParams p;
+  p.size = size->get_i64(0);
+  if (p.size < 0 || p.size > kMaxDim)
+    return Status::invalid(n.label() + ": window length " + std::to_string(p.size) + " outside [0, 2^31 - 1]");
+  p.periodic = n.attr_int("periodic", 1) != 0;
+  const int64_t code = n.attr_int("output_datatype", 1);
+  p.dtype = dtype_of_onnx(code);
+  if (p.dtype == DType::kCount) return Status::unsupported(n.label() + ": output_datatype " + onnx_type_name(code));
+  return p;
+}
+
+double window_value(const std::string& op, int64_t i, const WindowParams& p) {
+  const double pi = 3.14159265358979323846, n = static_cast<double>(i);
+  // N - 1 for a symmetric window, N for a periodic one (ONNX's definitions).
+  const double N = static_cast<double>(p.periodic ? p.size : p.size - 1);
+  if (op == "HannWindow") {
+    const double s = std::sin(pi * n / N);
+    return s * s;
+  }
+  if (op == "HammingWindow") {
+    const double alpha = 25.0 / 46.0;
+    return alpha - (1 - alpha) * std::cos(2 * pi * n / N);
+  }
+  return 0.42 - 0.5 * std::cos(2 * pi * n / N) + 0.08 * std::cos(4 * pi * n / N);  // BlackmanWindow
+}
+
 void add_rearrange_schemas(std::map<std::string, OpSchema>& t) {
   add_schema(t, "DepthToSpace", 1, 1, infer_block, f_zero, "channel blocks moved into space (DCR or CRD)");
   add_schema(t, "SpaceToDepth", 1, 1, infer_block, f_zero, "spatial blocks moved into channels (DCR or CRD)");
@@ -113,7 +197,14 @@ void add_rearrange_schemas(std::map<std::string, OpSchema>& t) {
   t["OneHot"].shape_inputs = {1};
   add_schema(t, "ReverseSequence", 2, 2, infer_reverse_sequence, f_zero,
              "each batch entry's first sequence_lens steps in reverse order");
-  for (const char* op : {"DepthToSpace", "SpaceToDepth", "BitCast", "EyeLike", "OneHot", "ReverseSequence"})
+  add_schema(t, "CenterCropPad", 2, 2, infer_crop_pad, f_zero, "each axis cropped or zero-padded about its centre");
+  t["CenterCropPad"].shape_inputs = {1};
+  add_schema(t, "HannWindow", 1, 1, infer_window, f_window, "sin^2(pi n / N), periodic or symmetric");
+  add_schema(t, "HammingWindow", 1, 1, infer_window, f_window, "25/46 - 21/46 cos(2 pi n / N)");
+  add_schema(t, "BlackmanWindow", 1, 1, infer_window, f_window, "0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)");
+  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) t[op].shape_inputs = {0};
+  for (const char* op : {"DepthToSpace", "SpaceToDepth", "BitCast", "EyeLike", "OneHot", "ReverseSequence", "CenterCropPad",
+                         "HannWindow", "HammingWindow", "BlackmanWindow"})
     t[op].backward_flops = nullptr;
 }
 

@@ -1,8 +1,10 @@
 // Ops that rearrange or make up elements without arithmetic: DepthToSpace and SpaceToDepth
 // (blocks of channels to and from space, DCR or CRD order), BitCast (the same bits as another
 // type of the same width), EyeLike (an identity matrix, diagonal k), OneHot (indices to
-// one-hot rows of on/off values along an axis) and ReverseSequence (each batch entry's
-// first sequence_lens steps reversed). Their kernels move bytes: every element type.
+// one-hot rows of on/off values along an axis), ReverseSequence (each batch entry's
+// first sequence_lens steps reversed), CenterCropPad (each axis cropped or zero-padded
+// about its centre) and the signal windows HannWindow, HammingWindow and BlackmanWindow.
+// Their kernels move bytes or write values: every element type.
 #pragma once
 
 #include <map>
@@ -30,6 +32,24 @@ struct OneHotParams {
   Shape out;
 };
 Expected<OneHotParams> one_hot_params(const OpContext& ctx);
+
+/// CenterCropPad: per axis, the output size and where the kept run starts in the input
+/// (cropping) and in the output (padding).
+struct CropPadParams {
+  Shape out;
+  std::vector<int64_t> src_begin, dst_begin;
+};
+Expected<CropPadParams> crop_pad_params(const OpContext& ctx);
+
+/// The window functions: length (a constant), periodic, the element type to write.
+struct WindowParams {
+  int64_t size = 0;
+  bool periodic = true;
+  DType dtype = DType::kF32;
+};
+Expected<WindowParams> window_params(const OpContext& ctx);
+/// Element n of the window named by op_type, in double.
+double window_value(const std::string& op_type, int64_t n, const WindowParams& p);
 
 void add_rearrange_schemas(std::map<std::string, OpSchema>& table);
 

@@ -14,6 +14,7 @@
 #include "operators/grid_sample.hpp"
 #include "operators/rearrange.hpp"
 #include "operators/loss_ops.hpp"
+#include "operators/quantize.hpp"
 #include "operators/onnx_attention.hpp"
 #include "operators/params.hpp"
 #include "operators/pointwise.hpp"
@@ -734,6 +735,8 @@ std::map<std::string, OpSchema> build_table() {
   add("AveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over windows (count_include_pad, ceil_mode)");
   add("GlobalAveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over all spatial positions");
   add("GlobalMaxPool", 1, 1, 1, 1, infer_pool, f_pool, false, "max over all spatial positions");
+  add("LpPool", 1, 1, 1, 1, infer_pool, f_pool, false, "p-norm over windows (p, pads, ceil_mode, dilations)");
+  add("GlobalLpPool", 1, 1, 1, 1, infer_pool, f_pool, false, "p-norm over all spatial positions");
   add("Gemm", 2, 3, 1, 1, infer_gemm, f_gemm, false, "alpha * op(A) op(B) + beta * C");
   add("MatMul", 2, 2, 1, 1, infer_matmul, f_matmul, false, "numpy matmul with batch broadcasting");
   add("Flatten", 1, 1, 1, 1, infer_flatten, f_zero, false, "reshape to 2-D at axis");
@@ -816,6 +819,7 @@ std::map<std::string, OpSchema> build_table() {
   add_normalization_schemas(t);
   add_onnx_attention_schema(t);
   add_loss_op_schemas(t);
+  add_quantize_schemas(t);
   add_einsum_schema(t);
   add_grid_sample_schema(t);
   add_rearrange_schemas(t);

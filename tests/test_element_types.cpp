@@ -17,28 +17,6 @@ namespace {
 
 using A = Attribute;
 
-Tensor typed(DType d, const Shape& shape, const std::vector<double>& values) {
-  Tensor t = Tensor::empty({d, shape});
-  for (size_t i = 0; i < values.size(); ++i) store_f64(d, t.data(), static_cast<int64_t>(i), values[i]);
-  return t;
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get(i));
-  return v;
-}
-
-OpCase op_case(const std::string& op, std::vector<Tensor> inputs, std::map<std::string, Attribute> attrs = {},
-               int64_t opset = 21) {
-  OpCase c;
-  c.label = op;
-  c.node = make_node(op, std::move(attrs));
-  c.inputs = std::move(inputs);
-  c.opset = opset;
-  return c;
-}
-
 TEST(ElementTypes, Float16AndBfloat16RoundToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);

@@ -12,17 +12,6 @@ namespace {
 
 using A = Attribute;
 
-OpCase op_case(const std::string& op, std::vector<Tensor> inputs, std::map<std::string, Attribute> attrs,
-               int64_t opset, std::vector<std::string> outputs = {"y"}) {
-  OpCase c;
-  c.label = op;
-  c.node = make_node(op, std::move(attrs));
-  c.node.outputs = std::move(outputs);
-  c.inputs = std::move(inputs);
-  c.opset = opset;
-  return c;
-}
-
 TEST(LossOps, NegativeLogLikelihoodByHand) {
   const Tensor x = Tensor::from_f32({2, 3}, {-1.f, -2.f, -3.f, -0.5f, -1.5f, -2.5f});
   const Tensor t = Tensor::from_i64({2}, {0, 2});

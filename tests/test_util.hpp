@@ -24,6 +24,7 @@
 #include "backends/registry.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
+#include "ir/elements.hpp"
 
 namespace mosaic::test {
 
@@ -313,6 +314,32 @@ inline void add_node(Graph& g, Node n, std::vector<std::string> in, std::vector<
   n.outputs = std::move(out);
   n.name = std::move(name);
   g.nodes.push_back(std::move(n));
+}
+
+/// A tensor of type d whose elements are `values`, each stored as ONNX converts a double.
+inline Tensor typed(DType d, const Shape& shape, const std::vector<double>& values) {
+  Tensor t = Tensor::empty({d, shape});
+  for (size_t i = 0; i < values.size(); ++i) store_f64(d, t.data(), static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+/// Every element of t as a double.
+inline std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get(i));
+  return v;
+}
+
+/// A one-node case of an ONNX op at `opset`, its outputs named `outputs`.
+inline OpCase op_case(const std::string& op, std::vector<Tensor> inputs, std::map<std::string, Attribute> attrs = {},
+                      int64_t opset = 21, std::vector<std::string> outputs = {"y"}) {
+  OpCase c;
+  c.label = op;
+  c.node = make_node(op, std::move(attrs));
+  c.node.outputs = std::move(outputs);
+  c.inputs = std::move(inputs);
+  c.opset = opset;
+  return c;
 }
 
 }  // namespace mosaic::test

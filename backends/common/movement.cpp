@@ -560,16 +560,22 @@ class CastKernel final : public Kernel {
     from_ = ctx.inputs[0].dtype;
     to_ = ctx.outputs[0].dtype;
     saturate_ = ctx.node->attr_int("saturate", 1) != 0;  // the 8-bit floats' (opset 19)
+    const std::string mode = ctx.node->attr_string("round_mode", "up");  // float8e8m0's (opset 24)
+    if (mode == "up") e8m0_ = E8M0Rounding::kUp;
+    else if (mode == "down") e8m0_ = E8M0Rounding::kDown;
+    else if (mode == "nearest") e8m0_ = E8M0Rounding::kNearest;
+    else return Status::invalid(ctx.node->label() + ": round_mode '" + mode + "' (up, down or nearest)");
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    convert_elements(from_, src[0]->data(), to_, dst[0]->data(), src[0]->numel(), saturate_);
+    convert_elements(from_, src[0]->data(), to_, dst[0]->data(), src[0]->numel(), saturate_, e8m0_);
     return Status::ok();
   }
 
  private:
   DType from_ = DType::kF32, to_ = DType::kF32;
   bool saturate_ = true;
+  E8M0Rounding e8m0_ = E8M0Rounding::kUp;
 };
 
 class ShapeKernel final : public Kernel {

@@ -133,6 +133,66 @@ class ReverseSequenceKernel final : public Kernel {
   std::string label_;
 };
 
+/// CenterCropPad: each output element reads the input element its axes map to, or zero
+/// where an axis is padded.
+class CropPadKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, crop_pad_params(ctx));
+    in_ = ctx.inputs[0].shape;
+    esize_ = dtype_size(ctx.inputs[0].dtype);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto* x = static_cast<const char*>(src[0]->data());
+    auto* y = static_cast<char*>(dst[0]->data());
+    const size_t rank = p_.out.size();
+    std::vector<int64_t> idx(rank, 0), in_strides(rank, 1);
+    for (size_t a = rank; a-- > 1;) in_strides[a - 1] = in_strides[a] * in_[a];
+    const int64_t n = shape_numel(p_.out);
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t from = 0;
+      bool inside = true;
+      for (size_t a = 0; a < rank && inside; ++a) {
+        const int64_t i = idx[a] - p_.dst_begin[a] + p_.src_begin[a];
+        inside = i >= 0 && i < in_[a];
+        from += i * in_strides[a];
+      }
+      if (inside) std::memcpy(y + o * static_cast<int64_t>(esize_), x + from * static_cast<int64_t>(esize_), esize_);
+      else std::memset(y + o * static_cast<int64_t>(esize_), 0, esize_);
+      for (size_t a = rank; a-- > 0;) {
+        if (++idx[a] < p_.out[a]) break;
+        idx[a] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  CropPadParams p_;
+  Shape in_;
+  size_t esize_ = 4;
+};
+
+/// HannWindow, HammingWindow, BlackmanWindow: computed in double, stored once in the
+/// requested type.
+class WindowKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, window_params(ctx));
+    op_ = ctx.node->op_type;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
+    for (int64_t i = 0; i < p_.size; ++i) store_f64(p_.dtype, dst[0]->data(), i, window_value(op_, i, p_));
+    return Status::ok();
+  }
+
+ private:
+  WindowParams p_;
+  std::string op_;
+};
+
 }  // namespace
 
 void register_rearrange_kernels(BackendRegistration& r) {
@@ -143,6 +203,8 @@ void register_rearrange_kernels(BackendRegistration& r) {
   r.kernel("EyeLike", make_factory<EyeLikeKernel>(), any);
   r.kernel("OneHot", make_factory<OneHotKernel>(), any);
   r.kernel("ReverseSequence", make_factory<ReverseSequenceKernel>(), any);
+  r.kernel("CenterCropPad", make_factory<CropPadKernel>(), any);
+  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.kernel(op, make_factory<WindowKernel>(), any);
 }
 
 }  // namespace mosaic

@@ -13,6 +13,7 @@
 #include "backends/common/resize.hpp"
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
+#include "backends/common/rearrange.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic {
@@ -44,6 +45,7 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
   register_layer_norm_loop_kernel(r, float32_only);
   register_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
+  register_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
   register_pointwise_kernels(r);
   register_indexing_kernels(r);
   register_resize_kernel(r);

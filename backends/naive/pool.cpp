@@ -15,6 +15,11 @@ class PoolKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(ctx));
     MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
     is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
+    is_lp_ = ctx.node->op_type.find("LpPool") != std::string::npos;
+    if (is_lp_) {
+      p_norm_ = ctx.node->attr_int("p", 2);
+      if (p_norm_ < 1) return Status::invalid(ctx.node->label() + ": p must be at least 1, got " + std::to_string(p_norm_));
+    }
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -36,13 +41,15 @@ class PoolKernel final : public Kernel {
                 best = v;
                 best_i = p_.storage_order ? (iw * w_.in[1] + ih) * w_.in[0] + id : off;
               }
-              sum += v;
+              sum += is_lp_ ? std::pow(std::fabs(static_cast<double>(v)), static_cast<double>(p_norm_)) : v;
               ++count;
             });
             const int64_t o = nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow;
             if (is_max_) {
               y[o] = best;
               if (indices) indices[o] = nc * in_sp + best_i;
+            } else if (is_lp_) {  // the p-norm of the window (padding adds nothing)
+              y[o] = static_cast<float>(std::pow(sum, 1.0 / static_cast<double>(p_norm_)));
             } else {
               y[o] = static_cast<float>(sum / static_cast<double>(p_.count_include_pad ? w_.padded_cells(od, oh, ow) : count));
             }
@@ -51,7 +58,7 @@ class PoolKernel final : public Kernel {
     return Status::ok();
   }
 
-  bool has_backward() const override { return true; }
+  bool has_backward() const override { return !is_lp_; }
   bool backward_reads_output(size_t) const override { return false; }
   /// Max: the gradient goes to the window's first (near-)maximum; average:
   /// spread over the window with the forward divisor.
@@ -117,13 +124,14 @@ class PoolKernel final : public Kernel {
   }
   PoolParams p_;
   Window3 w_;
-  bool is_max_ = true;
+  bool is_max_ = true, is_lp_ = false;
+  int64_t p_norm_ = 2;
 };
 
 }  // namespace
 
 void add_pool_kernels(BackendRegistration& r) {
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"})
     r.kernel(op, make_factory<PoolKernel>());
 }
 

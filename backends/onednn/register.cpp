@@ -14,6 +14,7 @@
 #include "backends/common/movement.hpp"
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
+#include "backends/common/rearrange.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 #include "core/events.hpp"
 
@@ -125,6 +126,7 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   // (byte moves and comparisons) run them in place of a fallback to naive.
   for (const char* op : {"Split", "Gather", "Slice", "Cast", "CastLike"}) register_movement_kernel(r, op);
   register_logic_kernels(r);
+  register_rearrange_kernels(r);
   register_pointwise_kernels(r);
   register_indexing_kernels(r);
   register_resize_kernel(r);

@@ -87,8 +87,8 @@ Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
   const DType d = dtype_of_onnx(t);
   if (d == DType::kCount)
     return Status::unsupported(what + " has element type " + onnx_type_name(t) +
-                               "; Mosaic supports float16, bfloat16, float32, float64, int8 to int64, uint8 to "
-                               "uint64 and bool");
+                               "; Mosaic supports every numeric type (float4e2m1 to float64, int2 to int64, "
+                               "uint2 to uint64) and bool");
   return d;
 }
 
@@ -102,7 +102,9 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   // product wraps around (docs/architecture.md, "Sizes").
   MOSAIC_RETURN_IF_ERROR(check_shape(shape, dt, what));
   const int64_t n = shape_numel(shape);
-  const int64_t src_bytes = n * static_cast<int64_t>(dtype_size(dt));  // checked by check_shape
+  // Bytes in the file: the 4- and 2-bit types are packed there (checked by check_shape).
+  const int64_t src_bytes = dtype_file_bytes(dt, n);
+  const bool packed = dtype_packed_bits(dt) != 0;
   std::string external;
   const std::string* raw = nullptr;  // the proto's own bytes, or the external file's
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -157,11 +159,21 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
       case onnx::TensorProto::UINT64: have = p.uint64_data_size(); break;
       default: have = p.int32_data_size();  // the other integers, bool, and float16/bfloat16 as bits
     }
-    if (have != n)
+    // The packed types hold one packed byte per int32 (onnx.proto).
+    const int64_t need = packed ? src_bytes : n;
+    if (have != need)
       return Status::invalid(what + ": has " + std::to_string(have) + " values, shape " + shape_str(shape) + " needs " +
-                             std::to_string(n));
+                             std::to_string(need) + (packed ? std::string(" (") + dtype_name(dt) + ", packed)" : ""));
   }
   Tensor t = Tensor::empty({dt, shape});
+  if (packed) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(src_bytes));
+    for (int64_t k = 0; k < src_bytes; ++k)
+      bytes[static_cast<size_t>(k)] =
+          raw ? static_cast<uint8_t>((*raw)[static_cast<size_t>(k)]) : static_cast<uint8_t>(p.int32_data(static_cast<int>(k)));
+    unpack_elements(dt, bytes.data(), n, t.data());
+    return t;
+  }
   if (raw) {
     if (n) std::memcpy(t.data(), raw->data(), raw->size());  // little-endian, as the host
     return t;
@@ -178,7 +190,12 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
       case onnx::TensorProto::BFLOAT16:
         static_cast<uint16_t*>(t.data())[i] = static_cast<uint16_t>(p.int32_data(k));
         break;
-      default: store_i64(dt, t.data(), i, p.int32_data(k));  // wraps as the narrow type's bits
+      default:
+        if (dtype_is_small_float(dt)) {  // the 8-bit floats' bits, one per int32
+          static_cast<uint8_t*>(t.data())[i] = static_cast<uint8_t>(p.int32_data(k));
+        } else {
+          store_i64(dt, t.data(), i, p.int32_data(k));  // wraps as the narrow type's bits
+        }
     }
   }
   return t;
@@ -188,6 +205,11 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
   p->set_name(name);
   p->set_data_type(dtype_to_onnx(t.dtype()));
   for (auto d : t.shape()) p->add_dims(d);
+  if (dtype_packed_bits(t.dtype())) {
+    const std::vector<uint8_t> packed = pack_elements(t.dtype(), t.data(), t.numel());
+    p->set_raw_data(std::string(packed.begin(), packed.end()));
+    return;
+  }
   p->set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
 }
 

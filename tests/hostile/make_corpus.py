@@ -173,6 +173,32 @@ case("float16_raw_short", model([helper.make_node("Add", ["x", "W"], ["y"])],
                                 [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4])], [f32("y", None)],
                                 [short_float16("W", [4], b"\x00\x3c" * 3)],
                                 opset=18), "raw data has 6 bytes, the tensor [4] needs 8")
+# The packed 4-bit types: raw bytes one short of ceil(5 / 2), and int32_data (one packed
+# byte per value) one short. Data type 22 is INT4 (onnx 1.16; the names may be missing).
+def packed_int4(name, dims, raw=None, int32=None):
+    t = TensorProto()
+    t.name, t.data_type = name, 22
+    t.dims.extend(dims)
+    if raw is not None:
+        t.raw_data = raw
+    if int32 is not None:
+        t.int32_data.extend(int32)
+    return t
+
+
+def dequantize_int4(init):
+    return model([helper.make_node("DequantizeLinear", ["W", "s"], ["y"])], [], [f32("y", None)],
+                 [init, numpy_helper.from_array(np.float32(1.0), "s")], opset=21)
+
+
+case("int4_raw_short", dequantize_int4(packed_int4("W", [5], raw=b"\x10\xc7")), "raw data has 2 bytes, the tensor [5] needs 3")
+case("int4_int32_data_short", dequantize_int4(packed_int4("W", [5], int32=[16, 199])),
+     "has 2 values, shape [5] needs 3 (int4, packed)")
+# Sizes from constants: a window of 2^40 points, a crop/pad to 2^31 - 1 along two axes.
+case("hann_window_huge", model([helper.make_node("HannWindow", ["n"], ["y"])], [], [f32("y", None)],
+                               [i64("n", 2**40)], opset=17), "outside [0, 2^31 - 1]")
+case("center_crop_pad_huge", model([helper.make_node("CenterCropPad", ["x", "s"], ["y"])], [f32("x", [4, 4])],
+                                   [f32("y", None)], [i64("s", [2**31 - 1, 2**31 - 1])], opset=18), "output [2147483647,2147483647] too large")
 # External data: outside the folder, not a file, or sizes that do not fit the file.
 ext = lambda init: model([helper.make_node("Add", ["x", "W"], ["y"])], [f32("x", [1, 4])], [f32("y", None)], [init])
 case("external_absolute", ext(external_init("W", [1, 4], "/etc/passwd")), "is an absolute path")

@@ -1,0 +1,12 @@
+// The kernels of ONNX's quantisation operators (operators/quantize.hpp): exact integer
+// loops, the reference the int8 backends are checked against. Registered by the naive
+// oracle for every element type they take.
+#pragma once
+
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+void register_quantize_kernels(BackendRegistration& r);
+
+}  // namespace mosaic

@@ -1,0 +1,199 @@
+// ONNX's quantisation operators (operators/quantize.hpp) and the sub-byte element types they
+// produce, against values computed by hand: round half to even, saturation, zero points per
+// tensor, axis and block, int32 accumulation; the file packing of int4/uint2 and the bits of
+// float4e2m1 and float8e8m0; the refusals. The ONNX node tests (ctest onnx_node_tests_1_23)
+// check the same ops against onnx's reference outputs.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "frontends/onnx/onnx_io.hpp"
+#include "ir/elements.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using A = Attribute;
+
+std::vector<double> run_naive(const OpCase& c, size_t output = 0, DType* dtype = nullptr) {
+  std::vector<Tensor> out;
+  const Status st = run_on(c, "naive", &out);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  if (!st.is_ok() || out.size() <= output) return {};
+  if (dtype) *dtype = out[output].dtype();
+  return values_of(out[output]);
+}
+
+TEST(Quantize, QuantizeLinearRoundsHalfToEvenAndSaturates) {
+  // Per tensor, uint8: x / 2 = 0, 1, 1.5, 2.5, 3.5, 500, -127 -> 0, 1, 2, 2, 4, 500, -127; + 128; clipped.
+  const Tensor x = Tensor::from_f32({7}, {0, 2, 3, 5, 7, 1000, -254});
+  DType t = DType::kCount;
+  EXPECT_EQ(run_naive(op_case("QuantizeLinear", {x, Tensor::from_f32({}, {2}), typed(DType::kU8, {}, {128})}), 0, &t),
+            (std::vector<double>{128, 129, 130, 130, 132, 255, 1}));
+  EXPECT_EQ(t, DType::kU8);
+  // Per axis, int8: column 0 scale 1 zero point 0, column 1 scale 10 zero point -10.
+  const Tensor m = Tensor::from_f32({2, 2}, {1.5f, 25.f, -3.f, -2000.f});
+  EXPECT_EQ(run_naive(op_case("QuantizeLinear", {m, Tensor::from_f32({2}, {1, 10}), typed(DType::kI8, {2}, {0, -10})},
+                              {{"axis", A::of_int(1)}})),
+            (std::vector<double>{2, -8, -3, -128}));
+  // Blocked, int4 by output_dtype: blocks of 2 along axis 1 with scales 1, 2, 4.
+  const Tensor b = Tensor::from_f32({1, 5}, {3, -20, 5, 6, 9});
+  EXPECT_EQ(run_naive(op_case("QuantizeLinear", {b, Tensor::from_f32({1, 3}, {1, 2, 4})},
+                              {{"axis", A::of_int(1)}, {"block_size", A::of_int(2)}, {"output_dtype", A::of_int(22)}}),
+                      0, &t),
+            (std::vector<double>{3, -8, 2, 3, 2}));
+  EXPECT_EQ(t, DType::kI4);
+  // float8e4m3fn: 1000 / 2 saturates to 448 unless saturate = 0 (NaN).
+  const Tensor big = Tensor::from_f32({2}, {1000, 3});
+  const Tensor f8zp = typed(DType::kF8E4M3FN, {}, {0});
+  EXPECT_EQ(run_naive(op_case("QuantizeLinear", {big, Tensor::from_f32({}, {2}), f8zp})),
+            (std::vector<double>{448, 1.5}));
+  const std::vector<double> nosat =
+      run_naive(op_case("QuantizeLinear", {big, Tensor::from_f32({}, {2}), f8zp}, {{"saturate", A::of_int(0)}}));
+  ASSERT_EQ(nosat.size(), 2u);
+  EXPECT_TRUE(std::isnan(nosat[0]));
+}
+
+TEST(Quantize, DequantizeLinearPerAxisAndDynamicQuantize) {
+  // Row 0: scale 0.5, zero point 1; row 1: scale 2, zero point -1.
+  const Tensor x = typed(DType::kI8, {2, 2}, {-128, 5, 0, 127});
+  EXPECT_EQ(run_naive(op_case("DequantizeLinear", {x, Tensor::from_f32({2}, {0.5f, 2.f}), typed(DType::kI8, {2}, {1, -1})},
+                              {{"axis", A::of_int(0)}})),
+            (std::vector<double>{-64.5, 2, 2, 256}));
+  // int4 from a file's packing, per tensor: (v - 1) * 3.
+  EXPECT_EQ(run_naive(op_case("DequantizeLinear", {typed(DType::kI4, {3}, {-8, 0, 7}), Tensor::from_f32({}, {3}),
+                                                   typed(DType::kI4, {}, {1})})),
+            (std::vector<double>{-27, -3, 18}));
+  // Range [-1, 2.5]: scale 3.5 / 255; zero point round(1 / scale) = round(72.86) = 73.
+  const OpCase dq = op_case("DynamicQuantizeLinear", {Tensor::from_f32({4}, {-1, 0, 1, 2.5f})}, {}, 21,
+                            {"y", "y_scale", "y_zero_point"});
+  EXPECT_EQ(run_naive(dq, 0), (std::vector<double>{0, 73, 146, 255}));
+  EXPECT_EQ(run_naive(dq, 1), (std::vector<double>{static_cast<double>(3.5f / 255.f)}));
+  EXPECT_EQ(run_naive(dq, 2), (std::vector<double>{73}));
+}
+
+TEST(Quantize, IntegerProductsAccumulateExactlyAndRequantise) {
+  // (A - 1) x (B - [2]) = [[0,1],[2,3]] x [[3],[-8]] = [[-8],[-18]].
+  const Tensor a = typed(DType::kU8, {2, 2}, {1, 2, 3, 4});
+  const Tensor b = typed(DType::kI8, {2, 1}, {5, -6});
+  DType t = DType::kCount;
+  EXPECT_EQ(run_naive(op_case("MatMulInteger", {a, b, typed(DType::kU8, {}, {1}), typed(DType::kI8, {1}, {2})}), 0, &t),
+            (std::vector<double>{-8, -18}));
+  EXPECT_EQ(t, DType::kI32);
+  // (10-10, 20-10) . (30-30, 31-30) = 10; 10 * 0.5 * 0.25 / 0.5 = 2.5 -> 2 (half to even); + 100.
+  const OpCase q = op_case("QLinearMatMul", {typed(DType::kU8, {1, 2}, {10, 20}), Tensor::from_f32({}, {0.5f}),
+                                             typed(DType::kU8, {}, {10}), typed(DType::kU8, {2, 1}, {30, 31}),
+                                             Tensor::from_f32({}, {0.25f}), typed(DType::kU8, {}, {30}),
+                                             Tensor::from_f32({}, {0.5f}), typed(DType::kU8, {}, {100})});
+  EXPECT_EQ(run_naive(q), (std::vector<double>{102}));
+  // 1-D ConvInteger, pads 1: x - 1 = [0,1,2], w - 4 = [-1,1]; the padding holds the zero point.
+  const Tensor cx = typed(DType::kU8, {1, 1, 3}, {1, 2, 3});
+  const Tensor cw = typed(DType::kU8, {1, 1, 2}, {3, 5});
+  EXPECT_EQ(run_naive(op_case("ConvInteger", {cx, cw, typed(DType::kU8, {}, {1}), typed(DType::kU8, {1}, {4})},
+                              {{"pads", A::of_ints({1, 1})}})),
+            (std::vector<double>{0, 1, 1, -2}));
+  // QLinearConv of the same with bias 3 and w_scale 0.5: [3,4,4,1] * 0.5 = [1.5,2,2,0.5] -> [2,2,2,0].
+  const OpCase qc = op_case("QLinearConv", {cx, Tensor::from_f32({}, {1}), typed(DType::kU8, {}, {1}), cw,
+                                            Tensor::from_f32({1}, {0.5f}), typed(DType::kU8, {1}, {4}),
+                                            Tensor::from_f32({}, {1}), typed(DType::kI8, {}, {0}),
+                                            typed(DType::kI32, {1}, {3})},
+                            {{"pads", A::of_ints({1, 1})}});
+  EXPECT_EQ(run_naive(qc, 0, &t), (std::vector<double>{2, 2, 2, 0}));
+  EXPECT_EQ(t, DType::kI8);
+}
+
+TEST(Quantize, RefusalsNameTheNodeAndTheReason) {
+  std::vector<Tensor> out;
+  const Tensor x = Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Status st = run_on(op_case("QuantizeLinear", {x, Tensor::from_f32({2}, {1, 1})}, {{"axis", A::of_int(1)}}), "naive", &out);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("per-axis scale [2] must be [3]"), std::string::npos) << st.message();
+  st = run_on(op_case("QuantizeLinear", {x, Tensor::from_f32({}, {1}), typed(DType::kI8, {}, {0})},
+                      {{"output_dtype", A::of_int(2)}}), "naive", &out);
+  EXPECT_NE(st.message().find("output_dtype uint8 and the zero point's int8 differ"), std::string::npos) << st.message();
+  st = run_on(op_case("MatMulInteger", {x, x}), "naive", &out);
+  EXPECT_NE(st.message().find("A must be int8 or uint8, got float32"), std::string::npos) << st.message();
+  // A backend without the kernels declines them by name (the planner falls back to naive).
+  st = run_on(op_case("DequantizeLinear", {typed(DType::kI8, {1}, {1}), Tensor::from_f32({}, {1})}), "onednn", &out);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+}
+
+TEST(SubByteTypes, ConversionsByHand) {
+  // float4e2m1: ties to the even code, saturation at 6, no NaN.
+  EXPECT_EQ(f64_to_float4(5.0), 6);      // between 4 (code 6) and 6 (code 7): the even code
+  EXPECT_EQ(f64_to_float4(0.25), 0);     // between 0 and 0.5: zero
+  EXPECT_EQ(f64_to_float4(0.75), 2);     // between 0.5 (1) and 1 (2): the even code
+  EXPECT_EQ(f64_to_float4(7.0), 7);      // saturates
+  EXPECT_EQ(f64_to_float4(-INFINITY), 15);
+  EXPECT_EQ(float4_to_f64(0xb), -1.5);
+  // float8e8m0: powers of two; Cast's round_mode.
+  EXPECT_EQ(f64_to_float8e8m0(3.0, true, E8M0Rounding::kUp), 129);       // 4
+  EXPECT_EQ(f64_to_float8e8m0(3.0, true, E8M0Rounding::kDown), 128);     // 2
+  EXPECT_EQ(f64_to_float8e8m0(3.0, true, E8M0Rounding::kNearest), 129);  // 3 = 1.5 * 2: a tie, up
+  EXPECT_EQ(f64_to_float8e8m0(2.5, true, E8M0Rounding::kNearest), 128);
+  EXPECT_EQ(f64_to_float8e8m0(NAN, true, E8M0Rounding::kUp), 255);
+  EXPECT_EQ(float8e8m0_to_f64(127), 1.0);
+  // int4 and uint2 wrap to their width.
+  std::vector<Tensor> out;
+  ASSERT_TRUE(run_on(op_case("Cast", {Tensor::from_f32({4}, {-9, 8, 7.9f, -1.5f})}, {{"to", A::of_int(22)}}), "naive", &out)
+                  .is_ok());
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{7, -8, 7, -1}));
+  ASSERT_TRUE(run_on(op_case("Cast", {Tensor::from_i64({3}, {-1, 4, 6})}, {{"to", A::of_int(25)}}), "naive", &out).is_ok());
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{3, 0, 2}));
+}
+
+class SubByteFiles : public ScratchDirTest {
+ protected:
+  SubByteFiles() : ScratchDirTest("mosaic_subbyte_") {}
+  std::string write(const onnx::TensorProto& p, const std::string& name) {
+    const std::string f = path(name);
+    std::ofstream(f, std::ios::binary) << p.SerializeAsString();
+    return f;
+  }
+};
+
+TEST_F(SubByteFiles, PackedInFilesOneElementPerByteInMemory) {
+  // ONNX's own example: int4 [0, 1, 7, -4, -8] as int32_data {0x10, 0xC7, 0x08}.
+  onnx::TensorProto p;
+  p.set_data_type(22);  // INT4 (Debian's onnx 1.12 headers predate the name)
+  p.add_dims(5);
+  for (int v : {0x10, 0xC7, 0x08}) p.add_int32_data(v);
+  auto t = load_tensor_pb(write(p, "int4.pb"));
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(values_of(*t), (std::vector<double>{0, 1, 7, -4, -8}));
+  // uint2 [1,2,3,0,1,2,3] as raw bytes, four to a byte, lowest bits first.
+  onnx::TensorProto u;
+  u.set_data_type(25);  // UINT2
+  u.add_dims(7);
+  u.set_raw_data(std::string{char(57), char(57)});
+  auto ut = load_tensor_pb(write(u, "uint2.pb"));
+  ASSERT_TRUE(ut.ok()) << ut.status().to_string();
+  EXPECT_EQ(values_of(*ut), (std::vector<double>{1, 2, 3, 0, 1, 2, 3}));
+  // Saved packed again: the same two bytes.
+  ASSERT_TRUE(save_tensor_pb(*ut, "u", path("again.pb")).is_ok());
+  onnx::TensorProto back;
+  std::ifstream in(path("again.pb"), std::ios::binary);
+  ASSERT_TRUE(back.ParseFromIstream(&in));
+  EXPECT_EQ(back.raw_data(), u.raw_data());
+  // One byte short is refused with the counts.
+  u.set_raw_data(std::string{char(57)});
+  auto bad = load_tensor_pb(write(u, "short.pb"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("raw data has 1 bytes, the tensor [7] needs 2"), std::string::npos)
+      << bad.status().message();
+  // float8 values in int32_data are bits, not numbers: 126 is 448 in E4M3FN.
+  onnx::TensorProto f8;
+  f8.set_data_type(17);  // FLOAT8E4M3FN
+  f8.add_dims(2);
+  f8.add_int32_data(126);
+  f8.add_int32_data(0xb8);  // -1
+  auto ft = load_tensor_pb(write(f8, "f8.pb"));
+  ASSERT_TRUE(ft.ok()) << ft.status().to_string();
+  EXPECT_EQ(values_of(*ft), (std::vector<double>{448, -1}));
+}
+
+}  // namespace
+}  // namespace mosaic::test
