@@ -242,6 +242,8 @@ class BackendRegistration {
   }
   BackendRegistration& kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits = {});
   const std::string& name() const { return name_; }
+  /// The registry being filled: kernels that plan subgraphs (If, Loop, Scan) build with it.
+  const KernelRegistry& registry() const { return registry_; }
   Status status() const { return status_; }
 
  private:

@@ -1,5 +1,7 @@
 #include "core/prepare.hpp"
 
+#include "core/control_flow.hpp"
+
 #include "core/inputs.hpp"
 
 #include "core/events.hpp"
@@ -76,6 +78,7 @@ Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
 
 Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, const PrepareOptions& opt) {
   PrepareReport report;
+  const SubgraphScope subgraphs(registry, opt);  // If, Loop and Scan infer through their subgraphs
   g.value_descs.clear();
   for (const auto& [name, value] : opt.constant_inputs) {
     auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ValueInfo& v) { return v.name == name; });

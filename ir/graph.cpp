@@ -15,6 +15,23 @@ Attribute Attribute::of_tensor(Tensor v) {
   return a;
 }
 
+Attribute Attribute::of_graph(Graph v) {
+  Attribute a;
+  a.kind = Kind::kGraph;
+  a.g = std::make_shared<const Graph>(std::move(v));
+  return a;
+}
+
+const Graph* Node::attr_graph(const std::string& key) const {
+  auto it = attrs.find(key);
+  return it != attrs.end() && it->second.kind == Attribute::Kind::kGraph ? it->second.g.get() : nullptr;
+}
+
+size_t Node::outer_scope_inputs() const {
+  auto it = attrs.find("mosaic.outer_scope");
+  return it == attrs.end() ? 0 : it->second.strings.size();
+}
+
 int64_t Node::attr_int(const std::string& key, int64_t def) const {
   auto it = attrs.find(key);
   return it == attrs.end() ? def : it->second.i;

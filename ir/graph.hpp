@@ -12,8 +12,10 @@
 
 namespace mosaic {
 
+struct Graph;
+
 struct Attribute {
-  enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kOther };
+  enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kGraph, kOther };
   Kind kind = Kind::kOther;
   int64_t i = 0;
   float f = 0.f;
@@ -22,6 +24,9 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<std::string> strings;
   std::shared_ptr<Tensor> t;
+  /// A subgraph (If's branches, Loop's and Scan's body), as loaded: its nodes read values of
+  /// the enclosing graphs by name, which the loader also appends to the node's inputs.
+  std::shared_ptr<const Graph> g;
 
   static Attribute of_int(int64_t v);
   static Attribute of_float(float v);
@@ -30,6 +35,7 @@ struct Attribute {
   static Attribute of_floats(std::vector<float> v);
   static Attribute of_strings(std::vector<std::string> v);
   static Attribute of_tensor(Tensor v);
+  static Attribute of_graph(Graph v);
 };
 
 struct Node {
@@ -46,6 +52,11 @@ struct Node {
   std::string attr_string(const std::string& key, const std::string& def) const;
   std::vector<int64_t> attr_ints(const std::string& key, const std::vector<int64_t>& def = {}) const;
   std::vector<float> attr_floats(const std::string& key, const std::vector<float>& def = {}) const;
+  /// The subgraph attribute `key`; nullptr if there is none.
+  const Graph* attr_graph(const std::string& key) const;
+  /// Inputs after the op's own: the enclosing graphs' values its subgraphs read
+  /// ("mosaic.outer_scope", set by the loader).
+  size_t outer_scope_inputs() const;
   /// True if input i is present (exists and is not the empty name).
   bool has_input(size_t i) const { return i < inputs.size() && !inputs[i].empty(); }
   bool has_output(size_t i) const { return i < outputs.size() && !outputs[i].empty(); }

@@ -14,6 +14,7 @@
 #include "operators/grid_sample.hpp"
 #include "operators/rearrange.hpp"
 #include "operators/loss_ops.hpp"
+#include "operators/control_flow.hpp"
 #include "operators/quantize.hpp"
 #include "operators/onnx_attention.hpp"
 #include "operators/params.hpp"
@@ -684,6 +685,7 @@ void set_versions(std::map<std::string, OpSchema>& t) {
       {"Slice", 1},    // starts, ends and axes attributes before opset 10
       {"Pad", 2},      // pads and value attributes before opset 11 (version 1 called them paddings)
       {"Resize", 11},  // version 10 had no coordinate transformation (Upsample's rules)
+      {"Scan", 9},     // Scan 8 had a batch axis and sequence_lens
   };
   for (auto& [op, s] : t) {
     if (!s.domain.empty() || onnx_op_versions(op).empty()) continue;
@@ -820,6 +822,7 @@ std::map<std::string, OpSchema> build_table() {
   add_onnx_attention_schema(t);
   add_loss_op_schemas(t);
   add_quantize_schemas(t);
+  add_control_flow_schemas(t);
   add_einsum_schema(t);
   add_grid_sample_schema(t);
   add_rearrange_schemas(t);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace mosaic {
@@ -237,7 +238,24 @@ Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& v, const s
   return info;
 }
 
-Expected<Attribute> attr_from_proto(const onnx::AttributeProto& a, const std::string& base_dir, const std::string& what) {
+/// Subgraphs nest at most this deep (an If inside a Loop inside a Scan...): a hostile model
+/// cannot recurse the loader off its stack.
+constexpr int kMaxGraphDepth = 16;
+
+Expected<Graph> graph_from_proto(onnx::GraphProto& gp, const std::string& base_dir, const std::string& path,
+                                 int depth);
+
+Expected<Attribute> attr_from_proto(onnx::AttributeProto& a, const std::string& base_dir, const std::string& what,
+                                    const std::string& path, int depth) {
+  if (a.type() == onnx::AttributeProto::GRAPH) {
+    if (depth + 1 > kMaxGraphDepth)
+      return Status::invalid(what + ": subgraph '" + a.name() + "' nests deeper than " +
+                             std::to_string(kMaxGraphDepth) + " graphs");
+    MOSAIC_ASSIGN_OR_RETURN(Graph sub, graph_from_proto(*a.mutable_g(), base_dir, path, depth + 1));
+    return Attribute::of_graph(std::move(sub));
+  }
+  if (a.type() == onnx::AttributeProto::GRAPHS)
+    return Status::unsupported(what + ": attribute '" + a.name() + "' holds several graphs");
   switch (a.type()) {
     case onnx::AttributeProto::INT: return Attribute::of_int(a.i());
     case onnx::AttributeProto::FLOAT: return Attribute::of_float(a.f());
@@ -259,6 +277,94 @@ Expected<Attribute> attr_from_proto(const onnx::AttributeProto& a, const std::st
       r.kind = Attribute::Kind::kOther;
       return r;
     }
+  }
+}
+
+/// The values a subgraph reads that it does not define (its inputs, initializers and node
+/// outputs): names of the enclosing graphs, in first-use order. A nested subgraph's own
+/// outer values are already inputs of its node.
+void add_outer_values(const Graph& sub, std::vector<std::string>& names) {
+  std::set<std::string> defined(names.begin(), names.end());
+  for (const ValueInfo& in : sub.inputs) defined.insert(in.name);
+  for (const auto& kv : sub.initializers) defined.insert(kv.first);
+  std::set<std::string> own = defined;
+  auto use = [&](const std::string& v) {
+    if (v.empty() || own.count(v)) return;
+    own.insert(v);
+    names.push_back(v);
+  };
+  for (const Node& n : sub.nodes) {
+    for (const std::string& in : n.inputs) use(in);
+    for (const std::string& out : n.outputs)
+      if (!out.empty()) own.insert(out);
+  }
+  for (const ValueInfo& out : sub.outputs) use(out.name);
+}
+
+/// A graph's initializers, inputs, outputs and nodes; a node with subgraphs gets the outer
+/// values they read appended to its inputs and listed in "mosaic.outer_scope".
+Expected<Graph> graph_from_proto(onnx::GraphProto& gp, const std::string& base_dir, const std::string& path,
+                                 int depth) {
+  Graph g;
+  g.source = path;
+  g.name = gp.name();
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    auto* init = gp.mutable_initializer(i);
+    MOSAIC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(*init, base_dir, path + ": initializer '" + init->name() + "'"));
+    g.initializers[init->name()] = std::move(t);
+    // The bytes are released once copied, so loading peaks near one copy of the weights.
+    if (init->has_raw_data()) delete init->release_raw_data();
+  }
+  for (const auto& in : gp.input()) {
+    if (g.initializers.count(in.name())) continue;
+    if (depth > 0 && !in.type().has_tensor_type() && in.type().value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+      // A subgraph input without a type: its node gives it one.
+      ValueInfo info;
+      info.name = in.name();
+      g.inputs.push_back(std::move(info));
+      continue;
+    }
+    MOSAIC_ASSIGN_OR_RETURN(ValueInfo info, value_info_from_proto(in, path));
+    g.inputs.push_back(std::move(info));
+  }
+  for (const auto& out : gp.output()) {
+    ValueInfo info;
+    info.name = out.name();
+    g.outputs.push_back(info);
+  }
+  int unnamed = 0;
+  for (int k = 0; k < gp.node_size(); ++k) {
+    auto& np = *gp.mutable_node(k);
+    Node n;
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(unnamed++) : np.name();
+    n.op_type = np.op_type();
+    n.domain = np.domain();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    std::vector<std::string> outer;
+    for (auto& a : *np.mutable_attribute()) {
+      MOSAIC_ASSIGN_OR_RETURN(Attribute attr, attr_from_proto(a, base_dir, path + ": " + n.label(), path, depth));
+      if (attr.kind == Attribute::Kind::kGraph) add_outer_values(*attr.g, outer);
+      n.attrs[a.name()] = std::move(attr);
+    }
+    if (!outer.empty()) {
+      n.inputs.insert(n.inputs.end(), outer.begin(), outer.end());
+      n.attrs["mosaic.outer_scope"] = Attribute::of_strings(std::move(outer));
+    }
+    g.nodes.push_back(std::move(n));
+  }
+  return g;
+}
+
+/// Subgraphs compute at their model's opsets.
+void set_subgraph_opsets(Node& n, int64_t opset, const std::map<std::string, int64_t>& custom) {
+  for (auto& kv : n.attrs) {
+    if (kv.second.kind != Attribute::Kind::kGraph) continue;
+    Graph sub = *kv.second.g;
+    sub.opset = opset;
+    sub.custom_opsets = custom;
+    for (Node& inner : sub.nodes) set_subgraph_opsets(inner, opset, custom);
+    kv.second.g = std::make_shared<const Graph>(std::move(sub));
   }
 }
 
@@ -297,37 +403,12 @@ Expected<Graph> load_onnx(const std::string& path) {
                                onnx_release() + "'s opset " + std::to_string(onnx_latest_opset()) +
                                ", the newest whose operator versions Mosaic knows");
   const std::string base_dir = fs::path(path).parent_path().string();
-  const auto& gp = model.graph();
-  for (int i = 0; i < gp.initializer_size(); ++i) {
-    const auto& init = gp.initializer(i);
-    MOSAIC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, base_dir, path + ": initializer '" + init.name() + "'"));
-    g.initializers[init.name()] = std::move(t);
-    if (init.has_raw_data()) delete model.mutable_graph()->mutable_initializer(i)->release_raw_data();
-  }
-  for (const auto& in : gp.input()) {
-    if (g.initializers.count(in.name())) continue;
-    MOSAIC_ASSIGN_OR_RETURN(ValueInfo info, value_info_from_proto(in, path));
-    g.inputs.push_back(std::move(info));
-  }
-  for (const auto& out : gp.output()) {
-    ValueInfo info;
-    info.name = out.name();
-    g.outputs.push_back(info);
-  }
-  int unnamed = 0;
-  for (const auto& np : gp.node()) {
-    Node n;
-    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(unnamed++) : np.name();
-    n.op_type = np.op_type();
-    n.domain = np.domain();
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& a : np.attribute()) {
-      MOSAIC_ASSIGN_OR_RETURN(Attribute attr, attr_from_proto(a, base_dir, path + ": " + n.label()));
-      n.attrs[a.name()] = std::move(attr);
-    }
-    g.nodes.push_back(std::move(n));
-  }
+  MOSAIC_ASSIGN_OR_RETURN(Graph body, graph_from_proto(*model.mutable_graph(), base_dir, path, 0));
+  g.nodes = std::move(body.nodes);
+  g.inputs = std::move(body.inputs);
+  g.outputs = std::move(body.outputs);
+  g.initializers = std::move(body.initializers);
+  for (Node& n : g.nodes) set_subgraph_opsets(n, g.opset, g.custom_opsets);
   return g;
 }
 

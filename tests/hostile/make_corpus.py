@@ -199,6 +199,16 @@ case("hann_window_huge", model([helper.make_node("HannWindow", ["n"], ["y"])], [
                                [i64("n", 2**40)], opset=17), "outside [0, 2^31 - 1]")
 case("center_crop_pad_huge", model([helper.make_node("CenterCropPad", ["x", "s"], ["y"])], [f32("x", [4, 4])],
                                    [f32("y", None)], [i64("s", [2**31 - 1, 2**31 - 1])], opset=18), "output [2147483647,2147483647] too large")
+# A Loop whose trip count would stack 2^40 scan rows.
+loop_body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["i"], ["row"])],
+                              "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                       helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                               helper.make_tensor_value_info("row", TensorProto.INT64, [])])
+case("loop_trip_count_huge", model([helper.make_node("Loop", ["M", "go"], ["rows"], body=loop_body)], [],
+                                   [helper.make_tensor_value_info("rows", TensorProto.INT64, None)],
+                                   [i64("M", 2**40), numpy_helper.from_array(np.array(True), "go")], opset=16),
+     "beyond 2^31 - 1 scan rows")
 # External data: outside the folder, not a file, or sizes that do not fit the file.
 ext = lambda init: model([helper.make_node("Add", ["x", "W"], ["y"])], [f32("x", [1, 4])], [f32("y", None)], [init])
 case("external_absolute", ext(external_init("W", [1, 4], "/etc/passwd")), "is an absolute path")
