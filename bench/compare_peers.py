@@ -14,6 +14,13 @@ rotates each round), and the table gives the median over rounds (and the spread)
 timing, every engine's output on one fixed input is compared with PyTorch's (`mosaic verify`
 for Mosaic), so that the compared computations are the same.
 
+Any ONNX file: a --models entry that is a path (an ONNX test case folder: model.onnx and
+test_data_set_0, as tests/corpus/cases/* are; or a file of a folder holding one) is timed at
+the shapes of its test data (--batches does not apply: the row's batch is the first input's
+leading dimension), by Mosaic, ONNX Runtime and OpenVINO (the PyTorch engines have no
+module behind a file and are left out); outputs are checked against the case's expected
+ones. `--corpus DIR` adds every case folder under DIR.
+
 usage: bench/compare_peers.py [--mosaic build/mosaic] [--models alexnet-cifar,vgg16-cifar]
           [--batches 1,64] [--threads N (all cores)] [--rounds 3] [--warmup 20] [--iterations 100]
           [--engines ...] [--venv .peers-venv | --python python3] [--no-install] [--json docs/perf_peers.json]
@@ -110,6 +117,84 @@ def time_mosaic(mosaic, backend, model_dir, batch, threads, warmup, iterations):
                 "samples": run["iterations"]["measured"]}
 
 
+def time_mosaic_file(mosaic, backend, case, threads, warmup, iterations):
+    """Mosaic on an ONNX test case at its own shapes."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        r = sh([mosaic, "bench", os.path.join(case, "model.onnx"), "--backends", backend, "--threads", str(threads),
+                "--warmup", str(warmup), "--iterations", str(iterations), "--max-seconds", "600", "--no-check",
+                "--no-db", "--no-peaks", "--json", f.name], env=dict(os.environ, MOSAIC_PROGRESS="0"))
+        if r.returncode:
+            raise RuntimeError(r.stdout.strip().splitlines()[-1][:300])
+        run = json.load(open(f.name))["runs"][0]
+        return {"median_ms": run["summary"]["median_ms"], "min_ms": run["summary"]["min_ms"],
+                "samples": run["iterations"]["measured"]}
+
+
+def time_peer_file(py, engine, case, threads, warmup, iterations):
+    r = sh([py, os.path.join(HERE, "peers_worker.py"), "time-file", engine, case, str(threads), str(warmup),
+            str(iterations)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    if r.returncode:
+        raise RuntimeError((r.stdout.strip().splitlines() or ["exit %d" % r.returncode])[-1][:300])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def case_of(entry):
+    """The ONNX test case folder a --models entry names, or None for an architecture name."""
+    if os.sep not in entry and not entry.endswith(".onnx"):
+        return None
+    path = os.path.abspath(entry)
+    case = os.path.dirname(path) if path.endswith(".onnx") else path
+    if not os.path.exists(os.path.join(case, "model.onnx")):
+        sys.exit(f"compare_peers: {entry}: no model.onnx there")
+    return case
+
+
+def case_batch(case):
+    """The leading dimension of the case's first input (1 without test data)."""
+    import glob
+    first = sorted(glob.glob(os.path.join(case, "test_data_set_0", "input_*.pb")))
+    if not first:
+        return 1
+    data = open(first[0], "rb").read()
+    # dims are field 1 (varint, packed or not) of the TensorProto: read them without onnx.
+    dims, i = [], 0
+    while i < len(data):
+        key, i = varint(data, i)
+        field, wire = key >> 3, key & 7
+        if field == 1 and wire == 0:
+            v, i = varint(data, i)
+            dims.append(v)
+        elif field == 1 and wire == 2:
+            n, i = varint(data, i)
+            end = i + n
+            while i < end:
+                v, i = varint(data, i)
+                dims.append(v)
+        elif wire == 0:
+            _, i = varint(data, i)
+        elif wire == 2:
+            n, i = varint(data, i)
+            i += n
+        elif wire == 5:
+            i += 4
+        elif wire == 1:
+            i += 8
+        else:
+            break
+    return dims[0] if dims else 1
+
+
+def varint(data, i):
+    v, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, i
+        shift += 7
+
+
 def time_peer(py, engine, model_dir, batch, threads, warmup, iterations):
     r = sh([py, os.path.join(HERE, "peers_worker.py"), "time", engine, model_dir, str(batch), str(threads), str(warmup),
             str(iterations)], env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
@@ -147,6 +232,13 @@ def markdown(doc, engines_asked):
         ratio = f"{one['images_per_s'] / best:.2f}x" if best and "images_per_s" in one else "-"
         jitter = f"{one['median_ms'] / one['min_ms']:.2f}" if "min_ms" in one else "-"
         lines.append(f"| {r['model']}, {r['batch']} | " + " | ".join(cells) + f" | {ratio} | {jitter} |")
+    ratios = sorted(r["engines"]["mosaic-onednn"]["images_per_s"] / r["engines"]["onnxruntime"]["images_per_s"]
+                    for r in results if "images_per_s" in r["engines"].get("mosaic-onednn", {})
+                    and "images_per_s" in r["engines"].get("onnxruntime", {}))
+    if len(ratios) > 1:
+        lines += ["", f"onednn / ONNX Runtime over the {len(ratios)} rows both ran: median "
+                      f"{statistics.median(ratios):.2f}x, lowest {ratios[0]:.2f}x, highest {ratios[-1]:.2f}x; "
+                      f"onednn ahead in {sum(x >= 1 for x in ratios)}."]
     notes = []
     for e, why in sorted(missing_engines.items()):
         notes.append(f"- {e}: missing ({why})")
@@ -166,10 +258,54 @@ def markdown(doc, engines_asked):
     return "\n".join(lines) + "\n"
 
 
+FILE_ENGINES = ["mosaic-onednn", "mosaic-im2col", "onnxruntime", "openvino-latency"]
+
+
+def time_case(args, py, missing_engines, case):
+    """One row for an ONNX test case: every engine that runs files, interleaved over rounds."""
+    name = os.path.basename(case.rstrip("/"))
+    batch = case_batch(case)
+    row = {"model": name, "batch": batch, "engines": {}}
+    engines = [e for e in args.engines if e in FILE_ENGINES and e not in missing_engines]
+    checks = {}
+    for e in engines:
+        if e in MOSAIC:
+            v = sh([args.mosaic, "verify", case, "--backend", e.split("-")[1], "--fallback", "naive"])
+            checks[e] = {"ok": v.returncode == 0, "detail": v.stdout.strip().splitlines()[-1][:200] if v.stdout else ""}
+    runs = {e: [] for e in engines}
+    for rnd in range(args.rounds):
+        order = engines[rnd % len(engines):] + engines[:rnd % len(engines)] if engines else []
+        for e in order:
+            if runs[e] is None:
+                continue
+            print(f"{name} round {rnd + 1}/{args.rounds}: {e} ...", file=sys.stderr, flush=True)
+            try:
+                if e in MOSAIC:
+                    m = time_mosaic_file(args.mosaic, e.split("-")[1], case, args.threads, args.warmup, args.iterations)
+                else:
+                    m = time_peer_file(py, e, case, args.threads, args.warmup, args.iterations)
+                    ok = m["max_abs_diff"] <= 1e-3 * max(m["ref_scale"], 1.0)
+                    checks[e] = {"ok": ok, "detail": f"max abs diff {m['max_abs_diff']:.3g} of scale {m['ref_scale']:.3g}"}
+                runs[e].append(m)
+            except RuntimeError as err:
+                row["engines"][e] = {"error": str(err)}
+                runs[e] = None
+    for e, ms in runs.items():
+        if not ms:
+            continue
+        med = statistics.median(x["median_ms"] for x in ms)
+        row["engines"][e] = {"images_per_s": batch / (med / 1e3), "median_ms": med, "min_ms": min(x["min_ms"] for x in ms),
+                             "rounds_ms": [x["median_ms"] for x in ms], "check": checks.get(e)}
+    print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v) for k, v in row["engines"].items()}),
+          file=sys.stderr, flush=True)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mosaic", default=os.path.join(ROOT, "build", "mosaic"))
     ap.add_argument("--models", default="alexnet-cifar,vgg16-cifar")
+    ap.add_argument("--corpus", default="", help="add every ONNX test case folder under this folder to --models")
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3)
@@ -187,6 +323,10 @@ def main():
     ap.add_argument("--marker", default="peers", help="the name of the --update-docs markers (<!-- NAME:begin -->)")
     args = ap.parse_args()
     args.engines = args.engines.split(",")
+    if args.corpus:
+        cases = sorted(os.path.join(args.corpus, c) for c in os.listdir(args.corpus)
+                       if os.path.exists(os.path.join(args.corpus, c, "model.onnx")))
+        args.models = ",".join(([args.models] if args.models and args.models != ap.get_default("models") else []) + cases)
     if args.table_from:
         doc = json.load(open(args.table_from))
         table = markdown(doc, doc.get("engines", MOSAIC + PEERS))
@@ -215,6 +355,12 @@ def main():
     work = tempfile.mkdtemp(prefix="mosaic-peers-")
     results = []
     for model in args.models.split(","):
+        case = case_of(model)
+        if case:
+            results.append(time_case(args, py, missing_engines, case))
+            if args.json:
+                write_json(args.json, document(args, versions, missing_engines, results, complete=False))
+            continue
         d = os.path.join(work, model)
         os.makedirs(d)
         r = sh([py, os.path.join(HERE, "peers_worker.py"), "export", model, d])

@@ -8,6 +8,10 @@ Runs inside the peers' virtual environment (PyTorch 2, ONNX Runtime, OpenVINO fr
   peers_worker.py time ENGINE DIR BATCH THREADS WARMUP ITERATIONS
                                           prints one JSON line: per-batch times (ms) and the
                                           largest difference from PyTorch's output at batch 1
+  peers_worker.py time-file ENGINE CASE THREADS WARMUP ITERATIONS
+                                          any ONNX file: CASE/model.onnx run on the inputs of
+                                          CASE/test_data_set_0 (all of them, at their own shapes);
+                                          the difference is from CASE's expected output 0
 
 ENGINE: onnxruntime, openvino-latency, openvino-throughput, torch-eager, torch-compile.
 """
@@ -121,9 +125,76 @@ def throughput_openvino(d, batch, threads, warmup, iterations):
     return walls, len(q)
 
 
+def case_arrays(case, kind):
+    """The arrays of CASE/test_data_set_0/KIND_*.pb, in order, with their names."""
+    import glob
+    from onnx import TensorProto, numpy_helper
+    out = []
+    files = sorted(glob.glob(os.path.join(case, "test_data_set_0", f"{kind}_*.pb")),
+                   key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
+    for f in files:
+        t = TensorProto()
+        with open(f, "rb") as fh:
+            t.ParseFromString(fh.read())
+        out.append((t.name, numpy_helper.to_array(t)))
+    return out
+
+
+def file_runner(engine, case, threads):
+    """A function running the case's inputs (a dict by graph input name) on one engine."""
+    path = os.path.join(case, "model.onnx")
+    if engine == "onnxruntime":
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        return lambda feeds: s.run(None, feeds)[0]
+    if engine == "openvino-latency":
+        import openvino as ov
+        core = ov.Core()
+        c = core.compile_model(core.read_model(path), "CPU", {"PERFORMANCE_HINT": "LATENCY",
+                                                             "INFERENCE_NUM_THREADS": threads,
+                                                             "INFERENCE_PRECISION_HINT": "f32"})
+        req = c.create_infer_request()
+        return lambda feeds: req.infer(feeds)[c.output(0)].copy()
+    raise SystemExit(f"peers_worker: {engine} does not run ONNX files (no PyTorch module behind them)")
+
+
+def time_file(engine, case, threads, warmup, iterations):
+    import onnx
+    model = onnx.load(os.path.join(case, "model.onnx"), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    arrays = case_arrays(case, "input")
+    feeds = {(name or names[k]): a for k, (name, a) in enumerate(arrays)}
+    run = file_runner(engine, case, threads)
+    for _ in range(warmup):
+        run(feeds)
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        y = run(feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    expected = case_arrays(case, "output")
+    info = {"engine": engine, "median_ms": statistics.median(times), "min_ms": min(times), "samples": len(times)}
+    if expected:
+        ref = expected[0][1].astype(np.float64)
+        info["max_abs_diff"] = float(np.max(np.abs(np.asarray(y, np.float64) - ref))) if ref.size else 0.0
+        info["ref_scale"] = float(np.max(np.abs(ref))) if ref.size else 0.0
+    else:
+        info["max_abs_diff"], info["ref_scale"] = 0.0, 1.0
+    print(json.dumps(info))
+
+
 def main():
     if sys.argv[1] == "export":
         export(sys.argv[2], sys.argv[3])
+        return
+    if sys.argv[1] == "time-file":
+        time_file(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7]))
         return
     engine, d, batch, threads, warmup, iterations = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:8])
     ref_x, ref_y = np.load(os.path.join(d, "x1.npy")), np.load(os.path.join(d, "y1.npy"))

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Quantised corpus models: ONNX Runtime's own quantiser applied to corpus models, written as
+ONNX test cases whose expected outputs are ONNX Runtime's with its graph optimisations off
+(the graph computed as written: with them on, ONNX Runtime fuses QDQ groups into integer
+kernels with a quantised bias and differs by about one quantisation step).
+
+Forms: QDQ static per-channel (`.qdq`) and dynamic (`.dyn`: DynamicQuantizeLinear +
+MatMulInteger/ConvInteger). bert's dynamic form is left out: ONNX Runtime's MatMulInteger
+saturates uint8 x int8 pairs to int16 on CPUs without VNNI, so its output is not the exact
+one (bench/ort_int8_saturation.py, docs/conformance.md). QOperator models need the
+com.microsoft QLinear ops (issue 52).
+
+Needs onnx and onnxruntime from PyPI; the cases are committed, so the tests do not.
+usage: tests/corpus/quantised/make_quantised.py [OUT]   (default: cases/ next to this script)
+"""
+import glob
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "cases")
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "cases")
+CASES = [("resnet_hf.torchscript", "qdq"), ("resnet_hf.torchscript", "dyn"), ("bert.torchscript", "qdq")]
+
+
+def inputs(case):
+    m = onnx.load(os.path.join(CORPUS, case, "model.onnx"))
+    inits = {i.name for i in m.graph.initializer}
+    names = [i.name for i in m.graph.input if i.name not in inits]
+    feeds = {}
+    for k, f in enumerate(sorted(glob.glob(os.path.join(CORPUS, case, "test_data_set_0", "input_*.pb")))):
+        t = onnx.TensorProto()
+        with open(f, "rb") as fh:
+            t.ParseFromString(fh.read())
+        feeds[names[k]] = numpy_helper.to_array(t)
+    return feeds
+
+
+class OneBatch(CalibrationDataReader):
+    """Calibration on the case's own input (the corpus models have random weights)."""
+
+    def __init__(self, feeds):
+        self.left = [feeds]
+
+    def get_next(self):
+        return self.left.pop() if self.left else None
+
+
+def write_case(name, model_path, feeds):
+    d = os.path.join(OUT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    shutil.copy(model_path, os.path.join(d, "model.onnx"))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"])
+    outs = s.run(None, feeds)
+    for k, (n, a) in enumerate(feeds.items()):
+        with open(os.path.join(d, "test_data_set_0", f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+    for k, (o, a) in enumerate(zip(s.get_outputs(), outs)):
+        with open(os.path.join(d, "test_data_set_0", f"output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, o.name).SerializeToString())
+
+
+def main():
+    tmp = os.path.join(OUT, ".work")
+    os.makedirs(tmp, exist_ok=True)
+    for case, form in CASES:
+        feeds = inputs(case)
+        pre = os.path.join(tmp, case + ".pre.onnx")
+        quant_pre_process(os.path.join(CORPUS, case, "model.onnx"), pre)
+        out = os.path.join(tmp, f"{case}.{form}.onnx")
+        if form == "qdq":
+            quantize_static(pre, out, OneBatch(feeds), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        else:
+            quantize_dynamic(pre, out, weight_type=QuantType.QInt8)
+        write_case(f"{case}.{form}", out, feeds)
+    shutil.rmtree(tmp)
+    print(f"{len(CASES)} cases in {OUT} (onnxruntime {ort.__version__})")
+
+
+if __name__ == "__main__":
+    main()
