@@ -16,6 +16,7 @@
 #include "operators/loss_ops.hpp"
 #include "operators/control_flow.hpp"
 #include "operators/quantize.hpp"
+#include "operators/signal.hpp"
 #include "operators/onnx_attention.hpp"
 #include "operators/params.hpp"
 #include "operators/pointwise.hpp"
@@ -823,6 +824,7 @@ std::map<std::string, OpSchema> build_table() {
   add_loss_op_schemas(t);
   add_quantize_schemas(t);
   add_control_flow_schemas(t);
+  add_signal_schemas(t);
   add_einsum_schema(t);
   add_grid_sample_schema(t);
   add_rearrange_schemas(t);

@@ -11,6 +11,7 @@
 #include "backends/common/grid_sample.hpp"
 #include "backends/common/loss_ops.hpp"
 #include "backends/common/quantize.hpp"
+#include "backends/common/signal.hpp"
 #include "core/control_flow.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/rearrange.hpp"
@@ -44,6 +45,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_loss_op_kernels(r);
   register_quantize_kernels(r);
   register_control_flow_kernels(r);
+  register_signal_kernels(r);
   register_einsum_kernel(r);
   register_grid_sample_kernel(r);
   register_rearrange_kernels(r);

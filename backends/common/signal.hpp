@@ -1,0 +1,11 @@
+// The DFT kernel (operators/signal.hpp): a direct transform in double, the oracle's; no fast
+// backend registers it yet.
+#pragma once
+
+#include "core/kernel.hpp"
+
+namespace mosaic {
+
+void register_signal_kernels(BackendRegistration& r);
+
+}  // namespace mosaic

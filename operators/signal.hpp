@@ -1,0 +1,31 @@
+// ONNX's DFT: a discrete Fourier transform along one axis of a real ([..., 1]) or complex
+// ([..., 2], real and imaginary parts) signal; forward or inverse (scaled by 1/n), full or
+// one-sided (the first n/2 + 1 frequencies of a real signal, and back), at a length that
+// truncates or zero-pads the signal. The naive oracle computes it directly in double.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/status.hpp"
+#include "operators/op_context.hpp"
+
+namespace mosaic {
+
+struct OpSchema;
+
+struct DftParams {
+  int64_t axis = 1;        ///< in the input's dims (never the last, which holds the parts)
+  int64_t length = 0;      ///< n: the transform's length
+  int64_t in_len = 0;      ///< the input's extent along axis
+  int64_t out_len = 0;     ///< n, or n / 2 + 1 for a one-sided forward transform
+  bool inverse = false, onesided = false;
+  int64_t in_parts = 1, out_parts = 2;  ///< 1: real, 2: complex
+  int64_t outer = 1, inner = 1;         ///< dims before and after axis (the parts excluded)
+  Shape out;
+};
+Expected<DftParams> dft_params(const OpContext& ctx);
+
+void add_signal_schemas(std::map<std::string, OpSchema>& table);
+
+}  // namespace mosaic
