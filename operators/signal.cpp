@@ -31,7 +31,50 @@ Expected<int64_t> constant_scalar(const OpContext& c, size_t i, const char* what
   return t->get_i64(0);
 }
 
+Expected<std::vector<TensorDesc>> infer_stft(const OpContext& c) {
+  if (!dtype_is_float(c.inputs[0].dtype))
+    return Status::invalid(c.node->label() + ": STFT takes a float signal, got " + dtype_name(c.inputs[0].dtype));
+  MOSAIC_ASSIGN_OR_RETURN(StftParams p, stft_params(c));
+  return std::vector<TensorDesc>{{c.inputs[0].dtype, p.out}};
+}
+
+double f_stft(const OpContext& c) {
+  auto p = stft_params(c);
+  if (!p.ok()) return 0;
+  return 8.0 * static_cast<double>(p->batch * p->frames * p->bins) * static_cast<double>(p->frame_length);
+}
+
 }  // namespace
+
+Expected<StftParams> stft_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  if (x.size() != 3 || (x[2] != 1 && x[2] != 2))
+    return Status::invalid(n.label() + ": the signal must be [batch, length, 1 or 2], got " + shape_str(x));
+  StftParams p;
+  p.batch = x[0];
+  p.length = x[1];
+  p.parts = x[2];
+  MOSAIC_ASSIGN_OR_RETURN(p.step, constant_scalar(ctx, 1, "frame_step"));
+  p.has_window = ctx.has_input(2);
+  if (p.has_window && ctx.inputs[2].shape.size() != 1)
+    return Status::invalid(n.label() + ": the window must be 1-D, got " + shape_str(ctx.inputs[2].shape));
+  p.frame_length = p.has_window ? ctx.inputs[2].shape[0] : p.length;
+  if (ctx.has_input(3)) {
+    MOSAIC_ASSIGN_OR_RETURN(p.frame_length, constant_scalar(ctx, 3, "frame_length"));
+  }
+  if (p.has_window && ctx.inputs[2].shape[0] != p.frame_length)
+    return Status::invalid(n.label() + ": the window has " + std::to_string(ctx.inputs[2].shape[0]) +
+                           " values for frames of " + std::to_string(p.frame_length));
+  if (p.step < 1 || p.frame_length < 1 || p.frame_length > p.length)
+    return Status::invalid(n.label() + ": frame_step " + std::to_string(p.step) + " and frame_length " +
+                           std::to_string(p.frame_length) + " do not fit a signal of " + std::to_string(p.length));
+  p.onesided = n.attr_int("onesided", 1) != 0;
+  p.frames = 1 + (p.length - p.frame_length) / p.step;
+  p.bins = p.onesided ? p.frame_length / 2 + 1 : p.frame_length;
+  p.out = {p.batch, p.frames, p.bins, 2};
+  return p;
+}
 
 Expected<DftParams> dft_params(const OpContext& ctx) {
   const Node& n = *ctx.node;
@@ -75,6 +118,10 @@ void add_signal_schemas(std::map<std::string, OpSchema>& t) {
                            "discrete Fourier transform along an axis: forward or inverse, full or one-sided");
   s.shape_inputs = {1, 2};
   s.backward_flops = nullptr;
+  OpSchema& st = add_schema(t, "STFT", 2, 4, infer_stft, f_stft,
+                            "the DFT of each windowed frame of a signal, frame_step apart (one-sided by default)");
+  st.shape_inputs = {1, 3};
+  st.backward_flops = nullptr;
 }
 
 }  // namespace mosaic

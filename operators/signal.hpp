@@ -1,7 +1,8 @@
 // ONNX's DFT: a discrete Fourier transform along one axis of a real ([..., 1]) or complex
 // ([..., 2], real and imaginary parts) signal; forward or inverse (scaled by 1/n), full or
 // one-sided (the first n/2 + 1 frequencies of a real signal, and back), at a length that
-// truncates or zero-pads the signal. The naive oracle computes it directly in double.
+// truncates or zero-pads the signal; and STFT, the DFT of windowed frames. The naive oracle
+// computes them directly in double.
 #pragma once
 
 #include <map>
@@ -25,6 +26,15 @@ struct DftParams {
   Shape out;
 };
 Expected<DftParams> dft_params(const OpContext& ctx);
+
+/// STFT: the DFT of each frame of frame_length samples, frame_step apart, of signal
+/// [batch, length, 1 or 2], each multiplied by the window (ones without one).
+struct StftParams {
+  int64_t batch = 1, length = 0, parts = 1, step = 1, frame_length = 0, frames = 0, bins = 0;
+  bool onesided = true, has_window = false;
+  Shape out;
+};
+Expected<StftParams> stft_params(const OpContext& ctx);
 
 void add_signal_schemas(std::map<std::string, OpSchema>& table);
 

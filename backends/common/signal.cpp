@@ -81,9 +81,49 @@ class DftKernel final : public Kernel {
   DType dtype_ = DType::kF32;
 };
 
+class StftKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, stft_params(ctx));
+    dtype_ = ctx.inputs[0].dtype;
+    if (p_.has_window) window_dtype_ = ctx.inputs[2].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const StftParams& p = p_;
+    const void* x = src[0]->data();
+    const void* w = p.has_window ? src[2]->data() : nullptr;
+    void* y = dst[0]->data();
+    std::vector<Complex> frame(static_cast<size_t>(p.frame_length));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t f = 0; f < p.frames; ++f) {
+        for (int64_t k = 0; k < p.frame_length; ++k) {
+          const int64_t at = (b * p.length + f * p.step + k) * p.parts;
+          const double scale = w ? load_f64(window_dtype_, w, k) : 1.0;
+          frame[static_cast<size_t>(k)] =
+              Complex(load_f64(dtype_, x, at), p.parts == 2 ? load_f64(dtype_, x, at + 1) : 0.0) * scale;
+        }
+        for (int64_t q = 0; q < p.bins; ++q) {
+          Complex s = 0;
+          for (int64_t k = 0; k < p.frame_length; ++k) s += frame[static_cast<size_t>(k)] * twiddle(q * k, p.frame_length, -1);
+          const int64_t at = ((b * p.frames + f) * p.bins + q) * 2;
+          store_f64(dtype_, y, at, s.real());
+          store_f64(dtype_, y, at + 1, s.imag());
+        }
+      }
+    return Status::ok();
+  }
+
+ private:
+  StftParams p_;
+  DType dtype_ = DType::kF32, window_dtype_ = DType::kF32;
+};
+
 }  // namespace
 
 void register_signal_kernels(BackendRegistration& r) {
+  r.kernel("STFT", make_factory<StftKernel>(),
+           {LayoutUse::kNone, nullptr, dtype_bit(DType::kF32) | dtype_bit(DType::kF64) | dtype_bit(DType::kI64) | dtype_bit(DType::kI32)});
   r.kernel("DFT", make_factory<DftKernel>(), {LayoutUse::kNone, nullptr, dtype_bit(DType::kF32) | dtype_bit(DType::kF64) | dtype_bit(DType::kI64) | dtype_bit(DType::kI32)});  // the integers: dft_length and axis
 }
 
