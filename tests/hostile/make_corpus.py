@@ -209,6 +209,18 @@ case("loop_trip_count_huge", model([helper.make_node("Loop", ["M", "go"], ["rows
                                    [helper.make_tensor_value_info("rows", TensorProto.INT64, None)],
                                    [i64("M", 2**40), numpy_helper.from_array(np.array(True), "go")], opset=16),
      "beyond 2^31 - 1 scan rows")
+# Control flow with attributes and arities out of line.
+scan_body = helper.make_graph([helper.make_node("Identity", ["s"], ["s_out"])], "body",
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [4])])
+case("scan_num_inputs_huge", model([helper.make_node("Scan", ["x"], ["y"], body=scan_body, num_scan_inputs=2**40)],
+                                   [f32("x", [3, 4])], [f32("y", None)], opset=16), "num_scan_inputs 1099511627776")
+branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "then", [], [f32("b", [4])])
+case("if_without_else", model([helper.make_node("If", ["c"], ["y"], then_branch=branch)],
+                              [helper.make_tensor_value_info("c", TensorProto.BOOL, []), f32("x", [4])],
+                              [f32("y", None)], opset=16), "needs then_branch and else_branch")
+case("loop_body_arity", model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=scan_body)], [f32("x", [4])],
+                              [f32("y", None)], [i64("M", 2)], opset=16), "body takes 1 inputs; Loop gives it 3")
 # External data: outside the folder, not a file, or sizes that do not fit the file.
 ext = lambda init: model([helper.make_node("Add", ["x", "W"], ["y"])], [f32("x", [1, 4])], [f32("y", None)], [init])
 case("external_absolute", ext(external_init("W", [1, 4], "/etc/passwd")), "is an absolute path")
