@@ -57,6 +57,13 @@ std::vector<OpCase> cases() {
   conv("conv_small_map_dilated", {8, 3, 2, 3}, {4, 3, 3, 3},
        {{"pads", A::of_ints({2, 1, 2, 1})}, {"dilations", A::of_ints({2, 1})}}, false);
   conv("conv_one_pixel_maps", {12, 5, 1, 1}, {7, 5, 3, 3}, {{"pads", A::of_ints({1, 1, 1, 1})}});
+  // Grouped convolutions over maps no larger than the kernel at batch 2, where oneDNN has no
+  // depthwise kernel and runs a GEMM per group: onednn takes the dense product, W' zero
+  // between groups (a 5x5 depthwise over 1x1 and 2x2 maps; two channels per group).
+  conv("conv_depthwise_one_pixel", {2, 12, 1, 1}, {12, 1, 5, 5}, {{"group", A::of_int(12)}, {"pads", A::of_ints({2, 2, 2, 2})}});
+  conv("conv_depthwise_small_map_stride", {2, 12, 2, 2}, {12, 1, 5, 5},
+       {{"group", A::of_int(12)}, {"pads", A::of_ints({2, 2, 2, 2})}, {"strides", A::of_ints({2, 2})}});
+  conv("conv_groups_one_pixel", {2, 8, 1, 1}, {12, 2, 5, 5}, {{"group", A::of_int(4)}, {"pads", A::of_ints({2, 2, 2, 2})}});
   add("conv_small_map_runtime_bias", make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}}), {{8, 6, 2, 2}, {10, 6, 3, 3}, {10}},
       {false, true, false});
   // Stride-1 layers whose rows keep the input's width: im2col unfolds them by shifted copies

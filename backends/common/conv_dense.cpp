@@ -11,11 +11,14 @@ constexpr int64_t kMaxDenseBytes = int64_t{64} << 20;
 constexpr int64_t kMinBatch = 8;
 }  // namespace
 
-bool small_map_dense_applies(const KernelContext& ctx, const ConvParams& p) {
+bool small_map_dense_applies(const KernelContext& ctx, const ConvParams& p, bool grouped) {
   if (ctx.training || ctx.precision != Precision::kF32 || !ctx.constant(1) || ctx.inputs[0].dtype != DType::kF32 ||
       ctx.constant(1)->dtype() != DType::kF32)
     return false;
-  if (p.group != 1 || p.win.rank() != 2 || p.n < kMinBatch) return false;
+  // A grouped convolution takes it at any batch where the caller says the alternative is a
+  // GEMM per group (oneDNN's gemm:jit where it has no depthwise kernel for the shape: 100x
+  // slower at batch 2 on a 5x5 depthwise kernel over a 1x1 map, docs/performance.md).
+  if (p.win.rank() != 2 || (p.group > 1 && !grouped) || (p.group == 1 && p.n < kMinBatch)) return false;
   const int64_t in_px = p.win.in[0] * p.win.in[1], taps = p.win.kernel[0] * p.win.kernel[1];
   const int64_t out_px = p.win.out[0] * p.win.out[1];
   int64_t rows = 0, cols = 0, bytes = 0;
@@ -36,13 +39,16 @@ Tensor small_map_dense_weights(const ConvParams& p, const float* w, bool channel
           const int64_t iy = oy * win.stride[0] - win.pad_begin[0] + ky * win.dilation[0];
           const int64_t ix = ox * win.stride[1] - win.pad_begin[1] + kx * win.dilation[1];
           if (iy < 0 || iy >= win.in[0] || ix < 0 || ix >= win.in[1]) continue;
-          // Output pixel px reads input pixel q through tap (ky, kx).
+          // Output pixel px reads input pixel q through tap (ky, kx); channel c feeds only
+          // the output channels of its group (zero elsewhere).
           const int64_t q = iy * win.in[1] + ix, px = oy * win.out[1] + ox;
+          const int64_t cg = p.c_per_group(), ocg = p.oc_per_group();
           for (int64_t c = 0; c < p.c; ++c) {
             const int64_t row = channels_last ? q * p.c + c : c * in_px + q;
-            for (int64_t o = 0; o < p.oc; ++o) {
+            const int64_t g = c / cg, ci = c - g * cg;
+            for (int64_t o = g * ocg; o < (g + 1) * ocg; ++o) {
               const int64_t col = channels_last ? px * p.oc + o : o * out_px + px;
-              wd[row * n_out + col] += w[((o * p.c + c) * kh + ky) * kw + kx];
+              wd[row * n_out + col] += w[((o * cg + ci) * kh + ky) * kw + kx];
             }
           }
         }

@@ -14,13 +14,15 @@
 namespace mosaic {
 
 /// Whether the node takes the dense product: an inference plan in float32, a 2-d convolution
-/// of one group with constant weights, at batch 8 and more (smaller batches are bound by
+/// with constant weights, of one group at batch 8 and more (smaller batches are bound by
 /// reading W', which holds in-pixels x out-pixels / taps times the weights' values: 1.8x for
-/// 3x3 kernels on 2x2 maps), an input map no larger than the kernel (on VGG16-CIFAR's 4x4 -> 2x2 layer, twice the kernel, it measured slower:
+/// 3x3 kernels on 2x2 maps) or, where `grouped` (the caller's direct kernel for this shape
+/// would be a GEMM per group), of several groups at any batch (W' zero between groups), an
+/// input map no larger than the kernel (on VGG16-CIFAR's 4x4 -> 2x2 layer, twice the kernel, it measured slower:
 /// docs/performance.md), and W' at most 64 MB.
-bool small_map_dense_applies(const KernelContext& ctx, const ConvParams& p);
+bool small_map_dense_applies(const KernelContext& ctx, const ConvParams& p, bool grouped = false);
 
-/// W' of a convolution with weights `w` ([OC, C, KH, KW]), row-major [in, out]: rows
+/// W' of a convolution with weights `w` ([OC, C / group, KH, KW]), row-major [in, out]: rows
 /// (pixel, channel) and columns (pixel, channel) for channels-last activations (NHWC), rows
 /// (channel, pixel) and columns (channel, pixel) for channels-first ones (NCHW).
 Tensor small_map_dense_weights(const ConvParams& p, const float* w, bool channels_last, MemoryTracker* tracker);

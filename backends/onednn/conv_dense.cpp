@@ -84,9 +84,9 @@ class DenseConvKernel final : public Kernel {
 
 }  // namespace
 
-Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx) {
+Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx, bool grouped) {
   auto params = conv_params(ctx);
-  if (!params.ok() || !small_map_dense_applies(ctx, params.value())) return std::unique_ptr<Kernel>();
+  if (!params.ok() || !small_map_dense_applies(ctx, params.value(), grouped)) return std::unique_ptr<Kernel>();
   auto k = std::make_unique<DenseConvKernel>();
   MOSAIC_RETURN_IF_ERROR(k->init(ctx, params.value()));
   return std::unique_ptr<Kernel>(std::move(k));

@@ -233,7 +233,8 @@ class SrcDstPrimitive : public Kernel {
 };
 /// conv_dense.cpp: an inference convolution on a map no larger than its kernel, at batch 8 or
 /// more, as one dense matrix product in NHWC; a null kernel where that does not apply.
-Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx);
+/// `grouped`: also a grouped convolution (the direct primitive oneDNN chose is a GEMM per group).
+Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx, bool grouped = false);
 // The kernel families, each in its own file; register.cpp calls them.
 void add_conv_kernels(BackendRegistration& r);
 void add_pool_kernels(BackendRegistration& r);
