@@ -117,10 +117,12 @@ def time_mosaic(mosaic, backend, model_dir, batch, threads, warmup, iterations):
                 "samples": run["iterations"]["measured"]}
 
 
-def time_mosaic_file(mosaic, backend, case, threads, warmup, iterations):
-    """Mosaic on an ONNX test case at its own shapes."""
+def time_mosaic_file(mosaic, backend, case, batch, threads, warmup, iterations):
+    """Mosaic on an ONNX test case at its own shapes (`batch`: its inputs' leading dimension,
+    for a model whose batch dimension is symbolic)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        r = sh([mosaic, "bench", os.path.join(case, "model.onnx"), "--backends", backend, "--threads", str(threads),
+        r = sh([mosaic, "bench", os.path.join(case, "model.onnx"), "--backends", backend, "--batch", str(batch),
+                "--threads", str(threads),
                 "--warmup", str(warmup), "--iterations", str(iterations), "--max-seconds", "600", "--no-check",
                 "--no-db", "--no-peaks", "--json", f.name], env=dict(os.environ, MOSAIC_PROGRESS="0"))
         if r.returncode:
@@ -281,7 +283,8 @@ def time_case(args, py, missing_engines, case):
             print(f"{name} round {rnd + 1}/{args.rounds}: {e} ...", file=sys.stderr, flush=True)
             try:
                 if e in MOSAIC:
-                    m = time_mosaic_file(args.mosaic, e.split("-")[1], case, args.threads, args.warmup, args.iterations)
+                    m = time_mosaic_file(args.mosaic, e.split("-")[1], case, batch, args.threads, args.warmup,
+                                         args.iterations)
                 else:
                     m = time_peer_file(py, e, case, args.threads, args.warmup, args.iterations)
                     ok = m["max_abs_diff"] <= 1e-3 * max(m["ref_scale"], 1.0)
