@@ -260,6 +260,39 @@ def markdown(doc, engines_asked):
     return "\n".join(lines) + "\n"
 
 
+def interleaved_rounds(args, engines, row, checks, label, time_one):
+    """Times each engine in `engines` over args.rounds rounds, interleaved and rotated, with
+    time_one(engine) -> measurement; fills row["engines"] (images/s from the median of the
+    rounds' medians, or the error) and checks[engine] for the peers' output comparison."""
+    runs = {e: [] for e in engines}
+    for rnd in range(args.rounds):
+        order = engines[rnd % len(engines):] + engines[:rnd % len(engines)] if engines else []
+        for e in order:
+            if runs[e] is None:
+                continue
+            print(f"{label} round {rnd + 1}/{args.rounds}: {e} ...", file=sys.stderr, flush=True)
+            try:
+                m = time_one(e)
+                if e not in MOSAIC:
+                    ok = m["max_abs_diff"] <= 1e-3 * max(m["ref_scale"], 1.0)
+                    checks[e] = {"ok": ok, "detail": f"max abs diff {m['max_abs_diff']:.3g} of scale {m['ref_scale']:.3g}"}
+                runs[e].append(m)
+            except RuntimeError as err:
+                row["engines"][e] = {"error": str(err)}
+                runs[e] = None
+    for e, ms in runs.items():
+        if not ms:
+            continue
+        med = statistics.median(x["median_ms"] for x in ms)
+        row["engines"][e] = {"images_per_s": row["batch"] / (med / 1e3), "median_ms": med,
+                             "min_ms": min(x["min_ms"] for x in ms), "rounds_ms": [x["median_ms"] for x in ms],
+                             "check": checks.get(e)}
+        if "requests" in ms[0]:
+            row["engines"][e]["requests"] = ms[0]["requests"]
+    print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v) for k, v in row["engines"].items()}),
+          file=sys.stderr, flush=True)
+
+
 FILE_ENGINES = ["mosaic-onednn", "mosaic-im2col", "onnxruntime", "openvino-latency"]
 
 
@@ -274,33 +307,12 @@ def time_case(args, py, missing_engines, case):
         if e in MOSAIC:
             v = sh([args.mosaic, "verify", case, "--backend", e.split("-")[1], "--fallback", "naive"])
             checks[e] = {"ok": v.returncode == 0, "detail": v.stdout.strip().splitlines()[-1][:200] if v.stdout else ""}
-    runs = {e: [] for e in engines}
-    for rnd in range(args.rounds):
-        order = engines[rnd % len(engines):] + engines[:rnd % len(engines)] if engines else []
-        for e in order:
-            if runs[e] is None:
-                continue
-            print(f"{name} round {rnd + 1}/{args.rounds}: {e} ...", file=sys.stderr, flush=True)
-            try:
-                if e in MOSAIC:
-                    m = time_mosaic_file(args.mosaic, e.split("-")[1], case, batch, args.threads, args.warmup,
-                                         args.iterations)
-                else:
-                    m = time_peer_file(py, e, case, args.threads, args.warmup, args.iterations)
-                    ok = m["max_abs_diff"] <= 1e-3 * max(m["ref_scale"], 1.0)
-                    checks[e] = {"ok": ok, "detail": f"max abs diff {m['max_abs_diff']:.3g} of scale {m['ref_scale']:.3g}"}
-                runs[e].append(m)
-            except RuntimeError as err:
-                row["engines"][e] = {"error": str(err)}
-                runs[e] = None
-    for e, ms in runs.items():
-        if not ms:
-            continue
-        med = statistics.median(x["median_ms"] for x in ms)
-        row["engines"][e] = {"images_per_s": batch / (med / 1e3), "median_ms": med, "min_ms": min(x["min_ms"] for x in ms),
-                             "rounds_ms": [x["median_ms"] for x in ms], "check": checks.get(e)}
-    print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v) for k, v in row["engines"].items()}),
-          file=sys.stderr, flush=True)
+    def time_one(e):
+        if e in MOSAIC:
+            return time_mosaic_file(args.mosaic, e.split("-")[1], case, batch, args.threads, args.warmup, args.iterations)
+        return time_peer_file(py, e, case, args.threads, args.warmup, args.iterations)
+
+    interleaved_rounds(args, engines, row, checks, name, time_one)
     return row
 
 
@@ -377,41 +389,17 @@ def main():
                 checks[e] = {"ok": v.returncode == 0, "detail": v.stdout.strip().splitlines()[-1][:200] if v.stdout else ""}
         for batch in map(int, args.batches.split(",")):
             row = {"model": model, "batch": batch, "engines": {}}
-            runs = {e: [] for e in args.engines if e not in missing_engines}
-            for rnd in range(args.rounds):
-                order = list(runs)
-                order = order[rnd % len(order):] + order[:rnd % len(order)]
-                for e in order:
-                    if runs[e] is None:
-                        continue
-                    print(f"{model} batch {batch} round {rnd + 1}/{args.rounds}: {e} ...", file=sys.stderr, flush=True)
-                    try:
-                        if e in MOSAIC:
-                            m = time_mosaic(args.mosaic, e.split("-")[1], d, batch, args.threads, args.warmup,
-                                            args.iterations)
-                        else:
-                            m = time_peer(py, e, d, batch, args.threads, args.warmup, args.iterations)
-                            ok = m["max_abs_diff"] <= 1e-3 * max(m["ref_scale"], 1.0)
-                            checks[e] = {"ok": ok, "detail": f"max abs diff {m['max_abs_diff']:.3g} "
-                                                             f"of scale {m['ref_scale']:.3g}"}
-                        runs[e].append(m)
-                    except RuntimeError as err:
-                        row["engines"][e] = {"error": str(err)}
-                        runs[e] = None
-            for e, ms in runs.items():
-                if not ms:
-                    continue
-                med = statistics.median(x["median_ms"] for x in ms)
-                row["engines"][e] = {"images_per_s": batch / (med / 1e3), "median_ms": med,
-                                     "min_ms": min(x["min_ms"] for x in ms),
-                                     "rounds_ms": [x["median_ms"] for x in ms], "check": checks.get(e)}
-                if "requests" in ms[0]:
-                    row["engines"][e]["requests"] = ms[0]["requests"]
+            def time_one(e, batch=batch, d=d):
+                if e in MOSAIC:
+                    return time_mosaic(args.mosaic, e.split("-")[1], d, batch, args.threads, args.warmup,
+                                       args.iterations)
+                return time_peer(py, e, d, batch, args.threads, args.warmup, args.iterations)
+
+            interleaved_rounds(args, [e for e in args.engines if e not in missing_engines], row, checks,
+                               f"{model} batch {batch}", time_one)
             results.append(row)
             if args.json:  # what is measured so far survives a run cut short
                 write_json(args.json, document(args, versions, missing_engines, results, complete=False))
-            print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v)
-                              for k, v in row["engines"].items()}), file=sys.stderr, flush=True)
     doc = document(args, versions, missing_engines, results, complete=True)
     table = markdown(doc, args.engines)
     print(table)

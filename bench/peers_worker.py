@@ -64,17 +64,22 @@ def export(name, out):
     np.save(os.path.join(out, "y1.npy"), y)
 
 
+def ort_session(path, threads):
+    """ONNX Runtime with all graph optimisations, `threads` intra-op threads, one inter-op."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
 def runner(engine, d, batch, threads):
     """A function running one batch, and one running the reference input (batch 1)."""
     path = os.path.join(d, "case", "model.onnx")
     if engine == "onnxruntime":
-        import onnxruntime as ort
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        s = ort_session(path, threads)
         return lambda x: s.run(None, {"images": x})[0]
     if engine == "openvino-latency":
         c = openvino_model(d, "LATENCY", threads)
@@ -95,14 +100,18 @@ def runner(engine, d, batch, threads):
     raise SystemExit(f"peers_worker: unknown engine {engine}")
 
 
-def openvino_model(d, hint, threads):
-    """The model compiled for OpenVINO's CPU plugin under `hint`, in f32 (on a CPU with bf16
-    OpenVINO would otherwise compute in bf16, its CPU default there)."""
+def openvino_compiled(path, hint, threads):
+    """An ONNX file compiled for OpenVINO's CPU plugin under `hint`, in f32 (on a CPU with
+    bf16 OpenVINO would otherwise compute in bf16, its CPU default there)."""
     import openvino as ov
     core = ov.Core()
-    return core.compile_model(core.read_model(os.path.join(d, "case", "model.onnx")), "CPU",
-                              {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
-                               "INFERENCE_PRECISION_HINT": "f32"})
+    return core.compile_model(core.read_model(path), "CPU", {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
+                                                             "INFERENCE_PRECISION_HINT": "f32"})
+
+
+def openvino_model(d, hint, threads):
+    """The exported architecture's model (DIR/case/model.onnx) under `hint`."""
+    return openvino_compiled(os.path.join(d, "case", "model.onnx"), hint, threads)
 
 
 def throughput_openvino(d, batch, threads, warmup, iterations):
@@ -144,20 +153,10 @@ def file_runner(engine, case, threads):
     """A function running the case's inputs (a dict by graph input name) on one engine."""
     path = os.path.join(case, "model.onnx")
     if engine == "onnxruntime":
-        import onnxruntime as ort
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        s = ort_session(path, threads)
         return lambda feeds: s.run(None, feeds)[0]
     if engine == "openvino-latency":
-        import openvino as ov
-        core = ov.Core()
-        c = core.compile_model(core.read_model(path), "CPU", {"PERFORMANCE_HINT": "LATENCY",
-                                                             "INFERENCE_NUM_THREADS": threads,
-                                                             "INFERENCE_PRECISION_HINT": "f32"})
+        c = openvino_compiled(path, "LATENCY", threads)
         req = c.create_infer_request()
         return lambda feeds: req.infer(feeds)[c.output(0)].copy()
     raise SystemExit(f"peers_worker: {engine} does not run ONNX files (no PyTorch module behind them)")

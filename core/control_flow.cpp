@@ -265,17 +265,33 @@ void put_slice(const Tensor& slice, Tensor* t, int64_t axis, int64_t index) {
            [&](int64_t so, int64_t to_off, int64_t bytes) { std::memcpy(to + to_off, from + so, static_cast<size_t>(bytes)); });
 }
 
-class IfKernel final : public Kernel {
+/// What the three control-flow kernels share: the registry and backend their subgraphs'
+/// plans are built with, and the node (for messages).
+class SubgraphKernel : public Kernel {
  public:
-  IfKernel(const KernelRegistry& r, std::string backend) : registry_(r), backend_(std::move(backend)) {}
+  SubgraphKernel(const KernelRegistry& r, std::string backend) : registry_(r), backend_(std::move(backend)) {}
+
+ protected:
+  Expected<SubPlan> plan(const Graph& body, const std::string& what, const std::vector<TensorDesc>& declared,
+                         const KernelContext& ctx) {
+    return plan_for(body, what, declared, ctx, registry_, backend_);
+  }
+  const KernelRegistry& registry_;
+  std::string backend_;
+  const Node* node_ = nullptr;
+};
+
+class IfKernel final : public SubgraphKernel {
+ public:
+  using SubgraphKernel::SubgraphKernel;
   Status init(const KernelContext& ctx) {
     node_ = ctx.node;
     const Tensor* cond = ctx.constant(0);
     if (!cond || cond->get(0) != 0) {
-      MOSAIC_ASSIGN_OR_RETURN(then_, plan_for(*node_->attr_graph("then_branch"), "then_branch", {}, ctx, registry_, backend_));
+      MOSAIC_ASSIGN_OR_RETURN(then_, plan(*node_->attr_graph("then_branch"), "then_branch", {}, ctx));
     }
     if (!cond || cond->get(0) == 0) {
-      MOSAIC_ASSIGN_OR_RETURN(else_, plan_for(*node_->attr_graph("else_branch"), "else_branch", {}, ctx, registry_, backend_));
+      MOSAIC_ASSIGN_OR_RETURN(else_, plan(*node_->attr_graph("else_branch"), "else_branch", {}, ctx));
     }
     return Status::ok();
   }
@@ -288,9 +304,6 @@ class IfKernel final : public Kernel {
   }
 
  private:
-  const KernelRegistry& registry_;
-  std::string backend_;
-  const Node* node_ = nullptr;
   SubPlan then_, else_;
 };
 
@@ -301,14 +314,14 @@ Tensor scalar_bool(bool v) {
   return t;
 }
 
-class LoopKernel final : public Kernel {
+class LoopKernel final : public SubgraphKernel {
  public:
-  LoopKernel(const KernelRegistry& r, std::string backend) : registry_(r), backend_(std::move(backend)) {}
+  using SubgraphKernel::SubgraphKernel;
   Status init(const KernelContext& ctx) {
     node_ = ctx.node;
     MOSAIC_ASSIGN_OR_RETURN(steps_, trip_count(ctx));
     carried_ = declared_inputs(*node_) - 2;
-    MOSAIC_ASSIGN_OR_RETURN(body_, plan_for(*node_->attr_graph("body"), "body", loop_body_inputs(ctx), ctx, registry_, backend_));
+    MOSAIC_ASSIGN_OR_RETURN(body_, plan(*node_->attr_graph("body"), "body", loop_body_inputs(ctx), ctx));
     has_cond_ = ctx.has_input(1);
     return Status::ok();
   }
@@ -347,22 +360,19 @@ class LoopKernel final : public Kernel {
   }
 
  private:
-  const KernelRegistry& registry_;
-  std::string backend_;
-  const Node* node_ = nullptr;
   int64_t steps_ = -1;
   size_t carried_ = 0;
   bool has_cond_ = false;
   SubPlan body_;
 };
 
-class ScanKernel final : public Kernel {
+class ScanKernel final : public SubgraphKernel {
  public:
-  ScanKernel(const KernelRegistry& r, std::string backend) : registry_(r), backend_(std::move(backend)) {}
+  using SubgraphKernel::SubgraphKernel;
   Status init(const KernelContext& ctx) {
     node_ = ctx.node;
     MOSAIC_ASSIGN_OR_RETURN(p_, scan_params(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(body_, plan_for(*node_->attr_graph("body"), "body", scan_body_inputs(ctx, p_), ctx, registry_, backend_));
+    MOSAIC_ASSIGN_OR_RETURN(body_, plan(*node_->attr_graph("body"), "body", scan_body_inputs(ctx, p_), ctx));
     for (int64_t k = 0; k < p_.scan_outputs; ++k) {
       const int64_t rank = static_cast<int64_t>(ctx.outputs[static_cast<size_t>(p_.states + k)].shape.size());
       MOSAIC_ASSIGN_OR_RETURN(p_.out_axes[static_cast<size_t>(k)],
@@ -400,9 +410,6 @@ class ScanKernel final : public Kernel {
   }
 
  private:
-  const KernelRegistry& registry_;
-  std::string backend_;
-  const Node* node_ = nullptr;
   ScanParams p_;
   SubPlan body_;
 };
