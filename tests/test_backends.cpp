@@ -1,6 +1,7 @@
 // One list of op cases, run on every backend and compared with the naive oracle
 // (in the spirit of ggml's test-backend-ops). The oracle itself is checked against
 // hand-computed values in test_naive.cpp and against the official ONNX node tests.
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -107,6 +108,10 @@ std::vector<OpCase> cases() {
   add("matmul_batched", make_node("MatMul"), {{2, 3, 4, 5}, {2, 3, 5, 6}});
   add("matmul_broadcast_b", make_node("MatMul"), {{2, 3, 4, 5}, {5, 6}}, {false, true});
   add("matmul_broadcast_batch", make_node("MatMul"), {{2, 1, 4, 5}, {3, 5, 2}});
+  // onednn: Mosaic's small_gemm up to 131K multiply-adds (4x16 blocks and their edges), oneDNN's
+  // primitive above.
+  add("matmul_small_edges", make_node("MatMul"), {{2, 7, 19}, {19, 37}}, {false, true});
+  add("matmul_large", make_node("MatMul"), {{2, 40, 64}, {64, 48}}, {false, true});
   // Every row of the element-wise tables (operators/eltwise.hpp): a new op is tested on every
   // backend, forward and backward, without a line here. Pow's base is positive (its
   // exponent's gradient reads log(a)).
@@ -126,6 +131,20 @@ std::vector<OpCase> cases() {
     binary("_row", {2, 3, 4, 5}, {5});
     binary("_scalar", {2, 3, 4}, {});
     binary("_mixed", {2, 1, 4, 1}, {3, 1, 6});
+    binary("_first_broadcast", {1, 3, 1, 5}, {2, 3, 4, 5});
+    // Above the shared loops' 64K elements: onednn's binary primitive, or the loops where it
+    // cannot broadcast the first operand.
+    binary("_large", {4, 8, 48, 48}, {4, 8, 48, 48});
+    binary("_large_channel", {4, 8, 48, 48}, {1, 8, 1, 1});
+    binary("_large_first_broadcast", {1, 8, 1, 48}, {4, 8, 48, 48});
+  }
+  {  // Pow by a constant 2 (RMSNorm's square): the loops square
+    OpCase c;
+    c.label = "Pow_square";
+    c.node = make_node("Pow");
+    c.inputs = {random_tensor({2, 8, 33}, seed++), Tensor::from_f32({}, {2.f})};
+    c.is_const = {false, true};
+    v.push_back(std::move(c));
   }
   for (const auto& u : kUnaryOps) {
     const auto [lo, hi] = test_domain(u.name);
@@ -133,6 +152,10 @@ std::vector<OpCase> cases() {
     c.label = u.name;
     c.node = make_node(u.name);
     c.inputs = {random_tensor({2, 3, 17, 5}, seed++, lo, hi)};
+    v.push_back(c);
+    // Above the shared loops' limit: onednn's eltwise primitive.
+    c.label = std::string(u.name) + "_large";
+    c.inputs = {random_tensor({4, 8, 48, 48}, seed++, lo, hi)};
     v.push_back(std::move(c));
   }
   // Every reduction of the table (operators/reduce.hpp): some axes kept, all axes dropped.
@@ -465,13 +488,13 @@ void check_against_naive(const std::string& backend, const OpCase& c, std::vecto
   st = run_on(c, backend, &got);
   if (st.code() == StatusCode::kUnsupported) {
     // Declining is allowed only where documented, and it must say why: even LRN sizes,
-    // binary ops whose first operand is broadcast, oneDNN reflect/edge/cropping pads and
+    // oneDNN reflect/edge/cropping pads and
     // element-wise ops without a oneDNN algorithm; the torch backend has no LRN and no
     // recurrent cells, and pads with a constant only.
     static const std::map<std::string, std::set<std::string>> may_decline = {
-        // Integer Abs and Max, RMSNormalization: the oracle's alone.
-        {"im2col", {"lrn4_even", "abs_int64", "max_int64", "rms_norm_last_two"}},
-        {"onednn", {"lrn4_even", "abs_int64", "max_int64", "rms_norm_last_two", "Add_mixed", "Sub_mixed", "Mul_mixed", "Div_mixed", "pad_reflect", "pad_edge", "pad_crop"}},
+        // Integer Abs and Max: the oracle's alone.
+        {"im2col", {"lrn4_even", "abs_int64", "max_int64"}},
+        {"onednn", {"lrn4_even", "abs_int64", "max_int64", "pad_reflect", "pad_edge", "pad_crop"}},
         {"torch",
          {"lrn5", "lrn4_even", "pad_reflect", "pad_edge", "rnn_relu", "gru_lbr_batch_first", "gru_bidirectional_lens",
           "lstm_bidirectional_lens", "lstm_reverse_batch_first", SHARED_LOOP_CASES}},
@@ -481,8 +504,10 @@ void check_against_naive(const std::string& backend, const OpCase& c, std::vecto
         // Where, comparisons and logic, Cast, Split, the recurrent cells).
         {"cuda",
          {"maxpool_ceil", "maxpool_dilated", "avgpool_ceil", "matmul_broadcast_batch", "Pow_same", "Pow_odd",
-          "Pow_channel", "Pow_row", "Pow_scalar", "Pow_mixed", "Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Asinh",
-          "Acosh", "Atanh", "Mish", "Celu", "dropout_inference", "expand", "where_broadcast", "where_int64",
+          "Pow_channel", "Pow_row", "Pow_scalar", "Pow_mixed", "Pow_first_broadcast", "Pow_large", "Pow_large_channel",
+          "Pow_large_first_broadcast", "Pow_square", "Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Asinh", "Acosh",
+          "Atanh", "Mish", "Celu", "Tan_large", "Sinh_large", "Cosh_large", "Asin_large", "Acos_large", "Atan_large",
+          "Asinh_large", "Acosh_large", "Atanh_large", "Mish_large", "Celu_large", "dropout_inference", "expand", "where_broadcast", "where_int64",
           "compare_Equal", "compare_Less", "compare_LessOrEqual", "compare_Greater", "compare_GreaterOrEqual",
           "compare_And", "compare_Or", "compare_Xor", "not", "cast_float_to_int64", "cast_bool_to_float",
           "split_lengths", "split_equal_axis0", "split_num_outputs", "rnn_relu", "gru_lbr_batch_first",
@@ -660,9 +685,14 @@ TEST(Registry, BuiltinsDescribeThemselves) {
     EXPECT_FALSE(said["im2col"].kernels[0].second.empty());
   }
   if (r.has_backend("onednn")) {
-    ASSERT_EQ(said["onednn"].kernels.size(), 1u);
+    ASSERT_EQ(said["onednn"].kernels.size(), 2u);
     EXPECT_EQ(said["onednn"].kernels[0].first, "isa");
     EXPECT_EQ(said["onednn"].kernels[0].second, onednn_effective_isa());
+    // Where it runs small tensors with Mosaic's loops instead of primitives (MOSAIC_ONEDNN_LOOPS).
+    EXPECT_EQ(said["onednn"].kernels[1].first, "loops");
+    if (!std::getenv("MOSAIC_ONEDNN_LOOPS")) {
+      EXPECT_EQ(said["onednn"].kernels[1].second, "auto");
+    }
     EXPECT_EQ(said["onednn"].libraries.at(0).first, "oneDNN");
   }
   EXPECT_EQ(said.count("naive"), 0u) << "the oracle has no library to name";

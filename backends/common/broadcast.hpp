@@ -20,21 +20,50 @@ inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out)
   return st;
 }
 
-/// Calls f(i, offsets) for every element i of `out`, with offsets[k] the element of operand
-/// k (of shape shapes[k], numpy-broadcast onto out) that it reads.
+/// Calls f(i, offsets) for every element i of `out` in order, with offsets[k] the element
+/// of operand k (of shape shapes[k], numpy-broadcast onto out) that it reads. Axes along
+/// which every operand continues contiguously (or stays broadcast) are merged first, so the
+/// innermost loop runs over a whole row with fixed strides and f inlines into it.
 template <size_t N, class F>
 void each_broadcast(const Shape& out, const std::array<Shape, N>& shapes, F&& f) {
+  const int64_t n = shape_numel(out);
+  if (n == 0) return;
   std::array<std::vector<int64_t>, N> st;
   for (size_t k = 0; k < N; ++k) st[k] = broadcast_strides(shapes[k], out);
-  const int64_t n = shape_numel(out);
-  std::vector<int64_t> idx(out.size(), 0);
-  std::array<int64_t, N> off{};
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, off);
-    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
-      for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
-      if (++idx[d] < out[d]) break;
-      for (size_t k = 0; k < N; ++k) off[k] -= st[k][d] * out[d];
+  // Merged axes: dims[d] and, per operand, stride[k][d].
+  std::vector<int64_t> dims;
+  std::array<std::vector<int64_t>, N> stride;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;  // contributes nothing to any offset
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = stride[k].back() == st[k][d] * out[d];
+    if (merge) {
+      dims.back() *= out[d];
+      for (size_t k = 0; k < N; ++k) stride[k].back() = st[k][d];
+      continue;
+    }
+    dims.push_back(out[d]);
+    for (size_t k = 0; k < N; ++k) stride[k].push_back(st[k][d]);
+  }
+  if (dims.empty()) {  // a single element
+    dims.push_back(1);
+    for (size_t k = 0; k < N; ++k) stride[k].push_back(0);
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size()), inner = dims.back();
+  std::array<int64_t, N> step{};
+  for (size_t k = 0; k < N; ++k) step[k] = stride[k].back();
+  std::vector<int64_t> idx(dims.size(), 0);
+  std::array<int64_t, N> base{};
+  for (int64_t i = 0; i < n; i += inner) {
+    std::array<int64_t, N> off = base;
+    for (int64_t j = 0; j < inner; ++j) {
+      f(i + j, off);
+      for (size_t k = 0; k < N; ++k) off[k] += step[k];
+    }
+    for (int64_t d = rank - 2; d >= 0; --d) {  // the outer axes' odometer
+      for (size_t k = 0; k < N; ++k) base[k] += stride[k][d];
+      if (++idx[d] < dims[d]) break;
+      for (size_t k = 0; k < N; ++k) base[k] -= stride[k][d] * dims[d];
       idx[d] = 0;
     }
   }

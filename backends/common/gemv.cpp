@@ -1,8 +1,61 @@
 #include "backends/common/gemv.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace mosaic {
+
+namespace {
+/// Eight floats as one value (GCC's and Clang's vector extension): AVX2 registers with
+/// -march=native, pairs of SSE registers without.
+typedef float Float8 __attribute__((vector_size(32)));
+inline Float8 load8(const float* p) {
+  Float8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, Float8 v) { std::memcpy(p, &v, sizeof v); }
+
+/// A full block of C, 4 rows by 16 columns, in eight vector accumulators; each row of B's
+/// block is loaded once for the four rows.
+void small_gemm_4x16(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  Float8 acc[4][2] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    const Float8 b0 = load8(b + p * ldb), b1 = load8(b + p * ldb + 8);
+    for (int r = 0; r < 4; ++r) {
+      const float av = a[r * lda + p];
+      acc[r][0] += av * b0;
+      acc[r][1] += av * b1;
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    store8(c + r * ldc, acc[r][0]);
+    store8(c + r * ldc + 8, acc[r][1]);
+  }
+}
+
+/// The edges: `rows` rows and `width` columns of C, one row at a time.
+void small_gemm_edge(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                     int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    for (int64_t t = 0; t < width; ++t) cr[t] = 0.f;
+    for (int64_t p = 0; p < k; ++p) {
+      const float av = a[r * lda + p];
+      for (int64_t t = 0; t < width; ++t) cr[t] += av * b[p * ldb + t];
+    }
+  }
+}
+}  // namespace
+
+void small_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                int64_t ldc) {
+  const int64_t m4 = m / 4 * 4, n16 = n / 16 * 16;
+  for (int64_t i = 0; i < m4; i += 4)
+    for (int64_t j = 0; j < n16; j += 16) small_gemm_4x16(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc);
+  if (n16 < n) small_gemm_edge(k, a, lda, b + n16, ldb, c + n16, ldc, m4, n - n16);
+  if (m4 < m) small_gemm_edge(k, a + m4 * lda, lda, b, ldb, c + m4 * ldc, ldc, m - m4, n);
+}
 
 void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, float alpha) {
   constexpr int64_t kRows = 4, kLanes = 16;

@@ -1,5 +1,6 @@
 // A fully connected layer at batch 1 as a matrix-vector product that streams its weights
-// once at the memory's rate, shared by the CPU backends' Gemm kernels.
+// once at the memory's rate, and small matrix products on the calling thread, shared by the
+// CPU backends' Gemm and MatMul kernels.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,16 @@ namespace mosaic {
 /// 41-45 GB/s, where oneDNN's matmul reads its prepacked weights at 29 GB/s and OpenBLAS's
 /// sgemv at 36 (docs/performance.md, "AlexNet at batch 1").
 void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, float alpha);
+
+/// Row-major C[m, n] = A[m, k] B[k, n] for products small enough that a library call's fixed
+/// cost (1-3 us: argument checks, a thread fork) would be most of the time: each row of C
+/// accumulated over k in a loop over n the compiler vectorises, on the calling thread.
+void small_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                int64_t ldc);
+/// The multiply-adds up to which small_gemm beats oneDNN's matmul primitive on the 2-core
+/// development VM: 4.8x at 8K, 1.5x at 131K, 0.64x at 524K (bench/small_ops.py;
+/// docs/performance.md, "Small tensors").
+inline constexpr double kSmallGemmMaxMacs = 131072;
 
 /// A Gemm of one row of A (batch 1) in an inference plan in float32, run by gemv_rows over
 /// op(B)^T = [N, K]: ONNX's transB = 1 (PyTorch's Linear) is read in place, transB = 0 is

@@ -1,4 +1,4 @@
-// LayerNormalization's loop as a kernel (backends/common/layer_norm.hpp).
+// LayerNormalization's and RMSNormalization's loops as kernels (backends/common/layer_norm.hpp).
 #include "backends/common/layer_norm.hpp"
 
 #include "backends/common/grad.hpp"
@@ -32,7 +32,26 @@ class LayerNormLoopKernel final : public Kernel {
   LayerNormParams p_;
 };
 
+class RmsNormLoopKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, rms_norm_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    rms_norm_forward(p_, src[0]->f32(), src[1]->f32(), dst[0]->f32());
+    return Status::ok();
+  }
+
+ private:
+  RmsNormParams p_;
+};
+
 }  // namespace
+
+void register_rms_norm_loop_kernel(BackendRegistration& r) {
+  r.kernel("RMSNormalization", make_factory<RmsNormLoopKernel>());
+}
 
 void register_layer_norm_loop_kernel(BackendRegistration& r, SupportCheck supports) {
   r.kernel("LayerNormalization", make_factory<LayerNormLoopKernel>(), {LayoutUse::kNone, supports});

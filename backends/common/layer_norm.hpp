@@ -1,6 +1,7 @@
 // LayerNormalization's one definition of its arithmetic: forward in float or double (the
 // naive oracle, im2col and gradcheck's double reference) and backward in float (PyTorch's
 // native_layer_norm_backward formulas). Row statistics are accumulated in double.
+// RMSNormalization's forward, likewise.
 #pragma once
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/kernel.hpp"
+#include "operators/normalization.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -71,5 +73,23 @@ inline void layer_norm_backward(const LayerNormParams& p, const float* x, const 
 
 /// Registers the loops above as LayerNormalization's kernel on a backend (naive, im2col).
 void register_layer_norm_loop_kernel(BackendRegistration& r, SupportCheck supports);
+
+/// RMSNormalization (opset 23): y = x / sqrt(mean(x^2) + epsilon) * scale per row, the mean
+/// of squares accumulated in double and y rounded once; scale has `inner` elements or one.
+inline void rms_norm_forward(const RmsNormParams& p, const float* x, const float* scale, float* y) {
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const float* row = x + o * p.inner;
+    double sq = 0;
+    for (int64_t i = 0; i < p.inner; ++i) sq += static_cast<double>(row[i]) * row[i];
+    const double k = 1 / std::sqrt(sq / static_cast<double>(p.inner) + p.epsilon);
+    float* out = y + o * p.inner;
+    for (int64_t i = 0; i < p.inner; ++i) out[i] = static_cast<float>(row[i] * k * scale[p.scalar_scale ? 0 : i]);
+  }
+}
+
+/// Registers rms_norm_forward as RMSNormalization's kernel (float32; forward only): the
+/// naive oracle's, and the CPU backends' for the RMSNorm decompositions the fusion pass
+/// recognises (core/fuse_layer_norm.cpp).
+void register_rms_norm_loop_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -40,8 +40,14 @@ class CompareKernel final : public Kernel {
       });
       return Status::ok();
     }
-    // floats (float16 and bfloat16 read exactly as double) and bool
     const auto f = compare_info(op_).f;
+    if (t == DType::kF32) {
+      const float* a = src[0]->f32();
+      const float* b = src[1]->f32();
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) { y[i] = f(a[o[0]], b[o[1]]); });
+      return Status::ok();
+    }
+    // the other floats (float16 and bfloat16 read exactly as double) and bool
     each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
       y[i] = f(src[0]->get(o[0]), src[1]->get(o[1]));
     });
@@ -73,15 +79,12 @@ class WhereKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const uint8_t* c = src[0]->u8();
-    const size_t bytes = dtype_size(dtype_);
-    const auto* a = static_cast<const uint8_t*>(src[1]->data());
-    const auto* b = static_cast<const uint8_t*>(src[2]->data());
-    auto* y = static_cast<uint8_t*>(dst[0]->data());
-    each_broadcast<3>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 3>& o) {
-      const uint8_t* from = c[o[0]] ? a + o[1] * bytes : b + o[2] * bytes;
-      for (size_t k = 0; k < bytes; ++k) y[i * bytes + k] = from[k];
-    });
+    switch (dtype_size(dtype_)) {  // the elements as words of their size
+      case 1: select<uint8_t>(src, dst); break;
+      case 2: select<uint16_t>(src, dst); break;
+      case 4: select<uint32_t>(src, dst); break;
+      default: select<uint64_t>(src, dst); break;
+    }
     return Status::ok();
   }
   bool has_backward() const override { return dtype_ == DType::kF32; }
@@ -104,6 +107,15 @@ class WhereKernel final : public Kernel {
   }
 
  private:
+  template <class W>
+  void select(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) const {
+    static_assert(sizeof(W) <= 8);
+    const uint8_t* c = src[0]->u8();
+    const auto* a = static_cast<const W*>(src[1]->data());
+    const auto* b = static_cast<const W*>(src[2]->data());
+    auto* y = static_cast<W*>(dst[0]->data());
+    each_broadcast<3>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 3>& o) { y[i] = c[o[0]] ? a[o[1]] : b[o[2]]; });
+  }
   std::array<Shape, 3> shapes_;
   Shape out_;
   DType dtype_ = DType::kF32;

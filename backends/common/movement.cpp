@@ -664,7 +664,7 @@ void register_view_kernels(BackendRegistration& r) {
   });
 }
 
-void register_movement_kernel(BackendRegistration& r, const std::string& op) {
+KernelFactory movement_kernel_factory(const std::string& op) {
   static const std::map<std::string, KernelFactory> kFactories = {
       {"Transpose", make_factory<TransposeKernel>()}, {"Concat", make_factory<ConcatKernel>()},
       {"Slice", make_factory<SliceKernel>()},         {"Pad", make_factory<PadKernel>()},
@@ -674,14 +674,15 @@ void register_movement_kernel(BackendRegistration& r, const std::string& op) {
       {"Size", make_factory<ShapeKernel>()},          {"Split", make_factory<SplitKernel>()},
       {"ConstantOfShape", make_factory<ConstantOfShapeKernel>()}};
   auto it = kFactories.find(op);
-  if (it == kFactories.end()) {
-    // An unknown name is a bug in the caller: the registration fails, naming it.
-    r.kernel(op, [op](const KernelContext&) -> Expected<std::unique_ptr<Kernel>> {
-      return Status::internal("no shared movement kernel for " + op);
-    });
-    return;
-  }
-  r.kernel(op, it->second, {LayoutUse::kNone, nullptr, kAllDTypes});  // each moves bytes (or converts: Cast)
+  if (it != kFactories.end()) return it->second;
+  // An unknown name is a bug in the caller: every kernel it makes fails, naming it.
+  return [op](const KernelContext&) -> Expected<std::unique_ptr<Kernel>> {
+    return Status::internal("no shared movement kernel for " + op);
+  };
+}
+
+void register_movement_kernel(BackendRegistration& r, const std::string& op) {
+  r.kernel(op, movement_kernel_factory(op), {LayoutUse::kNone, nullptr, kAllDTypes});  // each moves bytes (or converts: Cast)
 }
 
 }  // namespace mosaic

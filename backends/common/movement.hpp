@@ -17,6 +17,8 @@ KernelFactory view_kernel_factory();
 /// Registers one movement op by name ("Transpose", "Concat", "Split", "Slice", "Gather",
 /// "Pad", "Cast", "Shape", "Constant", "ConstantOfShape").
 void register_movement_kernel(BackendRegistration& r, const std::string& op);
+/// The shared kernel of one of those ops (a backend that runs it on some nodes only).
+KernelFactory movement_kernel_factory(const std::string& op);
 
 /// Per output axis, the input index each output index reads (-1: the fill value). Slice and
 /// Pad are both such per-axis maps; the kernels here and gradcheck's double-precision

@@ -34,16 +34,26 @@ class PointwiseKernel final : public Kernel {
     Tensor& y = *dst[0];
     const bool to_bool = pointwise_info(op_).to_bool;
     if (dtype_ == DType::kI64 || dtype_ == DType::kU64) {  // uint64: only the bit ops (supported_types)
+      const int64_t *pa = a.i64(), *pb = b.i64();
+      int64_t* py = y.i64();
       each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
-        y.i64()[i] = pointwise_forward(op_, a.i64()[o[0]], b.i64()[o[1]], args_);
+        py[i] = pointwise_forward(op_, pa[o[0]], pb[o[1]], args_);
       });
+      return Status::ok();
+    }
+    const float *pa = a.f32(), *pb = b.f32();
+    if (op_ == PointwiseOp::kIsNaN) {  // the common case (attention masks), as a loop that vectorises
+      uint8_t* py = y.u8();
+      each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) { py[i] = pa[o[0]] != pa[o[0]]; });
     } else if (to_bool) {
+      uint8_t* py = y.u8();
       each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
-        y.u8()[i] = pointwise_forward(op_, a.f32()[o[0]], b.f32()[o[1]], args_) != 0.f;
+        py[i] = pointwise_forward(op_, pa[o[0]], pb[o[1]], args_) != 0.f;
       });
     } else {
+      float* py = y.f32();
       each_broadcast<2>(out_, shapes_, [&](int64_t i, const std::array<int64_t, 2>& o) {
-        y.f32()[i] = pointwise_forward(op_, a.f32()[o[0]], b.f32()[o[1]], args_);
+        py[i] = pointwise_forward(op_, pa[o[0]], pb[o[1]], args_);
       });
     }
     return Status::ok();

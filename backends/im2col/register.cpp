@@ -44,6 +44,7 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   for (const char* op : {"Transpose", "Concat", "Split", "Pad", "Gather", "Slice", "Cast", "CastLike"}) register_movement_kernel(r, op);
   register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
   register_layer_norm_loop_kernel(r, float32_only);
+  register_rms_norm_loop_kernel(r);  // the fused RMSNorm decompositions (core/fuse_layer_norm.cpp)
   register_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
   register_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
   register_pointwise_kernels(r);

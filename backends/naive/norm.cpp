@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backends/common/grad.hpp"
+#include "backends/common/layer_norm.hpp"
 #include "backends/naive/naive_internal.hpp"
 #include "operators/normalization.hpp"
 
@@ -274,31 +275,6 @@ class InstanceNormKernel final : public Kernel {
   InstanceNormParams p_;
 };
 
-/// RMSNormalization: each row by its root mean square, in double (forward only).
-class RmsNormKernel final : public Kernel {
- public:
-  Status init(const KernelContext& ctx) {
-    MOSAIC_ASSIGN_OR_RETURN(p_, rms_norm_params(ctx));
-    return Status::ok();
-  }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const float *x = src[0]->f32(), *scale = src[1]->f32();
-    float* y = dst[0]->f32();
-    for (int64_t o = 0; o < p_.outer; ++o) {
-      const float* row = x + o * p_.inner;
-      double sq = 0;
-      for (int64_t i = 0; i < p_.inner; ++i) sq += static_cast<double>(row[i]) * row[i];
-      const double k = 1 / std::sqrt(sq / static_cast<double>(p_.inner) + p_.epsilon);
-      for (int64_t i = 0; i < p_.inner; ++i)
-        y[o * p_.inner + i] = static_cast<float>(row[i] * k * scale[p_.scalar_scale ? 0 : i]);
-    }
-    return Status::ok();
-  }
-
- private:
-  RmsNormParams p_;
-};
-
 }  // namespace
 
 /// Hardmax: 1 at the first largest element along the axis (softmax_params' axis), 0 elsewhere.
@@ -410,7 +386,7 @@ void add_norm_kernels(BackendRegistration& r) {
   r.kernel("LpNormalization", make_factory<LpNormKernel>());
   r.kernel("MeanVarianceNormalization", make_factory<MvnKernel>());
   r.kernel("InstanceNormalization", make_factory<InstanceNormKernel>());
-  r.kernel("RMSNormalization", make_factory<RmsNormKernel>());
+  register_rms_norm_loop_kernel(r);  // the shared loop (common/layer_norm.hpp)
   r.kernel("Softmax", make_factory<SoftmaxKernel>());
   r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
   r.kernel("BatchNormalization", make_factory<BatchNormKernel>());

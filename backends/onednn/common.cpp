@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "backends/onednn/onednn_internal.hpp"
 
@@ -15,6 +16,37 @@ dnnl::engine& engine() {
 dnnl::stream& stream() {
   static dnnl::stream s(engine());
   return s;
+}
+
+namespace {
+enum class Loops { kAuto, kNever, kAlways, kUnknown };
+Loops loops() {
+  static const Loops l = [] {
+    const char* v = std::getenv("MOSAIC_ONEDNN_LOOPS");
+    if (!v || !*v || std::string(v) == "auto") return Loops::kAuto;
+    if (std::string(v) == "never") return Loops::kNever;
+    if (std::string(v) == "always") return Loops::kAlways;
+    return Loops::kUnknown;
+  }();
+  return l;
+}
+}  // namespace
+
+bool takes_loop(double work, double limit) {
+  switch (loops()) {
+    case Loops::kNever: return false;
+    case Loops::kAlways: return true;
+    default: return work <= limit;
+  }
+}
+
+std::string loop_setting() {
+  switch (loops()) {
+    case Loops::kNever: return "never";
+    case Loops::kAlways: return "always";
+    case Loops::kAuto: return "auto";
+    default: return std::string("auto (MOSAIC_ONEDNN_LOOPS='") + std::getenv("MOSAIC_ONEDNN_LOOPS") + "' not understood)";
+  }
 }
 
 memory::dims to_dims(const Shape& s) { return s.empty() ? memory::dims{1} : memory::dims(s.begin(), s.end()); }

@@ -1,9 +1,12 @@
 // The oneDNN backend's element-wise activations (eltwise primitive) and broadcasting binary ops
-// (binary primitive).
+// (binary primitive). Small plain tensors, and operands the binary primitive cannot broadcast,
+// run the shared loops instead (common/eltwise_loops.hpp).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 
+#include "backends/common/eltwise_loops.hpp"
 #include "backends/common/grad.hpp"
 #include "backends/common/support.hpp"
 #include "backends/onednn/onednn_internal.hpp"
@@ -194,17 +197,49 @@ Status binary_supported(const KernelContext& ctx) {
   return Status::ok();
 }
 
+/// Whether every input is plain (no oneDNN layout), so the shared loops can read them.
+bool plain_inputs(const KernelContext& ctx) {
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (ctx.input_layout(i)) return false;
+  return true;
+}
+
+/// The oneDNN kernel K, or the shared loop kernel where the node's output has at most
+/// `max_elements` elements and its inputs are plain (a primitive call's fixed 3-5 us is
+/// then most of the time), or where oneDNN declines a node whose inputs are plain (a
+/// broadcast of the first operand, Clip's bounds computed at run time).
+template <class K>
+KernelFactory primitive_or_loop(KernelFactory loop, std::function<int64_t(const KernelContext&)> max_elements) {
+  return [loop = std::move(loop), max_elements = std::move(max_elements)](
+             const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    const bool plain = plain_inputs(ctx);
+    if (plain && takes_loop(static_cast<double>(ctx.outputs[0].numel()), static_cast<double>(max_elements(ctx))))
+      return loop(ctx);
+    auto k = make_factory<K>()(ctx);
+    if (!k.ok() && k.status().code() == StatusCode::kUnsupported && plain) return loop(ctx);
+    return k;
+  };
+}
+
 }  // namespace
 
 void add_eltwise_kernels(BackendRegistration& r) {
   // Element-wise chains stay in blocked layouts; binary ops in inference only.
-  // Only the ops oneDNN has an algorithm for are registered (the others have no kernel
-  // here, and `mosaic backends` says so); the checks decline what an attribute rules out.
+  // Only the ops oneDNN has an algorithm for are registered, and Pow, which the shared loop
+  // runs; the checks decline what an attribute rules out.
+  const auto binary_max = [](const KernelContext&) { return kLoopMaxElements; };
+  const auto unary_max = [](const KernelContext& ctx) {
+    return unary_loop_vectorised(*unary_op_of(ctx.node->op_type)) ? kLoopMaxElements : kScalarLoopMaxElements;
+  };
   for (const auto& b : kBinaryOps)
     if (b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub || b.op == BinaryOp::kMul || b.op == BinaryOp::kDiv)
-      r.kernel(b.name, make_factory<BinaryKernel>(), {LayoutUse::kInference, binary_supported});
+      r.kernel(b.name, primitive_or_loop<BinaryKernel>(binary_loop_factory(), binary_max),
+               {LayoutUse::kInference, binary_supported});
+  r.kernel("Pow", binary_loop_factory(), {LayoutUse::kNone, float32_only});
   for (const auto& u : kUnaryOps)
-    if (eltwise_algorithm(u.op, UnaryArgs{})) r.kernel(u.name, make_factory<EltwiseKernel>(), {LayoutUse::kTraining, unary_supported});
+    if (eltwise_algorithm(u.op, UnaryArgs{}))
+      r.kernel(u.name, primitive_or_loop<EltwiseKernel>(unary_loop_factory(), unary_max),
+               {LayoutUse::kTraining, unary_supported});
 }
 
 }  // namespace mosaic::onednn_impl

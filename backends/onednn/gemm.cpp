@@ -5,6 +5,7 @@
 
 #include "backends/common/gemv.hpp"
 #include "backends/common/grad.hpp"
+#include "backends/common/broadcast.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
 namespace mosaic::onednn_impl {
@@ -275,12 +276,33 @@ class MatMulKernel final : public MatMulBase {
     if (a.size() > 12) return Status::unsupported(ctx.node->label() + ": rank above 12");
     p_ = p.value();
     if (ctx.training && compute_type(ctx) == dt::bf16) products_ = std::make_unique<Bf16Products>(ctx.tracker);
+    // Small float32 products run Mosaic's loop (common/gemv.hpp), matrix by matrix: a matmul
+    // primitive call costs 2-3 us, most of the time below some 131K multiply-adds.
+    const double macs = static_cast<double>(shape_numel(p_.batch)) * p_.m * p_.n * p_.k;
+    if (compute_type(ctx) == dt::f32 && takes_loop(macs, kSmallGemmMaxMacs)) {
+      node_ = ctx.node;
+      sgemm_ = true;
+      activation_ = fused_activation(*ctx.node);
+      return Status::ok();
+    }
     return build(ctx, plain(a), plain(b), nullptr, plain(y), 1.f, ctx.constant(1));
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (sgemm_) {
+      const float* A = src[0]->f32();
+      const float* B = src[1]->f32();
+      float* C = dst[0]->f32();
+      const int64_t m = p_.m, n = p_.n, k = p_.k;
+      for_each_matmul_batch(p_, [&](int64_t bi, int64_t ia, int64_t ib) {
+        small_gemm(m, n, k, A + ia * m * k, k, B + ib * k * n, n, C + bi * m * n, n);
+      });
+      activation_.apply(C, dst[0]->numel());
+      return Status::ok();
+    }
     run(src[0], src[1], nullptr, dst[0]);
     return Status::ok();
   }
+  size_t workspace_bytes() const override { return sgemm_ ? 0 : MatMulBase::workspace_bytes(); }
   bool has_backward() const override { return true; }
   bool backward_reads_output(size_t) const override { return false; }
   /// dA = dY B^T, dB = A^T dY per batch with oneDNN's sgemm (bf16 plans: on bfloat16 copies),
@@ -307,6 +329,8 @@ class MatMulKernel final : public MatMulBase {
  private:
   MatMulParams p_;
   std::unique_ptr<Bf16Products> products_;
+  bool sgemm_ = false;     ///< small_gemm in place of the primitive
+  Activation activation_;  ///< one the fusion pass folded in, applied after small_gemm
 };
 
 }  // namespace

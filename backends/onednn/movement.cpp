@@ -248,7 +248,14 @@ class ToPlainKernel final : public ReorderKernel {
 }  // namespace
 
 void add_movement_kernels(BackendRegistration& r) {
-  r.kernel("Concat", make_factory<ConcatKernel>());
+  // Concat: oneDNN's primitive (parallel copies) above 256K elements; below, and for other
+  // element types, the shared copy loop, faster there (1.6x at 256K, 3-18x below:
+  // bench/small_ops.py).
+  r.kernel("Concat", [shared = movement_kernel_factory("Concat")](const KernelContext& ctx) {
+    return ctx.outputs[0].dtype != DType::kF32 || takes_loop(static_cast<double>(ctx.outputs[0].numel()), 262144)
+               ? shared(ctx)
+               : make_factory<ConcatKernel>()(ctx);
+  }, {LayoutUse::kNone, nullptr, kAllDTypes});
   r.kernel("Transpose", make_factory<TransposeKernel>());
   r.kernel("Pad", make_factory<PadKernel>(), {LayoutUse::kTraining, pad_supported});
   r.kernel(kToPlainOp, make_factory<ToPlainKernel>());

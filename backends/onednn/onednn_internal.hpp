@@ -84,6 +84,16 @@ std::shared_ptr<const Layout> layout_of(const memory::desc& md, const Shape& sha
 int channel_lanes(const memory::desc& md);
 
 /// Runs `fn` and turns a dnnl::error into a Status naming the node (onednn_error_status).
+/// Whether a node with `work` (elements, or multiply-adds) runs Mosaic's loop instead of a
+/// oneDNN primitive, whose fixed cost per call (3-5 us) dominates below `limit`.
+/// MOSAIC_ONEDNN_LOOPS overrides the limits: "never" (primitives wherever oneDNN takes the
+/// node), "always" (the loops wherever they apply), "auto" or unset (the limits); what
+/// bench/small_ops.py sets to measure them.
+bool takes_loop(double work, double limit);
+/// The setting, as `mosaic backends` and provenance report it ("auto", "never", "always",
+/// or "auto (MOSAIC_ONEDNN_LOOPS='x' not understood)").
+std::string loop_setting();
+
 template <class F>
 Status guarded(const Node& node, F&& fn) {
   try {

@@ -8,6 +8,7 @@
 
 #include "backends/common/attention.hpp"
 #include "backends/common/indexing.hpp"
+#include "backends/common/layer_norm.hpp"
 #include "backends/common/logic.hpp"
 #include "backends/common/pointwise.hpp"
 #include "backends/common/resize.hpp"
@@ -100,8 +101,8 @@ std::string onednn_declines_precision(Precision p) {
 BackendProperties onednn_properties() {
   BackendProperties p;
   p.libraries = {{"oneDNN", onednn_version()}};
-  p.kernels = {{"isa", onednn_effective_isa()}};
-  for (const char* v : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+  p.kernels = {{"isa", onednn_effective_isa()}, {"loops", onednn_impl::loop_setting()}};
+  for (const char* v : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MOSAIC_ONEDNN_LOOPS"})
     if (std::getenv(v)) p.forced_by.push_back(v);
   return p;
 }
@@ -110,7 +111,7 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   BackendRegistration r(registry,
                         {"onednn",
                          "oneDNN primitives, in its blocked layouts along chains of layout-aware ops; "
-                         "batch-1 Gemm by Mosaic's row GEMV",
+                         "batch-1 Gemm by Mosaic's row GEMV; small tensors by Mosaic's loops",
                          onednn_properties, onednn_declines_precision});
   onednn_impl::add_conv_kernels(r);
   onednn_impl::add_pool_kernels(r);
@@ -132,6 +133,9 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   register_resize_kernel(r);
   // The recurrent ops: the shared recurrence (backends/common/rnn.hpp) with oneDNN's sgemm.
   register_rnn_kernels(r, dnnl_gemm, float32_data);
+  // RMSNorm (the fused decompositions of today's decoders): oneDNN's layer normalisation
+  // subtracts the mean, so the shared row loop.
+  register_rms_norm_loop_kernel(r);
   register_view_kernels(r);
   return r.status();
 }

@@ -1,0 +1,81 @@
+// The CPU backends' shared loops against plain index arithmetic: the broadcast walk that
+// merges axes (each_broadcast) and the small matrix product (small_gemm), on shapes that
+// reach every merge, block and edge.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <random>
+
+#include "backends/common/broadcast.hpp"
+#include "backends/common/gemv.hpp"
+
+namespace mosaic {
+namespace {
+
+/// The element of `in` (numpy-broadcast onto `out`) that output element i reads, from i's
+/// coordinates: no strides, no merging.
+int64_t source_index(const Shape& in, const Shape& out, int64_t i) {
+  std::vector<int64_t> coord(out.size());
+  for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+    coord[static_cast<size_t>(d)] = i % out[static_cast<size_t>(d)];
+    i /= out[static_cast<size_t>(d)];
+  }
+  int64_t idx = 0;
+  const size_t off = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d) idx = idx * in[d] + (in[d] == 1 ? 0 : coord[d + off]);
+  return idx;
+}
+
+TEST(SharedLoops, EachBroadcastVisitsEveryElementInOrderWithItsOperands) {
+  const std::vector<std::array<Shape, 3>> cases = {
+      // out, a, b
+      {{{2, 3, 4, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}}},  // all merge into one row
+      {{{2, 3, 4, 5}, {2, 3, 4, 5}, {1, 3, 1, 1}}},  // channel broadcast
+      {{{2, 3, 4, 5}, {1, 3, 1, 5}, {2, 3, 4, 5}}},  // first operand broadcast
+      {{{2, 3, 4, 6}, {2, 1, 4, 1}, {3, 1, 6}}},     // both broadcast, different ranks
+      {{{7, 1, 5}, {7, 1, 1}, {5}}},                 // a size-1 output axis
+      {{{1, 1}, {1}, {}}},                           // one element
+      {{{3, 4}, {}, {3, 4}}},                        // a scalar operand
+      {{{4, 1, 3, 1}, {4, 1, 3, 1}, {1, 1, 3, 1}}},  // size-1 axes between and after
+  };
+  for (const auto& c : cases) {
+    const Shape& out = c[0];
+    std::array<Shape, 2> in{c[1], c[2]};
+    int64_t expected_i = 0;
+    each_broadcast<2>(out, in, [&](int64_t i, const std::array<int64_t, 2>& o) {
+      ASSERT_EQ(i, expected_i);
+      ++expected_i;
+      EXPECT_EQ(o[0], source_index(in[0], out, i)) << "element " << i;
+      EXPECT_EQ(o[1], source_index(in[1], out, i)) << "element " << i;
+    });
+    EXPECT_EQ(expected_i, shape_numel(out));
+  }
+  int calls = 0;  // an empty output: no call
+  each_broadcast<1>({2, 0, 3}, std::array<Shape, 1>{Shape{2, 0, 3}}, [&](int64_t, const std::array<int64_t, 1>&) { ++calls; });
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(SharedLoops, SmallGemmMatchesTheTripleLoop) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  // Full 4x16 blocks, row and column edges, both, one element, strided operands.
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {8, 32, 16}, {7, 37, 19}, {3, 5, 1}, {1, 1, 1}, {5, 16, 33}, {4, 17, 8}, {12, 64, 7}}) {
+    const int64_t lda = k + 3, ldb = n + 2, ldc = n + 1;  // row strides wider than the rows
+    std::vector<float> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(k * ldb)), c(static_cast<size_t>(m * ldc), -7.f);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    small_gemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a[i * lda + p]) * b[p * ldb + j];
+        EXPECT_NEAR(c[i * ldc + j], want, 1e-5 * (1 + k)) << m << "x" << n << "x" << k << " at " << i << "," << j;
+      }
+      EXPECT_EQ(c[i * ldc + n], -7.f) << "wrote past the row";  // the padding between rows
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mosaic
