@@ -367,6 +367,13 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   if (o.fuse) {
     FuseOptions fo;
     fo.apart = apart_in(placements_of(configs));
+    // RMSNorm becomes one node where every configuration's backend for it has the kernel
+    // (the CPU backends); elsewhere its decomposition stays, on the devices that run it.
+    fo.rms_norm = [placements = placements_of(configs), &reg](const Node& n) {
+      return std::all_of(placements.begin(), placements.end(), [&](const Placement& p) {
+        return reg.has_kernel(p.backend_for(n), "RMSNormalization");
+      });
+    };
     fuse_for_bench(timed, fo, report);
   }
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {

@@ -163,10 +163,14 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
   FuseOptions fo;
   fo.activations = !training;
   fo.batch_norm = !training;
-  if (!training)
+  if (!training) {
     fo.attention = [placement, &registry](const Node& n) {
       return registry.has_kernel(placement.backend_for(n), kAttentionOp);
     };
+    fo.rms_norm = [placement, &registry](const Node& n) {
+      return registry.has_kernel(placement.backend_for(n), "RMSNormalization");
+    };
+  }
   fo.apart = apart_in({placement});
   return fo;
 }
@@ -184,6 +188,7 @@ std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> pl
 FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   FuseReport report;
   if (options.layer_norm) fuse_layer_norms(g, report);
+  fuse_rms_norms(g, options.rms_norm, report);
   if (options.gelu) fuse_gelus(g, report);
   fuse_attention(g, options.attention, report);
   bool folded_weights = false;  // a BatchNormalization folded: the weights it replaced may be dead

@@ -14,6 +14,9 @@
 //    double; an activation after it then fuses into the same Conv).
 //  - PyTorch's LayerNorm decomposition below opset 17 -> one LayerNormalization
 //    (core/fuse_layer_norm.cpp).
+//  - The RMSNorm decompositions of today's decoders (Llama, Mistral, Qwen2, T5) -> one
+//    RMSNormalization, in inference plans where the node's backend has the kernel
+//    (core/fuse_layer_norm.cpp).
 //  - PyTorch's GELU decompositions (erf and tanh forms) -> one Gelu (core/fuse_gelu.cpp).
 //  - Scaled dot-product attention (MatMul, scale, mask add, Softmax, MatMul) -> one
 //    FusedAttention node, for the nodes FuseOptions::attention accepts (a backend with the
@@ -50,6 +53,11 @@ struct FuseOptions {
   /// Recognise the erf and tanh GELU decompositions PyTorch exports as one Gelu node
   /// (inference and training: every backend differentiates Gelu).
   bool gelu = true;
+  /// Which candidate RMSNormalization nodes to create from the RMSNorm decompositions (Pow,
+  /// ReduceMean, Add, Sqrt, Div or Reciprocal and Mul [, Cast, Mul by a scale]; empty:
+  /// none). Like attention: where the backend that will run the node has the kernel, in
+  /// inference plans (RMSNormalization has no backward).
+  std::function<bool(const Node& fused)> rms_norm;
   /// Which candidate FusedAttention nodes to create (empty: none). The caller decides from
   /// the placement: a node is fused only where the backend that will run it has the kernel
   /// (fuse_options_for). Inference plans only.
@@ -77,6 +85,9 @@ std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> pl
 FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
 /// The LayerNorm recognition alone (core/fuse_layer_norm.cpp); fuse_graph calls it.
 void fuse_layer_norms(Graph& graph, FuseReport& report);
+/// The RMSNorm recognition alone (core/fuse_layer_norm.cpp), for the fused nodes `accept`
+/// takes; fuse_graph calls it with FuseOptions::rms_norm.
+void fuse_rms_norms(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 /// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.
 void fuse_gelus(Graph& graph, FuseReport& report);
 /// The [.., Tq, Tk] values of the attention chains fuse_attention recognises (the scores,

@@ -1,9 +1,16 @@
-// The LayerNorm decomposition PyTorch exports below opset 17, recognised as one
-// LayerNormalization node (core/fuse.hpp):
+// The normalisations PyTorch exports as decompositions, recognised as one node each
+// (core/fuse.hpp). Every intermediate value must have no other consumer and not be a graph
+// output.
+// LayerNorm below opset 17, as one LayerNormalization:
 //   m = ReduceMean(x, trailing axes); d = Sub(x, m); v = ReduceMean(Pow(d, 2), same axes);
 //   y = Div(d, Sqrt(Add(v, eps)))  [then Mul(y, Scale)  [then Add(., B)]]
-// with Scale and B constants of one value per normalised element. Every intermediate value
-// must have no other consumer (d: exactly the Pow and the Div) and not be a graph output.
+// with Scale and B constants of one value per normalised element (d: exactly the Pow and
+// the Div read it).
+// RMSNorm (Llama, Mistral, Qwen2, T5; both exporters), as one RMSNormalization (opset 23):
+//   v = ReduceMean(Pow(x, 2), trailing axes); r = Sqrt(Add(v, eps));
+//   y = Div(x, r) or Mul(x, Reciprocal(r)) or Mul(x, Div(1, r))
+//   [then a Cast to float32 (PyTorch's .to(input_dtype)), then Mul(y, Scale)]
+// for float32 x, Scale a constant of the normalised shape or one value.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -11,6 +18,7 @@
 
 #include "core/fuse.hpp"
 #include "core/fuse_match.hpp"
+#include "operators/onnx_versions.hpp"
 #include "operators/op_context.hpp"
 #include "operators/reduce.hpp"
 
@@ -38,7 +46,85 @@ std::optional<int64_t> trailing_mean_axis(const Graph& g, const Node& n) {
   return p->axes.front();
 }
 
+/// Whether `c` is a constant float32 scale RMSNormalization takes for x's axes from `axis`:
+/// the normalised shape (leading 1s allowed) or one value.
+bool rms_scale(const Graph& g, const std::string& c, const Shape& xs, int64_t axis) {
+  auto it = g.initializers.find(c);
+  if (it == g.initializers.end() || it->second.dtype() != DType::kF32) return false;
+  if (it->second.numel() == 1) return true;
+  Shape s = it->second.shape();
+  const Shape normalised(xs.begin() + axis, xs.end());
+  while (s.size() > normalised.size() && s.front() == 1) s.erase(s.begin());
+  return s == normalised;
+}
+
 }  // namespace
+
+void fuse_rms_norms(Graph& g, const std::function<bool(const Node&)>& accept, FuseReport& report) {
+  if (!accept) return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    const fuse::Matcher M(g);
+    for (size_t vi = 0; vi < g.nodes.size() && !changed; ++vi) {
+      const Node& var = g.nodes[vi];
+      const std::optional<int64_t> axis = trailing_mean_axis(g, var);
+      const Node* pow = axis ? M.made_by(var.inputs[0], "Pow") : nullptr;
+      if (!pow || !M.once(var.inputs[0]) || M.scalar(pow->inputs[1]) != 2.0) continue;
+      const std::string& x = pow->inputs[0];
+      if (!g.value_descs.count(x) || g.value_descs.at(x).dtype != DType::kF32) continue;
+      const Node* add = M.sole_consumer(var.outputs[0], "Add");
+      const std::optional<double> eps = add ? M.scalar(fuse::Matcher::other(*add, var.outputs[0])) : std::nullopt;
+      const Node* sqrt = eps && *eps >= 0 ? M.sole_consumer(add->outputs[0], "Sqrt") : nullptr;
+      if (!sqrt) continue;
+      const std::string& r = sqrt->outputs[0];
+      std::vector<const Node*> parts{pow, &var, add, sqrt};
+      std::string out;
+      if (const Node* div = M.sole_consumer(r, "Div"); div && div->inputs[0] == x && div->inputs[1] == r) {
+        parts.push_back(div);  // x / r
+        out = div->outputs[0];
+      } else {
+        const Node* inv = M.sole_consumer(r, "Reciprocal");  // 1 / r, as Reciprocal or Div(1, r)
+        if (!inv && div && div->inputs[1] == r && M.scalar(div->inputs[0]) == 1.0) inv = div;
+        const Node* mul = inv ? M.sole_consumer(inv->outputs[0], "Mul") : nullptr;
+        if (!mul || fuse::Matcher::other(*mul, inv->outputs[0]) != x) continue;
+        parts.push_back(inv);
+        parts.push_back(mul);
+        out = mul->outputs[0];
+      }
+      if (const Node* cast = M.sole_consumer(out, "Cast");
+          cast && cast->attr_int("to", 0) == onnx_code_of(DType::kF32)) {
+        parts.push_back(cast);  // float32 to float32: nothing to do
+        out = cast->outputs[0];
+      }
+      const Shape& xs = g.value_descs.at(x).shape;
+      std::string scale;
+      if (const Node* mul = M.sole_consumer(out, "Mul")) {
+        const std::string other = fuse::Matcher::other(*mul, out);
+        if (rms_scale(g, other, xs, *axis)) {
+          parts.push_back(mul);
+          out = mul->outputs[0];
+          scale = other;
+        }
+      }
+      Node rms;
+      rms.op_type = "RMSNormalization";
+      for (const Node* n : parts) rms.name += (rms.name.empty() ? "" : "+") + n->name;
+      if (!accept(rms)) continue;
+      if (scale.empty()) {  // no Mul: a scale of one
+        scale = var.name + ".scale_one";
+        g.initializers[scale] = Tensor::from_f32({1}, {1.f});
+        g.constants.insert(scale);  // made up, not a parameter
+        g.value_descs[scale] = g.initializers[scale].desc();
+      }
+      rms.inputs = {x, scale};
+      rms.outputs = {out};
+      rms.attrs["axis"] = Attribute::of_int(*axis);
+      rms.attrs["epsilon"] = Attribute::of_float(static_cast<float>(*eps));
+      fuse::replace_nodes(g, parts, std::move(rms), report);
+      changed = true;
+    }
+  }
+}
 
 void fuse_layer_norms(Graph& g, FuseReport& report) {
   for (bool changed = true; changed;) {

@@ -111,6 +111,119 @@ TEST(FuseLayerNorm, NearMissesAreLeftAlone) {
   }
 }
 
+/// x [2, 3, 8] -> RMSNorm written out as today's exporters write it (opset 18: ReduceMean's
+/// axes an input).
+enum class RmsForm { kDivByRoot, kReciprocal, kOneOverRoot };
+Graph decomposed_rms_norm(RmsForm form, bool cast_and_scale, float two = 2.f) {
+  Graph g;
+  g.source = "rmsnorm-decomposition";
+  g.opset = 18;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3, 8}, {}, true});
+  g.initializers["two"] = Tensor::from_f32({}, {two});
+  g.initializers["one"] = Tensor::from_f32({}, {1.f});
+  g.initializers["eps"] = Tensor::from_f32({}, {1e-6f});
+  g.initializers["axes"] = Tensor::from_i64({1}, {-1});
+  g.initializers["weight"] = random_tensor({8}, 5, 0.5f, 1.5f);
+  add_node(g, make_node("Pow"), {"x", "two"}, {"p"}, "pow");
+  add_node(g, make_node("ReduceMean"), {"p", "axes"}, {"v"}, "var");
+  add_node(g, make_node("Add"), {"v", "eps"}, {"ve"}, "add_eps");
+  add_node(g, make_node("Sqrt"), {"ve"}, {"s"}, "sqrt");
+  const std::string n = cast_and_scale ? "n" : "y";
+  switch (form) {
+    case RmsForm::kDivByRoot: add_node(g, make_node("Div"), {"x", "s"}, {n}, "div"); break;
+    case RmsForm::kReciprocal:  // the dynamo exporter's rsqrt
+      add_node(g, make_node("Reciprocal"), {"s"}, {"r"}, "rsqrt");
+      add_node(g, make_node("Mul"), {"x", "r"}, {n}, "mul");
+      break;
+    case RmsForm::kOneOverRoot:  // the TorchScript exporter's rsqrt
+      add_node(g, make_node("Div"), {"one", "s"}, {"r"}, "rsqrt");
+      add_node(g, make_node("Mul"), {"r", "x"}, {n}, "mul");
+      break;
+  }
+  if (cast_and_scale) {  // .to(input_dtype), then the weight
+    add_node(g, make_node("Cast", {{"to", A::of_int(1)}}), {"n"}, {"c"}, "cast");
+    add_node(g, make_node("Mul"), {"weight", "c"}, {"y"}, "scale");
+  }
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  return g;
+}
+
+FuseOptions rms_only() {
+  FuseOptions o;
+  o.rms_norm = [](const Node&) { return true; };
+  return o;
+}
+
+TEST(FuseRmsNorm, EachFormBecomesOneRmsNormalizationWithTheSameOutput) {
+  for (RmsForm form : {RmsForm::kDivByRoot, RmsForm::kReciprocal, RmsForm::kOneOverRoot})
+    for (bool cast_and_scale : {true, false}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(form)) + (cast_and_scale ? " with scale" : " without"));
+      Graph g = decomposed_rms_norm(form, cast_and_scale);
+      Graph f = g;
+      ASSERT_TRUE(prepare_graph(f, builtin_registry(), PrepareOptions{}).ok());
+      const FuseReport report = fuse_graph(f, rms_only());
+      ASSERT_EQ(report.fused.size(), 1u);
+      ASSERT_EQ(f.nodes.size(), 1u);
+      EXPECT_EQ(f.nodes[0].op_type, "RMSNormalization");
+      EXPECT_EQ(f.nodes[0].attr_int("axis", 0), 2);
+      EXPECT_FLOAT_EQ(f.nodes[0].attr_float("epsilon", 0), 1e-6f);
+      EXPECT_EQ(f.nodes[0].outputs[0], "y");
+      // The fused node on each CPU backend against the decomposition on naive.
+      const Tensor x = random_tensor({2, 3, 8}, 7, -2.f, 3.f);
+      std::vector<Tensor> plain;
+      {
+        Graph p = g;
+        ASSERT_TRUE(prepare_graph(p, builtin_registry(), PrepareOptions{}).ok());
+        auto plan = Plan::build(p, Placement::all_on("naive", {}), builtin_registry());
+        ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+        ASSERT_TRUE(plan.value()->run({x}, &plain).is_ok());
+      }
+      for (const std::string& backend : builtin_registry().available_backends()) {
+        if (!builtin_registry().has_kernel(backend, "RMSNormalization")) continue;
+        auto plan = Plan::build(f, Placement::all_on(backend, {}), builtin_registry());
+        ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
+        std::vector<Tensor> out;
+        ASSERT_TRUE(plan.value()->run({x}, &out).is_ok());
+        const Agreement a = compare_tensors(out[0], plain[0], 1e-5, 1e-6);
+        EXPECT_TRUE(a.ok) << backend << ": " << a.message << " max_abs " << a.max_abs;
+      }
+    }
+}
+
+TEST(FuseRmsNorm, NearMissesAreLeftAlone) {
+  {  // Pow(x, 3)
+    Graph g = decomposed_rms_norm(RmsForm::kReciprocal, true, 3.f);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g, rms_only()).fused.empty());
+  }
+  {  // the root divides something other than x
+    Graph g = decomposed_rms_norm(RmsForm::kDivByRoot, false);
+    g.nodes.back().inputs[0] = "p";
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g, rms_only()).fused.empty());
+  }
+  {  // the mean of squares is read elsewhere too
+    Graph g = decomposed_rms_norm(RmsForm::kReciprocal, true);
+    g.outputs.push_back(ValueInfo{"v", DType::kF32, {}, {}, false});
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g, rms_only()).fused.empty());
+  }
+  {  // not asked for (training plans, or a backend without the kernel)
+    Graph g = decomposed_rms_norm(RmsForm::kReciprocal, true);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(g).fused.empty());
+  }
+  {  // a scale that is not of the normalised shape: the Mul stays outside
+    Graph g = decomposed_rms_norm(RmsForm::kReciprocal, true);
+    g.initializers["weight"] = random_tensor({3, 8}, 5, 0.5f, 1.5f);
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    const FuseReport r = fuse_graph(g, rms_only());
+    ASSERT_EQ(r.fused.size(), 1u);
+    EXPECT_EQ(r.fused[0], "pow+var+add_eps+sqrt+rsqrt+mul+cast");
+    EXPECT_EQ(g.nodes.back().op_type, "Mul");
+  }
+}
+
 /// x [2, 3, 8] -> GELU written out as PyTorch's exporter (or a user) writes it.
 enum class GeluForm { kErfDiv, kErfMulHalfFirst, kTanhMulCube, kTanhPowHalfLast };
 Graph decomposed_gelu(GeluForm form, float half = 0.5f) {
