@@ -163,6 +163,7 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
   FuseOptions fo;
   fo.activations = !training;
   fo.batch_norm = !training;
+  fo.swish = [placement, &registry](const Node& n) { return registry.has_kernel(placement.backend_for(n), "mosaic.Swish"); };
   if (!training) {
     fo.attention = [placement, &registry](const Node& n) {
       return registry.has_kernel(placement.backend_for(n), kAttentionOp);
@@ -189,6 +190,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   FuseReport report;
   if (options.layer_norm) fuse_layer_norms(g, report);
   fuse_rms_norms(g, options.rms_norm, report);
+  fuse_swishes(g, options.swish, report);
   if (options.gelu) fuse_gelus(g, report);
   fuse_attention(g, options.attention, report);
   bool folded_weights = false;  // a BatchNormalization folded: the weights it replaced may be dead

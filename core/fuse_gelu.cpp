@@ -6,6 +6,8 @@
 // and the three Muls by x, by 0.5 and by (1 + ...) in any order and grouping. Every
 // intermediate value must have one consumer and not be a graph output; constants must
 // match to float precision.
+// SiLU as x * Sigmoid(x) (either operand order), recognised as one mosaic.Swish node (alpha
+// 1; operators/eltwise.hpp), which the activation fusion then folds into a Conv or Gemm.
 #include <cmath>
 
 #include "core/fuse.hpp"
@@ -136,6 +138,30 @@ void fuse_gelus(Graph& g, FuseReport& report) {
       gelu.outputs = {p.y};
       gelu.attrs["approximate"] = Attribute::of_string(erf ? "none" : "tanh");
       fuse::replace_nodes(g, parts, std::move(gelu), report);
+      changed = true;
+    }
+  }
+}
+
+void fuse_swishes(Graph& g, const std::function<bool(const Node&)>& accept, FuseReport& report) {
+  if (!accept) return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    const fuse::Matcher M(g);
+    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+      const Node& sig = g.nodes[i];
+      if (sig.op_type != "Sigmoid" || sig.inputs.size() != 1) continue;
+      const std::string& x = sig.inputs[0];
+      const Node* mul = M.sole_consumer(sig.outputs[0], "Mul");
+      if (!mul || fuse::Matcher::other(*mul, sig.outputs[0]) != x) continue;
+      if (!g.value_descs.count(x) || g.value_descs.at(x).dtype != DType::kF32) continue;
+      Node swish;
+      swish.op_type = "mosaic.Swish";
+      swish.name = sig.name + "+" + mul->name;
+      swish.inputs = {x};
+      swish.outputs = {mul->outputs[0]};
+      if (!accept(swish)) continue;
+      fuse::replace_nodes(g, {&sig, mul}, std::move(swish), report);
       changed = true;
     }
   }

@@ -60,6 +60,20 @@ std::vector<Tensor> run(Graph g, bool fuse, FuseReport* report = nullptr) {
   return out;
 }
 
+/// The outputs of `g` on one backend for input x (prepared first unless it is already).
+std::vector<Tensor> outputs_on(Graph g, const std::string& backend, const Tensor& x, bool prepared = false) {
+  if (!prepared) {
+    EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  }
+  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry());
+  EXPECT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
+  std::vector<Tensor> out;
+  if (plan.ok()) {
+    EXPECT_TRUE(plan.value()->run({x}, &out).is_ok()) << backend;
+  }
+  return out;
+}
+
 TEST(FuseLayerNorm, TheDecompositionBecomesOneNodeWithTheSameOutput) {
   for (bool affine : {true, false}) {
     Graph g = decomposed_layer_norm(affine);
@@ -170,20 +184,12 @@ TEST(FuseRmsNorm, EachFormBecomesOneRmsNormalizationWithTheSameOutput) {
       EXPECT_EQ(f.nodes[0].outputs[0], "y");
       // The fused node on each CPU backend against the decomposition on naive.
       const Tensor x = random_tensor({2, 3, 8}, 7, -2.f, 3.f);
-      std::vector<Tensor> plain;
-      {
-        Graph p = g;
-        ASSERT_TRUE(prepare_graph(p, builtin_registry(), PrepareOptions{}).ok());
-        auto plan = Plan::build(p, Placement::all_on("naive", {}), builtin_registry());
-        ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-        ASSERT_TRUE(plan.value()->run({x}, &plain).is_ok());
-      }
+      const std::vector<Tensor> plain = outputs_on(g, "naive", x);
+      ASSERT_EQ(plain.size(), 1u);
       for (const std::string& backend : builtin_registry().available_backends()) {
         if (!builtin_registry().has_kernel(backend, "RMSNormalization")) continue;
-        auto plan = Plan::build(f, Placement::all_on(backend, {}), builtin_registry());
-        ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
-        std::vector<Tensor> out;
-        ASSERT_TRUE(plan.value()->run({x}, &out).is_ok());
+        const std::vector<Tensor> out = outputs_on(f, backend, x, true);
+        ASSERT_EQ(out.size(), 1u) << backend;
         const Agreement a = compare_tensors(out[0], plain[0], 1e-5, 1e-6);
         EXPECT_TRUE(a.ok) << backend << ": " << a.message << " max_abs " << a.max_abs;
       }
@@ -221,6 +227,51 @@ TEST(FuseRmsNorm, NearMissesAreLeftAlone) {
     ASSERT_EQ(r.fused.size(), 1u);
     EXPECT_EQ(r.fused[0], "pow+var+add_eps+sqrt+rsqrt+mul+cast");
     EXPECT_EQ(g.nodes.back().op_type, "Mul");
+  }
+}
+
+TEST(FuseSwish, SiluBecomesOneSwishAndFoldsIntoTheConvBeforeIt) {
+  // x -> Conv -> c; y = c * Sigmoid(c) (SiLU, as PyTorch exports it); z = Sigmoid(y) * y
+  // with the Mul's operands the other way round.
+  Graph g;
+  g.source = "silu";
+  g.opset = 17;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 3, 6, 6}, {}, true});
+  g.initializers["w"] = random_tensor({4, 3, 3, 3}, 11);
+  g.initializers["b"] = random_tensor({4}, 12);
+  add_node(g, make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}}), {"x", "w", "b"}, {"c"}, "conv");
+  add_node(g, make_node("Sigmoid"), {"c"}, {"s"}, "sig");
+  add_node(g, make_node("Mul"), {"c", "s"}, {"y"}, "mul");
+  add_node(g, make_node("Sigmoid"), {"y"}, {"s2"}, "sig2");
+  add_node(g, make_node("Mul"), {"s2", "y"}, {"z"}, "mul2");
+  g.outputs.push_back(ValueInfo{"z", DType::kF32, {}, {}, false});
+  const Tensor x = random_tensor({2, 3, 6, 6}, 7, -2.f, 2.f);
+  const std::vector<Tensor> plain = outputs_on(g, "naive", x);
+  ASSERT_EQ(plain.size(), 1u);
+  for (const std::string& backend : builtin_registry().available_backends()) {
+    if (!builtin_registry().has_kernel(backend, "mosaic.Swish")) continue;
+    Graph f = g;
+    ASSERT_TRUE(prepare_graph(f, builtin_registry(), PrepareOptions{}).ok());
+    const FuseReport r = fuse_graph(f, fuse_options_for(Placement::all_on(backend, {}), builtin_registry(), false));
+    ASSERT_EQ(f.nodes.size(), 2u) << backend;
+    EXPECT_EQ(f.nodes[0].op_type, "Conv");
+    EXPECT_EQ(f.nodes[0].attr_string("mosaic.activation", ""), "mosaic.Swish");
+    EXPECT_EQ(f.nodes[0].name, "conv+sig+mul");
+    EXPECT_EQ(f.nodes[1].op_type, "mosaic.Swish");
+    const std::vector<Tensor> out = outputs_on(f, backend, x, true);
+    ASSERT_EQ(out.size(), 1u) << backend;
+    const Agreement a = compare_tensors(out[0], plain[0], 1e-5, 1e-6);
+    EXPECT_TRUE(a.ok) << backend << ": " << a.message << " max_abs " << a.max_abs;
+  }
+  {  // Sigmoid(c) times something other than c: left alone
+    Graph n = g;
+    n.initializers["k"] = Tensor::from_f32({1}, {0.5f});
+    n.nodes[2].inputs = {"s", "k"};
+    ASSERT_TRUE(prepare_graph(n, builtin_registry(), PrepareOptions{}).ok());
+    FuseOptions o;
+    o.swish = [](const Node&) { return true; };
+    const FuseReport r = fuse_graph(n, o);
+    for (const auto& name : r.fused) EXPECT_EQ(name.find("sig+mul"), std::string::npos) << name;
   }
 }
 

@@ -98,6 +98,7 @@ std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a
     case UnaryOp::kElu: return EltwiseAlgorithm{algorithm::eltwise_elu, algorithm::eltwise_elu, alpha, 0, false};
     case UnaryOp::kHardSwish: return EltwiseAlgorithm{algorithm::eltwise_hardswish, algorithm::eltwise_hardswish, 0, 0, false};
     case UnaryOp::kMish: return EltwiseAlgorithm{algorithm::eltwise_mish, algorithm::eltwise_mish, 0, 0, false};
+    case UnaryOp::kSwish: return EltwiseAlgorithm{algorithm::eltwise_swish, algorithm::eltwise_swish, alpha, 0, false};
     case UnaryOp::kGelu:
       if (a.tanh) return EltwiseAlgorithm{algorithm::eltwise_gelu_tanh, algorithm::eltwise_gelu_tanh, 0, 0, false};
       return EltwiseAlgorithm{algorithm::eltwise_gelu_erf, algorithm::eltwise_gelu_erf, 0, 0, false};

@@ -113,6 +113,12 @@ std::optional<TorchUnary> torch_unary(UnaryOp op) {
                         [](X x, X, X dy, at::Tensor& dx, A a) {
                           at::elu_backward_out(dx, dy, a.alpha, 1, 1 / a.alpha, false, x);
                         }};
+    case UnaryOp::kSwish:  // x * sigmoid(alpha x); ATen's silu is alpha = 1 only
+      return TorchUnary{[](X x, at::Tensor& y, A a) { at::mul_out(y, x, at::sigmoid(x * a.alpha)); },
+                        [](X x, X, X dy, at::Tensor& dx, A a) {
+                          const at::Tensor s = at::sigmoid(x * a.alpha);
+                          at::mul_out(dx, dy, s * (1 + a.alpha * x * (1 - s)));
+                        }};
     default: return std::nullopt;  // no ATen mapping yet: declined, the planner places it elsewhere
   }
 }

@@ -14,6 +14,10 @@ every model x exporter with what happened (exported, ONNX Runtime's agreement wi
 the opset, the file size); a model that an exporter or ONNX Runtime cannot take is listed
 with the reason and has no case. The test suite reads only what this script wrote
 (tests/corpus/check_corpus.sh). --only NAME[,NAME] rebuilds some models.
+
+MOSAIC_CORPUS_BATCH=N writes the same models at batch N (default 2, the committed cases'):
+bench/corpus_batches.sh times Mosaic and ONNX Runtime on them at batches 1 and 8 (written
+outside the tree, never committed).
 """
 import argparse
 import contextlib
@@ -32,7 +36,8 @@ from onnx import numpy_helper
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
-SEQ, BATCH, IMG = 8, 2, 32
+SEQ, IMG = 8, 32
+BATCH = int(os.environ.get("MOSAIC_CORPUS_BATCH", "2"))
 
 
 def ids(vocab, batch=BATCH, seq=SEQ, seed=0):
