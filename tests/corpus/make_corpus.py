@@ -75,7 +75,7 @@ def hf_text(family, config_cls, model_cls, **cfg):
         vocab = cfg.get("vocab_size", 100)
         x = ids(vocab)
         mask = torch.ones_like(x)
-        mask[1, -3:] = 0
+        mask[min(1, BATCH - 1), -3:] = 0  # the second row padded (the only one at batch 1)
         return KeywordFirst(model, ["input_ids", "attention_mask"]), (x, mask), ["input_ids", "attention_mask"]
     return family, build
 
