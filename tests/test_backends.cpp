@@ -112,6 +112,10 @@ std::vector<OpCase> cases() {
   // primitive above.
   add("matmul_small_edges", make_node("MatMul"), {{2, 7, 19}, {19, 37}}, {false, true});
   add("matmul_large", make_node("MatMul"), {{2, 40, 64}, {64, 48}}, {false, true});
+  // Constant weights with rows of 4 KB: onednn packs them with padded rows.
+  add("matmul_weights_4k_rows", make_node("MatMul"), {{2, 8, 16}, {16, 1024}}, {false, true});
+  add("gemm_weights_4k_rows_transB", make_node("Gemm", {{"transB", A::of_int(1)}}), {{16, 24}, {1024, 24}, {1024}},
+      {false, true, true});
   // Every row of the element-wise tables (operators/eltwise.hpp): a new op is tested on every
   // backend, forward and backward, without a line here. Pow's base is positive (its
   // exponent's gradient reads log(a)).
