@@ -157,6 +157,7 @@ void fuse_swishes(Graph& g, const std::function<bool(const Node&)>& accept, Fuse
       if (!g.value_descs.count(x) || g.value_descs.at(x).dtype != DType::kF32) continue;
       Node swish;
       swish.op_type = "mosaic.Swish";
+      swish.domain = "mosaic";  // Mosaic's own op (operators/eltwise.hpp)
       swish.name = sig.name + "+" + mul->name;
       swish.inputs = {x};
       swish.outputs = {mul->outputs[0]};

@@ -713,6 +713,7 @@ std::map<std::string, OpSchema> build_table() {
   // The element-wise ops: one schema per row of their tables (operators/eltwise.hpp).
   for (const UnaryOpInfo& u : kUnaryOps) {
     add(u.name, 1, u.max_inputs, 1, 1, infer_unary, f_unary, false, u.summary);
+    if (std::string(u.name).rfind("mosaic.", 0) == 0) t[u.name].domain = kAttentionDomain;  // Mosaic's own rows
     t[u.name].backward_flops = b_unary;
     for (int i = 1; i < u.max_inputs; ++i) t[u.name].non_trainable_inputs.push_back(i);
   }
