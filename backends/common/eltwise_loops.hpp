@@ -1,10 +1,10 @@
 // Element-wise ops as plain float32 loops, shared by the CPU backends:
 //   - the broadcast binary ops (every row of kBinaryOps), walked row by row over the
 //     output's trailing axes; im2col runs all of its binary ops with them;
-//   - the unary ops, in forms the compiler vectorises for the cheap ones and for exp,
-//     sigmoid and tanh (common/fast_exp.hpp), the table row's double-precision rule for
-//     the others.
-// onednn runs small plain tensors with them: a oneDNN primitive call costs 3-5 us of fixed
+//   - the unary ops in blocks over the threads: loops the compiler vectorises for the cheap
+//     ones, common/fast_exp.hpp's polynomial for exp, sigmoid and tanh, the table row's
+//     double-precision rule for the others (im2col passes Eigen's blocks instead).
+// onednn runs small plain tensors with them: a oneDNN primitive call costs 2-5 us of fixed
 // overhead (argument map, stream wait, thread fork), more than these loops take for a few
 // thousand elements (docs/performance.md, "Small tensors").
 #pragma once
