@@ -82,16 +82,6 @@ std::string first_divergent(const Graph& g, const KernelRegistry& reg, const Pla
   return "'" + n.node + "' (" + n.op + ") on " + n.backend + (labels ? " (backward)" : "") + buf + "; " + n.note;
 }
 
-/// A fusion's filter: the fused node is made where every placement's backend for it has a
-/// kernel for `op`.
-std::function<bool(const Node&)> every_backend_has(std::vector<Placement> placements, const KernelRegistry& reg,
-                                                  std::string op) {
-  return [placements = std::move(placements), &reg, op = std::move(op)](const Node& n) {
-    return std::all_of(placements.begin(), placements.end(),
-                       [&](const Placement& p) { return reg.has_kernel(p.backend_for(n), op); });
-  };
-}
-
 /// The placements of a run's configurations: one graph is fused for all of them.
 std::vector<Placement> placements_of(const BenchConfigs& configs) {
   std::vector<Placement> out;
@@ -225,7 +215,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
     FuseOptions fo;
     fo.activations = fo.batch_norm = false;
     fo.apart = apart_in(placements_of(configs));
-    fo.swish = every_backend_has(placements_of(configs), reg, "mosaic.Swish");
+    fo.swish = where_kernel(placements_of(configs), reg, "mosaic.Swish");
     fuse_for_bench(timed, fo, report);
   }
   OptimizerConfig oc;
@@ -376,12 +366,13 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   // Timed plans run the optimised graph; the naive reference runs the graph as loaded.
   Graph timed = g;
   if (o.fuse) {
+    const std::vector<Placement> placements = placements_of(configs);
     FuseOptions fo;
-    fo.apart = apart_in(placements_of(configs));
+    fo.apart = apart_in(placements);
     // RMSNorm and SiLU become one node each where every configuration's backend for it has
     // the kernel; elsewhere the decomposition stays (on a device without the kernel).
-    fo.rms_norm = every_backend_has(placements_of(configs), reg, "RMSNormalization");
-    fo.swish = every_backend_has(placements_of(configs), reg, "mosaic.Swish");
+    fo.rms_norm = where_kernel(placements, reg, "RMSNormalization");
+    fo.swish = where_kernel(placements, reg, "mosaic.Swish");
     fuse_for_bench(timed, fo, report);
   }
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {

@@ -159,18 +159,22 @@ bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_
 
 }  // namespace
 
+std::function<bool(const Node&)> where_kernel(std::vector<Placement> placements, const KernelRegistry& registry,
+                                             std::string op) {
+  return [placements = std::move(placements), &registry, op = std::move(op)](const Node& n) {
+    return std::all_of(placements.begin(), placements.end(),
+                       [&](const Placement& p) { return registry.has_kernel(p.backend_for(n), op); });
+  };
+}
+
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
   FuseOptions fo;
   fo.activations = !training;
   fo.batch_norm = !training;
-  fo.swish = [placement, &registry](const Node& n) { return registry.has_kernel(placement.backend_for(n), "mosaic.Swish"); };
+  fo.swish = where_kernel({placement}, registry, "mosaic.Swish");
   if (!training) {
-    fo.attention = [placement, &registry](const Node& n) {
-      return registry.has_kernel(placement.backend_for(n), kAttentionOp);
-    };
-    fo.rms_norm = [placement, &registry](const Node& n) {
-      return registry.has_kernel(placement.backend_for(n), "RMSNormalization");
-    };
+    fo.attention = where_kernel({placement}, registry, kAttentionOp);
+    fo.rms_norm = where_kernel({placement}, registry, "RMSNormalization");
   }
   fo.apart = apart_in({placement});
   return fo;

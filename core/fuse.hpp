@@ -78,6 +78,10 @@ struct FuseOptions {
 class KernelRegistry;
 struct Placement;
 
+/// A fusion's filter (FuseOptions::attention, rms_norm, swish): the fused node is made where
+/// every one of `placements` runs it on a backend with a kernel for `op`.
+std::function<bool(const Node&)> where_kernel(std::vector<Placement> placements, const KernelRegistry& registry,
+                                             std::string op);
 /// The fusions for plans of `placement`: activations and attention in inference plans only
 /// (their fused nodes have no backward), attention where the backend `placement` assigns
 /// to the fused node has a FusedAttention kernel, nothing across nodes it places on

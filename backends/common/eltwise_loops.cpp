@@ -26,11 +26,9 @@ class BinaryLoopKernel final : public Kernel {
     // Collapse trailing axes whose operand strides stay contiguous (or stay broadcast).
     row_ = out_.back();
     int64_t axis = static_cast<int64_t>(out_.size()) - 1;
+    // A trailing 1 is a row of one element: either view works.
     a_row_ = sa_[axis] == 1 || out_[axis] == 1;
     b_row_ = sb_[axis] == 1 || out_[axis] == 1;
-    if (out_[axis] == 1) {  // a trailing 1: either view works; a row of one
-      a_row_ = b_row_ = true;
-    }
     while (axis > 0) {
       const int64_t prev = axis - 1;
       const bool ok_a = a_row_ ? sa_[prev] == row_ || out_[prev] == 1 : sa_[prev] == 0;

@@ -303,14 +303,14 @@ class MatMulKernel final : public MatMulBase {
     const double macs = static_cast<double>(shape_numel(p_.batch)) * p_.m * p_.n * p_.k;
     if (compute_type(ctx) == dt::f32 && takes_loop(macs, kSmallGemmMaxMacs)) {
       node_ = ctx.node;
-      sgemm_ = true;
+      small_ = true;
       activation_ = fused_activation(*ctx.node);
       return Status::ok();
     }
     return build(ctx, plain(a), plain(b), nullptr, plain(y), 1.f, ctx.constant(1));
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    if (sgemm_) {
+    if (small_) {
       const float* A = src[0]->f32();
       const float* B = src[1]->f32();
       float* C = dst[0]->f32();
@@ -324,7 +324,7 @@ class MatMulKernel final : public MatMulBase {
     run(src[0], src[1], nullptr, dst[0]);
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return sgemm_ ? 0 : MatMulBase::workspace_bytes(); }
+  size_t workspace_bytes() const override { return small_ ? 0 : MatMulBase::workspace_bytes(); }
   bool has_backward() const override { return true; }
   bool backward_reads_output(size_t) const override { return false; }
   /// dA = dY B^T, dB = A^T dY per batch with oneDNN's sgemm (bf16 plans: on bfloat16 copies),
@@ -351,7 +351,7 @@ class MatMulKernel final : public MatMulBase {
  private:
   MatMulParams p_;
   std::unique_ptr<Bf16Products> products_;
-  bool sgemm_ = false;     ///< small_gemm in place of the primitive
+  bool small_ = false;  ///< small_gemm in place of the primitive
   Activation activation_;  ///< one the fusion pass folded in, applied after small_gemm
 };
 
