@@ -170,6 +170,9 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
       po.dims[name] = v;
     }
   }
+  // Output shapes that depend on input values (NonZero, ...) are planned from the inputs
+  // model_inputs makes (the files given, else seeded values): the ones the commands run.
+  po.specialise = [&c](const Graph& bound) { return model_inputs(bound, c, nullptr); };
   Graph original = g;
   auto r = prepare_graph(g, builtin_registry(), po);
   if (!r.ok()) return explain_unsupported(r.status(), original);

@@ -108,6 +108,8 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
         else runtime_inputs.push_back(inputs[i]);
         bound_float = bound_float || (shape_like && dtype_is_float(inputs[i].dtype()));
       }
+      // Output shapes that depend on input values (NonZero, ...) are planned from this set's.
+      po.specialise = [&runtime_inputs](const Graph&) -> Expected<std::vector<Tensor>> { return runtime_inputs; };
       auto pr = prepare_graph(graph, builtin_registry(), po);
       if (pr.ok()) break;
       const bool any_shape_like = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {

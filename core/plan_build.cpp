@@ -9,6 +9,7 @@
 
 #include "core/fuse.hpp"
 #include "core/plan.hpp"
+#include "core/run_time_shape.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic {
@@ -588,6 +589,14 @@ class PlanBuilder {
     for (const auto& f : placement_.fallback)
       if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
     std::string reasons;
+    // A node planned from input values (core/run_time_shape.hpp) is evaluated by the oracle.
+    const bool run_time_shape = has_run_time_shape(node);
+    if (run_time_shape) {
+      order = {kRunTimeShapeBackend};
+      if (step.requested != kRunTimeShapeBackend)
+        reasons = "its output shapes depend on input values: evaluated on " + std::string(kRunTimeShapeBackend) +
+                  " each run and checked against the plan";
+    }
     for (const auto& backend : order) {
       std::vector<int> in;
       for (const auto& name : node.inputs) in.push_back(name.empty() ? -1 : index_.at(name));
@@ -632,7 +641,7 @@ class PlanBuilder {
         }
       }
       const int64_t t0 = now_ns();
-      auto k = registry_.create(backend, ctx);
+      auto k = run_time_shape ? make_run_time_shape_kernel(ctx, registry_, backend) : registry_.create(backend, ctx);
       if (k.ok() && grads_flow && !k.value()->has_backward())
         k = Status::unsupported("backend '" + backend + "' has no backward for " + node.op_type);
       if (k.ok()) {

@@ -3,11 +3,13 @@
 #include "core/control_flow.hpp"
 
 #include "core/inputs.hpp"
+#include "core/run_time_shape.hpp"
 
 #include "core/events.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include "ir/checked.hpp"
@@ -74,11 +76,41 @@ Status bind_inputs(Graph& g, const PrepareOptions& opt, PrepareReport& report) {
   return Status::ok();
 }
 
+/// The descriptor of every value of `g` (being prepared: its inputs bound, its constant
+/// inputs and the nodes folded so far already initializers) folded on the values
+/// opt.specialise gives for its inputs: where the shapes that depend on input values come from.
+Expected<std::map<std::string, TensorDesc>> specialised_descs(const Graph& g, const KernelRegistry& registry,
+                                                              const PrepareOptions& opt) {
+  const std::string what = g.source + ": planning the shapes that depend on input values from the inputs given";
+  auto values = opt.specialise(g);
+  if (!values.ok()) return values.status().with_context(what);
+  if (values.value().size() != g.inputs.size())
+    return Status::internal(what + ": " + std::to_string(values.value().size()) + " values for " +
+                            std::to_string(g.inputs.size()) + " inputs");
+  Graph probe = g;
+  PrepareOptions po = opt;
+  po.specialise = nullptr;
+  po.fold_parameters = true;
+  po.constant_inputs.clear();
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const std::string& name = g.inputs[i].name;
+    const Tensor& v = values.value()[i];
+    if (v.desc() != g.value_descs.at(name))
+      return Status::invalid(what + ": input '" + name + "' is " + v.desc().str() + ", the graph binds " +
+                             g.value_descs.at(name).str());
+    po.constant_inputs[name] = v;
+  }
+  auto report = prepare_graph(probe, registry, po);
+  if (!report.ok()) return report.status().with_context(what);
+  return std::move(probe.value_descs);
+}
+
 }  // namespace
 
 Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, const PrepareOptions& opt) {
   PrepareReport report;
   const SubgraphScope subgraphs(registry, opt);  // If, Loop and Scan infer through their subgraphs
+  std::optional<std::map<std::string, TensorDesc>> specialised;  // folded on the inputs given, when first needed
   g.value_descs.clear();
   for (const auto& [name, value] : opt.constant_inputs) {
     auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ValueInfo& v) { return v.name == name; });
@@ -122,6 +154,29 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
       reads_parameter = reads_parameter || parameter_derived.count(in);
     }
     auto outs = infer_node(ctx);
+    const bool run_time_shape = !outs.ok() && ctx.asked_unknown_value && opt.specialise;
+    if (run_time_shape) {
+      if (!specialised) {
+        MOSAIC_ASSIGN_OR_RETURN(specialised, specialised_descs(g, registry, opt));
+      }
+      std::vector<TensorDesc> descs;
+      std::string shapes;
+      for (const auto& o : node.outputs) {
+        if (o.empty()) {
+          descs.emplace_back();
+          continue;
+        }
+        auto it = specialised->find(o);
+        if (it == specialised->end())
+          return Status::internal(g.source + ": " + node.label() + ": the fold on the inputs given left '" + o + "' unknown");
+        descs.push_back(it->second);
+        shapes += (shapes.empty() ? "" : ", ") + it->second.str();
+      }
+      outs = descs;
+      report.run_time_shapes.push_back(node.label());
+      report.notes.push_back(node.label() + ": output shapes depend on input values; planned from the inputs given (" +
+                             shapes + ") and checked each run");
+    }
     if (!outs.ok()) return outs.status().with_context(g.source);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       ctx.outputs.push_back(outs.value()[i]);
@@ -163,6 +218,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.has_output(i)) g.value_descs[node.outputs[i]] = ctx.outputs[i];
     kept.push_back(node);
+    if (run_time_shape) kept.back().attrs[kRunTimeShapeAttr] = Attribute::of_int(1);
   }
   g.nodes = std::move(kept);
 

@@ -3,6 +3,7 @@
 // exporter emits Shape/Gather/Concat/... chains, e.g. for nn.ZeroPad2d).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,12 +29,22 @@ struct PrepareOptions {
   /// nodes still fold: their output becomes a parameter of its own (PyTorch's exporter
   /// writes equal-valued parameters as one initializer plus Identity nodes).
   bool fold_parameters = true;
+  /// Where set, a node whose output shapes depend on its inputs' values (its shape inference
+  /// asks for a value that is not a constant and fails: NonZero, NonMaxSuppression, an If
+  /// whose branches differ) is planned from input values instead of refused. Called at most
+  /// once, with the graph as bound (its inputs' descriptors in value_descs), it returns one
+  /// value per graph input; a copy of the graph folded on them gives such nodes' output
+  /// descriptors, and each is marked to be evaluated and checked at run time
+  /// (core/run_time_shape.hpp). The plan is then valid for inputs that give the same shapes.
+  std::function<Expected<std::vector<Tensor>>(const Graph& bound)> specialise;
 };
 
 struct PrepareReport {
   int folded_nodes = 0;
   int removed_initializers = 0;
   std::vector<std::string> notes;
+  /// The nodes planned from input values (PrepareOptions::specialise), by label.
+  std::vector<std::string> run_time_shapes;
 };
 
 Expected<PrepareReport> prepare_graph(Graph& graph, const KernelRegistry& registry, const PrepareOptions& options);

@@ -25,7 +25,17 @@ struct OpContext {
 
   bool has_input(size_t i) const { return i < input_present.size() && input_present[i]; }
   bool has_output(size_t i) const { return i < output_present.size() && output_present[i]; }
-  const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
+  /// The value of input i where it is a constant; nullptr otherwise (and, for a present
+  /// input, asked_unknown_value is set).
+  const Tensor* constant(size_t i) const {
+    const Tensor* t = i < constants.size() ? constants[i] : nullptr;
+    if (!t && has_input(i)) asked_unknown_value = true;
+    return t;
+  }
+  /// Set when constant() was asked for a present input that is not a constant: a shape
+  /// inference that then fails needed a value known only at run time (prepare_graph plans
+  /// such nodes from given inputs, core/run_time_shape.hpp).
+  mutable bool asked_unknown_value = false;
 };
 
 }  // namespace mosaic

@@ -11,6 +11,7 @@
 #include "operators/normalization.hpp"
 #include "operators/conv_transpose.hpp"
 #include "operators/einsum.hpp"
+#include "operators/detection.hpp"
 #include "operators/grid_sample.hpp"
 #include "operators/rearrange.hpp"
 #include "operators/loss_ops.hpp"
@@ -828,6 +829,7 @@ std::map<std::string, OpSchema> build_table() {
   add_signal_schemas(t);
   add_einsum_schema(t);
   add_grid_sample_schema(t);
+  add_detection_schemas(t);
   add_rearrange_schemas(t);
   add_conv_transpose_schema(t);
   set_versions(t);

@@ -77,7 +77,14 @@ class ControlFlow : public ScratchDirTest {
   }
   onnx::GraphProto* main() { return model_.mutable_graph(); }
   /// Saves, loads, prepares and plans the model on naive; runs it on `inputs`.
-  Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* out, Graph* loaded = nullptr) {
+  /// With `specialise`, shapes that depend on input values are planned from `inputs`.
+  Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* out, Graph* loaded = nullptr,
+             bool specialise = false) {
+    auto plan = build(inputs, loaded, specialise);
+    if (!plan.ok()) return plan.status();
+    return plan.value()->run(inputs, out);
+  }
+  Expected<std::unique_ptr<Plan>> build(const std::vector<Tensor>& inputs, Graph* loaded, bool specialise) {
     const std::string file = path("m.onnx");
     {
       std::ofstream f(file, std::ios::binary);
@@ -86,11 +93,11 @@ class ControlFlow : public ScratchDirTest {
     auto g = load_onnx(file);
     if (!g.ok()) return g.status();
     if (loaded) *loaded = *g;
-    auto pr = prepare_graph(*g, builtin_registry(), PrepareOptions{});
+    PrepareOptions po;
+    if (specialise) po.specialise = [inputs](const Graph&) -> Expected<std::vector<Tensor>> { return inputs; };
+    auto pr = prepare_graph(*g, builtin_registry(), po);
     if (!pr.ok()) return pr.status();
-    auto plan = Plan::build(*g, Placement::all_on("naive", {}), builtin_registry());
-    if (!plan.ok()) return plan.status();
-    return plan.value()->run(inputs, out);
+    return Plan::build(*g, Placement::all_on("naive", {}), builtin_registry());
   }
   onnx::ModelProto model_;
 };
@@ -140,6 +147,37 @@ TEST_F(ControlFlow, IfWhoseBranchesDisagreeInShapeIsRefusedByName) {
   EXPECT_NE(st.message().find("output 0 is float32 [2] from then_branch and float32 [3] from else_branch"),
             std::string::npos)
       << st.message();
+}
+
+TEST_F(ControlFlow, IfWhoseBranchesDisagreeIsPlannedFromTheConditionGivenAndCheckedEachRun) {
+  add_input(main(), "cond", onnx::TensorProto::BOOL, {});
+  add_input(main(), "x", onnx::TensorProto::FLOAT, {2});
+  auto* n = add_node(main(), "If", {"cond"}, {"y"});
+  add_node(graph_attr(n, "then_branch"), "Neg", {"x"}, {"a"});  // [2]
+  n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+  auto* else_g = graph_attr(n, "else_branch");
+  add_node(else_g, "Concat", {"x", "x"}, {"b"});  // [4]
+  int_attr(else_g->mutable_node(0), "axis", 0);
+  else_g->add_output()->set_name("b");
+  add_node(main(), "Shape", {"y"}, {"s"});  // folds to the planned shape
+  main()->add_output()->set_name("y");
+  main()->add_output()->set_name("s");
+  const Tensor x = Tensor::from_f32({2}, {1, 2});
+  auto plan = build({bool_scalar(false), x}, nullptr, true);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(plan.value()->run({bool_scalar(false), Tensor::from_f32({2}, {3, 4})}, &out).is_ok());
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{3, 4, 3, 4}));
+  EXPECT_EQ(values_of(out[1]), (std::vector<double>{4}));
+  const Status st = plan.value()->run({bool_scalar(true), x}, &out);  // the other branch: [2]
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("output 0 is float32[2] where the plan was made for float32[4]"), std::string::npos)
+      << st.message();
+  // Planned from the other condition, it runs that branch.
+  plan = build({bool_scalar(true), x}, nullptr, true);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_TRUE(plan.value()->run({bool_scalar(true), x}, &out).is_ok());
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{-1, -2}));
 }
 
 /// Loop(M = 3, cond = true, v = x): v += i; scan output v * scale, scale from the outer graph.

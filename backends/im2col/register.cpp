@@ -6,6 +6,7 @@
 
 #include "backends/common/movement.hpp"
 #include "backends/common/layer_norm.hpp"
+#include "backends/common/detection.hpp"
 #include "backends/common/indexing.hpp"
 #include "backends/common/logic.hpp"
 #include "backends/common/pointwise.hpp"
@@ -49,6 +50,7 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   register_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
   register_pointwise_kernels(r);
   register_indexing_kernels(r);
+  register_detection_kernels(r);
   register_resize_kernel(r);
   register_rnn_kernels(r, im2col_impl::cblas_gemm, float32_data);  // the shared recurrence, sgemm products
   return r.status();

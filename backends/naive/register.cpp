@@ -8,6 +8,7 @@
 #include "backends/common/logic.hpp"
 #include "backends/common/pointwise.hpp"
 #include "backends/common/einsum.hpp"
+#include "backends/common/detection.hpp"
 #include "backends/common/grid_sample.hpp"
 #include "backends/common/loss_ops.hpp"
 #include "backends/common/quantize.hpp"
@@ -48,6 +49,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_signal_kernels(r);
   register_einsum_kernel(r);
   register_grid_sample_kernel(r);
+  register_detection_kernels(r);
   register_rearrange_kernels(r);
   register_rnn_kernels(r, loop_gemm<float>, float32_data);
   register_attention_kernel(r, loop_gemm<float>, false);

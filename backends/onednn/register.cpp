@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/common/attention.hpp"
+#include "backends/common/detection.hpp"
 #include "backends/common/indexing.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/logic.hpp"
@@ -130,6 +131,7 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   register_rearrange_kernels(r);
   register_pointwise_kernels(r);
   register_indexing_kernels(r);
+  register_detection_kernels(r);
   register_resize_kernel(r);
   // The recurrent ops: the shared recurrence (backends/common/rnn.hpp) with oneDNN's sgemm.
   register_rnn_kernels(r, dnnl_gemm, float32_data);

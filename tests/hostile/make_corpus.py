@@ -143,6 +143,26 @@ case("gathernd_tuple_too_long", model([helper.make_node("GatherND", ["x", "i"], 
 case("topk_k_huge", model([helper.make_node("TopK", ["x", "k"], ["v", "i"])], [f32("x", [4])],
                           [f32("v", None), helper.make_tensor_value_info("i", TensorProto.INT64, None)],
                           [i64("k", [2**62])], opset=18), "is outside [0, 4]")
+# Detection ops: sizes and counts from the file.
+roi_inputs = [f32("x", [1, 1, 4, 4]), f32("rois", [1, 4]), helper.make_tensor_value_info("b", TensorProto.INT64, [1])]
+case("roialign_output_huge", model([helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=2**40)],
+                                   roi_inputs, [f32("y", None)], opset=16), "must be in [1, 2^31 - 1]")
+case("roialign_sampling_huge", model([helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], sampling_ratio=2**40)],
+                                     roi_inputs, [f32("y", None)], opset=16), "sampling_ratio 1099511627776")
+case("nms_shapes_disagree", model([helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"])],
+                                  [f32("boxes", [1, 3, 4]), f32("scores", [1, 1, 5])],
+                                  [helper.make_tensor_value_info("y", TensorProto.INT64, None)], opset=11),
+     "must be [batches, boxes, 4] and [batches, classes, boxes]")
+# A count of 2^62 boxes per class, on constant boxes: at most the 3 boxes there are (a valid model).
+case("nms_max_output_huge", model([helper.make_node("NonMaxSuppression", ["boxes", "scores", "m"], ["sel"]),
+                                   helper.make_node("Cast", ["sel"], ["c"], to=TensorProto.FLOAT),
+                                   helper.make_node("ReduceSum", ["c"], ["s"], keepdims=0),
+                                   helper.make_node("Add", ["x", "s"], ["y"])],
+                                  [f32("x", [1])], [f32("y", None)],
+                                  [numpy_helper.from_array(np.array([[[0, 0, 1, 1], [0, 0, 1, 1], [5, 5, 6, 6]]],
+                                                                    np.float32), "boxes"),
+                                   numpy_helper.from_array(np.array([[[0.9, 0.8, 0.7]]], np.float32), "scores"),
+                                   i64("m", [2**62])], opset=11), "")
 # Einsum over four 1-D inputs of 2^11: 2^44 points of label space from 32 KB of input.
 case("einsum_label_space_huge",
      model([helper.make_node("Einsum", ["a", "b", "c", "d"], ["y"], equation="i,j,k,l->")],
