@@ -70,7 +70,7 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
   if (sets.empty()) return {CaseVerdict::kFailed, "no test_data_set_* directory"};
   CaseResult result;
   double worst = 0;
-  int fell_back = 0;
+  int fell_back = 0, run_time_nodes = 0;
   std::string constants_note;
   std::vector<Tensor> runtime_inputs;
   for (const auto& set : sets) {
@@ -95,29 +95,38 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
     // (Resize's scales and roi).
     Graph graph;
     bool bound = false, bound_float = false;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    // Attempt 0 as given; 1 with the shape-like inputs bound (where there are any); the last
+    // also plans output shapes that depend on input values (NonZero, ...) from this set's
+    // inputs, which binding cannot make static.
+    for (int attempt = 0; attempt < 3; ++attempt) {
       graph = g.value();
       PrepareOptions po;
       runtime_inputs.clear();
       for (size_t i = 0; i < inputs.size(); ++i) {
         graph.inputs[i].dims = inputs[i].shape();
         graph.inputs[i].has_shape = true;
-        const bool shape_like = attempt == 1 && (dtype_is_integer(inputs[i].dtype()) ||
-                                                 !unguessable_reader(graph, graph.inputs[i].name).empty());
+        const bool shape_like = bound && (dtype_is_integer(inputs[i].dtype()) ||
+                                          !unguessable_reader(graph, graph.inputs[i].name).empty());
         if (shape_like) po.constant_inputs[graph.inputs[i].name] = inputs[i];
         else runtime_inputs.push_back(inputs[i]);
         bound_float = bound_float || (shape_like && dtype_is_float(inputs[i].dtype()));
       }
-      // Output shapes that depend on input values (NonZero, ...) are planned from this set's.
-      po.specialise = [&runtime_inputs](const Graph&) -> Expected<std::vector<Tensor>> { return runtime_inputs; };
+      if (attempt == 2)
+        po.specialise = [&runtime_inputs](const Graph&) -> Expected<std::vector<Tensor>> { return runtime_inputs; };
       auto pr = prepare_graph(graph, builtin_registry(), po);
-      if (pr.ok()) break;
-      const bool any_shape_like = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
-        const size_t i = static_cast<size_t>(&t - inputs.data());
-        return dtype_is_integer(t.dtype()) || !unguessable_reader(graph, graph.inputs[i].name).empty();
-      });
-      if (attempt == 1 || !any_shape_like) return classify(pr.status());
-      bound = true;
+      if (pr.ok()) {
+        run_time_nodes = static_cast<int>(pr.value().run_time_shapes.size());
+        break;
+      }
+      if (attempt == 2) return classify(pr.status());
+      if (attempt == 0) {
+        const bool any_shape_like = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+          const size_t i = static_cast<size_t>(&t - inputs.data());
+          return dtype_is_integer(t.dtype()) || !unguessable_reader(graph, graph.inputs[i].name).empty();
+        });
+        bound = any_shape_like;
+        if (!bound) attempt = 1;  // nothing to bind: on to planning from the values
+      }
     }
     if (bound) constants_note = bound_float ? "; int64 and shape inputs bound as constants" : "; int64 inputs bound as constants";
     std::vector<std::string> fallback;
@@ -150,7 +159,11 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
   char buf[64];
   std::snprintf(buf, sizeof buf, "max abs err %.3g", worst);
   result.detail = buf + constants_note;
-  if (fell_back > 0) result.detail += "; " + std::to_string(fell_back) + " nodes on " + o.fallback + " (--fallback)";
+  if (run_time_nodes > 0 && backend != "naive")
+    result.detail += "; " + std::to_string(run_time_nodes) + " nodes on naive (output shapes from input values)";
+  if (fell_back > run_time_nodes && !o.fallback.empty())
+    result.detail += "; " + std::to_string(fell_back - (backend != "naive" ? run_time_nodes : 0)) + " nodes on " +
+                     o.fallback + " (--fallback)";
   return result;
 }
 

@@ -20,8 +20,8 @@ def verdicts(mosaic, cases, backend, fallback):
             continue
         verdict, case, _, rest = m.groups()
         if verdict == "PASSED":
-            k = re.search(r"; (\d+) nodes on naive", rest)
-            got[case] = "pass" + (f"+{k.group(1)}" if k else "")
+            k = sum(int(n) for n in re.findall(r"; (\d+) nodes on naive", rest))
+            got[case] = "pass" + (f"+{k}" if k else "")
         elif verdict == "FAILED":
             got[case] = "FAILED"
         else:
