@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "ir/checked.hpp"
@@ -114,15 +115,19 @@ Expected<NmsParams> nms_with_scalars(NmsParams p, const Node& node, const Tensor
 namespace {
 
 struct Extent {
-  float x0, x1, y0, y1;
+  float x0, x1, y0, y1, area;
 };
 
 Extent extent(const float* b, bool center) {
+  Extent e;
   if (center) {
     const float hw = b[2] / 2, hh = b[3] / 2;
-    return {b[0] - hw, b[0] + hw, b[1] - hh, b[1] + hh};
+    e = {b[0] - hw, b[0] + hw, b[1] - hh, b[1] + hh, 0};
+  } else {
+    e = {std::min(b[1], b[3]), std::max(b[1], b[3]), std::min(b[0], b[2]), std::max(b[0], b[2]), 0};
   }
-  return {std::min(b[1], b[3]), std::max(b[1], b[3]), std::min(b[0], b[2]), std::max(b[0], b[2])};
+  e.area = (e.x1 - e.x0) * (e.y1 - e.y0);
+  return e;
 }
 
 /// Whether the boxes overlap by more than `threshold` of their union (ONNX: strictly more).
@@ -132,21 +137,19 @@ bool suppresses(const Extent& a, const Extent& b, float threshold) {
   const float iy0 = std::max(a.y0, b.y0), iy1 = std::min(a.y1, b.y1);
   if (iy1 <= iy0) return false;
   const float inter = (ix1 - ix0) * (iy1 - iy0);
-  const float area_a = (a.x1 - a.x0) * (a.y1 - a.y0), area_b = (b.x1 - b.x0) * (b.y1 - b.y0);
-  const float uni = area_a + area_b - inter;
-  if (inter <= 0 || area_a <= 0 || area_b <= 0 || uni <= 0) return false;
+  const float uni = a.area + b.area - inter;
+  if (inter <= 0 || a.area <= 0 || b.area <= 0 || uni <= 0) return false;
   return inter / uni > threshold;
 }
 
-}  // namespace
-
-std::vector<int64_t> nms_select(const NmsParams& p, const float* boxes, const float* scores) {
+std::vector<int64_t> select(const NmsParams& p, const float* boxes, const float* scores) {
   std::vector<int64_t> out;
   if (p.max_per_class == 0) return out;
   std::vector<int64_t> order;
-  std::vector<Extent> kept;
+  std::vector<Extent> extents(static_cast<size_t>(p.boxes)), kept;
   for (int64_t b = 0; b < p.batches; ++b) {
     const float* bb = boxes + b * p.boxes * 4;
+    for (int64_t i = 0; i < p.boxes; ++i) extents[static_cast<size_t>(i)] = extent(bb + i * 4, p.center_point_box);
     for (int64_t cl = 0; cl < p.classes; ++cl) {
       const float* sc = scores + (b * p.classes + cl) * p.boxes;
       order.clear();
@@ -159,7 +162,7 @@ std::vector<int64_t> nms_select(const NmsParams& p, const float* boxes, const fl
       kept.clear();
       for (int64_t i : order) {
         if (static_cast<int64_t>(kept.size()) >= p.max_per_class) break;
-        const Extent e = extent(bb + i * 4, p.center_point_box);
+        const Extent& e = extents[static_cast<size_t>(i)];
         bool keep = true;
         for (const Extent& k : kept)
           if (suppresses(k, e, p.iou_threshold)) {
@@ -173,6 +176,33 @@ std::vector<int64_t> nms_select(const NmsParams& p, const float* boxes, const fl
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> nms_select(const NmsParams& p, const float* boxes, const float* scores) {
+  // A node evaluated at run time selects the same boxes twice (its shape, then its values):
+  // the last selection is kept with a copy of what it was made from, and reused only where
+  // every parameter and input is the same.
+  struct Last {
+    NmsParams p;
+    std::vector<float> boxes, scores;
+    std::vector<int64_t> selected;
+  };
+  thread_local Last last;
+  const size_t nb = static_cast<size_t>(p.batches * p.boxes * 4), ns = static_cast<size_t>(p.batches * p.classes * p.boxes);
+  const bool same = last.p.batches == p.batches && last.p.classes == p.classes && last.p.boxes == p.boxes &&
+                    last.p.center_point_box == p.center_point_box && last.p.max_per_class == p.max_per_class &&
+                    last.p.iou_threshold == p.iou_threshold && last.p.has_score_threshold == p.has_score_threshold &&
+                    last.p.score_threshold == p.score_threshold && last.boxes.size() == nb && last.scores.size() == ns &&
+                    (nb == 0 || std::memcmp(last.boxes.data(), boxes, nb * sizeof(float)) == 0) &&
+                    (ns == 0 || std::memcmp(last.scores.data(), scores, ns * sizeof(float)) == 0);
+  if (same) return last.selected;
+  last.selected = select(p, boxes, scores);
+  last.p = p;
+  last.boxes.assign(boxes, boxes + nb);
+  last.scores.assign(scores, scores + ns);
+  return last.selected;
 }
 
 Expected<RoiAlignParams> roi_align_params(const OpContext& ctx) {

@@ -118,7 +118,6 @@ class RoiAlignKernel final : public Kernel {
       const auto gh = static_cast<int64_t>(gh_d), gw = static_cast<int64_t>(gw_d);
       const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
       // Per output bin: the taps and weights of its samples, shared by the channels.
-      const size_t per_bin = static_cast<size_t>(gh * gw);
       for (int64_t ph = 0; ph < p_.out_h; ++ph)
         for (int64_t pw = 0; pw < p_.out_w; ++pw) {
           taps_.clear();
@@ -130,21 +129,10 @@ class RoiAlignKernel final : public Kernel {
             }
           }
           const int64_t k = ph * p_.out_w + pw;
-          for (int64_t ch = 0; ch < p_.c; ++ch) {
-            const float* in = x + (b * p_.c + ch) * plane;
-            double acc = 0;
-            for (size_t s = 0; s < per_bin; ++s) {
-              const Tap& t = taps_[s];
-              const double v0 = t.w[0] * in[t.at[0]], v1 = t.w[1] * in[t.at[1]];
-              const double v2 = t.w[2] * in[t.at[2]], v3 = t.w[3] * in[t.at[3]];
-              if (!p_.max_mode) acc += v0 + v1 + v2 + v3;
-              else {
-                const double v = std::max(std::max(v0, v1), std::max(v2, v3));  // ONNX's max: of the weighted taps
-                acc = s == 0 ? v : std::max(acc, v);
-              }
-            }
-            y[(r * p_.c + ch) * bins + k] = static_cast<float>(p_.max_mode ? acc : acc / count);
-          }
+          float* out = y + r * p_.c * bins + k;
+          const float* in = x + b * p_.c * plane;
+          if (p_.max_mode) pool<true>(in, plane, out, bins, 1.0);
+          else pool<false>(in, plane, out, bins, count);
         }
     }
     return Status::ok();
@@ -155,6 +143,28 @@ class RoiAlignKernel final : public Kernel {
     int64_t at[4] = {0, 0, 0, 0};
     double w[4] = {0, 0, 0, 0};
   };
+
+  /// One bin of every channel from taps_: the mean of the samples, or (Max) ONNX's max, of
+  /// the weighted taps of each sample.
+  template <bool Max>
+  void pool(const float* in, int64_t plane, float* out, int64_t stride, double count) const {
+    const size_t n = taps_.size();
+    for (int64_t ch = 0; ch < p_.c; ++ch, in += plane, out += stride) {
+      double acc = 0;
+      for (size_t s = 0; s < n; ++s) {
+        const Tap& t = taps_[s];
+        const double v0 = t.w[0] * in[t.at[0]], v1 = t.w[1] * in[t.at[1]];
+        const double v2 = t.w[2] * in[t.at[2]], v3 = t.w[3] * in[t.at[3]];
+        if constexpr (Max) {
+          const double v = std::max(std::max(v0, v1), std::max(v2, v3));
+          acc = s == 0 ? v : std::max(acc, v);
+        } else {
+          acc += v0 + v1 + v2 + v3;
+        }
+      }
+      *out = static_cast<float>(Max ? acc : acc / count);
+    }
+  }
 
   /// Bilinear taps at (y, x): none (zero weights) outside [-1, H] x [-1, W], the edge
   /// clamped inside it.
