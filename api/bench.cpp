@@ -215,7 +215,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
     FuseOptions fo;
     fo.activations = fo.batch_norm = false;
     fo.apart = apart_in(placements_of(configs));
-    fo.swish = where_kernel(placements_of(configs), reg, "mosaic.Swish");
+    fo.swish = where_kernel(placements_of(configs), reg, "Swish");
     fuse_for_bench(timed, fo, report);
   }
   OptimizerConfig oc;
@@ -372,7 +372,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     // RMSNorm and SiLU become one node each where every configuration's backend for it has
     // the kernel; elsewhere the decomposition stays (on a device without the kernel).
     fo.rms_norm = where_kernel(placements, reg, "RMSNormalization");
-    fo.swish = where_kernel(placements, reg, "mosaic.Swish");
+    fo.swish = where_kernel(placements, reg, "Swish");
     fuse_for_bench(timed, fo, report);
   }
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {

@@ -43,10 +43,10 @@ Status explain_unsupported(const Status& st, const Graph& g) {
   for (const auto& n : g.nodes)
     if (st.message().find(n.label()) != std::string::npos) {
       // A custom domain's operator: the message already says which plugin is missing.
-      if (!find_schema(n.op_type) && !n.domain.empty() && n.domain != "ai.onnx") break;
+      if (!find_schema(n.op_key()) && !n.domain.empty() && n.domain != "ai.onnx") break;
       std::string lacking;
       for (const auto& b : builtin_registry().backends())
-        if (!builtin_registry().has_kernel(b, n.op_type)) lacking += (lacking.empty() ? "" : ", ") + b;
+        if (!builtin_registry().has_kernel(b, n.op_key())) lacking += (lacking.empty() ? "" : ", ") + b;
       if (!lacking.empty()) message += " (backends without a kernel for it: " + lacking + ")";
       break;
     }
@@ -54,7 +54,7 @@ Status explain_unsupported(const Status& st, const Graph& g) {
   std::map<std::string, std::pair<int, std::string>> missing;
   for (const auto& n : g.nodes) {
     const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
-    const OpSchema* s = find_schema(n.op_type);
+    const OpSchema* s = find_schema(n.op_key());
     if (s && (onnx ? s->domain.empty() : s->domain == n.domain)) continue;
     auto& [count, first] = missing[(onnx ? "" : n.domain + ".") + n.op_type];
     if (count++ == 0) first = n.name;

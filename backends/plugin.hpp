@@ -72,8 +72,10 @@ class PluginRegistrar {
   /// A new backend, usable in --backends, --backend and --assign like a built-in.
   virtual Status add_backend(BackendInfo info) = 0;
   /// A kernel for op_type on `backend`, which is a registered backend or one this plugin
-  /// added. A kernel the backend already has is an error (plugins add, they do not
-  /// replace). `traits` says which of the backend's layouts it reads and how the planner
+  /// added. op_type is an ONNX op, or one this plugin added with add_operator before: its
+  /// kernel is then registered under the op's key (domain and op type, Node::op_key), never
+  /// ONNX's op of the same name. A kernel the backend already has is an error (plugins add,
+  /// they do not replace). `traits` says which of the backend's layouts it reads and how the planner
   /// asks, before building it, whether it takes a node (KernelTraits in core/kernel.hpp).
   virtual Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory,
                             KernelTraits traits) = 0;
@@ -81,7 +83,8 @@ class PluginRegistrar {
     return add_kernel(backend, op_type, std::move(factory), KernelTraits{});
   }
   /// A custom operator. `schema.domain` must be set and not the ONNX domain ("" or
-  /// "ai.onnx"); `schema.op_type` must not be an op Mosaic or another plugin already has;
+  /// "ai.onnx") nor Mosaic's ("mosaic"); the domain and op type must not be an op another
+  /// plugin already has (ONNX's op of the same name is another op);
   /// `infer` and `flops` are required. Register its reference kernels on "naive" with
   /// add_kernel: naive is the oracle every other backend is checked against, and the
   /// backend that runs nodes no other backend has a kernel for.

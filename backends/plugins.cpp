@@ -34,11 +34,17 @@ class Registrar final : public PluginRegistrar {
     added_.backends.push_back(name);
     return Status::ok();
   }
+  /// A kernel for an op this plugin adds is registered under the op's key (its domain and op
+  /// type: Node::op_key), so that it never runs an ONNX op of the same name; any other op
+  /// type is an ONNX op (or Mosaic's own).
   Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory,
                     KernelTraits traits) override {
     if (!factory) return Status::invalid("kernel " + backend + ":" + op_type + ": no factory");
-    MOSAIC_RETURN_IF_ERROR(registry_.add(backend, op_type, std::move(factory), std::move(traits)));
-    added_.kernels.push_back(backend + ":" + op_type);
+    std::string key = op_type;
+    for (const auto& s : schemas_)
+      if (s.op_type == op_type) key = op_key(s.domain, s.op_type);
+    MOSAIC_RETURN_IF_ERROR(registry_.add(backend, key, std::move(factory), std::move(traits)));
+    added_.kernels.push_back(backend + ":" + key);
     return Status::ok();
   }
   Status add_operator(OpSchema schema) override {
@@ -48,12 +54,19 @@ class Registrar final : public PluginRegistrar {
     return Status::ok();
   }
 
-  /// Every kernel is for an op with a schema: Mosaic's, or one this plugin adds.
+  /// Every kernel is for an op with a schema: Mosaic's, or one this plugin adds (declared
+  /// before its kernels: a kernel registered first would have been taken for ONNX's op).
   Status check_kernels() const {
-    std::set<std::string> own;
-    for (const auto& s : schemas_) own.insert(s.op_type);
+    std::set<std::string> own, own_types;
+    for (const auto& s : schemas_) {
+      own.insert(op_key(s.domain, s.op_type));
+      own_types.insert(s.op_type);
+    }
     for (const auto& k : added_.kernels) {
       const std::string op = k.substr(k.find(':') + 1);
+      if (own_types.count(op) && !own.count(op))
+        return Status::invalid("kernel " + k + ": registered before the plugin added its operator " + op +
+                               "; add the operator (add_operator) before its kernels");
       if (op != kToPlainOp && !own.count(op) && !find_schema(op))
         return Status::invalid("kernel " + k + ": no operator " + op +
                                " (neither an ONNX operator Mosaic knows nor one this plugin adds)");

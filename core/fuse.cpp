@@ -58,9 +58,9 @@ bool non_negative(const Graph& g, const std::map<std::string, size_t>& producer,
   auto p = producer.find(value);
   if (p == producer.end()) return false;
   const Node& n = g.nodes[p->second];
-  if (n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Softmax") return true;
+  if (n.op_key() == "Relu" || n.op_key() == "Sigmoid" || n.op_key() == "Softmax") return true;
   if (n.attr_string("mosaic.activation", "") == "Relu") return true;
-  if (n.op_type == "Clip") {
+  if (n.op_key() == "Clip") {
     if (g.opset < 11) return n.attr_float("min", -1.f) >= 0.f;
     if (!n.has_input(1)) return false;
     auto lo = g.initializers.find(n.inputs[1]);
@@ -137,7 +137,7 @@ bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
 /// MaxPool's Indices output.
 bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_non_negative) {
   if (pool.attr_string("auto_pad", "NOTSET") != "NOTSET" || pool.attr_int("ceil_mode", 0) != 0) return false;
-  const bool max = pool.op_type == "MaxPool";
+  const bool max = pool.op_key() == "MaxPool";
   if (max && (!input_non_negative || pool.outputs.size() > 1)) return false;
   std::vector<int64_t> extra;
   if (!spatial_zero_pads(g, pad, &extra)) return false;
@@ -171,7 +171,7 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
   FuseOptions fo;
   fo.activations = !training;
   fo.batch_norm = !training;
-  fo.swish = where_kernel({placement}, registry, "mosaic.Swish");
+  fo.swish = where_kernel({placement}, registry, "Swish");
   if (!training) {
     fo.attention = where_kernel({placement}, registry, kAttentionOp);
     fo.rms_norm = where_kernel({placement}, registry, "RMSNormalization");
@@ -216,7 +216,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       // Pad -> Conv; Pad -> MaxPool (inference: a tie between a padded zero and a real one
       // would move a gradient) / AveragePool. The consumer then reads the Pad's input.
       bool folded = false;
-      if (prod.op_type == "Pad" && consumer.op_type == "Conv" && consumer.attr_string("auto_pad", "NOTSET") == "NOTSET") {
+      if (prod.op_key() == "Pad" && consumer.op_key() == "Conv" && consumer.attr_string("auto_pad", "NOTSET") == "NOTSET") {
         std::vector<int64_t> extra;
         if (!spatial_zero_pads(g, prod, &extra)) continue;
         std::vector<int64_t> pads = consumer.attr_ints("pads", std::vector<int64_t>(extra.size(), 0));
@@ -224,12 +224,12 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
         for (size_t i = 0; i < pads.size(); ++i) pads[i] += extra[i];
         consumer.attrs["pads"] = Attribute::of_ints(pads);
         folded = true;
-      } else if (prod.op_type == "Pad" &&
-                 (consumer.op_type == "AveragePool" || (consumer.op_type == "MaxPool" && options.activations))) {
+      } else if (prod.op_key() == "Pad" &&
+                 (consumer.op_key() == "AveragePool" || (consumer.op_key() == "MaxPool" && options.activations))) {
         folded = fold_pad_into_pool(g, prod, consumer, non_negative(g, producer, prod.inputs[0]));
       }
       // Conv -> BatchNormalization (inference): the normalisation folds into the weights.
-      if (options.batch_norm && prod.op_type == "Conv" && consumer.op_type == "BatchNormalization" &&
+      if (options.batch_norm && prod.op_key() == "Conv" && consumer.op_key() == "BatchNormalization" &&
           fold_batch_norm(g, prod, consumer)) {
         folded_weights = true;
         g.value_descs.erase(prod.outputs[0]);
@@ -249,9 +249,9 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       }
       // Conv/Gemm -> an activation the element-wise table marks fusable, with its attributes
       // resolved (Clip's bounds must be constants).
-      const std::optional<UnaryOp> act = unary_op_of(consumer.op_type);
+      const std::optional<UnaryOp> act = unary_op_of(consumer.op_key());
       if (!act || !unary_info(*act).fusable || !options.activations ||
-          (prod.op_type != "Conv" && prod.op_type != "Gemm") || prod.has_attr("mosaic.activation"))
+          (prod.op_key() != "Conv" && prod.op_key() != "Gemm") || prod.has_attr("mosaic.activation"))
         continue;
       OpContext ctx;
       ctx.node = &consumer;

@@ -17,7 +17,7 @@
 //  - The RMSNorm decompositions of today's decoders (Llama, Mistral, Qwen2, T5) -> one
 //    RMSNormalization, in inference plans where the node's backend has the kernel
 //    (core/fuse_layer_norm.cpp).
-//  - SiLU written as x * Sigmoid(x) -> one mosaic.Swish, where the node's backend has the
+//  - SiLU written as x * Sigmoid(x) -> one Swish, where the node's backend has the
 //    kernel; a Conv or Gemm before it then takes it as its activation.
 //  - PyTorch's GELU decompositions (erf and tanh forms) -> one Gelu (core/fuse_gelu.cpp).
 //  - Scaled dot-product attention (MatMul, scale, mask add, Softmax, MatMul) -> one
@@ -60,7 +60,7 @@ struct FuseOptions {
   /// none). Like attention: where the backend that will run the node has the kernel, in
   /// inference plans (RMSNormalization has no backward).
   std::function<bool(const Node& fused)> rms_norm;
-  /// Which candidate mosaic.Swish nodes to create from SiLU written as x * Sigmoid(x) (empty: none):
+  /// Which candidate Swish nodes to create from SiLU written as x * Sigmoid(x) (empty: none):
   /// where every backend that will run the node has a Swish kernel, in inference and
   /// training plans alike (Swish differentiates like any row of the element-wise table).
   std::function<bool(const Node& fused)> swish;
@@ -98,7 +98,7 @@ void fuse_layer_norms(Graph& graph, FuseReport& report);
 /// The RMSNorm recognition alone (core/fuse_layer_norm.cpp), for the fused nodes `accept`
 /// takes; fuse_graph calls it with FuseOptions::rms_norm.
 void fuse_rms_norms(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
-/// The SiLU recognition alone (core/fuse_gelu.cpp), for the mosaic.Swish nodes `accept` takes;
+/// The SiLU recognition alone (core/fuse_gelu.cpp), for the Swish nodes `accept` takes;
 /// fuse_graph calls it with FuseOptions::swish.
 void fuse_swishes(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 /// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.

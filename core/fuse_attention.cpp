@@ -92,7 +92,7 @@ std::set<std::string> attention_scores(const Graph& g) {
   const fuse::Matcher M(g);
   for (const Node& f : g.nodes) {
     Match m;
-    if (f.op_type != "Softmax" || !match_at(M, g, f, &m)) continue;
+    if (f.op_key() != "Softmax" || !match_at(M, g, f, &m)) continue;
     for (size_t i = 0; i + 1 < m.parts.size(); ++i) scores.insert(m.parts[i]->outputs[0]);
   }
   return scores;
@@ -106,7 +106,7 @@ void fuse_attention(Graph& g, const std::function<bool(const Node&)>& accept, Fu
     for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
       const Node& f = g.nodes[i];
       Match m;
-      if (f.op_type != "Softmax" || !match_at(M, g, f, &m)) continue;
+      if (f.op_key() != "Softmax" || !match_at(M, g, f, &m)) continue;
       Node fused;
       fused.op_type = kAttentionOp;
       fused.domain = kAttentionDomain;

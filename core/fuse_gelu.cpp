@@ -6,7 +6,7 @@
 // and the three Muls by x, by 0.5 and by (1 + ...) in any order and grouping. Every
 // intermediate value must have one consumer and not be a graph output; constants must
 // match to float precision.
-// SiLU as x * Sigmoid(x) (either operand order), recognised as one mosaic.Swish node (alpha
+// SiLU as x * Sigmoid(x) (either operand order), recognised as one Swish node (alpha
 // 1; operators/eltwise.hpp), which the activation fusion then folds into a Conv or Gemm.
 #include <cmath>
 
@@ -113,8 +113,8 @@ void fuse_gelus(Graph& g, FuseReport& report) {
     const fuse::Matcher M(g);
     for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
       const Node& f = g.nodes[i];
-      const bool erf = f.op_type == "Erf";
-      if ((!erf && f.op_type != "Tanh") || f.inputs.size() != 1) continue;
+      const bool erf = f.op_key() == "Erf";
+      if ((!erf && f.op_key() != "Tanh") || f.inputs.size() != 1) continue;
       std::string x;
       std::vector<const Node*> parts;
       if (erf) {
@@ -150,14 +150,13 @@ void fuse_swishes(Graph& g, const std::function<bool(const Node&)>& accept, Fuse
     const fuse::Matcher M(g);
     for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
       const Node& sig = g.nodes[i];
-      if (sig.op_type != "Sigmoid" || sig.inputs.size() != 1) continue;
+      if (sig.op_key() != "Sigmoid" || sig.inputs.size() != 1) continue;
       const std::string& x = sig.inputs[0];
       const Node* mul = M.sole_consumer(sig.outputs[0], "Mul");
       if (!mul || fuse::Matcher::other(*mul, sig.outputs[0]) != x) continue;
       if (!g.value_descs.count(x) || g.value_descs.at(x).dtype != DType::kF32) continue;
       Node swish;
-      swish.op_type = "mosaic.Swish";
-      swish.domain = "mosaic";  // Mosaic's own op (operators/eltwise.hpp)
+      swish.op_type = "Swish";  // ONNX's (opset 24), alpha 1; read at its first version at any opset
       swish.name = sig.name + "+" + mul->name;
       swish.inputs = {x};
       swish.outputs = {mul->outputs[0]};

@@ -27,7 +27,7 @@ namespace {
 
 /// The first reduced axis of a ReduceMean over x's trailing axes (keepdims), or nullopt.
 std::optional<int64_t> trailing_mean_axis(const Graph& g, const Node& n) {
-  if (n.op_type != "ReduceMean" || n.inputs.empty() || !g.value_descs.count(n.inputs[0])) return std::nullopt;
+  if (n.op_key() != "ReduceMean" || n.inputs.empty() || !g.value_descs.count(n.inputs[0])) return std::nullopt;
   if (n.attr_int("keepdims", 1) != 1) return std::nullopt;
   OpContext ctx;
   ctx.node = &n;
@@ -135,7 +135,7 @@ void fuse_layer_norms(Graph& g, FuseReport& report) {
     auto scalar = [&](const Graph&, const std::string& v) { return M.scalar(v); };
     for (size_t di = 0; di < g.nodes.size() && !changed; ++di) {
       const Node& div = g.nodes[di];
-      if (div.op_type != "Div" || div.inputs.size() != 2) continue;
+      if (div.op_key() != "Div" || div.inputs.size() != 2) continue;
       const std::string& d = div.inputs[0];
       const Node* sqrt = made_by(div.inputs[1], "Sqrt");
       const Node* add = sqrt && once(div.inputs[1]) ? made_by(sqrt->inputs[0], "Add") : nullptr;

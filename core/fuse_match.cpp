@@ -17,7 +17,7 @@ Matcher::Matcher(const Graph& g) : g_(g) {
 
 const Node* Matcher::made_by(const std::string& v, const char* op) const {
   auto it = producer_.find(v);
-  return it != producer_.end() && g_.nodes[it->second].op_type == op ? &g_.nodes[it->second] : nullptr;
+  return it != producer_.end() && g_.nodes[it->second].op_key() == op ? &g_.nodes[it->second] : nullptr;
 }
 
 int Matcher::uses(const std::string& v) const {
@@ -30,7 +30,7 @@ bool Matcher::once(const std::string& v) const { return uses(v) == 1; }
 const Node* Matcher::sole_consumer(const std::string& v, const char* op) const {
   if (!once(v)) return nullptr;
   for (const auto& n : g_.nodes)
-    if (std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) return n.op_type == op ? &n : nullptr;
+    if (std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) return n.op_key() == op ? &n : nullptr;
   return nullptr;
 }
 

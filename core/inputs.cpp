@@ -52,7 +52,7 @@ int64_t index_bound(const Graph& g, const std::string& name, std::string* why) {
 std::string unguessable_reader(const Graph& g, const std::string& name) {
   std::string why;
   for_each_reader(g, name, [&](const Node& n, size_t i) {
-    const OpSchema* s = n.domain.empty() || n.domain == "ai.onnx" ? find_schema(n.op_type) : nullptr;
+    const OpSchema* s = n.domain.empty() || n.domain == "ai.onnx" ? find_schema(n.op_key()) : nullptr;
     if (!why.empty() || !s) return;
     for (int slot : s->shape_inputs)
       if (static_cast<size_t>(slot) == i)

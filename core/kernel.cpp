@@ -136,9 +136,9 @@ Capability KernelRegistry::query(const std::string& backend, const KernelContext
     cap.status = Status::unsupported("backend '" + backend + "' is unavailable here: " + why);
     return cap;
   }
-  const Entry* e = entry(backend, ctx.node->op_type);
+  const Entry* e = entry(backend, ctx.node->op_key());
   if (!e) {
-    cap.status = Status::unsupported("backend '" + backend + "' has no kernel for " + ctx.node->op_type);
+    cap.status = Status::unsupported("backend '" + backend + "' has no kernel for " + ctx.node->op_key());
     return cap;
   }
   if (Status st = check_dtypes(e->traits.dtypes, ctx); !st.is_ok()) {
@@ -197,7 +197,7 @@ Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& back
   // divide by an extent of 0 or hand a library a zero-sized primitive, and no backend needs
   // code for it. The backend that accepted the node is still the one the plan names.
   if (every_output_empty(ctx)) return std::unique_ptr<Kernel>(new EmptyOutputsKernel());
-  auto made = entry(backend, ctx.node->op_type)->factory(ctx);
+  auto made = entry(backend, ctx.node->op_key())->factory(ctx);
   if (!made.ok()) return made.status().with_context(backend);
   return made;
 }

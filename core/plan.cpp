@@ -37,7 +37,8 @@ Status Placement::add(const std::string& key, const std::string& backend, const 
     if (is_glob(name)) by_glob.emplace_back(name, backend);
     else by_name[name] = backend;
   } else {
-    if (key.empty() || key[0] == '@' || !find_schema(key)) return Status::invalid("unknown op type '" + key + "'");
+    if (key.empty() || key[0] == '@' || !find_schema(key))
+      return Status::invalid("unknown op type '" + key + "' (another domain's op by domain and op type: com.example.Op)");
     by_op[key] = backend;
   }
   return Status::ok();
@@ -88,13 +89,13 @@ const std::string& Placement::backend_for(const Node& node) const {
   for (const auto& part : parts)
     for (const auto& [pattern, backend] : by_glob)
       if (glob_match(pattern, part)) return backend;
-  auto o = by_op.find(node.op_type);
+  auto o = by_op.find(node.op_key());
   if (o != by_op.end()) return o->second;
   return default_backend;
 }
 
 bool Placement::places_explicitly(const Node& node) const {
-  if (by_name.count(node.name) || by_op.count(node.op_type)) return true;
+  if (by_name.count(node.name) || by_op.count(node.op_key())) return true;
   for (const auto& [pattern, backend] : by_glob)
     if (glob_match(pattern, node.name)) return true;
   return false;

@@ -104,7 +104,7 @@ class PlanBuilder {
   void mark_gradients() {
     if (!training_) return;
     for (size_t ni = 0; ni < original_nodes_; ++ni)
-      if (const OpSchema* schema = find_schema(g.nodes[ni].op_type))
+      if (const OpSchema* schema = find_schema(g.nodes[ni].op_key()))
         for (int i : schema->non_trainable_inputs)
           if (g.nodes[ni].has_input(static_cast<size_t>(i))) P.values_[index_.at(g.nodes[ni].inputs[i])].trainable = false;
     // Integer inputs (token ids) have no gradient, and nodes that only read them need no backward.

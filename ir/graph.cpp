@@ -53,6 +53,13 @@ std::vector<float> Node::attr_floats(const std::string& key, const std::vector<f
   return it == attrs.end() ? def : it->second.floats;
 }
 
+std::string op_key(const std::string& domain, const std::string& op_type) {
+  if (domain.empty() || domain == "ai.onnx" || domain == "mosaic") return op_type;
+  return domain + "." + op_type;
+}
+
+std::string Node::op_key() const { return mosaic::op_key(domain, op_type); }
+
 std::string Node::label() const {
   return "node '" + (name.empty() ? (outputs.empty() ? std::string("?") : outputs[0]) : name) + "' (" + op_type + ")";
 }

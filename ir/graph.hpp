@@ -62,7 +62,15 @@ struct Node {
   bool has_output(size_t i) const { return i < outputs.size() && !outputs[i].empty(); }
   /// "node 'conv1' (Conv)" for messages.
   std::string label() const;
+  /// The op's key in the schema table and the kernel registry (op_key below).
+  std::string op_key() const;
 };
+
+/// Where an op lives: ONNX's ops ("" or "ai.onnx") by their op type ("Swish"); another
+/// domain's by domain and op type ("com.example.mosaic.Swish", "com.microsoft.QLinearAdd"),
+/// so that ops of the same name in different domains never meet. Mosaic's own ops (domain
+/// "mosaic", which plugins cannot use) by their op type too ("FusedAttention").
+std::string op_key(const std::string& domain, const std::string& op_type);
 
 /// A graph input or output. Unknown dims are -1 (dim_params holds the symbolic name).
 struct ValueInfo {

@@ -212,12 +212,11 @@ inline constexpr std::array<UnaryOpInfo, static_cast<size_t>(UnaryOp::kCount)> k
      [](double x, const UnaryArgs& a) { return x > 0 ? x : a.alpha * std::expm1(x / a.alpha); },
      [](double x, double, const UnaryArgs& a) { return x > 0 ? 1.0 : std::exp(x / a.alpha); }, 0, nullptr, nullptr,
      false},
-    // SiLU (alpha = 1), which PyTorch exports as Sigmoid and Mul: the fusion pass makes that
-    // one node (core/fuse_gelu.cpp), so a Conv or Gemm can take it as its activation. Opset
-    // 24's Swish computes the same, but Mosaic's op types are one namespace across domains
-    // and the plugin examples define a custom com.example.mosaic.Swish: until ops are keyed
-    // by domain too, the row is Mosaic's own op type.
-    {UnaryOp::kSwish, "mosaic.Swish", "x * sigmoid(alpha * x)", 1, true, false, 5, 6,
+    // Opset 24's Swish; also SiLU (alpha = 1), which PyTorch exports as Sigmoid and Mul: the
+    // fusion pass makes that one Swish node (core/fuse_gelu.cpp), so that a Conv or Gemm can
+    // take it as its activation. (A plugin's com.example.mosaic.Swish is another op: ops are
+    // keyed by domain, Node::op_key.)
+    {UnaryOp::kSwish, "Swish", "x * sigmoid(alpha * x)", 1, true, false, 5, 6,
      [](double x, const UnaryArgs& a) { return x * eltwise_detail::sigmoid(a.alpha * x); },
      [](double x, double, const UnaryArgs& a) {
        const double s = eltwise_detail::sigmoid(a.alpha * x);

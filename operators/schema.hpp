@@ -59,7 +59,8 @@ Status check_schema(const OpSchema& schema);
 /// graph is prepared.
 Status add_schemas(std::vector<OpSchema> schemas);
 /// The schema for an op type, or nullptr.
-const OpSchema* find_schema(const std::string& op_type);
+/// The schema of an op by its key (Node::op_key: "Conv", "com.example.mosaic.Swish"), or nullptr.
+const OpSchema* find_schema(const std::string& key);
 /// Every op type that has a schema, sorted.
 std::vector<std::string> schema_names();
 /// Runs the schema's checks and shape inference for a node, with the node named in errors.

@@ -862,11 +862,11 @@ Status check_schema(const OpSchema& schema) {
   const std::string what = "operator " + schema.domain + (schema.domain.empty() ? "" : ".") + schema.op_type;
   if (schema.op_type.empty() || schema.op_type.find_first_of(", =@*\t\n") != std::string::npos)
     return Status::invalid(what + ": the op type must be non-empty, without spaces, ',', '=', '@' or '*'");
-  if (onnx_domain(schema.domain))
-    return Status::invalid(what + ": a custom operator needs its own domain (not ONNX's \"\" or \"ai.onnx\")");
-  if (const OpSchema* s = find_schema(schema.op_type))
-    return Status::invalid(what + ": op type " + schema.op_type + " is already defined" +
-                           (s->domain.empty() ? " by ONNX" : " in domain " + s->domain));
+  if (onnx_domain(schema.domain) || schema.domain == "mosaic")
+    return Status::invalid(what + ": a custom operator needs its own domain (not ONNX's \"\" or \"ai.onnx\", nor Mosaic's "
+                                  "\"mosaic\")");
+  if (find_schema(op_key(schema.domain, schema.op_type)))
+    return Status::invalid(what + ": op type " + schema.op_type + " is already defined in domain " + schema.domain);
   if (!schema.infer || !schema.flops) return Status::invalid(what + ": the schema needs infer and flops functions");
   if (schema.min_inputs < 0 || schema.max_inputs < schema.min_inputs || schema.min_outputs < 1 ||
       schema.max_outputs < schema.min_outputs)
@@ -878,11 +878,11 @@ Status add_schemas(std::vector<OpSchema> schemas) {
   std::set<std::string> mine;
   for (const OpSchema& schema : schemas) {
     MOSAIC_RETURN_IF_ERROR(check_schema(schema));
-    if (!mine.insert(schema.op_type).second)
+    if (!mine.insert(op_key(schema.domain, schema.op_type)).second)
       return Status::invalid("operator " + schema.domain + "." + schema.op_type + ": defined twice");
   }
   for (OpSchema& schema : schemas) {
-    std::string key = schema.op_type;
+    std::string key = op_key(schema.domain, schema.op_type);
     table().emplace(std::move(key), std::move(schema));
   }
   return Status::ok();
@@ -901,11 +901,12 @@ std::vector<std::string> schema_names() {
 
 Expected<std::vector<TensorDesc>> infer_node(const OpContext& ctx) {
   const Node& node = *ctx.node;
-  const OpSchema* s = find_schema(node.op_type);
-  if (!onnx_domain(node.domain) && (!s || s->domain != node.domain))
+  const OpSchema* s = find_schema(node.op_key());
+  if (!s && !onnx_domain(node.domain))
     return Status::unsupported(node.label() + ": operator domain '" + node.domain +
-                               "' is not supported (no loaded plugin defines " + node.domain + "." + node.op_type +
+                               "' is not supported (no loaded plugin defines " + node.op_key() +
                                "; load one with --plugin)");
+  // An ONNX-domain node never reaches another domain's op (a file naming mosaic.FusedAttention).
   if (!s || (onnx_domain(node.domain) && !s->domain.empty()))
     return Status::unsupported(node.label() + ": operator " + node.op_type + " is not supported by Mosaic");
   MOSAIC_RETURN_IF_ERROR(check_op_version(node, *s, ctx.opset));
@@ -933,12 +934,12 @@ Expected<std::vector<TensorDesc>> infer_node(const OpContext& ctx) {
 }
 
 double node_flops(const OpContext& ctx) {
-  const OpSchema* s = find_schema(ctx.node->op_type);
+  const OpSchema* s = find_schema(ctx.node->op_key());
   return s && s->flops ? s->flops(ctx) : 0.0;
 }
 
 std::vector<double> node_backward_flops(const OpContext& ctx) {
-  const OpSchema* s = find_schema(ctx.node->op_type);
+  const OpSchema* s = find_schema(ctx.node->op_key());
   std::vector<double> g = s && s->backward_flops ? s->backward_flops(ctx) : std::vector<double>{};
   g.resize(ctx.inputs.size(), 0.0);
   return g;

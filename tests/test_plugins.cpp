@@ -11,6 +11,7 @@
 
 #include "backends/plugin.hpp"
 #include "backends/plugins.hpp"
+#include "core/fuse.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -247,6 +248,62 @@ TEST(PluginLoading, AFailedRegistrationLeavesNothingRegistered) {
   EXPECT_EQ(loaded_plugins().size(), loaded);
   EXPECT_EQ(plugin_arguments(5, std::vector<const char*>{"mosaic", "info", "--plugin", "a.so", "--plugin=b.so"}.data()),
             (std::vector<std::string>{"a.so", "b.so"}));
+}
+
+/// A custom op named like ONNX's Relu, computing 2x: the kernel of one never runs the other.
+class Twice final : public Kernel {
+ public:
+  Status init(const KernelContext&) { return Status::ok(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    for (int64_t i = 0; i < src[0]->numel(); ++i) dst[0]->f32()[i] = 2 * src[0]->f32()[i];
+    return Status::ok();
+  }
+};
+
+TEST(OpKeys, AnotherDomainsOpOfAnOnnxNameNeverMeetsOnnxsOp) {
+  auto registration = [](const std::string& op, bool kernel_first) {
+    return [op, kernel_first](PluginRegistrar& r) -> Status {
+      OpSchema s;
+      s.op_type = op;
+      s.domain = "com.test.keys";
+      s.infer = [](const OpContext& c) -> Expected<std::vector<TensorDesc>> { return std::vector<TensorDesc>{c.inputs[0]}; };
+      s.flops = [](const OpContext& c) { return static_cast<double>(c.inputs[0].numel()); };
+      if (kernel_first) MOSAIC_RETURN_IF_ERROR(r.add_kernel("naive", op, make_factory<Twice>()));
+      MOSAIC_RETURN_IF_ERROR(r.add_operator(s));
+      return kernel_first ? Status::ok() : r.add_kernel("naive", op, make_factory<Twice>());
+    };
+  };
+  // A kernel registered before its operator would have been ONNX Unique's: refused.
+  Status st = register_extension("test:keys", "keys", registration("Unique", true));
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("registered before the plugin added its operator Unique"), std::string::npos)
+      << st.message();
+  ASSERT_TRUE(register_extension("test:keys", "keys", registration("Relu", false)).is_ok());
+  EXPECT_TRUE(builtin_registry().has_kernel("naive", "com.test.keys.Relu"));
+  // x -> Gemm -> com.test.keys.Relu -> ONNX Relu: the custom one is not fused into the Gemm
+  // as ONNX's activation, and each computes its own function.
+  Graph g;
+  g.source = "keys";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {1, 2}, {}, true});
+  g.initializers["w"] = Tensor::from_f32({2, 2}, {1, 0, 0, 1});
+  add_node(g, make_node("Gemm"), {"x", "w"}, {"a"}, "gemm");
+  Node custom = make_node("Relu");
+  custom.domain = "com.test.keys";
+  add_node(g, custom, {"a"}, {"b"}, "twice");
+  add_node(g, make_node("Relu"), {"b"}, {"y"}, "relu");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  const FuseReport fused = fuse_graph(g, FuseOptions{});
+  EXPECT_EQ(fused.fused, std::vector<std::string>{}) << "the custom Relu stays a node of its own";
+  for (const std::string backend : {"naive", "onednn"}) {
+    auto plan = Plan::build(g, Placement::all_on(backend), builtin_registry());
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    std::vector<Tensor> out;
+    ASSERT_TRUE(plan.value()->run({Tensor::from_f32({1, 2}, {-1.5f, 2})}, &out).is_ok());
+    EXPECT_EQ(values_of(out[0]), (std::vector<double>{0, 4})) << backend;  // relu(2 * x)
+  }
+  // --assign takes the key.
+  EXPECT_TRUE(Placement::parse("com.test.keys.Relu=naive,*=onednn", builtin_registry()).ok());
 }
 
 }  // namespace

@@ -303,7 +303,7 @@ std::vector<OpCase> forward_op_cases();
 inline Node make_node(const std::string& op, std::map<std::string, Attribute> attrs = {}) {
   Node n;
   n.op_type = op;
-  if (op.rfind("mosaic.", 0) == 0) n.domain = "mosaic";  // Mosaic's own ops (mosaic.Swish)
+  if (op.rfind("mosaic.", 0) == 0) n.domain = "mosaic";  // Mosaic's own ops (mosaic.FusedAttention)
   n.name = op + "_test";
   n.attrs = std::move(attrs);
   return n;

@@ -22,7 +22,7 @@ namespace {
 /// input gradient is not compared there. Empty for other ops.
 std::vector<int64_t> kink_elements(const Graph& graph, const Node& n, const std::map<std::string, Tensor>& value) {
   std::vector<int64_t> at;
-  const auto op = unary_op_of(n.op_type);
+  const auto op = unary_op_of(n.op_key());
   if (!op || unary_info(*op).kinks == 0 || n.inputs.empty() || !value.count(n.inputs[0])) return at;
   const Tensor& x = value.at(n.inputs[0]);
   // The attributes as every kernel reads them (Clip's bounds: attributes before opset 11,

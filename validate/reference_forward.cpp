@@ -144,7 +144,7 @@ constexpr int32_t kTrackedCode = -2;
 namespace {
 
 bool piecewise(const Node& n) {
-  const std::string& op = n.op_type;
+  const std::string op = n.op_key();
   if (const auto u = unary_op_of(op)) return unary_info(*u).kinks > 0;
   const Activation act = (op == "Conv" || op == "Gemm") ? fused_activation(n) : Activation{};
   return op == "MaxPool" || op == "GlobalMaxPool" || (act.active() && unary_info(*act.op).kinks > 0);
@@ -224,7 +224,7 @@ Expected<std::unique_ptr<ReferenceForward>> ReferenceForward::create(const Graph
     // (The first output present decides: a GRU whose Y is omitted computes its Y_h in double.)
     const auto first = std::find_if(s.out.begin(), s.out.end(), [](int v) { return v >= 0; });
     const bool float_op = first != s.out.end() && m.descs[*first].dtype == DType::kF32;
-    if (!float_op || !has_double_impl(n.op_type)) {
+    if (!float_op || !has_double_impl(n.op_key())) {
       auto k = registry.create("naive", s.ctx);
       if (!k.ok()) return k.status().with_context(g.source);
       s.float_kernel = std::move(k.value());
@@ -340,7 +340,7 @@ void ReferenceForward::Impl::observe(Step& s, Codes* codes) {
 }
 
 double ReferenceForward::Impl::piece(const Step& s, const Ambiguity& a, bool above, double x) const {
-  const std::string& op = s.node->op_type;
+  const std::string op = s.node->op_key();
   if (op == "Conv" || op == "Gemm") {
     const Activation act = fused_activation(*s.node);
     return unary_info(*act.op).piece(a.kink_index, above, x, act.args);
@@ -369,7 +369,7 @@ std::string Ambiguity::option_name(int option) const {
 
 Status ReferenceForward::Impl::run_step(Step& s, Codes* codes) {
   if (s.float_kernel) return on_float_kernel(s);
-  const std::string& op = s.node->op_type;
+  const std::string op = s.node->op_key();
   if (op == "Conv") {
     MOSAIC_RETURN_IF_ERROR(conv(s, codes));
     near_kinks(s, s.pre, true);
@@ -595,7 +595,7 @@ Status ReferenceForward::Impl::matmul(Step& s) {
 }
 
 Status ReferenceForward::Impl::binary(Step& s) {
-  const auto f = binary_info(*binary_op_of(s.node->op_type)).f;
+  const auto f = binary_info(*binary_op_of(s.node->op_key())).f;
   DTensor& y = out(s, 0);
   const auto sa = broadcast_strides(in(s, 0).shape, y.shape), sb = broadcast_strides(in(s, 1).shape, y.shape);
   const std::vector<double>& a = in(s, 0).v;
@@ -610,7 +610,7 @@ Status ReferenceForward::Impl::binary(Step& s) {
 }
 
 Status ReferenceForward::Impl::unary(Step& s, Codes* codes) {
-  const UnaryOp op = *unary_op_of(s.node->op_type);
+  const UnaryOp op = *unary_op_of(s.node->op_key());
   const UnaryOpInfo& u = unary_info(op);
   const UnaryArgs args = args_of(s, op);
   const std::vector<double>& x = in(s, 0).v;
@@ -704,7 +704,7 @@ Status ReferenceForward::Impl::transpose(Step& s) {
 /// Gather, Expand, Where, the comparisons, Not and Cast in double: the selections move the
 /// values unrounded (a model's last Gather would otherwise round every output to float).
 Status ReferenceForward::Impl::select(Step& s) {
-  const std::string& op = s.node->op_type;
+  const std::string op = s.node->op_key();
   DTensor& y = out(s, 0);
   const std::vector<double>& x = in(s, 0).v;
   if (op == "Gather") {
@@ -846,7 +846,7 @@ Status ReferenceForward::Impl::concat(Step& s) {
 /// Elements of a piecewise op's input (or a fused activation's, given its input) within 2^-16
 /// of the node's RMS of a kink of the op's row.
 void ReferenceForward::Impl::near_kinks(Step& s, const std::vector<double>& x, bool fused) const {
-  const std::string& op = s.node->op_type;
+  const std::string op = s.node->op_key();
   std::optional<UnaryOp> u;
   UnaryArgs args;
   if (fused) {
