@@ -98,6 +98,10 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
     // Attempt 0 as given; 1 with the shape-like inputs bound (where there are any); the last
     // also plans output shapes that depend on input values (NonZero, ...) from this set's
     // inputs, which binding cannot make static.
+    // An input read as a shape, axes or position (bound as a constant from attempt 1 on).
+    auto shape_like = [&](size_t i) {
+      return dtype_is_integer(inputs[i].dtype()) || !unguessable_reader(g.value(), g.value().inputs[i].name).empty();
+    };
     for (int attempt = 0; attempt < 3; ++attempt) {
       graph = g.value();
       PrepareOptions po;
@@ -105,11 +109,10 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
       for (size_t i = 0; i < inputs.size(); ++i) {
         graph.inputs[i].dims = inputs[i].shape();
         graph.inputs[i].has_shape = true;
-        const bool shape_like = bound && (dtype_is_integer(inputs[i].dtype()) ||
-                                          !unguessable_reader(graph, graph.inputs[i].name).empty());
-        if (shape_like) po.constant_inputs[graph.inputs[i].name] = inputs[i];
+        const bool bind = bound && shape_like(i);
+        if (bind) po.constant_inputs[graph.inputs[i].name] = inputs[i];
         else runtime_inputs.push_back(inputs[i]);
-        bound_float = bound_float || (shape_like && dtype_is_float(inputs[i].dtype()));
+        bound_float = bound_float || (bind && dtype_is_float(inputs[i].dtype()));
       }
       if (attempt == 2)
         po.specialise = [&runtime_inputs](const Graph&) -> Expected<std::vector<Tensor>> { return runtime_inputs; };
@@ -120,11 +123,7 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
       }
       if (attempt == 2) return classify(pr.status());
       if (attempt == 0) {
-        const bool any_shape_like = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
-          const size_t i = static_cast<size_t>(&t - inputs.data());
-          return dtype_is_integer(t.dtype()) || !unguessable_reader(graph, graph.inputs[i].name).empty();
-        });
-        bound = any_shape_like;
+        for (size_t i = 0; i < inputs.size() && !bound; ++i) bound = shape_like(i);
         if (!bound) attempt = 1;  // nothing to bind: on to planning from the values
       }
     }
