@@ -17,6 +17,7 @@
 #include "operators/loss_ops.hpp"
 #include "operators/control_flow.hpp"
 #include "operators/quantize.hpp"
+#include "operators/ms_quantize.hpp"
 #include "operators/signal.hpp"
 #include "operators/onnx_attention.hpp"
 #include "operators/params.hpp"
@@ -149,7 +150,11 @@ Result infer_conv(const OpContext& c) {
 }
 
 Result infer_pool(const OpContext& c) {
-  MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
+  // MaxPool takes int8 and uint8 too (opset 12): the QOperator models' pools between
+  // QLinearConvs.
+  const bool int8_max = c.node->op_type == "MaxPool" &&
+                        (c.inputs[0].dtype == DType::kI8 || c.inputs[0].dtype == DType::kU8) && c.opset >= 12;
+  if (!int8_max) MOSAIC_RETURN_IF_ERROR(need_float(c, 0));
   MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(c));
   Shape out{p.n, p.c};
   out.insert(out.end(), p.win.out.begin(), p.win.out.end());
@@ -825,6 +830,7 @@ std::map<std::string, OpSchema> build_table() {
   add_onnx_attention_schema(t);
   add_loss_op_schemas(t);
   add_quantize_schemas(t);
+  add_ms_quantize_schemas(t);  // after add_quantize_schemas: the domain's Quantize/DequantizeLinear reuse ONNX's
   add_control_flow_schemas(t);
   add_signal_schemas(t);
   add_einsum_schema(t);

@@ -5,6 +5,7 @@
 
 #include "backends/common/broadcast.hpp"
 #include "ir/elements.hpp"
+#include "operators/ms_quantize.hpp"
 #include "operators/quantize.hpp"
 
 namespace mosaic {
@@ -319,6 +320,9 @@ void register_quantize_kernels(BackendRegistration& r) {
   r.kernel("QLinearMatMul", make_factory<IntegerMatMulKernel>(), any);
   r.kernel("ConvInteger", make_factory<IntegerConvKernel>(), any);
   r.kernel("QLinearConv", make_factory<IntegerConvKernel>(), any);
+  // com.microsoft's QuantizeLinear and DequantizeLinear are ONNX's (operators/ms_quantize.hpp).
+  r.kernel(op_key(kMicrosoftDomain, "QuantizeLinear"), make_factory<QuantizeLinearKernel>(), any);
+  r.kernel(op_key(kMicrosoftDomain, "DequantizeLinear"), make_factory<DequantizeLinearKernel>(), any);
 }
 
 }  // namespace mosaic

@@ -23,6 +23,7 @@ class PoolKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (src[0]->dtype() == DType::kI64) return forward_integer(src, dst);
     const float* x = src[0]->f32();
     float* y = dst[0]->f32();
     int64_t* indices = dst.size() > 1 && dst[1] ? dst[1]->i64() : nullptr;
@@ -55,6 +56,33 @@ class PoolKernel final : public Kernel {
             }
           }
     }
+    return Status::ok();
+  }
+
+  /// MaxPool of int8 and uint8, which the oracle's type promotion hands over widened to
+  /// int64 (core/promote.hpp): the first maximum of each window, exactly.
+  Status forward_integer(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) const {
+    if (!is_max_) return Status::unsupported("integer pooling other than MaxPool");
+    const int64_t* x = src[0]->i64();
+    int64_t* y = dst[0]->i64();
+    int64_t* indices = dst.size() > 1 && dst[1] ? dst[1]->i64() : nullptr;
+    const int64_t in_sp = w_.in[0] * w_.in[1] * w_.in[2], out_sp = w_.out[0] * w_.out[1] * w_.out[2];
+    for (int64_t nc = 0; nc < p_.n * p_.c; ++nc)
+      for (int64_t od = 0; od < w_.out[0]; ++od)
+        for (int64_t oh = 0; oh < w_.out[1]; ++oh)
+          for (int64_t ow = 0; ow < w_.out[2]; ++ow) {
+            int64_t best = 0, best_i = -1;
+            visit_window(od, oh, ow, [&](int64_t off, int64_t id, int64_t ih, int64_t iw) {
+              const int64_t v = x[nc * in_sp + off];
+              if (best_i < 0 || v > best) {
+                best = v;
+                best_i = p_.storage_order ? (iw * w_.in[1] + ih) * w_.in[0] + id : off;
+              }
+            });
+            const int64_t o = nc * out_sp + (od * w_.out[1] + oh) * w_.out[2] + ow;
+            y[o] = best;  // a window wholly in the padding has no cell: ONNX leaves it undefined, 0 here
+            if (indices) indices[o] = nc * in_sp + best_i;
+          }
     return Status::ok();
   }
 

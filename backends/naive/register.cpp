@@ -12,6 +12,7 @@
 #include "backends/common/grid_sample.hpp"
 #include "backends/common/loss_ops.hpp"
 #include "backends/common/quantize.hpp"
+#include "backends/common/ms_quantize.hpp"
 #include "backends/common/signal.hpp"
 #include "core/control_flow.hpp"
 #include "backends/common/movement.hpp"
@@ -45,6 +46,7 @@ Status register_naive_kernels(KernelRegistry& registry) {
   register_onnx_attention_kernel(r);
   register_loss_op_kernels(r);
   register_quantize_kernels(r);
+  register_ms_quantize_kernels(r);
   register_control_flow_kernels(r);
   register_signal_kernels(r);
   register_einsum_kernel(r);

@@ -20,9 +20,10 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__fi
 CASES = []  # (name, expected error fragment)
 
 
-def model(nodes, inputs, outputs, initializers=(), opset=13):
+def model(nodes, inputs, outputs, initializers=(), opset=13, domains=()):
     g = helper.make_graph(nodes, "hostile", inputs, outputs, list(initializers))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="mosaic-hostile")
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains],
+                          producer_name="mosaic-hostile")
     m.ir_version = 8
     return m
 
@@ -163,6 +164,27 @@ case("nms_max_output_huge", model([helper.make_node("NonMaxSuppression", ["boxes
                                                                     np.float32), "boxes"),
                                    numpy_helper.from_array(np.array([[[0.9, 0.8, 0.7]]], np.float32), "scores"),
                                    i64("m", [2**62])], opset=11), "")
+# ONNX Runtime's quantised ops (com.microsoft): a zero scale, a per-column scale of the wrong
+# length, an axis out of range.
+u8 = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.UINT8, dims)
+scalar = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+zp = lambda name: numpy_helper.from_array(np.array(128, np.uint8), name)
+case("qlinearadd_zero_scale",
+     model([helper.make_node("QLinearAdd", ["a", "s", "z", "a", "s", "z", "s0", "z"], ["y"], domain="com.microsoft")],
+           [u8("a", [4])], [u8("y", None)], [scalar("s", 0.5), scalar("s0", 0.0), zp("z")], domains=["com.microsoft"]),
+     "C_scale is 0")
+case("qgemm_scale_length",
+     model([helper.make_node("QGemm", ["a", "s", "z", "b", "bs", "bz"], ["y"], domain="com.microsoft")],
+           [u8("a", [2, 3])], [f32("y", None)],
+           [scalar("s", 0.5), zp("z"), numpy_helper.from_array(np.ones([3, 4], np.int8), "b"),
+            numpy_helper.from_array(np.ones([3], np.float32), "bs"), numpy_helper.from_array(np.zeros([3], np.int8), "bz")],
+           domains=["com.microsoft"]),
+     "must be one value or one per column of B ([4])")
+case("qlinearsoftmax_axis_huge",
+     model([helper.make_node("QLinearSoftmax", ["a", "s", "z", "s", "z"], ["y"], domain="com.microsoft", axis=2**40,
+                             opset=13)],
+           [u8("a", [2, 4])], [u8("y", None)], [scalar("s", 0.5), zp("z")], domains=["com.microsoft"]),
+     "1099511627776")
 # Einsum over four 1-D inputs of 2^11: 2^44 points of label space from 32 KB of input.
 case("einsum_label_space_huge",
      model([helper.make_node("Einsum", ["a", "b", "c", "d"], ["y"], equation="i,j,k,l->")],

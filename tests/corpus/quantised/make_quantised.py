@@ -4,14 +4,18 @@ ONNX test cases whose expected outputs are ONNX Runtime's with its graph optimis
 (the graph computed as written: with them on, ONNX Runtime fuses QDQ groups into integer
 kernels with a quantised bias and differs by about one quantisation step).
 
-Forms: QDQ static per-channel (`.qdq`) and dynamic (`.dyn`: DynamicQuantizeLinear +
-MatMulInteger/ConvInteger). bert's dynamic form is left out: ONNX Runtime's MatMulInteger
+Forms: QDQ static per-channel (`.qdq`), dynamic (`.dyn`: DynamicQuantizeLinear +
+MatMulInteger/ConvInteger) and QOperator static per-channel (`.qop`: QLinearConv,
+QLinearMatMul and the com.microsoft QLinear ops and QGemm, written to cases_qoperator/: their
+kernels are ONNX Runtime's own, which round some ties and approximate the sigmoid and the
+softmax, so those cases are compared within a tolerance, docs/conformance.md). bert's dynamic form is left out: ONNX Runtime's MatMulInteger
 saturates uint8 x int8 pairs to int16 on CPUs without VNNI, so its output is not the exact
-one (bench/ort_int8_saturation.py, docs/conformance.md). QOperator models need the
-com.microsoft QLinear ops (issue 52).
+one (bench/ort_int8_saturation.py, docs/conformance.md). bert's QOperator form is left out
+too: the quantiser writes a uint8 bias into a QGemm (its initializers deduplicated by the
+exporter), which ONNX Runtime itself refuses to load, as Mosaic does.
 
 Needs onnx and onnxruntime from PyPI; the cases are committed, so the tests do not.
-usage: tests/corpus/quantised/make_quantised.py [OUT]   (default: cases/ next to this script)
+usage: tests/corpus/quantised/make_quantised.py [OUT]   (default: next to this script)
 """
 import glob
 import os
@@ -27,8 +31,11 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "cases")
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "cases")
+OUT = sys.argv[1] if len(sys.argv) > 1 else HERE
 CASES = [("resnet_hf.torchscript", "qdq"), ("resnet_hf.torchscript", "dyn"), ("bert.torchscript", "qdq")]
+# QOperator: between them every com.microsoft op the quantiser writes for these families, and
+# MaxPool on uint8.
+CASES += [(m + ".torchscript", "qop") for m in ("resnet_hf", "timm_mobilenetv3", "timm_efficientnet", "tv_shufflenet", "vit")]
 
 
 def inputs(case):
@@ -54,8 +61,8 @@ class OneBatch(CalibrationDataReader):
         return self.left.pop() if self.left else None
 
 
-def write_case(name, model_path, feeds):
-    d = os.path.join(OUT, name)
+def write_case(name, model_path, feeds, folder):
+    d = os.path.join(OUT, folder, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "test_data_set_0"))
     shutil.copy(model_path, os.path.join(d, "model.onnx"))
@@ -79,12 +86,13 @@ def main():
         pre = os.path.join(tmp, case + ".pre.onnx")
         quant_pre_process(os.path.join(CORPUS, case, "model.onnx"), pre)
         out = os.path.join(tmp, f"{case}.{form}.onnx")
-        if form == "qdq":
-            quantize_static(pre, out, OneBatch(feeds), quant_format=QuantFormat.QDQ, per_channel=True,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        if form in ("qdq", "qop"):
+            quantize_static(pre, out, OneBatch(feeds), quant_format=QuantFormat.QDQ if form == "qdq" else QuantFormat.QOperator,
+                            per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            reduce_range=form == "qop")
         else:
             quantize_dynamic(pre, out, weight_type=QuantType.QInt8)
-        write_case(f"{case}.{form}", out, feeds)
+        write_case(f"{case}.{form}", out, feeds, "cases_qoperator" if form == "qop" else "cases")
     shutil.rmtree(tmp)
     print(f"{len(CASES)} cases in {OUT} (onnxruntime {ort.__version__})")
 

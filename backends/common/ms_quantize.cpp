@@ -1,0 +1,393 @@
+#include "backends/common/ms_quantize.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/common/broadcast.hpp"
+#include "ir/elements.hpp"
+#include "operators/ms_quantize.hpp"
+#include "operators/params.hpp"
+#include "operators/quantize.hpp"
+
+namespace mosaic {
+namespace {
+
+/// A per-tensor scale and zero point (0 where the zero point is omitted).
+struct QParam {
+  float scale = 1.f;
+  int64_t zero_point = 0;
+};
+
+QParam qparam(const std::vector<const Tensor*>& src, size_t scale, size_t zero_point) {
+  QParam q;
+  q.scale = static_cast<float>(load_f64(src[scale]->dtype(), src[scale]->data(), 0));
+  if (zero_point < src.size() && src[zero_point])
+    q.zero_point = load_i64(src[zero_point]->dtype(), src[zero_point]->data(), 0);
+  return q;
+}
+
+/// A scale of zero, a negative one or a non-finite one has no quantised meaning: refused by
+/// name instead of dividing by it.
+Status check_scale(const Node& node, float s, const char* what) {
+  if (!(s > 0.f) || !std::isfinite(s))
+    return Status::invalid(node.label() + ": " + what + " is " + std::to_string(s) + "; a scale must be positive and finite");
+  return Status::ok();
+}
+
+/// The unary ops' X (scale 1, zero point 2) and Y (scale 3, zero point 4), scales checked.
+Status unary_qparams(const Node& node, const std::vector<const Tensor*>& src, QParam* x, QParam* y) {
+  *x = qparam(src, 1, 2);
+  *y = qparam(src, 3, 4);
+  MOSAIC_RETURN_IF_ERROR(check_scale(node, x->scale, "X_scale"));
+  return check_scale(node, y->scale, "Y_scale");
+}
+
+/// The output element type's range.
+struct Range8 {
+  int64_t lo = 0, hi = 255;
+  explicit Range8(DType t) { quant_int_range(t, &lo, &hi); }
+  /// round_half_even(v) + zero point, saturated; NaN gives the zero point.
+  int64_t quantise(float v, int64_t zero_point) const {
+    if (std::isnan(v)) return std::clamp(zero_point, lo, hi);
+    const float r = std::nearbyint(v) + static_cast<float>(zero_point);
+    if (r <= static_cast<float>(lo)) return lo;
+    if (r >= static_cast<float>(hi)) return hi;
+    return static_cast<int64_t>(r);
+  }
+};
+
+/// QLinearAdd and QLinearMul, broadcast: A and B's differences from their zero points scaled
+/// in float32 (Add: each by its scale over C's; Mul: their product by A's times B's over C's).
+class BinaryKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    mul_ = ctx.node->op_type == "QLinearMul";
+    a_ = ctx.inputs[0].shape;
+    b_ = ctx.inputs[3].shape;
+    out_ = ctx.outputs[0].shape;
+    type_ = ctx.outputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const QParam qa = qparam(src, 1, 2), qb = qparam(src, 4, 5), qc = qparam(src, 6, 7);
+    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qa.scale, "A_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qb.scale, "B_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qc.scale, "C_scale"));
+    const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale, rab = qa.scale * qb.scale / qc.scale;
+    const void *a = src[0]->data(), *b = src[3]->data();
+    void* y = dst[0]->data();
+    const Range8 range(type_);
+    each_broadcast<2>(out_, {a_, b_}, [&](int64_t i, const std::array<int64_t, 2>& off) {
+      const int64_t da = load_i64(type_, a, off[0]) - qa.zero_point, db = load_i64(type_, b, off[1]) - qb.zero_point;
+      const float v = mul_ ? rab * static_cast<float>(da * db)
+                           : ra * static_cast<float>(da) + rb * static_cast<float>(db);
+      store_i64(type_, y, i, range.quantise(v, qc.zero_point));
+    });
+    return Status::ok();
+  }
+
+ private:
+  const Node* node_ = nullptr;
+  bool mul_ = false;
+  Shape a_, b_, out_;
+  DType type_ = DType::kU8;
+};
+
+/// QLinearSigmoid and QLinearLeakyRelu: a table of the 256 results, each the function of the
+/// dequantised value quantised, as ONNX Runtime computes them.
+class LookupKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    sigmoid_ = ctx.node->op_type == "QLinearSigmoid";
+    alpha_ = ctx.node->attr_float("alpha", 0.01f);
+    type_ = ctx.inputs[0].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    QParam qx, qy;
+    MOSAIC_RETURN_IF_ERROR(unary_qparams(*node_, src, &qx, &qy));
+    const Range8 range(type_);
+    int64_t table[256];
+    for (int64_t q = range.lo; q <= range.hi; ++q) {
+      const float x = static_cast<float>(q - qx.zero_point) * qx.scale;
+      const float f = sigmoid_ ? 1.f / (1.f + std::exp(-x)) : (x >= 0.f ? x : alpha_ * x);
+      table[q - range.lo] = range.quantise(f / qy.scale, qy.zero_point);
+    }
+    const int64_t n = src[0]->numel();
+    for (int64_t i = 0; i < n; ++i)
+      store_i64(type_, dst[0]->data(), i, table[load_i64(type_, src[0]->data(), i) - range.lo]);
+    return Status::ok();
+  }
+
+ private:
+  const Node* node_ = nullptr;
+  bool sigmoid_ = true;
+  float alpha_ = 0.01f;
+  DType type_ = DType::kU8;
+};
+
+/// QLinearSoftmax: softmax of the dequantised values (exp in float, the sum in double) over
+/// `axis` (opset 13 and later) or over every axis from `axis` on (the Softmax of opset < 13),
+/// quantised.
+class SoftmaxKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    type_ = ctx.inputs[0].dtype;
+    const Shape& x = ctx.inputs[0].shape;
+    const int64_t rank = static_cast<int64_t>(x.size());
+    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", -1), rank, *ctx.node));
+    const bool coerce_2d = ctx.node->attr_int("opset", 13) < 13;
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t v = x[static_cast<size_t>(d)];
+      if (d < axis) outer_ *= v;
+      else if (d == axis || coerce_2d) len_ *= v;
+      else inner_ *= v;
+    }
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    QParam qx, qy;
+    MOSAIC_RETURN_IF_ERROR(unary_qparams(*node_, src, &qx, &qy));
+    const Range8 range(type_);
+    const void* x = src[0]->data();
+    void* y = dst[0]->data();
+    std::vector<double> e(static_cast<size_t>(len_));
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t i = 0; i < inner_; ++i) {
+        auto at = [&](int64_t k) { return (o * len_ + k) * inner_ + i; };
+        int64_t top = range.lo;
+        for (int64_t k = 0; k < len_; ++k) top = std::max(top, load_i64(type_, x, at(k)));
+        double sum = 0;
+        for (int64_t k = 0; k < len_; ++k) {
+          // exp of (x - max) dequantised: the zero point cancels.
+          const float d = static_cast<float>(load_i64(type_, x, at(k)) - top) * qx.scale;
+          e[static_cast<size_t>(k)] = std::exp(static_cast<double>(d));
+          sum += e[static_cast<size_t>(k)];
+        }
+        for (int64_t k = 0; k < len_; ++k)
+          store_i64(type_, y, at(k),
+                    range.quantise(static_cast<float>(e[static_cast<size_t>(k)] / sum) / qy.scale, qy.zero_point));
+      }
+    return Status::ok();
+  }
+
+ private:
+  const Node* node_ = nullptr;
+  DType type_ = DType::kU8;
+  int64_t outer_ = 1, len_ = 1, inner_ = 1;
+};
+
+/// QLinearGlobalAveragePool (NCHW or NHWC) and QLinearAveragePool (NCHW): the window's mean
+/// of the dequantised values, quantised. Global: the integer sum less the zero points, times
+/// x_scale / (y_scale * count) in float32, as ONNX Runtime's kernel forms it; windows: the
+/// float32 mean of the dequantised cells.
+class PoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    type_ = ctx.inputs[0].dtype;
+    global_ = ctx.node->op_type == "QLinearGlobalAveragePool";
+    const Shape& x = ctx.inputs[0].shape;
+    if (global_) {
+      channels_last_ = ctx.node->attr_int("channels_last", 0) != 0;
+      n_ = x[0];
+      c_ = channels_last_ ? x.back() : x[1];
+      spatial_ = shape_numel(x) / std::max<int64_t>(1, n_ * c_);
+      return Status::ok();
+    }
+    KernelContext x_only = ctx;
+    x_only.inputs.resize(1);
+    x_only.input_present.resize(1);
+    x_only.constants.resize(1);
+    MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(x_only));
+    MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    QParam qx, qy;
+    MOSAIC_RETURN_IF_ERROR(unary_qparams(*node_, src, &qx, &qy));
+    const Range8 range(type_);
+    const void* x = src[0]->data();
+    void* y = dst[0]->data();
+    if (global_) {
+      const float scale = qx.scale / (qy.scale * static_cast<float>(spatial_));
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t c = 0; c < c_; ++c) {
+          int64_t sum = 0;
+          for (int64_t s = 0; s < spatial_; ++s)
+            sum += load_i64(type_, x, channels_last_ ? (n * spatial_ + s) * c_ + c : (n * c_ + c) * spatial_ + s);
+          sum -= spatial_ * qx.zero_point;
+          store_i64(type_, y, n * c_ + c, range.quantise(static_cast<float>(sum) * scale, qy.zero_point));
+        }
+      return Status::ok();
+    }
+    const int64_t in_sp = w_.in_size(), out_sp = w_.out_size();
+    for (int64_t nc = 0; nc < p_.n * p_.c; ++nc)
+      for (int64_t o0 = 0; o0 < w_.out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < w_.out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < w_.out[2]; ++o2) {
+            float sum = 0.f;
+            int64_t count = 0;
+            w_.each_cell(o0, o1, o2, [&](int64_t off) {
+              sum += static_cast<float>(load_i64(type_, x, nc * in_sp + off) - qx.zero_point) * qx.scale;
+              ++count;
+            });
+            const int64_t cells = p_.count_include_pad ? w_.padded_cells(o0, o1, o2) : count;
+            const float mean = cells > 0 ? sum / static_cast<float>(cells) : 0.f;
+            store_i64(type_, y, nc * out_sp + (o0 * w_.out[1] + o1) * w_.out[2] + o2,
+                      range.quantise(mean / qy.scale, qy.zero_point));
+          }
+    return Status::ok();
+  }
+
+ private:
+  const Node* node_ = nullptr;
+  DType type_ = DType::kU8;
+  bool global_ = true, channels_last_ = false;
+  int64_t n_ = 0, c_ = 0, spatial_ = 1;
+  PoolParams p_;
+  Window3 w_;
+};
+
+/// QLinearConcat: each operand requantised to Y's scale and zero point (copied where they are
+/// its own), then concatenated along axis.
+class ConcatKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    type_ = ctx.outputs[0].dtype;
+    const Shape& out = ctx.outputs[0].shape;
+    const int64_t rank = static_cast<int64_t>(out.size());
+    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", 0), rank, *ctx.node));
+    for (int64_t d = 0; d < axis; ++d) outer_ *= out[static_cast<size_t>(d)];
+    for (int64_t d = axis + 1; d < rank; ++d) inner_ *= out[static_cast<size_t>(d)];
+    out_axis_ = out[static_cast<size_t>(axis)];
+    for (size_t k = 0; k < qlinear_concat_tensors(ctx); ++k)
+      axis_.push_back(ctx.inputs[2 + 3 * k].shape[static_cast<size_t>(axis)]);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const QParam qy = qparam(src, 0, 1);
+    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qy.scale, "Y_scale"));
+    const Range8 range(type_);
+    void* y = dst[0]->data();
+    int64_t start = 0;
+    for (size_t k = 0; k < axis_.size(); ++k) {
+      const size_t i = 2 + 3 * k;
+      const QParam qx = qparam(src, i + 1, i + 2);
+      MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qx.scale, "an operand's scale"));
+      const bool same = qx.scale == qy.scale && qx.zero_point == qy.zero_point;
+      const int64_t run = axis_[k] * inner_;
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t e = 0; e < run; ++e) {
+          const int64_t q = load_i64(type_, src[i]->data(), o * run + e);
+          const int64_t v = same ? q
+                                 : range.quantise(static_cast<float>(q - qx.zero_point) * qx.scale / qy.scale,
+                                                  qy.zero_point);
+          store_i64(type_, y, (o * out_axis_ + start) * inner_ + e, v);
+        }
+      start += axis_[k];
+    }
+    return Status::ok();
+  }
+
+ private:
+  const Node* node_ = nullptr;
+  DType type_ = DType::kU8;
+  int64_t outer_ = 1, inner_ = 1, out_axis_ = 0;
+  std::vector<int64_t> axis_;
+};
+
+/// QGemm: the exact integer product of (A - a_zp) and (B - b_zp) (B's per column), plus C,
+/// wrapped to int32; then times alpha * a_scale * b_scale (float32 Y) or that over y_scale,
+/// quantised.
+class QGemmKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    ta_ = ctx.node->attr_int("transA", 0) != 0;
+    tb_ = ctx.node->attr_int("transB", 0) != 0;
+    alpha_ = ctx.node->attr_float("alpha", 1.f);
+    const Shape &a = ctx.inputs[0].shape, &b = ctx.inputs[3].shape;
+    m_ = ta_ ? a[1] : a[0];
+    k_ = ta_ ? a[0] : a[1];
+    n_ = tb_ ? b[0] : b[1];
+    a_type_ = ctx.inputs[0].dtype;
+    b_type_ = ctx.inputs[3].dtype;
+    out_ = ctx.outputs[0].dtype;
+    if (ctx.has_input(6)) c_ = ctx.inputs[6].shape;
+    has_c_ = ctx.has_input(6);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const QParam qa = qparam(src, 1, 2);
+    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qa.scale, "a_scale"));
+    const Tensor* bs = src[4];
+    const Tensor* bz = src.size() > 5 ? src[5] : nullptr;
+    const bool quantised = out_ != DType::kF32;
+    QParam qy;
+    if (quantised) {
+      qy = qparam(src, 7, 8);
+      MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qy.scale, "y_scale"));
+    }
+    std::vector<float> mult(static_cast<size_t>(n_));
+    std::vector<int64_t> bzp(static_cast<size_t>(n_), 0);
+    for (int64_t j = 0; j < n_; ++j) {
+      const float s = static_cast<float>(load_f64(bs->dtype(), bs->data(), bs->numel() == 1 ? 0 : j));
+      MOSAIC_RETURN_IF_ERROR(check_scale(*node_, s, "b_scale"));
+      const float product = alpha_ * qa.scale * s;
+      mult[static_cast<size_t>(j)] = quantised ? product / qy.scale : product;
+      if (bz) bzp[static_cast<size_t>(j)] = load_i64(bz->dtype(), bz->data(), bz->numel() == 1 ? 0 : j);
+    }
+    const void *a = src[0]->data(), *b = src[3]->data();
+    const Tensor* c = has_c_ ? src[6] : nullptr;
+    const auto cs = has_c_ ? broadcast_strides(c_, Shape{m_, n_}) : std::vector<int64_t>{0, 0};
+    const Range8 range(quantised ? out_ : DType::kU8);
+    void* y = dst[0]->data();
+    for (int64_t i = 0; i < m_; ++i)
+      for (int64_t j = 0; j < n_; ++j) {
+        int64_t acc = 0;  // exact: 255 * 255 * K stays far below 2^63
+        for (int64_t k = 0; k < k_; ++k) {
+          const int64_t av = load_i64(a_type_, a, ta_ ? k * m_ + i : i * k_ + k) - qa.zero_point;
+          const int64_t bv = load_i64(b_type_, b, tb_ ? j * k_ + k : k * n_ + j) - bzp[static_cast<size_t>(j)];
+          acc += av * bv;
+        }
+        if (c) acc += load_i64(DType::kI32, c->data(), i * cs[0] + j * cs[1]);
+        const int64_t acc32 = static_cast<int32_t>(static_cast<uint32_t>(acc));  // int32 accumulation
+        const float v = static_cast<float>(acc32) * mult[static_cast<size_t>(j)];
+        if (quantised) store_i64(out_, y, i * n_ + j, range.quantise(v, qy.zero_point));
+        else dst[0]->f32()[i * n_ + j] = v;
+      }
+    return Status::ok();
+  }
+
+ private:
+  const Node* node_ = nullptr;
+  bool ta_ = false, tb_ = false, has_c_ = false;
+  float alpha_ = 1.f;
+  int64_t m_ = 0, k_ = 0, n_ = 0;
+  Shape c_;
+  DType a_type_ = DType::kU8, b_type_ = DType::kI8, out_ = DType::kF32;
+};
+
+}  // namespace
+
+void register_ms_quantize_kernels(BackendRegistration& r) {
+  const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
+  auto key = [](const char* op) { return op_key(kMicrosoftDomain, op); };
+  r.kernel(key("QLinearAdd"), make_factory<BinaryKernel>(), any);
+  r.kernel(key("QLinearMul"), make_factory<BinaryKernel>(), any);
+  r.kernel(key("QLinearSigmoid"), make_factory<LookupKernel>(), any);
+  r.kernel(key("QLinearLeakyRelu"), make_factory<LookupKernel>(), any);
+  r.kernel(key("QLinearSoftmax"), make_factory<SoftmaxKernel>(), any);
+  r.kernel(key("QLinearGlobalAveragePool"), make_factory<PoolKernel>(), any);
+  r.kernel(key("QLinearAveragePool"), make_factory<PoolKernel>(), any);
+  r.kernel(key("QLinearConcat"), make_factory<ConcatKernel>(), any);
+  r.kernel(key("QGemm"), make_factory<QGemmKernel>(), any);
+}
+
+}  // namespace mosaic

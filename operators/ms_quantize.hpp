@@ -1,0 +1,33 @@
+// The quantised operators of the com.microsoft domain that ONNX Runtime's quantiser writes in
+// its QOperator form (docs/conformance.md, "Quantised models"): QLinearAdd, QLinearMul,
+// QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
+// QLinearAveragePool, QLinearConcat and QGemm, and the domain's QuantizeLinear and
+// DequantizeLinear (ONNX's, with 16-bit and 4-bit types at any opset). Their keys are
+// "com.microsoft.QLinearAdd" and so on (ir/graph.hpp, op_key): an ONNX-domain node of the same
+// name never reaches them.
+//
+// Semantics are ONNX Runtime's documented ones (its ContribOperators.md): each op is
+// dequantize -> the float op -> quantize, with per-tensor scales and zero points (QGemm's B
+// per column too). The naive oracle computes them in float32 in the order ONNX Runtime's
+// kernels do, and rounds half to even once (backends/common/ms_quantize.cpp).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/status.hpp"
+#include "operators/op_context.hpp"
+
+namespace mosaic {
+
+struct OpSchema;
+
+/// The domain of ONNX Runtime's contributed operators.
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
+
+/// QLinearConcat's operands: input 3k + 2 is tensor k, 3k + 3 its scale, 3k + 4 its zero point.
+inline size_t qlinear_concat_tensors(const OpContext& ctx) { return (ctx.inputs.size() - 2) / 3; }
+
+void add_ms_quantize_schemas(std::map<std::string, OpSchema>& table);
+
+}  // namespace mosaic
