@@ -223,6 +223,60 @@ Expected<Descs> infer_qgemm(const OpContext& c) {
   return Descs{{out, {m, n}}};
 }
 
+/// MatMulNBits: A [..., K] times the block-quantised weights B [N, K/block, block * bits / 8]
+/// (scales and zero points per block) transposed.
+Expected<Descs> infer_matmul_nbits(const OpContext& c) {
+  const std::string& who = c.node->label();
+  MOSAIC_RETURN_IF_ERROR(need_inputs(c, 3, {0, 1, 2}));
+  MOSAIC_ASSIGN_OR_RETURN(MatMulNBitsParams p, matmul_nbits_params(c));
+  const TensorDesc& a = c.inputs[0];
+  if (a.dtype != DType::kF32 && a.dtype != DType::kF16 && a.dtype != DType::kBF16)
+    return Status::invalid(who + ": A must be float32, float16 or bfloat16, got " + dtype_name(a.dtype));
+  if (a.shape.empty() || a.shape.back() != p.k)
+    return Status::invalid(who + ": A " + shape_str(a.shape) + " must end in K = " + std::to_string(p.k));
+  auto count = [&](size_t i, int64_t want, const char* what) -> Status {
+    if (c.inputs[i].numel() != want)
+      return Status::invalid(who + ": " + what + " " + shape_str(c.inputs[i].shape) + " must hold " + std::to_string(want) +
+                             " values (N = " + std::to_string(p.n) + ", " + std::to_string(p.blocks) + " blocks of " +
+                             std::to_string(p.block_size) + " along K = " + std::to_string(p.k) + ", " +
+                             std::to_string(p.bits) + " bits)");
+    return Status::ok();
+  };
+  if (c.inputs[1].dtype != DType::kU8) return Status::invalid(who + ": B must be uint8, got " + dtype_name(c.inputs[1].dtype));
+  int64_t b_bytes = 0, per_row = 0;
+  if (!checked_mul(p.n, p.blocks, &per_row) || !checked_mul(per_row, p.block_size * p.bits / 8, &b_bytes))
+    return Status::invalid(who + ": N x K overflows");
+  MOSAIC_RETURN_IF_ERROR(count(1, b_bytes, "B"));
+  if (c.inputs[2].dtype != a.dtype)
+    return Status::invalid(who + ": scales are " + dtype_name(c.inputs[2].dtype) + ", A " + dtype_name(a.dtype));
+  MOSAIC_RETURN_IF_ERROR(count(2, per_row, "scales"));
+  if (c.has_input(3)) {
+    if (c.inputs[3].dtype == DType::kU8) {
+      int64_t zp_bytes = 0;
+      if (!checked_mul(p.n, p.zero_point_row_bytes(), &zp_bytes)) return Status::invalid(who + ": N x K overflows");
+      MOSAIC_RETURN_IF_ERROR(count(3, zp_bytes, "packed zero_points"));
+    } else if (c.inputs[3].dtype == a.dtype) {
+      MOSAIC_RETURN_IF_ERROR(count(3, per_row, "zero_points"));
+    } else {
+      return Status::invalid(who + ": zero_points must be uint8 (packed) or A's type, got " + dtype_name(c.inputs[3].dtype));
+    }
+  }
+  if (c.has_input(4)) return Status::unsupported(who + ": g_idx (deprecated, a permuted K) is not supported");
+  if (c.has_input(5)) {
+    if (c.inputs[5].dtype != a.dtype || c.inputs[5].shape != Shape{p.n})
+      return Status::invalid(who + ": bias must be " + dtype_name(a.dtype) + " [" + std::to_string(p.n) + "], got " +
+                             dtype_name(c.inputs[5].dtype) + " " + shape_str(c.inputs[5].shape));
+  }
+  Shape out(a.shape.begin(), a.shape.end() - 1);
+  out.push_back(p.n);
+  return Descs{{a.dtype, out}};
+}
+
+double f_matmul_nbits(const OpContext& c) {
+  if (c.outputs.empty()) return 0;
+  return 2.0 * static_cast<double>(c.outputs[0].numel()) * static_cast<double>(c.node->attr_int("K", 0));
+}
+
 double f_elementwise(const OpContext& c) { return 2.0 * static_cast<double>(c.outputs.empty() ? 0 : c.outputs[0].numel()); }
 double f_input(const OpContext& c) { return 2.0 * static_cast<double>(c.inputs[0].numel()); }
 double f_qgemm(const OpContext& c) {
@@ -233,6 +287,26 @@ double f_qgemm(const OpContext& c) {
 }
 
 }  // namespace
+
+Expected<MatMulNBitsParams> matmul_nbits_params(const OpContext& c) {
+  const Node& n = *c.node;
+  for (const char* a : {"K", "N", "block_size"})
+    if (!n.has_attr(a)) return Status::invalid(n.label() + ": the attribute " + a + " is missing");
+  MatMulNBitsParams p;
+  p.k = n.attr_int("K", 0);
+  p.n = n.attr_int("N", 0);
+  p.bits = n.attr_int("bits", 4);
+  p.block_size = n.attr_int("block_size", 0);
+  if (p.k < 1 || p.n < 1)
+    return Status::invalid(n.label() + ": K " + std::to_string(p.k) + " and N " + std::to_string(p.n) + " must be positive");
+  if (p.bits != 2 && p.bits != 4 && p.bits != 8)
+    return Status::unsupported(n.label() + ": bits " + std::to_string(p.bits) + " (Mosaic reads 2, 4 and 8)");
+  if (p.block_size < 16 || p.block_size > (int64_t{1} << 20) || (p.block_size & (p.block_size - 1)) != 0)
+    return Status::invalid(n.label() + ": block_size " + std::to_string(p.block_size) +
+                           " must be a power of two from 16 (to 2^20)");
+  p.blocks = p.k / p.block_size + (p.k % p.block_size != 0);
+  return p;
+}
 
 void add_ms_quantize_schemas(std::map<std::string, OpSchema>& t) {
   auto add = [&](const char* op, int imin, int imax, Expected<Descs> (*infer)(const OpContext&),
@@ -254,6 +328,8 @@ void add_ms_quantize_schemas(std::map<std::string, OpSchema>& t) {
       "each operand requantised to Y's scale and zero point, concatenated along axis");
   add("QGemm", 1, 9, infer_qgemm, f_qgemm,
       "int32 (A - a_zp)(B - b_zp) + C scaled by alpha a_scale b_scale (B per column), quantised or float32");
+  add("MatMulNBits", 1, 6, infer_matmul_nbits, f_matmul_nbits,
+      "A x dequantised B^T: B in 2-, 4- or 8-bit blocks along K, a scale and zero point per block (+ bias)");
   // The domain's QuantizeLinear and DequantizeLinear: ONNX's (quant_linear_params), whatever
   // the model's ONNX opset (16-bit and 4-bit types included).
   const OpSchema& q = t.at("QuantizeLinear");

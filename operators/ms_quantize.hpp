@@ -1,7 +1,8 @@
 // The quantised operators of the com.microsoft domain that ONNX Runtime's quantiser writes in
 // its QOperator form (docs/conformance.md, "Quantised models"): QLinearAdd, QLinearMul,
 // QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
-// QLinearAveragePool, QLinearConcat and QGemm, and the domain's QuantizeLinear and
+// QLinearAveragePool, QLinearConcat and QGemm; MatMulNBits, the block-quantised weights of
+// today's LLM exports (2, 4 or 8 bits); and the domain's QuantizeLinear and
 // DequantizeLinear (ONNX's, with 16-bit and 4-bit types at any opset). Their keys are
 // "com.microsoft.QLinearAdd" and so on (ir/graph.hpp, op_key): an ONNX-domain node of the same
 // name never reaches them.
@@ -27,6 +28,15 @@ inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 
 /// QLinearConcat's operands: input 3k + 2 is tensor k, 3k + 3 its scale, 3k + 4 its zero point.
 inline size_t qlinear_concat_tensors(const OpContext& ctx) { return (ctx.inputs.size() - 2) / 3; }
+
+/// MatMulNBits' geometry (attributes K, N, bits, block_size), checked: B is [N, blocks,
+/// block_size * bits / 8] bytes, low bits first within each byte.
+struct MatMulNBitsParams {
+  int64_t k = 0, n = 0, bits = 4, block_size = 32, blocks = 0;
+  /// Bytes per row of packed zero points: blocks * bits / 8 rounded up.
+  int64_t zero_point_row_bytes() const { return blocks / 8 * bits + (blocks % 8 * bits + 7) / 8; }  // no overflow
+};
+Expected<MatMulNBitsParams> matmul_nbits_params(const OpContext& ctx);
 
 void add_ms_quantize_schemas(std::map<std::string, OpSchema>& table);
 

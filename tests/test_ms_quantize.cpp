@@ -186,6 +186,53 @@ TEST(MsQuantize, MicrosoftQuantizeLinearIsOnnxsAtAnyOpset) {
   EXPECT_EQ(run_naive(dq), (std::vector<double>{1000, 4}));
 }
 
+TEST(MsQuantize, MatMulNBitsUnpacksBlocksLowBitsFirst) {
+  // 4 bits, K 16 in one block, N 2. Row 0: every value 9, packed zero point 8, scale 0.5: w 0.5.
+  // Row 1: bytes 0xF0 (k even 0, k odd 15), zero point 3, scale 1: w -3 and 12. A all ones:
+  // 8 and 72, + bias [1, -2].
+  std::vector<double> b(16, 0x99);
+  for (int i = 8; i < 16; ++i) b[static_cast<size_t>(i)] = 0xF0;
+  const std::map<std::string, Attribute> attrs = {
+      {"K", A::of_int(16)}, {"N", A::of_int(2)}, {"bits", A::of_int(4)}, {"block_size", A::of_int(16)}};
+  const Tensor ones = Tensor::from_f32({1, 16}, std::vector<float>(16, 1.f));
+  Shape s;
+  EXPECT_EQ(run_naive(ms_case("MatMulNBits", {ones, u8({2, 1, 8}, b), Tensor::from_f32({2, 1}, {0.5f, 1.f}),
+                                              u8({2, 1}, {8, 3}), Tensor(), Tensor::from_f32({2}, {1, -2})},
+                              attrs),
+                      &s),
+            (std::vector<double>{9, 70}));
+  EXPECT_EQ(s, (Shape{1, 2}));
+  // 2 bits, K 20: two blocks of 16, the second holding 4. Every value 3, no zero point (the
+  // default 2), scales 1 and 10: 16 * 1 + 4 * 10.
+  EXPECT_EQ(run_naive(ms_case("MatMulNBits", {Tensor::from_f32({20}, std::vector<float>(20, 1.f)),
+                                              u8({1, 2, 4}, std::vector<double>(8, 0xFF)), Tensor::from_f32({1, 2}, {1, 10})},
+                              {{"K", A::of_int(20)}, {"N", A::of_int(1)}, {"bits", A::of_int(2)}, {"block_size", A::of_int(16)}})),
+            (std::vector<double>{56}));
+  // 8 bits, values 0..15, a float zero point 5.5, scale 2: the sum of 2k - 11.
+  std::vector<double> q8(16);
+  for (int k = 0; k < 16; ++k) q8[static_cast<size_t>(k)] = k;
+  EXPECT_EQ(run_naive(ms_case("MatMulNBits", {ones, u8({1, 1, 16}, q8), Tensor::from_f32({1, 1}, {2}),
+                                              Tensor::from_f32({1, 1}, {5.5f})},
+                              {{"K", A::of_int(16)}, {"N", A::of_int(1)}, {"bits", A::of_int(8)}, {"block_size", A::of_int(16)}})),
+            (std::vector<double>{64}));
+  // Refusals: a bit width Mosaic does not read, B of the wrong size, the deprecated g_idx.
+  std::map<std::string, Attribute> three = attrs;
+  three["bits"] = A::of_int(3);
+  EXPECT_NE(failure(ms_case("MatMulNBits", {ones, u8({2, 1, 8}, b), Tensor::from_f32({2, 1}, {0.5f, 1.f})}, three))
+                .find("bits 3"),
+            std::string::npos);
+  EXPECT_NE(failure(ms_case("MatMulNBits", {ones, u8({2, 1, 7}, std::vector<double>(14, 0)),
+                                            Tensor::from_f32({2, 1}, {0.5f, 1.f})},
+                            attrs))
+                .find("B [2,1,7] must hold 16 values"),
+            std::string::npos);
+  EXPECT_NE(failure(ms_case("MatMulNBits", {ones, u8({2, 1, 8}, b), Tensor::from_f32({2, 1}, {0.5f, 1.f}), Tensor(),
+                                            typed(DType::kI32, {16}, std::vector<double>(16, 0))},
+                            attrs))
+                .find("g_idx"),
+            std::string::npos);
+}
+
 TEST(MsQuantize, MaxPoolTakesEightBitIntegersFromOpset12) {
   const std::map<std::string, Attribute> k2 = {{"kernel_shape", A::of_ints({2, 2})}};
   DType t = DType::kCount;

@@ -374,6 +374,58 @@ class QGemmKernel final : public Kernel {
   DType a_type_ = DType::kU8, b_type_ = DType::kI8, out_ = DType::kF32;
 };
 
+/// MatMulNBits: B's blocks dequantised in float32, (q - zero point) * scale, the product
+/// accumulated in double and rounded once to A's type, + bias.
+class MatMulNBitsKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, matmul_nbits_params(ctx));
+    type_ = ctx.inputs[0].dtype;
+    rows_ = ctx.inputs[0].numel() / p_.k;
+    zp_ = ctx.has_input(3) ? ctx.inputs[3].dtype : DType::kCount;
+    bias_ = ctx.has_input(5);
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const int64_t K = p_.k, N = p_.n, bits = p_.bits, blob = p_.block_size * bits / 8;
+    const uint8_t* b = static_cast<const uint8_t*>(src[1]->data());
+    const void* scales = src[2]->data();
+    const void* zp = zp_ != DType::kCount ? src[3]->data() : nullptr;
+    const int64_t mask = (int64_t{1} << bits) - 1, per_byte = 8 / bits;
+    // The packed k-th value of a row of bytes: low bits first.
+    auto unpack = [&](const uint8_t* row, int64_t k) { return (row[k / per_byte] >> (k % per_byte * bits)) & mask; };
+    std::vector<float> w(static_cast<size_t>(K));
+    const void* a = src[0]->data();
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t blk = 0; blk < p_.blocks; ++blk) {
+        const int64_t at = n * p_.blocks + blk;
+        const float scale = static_cast<float>(load_f64(type_, scales, at));
+        float zero = static_cast<float>(int64_t{1} << (bits - 1));  // the default: the middle of the range
+        if (zp && zp_ == DType::kU8)
+          zero = static_cast<float>(unpack(static_cast<const uint8_t*>(zp) + n * p_.zero_point_row_bytes(), blk));
+        else if (zp)
+          zero = static_cast<float>(load_f64(zp_, zp, at));
+        const uint8_t* block = b + at * blob;
+        for (int64_t j = 0; j < p_.block_size && blk * p_.block_size + j < K; ++j)
+          w[static_cast<size_t>(blk * p_.block_size + j)] = (static_cast<float>(unpack(block, j)) - zero) * scale;
+      }
+      for (int64_t m = 0; m < rows_; ++m) {
+        double sum = bias_ ? load_f64(type_, src[5]->data(), n) : 0.0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += load_f64(type_, a, m * K + k) * static_cast<double>(w[static_cast<size_t>(k)]);
+        store_f64(type_, dst[0]->data(), m * N + n, sum);
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  MatMulNBitsParams p_;
+  DType type_ = DType::kF32, zp_ = DType::kCount;
+  int64_t rows_ = 0;
+  bool bias_ = false;
+};
+
 }  // namespace
 
 void register_ms_quantize_kernels(BackendRegistration& r) {
@@ -388,6 +440,7 @@ void register_ms_quantize_kernels(BackendRegistration& r) {
   r.kernel(key("QLinearAveragePool"), make_factory<PoolKernel>(), any);
   r.kernel(key("QLinearConcat"), make_factory<ConcatKernel>(), any);
   r.kernel(key("QGemm"), make_factory<QGemmKernel>(), any);
+  r.kernel(key("MatMulNBits"), make_factory<MatMulNBitsKernel>(), any);
 }
 
 }  // namespace mosaic

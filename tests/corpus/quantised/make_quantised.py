@@ -14,6 +14,10 @@ one (bench/ort_int8_saturation.py, docs/conformance.md). bert's QOperator form i
 too: the quantiser writes a uint8 bias into a QGemm (its initializers deduplicated by the
 exporter), which ONNX Runtime itself refuses to load, as Mosaic does.
 
+Weight-only (`.nbitsB`, in cases_nbits/): ONNX Runtime's MatMulNBitsQuantizer rewrites the
+constant-weight MatMuls of four decoders into com.microsoft MatMulNBits at 2, 4 and 8 bits,
+symmetric and not; expected outputs are ONNX Runtime's float32 ones (accuracy_level unset).
+
 Needs onnx and onnxruntime from PyPI; the cases are committed, so the tests do not.
 usage: tests/corpus/quantised/make_quantised.py [OUT]   (default: next to this script)
 """
@@ -78,6 +82,12 @@ def write_case(name, model_path, feeds, folder):
             f.write(numpy_helper.from_array(a, o.name).SerializeToString())
 
 
+# (corpus case, bits, block size, symmetric): between them packed zero points, none (the default
+# 2^(bits-1)), one block and several per row.
+NBITS = [("llama.dynamo", 4, 32, False), ("gpt2.torchscript", 4, 16, True), ("qwen2.dynamo", 8, 32, False),
+         ("phi.dynamo", 2, 16, False)]
+
+
 def main():
     tmp = os.path.join(OUT, ".work")
     os.makedirs(tmp, exist_ok=True)
@@ -93,8 +103,16 @@ def main():
         else:
             quantize_dynamic(pre, out, weight_type=QuantType.QInt8)
         write_case(f"{case}.{form}", out, feeds, "cases_qoperator" if form == "qop" else "cases")
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    for case, bits, block, symmetric in NBITS:
+        q = MatMulNBitsQuantizer(onnx.load(os.path.join(CORPUS, case, "model.onnx")), bits=bits, block_size=block,
+                                 is_symmetric=symmetric)
+        q.process()
+        out = os.path.join(tmp, f"{case}.nbits{bits}.onnx")
+        q.model.save_model_to_file(out)
+        write_case(f"{case}.nbits{bits}", out, inputs(case), "cases_nbits")
     shutil.rmtree(tmp)
-    print(f"{len(CASES)} cases in {OUT} (onnxruntime {ort.__version__})")
+    print(f"{len(CASES) + len(NBITS)} cases in {OUT} (onnxruntime {ort.__version__})")
 
 
 if __name__ == "__main__":
