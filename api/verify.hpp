@@ -18,6 +18,11 @@ struct VerifyOptions {
   std::string backend = "naive";
   std::string filter;
   double rtol = 1e-3, atol = 1e-5;
+  /// Compare each quantised output within one quantisation step (atol raised to it): the
+  /// largest scale of the DequantizeLinear that produces it, or 1 for an integer output of a
+  /// quantising op. Two correct computations may round a tie between steps either way; the
+  /// verdict's detail says when a step was allowed. --exact-quantised turns it off.
+  bool quantisation_step = true;
   bool quiet = false;      ///< the CLI prints only failures
   /// Run the graph the timed plans run: fused (core/fuse.hpp), so the rewrites are checked
   /// against the expected outputs too. --no-fuse runs the graph as stored.

@@ -10,6 +10,7 @@ std::string with_flags(const std::string& message) {
   // Where the flag is not --NAME with dashes: negated booleans, renamed lists.
   static const std::pair<const char*, const char*> exceptions[] = {
       {"`evaluate` false", "--no-eval"}, {"`check` false", "--no-check"}, {"`fuse` false", "--no-fuse"},
+      {"`quantisation_step` false", "--exact-quantised"},
       {"`shapes`", "--shape"},           {"`plugins`", "--optimizer-plugin"}, {"`modes`", "--mode"},
       {"`inputs`", "--input"},
       {"`output`", "-o"},

@@ -33,7 +33,7 @@ struct InfoFlags {
 /// `mosaic verify`.
 struct VerifyFlags {
   VerifyOptions verify;
-  bool verify_no_fuse = false;
+  bool verify_no_fuse = false, verify_exact_quantised = false;
 
   CLI::App* add(CLI::App& app) {
     const std::vector<std::string> registered = builtin_registry().backends();
@@ -43,6 +43,8 @@ struct VerifyFlags {
     verify_cmd->add_option("--filter", verify.filter, "only cases whose name matches this regular expression");
     verify_cmd->add_option("--rtol", verify.rtol, "relative tolerance")->capture_default_str();
     verify_cmd->add_option("--atol", verify.atol, "absolute tolerance")->capture_default_str();
+    verify_cmd->add_flag("--exact-quantised", verify_exact_quantised,
+                         "compare quantised outputs at --atol too (default: within one quantisation step of their scale)");
     verify_cmd->add_flag("--quiet", verify.quiet, "print only failures and the summary");
     verify_cmd->add_option("--fallback", verify.fallback,
                            "a backend for the nodes the checked one has no kernel for (default: none, the case is UNSUPPORTED)");
@@ -60,6 +62,7 @@ struct VerifyFlags {
 
   int run() {
     verify.fuse = !verify_no_fuse;
+    verify.quantisation_step = !verify_exact_quantised;
     return run_verify(verify);
   }
 };

@@ -4,7 +4,7 @@ ONNX backend-test directories (model.onnx + test_data_set_N/{input,output}_K.pb)
 
     python -m venv /tmp/venv && /tmp/venv/bin/pip install onnx==1.23.2 numpy
     /tmp/venv/bin/python scripts/onnx_node_tests.py build/onnx-node-tests
-    build/mosaic verify build/onnx-node-tests/node --backend all
+    build/mosaic verify build/onnx-node-tests/node --backend all --exact-quantised
 
 Needs onnx from PyPI (Debian's libonnx-testdata is onnx 1.12, opsets up to 17). Cases whose
 inputs or outputs are sequences, maps or optionals are written too (Mosaic reports them as

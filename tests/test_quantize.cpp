@@ -7,8 +7,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
+#include "api/verify.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "ir/elements.hpp"
 #include "test_util.hpp"
@@ -193,6 +195,50 @@ TEST_F(SubByteFiles, PackedInFilesOneElementPerByteInMemory) {
   auto ft = load_tensor_pb(write(f8, "f8.pb"));
   ASSERT_TRUE(ft.ok()) << ft.status().to_string();
   EXPECT_EQ(values_of(*ft), (std::vector<double>{448, -1}));
+}
+
+class QuantisedVerify : public ScratchDirTest {
+ protected:
+  QuantisedVerify() : ScratchDirTest("mosaic_qverify_") {}
+};
+
+TEST_F(QuantisedVerify, OutputsAreComparedWithinOneQuantisationStepAndTheVerdictSaysSo) {
+  // resnet's QDQ case ends in a DequantizeLinear of scale 0.00728 (docs/conformance.md).
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(MOSAIC_SOURCE_DIR) / "tests/corpus/quantised/cases/resnet_hf.torchscript.qdq";
+  const fs::path dst = dir_ / "case";
+  fs::copy(src, dst, fs::copy_options::recursive);
+  const std::string out = (dst / "test_data_set_0" / "output_0.pb").string();
+  std::string name;
+  auto t = load_tensor_pb(out, &name);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Tensor exact = t.value().clone();
+  api::VerifyOptions o;
+  o.paths = {dst.string()};
+  o.rtol = 0;
+  o.atol = 0;
+  // The expected outputs moved by `steps` of the output's scale at one element.
+  auto judged = [&](double steps, bool step_allowed) {
+    Tensor moved = exact.clone();
+    moved.f32()[3] += static_cast<float>(steps * 0.00727798f);
+    EXPECT_TRUE(save_tensor_pb(moved, name, out).is_ok());
+    o.quantisation_step = step_allowed;
+    auto r = api::verify(o);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() && !r->cases.empty() ? r->cases[0] : api::VerifyCase{};
+  };
+  // Half a step away (a tie rounded the other way is one step at most): passed, and said so.
+  api::VerifyCase c = judged(0.5, true);
+  EXPECT_EQ(c.verdict, api::CaseVerdict::kPassed) << c.detail;
+  EXPECT_NE(c.detail.find("within one quantisation step (0.00728)"), std::string::npos) << c.detail;
+  // Compared exactly (--exact-quantised), the same output fails; two steps away fail either way.
+  EXPECT_EQ(judged(0.5, false).verdict, api::CaseVerdict::kFailed);
+  c = judged(2.0, true);
+  EXPECT_EQ(c.verdict, api::CaseVerdict::kFailed) << c.detail;
+  // The unmoved outputs pass exactly.
+  c = judged(0.0, false);
+  EXPECT_EQ(c.verdict, api::CaseVerdict::kPassed) << c.detail;
+  EXPECT_EQ(c.detail.find("quantisation step"), std::string::npos) << c.detail;
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ const std::vector<Field<VerifyOptions>>& verify_fields() {
       float_field<VerifyOptions>("rtol", [](VerifyOptions& o) -> auto& { return o.rtol; }),
       float_field<VerifyOptions>("atol", [](VerifyOptions& o) -> auto& { return o.atol; }),
       bool_field<VerifyOptions>("fuse", [](VerifyOptions& o) -> auto& { return o.fuse; }),
+      bool_field<VerifyOptions>("quantisation_step", [](VerifyOptions& o) -> auto& { return o.quantisation_step; }),
       str_field<VerifyOptions>("fallback", [](VerifyOptions& o) -> auto& { return o.fallback; }),
       int_field<VerifyOptions>("threads", [](VerifyOptions& o) -> auto& { return o.common.threads; }),
   };
