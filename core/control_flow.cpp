@@ -17,11 +17,24 @@ thread_local const SubgraphScope* t_scope = nullptr;
 
 size_t declared_inputs(const Node& n) { return n.inputs.size() - n.outer_scope_inputs(); }
 
+/// The values of a Loop body's declared inputs known before it runs: the iteration number 0,
+/// and the condition and loop-carried values where they are constants (undefined elsewhere).
+std::vector<Tensor> first_iteration(const OpContext& c) {
+  std::vector<Tensor> v{Tensor::from_i64({}, {0})};
+  for (size_t i = 1; i < declared_inputs(*c.node); ++i) {
+    const Tensor* t = i < c.constants.size() ? c.constants[i] : nullptr;  // not constant(): no value is needed
+    v.push_back(t ? *t : Tensor());
+  }
+  return v;
+}
+
 /// `body` ready to plan: its declared inputs given `declared`'s descriptors, the outer values
 /// it may read bound (constants as initializers, the rest as further inputs, in the node's
-/// order), prepared (inferred and folded).
+/// order), prepared (inferred and folded). Where `values` is given, each of its defined
+/// tensors is bound as the declared input's value (a Loop body planned for one iteration).
 Expected<Graph> instantiate(const Graph& body, const std::string& what, const std::vector<TensorDesc>& declared,
-                            const OpContext& ctx, const KernelRegistry& registry, const PrepareOptions& options) {
+                            const OpContext& ctx, const KernelRegistry& registry, const PrepareOptions& options,
+                            const std::vector<Tensor>* values = nullptr) {
   const Node& n = *ctx.node;
   Graph g = body;
   g.opset = ctx.opset;
@@ -48,6 +61,18 @@ Expected<Graph> instantiate(const Graph& body, const std::string& what, const st
         g.inputs.push_back(ValueInfo{name, ctx.inputs[k].dtype, ctx.inputs[k].shape, {}, true});
       }
     }
+  }
+  if (values) {
+    std::vector<ValueInfo> kept;
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      if (i >= values->size() || !(*values)[i].defined()) {
+        kept.push_back(g.inputs[i]);
+        continue;
+      }
+      g.initializers[g.inputs[i].name] = (*values)[i];
+      g.constants.insert(g.inputs[i].name);
+    }
+    g.inputs = std::move(kept);
   }
   PrepareOptions sub;
   sub.fold_backend = options.fold_backend;
@@ -164,7 +189,17 @@ Expected<std::vector<TensorDesc>> infer(const OpContext& c) {
     if (c.has_input(1) && (c.inputs[1].dtype != DType::kBool || c.inputs[1].numel() != 1))
       return Status::invalid(n.label() + ": cond must be one bool, got " + desc_str(c.inputs[1]));
     const std::vector<TensorDesc> in = loop_body_inputs(c);
-    MOSAIC_ASSIGN_OR_RETURN(Graph g, instantiate(*body, "body", in, c, reg, opt));
+    auto planned = instantiate(*body, "body", in, c, reg, opt);
+    if (!planned.ok()) {
+      // Shapes that depend on the iteration's values (a Slice at the iteration number): the
+      // body as at iteration 0, with the values known here; LoopKernel then plans each
+      // iteration with its own values and checks them against these shapes.
+      const std::vector<Tensor> first = first_iteration(c);
+      auto probe = instantiate(*body, "body", in, c, reg, opt, &first);
+      if (!probe.ok()) return planned.status();
+      planned = std::move(probe);
+    }
+    const Graph& g = planned.value();
     const auto out = output_descs(g);
     const size_t carried = in.size() - 2;
     if (out.size() < carried + 1 || out.size() - 1 - carried != n.outputs.size() - carried || n.outputs.size() < carried)
@@ -204,16 +239,19 @@ struct SubPlan {
 };
 
 Expected<SubPlan> plan_for(const Graph& body, const std::string& what, const std::vector<TensorDesc>& declared,
-                           const KernelContext& ctx, const KernelRegistry& registry, const std::string& backend) {
-  MOSAIC_ASSIGN_OR_RETURN(Graph g, instantiate(body, what, declared, ctx, registry, PrepareOptions{}));
+                           const KernelContext& ctx, const KernelRegistry& registry, const std::string& backend,
+                           const std::vector<Tensor>* values = nullptr) {
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, instantiate(body, what, declared, ctx, registry, PrepareOptions{}, values));
   SubPlan s;
   s.declared = declared.size();
+  if (values)
+    for (size_t i = 0; i < values->size() && i < declared.size(); ++i) s.declared -= (*values)[i].defined();
   const Node& n = *ctx.node;
   const size_t first = declared_inputs(n);
   static const std::vector<std::string> kNone;
   auto it = n.attrs.find("mosaic.outer_scope");
   const std::vector<std::string>& outer = it == n.attrs.end() ? kNone : it->second.strings;
-  for (size_t i = declared.size(); i < g.inputs.size(); ++i)
+  for (size_t i = s.declared; i < g.inputs.size(); ++i)
     for (size_t j = 0; j < outer.size(); ++j)
       if (outer[j] == g.inputs[i].name) s.node_input.push_back(static_cast<int>(first + j));
   auto plan = Plan::build(g, Placement::all_on(backend, {}), registry);
@@ -273,8 +311,8 @@ class SubgraphKernel : public Kernel {
 
  protected:
   Expected<SubPlan> plan(const Graph& body, const std::string& what, const std::vector<TensorDesc>& declared,
-                         const KernelContext& ctx) {
-    return plan_for(body, what, declared, ctx, registry_, backend_);
+                         const KernelContext& ctx, const std::vector<Tensor>* values = nullptr) {
+    return plan_for(body, what, declared, ctx, registry_, backend_, values);
   }
   const KernelRegistry& registry_;
   std::string backend_;
@@ -321,8 +359,21 @@ class LoopKernel final : public SubgraphKernel {
     node_ = ctx.node;
     MOSAIC_ASSIGN_OR_RETURN(steps_, trip_count(ctx));
     carried_ = declared_inputs(*node_) - 2;
-    MOSAIC_ASSIGN_OR_RETURN(body_, plan(*node_->attr_graph("body"), "body", loop_body_inputs(ctx), ctx));
     has_cond_ = ctx.has_input(1);
+    auto planned = plan(*node_->attr_graph("body"), "body", loop_body_inputs(ctx), ctx);
+    if (planned.ok()) {
+      body_ = std::move(planned).value();
+      return Status::ok();
+    }
+    // A body whose shapes depend on the iteration's values (infer planned it as at
+    // iteration 0): each iteration is prepared and planned with its values bound. Refused
+    // here, as before, unless iteration 0 can be planned that way.
+    const std::vector<Tensor> first = first_iteration(ctx);
+    auto probe = plan(*node_->attr_graph("body"), "body", loop_body_inputs(ctx), ctx, &first);
+    if (!probe.ok()) return planned.status();
+    ctx_ = ctx;
+    descs_ = loop_body_inputs(ctx);
+    per_iteration_ = true;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -337,9 +388,20 @@ class LoopKernel final : public SubgraphKernel {
       std::vector<Tensor> in{scalar_i64(i), scalar_bool(cond)};
       for (const Tensor& v : values) in.push_back(v);
       std::vector<Tensor> out;
-      MOSAIC_RETURN_IF_ERROR(run_sub(body_, std::move(in), src, &out));
+      if (per_iteration_) {
+        MOSAIC_ASSIGN_OR_RETURN(SubPlan once, plan(*node_->attr_graph("body"), "body", descs_, ctx_, &in));
+        MOSAIC_RETURN_IF_ERROR(run_sub(once, {}, src, &out).with_context("iteration " + std::to_string(i)));
+      } else {
+        MOSAIC_RETURN_IF_ERROR(run_sub(body_, std::move(in), src, &out));
+      }
       cond = out[0].get(0) != 0;
-      for (size_t k = 0; k < carried_; ++k) values[k] = out[1 + k].clone();
+      for (size_t k = 0; k < carried_; ++k) {
+        if (per_iteration_ && (out[1 + k].shape() != values[k].shape() || out[1 + k].dtype() != values[k].dtype()))
+          return Status::invalid(node_->label() + ": the body turns loop-carried value " + std::to_string(k) + " from " +
+                                 desc_str(values[k].desc()) + " to " + desc_str(out[1 + k].desc()) + " at iteration " +
+                                 std::to_string(i) + "; Mosaic plans static shapes");
+        values[k] = out[1 + k].clone();
+      }
       for (size_t k = 0; k < scans; ++k) {
         Tensor* y = dst[carried_ + k];
         if (!y) continue;
@@ -364,6 +426,11 @@ class LoopKernel final : public SubgraphKernel {
   size_t carried_ = 0;
   bool has_cond_ = false;
   SubPlan body_;
+  // A body planned per iteration: the node's context (its constants live in the enclosing
+  // plan, which outlives this kernel) and the declared inputs' descriptors.
+  bool per_iteration_ = false;
+  KernelContext ctx_;
+  std::vector<TensorDesc> descs_;
 };
 
 class ScanKernel final : public SubgraphKernel {

@@ -229,6 +229,64 @@ TEST_F(ControlFlow, ALoopThatStopsEarlyOrHasNoTripCountIsRefusedNotCutShort) {
   EXPECT_NE(st.message().find("scan outputs without a trip count"), std::string::npos) << st.message();
 }
 
+/// Loop(M = 3, v = x [1]) over an outer table [10, 20, 30, 40]: each iteration slices the table
+/// at its iteration number (a Slice whose starts are values known only as the loop runs,
+/// onnx's test_loop11), [i, i + 1) or, `growing`, [0, i + 1); v += the slice, scan output the slice.
+void slicing_loop_model(onnx::GraphProto* m, bool growing) {
+  add_input(m, "x", onnx::TensorProto::FLOAT, {1});
+  add_scalar(m, "M", onnx::TensorProto::INT64, 3);
+  add_floats(m, "table", {4}, {10, 20, 30, 40});
+  auto* n = add_node(m, "Loop", {"M", "", "x"}, {"v_final", "rows"});
+  auto* body = graph_attr(n, "body");
+  add_input(body, "i", onnx::TensorProto::INT64, {});
+  add_input(body, "c", onnx::TensorProto::BOOL, {});
+  add_input(body, "v", onnx::TensorProto::FLOAT, {1});
+  add_scalar(body, "one", onnx::TensorProto::INT64, 1);
+  auto* axes = body->add_initializer();
+  axes->set_name("axes");
+  axes->set_data_type(onnx::TensorProto::INT64);
+  axes->add_dims(1);
+  axes->add_int64_data(0);
+  add_node(body, "Add", {"i", "one"}, {"e"});
+  add_node(body, "Unsqueeze", {"e", "axes"}, {"end"});
+  if (growing) {
+    auto* zero = body->add_initializer();
+    zero->set_name("start");
+    zero->set_data_type(onnx::TensorProto::INT64);
+    zero->add_dims(1);
+    zero->add_int64_data(0);
+  } else {
+    add_node(body, "Unsqueeze", {"i", "axes"}, {"start"});
+  }
+  add_node(body, "Slice", {"table", "start", "end"}, {"s"});
+  if (growing) add_node(body, "Identity", {"v"}, {"v1"});
+  else add_node(body, "Add", {"v", "s"}, {"v1"});
+  add_node(body, "Identity", {"c"}, {"c_out"});
+  for (const char* o : {"c_out", "v1", "s"}) body->add_output()->set_name(o);
+  m->add_output()->set_name("v_final");
+  m->add_output()->set_name("rows");
+}
+
+TEST_F(ControlFlow, ALoopBodyThatSlicesAtTheIterationNumberIsPlannedPerIteration) {
+  // Rows of one: planned as at iteration 0, each iteration prepared with its own values.
+  slicing_loop_model(main(), false);
+  std::vector<Tensor> out;
+  Status st = run({Tensor::from_f32({1}, {1})}, &out);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{61}));
+  EXPECT_EQ(out[1].shape(), (Shape{3, 1}));
+  EXPECT_EQ(values_of(out[1]), (std::vector<double>{10, 20, 30}));
+  // Rows that grow ([0, i + 1)) cannot be stacked into the static shape planned from
+  // iteration 0: refused at the iteration that differs, naming both shapes.
+  model_.clear_graph();
+  slicing_loop_model(main(), true);
+  st = run({Tensor::from_f32({1}, {1})}, &out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("scan output 0 is float32 [2] at iteration 1, planned as rows of float32 [3,1]"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST_F(ControlFlow, ScanCarriesStateOverReversedSlices) {
   add_input(main(), "s0", onnx::TensorProto::FLOAT, {2});
   add_input(main(), "X", onnx::TensorProto::FLOAT, {3, 2});
