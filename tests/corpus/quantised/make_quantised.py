@@ -18,12 +18,17 @@ Weight-only (`.nbitsB`, in cases_nbits/): ONNX Runtime's MatMulNBitsQuantizer re
 constant-weight MatMuls of four decoders into com.microsoft MatMulNBits at 2, 4 and 8 bits,
 symmetric and not; expected outputs are ONNX Runtime's float32 ones (accuracy_level unset).
 
+Besides corpus cases, Mosaic's own fmnist-cnn (`mosaic export`, $MOSAIC or build/mosaic) in all
+three forms; its dynamic form with reduce_range, since ONNX Runtime's ConvInteger saturates
+uint8 x int8 pairs on CPUs without VNNI just as its MatMulInteger does.
+
 Needs onnx and onnxruntime from PyPI; the cases are committed, so the tests do not.
 usage: tests/corpus/quantised/make_quantised.py [OUT]   (default: next to this script)
 """
 import glob
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -40,9 +45,28 @@ CASES = [("resnet_hf.torchscript", "qdq"), ("resnet_hf.torchscript", "dyn"), ("b
 # QOperator: between them every com.microsoft op the quantiser writes for these families, and
 # MaxPool on uint8.
 CASES += [(m + ".torchscript", "qop") for m in ("resnet_hf", "timm_mobilenetv3", "timm_efficientnet", "tv_shufflenet", "vit")]
+# Mosaic's own fmnist-cnn (zoo, random weights) in all three forms.
+CASES += [("zoo:fmnist-cnn", form) for form in ("qdq", "dyn", "qop")]
+
+
+def model_path(case):
+    """A corpus case's model, or a Mosaic zoo model ("zoo:fmnist-cnn") written by `mosaic export`
+    ($MOSAIC, default build/mosaic) with its default seed."""
+    if not case.startswith("zoo:"):
+        return os.path.join(CORPUS, case, "model.onnx")
+    out = os.path.join(OUT, ".work", case[4:] + ".onnx")
+    if not os.path.exists(out):
+        mosaic = os.environ.get("MOSAIC", os.path.join(HERE, "..", "..", "..", "build", "mosaic"))
+        subprocess.run([mosaic, "export", case[4:], "-o", out], check=True, stdout=subprocess.DEVNULL)
+    return out
 
 
 def inputs(case):
+    if case.startswith("zoo:"):  # seeded images in [0, 1)
+        m = onnx.load(model_path(case))
+        i = m.graph.input[0]
+        dims = [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
+        return {i.name: np.random.default_rng(0).random(dims, dtype=np.float32)}
     m = onnx.load(os.path.join(CORPUS, case, "model.onnx"))
     inits = {i.name for i in m.graph.initializer}
     names = [i.name for i in m.graph.input if i.name not in inits]
@@ -93,15 +117,17 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     for case, form in CASES:
         feeds = inputs(case)
+        source = model_path(case)
+        case = case.replace("zoo:", "zoo_")
         pre = os.path.join(tmp, case + ".pre.onnx")
-        quant_pre_process(os.path.join(CORPUS, case, "model.onnx"), pre)
+        quant_pre_process(source, pre)
         out = os.path.join(tmp, f"{case}.{form}.onnx")
         if form in ("qdq", "qop"):
             quantize_static(pre, out, OneBatch(feeds), quant_format=QuantFormat.QDQ if form == "qdq" else QuantFormat.QOperator,
                             per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                             reduce_range=form == "qop")
         else:
-            quantize_dynamic(pre, out, weight_type=QuantType.QInt8)
+            quantize_dynamic(pre, out, weight_type=QuantType.QInt8, reduce_range=case.startswith("zoo_"))
         write_case(f"{case}.{form}", out, feeds, "cases_qoperator" if form == "qop" else "cases")
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
     for case, bits, block, symmetric in NBITS:
