@@ -5,6 +5,7 @@
 //                           (bench_processes: in K independent processes, samples pooled;
 //                           find_max_batch: the largest batch that fits in memory)
 //   mosaic::api::verify     ONNX test cases on backends against their expected outputs
+//   mosaic::api::verify_per_node, verify_determinism   a model's nodes against naive; a training step's repeatability
 //   mosaic::api::train      train on a dataset, with any backend or mixed placement
 //   mosaic::api::gradcheck  analytic gradients against finite differences, per tensor
 //   mosaic::api::info       a model at a batch: parameters, FLOPs, memory, which backends take each node
@@ -34,6 +35,7 @@
 #include "api/train.hpp"
 #include "api/util.hpp"
 #include "api/verify.hpp"
+#include "api/verify_audits.hpp"
 #include "backends/plugins.hpp"
 #include "backends/registry.hpp"
 

@@ -230,6 +230,9 @@ Expected<std::vector<std::string>> verify_backends(const std::string& backend) {
 }
 
 Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(const VerifyCase&)>& on_case) {
+  if (o.per_node || o.determinism)
+    return Status::invalid("`per_node` and `determinism` are audits of one model: verify_per_node and verify_determinism "
+                           "(api/verify_audits.hpp) run them");
   MOSAIC_RETURN_IF_ERROR(check_numbers("verify", {{"rtol", o.rtol}, {"atol", o.atol}, {"threads", o.common.threads}}));
   MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   if (!o.common.inputs.empty())

@@ -18,6 +18,7 @@
 #include "api/bench_auto.hpp"
 #include "api/info.hpp"
 #include "api/verify.hpp"
+#include "api/verify_audits.hpp"
 #include "cli/cli_util.hpp"
 #include "api/models.hpp"
 #include "core/prepare.hpp"
@@ -206,18 +207,11 @@ bool print_per_node(const PerNodeReport& r, const std::string& backend, bool qui
   return true;
 }
 
-int run_verify_determinism(const VerifyOptions& o, const std::vector<std::string>& backends) {
-  if (o.paths.size() != 1) return fail(Status::invalid("--determinism takes one model (an ONNX file or zoo:NAME)"));
-  auto g = load_prepared(o.paths[0], o.common, nullptr);
-  if (!g.ok()) return fail(g.status());
-  auto made = model_inputs(g.value(), o.common);
-  if (!made.ok()) return fail(made.status());
-  const std::vector<Tensor>& inputs = made.value();
-  const int threads = o.common.threads > 0 ? o.common.threads : omp_get_max_threads();
-  bool repeat_ok = true;
-  for (const auto& b : backends) {
-    auto r = audit_determinism(g.value(), builtin_registry(), b, inputs, threads, o.deterministic);
-    if (!r.ok()) return fail(r.status());
+int run_verify_determinism(const VerifyOptions& o) {
+  auto report = api::verify_determinism(o);
+  if (!report.ok()) return fail(report.status());
+  const api::DeterminismVerifyReport& r = report.value();
+  for (const DeterminismReport& d : r.audits) {
     auto summary = [](const std::vector<DeterminismRow>& rows, bool threads_axis) {
       int same = 0;
       int64_t worst = 0;
@@ -229,63 +223,46 @@ int run_verify_determinism(const VerifyOptions& o, const std::vector<std::string
       return std::to_string(same) + "/" + std::to_string(rows.size()) + " bitwise identical" +
              (worst ? " (max drift " + std::to_string(worst) + " ULP)" : "");
     };
-    std::printf("== %s on %s%s: one training step, each run on a fresh plan\n", o.paths[0].c_str(), b.c_str(),
+    std::printf("== %s on %s%s: one training step, each run on a fresh plan\n", r.model.c_str(), d.backend.c_str(),
                 o.deterministic ? " (deterministic plans)" : "");
-    std::printf("repeated, %d threads:   forward %s; gradients %s\n", threads, summary(r->nodes, false).c_str(),
-                summary(r->gradients, false).c_str());
-    std::printf("%d threads vs 1:        forward %s; gradients %s\n", threads, summary(r->nodes, true).c_str(),
-                summary(r->gradients, true).c_str());
+    std::printf("repeated, %d threads:   forward %s; gradients %s\n", r.threads, summary(d.nodes, false).c_str(),
+                summary(d.gradients, false).c_str());
+    std::printf("%d threads vs 1:        forward %s; gradients %s\n", r.threads, summary(d.nodes, true).c_str(),
+                summary(d.gradients, true).c_str());
     if (!o.quiet) {
       std::printf("%-40s %14s %14s\n", "node output / gradient", "repeat ULP", "vs 1 thread");
-      for (const auto* rows : {&r->nodes, &r->gradients})
+      for (const auto* rows : {&d.nodes, &d.gradients})
         for (const auto& row : *rows)
           std::printf("%-40s %14lld %14lld\n", row.what.c_str(), static_cast<long long>(row.repeat_max_ulp),
                       static_cast<long long>(row.threads_max_ulp));
     }
-    for (const auto* rows : {&r->nodes, &r->gradients})
-      for (const auto& row : *rows) repeat_ok = repeat_ok && row.repeat_max_ulp == 0;
   }
   // Drift is a finding, not a failure, unless deterministic plans were asked for: then a
   // repeat that differs breaks the promise.
-  if (o.deterministic && !repeat_ok) {
+  if (o.deterministic && !r.repeats) {
     std::cerr << "mosaic: deterministic plans did not repeat bit for bit\n";
     return 1;
   }
   return 0;
 }
 
-int run_verify_per_node(const VerifyOptions& o, const std::vector<std::string>& backends) {
-  if (o.paths.size() != 1) return fail(Status::invalid("--per-node takes one model (an ONNX file or zoo:NAME)"));
-  if (Status st = set_num_threads(o.common.threads); !st.is_ok()) return fail(st);
-  auto g = load_prepared(o.paths[0], o.common, nullptr);
-  if (!g.ok()) return fail(g.status());
-  auto made = model_inputs(g.value(), o.common);
-  if (!made.ok()) return fail(made.status());
-  const std::vector<Tensor>& inputs = made.value();
-  bool all_ok = true;
-  int ran = 0;
-  for (const auto& b : backends) {
-    std::printf("== %s: each node alone on %s vs naive (rtol %g, atol %g)\n", o.paths[0].c_str(), b.c_str(), o.rtol,
+int run_verify_per_node(const VerifyOptions& o) {
+  auto report = api::verify_per_node(o);
+  if (!report.ok()) return fail(report.status());
+  const api::PerNodeVerifyReport& r = report.value();
+  std::vector<std::string> backends;
+  for (const api::PerNodeAudit& a : r.audits) {
+    backends.push_back(a.backend);
+    std::printf("== %s: each node alone on %s vs naive (rtol %g, atol %g)\n", r.model.c_str(), a.backend.c_str(), o.rtol,
                 o.atol);
-    auto r = compare_per_node(g.value(), builtin_registry(), Placement::all_on(b, {}), inputs, o.rtol, o.atol);
-    if (!r.ok()) return fail(r.status());
-    all_ok = print_per_node(r.value(), b, o.quiet) && all_ok;
-    for (const auto& n : r->nodes) ran += n.ran;
-    // The backward of a training step too, where the model ends in [N, classes] logits.
-    const Shape logits = g->value_descs.at(g->outputs[0].name).shape;
-    if (logits.size() == 2 && g->value_descs.at(g->outputs[0].name).dtype == DType::kF32) {
-      Tensor labels = Tensor::empty({DType::kI64, {logits[0]}});
-      for (int64_t i = 0; i < logits[0]; ++i) labels.i64()[i] = i % logits[1];
-      std::printf("== %s: each node's backward alone on %s vs naive (same inputs and output gradients)\n",
-                  o.paths[0].c_str(), b.c_str());
-      auto rb = compare_per_node_backward(g.value(), builtin_registry(), Placement::all_on(b, {}), inputs, labels,
-                                          o.rtol, o.atol);
-      if (!rb.ok()) return fail(rb.status());
-      all_ok = print_per_node(rb.value(), b, o.quiet) && all_ok;
-    }
+    print_per_node(a.forward, a.backend, o.quiet);
+    if (!a.has_backward) continue;
+    std::printf("== %s: each node's backward alone on %s vs naive (same inputs and output gradients)\n",
+                r.model.c_str(), a.backend.c_str());
+    print_per_node(a.backward, a.backend, o.quiet);
   }
-  if (!all_ok) return 1;
-  if (ran == 0) {
+  if (!r.agree) return 1;
+  if (r.ran == 0) {
     std::cerr << "mosaic: nothing was verified: no node ran on " << join(backends) << "\n";
     return 3;
   }
@@ -342,13 +319,10 @@ void print_verify_tally(const VerifyReport& r, std::ostream& os) {
 int run_verify(const VerifyOptions& o) {
   auto backends = verify_backends(o.backend);
   if (!backends.ok()) return fail(backends.status());
-  if (o.per_node && o.determinism) return fail(Status::invalid("--per-node and --determinism are separate audits: give one"));
-  if (o.deterministic && !o.determinism) return fail(Status::invalid("--deterministic only applies to --determinism"));
-  if (!o.junit.empty() && (o.per_node || o.determinism))
-    return fail(Status::invalid("--junit applies to conformance cases, not to --per-node or --determinism"));
+  if (Status st = api::check_verify_modes(o); !st.is_ok()) return fail(st);
   if (Status st = check_output_paths({{"--junit", o.junit}}); !st.is_ok()) return fail(st);
-  if (o.per_node) return run_verify_per_node(o, backends.value());
-  if (o.determinism) return run_verify_determinism(o, backends.value());
+  if (o.per_node) return run_verify_per_node(o);
+  if (o.determinism) return run_verify_determinism(o);
   auto report = api::verify(o, [&o](const VerifyCase& c) {
     if (!o.quiet || c.verdict == CaseVerdict::kFailed)
       std::cout << case_verdict_name(c.verdict) << " " << c.name << " [" << c.backend << "] " << c.detail << "\n";

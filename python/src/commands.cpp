@@ -65,6 +65,22 @@ const std::vector<Field<BenchOptions>>& bench_fields() {
   return f;
 }
 
+/// verify_per_node's and verify_determinism's options: one model and its made-up inputs.
+const std::vector<Field<VerifyOptions>>& audit_fields() {
+  static const std::vector<Field<VerifyOptions>> f = {
+      str_field<VerifyOptions>("backend", [](VerifyOptions& o) -> auto& { return o.backend; }),
+      float_field<VerifyOptions>("rtol", [](VerifyOptions& o) -> auto& { return o.rtol; }),
+      float_field<VerifyOptions>("atol", [](VerifyOptions& o) -> auto& { return o.atol; }),
+      int_field<VerifyOptions>("batch", [](VerifyOptions& o) -> auto& { return o.common.batch; }),
+      list_field<VerifyOptions>("shapes", [](VerifyOptions& o) -> auto& { return o.common.shapes; }),
+      list_field<VerifyOptions>("inputs", [](VerifyOptions& o) -> auto& { return o.common.inputs; }),
+      int_field<VerifyOptions>("seed", [](VerifyOptions& o) -> auto& { return o.common.seed; }),
+      int_field<VerifyOptions>("threads", [](VerifyOptions& o) -> auto& { return o.common.threads; }),
+      bool_field<VerifyOptions>("deterministic", [](VerifyOptions& o) -> auto& { return o.deterministic; }),
+  };
+  return f;
+}
+
 const std::vector<Field<VerifyOptions>>& verify_fields() {
   static const std::vector<Field<VerifyOptions>> f = {
       str_field<VerifyOptions>("backend", [](VerifyOptions& o) -> auto& { return o.backend; }),
@@ -275,6 +291,58 @@ py::object run_verify(const py::object& paths, const py::kwargs& kw) {
                     {"unsupported", r.unsupported}});
 }
 
+nlohmann::json per_node_json(const PerNodeReport& r) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : r.nodes)
+    nodes.push_back({{"node", n.node}, {"op", n.op}, {"backend", n.backend}, {"ran", n.ran}, {"ok", n.ok},
+                     {"max_abs", n.max_abs}, {"max_rel", n.max_rel}, {"rel_l2", n.rel_l2}, {"note", n.note},
+                     {"kinks", n.note_kinks}});
+  nlohmann::json j = {{"nodes", nodes}, {"first_divergent", nullptr}};
+  if (r.first_divergent >= 0) j["first_divergent"] = r.nodes[static_cast<size_t>(r.first_divergent)].node;
+  return j;
+}
+
+py::object run_verify_per_node(const std::string& model, const py::kwargs& kw) {
+  VerifyOptions o;
+  o.paths = {model};
+  o.per_node = true;
+  apply("verify_per_node", audit_fields(), kw, o);
+  Status loaded = api::load_bundled_backends({o.backend});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::PerNodeVerifyReport> out = Status::internal("not run");
+  call_released([&] { out = api::verify_per_node(o); });
+  api::PerNodeVerifyReport r = value_or_raise(std::move(out));
+  nlohmann::json audits = nlohmann::json::array();
+  for (const auto& a : r.audits) {
+    nlohmann::json j = {{"backend", a.backend}, {"forward", per_node_json(a.forward)}, {"backward", nullptr}};
+    if (a.has_backward) j["backward"] = per_node_json(a.backward);
+    audits.push_back(j);
+  }
+  return to_python({{"model", r.model}, {"backends", audits}, {"ran", r.ran}, {"agree", r.agree}});
+}
+
+py::object run_verify_determinism(const std::string& model, const py::kwargs& kw) {
+  VerifyOptions o;
+  o.paths = {model};
+  o.determinism = true;
+  apply("verify_determinism", audit_fields(), kw, o);
+  Status loaded = api::load_bundled_backends({o.backend});
+  if (!loaded.is_ok()) raise_status(loaded);
+  Expected<api::DeterminismVerifyReport> out = Status::internal("not run");
+  call_released([&] { out = api::verify_determinism(o); });
+  api::DeterminismVerifyReport r = value_or_raise(std::move(out));
+  auto rows = [](const std::vector<DeterminismRow>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& row : v)
+      a.push_back({{"what", row.what}, {"repeat_max_ulp", row.repeat_max_ulp}, {"threads_max_ulp", row.threads_max_ulp}});
+    return a;
+  };
+  nlohmann::json audits = nlohmann::json::array();
+  for (const auto& d : r.audits)
+    audits.push_back({{"backend", d.backend}, {"nodes", rows(d.nodes)}, {"gradients", rows(d.gradients)}});
+  return to_python({{"model", r.model}, {"backends", audits}, {"threads", r.threads}, {"repeats", r.repeats}});
+}
+
 py::object run_gradcheck(const std::string& model, const py::kwargs& kw) {
   GradcheckRunOptions o;
   o.model = model;
@@ -480,6 +548,16 @@ void bind_commands(py::module_& m) {
             .c_str());
   m.def("verify", &run_verify, py::arg("paths"),
         doc("verify(paths, **options) -> dict: ONNX test cases against their expected outputs.", verify_fields()).c_str());
+  m.def("verify_per_node", &run_verify_per_node, py::arg("model"),
+        doc("verify_per_node(model, **options) -> dict: each node alone on each backend against naive (forward, and "
+            "the backward of a training step where the model ends in [N, classes] logits); `agree` is the verdict.",
+            audit_fields())
+            .c_str());
+  m.def("verify_determinism", &run_verify_determinism, py::arg("model"),
+        doc("verify_determinism(model, **options) -> dict: one training step repeated on fresh plans and at 1 thread, "
+            "the ULP drift per node output and gradient; `repeats` is whether every repeat was bitwise identical.",
+            audit_fields())
+            .c_str());
   m.def("gradcheck", &run_gradcheck, py::arg("model"),
         doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",
             gradcheck_fields())

@@ -71,6 +71,22 @@ def test_verify_against_onnx_expected_outputs(node_tests):
     assert {c["verdict"] for c in r["cases"]} == {"PASSED"}
 
 
+def test_verify_per_node_and_determinism_are_library_calls():
+    # Each node alone against naive, forward and (logits [N, 10]) the training step's backward.
+    r = mosaic.verify_per_node("zoo:fmnist-cnn", backend="onednn", batch=2)
+    assert r["agree"] and r["ran"] > 0
+    (onednn,) = r["backends"]
+    assert onednn["backend"] == "onednn" and onednn["forward"]["first_divergent"] is None
+    assert onednn["backward"] is not None
+    assert {n["op"] for n in onednn["forward"]["nodes"]} >= {"Conv", "Gemm"}
+    # A training step repeated on fresh plans: the naive oracle repeats bit for bit.
+    d = mosaic.verify_determinism("zoo:fmnist-cnn", backend="naive", batch=2, threads=2)
+    assert d["repeats"] and d["threads"] == 2
+    assert all(row["repeat_max_ulp"] == 0 for row in d["backends"][0]["gradients"])
+    with pytest.raises(mosaic.InvalidArgument, match="deterministic"):
+        mosaic.verify_per_node("zoo:fmnist-cnn", deterministic=True)
+
+
 def test_gradcheck_passes_a_correct_backend_and_catches_a_planted_bug():
     # Fewer probes than the default (the options reach the check): still a verdict per tensor.
     ok = mosaic.gradcheck("zoo:fmnist-cnn", backend="onednn", directions=1, elements=2)
