@@ -389,7 +389,8 @@ TEST(ApiLibrary, VersionAndPluginInterface) {
 
 /// The folders are the layers (docs/architecture.md): a file includes Mosaic headers only from
 /// its own folder and the layers below it. The library never reaches up into the CLI or the
-/// Python bindings; the IR knows nothing of operators, operators nothing of kernels.
+/// Python bindings, nor either of those into the other; the IR knows nothing of operators,
+/// operators nothing of kernels. CUDA sources (.cu, .cuh) are read too.
 TEST(Layers, EachFolderIncludesOnlyItselfAndTheLayersBelow) {
   const std::vector<std::string> core_and_below = {"ir", "operators", "core"};
   auto with = [](std::vector<std::string> v, std::initializer_list<const char*> more) {
@@ -410,6 +411,11 @@ TEST(Layers, EachFolderIncludesOnlyItselfAndTheLayersBelow) {
       {"validate", with(core_and_below, {"backends", "metrics", "frontends/onnx", "frontends/zoo"})},
       {"api", with(core_and_below, {"backends", "distributed", "metrics", "frontends/onnx", "frontends/data", "frontends/zoo",
                                     "frontends/config", "validate"})},
+      // The two shells over the API: neither includes the other.
+      {"cli", with(core_and_below, {"backends", "distributed", "metrics", "frontends/onnx", "frontends/data", "frontends/zoo",
+                                    "frontends/config", "validate", "api"})},
+      {"python", with(core_and_below, {"backends", "distributed", "metrics", "frontends/onnx", "frontends/data",
+                                       "frontends/zoo", "frontends/config", "validate", "api"})},
   };
   auto layer_of = [](const std::string& path) {
     const std::string first = path.substr(0, path.find('/'));
@@ -423,7 +429,7 @@ TEST(Layers, EachFolderIncludesOnlyItselfAndTheLayersBelow) {
     ASSERT_TRUE(fs::exists(root / dir)) << dir;
     for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
       const std::string ext = e.path().extension().string();
-      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h")) continue;
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cu" && ext != ".cuh")) continue;
       ++files;
       std::ifstream in(e.path());
       std::string line;
