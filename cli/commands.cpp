@@ -3,8 +3,6 @@
 
 #include <set>
 #include <regex>
-#include <omp.h>
-#include <regex.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,14 +19,8 @@
 #include "api/verify_audits.hpp"
 #include "cli/cli_util.hpp"
 #include "api/models.hpp"
-#include "core/prepare.hpp"
-#include "frontends/zoo/zoo.hpp"
-#include "frontends/onnx/onnx_io.hpp"
-#include "backends/machine_probe.hpp"
 #include "metrics/junit.hpp"
 #include "metrics/report.hpp"
-#include "validate/determinism.hpp"
-#include "validate/per_node.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic::cli {
