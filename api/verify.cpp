@@ -90,6 +90,26 @@ std::vector<double> quantisation_steps(const Graph& graph) {
   return steps;
 }
 
+/// One output against its expected value at o.rtol and o.atol, or within `step` (one
+/// quantisation step, 0 for none) where that is wider; the worst error and the widest step
+/// allowed accumulate. False with the reason in `failure`.
+bool compare_output(const Tensor& got, const Tensor& expected, double step, const VerifyOptions& o, double* worst,
+                    double* widest_step, std::string* failure) {
+  // A step, and the float32 rounding of a difference of exactly one step.
+  const double allowed = step * (1 + 1.0 / (1 << 20));
+  const Agreement a = compare_tensors(got, expected, o.rtol, std::max(o.atol, allowed));
+  if (allowed > o.atol) *widest_step = std::max(*widest_step, step);
+  *worst = std::max(*worst, a.max_abs);
+  if (a.ok) return true;
+  *failure = a.message;
+  if (allowed > o.atol) {
+    char b[64];
+    std::snprintf(b, sizeof b, "; one quantisation step (%.3g) allowed", step);
+    *failure += b;
+  }
+  return false;
+}
+
 CaseResult run_case(const fs::path& dir, const std::string& backend, const VerifyOptions& o) {
   auto g = load_onnx((dir / "model.onnx").string());
   if (!g.ok()) return classify(g.status());
@@ -181,20 +201,10 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
                                     std::to_string(expected.size())};
     for (size_t k = 0; k < outs.size(); ++k) {
       if (bfloat16_as_uint16(expected[k], outs[k].dtype())) expected[k] = as_bfloat16(expected[k]);
-      // A step, and the float32 rounding of a difference of exactly one step.
-      const double step = k < steps.size() ? steps[k] * (1 + 1.0 / (1 << 20)) : 0.0;
-      Agreement a = compare_tensors(outs[k], expected[k], o.rtol, std::max(o.atol, step));
-      if (step > o.atol) widest_step = std::max(widest_step, steps[k]);
-      worst = std::max(worst, a.max_abs);
-      if (!a.ok) {
-        std::string allowed;
-        if (step > o.atol) {
-          char b[64];
-          std::snprintf(b, sizeof b, "; one quantisation step (%.3g) allowed", steps[k]);
-          allowed = b;
-        }
-        return {CaseVerdict::kFailed, set.filename().string() + " output " + std::to_string(k) + ": " + a.message + allowed};
-      }
+      std::string failure;
+      const double step = k < steps.size() ? steps[k] : 0.0;
+      if (!compare_output(outs[k], expected[k], step, o, &worst, &widest_step, &failure))
+        return {CaseVerdict::kFailed, set.filename().string() + " output " + std::to_string(k) + ": " + failure};
     }
   }
   char buf[64];
