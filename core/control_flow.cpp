@@ -371,7 +371,14 @@ class LoopKernel final : public SubgraphKernel {
     const std::vector<Tensor> first = first_iteration(ctx);
     auto probe = plan(*node_->attr_graph("body"), "body", loop_body_inputs(ctx), ctx, &first);
     if (!probe.ok()) return planned.status();
+    // Kept for the iterations: the context, with the constants it points to (the outer
+    // values the body reads) held here rather than in the enclosing plan's storage.
     ctx_ = ctx;
+    constants_.assign(ctx.constants.size(), Tensor());
+    for (size_t k = 0; k < ctx.constants.size(); ++k) {
+      if (ctx.constants[k]) constants_[k] = ctx.constants[k]->clone();
+      ctx_.constants[k] = ctx.constants[k] ? &constants_[k] : nullptr;
+    }
     descs_ = loop_body_inputs(ctx);
     per_iteration_ = true;
     return Status::ok();
@@ -426,10 +433,11 @@ class LoopKernel final : public SubgraphKernel {
   size_t carried_ = 0;
   bool has_cond_ = false;
   SubPlan body_;
-  // A body planned per iteration: the node's context (its constants live in the enclosing
-  // plan, which outlives this kernel) and the declared inputs' descriptors.
+  // A body planned per iteration: the node's context, its constants' values and the
+  // declared inputs' descriptors.
   bool per_iteration_ = false;
   KernelContext ctx_;
+  std::vector<Tensor> constants_;
   std::vector<TensorDesc> descs_;
 };
 
