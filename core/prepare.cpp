@@ -105,6 +105,81 @@ Expected<std::map<std::string, TensorDesc>> specialised_descs(const Graph& g, co
   return std::move(probe.value_descs);
 }
 
+/// The context that infers `node`: its inputs' descriptors (each defined by an earlier node,
+/// an input or an initializer) and the constants among them; whether all of them are
+/// constants, and whether one is a parameter or derived from one.
+Status node_context(const Graph& g, const Node& node, const std::set<std::string>& parameter_derived, KernelContext* ctx,
+                    bool* all_const, bool* reads_parameter) {
+  ctx->node = &node;
+  ctx->opset = g.opset;
+  for (const auto& in : node.inputs) {
+    if (in.empty()) {
+      ctx->inputs.push_back({});
+      ctx->input_present.push_back(false);
+      ctx->constants.push_back(nullptr);
+      continue;
+    }
+    auto it = g.value_descs.find(in);
+    if (it == g.value_descs.end())
+      return Status::invalid(g.source + ": " + node.label() + " uses value '" + in +
+                             "' that no earlier node, input or initializer defines");
+    ctx->inputs.push_back(it->second);
+    ctx->input_present.push_back(true);
+    auto c = g.initializers.find(in);
+    ctx->constants.push_back(c == g.initializers.end() ? nullptr : &c->second);
+    *all_const = *all_const && c != g.initializers.end();
+    *reads_parameter = *reads_parameter || parameter_derived.count(in);
+  }
+  return Status::ok();
+}
+
+/// A node whose output shapes depend on input values: its outputs' descriptors from the
+/// graph folded on the inputs given (`specialised`), noted in the report.
+Expected<std::vector<TensorDesc>> planned_from_values(const Graph& g, const Node& node,
+                                                      const std::map<std::string, TensorDesc>& specialised,
+                                                      PrepareReport* report) {
+  std::vector<TensorDesc> descs;
+  std::string shapes;
+  for (const auto& o : node.outputs) {
+    if (o.empty()) {
+      descs.emplace_back();
+      continue;
+    }
+    auto it = specialised.find(o);
+    if (it == specialised.end())
+      return Status::internal(g.source + ": " + node.label() + ": the fold on the inputs given left '" + o + "' unknown");
+    descs.push_back(it->second);
+    shapes += (shapes.empty() ? "" : ", ") + it->second.str();
+  }
+  report->run_time_shapes.push_back(node.label());
+  report->notes.push_back(node.label() + ": output shapes depend on input values; planned from the inputs given (" +
+                          shapes + ") and checked each run");
+  return descs;
+}
+
+/// A node whose inputs are all constants, computed once on opt.fold_backend: one tensor per
+/// output (undefined where the output is omitted).
+Expected<std::vector<Tensor>> fold_node(const Graph& g, const Node& node, const KernelContext& ctx,
+                                        const KernelRegistry& registry, const PrepareOptions& opt) {
+  auto kernel = registry.create(opt.fold_backend, ctx);
+  if (!kernel.ok()) return kernel.status().with_context(g.source + ": constant folding");
+  std::vector<const Tensor*> src;
+  for (size_t i = 0; i < node.inputs.size(); ++i) src.push_back(ctx.constants[i]);
+  std::vector<Tensor> results;
+  std::vector<Tensor*> dst;
+  for (size_t i = 0; i < node.outputs.size(); ++i) results.push_back(Tensor::empty(ctx.outputs[i]));
+  for (auto& r : results) dst.push_back(&r);
+  if (kernel.value()->aliases_input()) {
+    results[0] = ctx.constants[0]->clone().reshaped(ctx.outputs[0].shape);
+    return results;
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i)
+    if (!node.has_output(i)) dst[i] = nullptr;
+  Status st = kernel.value()->forward(src, dst);
+  if (!st.is_ok()) return st.with_context(g.source + ": constant folding");
+  return results;
+}
+
 }  // namespace
 
 Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, const PrepareOptions& opt) {
@@ -132,50 +207,15 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
   std::vector<Node> kept;
   for (const Node& node : g.nodes) {
     KernelContext ctx;
-    ctx.node = &node;
-    ctx.opset = g.opset;
     bool all_const = true, reads_parameter = false;
-    for (const auto& in : node.inputs) {
-      if (in.empty()) {
-        ctx.inputs.push_back({});
-        ctx.input_present.push_back(false);
-        ctx.constants.push_back(nullptr);
-        continue;
-      }
-      auto it = g.value_descs.find(in);
-      if (it == g.value_descs.end())
-        return Status::invalid(g.source + ": " + node.label() + " uses value '" + in +
-                               "' that no earlier node, input or initializer defines");
-      ctx.inputs.push_back(it->second);
-      ctx.input_present.push_back(true);
-      auto c = g.initializers.find(in);
-      ctx.constants.push_back(c == g.initializers.end() ? nullptr : &c->second);
-      all_const = all_const && c != g.initializers.end();
-      reads_parameter = reads_parameter || parameter_derived.count(in);
-    }
+    MOSAIC_RETURN_IF_ERROR(node_context(g, node, parameter_derived, &ctx, &all_const, &reads_parameter));
     auto outs = infer_node(ctx);
     const bool run_time_shape = !outs.ok() && ctx.asked_unknown_value && opt.specialise;
     if (run_time_shape) {
       if (!specialised) {
         MOSAIC_ASSIGN_OR_RETURN(specialised, specialised_descs(g, registry, opt));
       }
-      std::vector<TensorDesc> descs;
-      std::string shapes;
-      for (const auto& o : node.outputs) {
-        if (o.empty()) {
-          descs.emplace_back();
-          continue;
-        }
-        auto it = specialised->find(o);
-        if (it == specialised->end())
-          return Status::internal(g.source + ": " + node.label() + ": the fold on the inputs given left '" + o + "' unknown");
-        descs.push_back(it->second);
-        shapes += (shapes.empty() ? "" : ", ") + it->second.str();
-      }
-      outs = descs;
-      report.run_time_shapes.push_back(node.label());
-      report.notes.push_back(node.label() + ": output shapes depend on input values; planned from the inputs given (" +
-                             shapes + ") and checked each run");
+      outs = planned_from_values(g, node, *specialised, &report);
     }
     if (!outs.ok()) return outs.status().with_context(g.source);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -190,22 +230,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
     if (reads_parameter && node.op_type != "Shape" && node.op_type != "Size")
       for (const auto& o : node.outputs) parameter_derived.insert(o);
     if (foldable) {
-      auto kernel = registry.create(opt.fold_backend, ctx);
-      if (!kernel.ok()) return kernel.status().with_context(g.source + ": constant folding");
-      std::vector<const Tensor*> src;
-      for (size_t i = 0; i < node.inputs.size(); ++i) src.push_back(ctx.constants[i]);
-      std::vector<Tensor> results;
-      std::vector<Tensor*> dst;
-      for (size_t i = 0; i < node.outputs.size(); ++i) results.push_back(Tensor::empty(ctx.outputs[i]));
-      for (auto& r : results) dst.push_back(&r);
-      if (kernel.value()->aliases_input()) {
-        results[0] = ctx.constants[0]->clone().reshaped(ctx.outputs[0].shape);
-      } else {
-        for (size_t i = 0; i < node.outputs.size(); ++i)
-          if (!node.has_output(i)) dst[i] = nullptr;
-        Status st = kernel.value()->forward(src, dst);
-        if (!st.is_ok()) return st.with_context(g.source + ": constant folding");
-      }
+      MOSAIC_ASSIGN_OR_RETURN(std::vector<Tensor> results, fold_node(g, node, ctx, registry, opt));
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (!node.has_output(i)) continue;
         g.initializers[node.outputs[i]] = results[i];
