@@ -703,8 +703,9 @@ void set_versions(std::map<std::string, OpSchema>& t) {
   }
 }
 
-std::map<std::string, OpSchema> build_table() {
-  std::map<std::string, OpSchema> t;
+/// The element-wise ops: one schema per row of their tables (operators/eltwise.hpp), the
+/// comparisons and logic, and the variadic Sum, Mean, Max and Min.
+void add_elementwise_schemas(std::map<std::string, OpSchema>& t) {
   auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
                  std::string summary) {
     OpSchema& s = add_schema(t, op, imin, imax, infer, flops, std::move(summary));
@@ -712,11 +713,6 @@ std::map<std::string, OpSchema> build_table() {
     s.max_outputs = omax;
     s.folding_only = fold;
   };
-  add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
-  auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const OpContext&)) {
-    for (const char* op : ops) t[op].backward_flops = f;
-  };
-  // The element-wise ops: one schema per row of their tables (operators/eltwise.hpp).
   for (const UnaryOpInfo& u : kUnaryOps) {
     add(u.name, 1, u.max_inputs, 1, 1, infer_unary, f_unary, false, u.summary);
     if (std::string(u.name).rfind("mosaic.", 0) == 0) t[u.name].domain = kAttentionDomain;  // Mosaic's own rows
@@ -741,6 +737,28 @@ std::map<std::string, OpSchema> build_table() {
     add(b.name, 2, 2, 1, 1, infer_binary, f_binary, false, std::string(b.summary) + ", numpy broadcasting");
     t[b.name].backward_flops = b_binary;
   }
+  for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
+    add(op, 1, 1 << 20, 1, 1, infer_variadic, f_variadic, false, std::string(op) + " of any number of operands, broadcast");
+    t[op].backward_flops = [](const OpContext& c) -> Grads {
+      return Grads(c.inputs.size(), static_cast<double>(c.outputs[0].numel()));
+    };
+  }
+}
+
+std::map<std::string, OpSchema> build_table() {
+  std::map<std::string, OpSchema> t;
+  add_elementwise_schemas(t);
+  auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
+                 std::string summary) {
+    OpSchema& s = add_schema(t, op, imin, imax, infer, flops, std::move(summary));
+    s.min_outputs = omin;
+    s.max_outputs = omax;
+    s.folding_only = fold;
+  };
+  add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
+  auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const OpContext&)) {
+    for (const char* op : ops) t[op].backward_flops = f;
+  };
   add("MaxPool", 1, 1, 1, 2, infer_pool, f_pool, false, "max over windows (pads, ceil_mode, dilations, Indices)");
   add("AveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over windows (count_include_pad, ceil_mode)");
   add("GlobalAveragePool", 1, 1, 1, 1, infer_pool, f_pool, false, "mean over all spatial positions");
@@ -774,12 +792,6 @@ std::map<std::string, OpSchema> build_table() {
   add("ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape, f_zero, true, "tensor of a given shape filled with value");
   add("Shape", 1, 1, 1, 1, infer_shape, f_zero, true, "shape of the input as int64");
   add("Size", 1, 1, 1, 1, infer_size, f_zero, true, "element count of the input as an int64 scalar");
-  for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
-    add(op, 1, 1 << 20, 1, 1, infer_variadic, f_variadic, false, std::string(op) + " of any number of operands, broadcast");
-    t[op].backward_flops = [](const OpContext& c) -> Grads {
-      return Grads(c.inputs.size(), static_cast<double>(c.outputs[0].numel()));
-    };
-  }
   add("Expand", 2, 2, 1, 1, infer_expand, f_zero, false, "broadcast to a shape (numpy rules)");
   t["Expand"].non_trainable_inputs = {1};
   add("Range", 3, 3, 1, 1, infer_range, f_zero, true, "start, start + delta, ... below limit");
