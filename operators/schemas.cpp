@@ -703,16 +703,20 @@ void set_versions(std::map<std::string, OpSchema>& t) {
   }
 }
 
+/// Adds an op's schema with its outputs' arity and whether it only folds (build_table).
+template <class Infer, class Flops>
+void add_op(std::map<std::string, OpSchema>& t, const std::string& op, int imin, int imax, int omin, int omax, Infer infer,
+            Flops flops, bool fold, std::string summary) {
+  OpSchema& s = add_schema(t, op, imin, imax, infer, flops, std::move(summary));
+  s.min_outputs = omin;
+  s.max_outputs = omax;
+  s.folding_only = fold;
+}
+
 /// The element-wise ops: one schema per row of their tables (operators/eltwise.hpp), the
 /// comparisons and logic, and the variadic Sum, Mean, Max and Min.
 void add_elementwise_schemas(std::map<std::string, OpSchema>& t) {
-  auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
-                 std::string summary) {
-    OpSchema& s = add_schema(t, op, imin, imax, infer, flops, std::move(summary));
-    s.min_outputs = omin;
-    s.max_outputs = omax;
-    s.folding_only = fold;
-  };
+  auto add = [&t](auto&&... args) { add_op(t, args...); };
   for (const UnaryOpInfo& u : kUnaryOps) {
     add(u.name, 1, u.max_inputs, 1, 1, infer_unary, f_unary, false, u.summary);
     if (std::string(u.name).rfind("mosaic.", 0) == 0) t[u.name].domain = kAttentionDomain;  // Mosaic's own rows
@@ -748,13 +752,7 @@ void add_elementwise_schemas(std::map<std::string, OpSchema>& t) {
 std::map<std::string, OpSchema> build_table() {
   std::map<std::string, OpSchema> t;
   add_elementwise_schemas(t);
-  auto add = [&](std::string op, int imin, int imax, int omin, int omax, auto infer, auto flops, bool fold,
-                 std::string summary) {
-    OpSchema& s = add_schema(t, op, imin, imax, infer, flops, std::move(summary));
-    s.min_outputs = omin;
-    s.max_outputs = omax;
-    s.folding_only = fold;
-  };
+  auto add = [&t](auto&&... args) { add_op(t, args...); };
   add("Conv", 2, 3, 1, 1, infer_conv, f_conv, false, "N-d convolution with groups, strides, pads, dilations, auto_pad");
   auto bwd = [&](std::initializer_list<const char*> ops, Grads (*f)(const OpContext&)) {
     for (const char* op : ops) t[op].backward_flops = f;
