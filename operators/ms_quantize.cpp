@@ -35,12 +35,7 @@ Status need_int8(const OpContext& c, size_t i, const char* what) {
 Status check_scale_value(const OpContext& c, size_t i, const std::string& what) {
   const Tensor* t = i < c.constants.size() ? c.constants[i] : nullptr;
   if (!t || t->dtype() != DType::kF32) return Status::ok();
-  for (int64_t k = 0; k < t->numel(); ++k) {
-    const float v = t->f32()[k];
-    if (!(v > 0.f) || !std::isfinite(v))
-      return Status::invalid(c.node->label() + ": " + what + " is " + std::to_string(v) +
-                             "; a scale must be positive and finite");
-  }
+  for (int64_t k = 0; k < t->numel(); ++k) MOSAIC_RETURN_IF_ERROR(check_quant_scale(*c.node, t->f32()[k], what));
   return Status::ok();
 }
 
@@ -126,11 +121,7 @@ Expected<Descs> infer_average_pool(const OpContext& c) {
   MOSAIC_RETURN_IF_ERROR(check_unary(c));
   if (c.node->attr_int("channels_last", 0) != 0)
     return Status::unsupported(c.node->label() + ": channels_last = 1 (NHWC) is not supported; Mosaic pools NCHW");
-  OpContext x = c;
-  x.inputs.resize(1);
-  x.input_present.resize(1);
-  x.constants.resize(1);
-  MOSAIC_ASSIGN_OR_RETURN(PoolParams p, pool_params(x));
+  MOSAIC_ASSIGN_OR_RETURN(PoolParams p, qlinear_pool_params(c));
   Shape out{p.n, p.c};
   out.insert(out.end(), p.win.out.begin(), p.win.out.end());
   return Descs{{c.inputs[0].dtype, out}};
@@ -287,6 +278,21 @@ double f_qgemm(const OpContext& c) {
 }
 
 }  // namespace
+
+Status check_quant_scale(const Node& node, float scale, const std::string& what) {
+  if (!(scale > 0.f) || !std::isfinite(scale))
+    return Status::invalid(node.label() + ": " + what + " is " + std::to_string(scale) +
+                           "; a scale must be positive and finite");
+  return Status::ok();
+}
+
+Expected<PoolParams> qlinear_pool_params(const OpContext& ctx) {
+  OpContext x = ctx;
+  x.inputs.resize(1);
+  x.input_present.resize(1);
+  x.constants.resize(1);
+  return pool_params(x);
+}
 
 Expected<MatMulNBitsParams> matmul_nbits_params(const OpContext& c) {
   const Node& n = *c.node;

@@ -18,6 +18,7 @@
 
 #include "ir/status.hpp"
 #include "operators/op_context.hpp"
+#include "operators/params.hpp"
 
 namespace mosaic {
 
@@ -28,6 +29,14 @@ inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 
 /// QLinearConcat's operands: input 3k + 2 is tensor k, 3k + 3 its scale, 3k + 4 its zero point.
 inline size_t qlinear_concat_tensors(const OpContext& ctx) { return (ctx.inputs.size() - 2) / 3; }
+
+/// A scale of zero, a negative one or a non-finite one has no quantised meaning: refused by
+/// name (`what`) instead of dividing by it. Shape inference checks constant scales with it,
+/// the kernels the scales a run is given.
+Status check_quant_scale(const Node& node, float scale, const std::string& what);
+
+/// QLinearAveragePool's window geometry: AveragePool's, of X alone.
+Expected<PoolParams> qlinear_pool_params(const OpContext& ctx);
 
 /// MatMulNBits' geometry (attributes K, N, bits, block_size), checked: B is [N, blocks,
 /// block_size * bits / 8] bytes, low bits first within each byte.

@@ -27,21 +27,24 @@ QParam qparam(const std::vector<const Tensor*>& src, size_t scale, size_t zero_p
   return q;
 }
 
-/// A scale of zero, a negative one or a non-finite one has no quantised meaning: refused by
-/// name instead of dividing by it.
-Status check_scale(const Node& node, float s, const char* what) {
-  if (!(s > 0.f) || !std::isfinite(s))
-    return Status::invalid(node.label() + ": " + what + " is " + std::to_string(s) + "; a scale must be positive and finite");
-  return Status::ok();
-}
-
-/// The unary ops' X (scale 1, zero point 2) and Y (scale 3, zero point 4), scales checked.
-Status unary_qparams(const Node& node, const std::vector<const Tensor*>& src, QParam* x, QParam* y) {
-  *x = qparam(src, 1, 2);
-  *y = qparam(src, 3, 4);
-  MOSAIC_RETURN_IF_ERROR(check_scale(node, x->scale, "X_scale"));
-  return check_scale(node, y->scale, "Y_scale");
-}
+/// What the unary ops share (QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, the pools):
+/// the node, X's element type, and X's (scale 1, zero point 2) and Y's (3, 4) quantisation,
+/// read and checked each run.
+class UnaryQuantKernel : public Kernel {
+ protected:
+  void bind(const KernelContext& ctx) {
+    node_ = ctx.node;
+    type_ = ctx.inputs[0].dtype;
+  }
+  Status params(const std::vector<const Tensor*>& src, QParam* x, QParam* y) const {
+    *x = qparam(src, 1, 2);
+    *y = qparam(src, 3, 4);
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, x->scale, "X_scale"));
+    return check_quant_scale(*node_, y->scale, "Y_scale");
+  }
+  const Node* node_ = nullptr;
+  DType type_ = DType::kU8;
+};
 
 /// The output element type's range.
 struct Range8 {
@@ -72,9 +75,9 @@ class BinaryKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const QParam qa = qparam(src, 1, 2), qb = qparam(src, 4, 5), qc = qparam(src, 6, 7);
-    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qa.scale, "A_scale"));
-    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qb.scale, "B_scale"));
-    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qc.scale, "C_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qa.scale, "A_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qb.scale, "B_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qc.scale, "C_scale"));
     const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale, rab = qa.scale * qb.scale / qc.scale;
     const void *a = src[0]->data(), *b = src[3]->data();
     void* y = dst[0]->data();
@@ -97,18 +100,17 @@ class BinaryKernel final : public Kernel {
 
 /// QLinearSigmoid and QLinearLeakyRelu: a table of the 256 results, each the function of the
 /// dequantised value quantised, as ONNX Runtime computes them.
-class LookupKernel final : public Kernel {
+class LookupKernel final : public UnaryQuantKernel {
  public:
   Status init(const KernelContext& ctx) {
-    node_ = ctx.node;
+    bind(ctx);
     sigmoid_ = ctx.node->op_type == "QLinearSigmoid";
     alpha_ = ctx.node->attr_float("alpha", 0.01f);
-    type_ = ctx.inputs[0].dtype;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     QParam qx, qy;
-    MOSAIC_RETURN_IF_ERROR(unary_qparams(*node_, src, &qx, &qy));
+    MOSAIC_RETURN_IF_ERROR(params(src, &qx, &qy));
     const Range8 range(type_);
     int64_t table[256];
     for (int64_t q = range.lo; q <= range.hi; ++q) {
@@ -123,20 +125,17 @@ class LookupKernel final : public Kernel {
   }
 
  private:
-  const Node* node_ = nullptr;
   bool sigmoid_ = true;
   float alpha_ = 0.01f;
-  DType type_ = DType::kU8;
 };
 
 /// QLinearSoftmax: softmax of the dequantised values (exp in float, the sum in double) over
 /// `axis` (opset 13 and later) or over every axis from `axis` on (the Softmax of opset < 13),
 /// quantised.
-class SoftmaxKernel final : public Kernel {
+class SoftmaxKernel final : public UnaryQuantKernel {
  public:
   Status init(const KernelContext& ctx) {
-    node_ = ctx.node;
-    type_ = ctx.inputs[0].dtype;
+    bind(ctx);
     const Shape& x = ctx.inputs[0].shape;
     const int64_t rank = static_cast<int64_t>(x.size());
     MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", -1), rank, *ctx.node));
@@ -151,7 +150,7 @@ class SoftmaxKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     QParam qx, qy;
-    MOSAIC_RETURN_IF_ERROR(unary_qparams(*node_, src, &qx, &qy));
+    MOSAIC_RETURN_IF_ERROR(params(src, &qx, &qy));
     const Range8 range(type_);
     const void* x = src[0]->data();
     void* y = dst[0]->data();
@@ -176,8 +175,6 @@ class SoftmaxKernel final : public Kernel {
   }
 
  private:
-  const Node* node_ = nullptr;
-  DType type_ = DType::kU8;
   int64_t outer_ = 1, len_ = 1, inner_ = 1;
 };
 
@@ -185,11 +182,10 @@ class SoftmaxKernel final : public Kernel {
 /// of the dequantised values, quantised. Global: the integer sum less the zero points, times
 /// x_scale / (y_scale * count) in float32, as ONNX Runtime's kernel forms it; windows: the
 /// float32 mean of the dequantised cells.
-class PoolKernel final : public Kernel {
+class PoolKernel final : public UnaryQuantKernel {
  public:
   Status init(const KernelContext& ctx) {
-    node_ = ctx.node;
-    type_ = ctx.inputs[0].dtype;
+    bind(ctx);
     global_ = ctx.node->op_type == "QLinearGlobalAveragePool";
     const Shape& x = ctx.inputs[0].shape;
     if (global_) {
@@ -199,17 +195,13 @@ class PoolKernel final : public Kernel {
       spatial_ = shape_numel(x) / std::max<int64_t>(1, n_ * c_);
       return Status::ok();
     }
-    KernelContext x_only = ctx;
-    x_only.inputs.resize(1);
-    x_only.input_present.resize(1);
-    x_only.constants.resize(1);
-    MOSAIC_ASSIGN_OR_RETURN(p_, pool_params(x_only));
+    MOSAIC_ASSIGN_OR_RETURN(p_, qlinear_pool_params(ctx));
     MOSAIC_ASSIGN_OR_RETURN(w_, lift_window3(p_.win, *ctx.node));
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     QParam qx, qy;
-    MOSAIC_RETURN_IF_ERROR(unary_qparams(*node_, src, &qx, &qy));
+    MOSAIC_RETURN_IF_ERROR(params(src, &qx, &qy));
     const Range8 range(type_);
     const void* x = src[0]->data();
     void* y = dst[0]->data();
@@ -245,8 +237,6 @@ class PoolKernel final : public Kernel {
   }
 
  private:
-  const Node* node_ = nullptr;
-  DType type_ = DType::kU8;
   bool global_ = true, channels_last_ = false;
   int64_t n_ = 0, c_ = 0, spatial_ = 1;
   PoolParams p_;
@@ -272,14 +262,14 @@ class ConcatKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const QParam qy = qparam(src, 0, 1);
-    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qy.scale, "Y_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qy.scale, "Y_scale"));
     const Range8 range(type_);
     void* y = dst[0]->data();
     int64_t start = 0;
     for (size_t k = 0; k < axis_.size(); ++k) {
       const size_t i = 2 + 3 * k;
       const QParam qx = qparam(src, i + 1, i + 2);
-      MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qx.scale, "an operand's scale"));
+      MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qx.scale, "an operand's scale"));
       const bool same = qx.scale == qy.scale && qx.zero_point == qy.zero_point;
       const int64_t run = axis_[k] * inner_;
       for (int64_t o = 0; o < outer_; ++o)
@@ -325,20 +315,20 @@ class QGemmKernel final : public Kernel {
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const QParam qa = qparam(src, 1, 2);
-    MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qa.scale, "a_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qa.scale, "a_scale"));
     const Tensor* bs = src[4];
     const Tensor* bz = src.size() > 5 ? src[5] : nullptr;
     const bool quantised = out_ != DType::kF32;
     QParam qy;
     if (quantised) {
       qy = qparam(src, 7, 8);
-      MOSAIC_RETURN_IF_ERROR(check_scale(*node_, qy.scale, "y_scale"));
+      MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qy.scale, "y_scale"));
     }
     std::vector<float> mult(static_cast<size_t>(n_));
     std::vector<int64_t> bzp(static_cast<size_t>(n_), 0);
     for (int64_t j = 0; j < n_; ++j) {
       const float s = static_cast<float>(load_f64(bs->dtype(), bs->data(), bs->numel() == 1 ? 0 : j));
-      MOSAIC_RETURN_IF_ERROR(check_scale(*node_, s, "b_scale"));
+      MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, s, "b_scale"));
       const float product = alpha_ * qa.scale * s;
       mult[static_cast<size_t>(j)] = quantised ? product / qy.scale : product;
       if (bz) bzp[static_cast<size_t>(j)] = load_i64(bz->dtype(), bz->data(), bz->numel() == 1 ? 0 : j);
