@@ -64,7 +64,7 @@ Expected<PerNodeVerifyReport> verify_per_node(const VerifyOptions& o) {
 
 Expected<DeterminismVerifyReport> verify_determinism(const VerifyOptions& o) {
   MOSAIC_RETURN_IF_ERROR(check_verify_modes(o));
-  MOSAIC_RETURN_IF_ERROR(check_numbers("verify", {{"threads", o.common.threads}}));
+  MOSAIC_RETURN_IF_ERROR(check_numbers("verify", {{"rtol", o.rtol}, {"atol", o.atol}, {"threads", o.common.threads}}));
   MOSAIC_ASSIGN_OR_RETURN(std::vector<std::string> backends, verify_backends(o.backend));
   Graph g;
   std::vector<Tensor> inputs;
