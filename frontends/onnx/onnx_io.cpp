@@ -429,10 +429,13 @@ Status save_onnx(const Graph& g, const std::string& path) {
   }
   auto* gp = model.mutable_graph();
   gp->set_name(g.name);
+  // Without a known shape the field is left out (an unknown rank): an empty one would declare
+  // a scalar, which ONNX's checker and other engines hold against the node that writes it.
   auto set_type = [](onnx::ValueInfoProto* v, DType dt, const std::vector<int64_t>& dims,
-                     const std::vector<std::string>& params) {
+                     const std::vector<std::string>& params, bool known = true) {
     auto* tt = v->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(dtype_to_onnx(dt));
+    if (!known) return;
     auto* sh = tt->mutable_shape();
     for (size_t i = 0; i < dims.size(); ++i) {
       auto* d = sh->add_dim();
@@ -450,7 +453,7 @@ Status save_onnx(const Graph& g, const std::string& path) {
     v->set_name(out.name);
     auto d = g.value_descs.find(out.name);
     std::vector<int64_t> dims = out.has_shape ? out.dims : (d != g.value_descs.end() ? d->second.shape : Shape{});
-    set_type(v, out.dtype, dims, out.dim_params);
+    set_type(v, out.dtype, dims, out.dim_params, out.has_shape || d != g.value_descs.end());
   }
   for (const auto& [name, t] : g.initializers) tensor_to_proto(t, name, gp->add_initializer());
   for (const auto& n : g.nodes) {

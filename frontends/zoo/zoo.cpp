@@ -23,7 +23,7 @@ Graph alexnet_cifar(uint64_t seed) {
   x = b.relu(b.linear(x, "fc1", 1024, 8192), "relu6");
   x = b.relu(b.linear(x, "fc2", 8192, 8192), "relu7");
   b.linear(x, "fc3", 8192, 10);
-  return b.finish("logits");
+  return b.finish("logits", {10});
 }
 
 /// Seed 000's VGG16 for CIFAR-100 (8,735,652 parameters).
@@ -44,7 +44,7 @@ Graph vgg16_cifar(uint64_t seed) {
   x = b.flatten(x, "flatten");
   x = b.relu(b.linear(x, "fc1", 2048, 512), "relu_fc1");
   b.linear(x, "fc2", 512, 100);
-  return b.finish("logits");
+  return b.finish("logits", {100});
 }
 
 /// A small CNN for 28x28 grey images (Fashion-MNIST): two conv blocks and two linear layers.
@@ -55,7 +55,7 @@ Graph fmnist_cnn(uint64_t seed) {
   x = b.max_pool(b.relu(b.conv(x, "conv2", 32, 64, 3, 1, 1), "relu2"), "pool2", 2, 2);
   x = b.relu(b.linear(b.flatten(x, "flatten"), "fc1", 64 * 7 * 7, 128), "relu3");
   b.linear(x, "fc2", 128, 10);
-  return b.finish("logits");
+  return b.finish("logits", {10});
 }
 
 /// torchvision's ResNet-50 (v1.5: the stride on each bottleneck's 3x3 convolution) for
@@ -88,7 +88,7 @@ Graph resnet50(uint64_t seed) {
   }
   x = b.flatten(b.global_avg_pool(x, "avgpool"), "flatten");
   b.linear(x, "fc", 2048, 1000);
-  return b.finish("logits");
+  return b.finish("logits", {1000});
 }
 
 }  // namespace

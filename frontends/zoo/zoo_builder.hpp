@@ -103,10 +103,17 @@ class Builder {
   /// A parameter uniform in +-bound (PyTorch's default for fan-in layers).
   void uniform(const std::string& name, const Shape& shape, double bound) { add_param(name, shape, bound); }
   Graph& graph() { return g_; }
-  Graph finish(const std::string& out) {
+  /// Names the last node's output `out`, the graph's output of [batch, per_row...] float32,
+  /// declared as an exporter declares it (the batch symbolic).
+  Graph finish(const std::string& out, const Shape& per_row) {
     g_.nodes.back().outputs[0] = out;
     ValueInfo v;
     v.name = out;
+    v.dims = {-1};
+    v.dims.insert(v.dims.end(), per_row.begin(), per_row.end());
+    v.dim_params.assign(v.dims.size(), "");
+    v.dim_params[0] = "batch";
+    v.has_shape = true;
     g_.outputs.push_back(v);
     return std::move(g_);
   }

@@ -119,7 +119,7 @@ Graph bert(const std::string& name, int64_t layers, int64_t h, int64_t heads, in
   }
   x = b.layer_norm(b.gelu(b.dense(x, "mlm.transform", h, h), "mlm.gelu"), "mlm.norm", h);
   b.tied_head(x, "mlm.logits", table, seq, h, vocab);
-  return b.finish("logits");
+  return b.finish("logits", {seq, vocab});
 }
 
 Graph gpt2_small(uint64_t seed) {
@@ -140,7 +140,7 @@ Graph gpt2_small(uint64_t seed) {
     x = b.op("Add", p + ".residual2", {x, b.mlp(b.layer_norm(x, p + ".ln_2", h), p + ".mlp", h, 4 * h)});
   }
   b.tied_head(b.layer_norm(x, "ln_f", h), "lm_head", table, seq, h, vocab);
-  return b.finish("logits");
+  return b.finish("logits", {seq, vocab});
 }
 
 Graph vit_tiny(uint64_t seed) {
@@ -169,7 +169,7 @@ Graph vit_tiny(uint64_t seed) {
   init["cls.index"] = Tensor::from_i64({}, {0});
   x = b.op("Gather", "cls.take", {x, "cls.index"}, {{"axis", Attribute::of_int(1)}});  // [B, 192]
   b.linear(x, "head", h, classes);
-  return b.finish("logits");
+  return b.finish("logits", {classes});
 }
 
 Graph lstm_classifier(uint64_t seed) {
@@ -193,7 +193,7 @@ Graph lstm_classifier(uint64_t seed) {
   b.graph().nodes.push_back(n);
   x = b.reshape("lstm.Y_h", "lstm.final", {0, 2 * h});
   b.linear(x, "classifier", 2 * h, classes);
-  return b.finish("logits");
+  return b.finish("logits", {classes});
 }
 
 }  // namespace
