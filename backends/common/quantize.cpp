@@ -1,6 +1,13 @@
 #include "backends/common/quantize.hpp"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "backends/common/broadcast.hpp"
@@ -30,18 +37,92 @@ int64_t requantize(double v, double zero_point, int64_t lo, int64_t hi) {
   return static_cast<int64_t>(r);
 }
 
+/// The QDQ models' common case, float32 values and scales with 8-bit integer codes one scale
+/// per tensor or per axis, in float32 (the same values as the general loops': a float32
+/// quotient and product round once either way) over rows of the layout, on `threads`.
+bool float_bytes_case(DType x, DType s, DType q, const QuantScaleLayout& L) {
+  return x == DType::kF32 && s == DType::kF32 && (q == DType::kU8 || q == DType::kI8) && L.kind != QuantScaleLayout::kBlock;
+}
+
+/// fn(scale index, begin, end) over the elements [begin, end) that share one scale: rows of
+/// `inner` elements per (outer, axis) pair, long rows cut into chunks, on `threads` threads.
+template <class Fn>
+void for_scale_runs(const QuantScaleLayout& L, int threads, Fn fn) {
+  const int64_t inner = L.kind == QuantScaleLayout::kTensor ? L.outer * L.axis_dim * L.inner : L.inner;
+  const int64_t rows = L.kind == QuantScaleLayout::kTensor ? 1 : L.outer * L.axis_dim;
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = std::max<int64_t>(1, (inner + kChunk - 1) / kChunk), tasks = rows * chunks;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && tasks > 1 && rows * inner > 32768)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t r = t / chunks, c = t % chunks;
+    const int64_t begin = r * inner + c * kChunk, end = r * inner + std::min(inner, (c + 1) * kChunk);
+    fn(L.kind == QuantScaleLayout::kTensor ? 0 : r % L.axis_dim, begin, end);
+  }
+}
+
+int kernel_threads(bool parallel) {
+#ifdef _OPENMP
+  return parallel ? omp_get_max_threads() : 1;
+#else
+  (void)parallel;
+  return 1;
+#endif
+}
+
+template <class Q>
+void quantize_bytes(const QuantScaleLayout& L, int threads, const float* x, const float* s, const Q* zp, Q* y) {
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min()), hi = static_cast<float>(std::numeric_limits<Q>::max());
+  for_scale_runs(L, threads, [=](int64_t si, int64_t begin, int64_t end) {
+    const float scale = s[si], z = zp ? static_cast<float>(zp[si]) : 0.f;
+    const float* __restrict__ xr = x;
+    Q* __restrict__ yr = y;
+    for (int64_t e = begin; e < end; ++e) {
+      const float q = xr[e] / scale;
+      // rint rounds half to even as nearbyint does (and vectorises); NaN gives the zero
+      // point, as the general loop's requantize.
+      const float r = std::min(hi, std::max(lo, std::rint(q) + z));
+      yr[e] = static_cast<Q>(q == q ? r : z);
+    }
+  });
+}
+
+template <class Q>
+void dequantize_bytes(const QuantScaleLayout& L, int threads, const Q* x, const float* s, const Q* zp, float* y) {
+  for_scale_runs(L, threads, [=](int64_t si, int64_t begin, int64_t end) {
+    const float scale = s[si];
+    const int z = zp ? zp[si] : 0;
+    const Q* __restrict__ xr = x;
+    float* __restrict__ yr = y;
+    for (int64_t e = begin; e < end; ++e) yr[e] = static_cast<float>(static_cast<int>(xr[e]) - z) * scale;
+  });
+}
+
 class QuantizeLinearKernel final : public Kernel {
  public:
+  /// `fast`: the optimised backends' kernel (the float32 <-> 8-bit case vectorised, on every
+  /// thread); the oracle's runs the general loops.
+  explicit QuantizeLinearKernel(bool fast) : fast_(fast), threads_(kernel_threads(fast)) {}
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, quant_linear_params(ctx));
     x_ = ctx.inputs[0].dtype;
     s_ = ctx.inputs[1].dtype;
     if (p_.has_zero_point) zp_ = ctx.inputs[2].dtype;
     integer_ = quant_int_range(p_.out, &lo_, &hi_);
+    bytes_ = fast_ && float_bytes_case(x_, s_, p_.out, p_.layout) && (!p_.has_zero_point || zp_ == p_.out);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const QuantScaleLayout& L = p_.layout;
+    if (bytes_) {
+      const float* x = src[0]->f32();
+      const float* s = src[1]->f32();
+      const void* zp = p_.has_zero_point ? src[2]->data() : nullptr;
+      if (p_.out == DType::kU8)
+        quantize_bytes(L, threads_, x, s, static_cast<const uint8_t*>(zp), static_cast<uint8_t*>(dst[0]->data()));
+      else
+        quantize_bytes(L, threads_, x, s, static_cast<const int8_t*>(zp), static_cast<int8_t*>(dst[0]->data()));
+      return Status::ok();
+    }
     const void* x = src[0]->data();
     const void* s = src[1]->data();
     const void* zp = p_.has_zero_point ? src[2]->data() : nullptr;
@@ -66,22 +147,35 @@ class QuantizeLinearKernel final : public Kernel {
  private:
   QuantLinearParams p_;
   DType x_ = DType::kF32, s_ = DType::kF32, zp_ = DType::kU8;
-  bool integer_ = true;
+  bool integer_ = true, fast_ = false, bytes_ = false;
   int64_t lo_ = 0, hi_ = 255;
+  int threads_ = 1;
 };
 
 class DequantizeLinearKernel final : public Kernel {
  public:
+  explicit DequantizeLinearKernel(bool fast) : fast_(fast), threads_(kernel_threads(fast)) {}
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(p_, quant_linear_params(ctx));
     x_ = ctx.inputs[0].dtype;
     s_ = ctx.inputs[1].dtype;
     // The floats' zero point is ignored, as ONNX's reference ignores it.
     use_zp_ = p_.has_zero_point && !dtype_is_float(x_);
+    bytes_ = fast_ && float_bytes_case(p_.out, s_, x_, p_.layout) && (!use_zp_ || ctx.inputs[2].dtype == x_);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const QuantScaleLayout& L = p_.layout;
+    if (bytes_) {
+      const float* s = src[1]->f32();
+      const void* zp = use_zp_ ? src[2]->data() : nullptr;
+      float* y = dst[0]->f32();
+      if (x_ == DType::kU8)
+        dequantize_bytes(L, threads_, static_cast<const uint8_t*>(src[0]->data()), s, static_cast<const uint8_t*>(zp), y);
+      else
+        dequantize_bytes(L, threads_, static_cast<const int8_t*>(src[0]->data()), s, static_cast<const int8_t*>(zp), y);
+      return Status::ok();
+    }
     const void* x = src[0]->data();
     const void* s = src[1]->data();
     const void* zp = use_zp_ ? src[2]->data() : nullptr;
@@ -101,7 +195,8 @@ class DequantizeLinearKernel final : public Kernel {
  private:
   QuantLinearParams p_;
   DType x_ = DType::kU8, s_ = DType::kF32;
-  bool use_zp_ = false;
+  bool use_zp_ = false, fast_ = false, bytes_ = false;
+  int threads_ = 1;
 };
 
 /// uint8 with the scale and zero point of [min(0, min x), max(0, max x)], in float32 as
@@ -309,20 +404,36 @@ class IntegerConvKernel final : public Kernel {
   int64_t lo_ = 0, hi_ = 255;
 };
 
+/// make_factory for the kernels with the oracle's loops or (`fast`) the optimised backends' path.
+template <class K>
+KernelFactory threaded_factory(bool fast) {
+  return [fast](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    auto k = std::make_unique<K>(fast);
+    MOSAIC_RETURN_IF_ERROR(k->init(ctx));
+    return std::unique_ptr<Kernel>(std::move(k));
+  };
+}
+
 }  // namespace
 
 void register_quantize_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
-  r.kernel("QuantizeLinear", make_factory<QuantizeLinearKernel>(), any);
-  r.kernel("DequantizeLinear", make_factory<DequantizeLinearKernel>(), any);
+  r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(false), any);
+  r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(false), any);
   r.kernel("DynamicQuantizeLinear", make_factory<DynamicQuantizeLinearKernel>(), any);
   r.kernel("MatMulInteger", make_factory<IntegerMatMulKernel>(), any);
   r.kernel("QLinearMatMul", make_factory<IntegerMatMulKernel>(), any);
   r.kernel("ConvInteger", make_factory<IntegerConvKernel>(), any);
   r.kernel("QLinearConv", make_factory<IntegerConvKernel>(), any);
   // com.microsoft's QuantizeLinear and DequantizeLinear are ONNX's (operators/ms_quantize.hpp).
-  r.kernel(op_key(kMicrosoftDomain, "QuantizeLinear"), make_factory<QuantizeLinearKernel>(), any);
-  r.kernel(op_key(kMicrosoftDomain, "DequantizeLinear"), make_factory<DequantizeLinearKernel>(), any);
+  r.kernel(op_key(kMicrosoftDomain, "QuantizeLinear"), threaded_factory<QuantizeLinearKernel>(false), any);
+  r.kernel(op_key(kMicrosoftDomain, "DequantizeLinear"), threaded_factory<DequantizeLinearKernel>(false), any);
+}
+
+void register_qdq_kernels(BackendRegistration& r) {
+  const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
+  r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(true), any);
+  r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(true), any);
 }
 
 }  // namespace mosaic

@@ -8,5 +8,8 @@
 namespace mosaic {
 
 void register_quantize_kernels(BackendRegistration& r);
+/// QuantizeLinear and DequantizeLinear for the optimised backends (the QDQ models' activations
+/// between float kernels): the same kernels, their float32 <-> 8-bit case on every thread.
+void register_qdq_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

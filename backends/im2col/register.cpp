@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <cblas.h>
 
+#include "backends/common/quantize.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/detection.hpp"
@@ -49,6 +50,7 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   register_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
   register_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
   register_pointwise_kernels(r);
+  register_qdq_kernels(r);  // a QDQ model's activations between the float kernels
   register_indexing_kernels(r);
   register_detection_kernels(r);
   register_resize_kernel(r);

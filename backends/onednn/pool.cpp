@@ -4,6 +4,7 @@
 #include "backends/common/grad.hpp"
 #include "backends/common/pooling.hpp"
 #include "backends/common/support.hpp"
+#include "backends/onednn/onednn.hpp"
 #include "backends/onednn/onednn_internal.hpp"
 
 namespace mosaic::onednn_impl {
@@ -37,7 +38,19 @@ class PoolKernel final : public Kernel {
                                                           : algorithm::pooling_avg_exclude_padding);
       const Shape& ys = ctx.outputs[0].shape;
       // Pool in the input's layout; the output follows it (reordered to plain if needed).
-      const memory::desc src = input_md(ctx, 0);
+      memory::desc src = input_md(ctx, 0);
+      // A plain NCHW input in inference (a QDQ model's DequantizeLinear output, a pool right
+      // after the graph input): oneDNN's only plain pool, simple_nchw, walks one plane at a
+      // time, 10-20x slower than its JIT pool on channel blocks, so the input is reordered
+      // into blocks first (fmnist-cnn's first pool at batch 64: 8.6 ms -> see docs/performance.md).
+      const Shape& xs = ctx.inputs[0].shape;
+      if (!ctx.training && !ctx.input_layout(0) && xs.size() == 4 && xs[1] >= 8) {
+        const bool wide = onednn_effective_isa().find("avx512") != std::string::npos;
+        const memory::desc blocked(memory::dims(xs.begin(), xs.end()), dt::f32, wide ? tag::nChw16c : tag::nChw8c);
+        src_staged_.init(src, blocked, ctx.tracker, false);
+        staged_ = true;
+        src = blocked;
+      }
       dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, src, any(ys), strides, kernel, dil, pl, pr);
       dnnl::pooling_v2_forward::primitive_desc pd(d, engine());
       src_.mem = memory(src, engine(), DNNL_MEMORY_NONE);
@@ -93,14 +106,20 @@ class PoolKernel final : public Kernel {
       stream().wait();
       return Status::ok();
     }
-    src_.bind(src[0]);
+    if (staged_) {
+      src_staged_.bind_in(src[0]);
+    } else {
+      src_.bind(src[0]);
+    }
     dst_.bind_out(dst[0]);
-    prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
+    prim_.execute(stream(), {{DNNL_ARG_SRC, staged_ ? src_staged_.internal : src_.mem}, {DNNL_ARG_DST, dst_.internal}});
     dst_.finish_out();
     stream().wait();
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return dst_.bytes + (workspace_ ? workspace_.get_desc().get_size() : 0); }
+  size_t workspace_bytes() const override {
+    return dst_.bytes + src_staged_.owned_bytes() + (workspace_ ? workspace_.get_desc().get_size() : 0);
+  }
   std::shared_ptr<const Layout> output_layout(size_t) const override { return out_layout_; }
   bool has_backward() const override { return trainable_; }
   bool backward_reads_output(size_t) const override { return false; }
@@ -128,6 +147,8 @@ class PoolKernel final : public Kernel {
 
  private:
   Bound src_;
+  Staged src_staged_;  ///< a plain input's copy in channel blocks (inference)
+  bool staged_ = false;
   Staged dst_;
   std::shared_ptr<const Layout> out_layout_;
   dnnl::pooling_v2_forward prim_;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/common/quantize.hpp"
 #include "backends/common/attention.hpp"
 #include "backends/common/detection.hpp"
 #include "backends/common/indexing.hpp"
@@ -130,6 +131,7 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   register_logic_kernels(r);
   register_rearrange_kernels(r);
   register_pointwise_kernels(r);
+  register_qdq_kernels(r);  // a QDQ model's activations between the float kernels
   register_indexing_kernels(r);
   register_detection_kernels(r);
   register_resize_kernel(r);
