@@ -1,4 +1,6 @@
 #include "api/bench.hpp"
+#include "api/quantize.hpp"
+#include "metrics/calibration.hpp"
 
 #include "operators/attention.hpp"
 #include "ir/interrupt.hpp"
@@ -41,7 +43,8 @@ void add_config(BenchReport& report, const std::string& label, Plan& plan, const
   c.max_rel_err = check.max_rel_err;
   c.check_message = check.check_message;
   c.top1_agreement = check.top1_agreement;
-  c.precision = precision_name(plan.options().precision);
+  c.sqnr_db = check.sqnr_db;
+  c.precision = check.precision == "int8" ? "int8" : precision_name(plan.options().precision);
   c.first_divergent_node = check.first_divergent_node;
   c.peak_tracked_bytes = plan.tracker().peak();
   // The devices' own view right after the timed run (utilisation over their last sample
@@ -150,7 +153,7 @@ Expected<PrecisionConfigs> precision_configs(const BenchOptions& o, const BenchC
     out.from.push_back(i);
     out.precision.push_back(p);
   };
-  if (o.precision == "f32") {
+  if (o.precision == "f32" || o.precision == "int8") {  // int8's twins are added on their own model
     for (size_t i = 0; i < configs.size(); ++i) keep(configs[i].first, i, Precision::kF32);
     return out;
   }
@@ -359,7 +362,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
 /// Inference benchmark: each configuration's outputs are compared with the naive plan's,
 /// then its forward pass is timed.
 Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const std::vector<std::string>& fallback,
-                           const Graph& g, const std::vector<Tensor>& inputs, BenchOutcome& out) {
+                           const Graph& g, const Graph* int8, const std::vector<Tensor>& inputs, BenchOutcome& out) {
   BenchReport& report = out.report;
   TraceRecorder* trace = out.trace.get();
   const auto& reg = builtin_registry();
@@ -429,7 +432,29 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   for (size_t from : pc.from) kept_graphs.push_back(graph_of[from]);
   configs = pc.configs;
   graph_of = std::move(kept_graphs);
-  const std::vector<Precision>& precision_of = pc.precision;
+  std::vector<Precision> precision_of = pc.precision;
+  // --precision int8: each configuration followed by its twin on the int8 QDQ model.
+  Graph int8_timed;
+  std::vector<bool> is_int8(configs.size(), false);
+  if (int8) {
+    int8_timed = *int8;
+    BenchReport scratch;  // the float graph's fusion notes already say what fuses
+    if (o.fuse) fuse_for_bench(int8_timed, FuseOptions{}, scratch);
+    BenchConfigs all;
+    std::vector<const Graph*> graphs;
+    std::vector<Precision> precisions;
+    is_int8.clear();
+    for (size_t i = 0; i < configs.size(); ++i)
+      for (bool q : {false, true}) {
+        all.emplace_back(configs[i].first + (q ? "-int8" : ""), configs[i].second);
+        graphs.push_back(q ? &int8_timed : graph_of[i]);
+        precisions.push_back(precision_of[i]);
+        is_int8.push_back(q);
+      }
+    configs = std::move(all);
+    graph_of = std::move(graphs);
+    precision_of = std::move(precisions);
+  }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -442,7 +467,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     plans.push_back(std::move(plan.value()));
   }
   if (o.peaks) add_device_peaks(o, plans, report);
-  std::vector<Tensor> reference;
+  std::vector<Tensor> reference, reference8;
   if (o.check) {
     std::unique_ptr<Plan> naive_plan;
     Plan* ref = nullptr;
@@ -455,25 +480,36 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     say(o, "computing the naive reference output...");
     NodeProgress ref_progress("naive reference", ref->steps().size());
     MOSAIC_RETURN_IF_ERROR(ref->run(inputs, &reference, o.verbose ? &ref_progress : nullptr));
+    if (int8) {  // the int8 twins' own reference: naive on the QDQ model as loaded
+      say(o, "computing the naive reference output of the int8 model...");
+      MOSAIC_ASSIGN_OR_RETURN(auto naive8, Plan::build(*int8, Placement::all_on("naive", {}), reg));
+      MOSAIC_RETURN_IF_ERROR(naive8->run(inputs, &reference8));
+    }
   }
   for (size_t i = 0; i < configs.size(); ++i) {
     Plan& plan = *plans[i];
     say(o, "benchmarking " + configs[i].first + "...");
     const BenchConfig cfg = timed_config(o, configs[i].first);
     ConfigReport check;
+    if (is_int8[i]) check.precision = "int8";
     if (o.check) {
       std::vector<Tensor> outs;
       MOSAIC_RETURN_IF_ERROR(plan.run(inputs, &outs));
       check.checked = true;
       // bf16, tf32: within reduced_precision_tolerance of the output's scale (its elements'
-      // relative errors mean nothing near zero).
-      const bool reduced = precision_of[i] != Precision::kF32;
-      const double tolerance = reduced_precision_tolerance(precision_of[i]);
+      // relative errors mean nothing near zero). int8: the same against naive on the QDQ
+      // model (a float sum on a rounding edge moves a code by one step), its top-1 agreement
+      // and SQNR against the float32 model's.
+      const bool reduced = precision_of[i] != Precision::kF32 || is_int8[i];
+      const double tolerance = is_int8[i] ? kInt8Tolerance : reduced_precision_tolerance(precision_of[i]);
+      const std::vector<Tensor>& want = is_int8[i] ? reference8 : reference;
       if (reduced) check.top1_agreement = top1_agreement(outs[0], reference[0]);
+      if (is_int8[i] && outs[0].dtype() == DType::kF32 && outs[0].desc() == reference[0].desc())
+        check.sqnr_db = sqnr_db(outs[0].f32(), reference[0].f32(), outs[0].numel());
       for (size_t k = 0; k < outs.size(); ++k) {
-        const double scale = reduced ? max_abs(reference[k]) : 0.0;
-        Agreement a = reduced ? compare_tensors(outs[k], reference[k], 0.0, tolerance * scale + 1e-6)
-                              : compare_tensors(outs[k], reference[k], o.rtol, o.atol);
+        const double scale = reduced ? max_abs(want[k]) : 0.0;
+        Agreement a = reduced ? compare_tensors(outs[k], want[k], 0.0, tolerance * scale + 1e-6)
+                              : compare_tensors(outs[k], want[k], o.rtol, o.atol);
         check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
         check.max_rel_err = std::max(check.max_rel_err, reduced ? a.max_abs / std::max(scale, 1e-12) : a.max_rel);
         if (!a.ok && check.check_ok) {
@@ -586,14 +622,36 @@ Status check_bench_options(const BenchOptions& o) {
       return Status::invalid("`distributed` runs fixed iteration counts on every rank: it excludes "
                              "`target_ci`, `min_seconds`, `find_max_batch` and `processes`");
   }
-  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "tf32" && o.precision != "both")
-    return Status::invalid("`precision` must be f32, bf16, tf32 or both, got '" + o.precision + "'");
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "tf32" && o.precision != "both" && o.precision != "int8")
+    return Status::invalid("`precision` must be f32, bf16, tf32, both or int8, got '" + o.precision + "'");
+  if (o.precision == "int8" && o.mode != "inference")
+    return Status::invalid("`precision` int8 times inference (a QDQ model does not train)");
   if (o.precision != "f32" && o.assign == "auto")
     return Status::unsupported("`precision` " + o.precision + " with `assign` auto: the automatic placement chooses "
                                "in float32; time `precision` " + o.precision + " on explicit placements");
   if (o.attention != "fused" && o.attention != "unfused" && o.attention != "both")
     return Status::invalid("`attention` must be fused, unfused or both, got '" + o.attention + "'");
   return check_auto_options(o);
+}
+
+/// --precision int8: the model calibrated on the bench's data (its training split) or on
+/// random inputs, in its QDQ form (api/quantize.hpp), prepared as the float one.
+Expected<std::unique_ptr<Graph>> int8_model(const BenchOptions& o, BenchReport& report) {
+  QuantizeOptions qo;
+  qo.model = o.model;
+  qo.data = o.data;
+  qo.common = o.common;
+  qo.common.batch = 0;  // calibration's own batch (64 with data)
+  qo.common.inputs.clear();
+  say(o, "calibrating the int8 model...");
+  QuantizeReport qr;
+  MOSAIC_ASSIGN_OR_RETURN(Graph q, quantized_graph(qo, &qr));
+  MOSAIC_ASSIGN_OR_RETURN(Graph prepared, prepare_model(std::move(q), o.common, nullptr));
+  report.notes.push_back("int8: each configuration beside its twin on the QDQ model (" + std::to_string(qr.nodes.size()) +
+                         " node(s) quantised, weights per channel, uint8 activations; " + qr.method + " calibration on " +
+                         qr.calibration + "; `mosaic quantize` writes it); the twins are checked against naive on "
+                         "that model, their top-1 agreement and SQNR against float32's");
+  return std::make_unique<Graph>(std::move(prepared));
 }
 
 Expected<BenchOutcome> bench(const BenchOptions& o) {
@@ -654,7 +712,11 @@ Expected<BenchOutcome> bench(const BenchOptions& o) {
   if (!o.trace.empty()) out.trace = std::make_unique<TraceRecorder>();
 
   if (!training) {
-    MOSAIC_RETURN_IF_ERROR(run_inference_bench(o, configs, fallback, g, inputs, out));
+    std::unique_ptr<Graph> int8;
+    if (o.precision == "int8") {
+      MOSAIC_ASSIGN_OR_RETURN(int8, int8_model(o, report));
+    }
+    MOSAIC_RETURN_IF_ERROR(run_inference_bench(o, configs, fallback, g, int8.get(), inputs, out));
     finish_report(report);
     return out;
   }

@@ -61,7 +61,10 @@ struct BenchOptions {
   /// kBf16Tolerance of the output's scale, and their top-1 agreement is reported. Training
   /// (mixed precision: the products' backward passes read bfloat16 too, parameters, gradients
   /// and optimizer state stay float32): the loss and every gradient within kBf16Tolerance of
-  /// their scale. Not with --assign auto (which chooses in float32).
+  /// their scale. Not with --assign auto (which chooses in float32). "int8" (inference): each
+  /// configuration beside its twin "LABEL-int8" on the model's QDQ form, calibrated on `data`
+  /// or random inputs (api/quantize.hpp), checked within kInt8Tolerance against naive on that
+  /// form, with its top-1 agreement and SQNR against float32's outputs.
   std::string precision = "f32";
   double rtol = 1e-3, atol = 1e-4;
   DbOptions db;  ///< the results store the CLI records the run in (api::bench records nothing)
@@ -83,6 +86,11 @@ inline constexpr double kBf16Tolerance = 0.03;
 /// precision, and products still accumulate in float32. Not yet measured on a GPU
 /// (docs/gpu.md).
 inline constexpr double kTf32Tolerance = 0.01;
+/// int8 twins (--precision int8) agree with naive on the same QDQ model when every output
+/// element is within this fraction of the output's largest magnitude: where a float sum lands
+/// on a rounding edge its code moves by one step, and the step's effect carries through the
+/// layers after it.
+inline constexpr double kInt8Tolerance = 0.03;
 /// The tolerance of a reduced precision's check (0 for float32, which checks elementwise).
 inline double reduced_precision_tolerance(Precision p) {
   return p == Precision::kBF16 ? kBf16Tolerance : p == Precision::kTF32 ? kTf32Tolerance : 0.0;

@@ -134,6 +134,10 @@ Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, P
   if (c.batch != 0) numbers.push_back({"batch", static_cast<double>(c.batch)});
   MOSAIC_RETURN_IF_ERROR(check_numbers("", numbers));
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(spec));
+  return prepare_model(std::move(g), c, report);
+}
+
+Expected<Graph> prepare_model(Graph g, const CommonOptions& c, PrepareReport* report) {
   PrepareOptions po;
   po.batch = c.batch;
   // An integer input read as a shape, axes or position must be known at load: its file's

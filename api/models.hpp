@@ -32,6 +32,8 @@ Expected<std::string> export_model(const std::string& name, const std::string& o
 Status explain_unsupported(const Status& st, const Graph& g);
 /// Loads and prepares (batch, --shape); an unsupported op names the backends lacking it.
 Expected<Graph> load_prepared(const std::string& spec, const CommonOptions& c, PrepareReport* report);
+/// Prepares a model already loaded (or rewritten in memory) as load_prepared does.
+Expected<Graph> prepare_model(Graph g, const CommonOptions& c, PrepareReport* report);
 /// Loads and prepares a model to train or gradient-check at `batch`: one input, a logits
 /// output first.
 Expected<Graph> load_trainable(const std::string& spec, int64_t batch);

@@ -30,6 +30,7 @@
 #include "api/optcheck.hpp"
 #include "api/html_report.hpp"
 #include "api/plan.hpp"
+#include "api/quantize.hpp"
 #include "api/simulate.hpp"
 #include "api/sweep.hpp"
 #include "api/train.hpp"

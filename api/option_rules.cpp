@@ -76,6 +76,12 @@ const std::map<std::string, std::map<std::string, NumberRule>>& rules() {
       // A rank of the simulated run needs a thread; optcheck's network check needs a step.
       {"simulate", {{"threads", integer_at_least(1)}}},
       {"optcheck", {{"steps", integer_at_least(1)}}},
+      // Calibration rows; the percentile kept inside the range; SQNR in decibels.
+      {"quantize",
+       {{"samples", integer_at_least(1)},
+        {"eval_samples", integer_at_least(0)},
+        {"percentile", in(50, 100, false, false, "in [50, 100]")},
+        {"sqnr_threshold", at_least(0)}}},
   };
   return table;
 }

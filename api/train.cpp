@@ -80,18 +80,6 @@ Status data_fits(const Graph& g, const TrainOptions& o, const DataSplits& d) {
   return Status::ok();
 }
 
-/// Appends the top-1 class (argmax over the last axis) of each row of `logits` whose label is
-/// not kIgnoreIndex; `labels` has one entry per row.
-void append_top1(const Tensor& logits, const Tensor& labels, std::vector<int64_t>* out) {
-  const int64_t classes = logits.shape().back(), rows = labels.numel();
-  const float* y = logits.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    if (labels.i64()[r] == kIgnoreIndex) continue;
-    const float* row = y + r * classes;
-    out->push_back(std::max_element(row, row + classes) - row);
-  }
-}
-
 std::string fixed4(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.4f", v);
@@ -309,28 +297,9 @@ Expected<TrainResult> train_impl(const TrainOptions& o, const DataSplits* preloa
   };
   // `predictions`, if given, receives the top-1 class of every scored row, in order.
   auto evaluate_on = [&](Plan& plan, const Dataset& d, std::vector<int64_t>* predictions) -> Expected<Evaluation> {
-    Tensor x = Tensor::empty(eval_graph->value_descs.at(eval_graph->inputs[0].name));
-    Shape ls = d.labels.shape();
-    ls[0] = eval_batch;
-    Tensor labels = Tensor::empty({DType::kI64, ls});
-    const size_t bytes = x.bytes() / static_cast<size_t>(eval_batch);
-    const int64_t per = x.numel() / eval_batch, per_label = labels.numel() / eval_batch;
     const int64_t rank = dp ? dp->rank() : 0, lo = d.size() * rank / ranks, hi = d.size() * (rank + 1) / ranks;
-    double sums[3] = {0, 0, 0};  // correct, scored rows, loss x rows
-    for (int64_t start = lo; start < hi; start += eval_batch) {
-      const int64_t m = std::min(eval_batch, hi - start);
-      std::memset(x.data(), 0, x.bytes());
-      std::memcpy(x.data(), static_cast<const char*>(d.images.data()) + start * bytes, m * bytes);
-      std::fill(labels.i64(), labels.i64() + labels.numel(), kIgnoreIndex);  // padding rows do not count
-      std::copy(d.labels.i64() + start * per_label, d.labels.i64() + (start + m) * per_label, labels.i64());
-      if (norm->enabled()) norm->apply(x.f32(), m, x.dim(1), per / x.dim(1));
-      MOSAIC_RETURN_IF_ERROR(plan.run({x}, nullptr));
-      MOSAIC_ASSIGN_OR_RETURN(LossValue l, class_loss(o.loss, plan.output(0), labels, nullptr));
-      if (predictions) append_top1(plan.output(0), labels, predictions);
-      sums[0] += static_cast<double>(l.correct);
-      sums[1] += static_cast<double>(l.counted);
-      sums[2] += l.loss * static_cast<double>(l.counted);
-    }
+    MOSAIC_ASSIGN_OR_RETURN(EvalCounts c, evaluate_rows(plan, d, lo, hi, norm.value(), o.loss, predictions));
+    double sums[3] = {c.correct, c.rows, c.loss_sum};  // correct, scored rows, loss x rows
     if (dp) dp->sum(sums, 3);
     if (sums[1] == 0) return Evaluation{};
     return Evaluation{sums[0] / sums[1], sums[2] / sums[1]};

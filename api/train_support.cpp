@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+
+#include "core/loss.hpp"
 
 namespace mosaic::api {
 
@@ -74,6 +77,44 @@ void print_distributed(const nlohmann::json& d, int64_t batch) {
   if (!d["comm_hidden_share"].is_null())
     std::printf("  communication hidden behind backward: %.0f%%\n", 100 * d["comm_hidden_share"].get<double>());
   std::printf("  parameters identical on every worker: %s\n", d["parameters_identical"].get<bool>() ? "yes" : "NO");
+}
+
+void append_top1(const Tensor& logits, const Tensor& labels, std::vector<int64_t>* out) {
+  const int64_t classes = logits.shape().back(), rows = labels.numel();
+  const float* y = logits.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels.i64()[r] == kIgnoreIndex) continue;
+    const float* row = y + r * classes;
+    out->push_back(std::max_element(row, row + classes) - row);
+  }
+}
+
+Expected<EvalCounts> evaluate_rows(Plan& plan, const Dataset& d, int64_t lo, int64_t hi, const Normalization& norm,
+                                   const std::string& loss, std::vector<int64_t>* predictions) {
+  const Graph& g = plan.graph();
+  Tensor x = Tensor::empty(g.value_descs.at(g.inputs[0].name));
+  const int64_t batch = x.dim(0);
+  Shape ls = d.labels.shape();
+  ls[0] = batch;
+  Tensor labels = Tensor::empty({DType::kI64, ls});
+  const size_t bytes = x.bytes() / static_cast<size_t>(batch);
+  const int64_t per = x.numel() / batch, per_label = labels.numel() / batch;
+  EvalCounts c;
+  for (int64_t start = lo; start < hi; start += batch) {
+    const int64_t m = std::min(batch, hi - start);
+    std::memset(x.data(), 0, x.bytes());
+    std::memcpy(x.data(), static_cast<const char*>(d.images.data()) + start * bytes, m * bytes);
+    std::fill(labels.i64(), labels.i64() + labels.numel(), kIgnoreIndex);  // padding rows do not count
+    std::copy(d.labels.i64() + start * per_label, d.labels.i64() + (start + m) * per_label, labels.i64());
+    if (norm.enabled()) norm.apply(x.f32(), m, x.dim(1), per / x.dim(1));
+    MOSAIC_RETURN_IF_ERROR(plan.run({x}, nullptr));
+    MOSAIC_ASSIGN_OR_RETURN(LossValue l, class_loss(loss, plan.output(0), labels, nullptr));
+    if (predictions) append_top1(plan.output(0), labels, predictions);
+    c.correct += static_cast<double>(l.correct);
+    c.rows += static_cast<double>(l.counted);
+    c.loss_sum += l.loss * static_cast<double>(l.counted);
+  }
+  return c;
 }
 
 }  // namespace mosaic::api

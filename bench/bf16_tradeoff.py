@@ -18,33 +18,20 @@ usage: bench/bf16_tradeoff.py [--mosaic build/mosaic] [--models fmnist-cnn,alexn
          [--update-docs docs/performance.md]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_docs  # noqa: E402
 from bench_docs import replace_table, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def mosaic_json(args, cmd):
-    """Runs `mosaic CMD --json TMP` and returns the document (exits with the output on failure)."""
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        path = f.name
-    try:
-        full = [args.mosaic] + cmd + ["--no-db", "--json", path]
-        print("$ " + " ".join(full[1:]), file=sys.stderr, flush=True)
-        r = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if r.returncode != 0:
-            sys.exit(f"bf16_tradeoff: {' '.join(full)} failed (exit {r.returncode}):\n{r.stdout[-3000:]}")
-        with open(path) as f:
-            return json.load(f)
-    finally:
-        os.unlink(path)
+    """Runs `mosaic CMD --no-db --json TMP` and returns the document."""
+    return bench_docs.mosaic_json(args.mosaic, cmd + ["--no-db"], "bf16_tradeoff")
 
 
 def by_precision(doc):
@@ -127,14 +114,8 @@ def main():
     args = ap.parse_args()
     if not os.access(args.mosaic, os.X_OK):
         sys.exit(f"bf16_tradeoff: {args.mosaic} not found: build Mosaic first (scripts/setup.sh)")
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     doc = {"schema": "mosaic.bf16/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "cpu": f"{cpu} ({os.cpu_count()} logical cores)", "batch": args.batch, "check_batch": args.check_batch,
+           "cpu": bench_docs.cpu_description(), "batch": args.batch, "check_batch": args.check_batch,
            "epochs": args.epochs, "models": {}}
     for m in args.models.split(","):
         doc["models"][m] = {"inference": speed(args, m, "inference"), "training": speed(args, m, "training"),

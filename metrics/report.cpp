@@ -358,14 +358,21 @@ void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& o
         if (!c.check_ok) os << "check:   " << c.check_message << "\n";
       } else if (c.precision != "f32") {  // the trade-off: error against the float32 oracle beside the speed
         // The limits: api/bench.hpp kBf16Tolerance and kTf32Tolerance.
+        // int8 twins are checked against naive on the same QDQ model, and measured against float32.
+        const bool int8 = c.precision == "int8";
         const std::string within = std::string("within ") + (c.precision == "tf32" ? "1%" : "3%") + " of";
-        std::snprintf(line, sizeof line, "check:   %s %s naive's float32 %s: max abs err %.3g (%.2f%% of the output's scale)%s",
-                      c.precision.c_str(), c.check_ok ? within.c_str() : "DIFFERS from", what, c.max_abs_err,
-                      100 * c.max_rel_err, c.top1_agreement >= 0 ? "" : "\n");
+        std::snprintf(line, sizeof line, "check:   %s %s naive's %s %s: max abs err %.3g (%.2f%% of the output's scale)%s",
+                      c.precision.c_str(), c.check_ok ? within.c_str() : "DIFFERS from", int8 ? "int8" : "float32", what,
+                      c.max_abs_err, 100 * c.max_rel_err, c.top1_agreement >= 0 ? "" : "\n");
         os << line;
         if (c.top1_agreement >= 0) {
-          std::snprintf(line, sizeof line, ", top-1 agreement %.2f%% of rows\n", 100 * c.top1_agreement);
+          std::snprintf(line, sizeof line, ", top-1 agreement %.2f%% of rows%s", 100 * c.top1_agreement,
+                        int8 ? " with float32" : "\n");
           os << line;
+          if (int8) {
+            std::snprintf(line, sizeof line, ", SQNR %.1f dB\n", c.sqnr_db);
+            os << line;
+          }
         }
         if (!c.check_ok) os << "check:   " << c.check_message << "\n";
       } else if (c.check_ok) {
@@ -507,6 +514,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                   {"max_rel_error", c.max_rel_err},
                   {"message", c.check_message},
                   {"top1_agreement", c.top1_agreement >= 0 ? json(c.top1_agreement) : json()},
+                  {"sqnr_db", std::isfinite(c.sqnr_db) ? json(c.sqnr_db) : std::isinf(c.sqnr_db) ? json("inf") : json()},
                   {"first_divergent_node", c.first_divergent_node.empty() ? nlohmann::json() : nlohmann::json(c.first_divergent_node)}};
     r["iterations"] = {{"warmup", c.warmup}, {"measured", c.measured}, {"repeats", c.repeats}, {"budget_hit", c.budget_hit},
                        {"adaptive", c.timing.adaptive}, {"converged", c.timing.adaptive ? json(c.timing.converged) : json()}};

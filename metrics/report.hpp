@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct ConfigReport {
   /// bf16 configurations: the share of rows whose largest output (top-1 class) is the float32
   /// oracle's (-1: not measured).
   double top1_agreement = -1;
+  /// int8 configurations: output 0's signal-to-quantisation-noise ratio against the float32
+  /// oracle's, in dB (NaN: not measured; +inf: equal).
+  double sqnr_db = std::numeric_limits<double>::quiet_NaN();
   /// When the check failed: the first node that diverges from naive on its own (per-node
   /// replay, validate/per_node.hpp), e.g. "'fc2' (Gemm) on onednn: max abs 0.0123, ...".
   std::string first_divergent_node;

@@ -15,6 +15,7 @@
 #include "metrics/report.hpp"
 #include "options.hpp"
 #include "api/optcheck.hpp"
+#include "api/quantize.hpp"
 
 namespace mosaic::python {
 
@@ -91,6 +92,34 @@ const std::vector<Field<VerifyOptions>>& verify_fields() {
       bool_field<VerifyOptions>("quantisation_step", [](VerifyOptions& o) -> auto& { return o.quantisation_step; }),
       str_field<VerifyOptions>("fallback", [](VerifyOptions& o) -> auto& { return o.fallback; }),
       int_field<VerifyOptions>("threads", [](VerifyOptions& o) -> auto& { return o.common.threads; }),
+  };
+  return f;
+}
+
+using api::QuantizeOptions;
+const std::vector<Field<QuantizeOptions>>& quantize_fields() {
+  static const std::vector<Field<QuantizeOptions>> f = {
+      str_field<QuantizeOptions>("output", [](QuantizeOptions& o) -> auto& { return o.output; }),
+      str_field<QuantizeOptions>("data", [](QuantizeOptions& o) -> auto& { return o.data; }),
+      str_field<QuantizeOptions>("normalize", [](QuantizeOptions& o) -> auto& { return o.normalize; }),
+      str_field<QuantizeOptions>("method", [](QuantizeOptions& o) -> auto& { return o.method; }),
+      float_field<QuantizeOptions>("percentile", [](QuantizeOptions& o) -> auto& { return o.percentile; }),
+      int_field<QuantizeOptions>("samples", [](QuantizeOptions& o) -> auto& { return o.samples; }),
+      bool_field<QuantizeOptions>("per_channel", [](QuantizeOptions& o) -> auto& { return o.per_channel; }),
+      str_field<QuantizeOptions>("activation_type", [](QuantizeOptions& o) -> auto& { return o.activation_type; }),
+      bool_field<QuantizeOptions>("symmetric_activations", [](QuantizeOptions& o) -> auto& { return o.symmetric_activations; }),
+      bool_field<QuantizeOptions>("reduce_range", [](QuantizeOptions& o) -> auto& { return o.reduce_range; }),
+      list_field<QuantizeOptions>("op_types", [](QuantizeOptions& o) -> auto& { return o.op_types; }),
+      list_field<QuantizeOptions>("exclude", [](QuantizeOptions& o) -> auto& { return o.exclude; }),
+      bool_field<QuantizeOptions>("evaluate", [](QuantizeOptions& o) -> auto& { return o.evaluate; }),
+      int_field<QuantizeOptions>("eval_samples", [](QuantizeOptions& o) -> auto& { return o.eval_samples; }),
+      float_field<QuantizeOptions>("sqnr_threshold", [](QuantizeOptions& o) -> auto& { return o.sqnr_threshold; }),
+      str_field<QuantizeOptions>("backend", [](QuantizeOptions& o) -> auto& { return o.backend; }),
+      int_field<QuantizeOptions>("batch", [](QuantizeOptions& o) -> auto& { return o.common.batch; }),
+      list_field<QuantizeOptions>("shapes", [](QuantizeOptions& o) -> auto& { return o.common.shapes; }),
+      list_field<QuantizeOptions>("inputs", [](QuantizeOptions& o) -> auto& { return o.common.inputs; }),
+      int_field<QuantizeOptions>("seed", [](QuantizeOptions& o) -> auto& { return o.common.seed; }),
+      int_field<QuantizeOptions>("threads", [](QuantizeOptions& o) -> auto& { return o.common.threads; }),
   };
   return f;
 }
@@ -319,6 +348,15 @@ py::object run_verify_per_node(const std::string& model, const py::kwargs& kw) {
     audits.push_back(j);
   }
   return to_python({{"model", r.model}, {"backends", audits}, {"ran", r.ran}, {"agree", r.agree}});
+}
+
+py::object run_quantize(const std::string& model, const py::kwargs& kw) {
+  QuantizeOptions o;
+  o.model = model;
+  apply("quantize", quantize_fields(), kw, o);
+  Expected<api::QuantizeReport> out = Status::internal("not run");
+  call_released([&] { out = api::quantize_model(o); });
+  return to_python(api::quantize_report_json(value_or_raise(std::move(out))));
 }
 
 py::object run_verify_determinism(const std::string& model, const py::kwargs& kw) {
@@ -557,6 +595,12 @@ void bind_commands(py::module_& m) {
         doc("verify_determinism(model, **options) -> dict: one training step repeated on fresh plans and at 1 thread, "
             "the ULP drift per node output and gradient; `repeats` is whether every repeat was bitwise identical.",
             audit_fields())
+            .c_str());
+  m.def("quantize", &run_quantize, py::arg("model"),
+        doc("quantize(model, **options) -> dict: calibrates the model, writes its int8 QDQ form to `output` (if "
+            "given) and measures it beside the float model: test accuracy, top-1 agreement, SQNR per node "
+            "(mosaic.quantize/1).",
+            quantize_fields())
             .c_str());
   m.def("gradcheck", &run_gradcheck, py::arg("model"),
         doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",

@@ -87,6 +87,17 @@ def test_verify_per_node_and_determinism_are_library_calls():
         mosaic.verify_per_node("zoo:fmnist-cnn", deterministic=True)
 
 
+def test_quantize_writes_a_qdq_model_and_its_accuracy_cost(tmp_path):
+    out = tmp_path / "q.onnx"
+    r = mosaic.quantize("zoo:fmnist-cnn", data="synthetic:64,1,28,28,10", output=str(out), backend="naive",
+                        method="entropy", exclude=[])
+    assert out.exists() and r["schema"] == "mosaic.quantize/1" and r["output"] == str(out)
+    assert r["weights"] >= 3 and r["accuracy"]["rows"] > 0 and r["accuracy"]["top1_agreement"] > 0.9
+    assert r["method"] == "entropy" and len(r["noise"]) > 0
+    with pytest.raises(mosaic.InvalidArgument, match="samples"):
+        mosaic.quantize("zoo:fmnist-cnn", samples=0)
+
+
 def test_gradcheck_passes_a_correct_backend_and_catches_a_planted_bug():
     # Fewer probes than the default (the options reach the check): still a verdict per tensor.
     ok = mosaic.gradcheck("zoo:fmnist-cnn", backend="onednn", directions=1, elements=2)

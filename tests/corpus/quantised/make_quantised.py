@@ -22,8 +22,14 @@ Besides corpus cases, Mosaic's own fmnist-cnn (`mosaic export`, $MOSAIC or build
 three forms; its dynamic form with reduce_range, since ONNX Runtime's ConvInteger saturates
 uint8 x int8 pairs on CPUs without VNNI just as its MatMulInteger does.
 
+Mosaic's own quantiser (`.mosaic_METHOD`, in cases_mosaic/): `mosaic quantize` writes the QDQ form of
+fmnist-cnn (calibrated on synthetic images) and of two corpus models (on random inputs), with
+each calibration method and both activation types between them; the expected outputs are ONNX
+Runtime's on that model, so these cases say that the QDQ model Mosaic writes is one ONNX
+Runtime reads and computes as Mosaic does.
+
 Needs onnx and onnxruntime from PyPI; the cases are committed, so the tests do not.
-usage: tests/corpus/quantised/make_quantised.py [OUT]   (default: next to this script)
+usage: tests/corpus/quantised/make_quantised.py [--only mosaic] [OUT]   (default: next to this script)
 """
 import glob
 import os
@@ -40,7 +46,12 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "cases")
-OUT = sys.argv[1] if len(sys.argv) > 1 else HERE
+ARGS = sys.argv[1:]
+ONLY = ""
+if ARGS[:1] == ["--only"]:
+    ONLY, ARGS = ARGS[1], ARGS[2:]
+OUT = ARGS[0] if ARGS else HERE
+MOSAIC = os.environ.get("MOSAIC", os.path.join(HERE, "..", "..", "..", "build", "mosaic"))
 CASES = [("resnet_hf.torchscript", "qdq"), ("resnet_hf.torchscript", "dyn"), ("bert.torchscript", "qdq")]
 # QOperator: between them every com.microsoft op the quantiser writes for these families, and
 # MaxPool on uint8.
@@ -56,8 +67,7 @@ def model_path(case):
         return os.path.join(CORPUS, case, "model.onnx")
     out = os.path.join(OUT, ".work", case[4:] + ".onnx")
     if not os.path.exists(out):
-        mosaic = os.environ.get("MOSAIC", os.path.join(HERE, "..", "..", "..", "build", "mosaic"))
-        subprocess.run([mosaic, "export", case[4:], "-o", out], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([MOSAIC, "export", case[4:], "-o", out], check=True, stdout=subprocess.DEVNULL)
     return out
 
 
@@ -112,9 +122,32 @@ NBITS = [("llama.dynamo", 4, 32, False), ("gpt2.torchscript", 4, 16, True), ("qw
          ("phi.dynamo", 2, 16, False)]
 
 
+# `mosaic quantize` (case, method, further flags).
+MOSAIC_CASES = [("zoo:fmnist-cnn", "minmax", ["--data", "synthetic:256,1,28,28,10"]),
+                ("zoo:fmnist-cnn", "entropy", ["--data", "synthetic:256,1,28,28,10", "--activation-type", "int8"]),
+                ("resnet_hf.torchscript", "percentile", ["--samples", "2"]),
+                ("bert.torchscript", "minmax", ["--samples", "2", "--activation-type", "int8", "--symmetric-activations"])]
+
+
+def mosaic_cases(tmp):
+    for case, method, flags in MOSAIC_CASES:
+        feeds = inputs(case)
+        name = case.replace("zoo:", "zoo_") + ".mosaic_" + method
+        out = os.path.join(tmp, name + ".onnx")
+        subprocess.run([MOSAIC, "quantize", model_path(case), "--method", method, "--backend", "naive", "-o", out] + flags,
+                       check=True, stdout=subprocess.DEVNULL)
+        write_case(name, out, feeds, "cases_mosaic")
+
+
 def main():
     tmp = os.path.join(OUT, ".work")
     os.makedirs(tmp, exist_ok=True)
+    if ONLY == "mosaic":
+        mosaic_cases(tmp)
+        shutil.rmtree(tmp)
+        print(f"{len(MOSAIC_CASES)} cases in {OUT} (onnxruntime {ort.__version__})")
+        return
+    mosaic_cases(tmp)
     for case, form in CASES:
         feeds = inputs(case)
         source = model_path(case)
@@ -138,7 +171,7 @@ def main():
         q.model.save_model_to_file(out)
         write_case(f"{case}.nbits{bits}", out, inputs(case), "cases_nbits")
     shutil.rmtree(tmp)
-    print(f"{len(CASES) + len(NBITS)} cases in {OUT} (onnxruntime {ort.__version__})")
+    print(f"{len(MOSAIC_CASES) + len(CASES) + len(NBITS)} cases in {OUT} (onnxruntime {ort.__version__})")
 
 
 if __name__ == "__main__":
