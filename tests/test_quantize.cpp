@@ -119,7 +119,7 @@ TEST(Quantize, RefusalsNameTheNodeAndTheReason) {
   st = run_on(op_case("MatMulInteger", {x, x}), "naive", &out);
   EXPECT_NE(st.message().find("A must be int8 or uint8, got float32"), std::string::npos) << st.message();
   // A backend without the kernels declines them by name (the planner falls back to naive).
-  st = run_on(op_case("DequantizeLinear", {typed(DType::kI8, {1}, {1}), Tensor::from_f32({}, {1})}), "onednn", &out);
+  st = run_on(op_case("MatMulInteger", {typed(DType::kU8, {1, 1}, {1}), typed(DType::kI8, {1, 1}, {1})}), "onednn", &out);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
 }
 

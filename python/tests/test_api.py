@@ -94,7 +94,7 @@ def test_quantize_writes_a_qdq_model_and_its_accuracy_cost(tmp_path):
     assert out.exists() and r["schema"] == "mosaic.quantize/1" and r["output"] == str(out)
     assert r["weights"] >= 3 and r["accuracy"]["rows"] > 0 and r["accuracy"]["top1_agreement"] > 0.9
     assert r["method"] == "entropy" and len(r["noise"]) > 0
-    with pytest.raises(mosaic.InvalidArgument, match="samples"):
+    with pytest.raises(ValueError, match="samples"):
         mosaic.quantize("zoo:fmnist-cnn", samples=0)
 
 
