@@ -46,6 +46,9 @@ void RangeCollector::observe_histogram(CalibrationMethod m, const float* x, int6
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i];
     if (!std::isfinite(v)) continue;
+    // Exact zeros (ReLU's floor, padding) are coded exactly by every range: entropy leaves
+    // them out, or their spike in the first bin decides the threshold.
+    if (magnitude && v == 0) continue;
     if (magnitude) v = std::fabs(v);
     const int64_t b = width > 0 ? static_cast<int64_t>((v - lo) / width) : 0;
     hist_[static_cast<size_t>(std::clamp<int64_t>(b, 0, kBins - 1))] += 1;

@@ -11,7 +11,9 @@
 //               of the histogram clipped at t from its quantisation to 128 levels (256 where
 //               the tensor is never negative) is smallest (the method of NVIDIA's TensorRT
 //               calibrator, Migacz 2017). The range is [-t, t], or [0, t] for a tensor that is
-//               never negative.
+//               never negative. Exact zeros are left out of the histogram: every range codes
+//               them exactly, and a ReLU output's spike of them in the first bin would
+//               otherwise pull t down to its least (fmnist-cnn's pooled ReLU: 0.22 of 1.2).
 //
 // Every range holds 0, so that zero (padding, ReLU's floor) is exactly representable.
 #pragma once

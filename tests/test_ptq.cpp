@@ -73,6 +73,15 @@ TEST(Calibration, EntropyThresholdKeepsTheBulkAndDropsAFarOutlier) {
   const auto ru = range_of(CalibrationMethod::kEntropy, u);
   EXPECT_EQ(ru.first, 0.f);  // never negative: [0, t]
   EXPECT_GT(ru.second, 0.9f);
+  // A ReLU's output: half-normal values and twice as many exact zeros. The zeros are coded
+  // exactly whatever the range, so they leave the threshold where the values alone put it.
+  std::vector<float> relu, values;
+  for (int i = 0; i < 100000; ++i) values.push_back(std::fabs(normal(rng)));
+  relu = values;
+  relu.resize(3 * values.size(), 0.f);
+  const float alone = range_of(CalibrationMethod::kEntropy, values).second;
+  EXPECT_NEAR(range_of(CalibrationMethod::kEntropy, relu).second, alone, 1e-6f);
+  EXPECT_GT(alone, 2.f);
 }
 
 TEST(Calibration, NonFiniteValuesAndUnknownMethodsAreRefused) {
@@ -140,6 +149,7 @@ TEST(Qdq, ConvRewriteComputesTheFakeQuantisedConvolution) {
   EXPECT_EQ(q.initializers.at("w_scale").shape(), (Shape{3}));
   EXPECT_EQ(q.initializers.at("b_quantized").dtype(), DType::kI32);
   EXPECT_FALSE(q.initializers.count("w"));  // the float weight is gone
+  const Tensor bq = q.initializers.at("b_quantized"), bs = q.initializers.at("b_scale");  // before folding
 
   const Tensor x = random_tensor({1, 2, 5, 5}, 3, -1.2f, 1.2f);  // some values saturate
   ASSERT_TRUE(prepare_graph(q, builtin_registry(), PrepareOptions{}).ok());
@@ -156,6 +166,11 @@ TEST(Qdq, ConvRewriteComputesTheFakeQuantisedConvolution) {
     float amax = 0;
     for (int k = 0; k < 18; ++k) amax = std::max(amax, std::fabs(w.f32()[m * 18 + k]));
     ws[m] = amax / 127.f;
+  }
+  // The bias: int32 codes at x_scale * w_scale[m], zero point 0.
+  for (int m = 0; m < 3; ++m) {
+    EXPECT_FLOAT_EQ(bs.f32()[m], sx * ws[m]) << m;
+    EXPECT_EQ(static_cast<const int32_t*>(bq.data())[m], static_cast<int32_t>(std::nearbyint(b.f32()[m] / (sx * ws[m])))) << m;
   }
   int exact = 0, within_step = 0;
   for (int m = 0; m < 3; ++m)
