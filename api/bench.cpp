@@ -183,6 +183,53 @@ Expected<PrecisionConfigs> precision_configs(const BenchOptions& o, const BenchC
   return out;
 }
 
+/// An inference configuration's outputs against `want` (naive's on the same model), into
+/// `check`. Float32: within rtol and atol element-wise. bf16, tf32: within
+/// reduced_precision_tolerance of the output's scale (its elements' relative errors mean
+/// nothing near zero). int8: within kInt8Tolerance of the scale against naive on the QDQ model
+/// (a float sum on a rounding edge moves a code by one step), with its top-1 agreement and
+/// SQNR against `float32` (naive's float32 outputs).
+void check_outputs(const BenchOptions& o, const Graph& g, const std::vector<Tensor>& outs, const std::vector<Tensor>& want,
+                   const std::vector<Tensor>& float32, Precision p, bool int8, ConfigReport& check) {
+  check.checked = true;
+  const bool reduced = p != Precision::kF32 || int8;
+  const double tolerance = int8 ? kInt8Tolerance : reduced_precision_tolerance(p);
+  if (reduced) check.top1_agreement = top1_agreement(outs[0], float32[0]);
+  if (int8 && outs[0].dtype() == DType::kF32 && outs[0].desc() == float32[0].desc())
+    check.sqnr_db = sqnr_db(outs[0].f32(), float32[0].f32(), outs[0].numel());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const double scale = reduced ? max_abs(want[k]) : 0.0;
+    Agreement a = reduced ? compare_tensors(outs[k], want[k], 0.0, tolerance * scale + 1e-6)
+                          : compare_tensors(outs[k], want[k], o.rtol, o.atol);
+    check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
+    check.max_rel_err = std::max(check.max_rel_err, reduced ? a.max_abs / std::max(scale, 1e-12) : a.max_rel);
+    if (!a.ok && check.check_ok) {
+      check.check_ok = false;
+      check.check_message = "output '" + g.outputs[k].name + "' " + a.message;
+    }
+  }
+}
+
+/// --precision int8: each configuration followed by its twin "LABEL-int8", the same placement
+/// on `int8` (the QDQ model); the per-configuration lists follow, `is_int8` marking the twins.
+void add_int8_twins(const Graph& int8, BenchConfigs& configs, std::vector<const Graph*>& graph_of,
+                    std::vector<Precision>& precision_of, std::vector<bool>& is_int8) {
+  BenchConfigs all;
+  std::vector<const Graph*> graphs;
+  std::vector<Precision> precisions;
+  is_int8.clear();
+  for (size_t i = 0; i < configs.size(); ++i)
+    for (bool q : {false, true}) {
+      all.emplace_back(configs[i].first + (q ? "-int8" : ""), configs[i].second);
+      graphs.push_back(q ? &int8 : graph_of[i]);
+      precisions.push_back(precision_of[i]);
+      is_int8.push_back(q);
+    }
+  configs = std::move(all);
+  graph_of = std::move(graphs);
+  precision_of = std::move(precisions);
+}
+
 /// Training benchmark: each iteration is forward, loss, backward and an optimizer step.
 /// Before timing, every plan's loss and parameter gradients on the same batch are compared
 /// with the naive plan's.
@@ -440,20 +487,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     int8_timed = *int8;
     BenchReport scratch;  // the float graph's fusion notes already say what fuses
     if (o.fuse) fuse_for_bench(int8_timed, FuseOptions{}, scratch);
-    BenchConfigs all;
-    std::vector<const Graph*> graphs;
-    std::vector<Precision> precisions;
-    is_int8.clear();
-    for (size_t i = 0; i < configs.size(); ++i)
-      for (bool q : {false, true}) {
-        all.emplace_back(configs[i].first + (q ? "-int8" : ""), configs[i].second);
-        graphs.push_back(q ? &int8_timed : graph_of[i]);
-        precisions.push_back(precision_of[i]);
-        is_int8.push_back(q);
-      }
-    configs = std::move(all);
-    graph_of = std::move(graphs);
-    precision_of = std::move(precisions);
+    add_int8_twins(int8_timed, configs, graph_of, precision_of, is_int8);
   }
   // Build every plan before timing anything: bad placements fail fast, with no partial output.
   std::vector<std::unique_ptr<Plan>> plans;
@@ -495,28 +529,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     if (o.check) {
       std::vector<Tensor> outs;
       MOSAIC_RETURN_IF_ERROR(plan.run(inputs, &outs));
-      check.checked = true;
-      // bf16, tf32: within reduced_precision_tolerance of the output's scale (its elements'
-      // relative errors mean nothing near zero). int8: the same against naive on the QDQ
-      // model (a float sum on a rounding edge moves a code by one step), its top-1 agreement
-      // and SQNR against the float32 model's.
-      const bool reduced = precision_of[i] != Precision::kF32 || is_int8[i];
-      const double tolerance = is_int8[i] ? kInt8Tolerance : reduced_precision_tolerance(precision_of[i]);
-      const std::vector<Tensor>& want = is_int8[i] ? reference8 : reference;
-      if (reduced) check.top1_agreement = top1_agreement(outs[0], reference[0]);
-      if (is_int8[i] && outs[0].dtype() == DType::kF32 && outs[0].desc() == reference[0].desc())
-        check.sqnr_db = sqnr_db(outs[0].f32(), reference[0].f32(), outs[0].numel());
-      for (size_t k = 0; k < outs.size(); ++k) {
-        const double scale = reduced ? max_abs(want[k]) : 0.0;
-        Agreement a = reduced ? compare_tensors(outs[k], want[k], 0.0, tolerance * scale + 1e-6)
-                              : compare_tensors(outs[k], want[k], o.rtol, o.atol);
-        check.max_abs_err = std::max(check.max_abs_err, a.max_abs);
-        check.max_rel_err = std::max(check.max_rel_err, reduced ? a.max_abs / std::max(scale, 1e-12) : a.max_rel);
-        if (!a.ok && check.check_ok) {
-          check.check_ok = false;
-          check.check_message = "output '" + g.outputs[k].name + "' " + a.message;
-        }
-      }
+      check_outputs(o, g, outs, is_int8[i] ? reference8 : reference, reference, precision_of[i], is_int8[i], check);
       if (!check.check_ok) check.first_divergent_node = first_divergent(*graph_of[i], reg, configs[i].second, inputs, o);
       out.checks_ok = out.checks_ok && check.check_ok;
     }

@@ -340,6 +340,21 @@ TEST_F(QuantizeCommand, TheCommandLineWritesTheModelAndItsReport) {
   // The written model runs on every backend and they agree with the oracle.
   auto b = mosaic("bench " + out + " --backends naive,im2col,onednn --batch 2 --iterations 1 --warmup 0");
   EXPECT_EQ(b.code, 0) << b.out;
+  // bench --precision int8: each backend beside its int8 twin, checked and measured.
+  const std::string bj = path("b.json");
+  auto twin = mosaic("bench zoo:fmnist-cnn --backends onednn --precision int8 --batch 4 --iterations 1 --warmup 0 --no-db "
+                     "--no-peaks --json " + bj);
+  ASSERT_EQ(twin.code, 0) << twin.out;
+  const auto runs = read_json(bj)["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1]["label"], "onednn-int8");
+  EXPECT_EQ(runs[1]["precision"], "int8");
+  EXPECT_TRUE(runs[1]["check"]["passed"].get<bool>());
+  EXPECT_TRUE(runs[1]["check"]["sqnr_db"].is_number()) << runs[1]["check"].dump();
+  EXPECT_NE(twin.out.find("int8 within 3% of naive's int8 outputs"), std::string::npos) << twin.out;
+  auto training = mosaic("bench zoo:fmnist-cnn --precision int8 --mode training --no-db");
+  EXPECT_NE(training.code, 0);
+  EXPECT_NE(training.out.find("int8 times inference"), std::string::npos) << training.out;
   auto bad = mosaic("quantize zoo:fmnist-cnn --method kl");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("minmax, percentile or entropy"), std::string::npos) << bad.out;
