@@ -654,8 +654,12 @@ Expected<std::unique_ptr<Graph>> int8_model(const BenchOptions& o, BenchReport& 
   qo.model = o.model;
   qo.data = o.data;
   qo.common = o.common;
-  qo.common.batch = 0;  // calibration's own batch (64 with data)
-  qo.common.inputs.clear();
+  if (!o.data.empty()) {
+    qo.common.batch = 0;  // calibration's own batch (64) over 512 training rows
+    qo.common.inputs.clear();
+  } else {
+    qo.samples = 4 * std::max<int64_t>(1, o.common.batch);  // four batches of the bench's inputs
+  }
   say(o, "calibrating the int8 model...");
   QuantizeReport qr;
   MOSAIC_ASSIGN_OR_RETURN(Graph q, quantized_graph(qo, &qr));
