@@ -63,32 +63,6 @@ std::vector<std::string> sorted_files(const fs::path& dir, const std::string& pr
   return out;
 }
 
-/// One quantisation step of each graph output (0 where it has none): the largest scale of a
-/// DequantizeLinear that produces it from a constant scale, or 1 for an integer output of a
-/// quantising op. Two correct computations of a quantised model can round a tie between
-/// steps either way (a float product between DequantizeLinear and QuantizeLinear).
-std::vector<double> quantisation_steps(const Graph& graph) {
-  static const std::set<std::string> quantising = {
-      "QuantizeLinear", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear",
-      "com.microsoft.QLinearAdd", "com.microsoft.QLinearMul", "com.microsoft.QLinearSigmoid",
-      "com.microsoft.QLinearLeakyRelu", "com.microsoft.QLinearSoftmax", "com.microsoft.QLinearGlobalAveragePool",
-      "com.microsoft.QLinearAveragePool", "com.microsoft.QLinearConcat", "com.microsoft.QGemm"};
-  std::vector<double> steps(graph.outputs.size(), 0.0);
-  for (size_t k = 0; k < graph.outputs.size(); ++k)
-    for (const Node& n : graph.nodes) {
-      if (n.outputs.empty() || n.outputs[0] != graph.outputs[k].name) continue;
-      const std::string key = n.op_key();
-      if ((key == "DequantizeLinear" || key == "com.microsoft.DequantizeLinear") && n.inputs.size() > 1) {
-        auto it = graph.initializers.find(n.inputs[1]);
-        if (it != graph.initializers.end() && dtype_is_float(it->second.dtype()))
-          for (int64_t i = 0; i < it->second.numel(); ++i)
-            steps[k] = std::max(steps[k], std::fabs(load_f64(it->second.dtype(), it->second.data(), i)));
-      } else if (quantising.count(key) && dtype_is_integer(graph.outputs[k].dtype)) {
-        steps[k] = 1.0;
-      }
-    }
-  return steps;
-}
 
 /// One output against its expected value at o.rtol and o.atol, or within `step` (one
 /// quantisation step, 0 for none) where that is wider; the worst error and the widest step
@@ -223,6 +197,29 @@ CaseResult run_case(const fs::path& dir, const std::string& backend, const Verif
 }
 
 }  // namespace
+
+std::vector<double> quantisation_steps(const Graph& graph) {
+  static const std::set<std::string> quantising = {
+      "QuantizeLinear", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear",
+      "com.microsoft.QLinearAdd", "com.microsoft.QLinearMul", "com.microsoft.QLinearSigmoid",
+      "com.microsoft.QLinearLeakyRelu", "com.microsoft.QLinearSoftmax", "com.microsoft.QLinearGlobalAveragePool",
+      "com.microsoft.QLinearAveragePool", "com.microsoft.QLinearConcat", "com.microsoft.QGemm"};
+  std::vector<double> steps(graph.outputs.size(), 0.0);
+  for (size_t k = 0; k < graph.outputs.size(); ++k)
+    for (const Node& n : graph.nodes) {
+      if (n.outputs.empty() || n.outputs[0] != graph.outputs[k].name) continue;
+      const std::string key = n.op_key();
+      if ((key == "DequantizeLinear" || key == "com.microsoft.DequantizeLinear") && n.inputs.size() > 1) {
+        auto it = graph.initializers.find(n.inputs[1]);
+        if (it != graph.initializers.end() && dtype_is_float(it->second.dtype()))
+          for (int64_t i = 0; i < it->second.numel(); ++i)
+            steps[k] = std::max(steps[k], std::fabs(load_f64(it->second.dtype(), it->second.data(), i)));
+      } else if (quantising.count(key) && dtype_is_integer(graph.outputs[k].dtype)) {
+        steps[k] = 1.0;
+      }
+    }
+  return steps;
+}
 
 const char* case_verdict_name(CaseVerdict v) {
   switch (v) {

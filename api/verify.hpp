@@ -67,4 +67,12 @@ Expected<VerifyReport> verify(const VerifyOptions& o, const std::function<void(c
 /// The backends `--backend NAME` means: NAME, or every registered backend for "all".
 Expected<std::vector<std::string>> verify_backends(const std::string& backend);
 
+/// One quantisation step of each graph output (0 where it has none): the largest scale of a
+/// DequantizeLinear that produces it from a constant scale, or 1 for an integer output of a
+/// quantising op. Two correct computations of a quantised model can round a tie between
+/// steps either way (a float product between DequantizeLinear and QuantizeLinear; oneDNN's and
+/// ONNX Runtime's float32 requantisation against ONNX's double), so verify and bench allow
+/// one step there unless told otherwise.
+std::vector<double> quantisation_steps(const Graph& graph);
+
 }  // namespace mosaic::api

@@ -258,12 +258,6 @@ PerIndex input_at(const std::vector<const Tensor*>& src, size_t i) {
   return PerIndex{i < src.size() ? src[i] : nullptr};
 }
 
-/// The requantisation multiplier as ONNX's reference forms it: in float32, a_scale * b_scale
-/// rounded, then divided by y_scale and rounded.
-double multiplier(double a_scale, double b_scale, double y_scale) {
-  const float ab = static_cast<float>(a_scale) * static_cast<float>(b_scale);
-  return static_cast<double>(ab / static_cast<float>(y_scale));
-}
 
 /// Integer products over a broadcast batch: MatMulInteger (int32 out) and QLinearMatMul.
 class IntegerMatMulKernel final : public Kernel {
@@ -313,7 +307,7 @@ class IntegerMatMulKernel final : public Kernel {
             store_i64(DType::kI32, y, at, acc32);
             continue;
           }
-          const double r = static_cast<double>(acc32) * multiplier(a_scale.f(m), b_scale.f(n), y_scale.f(0));
+          const double r = static_cast<double>(acc32) * qlinear_multiplier(a_scale.f(m), b_scale.f(n), y_scale.f(0));
           store_i64(out_, y, at, requantize(r, static_cast<double>(y_zp.i(0)), lo_, hi_));
         }
     });
@@ -367,7 +361,7 @@ class IntegerConvKernel final : public Kernel {
     for (int64_t n = 0; n < p_.n; ++n)
       for (int64_t oc = 0; oc < p_.oc; ++oc) {
         const int64_t g = oc / ocg, wzp = w_zp.i(oc);
-        const double mult = qlinear_ ? multiplier(x_scale.f(0), w_scale.f(oc), y_scale.f(0)) : 0.0;
+        const double mult = qlinear_ ? qlinear_multiplier(x_scale.f(0), w_scale.f(oc), y_scale.f(0)) : 0.0;
         for (int64_t o0 = 0; o0 < W.out[0]; ++o0)
           for (int64_t o1 = 0; o1 < W.out[1]; ++o1)
             for (int64_t o2 = 0; o2 < W.out[2]; ++o2) {
@@ -434,6 +428,13 @@ void register_qdq_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(true), any);
   r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(true), any);
+}
+
+/// The requantisation multiplier as ONNX's reference forms it: in float32, a_scale * b_scale
+/// rounded, then divided by y_scale and rounded.
+double qlinear_multiplier(double a_scale, double b_scale, double y_scale) {
+  const float ab = static_cast<float>(a_scale) * static_cast<float>(b_scale);
+  return static_cast<double>(ab / static_cast<float>(y_scale));
 }
 
 }  // namespace mosaic

@@ -1,9 +1,13 @@
 // The oneDNN backend's convolution: forward (fused activation, plain or blocked layouts) and, in
-// training, backward data and weights.
+// training, backward data and weights; and ONNX's QLinearConv on oneDNN's int8 convolution.
+#include <algorithm>
 #include <unordered_map>
 
 #include "backends/common/grad.hpp"
+#include "backends/common/quantize.hpp"
+#include "backends/onednn/onednn.hpp"
 #include "backends/onednn/onednn_internal.hpp"
+#include "operators/quantize.hpp"
 
 namespace mosaic::onednn_impl {
 namespace {
@@ -177,9 +181,119 @@ class ConvKernel final : public Kernel {
   bool per_group_gemm_ = false;
 };
 
+/// Whether oneDNN's int8 products are exact for weights in [w_min, w_max] here: with VNNI (or
+/// AMX) they accumulate u8 x s8 in int32; without, the AVX2/AVX-512 path adds pairs of
+/// products in int16 (VPMADDUBSW), exact only while 2 x 255 x |w| fits: |w| <= 64, the
+/// 7-bit weights of reduce_range (measured on this AVX2 machine: 1,173 of 2,592 outputs off by
+/// up to 116 steps with weights in [-127, 127], none with [-64, 64]).
+bool int8_products_exact(int64_t w_min, int64_t w_max) {
+  const std::string isa = onednn_effective_isa();
+  const bool vnni = isa == "avx512_core_vnni" || isa == "avx512_core_bf16" || isa == "avx512_core_amx";
+  return vnni || (w_min >= -64 && w_max <= 64);
+}
+
+/// ONNX's QLinearConv on oneDNN's int8 convolution: uint8 or int8 input and output, int8
+/// weights, an int32 bias added to the accumulator, requantised per output channel by
+/// x_scale * w_scale[m] / y_scale (backends/common/quantize.hpp's multiplier) rounding half to
+/// even, and the zero points as oneDNN attributes. The scales, zero points, weights and bias
+/// must be constants (oneDNN's CPU int8 convolution takes them when the primitive is built).
+/// Plain tensors in and out.
+class QLinearConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(ConvParams p, quant_conv_params(ctx));
+    const Node& n = *ctx.node;
+    const DType xt = ctx.inputs[0].dtype, wt = ctx.inputs[3].dtype, yt = ctx.outputs[0].dtype;
+    if ((xt != DType::kU8 && xt != DType::kI8) || wt != DType::kI8 || (yt != DType::kU8 && yt != DType::kI8))
+      return Status::unsupported(n.label() + ": oneDNN's int8 convolution takes uint8/int8 x and y and int8 weights");
+    if (p.win.rank() != 2 || p.group != 1)
+      return Status::unsupported(n.label() + ": only 2-d ungrouped int8 convolutions here so far");
+    for (size_t i : {1, 2, 3, 4, 5, 6, 7})
+      if (!ctx.constant(i)) return Status::unsupported(n.label() + ": input " + std::to_string(i) + " is computed at run time; "
+                                                       "oneDNN's int8 convolution takes scales, zero points and weights when built");
+    const Tensor* bias = ctx.inputs.size() > 8 && ctx.inputs[8].dtype == DType::kI32 ? ctx.constant(8) : nullptr;
+    if (ctx.inputs.size() > 8 && !bias) return Status::unsupported(n.label() + ": a bias computed at run time");
+    const Tensor& w = *ctx.constant(3);
+    const Tensor& w_zp = *ctx.constant(5);
+    for (int64_t i = 0; i < w_zp.numel(); ++i)
+      if (w_zp.get(i) != 0) return Status::unsupported(n.label() + ": oneDNN takes weights with zero point 0 only");
+    int64_t wmin = 0, wmax = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      wmin = std::min<int64_t>(wmin, static_cast<int64_t>(w.get(i)));
+      wmax = std::max<int64_t>(wmax, static_cast<int64_t>(w.get(i)));
+    }
+    if (!int8_products_exact(wmin, wmax))
+      return Status::unsupported(n.label() + ": weights in [" + std::to_string(wmin) + ", " + std::to_string(wmax) +
+                                 "] need 8 bits, and this CPU's oneDNN int8 path (" + onednn_effective_isa() +
+                                 ", no VNNI) sums u8 x s8 pairs in int16, which saturates; quantise with 7-bit weights "
+                                 "(reduce_range)");
+    const Tensor& xs = *ctx.constant(1);
+    const Tensor& ws = *ctx.constant(4);
+    const Tensor& ys = *ctx.constant(6);
+    std::vector<float> scales(static_cast<size_t>(p.oc));
+    for (int64_t m = 0; m < p.oc; ++m)
+      scales[m] = static_cast<float>(qlinear_multiplier(xs.get(0), ws.get(ws.numel() == 1 ? 0 : m), ys.get(0)));
+    const int32_t x_zp = static_cast<int32_t>(ctx.constant(2)->get(0)), y_zp = static_cast<int32_t>(ctx.constant(7)->get(0));
+    return guarded(n, [&]() -> Status {
+      const Shape& x_shape = ctx.inputs[0].shape;
+      const Shape& y_shape = ctx.outputs[0].shape;
+      const memory::dims xd(x_shape.begin(), x_shape.end()), yd(y_shape.begin(), y_shape.end());
+      const memory::dims wd(w.shape().begin(), w.shape().end());
+      memory::dims strides(p.win.stride.begin(), p.win.stride.end());
+      memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.rank());
+      for (auto d : p.win.dilation) dil.push_back(d - 1);
+      for (size_t i = 0; i < p.win.rank(); ++i)
+        pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
+      const dt x_dt = xt == DType::kU8 ? dt::u8 : dt::s8, y_dt = yt == DType::kU8 ? dt::u8 : dt::s8;
+      const memory::desc b_md({p.oc}, dt::s32, tag::x);
+      const memory::desc x_any(xd, x_dt, tag::any), w_any(wd, dt::s8, tag::any), y_any(yd, y_dt, tag::any);
+      auto d = bias ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, x_any,
+                                                      w_any, b_md, y_any, strides, dil, pl, pr)
+                    : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, x_any,
+                                                      w_any, y_any, strides, dil, pl, pr);
+      dnnl::primitive_attr attr;
+      attr.set_output_scales(1 << 1, scales);
+      if (x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp});
+      if (y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
+      dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
+      src_.init(memory::desc(xd, x_dt, tag::nchw), pd.src_desc(), ctx.tracker, false);
+      dst_.init(memory::desc(yd, y_dt, tag::nchw), pd.dst_desc(), ctx.tracker, true);
+      weights_.init(memory::desc(wd, dt::s8, tag::oihw), pd.weights_desc(), &w, ctx.tracker);
+      if (bias) {
+        bias_ = *bias;
+        bias_mem_ = memory(b_md, engine(), bias_.data());
+      }
+      prim_ = dnnl::convolution_forward(pd);
+      impl_ = pd.impl_info_str();
+      return Status::ok();
+    });
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    src_.bind_in(src[0]);
+    dst_.bind_out(dst[0]);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.internal}, {DNNL_ARG_WEIGHTS, weights_.get(nullptr)},
+                                         {DNNL_ARG_DST, dst_.internal}};
+    if (bias_.defined()) args[DNNL_ARG_BIAS] = bias_mem_;
+    prim_.execute(stream(), args);
+    dst_.finish_out();
+    stream().wait();
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return src_.owned_bytes() + dst_.owned_bytes() + weights_.bytes(); }
+
+ private:
+  Staged src_, dst_;
+  Weights weights_;
+  Tensor bias_;
+  memory bias_mem_;
+  dnnl::convolution_forward prim_;
+  std::string impl_;
+};
+
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
+  r.kernel("QLinearConv", make_factory<QLinearConvKernel>(), {LayoutUse::kNone, {}, kAllDTypes});
   // Small maps as one dense matrix product where that applies (conv_dense.cpp), else direct.
   r.kernel("Conv",
            [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
