@@ -191,11 +191,8 @@ Expected<Calibrated> calibrate_model(const QuantizeOptions& o, QuantizeReport* r
   }
   const QdqOptions qo = qdq_options(o);
   MOSAIC_ASSIGN_OR_RETURN(QdqTargets targets, qdq_targets(loaded, cal.prepared.value_descs, qo));
-  if (targets.nodes.empty()) return Status::invalid(o.model + ": no node to quantise (op types: " + [&] {
-                                      std::string s;
-                                      for (const auto& t : o.op_types) s += (s.empty() ? "" : ", ") + t;
-                                      return s;
-                                    }() + ")");
+  if (targets.nodes.empty())
+    return Status::invalid(o.model + ": no node to quantise (op types: " + join(o.op_types) + ")");
   MOSAIC_ASSIGN_OR_RETURN(cal.batches, calibration_batches(o, cal.prepared, cal.common, cal.data, cal.norm));
   MOSAIC_ASSIGN_OR_RETURN(auto ranges, calibrate(o, cal.prepared, targets, cal.batches));
   cal.qdq = loaded;

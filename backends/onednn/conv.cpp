@@ -264,7 +264,6 @@ class QLinearConvKernel final : public Kernel {
         bias_mem_ = memory(b_md, engine(), bias_.data());
       }
       prim_ = dnnl::convolution_forward(pd);
-      impl_ = pd.impl_info_str();
       return Status::ok();
     });
   }
@@ -287,7 +286,6 @@ class QLinearConvKernel final : public Kernel {
   Tensor bias_;
   memory bias_mem_;
   dnnl::convolution_forward prim_;
-  std::string impl_;
 };
 
 }  // namespace
