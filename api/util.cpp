@@ -168,6 +168,8 @@ int run_program(const std::string& program, const std::vector<std::string>& args
       prctl(PR_SET_PDEATHSIG, SIGTERM);       // and a parent that dies takes the child along
       if (getppid() != parent) _exit(128 + SIGTERM);  // it died before prctl
     }
+    const sigset_t blocked = interrupt_signals();  // blocked by install_interrupt_handlers; exec keeps the mask
+    pthread_sigmask(SIG_UNBLOCK, &blocked, nullptr);
     FILE* f = std::freopen(log.c_str(), "w", stdout);
     if (!f) _exit(127);
     dup2(fileno(stdout), fileno(stderr));

@@ -1,11 +1,25 @@
 // Ctrl-C and SIGTERM as a request, not a kill: long work (timing loops, training steps) polls
 // interrupted() and stops at the next safe point, so that what finished is still written and
 // recorded (marked "interrupted": true) before the program exits 130 or 143.
+//
+// The handler never runs on a thread that computes. A signal handler's frame is written below
+// the interrupted thread's stack pointer, and oneDNN 2.x's JIT GEMM kernels point rsp into the
+// heap while they run (oneDNN issue 4845, fixed in 3.12): a SIGTERM that landed in one corrupted
+// the heap ("corrupted size vs. prev_size", about one run in twenty of an interrupted onednn
+// training). So installing blocks SIGINT and SIGTERM in the calling thread, whose later threads
+// inherit the mask, and one receiver thread that sleeps takes them. Signals are process-directed
+// (kill, the terminal's Ctrl-C); std::raise on a thread that blocks them stays pending there.
 #pragma once
+
+#include <signal.h>
 
 namespace mosaic {
 
-/// Installs handlers for SIGINT and SIGTERM that set the flag. Alone (the default), a second
+/// {SIGINT, SIGTERM}: what a child about to exec unblocks (the mask survives exec).
+sigset_t interrupt_signals();
+
+/// Installs handlers for SIGINT and SIGTERM that set the flag, blocks both in the calling
+/// thread and starts the thread that receives them (once per process). Alone (the default), a second
 /// signal of either kind ends the process at once (the default action), for work that does
 /// not poll. In a group (`in_group`: one rank of an mpirun job) further signals only set the
 /// flag again: the ranks must stop together at a step they agree on (interrupt_agreed), and

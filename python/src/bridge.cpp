@@ -1,5 +1,7 @@
 #include "bridge.hpp"
 
+#include <pthread.h>
+
 #include <csignal>
 
 #include "ir/interrupt.hpp"
@@ -58,13 +60,19 @@ void call_released(const std::function<void()>& fn) {
   const bool main_thread =
       py::module_::import("threading").attr("current_thread")().is(py::module_::import("threading").attr("main_thread")());
   struct sigaction old_int {}, old_term {};
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &old_mask);
   if (main_thread) {
     sigaction(SIGINT, nullptr, &old_int);
     sigaction(SIGTERM, nullptr, &old_term);
     request_interrupt(0);
-    install_interrupt_handlers();
+    install_interrupt_handlers();  // blocks both in this thread: the receiver thread takes them
+  } else {  // the threads this call starts inherit the mask: signals never land in their kernels
+    const sigset_t s = interrupt_signals();
+    pthread_sigmask(SIG_BLOCK, &s, nullptr);
   }
   auto restore = [&] {
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (!main_thread) return;
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
