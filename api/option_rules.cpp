@@ -82,6 +82,13 @@ const std::map<std::string, std::map<std::string, NumberRule>>& rules() {
         {"eval_samples", integer_at_least(0)},
         {"percentile", in(50, 100, false, false, "in [50, 100]")},
         {"sqnr_threshold", at_least(0)}}},
+      // Prompt and new tokens, sampling, timed generations.
+      {"generate",
+       {{"prompt_tokens", integer_at_least(1)},
+        {"new_tokens", integer_at_least(1)},
+        {"temperature", at_least(0)},
+        {"top_k", integer_at_least(0)},
+        {"runs", integer_at_least(1)}}},
   };
   return table;
 }

@@ -19,6 +19,14 @@ std::string command_footer(const std::string& command) {
         "  mosaic verify --per-node zoo:alexnet-cifar --backend onednn",
         "cli.md#verify, conformance.md"}},
       {"export", {"mosaic export alexnet-cifar -o alexnet.onnx\n  mosaic export fmnist-cnn -o fmnist.onnx", "cli.md#export"}},
+      {"quantize",
+       {"mosaic quantize zoo:fmnist-cnn --data fashion-mnist -o fmnist-int8.onnx\n"
+        "  mosaic quantize model.onnx --method entropy --json q.json",
+        "quantization.md"}},
+      {"generate",
+       {"mosaic generate zoo:gpt2-tiny --prompt-tokens 16 --new-tokens 32\n"
+        "  mosaic generate decoder.onnx --backend onednn --prompt-ids 464,3290,318 --temperature 0.8 --top-k 40 --json g.json",
+        "generation.md"}},
       {"train",
        {"mosaic train zoo:fmnist-cnn --data fashion-mnist --optimizer adam --lr 0.002 --batch 64 --epochs 1\n"
         "  mosaic train zoo:fmnist-cnn --data synthetic:512,1,28,28,10 --backend im2col --json t.json",

@@ -75,8 +75,8 @@ TEST(Zoo, SequenceModelsBuildWithTheirParameterCountsAndLogits) {
     Shape logits;  // at batch 2
   };
   for (const Want& w : {Want{"bert-tiny", 4367290, {2, 128, 30522}}, Want{"bert-base", 109217850, {2, 128, 30522}},
-                        Want{"gpt2-small", 123801937, {2, 128, 50257}}, Want{"vit-tiny", 5717416, {2, 1000}},
-                        Want{"lstm-classifier", 2072580, {2, 4}}}) {
+                        Want{"gpt2-small", 123801937, {2, 128, 50257}}, Want{"gpt2-tiny", 137472, {2, 64, 512}},
+                        Want{"vit-tiny", 5717416, {2, 1000}}, Want{"lstm-classifier", 2072580, {2, 4}}}) {
     auto g = build_zoo_model(w.name);
     ASSERT_TRUE(g.ok()) << w.name << ": " << g.status().message();
     PrepareOptions po;

@@ -122,9 +122,8 @@ Graph bert(const std::string& name, int64_t layers, int64_t h, int64_t heads, in
   return b.finish("logits", {seq, vocab});
 }
 
-Graph gpt2_small(uint64_t seed) {
-  const int64_t vocab = 50257, seq = 128, h = 768, heads = 12, layers = 12;
-  SeqBuilder b("gpt2-small", seed);
+Graph gpt2(const std::string& name, int64_t layers, int64_t h, int64_t heads, int64_t seq, int64_t vocab, uint64_t seed) {
+  SeqBuilder b(name, seed);
   const std::string ids = b.ids("input_ids", seq);
   const std::string table = b.normal("wte", {vocab, h});
   std::string x = b.op("Gather", "wte.lookup", {table, ids});
@@ -205,7 +204,9 @@ std::vector<ZooEntry> sequence_zoo() {
       {"bert-tiny", "BERT-Tiny (2 layers, hidden 128, 2 heads), masked-LM head: ids [N, 128] -> [N, 128, 30522] (4,367,290 parameters)",
        [](uint64_t s) { return bert("bert-tiny", 2, 128, 2, 512, s); }},
       {"gpt2-small", "GPT-2 small (12 layers, hidden 768, 12 heads, 128 of its 1024 positions), causal, tied LM head: ids [N, 128] -> [N, 128, 50257] (123,801,937 parameters)",
-       gpt2_small},
+       [](uint64_t s) { return gpt2("gpt2-small", 12, 768, 12, 128, 50257, s); }},
+      {"gpt2-tiny", "GPT-2's architecture in a tiny config (2 layers, hidden 64, 2 heads, 64 positions, 512 ids) for generation tests: ids [N, 64] -> [N, 64, 512] (137,472 parameters)",
+       [](uint64_t s) { return gpt2("gpt2-tiny", 2, 64, 2, 64, 512, s); }},
       {"vit-tiny", "ViT-Tiny/16 (12 layers, hidden 192, 3 heads), 3x224x224 -> 1000 (5,717,416 parameters)", vit_tiny},
       {"lstm-classifier", "bidirectional LSTM (hidden 256) on 128-d embeddings of 10,000 ids: ids [N, 64] -> 4 classes (2,072,580 parameters)",
        lstm_classifier},

@@ -15,6 +15,7 @@
 #include "metrics/report.hpp"
 #include "options.hpp"
 #include "api/optcheck.hpp"
+#include "api/generate.hpp"
 #include "api/quantize.hpp"
 
 namespace mosaic::python {
@@ -120,6 +121,25 @@ const std::vector<Field<QuantizeOptions>>& quantize_fields() {
       list_field<QuantizeOptions>("inputs", [](QuantizeOptions& o) -> auto& { return o.common.inputs; }),
       int_field<QuantizeOptions>("seed", [](QuantizeOptions& o) -> auto& { return o.common.seed; }),
       int_field<QuantizeOptions>("threads", [](QuantizeOptions& o) -> auto& { return o.common.threads; }),
+  };
+  return f;
+}
+
+using api::GenerateOptions;
+const std::vector<Field<GenerateOptions>>& generate_fields() {
+  using O = GenerateOptions;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      int_field<O>("prompt_tokens", [](O& o) -> auto& { return o.prompt_tokens; }),
+      int_list_field<O>("prompt_ids", [](O& o) -> auto& { return o.prompt_ids; }),
+      int_field<O>("new_tokens", [](O& o) -> auto& { return o.new_tokens; }),
+      float_field<O>("temperature", [](O& o) -> auto& { return o.temperature; }),
+      int_field<O>("top_k", [](O& o) -> auto& { return o.top_k; }),
+      int_field<O>("runs", [](O& o) -> auto& { return o.runs; }),
+      int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
+      list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
+      int_field<O>("seed", [](O& o) -> auto& { return o.common.seed; }),
+      int_field<O>("threads", [](O& o) -> auto& { return o.common.threads; }),
   };
   return f;
 }
@@ -357,6 +377,15 @@ py::object run_quantize(const std::string& model, const py::kwargs& kw) {
   Expected<api::QuantizeReport> out = Status::internal("not run");
   call_released([&] { out = api::quantize_model(o); });
   return to_python(api::quantize_report_json(value_or_raise(std::move(out))));
+}
+
+py::object run_generate(const std::string& model, const py::kwargs& kw) {
+  GenerateOptions o;
+  o.model = model;
+  apply("generate", generate_fields(), kw, o);
+  Expected<api::GenerateReport> out = Status::internal("not run");
+  call_released([&] { out = api::generate(o); });
+  return to_python(api::generate_report_json(value_or_raise(std::move(out))));
 }
 
 py::object run_verify_determinism(const std::string& model, const py::kwargs& kw) {
@@ -601,6 +630,11 @@ void bind_commands(py::module_& m) {
             "given) and measures it beside the float model: test accuracy, top-1 agreement, SQNR per node "
             "(mosaic.quantize/1).",
             quantize_fields())
+            .c_str());
+  m.def("generate", &run_generate, py::arg("model"),
+        doc("generate(model, **options) -> dict: a causal language model continues a prompt token by token; the "
+            "generated ids, every token's time, TTFT, TPOT, inter-token latency and tokens/s (mosaic.generate/1).",
+            generate_fields())
             .c_str());
   m.def("gradcheck", &run_gradcheck, py::arg("model"),
         doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",

@@ -98,6 +98,17 @@ def test_quantize_writes_a_qdq_model_and_its_accuracy_cost(tmp_path):
         mosaic.quantize("zoo:fmnist-cnn", samples=0)
 
 
+def test_generate_returns_the_tokens_and_their_times():
+    r = mosaic.generate("zoo:gpt2-tiny", backend="naive", prompt_ids=[3, 4, 5], new_tokens=6, runs=2, batch=2,
+                        temperature=1.0, seed=5)
+    assert r["schema"] == "mosaic.generate/1" and r["prompt"] == [[3, 4, 5], [3, 4, 5]]
+    assert len(r["generated"]) == 2 and all(len(row) == 6 for row in r["generated"])
+    assert len(r["runs"]) == 2 and all(len(run["token_ms"]) == 6 for run in r["runs"])
+    assert r["summary"]["ttft_ms"] > 0 and r["summary"]["decode_tokens_per_s"] > 0
+    with pytest.raises(ValueError, match="new_tokens"):
+        mosaic.generate("zoo:gpt2-tiny", new_tokens=0)
+
+
 def test_gradcheck_passes_a_correct_backend_and_catches_a_planted_bug():
     # Fewer probes than the default (the options reach the check): still a verdict per tensor.
     ok = mosaic.gradcheck("zoo:fmnist-cnn", backend="onednn", directions=1, elements=2)

@@ -1,0 +1,83 @@
+// `mosaic generate`: a causal language model continues a prompt; TTFT, TPOT, inter-token
+// latency and tokens/s (api/generate.hpp).
+#include <cstdio>
+#include <string>
+
+#include "api/generate.hpp"
+#include "cli/cli_util.hpp"
+#include "cli/flags.hpp"
+#include "ir/file_io.hpp"
+
+namespace mosaic::cli {
+namespace {
+
+std::string ids_text(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+void print_report(const api::GenerateReport& r) {
+  std::string lengths;
+  for (const auto& l : r.lengths) lengths += (lengths.empty() ? "" : ", ") + std::to_string(l.length);
+  std::printf("generate %s on %s: batch %lld, prompt %lld token(s), %lld new, %s; the whole sequence recomputed each "
+              "token (no KV cache), padded to %s position(s)\n",
+              r.model.c_str(), r.backend.c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.prompt_tokens),
+              static_cast<long long>(r.new_tokens), r.sampling.c_str(), lengths.c_str());
+  std::printf("time to first token %.2f ms (prefill %.0f tokens/s); time per output token %.2f ms (decode %.1f tokens/s); "
+              "end to end %.1f ms\n",
+              r.ttft_ms, r.prefill_tokens_per_s, r.tpot_ms, r.decode_tokens_per_s, r.e2e_ms);
+  std::printf("inter-token latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms (medians of %zu run(s) after a warm-up)\n", r.itl_p50_ms,
+              r.itl_p90_ms, r.itl_p99_ms, r.runs.size());
+  for (size_t b = 0; b < r.generated.size() && b < 4; ++b)
+    std::printf("row %zu: %s\n", b, ids_text(r.generated[b]).c_str());
+  if (r.generated.size() > 4) std::printf("(%zu more rows in --json)\n", r.generated.size() - 4);
+  for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+}
+
+struct GenerateFlags {
+  api::GenerateOptions o;
+  std::string prompt_ids, json;
+
+  CLI::App* add(CLI::App& app) {
+    auto* cmd = app.add_subcommand("generate", "continue a prompt with a causal language model: time to first token, "
+                                               "time per output token, tokens/s");
+    cmd->add_option("model", o.model, "ONNX file (token ids in, logits [batch, sequence, vocabulary] out), or zoo:NAME")
+        ->required();
+    cmd->add_option("--backend", o.backend, "where the model runs")->capture_default_str();
+    cmd->add_option("--prompt-tokens", o.prompt_tokens, "a random prompt of N ids (seeded per row)")->capture_default_str();
+    cmd->add_option("--prompt-ids", prompt_ids, "the prompt's ids, comma-separated, for every row");
+    cmd->add_option("--new-tokens", o.new_tokens, "tokens to generate per row")->capture_default_str();
+    cmd->add_option("--temperature", o.temperature, "0: greedy; else sample softmax(logits / T)")->capture_default_str();
+    cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
+    cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
+    cmd->add_option("--json", json, "write the report as JSON (mosaic.generate/1), every token's time included");
+    add_common(cmd, o.common);
+    return cmd;
+  }
+
+  int run() {
+    if (Status st = check_output_paths({{"--json", json}}); !st.is_ok()) return fail(st);
+    for (const std::string& id : split(prompt_ids)) {
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(id.c_str(), &end, 10);
+      if (id.empty() || *end != '\0' || errno == ERANGE)
+        return fail(Status::invalid("--prompt-ids: '" + id + "' is not a token id"));
+      o.prompt_ids.push_back(v);
+    }
+    auto r = api::generate(o);
+    if (!r.ok()) return fail(r.status());
+    print_report(r.value());
+    if (!json.empty())
+      if (Status st = write_file_atomic(json, api::generate_report_json(r.value()).dump(2) + "\n"); !st.is_ok())
+        return fail(st);
+    return 0;
+  }
+};
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) { return make_command<GenerateFlags>(app); }
+
+}  // namespace mosaic::cli

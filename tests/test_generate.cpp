@@ -1,0 +1,159 @@
+// `mosaic generate` (api/generate.hpp): the tokens each backend generates against the oracle's,
+// the padding check that refuses a model that is not causal, the figures' arithmetic, and the
+// inputs it refuses. Greedy tokens against PyTorch's: tests/torch/generate_agreement.py.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "api/generate.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+api::GenerateOptions tiny(const std::string& backend) {
+  api::GenerateOptions o;
+  o.model = "zoo:gpt2-tiny";
+  o.backend = backend;
+  o.prompt_tokens = 5;
+  o.new_tokens = 12;
+  o.runs = 2;
+  o.common.batch = 2;
+  o.common.threads = 1;
+  return o;
+}
+
+TEST(Generate, EveryBackendSamplesWhatTheOracleSamples) {
+  // Sampled at temperature 1 (greedy on random weights mostly repeats a token): the draw
+  // reads the whole distribution, so any wrong logit shows as another token.
+  api::GenerateOptions o = tiny("naive");
+  o.temperature = 1.0;
+  o.common.seed = 3;
+  auto want = api::generate(o);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_EQ(want->generated.size(), 2u);
+  std::set<int64_t> distinct(want->generated[0].begin(), want->generated[0].end());
+  EXPECT_GT(distinct.size(), 4u) << "the sampled tokens vary";
+  EXPECT_NE(want->generated[0], want->generated[1]) << "rows have their own prompts";
+  ASSERT_EQ(want->lengths.size(), 1u);
+  EXPECT_EQ(want->lengths[0].length, 64) << "the model's own 64 positions";
+  EXPECT_EQ(want->lengths[0].causal_diff, 0.0) << "on the oracle, padding a causal model changes no bit";
+  for (const std::string& b : optimised_backends()) {
+    o.backend = b;
+    auto got = api::generate(o);
+    ASSERT_TRUE(got.ok()) << b << ": " << got.status().to_string();
+    EXPECT_EQ(got->prompt, want->prompt) << b;
+    EXPECT_EQ(got->generated, want->generated) << b;
+    EXPECT_LE(got->lengths[0].causal_diff, 1e-6) << b;
+  }
+}
+
+TEST(Generate, TopOneSamplingIsGreedyAndEveryRunRepeatsTheWarmUp) {
+  api::GenerateOptions o = tiny("naive");
+  o.prompt_ids = {7, 300, 12};
+  auto greedy = api::generate(o);
+  ASSERT_TRUE(greedy.ok()) << greedy.status().to_string();
+  o.temperature = 5.0;
+  o.top_k = 1;
+  auto top1 = api::generate(o);
+  ASSERT_TRUE(top1.ok()) << top1.status().to_string();
+  EXPECT_EQ(top1->generated, greedy->generated);
+  EXPECT_EQ(greedy->prompt[0], (std::vector<int64_t>{7, 300, 12}));
+  EXPECT_EQ(greedy->prompt[1], greedy->prompt[0]) << "--prompt-ids is every row's prompt";
+  for (const auto& n : greedy->notes) EXPECT_EQ(n.find("not deterministic"), std::string::npos) << n;
+}
+
+TEST(Generate, TheFiguresFollowFromEachTokensTime) {
+  api::GenerateOptions o = tiny("naive");
+  o.runs = 3;
+  auto r = api::generate(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->runs.size(), 3u);
+  std::vector<double> firsts, lasts;
+  for (const auto& run : r->runs) {
+    ASSERT_EQ(run.token_ms.size(), 12u);
+    for (size_t i = 1; i < run.token_ms.size(); ++i) EXPECT_GT(run.token_ms[i], run.token_ms[i - 1]);
+    firsts.push_back(run.token_ms.front());
+    lasts.push_back(run.token_ms.back());
+  }
+  std::sort(firsts.begin(), firsts.end());
+  std::sort(lasts.begin(), lasts.end());
+  EXPECT_DOUBLE_EQ(r->ttft_ms, firsts[1]);
+  EXPECT_DOUBLE_EQ(r->e2e_ms, lasts[1]);
+  EXPECT_NEAR(r->prefill_tokens_per_s, 2 * 5 / (firsts[1] / 1e3), 1e-6 * r->prefill_tokens_per_s);
+  EXPECT_GT(r->tpot_ms, 0);
+  EXPECT_NEAR(r->decode_tokens_per_s, 2 / (r->tpot_ms / 1e3), 0.5 * r->decode_tokens_per_s) << "about batch / TPOT";
+  EXPECT_LE(r->itl_p50_ms, r->itl_p90_ms);
+  EXPECT_LE(r->itl_p90_ms, r->itl_p99_ms);
+  const nlohmann::json j = api::generate_report_json(r.value());
+  EXPECT_EQ(j["schema"], "mosaic.generate/1");
+  EXPECT_EQ(j["runs"].size(), 3u);
+  EXPECT_EQ(j["generated"][1].size(), 12u);
+  EXPECT_EQ(j["interface"]["ids"], "input_ids");
+  EXPECT_EQ(j["interface"]["vocabulary"], 512);
+  EXPECT_EQ(j["decoding"], "recompute");
+}
+
+TEST(Generate, AModelThatIsNotCausalIsRefused) {
+  // BERT's tokens see the padding after them: padded recomputation would be wrong, not slow.
+  api::GenerateOptions o;
+  o.model = "zoo:bert-tiny";
+  o.backend = builtin_registry().has_backend("onednn") ? "onednn" : "naive";
+  o.prompt_tokens = 4;
+  o.new_tokens = 2;
+  o.runs = 1;
+  auto r = api::generate(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the model is not causal"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("first 4 positions"), std::string::npos) << r.status().to_string();
+}
+
+TEST(Generate, WhatItCannotFeedIsRefusedByName) {
+  auto refused = [](api::GenerateOptions o, const std::string& want) {
+    auto r = api::generate(o);
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().to_string();
+  };
+  api::GenerateOptions o = tiny("naive");
+  o.model = "zoo:fmnist-cnn";
+  refused(o, "input 'input' is not [batch, sequence]");
+  o = tiny("naive");
+  o.prompt_tokens = 60;
+  o.new_tokens = 10;
+  refused(o, "takes 64 positions ('input_ids'); the prompt's 60 tokens and 10 new ones need 69");
+  o = tiny("naive");
+  o.prompt_ids = {1, 512};
+  refused(o, "`prompt_ids`: 512 is outside the vocabulary of 512");
+  o.prompt_ids = {-1};
+  refused(o, "`prompt_ids`: token ids are not negative");
+  o = tiny("naive");
+  o.new_tokens = 0;
+  refused(o, "`new_tokens` must be a positive integer");
+  o = tiny("naive");
+  o.temperature = -1;
+  refused(o, "`temperature` must be >= 0");
+  o = tiny("naive");
+  o.common.inputs = {"input_ids=x.npy"};
+  refused(o, "generate feeds the model's inputs itself");
+  o = tiny("no-such-backend");
+  refused(o, "no-such-backend");
+}
+
+TEST(Generate, TheCommandWritesItsReportAndRefusesBadIds) {
+  const std::string json = ::testing::TempDir() + "generate.json";
+  CmdResult r = mosaic("generate zoo:gpt2-tiny --backend naive --prompt-ids 3,4,5 --new-tokens 4 --runs 1 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("time to first token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("padded to 64 position(s)"), std::string::npos) << r.out;
+  const auto j = read_json(json);
+  EXPECT_EQ(j["schema"], "mosaic.generate/1");
+  EXPECT_EQ(j["prompt"][0], nlohmann::json::array({3, 4, 5}));
+  EXPECT_EQ(j["runs"][0]["token_ms"].size(), 4u);
+  r = mosaic("generate zoo:gpt2-tiny --prompt-ids 3,x --new-tokens 4");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--prompt-ids: 'x' is not a token id"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
