@@ -3,13 +3,18 @@
 // and the figures people quote for it are measured: time to first token, time per output
 // token, inter-token latency percentiles, prefill and decode tokens/s.
 //
-// This is the recomputing decoder: each token runs the model over the whole sequence so far
-// (no KV cache yet). Plans have static shapes, so a sequence is padded on the right to a
-// planned length: the model's own length when it is fixed, else buckets of 16, 32, 64, ...
-// positions (the last one the longest sequence the run needs), one plan each, built in the
-// warm-up and timed apart. Right padding leaves a causal model's logits at the real positions
-// unchanged; every padded plan proves that on the model before it is used (the logits at the
-// real positions must not change with the padding's tokens), and a model that fails is refused.
+// Two decoders. A model without a KV cache is recomputed: each token runs it over the whole
+// sequence so far. A model with one (Hugging Face's layout: past_key_values.N.key/value in,
+// present.N.key/value out, an attention mask over past and new positions, position ids) runs
+// the prompt once, then one token at a time against the cache.
+//
+// Plans have static shapes, so what varies is padded to a planned length: the sequence (on
+// the right) when recomputing, the past (masked out) with a cache; the model's own length
+// when it is fixed, else buckets of 16, 32, 64, ... positions (the last one the longest the
+// run needs), one plan each, built in the warm-up and timed apart. Padding is exact only for
+// a causal model (recomputing) or a mask the model obeys (cache); every padded plan proves it
+// on the model before use (the real positions' logits must not change with what the padding
+// holds), and a model that fails is refused.
 #pragma once
 
 #include <cstdint>
@@ -44,11 +49,17 @@ struct DecoderInterface {
   std::string sequence_dim;  ///< the ids' symbolic sequence dimension; "" when it is fixed
   int64_t fixed_length = 0;  ///< the ids' sequence length when fixed
   int64_t vocab = 0;
+  /// A KV cache: each past input ([batch, heads, past, head size]) with the output that
+  /// returns it grown by the new tokens (Hugging Face's past_key_values.N.key -> present.N.key).
+  std::vector<std::pair<std::string, std::string>> cache;
+  std::string past_dim;           ///< the cache inputs' symbolic past length
+  int64_t cache_bytes_per_token = 0;  ///< every cache input's bytes per position, one row
 };
 
-/// One planned length.
+/// One planned shape: `length` positions run (the whole sequence, the prompt or one token)
+/// after `past` cached ones (0 without a cache).
 struct PlannedLength {
-  int64_t length = 0;
+  int64_t length = 0, past = 0;
   double plan_ms = 0;       ///< preparing and planning, in the warm-up
   double causal_diff = 0;   ///< the padding check: largest change of a real position's logit (0: not padded)
 };
@@ -62,6 +73,7 @@ struct GenerateReport {
   std::string model, backend;
   int64_t batch = 0, prompt_tokens = 0, new_tokens = 0;
   std::string sampling;  ///< "greedy", or "temperature T, top-k K, seed S"
+  std::string decoding;  ///< "recompute" (the whole sequence each token) or "kv-cache"
   DecoderInterface interface;
   std::vector<PlannedLength> lengths;
   std::vector<std::vector<int64_t>> prompt, generated;  ///< per row
@@ -70,6 +82,10 @@ struct GenerateReport {
   double ttft_ms = 0, tpot_ms = 0, e2e_ms = 0;
   double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
   double itl_p50_ms = 0, itl_p90_ms = 0, itl_p99_ms = 0;
+  /// With a KV cache: its bytes at the longest sequence (every past input, the batch), and
+  /// the share of the timed runs spent copying it into and out of the plans.
+  int64_t cache_bytes = 0;
+  double cache_copy_share = 0;
   std::vector<std::string> notes;
   nlohmann::json provenance;
 };

@@ -54,7 +54,17 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
   using nlohmann::json;
   json lengths = json::array();
   for (const PlannedLength& l : r.lengths)
-    lengths.push_back({{"length", l.length}, {"plan_ms", l.plan_ms}, {"padding_difference", l.causal_diff}});
+    lengths.push_back({{"length", l.length}, {"past", l.past}, {"plan_ms", l.plan_ms}, {"padding_difference", l.causal_diff}});
+  json cache = json();
+  if (!r.interface.cache.empty()) {
+    json pairs = json::array();
+    for (const auto& [past, present] : r.interface.cache) pairs.push_back({{"past", past}, {"present", present}});
+    cache = {{"inputs", pairs},
+             {"past_dimension", r.interface.past_dim},
+             {"bytes_per_token", r.interface.cache_bytes_per_token * r.batch},
+             {"bytes", r.cache_bytes},
+             {"copy_share", r.cache_copy_share}};
+  }
   json runs = json::array();
   for (const GenerationRun& run : r.runs) runs.push_back({{"token_ms", run.token_ms}});
   const DecoderInterface& d = r.interface;
@@ -65,7 +75,8 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
       {"settings",
        {{"batch", r.batch}, {"prompt_tokens", r.prompt_tokens}, {"new_tokens", r.new_tokens}, {"sampling", r.sampling},
         {"runs", r.runs.size()}}},
-      {"decoding", "recompute"},  // the whole sequence each token: no KV cache
+      {"decoding", r.decoding},  // "recompute" (the whole sequence each token) or "kv-cache"
+      {"cache", cache},
       {"interface",
        {{"ids", d.ids},
         {"attention_mask", d.mask.empty() ? json() : json(d.mask)},

@@ -20,10 +20,17 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 void print_report(const api::GenerateReport& r) {
   std::string lengths;
   for (const auto& l : r.lengths) lengths += (lengths.empty() ? "" : ", ") + std::to_string(l.length);
-  std::printf("generate %s on %s: batch %lld, prompt %lld token(s), %lld new, %s; the whole sequence recomputed each "
-              "token (no KV cache), padded to %s position(s)\n",
-              r.model.c_str(), r.backend.c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.prompt_tokens),
-              static_cast<long long>(r.new_tokens), r.sampling.c_str(), lengths.c_str());
+  if (r.decoding == "kv-cache") {
+    lengths.clear();
+    for (const auto& l : r.lengths)
+      if (l.length == 1) lengths += (lengths.empty() ? "" : ", ") + std::to_string(l.past);
+  }
+  std::printf("generate %s on %s: batch %lld, prompt %lld token(s), %lld new, %s; %s %s position(s)\n", r.model.c_str(),
+              r.backend.c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.prompt_tokens),
+              static_cast<long long>(r.new_tokens), r.sampling.c_str(),
+              r.decoding == "kv-cache" ? "KV cache: the prompt once, then one token at a time, the past padded to"
+                                       : "the whole sequence recomputed each token (no KV cache), padded to",
+              lengths.empty() ? "no" : lengths.c_str());
   std::printf("time to first token %.2f ms (prefill %.0f tokens/s); time per output token %.2f ms (decode %.1f tokens/s); "
               "end to end %.1f ms\n",
               r.ttft_ms, r.prefill_tokens_per_s, r.tpot_ms, r.decode_tokens_per_s, r.e2e_ms);

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "api/generate.hpp"
+#include "api/generate_internal.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -131,6 +133,12 @@ TEST(Generate, WhatItCannotFeedIsRefusedByName) {
   o.new_tokens = 0;
   refused(o, "`new_tokens` must be a positive integer");
   o = tiny("naive");
+  o.prompt_tokens = int64_t{1} << 40;
+  refused(o, "need more than 2^31 - 1 positions");
+  o.prompt_tokens = std::numeric_limits<int64_t>::max();  // the sum would wrap
+  o.new_tokens = 3;
+  refused(o, "need more than 2^31 - 1 positions");
+  o = tiny("naive");
   o.temperature = -1;
   refused(o, "`temperature` must be >= 0");
   o = tiny("naive");
@@ -138,6 +146,66 @@ TEST(Generate, WhatItCannotFeedIsRefusedByName) {
   refused(o, "generate feeds the model's inputs itself");
   o = tiny("no-such-backend");
   refused(o, "no-such-backend");
+}
+
+ValueInfo value(const std::string& name, DType t, std::vector<int64_t> dims, std::vector<std::string> params) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = t;
+  v.dims = std::move(dims);
+  v.dim_params = std::move(params);
+  v.has_shape = true;
+  return v;
+}
+
+/// The interface of a Hugging Face decoder with a cache, `layers` layers of 4 heads of 8.
+Graph cached_interface(int layers) {
+  Graph g;
+  g.inputs = {value("input_ids", DType::kI64, {-1, -1}, {"batch", "sequence"}),
+              value("attention_mask", DType::kI64, {-1, -1}, {"batch", "total"}),
+              value("position_ids", DType::kI64, {-1, -1}, {"batch", "sequence"})};
+  g.outputs = {value("logits", DType::kF32, {-1, -1, 96}, {"batch", "sequence", ""})};
+  for (int l = 0; l < layers; ++l)
+    for (const char* kv : {"key", "value"}) {
+      const std::string suffix = "." + std::to_string(l) + "." + kv;
+      g.inputs.push_back(value("past_key_values" + suffix, DType::kF32, {-1, 4, -1, 8}, {"batch", "", "past", ""}));
+      g.outputs.push_back(value("present" + suffix, DType::kF32, {-1, 4, -1, 8}, {"batch", "", "total", ""}));
+    }
+  return g;
+}
+
+TEST(Generate, TheCacheIsFoundAsHuggingFaceLaysItOutOrRefusedByName) {
+  auto found = api::gen::find_interface(cached_interface(2), "m.onnx");
+  ASSERT_TRUE(found.ok()) << found.status().to_string();
+  EXPECT_EQ(found->cache.size(), 4u);
+  EXPECT_EQ(found->cache[0], (std::pair<std::string, std::string>{"past_key_values.0.key", "present.0.key"}));
+  EXPECT_EQ(found->past_dim, "past");
+  EXPECT_EQ(found->cache_bytes_per_token, 4 * 4 * 8 * 4) << "4 inputs x 4 heads x 8 floats";
+  EXPECT_EQ(found->mask, "attention_mask");
+  EXPECT_EQ(found->positions, "position_ids");
+  auto refused = [](Graph g, const std::string& want) {
+    auto r = api::gen::find_interface(g, "m.onnx");
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().to_string();
+  };
+  Graph g = cached_interface(1);
+  g.outputs.pop_back();  // present.0.value
+  refused(g, "cache input 'past_key_values.0.value' has no output that returns it");
+  g = cached_interface(1);
+  g.inputs.erase(g.inputs.begin() + 2);  // position_ids
+  refused(g, "a KV cache needs an attention mask input and a position ids input (it has no position ids)");
+  g = cached_interface(1);
+  g.inputs[3].dims = {-1, -1, 8};
+  refused(g, "'past_key_values.0.key' is not [batch, heads, past, head size]");
+  g = cached_interface(1);
+  g.inputs[4].dim_params[2] = "past_v";
+  refused(g, "cache inputs name their past length differently");
+  g = cached_interface(1);
+  g.inputs[0].dims[1] = 32;
+  refused(g, "with a KV cache the ids' sequence dimension must be symbolic");
+  g = cached_interface(0);
+  g.inputs.push_back(value("kv_cache", DType::kF32, {1, 2, 3, 4}, {}));
+  refused(g, "input 'kv_cache' looks like a cache");
 }
 
 TEST(Generate, TheCommandWritesItsReportAndRefusesBadIds) {

@@ -1,0 +1,73 @@
+// Shared by the decoders of `mosaic generate` (api/generate*.cpp): the model's interface,
+// plans bound to sequence lengths, and the stepper each decoding scheme implements.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/generate.hpp"
+#include "core/plan.hpp"
+
+namespace mosaic::api::gen {
+
+/// Finds the ids, mask, position and cache inputs and their outputs in a loaded model.
+Expected<DecoderInterface> find_interface(const Graph& g, const std::string& model);
+
+/// A plan with its own input tensors and where the decoder's inputs and outputs are in them.
+struct BoundPlan {
+  std::unique_ptr<Plan> plan;
+  std::vector<Tensor> inputs;  ///< in plan->graph().inputs order
+  std::map<std::string, Tensor*> input;  ///< by name
+  std::map<std::string, size_t> output;  ///< output index by name
+  PlannedLength planned;
+  bool checked = false;  ///< its padding proved harmless (or not padded so far)
+};
+
+/// Prepares the model with each named symbolic dimension bound (`dims`, beside the options'
+/// --shape bindings), plans it on the backend and allocates its inputs. Errors name the model.
+Expected<BoundPlan> bind_plan(const Graph& g, const GenerateOptions& o, const std::map<std::string, int64_t>& dims);
+
+/// The symbolic name of `input`'s dimension `axis` ("" if it is fixed or unnamed).
+std::string dim_name(const Graph& g, const std::string& input, size_t axis);
+
+/// Host values of a plan's output (a device's output is copied out).
+Tensor host_output(const BoundPlan& p, size_t index);
+
+/// Finds the logits (the first float output of rank 3) of a bound plan, checks that they are
+/// [batch, length, vocabulary] and sets d.vocab.
+Status find_logits(const BoundPlan& bp, DecoderInterface& d, const std::string& model, int64_t batch, int64_t length);
+
+/// Planned lengths: 16, 32, 64, ... below `longest`, then `longest`.
+std::vector<int64_t> buckets(int64_t longest);
+
+/// How one decoding scheme runs the model for the next token.
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  /// A new generation (an empty cache).
+  virtual void begin() {}
+  /// Runs the model on `tokens` (every row as long as the others, the new tokens last);
+  /// afterwards logit(b, v) is row b's logit of id v for the next token.
+  virtual Status step(const std::vector<std::vector<int64_t>>& tokens) = 0;
+  virtual double logit(int64_t b, int64_t v) const = 0;
+  virtual std::vector<PlannedLength> planned() const = 0;
+  /// Batch and vocabulary: known once the first plan is built (prepare()).
+  virtual Status prepare(int64_t prompt) = 0;
+  int64_t batch = 1, vocab = 0;
+  int64_t copy_ns = 0;  ///< time spent copying the cache into and out of the plans since begin()
+};
+
+std::unique_ptr<Stepper> recompute_stepper(const GenerateOptions& o, const Graph& g, DecoderInterface& d, int64_t longest);
+std::unique_ptr<Stepper> cached_stepper(const GenerateOptions& o, const Graph& g, DecoderInterface& d, int64_t longest);
+
+/// The padding check's measure: the largest |after - before| over max(1, max |before|); a
+/// NaN anywhere gives NaN.
+double padding_change(const std::vector<double>& before, const std::vector<double>& after);
+
+/// The padding check's bound: the largest change of a real position's logit, over the
+/// logits' scale, that two different paddings may cause.
+constexpr double kPaddingTolerance = 1e-4;
+
+}  // namespace mosaic::api::gen
