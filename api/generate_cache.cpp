@@ -26,10 +26,9 @@ class Cached : public Stepper {
     if (mask_dim_.empty() || mask_dim_ == d_.sequence_dim || mask_dim_ == d_.past_dim)
       return Status::invalid(o_.model + ": the attention mask '" + d_.mask +
                              "' must span past and new positions under a name of its own (its axis 1 is '" + mask_dim_ + "')");
-    MOSAIC_ASSIGN_OR_RETURN(BoundPlan * bp, plan_for(prompt, pasts_.front()));
-    (void)bp;
+    MOSAIC_ASSIGN_OR_RETURN(BoundPlan * first, plan_for(prompt, pasts_.front()));
     for (const auto& [past, present] : d_.cache) {
-      const Tensor* t = plans_.begin()->second.input.at(past);
+      const Tensor* t = first->input.at(past);
       cache_.push_back(Tensor::empty({t->dtype(), {t->dim(0), t->dim(1), longest_, t->dim(3)}}));
     }
     return Status::ok();
@@ -38,6 +37,7 @@ class Cached : public Stepper {
   void begin() override {
     count_ = 0;
     copy_ns = 0;
+    ++generation_;
   }
 
   Status step(const std::vector<std::vector<int64_t>>& tokens) override {
@@ -103,6 +103,7 @@ class Cached : public Stepper {
 
   /// Copies positions [from, from + n) of every [batch, heads] row of `src` to [to, to + n) of `dst`.
   static void copy_rows(const Tensor& src, int64_t from, const Tensor& dst, int64_t to, int64_t n) {
+    if (n <= 0) return;
     const int64_t rows = src.dim(0) * src.dim(1), row_bytes = src.dim(3) * static_cast<int64_t>(dtype_size(src.dtype()));
     const auto* s = static_cast<const uint8_t*>(src.data());
     auto* d = static_cast<uint8_t*>(dst.data());
@@ -124,15 +125,37 @@ class Cached : public Stepper {
       }
       for (int64_t j = 0; j < P + S; ++j) store_i64(mask->dtype(), mask->data(), b * (P + S) + j, j < count_ || j >= P ? 1 : 0);
     }
+    // The past inputs keep what earlier steps of this generation copied in: only the
+    // positions cached since are copied. The padding stays zero (all-bits-zero is 0 in every
+    // float type); the padding check's other value is written and then cleared.
     const int64_t t0 = now_ns();
+    if (bp.generation != generation_) {
+      for (const auto& [past, present] : d_.cache) zero_rows(*bp.input.at(past), 0, bp.real);
+      bp.generation = generation_;
+      bp.real = 0;
+    }
     for (size_t c = 0; c < d_.cache.size(); ++c) {
       Tensor* past = bp.input.at(d_.cache[c].first);
-      copy_rows(cache_[c], 0, *past, 0, count_);
-      const int64_t rows = past->dim(0) * past->dim(1), per = past->dim(3);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = (r * P + count_) * per; k < (r + 1) * P * per; ++k) store_f64(past->dtype(), past->data(), k, pad);
+      copy_rows(cache_[c], bp.real, *past, bp.real, count_ - bp.real);
+      if (pad != 0) {
+        const int64_t rows = past->dim(0) * past->dim(1), per = past->dim(3);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t k = (r * P + count_) * per; k < (r + 1) * P * per; ++k) store_f64(past->dtype(), past->data(), k, pad);
+      } else if (bp.padded) {
+        zero_rows(*past, count_, P - count_);
+      }
     }
+    bp.real = count_;
+    bp.padded = pad != 0;
     copy_ns += now_ns() - t0;
+  }
+
+  /// Zeroes positions [from, from + n) of every [batch, heads] row of `t`.
+  static void zero_rows(const Tensor& t, int64_t from, int64_t n) {
+    if (n <= 0) return;
+    const int64_t rows = t.dim(0) * t.dim(1), row_bytes = t.dim(3) * static_cast<int64_t>(dtype_size(t.dtype()));
+    auto* d = static_cast<uint8_t*>(t.data());
+    for (int64_t r = 0; r < rows; ++r) std::memset(d + (r * t.dim(2) + from) * row_bytes, 0, static_cast<size_t>(n * row_bytes));
   }
 
   /// The logits with the padding's keys and values 0, then 100: the mask must hide both.
@@ -151,7 +174,7 @@ class Cached : public Stepper {
   const Graph& g_;
   DecoderInterface& d_;
   std::vector<int64_t> pasts_;
-  int64_t longest_ = 0, count_ = 0, S_ = 1;
+  int64_t longest_ = 0, count_ = 0, S_ = 1, generation_ = 0;
   std::string mask_dim_, positions_dim_;
   std::map<std::pair<int64_t, int64_t>, BoundPlan> plans_;
   std::vector<Tensor> cache_;

@@ -23,6 +23,10 @@ struct BoundPlan {
   std::map<std::string, size_t> output;  ///< output index by name
   PlannedLength planned;
   bool checked = false;  ///< its padding proved harmless (or not padded so far)
+  /// With a cache: the generation its past inputs were filled for, and how many real
+  /// positions they hold (the rest is zero), so that a step copies only what is new.
+  int64_t generation = -1, real = 0;
+  bool padded = false;  ///< the padding holds the padding check's value, not zeros
 };
 
 /// Prepares the model with each named symbolic dimension bound (`dims`, beside the options'

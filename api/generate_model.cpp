@@ -217,8 +217,7 @@ class Recompute : public Stepper {
         if (std::string n = dim_name(g_, input, 1); !n.empty()) dims[n] = L;
     MOSAIC_ASSIGN_OR_RETURN(BoundPlan bp, bind_plan(g_, o_, dims));
     bp.planned.length = L;
-    ids_ = bp.input.at(d_.ids);
-    batch = ids_->dim(0);
+    batch = bp.input.at(d_.ids)->dim(0);
     if (d_.vocab == 0 || d_.logits.empty()) MOSAIC_RETURN_IF_ERROR(find_logits(bp, d_, o_.model, batch, L));
     vocab = d_.vocab;
     return &plans_.emplace(L, std::move(bp)).first->second;
@@ -274,7 +273,6 @@ class Recompute : public Stepper {
   std::vector<int64_t> lengths_;
   int64_t longest_ = 0, len_ = 0, L_ = 0;
   std::map<int64_t, BoundPlan> plans_;
-  Tensor* ids_ = nullptr;
   Tensor logits_;
 };
 
