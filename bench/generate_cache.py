@@ -19,6 +19,7 @@ usage: bench/generate_cache.py [--mosaic build/mosaic] [--backends onednn,im2col
          [--update-docs docs/generation.md]
 """
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -74,9 +75,7 @@ def main():
     ap.add_argument("--json", default=os.path.join(ROOT, "docs", "perf_generate.json"))
     ap.add_argument("--update-docs", default=os.path.join(ROOT, "docs", "generation.md"))
     args = ap.parse_args()
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         sys.exit("generate_cache: needs python3-torch (PyTorch 1.13 from Debian) for the exports")
     work = tempfile.mkdtemp(prefix="mosaic_generate_cache_")
     whole, cached, params = export(work)
