@@ -59,7 +59,12 @@ struct GenerateFlags {
     cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
     cmd->add_option("--json", json, "write the report as JSON (mosaic.generate/1), every token's time included");
-    add_common(cmd, o.common);
+    // add_common's options but --input: generate feeds the model itself.
+    cmd->add_option("--batch", o.common.batch, "rows generated at once (default: the model's, symbolic = 1)");
+    cmd->add_option("--threads", o.common.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)");
+    cmd->add_option("--seed", o.common.seed, "seed of the random prompt and of sampling")->capture_default_str();
+    cmd->add_option("--shape", o.common.shapes, "bind another symbolic dimension by name: NAME=N (repeatable; not "
+                                                "the sequence or past length, which generate sets)");
     return cmd;
   }
 
