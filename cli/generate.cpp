@@ -44,6 +44,7 @@ void print_report(const api::GenerateReport& r) {
 
 struct GenerateFlags {
   api::GenerateOptions o;
+  api::DbOptions db;
   std::string prompt_ids, json;
 
   CLI::App* add(CLI::App& app) {
@@ -59,6 +60,7 @@ struct GenerateFlags {
     cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
     cmd->add_option("--json", json, "write the report as JSON (mosaic.generate/1), every token's time included");
+    add_db(cmd, db);
     // add_common's options but --input: generate feeds the model itself.
     cmd->add_option("--batch", o.common.batch, "rows generated at once (default: the model's, symbolic = 1)");
     cmd->add_option("--threads", o.common.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)");
@@ -78,12 +80,15 @@ struct GenerateFlags {
         return fail(Status::invalid("--prompt-ids: '" + id + "' is not a token id"));
       o.prompt_ids.push_back(v);
     }
+    auto store = open_run_store(db);
+    if (!store.ok()) return fail(store.status());
     auto r = api::generate(o);
     if (!r.ok()) return fail(r.status());
     print_report(r.value());
+    const nlohmann::json doc = api::generate_report_json(r.value());
     if (!json.empty())
-      if (Status st = write_file_atomic(json, api::generate_report_json(r.value()).dump(2) + "\n"); !st.is_ok())
-        return fail(st);
+      if (Status st = write_file_atomic(json, doc.dump(2) + "\n"); !st.is_ok()) return fail(st);
+    if (Status st = record_run(store.value().get(), doc); !st.is_ok()) return fail(st);
     return 0;
   }
 };

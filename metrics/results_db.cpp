@@ -130,6 +130,25 @@ Extract extract_sweep(const json& d) {
   return e;
 }
 
+Extract extract_generate(const json& d) {
+  Extract e;
+  e.mode = "generate";
+  const json& set = d.value("settings", json::object());
+  e.batch = set.value("batch", int64_t{0});
+  const std::string label = d.value("backend", "") + " " + d.value("decoding", "");
+  e.labels = d.value("backend", "");
+  const json& s = d.value("summary", json::object());
+  e.summary = label + ": prompt " + std::to_string(set.value("prompt_tokens", int64_t{0})) + ", " +
+              std::to_string(set.value("new_tokens", int64_t{0})) + " new, " + fmt("TTFT %.2f ms, ", s.value("ttft_ms", 0.0)) + fmt("TPOT %.2f ms, ", s.value("tpot_ms", 0.0)) +
+              fmt("%.1f tokens/s", s.value("decode_tokens_per_s", 0.0));
+  e.metrics.push_back({label, "ttft_ms", "ms", s.value("ttft_ms", json())});
+  e.metrics.push_back({label, "tpot_ms", "ms", s.value("tpot_ms", json())});
+  e.metrics.push_back({label, "decode_tokens_per_s", "1/s", s.value("decode_tokens_per_s", json())});
+  e.metrics.push_back({label, "prefill_tokens_per_s", "1/s", s.value("prefill_tokens_per_s", json())});
+  if (s.contains("inter_token_ms")) e.metrics.push_back({label, "inter_token_p99_ms", "ms", s["inter_token_ms"].value("p99", json())});
+  return e;
+}
+
 }  // namespace
 
 std::string default_results_db() {
@@ -140,7 +159,8 @@ std::string default_results_db() {
 std::string run_kind(const nlohmann::json& doc) {
   // The versions this mosaic writes and reads: a newer one is not read as if it were one of them.
   static const std::map<std::string, std::string> kKnown = {
-      {"mosaic.bench/1", "bench"}, {"mosaic.bench/2", "bench"}, {"mosaic.train/1", "train"}, {"mosaic.sweep/1", "sweep"}};
+      {"mosaic.bench/1", "bench"}, {"mosaic.bench/2", "bench"}, {"mosaic.train/1", "train"}, {"mosaic.sweep/1", "sweep"},
+      {"mosaic.generate/1", "generate"}};
   if (!doc.is_object() || !doc.contains("schema") || !doc["schema"].is_string()) return "";
   const auto it = kKnown.find(doc["schema"].get<std::string>());
   return it == kKnown.end() ? "" : it->second;
@@ -169,8 +189,12 @@ Expected<ResultsDb> ResultsDb::open(const std::string& path) {
 
 Expected<int64_t> ResultsDb::record(const nlohmann::json& doc) {
   const std::string kind = run_kind(doc);
-  if (kind.empty()) return Status::invalid("not a bench, train or sweep document (schema '" + str_at(doc, {"schema"}) + "')");
-  const Extract e = kind == "bench" ? extract_bench(doc) : kind == "train" ? extract_train(doc) : extract_sweep(doc);
+  if (kind.empty())
+    return Status::invalid("not a bench, train, sweep or generate document (schema '" + str_at(doc, {"schema"}) + "')");
+  const Extract e = kind == "bench"   ? extract_bench(doc)
+                    : kind == "train" ? extract_train(doc)
+                    : kind == "sweep" ? extract_sweep(doc)
+                                      : extract_generate(doc);
   const json& prov = doc.value("provenance", json::object());
   auto opt_text = [](const std::string& s) -> SqliteDb::Value {
     if (s.empty()) return nullptr;

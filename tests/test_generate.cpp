@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -209,16 +210,20 @@ TEST(Generate, TheCacheIsFoundAsHuggingFaceLaysItOutOrRefusedByName) {
 }
 
 TEST(Generate, TheCommandWritesItsReportAndRefusesBadIds) {
-  const std::string json = ::testing::TempDir() + "generate.json";
-  CmdResult r = mosaic("generate zoo:gpt2-tiny --backend naive --prompt-ids 3,4,5 --new-tokens 4 --runs 1 --json " + json);
+  const std::string json = ::testing::TempDir() + "generate.json", db = ::testing::TempDir() + "generate.sqlite";
+  std::remove(db.c_str());
+  CmdResult r = mosaic("generate zoo:gpt2-tiny --backend naive --prompt-ids 3,4,5 --new-tokens 4 --runs 1 --json " + json +
+                       " --db " + db);
   ASSERT_EQ(r.code, 0) << r.out;
+  CmdResult h = mosaic("history --db " + db + " --kind generate");
+  EXPECT_NE(h.out.find("naive recompute: prompt 3, 4 new, TTFT"), std::string::npos) << "recorded: " << h.out;
   EXPECT_NE(r.out.find("time to first token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("padded to 64 position(s)"), std::string::npos) << r.out;
   const auto j = read_json(json);
   EXPECT_EQ(j["schema"], "mosaic.generate/1");
   EXPECT_EQ(j["prompt"][0], nlohmann::json::array({3, 4, 5}));
   EXPECT_EQ(j["runs"][0]["token_ms"].size(), 4u);
-  r = mosaic("generate zoo:gpt2-tiny --prompt-ids 3,x --new-tokens 4");
+  r = mosaic("generate zoo:gpt2-tiny --prompt-ids 3,x --new-tokens 4 --no-db");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--prompt-ids: 'x' is not a token id"), std::string::npos) << r.out;
 }
