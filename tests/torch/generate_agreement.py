@@ -12,10 +12,11 @@ PyTorch's ONNX exporter:
   past and new positions, position ids, past_key_values.N.key/value -> present.N.key/value), so
   Mosaic runs the prompt once and then one token at a time, the past padded and masked.
 
-PyTorch's own greedy loop (argmax of the last position's logits, appended, repeated) gives the
-reference tokens. `mosaic generate --prompt-ids ... --new-tokens N --json` must give the same
+PyTorch's own greedy loop (argmax of the last position's logits, appended, repeated) gives 24
+reference tokens (the symbolic export then plans 16 and 29 positions). `mosaic generate --prompt-ids ... --new-tokens N --json` must give the same
 ids, token for token, for the three exports on every backend. A variant without the causal mask
-must be refused ("not causal"), and a cache model that ignores its attention mask too.
+must be refused ("not causal"), and a cache model that ignores its attention mask too (on the
+first two backends: the check is the same code whatever computes the logits).
 
 usage: generate_agreement.py MOSAIC [--backends A,B] [--new-tokens 40]
 exit 0 when every backend agrees; 1 otherwise; 77 if torch is missing.
@@ -35,7 +36,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mosaic")
     ap.add_argument("--backends", default="")
-    ap.add_argument("--new-tokens", type=int, default=40)
+    ap.add_argument("--new-tokens", type=int, default=24)
     args = ap.parse_args()
     try:
         import torch
@@ -84,7 +85,7 @@ def main():
             ref.append(int(model(torch.tensor([ref]))[0, -1].argmax()))
     ref = ref[len(PROMPT):]
     print("PyTorch: %s" % " ".join(map(str, ref)))
-    if len(set(ref)) < 4:
+    if len(set(ref)) < 4:  # a continuation that repeats one token would hide most bugs
         print("the reference repeats itself: the weights make a weak test")
         return 1
 
@@ -112,6 +113,8 @@ def main():
             print("%-7s %-7s %s: %d tokens, planned lengths %s%s" % (
                 backend, name, "agrees" if same else "DIFFERS", len(got), lengths,
                 "" if same else " (first difference at token %s: %s)" % (first, " ".join(map(str, got)))))
+        if backend not in backends[:2]:  # the refusals: the check is the same code whatever computes the logits
+            continue
         r = subprocess.run([args.mosaic, "generate", not_causal, "--backend", backend, "--prompt-ids", ids,
                             "--new-tokens", "4", "--runs", "1"], capture_output=True, text=True)
         refused = r.returncode != 0 and "not causal" in (r.stdout + r.stderr)
