@@ -93,6 +93,9 @@ class Cached : public Stepper {
     std::map<std::string, int64_t> dims = {{d_.sequence_dim, S}, {d_.past_dim, P}, {mask_dim_, P + S}};
     if (!positions_dim_.empty() && positions_dim_ != d_.sequence_dim) dims[positions_dim_] = S;
     MOSAIC_ASSIGN_OR_RETURN(BoundPlan bp, bind_plan(g_, o_, dims));
+    std::vector<std::string> inputs = {d_.ids, d_.mask, d_.positions}, outputs;
+    for (const auto& [past, present] : d_.cache) inputs.push_back(past), outputs.push_back(present);
+    MOSAIC_RETURN_IF_ERROR(require(bp, inputs, outputs, o_.model));
     bp.planned.length = S;
     bp.planned.past = P;
     batch = bp.input.at(d_.ids)->dim(0);

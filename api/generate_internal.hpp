@@ -33,6 +33,11 @@ struct BoundPlan {
 /// --shape bindings), plans it on the backend and allocates its inputs. Errors name the model.
 Expected<BoundPlan> bind_plan(const Graph& g, const GenerateOptions& o, const std::map<std::string, int64_t>& dims);
 
+/// Checks that the prepared plan still takes every input and gives every output the decoder
+/// feeds and reads (preparing drops nothing a model uses, but a model may not use them).
+Status require(const BoundPlan& bp, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+               const std::string& model);
+
 /// The symbolic name of `input`'s dimension `axis` ("" if it is fixed or unnamed).
 std::string dim_name(const Graph& g, const std::string& input, size_t axis);
 

@@ -124,6 +124,17 @@ Expected<BoundPlan> bind_plan(const Graph& g, const GenerateOptions& o, const st
   return bp;
 }
 
+Status require(const BoundPlan& bp, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+               const std::string& model) {
+  for (const std::string& n : inputs)
+    if (!n.empty() && !bp.input.count(n))
+      return Status::invalid(model + ": input '" + n + "' is not read once the model is prepared; generate feeds it");
+  for (const std::string& n : outputs)
+    if (!n.empty() && !bp.output.count(n))
+      return Status::invalid(model + ": output '" + n + "' is not an output once the model is prepared");
+  return Status::ok();
+}
+
 Tensor host_output(const BoundPlan& p, size_t index) {
   const Tensor& t = p.plan->output(index);
   return t.device() ? t.clone() : t;
@@ -216,6 +227,7 @@ class Recompute : public Stepper {
       if (!input.empty())
         if (std::string n = dim_name(g_, input, 1); !n.empty()) dims[n] = L;
     MOSAIC_ASSIGN_OR_RETURN(BoundPlan bp, bind_plan(g_, o_, dims));
+    MOSAIC_RETURN_IF_ERROR(require(bp, {d_.ids, d_.mask, d_.positions}, {}, o_.model));
     bp.planned.length = L;
     batch = bp.input.at(d_.ids)->dim(0);
     if (d_.vocab == 0 || d_.logits.empty()) MOSAIC_RETURN_IF_ERROR(find_logits(bp, d_, o_.model, batch, L));
