@@ -75,6 +75,9 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
   MOSAIC_ASSIGN_OR_RETURN(NamedRun run, load_named_run(what, db_path, db));
   json doc = std::move(run.doc);
   doc["_name"] = what == in ? run.name : in;
+  if (run_kind(doc) == "generate")
+    return Status::invalid(in + ": a generate run; the report draws bench, train and sweep runs (generate's figures are "
+                           "its --json and `history`)");
   if (run_kind(doc).empty()) {
     const std::string schema = doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "";
     for (const char* k : {"mosaic.bench/", "mosaic.train/", "mosaic.sweep/"})
@@ -89,8 +92,8 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
 /// A run given as its document (mosaic.bench's result, say): a bench, train or sweep report.
 Expected<json> document_input(const json& doc, size_t index) {
   const std::string name = "document " + std::to_string(index + 1);
-  if (!doc.is_object() || run_kind(doc).empty())
-    return Status::invalid(name + " is not a bench, train or sweep report");
+  const std::string kind = doc.is_object() ? run_kind(doc) : "";
+  if (kind.empty() || kind == "generate") return Status::invalid(name + " is not a bench, train or sweep report");
   json d = doc;
   d["_name"] = name;
   return d;

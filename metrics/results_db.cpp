@@ -139,13 +139,14 @@ Extract extract_generate(const json& d) {
   e.labels = d.value("backend", "");
   const json& s = d.value("summary", json::object());
   e.summary = label + ": prompt " + std::to_string(set.value("prompt_tokens", int64_t{0})) + ", " +
-              std::to_string(set.value("new_tokens", int64_t{0})) + " new, " + fmt("TTFT %.2f ms, ", s.value("ttft_ms", 0.0)) + fmt("TPOT %.2f ms, ", s.value("tpot_ms", 0.0)) +
-              fmt("%.1f tokens/s", s.value("decode_tokens_per_s", 0.0));
+              std::to_string(set.value("new_tokens", int64_t{0})) + " new, " + fmt("TTFT %.2f ms, ", s.value("ttft_ms", 0.0)) +
+              fmt("TPOT %.2f ms, ", s.value("tpot_ms", 0.0)) + fmt("%.1f tokens/s", s.value("decode_tokens_per_s", 0.0));
   e.metrics.push_back({label, "ttft_ms", "ms", s.value("ttft_ms", json())});
   e.metrics.push_back({label, "tpot_ms", "ms", s.value("tpot_ms", json())});
   e.metrics.push_back({label, "decode_tokens_per_s", "1/s", s.value("decode_tokens_per_s", json())});
   e.metrics.push_back({label, "prefill_tokens_per_s", "1/s", s.value("prefill_tokens_per_s", json())});
-  if (s.contains("inter_token_ms")) e.metrics.push_back({label, "inter_token_p99_ms", "ms", s["inter_token_ms"].value("p99", json())});
+  if (s.contains("inter_token_ms"))
+    e.metrics.push_back({label, "inter_token_p99_ms", "ms", s["inter_token_ms"].value("p99", json())});
   return e;
 }
 
