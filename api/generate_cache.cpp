@@ -98,9 +98,7 @@ class Cached : public Stepper {
     MOSAIC_RETURN_IF_ERROR(require(bp, inputs, outputs, o_.model));
     bp.planned.length = S;
     bp.planned.past = P;
-    batch = bp.input.at(d_.ids)->dim(0);
-    if (d_.vocab == 0 || d_.logits.empty()) MOSAIC_RETURN_IF_ERROR(find_logits(bp, d_, o_.model, batch, S));
-    vocab = d_.vocab;
+    MOSAIC_RETURN_IF_ERROR(adopt_plan(bp, d_, o_.model, S, *this));
     return &plans_.emplace(std::make_pair(S, P), std::move(bp)).first->second;
   }
 

@@ -44,9 +44,6 @@ std::string dim_name(const Graph& g, const std::string& input, size_t axis);
 /// Host values of a plan's output (a device's output is copied out).
 Tensor host_output(const BoundPlan& p, size_t index);
 
-/// Finds the logits (the first float output of rank 3) of a bound plan, checks that they are
-/// [batch, length, vocabulary] and sets d.vocab.
-Status find_logits(const BoundPlan& bp, DecoderInterface& d, const std::string& model, int64_t batch, int64_t length);
 
 /// Planned lengths: 16, 32, 64, ... below `longest`, then `longest`.
 std::vector<int64_t> buckets(int64_t longest);
@@ -67,6 +64,11 @@ class Stepper {
   int64_t batch = 1, vocab = 0;
   int64_t copy_ns = 0;  ///< time spent copying the cache into and out of the plans since begin()
 };
+
+/// Takes a new plan's batch (the ids' first dimension) into `s`, and, the first time, finds
+/// the logits (the first float output of rank 3), checks that they are [batch, length,
+/// vocabulary] and sets d.vocab and s.vocab.
+Status adopt_plan(const BoundPlan& bp, DecoderInterface& d, const std::string& model, int64_t length, Stepper& s);
 
 std::unique_ptr<Stepper> recompute_stepper(const GenerateOptions& o, const Graph& g, DecoderInterface& d, int64_t longest);
 std::unique_ptr<Stepper> cached_stepper(const GenerateOptions& o, const Graph& g, DecoderInterface& d, int64_t longest);

@@ -157,8 +157,9 @@ std::vector<int64_t> buckets(int64_t longest) {
   return v;
 }
 
-/// The logits output of a bound plan: the first float output of rank 3 [batch, length, vocabulary].
-Status find_logits(const BoundPlan& bp, DecoderInterface& d, const std::string& model, int64_t batch, int64_t length) {
+Status adopt_plan(const BoundPlan& bp, DecoderInterface& d, const std::string& model, int64_t length, Stepper& s) {
+  const int64_t batch = s.batch = bp.input.at(d.ids)->dim(0);
+  if (!d.logits.empty() && d.vocab > 0) return Status::ok();
   const Graph& pg = bp.plan->graph();
   for (size_t i = 0; i < pg.outputs.size() && d.logits.empty(); ++i) {
     const TensorDesc& od = pg.value_descs.at(pg.outputs[i].name);
@@ -171,7 +172,7 @@ Status find_logits(const BoundPlan& bp, DecoderInterface& d, const std::string& 
   if (ls.size() != 3 || ls[0] != batch || ls[1] != length)
     return Status::invalid(model + ": logits '" + d.logits + "' are " + shape_str(ls) + " for " + std::to_string(length) +
                            " positions; generate reads [batch, sequence, vocabulary]");
-  d.vocab = ls[2];
+  s.vocab = d.vocab = ls[2];
   return Status::ok();
 }
 
@@ -229,9 +230,7 @@ class Recompute : public Stepper {
     MOSAIC_ASSIGN_OR_RETURN(BoundPlan bp, bind_plan(g_, o_, dims));
     MOSAIC_RETURN_IF_ERROR(require(bp, {d_.ids, d_.mask, d_.positions}, {}, o_.model));
     bp.planned.length = L;
-    batch = bp.input.at(d_.ids)->dim(0);
-    if (d_.vocab == 0 || d_.logits.empty()) MOSAIC_RETURN_IF_ERROR(find_logits(bp, d_, o_.model, batch, L));
-    vocab = d_.vocab;
+    MOSAIC_RETURN_IF_ERROR(adopt_plan(bp, d_, o_.model, L, *this));
     return &plans_.emplace(L, std::move(bp)).first->second;
   }
 

@@ -64,6 +64,9 @@ std::string num(const json& v, const char* fmt) {
   return b;
 }
 
+/// The kinds of run the report draws (the results store knows more: generate).
+bool drawn(const std::string& kind) { return kind == "bench" || kind == "train" || kind == "sweep"; }
+
 /// Loads one INPUT: a run id, a sweep output directory (its sweep.json), or a JSON file of
 /// a run. Errors name it.
 Expected<json> load_input(const std::string& in, const std::string& db_path, std::unique_ptr<ResultsDb>& db) {
@@ -75,8 +78,8 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
   MOSAIC_ASSIGN_OR_RETURN(NamedRun run, load_named_run(what, db_path, db));
   json doc = std::move(run.doc);
   doc["_name"] = what == in ? run.name : in;
-  if (run_kind(doc) == "generate")
-    return Status::invalid(in + ": a generate run; the report draws bench, train and sweep runs (generate's figures are "
+  if (const std::string kind = run_kind(doc); !kind.empty() && !drawn(kind))
+    return Status::invalid(in + ": a " + kind + " run; the report draws bench, train and sweep runs (its figures are in "
                            "its --json and `history`)");
   if (run_kind(doc).empty()) {
     const std::string schema = doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "";
@@ -92,8 +95,7 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
 /// A run given as its document (mosaic.bench's result, say): a bench, train or sweep report.
 Expected<json> document_input(const json& doc, size_t index) {
   const std::string name = "document " + std::to_string(index + 1);
-  const std::string kind = doc.is_object() ? run_kind(doc) : "";
-  if (kind.empty() || kind == "generate") return Status::invalid(name + " is not a bench, train or sweep report");
+  if (!doc.is_object() || !drawn(run_kind(doc))) return Status::invalid(name + " is not a bench, train or sweep report");
   json d = doc;
   d["_name"] = name;
   return d;

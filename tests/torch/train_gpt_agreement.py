@@ -16,7 +16,6 @@ exit 0 when every backend agrees; 1 otherwise; 77 if torch or the text is missin
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -54,34 +53,9 @@ def main():
     count = (len(ids) - 1) // SEQ
     train = count - max(1, count // 10)
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
-            self.qkv, self.proj = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Linear(HIDDEN, HIDDEN)
-            self.ff1, self.ff2 = nn.Linear(HIDDEN, 4 * HIDDEN), nn.Linear(4 * HIDDEN, HIDDEN)
-            self.register_buffer("mask", torch.triu(torch.full((SEQ, SEQ), -1e4), diagonal=1))
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(HIDDEN, dim=2)
-            q, k, v = (z.view(b, t, HEADS, HIDDEN // HEADS).transpose(1, 2) for z in (q, k, v))
-            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(HIDDEN // HEADS) + self.mask, dim=-1)
-            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, HIDDEN))
-            return x + self.ff2(nn.functional.gelu(self.ff1(self.ln2(x)), approximate="tanh"))
-
-    class Gpt(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(vocab, HIDDEN), nn.Embedding(SEQ, HIDDEN)
-            self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
-            self.ln, self.head = nn.LayerNorm(HIDDEN), nn.Linear(HIDDEN, vocab)
-
-        def forward(self, x):
-            h = self.tok(x) + self.pos(torch.arange(SEQ))
-            for blk in self.blocks:
-                h = blk(h)
-            return self.head(self.ln(h))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpt_models  # the decoder generate_agreement.py uses, at this script's sizes
+    Gpt = gpt_models.make(vocab, HIDDEN, HEADS, LAYERS, SEQ)[0]
 
     torch.manual_seed(0)
     torch.set_num_threads(2)
