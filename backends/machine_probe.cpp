@@ -1,5 +1,7 @@
 #include "backends/machine_probe.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -80,6 +82,40 @@ double probe_triad_gbs(int mib, int runs) {
     if (r > 0) best = std::min(best, t);
   }
   return 3.0 * 4 * static_cast<double>(n) / best / 1e9;
+}
+
+double probe_read_gbs(int mib, int runs) {
+  constexpr int64_t kStreams = 8, kLanes = 8;
+  const int64_t n = static_cast<int64_t>(mib) * (1 << 20) / 4 / (kStreams * kLanes) * (kStreams * kLanes);
+  std::vector<float> a(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(i & 7);
+  double best = 1e30, sink = 0;
+  int64_t read = 0;  // floats each pass reads (a thread's share, rounded down to whole blocks)
+  for (int r = 0; r <= runs; ++r) {
+    const int64_t t0 = now_ns();
+    double total = 0;
+    read = 0;
+#pragma omp parallel reduction(+ : total, read)
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t lo = n / nt * t, part = (t + 1 == nt ? n - lo : n / nt) / (kStreams * kLanes) * kLanes;
+      const float* base = a.data() + lo;
+      read += kStreams * part;
+      float acc[kStreams][kLanes] = {};
+      for (int64_t j = 0; j < part; j += kLanes)
+        for (int64_t s = 0; s < kStreams; ++s)
+#pragma omp simd
+          for (int64_t l = 0; l < kLanes; ++l) acc[s][l] += base[s * part + j + l];
+      for (int64_t s = 0; s < kStreams; ++s)
+        for (int64_t l = 0; l < kLanes; ++l) total += acc[s][l];
+    }
+    const double t = static_cast<double>(now_ns() - t0) / 1e9;
+    sink += total;
+    if (r > 0) best = std::min(best, t);
+  }
+  // The sum is used (never 0 here) so that the reads cannot be optimised away.
+  return sink != 0 ? 4.0 * static_cast<double>(read) / best / 1e9 : 0;
 }
 
 }  // namespace mosaic

@@ -1,5 +1,6 @@
 // The machine's measured peaks, against which bench reports "% of peak" and a roofline:
-// OpenBLAS sgemm on square matrices and a STREAM-style triad, at the current thread count.
+// OpenBLAS sgemm on square matrices, a STREAM-style triad and a read stream, at the current
+// thread count.
 #pragma once
 
 namespace mosaic {
@@ -14,5 +15,9 @@ double probe_bf16_gemm_gflops(int n = 2048, int runs = 3);
 /// Best-of-`runs` GB/s of a[i] = b[i] + s * c[i] over three arrays of `mib` MiB each
 /// (3 x 4 bytes moved per element; no write-allocate traffic counted).
 double probe_triad_gbs(int mib = 64, int runs = 5);
+/// Best-of-`runs` GB/s of reading one `mib` MiB array (summed), each thread reading its
+/// half as eight sequential streams side by side, as a weight stream is read (a decoder's
+/// step at batch 1: common/gemv.hpp). One stream per thread reaches about two thirds of it.
+double probe_read_gbs(int mib = 256, int runs = 5);
 
 }  // namespace mosaic

@@ -112,6 +112,12 @@ std::vector<OpCase> cases() {
   // primitive above.
   add("matmul_small_edges", make_node("MatMul"), {{2, 7, 19}, {19, 37}}, {false, true});
   add("matmul_large", make_node("MatMul"), {{2, 40, 64}, {64, 48}}, {false, true});
+  // One row by constant weights (a decoder's step at batch 1): the CPU backends' gemv over
+  // packed panels (common/gemv.hpp); outputs not a multiple of the panel, a 1-d A, and enough
+  // panels that the threads' streams end unevenly.
+  add("matmul_one_row_constant_weights", make_node("MatMul"), {{1, 1, 517}, {517, 203}}, {false, true});
+  add("matmul_vector_constant_weights", make_node("MatMul"), {{300}, {300, 1300}}, {false, true});
+  add("matmul_one_row_batch_of_one_weights", make_node("MatMul"), {{1, 1, 64}, {1, 64, 1300}}, {false, true});
   // Constant weights with rows of 4 KB: onednn packs them with padded rows.
   add("matmul_weights_4k_rows", make_node("MatMul"), {{2, 8, 16}, {16, 1024}}, {false, true});
   add("gemm_weights_4k_rows_transB", make_node("Gemm", {{"transB", A::of_int(1)}}), {{16, 24}, {1024, 24}, {1024}},

@@ -1,6 +1,6 @@
 // The CPU backends' shared loops against plain index arithmetic: the broadcast walk that
-// merges axes (each_broadcast) and the small matrix product (small_gemm), on shapes that
-// reach every merge, block and edge.
+// merges axes (each_broadcast), the small matrix product (small_gemm) and the one-row product
+// from packed panels (gemv_panels), on shapes that reach every merge, block and edge.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -73,6 +73,31 @@ TEST(SharedLoops, SmallGemmMatchesTheTripleLoop) {
         EXPECT_NEAR(c[i * ldc + j], want, 1e-5 * (1 + k)) << m << "x" << n << "x" << k << " at " << i << "," << j;
       }
       EXPECT_EQ(c[i * ldc + n], -7.f) << "wrote past the row";  // the padding between rows
+    }
+  }
+}
+
+TEST(SharedLoops, GemvPanelsMatchTheDoubleLoop) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  // Fewer outputs than a panel, one panel, a panel and one, the streams' partial last round,
+  // one input, none, and sizes that split over the threads (n * k >= 65536).
+  for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{
+           {1, 5}, {7, 33}, {8, 16}, {9, 3}, {65, 1}, {203, 517}, {1300, 64}, {5, 0}, {4099, 17}}) {
+    for (bool trans_b : {false, true}) {
+      SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (trans_b ? ", B [n, k]" : ", B [k, n]"));
+      std::vector<float> b(static_cast<size_t>(n * k)), x(static_cast<size_t>(k)), y(static_cast<size_t>(n) + 1, -7.f);
+      for (float& v : b) v = u(rng);
+      for (float& v : x) v = u(rng);
+      std::vector<float> panels(static_cast<size_t>(gemv_panel_floats(n, k)), -3.f);
+      pack_gemv_panels(b.data(), trans_b, n, k, panels.data());
+      gemv_panels(panels.data(), x.data(), y.data(), n, k, 0.5f);
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) want += static_cast<double>(x[p]) * (trans_b ? b[j * k + p] : b[p * n + j]);
+        ASSERT_NEAR(y[j], 0.5 * want, 1e-5 * (1 + k)) << "output " << j;
+      }
+      EXPECT_EQ(y[n], -7.f) << "wrote past the outputs";
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <omp.h>
 
 namespace mosaic {
 
@@ -96,19 +97,80 @@ void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, f
   }
 }
 
+int64_t gemv_panel_floats(int64_t n, int64_t k) { return (n + kGemvPanel - 1) / kGemvPanel * kGemvPanel * k; }
+
+void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels) {
+  const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
+#pragma omp parallel for schedule(static) if (n * k >= (1 << 16))
+  for (int64_t q = 0; q < np; ++q) {
+    float* dst = panels + q * k * kGemvPanel;
+    const int64_t width = std::min(kGemvPanel, n - q * kGemvPanel);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* d = dst + kk * kGemvPanel;
+      for (int64_t l = 0; l < width; ++l) {
+        const int64_t col = q * kGemvPanel + l;
+        d[l] = trans_b ? b[col * k + kk] : b[kk * n + col];
+      }
+      for (int64_t l = width; l < kGemvPanel; ++l) d[l] = 0.f;
+    }
+  }
+}
+
+void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
+  static_assert(kGemvPanel == 8, "one Float8 per panel row");
+  constexpr int kStreams = 8;
+  const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
+#pragma omp parallel if (n * k >= (1 << 16))
+  {
+    // This thread's share of the panels, contiguous, read as kStreams sequential streams
+    // (panel i of each of kStreams equal parts, side by side): one stream per thread leaves
+    // the memory system idle between misses on the development VM (15-16 GB/s); eight
+    // reach 23-31 (bench/gemv_layouts.cpp).
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t first = np * t / nt, count = np * (t + 1) / nt - first;
+    const int64_t per = (count + kStreams - 1) / kStreams;
+    for (int64_t i = 0; i < per; ++i) {
+      const float* src[kStreams];
+      int live = 0;
+      int64_t which[kStreams];
+      for (int s = 0; s < kStreams; ++s)
+        if (s * per + i < count) {
+          which[live] = first + s * per + i;
+          src[live] = panels + which[live] * k * kGemvPanel;
+          ++live;
+        }
+      Float8 acc[kStreams] = {};
+      if (live == kStreams) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const Float8 xv = x[kk] - Float8{};
+          for (int s = 0; s < kStreams; ++s) acc[s] += load8(src[s] + kk * kGemvPanel) * xv;
+        }
+      } else {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const Float8 xv = x[kk] - Float8{};
+          for (int s = 0; s < live; ++s) acc[s] += load8(src[s] + kk * kGemvPanel) * xv;
+        }
+      }
+      for (int s = 0; s < live; ++s) {
+        float out[kGemvPanel];
+        store8(out, acc[s] * alpha);
+        const int64_t col = which[s] * kGemvPanel, width = std::min(kGemvPanel, n - col);
+        std::memcpy(y + col, out, static_cast<size_t>(width) * sizeof(float));
+      }
+    }
+  }
+}
+
 bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
   active_ = false;
   if (p.m != 1 || ctx.training || ctx.precision != Precision::kF32) return false;
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32) return false;
-  if (!p.trans_b) {
-    const Tensor* b = ctx.constant(1);
-    if (!b) return false;  // a run-time [K, N] B would be read down its columns
-    packed_ = Tensor::empty(TensorDesc{DType::kF32, {p.n, p.k}}, ctx.tracker);
-    const float* src = b->f32();
-    float* dst = packed_.f32();
-    for (int64_t kk = 0; kk < p.k; ++kk)
-      for (int64_t nn = 0; nn < p.n; ++nn) dst[nn * p.k + kk] = src[kk * p.n + nn];
+  if (const Tensor* b = ctx.constant(1)) {
+    packed_ = Tensor::empty(TensorDesc{DType::kF32, {gemv_panel_floats(p.n, p.k)}}, ctx.tracker);
+    pack_gemv_panels(b->f32(), p.trans_b, p.n, p.k, packed_.f32());
+  } else if (!p.trans_b) {
+    return false;  // a run-time [K, N] B would be read down its columns
   }
   p_ = p;
   c_elems_ = p.has_c && p.beta != 0.f ? ctx.inputs[2].numel() : 0;
@@ -117,10 +179,22 @@ bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
   return true;
 }
 
+bool RowGemv::init_matmul(const KernelContext& ctx, const MatMulParams& p) {
+  active_ = false;
+  if (shape_numel(p.batch) * p.m != 1 || shape_numel(p.b_batch) != 1) return false;
+  GemmParams g;
+  g.m = 1;
+  g.n = p.n;
+  g.k = p.k;
+  g.beta = 0.f;
+  return init(ctx, g);
+}
+
 void RowGemv::run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) const {
   float* out = y.f32();
   // A is [1, K] or its transpose [K, 1]: K contiguous floats either way.
-  gemv_rows(packed_.defined() ? packed_.f32() : b.f32(), a.f32(), out, p_.n, p_.k, p_.alpha);
+  if (packed_.defined()) gemv_panels(packed_.f32(), a.f32(), out, p_.n, p_.k, p_.alpha);
+  else gemv_rows(b.f32(), a.f32(), out, p_.n, p_.k, p_.alpha);
   if (c_elems_) {
     const float* cv = c->f32();
     // C broadcasts to [1, N]: a scalar, [N], [1, N] (or [1, 1]).

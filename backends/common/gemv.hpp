@@ -18,6 +18,16 @@ namespace mosaic {
 /// sgemv at 36 (docs/performance.md, "AlexNet at batch 1").
 void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, float alpha);
 
+/// The same product from a constant op(B) packed once as panels of kGemvPanel outputs,
+/// [ceil(n / 8)][k][8] (zero-padded), so that each thread reads its share of the weights as
+/// eight long sequential streams, whatever B's shape: 1.5x gemv_rows on short rows such as
+/// GPT-2's [50257, 768] head (bench/gemv_layouts.cpp, docs/generation.md).
+inline constexpr int64_t kGemvPanel = 8;
+int64_t gemv_panel_floats(int64_t n, int64_t k);
+/// op(B) is B [k, n], or B [n, k] when trans_b.
+void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels);
+void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha);
+
 /// Row-major C[m, n] = A[m, k] B[k, n] for products small enough that a library call's fixed
 /// cost (1-3 us: argument checks, a thread fork) would be most of the time: each row of C
 /// accumulated over k in a loop over n the compiler vectorises, on the calling thread.
@@ -28,14 +38,18 @@ void small_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
 /// docs/performance.md, "Small tensors").
 inline constexpr double kSmallGemmMaxMacs = 131072;
 
-/// A Gemm of one row of A (batch 1) in an inference plan in float32, run by gemv_rows over
-/// op(B)^T = [N, K]: ONNX's transB = 1 (PyTorch's Linear) is read in place, transB = 0 is
-/// transposed once when B is a constant the plan may pack. Then beta * C (broadcast over
-/// the row) and the fused activation.
+/// A Gemm of one row of A (batch 1) in an inference plan in float32: a constant B is packed
+/// once into gemv_panels' layout; a run-time B with transB = 1 ([N, K], PyTorch's Linear) is
+/// read in place by gemv_rows. Then beta * C (broadcast over the row) and the fused
+/// activation.
 class RowGemv {
  public:
   /// Whether it takes the node (else the caller runs its own matrix product).
   bool init(const KernelContext& ctx, const GemmParams& p);
+  /// The same for a MatMul whose product is one row (A [1, K] or [1, ..., 1, K]: a decoder's
+  /// step at batch 1) by a constant 2-d B, which is packed as B^T once. A run-time B, or more
+  /// than one row, is left to the caller.
+  bool init_matmul(const KernelContext& ctx, const MatMulParams& p);
   bool active() const { return active_; }
   void run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) const;
   size_t workspace_bytes() const { return packed_.defined() ? packed_.bytes() : 0; }
@@ -43,7 +57,7 @@ class RowGemv {
  private:
   bool active_ = false;
   GemmParams p_;
-  Tensor packed_;  ///< op(B)^T when B is stored [K, N]
+  Tensor packed_;  ///< a constant B in gemv_panels' layout
   int64_t c_elems_ = 0;
   Activation act_;
 };
