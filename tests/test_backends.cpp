@@ -168,6 +168,16 @@ std::vector<OpCase> cases() {
     c.inputs = {random_tensor({4, 8, 48, 48}, seed++, lo, hi)};
     v.push_back(std::move(c));
   }
+  // Gelu's tanh form (opset 20's attribute; GPT-2's, the fusion pass's Gelu): im2col's Eigen
+  // block, onednn's primitive, on a range where the cubic term matters.
+  for (const Shape& s : {Shape{2, 3, 17, 5}, Shape{4, 8, 48, 48}}) {
+    OpCase c;
+    c.label = s.size() == 4 && s[0] == 4 ? "Gelu_tanh_large" : "Gelu_tanh";
+    c.node = make_node("Gelu", {{"approximate", A::of_string("tanh")}});
+    c.inputs = {random_tensor(s, seed++, -4.f, 4.f)};
+    c.opset = 20;
+    v.push_back(std::move(c));
+  }
   // Every reduction of the table (operators/reduce.hpp): some axes kept, all axes dropped.
   for (const auto& r : kReduceOps) {
     const std::string op = r.name;
@@ -250,6 +260,11 @@ std::vector<OpCase> cases() {
   add("concat_axis_neg", make_node("Concat", {{"axis", A::of_int(-1)}}), {{2, 3}, {2, 4}});
   add("transpose_nchw_nhwc", make_node("Transpose", {{"perm", A::of_ints({0, 2, 3, 1})}}), {{2, 3, 4, 5}});
   add("transpose_default", make_node("Transpose"), {{3, 4, 5}});
+  // A decoder's: heads out of [batch, sequence, heads, size] (rows stay contiguous), and the
+  // keys' [.., T, size] -> [.., size, T]; large enough that the rows split over the threads.
+  add("transpose_heads", make_node("Transpose", {{"perm", A::of_ints({0, 2, 1, 3})}}), {{1, 65, 12, 64}});
+  add("transpose_keys", make_node("Transpose", {{"perm", A::of_ints({0, 1, 3, 2})}}), {{1, 12, 65, 64}});
+  add("transpose_size_one_axes", make_node("Transpose", {{"perm", A::of_ints({3, 1, 0, 2})}}), {{1, 7, 1, 9}});
   add("flatten_axis2", make_node("Flatten", {{"axis", A::of_int(2)}}), {{2, 3, 4, 5}});
   add("identity", make_node("Identity"), {{3, 4}});
   add("dropout_inference", make_node("Dropout"), {{3, 4}});

@@ -2,6 +2,8 @@
 
 #include "ir/elements.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -140,27 +142,14 @@ class TransposeKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const size_t r = perm_.size();
-    auto in_strides = row_major_strides(in_shape_);
-    Shape out_shape(r);
-    std::vector<int64_t> st(r);  // input stride for each output axis
-    for (size_t i = 0; i < r; ++i) {
-      out_shape[i] = in_shape_[perm_[i]];
-      st[i] = in_strides[perm_[i]];
-    }
-    const int64_t n = shape_numel(out_shape);
     const auto* in = static_cast<const char*>(src[0]->data());
     auto* out = static_cast<char*>(dst[0]->data());
-    std::vector<int64_t> idx(r, 0);
-    int64_t off = 0;
-    for (int64_t o = 0; o < n; ++o) {
-      std::memcpy(out + o * esize_, in + off * esize_, esize_);
-      for (int64_t a = static_cast<int64_t>(r) - 1; a >= 0; --a) {
-        off += st[a];
-        if (++idx[a] < out_shape[a]) break;
-        off -= st[a] * out_shape[a];
-        idx[a] = 0;
-      }
+    switch (esize_) {
+      case 1: copy_permuted<uint8_t>(in, out); break;
+      case 2: copy_permuted<uint16_t>(in, out); break;
+      case 4: copy_permuted<uint32_t>(in, out); break;
+      case 8: copy_permuted<uint64_t>(in, out); break;
+      default: copy_permuted_bytes(in, out); break;
     }
     return Status::ok();
   }
@@ -195,6 +184,90 @@ class TransposeKernel final : public Kernel {
   }
 
  private:
+  /// The output's axes with the input stride each walks, size-1 axes dropped and neighbours
+  /// that stay neighbours in the input merged: [1, T, 12, 64] -> [1, 12, T, 64] is three axes
+  /// [12, T, 64] whose last is contiguous in the input, [1, 12, T, 64] -> [1, 12, 64, T] three
+  /// axes [12, 64, T].
+  void merged(Shape& dims, std::vector<int64_t>& strides) const {
+    const auto in_strides = row_major_strides(in_shape_);
+    dims.clear();
+    strides.clear();
+    for (size_t i = 0; i < perm_.size(); ++i) {
+      const int64_t d = in_shape_[static_cast<size_t>(perm_[i])], st = in_strides[static_cast<size_t>(perm_[i])];
+      if (d == 1) continue;
+      if (!dims.empty() && strides.back() == st * d) {
+        dims.back() *= d;
+        strides.back() = st;
+      } else {
+        dims.push_back(d);
+        strides.push_back(st);
+      }
+    }
+    if (dims.empty()) dims = {1}, strides = {1};
+  }
+
+  /// out[o] = in[the input offset of o's coordinates], the rows of the last (merged) axis
+  /// split over the threads; a row the input holds contiguously is one memcpy.
+  template <typename T>
+  void copy_permuted(const char* in_bytes, char* out_bytes) const {
+    Shape dims;
+    std::vector<int64_t> st;
+    merged(dims, st);
+    const auto* in = reinterpret_cast<const T*>(in_bytes);
+    auto* out = reinterpret_cast<T*>(out_bytes);
+    const size_t r = dims.size();
+    const int64_t inner = dims.back(), inner_stride = st.back();
+    const int64_t rows = shape_numel(dims) / std::max<int64_t>(inner, 1);
+#pragma omp parallel if (rows * inner >= (1 << 15))
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t first = rows * t / nt, last = rows * (t + 1) / nt;
+      // The first row's coordinates (all but the last axis) and input offset.
+      std::vector<int64_t> idx(r, 0);
+      int64_t off = 0;
+      for (int64_t a = static_cast<int64_t>(r) - 2, rest = first; a >= 0; --a) {
+        idx[static_cast<size_t>(a)] = rest % dims[static_cast<size_t>(a)];
+        rest /= dims[static_cast<size_t>(a)];
+        off += idx[static_cast<size_t>(a)] * st[static_cast<size_t>(a)];
+      }
+      for (int64_t row = first; row < last; ++row) {
+        T* o = out + row * inner;
+        const T* i = in + off;
+        if (inner_stride == 1) std::memcpy(o, i, static_cast<size_t>(inner) * sizeof(T));
+        else
+          for (int64_t j = 0; j < inner; ++j) o[j] = i[j * inner_stride];
+        next_position(idx, off, dims, st, static_cast<int64_t>(r) - 2);
+      }
+    }
+  }
+
+  /// Elements of another size (a string's, a complex double's): one at a time.
+  void copy_permuted_bytes(const char* in, char* out) const {
+    Shape dims;
+    std::vector<int64_t> st;
+    merged(dims, st);
+    const size_t r = dims.size();
+    const int64_t n = shape_numel(dims);
+    std::vector<int64_t> idx(r, 0);
+    int64_t off = 0;
+    for (int64_t o = 0; o < n; ++o) {
+      std::memcpy(out + o * static_cast<int64_t>(esize_), in + off * static_cast<int64_t>(esize_), esize_);
+      next_position(idx, off, dims, st, static_cast<int64_t>(r) - 1);
+    }
+  }
+
+  /// The next coordinates over axes 0..last (an odometer) and their input offset.
+  static void next_position(std::vector<int64_t>& idx, int64_t& off, const Shape& dims, const std::vector<int64_t>& st,
+                            int64_t last) {
+    for (int64_t a = last; a >= 0; --a) {
+      const auto au = static_cast<size_t>(a);
+      off += st[au];
+      if (++idx[au] < dims[au]) return;
+      off -= st[au] * dims[au];
+      idx[au] = 0;
+    }
+  }
+
   std::vector<int64_t> perm_;
   Shape in_shape_;
   size_t esize_ = 4;

@@ -30,9 +30,17 @@ void unary_forward_block(UnaryOp op, const UnaryArgs& a, const float* xp, float*
     case UnaryOp::kNeg: y = -x; return;
     case UnaryOp::kAbs: y = x.abs(); return;
     case UnaryOp::kReciprocal: y = x.inverse(); return;
-    default:  // the others: the row's scalar rule
-      for (int64_t i = 0; i < n; ++i) yp[i] = unary_forward(op, xp[i], a);
+    case UnaryOp::kGelu:
+      if (a.tanh) {  // GPT-2's form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+        const auto c = static_cast<float>(eltwise_detail::kSqrt2OverPi);
+        y = 0.5f * x * (1.f + (c * (x + 0.044715f * x.cube())).tanh());
+        return;
+      }
+      break;
+    default: break;
   }
+  // The others (and Gelu's erf form): the row's scalar rule.
+  for (int64_t i = 0; i < n; ++i) yp[i] = unary_forward(op, xp[i], a);
 }
 
 void unary_backward_block(UnaryOp op, const UnaryArgs& a, const float* xp, const float* yp, const float* dyp,
