@@ -552,27 +552,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
 
 /// The sgemm and memory peaks the report's percentages are of (measured once, cached).
 MachinePeaks machine_peaks(const BenchOptions& o, const Provenance& p) {
-  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | " + kernels_line(p.kernels);
-  // More threads than cores measure the oversubscribed machine, not its peak: used for this
-  // run's percentages, never cached as the machine's.
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const bool oversubscribed = cores > 0 && p.threads > cores;
-  MachinePeaks peaks = load_or_measure_peaks(
-      key,
-      [&o, oversubscribed] {
-        say(o, oversubscribed ? std::string("measuring the sgemm and memory peaks at this thread count (not cached: more "
-                                            "threads than cores)...")
-                              : "measuring the machine's sgemm and memory peaks (once; cached in " + cache_dir() + ")...");
-        MachinePeaks m;
-        m.others_cpu = others_cpu_share_during([&m] {
-          m.openblas_sgemm_gflops = probe_sgemm_gflops();
-          m.onednn_sgemm_gflops = probe_onednn_sgemm_gflops();
-          m.bandwidth_gbs = probe_triad_gbs();
-        });
-        m.sgemm_gflops = std::max(m.openblas_sgemm_gflops, m.onednn_sgemm_gflops);
-        return m;
-      },
-      o.refresh_peaks || oversubscribed, !oversubscribed);
+  MachinePeaks peaks = cpu_peaks(p, o.refresh_peaks, [&o](const std::string& line) { say(o, line); });
   // bf16 plans are divided by the bfloat16 matmul's own peak, never the float32 one (which a
   // machine with bf16 units exceeds: "183% of sgemm peak"). Measured per run that needs it.
   if (o.precision == "bf16" || o.precision == "both") {

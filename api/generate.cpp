@@ -36,6 +36,14 @@ Status check_options(const GenerateOptions& o) {
   if (!builtin_registry().has_backend(o.backend)) return unknown_backend(o.backend);
   if (!o.common.inputs.empty())
     return Status::invalid("`input`: generate feeds the model's inputs itself (the prompt: `prompt_ids`)");
+  if (!o.contexts.empty() && !o.prompt_ids.empty())
+    return Status::invalid("`contexts`: each depth is a random prompt that long; give it or `prompt_ids`, not both");
+  for (int64_t d : o.contexts) {
+    MOSAIC_RETURN_IF_ERROR(check_numbers("generate", {{"contexts", static_cast<double>(d)}}));
+    if (d + o.new_tokens - 1 > kMaxPositions)
+      return Status::invalid("`contexts`: a depth of " + std::to_string(d) + " and " + std::to_string(o.new_tokens) +
+                             " new tokens need more than 2^31 - 1 positions");
+  }
   return Status::ok();
 }
 
@@ -72,9 +80,25 @@ int64_t pick(const gen::Stepper& s, int64_t b, const GenerateOptions& o, std::mt
   return c[draw(rng)].second;
 }
 
+/// What a decode step must read, at what rate, and its share of the machine's read bandwidth
+/// (GenerateReport::bandwidth_share).
+void measure_bandwidth_share(GenerateReport& r, const Graph& g, const GenerateOptions& o, const Provenance& prov) {
+  if (r.new_tokens < 2 || r.tpot_ms <= 0) return;  // no decode step
+  r.step_weight_bytes = gen::step_weight_bytes(g, r.batch);
+  // Decode step k (1 .. new - 1) runs after prompt + k - 1 positions: the median step's past.
+  const int64_t median_past = r.prompt_tokens + (r.new_tokens - 2) / 2;
+  r.step_cache_bytes = r.interface.cache_bytes_per_token * r.batch * median_past;
+  r.step_gbs = static_cast<double>(r.step_weight_bytes + r.step_cache_bytes) / (r.tpot_ms / 1e3) / 1e9;
+  if (!o.peaks) return;
+  const MachinePeaks peaks = cpu_peaks(prov, o.refresh_peaks, [](const std::string&) {});
+  r.read_bandwidth_gbs = peaks.read_bandwidth_gbs;
+  if (r.read_bandwidth_gbs > 0) r.bandwidth_share = r.step_gbs / r.read_bandwidth_gbs;
+}
+
 /// One generation from `prompt`; `token_ms` gets when each new token was known.
 Status generate_once(gen::Stepper& s, const GenerateOptions& o, const std::vector<std::vector<int64_t>>& prompt,
-                     std::vector<std::vector<int64_t>>& generated, std::vector<double>* token_ms) {
+                     std::vector<std::vector<int64_t>>& generated, std::vector<double>* token_ms,
+                     int64_t* prefill_copy_ns = nullptr) {
   std::vector<std::vector<int64_t>> tokens = prompt;
   generated.assign(prompt.size(), {});
   std::mt19937_64 rng(o.common.seed);
@@ -88,16 +112,13 @@ Status generate_once(gen::Stepper& s, const GenerateOptions& o, const std::vecto
       generated[b].push_back(next);
     }
     if (token_ms) token_ms->push_back(static_cast<double>(now_ns() - t0) / 1e6);
+    if (k == 0 && prefill_copy_ns) *prefill_copy_ns = s.copy_ns;
   }
   return Status::ok();
 }
 
-}  // namespace
-
-Expected<GenerateReport> generate(const GenerateOptions& o) {
-  MOSAIC_RETURN_IF_ERROR(check_options(o));
-  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
-  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(o.model));
+/// One generation setting (one context depth) on the loaded model.
+Expected<GenerateReport> generate_one(const GenerateOptions& o, const Graph& g) {
   GenerateReport r;
   MOSAIC_ASSIGN_OR_RETURN(r.interface, gen::find_interface(g, o.model));
   r.model = o.model;
@@ -121,11 +142,16 @@ Expected<GenerateReport> generate(const GenerateOptions& o) {
   r.sampling = o.temperature > 0 ? sampling : "greedy";
   // The warm-up plans every length it reaches (timed apart) and gives the tokens.
   MOSAIC_RETURN_IF_ERROR(generate_once(*stepper, o, r.prompt, r.generated, nullptr));
-  double run_ms = 0, copy_ms = 0;
+  double run_ms = 0, copy_ms = 0, decode_ms = 0, decode_copy_ms = 0;
   for (int64_t i = 0; i < o.runs; ++i) {
     GenerationRun run;
     std::vector<std::vector<int64_t>> again;
-    MOSAIC_RETURN_IF_ERROR(generate_once(*stepper, o, r.prompt, again, &run.token_ms));
+    int64_t prefill_copy_ns = 0;
+    MOSAIC_RETURN_IF_ERROR(generate_once(*stepper, o, r.prompt, again, &run.token_ms, &prefill_copy_ns));
+    if (run.token_ms.size() > 1) {
+      decode_ms += run.token_ms.back() - run.token_ms.front();
+      decode_copy_ms += static_cast<double>(stepper->copy_ns - prefill_copy_ns) / 1e6;
+    }
     if (again != r.generated)
       r.notes.push_back("run " + std::to_string(i + 1) + " generated other tokens than the warm-up: " + o.backend +
                         " is not deterministic on this model");
@@ -137,18 +163,60 @@ Expected<GenerateReport> generate(const GenerateOptions& o) {
   if (cached) {
     const int64_t per_token = r.interface.cache_bytes_per_token * r.batch;
     r.cache_bytes = per_token * longest;
-    char note[224];
+    char note[288];
     std::snprintf(note, sizeof note,
                   "KV cache: %lld bytes per token (%zu past inputs, batch %lld), %lld at the longest sequence; copying it "
-                  "into and out of the plans took %.1f%% of the timed runs",
+                  "into and out of the plans took %.1f%% of the timed runs, %.1f%% of the decode steps",
                   static_cast<long long>(per_token), r.interface.cache.size(), static_cast<long long>(r.batch),
-                  static_cast<long long>(r.cache_bytes), run_ms > 0 ? 100 * copy_ms / run_ms : 0.0);
+                  static_cast<long long>(r.cache_bytes), run_ms > 0 ? 100 * copy_ms / run_ms : 0.0,
+                  decode_ms > 0 ? 100 * decode_copy_ms / decode_ms : 0.0);
     r.notes.push_back(note);
     r.cache_copy_share = run_ms > 0 ? copy_ms / run_ms : 0;
+    r.decode_copy_share = decode_ms > 0 ? decode_copy_ms / decode_ms : 0;
   }
   summarise_generation(r);
-  r.provenance = provenance_json(run_provenance(o.model, {{"prompt and sampling", std::to_string(o.common.seed)}}));
+  const Provenance prov = run_provenance(o.model, {{"prompt and sampling", std::to_string(o.common.seed)}});
+  r.provenance = provenance_json(prov);
+  measure_bandwidth_share(r, g, o, prov);
   return r;
+}
+
+ContextPoint context_point(const GenerateReport& r) {
+  ContextPoint p;
+  p.context = r.prompt_tokens;
+  p.ttft_ms = r.ttft_ms;
+  p.tpot_ms = r.tpot_ms;
+  p.prefill_tokens_per_s = r.prefill_tokens_per_s;
+  p.decode_tokens_per_s = r.decode_tokens_per_s;
+  p.itl_p50_ms = r.itl_p50_ms;
+  p.itl_p99_ms = r.itl_p99_ms;
+  for (const PlannedLength& l : r.lengths) p.plan_ms += l.plan_ms;
+  p.cache_copy_share = r.cache_copy_share;
+  p.decode_copy_share = r.decode_copy_share;
+  p.step_gbs = r.step_gbs;
+  p.bandwidth_share = r.bandwidth_share;
+  return p;
+}
+
+}  // namespace
+
+Expected<GenerateReport> generate(const GenerateOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_options(o));
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(o.model));
+  if (o.contexts.empty()) return generate_one(o, g);
+  // A sweep: one generation per depth, the prompt that long; the report is the first depth's
+  // with a point for each.
+  GenerateReport first;
+  for (size_t i = 0; i < o.contexts.size(); ++i) {
+    GenerateOptions one = o;
+    one.prompt_tokens = o.contexts[i];
+    one.contexts.clear();
+    MOSAIC_ASSIGN_OR_RETURN(GenerateReport r, generate_one(one, g));
+    if (i == 0) first = r;
+    first.contexts.push_back(context_point(r));
+  }
+  return first;
 }
 
 }  // namespace mosaic::api

@@ -39,6 +39,12 @@ struct GenerateOptions {
   double temperature = 0;             ///< 0: greedy; else softmax(logits / temperature) is sampled
   int64_t top_k = 0;                  ///< sampling: only the k likeliest tokens (0: all)
   int64_t runs = 3;                   ///< timed generations after one untimed warm-up
+  /// Context depths to sweep: per depth, a random prompt that long fills the cache (or the
+  /// sequence) before the decode is timed; GenerateReport::contexts gets a point each. Empty:
+  /// one generation from the prompt options.
+  std::vector<int64_t> contexts;
+  bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (cached)
+  bool refresh_peaks = false;         ///< measure it again instead of using the cached one
   CommonOptions common;               ///< batch (0: the model's, symbolic = 1), threads, seed, shapes
 };
 
@@ -64,6 +70,17 @@ struct PlannedLength {
   double causal_diff = 0;   ///< the padding check: largest change of a real position's logit (0: not padded)
 };
 
+/// One depth of a --context sweep: the figures of a generation from a prompt that long.
+struct ContextPoint {
+  int64_t context = 0;
+  double ttft_ms = 0, tpot_ms = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+  double itl_p50_ms = 0, itl_p99_ms = 0;
+  double plan_ms = 0;           ///< every planned length's preparing and planning, in the warm-up
+  double cache_copy_share = 0;  ///< the timed runs' share spent copying the cache between plans
+  double decode_copy_share = 0;  ///< the same over the decode steps alone (after the first token)
+  double step_gbs = 0, bandwidth_share = 0;
+};
+
 /// One timed generation.
 struct GenerationRun {
   std::vector<double> token_ms;  ///< when each new token was known, from the start of the run
@@ -86,6 +103,20 @@ struct GenerateReport {
   /// the share of the timed runs spent copying it into and out of the plans.
   int64_t cache_bytes = 0;
   double cache_copy_share = 0;
+  /// The same share over the decode steps alone (from the first token to the last): the
+  /// cost of growing shapes per decode step, since the timed runs plan nothing (issue 53's
+  /// bar: under 2% at context 512).
+  double decode_copy_share = 0;
+  /// What a decode step must read (item 5 of issue 53): every weight once, but a gathered
+  /// table (an embedding) only for its rows, and the cache's real past at the median step,
+  /// for every row. Over TPOT and the machine's read bandwidth (peaks, when measured): the
+  /// share of the memory system a decode step uses. Not a measurement of traffic: a bound
+  /// from below, since activations and padding are not counted.
+  int64_t step_weight_bytes = 0, step_cache_bytes = 0;
+  double read_bandwidth_gbs = 0;  ///< 0: peaks not measured (--no-peaks)
+  double step_gbs = 0, bandwidth_share = 0;
+  /// A --context sweep's points, in the order given (the fields above are the first's).
+  std::vector<ContextPoint> contexts;
   std::vector<std::string> notes;
   nlohmann::json provenance;
 };

@@ -131,7 +131,10 @@ class Cached : public Stepper {
     // float type); the padding check's other value is written and then cleared.
     const int64_t t0 = now_ns();
     if (bp.generation != generation_) {
-      for (const auto& [past, present] : d_.cache) zero_rows(*bp.input.at(past), 0, bp.real);
+      // An earlier generation's positions: those the copy below overwrites stay, the rest
+      // are cleared (zeroing all of them doubled the bytes a bucket switch moves).
+      if (bp.real > count_)
+        for (const auto& [past, present] : d_.cache) zero_rows(*bp.input.at(past), count_, bp.real - count_);
       bp.generation = generation_;
       bp.real = 0;
     }

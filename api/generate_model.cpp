@@ -2,6 +2,7 @@
 // lengths, and the recomputing stepper (api/generate_internal.hpp).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "api/generate_internal.hpp"
@@ -31,6 +32,31 @@ std::string present_of(const std::string& past, const Graph& g) {
 }
 
 }  // namespace
+
+int64_t step_weight_bytes(const Graph& g, int64_t rows) {
+  std::map<std::string, int64_t> gathers;  // tables read only as a Gather's data: how many Gathers
+  std::set<std::string> whole;
+  for (const Node& n : g.nodes)
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!g.initializers.count(n.inputs[i])) continue;
+      if (n.op_type == "Gather" && i == 0) ++gathers[n.inputs[i]];
+      else if (n.op_type != "Slice" && n.op_type != "Shape") whole.insert(n.inputs[i]);
+    }
+  int64_t bytes = 0;
+  for (const auto& [name, t] : g.initializers) {
+    const auto b = static_cast<int64_t>(t.bytes());
+    const auto it = gathers.find(name);
+    if (whole.count(name) || (it != gathers.end() && (t.shape().empty() || t.shape()[0] <= 0))) {
+      bytes += b;
+      continue;
+    }
+    // Sliced (a causal mask buffer), its shape read, or read by a subgraph: a part or
+    // nothing, not counted (the figure is a bound from below).
+    if (it == gathers.end()) continue;
+    bytes += std::min(b, b / t.shape()[0] * rows * it->second);
+  }
+  return bytes;
+}
 
 std::string dim_name(const Graph& g, const std::string& input, size_t axis) {
   for (const ValueInfo& in : g.inputs)

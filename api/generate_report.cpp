@@ -63,10 +63,27 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
              {"past_dimension", r.interface.past_dim},
              {"bytes_per_token", r.interface.cache_bytes_per_token * r.batch},
              {"bytes", r.cache_bytes},
-             {"copy_share", r.cache_copy_share}};
+             {"copy_share", r.cache_copy_share},
+             {"decode_copy_share", r.decode_copy_share}};
   }
   json runs = json::array();
   for (const GenerationRun& run : r.runs) runs.push_back({{"token_ms", run.token_ms}});
+  json contexts = json();
+  if (!r.contexts.empty()) {
+    contexts = json::array();
+    for (const ContextPoint& p : r.contexts)
+      contexts.push_back({{"context", p.context},
+                          {"ttft_ms", p.ttft_ms},
+                          {"tpot_ms", p.tpot_ms},
+                          {"prefill_tokens_per_s", p.prefill_tokens_per_s},
+                          {"decode_tokens_per_s", p.decode_tokens_per_s},
+                          {"inter_token_ms", {{"p50", p.itl_p50_ms}, {"p99", p.itl_p99_ms}}},
+                          {"plan_ms", p.plan_ms},
+                          {"cache_copy_share", p.cache_copy_share},
+                          {"decode_copy_share", p.decode_copy_share},
+                          {"step_gbs", p.step_gbs},
+                          {"bandwidth_share", p.bandwidth_share > 0 ? json(p.bandwidth_share) : json()}});
+  }
   const DecoderInterface& d = r.interface;
   return {
       {"schema", "mosaic.generate/1"},
@@ -77,6 +94,16 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
         {"runs", r.runs.size()}}},
       {"decoding", r.decoding},  // "recompute" (the whole sequence each token) or "kv-cache"
       {"cache", cache},
+      {"contexts", contexts},  // a --context sweep's points (the rest is the first depth's); null without one
+      // What a decode step must read over its time, against the machine's read bandwidth.
+      {"bandwidth",
+       r.step_weight_bytes > 0
+           ? json{{"step_weight_bytes", r.step_weight_bytes},
+                  {"step_cache_bytes", r.step_cache_bytes},
+                  {"step_gbs", r.step_gbs},
+                  {"read_bandwidth_gbs", r.read_bandwidth_gbs > 0 ? json(r.read_bandwidth_gbs) : json()},
+                  {"share", r.read_bandwidth_gbs > 0 ? json(r.bandwidth_share) : json()}}
+           : json()},
       {"interface",
        {{"ids", d.ids},
         {"attention_mask", d.mask.empty() ? json() : json(d.mask)},

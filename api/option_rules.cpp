@@ -88,7 +88,8 @@ const std::map<std::string, std::map<std::string, NumberRule>>& rules() {
         {"new_tokens", integer_at_least(1)},
         {"temperature", at_least(0)},
         {"top_k", integer_at_least(0)},
-        {"runs", integer_at_least(1)}}},
+        {"runs", integer_at_least(1)},
+        {"contexts", integer_at_least(1)}}},
   };
   return table;
 }

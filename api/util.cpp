@@ -17,7 +17,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
+#include "backends/machine_probe.hpp"
 #include "backends/plugins.hpp"
 #include "ir/interrupt.hpp"
 #include "backends/registry.hpp"
@@ -314,6 +316,31 @@ Status record_run(ResultsDb* db, const nlohmann::json& doc) {
   if (!id.ok()) return id.status();
   std::cerr << "recorded as run " << id.value() << " in " << db->path() << " (mosaic history; mosaic compare)\n";
   return Status::ok();
+}
+
+MachinePeaks cpu_peaks(const Provenance& p, bool refresh, const std::function<void(const std::string&)>& say) {
+  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | " + kernels_line(p.kernels);
+  // More threads than cores measure the oversubscribed machine, not its peak: used for this
+  // run's percentages, never cached as the machine's.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const bool oversubscribed = cores > 0 && p.threads > cores;
+  return load_or_measure_peaks(
+      key,
+      [&say, oversubscribed] {
+        say(oversubscribed ? std::string("measuring the sgemm and memory peaks at this thread count (not cached: more "
+                                         "threads than cores)...")
+                           : "measuring the machine's sgemm and memory peaks (once; cached in " + cache_dir() + ")...");
+        MachinePeaks m;
+        m.others_cpu = others_cpu_share_during([&m] {
+          m.openblas_sgemm_gflops = probe_sgemm_gflops();
+          m.onednn_sgemm_gflops = probe_onednn_sgemm_gflops();
+          m.bandwidth_gbs = probe_triad_gbs();
+          m.read_bandwidth_gbs = probe_read_gbs();
+        });
+        m.sgemm_gflops = std::max(m.openblas_sgemm_gflops, m.onednn_sgemm_gflops);
+        return m;
+      },
+      refresh || oversubscribed, !oversubscribed);
 }
 
 }  // namespace mosaic::api

@@ -3,6 +3,7 @@
 // provenance, --assign placements, the results store.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "core/plan.hpp"
 #include "ir/status.hpp"
+#include "metrics/peaks.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/results_db.hpp"
 
@@ -39,6 +41,12 @@ Status check_output_paths(const std::vector<std::pair<std::string, std::string>>
 /// Provenance of a run of the current command on `model` (an ONNX file, hashed, or zoo:NAME):
 /// machine, build, every library's version, kernels in use, threads, seeds.
 Provenance run_provenance(const std::string& model, const std::vector<std::pair<std::string, std::string>>& seeds);
+
+/// The machine's sgemm and memory peaks at p's thread count: measured once and cached
+/// (metrics/peaks.hpp), `refresh` measures again. More threads than cores are measured for
+/// this run only. `say` gets a line before a measurement. Bench's percentages and roofline,
+/// generate's bandwidth share.
+MachinePeaks cpu_peaks(const Provenance& p, bool refresh, const std::function<void(const std::string&)>& say);
 
 /// Runs `program` (a path, or a name looked up in PATH) with `args` (args[0] is its argv[0]),
 /// stdout and stderr into the file `log`. Returns the exit code (128 + signal when killed,

@@ -36,6 +36,23 @@ void print_report(const api::GenerateReport& r) {
               r.ttft_ms, r.prefill_tokens_per_s, r.tpot_ms, r.decode_tokens_per_s, r.e2e_ms);
   std::printf("inter-token latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms (medians of %zu run(s) after a warm-up)\n", r.itl_p50_ms,
               r.itl_p90_ms, r.itl_p99_ms, r.runs.size());
+  if (r.step_weight_bytes > 0) {
+    std::printf("a decode step reads at least %.1f MB (weights %.1f, cache %.1f): %.3g GB/s",
+                static_cast<double>(r.step_weight_bytes + r.step_cache_bytes) / 1e6,
+                static_cast<double>(r.step_weight_bytes) / 1e6, static_cast<double>(r.step_cache_bytes) / 1e6, r.step_gbs);
+    if (r.read_bandwidth_gbs > 0)
+      std::printf(", %.0f%% of the machine's read bandwidth (%.1f GB/s)", 100 * r.bandwidth_share, r.read_bandwidth_gbs);
+    std::printf("\n");
+  }
+  if (!r.contexts.empty()) {
+    std::printf("\n%8s %10s %10s %12s %10s %10s %14s %12s\n", "context", "TTFT ms", "TPOT ms", "decode tok/s",
+                "ITL p99", "plan ms", "decode copies", "of read bw");
+    for (const api::ContextPoint& p : r.contexts)
+      std::printf("%8lld %10.2f %10.2f %12.1f %10.2f %10.0f %13.2f%% %11.0f%%\n", static_cast<long long>(p.context),
+                  p.ttft_ms, p.tpot_ms, p.decode_tokens_per_s, p.itl_p99_ms, p.plan_ms, 100 * p.decode_copy_share,
+                  100 * p.bandwidth_share);
+    std::printf("(the lines above and the tokens below are the first context's)\n");
+  }
   for (size_t b = 0; b < r.generated.size() && b < 4; ++b)
     std::printf("row %zu: %s\n", b, ids_text(r.generated[b]).c_str());
   if (r.generated.size() > 4) std::printf("(%zu more rows in --json)\n", r.generated.size() - 4);
@@ -45,7 +62,7 @@ void print_report(const api::GenerateReport& r) {
 struct GenerateFlags {
   api::GenerateOptions o;
   api::DbOptions db;
-  std::string prompt_ids, json;
+  std::string prompt_ids, contexts, json;
 
   CLI::App* add(CLI::App& app) {
     auto* cmd = app.add_subcommand("generate", "continue a prompt with a causal language model: time to first token, "
@@ -55,10 +72,15 @@ struct GenerateFlags {
     cmd->add_option("--backend", o.backend, "where the model runs")->capture_default_str();
     cmd->add_option("--prompt-tokens", o.prompt_tokens, "a random prompt of N ids (seeded per row)")->capture_default_str();
     cmd->add_option("--prompt-ids", prompt_ids, "the prompt's ids, comma-separated, for every row");
+    cmd->add_option("--context", contexts, "context depths to sweep, comma-separated: per depth a random prompt that "
+                                           "long, then the decode timed (replaces --prompt-tokens)");
     cmd->add_option("--new-tokens", o.new_tokens, "tokens to generate per row")->capture_default_str();
     cmd->add_option("--temperature", o.temperature, "0: greedy; else sample softmax(logits / T)")->capture_default_str();
     cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
+    cmd->add_flag("--no-peaks{false}", o.peaks, "do not measure or report the machine's read bandwidth (the decode "
+                                               "step's share of it)");
+    cmd->add_flag("--refresh-peaks", o.refresh_peaks, "measure the read bandwidth again instead of using the cached one");
     cmd->add_option("--json", json, "write the report as JSON (mosaic.generate/1), every token's time included");
     add_db(cmd, db);
     // add_common's options but --input: generate feeds the model itself.
@@ -72,14 +94,20 @@ struct GenerateFlags {
 
   int run() {
     if (Status st = check_output_paths({{"--json", json}}); !st.is_ok()) return fail(st);
-    for (const std::string& id : split(prompt_ids)) {
-      char* end = nullptr;
-      errno = 0;
-      const long long v = std::strtoll(id.c_str(), &end, 10);
-      if (id.empty() || *end != '\0' || errno == ERANGE)
-        return fail(Status::invalid("--prompt-ids: '" + id + "' is not a token id"));
-      o.prompt_ids.push_back(v);
-    }
+    // Parsed here to name the bad item (CLI11's delimiter parsing words it otherwise).
+    auto integers = [](const std::string& list, const char* flag, const char* what, std::vector<int64_t>& into) {
+      for (const std::string& item : split(list)) {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || errno == ERANGE)
+          return Status::invalid(std::string(flag) + ": '" + item + "' is not " + what);
+        into.push_back(v);
+      }
+      return Status::ok();
+    };
+    if (Status st = integers(prompt_ids, "--prompt-ids", "a token id", o.prompt_ids); !st.is_ok()) return fail(st);
+    if (Status st = integers(contexts, "--context", "a context depth", o.contexts); !st.is_ok()) return fail(st);
     auto store = open_run_store(db);
     if (!store.ok()) return fail(store.status());
     auto r = api::generate(o);

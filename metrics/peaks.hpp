@@ -18,7 +18,10 @@ struct MachinePeaks {
   /// oneDNN's matmul of bfloat16 operands into float32: the peak of bf16 plans (their %peak),
   /// measured by a run that has one (not cached); 0: not measured.
   double bf16_gemm_gflops = 0;
-  double bandwidth_gbs = 0;
+  double bandwidth_gbs = 0;  ///< the triad's
+  /// Reading alone, as a weight stream is read (machine_probe.hpp): what a decode step at
+  /// batch 1 is held to (api/generate.hpp's bandwidth share).
+  double read_bandwidth_gbs = 0;
   std::string key;        ///< what the peaks depend on: CPU, threads, OpenBLAS core
   std::string measured_utc;
   /// Share of the machine's CPU time that other processes used while the probe ran (0..1;

@@ -211,9 +211,10 @@ void print_report_header(const BenchReport& rep, std::ostream& os) {
   if (rep.peaks.sgemm_gflops > 0) {
     char line[256];
     std::snprintf(line, sizeof line,
-                  "peaks: sgemm %.1f GFLOP/s (OpenBLAS %.1f, oneDNN %.1f), memory %.1f GB/s (%s %s)\n",
+                  "peaks: sgemm %.1f GFLOP/s (OpenBLAS %.1f, oneDNN %.1f), memory %.1f GB/s (triad; reading %.1f) "
+                  "(%s %s)\n",
                   rep.peaks.sgemm_gflops, rep.peaks.openblas_sgemm_gflops, rep.peaks.onednn_sgemm_gflops,
-                  rep.peaks.bandwidth_gbs, rep.peaks.from_cache ? "cached, measured" : "measured",
+                  rep.peaks.bandwidth_gbs, rep.peaks.read_bandwidth_gbs, rep.peaks.from_cache ? "cached, measured" : "measured",
                   rep.peaks.measured_utc.c_str());
     os << line;
     if (rep.peaks.bf16_gemm_gflops > 0)
@@ -492,6 +493,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                                           {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
                                           {"bf16_gemm_gflops", pk.bf16_gemm_gflops > 0 ? json(pk.bf16_gemm_gflops) : json()},
                                           {"onednn_sgemm_gflops", pk.onednn_sgemm_gflops}, {"bandwidth_gbs", pk.bandwidth_gbs},
+                                          {"read_bandwidth_gbs", pk.read_bandwidth_gbs},
                                           {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache},
                                           {"others_cpu", pk.others_cpu >= 0 ? json(pk.others_cpu) : json()},
                                           {"contended", pk.others_cpu >= 0 ? json(pk.others_cpu > kPeaksContended) : json()}}

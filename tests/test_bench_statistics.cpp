@@ -361,6 +361,7 @@ TEST(BenchPeaks, AContendedRefreshNeverReplacesAQuietMeasurement) {
       MachinePeaks m;
       m.sgemm_gflops = m.openblas_sgemm_gflops = gflops;
       m.bandwidth_gbs = 10;
+      m.read_bandwidth_gbs = 12;
       m.others_cpu = others;
       return m;
     };

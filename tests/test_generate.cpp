@@ -23,6 +23,7 @@ api::GenerateOptions tiny(const std::string& backend) {
   o.prompt_tokens = 5;
   o.new_tokens = 12;
   o.runs = 2;
+  o.peaks = false;  // the bandwidth share's probe: tested where asked for
   o.common.batch = 2;
   o.common.threads = 1;
   return o;
@@ -97,6 +98,73 @@ TEST(Generate, TheFiguresFollowFromEachTokensTime) {
   EXPECT_EQ(j["interface"]["ids"], "input_ids");
   EXPECT_EQ(j["interface"]["vocabulary"], 512);
   EXPECT_EQ(j["decoding"], "recompute");
+  // What a decode step reads over TPOT: here without the machine's bandwidth (o.peaks off).
+  auto g = api::load_model("zoo:gpt2-tiny");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(r->step_weight_bytes, api::gen::step_weight_bytes(g.value(), 2));
+  EXPECT_EQ(r->step_cache_bytes, 0) << "no cache";
+  EXPECT_NEAR(r->step_gbs, static_cast<double>(r->step_weight_bytes) / (r->tpot_ms / 1e3) / 1e9, 1e-9 * r->step_gbs);
+  EXPECT_EQ(r->read_bandwidth_gbs, 0);
+  EXPECT_EQ(j["bandwidth"]["step_weight_bytes"], r->step_weight_bytes);
+  EXPECT_TRUE(j["bandwidth"]["share"].is_null());
+}
+
+// A decode step reads each weight once, and of a table that only Gather reads (an
+// embedding) one row per token and Gather; a table the head reads too (tied) is read whole.
+TEST(Generate, ADecodeStepReadsEachWeightOnceAndAGatheredTableByItsRows) {
+  Graph g;
+  g.inputs.push_back(ValueInfo{"ids", DType::kI64, {3, 1}, {}, true});
+  g.initializers["tok"] = random_tensor({10, 4}, 1);    // 160 bytes, 16 a row
+  g.initializers["pos"] = random_tensor({8, 4}, 2);     // 128 bytes, gathered twice: 2 rows a token
+  g.initializers["w"] = random_tensor({4, 6}, 3);       // 96 bytes
+  add_node(g, make_node("Gather"), {"tok", "ids"}, {"e"}, "embed");
+  add_node(g, make_node("Gather"), {"pos", "ids"}, {"p"}, "positions");
+  add_node(g, make_node("Gather"), {"pos", "ids"}, {"p2"}, "positions_again");
+  add_node(g, make_node("MatMul"), {"e", "w"}, {"h"}, "proj");
+  EXPECT_EQ(api::gen::step_weight_bytes(g, 3), 3 * 16 + 2 * 3 * 16 + 96);
+  EXPECT_EQ(api::gen::step_weight_bytes(g, 100), 160 + 128 + 96) << "never more than the table";
+  g.initializers["mask"] = random_tensor({16, 16}, 4);  // sliced only: not counted
+  add_node(g, make_node("Slice"), {"mask", "ids", "ids"}, {"m"}, "causal_mask");
+  EXPECT_EQ(api::gen::step_weight_bytes(g, 3), 3 * 16 + 2 * 3 * 16 + 96);
+  add_node(g, make_node("MatMul"), {"h", "tok"}, {"logits"}, "tied_head");  // [.., 6] x [10, 4]: shapes aside
+  EXPECT_EQ(api::gen::step_weight_bytes(g, 3), 160 + 2 * 3 * 16 + 96);
+}
+
+// --context: one generation per depth from a prompt that long, a point each; the report's
+// own figures are the first depth's.
+TEST(Generate, AContextSweepGivesAPointPerDepth) {
+  api::GenerateOptions o = tiny("naive");
+  o.common.batch = 1;
+  o.new_tokens = 4;
+  o.contexts = {9, 3};
+  auto r = api::generate(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->contexts.size(), 2u);
+  EXPECT_EQ(r->contexts[0].context, 9);
+  EXPECT_EQ(r->contexts[1].context, 3);
+  EXPECT_EQ(r->prompt_tokens, 9);
+  EXPECT_EQ(r->prompt[0].size(), 9u);
+  EXPECT_DOUBLE_EQ(r->contexts[0].tpot_ms, r->tpot_ms);
+  EXPECT_DOUBLE_EQ(r->contexts[0].ttft_ms, r->ttft_ms);
+  for (const auto& p : r->contexts) {
+    EXPECT_GT(p.tpot_ms, 0);
+    EXPECT_GT(p.plan_ms, 0) << "every depth plans its lengths in its warm-up";
+  }
+  const nlohmann::json j = api::generate_report_json(r.value());
+  ASSERT_EQ(j["contexts"].size(), 2u);
+  EXPECT_EQ(j["contexts"][1]["context"], 3);
+  EXPECT_TRUE(api::generate_report_json(api::generate(tiny("naive")).value())["contexts"].is_null());
+  // Refused by name: a depth below 1, a depth beside explicit prompt ids.
+  o.contexts = {4, 0};
+  auto zero = api::generate(o);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("contexts"), std::string::npos) << zero.status().to_string();
+  o.contexts = {4};
+  o.prompt_ids = {1, 2};
+  auto both = api::generate(o);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("give it or `prompt_ids`, not both"), std::string::npos)
+      << both.status().to_string();
 }
 
 TEST(Generate, AModelThatIsNotCausalIsRefused) {
@@ -235,6 +303,14 @@ TEST(Generate, TheCommandWritesItsReportAndRefusesBadIds) {
   r = mosaic("generate zoo:gpt2-tiny --prompt-ids 3,x --new-tokens 4 --no-db");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--prompt-ids: 'x' is not a token id"), std::string::npos) << r.out;
+  r = mosaic("generate zoo:gpt2-tiny --context 8,-x --new-tokens 4 --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--context: '-x' is not a context depth"), std::string::npos) << r.out;
+  // A sweep prints a row per depth, with the bandwidth share against the peaks' read bandwidth.
+  r = mosaic("generate zoo:gpt2-tiny --backend naive --context 6,2 --new-tokens 3 --runs 1 --no-db");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("context    TTFT ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of the machine's read bandwidth"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, f
 
 /// The same product from a constant op(B) packed once as panels of kGemvPanel outputs,
 /// [ceil(n / 8)][k][8] (zero-padded), so that each thread reads its share of the weights as
-/// eight long sequential streams, whatever B's shape: 1.5x gemv_rows on short rows such as
+/// eight long sequential streams, whatever B's shape: 1.4x gemv_rows on short rows such as
 /// GPT-2's [50257, 768] head (bench/gemv_layouts.cpp, docs/generation.md).
 inline constexpr int64_t kGemvPanel = 8;
 int64_t gemv_panel_floats(int64_t n, int64_t k);

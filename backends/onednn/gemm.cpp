@@ -301,8 +301,9 @@ class MatMulKernel final : public MatMulBase {
     // Small float32 products run Mosaic's loop (common/gemv.hpp), matrix by matrix: a matmul
     // primitive call costs 2-3 us, most of the time below some 131K multiply-adds.
     const double macs = static_cast<double>(shape_numel(p_.batch)) * p_.m * p_.n * p_.k;
-    // One row by constant weights (a decoder's step at batch 1): Mosaic's gemv over B^T
-    // streams them at 1.6x oneDNN 2.6's matmul at M = 1 (docs/generation.md).
+    // One row by constant weights (a decoder's step at batch 1): Mosaic's gemv over packed
+    // panels. oneDNN 2.6's matmul read GPT-2's weights at 14.6 GB/s at M = 1, the panels at
+    // 22 in the same `mosaic bench` of another hour (docs/generation.md).
     if (!takes_loop(macs, kSmallGemmMaxMacs) && gemv_.init_matmul(ctx, p_)) return Status::ok();
     if (compute_type(ctx) == dt::f32 && takes_loop(macs, kSmallGemmMaxMacs)) {
       node_ = ctx.node;

@@ -105,6 +105,11 @@ def test_generate_returns_the_tokens_and_their_times():
     assert len(r["generated"]) == 2 and all(len(row) == 6 for row in r["generated"])
     assert len(r["runs"]) == 2 and all(len(run["token_ms"]) == 6 for run in r["runs"])
     assert r["summary"]["ttft_ms"] > 0 and r["summary"]["decode_tokens_per_s"] > 0
+    # The bandwidth share, against the machine's read bandwidth (the peaks cache).
+    bw = r["bandwidth"]
+    assert bw["step_weight_bytes"] > 0 and bw["read_bandwidth_gbs"] > 0
+    assert bw["share"] == pytest.approx(bw["step_gbs"] / bw["read_bandwidth_gbs"], rel=1e-9)
+    assert bw["step_gbs"] == pytest.approx(bw["step_weight_bytes"] / (r["summary"]["tpot_ms"] / 1e3) / 1e9, rel=1e-9)
     with pytest.raises(ValueError, match="new_tokens"):
         mosaic.generate("zoo:gpt2-tiny", new_tokens=0)
 
