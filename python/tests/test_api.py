@@ -134,7 +134,7 @@ def test_ctrl_c_stops_a_long_call_with_keyboard_interrupt():
     code = ("import mosaic\n"
             "print('ready', flush=True)\n"
             "try:\n"
-            "    mosaic.bench('zoo:vgg16-cifar', backends=['naive'], batch=8, iterations=100000, max_seconds=600,"
+            "    mosaic.bench('zoo:fmnist-cnn', backends=['naive'], batch=8, iterations=10**8, max_seconds=600,"
             " peaks=False, check=False)\n"
             "except KeyboardInterrupt:\n"
             "    print('stopped cleanly', flush=True)\n"
