@@ -105,6 +105,10 @@ Status generate_once(gen::Stepper& s, const GenerateOptions& o, const std::vecto
   s.begin();
   const int64_t t0 = now_ns();
   for (int64_t k = 0; k < o.new_tokens; ++k) {
+    if (s.node_times) {
+      s.node_times->prefill = k == 0;
+      if (k > 0) ++s.node_times->decode_steps;
+    }
     MOSAIC_RETURN_IF_ERROR(s.step(tokens));
     for (size_t b = 0; b < tokens.size(); ++b) {
       const int64_t next = pick(s, static_cast<int64_t>(b), o, rng);
@@ -160,6 +164,20 @@ Expected<GenerateReport> generate_one(const GenerateOptions& o, const Graph& g) 
     r.runs.push_back(std::move(run));
   }
   r.lengths = stepper->planned();
+  if (o.per_node) {  // one more generation, its nodes timed (not one of the timed runs)
+    gen::NodeTimes times;
+    stepper->node_times = &times;
+    std::vector<std::vector<int64_t>> again;
+    const Status st = generate_once(*stepper, o, r.prompt, again, nullptr);
+    stepper->node_times = nullptr;
+    MOSAIC_RETURN_IF_ERROR(st);
+    for (const auto& [name, t] : times.by_node)
+      r.nodes.push_back({name, t.op, t.prefill_ns / 1e6,
+                         times.decode_steps > 0 ? t.decode_ns / 1e6 / static_cast<double>(times.decode_steps) : 0.0});
+    std::stable_sort(r.nodes.begin(), r.nodes.end(), [](const NodeSplit& a, const NodeSplit& b) {
+      return a.decode_ms > b.decode_ms || (a.decode_ms == b.decode_ms && a.prefill_ms > b.prefill_ms);
+    });
+  }
   if (cached) {
     const int64_t per_token = r.interface.cache_bytes_per_token * r.batch;
     r.cache_bytes = per_token * longest;

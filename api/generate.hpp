@@ -43,6 +43,9 @@ struct GenerateOptions {
   /// sequence) before the decode is timed; GenerateReport::contexts gets a point each. Empty:
   /// one generation from the prompt options.
   std::vector<int64_t> contexts;
+  /// One more generation after the timed runs with each node's time recorded, the prefill
+  /// apart from the decode steps (GenerateReport::nodes); its tokens are not timed.
+  bool per_node = false;
   bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (cached)
   bool refresh_peaks = false;         ///< measure it again instead of using the cached one
   CommonOptions common;               ///< batch (0: the model's, symbolic = 1), threads, seed, shapes
@@ -81,6 +84,13 @@ struct ContextPoint {
   double step_gbs = 0, bandwidth_share = 0;
 };
 
+/// A node's forward time in a --per-node generation: in the prefill (the first step), and
+/// per decode step (the mean over the others). Nodes by name, summed over the plans.
+struct NodeSplit {
+  std::string name, op;
+  double prefill_ms = 0, decode_ms = 0;
+};
+
 /// One timed generation.
 struct GenerationRun {
   std::vector<double> token_ms;  ///< when each new token was known, from the start of the run
@@ -115,6 +125,7 @@ struct GenerateReport {
   int64_t step_weight_bytes = 0, step_cache_bytes = 0;
   double read_bandwidth_gbs = 0;  ///< 0: peaks not measured (--no-peaks)
   double step_gbs = 0, bandwidth_share = 0;
+  std::vector<NodeSplit> nodes;  ///< --per-node: by decode time, longest first
   /// A --context sweep's points, in the order given (the fields above are the first's).
   std::vector<ContextPoint> contexts;
   std::vector<std::string> notes;

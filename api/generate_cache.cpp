@@ -55,7 +55,7 @@ class Cached : public Stepper {
       bp->checked = true;
     }
     fill(*bp, tokens, S, P, 0.0);
-    MOSAIC_RETURN_IF_ERROR(bp->plan->run(bp->inputs, nullptr));
+    MOSAIC_RETURN_IF_ERROR(run_plan(*bp, node_times));
     logits_ = host_output(*bp, bp->output.at(d_.logits));
     S_ = S;
     // The new positions' keys and values join the cache.

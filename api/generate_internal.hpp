@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/generate.hpp"
+#include "core/events.hpp"
 #include "core/plan.hpp"
 
 namespace mosaic::api::gen {
@@ -46,12 +47,33 @@ Status require(const BoundPlan& bp, const std::vector<std::string>& inputs, cons
 /// The symbolic name of `input`'s dimension `axis` ("" if it is fixed or unnamed).
 std::string dim_name(const Graph& g, const std::string& input, size_t axis);
 
+class NodeTimes;
+/// Runs a bound plan, its nodes' times recorded in `times` when given.
+Status run_plan(BoundPlan& bp, NodeTimes* times);
+
 /// Host values of a plan's output (a device's output is copied out).
 Tensor host_output(const BoundPlan& p, size_t index);
 
 
 /// Planned lengths: 16, 32, 64, ... below `longest`, then `longest`.
 std::vector<int64_t> buckets(int64_t longest);
+
+/// Each node's forward time over the steps a stepper runs, by node name (every plan of a
+/// generation is the same graph at other lengths, so the names match), the prefill (the
+/// first step) apart from the decode steps.
+class NodeTimes final : public ExecObserver {
+ public:
+  void on_node(const NodeEvent& e) override;
+  void on_run(const RunEvent&) override {}
+  const Plan* plan = nullptr;  ///< the plan about to run (set by the stepper)
+  bool prefill = true;         ///< the step about to run is the prefill
+  struct Times {
+    std::string op;
+    double prefill_ns = 0, decode_ns = 0;
+  };
+  std::map<std::string, Times> by_node;
+  int64_t decode_steps = 0;
+};
 
 /// How one decoding scheme runs the model for the next token.
 class Stepper {
@@ -68,6 +90,7 @@ class Stepper {
   virtual Status prepare(int64_t prompt) = 0;
   int64_t batch = 1, vocab = 0;
   int64_t copy_ns = 0;  ///< time spent copying the cache into and out of the plans since begin()
+  NodeTimes* node_times = nullptr;  ///< set: each plan run records its nodes' times there
 };
 
 /// Takes a new plan's batch (the ids' first dimension) into `s`, and, the first time, finds

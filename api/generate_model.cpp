@@ -161,6 +161,21 @@ Status require(const BoundPlan& bp, const std::vector<std::string>& inputs, cons
   return Status::ok();
 }
 
+void NodeTimes::on_node(const NodeEvent& e) {
+  if (e.stage != Stage::kForward || !plan || e.step < 0 || static_cast<size_t>(e.step) >= plan->steps().size()) return;
+  const PlanStep& step = plan->steps()[static_cast<size_t>(e.step)];
+  const Node& n = plan->graph().nodes[static_cast<size_t>(step.node)];
+  const std::string name = n.name.empty() ? n.label() : n.name;
+  Times& t = by_node[step.conversion ? "(conversion) " + name : name];
+  t.op = step.conversion ? "conversion" : n.op_type;
+  (prefill ? t.prefill_ns : t.decode_ns) += static_cast<double>(e.end_ns - e.begin_ns);
+}
+
+Status run_plan(BoundPlan& bp, NodeTimes* times) {
+  if (times) times->plan = bp.plan.get();
+  return bp.plan->run(bp.inputs, nullptr, times);
+}
+
 Tensor host_output(const BoundPlan& p, size_t index) {
   const Tensor& t = p.plan->output(index);
   return t.device() ? t.clone() : t;
@@ -276,7 +291,7 @@ class Recompute : public Stepper {
   }
 
   Status run(BoundPlan& bp) {
-    MOSAIC_RETURN_IF_ERROR(bp.plan->run(bp.inputs, nullptr));
+    MOSAIC_RETURN_IF_ERROR(run_plan(bp, node_times));
     logits_ = host_output(bp, bp.output.at(d_.logits));
     L_ = bp.planned.length;
     return Status::ok();

@@ -68,6 +68,12 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
   }
   json runs = json::array();
   for (const GenerationRun& run : r.runs) runs.push_back({{"token_ms", run.token_ms}});
+  json nodes = json();
+  if (!r.nodes.empty()) {
+    nodes = json::array();
+    for (const NodeSplit& n : r.nodes)
+      nodes.push_back({{"name", n.name}, {"op", n.op}, {"prefill_ms", n.prefill_ms}, {"decode_ms", n.decode_ms}});
+  }
   json contexts = json();
   if (!r.contexts.empty()) {
     contexts = json::array();
@@ -94,7 +100,8 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
         {"runs", r.runs.size()}}},
       {"decoding", r.decoding},  // "recompute" (the whole sequence each token) or "kv-cache"
       {"cache", cache},
-      {"contexts", contexts},  // a --context sweep's points (the rest is the first depth's); null without one
+      {"contexts", contexts},
+      {"nodes", nodes},  // --per-node: each node's prefill time and mean decode-step time; null without  // a --context sweep's points (the rest is the first depth's); null without one
       // What a decode step must read over its time, against the machine's read bandwidth.
       {"bandwidth",
        r.step_weight_bytes > 0

@@ -1,5 +1,6 @@
 // `mosaic generate`: a causal language model continues a prompt; TTFT, TPOT, inter-token
 // latency and tokens/s (api/generate.hpp).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -44,6 +45,19 @@ void print_report(const api::GenerateReport& r) {
       std::printf(", %.0f%% of the machine's read bandwidth (%.1f GB/s)", 100 * r.bandwidth_share, r.read_bandwidth_gbs);
     std::printf("\n");
   }
+  if (!r.nodes.empty()) {
+    double prefill = 0, decode = 0;
+    for (const api::NodeSplit& n : r.nodes) prefill += n.prefill_ms, decode += n.decode_ms;
+    std::printf("\nper node (one more generation): prefill %.2f ms, a decode step %.2f ms; the %zu longest by decode\n",
+                prefill, decode, std::min<size_t>(r.nodes.size(), 10));
+    std::printf("%-48s %-20s %12s %12s %8s\n", "node", "op", "prefill ms", "decode ms", "share");
+    for (size_t i = 0; i < r.nodes.size() && i < 10; ++i) {
+      const api::NodeSplit& n = r.nodes[i];
+      std::printf("%-48.48s %-20.20s %12.3f %12.3f %7.1f%%\n", n.name.c_str(), n.op.c_str(), n.prefill_ms, n.decode_ms,
+                  decode > 0 ? 100 * n.decode_ms / decode : 0.0);
+    }
+    std::printf("(every node in --json)\n");
+  }
   if (!r.contexts.empty()) {
     std::printf("\n%8s %10s %10s %12s %10s %10s %14s %12s\n", "context", "TTFT ms", "TPOT ms", "decode tok/s",
                 "ITL p99", "plan ms", "decode copies", "of read bw");
@@ -78,6 +92,8 @@ struct GenerateFlags {
     cmd->add_option("--temperature", o.temperature, "0: greedy; else sample softmax(logits / T)")->capture_default_str();
     cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
+    cmd->add_flag("--per-node", o.per_node, "one more generation with each node's time: the prefill and a decode "
+                                            "step apart");
     cmd->add_flag("--no-peaks{false}", o.peaks, "do not measure or report the machine's read bandwidth (the decode "
                                                "step's share of it)");
     cmd->add_flag("--refresh-peaks", o.refresh_peaks, "measure the read bandwidth again instead of using the cached one");

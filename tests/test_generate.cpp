@@ -170,6 +170,36 @@ TEST(Generate, AContextSweepGivesAPointPerDepth) {
       << both.status().to_string();
 }
 
+// --per-node: one more generation with each node's time, the prefill apart from the mean
+// decode step. gpt2-tiny recomputes its 64 positions each token, so a decode step costs what
+// the prefill does, node by node: a sum over the steps not divided by them would be 5x.
+TEST(Generate, PerNodeTimesSplitThePrefillFromADecodeStep) {
+  api::GenerateOptions o = tiny("naive");
+  o.common.batch = 1;
+  o.new_tokens = 6;
+  o.runs = 1;
+  o.per_node = true;
+  auto r = api::generate(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_GT(r->nodes.size(), 10u);
+  std::set<std::string> names;
+  double prefill = 0, decode = 0;
+  for (const auto& n : r->nodes) {
+    EXPECT_TRUE(names.insert(n.name).second) << "one row per node: " << n.name;
+    EXPECT_FALSE(n.op.empty()) << n.name;
+    prefill += n.prefill_ms;
+    decode += n.decode_ms;
+  }
+  for (size_t i = 1; i < r->nodes.size(); ++i) EXPECT_GE(r->nodes[i - 1].decode_ms, r->nodes[i].decode_ms);
+  EXPECT_GT(prefill, 0);
+  EXPECT_GT(decode / prefill, 0.3) << decode << " vs " << prefill;
+  EXPECT_LT(decode / prefill, 3.0) << decode << " vs " << prefill;
+  EXPECT_EQ(r->runs.size(), 1u) << "the profiled generation is not a timed run";
+  const nlohmann::json j = api::generate_report_json(r.value());
+  EXPECT_EQ(j["nodes"].size(), r->nodes.size());
+  EXPECT_EQ(j["nodes"][0]["name"], r->nodes[0].name);
+}
+
 TEST(Generate, AModelThatIsNotCausalIsRefused) {
   // BERT's tokens see the padding after them: padded recomputation would be wrong, not slow.
   api::GenerateOptions o;
