@@ -46,6 +46,7 @@ struct GenerateOptions {
   /// One more generation after the timed runs with each node's time recorded, the prefill
   /// apart from the decode steps (GenerateReport::nodes); its tokens are not timed.
   bool per_node = false;
+  bool fuse = true;  ///< the graph fusions bench runs (core/fuse.hpp); false: the graph as loaded
   bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (cached)
   bool refresh_peaks = false;         ///< measure it again instead of using the cached one
   CommonOptions common;               ///< batch (0: the model's, symbolic = 1), threads, seed, shapes

@@ -8,6 +8,7 @@
 #include "api/generate_internal.hpp"
 #include "backends/registry.hpp"
 #include "core/events.hpp"
+#include "core/fuse.hpp"
 #include "ir/elements.hpp"
 
 namespace mosaic::api::gen {
@@ -139,8 +140,12 @@ Expected<BoundPlan> bind_plan(const Graph& g, const GenerateOptions& o, const st
   for (const auto& [name, v] : dims) c.shapes.push_back(name + "=" + std::to_string(v));
   const int64_t t0 = now_ns();
   MOSAIC_ASSIGN_OR_RETURN(Graph prepared, prepare_model(g, c, nullptr));
+  const Placement placement = Placement::all_on(o.backend);
+  // The fusions bench runs by default (Gelu, LayerNorm, attention, activations into their
+  // producer): the padding check and the PyTorch agreement test run on the fused plans.
+  if (o.fuse) fuse_graph(prepared, fuse_options_for(placement, builtin_registry(), false));
   BoundPlan bp;
-  MOSAIC_ASSIGN_OR_RETURN(bp.plan, Plan::build(prepared, Placement::all_on(o.backend), builtin_registry(), PlanOptions{}));
+  MOSAIC_ASSIGN_OR_RETURN(bp.plan, Plan::build(prepared, placement, builtin_registry(), PlanOptions{}));
   bp.planned.plan_ms = static_cast<double>(now_ns() - t0) / 1e6;
   const Graph& pg = bp.plan->graph();
   bp.inputs.reserve(pg.inputs.size());

@@ -92,6 +92,7 @@ struct GenerateFlags {
     cmd->add_option("--temperature", o.temperature, "0: greedy; else sample softmax(logits / T)")->capture_default_str();
     cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
+    cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
     cmd->add_flag("--per-node", o.per_node, "one more generation with each node's time: the prefill and a decode "
                                             "step apart");
     cmd->add_flag("--no-peaks{false}", o.peaks, "do not measure or report the machine's read bandwidth (the decode "

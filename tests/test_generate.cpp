@@ -173,7 +173,7 @@ TEST(Generate, AContextSweepGivesAPointPerDepth) {
 // --per-node: one more generation with each node's time, the prefill apart from the mean
 // decode step. gpt2-tiny recomputes its 64 positions each token, so a decode step costs what
 // the prefill does, node by node: a sum over the steps not divided by them would be 5x.
-TEST(Generate, PerNodeTimesSplitThePrefillFromADecodeStep) {
+TEST(Generate, PerNodeTimesSplitThePrefillFromADecodeStepOnFusedPlans) {
   api::GenerateOptions o = tiny("naive");
   o.common.batch = 1;
   o.new_tokens = 6;
@@ -198,6 +198,18 @@ TEST(Generate, PerNodeTimesSplitThePrefillFromADecodeStep) {
   const nlohmann::json j = api::generate_report_json(r.value());
   EXPECT_EQ(j["nodes"].size(), r->nodes.size());
   EXPECT_EQ(j["nodes"][0]["name"], r->nodes[0].name);
+  // The plans are fused as bench's are (GELU's erf chain, the attention), unless asked not to.
+  auto ops = [](const api::GenerateReport& rep) {
+    std::set<std::string> s;
+    for (const auto& n : rep.nodes) s.insert(n.op);
+    return s;
+  };
+  EXPECT_TRUE(ops(r.value()).count("Gelu") && ops(r.value()).count("FusedAttention"));
+  o.fuse = false;
+  auto plain = api::generate(o);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_TRUE(ops(plain.value()).count("Erf") && !ops(plain.value()).count("Gelu"));
+  EXPECT_EQ(plain->generated, r->generated) << "the same tokens either way";
 }
 
 TEST(Generate, AModelThatIsNotCausalIsRefused) {
