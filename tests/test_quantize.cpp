@@ -148,7 +148,13 @@ TEST(Quantize, OnednnQLinearConvIsTheOraclesOrDeclinesByName) {
   std::vector<Tensor> want, got;
   ASSERT_TRUE(run_on(qconv(w), "naive", &want).is_ok());
   const Status st = run_on(qconv(w), "onednn", &got);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  if (!st.is_ok()) {
+    // Declined while its wrong outputs under CPU contention are not understood
+    // (backends/onednn/conv.cpp): by name, so the planner falls back to naive.
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+    EXPECT_NE(st.message().find("nondeterministic wrong outputs under CPU contention"), std::string::npos) << st.message();
+    return;
+  }
   // oneDNN requantises in float32 (as ONNX Runtime does), naive in double (as ONNX's
   // reference): a product within a float's rounding of a tie lands on the other code, about
   // one output in 100,000 (1 of 100,352 here). Never more than one step.
