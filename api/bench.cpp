@@ -6,7 +6,6 @@
 #include "operators/attention.hpp"
 #include "ir/interrupt.hpp"
 
-#include <thread>
 #include <omp.h>
 
 #include <algorithm>

@@ -180,7 +180,6 @@ bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
 }
 
 bool RowGemv::init_matmul(const KernelContext& ctx, const MatMulParams& p) {
-  active_ = false;
   if (shape_numel(p.batch) * p.m != 1 || shape_numel(p.b_batch) != 1) return false;
   GemmParams g;
   g.m = 1;
