@@ -21,6 +21,9 @@ struct PerNodeAudit {
   PerNodeReport forward;
   bool has_backward = false;
   PerNodeReport backward;
+  /// Why a model ending in logits had no backward audit: naive cannot train it (a quantised
+  /// model's QuantizeLinear has no gradient). Empty otherwise.
+  std::string backward_skipped;
 };
 
 struct PerNodeVerifyReport {

@@ -248,6 +248,8 @@ int run_verify_per_node(const VerifyOptions& o) {
     std::printf("== %s: each node alone on %s vs naive (rtol %g, atol %g)\n", r.model.c_str(), a.backend.c_str(), o.rtol,
                 o.atol);
     print_per_node(a.forward, a.backend, o.quiet);
+    if (!a.backward_skipped.empty())
+      std::printf("== %s: no backward audit: naive cannot train it (%s)\n", r.model.c_str(), a.backward_skipped.c_str());
     if (!a.has_backward) continue;
     std::printf("== %s: each node's backward alone on %s vs naive (same inputs and output gradients)\n",
                 r.model.c_str(), a.backend.c_str());

@@ -653,6 +653,24 @@ TEST_F(Cli, VerifyPerNodeAndBenchNameTheDivergentNode) {
 }
 
 
+TEST_F(Cli, VerifyPerNodeComparesQuantisedCodesAndSaysWhyNoBackward) {
+  // A QOperator model: its QLinearConv nodes give uint8 codes, which the per-node audit used
+  // to skip (only float32 outputs were compared), so onednn's racing int8 1x1 convolution
+  // passed it. Codes are compared exactly now; the model ends in logits but naive cannot
+  // train QuantizeLinear, so the backward audit is skipped saying why, not failed.
+  const std::string model =
+      std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/quantised/cases_qoperator/zoo_fmnist-cnn.qop/model.onnx";
+  CmdResult r = mosaic("verify " + model + " --per-node --backend onednn --rtol 0 --atol 0");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* row : {"conv1_quant             QLinearConv        onednn             0",
+                          "conv2_quant             QLinearConv        onednn             0",
+                          "input_QuantizeLinear    QuantizeLinear     onednn             0"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  EXPECT_NE(r.out.find("all 5 nodes that ran on onednn agree with naive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no backward audit: naive cannot train it"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("has no backward for QuantizeLinear"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, VerifyDeterminismAudit) {
   CmdResult r = mosaic("verify zoo:fmnist-cnn --determinism --deterministic --backend all --batch 8 --quiet");
   EXPECT_EQ(r.code, 0) << r.out;

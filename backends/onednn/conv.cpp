@@ -1,6 +1,7 @@
 // The oneDNN backend's convolution: forward (fused activation, plain or blocked layouts) and, in
 // training, backward data and weights; and ONNX's QLinearConv on oneDNN's int8 convolution.
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include "backends/common/grad.hpp"
@@ -192,8 +193,16 @@ bool int8_products_exact(int64_t w_min, int64_t w_max) {
   return vnni || (w_min >= -64 && w_max <= 64);
 }
 
-/// Whether QLinearConvKernel takes nodes (false: declined, see its init).
-constexpr bool kInt8ConvTrusted = false;
+/// Whether a convolution is 1x1 with a stride above 1 and no padding: a 1x1 convolution at
+/// stride 1 over every stride-th pixel.
+bool strided_pointwise(const Window& win) {
+  bool strided = false;
+  for (size_t i = 0; i < win.rank(); ++i) {
+    if (win.kernel[i] != 1 || win.pad_begin[i] != 0 || win.pad_end[i] != 0) return false;
+    strided = strided || win.stride[i] > 1;
+  }
+  return strided;
+}
 
 /// ONNX's QLinearConv on oneDNN's int8 convolution: uint8 or int8 input and output, int8
 /// weights, an int32 bias added to the accumulator, requantised per output channel by
@@ -201,19 +210,20 @@ constexpr bool kInt8ConvTrusted = false;
 /// even, and the zero points as oneDNN attributes. The scales, zero points, weights and bias
 /// must be constants (oneDNN's CPU int8 convolution takes them when the primitive is built).
 /// Plain tensors in and out.
+///
+/// A 1x1 convolution with a stride above 1 runs at stride 1 over a strided view of the
+/// input: oneDNN 2.6's int8 1x1 kernel (jit_uni_int8_1x1) copies the strided pixels into a
+/// buffer per thread first ("reduce to unit stride"), and at 2 threads that copy races: a
+/// standalone program on oneDNN alone (nothing of Mosaic) got 16 wrong outputs, off by tens
+/// of codes, in 580 of 1,000 runs of a 24-to-48-channel 12x12 stride-2 layer, and 46 in 5,000
+/// of ResNet's 8-to-16 shortcut beside a busy core (docs/conformance.md, "QOperator form").
+/// The kernel copies every stride-th pixel to a plain buffer of the output's size first (a
+/// strided view of the input is no substitute: oneDNN refuses one over an odd size).
 class QLinearConvKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_ASSIGN_OR_RETURN(ConvParams p, quant_conv_params(ctx));
     const Node& n = *ctx.node;
-    // Declined until root-caused: on 2 threads with the CPU contended, this kernel gave wrong
-    // outputs now and then (resnet_hf.torchscript.qop against naive: 4 runs in 25 beside a
-    // busy core, values off by several codes; none on one thread, none with naive's
-    // QLinearConv). A result that is sometimes wrong is worse than a slow one, so the planner
-    // falls back to naive's exact loops. docs/conformance.md, "QOperator form".
-    if (!kInt8ConvTrusted)
-      return Status::unsupported(n.label() + ": oneDNN's int8 convolution is declined: it gave nondeterministic wrong "
-                                 "outputs under CPU contention (docs/conformance.md)");
     const DType xt = ctx.inputs[0].dtype, wt = ctx.inputs[3].dtype, yt = ctx.outputs[0].dtype;
     if ((xt != DType::kU8 && xt != DType::kI8) || wt != DType::kI8 || (yt != DType::kU8 && yt != DType::kI8))
       return Status::unsupported(n.label() + ": oneDNN's int8 convolution takes uint8/int8 x and y and int8 weights");
@@ -248,7 +258,7 @@ class QLinearConvKernel final : public Kernel {
     return guarded(n, [&]() -> Status {
       const Shape& x_shape = ctx.inputs[0].shape;
       const Shape& y_shape = ctx.outputs[0].shape;
-      const memory::dims xd(x_shape.begin(), x_shape.end()), yd(y_shape.begin(), y_shape.end());
+      memory::dims xd(x_shape.begin(), x_shape.end()), yd(y_shape.begin(), y_shape.end());
       const memory::dims wd(w.shape().begin(), w.shape().end());
       memory::dims strides(p.win.stride.begin(), p.win.stride.end());
       memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.rank());
@@ -256,6 +266,17 @@ class QLinearConvKernel final : public Kernel {
       for (size_t i = 0; i < p.win.rank(); ++i)
         pr[i] = (p.win.out[i] - 1) * p.win.stride[i] + (p.win.kernel[i] - 1) * p.win.dilation[i] + 1 - p.win.in[i] - pl[i];
       const dt x_dt = xt == DType::kU8 ? dt::u8 : dt::s8, y_dt = yt == DType::kU8 ? dt::u8 : dt::s8;
+      // A strided 1x1 convolution runs at stride 1 over every stride-th pixel (see the class
+      // comment), copied to subsampled_.
+      if (strided_pointwise(p.win)) {
+        in_hw_ = {xd[2], xd[3]};
+        stride_ = {strides[0], strides[1]};
+        xd = {xd[0], xd[1], yd[2], yd[3]};
+        subsampled_ = Tensor::empty({xt, Shape(xd.begin(), xd.end())}, ctx.tracker);
+        strides = {1, 1};
+        pr = {0, 0};
+      }
+      const memory::desc x_plain(xd, x_dt, tag::nchw);
       const memory::desc b_md({p.oc}, dt::s32, tag::x);
       const memory::desc x_any(xd, x_dt, tag::any), w_any(wd, dt::s8, tag::any), y_any(yd, y_dt, tag::any);
       auto d = bias ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, x_any,
@@ -267,7 +288,7 @@ class QLinearConvKernel final : public Kernel {
       if (x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp});
       if (y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
-      src_.init(memory::desc(xd, x_dt, tag::nchw), pd.src_desc(), ctx.tracker, false);
+      src_.init(x_plain, pd.src_desc(), ctx.tracker, false);
       dst_.init(memory::desc(yd, y_dt, tag::nchw), pd.dst_desc(), ctx.tracker, true);
       weights_.init(memory::desc(wd, dt::s8, tag::oihw), pd.weights_desc(), &w, ctx.tracker);
       if (bias) {
@@ -279,7 +300,12 @@ class QLinearConvKernel final : public Kernel {
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    src_.bind_in(src[0]);
+    if (subsampled_.defined()) {
+      subsample(*src[0]);
+      src_.bind_in(&subsampled_);
+    } else {
+      src_.bind_in(src[0]);
+    }
     dst_.bind_out(dst[0]);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.internal}, {DNNL_ARG_WEIGHTS, weights_.get(nullptr)},
                                          {DNNL_ARG_DST, dst_.internal}};
@@ -289,11 +315,29 @@ class QLinearConvKernel final : public Kernel {
     stream().wait();
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return src_.owned_bytes() + dst_.owned_bytes() + weights_.bytes(); }
+  size_t workspace_bytes() const override {
+    return src_.owned_bytes() + dst_.owned_bytes() + weights_.bytes() + (subsampled_.defined() ? subsampled_.bytes() : 0);
+  }
 
  private:
+  /// subsampled_[n, c, i, j] = x[n, c, i * stride_h, j * stride_w] (one-byte elements).
+  void subsample(const Tensor& x) {
+    const Shape& out = subsampled_.shape();
+    const int64_t planes = out[0] * out[1], oh = out[2], ow = out[3], ih = in_hw_[0], iw = in_hw_[1];
+    const auto* from = static_cast<const uint8_t*>(x.data());
+    auto* to = static_cast<uint8_t*>(subsampled_.data());
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t i = 0; i < oh; ++i) {
+        const uint8_t* row = from + (p * ih + i * stride_[0]) * iw;
+        uint8_t* o = to + (p * oh + i) * ow;
+        for (int64_t j = 0; j < ow; ++j) o[j] = row[j * stride_[1]];
+      }
+  }
+
   Staged src_, dst_;
   Weights weights_;
+  Tensor subsampled_;  ///< a strided 1x1 convolution's input pixels (undefined for others)
+  std::array<int64_t, 2> in_hw_{}, stride_{};
   Tensor bias_;
   memory bias_mem_;
   dnnl::convolution_forward prim_;

@@ -370,6 +370,7 @@ py::object run_verify_per_node(const std::string& model, const py::kwargs& kw) {
   for (const auto& a : r.audits) {
     nlohmann::json j = {{"backend", a.backend}, {"forward", per_node_json(a.forward)}, {"backward", nullptr}};
     if (a.has_backward) j["backward"] = per_node_json(a.backward);
+    if (!a.backward_skipped.empty()) j["backward_skipped"] = a.backward_skipped;
     audits.push_back(j);
   }
   return to_python({{"model", r.model}, {"backends", audits}, {"ran", r.ran}, {"agree", r.agree}});
