@@ -90,6 +90,15 @@ const std::map<std::string, std::map<std::string, NumberRule>>& rules() {
         {"top_k", integer_at_least(0)},
         {"runs", integer_at_least(1)},
         {"contexts", integer_at_least(1)}}},
+      // Serving scenarios: counts and seconds (0: the scenario's default), a rate and a bound
+      // (0: none given), the search's halvings, the plans serving at once.
+      {"loadgen",
+       {{"min_queries", integer_at_least(0)},
+        {"min_duration", at_least(0)},
+        {"rate", at_least(0)},
+        {"latency_bound", at_least(0)},
+        {"search_steps", integer_at_least(0)},
+        {"workers", {1, 256, false, false, true, "an integer in [1, 256]"}}}},
   };
   return table;
 }

@@ -14,7 +14,7 @@ namespace mosaic::cli {
 const std::vector<Command (*)(CLI::App&)>& command_registrations() {
   static const std::vector<Command (*)(CLI::App&)> all = {
       add_info_command,     add_bench_command,   add_verify_command,  add_export_command, add_quantize_command,
-      add_generate_command, add_train_command,
+      add_generate_command, add_loadgen_command, add_train_command,
       add_gradcheck_command, add_optcheck_command, add_sweep_command, add_history_command, add_compare_command,
       add_report_command,   add_simulate_command, add_plan_command,   add_backends_command};
   return all;

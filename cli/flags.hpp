@@ -37,6 +37,7 @@ Command add_verify_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_quantize_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
+Command add_loadgen_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_gradcheck_command(CLI::App& app);
 Command add_optcheck_command(CLI::App& app);

@@ -32,6 +32,25 @@ MedianCiRanks median_ci_ranks(size_t n, double level) {
   return r;
 }
 
+EarlyStoppingRank early_stopping_rank(size_t n, double p, double confidence) {
+  EarlyStoppingRank r;
+  // With t = 0 the condition is p^n <= 1 - confidence.
+  r.min_queries = static_cast<size_t>(std::ceil(std::log(1 - confidence) / std::log(p) - 1e-9));
+  if (n == 0 || n < r.min_queries) return r;
+  // The binomial CDF summed term by term in logs; the largest t whose CDF stays <= 1 - c.
+  const double nn = static_cast<double>(n), q = 1 - p;
+  const double log_n = std::lgamma(nn + 1);
+  double cdf = 0;
+  for (size_t t = 0; t < n; ++t) {
+    const double k = static_cast<double>(t);
+    cdf += std::exp(log_n - std::lgamma(k + 1) - std::lgamma(nn - k + 1) + k * std::log(q) + (nn - k) * std::log(p));
+    if (cdf > 1 - confidence) break;
+    r.overlatency = t;
+    r.rank = n - t;
+  }
+  return r;
+}
+
 std::optional<double> SampleStats::rel_ci_half_width() const {
   if (!ci_low || !ci_high || median <= 0) return std::nullopt;
   return (*ci_high - *ci_low) / 2 / median;

@@ -44,6 +44,18 @@ struct MedianCiRanks {
 };
 MedianCiRanks median_ci_ranks(size_t n, double level = 0.95);
 
+/// MLPerf LoadGen's early-stopping estimate of percentile p from n latencies: the order
+/// statistic x_(n - t) (1-based rank `rank`, the (t+1)-th largest) for the largest number t
+/// of queries above it such that P(Bin(n, 1 - p) <= t) <= 1 - confidence: if the true
+/// p-quantile were below x_(n-t), more than t queries would exceed it with probability at
+/// least `confidence`. rank 0 when n is too small even for t = 0 (n < min_queries).
+struct EarlyStoppingRank {
+  size_t rank = 0;         ///< 1-based order statistic; 0: none
+  size_t overlatency = 0;  ///< t
+  size_t min_queries = 0;  ///< the fewest queries that give an estimate: ceil(log(1-c) / log(p))
+};
+EarlyStoppingRank early_stopping_rank(size_t n, double p, double confidence = 0.99);
+
 }  // namespace mosaic
 
 namespace mosaic {

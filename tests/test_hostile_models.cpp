@@ -108,7 +108,8 @@ TEST_F(Hostile, EveryCommandRefusesTheCorpusWithExitTwo) {
     // torch plugin 80 times would only cost time).
     std::vector<std::string> commands = {"info " + model,
                                          "bench " + model + " --backends naive,im2col,onednn --iterations 1 --warmup 0 --json " + json,
-                                         "verify --per-node " + model + " --backend onednn"};
+                                         "verify --per-node " + model + " --backend onednn",
+                                         "loadgen " + model + " --scenario single-stream --min-queries 1 --min-duration 0"};
     if (fs::exists(dir_ / "c" / c.name / "test_data_set_0"))
       commands.push_back("verify " + (dir_ / "c" / c.name).string() + " --backend naive");
     for (const std::string& cmd : commands) {

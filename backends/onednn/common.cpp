@@ -14,7 +14,10 @@ dnnl::engine& engine() {
   return eng;
 }
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  // One per thread: plans may run on several threads at once (`mosaic loadgen --workers`), and
+  // oneDNN does not promise that one stream takes executions from several threads. Every
+  // kernel waits on it before returning, so nothing is left in flight on a thread's stream.
+  thread_local dnnl::stream s(engine());
   return s;
 }
 

@@ -27,7 +27,7 @@ finally:
     _sys.setdlopenflags(_flags)
 
 from ._mosaic import (Error, InvalidArgument, backends, bench, compare, export, generate, gradcheck, history, info,  # noqa: F401
-                      optimizers, plan, quantize, report, run_document, simulate, sweep, verify, verify_determinism,
+                      loadgen, optimizers, plan, quantize, report, run_document, simulate, sweep, verify, verify_determinism,
                       verify_per_node, version)
 from .operator import Operator, register_operator  # noqa: F401
 from .optimizer import Optimizer, register_optimizer  # noqa: F401

@@ -16,6 +16,7 @@
 #include "options.hpp"
 #include "api/optcheck.hpp"
 #include "api/generate.hpp"
+#include "api/loadgen.hpp"
 #include "api/quantize.hpp"
 
 namespace mosaic::python {
@@ -143,6 +144,29 @@ const std::vector<Field<GenerateOptions>>& generate_fields() {
       bool_field<O>("refresh_peaks", [](O& o) -> auto& { return o.refresh_peaks; }),
       int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
       list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
+      int_field<O>("seed", [](O& o) -> auto& { return o.common.seed; }),
+      int_field<O>("threads", [](O& o) -> auto& { return o.common.threads; }),
+  };
+  return f;
+}
+
+using api::LoadgenOptions;
+const std::vector<Field<LoadgenOptions>>& loadgen_fields() {
+  using O = LoadgenOptions;
+  static const std::vector<Field<O>> f = {
+      str_field<O>("scenario", [](O& o) -> auto& { return o.scenario; }),
+      str_field<O>("backend", [](O& o) -> auto& { return o.backend; }),
+      float_field<O>("rate", [](O& o) -> auto& { return o.rate; }),
+      float_field<O>("latency_bound", [](O& o) -> auto& { return o.latency_bound; }),
+      bool_field<O>("find_rate", [](O& o) -> auto& { return o.find_rate; }),
+      int_field<O>("search_steps", [](O& o) -> auto& { return o.search_steps; }),
+      int_field<O>("workers", [](O& o) -> auto& { return o.workers; }),
+      int_field<O>("min_queries", [](O& o) -> auto& { return o.min_queries; }),
+      float_field<O>("min_duration", [](O& o) -> auto& { return o.min_duration; }),
+      bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),
+      int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
+      list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
+      list_field<O>("inputs", [](O& o) -> auto& { return o.common.inputs; }),
       int_field<O>("seed", [](O& o) -> auto& { return o.common.seed; }),
       int_field<O>("threads", [](O& o) -> auto& { return o.common.threads; }),
   };
@@ -394,6 +418,15 @@ py::object run_generate(const std::string& model, const py::kwargs& kw) {
   return to_python(api::generate_report_json(value_or_raise(std::move(out))));
 }
 
+py::object run_loadgen(const std::string& model, const py::kwargs& kw) {
+  LoadgenOptions o;
+  o.model = model;
+  apply("loadgen", loadgen_fields(), kw, o);
+  Expected<api::LoadgenReport> out = Status::internal("not run");
+  call_released([&] { out = api::loadgen(o); });
+  return to_python(api::loadgen_report_json(value_or_raise(std::move(out))));
+}
+
 py::object run_verify_determinism(const std::string& model, const py::kwargs& kw) {
   VerifyOptions o;
   o.paths = {model};
@@ -641,6 +674,13 @@ void bind_commands(py::module_& m) {
         doc("generate(model, **options) -> dict: a causal language model continues a prompt token by token; the "
             "generated ids, every token's time, TTFT, TPOT, inter-token latency and tokens/s (mosaic.generate/1).",
             generate_fields())
+            .c_str());
+  m.def("loadgen", &run_loadgen, py::arg("model"),
+        doc("loadgen(model, **options) -> dict: MLPerf LoadGen's scenarios (scenario='single-stream', "
+            "'multi-stream', 'server' or 'offline'): every query's issue time and latency, percentiles with "
+            "LoadGen's early-stopping estimate, samples/s, the server's highest rate under a p99 bound "
+            "(mosaic.loadgen/1).",
+            loadgen_fields())
             .c_str());
   m.def("gradcheck", &run_gradcheck, py::arg("model"),
         doc("gradcheck(model, **options) -> dict: analytic gradients against finite differences (mosaic.gradcheck/1).",

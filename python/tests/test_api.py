@@ -114,6 +114,21 @@ def test_generate_returns_the_tokens_and_their_times():
         mosaic.generate("zoo:gpt2-tiny", new_tokens=0)
 
 
+def test_loadgen_runs_the_scenarios_and_refuses_as_the_cli_does():
+    r = mosaic.loadgen("zoo:fmnist-cnn", scenario="single-stream", backend="onednn", min_queries=50, min_duration=0)
+    assert r["schema"] == "mosaic.loadgen/1" and r["scenario"] == "single-stream"
+    (run,) = r["runs"]
+    assert run["queries"] == 50 and len(run["query_latency_ms"]) == 50 and run["percentile"] == 0.9
+    assert run["estimate_ms"] >= run["latency_ms"]["p90"] and r["metric"]["value"] == run["estimate_ms"]
+    off = mosaic.loadgen("zoo:fmnist-cnn", scenario="offline", backend="onednn", batch=4, workers=2, min_queries=40,
+                         min_duration=0)
+    assert off["workers"] == 2 and off["runs"][0]["samples"] == 4 * off["runs"][0]["queries"] >= 40
+    with pytest.raises(ValueError, match="`rate` is for the server scenario"):
+        mosaic.loadgen("zoo:fmnist-cnn", scenario="offline", rate=5)
+    with pytest.raises(ValueError, match="argument .rate. must be >= 0, got -1"):
+        mosaic.loadgen("zoo:fmnist-cnn", scenario="server", rate=-1)
+
+
 def test_gradcheck_passes_a_correct_backend_and_catches_a_planted_bug():
     # Fewer probes than the default (the options reach the check): still a verdict per tensor.
     ok = mosaic.gradcheck("zoo:fmnist-cnn", backend="onednn", directions=1, elements=2)

@@ -1,0 +1,465 @@
+// LoadGen's scenarios on a model (api/loadgen.hpp): the workers, the query schedules, and the
+// server's search for the highest rate under a latency bound.
+#include "api/loadgen.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "api/option_rules.hpp"
+#include "core/fuse.hpp"
+#include "core/plan.hpp"
+#include "ir/interrupt.hpp"
+#include "metrics/provenance.hpp"
+#include "metrics/stats.hpp"
+
+namespace mosaic::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+/// The scenario's defaults: samples per query, the percentile, and the least queries of a
+/// run (LoadGen's own are 600 s and up to 270,336 queries, for submissions; these keep an
+/// interactive run to seconds and still give an early-stopping estimate).
+struct Scenario {
+  int64_t samples = 1;
+  double percentile = 0;
+  int64_t min_queries = 0;
+};
+
+Expected<Scenario> scenario_of(const LoadgenOptions& o) {
+  if (o.scenario == "single-stream") return Scenario{1, 0.90, 64};
+  if (o.scenario == "multi-stream") return Scenario{8, 0.99, 662};
+  if (o.scenario == "server") return Scenario{1, 0.99, 662};
+  if (o.scenario == "offline") return Scenario{8, 0, 64};
+  std::string known;
+  for (const std::string& s : loadgen_scenarios()) known += (known.empty() ? "" : ", ") + s;
+  return Status::invalid("`scenario` '" + o.scenario + "' is not one of " + known);
+}
+
+Status check_options(const LoadgenOptions& o) {
+  MOSAIC_ASSIGN_OR_RETURN(const Scenario sc, scenario_of(o));
+  (void)sc;
+  MOSAIC_RETURN_IF_ERROR(check_numbers("loadgen", {{"min_queries", static_cast<double>(o.min_queries)},
+                                                   {"min_duration", o.min_duration},
+                                                   {"rate", o.rate},
+                                                   {"latency_bound", o.latency_bound},
+                                                   {"search_steps", static_cast<double>(o.search_steps)},
+                                                   {"workers", static_cast<double>(o.workers)},
+                                                   {"threads", o.common.threads}}));
+  if (o.common.batch != 0) MOSAIC_RETURN_IF_ERROR(check_numbers("loadgen", {{"batch", static_cast<double>(o.common.batch)}}));
+  if (!builtin_registry().has_backend(o.backend)) return unknown_backend(o.backend);
+  const bool server = o.scenario == "server";
+  if (!server && (o.rate > 0 || o.latency_bound > 0 || o.find_rate))
+    return Status::invalid(std::string("`") + (o.rate > 0 ? "rate" : o.latency_bound > 0 ? "latency_bound" : "find_rate") +
+                           "` is for the server scenario, not " + o.scenario);
+  if (server && o.find_rate && o.latency_bound <= 0)
+    return Status::invalid("`find_rate` searches for the highest rate under `latency_bound`: give the bound (ms)");
+  if (server && !o.find_rate && o.rate <= 0)
+    return Status::invalid("the server scenario sends queries at `rate` per second: give it, or `find_rate` with a "
+                           "`latency_bound`");
+  if (server && o.find_rate && o.rate > 0)
+    return Status::invalid("`rate` and `find_rate`: the search picks the rates itself; give one of them");
+  if ((o.scenario == "single-stream" || o.scenario == "server") && o.common.batch > 1)
+    return Status::invalid("`batch`: " + o.scenario + " queries are one sample each (LoadGen's); multi-stream and "
+                           "offline take a batch");
+  if ((o.scenario == "single-stream" || o.scenario == "multi-stream") && o.workers > 1)
+    return Status::invalid("`workers`: " + o.scenario + " sends the next query when the last completes, so one "
+                           "worker serves it; server and offline take more");
+  return Status::ok();
+}
+
+/// A plan of the model for one worker, with its inputs.
+struct Worker {
+  std::unique_ptr<Plan> plan;
+};
+
+/// Runs `f(worker index)` on one thread per worker, each with `threads` OpenMP threads, and
+/// joins them; the first error any returns.
+Status on_workers(std::vector<Worker>& workers, int threads, const std::function<Status(size_t)>& f) {
+  std::vector<std::thread> pool;
+  std::mutex mu;
+  Status first = Status::ok();
+  for (size_t w = 0; w < workers.size(); ++w)
+    pool.emplace_back([&, w] {
+      omp_set_num_threads(threads);
+      Status st = f(w);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!st.is_ok() && first.is_ok()) first = st;
+    });
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+/// Latency figures of a run from its queries' latencies.
+void summarise(LoadRun& run, double percentile, double bound_ms) {
+  std::vector<double> sorted = run.latency_ms;
+  std::sort(sorted.begin(), sorted.end());
+  run.queries = static_cast<int64_t>(sorted.size());
+  if (sorted.empty()) return;
+  double sum = 0;
+  for (double v : sorted) sum += v;
+  run.mean_ms = sum / static_cast<double>(sorted.size());
+  run.p50_ms = quantile_sorted(sorted, 0.5);
+  run.p90_ms = quantile_sorted(sorted, 0.9);
+  run.p99_ms = quantile_sorted(sorted, 0.99);
+  run.max_ms = sorted.back();
+  run.percentile = percentile;
+  if (run.duration_s > 0) {
+    run.samples_per_s = static_cast<double>(run.samples) / run.duration_s;
+    run.queries_per_s = static_cast<double>(run.queries) / run.duration_s;
+  }
+  if (percentile > 0) {
+    const EarlyStoppingRank es = early_stopping_rank(sorted.size(), percentile);
+    run.estimate_min_queries = static_cast<int64_t>(es.min_queries);
+    if (es.rank > 0) {
+      run.estimate_ms = sorted[es.rank - 1];
+      run.overlatency = static_cast<int64_t>(es.overlatency);
+    }
+  }
+  if (bound_ms > 0) run.meets_bound = run.estimate_ms && *run.estimate_ms <= bound_ms;
+}
+
+/// Single- and multi-stream: each query sent when the last completes, until both the least
+/// queries and the least seconds are reached.
+Expected<LoadRun> run_stream(Worker& w, const std::vector<Tensor>& inputs, int64_t samples, int64_t min_queries,
+                             double min_duration) {
+  LoadRun run;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last = start;
+  while (static_cast<int64_t>(run.latency_ms.size()) < min_queries || ms_between(start, last) < min_duration * 1e3) {
+    if (interrupted()) return Status::internal("interrupted by a signal before the run ended: no report");
+    const Clock::time_point t0 = Clock::now();
+    MOSAIC_RETURN_IF_ERROR(w.plan->run(inputs, nullptr));
+    last = Clock::now();
+    run.issue_ms.push_back(ms_between(start, t0));
+    run.latency_ms.push_back(ms_between(t0, last));
+  }
+  run.samples = samples * static_cast<int64_t>(run.latency_ms.size());
+  run.duration_s = ms_between(start, last) / 1e3;
+  return run;
+}
+
+/// Offline: `calls` batches, every one issued at the start, taken by the workers in turn.
+Expected<LoadRun> run_offline(std::vector<Worker>& workers, int threads, const std::vector<Tensor>& inputs,
+                              int64_t samples, int64_t calls) {
+  LoadRun run;
+  run.issue_ms.assign(static_cast<size_t>(calls), 0.0);
+  run.latency_ms.assign(static_cast<size_t>(calls), 0.0);
+  std::atomic<int64_t> next{0};
+  const Clock::time_point start = Clock::now();
+  MOSAIC_RETURN_IF_ERROR(on_workers(workers, threads, [&](size_t w) -> Status {
+    for (int64_t i = next++; i < calls; i = next++) {
+      if (interrupted()) return Status::internal("interrupted by a signal before the run ended: no report");
+      MOSAIC_RETURN_IF_ERROR(workers[w].plan->run(inputs, nullptr));
+      run.latency_ms[static_cast<size_t>(i)] = ms_between(start, Clock::now());  // from the start: all issued then
+    }
+    return Status::ok();
+  }));
+  run.duration_s = *std::max_element(run.latency_ms.begin(), run.latency_ms.end()) / 1e3;
+  run.samples = samples * calls;
+  return run;
+}
+
+/// Server: `queries` one-sample queries at Poisson arrivals of `rate` per second (seeded),
+/// each put on the queue at its scheduled time; the workers take them in order. A query's
+/// latency runs from its scheduled arrival to its completion.
+Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const std::vector<Tensor>& inputs, double rate,
+                             int64_t queries, uint64_t seed) {
+  LoadRun run;
+  run.target_rate = rate;
+  std::mt19937_64 rng(seed ^ 0x5eed5eedull);
+  std::exponential_distribution<double> gap(rate);
+  double t = 0;
+  for (int64_t i = 0; i < queries; ++i) {
+    t += gap(rng);
+    run.issue_ms.push_back(t * 1e3);
+  }
+  run.latency_ms.assign(static_cast<size_t>(queries), 0.0);
+  std::mutex mu;
+  std::condition_variable ready;
+  std::deque<size_t> queue;
+  bool issued = false;
+  // A worker spins for a while on these before it sleeps on `ready`, as a low-latency server
+  // does: waking a sleeping thread costs tens to hundreds of microseconds here, which every
+  // query arriving at an idle server would pay.
+  std::atomic<int64_t> pending{0};
+  std::atomic<bool> issued_flag{false}, failed{false};
+  constexpr auto kSpin = std::chrono::milliseconds(2);
+  const Clock::time_point start = Clock::now() + std::chrono::milliseconds(5);
+  std::vector<Clock::time_point> began(static_cast<size_t>(queries)), done(static_cast<size_t>(queries));
+  Status served = Status::ok();
+  std::thread serving([&] {
+    served = on_workers(workers, threads, [&](size_t w) -> Status {
+      for (;;) {
+        const Clock::time_point spin_end = Clock::now() + kSpin;
+        while (pending.load(std::memory_order_acquire) == 0 && !issued_flag.load(std::memory_order_acquire) &&
+               Clock::now() < spin_end) {
+        }
+        size_t i = 0;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          ready.wait(lock, [&] { return !queue.empty() || issued; });
+          if (queue.empty()) return Status::ok();
+          i = queue.front();
+          queue.pop_front();
+          --pending;
+        }
+        began[i] = Clock::now();
+        Status st = workers[w].plan->run(inputs, nullptr);
+        if (!st.is_ok()) {
+          failed = true;
+          return st;
+        }
+        done[i] = Clock::now();
+      }
+    });
+  });
+  for (int64_t i = 0; i < queries && !failed && !interrupted(); ++i) {
+    const auto due = start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double, std::milli>(run.issue_ms[static_cast<size_t>(i)]));
+    std::this_thread::sleep_until(due);
+    run.max_issue_lag_ms = std::max(run.max_issue_lag_ms, ms_between(due, Clock::now()));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queue.push_back(static_cast<size_t>(i));
+      ++pending;
+    }
+    ready.notify_one();
+  }
+  const bool cut = interrupted();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cut) queue.clear();
+    issued = true;
+    issued_flag = true;
+  }
+  ready.notify_all();
+  serving.join();
+  MOSAIC_RETURN_IF_ERROR(served);
+  if (cut) return Status::internal("interrupted by a signal before the run ended: no report");
+  Clock::time_point last = start;
+  double service = 0;
+  for (int64_t i = 0; i < queries; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    run.latency_ms[k] = ms_between(start, done[k]) - run.issue_ms[k];
+    service += ms_between(began[k], done[k]);
+    last = std::max(last, done[k]);
+  }
+  run.mean_service_ms = service / static_cast<double>(queries);
+  run.samples = queries;
+  run.duration_s = ms_between(start, last) / 1e3;
+  return run;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<std::string>& loadgen_scenarios() {
+  static const std::vector<std::string> names{"single-stream", "multi-stream", "server", "offline"};
+  return names;
+}
+
+Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_options(o));
+  MOSAIC_ASSIGN_OR_RETURN(const Scenario sc, scenario_of(o));
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
+  const int all_threads = o.common.threads > 0 ? o.common.threads : omp_get_max_threads();
+  LoadgenReport r;
+  r.model = o.model;
+  r.backend = o.backend;
+  r.scenario = o.scenario;
+  r.workers = o.workers;
+  r.threads_per_worker = std::max<int64_t>(1, all_threads / o.workers);
+  r.latency_bound = o.latency_bound;
+  const int64_t min_queries = o.min_queries > 0 ? o.min_queries : sc.min_queries;
+  const double min_duration = o.min_duration;
+  if (o.workers > all_threads)
+    r.notes.push_back(std::to_string(o.workers) + " workers share " + std::to_string(all_threads) +
+                      " thread(s): they take turns on the cores");
+
+  // Single-stream and server queries are one call at the model's own batch (symbolic: 1), as
+  // every command binds it; multi-stream and offline bind theirs (8 unless given).
+  CommonOptions c = o.common;
+  if (c.batch == 0 && sc.samples > 1) c.batch = sc.samples;
+  MOSAIC_ASSIGN_OR_RETURN(Graph g, load_prepared(o.model, c, nullptr));
+  r.samples_per_query = 1;  // a model without inputs: one call a query
+  if (!g.inputs.empty()) {
+    const Shape& first = g.value_descs.at(g.inputs[0].name).shape;
+    if (!first.empty()) r.samples_per_query = std::max<int64_t>(1, first[0]);
+  }
+  if (sc.samples == 1 && r.samples_per_query > 1)
+    r.notes.push_back("the model's batch is fixed at " + std::to_string(r.samples_per_query) +
+                      ": a query is one call of that many samples");
+  const Placement placement = Placement::all_on(o.backend);
+  if (o.fuse) fuse_graph(g, fuse_options_for(placement, builtin_registry(), false));
+  MOSAIC_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, model_inputs(g, c));
+  // One plan per worker, each warmed up twice; the service time is the median of three calls
+  // of the first alone, on one worker's threads.
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(static_cast<int>(r.threads_per_worker)));
+  std::vector<Worker> workers(static_cast<size_t>(o.workers));
+  for (Worker& w : workers) {
+    auto plan = Plan::build(g, placement, builtin_registry(), PlanOptions{});
+    if (!plan.ok()) return explain_unsupported(plan.status(), g);
+    w.plan = std::move(plan.value());
+    for (int i = 0; i < 2; ++i) MOSAIC_RETURN_IF_ERROR(w.plan->run(inputs, nullptr));
+  }
+  std::vector<double> alone;
+  for (int i = 0; i < 3; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    MOSAIC_RETURN_IF_ERROR(workers[0].plan->run(inputs, nullptr));
+    alone.push_back(ms_between(t0, Clock::now()));
+  }
+  std::sort(alone.begin(), alone.end());
+  r.service_ms = alone[1];
+  const int threads = static_cast<int>(r.threads_per_worker);
+
+  if (o.scenario == "single-stream" || o.scenario == "multi-stream") {
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_stream(workers[0], inputs, r.samples_per_query, min_queries, min_duration));
+    summarise(run, sc.percentile, 0);
+    r.runs.push_back(std::move(run));
+    const LoadRun& last = r.runs.back();
+    r.metric = fixed(100 * sc.percentile, 0) + "th percentile latency (early-stopping estimate)";
+    r.metric_value = last.estimate_ms;
+    r.metric_unit = "ms";
+    if (!last.estimate_ms)
+      r.notes.push_back("too few queries for an early-stopping estimate: " + std::to_string(last.queries) + " of " +
+                        std::to_string(last.estimate_min_queries) + " needed");
+  } else if (o.scenario == "offline") {
+    // Enough calls for the least samples and, at the measured service time, the least seconds.
+    const double per_s = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
+    const int64_t calls = std::max<int64_t>(
+        {(min_queries + r.samples_per_query - 1) / r.samples_per_query, static_cast<int64_t>(std::ceil(per_s * min_duration)),
+         static_cast<int64_t>(o.workers)});
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_offline(workers, threads, inputs, r.samples_per_query, calls));
+    summarise(run, 0, 0);
+    r.runs.push_back(std::move(run));
+    r.metric = "samples per second";
+    r.metric_value = r.runs.back().samples_per_s;
+    r.metric_unit = "samples/s";
+  } else {
+    auto server_run = [&](double rate) -> Expected<LoadRun> {
+      const int64_t queries = std::max<int64_t>(min_queries, static_cast<int64_t>(std::ceil(rate * min_duration)));
+      MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(workers, threads, inputs, rate, queries, o.common.seed));
+      summarise(run, sc.percentile, o.latency_bound);
+      return run;
+    };
+    if (!o.find_rate) {
+      MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(o.rate));
+      r.runs.push_back(std::move(run));
+    } else {
+      // Bisection between a rate that met the bound and one that did not, from the capacity
+      // the service time implies (workers / service time): first bracket it (up to 1.5x the
+      // capacity; down to 1% of it, where queueing is negligible and a lower rate would not
+      // help), then halve. A bound below one call's time cannot be met at any rate.
+      const double capacity = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
+      double lo = 0, hi = 0, rate = 0.5 * capacity;
+      if (o.latency_bound < r.service_ms)
+        r.notes.push_back("the bound (" + fixed(o.latency_bound, 3) + " ms) is below one call's time alone (" +
+                          fixed(r.service_ms, 3) + " ms): no rate can meet it");
+      while (o.latency_bound >= r.service_ms && (lo == 0 || hi == 0)) {
+        MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(rate));
+        const bool met = run.meets_bound;
+        r.runs.push_back(std::move(run));
+        if (met) {
+          lo = rate;
+          rate = hi > 0 ? hi : std::min(rate * 2, capacity * 1.5);
+          if (rate <= lo) break;  // met at 1.5x the capacity: no higher rate is tried
+        } else {
+          hi = rate;
+          rate = lo > 0 ? lo : rate / 2;
+          if (lo == 0 && rate < capacity / 100) break;
+        }
+      }
+      for (int64_t s = 0; s < o.search_steps && lo > 0 && hi > 0; ++s) {
+        const double mid = (lo + hi) / 2;
+        MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(mid));
+        (run.meets_bound ? lo : hi) = mid;
+        r.runs.push_back(std::move(run));
+      }
+      if (lo > 0) r.max_rate = lo;
+      else if (!r.runs.empty())
+        r.notes.push_back("no rate tried met the bound: the lowest, " + fixed(r.runs.back().target_rate, 2) +
+                          " queries/s, had p99 " +
+                          (r.runs.back().estimate_ms ? fixed(*r.runs.back().estimate_ms, 2) + " ms" : "unestimated"));
+    }
+    if (o.find_rate) {
+      r.metric = "highest rate whose p99 (early-stopping estimate) met the " + fixed(o.latency_bound, 2) + " ms bound";
+      r.metric_value = r.max_rate;
+    } else {
+      const LoadRun& shown = r.runs.back();
+      r.metric = "scheduled rate";
+      r.metric_value = shown.target_rate;
+      if (o.latency_bound > 0)
+        r.notes.push_back(std::string(shown.meets_bound ? "met" : "did NOT meet") + " the " + fixed(o.latency_bound, 2) +
+                          " ms bound on the 99th percentile");
+    }
+    r.metric_unit = "queries/s";
+    for (const LoadRun& run : r.runs)
+      if (run.max_issue_lag_ms > 5)
+        r.notes.push_back("at " + fixed(run.target_rate, 2) + " queries/s a query was sent " +
+                          fixed(run.max_issue_lag_ms, 1) + " ms after its scheduled time (the issuing thread was late; "
+                          "its latency still counts from the schedule)");
+  }
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
+  const Provenance prov = run_provenance(o.model, {{"inputs and arrivals", std::to_string(o.common.seed)}});
+  r.provenance = provenance_json(prov);
+  return r;
+}
+
+nlohmann::json loadgen_report_json(const LoadgenReport& r) {
+  using nlohmann::json;
+  json runs = json::array();
+  for (const LoadRun& run : r.runs)
+    runs.push_back({{"target_rate", run.target_rate > 0 ? json(run.target_rate) : json()},
+                    {"queries", run.queries},
+                    {"samples", run.samples},
+                    {"duration_s", run.duration_s},
+                    {"samples_per_s", run.samples_per_s},
+                    {"queries_per_s", run.queries_per_s},
+                    {"latency_ms",
+                     {{"mean", run.mean_ms}, {"p50", run.p50_ms}, {"p90", run.p90_ms}, {"p99", run.p99_ms}, {"max", run.max_ms}}},
+                    {"percentile", run.percentile > 0 ? json(run.percentile) : json()},
+                    {"estimate_ms", run.estimate_ms ? json(*run.estimate_ms) : json()},
+                    {"overlatency", run.overlatency},
+                    {"estimate_min_queries", run.estimate_min_queries},
+                    {"max_issue_lag_ms", run.max_issue_lag_ms},
+                    {"mean_service_ms", run.mean_service_ms > 0 ? json(run.mean_service_ms) : json()},
+                    {"meets_bound", r.latency_bound > 0 ? json(run.meets_bound) : json()},
+                    {"issue_ms", run.issue_ms},
+                    {"query_latency_ms", run.latency_ms}});
+  return {{"schema", "mosaic.loadgen/1"},
+          {"model", r.model},
+          {"backend", r.backend},
+          {"scenario", r.scenario},
+          {"samples_per_query", r.samples_per_query},
+          {"workers", r.workers},
+          {"threads_per_worker", r.threads_per_worker},
+          {"service_ms", r.service_ms},
+          {"latency_bound_ms", r.latency_bound > 0 ? json(r.latency_bound) : json()},
+          {"metric", {{"name", r.metric}, {"value", r.metric_value ? json(*r.metric_value) : json()}, {"unit", r.metric_unit}}},
+          {"max_rate", r.max_rate ? json(*r.max_rate) : json()},
+          {"runs", runs},
+          {"notes", r.notes},
+          {"provenance", r.provenance}};
+}
+
+}  // namespace mosaic::api

@@ -1,0 +1,100 @@
+// Serving scenarios (`mosaic loadgen`, docs/loadgen.md): MLPerf Inference LoadGen's four ways
+// of sending queries to a system under test, on any model, with LoadGen's figures.
+//
+//   single-stream  one query (one sample) at a time, the next sent when the last completes;
+//                  the figure is the 90th percentile of latency.
+//   multi-stream   likewise, each query `batch` samples (default 8); the 99th percentile.
+//   server         one-sample queries arriving at random (Poisson, seeded) at a target rate and
+//                  sent on schedule, whether or not a worker is free; the 99th percentile of
+//                  latency counted from the scheduled arrival, so a queue shows. With a
+//                  latency bound, the run meets it or not, and `find_rate` searches for the
+//                  highest rate that does.
+//   offline        every sample at once, served in batches by the workers; samples/s.
+//
+// A percentile is reported as LoadGen's early-stopping estimate: the smallest latency that
+// bounds the true percentile from above with 99% confidence given the queries seen
+// (metrics/stats.hpp), so a short run reports a conservative figure, never an optimistic one.
+// Workers are plans of the model, one per thread group, serving queries concurrently.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/models.hpp"
+#include "api/util.hpp"
+#include "backends/registry.hpp"
+#include "ir/status.hpp"
+
+namespace mosaic::api {
+
+struct LoadgenOptions {
+  std::string model;  ///< ONNX file, or zoo:NAME
+  std::string backend = default_backend();
+  std::string scenario;             ///< single-stream, multi-stream, server or offline
+  int64_t min_queries = 0;          ///< at least this many queries (offline: samples); 0: the scenario's default
+  double min_duration = 2;          ///< and at least this many seconds of them
+  double rate = 0;                  ///< server: queries/s scheduled (required unless `find_rate`)
+  double latency_bound = 0;         ///< server: the p99 bound in ms (0: none)
+  bool find_rate = false;           ///< server: search for the highest rate whose p99 meets the bound
+  int64_t search_steps = 6;         ///< server search: runs after the first bracket
+  int64_t workers = 1;              ///< server and offline: plans serving concurrently
+  bool fuse = true;                 ///< bench's graph fusions (core/fuse.hpp)
+  /// batch: samples per query (multi-stream, default 8) or per call (offline, default 8);
+  /// single-stream and server queries are one sample. threads: in all, split among the
+  /// workers. seed: the inputs and the server's arrivals.
+  CommonOptions common;
+};
+
+/// One run of a scenario at one setting.
+struct LoadRun {
+  double target_rate = 0;          ///< server: scheduled queries/s; 0 otherwise
+  int64_t queries = 0, samples = 0;
+  double duration_s = 0;           ///< first issue to last completion
+  double samples_per_s = 0;        ///< samples / duration
+  double queries_per_s = 0;        ///< queries / duration
+  double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;  ///< query latency
+  double percentile = 0;           ///< the scenario's: 0.90 or 0.99 (0: offline)
+  /// LoadGen's early-stopping estimate of that percentile; empty when there were too few
+  /// queries for one (fewer than `estimate_min_queries`).
+  std::optional<double> estimate_ms;
+  int64_t overlatency = 0;         ///< queries slower than the estimate
+  int64_t estimate_min_queries = 0;
+  double max_issue_lag_ms = 0;     ///< server: the latest a query was sent after its scheduled time
+  /// Server: a query's mean time in the model, from a worker taking it to its completion (the
+  /// rest of its latency is the queue and the dispatch).
+  double mean_service_ms = 0;
+  bool meets_bound = true;         ///< server with a bound: the estimate exists and is within it
+  std::vector<double> issue_ms;    ///< per query: its scheduled issue, ms after the start
+  std::vector<double> latency_ms;  ///< per query, in issue order
+};
+
+struct LoadgenReport {
+  std::string model, backend, scenario;
+  int64_t samples_per_query = 1;   ///< per model call
+  int64_t workers = 1, threads_per_worker = 1;
+  double service_ms = 0;           ///< one call alone: median of the warm-up calls
+  double latency_bound = 0;        ///< ms, 0: none
+  std::vector<LoadRun> runs;       ///< server search: every rate tried, in order
+  std::optional<double> max_rate;  ///< find_rate: the highest rate tried that met the bound
+  std::string metric;              ///< LoadGen's headline figure, in words
+  std::optional<double> metric_value;  ///< empty: none (no rate met the bound; too few queries)
+  std::string metric_unit;
+  std::vector<std::string> notes;
+  nlohmann::json provenance;
+};
+
+/// Runs the scenario. Errors name the option: an unknown scenario, a rate or bound that is
+/// not a positive finite number, options of another scenario, too many workers.
+Expected<LoadgenReport> loadgen(const LoadgenOptions& o);
+
+/// The report as JSON (mosaic.loadgen/1), every query's issue time and latency included.
+nlohmann::json loadgen_report_json(const LoadgenReport& r);
+
+/// The scenarios' names, for help texts and errors.
+const std::vector<std::string>& loadgen_scenarios();
+
+}  // namespace mosaic::api

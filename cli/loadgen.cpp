@@ -1,0 +1,98 @@
+// `mosaic loadgen`: MLPerf LoadGen's scenarios on a model (api/loadgen.hpp).
+#include <cstdio>
+#include <string>
+
+#include "api/loadgen.hpp"
+#include "cli/cli_util.hpp"
+#include "cli/flags.hpp"
+#include "ir/file_io.hpp"
+
+namespace mosaic::cli {
+namespace {
+
+void print_run(const api::LoadRun& run, double bound) {
+  std::string estimate = "-";
+  if (run.estimate_ms) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f (%lld above)", *run.estimate_ms, static_cast<long long>(run.overlatency));
+    estimate = buf;
+  } else if (run.percentile > 0) {
+    estimate = "too few (" + std::to_string(run.queries) + " of " + std::to_string(run.estimate_min_queries) + ")";
+  }
+  char rate[32] = "-";
+  if (run.target_rate > 0) std::snprintf(rate, sizeof rate, "%.2f", run.target_rate);
+  char service[32] = "";
+  if (run.mean_service_ms > 0) std::snprintf(service, sizeof service, "%.3f", run.mean_service_ms);
+  std::printf("%10s %8lld %9.1f %11.1f %9.3f %9.3f %9.3f %9.3f  %-22s %9s %s\n", rate, static_cast<long long>(run.queries),
+              run.duration_s, run.samples_per_s, run.mean_ms, run.p50_ms, run.p90_ms, run.p99_ms, estimate.c_str(),
+              service, bound > 0 ? (run.meets_bound ? "met" : "NOT met") : "");
+}
+
+void print_report(const api::LoadgenReport& r) {
+  std::printf("loadgen %s on %s: %s, %lld sample(s) per query, %lld worker(s) x %lld thread(s); one call alone %.3f ms\n",
+              r.model.c_str(), r.backend.c_str(), r.scenario.c_str(), static_cast<long long>(r.samples_per_query),
+              static_cast<long long>(r.workers), static_cast<long long>(r.threads_per_worker), r.service_ms);
+  const char* pct = r.scenario == "single-stream" ? "p90 estimate" : r.scenario == "offline" ? "" : "p99 estimate";
+  std::printf("%10s %8s %9s %11s %9s %9s %9s %9s  %-22s %9s %s\n", "rate q/s", "queries", "seconds", "samples/s",
+              "mean ms", "p50 ms", "p90 ms", "p99 ms", pct, r.scenario == "server" ? "model ms" : "",
+              r.latency_bound > 0 ? "bound" : "");
+  for (const api::LoadRun& run : r.runs) print_run(run, r.latency_bound);
+  if (r.metric_value) std::printf("%s: %.4g %s\n", r.metric.c_str(), *r.metric_value, r.metric_unit.c_str());
+  else std::printf("%s: none\n", r.metric.c_str());
+  if (r.scenario == "server")
+    std::printf("(latency counts from each query's scheduled arrival; `model ms`: a query's mean time in the model "
+                "once a worker took it, against %.3f ms alone)\n", r.service_ms);
+  for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+}
+
+struct LoadgenFlags {
+  api::LoadgenOptions o;
+  std::string json;
+
+  CLI::App* add(CLI::App& app) {
+    auto* cmd = app.add_subcommand("loadgen", "MLPerf LoadGen's serving scenarios on a model: single-stream, "
+                                              "multi-stream, server (Poisson arrivals, a latency bound) and offline");
+    cmd->add_option("model", o.model, "ONNX file, or zoo:NAME")->required();
+    cmd->add_option("--scenario", o.scenario, "single-stream, multi-stream, server or offline")->required();
+    cmd->add_option("--backend", o.backend, "where the model runs")->capture_default_str();
+    cmd->add_option("--rate", o.rate, "server: queries per second, arriving at random (Poisson)");
+    cmd->add_option("--latency-bound", o.latency_bound, "server: the bound on the 99th percentile of latency, ms");
+    cmd->add_flag("--find-rate", o.find_rate, "server: search for the highest rate whose p99 meets --latency-bound");
+    cmd->add_option("--search-steps", o.search_steps, "server search: halvings after the first bracket")
+        ->capture_default_str();
+    cmd->add_option("--workers", o.workers, "server and offline: plans serving queries at once (the threads are "
+                                            "split among them)")
+        ->capture_default_str();
+    cmd->add_option("--min-queries", o.min_queries, "at least this many queries (offline: samples); default: the "
+                                                    "scenario's (64 single-stream and offline, 662 otherwise)");
+    cmd->add_option("--min-duration", o.min_duration, "and at least this many seconds")->capture_default_str();
+    cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
+    cmd->add_option("--json", json, "write the report as JSON (mosaic.loadgen/1), every query's issue time and "
+                                    "latency included");
+    cmd->add_option("--batch", o.common.batch, "samples per query (multi-stream, default 8) or per call (offline, "
+                                               "default 8); single-stream and server queries are one sample");
+    cmd->add_option("--threads", o.common.threads, "threads in all, split among the workers (default: all cores)");
+    cmd->add_option("--seed", o.common.seed, "seed of the random inputs and of the server's arrivals")->capture_default_str();
+    cmd->add_option("--shape", o.common.shapes, "bind a symbolic input dimension by name: NAME=N (repeatable)");
+    cmd->add_option("--input", o.common.inputs, "an input's values from a file instead of random ones: NAME=FILE "
+                                                "(repeatable)");
+    return cmd;
+  }
+
+  int run() {
+    if (Status st = check_output_paths({{"--json", json}}); !st.is_ok()) return fail(st);
+    auto r = api::loadgen(o);
+    if (!r.ok()) return fail(r.status());
+    print_report(r.value());
+    if (!json.empty())
+      if (Status st = write_file_atomic(json, api::loadgen_report_json(r.value()).dump(2) + "\n"); !st.is_ok())
+        return fail(st);
+    return 0;
+  }
+};
+
+}  // namespace
+
+Command add_loadgen_command(CLI::App& app) { return make_command<LoadgenFlags>(app); }
+
+}  // namespace mosaic::cli

@@ -1,0 +1,303 @@
+// `mosaic loadgen` (api/loadgen.hpp) against answers computed here: LoadGen's early-stopping
+// bound from the binomial distribution, and, on a model whose one op waits a known time
+// (tests/plugins/wait_op.cpp), the queue a single server forms under Poisson arrivals
+// (Lindley's recursion, query by query), the highest rate an M/D/1 queue serves under a p99
+// bound (Erlang's waiting-time distribution), and the workers' throughput offline.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <omp.h>
+
+#include <thread>
+
+#include "api/models.hpp"
+#include "core/fuse.hpp"
+#include "core/plan.hpp"
+#include "frontends/onnx/onnx_io.hpp"
+#include "metrics/compare.hpp"
+#include "metrics/stats.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using nlohmann::json;
+
+// P(Bin(n, q) <= t), each term from the previous by the ratio of binomial probabilities
+// (not the lgamma sums of metrics/stats.cpp).
+double binomial_cdf(size_t n, double q, size_t t) {
+  double term = std::pow(1 - q, static_cast<double>(n)), sum = term;
+  for (size_t k = 1; k <= t; ++k) {
+    term *= static_cast<double>(n - k + 1) / static_cast<double>(k) * q / (1 - q);
+    sum += term;
+  }
+  return sum;
+}
+
+TEST(Loadgen, EarlyStoppingIsLoadGensBinomialBound) {
+  // LoadGen's published floors: 459 queries before a p99 estimate exists, 44 for p90.
+  EXPECT_EQ(early_stopping_rank(1000, 0.99).min_queries, 459u);
+  EXPECT_EQ(early_stopping_rank(1000, 0.90).min_queries, 44u);
+  EXPECT_EQ(early_stopping_rank(458, 0.99).rank, 0u);
+  const EarlyStoppingRank at459 = early_stopping_rank(459, 0.99);
+  EXPECT_EQ(at459.rank, 459u);  // t = 0: the largest latency
+  EXPECT_EQ(at459.overlatency, 0u);
+  // Elsewhere the largest t with P(Bin(n, 1 - p) <= t) <= 1%, and the order statistic n - t.
+  for (const auto& [n, p] : std::vector<std::pair<size_t, double>>{{662, 0.99}, {5000, 0.99}, {64, 0.9}, {1000, 0.9}}) {
+    const EarlyStoppingRank r = early_stopping_rank(n, p);
+    ASSERT_GT(r.rank, 0u) << n;
+    EXPECT_EQ(r.rank, n - r.overlatency);
+    EXPECT_LE(binomial_cdf(n, 1 - p, r.overlatency), 0.01) << n << " " << p;
+    EXPECT_GT(binomial_cdf(n, 1 - p, r.overlatency + 1), 0.01) << n << " " << p;
+  }
+  // 1,000 queries at p90: 100 above the empirical p90 are expected; the estimate allows fewer.
+  EXPECT_LT(early_stopping_rank(1000, 0.9).overlatency, 100u);
+}
+
+TEST(Loadgen, PlansRunningOnSeveralThreadsAtOnceGiveTheOraclesOutputs) {
+  // loadgen's workers run plans of one model side by side; nothing a kernel shares between
+  // plans (oneDNN's stream, the transient slots, packed weights) may mix their data. Two plans
+  // per backend, each run 15 times on its own thread, against naive's outputs: a CNN and a
+  // transformer (convolutions, pooling, products, LayerNorm, attention, Gelu).
+  for (const char* model : {"zoo:fmnist-cnn", "zoo:gpt2-tiny"}) {
+    api::CommonOptions c;
+    c.batch = 2;
+    auto g = api::load_prepared(model, c, nullptr);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    auto inputs = api::model_inputs(g.value(), c);
+    ASSERT_TRUE(inputs.ok());
+    auto oracle = Plan::build(g.value(), Placement::all_on("naive"), builtin_registry(), PlanOptions{});
+    ASSERT_TRUE(oracle.ok());
+    std::vector<Tensor> want;
+    ASSERT_TRUE(oracle.value()->run(inputs.value(), &want).is_ok());
+    for (const char* backend : {"im2col", "onednn"}) {
+      Graph fused = g.value();
+      fuse_graph(fused, fuse_options_for(Placement::all_on(backend), builtin_registry(), false));
+      std::vector<std::unique_ptr<Plan>> plans;
+      for (int w = 0; w < 2; ++w) {
+        auto p = Plan::build(fused, Placement::all_on(backend), builtin_registry(), PlanOptions{});
+        ASSERT_TRUE(p.ok()) << p.status().to_string();
+        plans.push_back(std::move(p.value()));
+      }
+      std::vector<int> wrong(2, 0), failed(2, 0);
+      std::vector<std::thread> threads;
+      for (int w = 0; w < 2; ++w)
+        threads.emplace_back([&, w] {
+          omp_set_num_threads(1);
+          for (int i = 0; i < 15; ++i) {
+            std::vector<Tensor> got;
+            if (!plans[w]->run(inputs.value(), &got).is_ok()) {
+              ++failed[w];
+              continue;
+            }
+            wrong[w] += !compare_tensors(got[0], want[0], 1e-3, 1e-4).ok;
+          }
+        });
+      for (auto& t : threads) t.join();
+      EXPECT_EQ(failed, (std::vector<int>{0, 0})) << model << " on " << backend;
+      EXPECT_EQ(wrong, (std::vector<int>{0, 0})) << model << " on " << backend;
+    }
+  }
+}
+
+/// P(W <= t) of an M/D/1 queue's wait (service d, arrivals lambda): Erlang's formula,
+/// (1 - rho) sum over k <= t/d of (lambda (k d - t))^k / k! e^{-lambda (k d - t)}.
+double md1_wait_cdf(double lambda, double d, double t) {
+  const double rho = lambda * d;
+  double sum = 0;
+  for (int k = 0; k <= static_cast<int>(std::floor(t / d)); ++k) {
+    const double a = lambda * (k * d - t);
+    sum += std::pow(a, k) / std::tgamma(k + 1.0) * std::exp(-a);
+  }
+  return (1 - rho) * sum;
+}
+
+/// The highest arrival rate at which an M/D/1 queue's latency (wait + d) stays under `bound`
+/// at quantile q, by bisection on the load.
+double md1_rate(double d, double bound, double q) {
+  double lo = 0, hi = 1 / d;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (md1_wait_cdf(mid, d, bound - d) >= q ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+class LoadgenCli : public ScratchDirTest {
+ protected:
+  LoadgenCli() : ScratchDirTest("mosaic_loadgen_") {}
+
+  /// x [N, 4] -> Wait -> y: every call waits ms + per_sample_ms x N, asleep.
+  std::string wait_model(double ms, double per_sample_ms) {
+    Graph g;
+    g.opset = 17;
+    g.custom_opsets["com.mosaic.test"] = 1;
+    ValueInfo x{"x", DType::kF32, {-1, 4}, {"N", ""}, true}, y{"y", DType::kF32, {-1, 4}, {"N", ""}, true};
+    g.inputs = {x};
+    g.outputs = {y};
+    Node n;
+    n.name = "wait";
+    n.op_type = "Wait";
+    n.domain = "com.mosaic.test";
+    n.inputs = {"x"};
+    n.outputs = {"y"};
+    n.attrs["ms"] = Attribute::of_float(static_cast<float>(ms));
+    n.attrs["per_sample_ms"] = Attribute::of_float(static_cast<float>(per_sample_ms));
+    g.nodes = {n};
+    const std::string p = path("wait.onnx");
+    EXPECT_TRUE(save_onnx(g, p).is_ok());
+    return p;
+  }
+  /// `mosaic loadgen MODEL ARGS` on naive with the Wait plugin; the JSON report.
+  json run(const std::string& model, const std::string& args) {
+    const std::string out = path("report.json");
+    const CmdResult r = mosaic("loadgen " + model + " --backend naive --plugin " + std::string(MOSAIC_PLUGIN_DIR) +
+                               "/libmosaic_test_wait.so --json " + out + " " + args);
+    EXPECT_EQ(r.code, 0) << r.out;
+    if (r.code != 0) return json();
+    std::ifstream f(out);
+    return json::parse(f);
+  }
+};
+
+/// Each query's latency by Lindley's recursion for one server of service time d: it starts
+/// when it arrives or when the one before it completes, whichever is later.
+std::vector<double> lindley(const std::vector<double>& arrivals, double d) {
+  std::vector<double> latency;
+  double free_at = 0;
+  for (double a : arrivals) {
+    free_at = std::max(free_at, a) + d;
+    latency.push_back(free_at - a);
+  }
+  return latency;
+}
+
+double quantile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v, p);
+}
+
+TEST_F(LoadgenCli, ServerLatencyIsTheQueueOfAKnownServiceTime) {
+  // 2 ms a query at 200 queries/s: a load of 0.4, queues of a few queries now and then.
+  const json j = run(wait_model(2, 0), "--scenario server --rate 200 --min-queries 300 --min-duration 0");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["schema"], "mosaic.loadgen/1");
+  const json& run0 = j["runs"][0];
+  EXPECT_EQ(run0["queries"], 300);
+  const auto issue = run0["issue_ms"].get<std::vector<double>>();
+  const auto got = run0["query_latency_ms"].get<std::vector<double>>();
+  ASSERT_EQ(issue.size(), 300u);
+  // The arrivals are Poisson at the rate: their mean gap is 5 ms (within 4 standard errors).
+  EXPECT_NEAR(issue.back() / 300, 5.0, 4 * 5.0 / std::sqrt(300.0));
+  const double d = j["service_ms"].get<double>();
+  EXPECT_NEAR(d, 2.0, 0.5);
+  const std::vector<double> want = lindley(issue, d);
+  std::vector<double> apart;
+  for (size_t i = 0; i < want.size(); ++i) apart.push_back(std::fabs(got[i] - want[i]));
+  EXPECT_LT(quantile(apart, 0.5), 0.3) << "median distance from Lindley's latencies, ms";
+  EXPECT_LT(quantile(apart, 0.9), 1.0);
+  const double p99 = run0["latency_ms"]["p99"].get<double>(), want_p99 = quantile(want, 0.99);
+  EXPECT_GT(p99, 0.8 * want_p99);
+  EXPECT_LT(p99, 1.3 * want_p99 + 1.0);
+  EXPECT_GT(want_p99, 2.5 * d) << "the test needs queueing to show";
+  // The p99 estimate exists (300 < 459 queries: it must not) and the figure is the rate.
+  EXPECT_TRUE(run0["estimate_ms"].is_null());
+  EXPECT_EQ(run0["estimate_min_queries"], 459);
+  EXPECT_EQ(j["metric"]["value"], 200.0);
+}
+
+TEST_F(LoadgenCli, FindRateMatchesTheMD1Queue) {
+  // 2 ms a query, p99 bound 12 ms. The search reports the highest rate whose early-stopping
+  // p99 met the bound; an M/D/1 queue meets it at its 99th percentile up to md1_rate(0.99)
+  // and at its 99.9th up to md1_rate(0.999). The estimate lies between those percentiles for
+  // 662 queries, so the answer must too (with 25% and 10% for the schedule's randomness and
+  // the search's resolution: 3 halvings of the bracket). About 12 s: --full only.
+  const json j = run(wait_model(2, 0), "--scenario server --find-rate --latency-bound 12 --search-steps 3 "
+                                       "--min-duration 0");
+  ASSERT_TRUE(j.is_object());
+  ASSERT_FALSE(j["max_rate"].is_null()) << j["notes"];
+  const double d = j["service_ms"].get<double>() / 1e3;
+  const double found = j["max_rate"].get<double>();
+  const double high = md1_rate(d, 12e-3, 0.99), low = md1_rate(d, 12e-3, 0.999);
+  EXPECT_LT(low, high);
+  EXPECT_GT(found, 0.75 * low) << "M/D/1: " << low << " (p99.9) to " << high << " (p99) queries/s";
+  EXPECT_LT(found, 1.1 * high) << "M/D/1: " << low << " (p99.9) to " << high << " (p99) queries/s";
+  // Every run that met the bound had its estimate within it, every other one not.
+  for (const json& r : j["runs"]) {
+    if (r["meets_bound"].get<bool>()) {
+      EXPECT_LE(r["estimate_ms"].get<double>(), 12.0);
+      EXPECT_LE(r["target_rate"].get<double>(), found);
+    } else if (!r["estimate_ms"].is_null()) {
+      EXPECT_GT(r["estimate_ms"].get<double>(), 12.0);
+    }
+  }
+  EXPECT_EQ(j["metric"]["value"], found);
+}
+
+TEST_F(LoadgenCli, OfflineServesEverySampleAtTheWorkersRate) {
+  // 0.25 ms a sample, batches of 8 (2 ms a call), two workers asleep side by side.
+  const json j = run(wait_model(0, 0.25), "--scenario offline --batch 8 --workers 2 --min-queries 400 --min-duration 0.5");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["samples_per_query"], 8);
+  EXPECT_EQ(j["workers"], 2);
+  const json& r = j["runs"][0];
+  EXPECT_EQ(r["samples"].get<int64_t>(), 8 * r["queries"].get<int64_t>());
+  EXPECT_GE(r["samples"].get<int64_t>(), 400);
+  const double want = 2 * 8 / (j["service_ms"].get<double>() / 1e3);
+  EXPECT_NEAR(r["samples_per_s"].get<double>(), want, 0.2 * want);
+  EXPECT_NEAR(j["service_ms"].get<double>(), 2.0, 0.5);
+}
+
+TEST_F(LoadgenCli, StreamsSendTheNextQueryWhenTheLastCompletes) {
+  const std::string model = wait_model(1, 0.1);
+  json j = run(model, "--scenario single-stream --min-queries 100 --min-duration 0");
+  ASSERT_TRUE(j.is_object());
+  json r = j["runs"][0];
+  EXPECT_EQ(r["queries"], 100);
+  auto issue = r["issue_ms"].get<std::vector<double>>();
+  auto latency = r["query_latency_ms"].get<std::vector<double>>();
+  for (size_t i = 1; i < issue.size(); ++i) EXPECT_GE(issue[i], issue[i - 1] + latency[i - 1] - 1e-6) << i;
+  EXPECT_NEAR(r["latency_ms"]["p50"].get<double>(), 1.1, 0.4);
+  EXPECT_EQ(r["percentile"], 0.9);
+  ASSERT_FALSE(r["estimate_ms"].is_null());
+  EXPECT_GE(r["estimate_ms"].get<double>(), r["latency_ms"]["p90"].get<double>());
+  // Multi-stream: queries of 4 samples (1.4 ms), p99 over too few queries for an estimate.
+  j = run(model, "--scenario multi-stream --batch 4 --min-queries 50 --min-duration 0");
+  ASSERT_TRUE(j.is_object());
+  r = j["runs"][0];
+  EXPECT_EQ(r["samples"], 200);
+  EXPECT_NEAR(r["latency_ms"]["p50"].get<double>(), 1.4, 0.4);
+  EXPECT_TRUE(r["estimate_ms"].is_null());
+  EXPECT_TRUE(j["metric"]["value"].is_null());
+  bool said = false;
+  for (const auto& n : j["notes"]) said = said || n.get<std::string>().find("too few queries") != std::string::npos;
+  EXPECT_TRUE(said) << j["notes"];
+}
+
+TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
+  const std::string model = wait_model(0, 0);
+  const std::string plugin = " --backend naive --plugin " + std::string(MOSAIC_PLUGIN_DIR) + "/libmosaic_test_wait.so ";
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--scenario batch", "--scenario 'batch' is not one of single-stream, multi-stream, server, offline"},
+           {"--scenario server", "the server scenario sends queries at --rate per second"},
+           {"--scenario server --rate nan", "--rate: must be a finite number, got 'nan'"},
+           {"--scenario server --rate -1", "--rate: must be >= 0, got -1"},
+           {"--scenario offline --rate 5", "--rate is for the server scenario, not offline"},
+           {"--scenario server --find-rate", "give the bound (ms)"},
+           {"--scenario server --find-rate --rate 5 --latency-bound 3", "give one of them"},
+           {"--scenario single-stream --workers 2", "--workers: single-stream sends the next query"},
+           {"--scenario server --rate 5 --batch 4", "--batch: server queries are one sample each"},
+           {"--scenario offline --workers 0", "--workers: must be an integer in [1, 256], got 0"},
+           {"--scenario server --rate 5 --latency-bound inf", "--latency-bound: must be a finite number, got 'inf'"}}) {
+    const CmdResult r = mosaic("loadgen " + model + plugin + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace mosaic::test
