@@ -198,11 +198,14 @@ TEST_F(LoadgenCli, ServerLatencyIsTheQueueOfAKnownServiceTime) {
   const std::vector<double> want = lindley(issue, d);
   std::vector<double> apart;
   for (size_t i = 0; i < want.size(); ++i) apart.push_back(std::fabs(got[i] - want[i]));
-  EXPECT_LT(quantile(apart, 0.5), 0.3) << "median distance from Lindley's latencies, ms";
-  EXPECT_LT(quantile(apart, 0.9), 1.0);
+  // Wide enough for a loaded machine (ctest runs two tests at once): a stall of a millisecond
+  // or two delays the queries queued behind it. A latency that left out the queue (counted
+  // from when a worker took the query) would be about d for all and fail the p99 check.
+  EXPECT_LT(quantile(apart, 0.5), 0.5) << "median distance from Lindley's latencies, ms";
+  EXPECT_LT(quantile(apart, 0.9), 2.5);
   const double p99 = run0["latency_ms"]["p99"].get<double>(), want_p99 = quantile(want, 0.99);
-  EXPECT_GT(p99, 0.8 * want_p99);
-  EXPECT_LT(p99, 1.3 * want_p99 + 1.0);
+  EXPECT_GT(p99, 0.7 * want_p99);
+  EXPECT_LT(p99, 1.5 * want_p99 + 2.0);
   EXPECT_GT(want_p99, 2.5 * d) << "the test needs queueing to show";
   // The p99 estimate exists (300 < 459 queries: it must not) and the figure is the rate.
   EXPECT_TRUE(run0["estimate_ms"].is_null());
