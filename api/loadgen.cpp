@@ -178,7 +178,7 @@ Expected<LoadRun> run_offline(std::vector<Worker>& workers, int threads, const s
 /// each put on the queue at its scheduled time; the workers take them in order. A query's
 /// latency runs from its scheduled arrival to its completion.
 Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const std::vector<Tensor>& inputs, double rate,
-                             int64_t queries, uint64_t seed) {
+                             int64_t queries, uint64_t seed, bool spin) {
   LoadRun run;
   run.target_rate = rate;
   std::mt19937_64 rng(seed ^ 0x5eed5eedull);
@@ -195,10 +195,11 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
   bool issued = false;
   // A worker spins for a while on these before it sleeps on `ready`, as a low-latency server
   // does: waking a sleeping thread costs tens to hundreds of microseconds here, which every
-  // query arriving at an idle server would pay.
+  // query arriving at an idle server would pay. Only while the workers leave a core free
+  // (`spin`): else an idle worker's spinning would take the core a busy one needs.
   std::atomic<int64_t> pending{0};
   std::atomic<bool> issued_flag{false}, failed{false};
-  constexpr auto kSpin = std::chrono::milliseconds(2);
+  const auto kSpin = spin ? std::chrono::milliseconds(2) : std::chrono::milliseconds(0);
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(5);
   std::vector<Clock::time_point> began(static_cast<size_t>(queries)), done(static_cast<size_t>(queries));
   Status served = Status::ok();
@@ -358,7 +359,8 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
   } else {
     auto server_run = [&](double rate) -> Expected<LoadRun> {
       const int64_t queries = std::max<int64_t>(min_queries, static_cast<int64_t>(std::ceil(rate * min_duration)));
-      MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(workers, threads, inputs, rate, queries, o.common.seed));
+      const bool spin = o.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
+      MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(workers, threads, inputs, rate, queries, o.common.seed, spin));
       summarise(run, sc.percentile, o.latency_bound);
       return run;
     };
