@@ -7,8 +7,9 @@
 namespace mosaic::api {
 
 Expected<HistoryReport> history(const HistoryQuery& q) {
-  if (!q.kind.empty() && q.kind != "bench" && q.kind != "train" && q.kind != "sweep" && q.kind != "generate")
-    return Status::invalid("`kind` must be bench, train, sweep or generate, got '" + q.kind + "'");
+  if (!q.kind.empty() && q.kind != "bench" && q.kind != "train" && q.kind != "sweep" && q.kind != "generate" &&
+      q.kind != "loadgen")
+    return Status::invalid("`kind` must be bench, train, sweep, generate or loadgen, got '" + q.kind + "'");
   MOSAIC_ASSIGN_OR_RETURN(auto db, open_existing_store(q.db));
   HistoryReport r;
   r.db = db.path();

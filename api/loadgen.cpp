@@ -257,7 +257,8 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
   for (int64_t i = 0; i < queries; ++i) {
     const size_t k = static_cast<size_t>(i);
     run.latency_ms[k] = ms_between(start, done[k]) - run.issue_ms[k];
-    service += ms_between(began[k], done[k]);
+    run.service_ms.push_back(ms_between(began[k], done[k]));
+    service += run.service_ms.back();
     last = std::max(last, done[k]);
   }
   run.mean_service_ms = service / static_cast<double>(queries);
@@ -447,7 +448,8 @@ nlohmann::json loadgen_report_json(const LoadgenReport& r) {
                     {"mean_service_ms", run.mean_service_ms > 0 ? json(run.mean_service_ms) : json()},
                     {"meets_bound", r.latency_bound > 0 ? json(run.meets_bound) : json()},
                     {"issue_ms", run.issue_ms},
-                    {"query_latency_ms", run.latency_ms}});
+                    {"query_latency_ms", run.latency_ms},
+                    {"query_service_ms", run.service_ms.empty() ? json() : json(run.service_ms)}});
   return {{"schema", "mosaic.loadgen/1"},
           {"model", r.model},
           {"backend", r.backend},

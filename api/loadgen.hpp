@@ -70,6 +70,7 @@ struct LoadRun {
   bool meets_bound = true;         ///< server with a bound: the estimate exists and is within it
   std::vector<double> issue_ms;    ///< per query: its scheduled issue, ms after the start
   std::vector<double> latency_ms;  ///< per query, in issue order
+  std::vector<double> service_ms;  ///< server: per query, its time in the model (in issue order)
 };
 
 struct LoadgenReport {

@@ -17,7 +17,7 @@ struct HistoryFlags {
   CLI::App* add(CLI::App& app) {
     auto* history_cmd = app.add_subcommand("history", "list the runs in the results store (bench, train, sweep)");
     history_cmd->add_option("--db", history.db, "results store (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
-    history_cmd->add_option("--kind", history.kind, "only bench, train, sweep or generate runs");
+    history_cmd->add_option("--kind", history.kind, "only bench, train, sweep, generate or loadgen runs");
     history_cmd->add_option("--model", history.model, "only runs whose model contains this text");
     history_cmd->add_option("--limit", history.limit, "newest N runs (0: all)")->capture_default_str();
     history_cmd->add_option("--show", history.show, "print run ID's stored document (JSON)");

@@ -47,6 +47,7 @@ void print_report(const api::LoadgenReport& r) {
 
 struct LoadgenFlags {
   api::LoadgenOptions o;
+  api::DbOptions db;
   std::string json;
 
   CLI::App* add(CLI::App& app) {
@@ -69,6 +70,7 @@ struct LoadgenFlags {
     cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
     cmd->add_option("--json", json, "write the report as JSON (mosaic.loadgen/1), every query's issue time and "
                                     "latency included");
+    add_db(cmd, db);
     cmd->add_option("--batch", o.common.batch, "samples per query (multi-stream, default 8) or per call (offline, "
                                                "default 8); single-stream and server queries are one sample");
     cmd->add_option("--threads", o.common.threads, "threads in all, split among the workers (default: all cores)");
@@ -81,12 +83,15 @@ struct LoadgenFlags {
 
   int run() {
     if (Status st = check_output_paths({{"--json", json}}); !st.is_ok()) return fail(st);
+    auto store = open_run_store(db);
+    if (!store.ok()) return fail(store.status());
     auto r = api::loadgen(o);
     if (!r.ok()) return fail(r.status());
     print_report(r.value());
+    const nlohmann::json doc = api::loadgen_report_json(r.value());
     if (!json.empty())
-      if (Status st = write_file_atomic(json, api::loadgen_report_json(r.value()).dump(2) + "\n"); !st.is_ok())
-        return fail(st);
+      if (Status st = write_file_atomic(json, doc.dump(2) + "\n"); !st.is_ok()) return fail(st);
+    if (Status st = record_run(store.value().get(), doc); !st.is_ok()) return fail(st);
     return 0;
   }
 };

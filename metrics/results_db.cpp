@@ -150,6 +150,30 @@ Extract extract_generate(const json& d) {
   return e;
 }
 
+/// A `mosaic loadgen` run: its headline (the scenario's percentile estimate, samples/s, or
+/// the server's rate) and, per rate tried, the p99 estimate and throughput.
+Extract extract_loadgen(const json& d) {
+  Extract e;
+  const std::string scenario = d.value("scenario", "");
+  e.mode = "loadgen " + scenario;
+  e.batch = d.value("samples_per_query", int64_t{0});
+  e.labels = d.value("backend", "");
+  const std::string label = e.labels + " " + scenario;
+  const json& m = d.value("metric", json::object());
+  const json value = m.value("value", json());
+  e.summary = label + ": " + m.value("name", "") + " " +
+              (value.is_number() ? fmt("%.4g", value.get<double>()) + " " + m.value("unit", "") : std::string("none"));
+  e.metrics.push_back({label, "metric", m.value("unit", ""), value});
+  for (const auto& r : d.value("runs", json::array())) {
+    const json rate = r.value("target_rate", json());
+    const std::string at = rate.is_number() ? label + fmt(" at %.2f q/s", rate.get<double>()) : label;
+    e.metrics.push_back({at, "samples_per_s", "1/s", r.value("samples_per_s", json())});
+    e.metrics.push_back({at, "estimate_ms", "ms", r.value("estimate_ms", json())});
+    e.metrics.push_back({at, "p99_ms", "ms", r.value("latency_ms", json::object()).value("p99", json())});
+  }
+  return e;
+}
+
 }  // namespace
 
 std::string default_results_db() {
@@ -161,7 +185,7 @@ std::string run_kind(const nlohmann::json& doc) {
   // The versions this mosaic writes and reads: a newer one is not read as if it were one of them.
   static const std::map<std::string, std::string> kKnown = {
       {"mosaic.bench/1", "bench"}, {"mosaic.bench/2", "bench"}, {"mosaic.train/1", "train"}, {"mosaic.sweep/1", "sweep"},
-      {"mosaic.generate/1", "generate"}};
+      {"mosaic.generate/1", "generate"}, {"mosaic.loadgen/1", "loadgen"}};
   if (!doc.is_object() || !doc.contains("schema") || !doc["schema"].is_string()) return "";
   const auto it = kKnown.find(doc["schema"].get<std::string>());
   return it == kKnown.end() ? "" : it->second;
@@ -191,11 +215,13 @@ Expected<ResultsDb> ResultsDb::open(const std::string& path) {
 Expected<int64_t> ResultsDb::record(const nlohmann::json& doc) {
   const std::string kind = run_kind(doc);
   if (kind.empty())
-    return Status::invalid("not a bench, train, sweep or generate document (schema '" + str_at(doc, {"schema"}) + "')");
-  const Extract e = kind == "bench"   ? extract_bench(doc)
-                    : kind == "train" ? extract_train(doc)
-                    : kind == "sweep" ? extract_sweep(doc)
-                                      : extract_generate(doc);
+    return Status::invalid("not a bench, train, sweep, generate or loadgen document (schema '" +
+                           str_at(doc, {"schema"}) + "')");
+  const Extract e = kind == "bench"      ? extract_bench(doc)
+                    : kind == "train"    ? extract_train(doc)
+                    : kind == "sweep"    ? extract_sweep(doc)
+                    : kind == "generate" ? extract_generate(doc)
+                                         : extract_loadgen(doc);
   const json& prov = doc.value("provenance", json::object());
   auto opt_text = [](const std::string& s) -> SqliteDb::Value {
     if (s.empty()) return nullptr;

@@ -362,7 +362,7 @@ TEST_F(History, BadInputIsRefusedWithTheFileOrRunNamed) {
   EXPECT_NE(r.out.find("--alpha: must be in (0, 1), got 1.5"), std::string::npos) << r.out;
   r = mosaic("history --db " + db_ + " --kind gradcheck");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("--kind must be bench, train, sweep or generate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--kind must be bench, train, sweep, generate or loadgen"), std::string::npos) << r.out;
 
   // A file that is not a database, and an explicit --db that cannot be written, fail before
   // any benchmarking, naming the file.

@@ -156,7 +156,7 @@ class LoadgenCli : public ScratchDirTest {
   json run(const std::string& model, const std::string& args) {
     const std::string out = path("report.json");
     const CmdResult r = mosaic("loadgen " + model + " --backend naive --plugin " + std::string(MOSAIC_PLUGIN_DIR) +
-                               "/libmosaic_test_wait.so --json " + out + " " + args);
+                               "/libmosaic_test_wait.so --no-db --json " + out + " " + args);
     EXPECT_EQ(r.code, 0) << r.out;
     if (r.code != 0) return json();
     std::ifstream f(out);
@@ -164,14 +164,14 @@ class LoadgenCli : public ScratchDirTest {
   }
 };
 
-/// Each query's latency by Lindley's recursion for one server of service time d: it starts
-/// when it arrives or when the one before it completes, whichever is later.
-std::vector<double> lindley(const std::vector<double>& arrivals, double d) {
+/// Each query's latency by Lindley's recursion for one server: it starts when it arrives or
+/// when the one before it completes, whichever is later, and takes service[i].
+std::vector<double> lindley(const std::vector<double>& arrivals, const std::vector<double>& service) {
   std::vector<double> latency;
   double free_at = 0;
-  for (double a : arrivals) {
-    free_at = std::max(free_at, a) + d;
-    latency.push_back(free_at - a);
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    free_at = std::max(free_at, arrivals[i]) + service[i];
+    latency.push_back(free_at - arrivals[i]);
   }
   return latency;
 }
@@ -195,17 +195,29 @@ TEST_F(LoadgenCli, ServerLatencyIsTheQueueOfAKnownServiceTime) {
   EXPECT_NEAR(issue.back() / 300, 5.0, 4 * 5.0 / std::sqrt(300.0));
   const double d = j["service_ms"].get<double>();
   EXPECT_NEAR(d, 2.0, 0.5);
-  const std::vector<double> want = lindley(issue, d);
+  // Each query's own time in the model (a busy machine stretches a sleep), queued by
+  // Lindley's recursion, bounds its latency from below, exactly: what a query adds to it is
+  // dispatch (a worker waking, the issuing thread late), tenths of a millisecond on an idle
+  // machine, milliseconds on one whose cores are all busy (ctest runs two tests at once), so
+  // the bound above is loose. A latency counted from when a worker took the query, or from
+  // a late issue instead of the schedule, falls below the first bound; one counted from
+  // anything earlier than the schedule leaves the second.
+  const auto service = run0["query_service_ms"].get<std::vector<double>>();
+  ASSERT_EQ(service.size(), 300u);
+  for (double s : service) EXPECT_GT(s, 1.9) << "the op waits 2 ms";
+  const std::vector<double> want = lindley(issue, service);
   std::vector<double> apart;
-  for (size_t i = 0; i < want.size(); ++i) apart.push_back(std::fabs(got[i] - want[i]));
-  // Wide enough for a loaded machine (ctest runs two tests at once): a stall of a millisecond
-  // or two delays the queries queued behind it. A latency that left out the queue (counted
-  // from when a worker took the query) would be about d for all and fail the p99 check.
-  EXPECT_LT(quantile(apart, 0.5), 0.5) << "median distance from Lindley's latencies, ms";
-  EXPECT_LT(quantile(apart, 0.9), 2.5);
-  const double p99 = run0["latency_ms"]["p99"].get<double>(), want_p99 = quantile(want, 0.99);
+  for (size_t i = 0; i < want.size(); ++i) apart.push_back(got[i] - want[i]);
+  EXPECT_GT(*std::min_element(apart.begin(), apart.end()), -0.05) << "no query completes before its queue allows";
+  EXPECT_LT(quantile(apart, 0.5), 2.0) << "median dispatch beyond Lindley's latencies, ms";
+  // Against one constant service time, the mean one (an M/D/1 queue), the p99 is the
+  // queue's, and a latency that left out the queue (about d for every query) fails.
+  double mean = 0;
+  for (double s : service) mean += s / static_cast<double>(service.size());
+  const std::vector<double> md1 = lindley(issue, std::vector<double>(issue.size(), mean));
+  const double p99 = run0["latency_ms"]["p99"].get<double>(), want_p99 = quantile(md1, 0.99);
   EXPECT_GT(p99, 0.7 * want_p99);
-  EXPECT_LT(p99, 1.5 * want_p99 + 2.0);
+  EXPECT_LT(p99, 3 * want_p99 + 10.0);
   EXPECT_GT(want_p99, 2.5 * d) << "the test needs queueing to show";
   // The p99 estimate exists (300 < 459 queries: it must not) and the figure is the rate.
   EXPECT_TRUE(run0["estimate_ms"].is_null());
@@ -250,9 +262,12 @@ TEST_F(LoadgenCli, OfflineServesEverySampleAtTheWorkersRate) {
   const json& r = j["runs"][0];
   EXPECT_EQ(r["samples"].get<int64_t>(), 8 * r["queries"].get<int64_t>());
   EXPECT_GE(r["samples"].get<int64_t>(), 400);
-  const double want = 2 * 8 / (j["service_ms"].get<double>() / 1e3);
-  EXPECT_NEAR(r["samples_per_s"].get<double>(), want, 0.2 * want);
-  EXPECT_NEAR(j["service_ms"].get<double>(), 2.0, 0.5);
+  // A call sleeps at least 2 ms: two workers serve at most 8,000 samples/s, one at most 4,000.
+  // Above 1.2x the one, the two overlapped; on an idle machine it is within 5% of 8,000.
+  const double per_s = r["samples_per_s"].get<double>();
+  EXPECT_LE(per_s, 8000 * 1.01);
+  EXPECT_GT(per_s, 4000 * 1.2);
+  EXPECT_GE(j["service_ms"].get<double>(), 2.0);
 }
 
 TEST_F(LoadgenCli, StreamsSendTheNextQueryWhenTheLastCompletes) {
@@ -264,7 +279,8 @@ TEST_F(LoadgenCli, StreamsSendTheNextQueryWhenTheLastCompletes) {
   auto issue = r["issue_ms"].get<std::vector<double>>();
   auto latency = r["query_latency_ms"].get<std::vector<double>>();
   for (size_t i = 1; i < issue.size(); ++i) EXPECT_GE(issue[i], issue[i - 1] + latency[i - 1] - 1e-6) << i;
-  EXPECT_NEAR(r["latency_ms"]["p50"].get<double>(), 1.1, 0.4);
+  EXPECT_GE(r["latency_ms"]["p50"].get<double>(), 1.1);  // the op's 1 + 0.1 ms, and a loaded machine's delays
+  EXPECT_LT(r["latency_ms"]["p50"].get<double>(), 2.1);
   EXPECT_EQ(r["percentile"], 0.9);
   ASSERT_FALSE(r["estimate_ms"].is_null());
   EXPECT_GE(r["estimate_ms"].get<double>(), r["latency_ms"]["p90"].get<double>());
@@ -273,12 +289,33 @@ TEST_F(LoadgenCli, StreamsSendTheNextQueryWhenTheLastCompletes) {
   ASSERT_TRUE(j.is_object());
   r = j["runs"][0];
   EXPECT_EQ(r["samples"], 200);
-  EXPECT_NEAR(r["latency_ms"]["p50"].get<double>(), 1.4, 0.4);
+  EXPECT_GE(r["latency_ms"]["p50"].get<double>(), 1.4);
+  EXPECT_LT(r["latency_ms"]["p50"].get<double>(), 2.4);
   EXPECT_TRUE(r["estimate_ms"].is_null());
   EXPECT_TRUE(j["metric"]["value"].is_null());
   bool said = false;
   for (const auto& n : j["notes"]) said = said || n.get<std::string>().find("too few queries") != std::string::npos;
   EXPECT_TRUE(said) << j["notes"];
+}
+
+TEST_F(LoadgenCli, RunsAreRecordedInTheResultsStore) {
+  const std::string db = path("runs.sqlite"), out = path("r.json");
+  const std::string model = wait_model(0.2, 0);
+  CmdResult r = mosaic("loadgen " + model + " --backend naive --plugin " + std::string(MOSAIC_PLUGIN_DIR) +
+                       "/libmosaic_test_wait.so --scenario single-stream --min-queries 50 --min-duration 0 --db " + db +
+                       " --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("recorded as run 1 in " + db), std::string::npos) << r.out;
+  r = mosaic("history --db " + db + " --kind loadgen");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("loadgen single-stream"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("naive single-stream: 90th percentile latency (early-stopping estimate)"), std::string::npos)
+      << r.out;
+  // The stored document is the one --json wrote.
+  r = mosaic("history --db " + db + " --show 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::ifstream f(out);
+  EXPECT_EQ(json::parse(r.out.substr(r.out.find('{'))), json::parse(f));
 }
 
 TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
