@@ -17,6 +17,7 @@
 #include "api/verify.hpp"
 #include "frontends/onnx/onnx_io.hpp"
 #include "ir/elements.hpp"
+#include "validate/per_node.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -174,6 +175,16 @@ TEST(Quantize, OnednnQLinearConvIsTheOracles) {
   const auto [differ, worst] = codes_apart(got[0], want[0]);
   EXPECT_LE(worst, 1.0);
   EXPECT_LE(differ, 3) << "of " << want[0].numel();  // 1 of 100,352 here
+  // verify --per-node takes that one code as agreement (a rounded code may move one step),
+  // not as a divergence: no false alarm on a correct kernel.
+  Graph g = make_graph(qlinear_conv_case(x, w, b, ws, pads));
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  auto audit = compare_per_node(g, builtin_registry(), Placement::all_on("onednn", {}), {x}, 0, 0);
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  ASSERT_EQ(audit->nodes.size(), 1u);
+  EXPECT_TRUE(audit->nodes[0].ran);
+  EXPECT_LT(audit->first_divergent, 0) << audit->nodes[0].note;
+  EXPECT_EQ(audit->nodes[0].max_abs, worst);
   // Full 8-bit weights: exact with VNNI; without, oneDNN's int16 pair sums saturate, so the
   // kernel declines naming why (and the planner falls back to naive).
   const Tensor w8 = bytes(DType::kI8, {8, 16, 3, 3}, -127, 127);
