@@ -27,6 +27,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// The most queries (offline: calls) one run keeps: three doubles each, 240 MB at most.
+constexpr int64_t kMaxQueries = 10'000'000;
+/// The longest a server run's schedule may be: a rate that needs more is refused, not slept.
+constexpr double kMaxScheduleSeconds = 86400;
+
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -61,6 +66,9 @@ Status check_options(const LoadgenOptions& o) {
                                                    {"workers", static_cast<double>(o.workers)},
                                                    {"threads", o.common.threads}}));
   if (o.common.batch != 0) MOSAIC_RETURN_IF_ERROR(check_numbers("loadgen", {{"batch", static_cast<double>(o.common.batch)}}));
+  if (o.min_queries > kMaxQueries)
+    return Status::invalid("`min_queries` " + std::to_string(o.min_queries) + ": a run keeps at most " +
+                           std::to_string(kMaxQueries) + " queries");
   if (!builtin_registry().has_backend(o.backend)) return unknown_backend(o.backend);
   const bool server = o.scenario == "server";
   if (!server && (o.rate > 0 || o.latency_bound > 0 || o.find_rate))
@@ -140,7 +148,8 @@ Expected<LoadRun> run_stream(Worker& w, const std::vector<Tensor>& inputs, int64
   LoadRun run;
   const Clock::time_point start = Clock::now();
   Clock::time_point last = start;
-  while (static_cast<int64_t>(run.latency_ms.size()) < min_queries || ms_between(start, last) < min_duration * 1e3) {
+  while ((static_cast<int64_t>(run.latency_ms.size()) < min_queries || ms_between(start, last) < min_duration * 1e3) &&
+         static_cast<int64_t>(run.latency_ms.size()) < kMaxQueries) {
     if (interrupted()) return Status::internal("interrupted by a signal before the run ended: no report");
     const Clock::time_point t0 = Clock::now();
     MOSAIC_RETURN_IF_ERROR(w.plan->run(inputs, nullptr));
@@ -174,7 +183,7 @@ Expected<LoadRun> run_offline(std::vector<Worker>& workers, int threads, const s
   return run;
 }
 
-/// Server: `queries` one-sample queries at Poisson arrivals of `rate` per second (seeded),
+/// Server: `queries` one-call queries at Poisson arrivals of `rate` per second (seeded),
 /// each put on the queue at its scheduled time; the workers take them in order. A query's
 /// latency runs from its scheduled arrival to its completion.
 Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const std::vector<Tensor>& inputs, double rate,
@@ -232,7 +241,10 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
   for (int64_t i = 0; i < queries && !failed && !interrupted(); ++i) {
     const auto due = start + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double, std::milli>(run.issue_ms[static_cast<size_t>(i)]));
-    std::this_thread::sleep_until(due);
+    // In slices, so that Ctrl-C is seen during a long gap.
+    while (Clock::now() < due && !interrupted())
+      std::this_thread::sleep_until(std::min(due, Clock::now() + std::chrono::milliseconds(100)));
+    if (interrupted()) break;
     run.max_issue_lag_ms = std::max(run.max_issue_lag_ms, ms_between(due, Clock::now()));
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -342,15 +354,21 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
     r.metric = fixed(100 * sc.percentile, 0) + "th percentile latency (early-stopping estimate)";
     r.metric_value = last.estimate_ms;
     r.metric_unit = "ms";
+    if (last.queries >= kMaxQueries)
+      r.notes.push_back("stopped at " + std::to_string(kMaxQueries) + " queries, the most a run keeps");
     if (!last.estimate_ms)
       r.notes.push_back("too few queries for an early-stopping estimate: " + std::to_string(last.queries) + " of " +
                         std::to_string(last.estimate_min_queries) + " needed");
   } else if (o.scenario == "offline") {
     // Enough calls for the least samples and, at the measured service time, the least seconds.
     const double per_s = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
-    const int64_t calls = std::max<int64_t>(
-        {(min_queries + r.samples_per_query - 1) / r.samples_per_query, static_cast<int64_t>(std::ceil(per_s * min_duration)),
-         static_cast<int64_t>(o.workers)});
+    const double for_duration = std::ceil(per_s * min_duration);
+    if (for_duration > static_cast<double>(kMaxQueries))
+      return Status::invalid("`min_duration` " + fixed(min_duration, 1) + " s: at " + fixed(per_s, 0) +
+                             " calls/s that is " + fixed(for_duration, 0) + " calls, and a run keeps at most " +
+                             std::to_string(kMaxQueries));
+    const int64_t calls = std::max<int64_t>({(min_queries + r.samples_per_query - 1) / r.samples_per_query,
+                                             static_cast<int64_t>(for_duration), static_cast<int64_t>(o.workers)});
     MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_offline(workers, threads, inputs, r.samples_per_query, calls));
     summarise(run, 0, 0);
     r.runs.push_back(std::move(run));
@@ -359,7 +377,14 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
     r.metric_unit = "samples/s";
   } else {
     auto server_run = [&](double rate) -> Expected<LoadRun> {
-      const int64_t queries = std::max<int64_t>(min_queries, static_cast<int64_t>(std::ceil(rate * min_duration)));
+      const double wanted = std::max(static_cast<double>(min_queries), std::ceil(rate * min_duration));
+      if (wanted > static_cast<double>(kMaxQueries))
+        return Status::invalid("`rate` " + fixed(rate, 2) + " for `min_duration` " + fixed(min_duration, 1) + " s: " +
+                               fixed(wanted, 0) + " queries, and a run keeps at most " + std::to_string(kMaxQueries));
+      if (wanted / rate > kMaxScheduleSeconds)
+        return Status::invalid("`rate` " + fixed(rate, 6) + ": " + fixed(wanted, 0) + " queries at that rate take " +
+                               fixed(wanted / rate / 3600, 1) + " hours; a run's schedule is at most a day");
+      const auto queries = static_cast<int64_t>(wanted);
       const bool spin = o.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
       MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(workers, threads, inputs, rate, queries, o.common.seed, spin));
       summarise(run, sc.percentile, o.latency_bound);

@@ -332,7 +332,11 @@ TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
            {"--scenario single-stream --workers 2", "--workers: single-stream sends the next query"},
            {"--scenario server --rate 5 --batch 4", "--batch: server queries are one sample each"},
            {"--scenario offline --workers 0", "--workers: must be an integer in [1, 256], got 0"},
-           {"--scenario server --rate 5 --latency-bound inf", "--latency-bound: must be a finite number, got 'inf'"}}) {
+           {"--scenario server --rate 5 --latency-bound inf", "--latency-bound: must be a finite number, got 'inf'"},
+           // Runs that would not end, or not fit: refused by name, not slept or allocated.
+           {"--scenario server --rate 0.001", "queries at that rate take 183.9 hours; a run's schedule is at most a day"},
+           {"--scenario server --rate 1e7", "20000000 queries, and a run keeps at most 10000000"},
+           {"--scenario single-stream --min-queries 20000000", "--min-queries 20000000: a run keeps at most 10000000"}}) {
     const CmdResult r = mosaic("loadgen " + model + plugin + args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
