@@ -221,7 +221,7 @@ def test_compare_two_bench_reports_and_the_results_store(tmp_path):
     assert mosaic.run_document(runs[0]["id"], db=db)["schema"].startswith("mosaic.bench/")
     c = mosaic.compare(runs[1]["id"], "last", db=db)
     assert c["schema"] == "mosaic.compare/1"
-    with pytest.raises(ValueError, match="`kind` must be bench, train, sweep or generate"):
+    with pytest.raises(ValueError, match="`kind` must be bench, train, sweep, generate or loadgen"):
         mosaic.history(db=db, kind="benches")
 
 
