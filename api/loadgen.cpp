@@ -90,14 +90,12 @@ Status check_options(const LoadgenOptions& o) {
   return Status::ok();
 }
 
-/// A plan of the model for one worker, with its inputs.
-struct Worker {
-  std::unique_ptr<Plan> plan;
-};
+/// A worker: its own plan of the model.
+using Workers = std::vector<std::unique_ptr<Plan>>;
 
 /// Runs `f(worker index)` on one thread per worker, each with `threads` OpenMP threads, and
 /// joins them; the first error any returns.
-Status on_workers(std::vector<Worker>& workers, int threads, const std::function<Status(size_t)>& f) {
+Status on_workers(Workers& workers, int threads, const std::function<Status(size_t)>& f) {
   std::vector<std::thread> pool;
   std::mutex mu;
   Status first = Status::ok();
@@ -143,7 +141,7 @@ void summarise(LoadRun& run, double percentile, double bound_ms) {
 
 /// Single- and multi-stream: each query sent when the last completes, until both the least
 /// queries and the least seconds are reached.
-Expected<LoadRun> run_stream(Worker& w, const std::vector<Tensor>& inputs, int64_t samples, int64_t min_queries,
+Expected<LoadRun> run_stream(Plan& plan, const std::vector<Tensor>& inputs, int64_t samples, int64_t min_queries,
                              double min_duration) {
   LoadRun run;
   const Clock::time_point start = Clock::now();
@@ -152,7 +150,7 @@ Expected<LoadRun> run_stream(Worker& w, const std::vector<Tensor>& inputs, int64
          static_cast<int64_t>(run.latency_ms.size()) < kMaxQueries) {
     if (interrupted()) return Status::internal("interrupted by a signal before the run ended: no report");
     const Clock::time_point t0 = Clock::now();
-    MOSAIC_RETURN_IF_ERROR(w.plan->run(inputs, nullptr));
+    MOSAIC_RETURN_IF_ERROR(plan.run(inputs, nullptr));
     last = Clock::now();
     run.issue_ms.push_back(ms_between(start, t0));
     run.latency_ms.push_back(ms_between(t0, last));
@@ -163,7 +161,7 @@ Expected<LoadRun> run_stream(Worker& w, const std::vector<Tensor>& inputs, int64
 }
 
 /// Offline: `calls` batches, every one issued at the start, taken by the workers in turn.
-Expected<LoadRun> run_offline(std::vector<Worker>& workers, int threads, const std::vector<Tensor>& inputs,
+Expected<LoadRun> run_offline(Workers& workers, int threads, const std::vector<Tensor>& inputs,
                               int64_t samples, int64_t calls) {
   LoadRun run;
   run.issue_ms.assign(static_cast<size_t>(calls), 0.0);
@@ -173,7 +171,7 @@ Expected<LoadRun> run_offline(std::vector<Worker>& workers, int threads, const s
   MOSAIC_RETURN_IF_ERROR(on_workers(workers, threads, [&](size_t w) -> Status {
     for (int64_t i = next++; i < calls; i = next++) {
       if (interrupted()) return Status::internal("interrupted by a signal before the run ended: no report");
-      MOSAIC_RETURN_IF_ERROR(workers[w].plan->run(inputs, nullptr));
+      MOSAIC_RETURN_IF_ERROR(workers[w]->run(inputs, nullptr));
       run.latency_ms[static_cast<size_t>(i)] = ms_between(start, Clock::now());  // from the start: all issued then
     }
     return Status::ok();
@@ -186,7 +184,7 @@ Expected<LoadRun> run_offline(std::vector<Worker>& workers, int threads, const s
 /// Server: `queries` one-call queries at Poisson arrivals of `rate` per second (seeded),
 /// each put on the queue at its scheduled time; the workers take them in order. A query's
 /// latency runs from its scheduled arrival to its completion.
-Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const std::vector<Tensor>& inputs, double rate,
+Expected<LoadRun> run_server(Workers& workers, int threads, const std::vector<Tensor>& inputs, double rate,
                              int64_t queries, uint64_t seed, bool spin) {
   LoadRun run;
   run.target_rate = rate;
@@ -201,13 +199,12 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
   std::mutex mu;
   std::condition_variable ready;
   std::deque<size_t> queue;
-  bool issued = false;
   // A worker spins for a while on these before it sleeps on `ready`, as a low-latency server
   // does: waking a sleeping thread costs tens to hundreds of microseconds here, which every
   // query arriving at an idle server would pay. Only while the workers leave a core free
   // (`spin`): else an idle worker's spinning would take the core a busy one needs.
   std::atomic<int64_t> pending{0};
-  std::atomic<bool> issued_flag{false}, failed{false};
+  std::atomic<bool> issued{false}, failed{false};  // issued: every query is on the queue (or cut)
   const auto kSpin = spin ? std::chrono::milliseconds(2) : std::chrono::milliseconds(0);
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(5);
   std::vector<Clock::time_point> began(static_cast<size_t>(queries)), done(static_cast<size_t>(queries));
@@ -216,7 +213,7 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
     served = on_workers(workers, threads, [&](size_t w) -> Status {
       for (;;) {
         const Clock::time_point spin_end = Clock::now() + kSpin;
-        while (pending.load(std::memory_order_acquire) == 0 && !issued_flag.load(std::memory_order_acquire) &&
+        while (pending.load(std::memory_order_acquire) == 0 && !issued.load(std::memory_order_acquire) &&
                Clock::now() < spin_end) {
         }
         size_t i = 0;
@@ -229,7 +226,7 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
           --pending;
         }
         began[i] = Clock::now();
-        Status st = workers[w].plan->run(inputs, nullptr);
+        Status st = workers[w]->run(inputs, nullptr);
         if (!st.is_ok()) {
           failed = true;
           return st;
@@ -258,7 +255,6 @@ Expected<LoadRun> run_server(std::vector<Worker>& workers, int threads, const st
     std::lock_guard<std::mutex> lock(mu);
     if (cut) queue.clear();
     issued = true;
-    issued_flag = true;
   }
   ready.notify_all();
   serving.join();
@@ -329,17 +325,17 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
   // One plan per worker, each warmed up twice; the service time is the median of three calls
   // of the first alone, on one worker's threads.
   MOSAIC_RETURN_IF_ERROR(set_num_threads(static_cast<int>(r.threads_per_worker)));
-  std::vector<Worker> workers(static_cast<size_t>(o.workers));
-  for (Worker& w : workers) {
+  Workers workers;
+  for (int64_t w = 0; w < o.workers; ++w) {
     auto plan = Plan::build(g, placement, builtin_registry(), PlanOptions{});
     if (!plan.ok()) return explain_unsupported(plan.status(), g);
-    w.plan = std::move(plan.value());
-    for (int i = 0; i < 2; ++i) MOSAIC_RETURN_IF_ERROR(w.plan->run(inputs, nullptr));
+    workers.push_back(std::move(plan.value()));
+    for (int i = 0; i < 2; ++i) MOSAIC_RETURN_IF_ERROR(workers.back()->run(inputs, nullptr));
   }
   std::vector<double> alone;
   for (int i = 0; i < 3; ++i) {
     const Clock::time_point t0 = Clock::now();
-    MOSAIC_RETURN_IF_ERROR(workers[0].plan->run(inputs, nullptr));
+    MOSAIC_RETURN_IF_ERROR(workers[0]->run(inputs, nullptr));
     alone.push_back(ms_between(t0, Clock::now()));
   }
   std::sort(alone.begin(), alone.end());
@@ -347,7 +343,7 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
   const int threads = static_cast<int>(r.threads_per_worker);
 
   if (o.scenario == "single-stream" || o.scenario == "multi-stream") {
-    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_stream(workers[0], inputs, r.samples_per_query, min_queries, min_duration));
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_stream(*workers[0], inputs, r.samples_per_query, min_queries, min_duration));
     summarise(run, sc.percentile, 0);
     r.runs.push_back(std::move(run));
     const LoadRun& last = r.runs.back();
