@@ -362,7 +362,9 @@ def main():
         py, versions, missing_pkgs = ensure_venv(args.venv, not args.no_install)
     missing_engines = {e: f"{NEEDS[e]}: {missing_pkgs[NEEDS[e]]}" for e in args.engines
                        if e in NEEDS and NEEDS[e] in missing_pkgs}
-    for p in ("numpy", "onnx", "torch"):
+    # torch exports the zoo models; ONNX files (case folders) need only numpy and onnx.
+    needed = ("numpy", "onnx") + (() if all(case_of(m) for m in args.models.split(",")) else ("torch",))
+    for p in needed:
         if p in missing_pkgs:
             sys.exit(f"compare_peers: {p} is needed to export the models and check outputs: {missing_pkgs[p]}")
     r = sh([args.mosaic, "--version"])
