@@ -423,10 +423,11 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
     const std::vector<Placement> placements = placements_of(configs);
     FuseOptions fo;
     fo.apart = apart_in(placements);
-    // RMSNorm and SiLU become one node each where every configuration's backend for it has
+    // RMSNorm and SiLU become one node each (a Linear layer one Gemm) where every configuration's backend for it has
     // the kernel; elsewhere the decomposition stays (on a device without the kernel).
     fo.rms_norm = where_kernel(placements, reg, "RMSNormalization");
     fo.swish = where_kernel(placements, reg, "Swish");
+    fo.linear = where_kernel(placements, reg, "Gemm");
     fuse_for_bench(timed, fo, report);
   }
   const AutoTiming inference_timing{PlanOptions{}, [&](Plan& plan, const BenchConfig& cfg) {

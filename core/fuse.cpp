@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "core/fuse_match.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
 #include "operators/attention.hpp"
@@ -77,13 +78,6 @@ const Tensor* f32_constant(const Graph& g, const std::string& name, int64_t nume
   return &it->second;
 }
 
-/// A name no initializer or value of `g` has yet: `base`, else `base.2`, `base.3`, ...
-std::string fresh_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int i = 2; g.initializers.count(name) || g.value_descs.count(name); ++i) name = base + "." + std::to_string(i);
-  return name;
-}
-
 /// Conv -> BatchNormalization (inference, every parameter a constant) as the convolution's own
 /// weights and bias: W'[m] = W[m] s[m] and b'[m] = (b[m] - mean[m]) s[m] + B[m], with
 /// s = scale / sqrt(var + epsilon), computed in double. The folded weights are new
@@ -117,10 +111,10 @@ bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
     const double bias = b ? b->f32()[o] : 0.0;
     b2.f32()[o] = static_cast<float>((bias - mean->f32()[o]) * k + shift->f32()[o]);
   }
-  const std::string w_name = fresh_name(g, conv.name + ".folded_weight");
+  const std::string w_name = fuse::fresh_name(g, conv.name + ".folded_weight");
   g.value_descs[w_name] = w2.desc();
   g.initializers[w_name] = std::move(w2);
-  const std::string b_name = fresh_name(g, conv.name + ".folded_bias");
+  const std::string b_name = fuse::fresh_name(g, conv.name + ".folded_bias");
   g.value_descs[b_name] = b2.desc();
   g.initializers[b_name] = std::move(b2);
   conv.inputs.resize(3);
@@ -175,6 +169,7 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
   if (!training) {
     fo.attention = where_kernel({placement}, registry, kAttentionOp);
     fo.rms_norm = where_kernel({placement}, registry, "RMSNormalization");
+    fo.linear = where_kernel({placement}, registry, "Gemm");
   }
   fo.apart = apart_in({placement});
   return fo;
@@ -197,6 +192,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   fuse_swishes(g, options.swish, report);
   if (options.gelu) fuse_gelus(g, report);
   fuse_attention(g, options.attention, report);
+  fuse_linears(g, options.linear, report);
   bool folded_weights = false;  // a BatchNormalization folded: the weights it replaced may be dead
   bool changed = true;
   while (changed) {

@@ -20,6 +20,9 @@
 //  - SiLU written as x * Sigmoid(x) -> one Swish, where the node's backend has the
 //    kernel; a Conv or Gemm before it then takes it as its activation.
 //  - PyTorch's GELU decompositions (erf and tanh forms) -> one Gelu (core/fuse_gelu.cpp).
+//  - A Linear layer's MatMul(X, W) + Add(bias), W and the bias constants -> one Gemm, X's
+//    leading axes as rows by a Reshape view either side (core/fuse_linear.cpp), so the bias
+//    and then an activation after it (a transformer's GELU) run in the product's epilogue.
 //  - Scaled dot-product attention (MatMul, scale, mask add, Softmax, MatMul) -> one
 //    FusedAttention node, for the nodes FuseOptions::attention accepts (a backend with the
 //    kernel; core/fuse_attention.cpp). Inference only: the node has no backward.
@@ -68,6 +71,10 @@ struct FuseOptions {
   /// the placement: a node is fused only where the backend that will run it has the kernel
   /// (fuse_options_for). Inference plans only.
   std::function<bool(const Node& fused)> attention;
+  /// Which candidate Gemm nodes to make of a MatMul by constant weights and the Add of a
+  /// constant bias after it (empty: none; core/fuse_linear.cpp). Inference plans: the
+  /// activation that may then fuse into the Gemm has no backward.
+  std::function<bool(const Node& fused)> linear;
   /// Whether two nodes must stay apart because the placement runs them on different backends
   /// (empty: never): a node that a rule of its own (`Relu=naive`, `@relu1=python`) places on
   /// another backend than its producer is not fused into it, instead of vanishing into an
@@ -82,7 +89,7 @@ struct Placement;
 /// every one of `placements` runs it on a backend with a kernel for `op`.
 std::function<bool(const Node&)> where_kernel(std::vector<Placement> placements, const KernelRegistry& registry,
                                              std::string op);
-/// The fusions for plans of `placement`: activations and attention in inference plans only
+/// The fusions for plans of `placement`: activations, Linear layers and attention in inference plans only
 /// (their fused nodes have no backward), attention where the backend `placement` assigns
 /// to the fused node has a FusedAttention kernel, nothing across nodes it places on
 /// different backends (FuseOptions::apart).
@@ -106,6 +113,9 @@ void fuse_gelus(Graph& graph, FuseReport& report);
 /// The [.., Tq, Tk] values of the attention chains fuse_attention recognises (the scores,
 /// scaled, masked, and the probabilities): what the plans count as attention-score memory.
 std::set<std::string> attention_scores(const Graph& graph);
+/// The Linear-layer recognition alone (core/fuse_linear.cpp), for the Gemm nodes `accept`
+/// takes; fuse_graph calls it with FuseOptions::linear.
+void fuse_linears(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 /// The attention recognition alone (core/fuse_attention.cpp); fuse_graph calls it.
 void fuse_attention(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 

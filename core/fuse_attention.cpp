@@ -13,14 +13,9 @@
 namespace mosaic {
 namespace {
 
-const TensorDesc* desc_of(const Graph& g, const std::string& v) {
-  if (auto it = g.value_descs.find(v); it != g.value_descs.end()) return &it->second;
-  return nullptr;
-}
-
 /// Softmax over the last axis of its input.
 bool softmax_last_axis(const Graph& g, const Node& f) {
-  const TensorDesc* x = desc_of(g, f.inputs[0]);
+  const TensorDesc* x = fuse::desc_of(g, f.inputs[0]);
   if (!x || x->shape.size() < 2) return false;
   const int64_t r = static_cast<int64_t>(x->shape.size());
   int64_t axis = f.attr_int("axis", g.opset < 13 ? 1 : -1);
@@ -122,7 +117,7 @@ void fuse_attention(Graph& g, const std::function<bool(const Node&)>& accept, Fu
       ctx.opset = g.opset;
       bool known = true;
       for (const auto& in : fused.inputs) {
-        const TensorDesc* d = desc_of(g, in);
+        const TensorDesc* d = fuse::desc_of(g, in);
         auto c = g.initializers.find(in);
         if (!d && c == g.initializers.end()) known = false;
         ctx.inputs.push_back(d ? *d : c != g.initializers.end() ? c->second.desc() : TensorDesc{});

@@ -47,6 +47,17 @@ std::string Matcher::other(const Node& n, const std::string& v) {
   return "";
 }
 
+const TensorDesc* desc_of(const Graph& g, const std::string& v) {
+  auto it = g.value_descs.find(v);
+  return it == g.value_descs.end() ? nullptr : &it->second;
+}
+
+std::string fresh_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int i = 2; g.initializers.count(name) || g.value_descs.count(name); ++i) name = base + "." + std::to_string(i);
+  return name;
+}
+
 void replace_nodes(Graph& g, const std::vector<const Node*>& parts, Node fused, FuseReport& report) {
   std::set<const Node*> gone(parts.begin(), parts.end());
   size_t last = 0;

@@ -34,6 +34,11 @@ class Matcher {
   std::map<std::string, int> uses_;
 };
 
+/// The descriptor of value `v` (nullptr if shape inference has none).
+const TensorDesc* desc_of(const Graph& g, const std::string& v);
+/// `base`, or `base.2`, `base.3`, ...: a name no initializer or value has yet.
+std::string fresh_name(const Graph& g, const std::string& base);
+
 /// Replaces `parts` by `fused`, placed where the last of them was (its inputs are all
 /// produced earlier), drops the parts' intermediate values (all outputs but `fused`'s)
 /// and records the fused node's name in `report`.

@@ -167,7 +167,7 @@ inline constexpr std::array<UnaryOpInfo, static_cast<size_t>(UnaryOp::kCount)> k
        return 0.5 * (1 + std::erf(x / eltwise_detail::kSqrt2)) +
               x * std::exp(-0.5 * x * x) / (eltwise_detail::kSqrt2 * eltwise_detail::kSqrtPi);
      },
-     0, nullptr, nullptr, false},
+     0, nullptr, nullptr, true},
     {UnaryOp::kSin, "Sin", "sin(x)", 1, true, false, 4, 5,
      [](double x, const UnaryArgs&) { return std::sin(x); },
      [](double x, double, const UnaryArgs&) { return std::cos(x); }, 0, nullptr, nullptr, false},
