@@ -94,6 +94,14 @@ memory::desc padded_weights(const memory::desc& b, dt type) {
   return memory::desc(d, type, memory::dims{d[1] + 16, 1});
 }
 
+/// A product with at least this many columns of constant float32 weights runs in blocks of
+/// kColumnBlock columns, one matmul call each. oneDNN 2.6 ran BERT-Base's masked-LM head,
+/// [128, 768] x [768, 30522] (94 MB of weights, 15.6 MB of logits), at about 105 GFLOP/s in
+/// one call on the 2-core AVX2 VM and at about 120 in blocks of 1024 columns, whose weights
+/// (3 MB) and output rows (512 KB) stay in cache while both threads work on them
+/// (docs/performance.md).
+constexpr int64_t kColumnBlockMinN = 8192, kColumnBlock = 1024;
+
 /// dst = alpha * A x B (+ bias), A and B possibly transposed (via strides) and batched.
 class MatMulBase : public Kernel {
  protected:
@@ -104,12 +112,38 @@ class MatMulBase : public Kernel {
       // bf16 plans: A and B are read as bfloat16 copies (a reorder per call; B once when constant).
       const dt ct = compute_type(ctx);
       const memory::desc a_want = ct == dt::f32 ? a : same_layout(a, ct);
-      const memory::desc b_want = !b_const                         ? (ct == dt::f32 ? b : same_layout(b, ct))
-                                  : ct == dt::f32 && b.dims().size() == 2 ? padded_weights(b, ct)
-                                                                          : memory::desc(b.dims(), ct, tag::any);
-      auto d = bias ? dnnl::matmul::desc(a_want, b_want, *bias, y) : dnnl::matmul::desc(a_want, b_want, y);
+      const bool padded = b_const && ct == dt::f32 && b.dims().size() == 2;
+      const memory::desc b_want = !b_const ? (ct == dt::f32 ? b : same_layout(b, ct))
+                                  : padded ? padded_weights(b, ct)
+                                           : memory::desc(b.dims(), ct, tag::any);
       MOSAIC_ASSIGN_OR_RETURN(dnnl::primitive_attr attr, activation_attr(fused_activation(*ctx.node), *ctx.node));
       if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+      const int64_t n = b.dims().back();
+      if (padded && n >= kColumnBlockMinN && y.dims().size() == 2) {
+        // Column blocks: views of the padded weights, the output and the bias at an offset.
+        blocks_ = (n + kColumnBlock - 1) / kColumnBlock;
+        const int64_t ld = b_want.data.format_desc.blocking.strides[0], m = y.dims()[0], k = b.dims()[0];
+        auto part = [&](int64_t cols, Block& blk) {
+          const memory::desc bw({k, cols}, ct, memory::dims{ld, 1}), yw({m, cols}, y.data_type(), memory::dims{n, 1});
+          blk.bias_cols = bias && bias->dims()[1] != 1;
+          const memory::desc bb = !bias ? memory::desc()
+                                  : blk.bias_cols ? memory::desc({bias->dims()[0], cols}, bias->data_type(), memory::dims{n, 1})
+                                                  : *bias;
+          auto d = bias ? dnnl::matmul::desc(a_want, bw, bb, yw) : dnnl::matmul::desc(a_want, bw, yw);
+          dnnl::matmul::primitive_desc pd(d, attr, engine());
+          blk.prim = dnnl::matmul(pd);
+          blk.b = memory(bw, engine(), DNNL_MEMORY_NONE);
+          blk.y = memory(yw, engine(), DNNL_MEMORY_NONE);
+          if (bias) blk.bias = memory(bb, engine(), DNNL_MEMORY_NONE);
+          return pd;
+        };
+        const auto pd = part(kColumnBlock, full_);
+        part(n - (blocks_ - 1) * kColumnBlock, tail_);
+        a_.init(a, pd.src_desc(), ctx.tracker, false);
+        weights_.init(b, b_want, b_const, ctx.tracker);
+        return Status::ok();
+      }
+      auto d = bias ? dnnl::matmul::desc(a_want, b_want, *bias, y) : dnnl::matmul::desc(a_want, b_want, y);
       dnnl::matmul::primitive_desc pd(d, attr, engine());
       a_.init(a, pd.src_desc(), ctx.tracker, false);
       y_.mem = memory(y, engine(), DNNL_MEMORY_NONE);
@@ -121,6 +155,25 @@ class MatMulBase : public Kernel {
   }
   void run(const Tensor* a, const Tensor* b, const void* bias, Tensor* y) {
     a_.bind_in(a);
+    if (blocks_) {
+      char* w = static_cast<char*>(weights_.get(b).get_data_handle());
+      char* out = static_cast<char*>(y->data());
+      const char* bs = static_cast<const char*>(bias);
+      for (int64_t c = 0; c < blocks_; ++c) {
+        Block& blk = c + 1 < blocks_ ? full_ : tail_;
+        const size_t col = static_cast<size_t>(c * kColumnBlock), wsz = memory::data_type_size(blk.b.get_desc().data_type());
+        blk.b.set_data_handle(w + col * wsz);
+        blk.y.set_data_handle(out + col * sizeof(float));
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_.internal}, {DNNL_ARG_WEIGHTS, blk.b}, {DNNL_ARG_DST, blk.y}};
+        if (bias) {
+          blk.bias.set_data_handle(const_cast<char*>(bs) + (blk.bias_cols ? col * sizeof(float) : 0));
+          args[DNNL_ARG_BIAS] = blk.bias;
+        }
+        blk.prim.execute(stream(), args);
+      }
+      stream().wait();
+      return;
+    }
     y_.bind(y);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_.internal}, {DNNL_ARG_WEIGHTS, weights_.get(b)}, {DNNL_ARG_DST, y_.mem}};
     if (bias) {
@@ -145,6 +198,14 @@ class MatMulBase : public Kernel {
   Bound y_, bias_;
   Weights weights_;
   dnnl::matmul prim_;
+  /// Column blocks (kColumnBlockMinN): every block but the last, and the last.
+  struct Block {
+    dnnl::matmul prim;
+    memory b, y, bias;
+    bool bias_cols = false;  ///< the bias has a value per column (else one, broadcast)
+  };
+  int64_t blocks_ = 0;
+  Block full_, tail_;
 };
 
 class GemmKernel final : public MatMulBase {
