@@ -10,6 +10,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -281,31 +282,27 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-}  // namespace
+/// What every scenario runs on: the workers' plans, warmed up, and the model's inputs.
+struct Setup {
+  Workers workers;
+  std::vector<Tensor> inputs;
+  int threads = 1;  ///< per worker
+  int64_t min_queries = 0;
+  double min_duration = 0;
+};
 
-const std::vector<std::string>& loadgen_scenarios() {
-  static const std::vector<std::string> names{"single-stream", "multi-stream", "server", "offline"};
-  return names;
-}
-
-Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
-  MOSAIC_RETURN_IF_ERROR(check_options(o));
-  MOSAIC_ASSIGN_OR_RETURN(const Scenario sc, scenario_of(o));
-  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
+/// Loads and fuses the model, plans it once per worker (each warmed up twice) and measures
+/// one call alone (the median of three, on one worker's threads): r.service_ms.
+Expected<Setup> set_up(const LoadgenOptions& o, const Scenario& sc, LoadgenReport& r) {
   const int all_threads = o.common.threads > 0 ? o.common.threads : omp_get_max_threads();
-  LoadgenReport r;
-  r.model = o.model;
-  r.backend = o.backend;
-  r.scenario = o.scenario;
-  r.workers = o.workers;
   r.threads_per_worker = std::max<int64_t>(1, all_threads / o.workers);
-  r.latency_bound = o.latency_bound;
-  const int64_t min_queries = o.min_queries > 0 ? o.min_queries : sc.min_queries;
-  const double min_duration = o.min_duration;
   if (o.workers > all_threads)
     r.notes.push_back(std::to_string(o.workers) + " workers share " + std::to_string(all_threads) +
                       " thread(s): they take turns on the cores");
-
+  Setup s;
+  s.min_queries = o.min_queries > 0 ? o.min_queries : sc.min_queries;
+  s.min_duration = o.min_duration;
+  s.threads = static_cast<int>(r.threads_per_worker);
   // Single-stream and server queries are one call at the model's own batch (symbolic: 1), as
   // every command binds it; multi-stream and offline bind theirs (8 unless given).
   CommonOptions c = o.common;
@@ -321,128 +318,163 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
                       ": a query is one call of that many samples");
   const Placement placement = Placement::all_on(o.backend);
   if (o.fuse) fuse_graph(g, fuse_options_for(placement, builtin_registry(), false));
-  MOSAIC_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, model_inputs(g, c));
-  // One plan per worker, each warmed up twice; the service time is the median of three calls
-  // of the first alone, on one worker's threads.
-  MOSAIC_RETURN_IF_ERROR(set_num_threads(static_cast<int>(r.threads_per_worker)));
-  Workers workers;
+  MOSAIC_ASSIGN_OR_RETURN(s.inputs, model_inputs(g, c));
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(s.threads));
   for (int64_t w = 0; w < o.workers; ++w) {
     auto plan = Plan::build(g, placement, builtin_registry(), PlanOptions{});
     if (!plan.ok()) return explain_unsupported(plan.status(), g);
-    workers.push_back(std::move(plan.value()));
-    for (int i = 0; i < 2; ++i) MOSAIC_RETURN_IF_ERROR(workers.back()->run(inputs, nullptr));
+    s.workers.push_back(std::move(plan.value()));
+    for (int i = 0; i < 2; ++i) MOSAIC_RETURN_IF_ERROR(s.workers.back()->run(s.inputs, nullptr));
   }
   std::vector<double> alone;
   for (int i = 0; i < 3; ++i) {
     const Clock::time_point t0 = Clock::now();
-    MOSAIC_RETURN_IF_ERROR(workers[0]->run(inputs, nullptr));
+    MOSAIC_RETURN_IF_ERROR(s.workers[0]->run(s.inputs, nullptr));
     alone.push_back(ms_between(t0, Clock::now()));
   }
   std::sort(alone.begin(), alone.end());
   r.service_ms = alone[1];
-  const int threads = static_cast<int>(r.threads_per_worker);
+  return s;
+}
 
-  if (o.scenario == "single-stream" || o.scenario == "multi-stream") {
-    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_stream(*workers[0], inputs, r.samples_per_query, min_queries, min_duration));
-    summarise(run, sc.percentile, 0);
+/// Single-stream and multi-stream: one run, the percentile's estimate as the figure.
+Status stream_scenario(const Scenario& sc, Setup& s, LoadgenReport& r) {
+  MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_stream(*s.workers[0], s.inputs, r.samples_per_query, s.min_queries, s.min_duration));
+  summarise(run, sc.percentile, 0);
+  r.runs.push_back(std::move(run));
+  const LoadRun& last = r.runs.back();
+  r.metric = fixed(100 * sc.percentile, 0) + "th percentile latency (early-stopping estimate)";
+  r.metric_value = last.estimate_ms;
+  r.metric_unit = "ms";
+  if (last.queries >= kMaxQueries)
+    r.notes.push_back("stopped at " + std::to_string(kMaxQueries) + " queries, the most a run keeps");
+  if (!last.estimate_ms)
+    r.notes.push_back("too few queries for an early-stopping estimate: " + std::to_string(last.queries) + " of " +
+                      std::to_string(last.estimate_min_queries) + " needed");
+  return Status::ok();
+}
+
+/// Offline: enough calls for the least samples and, at the measured service time, the least
+/// seconds; samples/s as the figure.
+Status offline_scenario(const LoadgenOptions& o, Setup& s, LoadgenReport& r) {
+  const double per_s = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
+  const double for_duration = std::ceil(per_s * s.min_duration);
+  if (for_duration > static_cast<double>(kMaxQueries))
+    return Status::invalid("`min_duration` " + fixed(s.min_duration, 1) + " s: at " + fixed(per_s, 0) +
+                           " calls/s that is " + fixed(for_duration, 0) + " calls, and a run keeps at most " +
+                           std::to_string(kMaxQueries));
+  const int64_t calls = std::max<int64_t>({(s.min_queries + r.samples_per_query - 1) / r.samples_per_query,
+                                           static_cast<int64_t>(for_duration), static_cast<int64_t>(o.workers)});
+  MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_offline(s.workers, s.threads, s.inputs, r.samples_per_query, calls));
+  summarise(run, 0, 0);
+  r.runs.push_back(std::move(run));
+  r.metric = "samples per second";
+  r.metric_value = r.runs.back().samples_per_s;
+  r.metric_unit = "samples/s";
+  return Status::ok();
+}
+
+using ServerRun = std::function<Expected<LoadRun>(double rate)>;
+
+/// The server search: bisection between a rate that met the bound and one that did not, from
+/// the capacity the service time implies (workers / service time). First bracket it (up to
+/// 1.5x the capacity; down to 1% of it, where queueing is negligible and a lower rate would
+/// not help), then halve. A bound below one call's time cannot be met at any rate. Every rate
+/// tried is a run of r.runs; the highest that met the bound is r.max_rate.
+Status find_highest_rate(const LoadgenOptions& o, const ServerRun& server_run, LoadgenReport& r) {
+  const double capacity = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
+  double lo = 0, hi = 0, rate = 0.5 * capacity;
+  if (o.latency_bound < r.service_ms)
+    r.notes.push_back("the bound (" + fixed(o.latency_bound, 3) + " ms) is below one call's time alone (" +
+                      fixed(r.service_ms, 3) + " ms): no rate can meet it");
+  while (o.latency_bound >= r.service_ms && (lo == 0 || hi == 0)) {
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(rate));
+    const bool met = run.meets_bound;
     r.runs.push_back(std::move(run));
-    const LoadRun& last = r.runs.back();
-    r.metric = fixed(100 * sc.percentile, 0) + "th percentile latency (early-stopping estimate)";
-    r.metric_value = last.estimate_ms;
-    r.metric_unit = "ms";
-    if (last.queries >= kMaxQueries)
-      r.notes.push_back("stopped at " + std::to_string(kMaxQueries) + " queries, the most a run keeps");
-    if (!last.estimate_ms)
-      r.notes.push_back("too few queries for an early-stopping estimate: " + std::to_string(last.queries) + " of " +
-                        std::to_string(last.estimate_min_queries) + " needed");
-  } else if (o.scenario == "offline") {
-    // Enough calls for the least samples and, at the measured service time, the least seconds.
-    const double per_s = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
-    const double for_duration = std::ceil(per_s * min_duration);
-    if (for_duration > static_cast<double>(kMaxQueries))
-      return Status::invalid("`min_duration` " + fixed(min_duration, 1) + " s: at " + fixed(per_s, 0) +
-                             " calls/s that is " + fixed(for_duration, 0) + " calls, and a run keeps at most " +
-                             std::to_string(kMaxQueries));
-    const int64_t calls = std::max<int64_t>({(min_queries + r.samples_per_query - 1) / r.samples_per_query,
-                                             static_cast<int64_t>(for_duration), static_cast<int64_t>(o.workers)});
-    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_offline(workers, threads, inputs, r.samples_per_query, calls));
-    summarise(run, 0, 0);
-    r.runs.push_back(std::move(run));
-    r.metric = "samples per second";
-    r.metric_value = r.runs.back().samples_per_s;
-    r.metric_unit = "samples/s";
-  } else {
-    auto server_run = [&](double rate) -> Expected<LoadRun> {
-      const double wanted = std::max(static_cast<double>(min_queries), std::ceil(rate * min_duration));
-      if (wanted > static_cast<double>(kMaxQueries))
-        return Status::invalid("`rate` " + fixed(rate, 2) + " for `min_duration` " + fixed(min_duration, 1) + " s: " +
-                               fixed(wanted, 0) + " queries, and a run keeps at most " + std::to_string(kMaxQueries));
-      if (wanted / rate > kMaxScheduleSeconds)
-        return Status::invalid("`rate` " + fixed(rate, 6) + ": " + fixed(wanted, 0) + " queries at that rate take " +
-                               fixed(wanted / rate / 3600, 1) + " hours; a run's schedule is at most a day");
-      const auto queries = static_cast<int64_t>(wanted);
-      const bool spin = o.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
-      MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(workers, threads, inputs, rate, queries, o.common.seed, spin));
-      summarise(run, sc.percentile, o.latency_bound);
-      return run;
-    };
-    if (!o.find_rate) {
-      MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(o.rate));
-      r.runs.push_back(std::move(run));
+    if (met) {
+      lo = rate;
+      rate = hi > 0 ? hi : std::min(rate * 2, capacity * 1.5);
+      if (rate <= lo) break;  // met at 1.5x the capacity: no higher rate is tried
     } else {
-      // Bisection between a rate that met the bound and one that did not, from the capacity
-      // the service time implies (workers / service time): first bracket it (up to 1.5x the
-      // capacity; down to 1% of it, where queueing is negligible and a lower rate would not
-      // help), then halve. A bound below one call's time cannot be met at any rate.
-      const double capacity = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
-      double lo = 0, hi = 0, rate = 0.5 * capacity;
-      if (o.latency_bound < r.service_ms)
-        r.notes.push_back("the bound (" + fixed(o.latency_bound, 3) + " ms) is below one call's time alone (" +
-                          fixed(r.service_ms, 3) + " ms): no rate can meet it");
-      while (o.latency_bound >= r.service_ms && (lo == 0 || hi == 0)) {
-        MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(rate));
-        const bool met = run.meets_bound;
-        r.runs.push_back(std::move(run));
-        if (met) {
-          lo = rate;
-          rate = hi > 0 ? hi : std::min(rate * 2, capacity * 1.5);
-          if (rate <= lo) break;  // met at 1.5x the capacity: no higher rate is tried
-        } else {
-          hi = rate;
-          rate = lo > 0 ? lo : rate / 2;
-          if (lo == 0 && rate < capacity / 100) break;
-        }
-      }
-      for (int64_t s = 0; s < o.search_steps && lo > 0 && hi > 0; ++s) {
-        const double mid = (lo + hi) / 2;
-        MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(mid));
-        (run.meets_bound ? lo : hi) = mid;
-        r.runs.push_back(std::move(run));
-      }
-      if (lo > 0) r.max_rate = lo;
-      else if (!r.runs.empty())
-        r.notes.push_back("no rate tried met the bound: the lowest, " + fixed(r.runs.back().target_rate, 2) +
-                          " queries/s, had p99 " +
-                          (r.runs.back().estimate_ms ? fixed(*r.runs.back().estimate_ms, 2) + " ms" : "unestimated"));
+      hi = rate;
+      rate = lo > 0 ? lo : rate / 2;
+      if (lo == 0 && rate < capacity / 100) break;
     }
-    if (o.find_rate) {
-      r.metric = "highest rate whose p99 (early-stopping estimate) met the " + fixed(o.latency_bound, 2) + " ms bound";
-      r.metric_value = r.max_rate;
-    } else {
-      const LoadRun& shown = r.runs.back();
-      r.metric = "scheduled rate";
-      r.metric_value = shown.target_rate;
-      if (o.latency_bound > 0)
-        r.notes.push_back(std::string(shown.meets_bound ? "met" : "did NOT meet") + " the " + fixed(o.latency_bound, 2) +
-                          " ms bound on the 99th percentile");
-    }
-    r.metric_unit = "queries/s";
-    for (const LoadRun& run : r.runs)
-      if (run.max_issue_lag_ms > 5)
-        r.notes.push_back("at " + fixed(run.target_rate, 2) + " queries/s a query was sent " +
-                          fixed(run.max_issue_lag_ms, 1) + " ms after its scheduled time (the issuing thread was late; "
-                          "its latency still counts from the schedule)");
   }
+  for (int64_t step = 0; step < o.search_steps && lo > 0 && hi > 0; ++step) {
+    const double mid = (lo + hi) / 2;
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(mid));
+    (run.meets_bound ? lo : hi) = mid;
+    r.runs.push_back(std::move(run));
+  }
+  if (lo > 0) r.max_rate = lo;
+  else if (!r.runs.empty())
+    r.notes.push_back("no rate tried met the bound: the lowest, " + fixed(r.runs.back().target_rate, 2) +
+                      " queries/s, had p99 " +
+                      (r.runs.back().estimate_ms ? fixed(*r.runs.back().estimate_ms, 2) + " ms" : "unestimated"));
+  return Status::ok();
+}
+
+/// Server: one run at `rate`, or the search for the highest rate under the bound.
+Status server_scenario(const LoadgenOptions& o, const Scenario& sc, Setup& s, LoadgenReport& r) {
+  const ServerRun server_run = [&](double rate) -> Expected<LoadRun> {
+    const double wanted = std::max(static_cast<double>(s.min_queries), std::ceil(rate * s.min_duration));
+    if (wanted > static_cast<double>(kMaxQueries))
+      return Status::invalid("`rate` " + fixed(rate, 2) + " for `min_duration` " + fixed(s.min_duration, 1) + " s: " +
+                             fixed(wanted, 0) + " queries, and a run keeps at most " + std::to_string(kMaxQueries));
+    if (wanted / rate > kMaxScheduleSeconds)
+      return Status::invalid("`rate` " + fixed(rate, 6) + ": " + fixed(wanted, 0) + " queries at that rate take " +
+                             fixed(wanted / rate / 3600, 1) + " hours; a run's schedule is at most a day");
+    const auto queries = static_cast<int64_t>(wanted);
+    const bool spin = o.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(s.workers, s.threads, s.inputs, rate, queries, o.common.seed, spin));
+    summarise(run, sc.percentile, o.latency_bound);
+    return run;
+  };
+  if (o.find_rate) {
+    MOSAIC_RETURN_IF_ERROR(find_highest_rate(o, server_run, r));
+    r.metric = "highest rate whose p99 (early-stopping estimate) met the " + fixed(o.latency_bound, 2) + " ms bound";
+    r.metric_value = r.max_rate;
+  } else {
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(o.rate));
+    r.runs.push_back(std::move(run));
+    const LoadRun& shown = r.runs.back();
+    r.metric = "scheduled rate";
+    r.metric_value = shown.target_rate;
+    if (o.latency_bound > 0)
+      r.notes.push_back(std::string(shown.meets_bound ? "met" : "did NOT meet") + " the " + fixed(o.latency_bound, 2) +
+                        " ms bound on the 99th percentile");
+  }
+  r.metric_unit = "queries/s";
+  for (const LoadRun& run : r.runs)
+    if (run.max_issue_lag_ms > 5)
+      r.notes.push_back("at " + fixed(run.target_rate, 2) + " queries/s a query was sent " +
+                        fixed(run.max_issue_lag_ms, 1) + " ms after its scheduled time (the issuing thread was late; "
+                        "its latency still counts from the schedule)");
+  return Status::ok();
+}
+
+}  // namespace
+
+const std::vector<std::string>& loadgen_scenarios() {
+  static const std::vector<std::string> names{"single-stream", "multi-stream", "server", "offline"};
+  return names;
+}
+
+Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
+  MOSAIC_RETURN_IF_ERROR(check_options(o));
+  MOSAIC_ASSIGN_OR_RETURN(const Scenario sc, scenario_of(o));
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
+  LoadgenReport r;
+  r.model = o.model;
+  r.backend = o.backend;
+  r.scenario = o.scenario;
+  r.workers = o.workers;
+  r.latency_bound = o.latency_bound;
+  MOSAIC_ASSIGN_OR_RETURN(Setup s, set_up(o, sc, r));
+  if (o.scenario == "single-stream" || o.scenario == "multi-stream") MOSAIC_RETURN_IF_ERROR(stream_scenario(sc, s, r));
+  else if (o.scenario == "offline") MOSAIC_RETURN_IF_ERROR(offline_scenario(o, s, r));
+  else MOSAIC_RETURN_IF_ERROR(server_scenario(o, sc, s, r));
   MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   const Provenance prov = run_provenance(o.model, {{"inputs and arrivals", std::to_string(o.common.seed)}});
   r.provenance = provenance_json(prov);
