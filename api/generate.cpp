@@ -16,6 +16,56 @@ namespace mosaic::api {
 
 void summarise_generation(GenerateReport& r);  // generate_report.cpp
 
+namespace gen {
+
+/// Greedy (the first of the largest), or a seeded draw from softmax(logits / T) over the top k.
+int64_t pick(const Stepper& s, int64_t b, const GenerateOptions& o, std::mt19937_64& rng) {
+  if (o.temperature <= 0) {
+    int64_t best = 0;
+    double top = s.logit(b, 0);
+    for (int64_t v = 1; v < s.vocab; ++v)
+      if (const double x = s.logit(b, v); x > top) top = x, best = v;
+    return best;
+  }
+  std::vector<std::pair<double, int64_t>> c;
+  c.reserve(static_cast<size_t>(s.vocab));
+  for (int64_t v = 0; v < s.vocab; ++v) c.emplace_back(s.logit(b, v), v);
+  const size_t k = o.top_k > 0 ? std::min<size_t>(static_cast<size_t>(o.top_k), c.size()) : c.size();
+  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(),
+                    [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+  std::vector<double> w(k);
+  for (size_t i = 0; i < k; ++i) w[i] = std::exp((c[i].first - c[0].first) / o.temperature);
+  std::discrete_distribution<size_t> draw(w.begin(), w.end());
+  return c[draw(rng)].second;
+}
+
+Status generate_tokens(Stepper& s, const GenerateOptions& o, const std::vector<std::vector<int64_t>>& prompt,
+                       std::vector<std::vector<int64_t>>& generated, std::vector<double>* token_ms,
+                       int64_t* prefill_copy_ns) {
+  std::vector<std::vector<int64_t>> tokens = prompt;
+  generated.assign(prompt.size(), {});
+  std::mt19937_64 rng(o.common.seed);
+  s.begin();
+  const int64_t t0 = now_ns();
+  for (int64_t k = 0; k < o.new_tokens; ++k) {
+    if (s.node_times) {
+      s.node_times->prefill = k == 0;
+      if (k > 0) ++s.node_times->decode_steps;
+    }
+    MOSAIC_RETURN_IF_ERROR(s.step(tokens));
+    for (size_t b = 0; b < tokens.size(); ++b) {
+      const int64_t next = pick(s, static_cast<int64_t>(b), o, rng);
+      tokens[b].push_back(next);
+      generated[b].push_back(next);
+    }
+    if (token_ms) token_ms->push_back(static_cast<double>(now_ns() - t0) / 1e6);
+    if (k == 0 && prefill_copy_ns) *prefill_copy_ns = s.copy_ns;
+  }
+  return Status::ok();
+}
+
+}  // namespace gen
+
 namespace {
 
 Status check_options(const GenerateOptions& o) {
@@ -59,27 +109,6 @@ std::vector<std::vector<int64_t>> make_prompt(const GenerateOptions& o, int64_t 
   return p;
 }
 
-/// Greedy (the first of the largest), or a seeded draw from softmax(logits / T) over the top k.
-int64_t pick(const gen::Stepper& s, int64_t b, const GenerateOptions& o, std::mt19937_64& rng) {
-  if (o.temperature <= 0) {
-    int64_t best = 0;
-    double top = s.logit(b, 0);
-    for (int64_t v = 1; v < s.vocab; ++v)
-      if (const double x = s.logit(b, v); x > top) top = x, best = v;
-    return best;
-  }
-  std::vector<std::pair<double, int64_t>> c;
-  c.reserve(static_cast<size_t>(s.vocab));
-  for (int64_t v = 0; v < s.vocab; ++v) c.emplace_back(s.logit(b, v), v);
-  const size_t k = o.top_k > 0 ? std::min<size_t>(static_cast<size_t>(o.top_k), c.size()) : c.size();
-  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(),
-                    [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
-  std::vector<double> w(k);
-  for (size_t i = 0; i < k; ++i) w[i] = std::exp((c[i].first - c[0].first) / o.temperature);
-  std::discrete_distribution<size_t> draw(w.begin(), w.end());
-  return c[draw(rng)].second;
-}
-
 /// What a decode step must read, at what rate, and its share of the machine's read bandwidth
 /// (GenerateReport::bandwidth_share).
 void measure_bandwidth_share(GenerateReport& r, const Graph& g, const GenerateOptions& o, const Provenance& prov) {
@@ -93,32 +122,6 @@ void measure_bandwidth_share(GenerateReport& r, const Graph& g, const GenerateOp
   const MachinePeaks peaks = cpu_peaks(prov, o.refresh_peaks, [](const std::string&) {});
   r.read_bandwidth_gbs = peaks.read_bandwidth_gbs;
   if (r.read_bandwidth_gbs > 0) r.bandwidth_share = r.step_gbs / r.read_bandwidth_gbs;
-}
-
-/// One generation from `prompt`; `token_ms` gets when each new token was known.
-Status generate_once(gen::Stepper& s, const GenerateOptions& o, const std::vector<std::vector<int64_t>>& prompt,
-                     std::vector<std::vector<int64_t>>& generated, std::vector<double>* token_ms,
-                     int64_t* prefill_copy_ns = nullptr) {
-  std::vector<std::vector<int64_t>> tokens = prompt;
-  generated.assign(prompt.size(), {});
-  std::mt19937_64 rng(o.common.seed);
-  s.begin();
-  const int64_t t0 = now_ns();
-  for (int64_t k = 0; k < o.new_tokens; ++k) {
-    if (s.node_times) {
-      s.node_times->prefill = k == 0;
-      if (k > 0) ++s.node_times->decode_steps;
-    }
-    MOSAIC_RETURN_IF_ERROR(s.step(tokens));
-    for (size_t b = 0; b < tokens.size(); ++b) {
-      const int64_t next = pick(s, static_cast<int64_t>(b), o, rng);
-      tokens[b].push_back(next);
-      generated[b].push_back(next);
-    }
-    if (token_ms) token_ms->push_back(static_cast<double>(now_ns() - t0) / 1e6);
-    if (k == 0 && prefill_copy_ns) *prefill_copy_ns = s.copy_ns;
-  }
-  return Status::ok();
 }
 
 /// One generation setting (one context depth) on the loaded model.
@@ -145,13 +148,13 @@ Expected<GenerateReport> generate_one(const GenerateOptions& o, const Graph& g) 
                 static_cast<long long>(o.top_k), static_cast<unsigned long long>(o.common.seed));
   r.sampling = o.temperature > 0 ? sampling : "greedy";
   // The warm-up plans every length it reaches (timed apart) and gives the tokens.
-  MOSAIC_RETURN_IF_ERROR(generate_once(*stepper, o, r.prompt, r.generated, nullptr));
+  MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*stepper, o, r.prompt, r.generated, nullptr));
   double run_ms = 0, copy_ms = 0, decode_ms = 0, decode_copy_ms = 0;
   for (int64_t i = 0; i < o.runs; ++i) {
     GenerationRun run;
     std::vector<std::vector<int64_t>> again;
     int64_t prefill_copy_ns = 0;
-    MOSAIC_RETURN_IF_ERROR(generate_once(*stepper, o, r.prompt, again, &run.token_ms, &prefill_copy_ns));
+    MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*stepper, o, r.prompt, again, &run.token_ms, &prefill_copy_ns));
     if (run.token_ms.size() > 1) {
       decode_ms += run.token_ms.back() - run.token_ms.front();
       decode_copy_ms += static_cast<double>(stepper->copy_ns - prefill_copy_ns) / 1e6;
@@ -168,7 +171,7 @@ Expected<GenerateReport> generate_one(const GenerateOptions& o, const Graph& g) 
     gen::NodeTimes times;
     stepper->node_times = &times;
     std::vector<std::vector<int64_t>> again;
-    const Status st = generate_once(*stepper, o, r.prompt, again, nullptr);
+    const Status st = gen::generate_tokens(*stepper, o, r.prompt, again, nullptr);
     stepper->node_times = nullptr;
     MOSAIC_RETURN_IF_ERROR(st);
     for (const auto& [name, t] : times.by_node)

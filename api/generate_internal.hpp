@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,17 @@ Status adopt_plan(const BoundPlan& bp, DecoderInterface& d, const std::string& m
 
 std::unique_ptr<Stepper> recompute_stepper(const GenerateOptions& o, const Graph& g, DecoderInterface& d, int64_t longest);
 std::unique_ptr<Stepper> cached_stepper(const GenerateOptions& o, const Graph& g, DecoderInterface& d, int64_t longest);
+
+/// Greedy (the first of the largest), or a seeded draw from softmax(logits / T) over the
+/// top k, for row b of the stepper's last step.
+int64_t pick(const Stepper& s, int64_t b, const GenerateOptions& o, std::mt19937_64& rng);
+
+/// One generation of o.new_tokens tokens from `prompt` (every row as long): `generated` gets
+/// each row's tokens, `token_ms` (when given) when each new token was known, ms from the
+/// first step's start, and `prefill_copy_ns` the cache copying of the first step.
+Status generate_tokens(Stepper& s, const GenerateOptions& o, const std::vector<std::vector<int64_t>>& prompt,
+                       std::vector<std::vector<int64_t>>& generated, std::vector<double>* token_ms,
+                       int64_t* prefill_copy_ns = nullptr);
 
 /// The padding check's measure: the largest |after - before| over max(1, max |before|); a
 /// NaN anywhere gives NaN.

@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "api/loadgen_internal.hpp"
 #include "api/option_rules.hpp"
 #include "core/fuse.hpp"
 #include "core/plan.hpp"
@@ -24,18 +25,19 @@
 #include "metrics/stats.hpp"
 
 namespace mosaic::api {
+namespace lg {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace lg
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-/// The most queries (offline: calls) one run keeps: three doubles each, 240 MB at most.
-constexpr int64_t kMaxQueries = 10'000'000;
-/// The longest a server run's schedule may be: a rate that needs more is refused, not slept.
-constexpr double kMaxScheduleSeconds = 86400;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
+using namespace lg;
 
 /// The scenario's defaults: samples per query, the percentile, and the least queries of a
 /// run (LoadGen's own are 600 s and up to 270,336 queries, for submissions; these keep an
@@ -85,6 +87,23 @@ Status check_options(const LoadgenOptions& o) {
   if ((o.scenario == "single-stream" || o.scenario == "server") && o.common.batch > 1)
     return Status::invalid("`batch`: " + o.scenario + " queries are one sample each (LoadGen's); multi-stream and "
                            "offline take a batch");
+  const GenerateLoad& gl = o.generate;
+  MOSAIC_RETURN_IF_ERROR(check_numbers("loadgen", {{"ttft_bound", gl.ttft_bound}, {"tpot_bound", gl.tpot_bound}}));
+  if (!gl.enabled && (gl.ttft_bound > 0 || gl.tpot_bound > 0 || gl.prompt_tokens != GenerateLoad{}.prompt_tokens ||
+                      gl.new_tokens != GenerateLoad{}.new_tokens))
+    return Status::invalid(std::string("`") +
+                           (gl.ttft_bound > 0 ? "ttft_bound" : gl.tpot_bound > 0 ? "tpot_bound"
+                            : gl.prompt_tokens != GenerateLoad{}.prompt_tokens ? "prompt_tokens" : "new_tokens") +
+                           "` is for generation requests: add `generate`");
+  if (gl.enabled && !server)
+    return Status::invalid("`generate`: generation requests arrive in the server scenario, not " + o.scenario);
+  if (gl.enabled && (o.find_rate || o.latency_bound > 0))
+    return Status::invalid(std::string("`") + (o.find_rate ? "find_rate" : "latency_bound") +
+                           "`: generation requests are judged by `ttft_bound` and `tpot_bound` (goodput)");
+  if (gl.enabled && o.common.batch > 1)
+    return Status::invalid("`batch`: a generation request is one sequence");
+  if (gl.enabled && !o.common.inputs.empty())
+    return Status::invalid("`input`: generation requests feed the model's inputs themselves (random prompts)");
   if ((o.scenario == "single-stream" || o.scenario == "multi-stream") && o.workers > 1)
     return Status::invalid("`workers`: " + o.scenario + " sends the next query when the last completes, so one "
                            "worker serves it; server and offline take more");
@@ -94,13 +113,15 @@ Status check_options(const LoadgenOptions& o) {
 /// A worker: its own plan of the model.
 using Workers = std::vector<std::unique_ptr<Plan>>;
 
-/// Runs `f(worker index)` on one thread per worker, each with `threads` OpenMP threads, and
-/// joins them; the first error any returns.
-Status on_workers(Workers& workers, int threads, const std::function<Status(size_t)>& f) {
+}  // namespace
+
+namespace lg {
+
+Status on_workers(size_t workers, int threads, const std::function<Status(size_t)>& f) {
   std::vector<std::thread> pool;
   std::mutex mu;
   Status first = Status::ok();
-  for (size_t w = 0; w < workers.size(); ++w)
+  for (size_t w = 0; w < workers; ++w)
     pool.emplace_back([&, w] {
       omp_set_num_threads(threads);
       Status st = f(w);
@@ -111,7 +132,6 @@ Status on_workers(Workers& workers, int threads, const std::function<Status(size
   return first;
 }
 
-/// Latency figures of a run from its queries' latencies.
 void summarise(LoadRun& run, double percentile, double bound_ms) {
   std::vector<double> sorted = run.latency_ms;
   std::sort(sorted.begin(), sorted.end());
@@ -139,6 +159,10 @@ void summarise(LoadRun& run, double percentile, double bound_ms) {
   }
   if (bound_ms > 0) run.meets_bound = run.estimate_ms && *run.estimate_ms <= bound_ms;
 }
+
+}  // namespace lg
+
+namespace {
 
 /// Single- and multi-stream: each query sent when the last completes, until both the least
 /// queries and the least seconds are reached.
@@ -169,7 +193,7 @@ Expected<LoadRun> run_offline(Workers& workers, int threads, const std::vector<T
   run.latency_ms.assign(static_cast<size_t>(calls), 0.0);
   std::atomic<int64_t> next{0};
   const Clock::time_point start = Clock::now();
-  MOSAIC_RETURN_IF_ERROR(on_workers(workers, threads, [&](size_t w) -> Status {
+  MOSAIC_RETURN_IF_ERROR(on_workers(workers.size(), threads, [&](size_t w) -> Status {
     for (int64_t i = next++; i < calls; i = next++) {
       if (interrupted()) return Status::internal("interrupted by a signal before the run ended: no report");
       MOSAIC_RETURN_IF_ERROR(workers[w]->run(inputs, nullptr));
@@ -182,11 +206,12 @@ Expected<LoadRun> run_offline(Workers& workers, int threads, const std::vector<T
   return run;
 }
 
-/// Server: `queries` one-call queries at Poisson arrivals of `rate` per second (seeded),
-/// each put on the queue at its scheduled time; the workers take them in order. A query's
-/// latency runs from its scheduled arrival to its completion.
-Expected<LoadRun> run_server(Workers& workers, int threads, const std::vector<Tensor>& inputs, double rate,
-                             int64_t queries, uint64_t seed, bool spin) {
+}  // namespace
+
+namespace lg {
+
+Expected<LoadRun> run_server(size_t workers, int threads, double rate, int64_t queries, uint64_t seed, bool spin,
+                             const std::function<Status(size_t w, size_t i)>& serve) {
   LoadRun run;
   run.target_rate = rate;
   std::mt19937_64 rng(seed ^ 0x5eed5eedull);
@@ -227,7 +252,7 @@ Expected<LoadRun> run_server(Workers& workers, int threads, const std::vector<Te
           --pending;
         }
         began[i] = Clock::now();
-        Status st = workers[w]->run(inputs, nullptr);
+        Status st = serve(w, i);
         if (!st.is_ok()) {
           failed = true;
           return st;
@@ -276,11 +301,20 @@ Expected<LoadRun> run_server(Workers& workers, int threads, const std::vector<Te
   return run;
 }
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
+Expected<int64_t> server_queries(double rate, int64_t min_queries, double min_duration) {
+  const double wanted = std::max(static_cast<double>(min_queries), std::ceil(rate * min_duration));
+  if (wanted > static_cast<double>(kMaxQueries))
+    return Status::invalid("`rate` " + fixed(rate, 2) + " for `min_duration` " + fixed(min_duration, 1) + " s: " +
+                           fixed(wanted, 0) + " queries, and a run keeps at most " + std::to_string(kMaxQueries));
+  if (wanted / rate > kMaxScheduleSeconds)
+    return Status::invalid("`rate` " + fixed(rate, 6) + ": " + fixed(wanted, 0) + " queries at that rate take " +
+                           fixed(wanted / rate / 3600, 1) + " hours; a run's schedule is at most a day");
+  return static_cast<int64_t>(wanted);
 }
+
+}  // namespace lg
+
+namespace {
 
 /// What every scenario runs on: the workers' plans, warmed up, and the model's inputs.
 struct Setup {
@@ -418,16 +452,10 @@ Status find_highest_rate(const LoadgenOptions& o, const ServerRun& server_run, L
 /// Server: one run at `rate`, or the search for the highest rate under the bound.
 Status server_scenario(const LoadgenOptions& o, const Scenario& sc, Setup& s, LoadgenReport& r) {
   const ServerRun server_run = [&](double rate) -> Expected<LoadRun> {
-    const double wanted = std::max(static_cast<double>(s.min_queries), std::ceil(rate * s.min_duration));
-    if (wanted > static_cast<double>(kMaxQueries))
-      return Status::invalid("`rate` " + fixed(rate, 2) + " for `min_duration` " + fixed(s.min_duration, 1) + " s: " +
-                             fixed(wanted, 0) + " queries, and a run keeps at most " + std::to_string(kMaxQueries));
-    if (wanted / rate > kMaxScheduleSeconds)
-      return Status::invalid("`rate` " + fixed(rate, 6) + ": " + fixed(wanted, 0) + " queries at that rate take " +
-                             fixed(wanted / rate / 3600, 1) + " hours; a run's schedule is at most a day");
-    const auto queries = static_cast<int64_t>(wanted);
+    MOSAIC_ASSIGN_OR_RETURN(const int64_t queries, server_queries(rate, s.min_queries, s.min_duration));
     const bool spin = o.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
-    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(s.workers, s.threads, s.inputs, rate, queries, o.common.seed, spin));
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(s.workers.size(), s.threads, rate, queries, o.common.seed, spin,
+                                                    [&](size_t w, size_t) { return s.workers[w]->run(s.inputs, nullptr); }));
     summarise(run, sc.percentile, o.latency_bound);
     return run;
   };
@@ -471,10 +499,14 @@ Expected<LoadgenReport> loadgen(const LoadgenOptions& o) {
   r.scenario = o.scenario;
   r.workers = o.workers;
   r.latency_bound = o.latency_bound;
-  MOSAIC_ASSIGN_OR_RETURN(Setup s, set_up(o, sc, r));
-  if (o.scenario == "single-stream" || o.scenario == "multi-stream") MOSAIC_RETURN_IF_ERROR(stream_scenario(sc, s, r));
-  else if (o.scenario == "offline") MOSAIC_RETURN_IF_ERROR(offline_scenario(o, s, r));
-  else MOSAIC_RETURN_IF_ERROR(server_scenario(o, sc, s, r));
+  if (o.generate.enabled) {
+    MOSAIC_RETURN_IF_ERROR(generation_scenario(o, r));
+  } else {
+    MOSAIC_ASSIGN_OR_RETURN(Setup s, set_up(o, sc, r));
+    if (o.scenario == "single-stream" || o.scenario == "multi-stream") MOSAIC_RETURN_IF_ERROR(stream_scenario(sc, s, r));
+    else if (o.scenario == "offline") MOSAIC_RETURN_IF_ERROR(offline_scenario(o, s, r));
+    else MOSAIC_RETURN_IF_ERROR(server_scenario(o, sc, s, r));
+  }
   MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   const Provenance prov = run_provenance(o.model, {{"inputs and arrivals", std::to_string(o.common.seed)}});
   r.provenance = provenance_json(prov);
@@ -515,6 +547,7 @@ nlohmann::json loadgen_report_json(const LoadgenReport& r) {
           {"metric", {{"name", r.metric}, {"value", r.metric_value ? json(*r.metric_value) : json()}, {"unit", r.metric_unit}}},
           {"max_rate", r.max_rate ? json(*r.max_rate) : json()},
           {"runs", runs},
+          {"generation", r.generation ? generation_json(*r.generation) : json()},
           {"notes", r.notes},
           {"provenance", r.provenance}};
 }

@@ -31,6 +31,17 @@
 
 namespace mosaic::api {
 
+/// Generation requests instead of model calls (`--generate`, server scenario): each query is
+/// a prompt to continue, served by a worker's decoder (api/generate.hpp) token by token.
+/// Lengths are drawn per request (seeded): "N", or "uniform:A-B" (A to B inclusive).
+struct GenerateLoad {
+  bool enabled = false;
+  std::string prompt_tokens = "16";  ///< the prompt lengths' distribution
+  std::string new_tokens = "16";     ///< the output lengths' distribution
+  double ttft_bound = 0;             ///< ms from the scheduled arrival to the first token (0: none)
+  double tpot_bound = 0;             ///< ms per output token after the first (0: none)
+};
+
 struct LoadgenOptions {
   std::string model;  ///< ONNX file, or zoo:NAME
   std::string backend = default_backend();
@@ -43,6 +54,7 @@ struct LoadgenOptions {
   int64_t search_steps = 6;         ///< server search: runs after the first bracket
   int64_t workers = 1;              ///< server and offline: plans serving concurrently
   bool fuse = true;                 ///< bench's graph fusions (core/fuse.hpp)
+  GenerateLoad generate;
   /// batch: samples per query (multi-stream, default 8) or per call (offline, default 8);
   /// single-stream and server queries are one sample. threads: in all, split among the
   /// workers. seed: the inputs and the server's arrivals.
@@ -73,6 +85,31 @@ struct LoadRun {
   std::vector<double> service_ms;  ///< server: per query, its time in the model (in issue order)
 };
 
+/// One served generation request (`--generate`), times in ms; TTFT and the end from the
+/// request's scheduled arrival, so a queue shows in them.
+struct ServedRequest {
+  double issue_ms = 0;               ///< scheduled arrival, after the start
+  int64_t prompt_tokens = 0, new_tokens = 0;
+  double queue_ms = 0;               ///< arrival to a worker taking it
+  double ttft_ms = 0, tpot_ms = 0, e2e_ms = 0;  ///< tpot: mean gap after the first token (0: one token)
+  bool good = true;                  ///< met every bound given
+};
+
+/// The generation figures of a `--generate` run (the run's LoadRun holds its end-to-end
+/// latencies).
+struct GenerationServing {
+  std::string prompt_tokens, new_tokens;  ///< the distributions, as given
+  std::string decoding;                   ///< "kv-cache" or "recompute"
+  double ttft_bound = 0, tpot_bound = 0;
+  std::vector<ServedRequest> requests;    ///< in arrival order
+  double ttft_p50_ms = 0, ttft_p90_ms = 0, ttft_p99_ms = 0;
+  double tpot_p50_ms = 0, tpot_p90_ms = 0, tpot_p99_ms = 0;
+  std::optional<double> ttft_p99_estimate_ms, tpot_p99_estimate_ms;  ///< early-stopping estimates
+  double goodput = 0;                     ///< the share of requests that met every bound
+  double good_requests_per_s = 0, requests_per_s = 0, output_tokens_per_s = 0;
+  double plan_ms = 0;                     ///< the warm-up's planning of every length the requests need
+};
+
 struct LoadgenReport {
   std::string model, backend, scenario;
   int64_t samples_per_query = 1;   ///< per model call
@@ -84,6 +121,7 @@ struct LoadgenReport {
   std::string metric;              ///< LoadGen's headline figure, in words
   std::optional<double> metric_value;  ///< empty: none (no rate met the bound; too few queries)
   std::string metric_unit;
+  std::optional<GenerationServing> generation;  ///< `--generate` runs
   std::vector<std::string> notes;
   nlohmann::json provenance;
 };

@@ -97,6 +97,8 @@ const std::map<std::string, std::map<std::string, NumberRule>>& rules() {
         {"min_duration", at_least(0)},
         {"rate", at_least(0)},
         {"latency_bound", at_least(0)},
+        {"ttft_bound", at_least(0)},
+        {"tpot_bound", at_least(0)},
         {"search_steps", integer_at_least(0)},
         {"workers", {1, 256, false, false, true, "an integer in [1, 256]"}}}},
   };

@@ -28,7 +28,42 @@ void print_run(const api::LoadRun& run, double bound) {
               service, bound > 0 ? (run.meets_bound ? "met" : "NOT met") : "");
 }
 
+void print_generation(const api::LoadgenReport& r) {
+  const api::GenerationServing& g = *r.generation;
+  const api::LoadRun& run = r.runs.back();
+  std::printf("loadgen %s on %s: generation requests (%s) at %.2f/s, %lld worker(s) x %lld thread(s); prompts %s "
+              "tokens, outputs %s\n",
+              r.model.c_str(), r.backend.c_str(), g.decoding.c_str(), run.target_rate,
+              static_cast<long long>(r.workers), static_cast<long long>(r.threads_per_worker), g.prompt_tokens.c_str(),
+              g.new_tokens.c_str());
+  auto est = [](const std::optional<double>& v) {
+    char buf[32] = "-";
+    if (v) std::snprintf(buf, sizeof buf, "%.3f", *v);
+    return std::string(buf);
+  };
+  std::printf("%-12s %9s %9s %9s %13s\n", "ms", "p50", "p90", "p99", "p99 estimate");
+  std::printf("%-12s %9.3f %9.3f %9.3f %13s\n", "TTFT", g.ttft_p50_ms, g.ttft_p90_ms, g.ttft_p99_ms,
+              est(g.ttft_p99_estimate_ms).c_str());
+  std::printf("%-12s %9.3f %9.3f %9.3f %13s\n", "TPOT", g.tpot_p50_ms, g.tpot_p90_ms, g.tpot_p99_ms,
+              est(g.tpot_p99_estimate_ms).c_str());
+  std::printf("%-12s %9.3f %9.3f %9.3f %13s\n", "end to end", run.p50_ms, run.p90_ms, run.p99_ms,
+              est(run.estimate_ms).c_str());
+  std::printf("%lld requests in %.1f s: %.2f requests/s, %.1f output tokens/s", static_cast<long long>(run.queries),
+              run.duration_s, g.requests_per_s, g.output_tokens_per_s);
+  auto bound = [](double b) {
+    char buf[32] = "any";
+    if (b > 0) std::snprintf(buf, sizeof buf, "%g ms", b);
+    return std::string(buf);
+  };
+  if (g.ttft_bound > 0 || g.tpot_bound > 0)
+    std::printf("; goodput %.1f%% (%.2f good requests/s) under TTFT <= %s and TPOT <= %s", 100 * g.goodput,
+                g.good_requests_per_s, bound(g.ttft_bound).c_str(), bound(g.tpot_bound).c_str());
+  std::printf("\n(TTFT and end to end count from each request's scheduled arrival)\n");
+  for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+}
+
 void print_report(const api::LoadgenReport& r) {
+  if (r.generation) return print_generation(r);
   std::printf("loadgen %s on %s: %s, %lld sample(s) per query, %lld worker(s) x %lld thread(s); one call alone %.3f ms\n",
               r.model.c_str(), r.backend.c_str(), r.scenario.c_str(), static_cast<long long>(r.samples_per_query),
               static_cast<long long>(r.workers), static_cast<long long>(r.threads_per_worker), r.service_ms);
@@ -67,6 +102,16 @@ struct LoadgenFlags {
     cmd->add_option("--min-queries", o.min_queries, "at least this many queries (offline: samples); default: the "
                                                     "scenario's (64 single-stream and offline, 662 otherwise)");
     cmd->add_option("--min-duration", o.min_duration, "and at least this many seconds")->capture_default_str();
+    cmd->add_flag("--generate", o.generate.enabled, "server: each query is a generation request (a random prompt "
+                                                   "continued greedily by a decoder, docs/generation.md); figures: "
+                                                   "TTFT, TPOT, goodput");
+    cmd->add_option("--prompt-tokens", o.generate.prompt_tokens, "--generate: prompt lengths, N or uniform:A-B")
+        ->capture_default_str();
+    cmd->add_option("--new-tokens", o.generate.new_tokens, "--generate: output lengths, N or uniform:A-B")
+        ->capture_default_str();
+    cmd->add_option("--ttft-bound", o.generate.ttft_bound, "--generate: the bound on time to first token, ms from "
+                                                           "the scheduled arrival (goodput counts the requests within)");
+    cmd->add_option("--tpot-bound", o.generate.tpot_bound, "--generate: the bound on time per output token, ms");
     cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
     cmd->add_option("--json", json, "write the report as JSON (mosaic.loadgen/1), every query's issue time and "
                                     "latency included");

@@ -12,6 +12,7 @@
 
 #include <omp.h>
 
+#include <set>
 #include <thread>
 
 #include "api/models.hpp"
@@ -149,6 +150,27 @@ class LoadgenCli : public ScratchDirTest {
     n.attrs["per_sample_ms"] = Attribute::of_float(static_cast<float>(per_sample_ms));
     g.nodes = {n};
     const std::string p = path("wait.onnx");
+    EXPECT_TRUE(save_onnx(g, p).is_ok());
+    return p;
+  }
+  /// A decoder whose every step waits `ms`: ids [1, S] -> Cast -> Unsqueeze -> x [1, S, 1] ->
+  /// Mul by a [1, 1, 8] constant -> Wait -> logits [1, S, 8]. Each position's logits depend
+  /// on its own id only, so padding never moves them (the recomputing decoder's check).
+  std::string wait_decoder(double ms) {
+    Graph g;
+    g.opset = 17;
+    g.custom_opsets["com.mosaic.test"] = 1;
+    g.inputs = {ValueInfo{"input_ids", DType::kI64, {1, -1}, {"", "sequence"}, true}};
+    g.outputs = {ValueInfo{"logits", DType::kF32, {1, -1, 8}, {"", "sequence", ""}, true}};
+    g.initializers["axes"] = Tensor::from_i64({1}, {2});
+    g.initializers["vocab"] = Tensor::from_f32({1, 1, 8}, {0.5f, -1.f, 0.25f, 2.f, -0.5f, 1.f, 0.125f, -2.f});
+    add_node(g, make_node("Cast", {{"to", Attribute::of_int(1)}}), {"input_ids"}, {"f"}, "cast");
+    add_node(g, make_node("Unsqueeze"), {"f", "axes"}, {"x"}, "unsqueeze");
+    add_node(g, make_node("Mul"), {"x", "vocab"}, {"m"}, "mul");
+    Node n = make_node("Wait", {{"ms", Attribute::of_float(static_cast<float>(ms))}});
+    n.domain = "com.mosaic.test";
+    add_node(g, n, {"m"}, {"logits"}, "wait");
+    const std::string p = path("wait_decoder.onnx");
     EXPECT_TRUE(save_onnx(g, p).is_ok());
     return p;
   }
@@ -318,6 +340,67 @@ TEST_F(LoadgenCli, RunsAreRecordedInTheResultsStore) {
   EXPECT_EQ(json::parse(r.out.substr(r.out.find('{'))), json::parse(f));
 }
 
+TEST_F(LoadgenCli, GenerationRequestsTakeTheirDecodersTimeAndQueueAsOneServer) {
+  // Every decode step of this model waits 6 ms: a request's first token comes 6 ms after a
+  // worker takes it, each later one 6 ms after the last. Arrivals at 20/s against requests of
+  // 2-5 tokens (12-30 ms): a queue forms now and then.
+  const double step = 6;
+  const json j = run(wait_decoder(step), "--scenario server --generate --rate 20 --min-queries 40 --min-duration 0 "
+                                         "--prompt-tokens uniform:2-9 --new-tokens uniform:2-5 --ttft-bound 9 "
+                                         "--tpot-bound 8 --seed 3");
+  ASSERT_TRUE(j.contains("generation") && j["generation"].is_object()) << j.dump();
+  const json& g = j["generation"];
+  EXPECT_EQ(g["decoding"], "recompute");
+  const json& req = g["requests"];
+  ASSERT_EQ(req.size(), 40u);
+  std::set<int64_t> prompts, outputs;
+  std::vector<double> arrivals, service;
+  int good = 0;
+  for (const json& q : req) {
+    const int64_t p = q["prompt_tokens"], n = q["new_tokens"];
+    EXPECT_TRUE(p >= 2 && p <= 9 && n >= 2 && n <= 5) << q.dump();
+    prompts.insert(p);
+    outputs.insert(n);
+    const double queue = q["queue_ms"], ttft = q["ttft_ms"], tpot = q["tpot_ms"], e2e = q["e2e_ms"];
+    // The model's own time: at least the waits, and not much more on an idle machine.
+    EXPECT_GE(ttft - queue, step - 0.05) << q.dump();
+    EXPECT_LT(ttft - queue, step + 6) << q.dump();
+    EXPECT_GE(tpot, step - 0.05) << q.dump();
+    EXPECT_LT(tpot, step + 4) << q.dump();
+    EXPECT_NEAR(e2e, ttft + tpot * static_cast<double>(n - 1), 2.0) << q.dump();
+    arrivals.push_back(q["issue_ms"]);
+    service.push_back(e2e - queue);
+    const bool met = ttft <= 9 && tpot <= 8;
+    EXPECT_EQ(q["good"].get<bool>(), met) << q.dump();
+    good += met ? 1 : 0;
+  }
+  EXPECT_GT(prompts.size(), 3u) << "the lengths are drawn, not fixed";
+  EXPECT_GT(outputs.size(), 2u);
+  // One worker: each request waits for the one before it, whatever the lengths. Lindley's
+  // recursion on the requests' arrivals and service times bounds every end to end from
+  // below; the excess is the dispatch (a worker waking to the queue), small in the median.
+  const std::vector<double> want = lindley(arrivals, service);
+  std::vector<double> excess;
+  for (size_t i = 0; i < req.size(); ++i) {
+    EXPECT_GE(req[i]["e2e_ms"].get<double>(), want[i] - 1e-3) << i;
+    excess.push_back(req[i]["e2e_ms"].get<double>() - want[i]);
+  }
+  EXPECT_LT(quantile(excess, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(g["goodput"].get<double>(), good / 40.0);
+  EXPECT_EQ(j["metric"]["value"], g["goodput"]);
+  double tokens = 0;
+  for (const json& q : req) tokens += q["new_tokens"].get<double>();
+  EXPECT_NEAR(g["output_tokens_per_s"].get<double>(), tokens / j["runs"][0]["duration_s"].get<double>(), 1e-6);
+  // Without bounds the figure is output tokens/s, and the same seed draws the same requests.
+  const json k = run(wait_decoder(step), "--scenario server --generate --rate 20 --min-queries 40 --min-duration 0 "
+                                         "--prompt-tokens uniform:2-9 --new-tokens uniform:2-5 --seed 3");
+  EXPECT_EQ(k["metric"]["unit"], "tokens/s");
+  for (size_t i = 0; i < req.size(); ++i) {
+    EXPECT_EQ(k["generation"]["requests"][i]["prompt_tokens"], req[i]["prompt_tokens"]);
+    EXPECT_EQ(k["generation"]["requests"][i]["new_tokens"], req[i]["new_tokens"]);
+  }
+}
+
 TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
   const std::string model = wait_model(0, 0);
   const std::string plugin = " --backend naive --plugin " + std::string(MOSAIC_PLUGIN_DIR) + "/libmosaic_test_wait.so ";
@@ -336,7 +419,17 @@ TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
            // Runs that would not end, or not fit: refused by name, not slept or allocated.
            {"--scenario server --rate 0.001", "queries at that rate take 183.9 hours; a run's schedule is at most a day"},
            {"--scenario server --rate 1e7", "20000000 queries, and a run keeps at most 10000000"},
-           {"--scenario single-stream --min-queries 20000000", "--min-queries 20000000: a run keeps at most 10000000"}}) {
+           {"--scenario single-stream --min-queries 20000000", "--min-queries 20000000: a run keeps at most 10000000"},
+           // Generation requests.
+           {"--scenario offline --generate", "--generate: generation requests arrive in the server scenario, not offline"},
+           {"--scenario server --rate 5 --ttft-bound 3", "--ttft-bound is for generation requests: add --generate"},
+           {"--scenario server --rate 5 --prompt-tokens 4", "--prompt-tokens is for generation requests"},
+           {"--scenario server --rate 5 --generate --tpot-bound nan", "--tpot-bound: must be a finite number"},
+           {"--scenario server --generate --find-rate --latency-bound 3", "--find-rate: generation requests are judged"},
+           {"--scenario server --rate 5 --generate --prompt-tokens uniform:5-2", "'uniform:5-2': expected N or uniform:A-B"},
+           {"--scenario server --rate 5 --generate --new-tokens 0", "--new-tokens '0': expected N or uniform:A-B"},
+           {"--scenario server --rate 5 --generate --new-tokens x", "--new-tokens 'x'"},
+           {"--scenario server --rate 5 --generate", "is neither token ids, an attention mask, position ids nor a cache"}}) {
     const CmdResult r = mosaic("loadgen " + model + plugin + args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;

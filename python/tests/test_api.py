@@ -127,6 +127,14 @@ def test_loadgen_runs_the_scenarios_and_refuses_as_the_cli_does():
         mosaic.loadgen("zoo:fmnist-cnn", scenario="offline", rate=5)
     with pytest.raises(ValueError, match="argument .rate. must be >= 0, got -1"):
         mosaic.loadgen("zoo:fmnist-cnn", scenario="server", rate=-1)
+    gen = mosaic.loadgen("zoo:gpt2-tiny", scenario="server", generate=True, rate=50, min_queries=6, min_duration=0,
+                         prompt_tokens="uniform:2-6", new_tokens="3", ttft_bound=1e6, backend="onednn")
+    g = gen["generation"]
+    assert len(g["requests"]) == 6 and all(q["new_tokens"] == 3 and 2 <= q["prompt_tokens"] <= 6 for q in g["requests"])
+    assert g["goodput"] == 1.0 and gen["metric"]["value"] == 1.0
+    assert all(q["ttft_ms"] <= q["e2e_ms"] for q in g["requests"])
+    with pytest.raises(ValueError, match="expected N or uniform:A-B"):
+        mosaic.loadgen("zoo:gpt2-tiny", scenario="server", generate=True, rate=5, new_tokens="uniform:3")
 
 
 def test_gradcheck_passes_a_correct_backend_and_catches_a_planted_bug():
