@@ -68,6 +68,54 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
+/// Every request's prompt and output lengths, drawn before anything runs (seeded); returns the
+/// prompt lengths drawn.
+std::set<int64_t> draw_requests(uint64_t seed, const Lengths& prompts, const Lengths& outputs, int64_t queries,
+                                std::vector<ServedRequest>& requests) {
+  std::mt19937_64 rng(seed ^ 0x6e6e5eedull);
+  std::uniform_int_distribution<int64_t> prompt_len(prompts.lo, prompts.hi), output_len(outputs.lo, outputs.hi);
+  requests.resize(static_cast<size_t>(queries));
+  std::set<int64_t> prompt_lengths;
+  for (ServedRequest& q : requests) {
+    q.prompt_tokens = prompt_len(rng);
+    q.new_tokens = output_len(rng);
+    prompt_lengths.insert(q.prompt_tokens);
+  }
+  return prompt_lengths;
+}
+
+/// Each request's figures from the server run (its arrivals, end-to-end latencies and service
+/// times) and its tokens' times, then the run's percentiles, goodput and rates.
+void add_figures(const GenerateLoad& gl, const std::vector<double>& first_ms, const std::vector<double>& last_ms,
+                 int64_t queries, LoadRun& run, GenerationServing& gs) {
+  std::vector<double> ttft, tpot;
+  int64_t good = 0, tokens = 0;
+  for (size_t i = 0; i < gs.requests.size(); ++i) {
+    ServedRequest& q = gs.requests[i];
+    q.issue_ms = run.issue_ms[i];
+    q.e2e_ms = run.latency_ms[i];
+    q.queue_ms = std::max(0.0, run.latency_ms[i] - run.service_ms[i]);
+    q.ttft_ms = q.queue_ms + first_ms[i];
+    q.tpot_ms = q.new_tokens > 1 ? (last_ms[i] - first_ms[i]) / static_cast<double>(q.new_tokens - 1) : 0;
+    q.good = (gl.ttft_bound <= 0 || q.ttft_ms <= gl.ttft_bound) && (gl.tpot_bound <= 0 || q.tpot_ms <= gl.tpot_bound);
+    good += q.good ? 1 : 0;
+    tokens += q.new_tokens;
+    ttft.push_back(q.ttft_ms);
+    if (q.new_tokens > 1) tpot.push_back(q.tpot_ms);
+  }
+  summarise(run, 0.99, 0);
+  run.samples = queries;
+  const Percentiles t1 = percentiles(ttft), t2 = percentiles(tpot);
+  gs.ttft_p50_ms = t1.p50, gs.ttft_p90_ms = t1.p90, gs.ttft_p99_ms = t1.p99, gs.ttft_p99_estimate_ms = t1.estimate;
+  gs.tpot_p50_ms = t2.p50, gs.tpot_p90_ms = t2.p90, gs.tpot_p99_ms = t2.p99, gs.tpot_p99_estimate_ms = t2.estimate;
+  gs.goodput = static_cast<double>(good) / static_cast<double>(queries);
+  if (run.duration_s > 0) {
+    gs.requests_per_s = static_cast<double>(queries) / run.duration_s;
+    gs.good_requests_per_s = static_cast<double>(good) / run.duration_s;
+    gs.output_tokens_per_s = static_cast<double>(tokens) / run.duration_s;
+  }
+}
+
 /// A worker: its decoder's plans for every length the requests need.
 struct Decoder {
   DecoderInterface interface;
@@ -93,21 +141,12 @@ Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
     r.notes.push_back(std::to_string(o.workers) + " workers share " + std::to_string(all_threads) +
                       " thread(s): they take turns on the cores");
 
-  // Every request's lengths and prompt, drawn before anything runs (seeded).
-  std::mt19937_64 rng(o.common.seed ^ 0x6e6e5eedull);
-  std::uniform_int_distribution<int64_t> prompt_len(prompts.lo, prompts.hi), output_len(outputs.lo, outputs.hi);
   GenerationServing gs;
   gs.prompt_tokens = gl.prompt_tokens;
   gs.new_tokens = gl.new_tokens;
   gs.ttft_bound = gl.ttft_bound;
   gs.tpot_bound = gl.tpot_bound;
-  gs.requests.resize(static_cast<size_t>(queries));
-  std::set<int64_t> prompt_lengths;
-  for (ServedRequest& q : gs.requests) {
-    q.prompt_tokens = prompt_len(rng);
-    q.new_tokens = output_len(rng);
-    prompt_lengths.insert(q.prompt_tokens);
-  }
+  const std::set<int64_t> prompt_lengths = draw_requests(o.common.seed, prompts, outputs, queries, gs.requests);
 
   // One decoder per worker. The warm-up plans every length a request will reach: from each
   // prompt length drawn, a generation of the most new tokens (a plan is per bucket of the
@@ -165,32 +204,7 @@ Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
   };
   MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(decoders.size(), threads, o.rate, queries, o.common.seed, spin, serve));
 
-  std::vector<double> ttft, tpot;
-  int64_t good = 0, tokens = 0;
-  for (size_t i = 0; i < gs.requests.size(); ++i) {
-    ServedRequest& q = gs.requests[i];
-    q.issue_ms = run.issue_ms[i];
-    q.e2e_ms = run.latency_ms[i];
-    q.queue_ms = std::max(0.0, run.latency_ms[i] - run.service_ms[i]);
-    q.ttft_ms = q.queue_ms + first_ms[i];
-    q.tpot_ms = q.new_tokens > 1 ? (last_ms[i] - first_ms[i]) / static_cast<double>(q.new_tokens - 1) : 0;
-    q.good = (gl.ttft_bound <= 0 || q.ttft_ms <= gl.ttft_bound) && (gl.tpot_bound <= 0 || q.tpot_ms <= gl.tpot_bound);
-    good += q.good ? 1 : 0;
-    tokens += q.new_tokens;
-    ttft.push_back(q.ttft_ms);
-    if (q.new_tokens > 1) tpot.push_back(q.tpot_ms);
-  }
-  summarise(run, 0.99, 0);
-  run.samples = queries;
-  const Percentiles t1 = percentiles(ttft), t2 = percentiles(tpot);
-  gs.ttft_p50_ms = t1.p50, gs.ttft_p90_ms = t1.p90, gs.ttft_p99_ms = t1.p99, gs.ttft_p99_estimate_ms = t1.estimate;
-  gs.tpot_p50_ms = t2.p50, gs.tpot_p90_ms = t2.p90, gs.tpot_p99_ms = t2.p99, gs.tpot_p99_estimate_ms = t2.estimate;
-  gs.goodput = static_cast<double>(good) / static_cast<double>(queries);
-  if (run.duration_s > 0) {
-    gs.requests_per_s = static_cast<double>(queries) / run.duration_s;
-    gs.good_requests_per_s = static_cast<double>(good) / run.duration_s;
-    gs.output_tokens_per_s = static_cast<double>(tokens) / run.duration_s;
-  }
+  add_figures(gl, first_ms, last_ms, queries, run, gs);
   r.runs.push_back(std::move(run));
   r.service_ms = 0;
   const bool bounded = gl.ttft_bound > 0 || gl.tpot_bound > 0;
