@@ -271,8 +271,13 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       prod.attrs["mosaic.activation"] = Attribute::of_string(consumer.op_type);
       g.value_descs.erase(prod.outputs[0]);
       prod.outputs[0] = consumer.outputs[0];
+      // A node fused before (a Linear layer's Gemm, a Swish) is reported once, by the name it
+      // ends with.
+      report.fused.erase(std::remove(report.fused.begin(), report.fused.end(), consumer.name), report.fused.end());
+      const auto before = std::find(report.fused.begin(), report.fused.end(), prod.name);
       prod.name = prod.name + "+" + consumer.name;
-      report.fused.push_back(prod.name);
+      if (before != report.fused.end()) *before = prod.name;
+      else report.fused.push_back(prod.name);
       g.nodes.erase(g.nodes.begin() + static_cast<long>(ci));
       changed = true;
     }
