@@ -148,9 +148,10 @@ Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
   gs.tpot_bound = gl.tpot_bound;
   const std::set<int64_t> prompt_lengths = draw_requests(o.common.seed, prompts, outputs, queries, gs.requests);
 
-  // One decoder per worker. The warm-up plans every length a request will reach: from each
-  // prompt length drawn, a generation of the most new tokens (a plan is per bucket of the
-  // sequence or the past, and a short prompt grows through buckets a long one never sees).
+  // One decoder per worker. The warm-up plans every length a request will reach: one
+  // generation from the shortest prompt to the longest sequence (it passes through every
+  // bucket of the sequence or of the cached past), then a first token at each prompt length
+  // drawn (with a cache, a prompt's first step is a plan of its own length).
   GenerateOptions go;
   go.model = o.model;
   go.backend = o.backend;
@@ -174,8 +175,10 @@ Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
                              "; a generation request is one sequence");
     vocab = d.interface.vocab;
     GenerateOptions warm = go;
-    warm.new_tokens = outputs.hi;
+    warm.new_tokens = longest - prompts.lo + 1;
     std::vector<std::vector<int64_t>> out;
+    MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*d.stepper, warm, {std::vector<int64_t>(prompts.lo, 0)}, out, nullptr));
+    warm.new_tokens = 1;
     for (int64_t p : prompt_lengths)
       MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*d.stepper, warm, {std::vector<int64_t>(p, 0)}, out, nullptr));
   }
