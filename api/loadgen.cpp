@@ -89,12 +89,14 @@ Status check_options(const LoadgenOptions& o) {
                            "offline take a batch");
   const GenerateLoad& gl = o.generate;
   MOSAIC_RETURN_IF_ERROR(check_numbers("loadgen", {{"ttft_bound", gl.ttft_bound}, {"tpot_bound", gl.tpot_bound}}));
-  if (!gl.enabled && (gl.ttft_bound > 0 || gl.tpot_bound > 0 || gl.prompt_tokens != GenerateLoad{}.prompt_tokens ||
-                      gl.new_tokens != GenerateLoad{}.new_tokens))
-    return Status::invalid(std::string("`") +
-                           (gl.ttft_bound > 0 ? "ttft_bound" : gl.tpot_bound > 0 ? "tpot_bound"
-                            : gl.prompt_tokens != GenerateLoad{}.prompt_tokens ? "prompt_tokens" : "new_tokens") +
-                           "` is for generation requests: add `generate`");
+  const GenerateLoad defaults;
+  const char* generation_only = gl.ttft_bound > 0                           ? "ttft_bound"
+                                : gl.tpot_bound > 0                           ? "tpot_bound"
+                                : gl.prompt_tokens != defaults.prompt_tokens ? "prompt_tokens"
+                                : gl.new_tokens != defaults.new_tokens       ? "new_tokens"
+                                                                             : nullptr;
+  if (!gl.enabled && generation_only)
+    return Status::invalid(std::string("`") + generation_only + "` is for generation requests: add `generate`");
   if (gl.enabled && !server)
     return Status::invalid("`generate`: generation requests arrive in the server scenario, not " + o.scenario);
   if (gl.enabled && (o.find_rate || o.latency_bound > 0))

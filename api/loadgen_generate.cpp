@@ -15,7 +15,6 @@
 
 #include "api/generate_internal.hpp"
 #include "api/loadgen_internal.hpp"
-#include "metrics/stats.hpp"
 
 namespace mosaic::api::lg {
 namespace {
@@ -51,20 +50,12 @@ Expected<Lengths> parse_lengths(const std::string& key, const std::string& text)
   return l;
 }
 
-struct Percentiles {
-  double p50 = 0, p90 = 0, p99 = 0;
-  std::optional<double> estimate;  ///< of p99
-};
-
-Percentiles percentiles(std::vector<double> v) {
-  Percentiles p;
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  p.p50 = quantile_sorted(v, 0.5);
-  p.p90 = quantile_sorted(v, 0.9);
-  p.p99 = quantile_sorted(v, 0.99);
-  const EarlyStoppingRank es = early_stopping_rank(v.size(), 0.99);
-  if (es.rank > 0) p.estimate = v[es.rank - 1];
+/// Percentiles of `v` with the early-stopping estimate of p99, as a server run's latencies
+/// get them (summarise).
+LoadRun percentiles(std::vector<double> v) {
+  LoadRun p;
+  p.latency_ms = std::move(v);
+  summarise(p, 0.99, 0);
   return p;
 }
 
@@ -105,9 +96,9 @@ void add_figures(const GenerateLoad& gl, const std::vector<double>& first_ms, co
   }
   summarise(run, 0.99, 0);
   run.samples = queries;
-  const Percentiles t1 = percentiles(ttft), t2 = percentiles(tpot);
-  gs.ttft_p50_ms = t1.p50, gs.ttft_p90_ms = t1.p90, gs.ttft_p99_ms = t1.p99, gs.ttft_p99_estimate_ms = t1.estimate;
-  gs.tpot_p50_ms = t2.p50, gs.tpot_p90_ms = t2.p90, gs.tpot_p99_ms = t2.p99, gs.tpot_p99_estimate_ms = t2.estimate;
+  const LoadRun t1 = percentiles(ttft), t2 = percentiles(tpot);
+  gs.ttft_p50_ms = t1.p50_ms, gs.ttft_p90_ms = t1.p90_ms, gs.ttft_p99_ms = t1.p99_ms, gs.ttft_p99_estimate_ms = t1.estimate_ms;
+  gs.tpot_p50_ms = t2.p50_ms, gs.tpot_p90_ms = t2.p90_ms, gs.tpot_p99_ms = t2.p99_ms, gs.tpot_p99_estimate_ms = t2.estimate_ms;
   gs.goodput = static_cast<double>(good) / static_cast<double>(queries);
   if (run.duration_s > 0) {
     gs.requests_per_s = static_cast<double>(queries) / run.duration_s;
@@ -209,7 +200,6 @@ Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
 
   add_figures(gl, first_ms, last_ms, queries, run, gs);
   r.runs.push_back(std::move(run));
-  r.service_ms = 0;
   const bool bounded = gl.ttft_bound > 0 || gl.tpot_bound > 0;
   r.metric = bounded ? "goodput: the share of requests that met every bound" : "output tokens per second";
   r.metric_value = bounded ? gs.goodput : gs.output_tokens_per_s;

@@ -161,8 +161,8 @@ class MatMulBase : public Kernel {
       const char* bs = static_cast<const char*>(bias);
       for (int64_t c = 0; c < blocks_; ++c) {
         Block& blk = c + 1 < blocks_ ? full_ : tail_;
-        const size_t col = static_cast<size_t>(c * kColumnBlock), wsz = memory::data_type_size(blk.b.get_desc().data_type());
-        blk.b.set_data_handle(w + col * wsz);
+        const size_t col = static_cast<size_t>(c * kColumnBlock);  // float32 weights, output and bias
+        blk.b.set_data_handle(w + col * sizeof(float));
         blk.y.set_data_handle(out + col * sizeof(float));
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_.internal}, {DNNL_ARG_WEIGHTS, blk.b}, {DNNL_ARG_DST, blk.y}};
         if (bias) {
