@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -105,6 +106,25 @@ Expected<std::map<std::string, TensorDesc>> specialised_descs(const Graph& g, co
   return std::move(probe.value_descs);
 }
 
+/// ONNX's single assignment: every value has one definition, a graph input, an initializer
+/// (which may share an input's name: its default) or one output of one node. A model that
+/// writes a value twice has no meaning (which write would a reader see?), so it is refused
+/// naming both writers.
+Status check_single_definitions(const Graph& g) {
+  std::map<std::string, std::string> defined;  // value -> what defines it
+  for (const auto& in : g.inputs) defined.emplace(in.name, "a graph input");
+  for (const auto& [name, t] : g.initializers) defined.emplace(name, "an initializer");
+  for (const Node& node : g.nodes)
+    for (const auto& o : node.outputs) {
+      if (o.empty()) continue;
+      auto [it, fresh] = defined.emplace(o, node.label());
+      if (!fresh)
+        return Status::invalid(g.source + ": value '" + o + "' is defined twice, by " + it->second + " and by " +
+                               node.label() + " (each ONNX value has one definition)");
+    }
+  return Status::ok();
+}
+
 /// The context that infers `node`: its inputs' descriptors (each defined by an earlier node,
 /// an input or an initializer) and the constants among them; whether all of them are
 /// constants, and whether one is a parameter or derived from one.
@@ -194,6 +214,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
     g.initializers[name] = value;
     g.constants.insert(name);
   }
+  MOSAIC_RETURN_IF_ERROR(check_single_definitions(g));
   MOSAIC_RETURN_IF_ERROR(bind_inputs(g, opt, report));
   for (const auto& [name, t] : g.initializers) g.value_descs[name] = t.desc();
 

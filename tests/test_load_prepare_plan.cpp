@@ -68,6 +68,14 @@ TEST(Zoo, ShapesAndMacsPerImage) {
   }
 }
 
+/// 4367290 -> "4,367,290", as the zoo's descriptions write their parameter counts.
+std::string with_commas(int64_t v) {
+  const std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) out += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
+  return out;
+}
+
 TEST(Zoo, SequenceModelsBuildWithTheirParameterCountsAndLogits) {
   struct Want {
     const char* name;
@@ -85,10 +93,46 @@ TEST(Zoo, SequenceModelsBuildWithTheirParameterCountsAndLogits) {
     ASSERT_TRUE(prepare_graph(g.value(), builtin_registry(), po).ok()) << w.name;
     EXPECT_EQ(g->parameter_count(), w.params) << w.name;
     EXPECT_EQ(g->value_descs.at("logits").shape, w.logits) << w.name;
-    std::string digits = std::to_string(w.params), commas;  // "4,367,290"
-    for (size_t i = 0; i < digits.size(); ++i) commas += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
-    EXPECT_NE(zoo_description(w.name).find(commas + " parameters"), std::string::npos) << zoo_description(w.name);
+    EXPECT_NE(zoo_description(w.name).find(with_commas(w.params) + " parameters"), std::string::npos)
+        << zoo_description(w.name);
   }
+}
+
+/// The KV-cache decoders, at batch 2, 3 new positions after 5 cached: Hugging Face's cache
+/// interface (the present outputs grow the past by the new positions) and the parameter counts
+/// of the configurations they copy (GPT-2 small: 124,439,808, as Hugging Face counts it; the
+/// tied LM head is one table). llama-1b (1.1 billion parameters, 4.4 GB) is built by
+/// Zoo.TheOneBillionDecoderHasTinyLlamasParameterCount in the --full run.
+void expect_decoder(const std::string& name, int64_t params, int64_t kv_heads, int64_t head, int64_t vocab) {
+  auto g = build_zoo_model(name);
+  ASSERT_TRUE(g.ok()) << name << ": " << g.status().message();
+  PrepareOptions po;
+  po.batch = 2;
+  po.fold_parameters = false;
+  po.dims = {{"sequence", 3}, {"past_sequence", 5}, {"total_sequence", 8}};
+  ASSERT_TRUE(prepare_graph(g.value(), builtin_registry(), po).ok()) << name;
+  EXPECT_EQ(g->parameter_count(), params) << name;
+  EXPECT_EQ(g->value_descs.at("logits").shape, (Shape{2, 3, vocab})) << name;
+  int64_t presents = 0;
+  for (const auto& out : g->outputs)
+    if (out.name.rfind("present.", 0) == 0) {
+      ++presents;
+      EXPECT_EQ(g->value_descs.at(out.name).shape, (Shape{2, kv_heads, 8, head})) << out.name;
+    }
+  EXPECT_EQ(presents, 2 * static_cast<int64_t>(std::count_if(g->inputs.begin(), g->inputs.end(), [](const ValueInfo& v) {
+                        return v.name.rfind("past_key_values.", 0) == 0 && v.name.find(".key") != std::string::npos;
+                      }))) << name;
+  EXPECT_NE(zoo_description(name).find(with_commas(params) + " parameters"), std::string::npos) << zoo_description(name);
+}
+
+TEST(Zoo, DecodersWithACacheHaveHuggingFacesInterfaceAndParameterCounts) {
+  expect_decoder("llama-tiny", 158016, 2, 16, 512);
+  expect_decoder("gpt2-tiny-kv", 149248, 2, 32, 512);
+  expect_decoder("gpt2-small-kv", 124439808, 12, 64, 50257);
+}
+
+TEST(Zoo, TheOneBillionDecoderHasTinyLlamasParameterCount) {
+  expect_decoder("llama-1b", 1100048384, 4, 64, 32000);
 }
 
 /// x -> Mul(x, Expand(w)) + Identity(w) twice, with a Constant: which initializers train.
@@ -164,6 +208,37 @@ TEST(Prepare, UndefinedValueIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("'nope'"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("r1"), std::string::npos);
+}
+
+/// A value written twice (two nodes, a node over a graph input, a node over an initializer, one
+/// node's two outputs) has no meaning: ONNX Runtime refuses such a model, and so must Mosaic,
+/// naming both writers, instead of computing whichever write the executor happens to keep.
+TEST(Prepare, AValueDefinedTwiceIsRefusedNamingBothWriters) {
+  struct Case {
+    const char* what;
+    std::vector<Node> nodes;
+    const char* first;  // what the message names as the first definition
+  };
+  const std::vector<Case> cases = {
+      {"two nodes", {node("Relu", "r1", {"x"}, {"y"}), node("Neg", "r2", {"x"}, {"y"})}, "node 'r1' (Relu)"},
+      {"a node over the input", {node("Relu", "r1", {"x"}, {"x"})}, "a graph input"},
+      {"a node over an initializer", {node("Relu", "r1", {"x"}, {"w"})}, "an initializer"},
+      {"one node's two outputs", {node("Split", "r1", {"x"}, {"y", "y"})}, "node 'r1' (Split)"},
+  };
+  for (const Case& c : cases) {
+    Graph g;
+    g.source = "m.onnx";
+    g.opset = 17;
+    g.inputs.push_back(input("x", {1, 2}));
+    g.initializers["w"] = Tensor::from_f32({1, 2}, {1.f, 2.f});
+    g.nodes = c.nodes;
+    g.outputs.push_back({"y", DType::kF32, {}, {}, false});
+    auto r = prepare_graph(g, builtin_registry(), {});
+    ASSERT_FALSE(r.ok()) << c.what;
+    const std::string m = r.status().message();
+    EXPECT_NE(m.find("m.onnx: value '"), std::string::npos) << c.what << ": " << m;
+    EXPECT_NE(m.find("defined twice, by " + std::string(c.first) + " and by node '"), std::string::npos) << c.what << ": " << m;
+  }
 }
 
 TEST(Placement, ParsesSpecs) {

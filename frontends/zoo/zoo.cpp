@@ -1,6 +1,7 @@
 #include "frontends/zoo/zoo.hpp"
 
 #include "frontends/zoo/zoo_builder.hpp"
+#include "frontends/zoo/zoo_decoder.hpp"
 #include "frontends/zoo/zoo_sequence.hpp"
 
 namespace mosaic {
@@ -91,11 +92,18 @@ Graph resnet50(uint64_t seed) {
   return b.finish("logits", {1000});
 }
 
+/// The zoo's sequence models and decoders, in the order `mosaic export` lists them.
+std::vector<zoo_detail::ZooEntry> entries() {
+  std::vector<zoo_detail::ZooEntry> all = zoo_detail::sequence_zoo();
+  for (auto& e : zoo_detail::decoder_zoo()) all.push_back(std::move(e));
+  return all;
+}
+
 }  // namespace
 
 std::vector<std::string> zoo_names() {
   std::vector<std::string> names = {"alexnet-cifar", "vgg16-cifar", "fmnist-cnn", "resnet50"};
-  for (const auto& e : zoo_detail::sequence_zoo()) names.push_back(e.name);
+  for (const auto& e : entries()) names.push_back(e.name);
   return names;
 }
 
@@ -106,7 +114,7 @@ std::string zoo_description(const std::string& name) {
   if (name == "resnet50")
     return "torchvision's ResNet-50 for ImageNet, 3x224x224 -> 1000 (25,557,032 parameters and 53,120 running "
            "statistics, as initialised)";
-  for (const auto& e : zoo_detail::sequence_zoo())
+  for (const auto& e : entries())
     if (e.name == name) return e.description;
   return "";
 }
@@ -116,7 +124,7 @@ Expected<Graph> build_zoo_model(const std::string& name, uint64_t seed) {
   if (name == "vgg16-cifar") return vgg16_cifar(seed);
   if (name == "fmnist-cnn") return fmnist_cnn(seed);
   if (name == "resnet50") return resnet50(seed);
-  for (const auto& e : zoo_detail::sequence_zoo())
+  for (const auto& e : entries())
     if (e.name == name) return e.build(seed);
   std::string known;
   for (const auto& n : zoo_names()) known += (known.empty() ? "" : ", ") + n;

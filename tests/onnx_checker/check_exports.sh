@@ -15,7 +15,7 @@ if ! "$python" -c 'import onnx' 2>/dev/null; then
 fi
 rm -rf "$work"
 mkdir -p "$work"
-for m in fmnist-cnn alexnet-cifar vgg16-cifar bert-tiny vit-tiny lstm-classifier; do
+for m in fmnist-cnn alexnet-cifar vgg16-cifar bert-tiny vit-tiny lstm-classifier llama-tiny gpt2-tiny-kv; do
   "$mosaic" export "$m" -o "$work/$m.onnx" > /dev/null
 done
 "$mosaic" train zoo:fmnist-cnn --data synthetic:128,1,28,28,10 --steps 2 --batch 16 --no-db --save "$work/trained.onnx" > /dev/null
