@@ -89,6 +89,15 @@ Expected<std::map<std::string, TensorDesc>> specialised_descs(const Graph& g, co
     return Status::internal(what + ": " + std::to_string(values.value().size()) + " values for " +
                             std::to_string(g.inputs.size()) + " inputs");
   Graph probe = g;
+  // Mid-pass, the nodes folded so far are initializers already: drop them, so that each value
+  // keeps its one definition.
+  probe.nodes.erase(std::remove_if(probe.nodes.begin(), probe.nodes.end(),
+                                   [&](const Node& n) {
+                                     return std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+                                       return o.empty() || g.initializers.count(o);
+                                     });
+                                   }),
+                    probe.nodes.end());
   PrepareOptions po = opt;
   po.specialise = nullptr;
   po.fold_parameters = true;
