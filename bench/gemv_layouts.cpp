@@ -13,7 +13,10 @@
 // read bandwidth is probed again after every round (the VM's varies by a quarter from one
 // minute to the next), and the best of the run is the bar.
 //
-// usage: mosaic_gemv_layouts [--rounds 7] [--json FILE]
+// With --rows M (2 to 16: a decode step at batch M) the table compares OpenBLAS's sgemm with M
+// rows against Mosaic's gemm_panels on the same panels, in the same GB/s of weights read.
+//
+// usage: mosaic_gemv_layouts [--rounds 7] [--rows M] [--json FILE]
 #include <cblas.h>
 #include <omp.h>
 
@@ -56,18 +59,24 @@ struct Case {
 
 int main(int argc, char** argv) {
   int rounds = 7;
+  int64_t rows = 1;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else if (a == "--rows" && i + 1 < argc) rows = std::atoll(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: mosaic_gemv_layouts [--rounds 7] [--json FILE]\n");
+      std::fprintf(stderr, "usage: mosaic_gemv_layouts [--rounds 7] [--rows M] [--json FILE]\n");
       return 2;
     }
   }
   if (rounds < 1) {
     std::fprintf(stderr, "mosaic_gemv_layouts: --rounds must be at least 1\n");
+    return 2;
+  }
+  if (rows < 1 || rows > mosaic::kPanelRowsMax) {
+    std::fprintf(stderr, "mosaic_gemv_layouts: --rows must be 1 to %lld\n", static_cast<long long>(mosaic::kPanelRowsMax));
     return 2;
   }
   const Case cases[] = {
@@ -89,20 +98,26 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     const size_t elems = static_cast<size_t>(c.k * c.n);
     std::vector<float> w(elems), wt(elems), panels(static_cast<size_t>(mosaic::gemv_panel_floats(c.n, c.k)));
-    std::vector<float> x(static_cast<size_t>(c.k)), y(static_cast<size_t>(c.n)), want(static_cast<size_t>(c.n));
+    std::vector<float> x(static_cast<size_t>(rows * c.k)), y(static_cast<size_t>(rows * c.n)), want(y.size());
     for (float& v : w) v = u(rng);
     for (float& v : x) v = u(rng);
     for (int64_t kk = 0; kk < c.k; ++kk)
       for (int64_t nn = 0; nn < c.n; ++nn) wt[static_cast<size_t>(nn * c.k + kk)] = w[static_cast<size_t>(kk * c.n + nn)];
     mosaic::pack_gemv_panels(w.data(), false, c.n, c.k, panels.data());
-    const std::function<void()> methods[] = {
-        [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, c.n, c.k, 1.f, x.data(), c.k, w.data(), c.n, 0.f, y.data(), c.n); },
-        [&] { cblas_sgemv(CblasRowMajor, CblasTrans, c.k, c.n, 1.f, w.data(), c.n, x.data(), 1, 0.f, y.data(), 1); },
-        [&] { mosaic::gemv_rows(wt.data(), x.data(), y.data(), c.n, c.k, 1.f); },
-        [&] { mosaic::gemv_panels(panels.data(), x.data(), y.data(), c.n, c.k, 1.f); },
+    const auto sgemm = [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), c.n, c.k, 1.f, x.data(), c.k, w.data(),
+                  c.n, 0.f, y.data(), c.n);
     };
-    constexpr int kMethods = 4;
-    std::vector<double> t[kMethods];
+    const std::vector<std::function<void()>> methods =
+        rows == 1 ? std::vector<std::function<void()>>{
+                        sgemm,
+                        [&] { cblas_sgemv(CblasRowMajor, CblasTrans, c.k, c.n, 1.f, w.data(), c.n, x.data(), 1, 0.f, y.data(), 1); },
+                        [&] { mosaic::gemv_rows(wt.data(), x.data(), y.data(), c.n, c.k, 1.f); },
+                        [&] { mosaic::gemv_panels(panels.data(), x.data(), y.data(), c.n, c.k, 1.f); }}
+                  : std::vector<std::function<void()>>{
+                        sgemm, [&] { mosaic::gemm_panels(panels.data(), x.data(), c.k, y.data(), c.n, rows, c.n, c.k, 1.f); }};
+    const int kMethods = static_cast<int>(methods.size());
+    std::vector<std::vector<double>> t(static_cast<size_t>(kMethods));
     double worst = 0;
     for (int m = 0; m < kMethods; ++m) {  // warm-up, and each method's result against the first's
       methods[m]();
@@ -113,32 +128,44 @@ int main(int argc, char** argv) {
       for (int m = 0; m < kMethods; ++m) t[m].push_back(seconds(methods[m]));
       read_gbs = std::max(read_gbs, mosaic::probe_read_gbs(256, 2));
     }
-    double gbs[kMethods];
+    double gbs[4] = {0, 0, 0, 0};
     for (int m = 0; m < kMethods; ++m) gbs[m] = 4.0 * static_cast<double>(elems) / median(t[m]) / 1e9;
+    if (rows > 1) std::swap(gbs[1], gbs[3]);  // sgemm and panels in the columns of theirs
     results.push_back({gbs[0], gbs[1], gbs[2], gbs[3]});
     if (worst > 1e-3 * std::sqrt(static_cast<double>(c.k))) {
       std::fprintf(stderr, "mosaic_gemv_layouts: the methods disagree by %.3g on %s\n", worst, c.what);
       return 1;
     }
     char row[512];
-    std::snprintf(row, sizeof row,
+    if (rows > 1)
+      std::snprintf(row, sizeof row, "%s{\"weights\": \"%s\", \"k\": %lld, \"n\": %lld, \"sgemm_gbs\": %.2f, \"panels_gbs\": %.2f}",
+                    rows_json.empty() ? "" : ",\n    ", c.what, static_cast<long long>(c.k), static_cast<long long>(c.n),
+                    gbs[0], gbs[3]);
+    else
+      std::snprintf(row, sizeof row,
                   "%s{\"weights\": \"%s\", \"k\": %lld, \"n\": %lld, \"sgemm_gbs\": %.2f, \"sgemv_gbs\": %.2f, "
                   "\"rows_gbs\": %.2f, \"panels_gbs\": %.2f}",
                   rows_json.empty() ? "" : ",\n    ", c.what, static_cast<long long>(c.k), static_cast<long long>(c.n),
                   gbs[0], gbs[1], gbs[2], gbs[3]);
     rows_json += row;
   }
-  std::printf("threads %d; the machine's read bandwidth %.1f GB/s (best of the run; triad %.1f), medians of %d "
-              "alternating rounds\n\n%s",
-              threads, read_gbs, triad_gbs, rounds, header.c_str());
+  const std::string few_rows_header = "| weights | sgemm M=" + std::to_string(rows) +
+                                      " | panels | panels / sgemm | panels, of read bandwidth |\n|---|---|---|---|---|\n";
+  std::printf("threads %d, %lld row(s); the machine's read bandwidth %.1f GB/s (best of the run; triad %.1f), medians of "
+              "%d alternating rounds\n\n%s",
+              threads, static_cast<long long>(rows), read_gbs, triad_gbs, rounds,
+              (rows > 1 ? few_rows_header : header).c_str());
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& g = results[i];
-    std::printf("| %s | %.1f GB/s | %.1f | %.1f | %.1f | %.2fx | %.0f%% |\n", cases[i].what, g[0], g[1], g[2], g[3],
-                g[3] / g[0], 100 * g[3] / read_gbs);
+    if (rows > 1)
+      std::printf("| %s | %.1f GB/s | %.1f | %.2fx | %.0f%% |\n", cases[i].what, g[0], g[3], g[3] / g[0], 100 * g[3] / read_gbs);
+    else
+      std::printf("| %s | %.1f GB/s | %.1f | %.1f | %.1f | %.2fx | %.0f%% |\n", cases[i].what, g[0], g[1], g[2], g[3],
+                  g[3] / g[0], 100 * g[3] / read_gbs);
   }
   if (!json.empty()) {
     std::ofstream f(json);
-    f << "{\n  \"threads\": " << threads << ",\n  \"rounds\": " << rounds << ",\n  \"read_bandwidth_gbs\": " << read_gbs
+    f << "{\n  \"threads\": " << threads << ",\n  \"rows\": " << rows << ",\n  \"rounds\": " << rounds << ",\n  \"read_bandwidth_gbs\": " << read_gbs
       << ",\n  \"triad_bandwidth_gbs\": " << triad_gbs << ",\n  \"cases\": [\n    " << rows_json << "\n  ]\n}\n";
     if (!f) {
       std::fprintf(stderr, "mosaic_gemv_layouts: cannot write %s\n", json.c_str());

@@ -118,6 +118,14 @@ std::vector<OpCase> cases() {
   add("matmul_one_row_constant_weights", make_node("MatMul"), {{1, 1, 517}, {517, 203}}, {false, true});
   add("matmul_vector_constant_weights", make_node("MatMul"), {{300}, {300, 1300}}, {false, true});
   add("matmul_one_row_batch_of_one_weights", make_node("MatMul"), {{1, 1, 64}, {1, 64, 1300}}, {false, true});
+  // A few rows by constant weights (a decoder's step at batch 2-16): the same panels, four rows
+  // at a time (gemm_panels): 16 rows of a rank-3 A, and a Gemm with transB, alpha, a bias
+  // every row shares scaled by beta, and a fused activation.
+  add("matmul_few_rows_constant_weights", make_node("MatMul"), {{4, 4, 517}, {517, 203}}, {false, true});
+  add("gemm_few_rows_transB_bias_relu",
+      make_node("Gemm", {{"transB", A::of_int(1)}, {"alpha", A::of_float(0.5f)}, {"beta", A::of_float(2.f)},
+                         {"mosaic.activation", A::of_string("Relu")}}),
+      {{5, 130}, {203, 130}, {203}}, {false, true, true});
   // Constant weights with rows of 4 KB: onednn packs them with padded rows.
   add("matmul_weights_4k_rows", make_node("MatMul"), {{2, 8, 16}, {16, 1024}}, {false, true});
   add("gemm_weights_4k_rows_transB", make_node("Gemm", {{"transB", A::of_int(1)}}), {{16, 24}, {1024, 24}, {1024}},

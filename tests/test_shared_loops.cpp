@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <random>
 
 #include "backends/common/broadcast.hpp"
@@ -100,6 +101,59 @@ TEST(SharedLoops, GemvPanelsMatchTheDoubleLoop) {
       EXPECT_EQ(y[n], -7.f) << "wrote past the outputs";
     }
   }
+}
+
+/// A few rows against the panels: every row count up to kPanelRowsMax (four rows at a time, and
+/// the remainders 1-3), panel counts that leave a thread's second stream one short, strided
+/// rows of A and Y, and sizes that split over the threads.
+TEST(SharedLoops, GemmPanelsMatchTheDoubleLoopForAFewRows) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{{7, 33}, {9, 3}, {24, 16}, {203, 517}, {4099, 17}, {5, 0}}) {
+    for (int64_t m = 1; m <= kPanelRowsMax; ++m) {
+      SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+      const int64_t lda = k + 2, ldy = n + 3;
+      std::vector<float> b(static_cast<size_t>(n * k)), a(static_cast<size_t>(m * lda));
+      std::vector<float> y(static_cast<size_t>(m * ldy), -7.f);
+      for (float& v : b) v = u(rng);
+      for (float& v : a) v = u(rng);
+      std::vector<float> panels(static_cast<size_t>(gemv_panel_floats(n, k)), -3.f);
+      pack_gemv_panels(b.data(), false, n, k, panels.data());
+      gemm_panels(panels.data(), a.data(), lda, y.data(), ldy, m, n, k, 0.5f);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a[r * lda + p]) * b[p * n + j];
+          ASSERT_NEAR(y[r * ldy + j], 0.5 * want, 1e-5 * (1 + k)) << "row " << r << ", output " << j;
+        }
+        for (int64_t j = n; j < ldy; ++j) EXPECT_EQ(y[r * ldy + j], -7.f) << "wrote past row " << r;
+      }
+    }
+  }
+}
+
+/// The panels of one constant are packed once while a kernel holds them: the same tensor (or a
+/// copy sharing its buffer) gets the same panels; weights written in place since, or a
+/// different layout, get panels of their own, packed from what the weights hold now.
+TEST(SharedLoops, SharedPanelsArePackedOnceAndNeverStale) {
+  const int64_t k = 37, n = 21;
+  Tensor w = Tensor::empty({DType::kF32, {k, n}});
+  for (int64_t i = 0; i < k * n; ++i) w.f32()[i] = static_cast<float>(i % 13) - 6.f;
+  auto first = shared_gemv_panels(w, false, n, k);
+  const Tensor copy = w;  // a Graph copy: the same buffer
+  auto again = shared_gemv_panels(copy, false, n, k);
+  EXPECT_EQ(first.get(), again.get()) << "packed twice";
+  EXPECT_NE(shared_gemv_panels(w, true, k, n).get(), first.get()) << "another layout shares panels";
+  std::vector<float> want(static_cast<size_t>(gemv_panel_floats(n, k)));
+  pack_gemv_panels(w.f32(), false, n, k, want.data());
+  EXPECT_EQ(std::memcmp(first->f32(), want.data(), want.size() * sizeof(float)), 0);
+
+  w.f32()[5 * n + 3] = 100.f;  // written in place while the first panels live
+  auto fresh = shared_gemv_panels(w, false, n, k);
+  EXPECT_NE(fresh.get(), first.get()) << "stale panels reused";
+  pack_gemv_panels(w.f32(), false, n, k, want.data());
+  EXPECT_EQ(std::memcmp(fresh->f32(), want.data(), want.size() * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(first->f32(), want.data(), want.size() * sizeof(float)), 0) << "the first kernel's panels changed";
 }
 
 }  // namespace

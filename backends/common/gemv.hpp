@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/kernel.hpp"
 #include "operators/params.hpp"
@@ -27,6 +28,17 @@ int64_t gemv_panel_floats(int64_t n, int64_t k);
 /// op(B) is B [k, n], or B [n, k] when trans_b.
 void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels);
 void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha);
+/// The panels of a constant B, packed once for every kernel that multiplies by the same
+/// weights while any of them lives: the plans a generation builds (one per planned length)
+/// share them, instead of holding a copy each (llama-1b: 4.1 GB per plan). Keyed by B's
+/// address, layout and size; the entry pins B's buffer, so no other tensor can take its
+/// address while the panels live. Constant inputs of inference plans are never written.
+std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, int64_t n, int64_t k);
+/// Y[m, n] = alpha * A[m, k] op(B) for a few rows of A (a decoder's step at a small batch)
+/// against the same panels: each panel is read from memory once for all the rows, four rows
+/// at a time against two panels (eight accumulators).
+void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
+                 int64_t k, float alpha);
 
 /// Row-major C[m, n] = A[m, k] B[k, n] for products small enough that a library call's fixed
 /// cost (1-3 us: argument checks, a thread fork) would be most of the time: each row of C
@@ -38,26 +50,32 @@ void small_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
 /// docs/performance.md, "Small tensors").
 inline constexpr double kSmallGemmMaxMacs = 131072;
 
-/// A Gemm of one row of A (batch 1) in an inference plan in float32: a constant B is packed
-/// once into gemv_panels' layout; a run-time B with transB = 1 ([N, K], PyTorch's Linear) is
-/// read in place by gemv_rows. Then beta * C (broadcast over the row) and the fused
-/// activation.
+/// The rows up to which the panels run a product (gemm_panels): a decoder's step at batch 16.
+/// A decode step of GPT-2 small (`bench/ab_binaries.py`, 2 threads) against oneDNN's matmul:
+/// 1.9-2.3x at 2 rows, 1.6x at 8, 1.1-1.2x at 16, 0.94x at 24; against OpenBLAS's sgemm
+/// 2.0-3.0x up to 8 rows, 1.2-1.3x at 16 (docs/generation.md, "A few rows").
+inline constexpr int64_t kPanelRowsMax = 16;
+
+/// A Gemm of one row of A (batch 1), or of up to kPanelRowsMax rows by a constant B, in an
+/// inference plan in float32: a constant B is packed once into the panels' layout; a run-time B
+/// with transB = 1 ([N, K], PyTorch's Linear) is read in place by gemv_rows (one row only).
+/// Then beta * C (shared by every row) and the fused activation.
 class RowGemv {
  public:
   /// Whether it takes the node (else the caller runs its own matrix product).
   bool init(const KernelContext& ctx, const GemmParams& p);
-  /// The same for a MatMul whose product is one row (A [1, K] or [1, ..., 1, K]: a decoder's
-  /// step at batch 1) by a constant 2-d B, which is packed as B^T once. A run-time B, or more
-  /// than one row, is left to the caller.
+  /// The same for a MatMul whose product has at most kPanelRowsMax rows (A [rows, K] or
+  /// [b, s, K] with b * s rows: a decoder's step at a small batch) by a constant 2-d B, which
+  /// is packed as B^T once. A run-time B (beyond one row), or more rows, is left to the caller.
   bool init_matmul(const KernelContext& ctx, const MatMulParams& p);
   bool active() const { return active_; }
   void run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) const;
-  size_t workspace_bytes() const { return packed_.defined() ? packed_.bytes() : 0; }
+  size_t workspace_bytes() const { return packed_ ? packed_->bytes() : 0; }
 
  private:
   bool active_ = false;
   GemmParams p_;
-  Tensor packed_;  ///< a constant B in gemv_panels' layout
+  std::shared_ptr<const Tensor> packed_;  ///< a constant B in gemv_panels' layout (shared_gemv_panels)
   int64_t c_elems_ = 0;
   Activation act_;
 };

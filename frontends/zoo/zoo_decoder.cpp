@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "frontends/zoo/zoo_seq_builder.hpp"
+#include "ir/splitmix.hpp"
 
 namespace mosaic::zoo_detail {
 namespace {
@@ -38,7 +39,7 @@ constexpr float kMasked = -1e9f;
 class DecoderBuilder : public SeqBuilder {
  public:
   DecoderBuilder(const DecoderConfig& c, uint64_t seed)
-      : SeqBuilder(c.name, seed), c_(c), d_(c.hidden / c.heads), seed_(mix(seed)) {}
+      : SeqBuilder(c.name, seed), c_(c), d_(c.hidden / c.heads), seed_(splitmix64(seed)) {}
 
   /// N(0, std_dev) by Box-Muller over a counter hash (splitmix64 of the seed, the tensor's place
   /// in the build and the element's index): every element is a function of those alone, so the
@@ -46,13 +47,13 @@ class DecoderBuilder : public SeqBuilder {
   /// the half minute of one sequential generator.
   std::string normal(const std::string& name, const Shape& shape, double std_dev = 0.02) override {
     Tensor t = Tensor::empty({DType::kF32, shape});
-    const uint64_t key = mix(seed_ + 0x632be59bd9b4e019ull * ++tensors_);
+    const uint64_t key = splitmix64(seed_ + 0x632be59bd9b4e019ull * ++tensors_);
     const int64_t n = t.numel(), pairs = (n + 1) / 2;
     float* p = t.f32();
     const float sd = static_cast<float>(std_dev);
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < pairs; ++j) {
-      const uint64_t a = mix(key + 2 * static_cast<uint64_t>(j)), b = mix(key + 2 * static_cast<uint64_t>(j) + 1);
+      const uint64_t a = splitmix64(key + 2 * static_cast<uint64_t>(j)), b = splitmix64(key + 2 * static_cast<uint64_t>(j) + 1);
       const float u1 = static_cast<float>(static_cast<double>((a >> 40) + 1) / 16777216.0);  // (0, 1]
       const float u2 = static_cast<float>(static_cast<double>(b >> 40) / 16777216.0);        // [0, 1)
       const float r = sd * std::sqrt(-2.f * std::log(u1)), angle = 6.2831853f * u2;
@@ -221,13 +222,6 @@ class DecoderBuilder : public SeqBuilder {
     const std::string silu = op("Mul", name + ".silu", {gate, op("Sigmoid", name + ".sigmoid", {gate})});
     const std::string up = proj(x, name + ".up_proj", c_.hidden, c_.ff);
     return proj(op("Mul", name + ".gated", {silu, up}), name + ".down_proj", c_.ff, c_.hidden);
-  }
-
-  static uint64_t mix(uint64_t z) {  // splitmix64's finaliser
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
   }
 
   DecoderConfig c_;
