@@ -136,6 +136,114 @@ struct MaxBatch {
   int real_runs = 0;
 };
 
+/// The search's fixed inputs and what it learns: which memory bounds a footprint, and the
+/// prediction from the plan's accounting (plus what batch 1's real run and a calibration run
+/// measured beyond it).
+class BatchSearch {
+ public:
+  BatchSearch(const BenchOptions& o, const Placement& placement, int64_t limit, bool on_device, int64_t offset)
+      : o_(o), placement_(placement), limit_(limit), on_device_(on_device), offset_(offset) {}
+
+  /// What bounds a footprint: the device's bytes, or the host's (accounted, and for a real run
+  /// its resident growth).
+  int64_t bound(const Footprint& f) const { return on_device_ ? f.device_accounted : std::max(f.accounted, f.rss_growth); }
+  bool predicted_fits(int64_t b, int64_t* bytes) const {
+    const Footprint f = footprint(o_, placement_, b, false);
+    const int64_t need = on_device_ ? f.device_accounted
+                                    : f.accounted + offset_ + static_cast<int64_t>(untracked_per_entry_ * static_cast<double>(b - 1));
+    if (bytes) *bytes = need;
+    return f.ok && need <= limit_;
+  }
+  /// The largest batch the prediction fits: doubling, then bisection (lo fits, lo + 1 does not).
+  int64_t bisect() const {
+    int64_t lo = 1, hi = 2;
+    while (hi <= (int64_t{1} << 30) && predicted_fits(hi, nullptr)) lo = hi, hi *= 2;
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (predicted_fits(mid, nullptr) ? lo : hi) = mid;
+    }
+    return lo;
+  }
+  /// Calibration: a real run at a quarter of the prediction `lo` measures how much faster the
+  /// process grows with the batch than the accounting (BERT-Base training: 1.4x, the loss
+  /// gradient and backward temporaries), so the confirming run is not one that outgrows the
+  /// machine. Returns the prediction again with that growth.
+  int64_t calibrate(int64_t lo, const Footprint& real1, MaxBatch& m) {
+    if (lo < 8 || on_device_) return lo;
+    const int64_t b2 = lo / 4;
+    const Footprint f2 = footprint(o_, placement_, b2, true);
+    ++m.real_runs;
+    if (!f2.ok) return lo;
+    const double grow = static_cast<double>(f2.rss_growth - real1.rss_growth) - static_cast<double>(f2.accounted - real1.accounted);
+    untracked_per_entry_ = std::max(0.0, grow / static_cast<double>(b2 - 1));
+    return untracked_per_entry_ > 0 ? bisect() : lo;
+  }
+  /// Confirms the prediction `lo` with real runs. The accounting says lo + 1 does not fit; if
+  /// the run at lo does not fit either (memory the accounting does not see), searches down
+  /// between the largest batch a real run confirmed and the smallest one a real run refused.
+  void confirm(int64_t lo, const Footprint& real1, MaxBatch& m) const {
+    int64_t fit = 1, fail = lo + 1, b = lo;
+    Footprint fit_footprint = real1;
+    m.limited_by = "accounting";
+    while (fail - fit > 1) {
+      // A real run must fit in what is available now, with a margin for what the accounting
+      // does not see (the process's own heap, the allocator): one that does not would be
+      // killed by the kernel, not refused. Such a batch is refused by the prediction alone.
+      const int64_t room = available_memory_bytes() * 85 / 100;
+      auto within_room = [&](int64_t batch) {
+        int64_t need = 0;
+        predicted_fits(batch, &need);
+        return need <= room;
+      };
+      if (!on_device_ && !within_room(b)) {  // the largest batch the prediction puts within the room, by bisection
+        int64_t ok = fit, bad = b;
+        while (bad - ok > 1) {
+          const int64_t mid = ok + (bad - ok) / 2;
+          (within_room(mid) ? ok : bad) = mid;
+        }
+        fail = bad;
+        m.limited_by = "available memory";
+        if (fail - fit <= 1) break;
+        b = ok;
+        continue;
+      }
+      const Footprint f = footprint(o_, placement_, b, true);
+      ++m.real_runs;
+      if (f.ok && bound(f) <= limit_) {
+        fit = b;
+        fit_footprint = f;
+      } else {
+        fail = b;
+        m.limited_by = on_device_ ? "device memory" : "resident memory";
+        m.next_rss_growth = f.ok && !on_device_ ? f.rss_growth : 0;
+        if (m.real_runs >= kMaxConfirmingRuns) break;
+      }
+      if (fail - fit <= 1) break;
+      // First guess from how far over the limit the run was; then bisection.
+      const double used = static_cast<double>(bound(f));
+      const int64_t scaled =
+          f.ok && used > 0 ? static_cast<int64_t>(static_cast<double>(b) * static_cast<double>(limit_) / used) : b / 2;
+      b = fit == 1 && m.real_runs == 2 ? std::clamp<int64_t>(scaled, fit + 1, fail - 1) : fit + (fail - fit) / 2;
+    }
+    if (fail - fit > 1)
+      m.note = "stopped after " + std::to_string(m.real_runs) + " real runs between " + std::to_string(fit) + " and " +
+               std::to_string(fail);
+    m.max_batch = fit;
+    m.at_max = fit_footprint;
+    predicted_fits(m.max_batch + 1, &m.next_accounted);
+  }
+
+ private:
+  const BenchOptions& o_;
+  const Placement& placement_;
+  const int64_t limit_;
+  const bool on_device_;
+  const int64_t offset_;  ///< what batch 1's real run holds beyond its accounting (host only)
+  /// Bytes per batch entry the process grows by beyond the accounting (backward kernels'
+  /// temporaries, library scratch): measured by the calibration run.
+  double untracked_per_entry_ = 0;
+};
+
 /// `limit`: the host's bytes, or with `explicit_limit` (memory_limit) the bytes of whichever
 /// memory bounds the configuration. A configuration computing on a device is bounded by the
 /// device's memory (what the plan holds there): 90% of what it has free unless memory_limit
@@ -167,103 +275,14 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
     }
   }
   m.limit = limit;
-  const int64_t offset = on_device ? 0 : real1.accounted - plan1.accounted;
-  // What bounds a footprint: the device's bytes, or the host's (accounted, and for a real
-  // run its resident growth).
-  auto bound = [&](const Footprint& f) {
-    return on_device ? f.device_accounted : std::max(f.accounted, f.rss_growth);
-  };
-  // Bytes per batch entry the process grows by beyond the accounting (backward kernels'
-  // temporaries, library scratch): measured by a calibration run below.
-  double untracked_per_entry = 0;
-  auto predicted_fits = [&](int64_t b, int64_t* bytes) {
-    const Footprint f = footprint(o, placement, b, false);
-    const int64_t need = on_device ? f.device_accounted
-                                   : f.accounted + offset + static_cast<int64_t>(untracked_per_entry * static_cast<double>(b - 1));
-    if (bytes) *bytes = need;
-    return f.ok && need <= limit;
-  };
-  auto bisect = [&] {  // the largest batch the prediction fits
-    int64_t lo = 1, hi = 2;
-    while (hi <= (int64_t{1} << 30) && predicted_fits(hi, nullptr)) lo = hi, hi *= 2;
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      (predicted_fits(mid, nullptr) ? lo : hi) = mid;
-    }
-    return lo;
-  };
-  if (bound(real1) > limit) {
-    m.error = "batch 1 needs " + format_bytes(static_cast<double>(bound(real1))) + ", more than the limit" +
+  BatchSearch search(o, placement, limit, on_device, on_device ? 0 : real1.accounted - plan1.accounted);
+  if (search.bound(real1) > limit) {
+    m.error = "batch 1 needs " + format_bytes(static_cast<double>(search.bound(real1))) + ", more than the limit" +
               (on_device ? " on " + m.device : "");
     return m;
   }
-  // Bisection on the accounting: lo fits, lo + 1 does not.
-  int64_t lo = bisect();
-  // Calibration: a real run at a quarter of the prediction measures how much faster the
-  // process grows with the batch than the accounting (BERT-Base training: 1.4x, the loss
-  // gradient and backward temporaries), so the confirming run is not one that outgrows
-  // the machine.
-  if (lo >= 8 && !on_device) {
-    const int64_t b2 = lo / 4;
-    const Footprint f2 = footprint(o, placement, b2, true);
-    ++m.real_runs;
-    if (f2.ok) {
-      const double grow = static_cast<double>(f2.rss_growth - real1.rss_growth) -
-                          static_cast<double>(f2.accounted - real1.accounted);
-      untracked_per_entry = std::max(0.0, grow / static_cast<double>(b2 - 1));
-      if (untracked_per_entry > 0) lo = bisect();
-    }
-  }
-  m.predicted = lo;
-  // Confirm with real runs. The accounting says lo + 1 does not fit; if the run at lo does
-  // not fit either (memory the accounting does not see), search down between the largest
-  // batch a real run confirmed and the smallest one a real run refused.
-  int64_t fit = 1, fail = lo + 1, b = lo;
-  Footprint fit_footprint = real1;
-  m.limited_by = "accounting";
-  while (fail - fit > 1) {
-    // A real run must fit in what is available now, with a margin for what the accounting
-    // does not see (the process's own heap, the allocator): one that does not would be
-    // killed by the kernel, not refused. Such a batch is refused by the prediction alone.
-    const int64_t room = available_memory_bytes() * 85 / 100;
-    auto within_room = [&](int64_t batch) {
-      int64_t need = 0;
-      predicted_fits(batch, &need);
-      return need <= room;
-    };
-    if (!on_device && !within_room(b)) {  // the largest batch the prediction puts within the room, by bisection
-      int64_t ok = fit, bad = b;
-      while (bad - ok > 1) {
-        const int64_t mid = ok + (bad - ok) / 2;
-        (within_room(mid) ? ok : bad) = mid;
-      }
-      fail = bad;
-      m.limited_by = "available memory";
-      if (fail - fit <= 1) break;
-      b = ok;
-      continue;
-    }
-    const Footprint f = footprint(o, placement, b, true);
-    ++m.real_runs;
-    if (f.ok && bound(f) <= limit) {
-      fit = b;
-      fit_footprint = f;
-    } else {
-      fail = b;
-      m.limited_by = on_device ? "device memory" : "resident memory";
-      m.next_rss_growth = f.ok && !on_device ? f.rss_growth : 0;
-      if (m.real_runs >= kMaxConfirmingRuns) break;
-    }
-    if (fail - fit <= 1) break;
-    // First guess from how far over the limit the run was; then bisection.
-    const double used = static_cast<double>(bound(f));
-    const int64_t scaled = f.ok && used > 0 ? static_cast<int64_t>(static_cast<double>(b) * static_cast<double>(limit) / used) : b / 2;
-    b = fit == 1 && m.real_runs == 2 ? std::clamp<int64_t>(scaled, fit + 1, fail - 1) : fit + (fail - fit) / 2;
-  }
-  if (fail - fit > 1) m.note = "stopped after " + std::to_string(m.real_runs) + " real runs between " + std::to_string(fit) + " and " + std::to_string(fail);
-  m.max_batch = fit;
-  m.at_max = fit_footprint;
-  predicted_fits(m.max_batch + 1, &m.next_accounted);
+  m.predicted = search.calibrate(search.bisect(), real1, m);
+  search.confirm(m.predicted, real1, m);
   return m;
 }
 

@@ -60,6 +60,51 @@ class TimingObserver final : public ExecObserver {
 /// iteration number is a metrics-overhead iteration: timed by the caller, recorded nowhere.
 using IterationFn = std::function<Expected<double>(ExecObserver* observer, int64_t iteration)>;
 
+/// Each executed step's forward and backward statistics, and the share of each iteration the
+/// kernels and the extra work (loss, optimizer) account for.
+void summarise_nodes(TimingObserver& obs, size_t steps, const std::vector<double>& accounted, BenchResult& r) {
+  for (size_t s = 0; s < steps; ++s) {
+    if (obs.forward_[s].empty() && obs.backward_[s].empty()) continue;
+    NodeStats n;
+    n.step = static_cast<int>(s);
+    n.forward_ns = std::move(obs.forward_[s]);
+    n.backward_ns = std::move(obs.backward_[s]);
+    n.forward = describe(n.forward_ns);
+    n.backward = describe(n.backward_ns);
+    r.kernel_sum_median_ns += n.forward.median + n.backward.median;
+    r.nodes.push_back(std::move(n));
+  }
+  r.executed_nodes = static_cast<int>(r.nodes.size());
+  r.overhead_per_node_ns = median(obs.overhead_);
+  std::vector<double> coverage;
+  for (size_t i = 0; i < r.iteration_ns.size(); ++i) {
+    const double kernels = i < obs.kernel_by_iteration_.size() ? obs.kernel_by_iteration_[i] : 0;
+    if (r.iteration_ns[i] > 0) coverage.push_back((kernels + accounted[i]) / r.iteration_ns[i]);
+  }
+  r.node_coverage = median(coverage);
+}
+
+/// What the per-node observer costs: `pairs` iterations with it and without, alternating (which
+/// goes first swaps every pair, so drift hits both alike). The observer here is a scratch one
+/// and negative iteration numbers tell the iteration function not to record them: these
+/// iterations are not part of the results.
+Status measure_overhead(int pairs, size_t steps, const IterationFn& iteration, BenchResult& r) {
+  TimingObserver scratch(steps, nullptr);
+  std::vector<double> on, off;
+  for (int i = 0; i < pairs; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      const bool metrics = (i + k) % 2 == 0;
+      const int64_t t0 = now_ns();
+      MOSAIC_RETURN_IF_ERROR(iteration(metrics ? &scratch : nullptr, -1 - i).status());
+      (metrics ? on : off).push_back(static_cast<double>(now_ns() - t0));
+    }
+  }
+  r.metrics_on_ns = median(on);
+  r.metrics_off_ns = median(off);
+  r.metrics_overhead = r.metrics_off_ns > 0 ? r.metrics_on_ns / r.metrics_off_ns - 1 : 0;
+  return Status::ok();
+}
+
 /// Warm-up, then measured iterations as `cfg` says, into `r` (raw samples and statistics).
 Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteration, BenchResult& r,
                TraceRecorder* trace) {
@@ -147,43 +192,8 @@ Status measure(const BenchConfig& cfg, size_t steps, const IterationFn& iteratio
   r.cpu_cores = wall_ns > 0 ? cpu_ns / wall_ns : 0;
   r.others_cpu = others.share();
 
-  for (size_t s = 0; s < steps; ++s) {
-    if (obs.forward_[s].empty() && obs.backward_[s].empty()) continue;
-    NodeStats n;
-    n.step = static_cast<int>(s);
-    n.forward_ns = std::move(obs.forward_[s]);
-    n.backward_ns = std::move(obs.backward_[s]);
-    n.forward = describe(n.forward_ns);
-    n.backward = describe(n.backward_ns);
-    r.kernel_sum_median_ns += n.forward.median + n.backward.median;
-    r.nodes.push_back(std::move(n));
-  }
-  r.executed_nodes = static_cast<int>(r.nodes.size());
-  r.overhead_per_node_ns = median(obs.overhead_);
-  std::vector<double> coverage;
-  for (size_t i = 0; i < r.iteration_ns.size(); ++i) {
-    const double kernels = i < obs.kernel_by_iteration_.size() ? obs.kernel_by_iteration_[i] : 0;
-    if (r.iteration_ns[i] > 0) coverage.push_back((kernels + accounted[i]) / r.iteration_ns[i]);
-  }
-  r.node_coverage = median(coverage);
-  if (cfg.overhead_pairs > 0) {
-    // Alternate on and off (which goes first swaps every pair, so drift hits both alike);
-    // the observer here is a scratch one: these iterations are not part of the results.
-    // Negative iteration numbers tell the iteration function not to record them.
-    TimingObserver scratch(steps, nullptr);
-    std::vector<double> on, off;
-    for (int i = 0; i < cfg.overhead_pairs; ++i) {
-      for (int k = 0; k < 2; ++k) {
-        const bool metrics = (i + k) % 2 == 0;
-        const int64_t t0 = now_ns();
-        MOSAIC_RETURN_IF_ERROR(iteration(metrics ? &scratch : nullptr, -1 - i).status());
-        (metrics ? on : off).push_back(static_cast<double>(now_ns() - t0));
-      }
-    }
-    r.metrics_on_ns = median(on);
-    r.metrics_off_ns = median(off);
-    r.metrics_overhead = r.metrics_off_ns > 0 ? r.metrics_on_ns / r.metrics_off_ns - 1 : 0;
-  }
+  summarise_nodes(obs, steps, accounted, r);
+  if (cfg.overhead_pairs > 0) return measure_overhead(cfg.overhead_pairs, steps, iteration, r);
   return Status::ok();
 }
 

@@ -191,54 +191,106 @@ bool RunComparison::slower() const {
   return false;
 }
 
+namespace {
+
+/// The model of a bench document: its file's hash where known, else its name.
+json model_of(const json& d) {
+  const json h = at(d, {"provenance", "run", "model_sha256"});
+  return h.is_null() ? at(d, {"model"}) : h;
+}
+
+/// What makes two timings incomparable: another computation (model) or another configuration
+/// (mode, batch, threads, backends). Refused unless --force.
+Status refuse_incomparable(const json& a, const json& b) {
+  std::vector<std::string> differ;
+  if (model_of(a) != model_of(b)) differ.push_back("model (" + show(at(a, {"model"})) + " vs " + show(at(b, {"model"})) + ")");
+  for (const char* k : {"mode", "batch", "threads"})
+    if (at(a, {k}) != at(b, {k})) differ.push_back(std::string(k) + " (" + show(at(a, {k})) + " vs " + show(at(b, {k})) + ")");
+  auto labels = [](const json& d) {
+    std::string l;
+    std::vector<std::string> v;
+    for (const auto& run : d.value("runs", json::array())) v.push_back(run.value("label", ""));
+    std::sort(v.begin(), v.end());
+    for (const auto& x : v) l += (l.empty() ? "" : ",") + x;
+    return l;
+  };
+  if (labels(a) != labels(b)) differ.push_back("backends (" + labels(a) + " vs " + labels(b) + ")");
+  if (differ.empty()) return Status::ok();
+  std::string what;
+  for (const auto& d : differ) what += (what.empty() ? "" : ", ") + d;
+  return Status::invalid("A and B differ in " + what +
+                         ": a difference in time would be the settings', not the code's (--force compares them anyway)");
+}
+
+/// Warnings for what differs but does not make the timings incomparable (kernels, machine, build).
+void warn_about_settings(const json& a, const json& b, std::vector<std::string>& warnings) {
+  check_same("model", model_of(a), model_of(b), warnings);
+  for (const char* k : {"batch", "mode", "threads", "kernels"}) check_same(k, at(a, {k}), at(b, {k}), warnings);
+  for (const char* k : {"blas_core", "onednn_isa"})  // documents written before the backends' properties
+    if (a.contains(k) || b.contains(k)) check_same(k, at(a, {k}), at(b, {k}), warnings);
+  check_same("machine", at(a, {"provenance", "machine", "cpu_model"}), at(b, {"provenance", "machine", "cpu_model"}), warnings);
+  for (const char* k : {"build_type", "sanitized", "native"})
+    check_same(std::string("build ") + k, at(a, {"provenance", "build", k}), at(b, {"provenance", "build", k}), warnings);
+}
+
+/// One configuration present in both: its iteration time, and every node both runs timed (by
+/// name; views have no samples), per process when every process of both runs has the node's
+/// median, else by raw samples, at alpha split over the nodes.
+ConfigComparison compare_configuration(const json& a, const json& b, const json& ra, const json& rb,
+                                       const RunComparison& r, const CompareOptions& o) {
+  const std::string label = ra.value("label", "");
+  const bool training = a.value("mode", "") == "training";
+  ConfigComparison c;
+  c.label = label;
+  if (r.by_process)
+    c.total = compare_process_medians(label, process_values(a, label, "median_ms", ""), process_values(b, label, "median_ms", ""),
+                                      o.alpha, o.threshold);
+  else
+    c.total = compare_samples(label, numbers(at(ra, {"samples", "iteration_ms"})), numbers(at(rb, {"samples", "iteration_ms"})),
+                              o.alpha, o.threshold);
+  struct Pair {
+    std::string name, op;
+    std::vector<double> a, b;
+    bool by_process;
+  };
+  std::vector<Pair> pairs;
+  auto add_pair = [&](const std::string& shown, const std::string& op, const std::string& node, const char* key,
+                      const char* samples) {
+    const std::vector<double> pa = process_values(a, label, key, node), pb = process_values(b, label, key, node);
+    if (r.by_process && pa.size() == r.processes_a && pb.size() == r.processes_b)
+      pairs.push_back({shown, op, pa, pb, true});
+    else
+      pairs.push_back({shown, op, numbers(node_of(ra, node).value(samples, json())), numbers(node_of(rb, node).value(samples, json())),
+                       false});
+  };
+  for (const auto& na : ra.value("nodes", json::array())) {
+    if (na.value("view", false)) continue;
+    const std::string name = na.value("name", "");
+    if (node_of(rb, name).is_null()) continue;
+    add_pair(name, na.value("op", ""), name, "node_median_us", "samples_us");
+    if (training) add_pair(name + " (backward)", na.value("op", ""), name, "node_backward_median_us", "backward_samples_us");
+  }
+  c.node_alpha = pairs.empty() ? o.alpha : o.alpha / static_cast<double>(pairs.size());
+  for (const auto& p : pairs) {
+    TimingComparison t = p.by_process ? compare_process_medians(p.name, p.a, p.b, c.node_alpha, o.threshold)
+                                      : compare_samples(p.name, p.a, p.b, c.node_alpha, o.threshold);
+    t.op = p.op;
+    c.nodes.push_back(t);
+  }
+  return c;
+}
+
+}  // namespace
+
 Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const CompareOptions& o) {
   MOSAIC_RETURN_IF_ERROR(check_doc(a, "A"));
   MOSAIC_RETURN_IF_ERROR(check_doc(b, "B"));
   if (a == b)
     return Status::invalid("A and B are the same run: comparing a run with itself says nothing (name two runs, e.g. "
                            "last~1 last)");
+  if (!o.force) MOSAIC_RETURN_IF_ERROR(refuse_incomparable(a, b));
   RunComparison r;
-  // The model: its file's hash where known, else its name.
-  auto model_of = [](const json& d) {
-    const json h = at(d, {"provenance", "run", "model_sha256"});
-    return h.is_null() ? at(d, {"model"}) : h;
-  };
-  const json model_a = model_of(a), model_b = model_of(b);
-  if (!o.force) {
-    // What makes two timings incomparable: another computation or another configuration.
-    std::vector<std::string> differ;
-    if (model_a != model_b) differ.push_back("model (" + show(at(a, {"model"})) + " vs " + show(at(b, {"model"})) + ")");
-    for (const char* k : {"mode", "batch", "threads"})
-      if (at(a, {k}) != at(b, {k})) differ.push_back(std::string(k) + " (" + show(at(a, {k})) + " vs " + show(at(b, {k})) + ")");
-    auto labels = [](const json& d) {
-      std::vector<std::string> l;
-      for (const auto& run : d.value("runs", json::array())) l.push_back(run.value("label", ""));
-      std::sort(l.begin(), l.end());
-      return l;
-    };
-    if (labels(a) != labels(b)) {
-      auto join = [](const std::vector<std::string>& v) {
-        std::string s;
-        for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-        return s;
-      };
-      differ.push_back("backends (" + join(labels(a)) + " vs " + join(labels(b)) + ")");
-    }
-    if (!differ.empty()) {
-      std::string what;
-      for (const auto& d : differ) what += (what.empty() ? "" : ", ") + d;
-      return Status::invalid("A and B differ in " + what +
-                             ": a difference in time would be the settings', not the code's (--force compares them anyway)");
-    }
-  }
-  check_same("model", model_a, model_b, r.warnings);
-  for (const char* k : {"batch", "mode", "threads", "kernels"}) check_same(k, at(a, {k}), at(b, {k}), r.warnings);
-  for (const char* k : {"blas_core", "onednn_isa"})  // documents written before the backends' properties
-    if (a.contains(k) || b.contains(k)) check_same(k, at(a, {k}), at(b, {k}), r.warnings);
-  check_same("machine", at(a, {"provenance", "machine", "cpu_model"}), at(b, {"provenance", "machine", "cpu_model"}), r.warnings);
-  for (const char* k : {"build_type", "sanitized", "native"})
-    check_same(std::string("build ") + k, at(a, {"provenance", "build", k}), at(b, {"provenance", "build", k}), r.warnings);
-  const bool training = a.value("mode", "") == "training";
+  warn_about_settings(a, b, r.warnings);
   auto processes = [](const json& d) { return d.contains("processes") && d["processes"].is_array() ? d["processes"].size() : size_t{1}; };
   r.processes_a = processes(a);
   r.processes_b = processes(b);
@@ -264,47 +316,7 @@ Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const C
                              std::to_string(static_cast<int>(100 * share.get<double>() + 0.5)) +
                              "% of the machine while it was measured; a difference may be theirs");
     }
-    ConfigComparison c;
-    c.label = label;
-    if (r.by_process)
-      c.total = compare_process_medians(label, process_values(a, label, "median_ms", ""), process_values(b, label, "median_ms", ""),
-                                        o.alpha, o.threshold);
-    else
-      c.total = compare_samples(label, numbers(at(ra, {"samples", "iteration_ms"})),
-                                numbers(at(*rb, {"samples", "iteration_ms"})), o.alpha, o.threshold);
-    // Nodes present in both, by name; views have no samples. Per process when every process
-    // of both runs has the node's median, else by raw samples.
-    struct Pair {
-      std::string name, op;
-      std::vector<double> a, b;
-      bool by_process;
-    };
-    std::vector<Pair> pairs;
-    auto add_pair = [&](const std::string& shown, const std::string& op, const std::string& node, const char* key,
-                        const char* samples) {
-      const std::vector<double> pa = process_values(a, label, key, node), pb = process_values(b, label, key, node);
-      const json& na = node_of(ra, node);
-      const json& nb = node_of(*rb, node);
-      if (r.by_process && pa.size() == r.processes_a && pb.size() == r.processes_b)
-        pairs.push_back({shown, op, pa, pb, true});
-      else
-        pairs.push_back({shown, op, numbers(na.value(samples, json())), numbers(nb.value(samples, json())), false});
-    };
-    for (const auto& na : ra.value("nodes", json::array())) {
-      if (na.value("view", false)) continue;
-      const std::string name = na.value("name", "");
-      if (node_of(*rb, name).is_null()) continue;
-      add_pair(name, na.value("op", ""), name, "node_median_us", "samples_us");
-      if (training) add_pair(name + " (backward)", na.value("op", ""), name, "node_backward_median_us", "backward_samples_us");
-    }
-    c.node_alpha = pairs.empty() ? o.alpha : o.alpha / static_cast<double>(pairs.size());
-    for (const auto& p : pairs) {
-      TimingComparison t = p.by_process ? compare_process_medians(p.name, p.a, p.b, c.node_alpha, o.threshold)
-                                        : compare_samples(p.name, p.a, p.b, c.node_alpha, o.threshold);
-      t.op = p.op;
-      c.nodes.push_back(t);
-    }
-    r.configs.push_back(std::move(c));
+    r.configs.push_back(compare_configuration(a, b, ra, *rb, r, o));
     labels_b.erase(std::remove(labels_b.begin(), labels_b.end(), label), labels_b.end());
   }
   r.only_b = labels_b;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "backends/registry.hpp"
@@ -261,37 +262,24 @@ std::vector<OptcheckResult> check_trajectories(const OptcheckOptions& o) {
 
 namespace {
 
-/// One ONNX training-op case: its op, the mapped config, the step count to start from,
-/// which state buffer names the ONNX state inputs map to, and the tensors.
-OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, const std::filesystem::path& dir) {
-  const std::string check = "onnx " + dir.filename().string();
-  auto model = load_onnx((dir / "model.onnx").string());
-  if (!model.ok()) return {check, "FAIL", model.status().message()};
-  if (model->nodes.size() != 1) return {check, "FAIL", (dir / "model.onnx").string() + ": expected one node"};
-  const Node& node = model->nodes[0];
-  std::vector<Tensor> in, want;
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    auto t = load_tensor_pb((dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb")).string());
-    if (!t.ok()) return {check, "FAIL", t.status().message()};
-    in.push_back(t.value());
-  }
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    auto t = load_tensor_pb((dir / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb")).string());
-    if (!t.ok()) return {check, "FAIL", t.status().message()};
-    want.push_back(t.value());
-  }
-  auto scalar = [](const Tensor& t) -> double {
-    return t.desc().dtype == DType::kF32 ? t.f32()[0] : static_cast<double>(t.i64()[0]);
-  };
-  const double R = scalar(in[0]);
-  const int64_t T = static_cast<int64_t>(scalar(in[1]));
-  OptimizerConfig c;
-  c.lr = R;
-  c.weight_decay = node.attr_float("norm_coefficient", 0.f);
+/// An ONNX training op's case as the PyTorch rule it computes: the config, the step count to
+/// start from and which state buffers its state inputs fill.
+struct OnnxMapping {
+  OptimizerConfig config;
   std::vector<std::string> state_names;
   std::string note;
   int64_t steps_before = 0;
-  std::string name = o.optimizer;
+};
+
+/// Maps `node` (learning rate R, step count T) onto m; a result (SKIP) where it has no mapping.
+std::optional<OptcheckResult> map_onnx_case(const Node& node, const std::filesystem::path& dir, double R, int64_t T,
+                                            const std::string& check, OnnxMapping& m) {
+  OptimizerConfig& c = m.config;
+  c.lr = R;
+  c.weight_decay = node.attr_float("norm_coefficient", 0.f);
+  std::vector<std::string>& state_names = m.state_names;
+  std::string& note = m.note;
+  int64_t& steps_before = m.steps_before;
   if (node.op_type == "Adagrad") {
     // r = R / (1 + T decay); H += g^2; X -= r g / (sqrt(H) + eps): PyTorch's Adagrad at t = T + 1.
     c.lr_decay = node.attr_float("decay_factor", 0.f);
@@ -300,7 +288,7 @@ OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, c
     steps_before = T;
   } else if (node.op_type == "Adam") {
     if (node.attr_float("norm_coefficient_post", 0.f) != 0.f)
-      return {check, "SKIP", "norm_coefficient_post has no PyTorch counterpart"};
+      return OptcheckResult{check, "SKIP", "norm_coefficient_post has no PyTorch counterpart"};
     c.beta1 = node.attr_float("alpha", 0.9f);
     c.beta2 = node.attr_float("beta", 0.999f);
     double eps = node.attr_float("epsilon", 1e-6f);
@@ -329,8 +317,40 @@ OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, c
     state_names = {"momentum_buffer"};
     steps_before = std::max<int64_t>(T, 1);
   } else {
-    return {check, "SKIP", "op " + node.op_type + " not mapped"};
+    return OptcheckResult{check, "SKIP", "op " + node.op_type + " not mapped"};
   }
+  return std::nullopt;
+}
+
+/// One ONNX training-op case: its op, the mapped config, the step count to start from,
+/// which state buffer names the ONNX state inputs map to, and the tensors.
+OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, const std::filesystem::path& dir) {
+  const std::string check = "onnx " + dir.filename().string();
+  auto model = load_onnx((dir / "model.onnx").string());
+  if (!model.ok()) return {check, "FAIL", model.status().message()};
+  if (model->nodes.size() != 1) return {check, "FAIL", (dir / "model.onnx").string() + ": expected one node"};
+  const Node& node = model->nodes[0];
+  std::vector<Tensor> in, want;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    auto t = load_tensor_pb((dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb")).string());
+    if (!t.ok()) return {check, "FAIL", t.status().message()};
+    in.push_back(t.value());
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    auto t = load_tensor_pb((dir / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb")).string());
+    if (!t.ok()) return {check, "FAIL", t.status().message()};
+    want.push_back(t.value());
+  }
+  auto scalar = [](const Tensor& t) -> double {
+    return t.desc().dtype == DType::kF32 ? t.f32()[0] : static_cast<double>(t.i64()[0]);
+  };
+  OnnxMapping m;
+  if (auto skip = map_onnx_case(node, dir, scalar(in[0]), static_cast<int64_t>(scalar(in[1])), check, m)) return *skip;
+  const OptimizerConfig& c = m.config;
+  const std::vector<std::string>& state_names = m.state_names;
+  const std::string& note = m.note;
+  const int64_t steps_before = m.steps_before;
+  const std::string name = o.optimizer;
   auto opt = make_optimizer(name, c);
   if (!opt.ok()) return {check, "FAIL", opt.status().message()};
   const auto names = opt.value()->state_names();
