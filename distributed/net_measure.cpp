@@ -47,7 +47,81 @@ double median_collective_s(Comm& comm, const std::function<void()>& collective) 
   return median_of(t);
 }
 
+/// Mosaic's shared-memory all-reduce over every rank (all on one node) at each size from 1 MiB:
+/// (bytes, median seconds).
+Expected<std::vector<std::pair<double, double>>> time_shm_allreduce(Comm& comm, const std::vector<int64_t>& sizes) {
+  std::vector<std::pair<double, double>> points;
+  for (int64_t m : sizes) {
+    if (m < 1 << 20) continue;
+    MOSAIC_ASSIGN_OR_RETURN(auto shm, ShmAllreduce::create(comm, {m / 4}));
+    const double med = median_collective_s(comm, [&] {
+      shm->begin_step();
+      shm->ready(0);
+      while (!shm->progress(1.f)) std::this_thread::yield();
+    });
+    points.emplace_back(static_cast<double>(m), med);
+  }
+  return points;
+}
+
+/// The measured points beside the fitted model, a row per size, and the fit's line.
+std::string format_table(const std::vector<std::pair<double, double>>& points, const nlohmann::json& samples, double alpha,
+                         double bandwidth, const NetworkProfile& p, int n, bool one_host, bool shm) {
+  char line[256];
+  std::string table = "size          one-way (measured / fit)      ring all-reduce over " + std::to_string(n) +
+                      " ranks (measured / fit)" + (shm ? "   shm all-reduce (measured / fit)" : "") + "\n";
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double m = points[i].first;
+    std::snprintf(line, sizeof line, "%-12.0f  %10.2f / %-10.2f us", m, 1e6 * points[i].second, 1e6 * (alpha + m / bandwidth));
+    table += line;
+    for (const auto& a : samples["allreduce"])
+      if (a["bytes"].get<double>() == m) {
+        std::snprintf(line, sizeof line, "   %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
+        table += line;
+      }
+    for (const auto& a : samples["shm_allreduce"])
+      if (a["bytes"].get<double>() == m) {
+        std::snprintf(line, sizeof line, "     %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
+        table += line;
+      }
+    table += "\n";
+  }
+  std::snprintf(line, sizeof line,
+                "fit: latency %.2f us, bandwidth %.2f GB/s, reduction %.2f GB/s%s, shm all-reduce %.2f GB/s (%d ranks, %s, "
+                "oversubscription %.2g)\n", 1e6 * alpha, bandwidth / 1e9, p.reduce_bps / 1e9, p.cpu_driven ? ", CPU-driven" : "",
+                p.shm_bps / 1e9, n,
+                one_host ? "one host" : "several hosts", p.measured_oversubscription);
+  table += line;
+  return table;
+}
+
 }  // namespace
+
+Expected<std::pair<double, double>> fit_link(const std::vector<std::pair<double, double>>& points) {
+  // Latency from the smallest messages; bandwidth = bytes / time over the messages of 1 MiB
+  // and more, so the largest (the size of real gradient buckets) weigh most.
+  std::vector<double> small;
+  for (const auto& [m, t] : points)
+    if (m <= 1024) small.push_back(t);
+  if (small.empty()) return Status::invalid("simulate --measure-network: no message of 1 KiB or less was timed");
+  const double alpha = median_of(small);
+  double big_bytes = 0, big_s = 0;
+  for (const auto& [m, t] : points) {
+    if (m < 1 << 20) continue;
+    if (t <= alpha) {
+      char what[256];
+      std::snprintf(what, sizeof what,
+                    "simulate --measure-network: a %.0f-byte message took %.2f us one way, no longer than the %.2f us "
+                    "latency the small ones measured: the ranks were descheduled while they were timed (another process "
+                    "on these cores?); measure on an idle machine",
+                    m, 1e6 * t, 1e6 * alpha);
+      return Status::invalid(what);
+    }
+    big_bytes += m, big_s += t - alpha;
+  }
+  if (big_bytes == 0) return Status::invalid("simulate --measure-network: --max-mb must be at least 1");
+  return std::make_pair(alpha, big_bytes / big_s);
+}
 
 Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
   const int n = comm.size(), rank = comm.rank();
@@ -79,17 +153,8 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
     comm.broadcast(&med, sizeof med, 0);
     points.emplace_back(static_cast<double>(m), med);
   }
-  // Latency from the smallest messages; bandwidth = bytes / time over the messages of 1 MiB
-  // and more, so the largest (the size of real gradient buckets) weigh most.
-  std::vector<double> small;
-  for (const auto& [m, t] : points)
-    if (m <= 1024) small.push_back(t);
-  const double alpha = median_of(small);
-  double big_bytes = 0, big_s = 0;
-  for (const auto& [m, t] : points)
-    if (m >= 1 << 20) big_bytes += m, big_s += std::max(t - alpha, 1e-12);
-  if (big_bytes == 0) return Status::invalid("simulate --measure-network: --max-mb must be at least 1");
-  const double bandwidth = big_bytes / big_s;
+  MOSAIC_ASSIGN_OR_RETURN(const auto fit, fit_link(points));
+  const double alpha = fit.first, bandwidth = fit.second;
   for (const auto& [m, t] : points)
     samples["pingpong"].push_back({{"bytes", m}, {"seconds", t}, {"fit_seconds", alpha + m / bandwidth}});
 
@@ -125,19 +190,9 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
   // bytes that latency does not explain.
   std::vector<std::pair<double, double>> shm_points;
   if (comm.one_node()) {
+    MOSAIC_ASSIGN_OR_RETURN(shm_points, time_shm_allreduce(comm, sizes));
     double shm_bytes = 0, shm_s = 0;
-    for (int64_t m : sizes) {
-      if (m < 1 << 20) continue;
-      MOSAIC_ASSIGN_OR_RETURN(auto shm, ShmAllreduce::create(comm, {m / 4}));
-      const double med = median_collective_s(comm, [&] {
-        shm->begin_step();
-        shm->ready(0);
-        while (!shm->progress(1.f)) std::this_thread::yield();
-      });
-      const double s = static_cast<double>(m);
-      shm_points.emplace_back(s, med);
-      shm_bytes += s, shm_s += std::max(med - 2 * alpha, 1e-12);
-    }
+    for (const auto& [bytes, med] : shm_points) shm_bytes += bytes, shm_s += std::max(med - 2 * alpha, 1e-12);
     p.shm_bps = shm_s > 0 ? shm_bytes / shm_s : 0;
   }
   Topology topo;
@@ -153,31 +208,7 @@ Expected<NetworkMeasurement> measure_network(Comm& comm, int64_t max_bytes) {
     const double fit = allreduce_cost(static_cast<int64_t>(s), topo, Collective::kShm).total();
     samples["shm_allreduce"].push_back({{"bytes", s}, {"ranks", n}, {"seconds", t}, {"fit_seconds", fit}});
   }
-  char line[256];
-  std::string table = "size          one-way (measured / fit)      ring all-reduce over " + std::to_string(n) +
-                      " ranks (measured / fit)" + (shm_points.empty() ? "" : "   shm all-reduce (measured / fit)") + "\n";
-  for (size_t i = 0; i < points.size(); ++i) {
-    const double m = points[i].first;
-    std::snprintf(line, sizeof line, "%-12.0f  %10.2f / %-10.2f us", m, 1e6 * points[i].second, 1e6 * (alpha + m / bandwidth));
-    table += line;
-    for (const auto& a : samples["allreduce"])
-      if (a["bytes"].get<double>() == m) {
-        std::snprintf(line, sizeof line, "   %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
-        table += line;
-      }
-    for (const auto& a : samples["shm_allreduce"])
-      if (a["bytes"].get<double>() == m) {
-        std::snprintf(line, sizeof line, "     %10.3f / %-10.3f ms", 1e3 * a["seconds"].get<double>(), 1e3 * a["fit_seconds"].get<double>());
-        table += line;
-      }
-    table += "\n";
-  }
-  std::snprintf(line, sizeof line,
-                "fit: latency %.2f us, bandwidth %.2f GB/s, reduction %.2f GB/s%s, shm all-reduce %.2f GB/s (%d ranks, %s, "
-                "oversubscription %.2g)\n", 1e6 * alpha, bandwidth / 1e9, p.reduce_bps / 1e9, p.cpu_driven ? ", CPU-driven" : "",
-                p.shm_bps / 1e9, n,
-                one_host ? "one host" : "several hosts", p.measured_oversubscription);
-  table += line;
+  const std::string table = format_table(points, samples, alpha, bandwidth, p, n, one_host, !shm_points.empty());
   p.source = "measured with mosaic simulate --measure-network over " + std::to_string(n) + " ranks" +
              (one_host ? " on one host" : "");
   return NetworkMeasurement{p, samples.dump(), table};

@@ -10,6 +10,7 @@
 
 #include "distributed/buckets.hpp"
 #include "distributed/cost_model.hpp"
+#include "distributed/net_measure.hpp"
 #include "tests/test_util.hpp"
 
 namespace mosaic::test {
@@ -293,6 +294,24 @@ TEST_F(SimulateCli, BadInputIsNamed) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("needs at least 2 ranks"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(path("n.json")));
+}
+
+/// The link's fit from one-way times: the latency from the small messages, the bandwidth from
+/// the large ones beyond it (checked by hand), and a refusal where a large message took no
+/// longer than the latency (ranks descheduled while the small ones were timed: a 4 ms "latency"
+/// made a 2,097,152 GB/s link, written to the profile without a word).
+TEST(NetworkFit, LatencyAndBandwidthFromTheMessagesAndContentionRefused) {
+  // 10 us latency; 1 and 4 MiB at 1 GB/s beyond it.
+  const double mib = 1 << 20;
+  auto fit = dist::fit_link({{8, 9e-6}, {512, 10e-6}, {1024, 11e-6}, {mib, 10e-6 + mib / 1e9}, {4 * mib, 10e-6 + 4 * mib / 1e9}});
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->first, 10e-6, 1e-12);
+  EXPECT_NEAR(fit->second, 1e9, 1e3);
+  auto contended = dist::fit_link({{8, 4e-3}, {512, 4e-3}, {1024, 4e-3}, {2 * mib, 7.4e-4}});
+  ASSERT_FALSE(contended.ok());
+  EXPECT_NE(contended.status().message().find("no longer than the 4000.00 us latency"), std::string::npos)
+      << contended.status().message();
+  EXPECT_FALSE(dist::fit_link({{8, 1e-6}, {4096, 2e-6}}).ok()) << "no message of 1 MiB: no bandwidth";
 }
 
 TEST_F(SimulateCli, MeasuresTheNetworkUnderMpirunAndPredictsWithIt) {
