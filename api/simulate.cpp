@@ -141,6 +141,51 @@ json network_json(const dist::NetworkProfile& n) {
 
 }  // namespace
 
+namespace {
+
+/// The (nodes, ranks per node) layouts to predict and their labels: `groups` as given, or each
+/// of `ranks` packed `ranks_per_node` to a node.
+Status rank_layouts(const SimulateQuery& o, std::vector<std::pair<int, int>>& layouts, std::vector<std::string>& labels) {
+  if (!o.groups.empty()) {
+    for (const auto& g : o.groups) {
+      MOSAIC_ASSIGN_OR_RETURN(auto p, parse_group(g));
+      layouts.push_back(p);
+      labels.push_back(g);
+    }
+    return Status::ok();
+  }
+  if (o.ranks.empty()) return Status::invalid("`ranks` is empty");
+  for (int n : o.ranks) {
+    if (n < 1) return Status::invalid("`ranks`: " + std::to_string(n) + " is not a positive rank count");
+    const int per = std::min(n, o.ranks_per_node);
+    if (n % per != 0)
+      return Status::invalid("`ranks`: " + std::to_string(n) + " is not a multiple of `ranks_per_node` (" + std::to_string(per) + ")");
+    layouts.emplace_back(n / per, per);
+    labels.push_back(std::to_string(n / per) + "n" + std::to_string(n) + "c");
+  }
+  return Status::ok();
+}
+
+/// The profile: a document as given, a benchmark JSON file, or measured now; and where it came from.
+Status profile_document(const SimulateQuery& o, json& doc, std::string& source) {
+  doc = o.profile;
+  source = o.input.empty() ? "a profile document" : o.input;
+  if (doc.is_null() && o.input.size() > 5 && o.input.substr(o.input.size() - 5) == ".json") {
+    std::ifstream f(o.input);
+    if (!f) return Status::not_found(o.input + ": cannot open");
+    doc = json::parse(f, nullptr, false);
+    if (doc.is_discarded()) return Status::invalid(o.input + ": not JSON");
+  } else if (doc.is_null()) {
+    MOSAIC_ASSIGN_OR_RETURN(doc, measure_profile(o));
+    source = "measured now: mosaic bench " + o.input + " --mode training --backends " + o.backend + " --batch " +
+             std::to_string(o.batch) + " --threads " + std::to_string(o.threads) +
+             (o.profile_concurrency > 1 ? ", the slowest of " + std::to_string(o.profile_concurrency) + " at once" : "");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Expected<json> simulate(const SimulateQuery& o) {
   if (o.input.empty() && o.profile.is_null())
     return Status::invalid("simulate needs a model, a training benchmark JSON file or a profile document");
@@ -167,38 +212,10 @@ Expected<json> simulate(const SimulateQuery& o) {
   if (o.predict_batch != 0) MOSAIC_RETURN_IF_ERROR(check_numbers("simulate", {{"predict_batch", o.predict_batch}}));
   std::vector<std::pair<int, int>> layouts;  // (nodes, ranks per node)
   std::vector<std::string> labels;
-  if (!o.groups.empty()) {
-    for (const auto& g : o.groups) {
-      MOSAIC_ASSIGN_OR_RETURN(auto p, parse_group(g));
-      layouts.push_back(p);
-      labels.push_back(g);
-    }
-  } else {
-    if (o.ranks.empty()) return Status::invalid("`ranks` is empty");
-    for (int n : o.ranks) {
-      if (n < 1) return Status::invalid("`ranks`: " + std::to_string(n) + " is not a positive rank count");
-      const int per = std::min(n, o.ranks_per_node);
-      if (n % per != 0)
-        return Status::invalid("`ranks`: " + std::to_string(n) + " is not a multiple of `ranks_per_node` (" + std::to_string(per) + ")");
-      layouts.emplace_back(n / per, per);
-      labels.push_back(std::to_string(n / per) + "n" + std::to_string(n) + "c");
-    }
-  }
-
-  // The profile: a document as given, a benchmark JSON file, or measured now.
-  json doc = o.profile;
-  std::string source = o.input.empty() ? "a profile document" : o.input;
-  if (doc.is_null() && o.input.size() > 5 && o.input.substr(o.input.size() - 5) == ".json") {
-    std::ifstream f(o.input);
-    if (!f) return Status::not_found(o.input + ": cannot open");
-    doc = json::parse(f, nullptr, false);
-    if (doc.is_discarded()) return Status::invalid(o.input + ": not JSON");
-  } else if (doc.is_null()) {
-    MOSAIC_ASSIGN_OR_RETURN(doc, measure_profile(o));
-    source = "measured now: mosaic bench " + o.input + " --mode training --backends " + o.backend + " --batch " +
-             std::to_string(o.batch) + " --threads " + std::to_string(o.threads) +
-             (o.profile_concurrency > 1 ? ", the slowest of " + std::to_string(o.profile_concurrency) + " at once" : "");
-  }
+  MOSAIC_RETURN_IF_ERROR(rank_layouts(o, layouts, labels));
+  json doc;
+  std::string source;
+  MOSAIC_RETURN_IF_ERROR(profile_document(o, doc, source));
   MOSAIC_ASSIGN_OR_RETURN(StepProfile p, profile_from_bench(doc, o.input.empty() ? "the profile document" : o.input,
                                                             o.backend, o.bucket_mb));
   {
