@@ -410,6 +410,51 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   return Status::ok();
 }
 
+/// Attention fuses per configuration, where its backend has the kernel: each configuration's
+/// graph is `timed` or a fused copy of it (kept in `fused_graphs`); with --attention both, the
+/// plain graph's twin follows each configuration that fused. A note says where it fused.
+void fuse_attention_per_config(const BenchOptions& o, const Graph& timed, BenchConfigs& configs,
+                               std::vector<const Graph*>& graph_of, std::vector<std::unique_ptr<Graph>>& fused_graphs,
+                               BenchReport& report) {
+  const auto& reg = builtin_registry();
+  BenchConfigs all;
+  std::vector<const Graph*> all_graphs;
+  size_t fused_nodes = 0;
+  std::string where;
+  const auto attention_nodes = [](const Graph& g) {
+    return static_cast<size_t>(
+        std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op_type == kAttentionOp; }));
+  };
+  const size_t attention_before = attention_nodes(timed);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    FuseOptions fo;
+    fo.activations = fo.batch_norm = fo.layer_norm = fo.gelu = false;
+    fo.attention = fuse_options_for(configs[i].second, reg, false).attention;
+    auto fused = std::make_unique<Graph>(timed);
+    fuse_graph(*fused, fo);
+    // Whether attention was fused for this configuration: its graph has more FusedAttention
+    // nodes than the timed one (the report of fuse_graph also names the nodes the timed graph
+    // had fused already).
+    const size_t fused_here = attention_nodes(*fused);
+    all.push_back(configs[i]);
+    all_graphs.push_back(fused_here > attention_before ? fused.get() : &timed);
+    if (fused_here <= attention_before) continue;
+    fused_nodes = fused_here;
+    where += (where.empty() ? "" : ", ") + configs[i].first;
+    fused_graphs.push_back(std::move(fused));
+    if (o.attention == "both") {
+      all.emplace_back(configs[i].first + "-unfused-attention", configs[i].second);
+      all_graphs.push_back(&timed);
+    }
+  }
+  if (fused_nodes)
+    report.notes.push_back("attention: " + std::to_string(fused_nodes) + " MatMul-scale-mask-Softmax-MatMul chains run as "
+                           "one FusedAttention node on " + where + (o.attention == "both" ? " (each beside its unfused twin)"
+                           : " (--attention both times the unfused graph beside it)"));
+  configs = std::move(all);
+  graph_of = std::move(all_graphs);
+}
+
 /// Inference benchmark: each configuration's outputs are compared with the naive plan's,
 /// then its forward pass is timed.
 Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const std::vector<std::string>& fallback,
@@ -436,48 +481,9 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   const bool auto_assign = o.assign == "auto";
   if (auto_assign)  // per node, the candidate backend that makes the whole graph fastest
     MOSAIC_RETURN_IF_ERROR(add_auto_configs(o, timed, inference_timing, fallback, report, configs));
-  // Attention fuses per configuration, where its backend has the kernel; "both" adds the
-  // plain graph's twin right after each configuration that fused.
-  std::vector<std::unique_ptr<Graph>> attention_graphs;
+  std::vector<std::unique_ptr<Graph>> attention_graphs;  // the graphs attention fused in, per configuration
   std::vector<const Graph*> graph_of(configs.size(), &timed);
-  if (o.fuse && o.attention != "unfused") {
-    BenchConfigs all;
-    std::vector<const Graph*> all_graphs;
-    size_t fused_nodes = 0;
-    std::string where;
-    const auto attention_nodes = [](const Graph& g) {
-      return static_cast<size_t>(
-          std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op_type == kAttentionOp; }));
-    };
-    const size_t attention_before = attention_nodes(timed);
-    for (size_t i = 0; i < configs.size(); ++i) {
-      FuseOptions fo;
-      fo.activations = fo.batch_norm = fo.layer_norm = fo.gelu = false;
-      fo.attention = fuse_options_for(configs[i].second, reg, false).attention;
-      auto fused = std::make_unique<Graph>(timed);
-      fuse_graph(*fused, fo);
-      // Whether attention was fused for this configuration: its graph has more FusedAttention
-      // nodes than the timed one (the report of fuse_graph also names the nodes the timed graph
-      // had fused already).
-      const size_t fused_here = attention_nodes(*fused);
-      all.push_back(configs[i]);
-      all_graphs.push_back(fused_here > attention_before ? fused.get() : &timed);
-      if (fused_here <= attention_before) continue;
-      fused_nodes = fused_here;
-      where += (where.empty() ? "" : ", ") + configs[i].first;
-      attention_graphs.push_back(std::move(fused));
-      if (o.attention == "both") {
-        all.emplace_back(configs[i].first + "-unfused-attention", configs[i].second);
-        all_graphs.push_back(&timed);
-      }
-    }
-    if (fused_nodes)
-      report.notes.push_back("attention: " + std::to_string(fused_nodes) + " MatMul-scale-mask-Softmax-MatMul chains run as "
-                             "one FusedAttention node on " + where + (o.attention == "both" ? " (each beside its unfused twin)"
-                             : " (--attention both times the unfused graph beside it)"));
-    configs = std::move(all);
-    graph_of = std::move(all_graphs);
-  }
+  if (o.fuse && o.attention != "unfused") fuse_attention_per_config(o, timed, configs, graph_of, attention_graphs, report);
   // --precision bf16/both: which configurations compute in bf16 (precision_configs).
   MOSAIC_ASSIGN_OR_RETURN(const PrecisionConfigs pc, precision_configs(o, configs, report));
   std::vector<const Graph*> kept_graphs;
