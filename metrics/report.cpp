@@ -239,152 +239,170 @@ void print_report_header(const BenchReport& rep, std::ostream& os) {
   for (const auto& n : rep.notes) os << "note: " << n << "\n";
 }
 
-void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
-  {
-    os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
-    const bool training = rep.mode == "training";
-    // Names are never cut: the node column is as wide as the longest (torchvision's
-    // "/layer1/layer1.0/conv1/Conv"-style names differ only at their ends).
-    int width = 18;
-    for (const auto& n : c.nodes) width = std::max(width, static_cast<int>(n.name.size()));
-    char line[1024];
-    const bool peaks = rep.peaks.sgemm_gflops > 0 || !rep.device_peaks.empty();
-    std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %9s %6s %11s %9s %6s %10s %10s\n", width, "node",
-                  "op", "backend", "output", "MFLOP", "median us", "GFLOP/s", peaks ? "%peak" : "",
-                  training ? "bwd us" : "", training ? "bwd GF/s" : "", "share", "out bytes", "workspace");
+/// The configuration's header and its table of nodes, then the fallbacks.
+void print_node_table(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
+  os << "\n== " << c.label << (c.label != c.placement ? "  (placement " + c.placement + ")" : "") << " ==\n";
+  const bool training = rep.mode == "training";
+  // Names are never cut: the node column is as wide as the longest (torchvision's
+  // "/layer1/layer1.0/conv1/Conv"-style names differ only at their ends).
+  int width = 18;
+  for (const auto& n : c.nodes) width = std::max(width, static_cast<int>(n.name.size()));
+  char line[1024];
+  const bool peaks = rep.peaks.sgemm_gflops > 0 || !rep.device_peaks.empty();
+  std::snprintf(line, sizeof line, "%-*s %-18s %-8s %-18s %10s %11s %9s %6s %11s %9s %6s %10s %10s\n", width, "node",
+                "op", "backend", "output", "MFLOP", "median us", "GFLOP/s", peaks ? "%peak" : "",
+                training ? "bwd us" : "", training ? "bwd GF/s" : "", "share", "out bytes", "workspace");
+  os << line;
+  auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
+  for (const auto& n : c.nodes) {
+    const bool bwd = training && !n.view;
+    const bool timed = !n.view && n.flops > 0;
+    const double peak = node_peaks(rep, c, n).first;  // the machine's, or the device's for a step on one
+    std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %6s %11s %9s %5.1f%% %10s %10s\n",
+                  width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
+                  n.view ? "view" : fixed(n.median_us).c_str(), timed ? fixed(n.gflops).c_str() : "-",
+                  peak > 0 && timed ? fixed(100 * n.gflops / peak).c_str() : "",
+                  bwd ? fixed(n.backward_us).c_str() : "",
+                  bwd ? (n.backward_gflops > 0 ? fixed(n.backward_gflops).c_str() : "-") : "", 100 * n.share,
+                  format_bytes(static_cast<double>(n.output_bytes)).c_str(),
+                  format_bytes(static_cast<double>(n.workspace_bytes)).c_str());
     os << line;
-    auto fixed = [](double v) { return (std::ostringstream() << std::fixed << std::setprecision(1) << v).str(); };
-    for (const auto& n : c.nodes) {
-      const bool bwd = training && !n.view;
-      const bool timed = !n.view && n.flops > 0;
-      const double peak = node_peaks(rep, c, n).first;  // the machine's, or the device's for a step on one
-      std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-8s %-18.18s %10.2f %11s %9s %6s %11s %9s %5.1f%% %10s %10s\n",
-                    width, 600, n.name.c_str(), n.op.c_str(), n.backend.c_str(), n.output_shape.c_str(), n.flops / 1e6,
-                    n.view ? "view" : fixed(n.median_us).c_str(), timed ? fixed(n.gflops).c_str() : "-",
-                    peak > 0 && timed ? fixed(100 * n.gflops / peak).c_str() : "",
-                    bwd ? fixed(n.backward_us).c_str() : "",
-                    bwd ? (n.backward_gflops > 0 ? fixed(n.backward_gflops).c_str() : "-") : "", 100 * n.share,
-                    format_bytes(static_cast<double>(n.output_bytes)).c_str(),
-                    format_bytes(static_cast<double>(n.workspace_bytes)).c_str());
-      os << line;
-    }
-    for (const auto& n : c.nodes)
-      if (!n.fallback_reason.empty())
-        os << "fallback: " << n.name << " (" << n.op << ") ran on " << n.backend << " instead of " << n.requested
-           << ": " << n.fallback_reason << "\n";
-    if (training)
-      std::snprintf(line, sizeof line,
-                    "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.2f GFLOP per step "
-                    "(forward %.2f + backward %.2f)",
-                    throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, (c.total_flops + c.total_backward_flops) / 1e9,
-                    c.total_flops / 1e9, c.total_backward_flops / 1e9);
-    else
-      std::snprintf(line, sizeof line,
-                    "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
-                    throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
-    os << line;
-    if (const double peak = config_peak(rep, c); peak > 0)
-      os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of " << config_peak_name(c) << " peak";
-    if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
-    os << std::defaultfloat << "\n";
-    if (training) {
-      std::snprintf(line, sizeof line, "         step: forward %.3f ms  loss %.3f ms  backward %.3f ms  optimizer %.3f ms\n",
-                    c.forward_ms, c.loss_ms, c.backward_ms, c.optimizer_ms);
-      os << line;
-    }
-    print_statistics(c, rep.config, os);
-    std::string cpu = "cpu:     " + fixed2(c.timing.cpu_cores) + " cores busy of " +
-                      std::to_string(rep.threads) + " threads";
-    for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + fixed2(cores);
-    if (c.timing.others_cpu >= 0)
-      cpu += "; other processes " + std::to_string(static_cast<int>(100 * c.timing.others_cpu + 0.5)) + "% of the machine" +
-             (c.timing.others_cpu > kPeaksContended
-                  ? std::string("  CONTENDED (times inflated; measure on a quiet machine") +
-                        // OpenMP threads that wait for a busy core cost more than they add
-                        // (GPT-2 at batch 1: 2116 ms on 2 threads, 151 ms on 1, under load).
-                        (rep.threads > 1 ? ", or with --threads 1, which suffers less from a busy core)" : ")")
-                  : "");
-    os << cpu << "\n";
-    if (!std::isnan(c.timing.metrics_overhead)) {
-      std::snprintf(line, sizeof line,
-                    "metrics: cost %+.2f%% of the iteration (median %.4f ms with per-node events and CPU clocks, %.4f ms "
-                    "without; %d alternating pairs)\n",
-                    100 * c.timing.metrics_overhead, c.timing.metrics_on_ns / 1e6, c.timing.metrics_off_ns / 1e6,
-                    rep.config.overhead_pairs);
-      os << line;
-    }
-    std::snprintf(line, sizeof line,
-                  "         kernels %.3f ms  overhead %.2f us/node  iterations %d measured (%d warm-up)%s\n",
-                  c.kernel_ms, c.overhead_us, c.measured, c.warmup, c.budget_hit ? ", stopped by the time budget" : "");
-    os << line;
-    os << "memory:  weights " << format_bytes(static_cast<double>(c.weight_bytes));
-    if (training)
-      os << "  gradients " << format_bytes(static_cast<double>(c.timing.gradient_bytes)) << "  optimizer state "
-         << format_bytes(static_cast<double>(c.timing.optimizer_state_bytes));
-    os << "  activations " << format_bytes(static_cast<double>(c.activation_bytes));
-    if (c.attention_bytes) os << " (attention scores " << format_bytes(static_cast<double>(c.attention_bytes)) << ")";
-    os << "  workspace "
-       << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
-       << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
-    for (const auto& [device, bytes] : c.device_bytes)
-      os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.activations))
-         << "  resident constants " << format_bytes(static_cast<double>(bytes.constants))
-         << "  workspace " << format_bytes(static_cast<double>(bytes.workspace))
-         << (bytes.parameters ? "  parameters " + format_bytes(static_cast<double>(bytes.parameters)) : std::string())
-         << (bytes.optimizer_state ? "  optimizer state " + format_bytes(static_cast<double>(bytes.optimizer_state))
-                                   : std::string())
-         << (bytes.gradients ? "  gradients " + format_bytes(static_cast<double>(bytes.gradients)) : std::string())
-         << "\n";
-    if (c.timing.pinned_input_bytes)
-      os << "         inputs page-locked for their copies to the device: "
-         << format_bytes(static_cast<double>(c.timing.pinned_input_bytes)) << "\n";
-    if (c.timing.pinned_parameter_bytes)
-      os << "         parameters and gradients page-locked for their copies each step: "
-         << format_bytes(static_cast<double>(c.timing.pinned_parameter_bytes)) << "\n";
-    for (const auto& [device, state] : c.device_state) {
-      os << "device:  " << device << " after the run:";
-      for (const auto& [name, value] : state) os << " " << name << " " << value;
-      os << "\n";
-    }
-    std::snprintf(line, sizeof line, "plan:    created in %.1f ms (every kernel built, weights prepacked)\n", c.create_ms);
-    os << line;
-    if (c.checked) {
-      const char* what = rep.mode == "training" ? "loss and gradients" : "outputs";
-      if (c.precision == "bf16" && rep.mode == "training") {  // loss error, and the gradients' relative L2
-        std::snprintf(line, sizeof line,
-                      "check:   bf16 %s naive's float32 loss and gradients: loss off by %.3g, gradients within %.1f%% "
-                      "(largest relative L2; limits 3%% of the loss, 35%%)\n",
-                      c.check_ok ? "agrees with" : "DIFFERS from", c.max_abs_err, 100 * c.max_rel_err);
-        os << line;
-        if (!c.check_ok) os << "check:   " << c.check_message << "\n";
-      } else if (c.precision != "f32") {  // the trade-off: error against the float32 oracle beside the speed
-        // The limits: api/bench.hpp kBf16Tolerance and kTf32Tolerance.
-        // int8 twins are checked against naive on the same QDQ model, and measured against float32.
-        const bool int8 = c.precision == "int8";
-        const std::string within = std::string("within ") + (c.precision == "tf32" ? "1%" : "3%") + " of";
-        std::snprintf(line, sizeof line, "check:   %s %s naive's %s %s: max abs err %.3g (%.2f%% of the output's scale)%s",
-                      c.precision.c_str(), c.check_ok ? within.c_str() : "DIFFERS from", int8 ? "int8" : "float32", what,
-                      c.max_abs_err, 100 * c.max_rel_err, c.top1_agreement >= 0 ? "" : "\n");
-        os << line;
-        if (c.top1_agreement >= 0) {
-          std::snprintf(line, sizeof line, ", top-1 agreement %.2f%% of rows%s", 100 * c.top1_agreement,
-                        int8 ? " with float32" : "\n");
-          os << line;
-          if (int8) {
-            std::snprintf(line, sizeof line, ", SQNR %.1f dB\n", c.sqnr_db);
-            os << line;
-          }
-        }
-        if (!c.check_ok) os << "check:   " << c.check_message << "\n";
-      } else if (c.check_ok) {
-        os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
-      } else {
-        os << "check:   MISMATCH vs naive: " << c.check_message << "\n";
-      }
-      if (!c.first_divergent_node.empty()) os << "check:   first divergent node: " << c.first_divergent_node << "\n";
-    }
-    if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
   }
+  for (const auto& n : c.nodes)
+    if (!n.fallback_reason.empty())
+      os << "fallback: " << n.name << " (" << n.op << ") ran on " << n.backend << " instead of " << n.requested
+         << ": " << n.fallback_reason << "\n";
+}
+
+/// Weights, gradients, optimizer state, activations, workspace; per device; page-locked bytes.
+void print_memory(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
+  const bool training = rep.mode == "training";
+  os << "memory:  weights " << format_bytes(static_cast<double>(c.weight_bytes));
+  if (training)
+    os << "  gradients " << format_bytes(static_cast<double>(c.timing.gradient_bytes)) << "  optimizer state "
+       << format_bytes(static_cast<double>(c.timing.optimizer_state_bytes));
+  os << "  activations " << format_bytes(static_cast<double>(c.activation_bytes));
+  if (c.attention_bytes) os << " (attention scores " << format_bytes(static_cast<double>(c.attention_bytes)) << ")";
+  os << "  workspace "
+     << format_bytes(static_cast<double>(c.workspace_bytes)) << "  peak tracked "
+     << format_bytes(static_cast<double>(c.peak_tracked_bytes)) << "\n";
+  for (const auto& [device, bytes] : c.device_bytes)
+    os << "         on " << device << ": activations " << format_bytes(static_cast<double>(bytes.activations))
+       << "  resident constants " << format_bytes(static_cast<double>(bytes.constants))
+       << "  workspace " << format_bytes(static_cast<double>(bytes.workspace))
+       << (bytes.parameters ? "  parameters " + format_bytes(static_cast<double>(bytes.parameters)) : std::string())
+       << (bytes.optimizer_state ? "  optimizer state " + format_bytes(static_cast<double>(bytes.optimizer_state))
+                                 : std::string())
+       << (bytes.gradients ? "  gradients " + format_bytes(static_cast<double>(bytes.gradients)) : std::string())
+       << "\n";
+  if (c.timing.pinned_input_bytes)
+    os << "         inputs page-locked for their copies to the device: "
+       << format_bytes(static_cast<double>(c.timing.pinned_input_bytes)) << "\n";
+  if (c.timing.pinned_parameter_bytes)
+    os << "         parameters and gradients page-locked for their copies each step: "
+       << format_bytes(static_cast<double>(c.timing.pinned_parameter_bytes)) << "\n";
+  for (const auto& [device, state] : c.device_state) {
+    os << "device:  " << device << " after the run:";
+    for (const auto& [name, value] : state) os << " " << name << " " << value;
+    os << "\n";
+  }
+}
+
+/// The check against the naive oracle (bf16, tf32 and int8 against float32), and the first
+/// divergent node.
+void print_check(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
+  char line[1024];
+  if (c.checked) {
+    const char* what = rep.mode == "training" ? "loss and gradients" : "outputs";
+    if (c.precision == "bf16" && rep.mode == "training") {  // loss error, and the gradients' relative L2
+      std::snprintf(line, sizeof line,
+                    "check:   bf16 %s naive's float32 loss and gradients: loss off by %.3g, gradients within %.1f%% "
+                    "(largest relative L2; limits 3%% of the loss, 35%%)\n",
+                    c.check_ok ? "agrees with" : "DIFFERS from", c.max_abs_err, 100 * c.max_rel_err);
+      os << line;
+      if (!c.check_ok) os << "check:   " << c.check_message << "\n";
+    } else if (c.precision != "f32") {  // the trade-off: error against the float32 oracle beside the speed
+      // The limits: api/bench.hpp kBf16Tolerance and kTf32Tolerance.
+      // int8 twins are checked against naive on the same QDQ model, and measured against float32.
+      const bool int8 = c.precision == "int8";
+      const std::string within = std::string("within ") + (c.precision == "tf32" ? "1%" : "3%") + " of";
+      std::snprintf(line, sizeof line, "check:   %s %s naive's %s %s: max abs err %.3g (%.2f%% of the output's scale)%s",
+                    c.precision.c_str(), c.check_ok ? within.c_str() : "DIFFERS from", int8 ? "int8" : "float32", what,
+                    c.max_abs_err, 100 * c.max_rel_err, c.top1_agreement >= 0 ? "" : "\n");
+      os << line;
+      if (c.top1_agreement >= 0) {
+        std::snprintf(line, sizeof line, ", top-1 agreement %.2f%% of rows%s", 100 * c.top1_agreement,
+                      int8 ? " with float32" : "\n");
+        os << line;
+        if (int8) {
+          std::snprintf(line, sizeof line, ", SQNR %.1f dB\n", c.sqnr_db);
+          os << line;
+        }
+      }
+      if (!c.check_ok) os << "check:   " << c.check_message << "\n";
+    } else if (c.check_ok) {
+      os << "check:   " << what << " match naive (max abs err " << c.max_abs_err << ")\n";
+    } else {
+      os << "check:   MISMATCH vs naive: " << c.check_message << "\n";
+    }
+    if (!c.first_divergent_node.empty()) os << "check:   first divergent node: " << c.first_divergent_node << "\n";
+  }
+}
+
+void print_config(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
+  print_node_table(rep, c, os);
+  const bool training = rep.mode == "training";
+  char line[1024];
+  if (training)
+    std::snprintf(line, sizeof line,
+                  "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.2f GFLOP per step "
+                  "(forward %.2f + backward %.2f)",
+                  throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, (c.total_flops + c.total_backward_flops) / 1e9,
+                  c.total_flops / 1e9, c.total_backward_flops / 1e9);
+  else
+    std::snprintf(line, sizeof line,
+                  "summary: %s  median %.3f ms  min %.3f ms  %.1f GFLOP/s  %.1f GFLOP per batch",
+                  throughput(rep, c.images_per_s).c_str(), c.median_ms, c.min_ms, c.gflops, c.total_flops / 1e9);
+  os << line;
+  if (const double peak = config_peak(rep, c); peak > 0)
+    os << "  " << std::fixed << std::setprecision(1) << 100 * c.gflops / peak << "% of " << config_peak_name(c) << " peak";
+  if (c.speedup_vs_naive > 0) os << "  speed-up vs naive " << std::fixed << std::setprecision(1) << c.speedup_vs_naive << "x";
+  os << std::defaultfloat << "\n";
+  if (training) {
+    std::snprintf(line, sizeof line, "         step: forward %.3f ms  loss %.3f ms  backward %.3f ms  optimizer %.3f ms\n",
+                  c.forward_ms, c.loss_ms, c.backward_ms, c.optimizer_ms);
+    os << line;
+  }
+  print_statistics(c, rep.config, os);
+  std::string cpu = "cpu:     " + fixed2(c.timing.cpu_cores) + " cores busy of " +
+                    std::to_string(rep.threads) + " threads";
+  for (const auto& [stage, cores] : c.timing.stage_cpu_cores) cpu += "  " + stage + " " + fixed2(cores);
+  if (c.timing.others_cpu >= 0)
+    cpu += "; other processes " + std::to_string(static_cast<int>(100 * c.timing.others_cpu + 0.5)) + "% of the machine" +
+           (c.timing.others_cpu > kPeaksContended
+                ? std::string("  CONTENDED (times inflated; measure on a quiet machine") +
+                      // OpenMP threads that wait for a busy core cost more than they add
+                      // (GPT-2 at batch 1: 2116 ms on 2 threads, 151 ms on 1, under load).
+                      (rep.threads > 1 ? ", or with --threads 1, which suffers less from a busy core)" : ")")
+                : "");
+  os << cpu << "\n";
+  if (!std::isnan(c.timing.metrics_overhead)) {
+    std::snprintf(line, sizeof line,
+                  "metrics: cost %+.2f%% of the iteration (median %.4f ms with per-node events and CPU clocks, %.4f ms "
+                  "without; %d alternating pairs)\n",
+                  100 * c.timing.metrics_overhead, c.timing.metrics_on_ns / 1e6, c.timing.metrics_off_ns / 1e6,
+                  rep.config.overhead_pairs);
+    os << line;
+  }
+  std::snprintf(line, sizeof line,
+                "         kernels %.3f ms  overhead %.2f us/node  iterations %d measured (%d warm-up)%s\n",
+                c.kernel_ms, c.overhead_us, c.measured, c.warmup, c.budget_hit ? ", stopped by the time budget" : "");
+  os << line;
+  print_memory(rep, c, os);
+  std::snprintf(line, sizeof line, "plan:    created in %.1f ms (every kernel built, weights prepacked)\n", c.create_ms);
+  os << line;
+  print_check(rep, c, os);
+  if (c.fallbacks) os << "fallbacks: " << c.fallbacks << " node(s), listed above\n";
 }
 
 void print_config_brief(const BenchReport& rep, const ConfigReport& c, std::ostream& os) {
