@@ -468,6 +468,107 @@ nlohmann::json scaled(const std::vector<double>& ns, double unit) {
 
 }  // namespace
 
+namespace {
+
+/// A figure only training has: null in inference.
+nlohmann::json training_only(const BenchReport& rep, double v) {
+  return rep.mode == "training" ? nlohmann::json(v) : nlohmann::json();
+}
+
+/// The machine's peaks the percentages are of: null when not measured.
+nlohmann::json machine_peaks_json(const MachinePeaks& pk) {
+  using nlohmann::json;
+  return pk.sgemm_gflops > 0 ? json{{"sgemm_gflops", pk.sgemm_gflops},
+                               {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
+                               {"bf16_gemm_gflops", pk.bf16_gemm_gflops > 0 ? json(pk.bf16_gemm_gflops) : json()},
+                               {"onednn_sgemm_gflops", pk.onednn_sgemm_gflops}, {"bandwidth_gbs", pk.bandwidth_gbs},
+                               {"read_bandwidth_gbs", pk.read_bandwidth_gbs},
+                               {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache},
+                               {"others_cpu", pk.others_cpu >= 0 ? json(pk.others_cpu) : json()},
+                               {"contended", pk.others_cpu >= 0 ? json(pk.others_cpu > kPeaksContended) : json()}}
+                             : json();
+}
+
+/// A configuration's headline figures: throughput, medians, FLOPs, stage times, CPU use.
+nlohmann::json summary_json(const BenchReport& rep, const ConfigReport& c) {
+  using nlohmann::json;
+  auto train = [&](double v) { return training_only(rep, v); };
+  const double peak = config_peak(rep, c);
+  const json pct_of_peak = peak > 0 && c.gflops > 0 ? json(100 * c.gflops / peak) : json();
+  return {{"images_per_s", c.images_per_s},  // sequences/s for token models
+          {"tokens_per_s", rep.sequence > 0 ? json(c.images_per_s * static_cast<double>(rep.sequence)) : json()},
+          {"repeat_images_per_s", c.repeat_images_per_s},
+          {"median_ms", c.median_ms},
+          {"min_ms", c.min_ms},
+          {"kernel_ms", c.kernel_ms},
+          {"gflops", c.gflops},
+          {"total_flops", c.total_flops},
+          {"total_backward_flops", train(c.total_backward_flops)},
+          {"speedup_vs_naive", c.speedup_vs_naive > 0 ? json(c.speedup_vs_naive) : json()},
+          {"overhead_per_node_us", c.overhead_us},
+          {"forward_ms", train(c.forward_ms)},
+          {"loss_ms", train(c.loss_ms)},
+          {"backward_ms", train(c.backward_ms)},
+          {"optimizer_ms", train(c.optimizer_ms)},
+          {"fallbacks", c.fallbacks},
+          {"node_coverage", c.timing.node_coverage},
+          {"cpu_cores", c.timing.cpu_cores},
+          {"others_cpu", c.timing.others_cpu >= 0 ? json(c.timing.others_cpu) : json()},
+          {"contended", c.timing.others_cpu >= 0 ? json(c.timing.others_cpu > kPeaksContended) : json()},
+          {"metrics_overhead", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_overhead)},
+          {"metrics_on_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_on_ns / 1e6)},
+          {"metrics_off_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_off_ns / 1e6)},
+          {"cpu_utilization", rep.threads > 0 ? json(c.timing.cpu_cores / rep.threads) : json()},
+          {"stage_cpu_cores", c.timing.stage_cpu_cores.empty() ? json() : [&] {
+             json st = json::object();
+             for (const auto& [stage, cores] : c.timing.stage_cpu_cores) st[stage] = cores;
+             return st;
+           }()},
+          {"pct_of_peak", pct_of_peak}};
+}
+
+/// One node's row: its figures, timing statistics and samples, and its share of the machine's
+/// (or, for a step on a device, the device's) peak and roofline bound, min(peak, intensity x
+/// bandwidth), null for views and nodes without FLOPs.
+nlohmann::json node_json(const BenchReport& rep, const ConfigReport& c, const NodeRow& n) {
+  using nlohmann::json;
+  auto train = [&](double v) { return training_only(rep, v); };
+  const auto [peak, bandwidth] = node_peaks(rep, c, n);
+  const json pct_of_peak = peak > 0 && !n.view && n.flops > 0 && n.gflops > 0 ? json(100 * n.gflops / peak) : json();
+  const json bound = peak <= 0 || n.view || n.bytes_moved == 0 || n.flops == 0
+                         ? json()
+                         : json(std::min(peak, n.flops / static_cast<double>(n.bytes_moved) * bandwidth));
+  return {{"name", n.name},
+          {"op", n.op},
+          {"backend", n.backend},
+          {"requested_backend", n.requested},
+          {"fallback_reason", n.fallback_reason},
+          {"output_shape", n.output_shape},
+          {"view", n.view},
+          {"flops", n.flops},
+          {"median_us", n.view ? json() : json(n.median_us)},
+          {"min_us", n.view ? json() : json(n.min_us)},
+          {"backward_median_us", n.view ? json() : train(n.backward_us)},
+          {"backward_flops_data", train(n.backward_flops_data)},
+          {"backward_flops_weights", train(n.backward_flops_weights)},
+          {"backward_gflops", n.view || n.backward_gflops == 0 ? json() : train(n.backward_gflops)},
+          {"forward_us", stats_json(n.timing.forward, 1e3)},
+          {"backward_us", stats_json(n.timing.backward, 1e3)},
+          {"samples_us", scaled(n.timing.forward_ns, 1e3)},
+          {"backward_samples_us", scaled(n.timing.backward_ns, 1e3)},
+          {"gflops", n.view || n.flops == 0 ? json() : json(n.gflops)},
+          {"share", n.share},
+          {"output_bytes", n.output_bytes},
+          {"bytes_moved", n.view ? json() : json(n.bytes_moved)},
+          {"arithmetic_intensity", n.view || n.bytes_moved == 0 ? json() : json(n.flops / n.bytes_moved)},
+          {"pct_of_peak", pct_of_peak},
+          {"roofline_gflops", bound},
+          {"pct_of_roofline", bound.is_null() ? json() : json(100 * n.gflops / bound.get<double>())},
+          {"workspace_bytes", n.workspace_bytes}};
+}
+
+}  // namespace
+
 nlohmann::json bench_json(const BenchReport& rep) {
   using nlohmann::json;
   json j;
@@ -491,37 +592,12 @@ nlohmann::json bench_json(const BenchReport& rep) {
   j["peak_rss_bytes"] = rep.peak_rss_bytes;
   if (rep.interrupted) j["interrupted"] = true;
   j["runs"] = json::array();
-  // Peaks: null when not measured; a node's roofline bound is min(peak, intensity x bandwidth),
-  // of the machine's or, for a step on a device, of the device's (node_peaks).
-  const MachinePeaks& pk = rep.peaks;
-  auto peak_pct = [&](const ConfigReport& c, const NodeRow& n) {
-    const auto [peak, bandwidth] = node_peaks(rep, c, n);
-    return peak > 0 && !n.view && n.flops > 0 && n.gflops > 0 ? json(100 * n.gflops / peak) : json();
-  };
-  auto config_peak_pct = [&](const ConfigReport& c) {
-    const double peak = config_peak(rep, c);
-    return peak > 0 && c.gflops > 0 ? json(100 * c.gflops / peak) : json();
-  };
-  auto roof = [&](const ConfigReport& c, const NodeRow& n) {
-    const auto [peak, bandwidth] = node_peaks(rep, c, n);
-    if (peak <= 0 || n.view || n.bytes_moved == 0 || n.flops == 0) return json();
-    return json(std::min(peak, n.flops / static_cast<double>(n.bytes_moved) * bandwidth));
-  };
-  j["peaks"] = pk.sgemm_gflops > 0 ? json{{"sgemm_gflops", pk.sgemm_gflops},
-                                          {"openblas_sgemm_gflops", pk.openblas_sgemm_gflops},
-                                          {"bf16_gemm_gflops", pk.bf16_gemm_gflops > 0 ? json(pk.bf16_gemm_gflops) : json()},
-                                          {"onednn_sgemm_gflops", pk.onednn_sgemm_gflops}, {"bandwidth_gbs", pk.bandwidth_gbs},
-                                          {"read_bandwidth_gbs", pk.read_bandwidth_gbs},
-                                          {"key", pk.key}, {"measured_utc", pk.measured_utc}, {"from_cache", pk.from_cache},
-                                          {"others_cpu", pk.others_cpu >= 0 ? json(pk.others_cpu) : json()},
-                                          {"contended", pk.others_cpu >= 0 ? json(pk.others_cpu > kPeaksContended) : json()}}
-                                    : json();
+  j["peaks"] = machine_peaks_json(rep.peaks);
   j["device_peaks"] = json::object();
   for (const auto& [device, p] : rep.device_peaks)
     j["device_peaks"][device] = {{"gflops", p.gflops}, {"bandwidth_gbs", p.bandwidth_gbs},
                                  {"to_device_gbs", p.to_device_gbs}, {"to_host_gbs", p.to_host_gbs}, {"how", p.how}};
   // Figures that only exist in training are null in inference.
-  auto train = [&](double v) { return rep.mode == "training" ? json(v) : json(); };
   auto train_bytes = [&](int64_t v) { return rep.mode == "training" ? json(v) : json(); };
   for (const auto& c : rep.configs) {
     json r;
@@ -540,36 +616,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
                        {"adaptive", c.timing.adaptive}, {"converged", c.timing.adaptive ? json(c.timing.converged) : json()}};
     r["iteration_ms"] = stats_json(c.timing.iteration, 1e6);
     r["samples"] = {{"iteration_ms", scaled(c.timing.iteration_ns, 1e6)}, {"repeat", c.timing.repeat_of}};
-    r["summary"] = {{"images_per_s", c.images_per_s},  // sequences/s for token models
-                    {"tokens_per_s", rep.sequence > 0 ? json(c.images_per_s * static_cast<double>(rep.sequence)) : json()},
-                    {"repeat_images_per_s", c.repeat_images_per_s},
-                    {"median_ms", c.median_ms},
-                    {"min_ms", c.min_ms},
-                    {"kernel_ms", c.kernel_ms},
-                    {"gflops", c.gflops},
-                    {"total_flops", c.total_flops},
-                    {"total_backward_flops", train(c.total_backward_flops)},
-                    {"speedup_vs_naive", c.speedup_vs_naive > 0 ? json(c.speedup_vs_naive) : json()},
-                    {"overhead_per_node_us", c.overhead_us},
-                    {"forward_ms", train(c.forward_ms)},
-                    {"loss_ms", train(c.loss_ms)},
-                    {"backward_ms", train(c.backward_ms)},
-                    {"optimizer_ms", train(c.optimizer_ms)},
-                    {"fallbacks", c.fallbacks},
-                    {"node_coverage", c.timing.node_coverage},
-                    {"cpu_cores", c.timing.cpu_cores},
-                    {"others_cpu", c.timing.others_cpu >= 0 ? json(c.timing.others_cpu) : json()},
-                    {"contended", c.timing.others_cpu >= 0 ? json(c.timing.others_cpu > kPeaksContended) : json()},
-                    {"metrics_overhead", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_overhead)},
-                    {"metrics_on_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_on_ns / 1e6)},
-                    {"metrics_off_ms", std::isnan(c.timing.metrics_overhead) ? json() : json(c.timing.metrics_off_ns / 1e6)},
-                    {"cpu_utilization", rep.threads > 0 ? json(c.timing.cpu_cores / rep.threads) : json()},
-                    {"stage_cpu_cores", c.timing.stage_cpu_cores.empty() ? json() : [&] {
-                       json st = json::object();
-                       for (const auto& [stage, cores] : c.timing.stage_cpu_cores) st[stage] = cores;
-                       return st;
-                     }()},
-                    {"pct_of_peak", config_peak_pct(c)}};
+    r["summary"] = summary_json(rep, c);
     r["create_ms"] = c.create_ms;
     r["memory"] = {{"weight_bytes", c.weight_bytes},
                    {"gradient_bytes", train_bytes(c.timing.gradient_bytes)},
@@ -595,36 +642,7 @@ nlohmann::json bench_json(const BenchReport& rep) {
       r["gradients"] = json();
     }
     r["nodes"] = json::array();
-    for (const auto& n : c.nodes) {
-      const json bound = roof(c, n);  // null for views and nodes without FLOPs
-      r["nodes"].push_back({{"name", n.name},
-                            {"op", n.op},
-                            {"backend", n.backend},
-                            {"requested_backend", n.requested},
-                            {"fallback_reason", n.fallback_reason},
-                            {"output_shape", n.output_shape},
-                            {"view", n.view},
-                            {"flops", n.flops},
-                            {"median_us", n.view ? json() : json(n.median_us)},
-                            {"min_us", n.view ? json() : json(n.min_us)},
-                            {"backward_median_us", n.view ? json() : train(n.backward_us)},
-                            {"backward_flops_data", train(n.backward_flops_data)},
-                            {"backward_flops_weights", train(n.backward_flops_weights)},
-                            {"backward_gflops", n.view || n.backward_gflops == 0 ? json() : train(n.backward_gflops)},
-                            {"forward_us", stats_json(n.timing.forward, 1e3)},
-                            {"backward_us", stats_json(n.timing.backward, 1e3)},
-                            {"samples_us", scaled(n.timing.forward_ns, 1e3)},
-                            {"backward_samples_us", scaled(n.timing.backward_ns, 1e3)},
-                            {"gflops", n.view || n.flops == 0 ? json() : json(n.gflops)},
-                            {"share", n.share},
-                            {"output_bytes", n.output_bytes},
-                            {"bytes_moved", n.view ? json() : json(n.bytes_moved)},
-                            {"arithmetic_intensity", n.view || n.bytes_moved == 0 ? json() : json(n.flops / n.bytes_moved)},
-                            {"pct_of_peak", peak_pct(c, n)},
-                            {"roofline_gflops", bound},
-                            {"pct_of_roofline", bound.is_null() ? json() : json(100 * n.gflops / bound.get<double>())},
-                            {"workspace_bytes", n.workspace_bytes}});
-    }
+    for (const auto& n : c.nodes) r["nodes"].push_back(node_json(rep, c, n));
     j["runs"].push_back(r);
   }
   if (!rep.distributed.is_null()) j["distributed"] = rep.distributed;
