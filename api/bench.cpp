@@ -234,6 +234,71 @@ void add_int8_twins(const Graph& int8, BenchConfigs& configs, std::vector<const 
   precision_of = std::move(precisions);
 }
 
+/// A training configuration's loss and gradients against naive's: the loss within rtol (bf16:
+/// kBf16Tolerance) of its value; each gradient on the scale of its largest element, within 1% of
+/// it (bf16: within kBf16GradientTolerance in relative L2).
+void compare_gradients(const BenchOptions& o, double loss, double ref_loss, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& ref_grads, const std::vector<ParamRef>& params, bool bf16,
+                       ConfigReport& check) {
+  check.checked = true;
+  check.max_abs_err = std::fabs(loss - ref_loss);
+  // bf16: the loss within kBf16Tolerance of its value, each gradient within
+  // kBf16GradientTolerance (relative L2) of naive's.
+  if (check.max_abs_err > (bf16 ? kBf16Tolerance : o.rtol) * std::fabs(ref_loss) + 1e-6) {
+    check.check_ok = false;
+    check.check_message = "loss " + std::to_string(loss) + " vs " + std::to_string(ref_loss);
+  }
+  for (size_t k = 0; k < grads.size(); ++k) {
+    // Gradients compare on the scale of the largest gradient of the tensor. A weight
+    // gradient sums batch x positions products in float (65,536 for AlexNet-CIFAR's conv1 at
+    // batch 64) and its small elements are cancellations of them, so the tolerance is 1% of
+    // that scale: ample to catch a wrong or missing term, which errs by the scale itself.
+    // Tight agreement is gradcheck's job.
+    if (bf16) {
+      // bf16: the relative L2 distance, since rounding flips ReLU masks and MaxPool choices,
+      // which moves single elements by their whole size (kBf16GradientTolerance).
+      const double rel = relative_l2(grads[k], ref_grads[k]);
+      check.max_rel_err = std::max(check.max_rel_err, rel);
+      if (rel > kBf16GradientTolerance && check.check_ok) {
+        check.check_ok = false;
+        char why[160];
+        std::snprintf(why, sizeof why, "differs from naive's float32 by %.1f%% (relative L2; bf16 rounding stays within %.0f%%)",
+                      100 * rel, 100 * kBf16GradientTolerance);
+        check.check_message = "gradient of '" + params[k].name + "' " + why;
+      }
+      continue;
+    }
+    double scale = 0;
+    for (int64_t e = 0; e < ref_grads[k].numel(); ++e) scale = std::max(scale, std::fabs(ref_grads[k].get(e)));
+    Agreement a = compare_tensors(grads[k], ref_grads[k], o.rtol, 1e-2 * scale + 1e-9);
+    check.max_rel_err = std::max(check.max_rel_err, a.max_abs / std::max(scale, 1e-12));
+    if (!a.ok && check.check_ok) {
+      check.check_ok = false;
+      check.check_message = "gradient of '" + params[k].name + "' " + a.message;
+    }
+  }
+}
+
+/// A data-parallel configuration's figures: the exchange's report, the global batch and
+/// throughput, and whether every rank holds the same parameters (rank 0 prints them).
+nlohmann::json data_parallel_figures(const BenchOptions& o, dist::DataParallel& dp, Plan& plan, const BenchResult& r,
+                                     int64_t batch, const std::string& label) {
+  double seconds = 0;
+  for (double ns : r.iteration_ns) seconds += ns / 1e9;
+  nlohmann::json d = dp.report(seconds, static_cast<int64_t>(r.iteration_ns.size()) * batch);
+  const double median_s = r.iteration.median / 1e9;
+  d["global_batch"] = batch * dp.size();
+  d["global_images_per_s"] = median_s > 0 ? static_cast<double>(batch * dp.size()) / median_s : 0.0;
+  d["parameters_identical"] = dp.parameters_identical(plan.parameters());
+  if (dp.world_rank() == 0 && o.verbose)
+    std::printf("%s: data-parallel %s, %d ranks x batch %lld: %.1f images/s global (median step %.2f ms), parameters "
+                "identical on every rank: %s\n",
+                label.c_str(), dp.mode().c_str(), dp.size(), static_cast<long long>(batch),
+                d["global_images_per_s"].get<double>(), 1e3 * median_s,
+                d["parameters_identical"].get<bool>() ? "yes" : "NO");
+  return d;
+}
+
 /// Training benchmark: each iteration is forward, loss, backward and an optimizer step.
 /// Before timing, every plan's loss and parameter gradients on the same batch are compared
 /// with the naive plan's.
@@ -317,45 +382,8 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
     double loss = 0;
     std::vector<Tensor> grads;
     MOSAIC_RETURN_IF_ERROR(gradients(*plans[i], &loss, &grads));
-    check.checked = true;
-    check.max_abs_err = std::fabs(loss - ref_loss);
-    // bf16: the loss within kBf16Tolerance of its value, each gradient within
-    // kBf16GradientTolerance (relative L2) of naive's.
     const bool bf16 = pc.precision[i] == Precision::kBF16;
-    if (check.max_abs_err > (bf16 ? kBf16Tolerance : o.rtol) * std::fabs(ref_loss) + 1e-6) {
-      check.check_ok = false;
-      check.check_message = "loss " + std::to_string(loss) + " vs " + std::to_string(ref_loss);
-    }
-    const auto params = plans[i]->parameters();
-    for (size_t k = 0; k < grads.size(); ++k) {
-      // Gradients compare on the scale of the largest gradient of the tensor. A weight
-      // gradient sums batch x positions products in float (65,536 for AlexNet-CIFAR's conv1 at
-      // batch 64) and its small elements are cancellations of them, so the tolerance is 1% of
-      // that scale: ample to catch a wrong or missing term, which errs by the scale itself.
-      // Tight agreement is gradcheck's job.
-      if (bf16) {
-        // bf16: the relative L2 distance, since rounding flips ReLU masks and MaxPool choices,
-        // which moves single elements by their whole size (kBf16GradientTolerance).
-        const double rel = relative_l2(grads[k], ref_grads[k]);
-        check.max_rel_err = std::max(check.max_rel_err, rel);
-        if (rel > kBf16GradientTolerance && check.check_ok) {
-          check.check_ok = false;
-          char why[160];
-          std::snprintf(why, sizeof why, "differs from naive's float32 by %.1f%% (relative L2; bf16 rounding stays within %.0f%%)",
-                        100 * rel, 100 * kBf16GradientTolerance);
-          check.check_message = "gradient of '" + params[k].name + "' " + why;
-        }
-        continue;
-      }
-      double scale = 0;
-      for (int64_t e = 0; e < ref_grads[k].numel(); ++e) scale = std::max(scale, std::fabs(ref_grads[k].get(e)));
-      Agreement a = compare_tensors(grads[k], ref_grads[k], o.rtol, 1e-2 * scale + 1e-9);
-      check.max_rel_err = std::max(check.max_rel_err, a.max_abs / std::max(scale, 1e-12));
-      if (!a.ok && check.check_ok) {
-        check.check_ok = false;
-        check.check_message = "gradient of '" + params[k].name + "' " + a.message;
-      }
-    }
+    compare_gradients(o, loss, ref_loss, grads, ref_grads, plans[i]->parameters(), bf16, check);
     // (The per-node search compares float32 plans; a bf16 configuration's message stands alone.)
     if (!check.check_ok && !bf16)
       check.first_divergent_node = first_divergent(timed, reg, configs[i].second, inputs, o, &labels);
@@ -384,22 +412,7 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
                                                                   dp ? dp->gradient_exchange() : nullptr));
     add_config(report, configs[i].first, plan, r, checks[i]);
     if (config_done(o, report, r, dp)) break;
-    if (dp) {
-      double seconds = 0;
-      for (double ns : r.iteration_ns) seconds += ns / 1e9;
-      nlohmann::json d = dp->report(seconds, static_cast<int64_t>(r.iteration_ns.size()) * report.batch);
-      const double median_s = r.iteration.median / 1e9;
-      d["global_batch"] = report.batch * dp->size();
-      d["global_images_per_s"] = median_s > 0 ? static_cast<double>(report.batch * dp->size()) / median_s : 0.0;
-      d["parameters_identical"] = dp->parameters_identical(plan.parameters());
-      if (dp->world_rank() == 0 && o.verbose)
-        std::printf("%s: data-parallel %s, %d ranks x batch %lld: %.1f images/s global (median step %.2f ms), parameters "
-                    "identical on every rank: %s\n",
-                    configs[i].first.c_str(), dp->mode().c_str(), dp->size(), static_cast<long long>(report.batch),
-                    d["global_images_per_s"].get<double>(), 1e3 * median_s,
-                    d["parameters_identical"].get<bool>() ? "yes" : "NO");
-      report.distributed[configs[i].first] = d;
-    }
+    if (dp) report.distributed[configs[i].first] = data_parallel_figures(o, *dp, plan, r, report.batch, configs[i].first);
   }
   if (dp && dp->world_rank() != 0) {  // rank 0 reports
     out.reporting_rank = false;
