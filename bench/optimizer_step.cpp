@@ -84,6 +84,46 @@ struct Row {
   double step_ms = 0, bound_ms = 0, bandwidth_bound_ms = 0, bytes = 0;
 };
 
+/// STREAM-style context: copy and triad over one array of `total` floats, best of `runs`.
+void print_stream(int64_t total, int runs) {
+  std::vector<int64_t> one{total};
+  std::vector<float*> x = alloc_like(one, 1.f), y = alloc_like(one, 2.f), z = alloc_like(one, 0.f);
+  double copy = 1e30, triad = 1e30;
+  for (int r = 0; r < runs + 1; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    float* xs = x[0];
+    float* zs = z[0];
+    const float* ys = y[0];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < total; ++i) zs[i] = ys[i];
+    double s = seconds_since(t0);
+    if (r) copy = std::min(copy, s);
+    t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < total; ++i) xs[i] = ys[i] + 0.5f * zs[i];
+    s = seconds_since(t0);
+    if (r) triad = std::min(triad, s);
+  }
+  std::printf("STREAM copy  %.1f GB/s (2 arrays counted)\nSTREAM triad %.1f GB/s (3 arrays counted)\n",
+              8.0 * total / copy / 1e9, 12.0 * total / triad / 1e9);
+  for (float* q : {x[0], y[0], z[0]}) std::free(q);
+}
+
+/// The table as JSON; false if the file cannot be written.
+bool write_json(const std::string& json, const std::string& model, int64_t total, double bandwidth,
+                const std::vector<Row>& rows) {
+  std::ofstream f(json);
+  f << "{\"model\": \"" << model << "\", \"parameters\": " << total << ", \"threads\": " << omp_get_max_threads()
+    << ", \"bandwidth_gb_s\": " << bandwidth / 1e9 << ", \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i)
+    f << (i ? ", " : "") << "{\"optimizer\": \"" << rows[i].optimizer << "\", \"state_buffers\": " << rows[i].state_buffers
+      << ", \"bytes\": " << rows[i].bytes << ", \"step_ms\": " << rows[i].step_ms << ", \"same_traffic_ms\": " << rows[i].bound_ms
+      << ", \"bandwidth_bound_ms\": " << rows[i].bandwidth_bound_ms
+      << ", \"ratio\": " << rows[i].step_ms / rows[i].bandwidth_bound_ms << "}";
+  f << "]}\n";
+  return static_cast<bool>(f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,30 +171,7 @@ int main(int argc, char** argv) {
   std::printf("model %s: %zu tensors, %lld parameters, %d threads\n", model.c_str(), sizes.size(),
               static_cast<long long>(total), omp_get_max_threads());
 
-  // STREAM-style context on one array of the same total size.
-  {
-    std::vector<int64_t> one{total};
-    std::vector<float*> x = alloc_like(one, 1.f), y = alloc_like(one, 2.f), z = alloc_like(one, 0.f);
-    double copy = 1e30, triad = 1e30;
-    for (int r = 0; r < runs + 1; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      float* xs = x[0];
-      float* zs = z[0];
-      const float* ys = y[0];
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < total; ++i) zs[i] = ys[i];
-      double s = seconds_since(t0);
-      if (r) copy = std::min(copy, s);
-      t0 = std::chrono::steady_clock::now();
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < total; ++i) xs[i] = ys[i] + 0.5f * zs[i];
-      s = seconds_since(t0);
-      if (r) triad = std::min(triad, s);
-    }
-    std::printf("STREAM copy  %.1f GB/s (2 arrays counted)\nSTREAM triad %.1f GB/s (3 arrays counted)\n",
-                8.0 * total / copy / 1e9, 12.0 * total / triad / 1e9);
-    for (float* q : {x[0], y[0], z[0]}) std::free(q);
-  }
+  print_stream(total, runs);
 
   // Every run times each optimizer's step and then its same-traffic kernel, so a slow phase
   // of the machine hits all of them alike; each keeps its best time.
@@ -215,20 +232,9 @@ int main(int argc, char** argv) {
     std::printf("| %s | %d | %.2f GB | %.1f | %.1f | %.1f | %.2f |\n", r.optimizer.c_str(), r.state_buffers, r.bytes / 1e9,
                 r.step_ms, r.bound_ms, r.bandwidth_bound_ms, r.step_ms / r.bandwidth_bound_ms);
   }
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << "{\"model\": \"" << model << "\", \"parameters\": " << total << ", \"threads\": " << omp_get_max_threads()
-      << ", \"bandwidth_gb_s\": " << bandwidth / 1e9 << ", \"rows\": [";
-    for (size_t i = 0; i < rows.size(); ++i)
-      f << (i ? ", " : "") << "{\"optimizer\": \"" << rows[i].optimizer << "\", \"state_buffers\": " << rows[i].state_buffers
-        << ", \"bytes\": " << rows[i].bytes << ", \"step_ms\": " << rows[i].step_ms << ", \"same_traffic_ms\": " << rows[i].bound_ms
-        << ", \"bandwidth_bound_ms\": " << rows[i].bandwidth_bound_ms
-        << ", \"ratio\": " << rows[i].step_ms / rows[i].bandwidth_bound_ms << "}";
-    f << "]}\n";
-    if (!f) {
-      std::fprintf(stderr, "mosaic_optimizer_step: cannot write %s\n", json.c_str());
-      return 1;
-    }
+  if (!json.empty() && !write_json(json, model, total, bandwidth, rows)) {
+    std::fprintf(stderr, "mosaic_optimizer_step: cannot write %s\n", json.c_str());
+    return 1;
   }
   for (auto* v : {&p, &g, &state[0], &state[1]})
     for (float* q : *v) std::free(q);
