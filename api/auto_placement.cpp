@@ -164,6 +164,141 @@ Expected<Placement> placement_of(const std::map<std::string, std::string>& node_
   return p;
 }
 
+/// The choice cached under `key` by an earlier run (without its placement), if any.
+bool cached_placement(const std::string& key, AutoPlacement& a) {
+  const nlohmann::json cache = read_cache();
+  if (!cache.contains(key)) return false;
+  const auto& c = cache.at(key);
+  a.node_backend = c.value("node_backend", std::map<std::string, std::string>{});
+  a.predicted_ms = c.value("predicted_ms", 0.0);
+  a.single_ms = c.value("single_ms", std::map<std::string, double>{});
+  a.best_single = c.value("best_single", std::string());
+  a.differences = c.value("differences", std::vector<std::string>{});
+  a.rejected = c.value("rejected", std::vector<std::string>{});
+  a.checked_mixed_ms = c.value("checked_mixed_ms", 0.0);
+  a.checked_single_ms = c.value("checked_single_ms", 0.0);
+  a.checked_singles_ms = c.value("checked_singles_ms", std::map<std::string, double>{});
+  a.sequential_best = c.value("sequential_best", std::string());
+  a.cached = true;
+  return true;
+}
+
+/// The placement problem: each node's time on each candidate, and per edge between nodes a
+/// conversion where the backends differ and either keeps the value in its own layout (read and
+/// written once), and a copy where a value crosses to or from a device. A node no candidate runs
+/// (it falls back everywhere) costs the same wherever it is asked.
+PlacementProblem placement_problem(const Graph& timed, std::vector<Measured>& m, double bandwidth_gbs, bool training) {
+  const size_t n = timed.nodes.size(), k = m.size();
+  for (size_t i = 0; i < n; ++i) {
+    bool runs = false;
+    for (const auto& x : m) runs = runs || x.node_ns[i] < kInf;
+    if (!runs)
+      for (auto& x : m) x.node_ns[i] = 0;
+  }
+  // The problem: node times, and per edge between nodes a conversion where the backends
+  // differ and either keeps the value in its own layout (read and written once).
+  PlacementProblem problem;
+  problem.node.assign(n, std::vector<double>(k, 0));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t b = 0; b < k; ++b) problem.node[i][b] = m[b].node_ns[i];
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& out : timed.nodes[i].outputs) producer[out] = i;
+  const double bytes_per_ns = std::max(bandwidth_gbs, 1.0);
+  // A value crossing to or from a device costs the copy the planner inserts, at the rate the
+  // device's copies ran when its backend was measured alone (else the machine's bandwidth).
+  auto copy_ns = [&](size_t b, double bytes) {
+    if (!m[b].device) return 0.0;
+    return bytes * (m[b].copy_ns_per_byte > 0 ? m[b].copy_ns_per_byte : 1.0 / bytes_per_ns);
+  };
+  const double passes = training ? 2.0 : 1.0;  // training: the gradient crosses back
+  std::set<std::string> graph_inputs, graph_outputs;
+  for (const auto& v : timed.inputs)
+    if (!timed.initializers.count(v.name)) graph_inputs.insert(v.name);
+  for (const auto& v : timed.outputs) graph_outputs.insert(v.name);
+  for (size_t i = 0; i < n; ++i) {
+    // A device node reading a graph input, or making a graph output, copies it in or out.
+    for (const auto& in : timed.nodes[i].inputs)
+      if (graph_inputs.count(in) && timed.value_descs.count(in))
+        for (size_t b = 0; b < k; ++b) problem.node[i][b] += passes * copy_ns(b, static_cast<double>(timed.value_descs.at(in).bytes()));
+    for (const auto& out : timed.nodes[i].outputs)
+      if (graph_outputs.count(out) && timed.value_descs.count(out))
+        for (size_t b = 0; b < k; ++b) problem.node[i][b] += passes * copy_ns(b, static_cast<double>(timed.value_descs.at(out).bytes()));
+    for (const auto& in : timed.nodes[i].inputs) {
+      if (!producer.count(in) || !timed.value_descs.count(in)) continue;
+      PlacementProblem::Edge e{producer[in], i, std::vector<std::vector<double>>(k, std::vector<double>(k, 0))};
+      const double bytes = static_cast<double>(timed.value_descs.at(in).bytes());
+      // Read and written once; in training the value's gradient crosses back as well.
+      const double reorder = 2.0 * passes * bytes / bytes_per_ns;
+      for (size_t bu = 0; bu < k; ++bu)
+        for (size_t bv = 0; bv < k; ++bv) {
+          if (bu == bv) continue;
+          if (m[bu].own_layout.count(in) || m[bv].own_layout.count(in)) e.cost[bu][bv] = reorder;
+          if (m[bu].device != m[bv].device) e.cost[bu][bv] += passes * (copy_ns(bu, bytes) + copy_ns(bv, bytes));
+        }
+      problem.edges.push_back(std::move(e));
+    }
+  }
+  return problem;
+}
+
+/// The check: the cost model's plan and every candidate alone, in alternating rounds (drift
+/// hits all alike). The fastest candidate over the rounds is the best single backend: the
+/// one-after-another measurement above can rank two close backends wrongly (it once put
+/// torch ahead of onednn in AlexNet training, which the rounds then measured 17% faster).
+/// The cost model's choice is kept only if it beats that backend; otherwise auto is that
+/// backend alone.
+Status check_choice(const Graph& timed, const KernelRegistry& registry, const AutoTiming& timing,
+                    const std::vector<std::string>& fallback, double check_loop_s, AutoPlacement& a) {
+  std::unique_ptr<Plan> mixed;
+  if (!a.differences.empty()) {
+    MOSAIC_ASSIGN_OR_RETURN(mixed, Plan::build(timed, a.placement, registry, timing.plan_options));
+  }
+  std::vector<std::unique_ptr<Plan>> singles;
+  for (const auto& b : a.candidates) {
+    MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(timed, Placement::all_on(b, fallback), registry, timing.plan_options));
+    singles.push_back(std::move(plan));
+  }
+  BenchConfig cfg;
+  cfg.warmup = 2;
+  cfg.iterations = 10;
+  cfg.max_seconds = check_loop_s;
+  if (timing.say)
+    timing.say("auto placement: checking the choice against every candidate alone, 3 alternating rounds (at most " +
+               std::to_string(static_cast<int>(3 * check_loop_s * (a.candidates.size() + 1) + 0.5)) + " s)...");
+  std::vector<double> mixed_ms;
+  std::vector<std::vector<double>> single_ms(singles.size());
+  for (int round = 0; round < 3; ++round) {
+    cfg.progress = "auto placement: checking the choice (round " + std::to_string(round + 1) + "/3)";
+    if (mixed) {
+      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rm, timing.run(*mixed, cfg));
+      mixed_ms.push_back(rm.iteration.median / 1e6);
+    }
+    for (size_t b = 0; b < singles.size(); ++b) {
+      MOSAIC_ASSIGN_OR_RETURN(const BenchResult rs, timing.run(*singles[b], cfg));
+      single_ms[b].push_back(rs.iteration.median / 1e6);
+    }
+  }
+  size_t fastest = 0;
+  for (size_t b = 0; b < singles.size(); ++b) {
+    a.checked_singles_ms[a.candidates[b]] = median(single_ms[b]);
+    if (median(single_ms[b]) < median(single_ms[fastest])) fastest = b;
+  }
+  if (a.candidates[fastest] != a.best_single) {
+    a.sequential_best = a.best_single;
+    a.best_single = a.candidates[fastest];
+  }
+  a.checked_single_ms = median(single_ms[fastest]);
+  if (mixed) a.checked_mixed_ms = median(mixed_ms);
+  if (!mixed || a.checked_mixed_ms >= a.checked_single_ms) {
+    a.rejected = a.differences;
+    a.differences.clear();
+    for (auto& [name, backend] : a.node_backend) backend = a.best_single;
+    a.placement = Placement::all_on(a.best_single, fallback);
+  }
+  return Status::ok();
+}
+
 Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRegistry& registry,
                                               const AutoTiming& timing,
                                               const std::vector<std::string>& fallback, double bandwidth_gbs,
@@ -172,24 +307,9 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
   for (const auto& b : registry.available_backends())
     if (b != "naive") a.candidates.push_back(b);
   if (a.candidates.empty()) return Status::invalid("`assign` auto: no backend besides the naive oracle to choose from");
-  if (!remeasure) {
-    const nlohmann::json cache = read_cache();
-    if (cache.contains(cache_key)) {
-      const auto& c = cache.at(cache_key);
-      a.node_backend = c.value("node_backend", std::map<std::string, std::string>{});
-      a.predicted_ms = c.value("predicted_ms", 0.0);
-      a.single_ms = c.value("single_ms", std::map<std::string, double>{});
-      a.best_single = c.value("best_single", std::string());
-      a.differences = c.value("differences", std::vector<std::string>{});
-      a.rejected = c.value("rejected", std::vector<std::string>{});
-      a.checked_mixed_ms = c.value("checked_mixed_ms", 0.0);
-      a.checked_single_ms = c.value("checked_single_ms", 0.0);
-      a.checked_singles_ms = c.value("checked_singles_ms", std::map<std::string, double>{});
-      a.sequential_best = c.value("sequential_best", std::string());
-      a.cached = true;
-      MOSAIC_ASSIGN_OR_RETURN(a.placement, placement_of(a.node_backend, a.best_single, fallback, registry));
-      return a;
-    }
+  if (!remeasure && cached_placement(cache_key, a)) {
+    MOSAIC_ASSIGN_OR_RETURN(a.placement, placement_of(a.node_backend, a.best_single, fallback, registry));
+    return a;
   }
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < timed.nodes.size(); ++i) index[timed.nodes[i].name] = i;
@@ -225,58 +345,8 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
       std::swap(m[0], m[i]);
       std::swap(a.candidates[0], a.candidates[i]);
     }
-  // A node no candidate runs (it falls back everywhere) costs the same wherever it is asked.
-  const size_t n = timed.nodes.size(), k = m.size();
-  for (size_t i = 0; i < n; ++i) {
-    bool runs = false;
-    for (const auto& x : m) runs = runs || x.node_ns[i] < kInf;
-    if (!runs)
-      for (auto& x : m) x.node_ns[i] = 0;
-  }
-  // The problem: node times, and per edge between nodes a conversion where the backends
-  // differ and either keeps the value in its own layout (read and written once).
-  PlacementProblem problem;
-  problem.node.assign(n, std::vector<double>(k, 0));
-  for (size_t i = 0; i < n; ++i)
-    for (size_t b = 0; b < k; ++b) problem.node[i][b] = m[b].node_ns[i];
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& out : timed.nodes[i].outputs) producer[out] = i;
-  const double bytes_per_ns = std::max(bandwidth_gbs, 1.0);
-  // A value crossing to or from a device costs the copy the planner inserts, at the rate the
-  // device's copies ran when its backend was measured alone (else the machine's bandwidth).
-  auto copy_ns = [&](size_t b, double bytes) {
-    if (!m[b].device) return 0.0;
-    return bytes * (m[b].copy_ns_per_byte > 0 ? m[b].copy_ns_per_byte : 1.0 / bytes_per_ns);
-  };
-  const double passes = timing.plan_options.training ? 2.0 : 1.0;  // training: the gradient crosses back
-  std::set<std::string> graph_inputs, graph_outputs;
-  for (const auto& v : timed.inputs)
-    if (!timed.initializers.count(v.name)) graph_inputs.insert(v.name);
-  for (const auto& v : timed.outputs) graph_outputs.insert(v.name);
-  for (size_t i = 0; i < n; ++i) {
-    // A device node reading a graph input, or making a graph output, copies it in or out.
-    for (const auto& in : timed.nodes[i].inputs)
-      if (graph_inputs.count(in) && timed.value_descs.count(in))
-        for (size_t b = 0; b < k; ++b) problem.node[i][b] += passes * copy_ns(b, static_cast<double>(timed.value_descs.at(in).bytes()));
-    for (const auto& out : timed.nodes[i].outputs)
-      if (graph_outputs.count(out) && timed.value_descs.count(out))
-        for (size_t b = 0; b < k; ++b) problem.node[i][b] += passes * copy_ns(b, static_cast<double>(timed.value_descs.at(out).bytes()));
-    for (const auto& in : timed.nodes[i].inputs) {
-      if (!producer.count(in) || !timed.value_descs.count(in)) continue;
-      PlacementProblem::Edge e{producer[in], i, std::vector<std::vector<double>>(k, std::vector<double>(k, 0))};
-      const double bytes = static_cast<double>(timed.value_descs.at(in).bytes());
-      // Read and written once; in training the value's gradient crosses back as well.
-      const double reorder = 2.0 * passes * bytes / bytes_per_ns;
-      for (size_t bu = 0; bu < k; ++bu)
-        for (size_t bv = 0; bv < k; ++bv) {
-          if (bu == bv) continue;
-          if (m[bu].own_layout.count(in) || m[bv].own_layout.count(in)) e.cost[bu][bv] = reorder;
-          if (m[bu].device != m[bv].device) e.cost[bu][bv] += passes * (copy_ns(bu, bytes) + copy_ns(bv, bytes));
-        }
-      problem.edges.push_back(std::move(e));
-    }
-  }
+  const size_t n = timed.nodes.size();
+  const PlacementProblem problem = placement_problem(timed, m, bandwidth_gbs, timing.plan_options.training);
   const std::vector<size_t> choice = solve_placement(problem);
   a.predicted_ms = problem.total(choice) / 1e6;
   const size_t best = static_cast<size_t>(std::find(a.candidates.begin(), a.candidates.end(), a.best_single) -
@@ -292,60 +362,7 @@ Expected<AutoPlacement> choose_auto_placement(const Graph& timed, const KernelRe
     }
   }
   MOSAIC_ASSIGN_OR_RETURN(a.placement, placement_of(a.node_backend, a.best_single, fallback, registry));
-  // The check: the cost model's plan and every candidate alone, in alternating rounds (drift
-  // hits all alike). The fastest candidate over the rounds is the best single backend: the
-  // one-after-another measurement above can rank two close backends wrongly (it once put
-  // torch ahead of onednn in AlexNet training, which the rounds then measured 17% faster).
-  // The cost model's choice is kept only if it beats that backend; otherwise auto is that
-  // backend alone.
-  {
-    std::unique_ptr<Plan> mixed;
-    if (!a.differences.empty()) {
-      MOSAIC_ASSIGN_OR_RETURN(mixed, Plan::build(timed, a.placement, registry, timing.plan_options));
-    }
-    std::vector<std::unique_ptr<Plan>> singles;
-    for (const auto& b : a.candidates) {
-      MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(timed, Placement::all_on(b, fallback), registry, timing.plan_options));
-      singles.push_back(std::move(plan));
-    }
-    BenchConfig cfg;
-    cfg.warmup = 2;
-    cfg.iterations = 10;
-    cfg.max_seconds = check_loop_s;
-    if (timing.say)
-      timing.say("auto placement: checking the choice against every candidate alone, 3 alternating rounds (at most " +
-                 std::to_string(static_cast<int>(3 * check_loop_s * (a.candidates.size() + 1) + 0.5)) + " s)...");
-    std::vector<double> mixed_ms;
-    std::vector<std::vector<double>> single_ms(singles.size());
-    for (int round = 0; round < 3; ++round) {
-      cfg.progress = "auto placement: checking the choice (round " + std::to_string(round + 1) + "/3)";
-      if (mixed) {
-        MOSAIC_ASSIGN_OR_RETURN(const BenchResult rm, timing.run(*mixed, cfg));
-        mixed_ms.push_back(rm.iteration.median / 1e6);
-      }
-      for (size_t b = 0; b < singles.size(); ++b) {
-        MOSAIC_ASSIGN_OR_RETURN(const BenchResult rs, timing.run(*singles[b], cfg));
-        single_ms[b].push_back(rs.iteration.median / 1e6);
-      }
-    }
-    size_t fastest = 0;
-    for (size_t b = 0; b < singles.size(); ++b) {
-      a.checked_singles_ms[a.candidates[b]] = median(single_ms[b]);
-      if (median(single_ms[b]) < median(single_ms[fastest])) fastest = b;
-    }
-    if (a.candidates[fastest] != a.best_single) {
-      a.sequential_best = a.best_single;
-      a.best_single = a.candidates[fastest];
-    }
-    a.checked_single_ms = median(single_ms[fastest]);
-    if (mixed) a.checked_mixed_ms = median(mixed_ms);
-    if (!mixed || a.checked_mixed_ms >= a.checked_single_ms) {
-      a.rejected = a.differences;
-      a.differences.clear();
-      for (auto& [name, backend] : a.node_backend) backend = a.best_single;
-      a.placement = Placement::all_on(a.best_single, fallback);
-    }
-  }
+  MOSAIC_RETURN_IF_ERROR(check_choice(timed, registry, timing, fallback, check_loop_s, a));
   write_cache(cache_key, a);
   return a;
 }
