@@ -87,6 +87,86 @@ inline FastCell fast_cell(const RnnParams& p, const Activation& f, const Activat
   return FastCell::kNone;
 }
 
+/// One batch entry's step of the configurations PyTorch exports (RNN tanh, LSTM, GRU with
+/// linear_before_reset) in float32, gates as arrays through the vectorised sigmoid and tanh of
+/// backends/common/fast_exp.hpp: x and r the entry's input and recurrent products, pr and a its
+/// pre-activations and activations, hp/hn (cp/cn) its previous and next state. False for
+/// another configuration (the caller evaluates each gate's table row).
+inline bool fast_step(FastCell fast, int64_t H, int64_t G, const float* x, const float* r, float* pr, float* a,
+                      const float* hp, float* hn, const float* cp, float* cn, float* extra) {
+  if (fast == FastCell::kRnn) {
+    for (int64_t j = 0; j < H; ++j) pr[j] = x[j] + r[j];
+    tanh_array(pr, a, H);
+    std::copy(a, a + H, hn);
+    return true;
+  }
+  if (fast == FastCell::kLstm) {  // gates i, o, f sigmoid, c tanh; h = o tanh(c)
+    for (int64_t j = 0; j < G; ++j) pr[j] = x[j] + r[j];
+    sigmoid_array(pr, a, 3 * H);
+    tanh_array(pr + 3 * H, a + 3 * H, H);
+    float* c = cn;
+    for (int64_t j = 0; j < H; ++j) c[j] = a[2 * H + j] * cp[j] + a[j] * a[3 * H + j];
+    tanh_array(c, hn, H);
+    for (int64_t j = 0; j < H; ++j) hn[j] *= a[H + j];
+    return true;
+  }
+  if (fast == FastCell::kGru) {  // z, r sigmoid; h tanh(x + r (.) (H R_h^T + Rb_h))
+    for (int64_t j = 0; j < 2 * H; ++j) pr[j] = x[j] + r[j];
+    sigmoid_array(pr, a, 2 * H);
+    for (int64_t j = 0; j < H; ++j) {
+      extra[j] = r[2 * H + j];
+      pr[2 * H + j] = x[2 * H + j] + a[H + j] * r[2 * H + j];
+    }
+    tanh_array(pr + 2 * H, a + 2 * H, H);
+    for (int64_t j = 0; j < H; ++j) hn[j] = (1.f - a[j]) * a[2 * H + j] + a[j] * hp[j];
+    return true;
+  }
+  return false;
+}
+
+/// One batch entry's step, each gate's table row applied per element (the double reference,
+/// and configurations without a fast path: peepholes, clipping, other activations, GRU's
+/// (r . H) R_h^T, whose h gate the caller completes after a second product).
+template <class T>
+void cell_step(const RnnParams& p, const Activation& f, const Activation& g, const Activation& h, const T* P, bool gru_late,
+               const T* x, const T* r, T* pr, T* a, const T* hp, T* hn, const T* cp, T* cn, T* extra) {
+  const int64_t H = p.hidden;
+  for (int64_t j = 0; j < H; ++j) {
+    const T hprev = hp[j];
+    if (p.cell == RnnCell::kRnn) {
+      pr[j] = x[j] + r[j];
+      a[j] = apply(f, clipped(p, pr[j]));
+      hn[j] = a[j];
+    } else if (p.cell == RnnCell::kLstm) {  // gates i, o, f, c
+      const T cprev = cp[j];
+      pr[j] = x[j] + r[j] + (P ? P[j] * cprev : T(0));
+      pr[2 * H + j] = x[2 * H + j] + r[2 * H + j] + (P ? P[2 * H + j] * cprev : T(0));
+      pr[3 * H + j] = x[3 * H + j] + r[3 * H + j];
+      a[j] = apply(f, clipped(p, pr[j]));
+      a[2 * H + j] = apply(f, clipped(p, pr[2 * H + j]));
+      a[3 * H + j] = apply(g, clipped(p, pr[3 * H + j]));
+      const T c = a[2 * H + j] * cprev + a[j] * a[3 * H + j];
+      cn[j] = c;
+      pr[H + j] = x[H + j] + r[H + j] + (P ? P[H + j] * c : T(0));
+      a[H + j] = apply(f, clipped(p, pr[H + j]));
+      hn[j] = a[H + j] * apply(h, c);
+    } else {  // GRU: gates z, r, h
+      pr[j] = x[j] + r[j];
+      pr[H + j] = x[H + j] + r[H + j];
+      a[j] = apply(f, clipped(p, pr[j]));
+      a[H + j] = apply(f, clipped(p, pr[H + j]));
+      if (gru_late) {
+        extra[j] = a[H + j] * hprev;  // the h gate waits for (r . H) R_h^T
+        continue;
+      }
+      extra[j] = r[2 * H + j];
+      pr[2 * H + j] = x[2 * H + j] + a[H + j] * r[2 * H + j];
+      a[2 * H + j] = apply(g, clipped(p, pr[2 * H + j]));
+      hn[j] = (T(1) - a[j]) * a[2 * H + j] + a[j] * hprev;
+    }
+  }
+}
+
 }  // namespace rnn_detail
 
 /// Runs the node forward. `gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)` is row-major
@@ -161,68 +241,12 @@ void rnn_forward(const RnnParams& p, const RnnIO<T>& io, RnnTape<T>& s, const Ge
         T* pr = pre + b * G;
         T* a = act + b * G;
         if constexpr (std::is_same_v<T, float>) {
-          if (fast == FastCell::kRnn) {
-            for (int64_t j = 0; j < H; ++j) pr[j] = x[j] + r[j];
-            tanh_array(pr, a, H);
-            std::copy(a, a + H, hn + b * H);
+          if (fast_step(fast, H, G, x, r, pr, a, hp + b * H, hn + b * H, cp ? cp + b * H : nullptr, cn ? cn + b * H : nullptr,
+                        extra ? extra + b * H : nullptr))
             continue;
-          }
-          if (fast == FastCell::kLstm) {  // gates i, o, f sigmoid, c tanh; h = o tanh(c)
-            for (int64_t j = 0; j < G; ++j) pr[j] = x[j] + r[j];
-            sigmoid_array(pr, a, 3 * H);
-            tanh_array(pr + 3 * H, a + 3 * H, H);
-            float* c = cn + b * H;
-            for (int64_t j = 0; j < H; ++j) c[j] = a[2 * H + j] * cp[b * H + j] + a[j] * a[3 * H + j];
-            tanh_array(c, hn + b * H, H);
-            for (int64_t j = 0; j < H; ++j) hn[b * H + j] *= a[H + j];
-            continue;
-          }
-          if (fast == FastCell::kGru) {  // z, r sigmoid; h tanh(x + r (.) (H R_h^T + Rb_h))
-            for (int64_t j = 0; j < 2 * H; ++j) pr[j] = x[j] + r[j];
-            sigmoid_array(pr, a, 2 * H);
-            for (int64_t j = 0; j < H; ++j) {
-              extra[b * H + j] = r[2 * H + j];
-              pr[2 * H + j] = x[2 * H + j] + a[H + j] * r[2 * H + j];
-            }
-            tanh_array(pr + 2 * H, a + 2 * H, H);
-            for (int64_t j = 0; j < H; ++j) hn[b * H + j] = (1.f - a[j]) * a[2 * H + j] + a[j] * hp[b * H + j];
-            continue;
-          }
         }
-        for (int64_t j = 0; j < H; ++j) {
-          const T hprev = hp[b * H + j];
-          if (p.cell == RnnCell::kRnn) {
-            pr[j] = x[j] + r[j];
-            a[j] = apply(f, clipped(p, pr[j]));
-            hn[b * H + j] = a[j];
-          } else if (p.cell == RnnCell::kLstm) {  // gates i, o, f, c
-            const T cprev = cp[b * H + j];
-            pr[j] = x[j] + r[j] + (P ? P[j] * cprev : T(0));
-            pr[2 * H + j] = x[2 * H + j] + r[2 * H + j] + (P ? P[2 * H + j] * cprev : T(0));
-            pr[3 * H + j] = x[3 * H + j] + r[3 * H + j];
-            a[j] = apply(f, clipped(p, pr[j]));
-            a[2 * H + j] = apply(f, clipped(p, pr[2 * H + j]));
-            a[3 * H + j] = apply(g, clipped(p, pr[3 * H + j]));
-            const T c = a[2 * H + j] * cprev + a[j] * a[3 * H + j];
-            cn[b * H + j] = c;
-            pr[H + j] = x[H + j] + r[H + j] + (P ? P[H + j] * c : T(0));
-            a[H + j] = apply(f, clipped(p, pr[H + j]));
-            hn[b * H + j] = a[H + j] * apply(h, c);
-          } else {  // GRU: gates z, r, h
-            pr[j] = x[j] + r[j];
-            pr[H + j] = x[H + j] + r[H + j];
-            a[j] = apply(f, clipped(p, pr[j]));
-            a[H + j] = apply(f, clipped(p, pr[H + j]));
-            if (gru_late) {
-              extra[b * H + j] = a[H + j] * hprev;  // the h gate waits for (r . H) R_h^T
-              continue;
-            }
-            extra[b * H + j] = r[2 * H + j];
-            pr[2 * H + j] = x[2 * H + j] + a[H + j] * r[2 * H + j];
-            a[2 * H + j] = apply(g, clipped(p, pr[2 * H + j]));
-            hn[b * H + j] = (T(1) - a[j]) * a[2 * H + j] + a[j] * hprev;
-          }
-        }
+        cell_step(p, f, g, h, P, gru_late, x, r, pr, a, hp + b * H, hn + b * H, cp ? cp + b * H : nullptr,
+                  cn ? cn + b * H : nullptr, extra ? extra + b * H : nullptr);
       }
       if (gru_late) {
         gemm(false, true, B, H, H, extra, H, R + 2 * H * H, H, T(0), rh.data(), H);
