@@ -14,6 +14,43 @@ Status check_rnn_lens(const RnnParams& p, const int64_t* lens, const std::string
   return Status::ok();
 }
 
+namespace {
+
+/// Element j of an LSTM step backwards through its gates i, o, f, c (and the peepholes P, whose
+/// gradients add to dP): dH and dC_next the gradients reaching h and c, c and cprev the cell
+/// states after and before. Writes the gates' pre-activation gradients to gx and gr (the rows of
+/// d(XW) and d(HR)) and returns the gradient of the previous cell state.
+float lstm_element_backward(const RnnParams& p, const Activation& f, const Activation& g, const Activation& h, const float* P,
+                            float* dP, int64_t j, float dH, float dC_next, float c, float cprev, const float* pr, const float* a,
+                            float* gx, float* gr) {
+  using namespace rnn_detail;
+  const int64_t H = p.hidden;
+  const float hc = apply(h, c);
+  const float ai = a[j], ao = a[H + j], af = a[2 * H + j], ac = a[3 * H + j];
+  const float dpo = dH * hc * slope(p, f, pr[H + j], ao);
+  float dC = dC_next + dH * ao * static_cast<float>(unary_info(*h.op).df(c, hc, h.args));
+  if (P) dC += dpo * P[H + j];
+  const float dpi = dC * ac * slope(p, f, pr[j], ai);
+  const float dpf = dC * cprev * slope(p, f, pr[2 * H + j], af);
+  const float dpc = dC * ai * slope(p, g, pr[3 * H + j], ac);
+  float dCp = dC * af;
+  if (P) {
+    dCp += dpi * P[j] + dpf * P[2 * H + j];
+    if (dP) {
+      dP[j] += dpi * cprev;
+      dP[H + j] += dpo * c;
+      dP[2 * H + j] += dpf * cprev;
+    }
+  }
+  gx[j] = gr[j] = dpi;
+  gx[H + j] = gr[H + j] = dpo;
+  gx[2 * H + j] = gr[2 * H + j] = dpf;
+  gx[3 * H + j] = gr[3 * H + j] = dpc;
+  return dCp;
+}
+
+}  // namespace
+
 void rnn_backward(const RnnParams& p, const RnnIO<float>& io, const RnnTape<float>& s, const float* dy,
                   const float* dyh, const float* dyc, const RnnGrads& out, const GemmFn& gemm) {
   using namespace rnn_detail;
@@ -78,29 +115,8 @@ void rnn_backward(const RnnParams& p, const RnnIO<float>& io, const RnnTape<floa
             gx[j] = gr[j] = dH * slope(p, f, pr[j], a[j]);
             dhp[b * H + j] = 0.f;
           } else if (p.cell == RnnCell::kLstm) {
-            const float c = cn[b * H + j], cprev = cp[b * H + j];
-            const float hc = apply(h, c);
-            const float ai = a[j], ao = a[H + j], af = a[2 * H + j], ac = a[3 * H + j];
-            const float dpo = dH * hc * slope(p, f, pr[H + j], ao);
-            float dC = dc[b * H + j] + dH * ao * static_cast<float>(unary_info(*h.op).df(c, hc, h.args));
-            if (P) dC += dpo * P[H + j];
-            const float dpi = dC * ac * slope(p, f, pr[j], ai);
-            const float dpf = dC * cprev * slope(p, f, pr[2 * H + j], af);
-            const float dpc = dC * ai * slope(p, g, pr[3 * H + j], ac);
-            float dCp = dC * af;
-            if (P) {
-              dCp += dpi * P[j] + dpf * P[2 * H + j];
-              if (dP) {
-                dP[j] += dpi * cprev;
-                dP[H + j] += dpo * c;
-                dP[2 * H + j] += dpf * cprev;
-              }
-            }
-            gx[j] = gr[j] = dpi;
-            gx[H + j] = gr[H + j] = dpo;
-            gx[2 * H + j] = gr[2 * H + j] = dpf;
-            gx[3 * H + j] = gr[3 * H + j] = dpc;
-            dcp[b * H + j] = dCp;
+            dcp[b * H + j] = lstm_element_backward(p, f, g, h, P, dP, j, dH, dc[b * H + j], cn[b * H + j], cp[b * H + j], pr, a,
+                                                   gx, gr);
             dhp[b * H + j] = 0.f;
           } else {  // GRU
             const float az = a[j], ah = a[2 * H + j];
