@@ -346,12 +346,8 @@ OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, c
   };
   OnnxMapping m;
   if (auto skip = map_onnx_case(node, dir, scalar(in[0]), static_cast<int64_t>(scalar(in[1])), check, m)) return *skip;
-  const OptimizerConfig& c = m.config;
   const std::vector<std::string>& state_names = m.state_names;
-  const std::string& note = m.note;
-  const int64_t steps_before = m.steps_before;
-  const std::string name = o.optimizer;
-  auto opt = make_optimizer(name, c);
+  auto opt = make_optimizer(o.optimizer, m.config);
   if (!opt.ok()) return {check, "FAIL", opt.status().message()};
   const auto names = opt.value()->state_names();
   std::vector<int> slot;
@@ -383,7 +379,7 @@ OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, c
     grads.push_back(g[j].f32());
     sizes.push_back(n);
   }
-  opt.value()->set_steps(steps_before);
+  opt.value()->set_steps(m.steps_before);
   Status s = opt.value()->step(vals, grads, sizes);
   if (!s.is_ok()) return {check, "FAIL", s.message()};
   double worst = 0;
@@ -403,7 +399,7 @@ OptcheckResult run_onnx_case(const OptcheckOptions& o, const std::string& ref, c
       compare(st[j][static_cast<size_t>(slot[s2])].data(), want[(1 + s2) * k + j], node.outputs[(1 + s2) * k + j]);
   }
   std::string detail = node.op_type + " as " + ref + ": worst " + where;
-  if (!note.empty()) detail += " (" + note + ")";
+  if (!m.note.empty()) detail += " (" + m.note + ")";
   return {check, worst <= 1.0 ? "PASS" : "FAIL", detail};
 }
 

@@ -296,16 +296,13 @@ bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32) return false;
   c_elems_ = p.has_c && p.beta != 0.f ? ctx.inputs[2].numel() : 0;
+  const Tensor* b = ctx.constant(1);
   if (p.m > 1) {  // rows of A [M, K] in place, a constant B, a C that every row shares
-    const Tensor* b = ctx.constant(1);
     if (p.trans_a || !b) return false;
     if (c_elems_ > 1 && (c_elems_ != p.n || ctx.inputs[2].shape.back() != p.n)) return false;
   }
-  if (const Tensor* b = ctx.constant(1)) {
-    packed_ = shared_gemv_panels(*b, p.trans_b, p.n, p.k);
-  } else if (!p.trans_b) {
-    return false;  // a run-time [K, N] B would be read down its columns
-  }
+  if (b) packed_ = shared_gemv_panels(*b, p.trans_b, p.n, p.k);
+  else if (!p.trans_b) return false;  // a run-time [K, N] B would be read down its columns
   p_ = p;
   act_ = fused_activation(*ctx.node);
   active_ = true;
