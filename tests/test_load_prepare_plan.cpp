@@ -50,6 +50,20 @@ TEST(Zoo, ParameterCountsMatchTheSeed) {
   EXPECT_FALSE(build_zoo_model("resnet9000").ok());
 }
 
+// Seed 004: "a small model with 402,442 trainable parameters"; its large model as the
+// seed's PyTorch code defines it (Conv 128/256/512 with padding 1, then 4608 -> 512 -> 512 ->
+// 10): 1,280 + 295,168 + 1,180,160 + 2,359,808 + 262,656 + 5,130 = 4,104,202.
+TEST(Zoo, TheDataParallelStudysModelsHaveItsParameterCounts) {
+  for (auto [name, params] : {std::pair{"dp-mnist-small", int64_t{402442}}, std::pair{"dp-mnist-large", int64_t{4104202}}}) {
+    Graph g = build_zoo_model(name).value();
+    EXPECT_EQ(g.parameter_count(), params) << name;
+    PrepareOptions po;
+    po.batch = 3;
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok()) << name;
+    EXPECT_EQ(g.value_descs.at("logits").shape, (Shape{3, 10})) << name;
+  }
+}
+
 TEST(Zoo, ShapesAndMacsPerImage) {
   for (auto [name, classes, macs] : {std::tuple{"alexnet-cifar", 10, 108.9e6}, std::tuple{"vgg16-cifar", 100, 155.9e6}}) {
     Graph g = build_zoo_model(name).value();
