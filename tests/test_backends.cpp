@@ -86,6 +86,8 @@ std::vector<OpCase> cases() {
   pool("maxpool_pads", "MaxPool", {2, 3, 8, 8}, {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}});
   pool("maxpool_ceil", "MaxPool", {1, 3, 10, 10}, {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})}, {"ceil_mode", A::of_int(1)}});
   pool("maxpool_dilated", "MaxPool", {1, 2, 10, 10}, {{"kernel_shape", A::of_ints({2, 2})}, {"dilations", A::of_ints({2, 2})}});
+  pool("maxpool_k2s2_odd", "MaxPool", {2, 3, 9, 11}, {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}});
+  pool("maxpool_1d_k3s2", "MaxPool", {2, 3, 12}, {{"kernel_shape", A::of_ints({3})}, {"strides", A::of_ints({2})}});
   pool("avgpool_exclude_pad", "AveragePool", {2, 3, 7, 7}, {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}, {"strides", A::of_ints({2, 2})}});
   pool("avgpool_include_pad", "AveragePool", {2, 3, 7, 7}, {{"kernel_shape", A::of_ints({3, 3})}, {"pads", A::of_ints({1, 1, 1, 1})}, {"count_include_pad", A::of_int(1)}});
   pool("avgpool_ceil", "AveragePool", {1, 2, 9, 9}, {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}, {"ceil_mode", A::of_int(1)}});

@@ -546,6 +546,42 @@ TEST(FuseActivation, SmallMapConvolutionsInAChainMatchNaive) {
             (std::vector<std::string>{"a+a_relu", "b+b_relu", "c+c_relu"}));
 }
 
+// Max pools on onednn's channel blocks (backends/common/pooling.cpp's loop, not oneDNN's
+// primitive): 12 channels (a block of 8 and one half padded), a 2x2 pool whose output stays
+// blocked for the next convolution, a 3x3 stride-2 pool on odd maps written plain for the graph
+// output, and a 2x2 pool on the plain input; every backend against naive.
+TEST(FuseActivation, MaxPoolsOnChannelBlocksMatchNaive) {
+  Graph g;
+  g.source = "pool-blocks";
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {3, 4, 22, 19}, {}, true});
+  add_node(g, make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {"x"},
+           {"p0"}, "pool0");
+  const std::map<std::string, A> same{{"pads", A::of_ints({1, 1, 1, 1})}};
+  g.initializers["a.w"] = random_tensor({12, 4, 3, 3}, 51, -0.3f, 0.3f);
+  g.initializers["b.w"] = random_tensor({12, 12, 3, 3}, 52, -0.3f, 0.3f);
+  add_node(g, make_node("Conv", same), {"p0", "a.w"}, {"a"}, "conva");
+  add_node(g, make_node("MaxPool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}), {"a"},
+           {"p1"}, "pool1");
+  add_node(g, make_node("Conv", same), {"p1", "b.w"}, {"b"}, "convb");
+  add_node(g, make_node("MaxPool", {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})}}), {"b"},
+           {"y"}, "pool2");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  EXPECT_TRUE(fused_agrees(g, FuseOptions{}, random_tensor({3, 4, 22, 19}, 50, -2.f, 2.f)).empty());
+  // The blocked path ran: pool1 hands convb its blocks; pool2 writes the plain output.
+  Graph p = g;
+  ASSERT_TRUE(prepare_graph(p, builtin_registry(), PrepareOptions{}).ok());
+  auto plan = Plan::build(p, Placement::all_on("onednn", {}), builtin_registry());
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  for (const auto& step : plan.value()->steps()) {
+    const std::string& name = plan.value()->node(step).name;
+    if (name == "pool1") {
+      EXPECT_NE(step.kernel->output_layout(0), nullptr);
+    } else if (name == "pool2" || name == "pool0") {
+      EXPECT_EQ(step.kernel->output_layout(0), nullptr);
+    }
+  }
+}
+
 TEST(FusePadPool, ZeroPaddingBeforeAPoolBecomesThePoolsOwnWhereThatIsExact) {
   FuseOptions inference;  // activations on: an inference plan
   FuseOptions training;

@@ -121,7 +121,90 @@ void max_pool_backward_blocked(const float* x, const float* dy, float* dx, int64
   }
 }
 
+/// Max over interior windows of one output row of [H][W][kL] data into yr ([ow][kL]): one
+/// pass over the output row per window cell, each a vector max across the lanes.
+template <int kL>
+inline void max_row_lanes(const float* xo, float* yr, int64_t oy, const Window3& w) {
+  const int64_t iw = w.in[2], ow = w.out[2], sw = w.s[2];
+  const float* x0 = xo + oy * w.s[1] * iw * kL;
+  for (int64_t ox = 0; ox < ow; ++ox)
+    for (int l = 0; l < kL; ++l) yr[ox * kL + l] = x0[ox * sw * kL + l];
+  for (int64_t ki = 0; ki < w.k[1]; ++ki)
+    for (int64_t kj = 0; kj < w.k[2]; ++kj) {
+      if (ki == 0 && kj == 0) continue;
+      const float* xr = x0 + (ki * w.d[1] * iw + kj * w.d[2]) * kL;
+      for (int64_t ox = 0; ox < ow; ++ox)
+        for (int l = 0; l < kL; ++l) yr[ox * kL + l] = std::max(yr[ox * kL + l], xr[ox * sw * kL + l]);
+    }
+}
+
+/// One plain output row: 2x2 windows with stride 2 read two input rows in pairs (a loop the
+/// compiler vectorises with de-interleaving loads); other windows take a pass per cell.
+inline void max_row_plain(const float* xc, float* yr, int64_t oy, const Window3& w) {
+  const int64_t iw = w.in[2], ow = w.out[2];
+  if (w.k[1] == 2 && w.k[2] == 2 && w.s[1] == 2 && w.s[2] == 2 && w.d[1] == 1 && w.d[2] == 1) {
+    const float *__restrict r0 = xc + 2 * oy * iw, *__restrict r1 = r0 + iw;
+    float* __restrict out = yr;
+    for (int64_t ox = 0; ox < ow; ++ox)  // window order: the same first-NaN rule as the general loop
+      out[ox] = std::max(std::max(std::max(r0[2 * ox], r0[2 * ox + 1]), r1[2 * ox]), r1[2 * ox + 1]);
+    return;
+  }
+  max_row_lanes<1>(xc, yr, oy, w);
+}
+
+template <int kL>
+void max_forward_blocked(const float* x, float* y, int64_t outer, const Window3& w) {
+  const int64_t in_sp = w.in[1] * w.in[2], out_sp = w.out[1] * w.out[2];
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t oy = 0; oy < w.out[1]; ++oy) {
+      if (kL == 1)
+        max_row_plain(x + o * in_sp, y + o * out_sp + oy * w.out[2], oy, w);
+      else
+        max_row_lanes<kL>(x + o * in_sp * kL, y + (o * out_sp + oy * w.out[2]) * kL, oy, w);
+    }
+}
+
+template <int kL>
+void max_forward_unblock(const float* x, float* y, int64_t n, int64_t c, const Window3& w) {
+  const int64_t blocks = (c + kL - 1) / kL, in_sp = w.in[1] * w.in[2], oh = w.out[1], ow = w.out[2];
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(ow * kL));
+#pragma omp for schedule(static) collapse(2)
+    for (int64_t o = 0; o < n * blocks; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        max_row_lanes<kL>(x + o * in_sp * kL, row.data(), oy, w);
+        const int64_t b = o % blocks, c0 = b * kL, lanes = std::min<int64_t>(kL, c - c0);
+        float* yb = y + ((o / blocks) * c + c0) * oh * ow + oy * ow;
+        for (int64_t l = 0; l < lanes; ++l)
+          for (int64_t ox = 0; ox < ow; ++ox) yb[l * oh * ow + ox] = row[ox * kL + l];
+      }
+  }
+}
+
 }  // namespace
+
+bool max_pool_is_interior(const Window& w) {
+  if (w.rank() < 1 || w.rank() > 2) return false;
+  for (size_t a = 0; a < w.rank(); ++a)
+    if (w.pad_begin[a] != 0 || w.out[a] < 1 || (w.out[a] - 1) * w.stride[a] + (w.kernel[a] - 1) * w.dilation[a] + 1 > w.in[a])
+      return false;
+  return true;
+}
+
+void max_pool_forward_interior(const float* x, float* y, int64_t outer, int lanes, const Window& win) {
+  const Window3 w(win);
+  if (lanes == 16) return max_forward_blocked<16>(x, y, outer, w);
+  if (lanes == 8) return max_forward_blocked<8>(x, y, outer, w);
+  max_forward_blocked<1>(x, y, outer, w);
+}
+
+void max_pool_forward_interior_unblock(const float* x, float* y, int64_t n, int64_t c, int lanes, const Window& win) {
+  const Window3 w(win);
+  if (lanes == 16) return max_forward_unblock<16>(x, y, n, c, w);
+  max_forward_unblock<8>(x, y, n, c, w);
+}
 
 void max_pool_backward_lanes(const float* x, const float* dy, float* dx, int64_t outer, int lanes, const Window& w,
                              float tie_rtol) {

@@ -1,4 +1,5 @@
-// Max-pool backward shared by the optimised backends.
+// Max pooling shared by the optimised backends: the forward over windows inside the input,
+// and the backward.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +29,20 @@ void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, c
 /// outer = N * C / 16 with C padded to whole blocks, lanes = 16). Each lane is its own plane.
 void max_pool_backward_lanes(const float* x, const float* dy, float* dx, int64_t outer, int lanes, const Window& w,
                              float tie_rtol = kMaxPoolTieRtol);
+
+/// Whether every window of a 1-d or 2-d pool lies inside the input (no padding reaches
+/// one): the windows max_pool_forward_interior computes.
+bool max_pool_is_interior(const Window& w);
+
+/// y = the maximum of each window, for a 1-d or 2-d window over x laid out [outer][H][W][lanes]:
+/// lanes 1 is plain NCHW (outer = N * C), 8 or 16 oneDNN's channel blocks (outer = N * C
+/// padded to whole blocks / lanes; zero padding lanes stay zero). Windows in window order, the
+/// first maximum kept (a NaN first in its window propagates, a later one does not, as in the
+/// oracle). Requires max_pool_is_interior(w). OpenMP over outer and output rows.
+void max_pool_forward_interior(const float* x, float* y, int64_t outer, int lanes, const Window& w);
+
+/// The same from channel blocks of `lanes` (8 or 16) into a plain NCHW output of `c`
+/// channels (the padding lanes dropped): the pool and the reorder to plain in one pass.
+void max_pool_forward_interior_unblock(const float* x, float* y, int64_t n, int64_t c, int lanes, const Window& w);
 
 }  // namespace mosaic

@@ -19,8 +19,7 @@ class PoolKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(w_, lift2(p_.win, *ctx.node));
     is_max_ = ctx.node->op_type.find("Max") != std::string::npos;
     global_ = ctx.node->op_type.rfind("Global", 0) == 0;
-    interior_ = w_.pt == 0 && w_.pl == 0 && (w_.oh - 1) * w_.sh + (w_.kh - 1) * w_.dh < w_.ih &&
-                (w_.ow - 1) * w_.sw + (w_.kw - 1) * w_.dw < w_.iw;
+    interior_ = max_pool_is_interior(p_.win);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -41,24 +40,8 @@ class PoolKernel final : public Kernel {
       }
       return Status::ok();
     }
-    if (is_max_ && interior_) {
-      // Every window lies inside the input: no bounds checks.
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < nc; ++i) {
-        const float* xc = x + i * in_sp;
-        float* yc = y + i * out_sp;
-        for (int64_t oy = 0; oy < w_.oh; ++oy) {
-          float* yr = yc + oy * w_.ow;
-          const float* x0 = xc + oy * w_.sh * w_.iw;
-          for (int64_t ox = 0; ox < w_.ow; ++ox) yr[ox] = x0[ox * w_.sw];
-          for (int64_t ki = 0; ki < w_.kh; ++ki)
-            for (int64_t kj = 0; kj < w_.kw; ++kj) {
-              if (ki == 0 && kj == 0) continue;
-              const float* xr = x0 + ki * w_.dh * w_.iw + kj * w_.dw;
-              for (int64_t ox = 0; ox < w_.ow; ++ox) yr[ox] = std::max(yr[ox], xr[ox * w_.sw]);
-            }
-        }
-      }
+    if (is_max_ && interior_) {  // every window inside the input: no bounds checks
+      max_pool_forward_interior(x, y, nc, 1, p_.win);
       return Status::ok();
     }
 #pragma omp parallel for schedule(static)
