@@ -4,7 +4,8 @@
 Engines: Mosaic's onednn and im2col backends, ONNX Runtime (all graph optimisations,
 intra-op threads = Mosaic's, one inter-op thread), OpenVINO (f32, latency and throughput
 hints), PyTorch 2 eager and torch.compile (the same architectures and weights as the ONNX
-file: it is exported from them). The peers come from PyPI into a virtual environment (made on
+file: it is exported from them), TensorFlow (Keras layers rebuilt from the ONNX file with its
+weights, bench/tf_peer.py; tf.function, and tf.function with XLA as tensorflow-xla). The peers come from PyPI into a virtual environment (made on
 first use); nothing in Mosaic's build or tests depends on them. A peer that fails to install,
 load or run stays in the table as "missing" with the reason.
 
@@ -42,11 +43,16 @@ from bench_docs import replace_table, write_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PEERS = ["onnxruntime", "openvino-latency", "openvino-throughput", "torch-eager", "torch-compile"]
+PEERS = ["onnxruntime", "openvino-latency", "openvino-throughput", "torch-eager", "torch-compile", "tensorflow",
+         "tensorflow-xla"]
 MOSAIC = ["mosaic-onednn", "mosaic-im2col"]
-PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch", "numpy": "numpy", "onnx": "onnx"}
+PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch", "numpy": "numpy", "onnx": "onnx",
+            "tensorflow": "tensorflow-cpu"}
 NEEDS = {"onnxruntime": "onnxruntime", "openvino-latency": "openvino", "openvino-throughput": "openvino",
-         "torch-eager": "torch", "torch-compile": "torch"}
+         "torch-eager": "torch", "torch-compile": "torch", "tensorflow": "tensorflow", "tensorflow-xla": "tensorflow"}
+
+
+QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")  # TensorFlow's start-up messages off
 
 
 def sh(cmd, **kw):
@@ -71,18 +77,18 @@ def probe_packages(py, install_into=None):
     `install_into` (a virtual environment) a missing one is first installed from PyPI."""
     versions, missing = {}, {}
     for pkg in PACKAGES:
-        probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"])
+        probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"], env=QUIET)
         if probe.returncode and install_into:
             print(f"installing {pkg} from PyPI into {install_into} ...", file=sys.stderr, flush=True)
             r = sh([py, "-m", "pip", "install", "--progress-bar", "off", PACKAGES[pkg]])
             if r.returncode:
                 missing[pkg] = "pip install failed: " + r.stdout.strip().splitlines()[-1][:200]
                 continue
-            probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"])
+            probe = sh([py, "-c", f"import {pkg}; print({pkg}.__version__)"], env=QUIET)
         if probe.returncode:
             missing[pkg] = f"does not import in {py}: " + (probe.stdout.strip().splitlines() or ["?"])[-1][:200]
         else:
-            versions[pkg] = probe.stdout.strip()
+            versions[pkg] = probe.stdout.strip().splitlines()[-1]  # the version, after any log lines
     return py, versions, missing
 
 

@@ -13,7 +13,8 @@ Runs inside the peers' virtual environment (PyTorch 2, ONNX Runtime, OpenVINO fr
                                           CASE/test_data_set_0 (all of them, at their own shapes);
                                           the difference is from CASE's expected output 0
 
-ENGINE: onnxruntime, openvino-latency, openvino-throughput, torch-eager, torch-compile.
+ENGINE: onnxruntime, openvino-latency, openvino-throughput, torch-eager, torch-compile,
+tensorflow, tensorflow-xla (bench/tf_peer.py: Keras layers rebuilt from DIR/case/model.onnx).
 """
 import json
 import os
@@ -34,6 +35,13 @@ def module(name):
     return MODELS[name]().eval()
 
 
+def image_shape(name):
+    """(C, H, W) of an architecture's input."""
+    sys.path.insert(0, HERE)
+    from compare_pytorch import IMAGE
+    return IMAGE[name]
+
+
 def tensor_proto(array, name):
     from onnx import numpy_helper
     return numpy_helper.from_array(array, name).SerializeToString()
@@ -43,7 +51,7 @@ def export(name, out):
     import torch
     os.makedirs(os.path.join(out, "case", "test_data_set_0"), exist_ok=True)
     m = module(name)
-    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    x = torch.rand(1, *image_shape(name), generator=torch.Generator().manual_seed(1))
     kwargs = dict(input_names=["images"], output_names=["logits"], opset_version=13,
                   dynamic_axes={"images": {0: "N"}, "logits": {0: "N"}})
     try:
@@ -76,8 +84,15 @@ def ort_session(path, threads):
 
 
 def runner(engine, d, batch, threads):
-    """A function running one batch, and one running the reference input (batch 1)."""
+    """A function running one batch (as given by feed())."""
     path = os.path.join(d, "case", "model.onnx")
+    if engine.startswith("tensorflow"):
+        import tensorflow as tf
+        import tf_peer
+        tf_peer.configure(threads)
+        model = tf_peer.keras_from_onnx(path)
+        call = tf.function(lambda x: model(x, training=False), jit_compile=engine == "tensorflow-xla")
+        return lambda x: call(x).numpy()
     if engine == "onnxruntime":
         s = ort_session(path, threads)
         return lambda x: s.run(None, {"images": x})[0]
@@ -100,6 +115,16 @@ def runner(engine, d, batch, threads):
     raise SystemExit(f"peers_worker: unknown engine {engine}")
 
 
+def feed(engine, x):
+    """An NCHW batch as `engine` takes it: TensorFlow's CPU layout is NHWC, converted here,
+    before timing."""
+    if engine.startswith("tensorflow"):
+        import tensorflow as tf
+        import tf_peer
+        return tf.constant(tf_peer.nhwc(x))
+    return x
+
+
 def openvino_compiled(path, hint, threads):
     """An ONNX file compiled for OpenVINO's CPU plugin under `hint`, in f32 (on a CPU with
     bf16 OpenVINO would otherwise compute in bf16, its CPU default there)."""
@@ -120,7 +145,8 @@ def throughput_openvino(d, batch, threads, warmup, iterations):
     import openvino as ov
     c = openvino_model(d, "THROUGHPUT", threads)
     q = ov.AsyncInferQueue(c, c.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-    x = np.random.default_rng(0).random((batch, 3, 32, 32), dtype=np.float32)
+    shape = np.load(os.path.join(d, "x1.npy")).shape[1:]
+    x = np.random.default_rng(0).random((batch,) + shape, dtype=np.float32)
     for _ in range(warmup):
         q.start_async({0: x})
     q.wait_all()
@@ -204,7 +230,7 @@ def main():
         run = runner("openvino-latency", d, 1, threads)
     else:
         run = runner(engine, d, batch, threads)
-        x = np.random.default_rng(0).random((batch, 3, 32, 32), dtype=np.float32)
+        x = feed(engine, np.random.default_rng(0).random((batch,) + ref_x.shape[1:], dtype=np.float32))
         for _ in range(warmup):
             run(x)
         times = []
@@ -212,7 +238,7 @@ def main():
             t0 = time.perf_counter()
             run(x)
             times.append((time.perf_counter() - t0) * 1e3)
-    y = run(ref_x)
+    y = run(feed(engine, ref_x))
     info["max_abs_diff"] = float(np.max(np.abs(y - ref_y)))
     info["ref_scale"] = float(np.max(np.abs(ref_y)))
     info["median_ms"] = statistics.median(times)
