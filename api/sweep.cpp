@@ -257,15 +257,9 @@ nlohmann::json sweep_json(const SweepConfig& c, const std::vector<Cell>& finishe
   return doc;
 }
 
-}  // namespace
-
-Expected<SweepOutcome> sweep(const SweepQuery& so) {
-  std::ostream* out = so.progress;
-  auto cfg = load_sweep_config(so.config);
-  if (!cfg.ok()) return cfg.status();
-  const SweepConfig& c = cfg.value();
-  MOSAIC_RETURN_IF_ERROR(set_num_threads(c.threads));
-  // Validate everything before the first cell runs: a typo fails now, not hours in.
+/// Everything checked before the first cell runs, so that a typo fails now, not hours in:
+/// backends and placements, optimizers, modes, models, the grid's size, `batch: max`'s needs.
+Status check_sweep(const SweepConfig& c, const SweepQuery& so) {
   for (const auto& b : c.backends) {
     if (is_placement(b)) {  // a mixed placement: an --assign spec or a placement YAML file
       auto p = assign_placement(b, {"naive"});
@@ -300,18 +294,14 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
         return Status::invalid(c.file + ": key 'backends': " + named.message());
     }
   }
-  {
-    double grid = static_cast<double>(c.models.size() * c.backends.size() * c.batches.size() * c.optimizers.size() *
-                                      c.lrs.size());
-    if (!c.ranks.empty()) grid *= static_cast<double>(c.modes.size() * c.ranks.size());
-    if (grid > so.max_grid)
-      return Status::invalid(c.file + ": the grid has " + std::to_string(static_cast<long long>(grid)) + " cells (" +
-                                  grid_dimensions(c) + "), more than `max_grid` " + std::to_string(so.max_grid) +
-                                  "; raise `max_grid` to run it");
-  }
-  const bool wants_max =
-      std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) != c.batches.end();
-  if (wants_max) {
+  double grid = static_cast<double>(c.models.size() * c.backends.size() * c.batches.size() * c.optimizers.size() *
+                                    c.lrs.size());
+  if (!c.ranks.empty()) grid *= static_cast<double>(c.modes.size() * c.ranks.size());
+  if (grid > so.max_grid)
+    return Status::invalid(c.file + ": the grid has " + std::to_string(static_cast<long long>(grid)) + " cells (" +
+                           grid_dimensions(c) + "), more than `max_grid` " + std::to_string(so.max_grid) +
+                           "; raise `max_grid` to run it");
+  if (std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) != c.batches.end()) {
     for (const auto& b : c.backends)
       if (is_placement(b))
         return Status::invalid(c.file + ": key 'batch': max needs backends named, not the placement '" + b + "'");
@@ -319,17 +309,19 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
       if (auto l = parse_bytes(c.memory_limit); !l.ok())
         return Status::invalid(c.file + ": key 'memory_limit': " + l.status().message());
   }
-  // Token data is made per cell, for the model's sequence length and vocabulary.
-  const bool tokens = is_token_spec(c.data);
-  DataSplits images;
+  return Status::ok();
+}
+
+/// The image data every cell shares (token data is made per cell, for the model's sequence
+/// length and vocabulary: `images` stays empty). Every model takes the data before the first
+/// cell: a text file that cannot be read, or data of the wrong kind for a model, stops here,
+/// with exit 2 and no output, not at its cells.
+Status load_sweep_data(const SweepConfig& c, bool tokens, DataSplits& images) {
   if (!tokens) {
     auto data = load_data(c.data, c.seed);
     if (!data.ok()) return Status(data.status().code(), c.file + ": key 'data': " + data.status().message());
     images = std::move(data.value());
   }
-  // Every model takes the data (token data made for it) before the first cell: a text file
-  // that cannot be read, or data of the wrong kind for a model, stops here, with exit 2 and no
-  // output, not at its cells.
   for (const auto& m : c.models) {
     TrainOptions t;
     t.model = m;
@@ -345,16 +337,16 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     if (Status fits = check_training_data(t, tokens ? nullptr : &images); !fits.is_ok())
       return Status(fits.code(), c.file + ": key 'data': " + fits.message());
   }
-  std::error_code ec;
-  std::filesystem::create_directories(c.output, ec);
-  if (ec) return Status::io_error(c.output + ": cannot create the output directory: " + ec.message());
-  Store store;
-  Status st = store.open(c.output + "/results.sqlite");
-  if (!st.is_ok()) return st;
-  // `batch: max`: the largest training batch of each model on each backend, first.
-  // Found once per model, backend, optimizer and limit, and kept in OUTPUT/max_batch.json:
-  // a resumed sweep runs the same cells (a new search could land one batch apart).
+  return Status::ok();
+}
+
+/// `batch: max`: the largest training batch of each model on each backend, found once per
+/// model, backend, optimizer and limit, and kept in OUTPUT/max_batch.json: a resumed sweep
+/// runs the same cells (a new search could land one batch apart).
+Expected<std::map<std::pair<std::string, std::string>, int64_t>> largest_batches(const SweepConfig& c,
+                                                                                 std::ostream* out) {
   std::map<std::pair<std::string, std::string>, int64_t> largest;
+  if (std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) == c.batches.end()) return largest;
   const std::string max_file = c.output + "/max_batch.json";
   nlohmann::json found = nlohmann::json::object();
   if (std::filesystem::exists(max_file)) {
@@ -363,136 +355,182 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     if (!found.is_object()) return Status::invalid(max_file + ": not the JSON object the sweep wrote; delete it to search again");
   }
   int64_t limit = 0;
-  if (!c.memory_limit.empty()) limit = parse_bytes(c.memory_limit).value();  // checked above
-  if (wants_max)
-    for (const auto& m : c.models)
-      for (const auto& b : c.backends) {
-        const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" + (c.memory_limit.empty() ? "90% available" : c.memory_limit);
-        if (found.contains(key) && found[key].is_number_integer() && found[key].get<int64_t>() > 0) {
-          largest[{m, b}] = found[key].get<int64_t>();
-          say(out, "batch max: %lld for %s on %s (found earlier, %s)\n", static_cast<long long>(largest[{m, b}]),
-                      m.c_str(), b.c_str(), max_file.c_str());
-          continue;
-        }
-        BenchOptions o;
-        o.model = m;
-        o.mode = "training";
-        o.optimizer = c.optimizers.front();
-        o.lr = c.lrs.front();
-        o.common.threads = c.threads;
-        o.common.seed = c.seed;
-        say(out, "batch max: the largest training batch of %s on %s with %s (bench --find-max-batch's search)...\n",
-                    m.c_str(), b.c_str(), o.optimizer.c_str());
-        auto r = largest_batch(o, Placement::all_on(b), limit);
-        if (!r.ok()) return Status(r.status().code(), c.file + ": key 'batch': max: " + r.status().message());
-        largest[{m, b}] = r.value();
-        found[key] = r.value();
-        if (Status w = write_file(max_file, found.dump(1) + "\n"); !w.is_ok()) return w;
-        say(out, "batch max: %lld for %s on %s\n", static_cast<long long>(r.value()), m.c_str(), b.c_str());
+  if (!c.memory_limit.empty()) limit = parse_bytes(c.memory_limit).value();  // checked by check_sweep
+  for (const auto& m : c.models)
+    for (const auto& b : c.backends) {
+      const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" + (c.memory_limit.empty() ? "90% available" : c.memory_limit);
+      if (found.contains(key) && found[key].is_number_integer() && found[key].get<int64_t>() > 0) {
+        largest[{m, b}] = found[key].get<int64_t>();
+        say(out, "batch max: %lld for %s on %s (found earlier, %s)\n", static_cast<long long>(largest[{m, b}]),
+            m.c_str(), b.c_str(), max_file.c_str());
+        continue;
       }
+      BenchOptions o;
+      o.model = m;
+      o.mode = "training";
+      o.optimizer = c.optimizers.front();
+      o.lr = c.lrs.front();
+      o.common.threads = c.threads;
+      o.common.seed = c.seed;
+      say(out, "batch max: the largest training batch of %s on %s with %s (bench --find-max-batch's search)...\n",
+          m.c_str(), b.c_str(), o.optimizer.c_str());
+      auto r = largest_batch(o, Placement::all_on(b), limit);
+      if (!r.ok()) return Status(r.status().code(), c.file + ": key 'batch': max: " + r.status().message());
+      largest[{m, b}] = r.value();
+      found[key] = r.value();
+      if (Status w = write_file(max_file, found.dump(1) + "\n"); !w.is_ok()) return w;
+      say(out, "batch max: %lld for %s on %s\n", static_cast<long long>(r.value()), m.c_str(), b.c_str());
+    }
+  return largest;
+}
 
+/// The grid's cells in order (`max` resolved; a size the list also names is one cell).
+std::vector<Cell> grid_cells(const SweepConfig& c, const std::map<std::pair<std::string, std::string>, int64_t>& largest) {
   std::vector<Cell> cells;
+  const std::vector<int64_t> ranks = c.ranks.empty() ? std::vector<int64_t>{0} : c.ranks;
+  const std::vector<std::string> modes = c.ranks.empty() ? std::vector<std::string>{""} : c.modes;
   for (const auto& m : c.models)
     for (const auto& b : c.backends)
       for (int64_t listed : c.batches)
         for (const auto& o : c.optimizers)
-          for (double lr : c.lrs) {
-            const std::vector<int64_t> ranks = c.ranks.empty() ? std::vector<int64_t>{0} : c.ranks;
-            const std::vector<std::string> modes = c.ranks.empty() ? std::vector<std::string>{""} : c.modes;
+          for (double lr : c.lrs)
             for (const auto& mode : modes)
               for (int64_t r : ranks) {
                 const int64_t batch = listed == SweepConfig::kLargestBatch ? largest.at({m, b}) : listed;
                 Cell cell{m, b, o, lr, batch, r, mode, "", "", "", {}};
                 cell.key = cell_key(c, cell);
-                // max may be a size the list also names: one cell.
                 if (std::none_of(cells.begin(), cells.end(), [&](const Cell& k) { return k.key == cell.key; }))
                   cells.push_back(cell);
               }
-          }
-  {
-    // What the sweep will do, before it does it: cells, and images to train in all of them.
-    const int64_t per_epoch = c.steps_per_epoch > 0 ? -1 : images.train.size();
-    double examples = 0;
-    for (const Cell& cell : cells)
-      examples += static_cast<double>(c.epochs) *
-                  static_cast<double>(per_epoch < 0 ? c.steps_per_epoch * cell.batch : per_epoch);
-    char amount[96] = "whole epochs of sequences";
-    if (!tokens || per_epoch < 0)
-      std::snprintf(amount, sizeof amount, "%.3g %s to train in all", examples, tokens ? "sequences" : "images");
-    say(out, "sweep %s: %zu cells (%s), %d epoch(s) each, %s; results in %s\n", c.name.c_str(), cells.size(),
-                grid_dimensions(c).c_str(), static_cast<int>(c.epochs), amount, c.output.c_str());
-    say(out, "time: estimated after the first cell from its measured rate, then after every cell\n");
+  return cells;
+}
+
+/// What the sweep will do, before it does it: cells, and images to train in all of them.
+void announce(const SweepConfig& c, const std::vector<Cell>& cells, const DataSplits& images, bool tokens,
+              std::ostream* out) {
+  const int64_t per_epoch = c.steps_per_epoch > 0 ? -1 : images.train.size();
+  double examples = 0;
+  for (const Cell& cell : cells)
+    examples += static_cast<double>(c.epochs) *
+                static_cast<double>(per_epoch < 0 ? c.steps_per_epoch * cell.batch : per_epoch);
+  char amount[96] = "whole epochs of sequences";
+  if (!tokens || per_epoch < 0)
+    std::snprintf(amount, sizeof amount, "%.3g %s to train in all", examples, tokens ? "sequences" : "images");
+  say(out, "sweep %s: %zu cells (%s), %d epoch(s) each, %s; results in %s\n", c.name.c_str(), cells.size(),
+      grid_dimensions(c).c_str(), static_cast<int>(c.epochs), amount, c.output.c_str());
+  say(out, "time: estimated after the first cell from its measured rate, then after every cell\n");
+}
+
+/// The training options of one cell.
+TrainOptions cell_options(const SweepConfig& c, const Cell& cell) {
+  TrainOptions t;
+  t.model = cell.model;
+  t.data = c.data;
+  if (!c.objective.empty()) t.objective = c.objective;
+  if (is_placement(cell.backend)) t.assign = cell.backend;
+  else t.backend = cell.backend;
+  t.optimizer = cell.optimizer;
+  t.opt.lr = cell.lr;
+  t.opt.momentum = c.momentum;
+  t.opt.weight_decay = c.weight_decay;
+  t.batch = cell.batch;
+  t.epochs = c.epochs;
+  t.steps_per_epoch = c.steps_per_epoch;
+  t.seed = c.seed;
+  t.shuffle = c.shuffle;
+  t.evaluate = c.evaluate;
+  t.normalize = c.normalize;
+  t.threads = c.threads;
+  t.distributed = cell.mode;
+  t.servers = c.servers;
+  return t;
+}
+
+/// A finished cell's line: its rate and accuracies, or its error or divergence.
+std::string cell_summary(const Cell& cell, bool tokens) {
+  std::string summary = cell.status == "error" ? "error: " + cell.message : cell.message;
+  if (cell.status == "done" && !cell.log["epochs"].empty()) {
+    const auto& last = cell.log["epochs"].back();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.3g %s/s, train acc %.4f", last["images_per_s"].get<double>(),
+                  tokens ? "sequences" : "images", last["train_accuracy"].get<double>());
+    summary = buf;
+    if (last["test_accuracy"].is_number()) {  // null with evaluate: false
+      std::snprintf(buf, sizeof buf, ", test acc %.4f", last["test_accuracy"].get<double>());
+      summary += buf;
+    }
   }
+  return summary;
+}
+
+/// The grid's run: cells finished earlier are read from the store, the others trained and
+/// stored as they finish, until the end, --max-cells or a signal.
+class GridRun {
+ public:
+  GridRun(const SweepConfig& c, const SweepQuery& so, Store& store, const DataSplits& images, bool tokens,
+          const std::map<std::pair<std::string, std::string>, int64_t>& largest)
+      : c_(c), so_(so), store_(store), images_(images), tokens_(tokens), largest_(largest) {}
+
+  /// Runs the cells in order, until the end, --max-cells or a signal (stopped says which).
+  Status run(std::vector<Cell>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      MOSAIC_ASSIGN_OR_RETURN(const bool go_on, run_cell(cells, i));
+      if (!go_on) break;
+    }
+    return Status::ok();
+  }
+
   int ran = 0, cached = 0, errors = 0;
-  double run_seconds = 0;
   bool stopped = false, interrupted_run = false;
-  for (size_t i = 0; i < cells.size(); ++i) {
+
+ private:
+  Expected<bool> run_cell(std::vector<Cell>& cells, size_t i) {
+    std::ostream* out = so_.progress;
     Cell& cell = cells[i];
     std::string log;
     std::string label = cell.model + " " + cell.backend + " batch " + std::to_string(cell.batch) + " " +
                         cell.optimizer + " lr " + num(cell.lr);
     if (cell.ranks > 0) label += " " + cell.mode + " x" + std::to_string(cell.ranks);
-    auto found = store.find(cell.key, &cell.status, &cell.message, &log);
-    if (!found.ok()) return found.status();
-    if (found.value()) {
+    MOSAIC_ASSIGN_OR_RETURN(const bool found, store_.find(cell.key, &cell.status, &cell.message, &log));
+    if (found) {
       cell.log = log.empty() ? nlohmann::json::object() : nlohmann::json::parse(log, nullptr, false);
       ++cached;
       say(out, "[%zu/%zu] %s: finished earlier (%s)\n", i + 1, cells.size(), label.c_str(), cell.status.c_str());
-      continue;
+      return true;
     }
-    if (so.max_cells > 0 && ran >= so.max_cells) {
+    if (so_.max_cells > 0 && ran >= so_.max_cells) {
       stopped = true;
-      break;
+      return false;
     }
     if (interrupted()) {  // SIGINT/SIGTERM: stop at this cell boundary; the tables are still written
       stopped = interrupted_run = true;
-      say(out, "sweep %s: interrupted; %d cell(s) run, the rest resume on a rerun\n", c.name.c_str(), ran);
-      break;
+      say(out, "sweep %s: interrupted; %d cell(s) run, the rest resume on a rerun\n", c_.name.c_str(), ran);
+      return false;
     }
     // Where `max` was found, a listed batch above it would outgrow the machine's memory (the
     // kernel kills such a process; it cannot be refused): recorded, not run.
-    if (auto mx = largest.find({cell.model, cell.backend}); mx != largest.end() && cell.batch > mx->second) {
+    if (auto mx = largest_.find({cell.model, cell.backend}); mx != largest_.end() && cell.batch > mx->second) {
       cell.status = "too large";
       cell.message = "batch " + std::to_string(cell.batch) + " is above the largest that fits (" +
                      std::to_string(mx->second) + "): not run";
       cell.log = nlohmann::json::object();
       say(out, "[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), cell.message.c_str());
-      st = store.put(cell.key, cell.model, cell.backend, cell.optimizer, cell.lr, cell.batch, cell.status, cell.message,
-                     cell.log.dump());
-      if (!st.is_ok()) return st;
-      continue;
+      MOSAIC_RETURN_IF_ERROR(store(cell));
+      return true;
     }
-    TrainOptions t;
-    t.model = cell.model;
-    t.data = c.data;
-    if (!c.objective.empty()) t.objective = c.objective;
-    if (is_placement(cell.backend)) t.assign = cell.backend;
-    else t.backend = cell.backend;
-    t.optimizer = cell.optimizer;
-    t.opt.lr = cell.lr;
-    t.opt.momentum = c.momentum;
-    t.opt.weight_decay = c.weight_decay;
-    t.batch = cell.batch;
-    t.epochs = c.epochs;
-    t.steps_per_epoch = c.steps_per_epoch;
-    t.seed = c.seed;
-    t.shuffle = c.shuffle;
-    t.evaluate = c.evaluate;
-    t.normalize = c.normalize;
-    t.threads = c.threads;
-    t.distributed = cell.mode;
-    t.servers = c.servers;
+    TrainOptions t = cell_options(c_, cell);
     const auto cell_start = std::chrono::steady_clock::now();
     say(out, "[%zu/%zu] %s ...\n", i + 1, cells.size(), label.c_str());
     // On a terminal, the cell's own progress line: which cell, epoch and step (a count of cells
     // alone sat at "0/12" for a whole cell).
-    t.progress_label = "sweep " + c.name + ": cell " + std::to_string(i + 1) + "/" + std::to_string(cells.size()) + ", ";
-    auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c.output) : train_model(t, tokens ? nullptr : &images, false);
+    t.progress_label = "sweep " + c_.name + ": cell " + std::to_string(i + 1) + "/" + std::to_string(cells.size()) + ", ";
+    auto r = cell.ranks > 0 ? train_under_mpirun(t, cell.ranks, c_.output)
+                            : train_model(t, tokens_ ? nullptr : &images_, false);
     if (r.ok() && (interrupted() || r->log.value("interrupted", false))) {
       // A cell cut short is no result: not recorded, so that a rerun trains it whole.
       stopped = interrupted_run = true;
       say(out, "[%zu/%zu] %s: interrupted; not recorded (a rerun trains it)\n", i + 1, cells.size(), label.c_str());
-      break;
+      return false;
     }
     if (r.ok()) {
       cell.log = r->log;
@@ -505,29 +543,34 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
       ++errors;
     }
     ++ran;
-    std::string summary = cell.status == "error" ? "error: " + cell.message : cell.message;
-    if (cell.status == "done" && !cell.log["epochs"].empty()) {
-      const auto& last = cell.log["epochs"].back();
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "%.3g %s/s, train acc %.4f", last["images_per_s"].get<double>(),
-                    tokens ? "sequences" : "images", last["train_accuracy"].get<double>());
-      summary = buf;
-      if (last["test_accuracy"].is_number()) {  // null with evaluate: false
-        std::snprintf(buf, sizeof buf, ", test acc %.4f", last["test_accuracy"].get<double>());
-        summary += buf;
-      }
-    }
-    say(out, "[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), summary.c_str());
-    run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count();
+    say(out, "[%zu/%zu] %s: %s\n", i + 1, cells.size(), label.c_str(), cell_summary(cell, tokens_).c_str());
+    run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count();
     const size_t left = cells.size() - i - 1;
     if (left > 0 && ran > 0)
       say(out, "time: %s so far for %d cell(s); about %s for the %zu left (the mean cell so far)\n",
-                  format_seconds(run_seconds).c_str(), ran, format_seconds(run_seconds / ran * left).c_str(), left);
-    if (cell.status == "error") continue;  // not stored: a rerun retries it
-    st = store.put(cell.key, cell.model, cell.backend, cell.optimizer, cell.lr, cell.batch, cell.status, cell.message,
-                   cell.log.dump());
-    if (!st.is_ok()) return st;
+          format_seconds(run_seconds_).c_str(), ran, format_seconds(run_seconds_ / ran * left).c_str(), left);
+    if (cell.status == "error") return true;  // not stored: a rerun retries it
+    MOSAIC_RETURN_IF_ERROR(store(cell));
+    return true;
   }
+
+  Status store(const Cell& cell) {
+    return store_.put(cell.key, cell.model, cell.backend, cell.optimizer, cell.lr, cell.batch, cell.status,
+                      cell.message, cell.log.dump());
+  }
+
+  const SweepConfig& c_;
+  const SweepQuery& so_;
+  Store& store_;
+  const DataSplits& images_;
+  const bool tokens_;
+  const std::map<std::pair<std::string, std::string>, int64_t>& largest_;
+  double run_seconds_ = 0;
+};
+
+/// The tables (2, 3, and the speed-up table of a ranks sweep) and sweep.json, from the
+/// finished cells.
+Status write_sweep_outputs(const SweepConfig& c, const std::vector<Cell>& cells, bool stopped, SweepOutcome& result) {
   std::vector<Cell> finished;
   for (const auto& cell : cells)
     if (!cell.status.empty()) finished.push_back(cell);
@@ -539,7 +582,7 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
     if (std::find(shown.batches.begin(), shown.batches.end(), cell.batch) == shown.batches.end())
       shown.batches.push_back(cell.batch);
   std::sort(shown.batches.begin(), shown.batches.end());
-  st = write_table2(shown, finished, provenance);
+  Status st = write_table2(shown, finished, provenance);
   if (st.is_ok()) st = write_table3(shown, finished, provenance);
   if (st.is_ok() && !c.ranks.empty()) {
     std::vector<ScalingCell> scaling;
@@ -549,15 +592,37 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
                          cell.mode, cell.ranks, steady_images_per_s(cell.log), cell.status});
     st = write_speedup_table(c.output, c.name, provenance, c.ranks, scaling);
   }
-  SweepOutcome result;
   result.doc = sweep_json(c, finished, stopped);
   if (st.is_ok()) st = write_file(c.output + "/sweep.json", result.doc.dump(2) + "\n");
-  MOSAIC_RETURN_IF_ERROR(st);
-  result.ran = ran;
-  result.cached = cached;
-  result.errors = errors;
-  result.stopped = stopped;
-  result.interrupted = interrupted_run;
+  return st;
+}
+
+}  // namespace
+
+Expected<SweepOutcome> sweep(const SweepQuery& so) {
+  MOSAIC_ASSIGN_OR_RETURN(const SweepConfig c, load_sweep_config(so.config));
+  MOSAIC_RETURN_IF_ERROR(set_num_threads(c.threads));
+  MOSAIC_RETURN_IF_ERROR(check_sweep(c, so));
+  const bool tokens = is_token_spec(c.data);
+  DataSplits images;
+  MOSAIC_RETURN_IF_ERROR(load_sweep_data(c, tokens, images));
+  std::error_code ec;
+  std::filesystem::create_directories(c.output, ec);
+  if (ec) return Status::io_error(c.output + ": cannot create the output directory: " + ec.message());
+  Store store;
+  MOSAIC_RETURN_IF_ERROR(store.open(c.output + "/results.sqlite"));
+  MOSAIC_ASSIGN_OR_RETURN(const auto largest, largest_batches(c, so.progress));
+  std::vector<Cell> cells = grid_cells(c, largest);
+  announce(c, cells, images, tokens, so.progress);
+  GridRun grid(c, so, store, images, tokens, largest);
+  MOSAIC_RETURN_IF_ERROR(grid.run(cells));
+  SweepOutcome result;
+  MOSAIC_RETURN_IF_ERROR(write_sweep_outputs(c, cells, grid.stopped, result));
+  result.ran = grid.ran;
+  result.cached = grid.cached;
+  result.errors = grid.errors;
+  result.stopped = grid.stopped;
+  result.interrupted = grid.interrupted_run;
   result.output = c.output;
   result.speedup_table = !c.ranks.empty();
   return result;

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/inputs.hpp"
 #include "core/loss.hpp"
+#include "frontends/data/text.hpp"
 
 namespace mosaic::api {
 
@@ -115,6 +117,57 @@ Expected<EvalCounts> evaluate_rows(Plan& plan, const Dataset& d, int64_t lo, int
     c.loss_sum += l.loss * static_cast<double>(l.counted);
   }
   return c;
+}
+
+namespace {
+
+/// What token data must fit: the model's int64 input [batch, T] and the vocabulary of the
+/// embedding that reads it (core/inputs.hpp).
+Expected<TokenTask> token_task(const Graph& g, const TrainOptions& o) {
+  const TensorDesc& in = g.value_descs.at(g.inputs[0].name);
+  if (in.dtype != DType::kI64 || in.shape.size() != 2)
+    return Status::invalid("`data` " + o.data + " gives token ids [batch, T]; " + o.model + "'s input '" +
+                           g.inputs[0].name + "' is " + dtype_name(in.dtype) + " " + shape_str(in.shape));
+  TokenTask task;
+  task.seq = in.shape[1];
+  task.model_vocab = index_bound(g, g.inputs[0].name);
+  if (task.model_vocab == 0)
+    return Status::invalid(o.model + ": no Gather (embedding) reads input '" + g.inputs[0].name +
+                           "', so its vocabulary is unknown");
+  MOSAIC_ASSIGN_OR_RETURN(task.objective, parse_objective(o.objective));
+  return task;
+}
+
+}  // namespace
+
+Expected<DataSplits> load_training_data(const Graph& g, const TrainOptions& o) {
+  if (!is_token_spec(o.data)) return load_data(o.data, o.seed);
+  MOSAIC_ASSIGN_OR_RETURN(TokenTask task, token_task(g, o));  // sequences as long as the model's, ids within its vocabulary
+  return load_token_data(o.data, task, o.seed);
+}
+
+Status data_fits(const Graph& g, const TrainOptions& o, const DataSplits& d) {
+  const TensorDesc& in_desc = g.value_descs.at(g.inputs[0].name);
+  Shape want{o.batch};
+  want.insert(want.end(), d.train.images.shape().begin() + 1, d.train.images.shape().end());
+  if (in_desc.shape != want || in_desc.dtype != d.train.images.dtype())
+    return Status::invalid(o.model + ": input '" + g.inputs[0].name + "' is " + dtype_name(in_desc.dtype) + " " +
+                           shape_str(in_desc.shape) + " but the data gives batches of " +
+                           dtype_name(d.train.images.dtype()) + " " + shape_str(want));
+  const Shape out_shape = g.value_descs.at(g.outputs[0].name).shape;
+  Shape logits{o.batch};
+  if (d.train.labels.rank() == 2) logits.push_back(d.train.labels.dim(1));
+  logits.push_back(d.train.classes);
+  if (out_shape != logits)
+    return Status::invalid(o.model + ": output '" + g.outputs[0].name + "' is " + shape_str(out_shape) +
+                           ", expected " + shape_str(logits) + " logits");
+  return Status::ok();
+}
+
+std::string fixed4(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", v);
+  return b;
 }
 
 }  // namespace mosaic::api

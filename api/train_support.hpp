@@ -1,6 +1,6 @@
-// Pieces of `mosaic train` around the training loop: the settings every rank (and every
-// resumed run) must share, the data-parallel summary it prints, and a classifier's evaluation
-// over a data set (which `mosaic quantize` shares).
+// Pieces of `mosaic train` around the training loop: the data a model trains on, the settings
+// every rank (and every resumed run) must share, the data-parallel summary it prints, and a
+// classifier's evaluation over a data set (which `mosaic quantize` shares).
 #pragma once
 
 #include <string>
@@ -13,6 +13,13 @@
 #include "frontends/data/dataset.hpp"
 
 namespace mosaic::api {
+
+/// o.data for the model `g` (prepared at o.batch): token data made for its sequence length
+/// and vocabulary, else images.
+Expected<DataSplits> load_training_data(const Graph& g, const TrainOptions& o);
+/// Whether the data's batches fit the model's input and its labels the model's logits:
+/// [batch, classes], or for token data one row per position [batch, T, vocabulary].
+Status data_fits(const Graph& g, const TrainOptions& o, const DataSplits& d);
 
 /// What every rank of a data-parallel run must agree on, as one string.
 std::string train_settings(const TrainOptions& o);

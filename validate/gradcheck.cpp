@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "core/inputs.hpp"
@@ -338,284 +339,348 @@ std::string memo_fingerprint(const Graph& graph, const GradcheckOptions& o, cons
 
 }  // namespace
 
-Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
-                                    const GradcheckOptions& o) {
-  if (graph.inputs.empty() || graph.outputs.empty())
-    return Status::invalid(graph.source + ": gradcheck needs a model with inputs and outputs");
-  for (const auto& n : graph.nodes)
-    if (n.op_type == "Dropout")
-      return Status::unsupported(graph.source + ": " + n.label() + ": gradcheck needs a deterministic forward");
-  if (!(o.eps > 0) || o.halvings < 1 || !(o.tolerance > 0))
-    return Status::invalid("gradcheck: --eps and --tolerance must be positive, halvings at least 1");
-  PlanOptions po;
-  po.training = true;
-  po.input_grads = o.check_input;
-  po.seed = o.seed;
-  MOSAIC_ASSIGN_OR_RETURN(auto plan, Plan::build(graph, placement, registry, po));
-  MOSAIC_ASSIGN_OR_RETURN(auto ref, ReferenceForward::create(graph, registry, /*training=*/true));
+namespace {
 
-  GradcheckReport report;
-  report.backend = placement.default_backend;
-  report.float_reference_nodes = ref->float_nodes();
-  // Nodes that run elsewhere than the placement asked (fallbacks) are not checked as asked.
-  for (const auto& s : plan->steps())
-    if (!s.conversion && s.backend != s.requested)
-      report.fallback_nodes.push_back("'" + plan->node(s).name + "' (" + plan->node(s).op_type + ") on " + s.backend +
-                                      (s.fallback_reason.empty() ? "" : ": " + s.fallback_reason));
+/// A gradient to check: a parameter's (or, with check_input, an input's) as the backend
+/// computed it, and the reference's double value it perturbs.
+struct Target {
+  std::string name, value_name;
+  std::vector<double>* value;
+  Tensor grad;
+};
 
-  std::mt19937_64 rng(o.seed);
-  // The input is ours to choose: draw it until the base point has no decision that float
-  // arithmetic could take either way (a near-tie in a max-pool window, an activation input
-  // at rounding distance from its kink), where the backend's gradient may legitimately
-  // follow the other branch.
-  std::uniform_real_distribution<float> u(o.input_lo, o.input_hi);
-  std::vector<Tensor> xs, best;
-  int64_t fewest = -1;
-  for (int draw = 0; draw < std::max(o.input_draws, 1) && fewest != 0; ++draw) {
-    xs.clear();
-    for (size_t k = 0; k < graph.inputs.size(); ++k) {
-      Tensor x = Tensor::empty(graph.value_descs.at(graph.inputs[k].name));
-      std::vector<double>& rx = ref->input(k);
-      if (x.dtype() == DType::kI64) {  // token ids: valid for the embedding that reads them
-        const int64_t bound = index_bound(graph, graph.inputs[k].name);
-        fill_ids(x, bound > 0 ? bound : 2, rng);
-        for (int64_t i = 0; i < x.numel(); ++i) rx[i] = static_cast<double>(x.i64()[i]);
-        xs.push_back(x);
-        continue;
+/// One gradcheck run, as passes in the order run() calls them.
+class GradcheckRun {
+ public:
+  GradcheckRun(const Graph& graph, const GradcheckOptions& o) : graph_(graph), o_(o), rng_(o.seed) {}
+
+  Expected<GradcheckReport> run(const KernelRegistry& registry, const Placement& placement) {
+    MOSAIC_RETURN_IF_ERROR(check());
+    PlanOptions po;
+    po.training = true;
+    po.input_grads = o_.check_input;
+    po.seed = o_.seed;
+    MOSAIC_ASSIGN_OR_RETURN(plan_, Plan::build(graph_, placement, registry, po));
+    MOSAIC_ASSIGN_OR_RETURN(ref_, ReferenceForward::create(graph_, registry, /*training=*/true));
+    report_.backend = placement.default_backend;
+    report_.float_reference_nodes = ref_->float_nodes();
+    // Nodes that run elsewhere than the placement asked (fallbacks) are not checked as asked.
+    for (const auto& s : plan_->steps())
+      if (!s.conversion && s.backend != s.requested)
+        report_.fallback_nodes.push_back("'" + plan_->node(s).name + "' (" + plan_->node(s).op_type + ") on " +
+                                         s.backend + (s.fallback_reason.empty() ? "" : ": " + s.fallback_reason));
+    MOSAIC_RETURN_IF_ERROR(draw_inputs());
+    MOSAIC_RETURN_IF_ERROR(plan_->run(xs_, nullptr));
+    MOSAIC_RETURN_IF_ERROR(backend_gradients());
+    MOSAIC_RETURN_IF_ERROR(judge_forward());
+    MOSAIC_ASSIGN_OR_RETURN(res_, prepare_resolution(*ref_, [this](double* m) { return output_loss(m); }, &report_));
+    base_ = ref_->branches();
+    if (o_.memo) o_.memo->begin(memo_fingerprint(graph_, o_, xs_, labels_, proj_, res_.combinations, report_.ambiguous));
+    MOSAIC_RETURN_IF_ERROR(collect_targets());
+    std::vector<std::vector<TensorVerdict>> verdicts(targets_.size());
+    for (size_t i = 0; i < targets_.size(); ++i) MOSAIC_RETURN_IF_ERROR(judge_tensor(i, verdicts[i]));
+    conclude_report(verdicts);
+    return std::move(report_);
+  }
+
+ private:
+  Status check() const {
+    if (graph_.inputs.empty() || graph_.outputs.empty())
+      return Status::invalid(graph_.source + ": gradcheck needs a model with inputs and outputs");
+    for (const auto& n : graph_.nodes)
+      if (n.op_type == "Dropout")
+        return Status::unsupported(graph_.source + ": " + n.label() + ": gradcheck needs a deterministic forward");
+    if (!(o_.eps > 0) || o_.halvings < 1 || !(o_.tolerance > 0))
+      return Status::invalid("gradcheck: --eps and --tolerance must be positive, halvings at least 1");
+    return Status::ok();
+  }
+
+  /// The input is ours to choose: draw it until the base point has no decision that float
+  /// arithmetic could take either way (a near-tie in a max-pool window, an activation input
+  /// at rounding distance from its kink), where the backend's gradient may legitimately
+  /// follow the other branch.
+  Status draw_inputs() {
+    std::uniform_real_distribution<float> u(o_.input_lo, o_.input_hi);
+    std::vector<Tensor> best;
+    int64_t fewest = -1;
+    for (int draw = 0; draw < std::max(o_.input_draws, 1) && fewest != 0; ++draw) {
+      xs_.clear();
+      for (size_t k = 0; k < graph_.inputs.size(); ++k) {
+        Tensor x = Tensor::empty(graph_.value_descs.at(graph_.inputs[k].name));
+        std::vector<double>& rx = ref_->input(k);
+        if (x.dtype() == DType::kI64) {  // token ids: valid for the embedding that reads them
+          const int64_t bound = index_bound(graph_, graph_.inputs[k].name);
+          fill_ids(x, bound > 0 ? bound : 2, rng_);
+          for (int64_t i = 0; i < x.numel(); ++i) rx[i] = static_cast<double>(x.i64()[i]);
+          xs_.push_back(x);
+          continue;
+        }
+        if (x.dtype() != DType::kF32)
+          return Status::unsupported(graph_.source + ": input '" + graph_.inputs[k].name + "' is " +
+                                     dtype_name(x.dtype()) +
+                                     "; gradcheck makes up float and int64 (token id) inputs only");
+        for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng_);
+        for (int64_t i = 0; i < x.numel(); ++i) rx[i] = x.f32()[i];
+        xs_.push_back(x);
       }
-      if (x.dtype() != DType::kF32)
-        return Status::unsupported(graph.source + ": input '" + graph.inputs[k].name + "' is " +
-                                   dtype_name(x.dtype()) + "; gradcheck makes up float and int64 (token id) inputs only");
-      for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(rng);
-      for (int64_t i = 0; i < x.numel(); ++i) rx[i] = x.f32()[i];
-      xs.push_back(x);
+      MOSAIC_RETURN_IF_ERROR(ref_->run());
+      report_.input_draws = draw + 1;
+      if (fewest < 0 || ref_->branches().ambiguous < fewest) {
+        fewest = ref_->branches().ambiguous;
+        best = xs_;
+      }
     }
-    MOSAIC_RETURN_IF_ERROR(ref->run());
-    report.input_draws = draw + 1;
-    if (fewest < 0 || ref->branches().ambiguous < fewest) {
-      fewest = ref->branches().ambiguous;
-      best = xs;
-    }
+    xs_ = best;
+    report_.ambiguous = fewest;
+    for (size_t k = 0; k < xs_.size(); ++k)
+      for (int64_t i = 0; i < xs_[k].numel(); ++i) ref_->input(k)[i] = xs_[k].get(i);
+    return Status::ok();
   }
-  xs = best;
-  report.ambiguous = fewest;
-  for (size_t k = 0; k < xs.size(); ++k)
-    for (int64_t i = 0; i < xs[k].numel(); ++i) ref->input(k)[i] = xs[k].get(i);
-  MOSAIC_RETURN_IF_ERROR(plan->run(xs, nullptr));
-  const size_t nout = graph.outputs.size();
-  // Loss weights: labels for cross-entropy, projections r for the projection loss.
-  Tensor labels;
-  std::vector<Tensor> proj;
-  if (o.loss == GradcheckLoss::kCrossEntropy) {
-    // Logits [N, C], or per position [N, T, V] (a label per row of the last axis).
-    const Tensor& logits0 = plan->output(0);
-    if (logits0.rank() < 2)
-      return Status::invalid(graph.source + ": gradcheck needs a first output of shape [N, C] or [N, T, V]");
-    const Shape rows(logits0.shape().begin(), logits0.shape().end() - 1);
-    labels = Tensor::empty({DType::kI64, rows});
-    for (int64_t i = 0; i < labels.numel(); ++i)
-      labels.i64()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(logits0.shape().back()));
-  } else {
-    std::uniform_real_distribution<float> r(-1.f, 1.f);
-    for (size_t k = 0; k < nout; ++k) {
-      Tensor t = Tensor::empty({DType::kF32, plan->output(k).shape()});
-      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = r(rng);
-      proj.push_back(t);
-    }
-  }
-  // The backend's loss (float) and its gradients w.r.t. the outputs.
-  std::vector<Tensor> seeds;
-  if (o.loss == GradcheckLoss::kCrossEntropy) {
-    Tensor d = Tensor::empty(plan->output(0).desc());
-    MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(plan->output(0), labels, &d));
-    report.loss = l.loss;
-    seeds.push_back(d);
-    for (size_t k = 1; k < nout; ++k) seeds.push_back(Tensor::empty({DType::kF32, plan->output(k).shape()}));
-  } else {
-    for (size_t k = 0; k < nout; ++k) {
-      const Tensor& y = plan->output(k);
-      for (int64_t i = 0; i < y.numel(); ++i) report.loss += static_cast<double>(y.f32()[i]) * proj[k].f32()[i];
-      seeds.push_back(proj[k]);
-    }
-  }
-  MOSAIC_RETURN_IF_ERROR(plan->backward(seeds));
 
-  // The reference loss of the current outputs in double; `magnitude` gets the scale its
-  // rounding is relative to.
-  auto output_loss = [&](double* magnitude) {
+  /// The loss's weights (labels for cross-entropy, projections r for the projection loss),
+  /// the backend's loss (float) and its gradients, backward from the outputs.
+  Status backend_gradients() {
+    const size_t nout = graph_.outputs.size();
+    if (o_.loss == GradcheckLoss::kCrossEntropy) {
+      // Logits [N, C], or per position [N, T, V] (a label per row of the last axis).
+      const Tensor& logits0 = plan_->output(0);
+      if (logits0.rank() < 2)
+        return Status::invalid(graph_.source + ": gradcheck needs a first output of shape [N, C] or [N, T, V]");
+      const Shape rows(logits0.shape().begin(), logits0.shape().end() - 1);
+      labels_ = Tensor::empty({DType::kI64, rows});
+      for (int64_t i = 0; i < labels_.numel(); ++i)
+        labels_.i64()[i] = static_cast<int64_t>(rng_() % static_cast<uint64_t>(logits0.shape().back()));
+    } else {
+      std::uniform_real_distribution<float> r(-1.f, 1.f);
+      for (size_t k = 0; k < nout; ++k) {
+        Tensor t = Tensor::empty({DType::kF32, plan_->output(k).shape()});
+        for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = r(rng_);
+        proj_.push_back(t);
+      }
+    }
+    std::vector<Tensor> seeds;
+    if (o_.loss == GradcheckLoss::kCrossEntropy) {
+      Tensor d = Tensor::empty(plan_->output(0).desc());
+      MOSAIC_ASSIGN_OR_RETURN(LossValue l, softmax_cross_entropy(plan_->output(0), labels_, &d));
+      report_.loss = l.loss;
+      seeds.push_back(d);
+      for (size_t k = 1; k < nout; ++k) seeds.push_back(Tensor::empty({DType::kF32, plan_->output(k).shape()}));
+    } else {
+      for (size_t k = 0; k < nout; ++k) {
+        const Tensor& y = plan_->output(k);
+        for (int64_t i = 0; i < y.numel(); ++i) report_.loss += static_cast<double>(y.f32()[i]) * proj_[k].f32()[i];
+        seeds.push_back(proj_[k]);
+      }
+    }
+    return plan_->backward(seeds);
+  }
+
+  /// The reference loss of the current outputs in double; `magnitude` gets the scale its
+  /// rounding is relative to.
+  double output_loss(double* magnitude) const {
     double loss = 0, mag = 0;
-    if (o.loss == GradcheckLoss::kCrossEntropy) {
-      const DTensor& y = ref->output(0);
+    if (o_.loss == GradcheckLoss::kCrossEntropy) {
+      const DTensor& y = ref_->output(0);
       const int64_t c = y.shape.back(), n = static_cast<int64_t>(y.v.size()) / c;
       for (int64_t i = 0; i < n; ++i) {
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < c; ++j) mx = std::max(mx, y.v[i * c + j]);
         for (int64_t j = 0; j < c; ++j) sum += std::exp(y.v[i * c + j] - mx);
-        loss += mx + std::log(sum) - y.v[i * c + labels.i64()[i]];
+        loss += mx + std::log(sum) - y.v[i * c + labels_.i64()[i]];
       }
       loss /= static_cast<double>(n);
       mag = std::fabs(loss) + 1.0;
     } else {
-      for (size_t k = 0; k < nout; ++k)
-        for (int64_t i = 0; i < ref->output(k).numel(); ++i) {
-          loss += ref->output(k).v[i] * proj[k].f32()[i];
-          mag += std::fabs(ref->output(k).v[i] * proj[k].f32()[i]);
+      for (size_t k = 0; k < graph_.outputs.size(); ++k)
+        for (int64_t i = 0; i < ref_->output(k).numel(); ++i) {
+          loss += ref_->output(k).v[i] * proj_[k].f32()[i];
+          mag += std::fabs(ref_->output(k).v[i] * proj_[k].f32()[i]);
         }
     }
     if (magnitude) *magnitude = mag;
     return loss;
-  };
-  auto reference_loss = [&](const std::vector<std::string>& changed, double* magnitude) -> Expected<double> {
-    MOSAIC_RETURN_IF_ERROR(ref->run_from(changed));
+  }
+
+  Expected<double> reference_loss(const std::vector<std::string>& changed, double* magnitude) {
+    MOSAIC_RETURN_IF_ERROR(ref_->run_from(changed));
     return output_loss(magnitude);
-  };
-  double magnitude = 0;
-  MOSAIC_ASSIGN_OR_RETURN(report.reference_loss, reference_loss({}, &magnitude));
-  // The float forward agrees with the double one to rounding; beyond 1e-3 it computes
-  // another function, and its gradients cannot be judged against this one's.
-  report.forward_ok = std::fabs(report.loss - report.reference_loss) <= 1e-3 * std::max(magnitude, 1e-12);
-  // And every output element, on the scale of its output's largest: a forward that is 1% off
-  // moves a cross-entropy of small logits by less than 1e-3, but not its logits.
-  for (size_t k = 0; k < nout; ++k) {
-    const Tensor& y = plan->output(k);
-    const DTensor& r = ref->output(k);
-    if (y.dtype() != DType::kF32 || y.numel() != r.numel()) continue;
-    double scale = 0, worst = 0;
-    for (int64_t i = 0; i < r.numel(); ++i) scale = std::max(scale, std::fabs(r.v[i]));
-    for (int64_t i = 0; i < r.numel(); ++i) worst = std::max(worst, std::fabs(y.f32()[i] - r.v[i]));
-    report.forward_error = std::max(report.forward_error, worst / std::max(scale, 1e-30));
   }
-  report.forward_ok = report.forward_ok && report.forward_error <= 1e-3;
-  MOSAIC_ASSIGN_OR_RETURN(const Resolution res, prepare_resolution(*ref, output_loss, &report));
-  const BranchRecord base = ref->branches();
-  if (o.memo) o.memo->begin(memo_fingerprint(graph, o, xs, labels, proj, res.combinations, report.ambiguous));
 
-  struct Target {
-    std::string name, value_name;
-    std::vector<double>* value;
-    Tensor grad;
-  };
-  std::vector<Target> targets;
-  for (const auto& p : plan->parameters()) {
-    std::vector<double>* v = ref->parameter(p.name);
-    if (!v) return Status::internal("gradcheck: parameter '" + p.name + "' is not in the reference forward");
-    targets.push_back({p.name, p.name, v, p.grad.clone()});
+  /// The float forward agrees with the double one to rounding; beyond 1e-3 it computes
+  /// another function, and its gradients cannot be judged against this one's.
+  Status judge_forward() {
+    double magnitude = 0;
+    MOSAIC_ASSIGN_OR_RETURN(report_.reference_loss, reference_loss({}, &magnitude));
+    report_.forward_ok = std::fabs(report_.loss - report_.reference_loss) <= 1e-3 * std::max(magnitude, 1e-12);
+    // And every output element, on the scale of its output's largest: a forward that is 1% off
+    // moves a cross-entropy of small logits by less than 1e-3, but not its logits.
+    for (size_t k = 0; k < graph_.outputs.size(); ++k) {
+      const Tensor& y = plan_->output(k);
+      const DTensor& r = ref_->output(k);
+      if (y.dtype() != DType::kF32 || y.numel() != r.numel()) continue;
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < r.numel(); ++i) scale = std::max(scale, std::fabs(r.v[i]));
+      for (int64_t i = 0; i < r.numel(); ++i) worst = std::max(worst, std::fabs(y.f32()[i] - r.v[i]));
+      report_.forward_error = std::max(report_.forward_error, worst / std::max(scale, 1e-30));
+    }
+    report_.forward_ok = report_.forward_ok && report_.forward_error <= 1e-3;
+    return Status::ok();
   }
-  for (size_t i = 0; i < xs.size() && o.check_input; ++i)
-    if (const Tensor* g = plan->input_grad(i)) targets.push_back({"input:" + graph.inputs[i].name, graph.inputs[i].name, &ref->input(i), g->clone()});
 
-  // Error floors. A gradient that is zero in exact arithmetic (a bias feeding a training-mode
-  // BatchNormalization, whose batch mean cancels it) is float noise in any backend, at the
-  // scale of the gradients computed alongside it: the floor of a tensor is 1e-3 of the
-  // largest gradient norm among the tensors its consumers also take (a Conv's weight for its
-  // bias; for an Add, also the producer's of its other operand), and never below 1e-6 of
-  // the largest gradient norm of the model.
-  auto norm = [](const Tensor& g) {
-    double s2 = 0;
-    for (int64_t i = 0; i < g.numel(); ++i) s2 += static_cast<double>(g.f32()[i]) * g.f32()[i];
-    return std::sqrt(s2);
-  };
-  std::map<std::string, double> norms;
-  double largest = 0;
-  for (const auto& t : targets) largest = std::max(largest, norms[t.value_name] = norm(t.grad));
-  // A bias added by its own node (PyTorch exports nn.Linear on 3-D inputs as MatMul, then
-  // Add) counts the tensors of the node that made the other operand: Add(MatMul(x, W), b)
-  // takes W's norm. (An attention key's bias has a gradient zero in exact arithmetic: the
-  // softmax does not see a shift common to every key.)
-  auto floor_of = [&](const std::string& value) {
-    double f = std::max(o.scale, 1e-6 * largest);
+  /// The parameters' gradients (and with check_input the inputs'), and their norms.
+  Status collect_targets() {
+    for (const auto& p : plan_->parameters()) {
+      std::vector<double>* v = ref_->parameter(p.name);
+      if (!v) return Status::internal("gradcheck: parameter '" + p.name + "' is not in the reference forward");
+      targets_.push_back({p.name, p.name, v, p.grad.clone()});
+    }
+    for (size_t i = 0; i < xs_.size() && o_.check_input; ++i)
+      if (const Tensor* g = plan_->input_grad(i))
+        targets_.push_back({"input:" + graph_.inputs[i].name, graph_.inputs[i].name, &ref_->input(i), g->clone()});
+    for (const auto& t : targets_) {
+      double s2 = 0;
+      for (int64_t i = 0; i < t.grad.numel(); ++i) s2 += static_cast<double>(t.grad.f32()[i]) * t.grad.f32()[i];
+      largest_ = std::max(largest_, norms_[t.value_name] = std::sqrt(s2));
+    }
+    return Status::ok();
+  }
+
+  /// Error floors. A gradient that is zero in exact arithmetic (a bias feeding a
+  /// training-mode BatchNormalization, whose batch mean cancels it) is float noise in any
+  /// backend, at the scale of the gradients computed alongside it: the floor of a tensor is
+  /// 1e-3 of the largest gradient norm among the tensors its consumers also take (a Conv's
+  /// weight for its bias; for an Add, also the producer's of its other operand), and never
+  /// below 1e-6 of the largest gradient norm of the model. A bias added by its own node
+  /// (PyTorch exports nn.Linear on 3-D inputs as MatMul, then Add) counts the tensors of the
+  /// node that made the other operand: Add(MatMul(x, W), b) takes W's norm. (An attention
+  /// key's bias has a gradient zero in exact arithmetic: the softmax does not see a shift
+  /// common to every key.)
+  double floor_of(const std::string& value) const {
+    double f = std::max(o_.scale, 1e-6 * largest_);
     auto take = [&](const std::string& other) {
-      if (norms.count(other)) f = std::max(f, 1e-3 * norms[other]);
+      if (auto it = norms_.find(other); it != norms_.end()) f = std::max(f, 1e-3 * it->second);
     };
-    for (const auto& n : graph.nodes)
+    for (const auto& n : graph_.nodes)
       if (std::find(n.inputs.begin(), n.inputs.end(), value) != n.inputs.end())
         for (const auto& other : n.inputs) {
           take(other);
           if (n.op_type != "Add" || other == value) continue;
-          if (const Node* p = graph.producer(other))
+          if (const Node* p = graph_.producer(other))
             for (const auto& in : p->inputs) take(in);
         }
     return f;
-  };
+  }
 
-  // Every tensor is judged under every combination of the ambiguous decisions' options;
-  // the backend took one combination, so the run is judged by the one that fits it best.
-  std::vector<std::vector<TensorVerdict>> verdicts(targets.size());
-  for (auto& t : targets) {
-    if (o.on_tensor) o.on_tensor(static_cast<size_t>(&t - targets.data()), targets.size(), t.name);
-    std::vector<TensorVerdict>& per = verdicts[static_cast<size_t>(&t - targets.data())];
-    per.assign(static_cast<size_t>(res.combinations), TensorVerdict{});
-    const double gnorm = norms[t.value_name], floor = floor_of(t.value_name);
+  /// Every tensor is judged under every combination of the ambiguous decisions' options;
+  /// the backend took one combination, so the run is judged by the one that fits it best.
+  Status judge_tensor(size_t index, std::vector<TensorVerdict>& per) {
+    Target& t = targets_[index];
+    if (o_.on_tensor) o_.on_tensor(index, targets_.size(), t.name);
+    per.assign(static_cast<size_t>(res_.combinations), TensorVerdict{});
+    const double gnorm = norms_.at(t.value_name), floor = floor_of(t.value_name);
     for (auto& v : per) {
       v.name = t.name;
       v.gradient_norm = gnorm;
       v.floor = floor;
     }
-    const std::vector<Probe> probes = make_probes(t.grad, gnorm, o, rng);
-    std::vector<double>& p = *t.value;
-    const std::vector<double> unperturbed = p;  // restored exactly after every evaluation
-    for (const auto& probe : probes) {
-      double analytic = 0;
-      for (const auto& [i, w] : probe.d) analytic += static_cast<double>(t.grad.f32()[i]) * w;
-      // f(+h), f(-h) per combination and the branch switches they cause, per halving level
-      // (lazily).
-      std::vector<Pair> pairs(static_cast<size_t>(o.halvings) + 1);
-      // Every probe but the one along this backend's gradient is the same for every backend.
-      const bool shared = o.memo && probe.what != kGradientProbe;
-      auto pair = [&](int k) -> Expected<const Pair*> {
-        Pair& q = pairs[k];
-        if (q.done) return &q;
-        const std::string key = shared ? t.name + "\n" + probe.what + "\n" + std::to_string(k) : "";
-        if (shared)
-          if (const GradcheckMemo::Pair* m = o.memo->find(key)) {
-            q.plus = m->plus;
-            q.minus = m->minus;
-            q.switches = m->switches;
-            q.done = true;
-            return &q;
-          }
-        const double h = std::ldexp(o.eps, -k);
-        for (int sign : {1, -1}) {
-          for (const auto& [i, w] : probe.d) p[i] = unperturbed[i] + sign * h * w;
-          auto f = reference_loss({t.value_name}, nullptr);
-          for (const auto& [i, w] : probe.d) p[i] = unperturbed[i];
-          if (!f.ok()) return f.status();
-          std::vector<double>& into = sign > 0 ? q.plus : q.minus;
-          for (int64_t c = 0; c < res.combinations; ++c) into.push_back(res.loss(f.value(), ref->alternatives(), c));
-          q.switches += branch_changes(base, ref->branches());
-        }
-        q.done = true;
-        if (shared) o.memo->put(key, {q.plus, q.minus, q.switches});
-        return &q;
-      };
-      for (int64_t c = 0; c < res.combinations; ++c) {
-        MOSAIC_ASSIGN_OR_RETURN(ProbeResult r, judge_probe(pair, c, analytic, gnorm, floor, o));
-        r.what = probe.what;
-        tally(per[static_cast<size_t>(c)], r);
-      }
-    }
+    const std::vector<Probe> probes = make_probes(t.grad, gnorm, o_, rng_);
+    const std::vector<double> unperturbed = *t.value;  // restored exactly after every evaluation
+    for (const auto& probe : probes) MOSAIC_RETURN_IF_ERROR(judge_along(t, probe, unperturbed, gnorm, floor, per));
     // Leave the downstream values as the unperturbed tensor gives them.
-    MOSAIC_RETURN_IF_ERROR(ref->run_from({t.value_name}));
-    for (auto& v : per) conclude(v, probes.size(), o);
+    MOSAIC_RETURN_IF_ERROR(ref_->run_from({t.value_name}));
+    for (auto& v : per) conclude(v, probes.size(), o_);
+    return Status::ok();
   }
-  const int64_t chosen = best_combination(verdicts, res.combinations, o.tolerance);
-  for (size_t d = 0; d < res.decisions.size() && res.combinations > 1; ++d)
-    report.resolved.push_back(describe(res, verdicts, chosen, d, o.tolerance));
-  for (auto& per : verdicts) {
-    TensorVerdict v = per[static_cast<size_t>(chosen)];
-    if (report.unresolved && v.verdict == Verdict::kFail) {
-      // One of more ambiguous decisions than gradcheck resolves may explain the error.
-      v.verdict = Verdict::kInconclusive;
-      char buf[400];
-      std::snprintf(buf, sizeof buf,
-                    "rel err %.3g, but %lld branch decisions at the base point are ambiguous and unresolved (%s); "
-                    "try another --seed",
-                    v.worst.error, static_cast<long long>(report.ambiguous), report.unresolved_reason.c_str());
-      v.reason = buf;
+
+  /// One probe of a tensor: the analytic directional derivative against central differences
+  /// of the reference loss, per combination.
+  Status judge_along(Target& t, const Probe& probe, const std::vector<double>& unperturbed, double gnorm, double floor,
+                     std::vector<TensorVerdict>& per) {
+    std::vector<double>& p = *t.value;
+    double analytic = 0;
+    for (const auto& [i, w] : probe.d) analytic += static_cast<double>(t.grad.f32()[i]) * w;
+    // f(+h), f(-h) per combination and the branch switches they cause, per halving level
+    // (lazily).
+    std::vector<Pair> pairs(static_cast<size_t>(o_.halvings) + 1);
+    // Every probe but the one along this backend's gradient is the same for every backend.
+    const bool shared = o_.memo && probe.what != kGradientProbe;
+    auto pair = [&](int k) -> Expected<const Pair*> {
+      Pair& q = pairs[k];
+      if (q.done) return &q;
+      const std::string key = shared ? t.name + "\n" + probe.what + "\n" + std::to_string(k) : "";
+      if (shared)
+        if (const GradcheckMemo::Pair* m = o_.memo->find(key)) {
+          q.plus = m->plus;
+          q.minus = m->minus;
+          q.switches = m->switches;
+          q.done = true;
+          return &q;
+        }
+      const double h = std::ldexp(o_.eps, -k);
+      for (int sign : {1, -1}) {
+        for (const auto& [i, w] : probe.d) p[i] = unperturbed[i] + sign * h * w;
+        auto f = reference_loss({t.value_name}, nullptr);
+        for (const auto& [i, w] : probe.d) p[i] = unperturbed[i];
+        if (!f.ok()) return f.status();
+        std::vector<double>& into = sign > 0 ? q.plus : q.minus;
+        for (int64_t c = 0; c < res_.combinations; ++c) into.push_back(res_.loss(f.value(), ref_->alternatives(), c));
+        q.switches += branch_changes(base_, ref_->branches());
+      }
+      q.done = true;
+      if (shared) o_.memo->put(key, {q.plus, q.minus, q.switches});
+      return &q;
+    };
+    for (int64_t c = 0; c < res_.combinations; ++c) {
+      MOSAIC_ASSIGN_OR_RETURN(ProbeResult r, judge_probe(pair, c, analytic, gnorm, floor, o_));
+      r.what = probe.what;
+      tally(per[static_cast<size_t>(c)], r);
     }
-    report.tensors.push_back(std::move(v));
+    return Status::ok();
   }
-  return report;
+
+  /// The verdicts of the best-fitting combination, with the decisions it resolved.
+  void conclude_report(std::vector<std::vector<TensorVerdict>>& verdicts) {
+    const int64_t chosen = best_combination(verdicts, res_.combinations, o_.tolerance);
+    for (size_t d = 0; d < res_.decisions.size() && res_.combinations > 1; ++d)
+      report_.resolved.push_back(describe(res_, verdicts, chosen, d, o_.tolerance));
+    for (auto& per : verdicts) {
+      TensorVerdict v = per[static_cast<size_t>(chosen)];
+      if (report_.unresolved && v.verdict == Verdict::kFail) {
+        // One of more ambiguous decisions than gradcheck resolves may explain the error.
+        v.verdict = Verdict::kInconclusive;
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "rel err %.3g, but %lld branch decisions at the base point are ambiguous and unresolved (%s); "
+                      "try another --seed",
+                      v.worst.error, static_cast<long long>(report_.ambiguous), report_.unresolved_reason.c_str());
+        v.reason = buf;
+      }
+      report_.tensors.push_back(std::move(v));
+    }
+  }
+
+  const Graph& graph_;
+  const GradcheckOptions& o_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<Plan> plan_;
+  std::unique_ptr<ReferenceForward> ref_;
+  GradcheckReport report_;
+  std::vector<Tensor> xs_;
+  Tensor labels_;
+  std::vector<Tensor> proj_;
+  Resolution res_;
+  BranchRecord base_;
+  std::vector<Target> targets_;
+  std::map<std::string, double> norms_;
+  double largest_ = 0;
+};
+
+}  // namespace
+
+Expected<GradcheckReport> gradcheck(const Graph& graph, const KernelRegistry& registry, const Placement& placement,
+                                    const GradcheckOptions& o) {
+  GradcheckRun run(graph, o);
+  return run.run(registry, placement);
 }
 
 }  // namespace mosaic
