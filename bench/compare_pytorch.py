@@ -398,6 +398,9 @@ def main():
         print(json.dumps(time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds,
                                       args.mode == "training", args.optimizers or "sgd", args.lr or 0.01, args.onnx)))
         return 0
+    unknown = [o for o in args.optimizers.split(",") if args.optimizers and o not in LR]
+    if unknown:
+        sys.exit(f"compare_pytorch: unknown optimizers {unknown} (known: {', '.join(LR)})")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     backends = args.backends.split(",")
     peak = gemm_peak(args.mosaic, args.threads)
