@@ -41,6 +41,9 @@ import time
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf_peer import check_batch  # noqa: E402  (one definition; tf_peer loads no TensorFlow on import)
+
 
 def alexnet_cifar():
     return nn.Sequential(
@@ -183,13 +186,6 @@ def load_onnx_weights(model, path):
             if tuple(p.shape) != t.shape:
                 raise SystemExit(f"compare_pytorch: {path}: a weight of shape {t.shape} for a parameter {tuple(p.shape)}")
             p.copy_(torch.from_numpy(t.copy()))
-
-
-def check_batch(batch, shape, classes):
-    """The fixed batch of the loss check, NCHW (bench/tf_peer.py makes the same one)."""
-    import numpy as np
-    rng = np.random.default_rng(1234)
-    return rng.random((batch,) + tuple(shape), dtype=np.float32), rng.integers(0, classes, batch)
 
 
 def time_pytorch(name, batch, warmup, iterations, budget, training=False, optimizer="sgd", lr=0.01, onnx_path=""):

@@ -87,12 +87,8 @@ def runner(engine, d, batch, threads):
     """A function running one batch (as given by feed())."""
     path = os.path.join(d, "case", "model.onnx")
     if engine.startswith("tensorflow"):
-        import tensorflow as tf
         import tf_peer
-        tf_peer.configure(threads)
-        model = tf_peer.keras_from_onnx(path)
-        call = tf.function(lambda x: model(x, training=False), jit_compile=engine == "tensorflow-xla")
-        return lambda x: call(x).numpy()
+        return tf_peer.inference_fn(engine, path, threads)
     if engine == "onnxruntime":
         s = ort_session(path, threads)
         return lambda x: s.run(None, {"images": x})[0]

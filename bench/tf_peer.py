@@ -1,6 +1,7 @@
 """TensorFlow as a peer: a chain CNN's ONNX file rebuilt as Keras layers with the file's own
-weights, timed for inference (bench/compare_peers.py's `tensorflow` engines) and for training
-steps (bench/compare_pytorch.py --tensorflow).
+weights, timed for inference (bench/compare_peers.py's `tensorflow` and `tensorflow-xla`
+engines, through bench/peers_worker.py: inference_fn) and for training steps
+(bench/compare_pytorch.py --tensorflow: the `train` command below).
 
 Runs in the peers' virtual environment (tensorflow-cpu from PyPI); nothing in Mosaic's build
 or tests needs it.
@@ -17,9 +18,6 @@ reading the previous node's output); anything else is refused naming the node.
 Threads: intra-op = the given count, inter-op = 1 (as ONNX Runtime is run); TensorFlow's
 oneDNN optimisations stay at their default (on for x86), and both settings are reported.
 
-  tf_peer.py time ENGINE MODEL.onnx BATCH THREADS WARMUP ITERATIONS X1.npy
-      ENGINE tensorflow (tf.function) or tensorflow-xla (tf.function with jit_compile);
-      prints one JSON line: per-batch times (ms) and Keras's output on X1.npy (NCHW) as a list
   tf_peer.py train MODEL.onnx BATCH THREADS OPTIMIZER LR WARMUP ITERATIONS MAX_SECONDS
       one training step per iteration (forward, softmax cross-entropy, backward, update);
       first the check: three steps on a fixed batch (seeded, as bench/compare_pytorch.py
@@ -163,23 +161,14 @@ def nhwc(x):
     return np.ascontiguousarray(np.asarray(x, np.float32).transpose(0, 2, 3, 1))
 
 
-def time_inference(engine, path, batch, threads, warmup, iterations, x1_path):
+def inference_fn(engine, path, threads):
+    """The Keras model of `path` as one tf.function (with XLA for tensorflow-xla): a function
+    of an NHWC batch (feed it nhwc(x)) returning numpy logits."""
     import tensorflow as tf
-    settings = configure(threads)
+    configure(threads)
     model = keras_from_onnx(path)
-    run = tf.function(lambda x: model(x, training=False), jit_compile=engine == "tensorflow-xla")
-    shape = model.input_shape[1:]
-    x = tf.constant(np.random.default_rng(0).random((batch,) + tuple(shape), dtype=np.float32))
-    for _ in range(warmup):
-        run(x).numpy()
-    times = []
-    for _ in range(iterations):
-        t0 = time.perf_counter()
-        run(x).numpy()
-        times.append((time.perf_counter() - t0) * 1e3)
-    y1 = run(tf.constant(nhwc(np.load(x1_path)))).numpy()
-    print(json.dumps({"engine": engine, "median_ms": statistics.median(times), "min_ms": min(times),
-                      "samples": len(times), "settings": settings, "y1": y1.tolist()}))
+    call = tf.function(lambda x: model(x, training=False), jit_compile=engine == "tensorflow-xla")
+    return lambda x: call(x).numpy()
 
 
 def optimizer(name, lr):
@@ -225,7 +214,8 @@ def optimizer(name, lr):
 
 
 def check_batch(batch, shape, classes):
-    """The fixed batch of the loss check, NCHW, the same as compare_pytorch.check_batch."""
+    """The fixed batch of the training loss check, NCHW (bench/compare_pytorch.py feeds
+    PyTorch the same one)."""
     rng = np.random.default_rng(1234)
     return rng.random((batch,) + tuple(shape), dtype=np.float32), rng.integers(0, classes, batch)
 
@@ -273,13 +263,8 @@ def time_training(path, batch, threads, opt_name, lr, warmup, iterations, budget
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("time", "train"):
+    if len(sys.argv) != 10 or sys.argv[1] != "train":
         raise SystemExit(__doc__)
-    if sys.argv[1] == "time":
-        engine, path = sys.argv[2], sys.argv[3]
-        batch, threads, warmup, iterations = map(int, sys.argv[4:8])
-        time_inference(engine, path, batch, threads, warmup, iterations, sys.argv[8])
-        return
     path, batch, threads, opt_name, lr = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], float(sys.argv[6])
     warmup, iterations, budget = int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
     time_training(path, batch, threads, opt_name, lr, warmup, iterations, budget)

@@ -158,7 +158,7 @@ void max_forward_blocked(const float* x, float* y, int64_t outer, const Window3&
 #pragma omp parallel for schedule(static) collapse(2)
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t oy = 0; oy < w.out[1]; ++oy) {
-      if (kL == 1)
+      if constexpr (kL == 1)
         max_row_plain(x + o * in_sp, y + o * out_sp + oy * w.out[2], oy, w);
       else
         max_row_lanes<kL>(x + o * in_sp * kL, y + (o * out_sp + oy * w.out[2]) * kL, oy, w);

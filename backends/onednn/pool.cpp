@@ -102,7 +102,9 @@ class PoolKernel final : public Kernel {
       if (own_unblock_)
         max_pool_forward_interior_unblock(src[0]->f32(), dst[0]->f32(), own_n_, own_c_, own_lanes_, win_);
       else
-        max_pool_forward_interior(src[0]->f32(), dst[0]->f32(), own_outer_, own_lanes_ ? own_lanes_ : 1, win_);
+        max_pool_forward_interior(src[0]->f32(), dst[0]->f32(),
+                                  own_lanes_ ? own_n_ * ((own_c_ + own_lanes_ - 1) / own_lanes_) : own_n_ * own_c_,
+                                  own_lanes_ ? own_lanes_ : 1, win_);
       return Status::ok();
     }
     if (trainable_ && !max_backward_) {
@@ -168,7 +170,6 @@ class PoolKernel final : public Kernel {
     own_n_ = p.n;
     own_c_ = p.c;
     own_lanes_ = lanes;
-    own_outer_ = lanes ? p.n * ((p.c + lanes - 1) / lanes) : p.n * p.c;
     if (lanes && ctx.layout_free(0)) {
       const memory::desc out_md(memory::dims(ctx.outputs[0].shape.begin(), ctx.outputs[0].shape.end()), dt::f32,
                                 lanes == 16 ? tag::nChw16c : tag::nChw8c);
@@ -181,7 +182,7 @@ class PoolKernel final : public Kernel {
 
   int own_lanes_ = -1;  ///< >= 0: own_max_pool's loop runs (0: plain input)
   bool own_unblock_ = false;
-  int64_t own_n_ = 0, own_c_ = 0, own_outer_ = 0;
+  int64_t own_n_ = 0, own_c_ = 0;
   Bound src_;
   Staged src_staged_;  ///< a plain input's copy in channel blocks (inference)
   bool staged_ = false;
