@@ -7,10 +7,15 @@
 // Plugin kernels take part in placement, the check against naive, gradcheck and
 // benchmarking exactly as built-in kernels do: they go into the same registry.
 //
-// A plugin includes this header (and the core headers it pulls in), defines
+// A plugin includes this header (and the core headers it pulls in), defines its registration
+// function as every backend does, built-ins included (core/registration.hpp):
 //
-//   mosaic::Status my_registration(mosaic::PluginRegistrar& r) { ... }
-//   MOSAIC_PLUGIN(my_registration)
+//   mosaic::Status register_mine(mosaic::Registrar& registrar) {
+//     mosaic::BackendRegistration r(registrar, {"mine", "what it computes with", nullptr, nullptr});
+//     r.kernel("Gemm", mosaic::make_factory<MyGemm>());
+//     return r.status();
+//   }
+//   MOSAIC_PLUGIN(register_mine)
 //
 // and is built with mosaic_add_plugin(NAME SOURCES ...) (cmake/MosaicPlugin.cmake). It links
 // nothing of Mosaic's: the few non-inline functions it calls (Node::attr_*, Tensor::clone)
@@ -24,6 +29,7 @@
 #include <string>
 
 #include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "ir/status.hpp"
 #include "operators/params.hpp"
 #include "operators/schema.hpp"
@@ -45,7 +51,10 @@
 ///      optimizer_step (OptimizerRule) and class_loss (LossRule). New virtual functions move
 ///      the vtables a plugin's kernels and devices are built with, which the sizes below
 ///      do not see.
-#define MOSAIC_PLUGIN_API_VERSION 8
+///   9: one registration idiom for every backend: PluginRegistrar is core/registration.hpp's
+///      Registrar, with registry() (the registry plans are built from), and
+///      BackendRegistration chains a plugin's kernels as it does the built-ins'.
+#define MOSAIC_PLUGIN_API_VERSION 9
 
 namespace mosaic {
 
@@ -62,43 +71,14 @@ inline uint64_t plugin_abi_fingerprint() {
   return h;
 }
 
-/// What a plugin registers through; Mosaic implements it. Each call returns an error for a
-/// name already taken or a backend that does not exist; the plugin returns the first
-/// error it gets (or its own) from its registration function, and then nothing it
-/// registered is kept.
-class PluginRegistrar {
- public:
-  virtual ~PluginRegistrar() = default;
-  /// A new backend, usable in --backends, --backend and --assign like a built-in.
-  virtual Status add_backend(BackendInfo info) = 0;
-  /// A kernel for op_type on `backend`, which is a registered backend or one this plugin
-  /// added. op_type is an ONNX op, or one this plugin added with add_operator before: its
-  /// kernel is then registered under the op's key (domain and op type, Node::op_key), never
-  /// ONNX's op of the same name. A kernel the backend already has is an error (plugins add,
-  /// they do not replace). `traits` says which of the backend's layouts it reads and how the planner
-  /// asks, before building it, whether it takes a node (KernelTraits in core/kernel.hpp).
-  virtual Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory,
-                            KernelTraits traits) = 0;
-  Status add_kernel(const std::string& backend, const std::string& op_type, KernelFactory factory) {
-    return add_kernel(backend, op_type, std::move(factory), KernelTraits{});
-  }
-  /// A custom operator. `schema.domain` must be set and not the ONNX domain ("" or
-  /// "ai.onnx") nor Mosaic's ("mosaic"); the domain and op type must not be an op another
-  /// plugin already has (ONNX's op of the same name is another op);
-  /// `infer` and `flops` are required. Register its reference kernels on "naive" with
-  /// add_kernel: naive is the oracle every other backend is checked against, and the
-  /// backend that runs nodes no other backend has a kernel for.
-  virtual Status add_operator(OpSchema schema) = 0;
-};
-
 }  // namespace mosaic
 
 /// Exports a plugin's entry points: its interface version, its ABI fingerprint, and the
-/// registration function `Status fn(mosaic::PluginRegistrar&)`.
+/// registration function `Status fn(mosaic::Registrar&)`.
 #define MOSAIC_PLUGIN(register_fn)                                                              \
   extern "C" int mosaic_plugin_api_version() { return MOSAIC_PLUGIN_API_VERSION; }              \
   extern "C" uint64_t mosaic_plugin_abi() { return ::mosaic::plugin_abi_fingerprint(); }        \
-  extern "C" void mosaic_plugin_register(::mosaic::PluginRegistrar* r, ::mosaic::Status* st) { \
+  extern "C" void mosaic_plugin_register(::mosaic::Registrar* r, ::mosaic::Status* st) { \
     try {                                                                                       \
       *st = register_fn(*r);                                                                    \
     } catch (const std::exception& e) {                                                         \

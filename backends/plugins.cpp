@@ -23,10 +23,10 @@ std::vector<LoadedPlugin>& plugins() {
 }
 
 /// Collects a plugin's registrations on a copy of the registry, so that a failure leaves
-/// the real one untouched.
-class Registrar final : public PluginRegistrar {
+/// the real one untouched; the copy replaces `committed` when all of it succeeded.
+class PluginCollector final : public Registrar {
  public:
-  explicit Registrar(const KernelRegistry& registry) : registry_(registry) {}
+  explicit PluginCollector(const KernelRegistry& committed) : registry_(committed), committed_(committed) {}
 
   Status add_backend(BackendInfo info) override {
     const std::string name = info.name;
@@ -47,12 +47,16 @@ class Registrar final : public PluginRegistrar {
     added_.kernels.push_back(backend + ":" + key);
     return Status::ok();
   }
+  using Registrar::add_kernel;
   Status add_operator(OpSchema schema) override {
     MOSAIC_RETURN_IF_ERROR(check_schema(schema));
     added_.operators.push_back(schema.domain + "." + schema.op_type);
     schemas_.push_back(std::move(schema));
     return Status::ok();
   }
+  /// The process's registry, which holds this plugin's kernels once they are committed (the
+  /// copy being filled is gone by then).
+  const KernelRegistry& registry() const override { return committed_; }
 
   /// Every kernel is for an op with a schema: Mosaic's, or one this plugin adds (declared
   /// before its kernels: a kernel registered first would have been taken for ONNX's op).
@@ -75,6 +79,7 @@ class Registrar final : public PluginRegistrar {
   }
 
   KernelRegistry registry_;
+  const KernelRegistry& committed_;
   std::vector<OpSchema> schemas_;
   LoadedPlugin added_;
 };
@@ -111,7 +116,7 @@ Status load_plugin(const std::string& path) {
   }
   auto version = reinterpret_cast<int (*)()>(dlsym(lib, "mosaic_plugin_api_version"));
   auto abi = reinterpret_cast<uint64_t (*)()>(dlsym(lib, "mosaic_plugin_abi"));
-  auto registration = reinterpret_cast<void (*)(PluginRegistrar*, Status*)>(dlsym(lib, "mosaic_plugin_register"));
+  auto registration = reinterpret_cast<void (*)(Registrar*, Status*)>(dlsym(lib, "mosaic_plugin_register"));
   if (!version || !abi || !registration) {
     const bool optimizer = dlsym(lib, "mosaic_optimizer_api_version") != nullptr;
     dlclose(lib);
@@ -129,7 +134,7 @@ Status load_plugin(const std::string& path) {
     return Status::invalid(what + " was built against headers whose types differ from this Mosaic's (same interface "
                                   "version, other type sizes); rebuild it against this Mosaic's headers");
   }
-  Status st = register_extension(path, file, [registration](PluginRegistrar& r) {
+  Status st = register_extension(path, file, [registration](Registrar& r) {
     Status out;
     registration(&r, &out);
     return out;
@@ -141,8 +146,8 @@ Status load_plugin(const std::string& path) {
 }
 
 Status register_extension(const std::string& origin, const std::string& file,
-                          const std::function<Status(PluginRegistrar&)>& registration) {
-  Registrar r(builtin_registry());
+                          const std::function<Status(Registrar&)>& registration) {
+  PluginCollector r(builtin_registry());
   Status st = registration(r);
   if (st.is_ok()) st = r.check_kernels();
   if (st.is_ok()) st = add_schemas(std::move(r.schemas_));
@@ -223,7 +228,7 @@ Status load_bundled_plugin(const std::string& path) {
   // No library file: a child process (bench --processes) is not asked to load it. A name the
   // registry refuses (a comma in the file name) leaves the loader's error to say what failed.
   const Status listed =
-      register_extension(path + " (did not load)", "", [&info](PluginRegistrar& r) { return r.add_backend(info); });
+      register_extension(path + " (did not load)", "", [&info](Registrar& r) { return r.add_backend(info); });
   return listed.is_ok() ? listed : loaded;
 }
 

@@ -9,7 +9,7 @@
 
 namespace mosaic {
 
-class PluginRegistrar;
+class Registrar;
 
 /// What one loaded plugin added.
 struct LoadedPlugin {
@@ -29,12 +29,12 @@ struct LoadedPlugin {
 Status load_plugin(const std::string& path);
 
 /// The one way registrations reach the registry, whatever they come from: `registration`
-/// adds backends, kernels and operators through the PluginRegistrar, on a copy of the
+/// adds backends, kernels and operators through the Registrar, on a copy of the
 /// registry that replaces it only if everything succeeded (all or nothing). load_plugin calls
 /// it with a shared library's registration function; the Python package (python/) with a
 /// Python class's. `origin` and `file` name it in loaded_plugins() ("python:module.Class").
 Status register_extension(const std::string& origin, const std::string& file,
-                          const std::function<Status(PluginRegistrar&)>& registration);
+                          const std::function<Status(Registrar&)>& registration);
 
 /// The plugins loaded so far, in load order.
 const std::vector<LoadedPlugin>& loaded_plugins();

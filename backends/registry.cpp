@@ -24,28 +24,31 @@ extern "C" char* openblas_get_config(void);
 namespace mosaic {
 
 KernelRegistry& mutable_registry_for_plugins() {
-  static KernelRegistry registry = [] {
-    KernelRegistry r;
+  // Filled in place: the control-flow kernels keep a reference to the registry they plan
+  // subgraphs from (Registrar::registry()), which must be this object, not a temporary.
+  static KernelRegistry registry;
+  static const bool filled = [] {
     // The built-ins this build has (CMake's MOSAIC_WITH_IM2COL, MOSAIC_WITH_ONEDNN), the
-    // oracle first.
-    Status (*const builtins[])(KernelRegistry&) = {
-        register_naive_kernels,
+    // oracle first; each is a registration function as a plugin's is (core/registration.hpp).
+    Status (*const builtins[])(Registrar&) = {
+        register_naive,
 #if MOSAIC_WITH_IM2COL
-        register_im2col_kernels,
+        register_im2col,
 #endif
 #if MOSAIC_WITH_ONEDNN
-        register_onednn_kernels,
+        register_onednn,
 #endif
     };
     for (auto add : builtins) {
-      Status st = add(r);
+      Status st = register_backend(registry, add);
       if (!st.is_ok()) {  // a built-in registering a duplicate: a bug, caught by every test run
         std::fprintf(stderr, "mosaic: built-in backends: %s\n", st.to_string().c_str());
         std::abort();
       }
     }
-    return r;
+    return true;
   }();
+  (void)filled;
   return registry;
 }
 

@@ -508,7 +508,7 @@ SubgraphScope::SubgraphScope(const KernelRegistry& r, const PrepareOptions& o)
 
 SubgraphScope::~SubgraphScope() { t_scope = previous_; }
 
-void register_control_flow_kernels(BackendRegistration& r) {
+void add_control_flow_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("If", control_flow_factory<IfKernel>(r.registry(), r.name()), any);
   r.kernel("Loop", control_flow_factory<LoopKernel>(r.registry(), r.name()), any);

@@ -5,7 +5,7 @@
 // need a trip count known at load (a loop that stops early is an error, not a short output).
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "core/prepare.hpp"
 
 namespace mosaic {
@@ -28,6 +28,6 @@ class SubgraphScope {
 
 /// If, Loop and Scan kernels for a backend (the naive oracle registers them): their plans
 /// are built with `r`'s registry, all on that backend.
-void register_control_flow_kernels(BackendRegistration& r);
+void add_control_flow_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -10,6 +10,7 @@
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
 #include "operators/attention.hpp"
+#include "operators/params.hpp"
 #include "operators/eltwise.hpp"
 #include "operators/op_context.hpp"
 
@@ -103,7 +104,7 @@ bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
     for (const std::string& name : {conv.inputs[1], has_bias ? conv.inputs[2] : std::string(), bn.inputs[1],
                                     bn.inputs[2], bn.inputs[3], bn.inputs[4]})
       if (!name.empty() && in.name == name) return false;
-  const double eps = bn.attr_float("epsilon", 1e-5f);
+  const double eps = batch_norm_params(bn, {}).epsilon;
   Tensor w2 = Tensor::empty(w.desc()), b2 = Tensor::empty({DType::kF32, {m}});
   for (int64_t o = 0; o < m; ++o) {
     const double k = static_cast<double>(scale->f32()[o]) / std::sqrt(static_cast<double>(var->f32()[o]) + eps);

@@ -202,13 +202,4 @@ Expected<std::unique_ptr<Kernel>> KernelRegistry::create(const std::string& back
   return made;
 }
 
-BackendRegistration::BackendRegistration(KernelRegistry& registry, BackendInfo info)
-    : registry_(registry), name_(info.name), status_(registry.add_backend(std::move(info))) {}
-
-BackendRegistration& BackendRegistration::kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits) {
-  if (adapter_) adapter_(op_type, factory, traits);
-  if (status_.is_ok()) status_ = registry_.add(name_, op_type, std::move(factory), std::move(traits));
-  return *this;
-}
-
 }  // namespace mosaic

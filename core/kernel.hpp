@@ -179,8 +179,8 @@ std::string backend_unavailable(const BackendInfo& info);
 std::string precision_declined(const BackendInfo& info, Precision p);
 
 /// Maps (backend, op type) to a kernel factory and its traits. Each backend fills it
-/// through an explicit `register_<backend>_kernels(KernelRegistry&)` call
-/// (BackendRegistration); nothing self-registers. A backend is registered once, each of its
+/// through an explicit `Status register_<backend>(Registrar&)` call (core/registration.hpp:
+/// a BackendRegistration chained over the registrar); nothing self-registers. A backend is registered once, each of its
 /// kernels once.
 class KernelRegistry {
  public:
@@ -221,36 +221,6 @@ class KernelRegistry {
   const Entry* entry(const std::string& backend, const std::string& op_type) const;
   std::map<std::string, std::map<std::string, Entry>> table_;
   std::vector<BackendInfo> order_;
-};
-
-/// Registers one backend and its kernels in a chain; the first error (a duplicate) is kept,
-/// later calls do nothing, and status() returns it:
-///
-///   BackendRegistration r(registry, {"mine", "what it computes with", nullptr});
-///   r.kernel("Conv", make_factory<MyConv>(), {LayoutUse::kNone, conv_supported})
-///    .kernel("Relu", make_factory<MyRelu>());
-///   return r.status();
-class BackendRegistration {
- public:
-  /// Rewrites each kernel before it is added (the naive oracle's element-type promotion,
-  /// core/promote.hpp): set once, it applies to every later kernel() call.
-  using Adapter = std::function<void(const std::string& op_type, KernelFactory& factory, KernelTraits& traits)>;
-  BackendRegistration(KernelRegistry& registry, BackendInfo info);
-  BackendRegistration& adapt(Adapter adapter) {
-    adapter_ = std::move(adapter);
-    return *this;
-  }
-  BackendRegistration& kernel(const std::string& op_type, KernelFactory factory, KernelTraits traits = {});
-  const std::string& name() const { return name_; }
-  /// The registry being filled: kernels that plan subgraphs (If, Loop, Scan) build with it.
-  const KernelRegistry& registry() const { return registry_; }
-  Status status() const { return status_; }
-
- private:
-  KernelRegistry& registry_;
-  std::string name_;
-  Status status_;
-  Adapter adapter_;
 };
 
 /// Helper for kernels that are a plain function of the context.

@@ -296,6 +296,16 @@ ClipParams clip_attr_params(const OpContext& ctx) {
   return p;
 }
 
+BatchNormParams batch_norm_params(const Node& node, const Shape& x) {
+  BatchNormParams p;
+  p.batch = x.empty() ? 1 : x[0];
+  p.channels = x.size() < 2 ? 1 : x[1];
+  p.spatial = shape_numel(x) / std::max<int64_t>(p.batch * p.channels, 1);
+  p.epsilon = node.attr_float("epsilon", 1e-5f);
+  p.momentum = node.attr_float("momentum", 0.9f);
+  return p;
+}
+
 Expected<LayerNormParams> layer_norm_params(const OpContext& ctx) {
   const Node& n = *ctx.node;
   const Shape& x = ctx.inputs[0].shape;

@@ -160,6 +160,16 @@ struct LayerNormParams {
 };
 Expected<LayerNormParams> layer_norm_params(const OpContext& ctx);
 
+/// BatchNormalization over X = [batch, channels, spatial...], as every backend, gradcheck's
+/// reference and the Conv fold read it. Training updates the running statistics with ONNX's
+/// momentum: running = momentum * running + (1 - momentum) * batch (PyTorch's momentum is
+/// 1 - this).
+struct BatchNormParams {
+  int64_t batch = 1, channels = 1, spatial = 1;
+  float epsilon = 1e-5f, momentum = 0.9f;
+};
+BatchNormParams batch_norm_params(const Node& node, const Shape& x);
+
 struct LrnParams {
   int64_t size = 1;
   float alpha = 1e-4f, beta = 0.75f, bias = 1.f;

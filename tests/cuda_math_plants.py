@@ -80,6 +80,8 @@ PLANTS = [
      "      for (int64_t j = 0; j < r.classes; ++j) d[j] = d[j];\n", "an ignored row's gradient left as it was"),
     ("device_math.hpp", "return r.kind == LossRule::kCrossEntropy ? lse - x_label : sum;",
      "return r.kind == LossRule::kCrossEntropy ? lse : sum;", "cross-entropy's row loss without the label's logit"),
+    ("device_unary.hpp", "case BinaryOp::kSub: return DevBinary::kSub;", "case BinaryOp::kSub: return DevBinary::kAdd;",
+     "Sub's row mapped to the device's Add"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

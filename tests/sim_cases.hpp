@@ -17,8 +17,9 @@ namespace mosaic::test {
 struct SimRegistry {
   explicit SimRegistry(size_t limit = SIZE_MAX, std::string unavailable = "", bool timed = false, bool trains = true)
       : device(std::make_shared<sim::SimDevice>(limit, timed, trains)) {
-    EXPECT_TRUE(register_naive_kernels(registry).is_ok());
-    BackendRegistration r(registry, sim::sim_backend_info(device, unavailable));
+    EXPECT_TRUE(register_backend(registry, register_naive).is_ok());
+    DirectRegistrar direct(registry);
+    BackendRegistration r(direct, sim::sim_backend_info(device, unavailable));
     r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
         .kernel("Add", sim::sim_factory<sim::SimAdd>(device), sim::sim_traits());
     EXPECT_TRUE(r.status().is_ok()) << r.status().to_string();

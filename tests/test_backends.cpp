@@ -623,8 +623,8 @@ struct ToyRelu : Kernel {
 
 TEST(Registry, EveryBackendAndKernelIsRegisteredOnce) {
   KernelRegistry r;
-  ASSERT_TRUE(register_naive_kernels(r).is_ok());
-  const Status twice = register_naive_kernels(r);
+  ASSERT_TRUE(register_backend(r, register_naive).is_ok());
+  const Status twice = register_backend(r, register_naive);
   EXPECT_FALSE(twice.is_ok());
   EXPECT_NE(twice.message().find("backend 'naive' is registered twice"), std::string::npos) << twice.to_string();
   const Status kernel_twice = r.add("naive", "Conv", make_factory<ToyRelu>());
@@ -637,7 +637,8 @@ TEST(Registry, EveryBackendAndKernelIsRegisteredOnce) {
   EXPECT_TRUE(r.replace("naive", "Relu", make_factory<ToyRelu>()).is_ok()) << "replacing is explicit";
   EXPECT_FALSE(r.replace("naive", "Frobnicate", make_factory<ToyRelu>()).is_ok()) << "nothing to replace";
   // A chain stops at its first error and keeps it.
-  BackendRegistration chain(r, {"toy", "a toy", nullptr, nullptr});
+  DirectRegistrar direct(r);
+  BackendRegistration chain(direct, {"toy", "a toy", nullptr, nullptr});
   chain.kernel("Relu", make_factory<ToyRelu>()).kernel("Relu", make_factory<ToyRelu>()).kernel("Tanh", make_factory<ToyRelu>());
   EXPECT_NE(chain.status().message().find("kernel for Relu twice"), std::string::npos) << chain.status().to_string();
   EXPECT_FALSE(r.has_kernel("toy", "Tanh"));
@@ -645,7 +646,7 @@ TEST(Registry, EveryBackendAndKernelIsRegisteredOnce) {
 
 TEST(Registry, CapabilityIsAskedBeforeAnyKernelIsBuilt) {
   KernelRegistry r;
-  ASSERT_TRUE(register_naive_kernels(r).is_ok());
+  ASSERT_TRUE(register_backend(r, register_naive).is_ok());
   // A backend whose Relu reads its layouts in training too, whose Tanh only in inference,
   // and whose Relu declines nodes named "big" without being built.
   static int built = 0;
@@ -657,7 +658,8 @@ TEST(Registry, CapabilityIsAskedBeforeAnyKernelIsBuilt) {
   SupportCheck small_only = [](const KernelContext& ctx) {
     return ctx.node->name == "big" ? Status::unsupported(ctx.node->label() + ": too big for toy") : Status::ok();
   };
-  BackendRegistration toy(r, {"toy", "a toy", nullptr, nullptr});
+  DirectRegistrar direct(r);
+  BackendRegistration toy(direct, {"toy", "a toy", nullptr, nullptr});
   toy.kernel("Relu", counting, {LayoutUse::kTraining, small_only}).kernel("Tanh", counting, {LayoutUse::kInference, {}});
   ASSERT_TRUE(toy.status().is_ok()) << toy.status().to_string();
 
@@ -706,6 +708,45 @@ TEST(Registry, CapabilityIsAskedBeforeAnyKernelIsBuilt) {
   EXPECT_EQ(steps[1].backend, "toy");
   EXPECT_EQ(built, 1);
 }
+
+// Issue 54's op tables: a backend's element-wise kernels are derived from the rows it has a
+// mapping for, so a row it registers is one it computes. Each row a backend claims is planned
+// alone on it, at its defaults, and must run there: a kernel registered for a row it then
+// declines in init (the torch backend registered every row before) fails here. Rows it has
+// no mapping for have no kernel: the registry declines them by name, with no edit.
+class ElementwiseRows : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ElementwiseRows, EveryRowTheBackendRegistersItComputes) {
+  const KernelRegistry& r = builtin_registry();
+  const std::string& backend = GetParam();
+  int checked = 0;
+  auto plan_alone = [&](const char* op, int inputs) {
+    Graph g;
+    g.source = std::string(op) + ".onnx";
+    std::vector<std::string> names;
+    for (int i = 0; i < inputs; ++i) {
+      names.push_back("x" + std::to_string(i));
+      g.inputs.push_back(ValueInfo{names.back(), DType::kF32, {2, 3}, {}, true});
+    }
+    add_node(g, make_node(op), names, {"y"}, "n");
+    g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+    ASSERT_TRUE(prepare_graph(g, r, PrepareOptions{}).ok()) << op;
+    auto plan = Plan::build(g, Placement::all_on(backend), r);
+    ASSERT_TRUE(plan.ok()) << backend << " " << op << ": " << plan.status().to_string();
+    for (const PlanStep& step : plan.value()->steps())
+      if (!step.conversion) {
+        EXPECT_EQ(step.backend, backend) << backend << " registers " << op << " but declines it: " << step.fallback_reason;
+        ++checked;
+      }
+  };
+  for (const UnaryOpInfo& u : kUnaryOps)
+    if (r.has_kernel(backend, u.name)) plan_alone(u.name, 1);
+  for (const BinaryOpInfo& op : kBinaryOps)
+    if (r.has_kernel(backend, op.name)) plan_alone(op.name, 2);
+  EXPECT_GT(checked, 0) << backend << " registers no element-wise row";
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, ElementwiseRows, ::testing::ValuesIn(optimised_backends()), backend_param_name);
 
 TEST(Registry, BuiltinsDescribeThemselves) {
   const KernelRegistry& r = builtin_registry();

@@ -75,6 +75,29 @@ TEST(CudaMath, UnaryFunctionsAndDerivativesAreTheRows) {
   EXPECT_EQ(checked, 22) << "the device's element-wise functions (21 rows, Gelu in both forms)";
 }
 
+/// Every binary row the device computes (device_binary, the one mapping its registration and
+/// kernel read): its value and both operands' gradients against the row's at points of both
+/// signs; the rows it has no form for are not registered.
+TEST(CudaMath, BinaryFunctionsAndGradientsAreTheRows) {
+  int checked = 0;
+  for (const BinaryOpInfo& row : kBinaryOps) {
+    const auto dev = device_binary(row.op);
+    if (!dev) continue;
+    SCOPED_TRACE(row.name);
+    EXPECT_EQ(dev_binary_grad_reads_operands(*dev), row.backward_reads_inputs);
+    for (float a : {-2.5f, -0.75f, 0.5f, 3.f})
+      for (float b : {-1.5f, 0.25f, 2.f}) {
+        const double y = row.f(a, b);
+        EXPECT_TRUE(close(dev_combine(*dev, a, b), y, 1e-6, 1e-6)) << row.name << "(" << a << ", " << b << ")";
+        const float g = 0.7f;
+        EXPECT_TRUE(close(dev_binary_grad(*dev, 0, g, a, b), row.da(g, a, b, y), 1e-6, 1e-6)) << "da at " << a << ", " << b;
+        EXPECT_TRUE(close(dev_binary_grad(*dev, 1, g, a, b), row.db(g, a, b, y), 1e-6, 1e-6)) << "db at " << a << ", " << b;
+      }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4) << "the device's binary ops (Add, Sub, Mul, Div; Pow has no device form)";
+}
+
 /// A plain numpy broadcast of operand shape `s` onto `out`: the operand's offset of output
 /// element i.
 int64_t broadcast_offset(const Shape& s, const Shape& out, int64_t i) {

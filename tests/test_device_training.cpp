@@ -9,6 +9,7 @@
 #include "api/checkpoint.hpp"
 #include "api/train.hpp"
 #include "core/loss.hpp"
+#include "core/registration.hpp"
 #include "core/optimizer.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/onnx/onnx_io.hpp"
@@ -109,8 +110,9 @@ class SimAddUpdating final : public sim::SimAdd {
 TEST(DevicePlans, AConstantADeviceKernelUpdatesIsCopiedBackOnRequest) {
   auto device = std::make_shared<SimDevice>();
   KernelRegistry registry;
-  ASSERT_TRUE(register_naive_kernels(registry).is_ok());
-  BackendRegistration r(registry, sim::sim_backend_info(device, ""));
+  ASSERT_TRUE(register_backend(registry, register_naive).is_ok());
+  DirectRegistrar direct(registry);
+  BackendRegistration r(direct, sim::sim_backend_info(device, ""));
   r.kernel("Relu", sim::sim_factory<sim::SimRelu>(device), sim::sim_traits())
       .kernel("Add", sim::sim_factory<SimAddUpdating>(device), sim::sim_traits());
   ASSERT_TRUE(r.status().is_ok()) << r.status().to_string();

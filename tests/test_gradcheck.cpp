@@ -8,6 +8,7 @@
 #include <map>
 
 #include "backends/registry.hpp"
+#include "core/registration.hpp"
 #include "frontends/zoo/zoo.hpp"
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
@@ -413,7 +414,8 @@ TEST(PlantedBugs, AWiderPoolingWindowIsPlantedWhereTheBackendPadsBothEndsAlike) 
   BackendInfo info;
   info.name = "evenpads";
   info.summary = "naive, whose MaxPool declines uneven pads (as cuDNN)";
-  BackendRegistration r(reg, info);
+  DirectRegistrar direct(reg);
+  BackendRegistration r(direct, info);
   for (const auto& op : reg.ops("naive"))
     r.kernel(op, [&reg](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
       if (ctx.node->op_type == "MaxPool") {

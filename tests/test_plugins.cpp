@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "backends/naive/naive.hpp"
 #include "backends/plugin.hpp"
 #include "backends/plugins.hpp"
 #include "core/fuse.hpp"
@@ -260,9 +261,42 @@ class Twice final : public Kernel {
   }
 };
 
+// One registration idiom (issue 54): a plugin's registration function opens its backend with a
+// BackendRegistration over the registrar it is handed, exactly as the built-ins' do; the
+// registry it names is the one plans are built from once the plugin is committed (not the copy
+// being filled, which is gone by then), and extending a backend that does not exist fails.
+TEST(PluginLoading, APluginRegistersThroughTheBuiltinsIdiom) {
+  const KernelRegistry* named = nullptr;
+  const Status st = register_extension("test:idiom", "idiom", [&](Registrar& registrar) {
+    BackendRegistration r(registrar, {"idiom", "a backend registered as the built-ins are", nullptr, nullptr});
+    named = &r.registry();
+    r.kernel("Relu", make_factory<Twice>());
+    return r.status();
+  });
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(named, &builtin_registry());
+  EXPECT_TRUE(builtin_registry().has_kernel("idiom", "Relu"));
+  const Status unknown = register_extension("test:idiom2", "idiom2", [](Registrar& registrar) {
+    return BackendRegistration::extend(registrar, "nobody").kernel("Relu", make_factory<Twice>()).status();
+  });
+  EXPECT_NE(unknown.message().find("backend 'nobody' is not registered"), std::string::npos) << unknown.to_string();
+  // Straight into a registry (the built-in list, tests): the same functions; no operators.
+  KernelRegistry own;
+  ASSERT_TRUE(register_backend(own, register_naive).is_ok());
+  EXPECT_TRUE(own.has_kernel("naive", "If"));
+  DirectRegistrar direct(own);
+  EXPECT_EQ(&direct.registry(), &own);
+  OpSchema s;
+  s.op_type = "Frob";
+  s.domain = "com.test";
+  const Status op = direct.add_operator(s);
+  EXPECT_NE(op.message().find("com.test.Frob: a built-in registration adds no operators"), std::string::npos)
+      << op.to_string();
+}
+
 TEST(OpKeys, AnotherDomainsOpOfAnOnnxNameNeverMeetsOnnxsOp) {
   auto registration = [](const std::string& op, bool kernel_first) {
-    return [op, kernel_first](PluginRegistrar& r) -> Status {
+    return [op, kernel_first](Registrar& r) -> Status {
       OpSchema s;
       s.op_type = op;
       s.domain = "com.test.keys";

@@ -587,7 +587,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, WholeNetwork, ::testing::ValuesIn(training_ba
 /// Gradchecks fmnist-cnn on naive with `op`'s kernel replaced by a planted bug.
 Expected<GradcheckReport> with_planted_bug(const std::string& op, KernelFactory buggy) {
   KernelRegistry reg;
-  MOSAIC_RETURN_IF_ERROR(register_naive_kernels(reg));
+  MOSAIC_RETURN_IF_ERROR(register_backend(reg, register_naive));
   MOSAIC_RETURN_IF_ERROR(reg.replace("naive", op, std::move(buggy)));
   Graph g = build_zoo_model("fmnist-cnn", 3).value();
   PrepareOptions po;

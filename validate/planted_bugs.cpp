@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 
+#include "core/registration.hpp"
 #include "ir/device.hpp"
 
 namespace mosaic {
@@ -326,7 +327,8 @@ Status register_planted_bug(KernelRegistry& registry, const std::string& base, c
   BackendInfo info = *registry.info(base);
   info.name = name;
   info.summary = base + " with a planted bug: " + it->description;
-  BackendRegistration r(registry, std::move(info));
+  DirectRegistrar direct(registry);
+  BackendRegistration r(direct, std::move(info));
   for (const auto& op : registry.ops(base)) {
     KernelTraits traits;  // plain layouts: the wrong gradients are computed on plain tensors
     if (const KernelTraits* t = registry.traits(base, op)) traits.supports = t->supports;

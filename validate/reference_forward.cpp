@@ -643,9 +643,9 @@ Status ReferenceForward::Impl::softmax(Step& s) {
 }
 
 Status ReferenceForward::Impl::batch_norm(Step& s) {
-  const Shape& xs = in(s, 0).shape;
-  const int64_t n = xs[0], c = xs[1], sp = shape_numel(xs) / std::max<int64_t>(n * c, 1);
-  const double eps = s.node->attr_float("epsilon", 1e-5f);
+  const BatchNormParams p = batch_norm_params(*s.node, in(s, 0).shape);
+  const int64_t n = p.batch, c = p.channels, sp = p.spatial;
+  const double eps = p.epsilon;
   const std::vector<double>& x = in(s, 0).v;
   const std::vector<double>& scale = in(s, 1).v;
   const std::vector<double>& shift = in(s, 2).v;

@@ -100,7 +100,7 @@ class AttentionKernel final : public Kernel {
 
 }  // namespace
 
-void register_attention_kernel(BackendRegistration& r, GemmFn gemm, bool parallel) {
+void add_attention_kernel(BackendRegistration& r, GemmFn gemm, bool parallel) {
   r.kernel(kAttentionOp,
            [gemm, parallel](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
              auto k = std::make_unique<AttentionKernel>(gemm, parallel);

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "backends/common/grad.hpp"
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/attention.hpp"
 
 namespace mosaic {
@@ -18,6 +18,6 @@ void attention_rows(const AttentionParams& p, const float* q, const float* kt, c
 /// Registers a FusedAttention kernel on a backend. `parallel`: blocks of rows run on
 /// OpenMP threads, each calling `gemm` (which must then be thread-safe and run
 /// single-threaded inside a parallel region, as oneDNN's sgemm does); otherwise one thread.
-void register_attention_kernel(BackendRegistration& r, GemmFn gemm, bool parallel);
+void add_attention_kernel(BackendRegistration& r, GemmFn gemm, bool parallel);
 
 }  // namespace mosaic

@@ -203,7 +203,7 @@ class RoiAlignKernel final : public Kernel {
 
 }  // namespace
 
-void register_detection_kernels(BackendRegistration& r) {
+void add_detection_kernels(BackendRegistration& r) {
   r.kernel("NonZero", make_factory<NonZeroKernel>(), {LayoutUse::kNone, {}, kAllDTypes});
   r.kernel("NonMaxSuppression", make_factory<NmsKernel>());
   r.kernel("RoiAlign", make_factory<RoiAlignKernel>());

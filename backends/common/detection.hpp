@@ -4,10 +4,10 @@
 // for and fails, naming the node and both lengths, where it is not.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_detection_kernels(BackendRegistration& r);
+void add_detection_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

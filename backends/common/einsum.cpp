@@ -82,7 +82,7 @@ class EinsumKernel final : public Kernel {
 
 }  // namespace
 
-void register_einsum_kernel(BackendRegistration& r) {
+void add_einsum_kernel(BackendRegistration& r) {
   // float64 in its own width (double sums either way); the rest as KernelTraits' default.
   r.kernel("Einsum", make_factory<EinsumKernel>(), {LayoutUse::kNone, nullptr, kBaseDTypes | dtype_bit(DType::kF64)});
 }

@@ -2,10 +2,10 @@
 // and float64 in double sums, int64 wrapping. Registered by the naive oracle.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_einsum_kernel(BackendRegistration& r);
+void add_einsum_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -125,6 +125,6 @@ class GridSampleKernel final : public Kernel {
 
 }  // namespace
 
-void register_grid_sample_kernel(BackendRegistration& r) { r.kernel("GridSample", make_factory<GridSampleKernel>()); }
+void add_grid_sample_kernel(BackendRegistration& r) { r.kernel("GridSample", make_factory<GridSampleKernel>()); }
 
 }  // namespace mosaic

@@ -2,10 +2,10 @@
 // Registered by the naive oracle.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_grid_sample_kernel(BackendRegistration& r);
+void add_grid_sample_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -341,7 +341,7 @@ class TopKKernel final : public Kernel {
 
 }  // namespace
 
-void register_indexing_kernels(BackendRegistration& r) {
+void add_indexing_kernels(BackendRegistration& r) {
   r.kernel("ScatterElements", make_factory<ScatterKernel>());
   r.kernel("ScatterND", make_factory<ScatterKernel>());
   r.kernel("TopK", make_factory<TopKKernel>());

@@ -4,10 +4,10 @@
 // float32 data where the op has one. naive, im2col and onednn register them.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_indexing_kernels(BackendRegistration& r);
+void add_indexing_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

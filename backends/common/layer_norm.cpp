@@ -49,11 +49,11 @@ class RmsNormLoopKernel final : public Kernel {
 
 }  // namespace
 
-void register_rms_norm_loop_kernel(BackendRegistration& r) {
+void add_rms_norm_loop_kernel(BackendRegistration& r) {
   r.kernel("RMSNormalization", make_factory<RmsNormLoopKernel>());
 }
 
-void register_layer_norm_loop_kernel(BackendRegistration& r, SupportCheck supports) {
+void add_layer_norm_loop_kernel(BackendRegistration& r, SupportCheck supports) {
   r.kernel("LayerNormalization", make_factory<LayerNormLoopKernel>(), {LayoutUse::kNone, supports});
 }
 

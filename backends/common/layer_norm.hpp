@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/normalization.hpp"
 #include "operators/params.hpp"
 
@@ -72,7 +72,7 @@ inline void layer_norm_backward(const LayerNormParams& p, const float* x, const 
 }
 
 /// Registers the loops above as LayerNormalization's kernel on a backend (naive, im2col).
-void register_layer_norm_loop_kernel(BackendRegistration& r, SupportCheck supports);
+void add_layer_norm_loop_kernel(BackendRegistration& r, SupportCheck supports);
 
 /// RMSNormalization (opset 23): y = x / sqrt(mean(x^2) + epsilon) * scale per row, the mean
 /// of squares accumulated in double and y rounded once; scale has `inner` elements or one.
@@ -90,6 +90,6 @@ inline void rms_norm_forward(const RmsNormParams& p, const float* x, const float
 /// Registers rms_norm_forward as RMSNormalization's kernel (float32; forward only): the
 /// naive oracle's, and the CPU backends' for the RMSNorm decompositions the fusion pass
 /// recognises (core/fuse_layer_norm.cpp).
-void register_rms_norm_loop_kernel(BackendRegistration& r);
+void add_rms_norm_loop_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -157,7 +157,7 @@ class ExpandKernel final : public Kernel {
 
 }  // namespace
 
-void register_logic_kernels(BackendRegistration& r) {
+void add_logic_kernels(BackendRegistration& r) {
   // Every element type: Expand and Where move bytes, the comparisons read each type exactly.
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("Expand", make_factory<ExpandKernel>(), any);

@@ -3,12 +3,12 @@
 // loop each; naive and im2col register them.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
 /// Registers Equal, Less, LessOrEqual, Greater, GreaterOrEqual, And, Or, Xor, Not, Where and
 /// Expand (forward; backward of Where and Expand for float data).
-void register_logic_kernels(BackendRegistration& r);
+void add_logic_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

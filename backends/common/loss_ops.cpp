@@ -70,7 +70,7 @@ class LossOpKernel final : public Kernel {
 
 }  // namespace
 
-void register_loss_op_kernels(BackendRegistration& r) {
+void add_loss_op_kernels(BackendRegistration& r) {
   for (const char* op : {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) r.kernel(op, make_factory<LossOpKernel>());
 }
 

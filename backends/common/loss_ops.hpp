@@ -2,10 +2,10 @@
 // sums. Registered by the naive oracle.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_loss_op_kernels(BackendRegistration& r);
+void add_loss_op_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

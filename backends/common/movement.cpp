@@ -500,7 +500,7 @@ class ConstantOfShapeKernel final : public Kernel {
 
 KernelFactory view_kernel_factory() { return make_factory<ViewKernel>(); }
 
-void register_view_kernels(BackendRegistration& r) {
+void add_view_kernels(BackendRegistration& r) {
   // Views and copies move bytes: every element type.
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
     r.kernel(op, make_factory<ViewKernel>(), {LayoutUse::kNone, nullptr, kAllDTypes});
@@ -528,7 +528,7 @@ KernelFactory movement_kernel_factory(const std::string& op) {
   };
 }
 
-void register_movement_kernel(BackendRegistration& r, const std::string& op) {
+void add_movement_kernel(BackendRegistration& r, const std::string& op) {
   r.kernel(op, movement_kernel_factory(op), {LayoutUse::kNone, nullptr, kAllDTypes});  // each moves bytes (or converts: Cast)
 }
 

@@ -4,19 +4,19 @@
 // for one of these (e.g. oneDNN concat) register their own instead.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
 
 /// Registers the view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout).
-void register_view_kernels(BackendRegistration& r);
+void add_view_kernels(BackendRegistration& r);
 /// The kernel of a view op: output 0 is input 0's memory under the output's shape (no
 /// forward runs), and the executor passes gradients through. Plugins register it too.
 KernelFactory view_kernel_factory();
 /// Registers one movement op by name ("Transpose", "Concat", "Split", "Slice", "Gather",
 /// "Pad", "Cast", "Shape", "Constant", "ConstantOfShape").
-void register_movement_kernel(BackendRegistration& r, const std::string& op);
+void add_movement_kernel(BackendRegistration& r, const std::string& op);
 /// The shared kernel of one of those ops (a backend that runs it on some nodes only).
 KernelFactory movement_kernel_factory(const std::string& op);
 

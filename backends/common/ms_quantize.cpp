@@ -418,7 +418,7 @@ class MatMulNBitsKernel final : public Kernel {
 
 }  // namespace
 
-void register_ms_quantize_kernels(BackendRegistration& r) {
+void add_ms_quantize_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   auto key = [](const char* op) { return op_key(kMicrosoftDomain, op); };
   r.kernel(key("QLinearAdd"), make_factory<BinaryKernel>(), any);

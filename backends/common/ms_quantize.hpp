@@ -3,10 +3,10 @@
 // half to even and saturation at the end. Registered by the naive oracle.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_ms_quantize_kernels(BackendRegistration& r);
+void add_ms_quantize_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

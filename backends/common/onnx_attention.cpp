@@ -173,7 +173,7 @@ class RotaryKernel final : public Kernel {
 
 }  // namespace
 
-void register_onnx_attention_kernel(BackendRegistration& r) {
+void add_onnx_attention_kernel(BackendRegistration& r) {
   r.kernel("Attention", make_factory<OnnxAttentionKernel>());
   r.kernel("RotaryEmbedding", make_factory<RotaryKernel>());
 }

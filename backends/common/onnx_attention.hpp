@@ -2,10 +2,10 @@
 // double sums, one query row at a time. Registered by the naive oracle.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_onnx_attention_kernel(BackendRegistration& r);
+void add_onnx_attention_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

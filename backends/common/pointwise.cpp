@@ -69,7 +69,7 @@ class PointwiseKernel final : public Kernel {
 
 }  // namespace
 
-void register_pointwise_kernels(BackendRegistration& r) {
+void add_pointwise_kernels(BackendRegistration& r) {
   for (const PointwiseOpInfo& p : kPointwiseOps) {
     // The bit ops take uint64 as its 64 bits; the others compute on int64 values.
     const DTypeSet types = p.bits ? kBaseDTypes | dtype_bit(DType::kU64) : kBaseDTypes;

@@ -3,10 +3,10 @@
 // naive, im2col and onednn register it (forward only: the ops have no backward).
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_pointwise_kernels(BackendRegistration& r);
+void add_pointwise_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

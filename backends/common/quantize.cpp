@@ -410,7 +410,7 @@ KernelFactory threaded_factory(bool fast) {
 
 }  // namespace
 
-void register_quantize_kernels(BackendRegistration& r) {
+void add_quantize_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(false), any);
   r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(false), any);
@@ -424,7 +424,7 @@ void register_quantize_kernels(BackendRegistration& r) {
   r.kernel(op_key(kMicrosoftDomain, "DequantizeLinear"), threaded_factory<DequantizeLinearKernel>(false), any);
 }
 
-void register_qdq_kernels(BackendRegistration& r) {
+void add_qdq_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(true), any);
   r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(true), any);

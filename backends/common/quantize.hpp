@@ -3,14 +3,14 @@
 // oracle for every element type they take.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_quantize_kernels(BackendRegistration& r);
+void add_quantize_kernels(BackendRegistration& r);
 /// QuantizeLinear and DequantizeLinear for the optimised backends (the QDQ models' activations
 /// between float kernels): the same kernels, their float32 <-> 8-bit case on every thread.
-void register_qdq_kernels(BackendRegistration& r);
+void add_qdq_kernels(BackendRegistration& r);
 /// QLinearConv's and QLinearMatMul's requantisation multiplier as ONNX's reference forms it:
 /// a_scale * b_scale / y_scale in float32 (the one definition every backend's kernel uses).
 double qlinear_multiplier(double a_scale, double b_scale, double y_scale);

@@ -195,7 +195,7 @@ class WindowKernel final : public Kernel {
 
 }  // namespace
 
-void register_rearrange_kernels(BackendRegistration& r) {
+void add_rearrange_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("DepthToSpace", make_factory<BlockKernel>(), any);
   r.kernel("SpaceToDepth", make_factory<BlockKernel>(), any);

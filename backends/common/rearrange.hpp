@@ -2,10 +2,10 @@
 // OneHot, ReverseSequence): element copies of any type, no arithmetic.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_rearrange_kernels(BackendRegistration& r);
+void add_rearrange_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -74,11 +74,11 @@ Status reduce_kernel_backward(ReduceOp op, const ReduceParams& p, const Backward
   return Status::ok();
 }
 
-void register_arg_extreme_kernels(BackendRegistration& r) {
+void add_arg_extreme_kernels(BackendRegistration& r) {
   for (const char* op : {"ArgMax", "ArgMin"}) r.kernel(op, make_factory<ArgExtremeKernel>());
 }
 
-void register_reduce_loop_kernels(BackendRegistration& r, SupportCheck supports) {
+void add_reduce_loop_kernels(BackendRegistration& r, SupportCheck supports) {
   for (const auto& op : kReduceOps) r.kernel(op.name, make_factory<ReduceLoopKernel>(), {LayoutUse::kNone, supports});
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backends/common/broadcast.hpp"
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/reduce.hpp"
 
 namespace mosaic {
@@ -84,8 +84,8 @@ Status reduce_kernel_backward(ReduceOp op, const ReduceParams& p, const Backward
 
 /// Registers the loop above as the kernel of every reduction (forward in float32 and int64,
 /// backward in float32) on a backend: the naive oracle's, and im2col's.
-void register_reduce_loop_kernels(BackendRegistration& r, SupportCheck supports);
+void add_reduce_loop_kernels(BackendRegistration& r, SupportCheck supports);
 /// ArgMax and ArgMin (float32 in, int64 indices out; no gradient), the naive oracle's.
-void register_arg_extreme_kernels(BackendRegistration& r);
+void add_arg_extreme_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -54,6 +54,6 @@ class ResizeKernel final : public Kernel {
 
 }  // namespace
 
-void register_resize_kernel(BackendRegistration& r) { r.kernel("Resize", make_factory<ResizeKernel>()); }
+void add_resize_kernel(BackendRegistration& r) { r.kernel("Resize", make_factory<ResizeKernel>()); }
 
 }  // namespace mosaic

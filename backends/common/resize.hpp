@@ -2,10 +2,10 @@
 // axis at a time, accumulated in double. naive, im2col and onednn register it (forward only).
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_resize_kernel(BackendRegistration& r);
+void add_resize_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

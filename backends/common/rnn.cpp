@@ -229,8 +229,6 @@ class RnnKernel final : public Kernel {
   std::string label_;
 };
 
-}  // namespace
-
 KernelFactory rnn_kernel_factory(GemmFn gemm) {
   return [gemm](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
     auto k = std::make_unique<RnnKernel>(gemm);
@@ -239,7 +237,9 @@ KernelFactory rnn_kernel_factory(GemmFn gemm) {
   };
 }
 
-void register_rnn_kernels(BackendRegistration& r, GemmFn gemm, SupportCheck supports) {
+}  // namespace
+
+void add_rnn_kernels(BackendRegistration& r, GemmFn gemm, SupportCheck supports) {
   for (const char* op : {"RNN", "GRU", "LSTM"}) r.kernel(op, rnn_kernel_factory(gemm), {LayoutUse::kNone, supports});
 }
 

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "backends/common/fast_exp.hpp"
 #include "backends/common/grad.hpp"
 #include "operators/rnn.hpp"
@@ -295,10 +295,8 @@ void loop_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, in
     }
 }
 
-/// The kernel of RNN, GRU and LSTM (forward and backward) with a backend's GEMM; a plugin
-/// registers it with PluginRegistrar::add_kernel (the torch backend, with ATen's).
-KernelFactory rnn_kernel_factory(GemmFn gemm);
-/// Registers RNN, GRU and LSTM (forward and backward) on a backend, with its GEMM.
-void register_rnn_kernels(BackendRegistration& r, GemmFn gemm, SupportCheck supports);
+/// Registers RNN, GRU and LSTM (forward and backward) on a backend, with its GEMM (the
+/// built-ins' own; the torch plugin's, ATen's).
+void add_rnn_kernels(BackendRegistration& r, GemmFn gemm, SupportCheck supports);
 
 }  // namespace mosaic

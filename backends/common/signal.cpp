@@ -121,7 +121,7 @@ class StftKernel final : public Kernel {
 
 }  // namespace
 
-void register_signal_kernels(BackendRegistration& r) {
+void add_signal_kernels(BackendRegistration& r) {
   r.kernel("STFT", make_factory<StftKernel>(),
            {LayoutUse::kNone, nullptr, dtype_bit(DType::kF32) | dtype_bit(DType::kF64) | dtype_bit(DType::kI64) | dtype_bit(DType::kI32)});
   r.kernel("DFT", make_factory<DftKernel>(), {LayoutUse::kNone, nullptr, dtype_bit(DType::kF32) | dtype_bit(DType::kF64) | dtype_bit(DType::kI64) | dtype_bit(DType::kI32)});  // the integers: dft_length and axis

@@ -2,10 +2,10 @@
 // backend registers it yet.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-void register_signal_kernels(BackendRegistration& r);
+void add_signal_kernels(BackendRegistration& r);
 
 }  // namespace mosaic

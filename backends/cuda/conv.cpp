@@ -445,6 +445,6 @@ class ConvKernel final : public CudaKernel {
 
 }  // namespace
 
-void add_conv_kernels(PluginRegistrar& r, Status& st) { add(r, st, "Conv", make_factory<ConvKernel>()); }
+void add_conv_kernels(BackendRegistration& r) { r.kernel("Conv", make_factory<ConvKernel>()); }
 
 }  // namespace mosaic::cuda_backend

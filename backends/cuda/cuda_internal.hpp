@@ -16,15 +16,16 @@ namespace mosaic::cuda_backend {
 /// kUnsupported naming the activation the device lacks.
 Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& label);
 
-/// Registers one float32 kernel on "cuda" unless an earlier registration failed (`st` keeps
-/// the first error).
-void add(PluginRegistrar& r, Status& st, const std::string& op, KernelFactory factory);
-/// Each kernel family's registrations (gemm.cpp, eltwise.cpp, conv.cpp, pool_norm.cpp,
-/// movement.cpp).
-void add_gemm_kernels(PluginRegistrar& r, Status& st);
-void add_eltwise_kernels(PluginRegistrar& r, Status& st);
-void add_conv_kernels(PluginRegistrar& r, Status& st);
-void add_pool_norm_kernels(PluginRegistrar& r, Status& st);
-void add_movement_kernels(PluginRegistrar& r, Status& st);
+/// The backend's BackendRegistration::Adapter: a kernel registered without a SupportCheck
+/// reads plain layouts and takes float32 inputs only (constants of other types, such as
+/// Clip's bounds or a Reshape's shape, are read on the host).
+void float32_kernels(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
+/// Each kernel family's kernels (gemm.cpp, eltwise.cpp, conv.cpp, pool_norm.cpp,
+/// movement.cpp), as every backend's.
+void add_gemm_kernels(BackendRegistration& r);
+void add_eltwise_kernels(BackendRegistration& r);
+void add_conv_kernels(BackendRegistration& r);
+void add_pool_norm_kernels(BackendRegistration& r);
+void add_movement_kernels(BackendRegistration& r);
 
 }  // namespace mosaic::cuda_backend

@@ -47,6 +47,18 @@ inline std::optional<DevUnaryArgs> device_unary(UnaryOp op, const UnaryArgs& a) 
   return d;
 }
 
+/// The device form of binary row `op` (dev_combine, dev_binary_grad); nullopt where it has
+/// none, so that the backend registers only the rows it computes.
+inline std::optional<DevBinary> device_binary(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return DevBinary::kAdd;
+    case BinaryOp::kSub: return DevBinary::kSub;
+    case BinaryOp::kMul: return DevBinary::kMul;
+    case BinaryOp::kDiv: return DevBinary::kDiv;
+    default: return std::nullopt;
+  }
+}
+
 /// a OP b's shapes for the device (at most 6 output dimensions: the caller checks): each
 /// operand's strides right-aligned over the output's dimensions (0 where it is broadcast);
 /// then dimensions of extent 1 dropped and each merged into the one outside it where both

@@ -15,14 +15,15 @@ Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& la
   return *d;
 }
 
-void add(PluginRegistrar& r, Status& st, const std::string& op, KernelFactory factory) {
-  if (!st.is_ok()) return;
-  st = r.add_kernel("cuda", op, std::move(factory), KernelTraits{LayoutUse::kNone, [](const KernelContext& ctx) {
-                      for (size_t i = 0; i < ctx.inputs.size(); ++i)
-                        if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32 && !(i < ctx.constants.size() && ctx.constants[i]))
-                          return Status::unsupported(ctx.node->label() + ": the cuda backend computes float32 only");
-                      return Status::ok();
-                    }});
+void float32_kernels(const std::string&, KernelFactory&, KernelTraits& traits) {
+  if (traits.supports) return;  // a kernel with its own check (Gather: float32 data, int64 indices)
+  traits = KernelTraits{LayoutUse::kNone, [](const KernelContext& ctx) {
+                          for (size_t i = 0; i < ctx.inputs.size(); ++i)
+                            if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32 &&
+                                !(i < ctx.constants.size() && ctx.constants[i]))
+                              return Status::unsupported(ctx.node->label() + ": the cuda backend computes float32 only");
+                          return Status::ok();
+                        }};
 }
 
 namespace {
@@ -65,8 +66,10 @@ class BinaryKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    const std::string& t = ctx.node->op_type;
-    op_ = t == "Add" ? DevBinary::kAdd : t == "Sub" ? DevBinary::kSub : t == "Mul" ? DevBinary::kMul : DevBinary::kDiv;
+    const auto row = binary_op_of(ctx.node->op_type);
+    const auto op = row ? device_binary(*row) : std::nullopt;
+    if (!op) return Status::unsupported(label_ + ": the cuda backend has no kernel for " + ctx.node->op_type);
+    op_ = *op;
     const Shape& out = ctx.outputs[0].shape;
     if (out.size() > 6) return Status::unsupported(label_ + ": the cuda backend broadcasts up to 6 dimensions");
     shape_ = make_broadcast(ctx.inputs[0].shape, ctx.inputs[1].shape, out);
@@ -121,11 +124,13 @@ class ViewKernel final : public Kernel {
 
 }  // namespace
 
-void add_eltwise_kernels(PluginRegistrar& r, Status& st) {
+void add_eltwise_kernels(BackendRegistration& r) {
+  // The rows of operators/eltwise.hpp with a device form, and only those.
   for (const UnaryOpInfo& u : kUnaryOps)
-    if (device_unary(u.op, UnaryArgs{})) add(r, st, u.name, make_factory<UnaryKernel>());
-  for (const char* op : {"Add", "Sub", "Mul", "Div"}) add(r, st, op, make_factory<BinaryKernel>());
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) add(r, st, op, make_factory<ViewKernel>());
+    if (device_unary(u.op, UnaryArgs{})) r.kernel(u.name, make_factory<UnaryKernel>());
+  for (const BinaryOpInfo& b : kBinaryOps)
+    if (device_binary(b.op)) r.kernel(b.name, make_factory<BinaryKernel>());
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.kernel(op, make_factory<ViewKernel>());
 }
 
 }  // namespace mosaic::cuda_backend

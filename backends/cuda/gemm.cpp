@@ -203,9 +203,8 @@ class MatMulKernel final : public CudaKernel {
 
 }  // namespace
 
-void add_gemm_kernels(PluginRegistrar& r, Status& st) {
-  add(r, st, "Gemm", make_factory<GemmKernel>());
-  add(r, st, "MatMul", make_factory<MatMulKernel>());
+void add_gemm_kernels(BackendRegistration& r) {
+  r.kernel("Gemm", make_factory<GemmKernel>()).kernel("MatMul", make_factory<MatMulKernel>());
 }
 
 }  // namespace mosaic::cuda_backend

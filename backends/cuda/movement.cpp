@@ -347,20 +347,19 @@ static_assert(static_cast<int>(ReduceOp::kSumSquare) == static_cast<int>(DevRedu
 
 }  // namespace
 
-void add_movement_kernels(PluginRegistrar& r, Status& st) {
-  add(r, st, "Pad", make_factory<PadKernel>());
-  add(r, st, "Slice", make_factory<SliceKernel>());
-  add(r, st, "Transpose", make_factory<TransposeKernel>());
-  add(r, st, "Concat", make_factory<ConcatKernel>());
-  for (const ReduceOpInfo& info : kReduceOps) add(r, st, info.name, make_factory<ReduceKernel>());
-  // Gather takes float32 data and int64 indices, run-time ones too (`add` takes float32 only).
-  if (st.is_ok())
-    st = r.add_kernel("cuda", "Gather", make_factory<GatherKernel>(), KernelTraits{LayoutUse::kNone, [](const KernelContext& ctx) {
-                        if (ctx.inputs[0].dtype != DType::kF32 || ctx.inputs[1].dtype != DType::kI64)
-                          return Status::unsupported(ctx.node->label() +
-                                                     ": the cuda backend gathers float32 data by int64 indices");
-                        return Status::ok();
-                      }});
+void add_movement_kernels(BackendRegistration& r) {
+  r.kernel("Pad", make_factory<PadKernel>())
+      .kernel("Slice", make_factory<SliceKernel>())
+      .kernel("Transpose", make_factory<TransposeKernel>())
+      .kernel("Concat", make_factory<ConcatKernel>());
+  for (const ReduceOpInfo& info : kReduceOps) r.kernel(info.name, make_factory<ReduceKernel>());
+  // Gather takes float32 data and int64 indices, run-time ones too (its own check, in place of
+  // float32_kernels').
+  r.kernel("Gather", make_factory<GatherKernel>(), KernelTraits{LayoutUse::kNone, [](const KernelContext& ctx) {
+             if (ctx.inputs[0].dtype != DType::kF32 || ctx.inputs[1].dtype != DType::kI64)
+               return Status::unsupported(ctx.node->label() + ": the cuda backend gathers float32 data by int64 indices");
+             return Status::ok();
+           }});
 }
 
 }  // namespace mosaic::cuda_backend

@@ -159,8 +159,9 @@ class BatchNormKernel final : public CudaKernel {
     if (!ctx.training && ctx.node->attr_int("training_mode", 0) != 0)
       return Status::unsupported(label_ + ": the cuda backend normalises with batch statistics in training plans only");
     training_ = ctx.training;
-    epsilon_ = static_cast<double>(ctx.node->attr_float("epsilon", 1e-5f));
-    factor_ = 1.0 - static_cast<double>(ctx.node->attr_float("momentum", 0.9f));
+    const BatchNormParams p = batch_norm_params(*ctx.node, ctx.inputs[0].shape);
+    epsilon_ = static_cast<double>(p.epsilon);
+    factor_ = 1.0 - static_cast<double>(p.momentum);
     if (epsilon_ < CUDNN_BN_MIN_EPSILON)
       return Status::unsupported(label_ + ": epsilon " + std::to_string(epsilon_) + " is below cuDNN's least (" +
                                  std::to_string(CUDNN_BN_MIN_EPSILON) + ")");
@@ -268,13 +269,12 @@ class LayerNormKernel final : public CudaKernel {
 
 }  // namespace
 
-void add_pool_norm_kernels(PluginRegistrar& r, Status& st) {
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"})
-    add(r, st, op, make_factory<PoolKernel>());
-  for (const char* op : {"Softmax", "LogSoftmax"}) add(r, st, op, make_factory<SoftmaxKernel>());
-  add(r, st, "LRN", make_factory<LrnKernel>());
-  add(r, st, "BatchNormalization", make_factory<BatchNormKernel>());
-  add(r, st, "LayerNormalization", make_factory<LayerNormKernel>());
+void add_pool_norm_kernels(BackendRegistration& r) {
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) r.kernel(op, make_factory<PoolKernel>());
+  for (const char* op : {"Softmax", "LogSoftmax"}) r.kernel(op, make_factory<SoftmaxKernel>());
+  r.kernel("LRN", make_factory<LrnKernel>())
+      .kernel("BatchNormalization", make_factory<BatchNormKernel>())
+      .kernel("LayerNormalization", make_factory<LayerNormKernel>());
 }
 
 }  // namespace mosaic::cuda_backend

@@ -7,7 +7,7 @@
 namespace mosaic::cuda_backend {
 namespace {
 
-Status register_cuda(PluginRegistrar& r) {
+Status register_cuda(Registrar& registrar) {
   const std::shared_ptr<CudaDevice>& device = CudaDevice::instance();
   BackendInfo info{"cuda", "GPU 0 through cuDNN, cuBLAS (float32; TF32 with --precision tf32) and its own CUDA kernels, in device memory",
                    [device] { return device->properties(); }, [](Precision p) -> std::string {
@@ -16,14 +16,14 @@ Status register_cuda(PluginRegistrar& r) {
                    }};
   info.device = device;
   info.unavailable = [device] { return device->unavailable(); };
-  MOSAIC_RETURN_IF_ERROR(r.add_backend(std::move(info)));
-  Status st;
-  add_gemm_kernels(r, st);
-  add_eltwise_kernels(r, st);
-  add_conv_kernels(r, st);
-  add_pool_norm_kernels(r, st);
-  add_movement_kernels(r, st);
-  return st;
+  BackendRegistration r(registrar, std::move(info));
+  r.adapt(float32_kernels);
+  add_gemm_kernels(r);
+  add_eltwise_kernels(r);
+  add_conv_kernels(r);
+  add_pool_norm_kernels(r);
+  add_movement_kernels(r);
+  return r.status();
 }
 
 }  // namespace

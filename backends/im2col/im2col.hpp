@@ -3,11 +3,11 @@
 // OpenMP loops. Layout is plain row-major NCHW throughout.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-Status register_im2col_kernels(KernelRegistry& registry);
+Status register_im2col(Registrar& registrar);
 /// The Eigen version compiled in ("3.4.0").
 std::string eigen_version();
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "backends/im2col/im2col.hpp"
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic::im2col_impl {

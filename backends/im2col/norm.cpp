@@ -68,30 +68,26 @@ class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     training_ = ctx.training;
-    momentum_ = ctx.node->attr_float("momentum", 0.9f);
-    eps_ = ctx.node->attr_float("epsilon", 1e-5f);
-    const Shape& x = ctx.inputs[0].shape;
-    n_ = x[0];
-    c_ = x[1];
-    sp_ = shape_numel(x) / std::max<int64_t>(n_ * c_, 1);
+    p_ = batch_norm_params(*ctx.node, ctx.inputs[0].shape);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    ConstArrayMap scale(src[1]->f32(), c_), b(src[2]->f32(), c_), mean(src[3]->f32(), c_), var(src[4]->f32(), c_);
+    const int64_t ch = p_.channels;
+    ConstArrayMap scale(src[1]->f32(), ch), b(src[2]->f32(), ch), mean(src[3]->f32(), ch), var(src[4]->f32(), ch);
     Eigen::ArrayXf mul, add;
     if (training_) {
       batch_statistics(src[0]->f32(), const_cast<float*>(src[3]->f32()), const_cast<float*>(src[4]->f32()));
       mul = scale * invstd_.cast<float>();
       add = b - mean_.cast<float>() * mul;
     } else {
-      mul = scale / (var + eps_).sqrt();
+      mul = scale / (var + p_.epsilon).sqrt();
       add = b - mean * mul;
     }
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t c = 0; c < c_; ++c) {
-        const int64_t o = (n * c_ + c) * sp_;
-        ArrayMap(dst[0]->f32() + o, sp_) = ConstArrayMap(src[0]->f32() + o, sp_) * mul[c] + add[c];
+    for (int64_t n = 0; n < p_.batch; ++n)
+      for (int64_t c = 0; c < p_.channels; ++c) {
+        const int64_t o = (n * p_.channels + c) * p_.spatial;
+        ArrayMap(dst[0]->f32() + o, p_.spatial) = ConstArrayMap(src[0]->f32() + o, p_.spatial) * mul[c] + add[c];
       }
     return Status::ok();
   }
@@ -109,15 +105,15 @@ class BatchNormKernel final : public Kernel {
       zeroed_grad(a, i);
     const float* rmean = a.src[3]->f32();
     const float* rvar = a.src[4]->f32();
-    const double m = static_cast<double>(n_ * sp_);
+    const double m = static_cast<double>(p_.batch * p_.spatial);
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < c_; ++c) {
+    for (int64_t c = 0; c < p_.channels; ++c) {
       const double mean = training_ ? mean_[c] : rmean[c];
-      const double inv = training_ ? invstd_[c] : 1.0 / std::sqrt(static_cast<double>(rvar[c]) + eps_);
+      const double inv = training_ ? invstd_[c] : 1.0 / std::sqrt(static_cast<double>(rvar[c]) + p_.epsilon);
       double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t n = 0; n < n_; ++n) {
-        const int64_t o = (n * c_ + c) * sp_;
-        for (int64_t i = 0; i < sp_; ++i) {
+      for (int64_t n = 0; n < p_.batch; ++n) {
+        const int64_t o = (n * p_.channels + c) * p_.spatial;
+        for (int64_t i = 0; i < p_.spatial; ++i) {
           sum_dy += dy[o + i];
           sum_dy_xhat += dy[o + i] * ((x[o + i] - mean) * inv);
         }
@@ -126,9 +122,9 @@ class BatchNormKernel final : public Kernel {
       if (dshift) dshift[c] = static_cast<float>(sum_dy);
       if (!dx) continue;
       const double k = scale[c] * inv;
-      for (int64_t n = 0; n < n_; ++n) {
-        const int64_t o = (n * c_ + c) * sp_;
-        for (int64_t i = 0; i < sp_; ++i) {
+      for (int64_t n = 0; n < p_.batch; ++n) {
+        const int64_t o = (n * p_.channels + c) * p_.spatial;
+        for (int64_t i = 0; i < p_.spatial; ++i) {
           if (!training_) {
             dx[o + i] = static_cast<float>(dy[o + i] * k);
             continue;
@@ -143,14 +139,13 @@ class BatchNormKernel final : public Kernel {
 
  private:
   void batch_statistics(const float* x, float* running_mean, float* running_var) {
-    mean_.resize(c_);
-    invstd_.resize(c_);
-    batch_norm_statistics(x, n_, c_, sp_, eps_, momentum_, mean_.data(), invstd_.data(), running_mean, running_var);
+    mean_.resize(p_.channels);
+    invstd_.resize(p_.channels);
+    batch_norm_statistics(x, p_.batch, p_.channels, p_.spatial, p_.epsilon, p_.momentum, mean_.data(), invstd_.data(), running_mean, running_var);
   }
 
   bool training_ = false;
-  float momentum_ = 0.9f, eps_ = 1e-5f;
-  int64_t n_ = 0, c_ = 0, sp_ = 0;
+  BatchNormParams p_;
   Eigen::ArrayXd mean_, invstd_;
 };
 

@@ -32,8 +32,8 @@ BackendProperties im2col_properties() {
   return p;
 }
 
-Status register_im2col_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"im2col",
+Status register_im2col(Registrar& registrar) {
+  BackendRegistration r(registrar, {"im2col",
                                    "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm (batch 1: Mosaic's "
                                    "row GEMV), Eigen for the rest",
                                    im2col_properties, nullptr});
@@ -42,19 +42,19 @@ Status register_im2col_kernels(KernelRegistry& registry) {
   im2col_impl::add_gemm_kernels(r);
   im2col_impl::add_eltwise_kernels(r);
   im2col_impl::add_norm_kernels(r);
-  register_view_kernels(r);
-  for (const char* op : {"Transpose", "Concat", "Split", "Pad", "Gather", "Slice", "Cast", "CastLike"}) register_movement_kernel(r, op);
-  register_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
-  register_layer_norm_loop_kernel(r, float32_only);
-  register_rms_norm_loop_kernel(r);  // the fused RMSNorm decompositions (core/fuse_layer_norm.cpp)
-  register_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
-  register_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
-  register_pointwise_kernels(r);
-  register_qdq_kernels(r);  // a QDQ model's activations between the float kernels
-  register_indexing_kernels(r);
-  register_detection_kernels(r);
-  register_resize_kernel(r);
-  register_rnn_kernels(r, im2col_impl::cblas_gemm, float32_data);  // the shared recurrence, sgemm products
+  add_view_kernels(r);
+  for (const char* op : {"Transpose", "Concat", "Split", "Pad", "Gather", "Slice", "Cast", "CastLike"}) add_movement_kernel(r, op);
+  add_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
+  add_layer_norm_loop_kernel(r, float32_only);
+  add_rms_norm_loop_kernel(r);  // the fused RMSNorm decompositions (core/fuse_layer_norm.cpp)
+  add_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
+  add_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
+  add_pointwise_kernels(r);
+  add_qdq_kernels(r);  // a QDQ model's activations between the float kernels
+  add_indexing_kernels(r);
+  add_detection_kernels(r);
+  add_resize_kernel(r);
+  add_rnn_kernels(r, im2col_impl::cblas_gemm, float32_data);  // the shared recurrence, sgemm products
   return r.status();
 }
 

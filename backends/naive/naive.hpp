@@ -2,11 +2,12 @@
 // oracle every other backend is tested against, and it runs constant folding.
 #pragma once
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-/// Registers every naive kernel under the backend name "naive".
-Status register_naive_kernels(KernelRegistry& registry);
+/// The naive backend's registration function (core/registration.hpp): every naive kernel, under
+/// the backend name "naive".
+Status register_naive(Registrar& registrar);
 
 }  // namespace mosaic

@@ -6,7 +6,7 @@
 
 #include "backends/common/grad.hpp"
 #include "backends/naive/naive.hpp"
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic::naive_impl {

@@ -74,12 +74,7 @@ class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     training_ = ctx.training;
-    momentum_ = ctx.node->attr_float("momentum", 0.9f);
-    eps_ = ctx.node->attr_float("epsilon", 1e-5f);
-    const Shape& x = ctx.inputs[0].shape;
-    n_ = x[0];
-    c_ = x[1];
-    sp_ = shape_numel(x) / std::max<int64_t>(n_ * c_, 1);
+    p_ = batch_norm_params(*ctx.node, ctx.inputs[0].shape);
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
@@ -87,11 +82,11 @@ class BatchNormKernel final : public Kernel {
                 *var = src[4]->f32();
     float* y = dst[0]->f32();
     if (training_) return forward_training(x, scale, b, const_cast<float*>(mean), const_cast<float*>(var), y);
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t c = 0; c < c_; ++c) {
-        const float inv = 1.f / std::sqrt(var[c] + eps_);
-        for (int64_t i = 0; i < sp_; ++i) {
-          const int64_t o = (n * c_ + c) * sp_ + i;
+    for (int64_t n = 0; n < p_.batch; ++n)
+      for (int64_t c = 0; c < p_.channels; ++c) {
+        const float inv = 1.f / std::sqrt(var[c] + p_.epsilon);
+        for (int64_t i = 0; i < p_.spatial; ++i) {
+          const int64_t o = (n * p_.channels + c) * p_.spatial + i;
           y[o] = scale[c] * (x[o] - mean[c]) * inv + b[c];
         }
       }
@@ -100,15 +95,15 @@ class BatchNormKernel final : public Kernel {
 
   Status forward_training(const float* x, const float* scale, const float* b, float* running_mean,
                           float* running_var, float* y) {
-    batch_mean_.assign(static_cast<size_t>(c_), 0.0);
-    batch_invstd_.assign(static_cast<size_t>(c_), 0.0);
-    batch_norm_statistics(x, n_, c_, sp_, eps_, momentum_, batch_mean_.data(), batch_invstd_.data(), running_mean,
+    batch_mean_.assign(static_cast<size_t>(p_.channels), 0.0);
+    batch_invstd_.assign(static_cast<size_t>(p_.channels), 0.0);
+    batch_norm_statistics(x, p_.batch, p_.channels, p_.spatial, p_.epsilon, p_.momentum, batch_mean_.data(), batch_invstd_.data(), running_mean,
                           running_var);
-    for (int64_t c = 0; c < c_; ++c) {
+    for (int64_t c = 0; c < p_.channels; ++c) {
       const double mean = batch_mean_[c];
-      for (int64_t n = 0; n < n_; ++n)
-        for (int64_t i = 0; i < sp_; ++i) {
-          const int64_t o = (n * c_ + c) * sp_ + i;
+      for (int64_t n = 0; n < p_.batch; ++n)
+        for (int64_t i = 0; i < p_.spatial; ++i) {
+          const int64_t o = (n * p_.channels + c) * p_.spatial + i;
           y[o] = static_cast<float>(scale[c] * (x[o] - mean) * batch_invstd_[c] + b[c]);
         }
     }
@@ -127,11 +122,11 @@ class BatchNormKernel final : public Kernel {
     float* dshift = zeroed_grad(a, 2);
     zeroed_grad(a, 3);
     zeroed_grad(a, 4);
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t c = 0; c < c_; ++c) {
-        const float inv = 1.f / std::sqrt(var[c] + eps_);
-        for (int64_t i = 0; i < sp_; ++i) {
-          const int64_t o = (n * c_ + c) * sp_ + i;
+    for (int64_t n = 0; n < p_.batch; ++n)
+      for (int64_t c = 0; c < p_.channels; ++c) {
+        const float inv = 1.f / std::sqrt(var[c] + p_.epsilon);
+        for (int64_t i = 0; i < p_.spatial; ++i) {
+          const int64_t o = (n * p_.channels + c) * p_.spatial + i;
           if (dx) dx[o] = dy[o] * scale[c] * inv;
           if (dscale) dscale[c] += dy[o] * (x[o] - mean[c]) * inv;
           if (dshift) dshift[c] += dy[o];
@@ -151,12 +146,12 @@ class BatchNormKernel final : public Kernel {
     float* dshift = zeroed_grad(a, 2);
     zeroed_grad(a, 3);
     zeroed_grad(a, 4);
-    const double m = static_cast<double>(n_ * sp_);
-    for (int64_t c = 0; c < c_; ++c) {
+    const double m = static_cast<double>(p_.batch * p_.spatial);
+    for (int64_t c = 0; c < p_.channels; ++c) {
       double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t n = 0; n < n_; ++n)
-        for (int64_t i = 0; i < sp_; ++i) {
-          const int64_t o = (n * c_ + c) * sp_ + i;
+      for (int64_t n = 0; n < p_.batch; ++n)
+        for (int64_t i = 0; i < p_.spatial; ++i) {
+          const int64_t o = (n * p_.channels + c) * p_.spatial + i;
           const double xhat = (x[o] - batch_mean_[c]) * batch_invstd_[c];
           sum_dy += dy[o];
           sum_dy_xhat += dy[o] * xhat;
@@ -164,9 +159,9 @@ class BatchNormKernel final : public Kernel {
       if (dscale) dscale[c] = static_cast<float>(sum_dy_xhat);
       if (dshift) dshift[c] = static_cast<float>(sum_dy);
       if (!dx) continue;
-      for (int64_t n = 0; n < n_; ++n)
-        for (int64_t i = 0; i < sp_; ++i) {
-          const int64_t o = (n * c_ + c) * sp_ + i;
+      for (int64_t n = 0; n < p_.batch; ++n)
+        for (int64_t i = 0; i < p_.spatial; ++i) {
+          const int64_t o = (n * p_.channels + c) * p_.spatial + i;
           const double xhat = (x[o] - batch_mean_[c]) * batch_invstd_[c];
           dx[o] = static_cast<float>(scale[c] * batch_invstd_[c] / m * (m * dy[o] - sum_dy - xhat * sum_dy_xhat));
         }
@@ -176,8 +171,7 @@ class BatchNormKernel final : public Kernel {
 
  private:
   bool training_ = false;
-  float momentum_ = 0.9f, eps_ = 1e-5f;
-  int64_t n_ = 0, c_ = 0, sp_ = 0;
+  BatchNormParams p_;
   std::vector<double> batch_mean_, batch_invstd_;
 };
 
@@ -386,7 +380,7 @@ void add_norm_kernels(BackendRegistration& r) {
   r.kernel("LpNormalization", make_factory<LpNormKernel>());
   r.kernel("MeanVarianceNormalization", make_factory<MvnKernel>());
   r.kernel("InstanceNormalization", make_factory<InstanceNormKernel>());
-  register_rms_norm_loop_kernel(r);  // the shared loop (common/layer_norm.hpp)
+  add_rms_norm_loop_kernel(r);  // the shared loop (common/layer_norm.hpp)
   r.kernel("Softmax", make_factory<SoftmaxKernel>());
   r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
   r.kernel("BatchNormalization", make_factory<BatchNormKernel>());

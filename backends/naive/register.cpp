@@ -27,8 +27,8 @@
 
 namespace mosaic {
 
-Status register_naive_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry, {"naive",
+Status register_naive(Registrar& registrar) {
+  BackendRegistration r(registrar, {"naive",
                                    "plain loops in float32 and int64 (float16/bfloat16 and the narrow integers widened): "
                                    "the reference oracle every backend is checked against",
                                    nullptr, nullptr});
@@ -39,30 +39,30 @@ Status register_naive_kernels(KernelRegistry& registry) {
   naive_impl::add_gemm_kernels(r);
   naive_impl::add_eltwise_kernels(r);
   naive_impl::add_norm_kernels(r);
-  register_logic_kernels(r);
-  register_pointwise_kernels(r);
-  register_indexing_kernels(r);
-  register_resize_kernel(r);
-  register_onnx_attention_kernel(r);
-  register_loss_op_kernels(r);
-  register_quantize_kernels(r);
-  register_ms_quantize_kernels(r);
-  register_control_flow_kernels(r);
-  register_signal_kernels(r);
-  register_einsum_kernel(r);
-  register_grid_sample_kernel(r);
-  register_detection_kernels(r);
-  register_rearrange_kernels(r);
-  register_rnn_kernels(r, loop_gemm<float>, float32_data);
-  register_attention_kernel(r, loop_gemm<float>, false);
+  add_logic_kernels(r);
+  add_pointwise_kernels(r);
+  add_indexing_kernels(r);
+  add_resize_kernel(r);
+  add_onnx_attention_kernel(r);
+  add_loss_op_kernels(r);
+  add_quantize_kernels(r);
+  add_ms_quantize_kernels(r);
+  add_control_flow_kernels(r);
+  add_signal_kernels(r);
+  add_einsum_kernel(r);
+  add_grid_sample_kernel(r);
+  add_detection_kernels(r);
+  add_rearrange_kernels(r);
+  add_rnn_kernels(r, loop_gemm<float>, float32_data);
+  add_attention_kernel(r, loop_gemm<float>, false);
   naive_impl::add_shape_op_kernels(r);
   naive_impl::add_variadic_kernels(r);
-  register_reduce_loop_kernels(r, {});
-  register_arg_extreme_kernels(r);
-  register_layer_norm_loop_kernel(r, {});
-  register_view_kernels(r);
+  add_reduce_loop_kernels(r, {});
+  add_arg_extreme_kernels(r);
+  add_layer_norm_loop_kernel(r, {});
+  add_view_kernels(r);
   for (const char* op : {"Transpose", "Concat", "Split", "Slice", "Pad", "Gather", "Cast", "CastLike", "Shape", "Size", "Constant", "ConstantOfShape"})
-    register_movement_kernel(r, op);
+    add_movement_kernel(r, op);
   return r.status();
 }
 

@@ -109,6 +109,16 @@ std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a
   }
 }
 
+std::optional<algorithm> binary_algorithm(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return algorithm::binary_add;
+    case BinaryOp::kSub: return algorithm::binary_sub;
+    case BinaryOp::kMul: return algorithm::binary_mul;
+    case BinaryOp::kDiv: return algorithm::binary_div;
+    default: return std::nullopt;  // no oneDNN algorithm: the shared loop, or elsewhere
+  }
+}
+
 Expected<dnnl::primitive_attr> activation_attr(const Activation& act, const Node& node) {
   dnnl::primitive_attr attr;
   if (!act.active()) return attr;

@@ -100,14 +100,9 @@ class BinaryKernel final : public Kernel {
     auto op = binary_op_of(ctx.node->op_type);
     if (!op) return Status::internal(ctx.node->label() + ": not a binary op");
     op_ = *op;
-    algorithm alg = algorithm::binary_add;
-    switch (op_) {
-      case BinaryOp::kAdd: alg = algorithm::binary_add; break;
-      case BinaryOp::kSub: alg = algorithm::binary_sub; break;
-      case BinaryOp::kMul: alg = algorithm::binary_mul; break;
-      case BinaryOp::kDiv: alg = algorithm::binary_div; break;
-      default: return Status::unsupported(ctx.node->label() + ": oneDNN has no binary algorithm for " + ctx.node->op_type);
-    }
+    const auto found = binary_algorithm(op_);
+    if (!found) return Status::unsupported(ctx.node->label() + ": oneDNN has no binary algorithm for " + ctx.node->op_type);
+    const algorithm alg = *found;
     const Shape& out = ctx.outputs[0].shape;
     a_shape_ = ctx.inputs[0].shape;
     b_shape_ = ctx.inputs[1].shape;
@@ -191,8 +186,7 @@ Status unary_supported(const KernelContext& ctx) {
 
 Status binary_supported(const KernelContext& ctx) {
   MOSAIC_RETURN_IF_ERROR(float32_only(ctx));
-  const BinaryOp op = *binary_op_of(ctx.node->op_type);
-  if (op != BinaryOp::kAdd && op != BinaryOp::kSub && op != BinaryOp::kMul && op != BinaryOp::kDiv)
+  if (!binary_algorithm(*binary_op_of(ctx.node->op_type)))
     return Status::unsupported(ctx.node->label() + ": oneDNN has no binary algorithm for " + ctx.node->op_type);
   return Status::ok();
 }
@@ -232,7 +226,7 @@ void add_eltwise_kernels(BackendRegistration& r) {
     return unary_loop_vectorised(*unary_op_of(ctx.node->op_type)) ? kLoopMaxElements : kScalarLoopMaxElements;
   };
   for (const auto& b : kBinaryOps)
-    if (b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub || b.op == BinaryOp::kMul || b.op == BinaryOp::kDiv)
+    if (binary_algorithm(b.op))
       r.kernel(b.name, primitive_or_loop<BinaryKernel>(binary_loop_factory(), binary_max),
                {LayoutUse::kInference, binary_supported});
   r.kernel("Pow", binary_loop_factory(), {LayoutUse::kNone, float32_only});

@@ -53,15 +53,16 @@ class BatchNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     const Shape& x = ctx.inputs[0].shape;
-    c_ = x[1];
-    m_ = shape_numel(x) / std::max<int64_t>(c_, 1);
+    const BatchNormParams p = batch_norm_params(*ctx.node, x);
+    c_ = p.channels;
+    m_ = p.batch * p.spatial;
     training_ = ctx.training;
-    momentum_ = ctx.node->attr_float("momentum", 0.9f);
+    momentum_ = p.momentum;
     if (training_ && ctx.input_layout(0))
       return Status::unsupported(ctx.node->label() + ": training on a blocked input layout");
     return guarded(*ctx.node, [&]() -> Status {
       const memory::desc md = input_md(ctx, 0);
-      const float eps = ctx.node->attr_float("epsilon", 1e-5f);
+      const float eps = p.epsilon;
       auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
       if (!training_) flags = flags | dnnl::normalization_flags::use_global_stats;
       dnnl::batch_normalization_forward::desc d(

@@ -7,11 +7,11 @@
 
 #include <string>
 
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 
 namespace mosaic {
 
-Status register_onednn_kernels(KernelRegistry& registry);
+Status register_onednn(Registrar& registrar);
 /// The Status for a dnnl::error (status code `status`, text `what`) raised for `node`. Only
 /// dnnl_unimplemented, oneDNN's "no implementation for this configuration", is a decline
 /// (kUnsupported: the planner falls back and reports why). Any other error (invalid arguments,

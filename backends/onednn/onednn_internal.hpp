@@ -11,7 +11,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/onednn/onednn.hpp"
-#include "core/kernel.hpp"
+#include "core/registration.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic::onednn_impl {
@@ -48,6 +48,10 @@ struct EltwiseAlgorithm {
   bool backward_from_dst;
 };
 std::optional<EltwiseAlgorithm> eltwise_algorithm(UnaryOp op, const UnaryArgs& a);
+/// A binary row (operators/eltwise.hpp) as a oneDNN binary algorithm; nullopt where oneDNN
+/// has none (Pow: the shared loop runs it). The one list the binary kernel, its check and its
+/// registration read.
+std::optional<algorithm> binary_algorithm(BinaryOp op);
 /// A fused activation as an eltwise post-op (unsupported where oneDNN has no algorithm).
 Expected<dnnl::primitive_attr> activation_attr(const Activation& act, const Node& node);
 

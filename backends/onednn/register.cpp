@@ -109,8 +109,8 @@ BackendProperties onednn_properties() {
   return p;
 }
 
-Status register_onednn_kernels(KernelRegistry& registry) {
-  BackendRegistration r(registry,
+Status register_onednn(Registrar& registrar) {
+  BackendRegistration r(registrar,
                         {"onednn",
                          "oneDNN primitives, in its blocked layouts along chains of layout-aware ops; "
                          "batch-1 Gemm by Mosaic's row GEMV; small tensors by Mosaic's loops",
@@ -124,23 +124,23 @@ Status register_onednn_kernels(KernelRegistry& registry) {
   onednn_impl::add_reduce_kernels(r);
   onednn_impl::add_layer_norm_kernels(r);
   // The fused attention node: blocks of rows per thread, oneDNN's sgemm for the products.
-  register_attention_kernel(r, dnnl_gemm, true);
+  add_attention_kernel(r, dnnl_gemm, true);
   // Token models' index and mask ops: oneDNN has no primitive for them; the shared loops
   // (byte moves and comparisons) run them in place of a fallback to naive.
-  for (const char* op : {"Split", "Gather", "Slice", "Cast", "CastLike"}) register_movement_kernel(r, op);
-  register_logic_kernels(r);
-  register_rearrange_kernels(r);
-  register_pointwise_kernels(r);
-  register_qdq_kernels(r);  // a QDQ model's activations between the float kernels
-  register_indexing_kernels(r);
-  register_detection_kernels(r);
-  register_resize_kernel(r);
+  for (const char* op : {"Split", "Gather", "Slice", "Cast", "CastLike"}) add_movement_kernel(r, op);
+  add_logic_kernels(r);
+  add_rearrange_kernels(r);
+  add_pointwise_kernels(r);
+  add_qdq_kernels(r);  // a QDQ model's activations between the float kernels
+  add_indexing_kernels(r);
+  add_detection_kernels(r);
+  add_resize_kernel(r);
   // The recurrent ops: the shared recurrence (backends/common/rnn.hpp) with oneDNN's sgemm.
-  register_rnn_kernels(r, dnnl_gemm, float32_data);
+  add_rnn_kernels(r, dnnl_gemm, float32_data);
   // RMSNorm (the fused decompositions of today's decoders): oneDNN's layer normalisation
   // subtracts the mean, so the shared row loop.
-  register_rms_norm_loop_kernel(r);
-  register_view_kernels(r);
+  add_rms_norm_loop_kernel(r);
+  add_view_kernels(r);
   return r.status();
 }
 

@@ -171,10 +171,10 @@ class MatMulKernel final : public TorchKernel {
 
 }  // namespace
 
-Status register_conv_gemm(PluginRegistrar& r) {
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Conv", make_factory<ConvKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Gemm", make_factory<GemmKernel>()));
-  return r.add_kernel(kName, "MatMul", make_factory<MatMulKernel>());
+void add_conv_gemm_kernels(BackendRegistration& r) {
+  r.kernel("Conv", make_factory<ConvKernel>())
+      .kernel("Gemm", make_factory<GemmKernel>())
+      .kernel("MatMul", make_factory<MatMulKernel>());
 }
 
 }  // namespace mosaic::torch_backend

@@ -3,6 +3,8 @@
 // (threshold_backward, leaky_relu_backward, gelu_backward, ...; a few composites where
 // autograd composes too), and Softmax/LogSoftmax.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "backends/torch/torch_kernel.hpp"
 
@@ -125,6 +127,18 @@ std::optional<TorchUnary> torch_unary(UnaryOp op) {
 
 namespace {
 
+/// Whether ATen computes binary row `op` here: BinaryKernel's cases.
+bool torch_binary(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+    case BinaryOp::kMul:
+    case BinaryOp::kDiv:
+    case BinaryOp::kPow: return true;
+    default: return false;  // no ATen mapping: not registered, the planner places it elsewhere
+  }
+}
+
 class UnaryKernel final : public TorchKernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -170,16 +184,10 @@ class BinaryKernel final : public TorchKernel {
     const auto op = binary_op_of(ctx.node->op_type);
     if (!op) return Status::unsupported(label_ + ": not a binary op of the torch backend");
     op_ = *op;
+    if (!torch_binary(op_)) return Status::unsupported(label_ + ": the torch backend has no ATen function for " + ctx.node->op_type);
     a_shape_ = ctx.inputs[0].shape;
     b_shape_ = ctx.inputs[1].shape;
-    switch (op_) {
-      case BinaryOp::kAdd:
-      case BinaryOp::kSub:
-      case BinaryOp::kMul:
-      case BinaryOp::kDiv:
-      case BinaryOp::kPow: return Status::ok();
-      default: return Status::unsupported(label_ + ": the torch backend has no ATen function for " + ctx.node->op_type);
-    }
+    return Status::ok();
   }
   bool has_backward() const override { return true; }
   bool backward_reads_input(size_t) const override { return binary_info(op_).backward_reads_inputs; }
@@ -195,7 +203,7 @@ class BinaryKernel final : public TorchKernel {
       case BinaryOp::kMul: at::mul_out(y, a, b); return;
       case BinaryOp::kDiv: at::div_out(y, a, b); return;
       case BinaryOp::kPow: at::pow_out(y, a, b); return;
-      default: return;  // declined in init
+      default: throw std::logic_error("no ATen function for " + std::string(binary_info(op_).name));  // declined in init
     }
   }
   // The gradient of each operand, summed over the axes it was broadcast along.
@@ -223,7 +231,7 @@ class BinaryKernel final : public TorchKernel {
         if (da) write(reduce_to(at::where(b == 0, at::zeros_like(dy), dy * b * a.pow(b - 1)), a_shape_), da);
         if (db) write(reduce_to(at::where((a == 0) & (b >= 0), at::zeros_like(dy), dy * a.pow(b) * a.log()), b_shape_), db);
         return;
-      default: return;
+      default: throw std::logic_error("no ATen gradient for " + std::string(binary_info(op_).name));  // declined in init
     }
   }
 
@@ -262,12 +270,14 @@ class SoftmaxKernel final : public TorchKernel {
 
 }  // namespace
 
-Status register_eltwise(PluginRegistrar& r) {
-  for (const auto& u : kUnaryOps) MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, u.name, make_factory<UnaryKernel>()));
-  for (const auto& b : kBinaryOps) MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, b.name, make_factory<BinaryKernel>()));
-  for (const char* op : {"Softmax", "LogSoftmax"})
-    MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, op, make_factory<SoftmaxKernel>()));
-  return Status::ok();
+void add_eltwise_kernels(BackendRegistration& r) {
+  // The rows of operators/eltwise.hpp that ATen computes here, and only those: any other row
+  // has no torch kernel, and the registry says so.
+  for (const auto& u : kUnaryOps)
+    if (torch_unary(u.op)) r.kernel(u.name, make_factory<UnaryKernel>());
+  for (const auto& b : kBinaryOps)
+    if (torch_binary(b.op)) r.kernel(b.name, make_factory<BinaryKernel>());
+  for (const char* op : {"Softmax", "LogSoftmax"}) r.kernel(op, make_factory<SoftmaxKernel>());
 }
 
 }  // namespace mosaic::torch_backend

@@ -214,15 +214,14 @@ class LogicKernel final : public AnyTypeKernel {
 
 }  // namespace
 
-Status register_index_ops(PluginRegistrar& r) {
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Transpose", make_factory<TransposeKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Slice", make_factory<SliceKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Gather", make_factory<GatherKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Expand", make_factory<ExpandKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Where", make_factory<WhereKernel>()));
-  for (const auto& c : kCompareOps) MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, c.name, make_factory<LogicKernel>()));
-  for (const char* op : {"Cast", "Not"}) MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, op, make_factory<LogicKernel>()));
-  return Status::ok();
+void add_index_kernels(BackendRegistration& r) {
+  r.kernel("Transpose", make_factory<TransposeKernel>())
+      .kernel("Slice", make_factory<SliceKernel>())
+      .kernel("Gather", make_factory<GatherKernel>())
+      .kernel("Expand", make_factory<ExpandKernel>())
+      .kernel("Where", make_factory<WhereKernel>());
+  for (const auto& c : kCompareOps) r.kernel(c.name, make_factory<LogicKernel>());
+  for (const char* op : {"Cast", "Not"}) r.kernel(op, make_factory<LogicKernel>());
 }
 
 }  // namespace mosaic::torch_backend

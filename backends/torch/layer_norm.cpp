@@ -48,8 +48,6 @@ class LayerNormKernel final : public TorchKernel {
 
 }  // namespace
 
-Status register_layer_norm(PluginRegistrar& r) {
-  return r.add_kernel(kName, "LayerNormalization", make_factory<LayerNormKernel>());
-}
+void add_layer_norm_kernels(BackendRegistration& r) { r.kernel("LayerNormalization", make_factory<LayerNormKernel>()); }
 
 }  // namespace mosaic::torch_backend

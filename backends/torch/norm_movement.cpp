@@ -15,10 +15,11 @@ class BatchNormKernel final : public TorchKernel {
       if (ctx.has_output(i))
         return Status::unsupported(label_ + ": the torch backend writes BatchNormalization's Y only");
     if (ctx.inputs[0].shape.size() < 2) return Status::unsupported(label_ + ": BatchNormalization of rank < 2");
-    eps_ = ctx.node->attr_float("epsilon", 1e-5f);
+    const BatchNormParams p = batch_norm_params(*ctx.node, ctx.inputs[0].shape);
+    eps_ = p.epsilon;
     // ONNX: running = momentum * running + (1 - momentum) * batch; PyTorch weighs the
     // batch statistic by its momentum. Both update the variance with the unbiased estimate.
-    momentum_ = 1.0 - ctx.node->attr_float("momentum", 0.9f);
+    momentum_ = 1.0 - p.momentum;
     return Status::ok();
   }
   bool has_backward() const override { return true; }
@@ -167,15 +168,14 @@ class PadKernel final : public MovementKernel {
 
 }  // namespace
 
-Status register_norm_movement(PluginRegistrar& r) {
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "BatchNormalization", make_factory<BatchNormKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Concat", make_factory<ConcatKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Split", make_factory<SplitKernel>()));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, "Pad", make_factory<PadKernel>()));
+void add_norm_movement_kernels(BackendRegistration& r) {
+  r.kernel("BatchNormalization", make_factory<BatchNormKernel>())
+      .kernel("Concat", make_factory<ConcatKernel>())
+      .kernel("Split", make_factory<SplitKernel>())
+      .kernel("Pad", make_factory<PadKernel>());
   // The views move no data: Mosaic's view kernel (the output is the input's memory).
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-    MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, op, view_kernel_factory()));
-  return r.add_kernel(kName, "Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.kernel(op, view_kernel_factory());
+  r.kernel("Dropout", [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
     if (ctx.training || ctx.has_output(1))  // its mask is drawn from Mosaic's generator, on naive
       return Status::unsupported(ctx.node->label() + ": the torch backend has no Dropout with a mask (training or a mask output)");
     return view_kernel_factory()(ctx);

@@ -133,10 +133,8 @@ class PoolKernel final : public TorchKernel {
 
 }  // namespace
 
-Status register_pooling(PluginRegistrar& r) {
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"})
-    MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, op, make_factory<PoolKernel>()));
-  return Status::ok();
+void add_pool_kernels(BackendRegistration& r) {
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) r.kernel(op, make_factory<PoolKernel>());
 }
 
 }  // namespace mosaic::torch_backend

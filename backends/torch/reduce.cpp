@@ -99,9 +99,8 @@ class ReduceKernel final : public TorchKernel {
 
 }  // namespace
 
-Status register_reduce(PluginRegistrar& r) {
-  for (const auto& op : kReduceOps) MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, op.name, make_factory<ReduceKernel>()));
-  return Status::ok();
+void add_reduce_kernels(BackendRegistration& r) {
+  for (const auto& op : kReduceOps) r.kernel(op.name, make_factory<ReduceKernel>());
 }
 
 }  // namespace mosaic::torch_backend

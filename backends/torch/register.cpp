@@ -84,18 +84,19 @@ BackendProperties properties() {
   return p;
 }
 
-Status register_torch(PluginRegistrar& r) {
+Status register_torch(Registrar& registrar) {
   follow_thread_count(omp_get_max_threads());
-  MOSAIC_RETURN_IF_ERROR(r.add_backend(
-      {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers", properties, nullptr}));
-  MOSAIC_RETURN_IF_ERROR(register_conv_gemm(r));
-  MOSAIC_RETURN_IF_ERROR(register_pooling(r));
-  MOSAIC_RETURN_IF_ERROR(register_eltwise(r));
-  MOSAIC_RETURN_IF_ERROR(register_norm_movement(r));
-  MOSAIC_RETURN_IF_ERROR(register_reduce(r));
-  MOSAIC_RETURN_IF_ERROR(register_layer_norm(r));
-  MOSAIC_RETURN_IF_ERROR(register_rnn(r));
-  return register_index_ops(r);
+  BackendRegistration r(registrar, {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers",
+                                    properties, nullptr});
+  add_conv_gemm_kernels(r);
+  add_pool_kernels(r);
+  add_eltwise_kernels(r);
+  add_norm_movement_kernels(r);
+  add_reduce_kernels(r);
+  add_layer_norm_kernels(r);
+  add_rnn_kernels(r);
+  add_index_kernels(r);
+  return r.status();
 }
 
 }  // namespace

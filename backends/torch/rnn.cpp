@@ -25,10 +25,6 @@ void aten_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
 
 }  // namespace
 
-Status register_rnn(PluginRegistrar& r) {
-  for (const char* op : {"RNN", "GRU", "LSTM"})
-    MOSAIC_RETURN_IF_ERROR(r.add_kernel(kName, op, rnn_kernel_factory(aten_gemm), {LayoutUse::kNone, float32_data}));
-  return Status::ok();
-}
+void add_rnn_kernels(BackendRegistration& r) { mosaic::add_rnn_kernels(r, aten_gemm, float32_data); }
 
 }  // namespace mosaic::torch_backend

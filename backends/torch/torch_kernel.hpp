@@ -71,15 +71,15 @@ at::Tensor reduce_to(const at::Tensor& g, const Shape& shape);
 /// Copies `value` into a Mosaic tensor (element count must match; converted to its dtype).
 void write(const at::Tensor& value, Tensor* into);
 
-// Registration of each family (their .cpp files); register.cpp calls them all.
-Status register_conv_gemm(PluginRegistrar& r);
-Status register_pooling(PluginRegistrar& r);
-Status register_eltwise(PluginRegistrar& r);
-Status register_norm_movement(PluginRegistrar& r);
-Status register_reduce(PluginRegistrar& r);
-Status register_layer_norm(PluginRegistrar& r);
-Status register_index_ops(PluginRegistrar& r);
-Status register_rnn(PluginRegistrar& r);
+// Each family's kernels (their .cpp files), as every backend's: register.cpp calls them all.
+void add_conv_gemm_kernels(BackendRegistration& r);
+void add_pool_kernels(BackendRegistration& r);
+void add_eltwise_kernels(BackendRegistration& r);
+void add_norm_movement_kernels(BackendRegistration& r);
+void add_reduce_kernels(BackendRegistration& r);
+void add_layer_norm_kernels(BackendRegistration& r);
+void add_index_kernels(BackendRegistration& r);
+void add_rnn_kernels(BackendRegistration& r);
 
 inline constexpr const char* kName = "torch";
 

@@ -161,10 +161,11 @@ class TiledRelu final : public mosaic::Kernel {
   }
 };
 
-Status register_tiled(mosaic::PluginRegistrar& r) {
-  MOSAIC_RETURN_IF_ERROR(r.add_backend({"tiled", "example plugin: cache-blocked Gemm and Relu, one thread", nullptr, nullptr}));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel("tiled", "Gemm", mosaic::make_factory<TiledGemm>()));
-  return r.add_kernel("tiled", "Relu", mosaic::make_factory<TiledRelu>());
+// The backend's registration function, as every backend has one (core/registration.hpp).
+Status register_tiled(mosaic::Registrar& registrar) {
+  mosaic::BackendRegistration r(registrar, {"tiled", "example plugin: cache-blocked Gemm and Relu, one thread", nullptr, nullptr});
+  r.kernel("Gemm", mosaic::make_factory<TiledGemm>()).kernel("Relu", mosaic::make_factory<TiledRelu>());
+  return r.status();
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ class NaiveSwish final : public mosaic::Kernel {
   float beta_ = 1.f;
 };
 
-Status register_swish(mosaic::PluginRegistrar& r) {
+Status register_swish(mosaic::Registrar& r) {
   mosaic::OpSchema s;
   s.op_type = "Swish";
   s.domain = kDomain;
@@ -73,7 +73,8 @@ Status register_swish(mosaic::PluginRegistrar& r) {
   s.backward_flops = swish_backward_flops;
   s.summary = "x * sigmoid(beta * x) (example plugin)";
   MOSAIC_RETURN_IF_ERROR(r.add_operator(std::move(s)));
-  return r.add_kernel("naive", "Swish", mosaic::make_factory<NaiveSwish>());
+  // Its reference kernel, added to the naive oracle.
+  return mosaic::BackendRegistration::extend(r, "naive").kernel("Swish", mosaic::make_factory<NaiveSwish>()).status();
 }
 
 }  // namespace

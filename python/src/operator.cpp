@@ -232,7 +232,7 @@ void bind_operators(py::module_& m) {
           classes()[op_type] = cls.release().ptr();
           return;
         }
-        Status st = register_extension(origin, "", [&](PluginRegistrar& r) -> Status {
+        Status st = register_extension(origin, "", [&](Registrar& r) -> Status {
           if (!domain.empty()) {
             OpSchema s;
             s.op_type = op_type;
@@ -244,16 +244,16 @@ void bind_operators(py::module_& m) {
             s.backward_flops = backward_flops_python;
             s.summary = summary;
             MOSAIC_RETURN_IF_ERROR(r.add_operator(std::move(s)));
-            return r.add_kernel("naive", op_type, factory());
+            return BackendRegistration::extend(r, "naive").kernel(op_type, factory()).status();
           }
+          // The python backend opens with its first class; later classes extend it.
           const auto backends = builtin_registry().backends();
-          if (std::find(backends.begin(), backends.end(), kPythonBackend) == backends.end()) {
-            BackendInfo info;
-            info.name = kPythonBackend;
-            info.summary = "operators written in Python (mosaic.Operator), on NumPy arrays";
-            MOSAIC_RETURN_IF_ERROR(r.add_backend(std::move(info)));
-          }
-          return r.add_kernel(kPythonBackend, op_type, factory());
+          if (std::find(backends.begin(), backends.end(), kPythonBackend) != backends.end())
+            return BackendRegistration::extend(r, kPythonBackend).kernel(op_type, factory()).status();
+          BackendInfo info;
+          info.name = kPythonBackend;
+          info.summary = "operators written in Python (mosaic.Operator), on NumPy arrays";
+          return BackendRegistration(r, std::move(info)).kernel(op_type, factory()).status();
         });
         if (!st.is_ok()) raise_status(st);
         classes()[op_type] = cls.release().ptr();

@@ -13,10 +13,10 @@ class Copy final : public mosaic::Kernel {
   }
 };
 
-mosaic::Status register_half(mosaic::PluginRegistrar& r) {
-  MOSAIC_RETURN_IF_ERROR(r.add_backend({"half-registered", "first half of a failing plugin", nullptr, nullptr}));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel("half-registered", "Identity", mosaic::make_factory<Copy>()));
-  return r.add_backend({"naive", "a second naive", nullptr, nullptr});
+mosaic::Status register_half(mosaic::Registrar& registrar) {
+  mosaic::BackendRegistration half(registrar, {"half-registered", "first half of a failing plugin", nullptr, nullptr});
+  MOSAIC_RETURN_IF_ERROR(half.kernel("Identity", mosaic::make_factory<Copy>()).status());
+  return mosaic::BackendRegistration(registrar, {"naive", "a second naive", nullptr, nullptr}).status();
 }
 
 }  // namespace

@@ -11,8 +11,8 @@ class Nothing final : public mosaic::Kernel {
   }
 };
 
-mosaic::Status register_typo(mosaic::PluginRegistrar& r) {
-  return r.add_kernel("naive", "Swsih", mosaic::make_factory<Nothing>());
+mosaic::Status register_typo(mosaic::Registrar& r) {
+  return mosaic::BackendRegistration::extend(r, "naive").kernel("Swsih", mosaic::make_factory<Nothing>()).status();
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 
 namespace {
 
-mosaic::Status register_sim(mosaic::PluginRegistrar& r) {
+mosaic::Status register_sim(mosaic::Registrar& registrar) {
   using namespace mosaic::sim;
   const char* timed = std::getenv("MOSAIC_SIM_TIMED");
   const char* memory = std::getenv("MOSAIC_SIM_MEMORY");
@@ -21,9 +21,9 @@ mosaic::Status register_sim(mosaic::PluginRegistrar& r) {
   if (const char* ns = std::getenv("MOSAIC_SIM_RELU_NS")) device->relu_ns = std::strtoll(ns, nullptr, 10);
   if (const char* ns = std::getenv("MOSAIC_SIM_COPY_NS")) device->copy_ns = std::strtoll(ns, nullptr, 10);
   const char* unavailable = std::getenv("MOSAIC_SIM_UNAVAILABLE");
-  MOSAIC_RETURN_IF_ERROR(r.add_backend(sim_backend_info(device, unavailable ? unavailable : "")));
-  MOSAIC_RETURN_IF_ERROR(r.add_kernel("devsim", "Relu", sim_factory<SimRelu>(device), sim_traits()));
-  return r.add_kernel("devsim", "Add", sim_factory<SimAdd>(device), sim_traits());
+  mosaic::BackendRegistration r(registrar, sim_backend_info(device, unavailable ? unavailable : ""));
+  r.kernel("Relu", sim_factory<SimRelu>(device), sim_traits()).kernel("Add", sim_factory<SimAdd>(device), sim_traits());
+  return r.status();
 }
 
 }  // namespace

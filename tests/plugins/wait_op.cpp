@@ -45,7 +45,7 @@ class Wait final : public mosaic::Kernel {
   bool spin_ = false;
 };
 
-Status register_wait(mosaic::PluginRegistrar& r) {
+Status register_wait(mosaic::Registrar& r) {
   mosaic::OpSchema s;
   s.op_type = "Wait";
   s.domain = "com.mosaic.test";
@@ -53,7 +53,7 @@ Status register_wait(mosaic::PluginRegistrar& r) {
   s.flops = no_flops;
   s.summary = "waits a given time, then copies (test plugin)";
   MOSAIC_RETURN_IF_ERROR(r.add_operator(std::move(s)));
-  return r.add_kernel("naive", "Wait", mosaic::make_factory<Wait>());
+  return mosaic::BackendRegistration::extend(r, "naive").kernel("Wait", mosaic::make_factory<Wait>()).status();
 }
 
 }  // namespace
