@@ -10,7 +10,6 @@
 #include "cli/cli_util.hpp"
 #include "cli/commands.hpp"
 #include "metrics/provenance.hpp"
-#include "metrics/report.hpp"
 #include "metrics/stats.hpp"
 
 namespace mosaic::cli {

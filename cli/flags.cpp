@@ -88,15 +88,27 @@ void add_db(CLI::App* cmd, api::DbOptions& d) {
   cmd->add_flag("--no-db", d.off, "do not record the run");
 }
 
-void add_common(CLI::App* cmd, api::CommonOptions& c) {
-  cmd->add_option("--batch", c.batch, "bind the batch dimension (default: the model's, symbolic = 1)");
-  cmd->add_option("--threads", c.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)");
-  cmd->add_option("--seed", c.seed, "seed of the random input");
-  cmd->add_option("--shape", c.shapes, "bind a symbolic input dimension by name: NAME=N (repeatable)");
-  cmd->add_option("--input", c.inputs,
-                  "an input's values from a file instead of random ones: NAME=FILE, an .npy file or an ONNX "
-                  "TensorProto .pb of the input's type and shape; an integer input read as a shape or "
-                  "position is bound at load (repeatable)");
+namespace {
+CLI::Option* batch_option(CLI::App* cmd, int64_t& batch, const std::string& help) {
+  return cmd->add_option("--batch", batch, help);
+}
+}  // namespace
+
+void add_common(CLI::App* cmd, api::CommonOptions& c, const CommonHelp& help) {
+  auto or_general = [](const std::string& own, const char* general) { return own.empty() ? std::string(general) : own; };
+  batch_option(cmd, c.batch, or_general(help.batch, "bind the batch dimension (default: the model's, symbolic = 1)"));
+  cmd->add_option("--threads", c.threads, or_general(help.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)"));
+  cmd->add_option("--seed", c.seed, or_general(help.seed, "seed of the random input"))->capture_default_str();
+  cmd->add_option("--shape", c.shapes, or_general(help.shape, "bind a symbolic input dimension by name: NAME=N (repeatable)"));
+  if (help.has_input)
+    cmd->add_option("--input", c.inputs,
+                    or_general(help.input, "an input's values from a file instead of random ones: NAME=FILE, an .npy "
+                                           "file or an ONNX TensorProto .pb of the input's type and shape; an integer "
+                                           "input read as a shape or position is bound at load (repeatable)"));
+}
+
+void add_batch(CLI::App* cmd, int64_t& batch, const std::string& help) {
+  batch_option(cmd, batch, help)->capture_default_str();
 }
 
 }  // namespace mosaic::cli

@@ -61,8 +61,17 @@ void add_range_checks(CLI::App& app);
 
 /// --db and --no-db: the results store a command records its run in.
 void add_db(CLI::App* cmd, api::DbOptions& d);
-/// --batch, --threads, --seed, --shape, --input.
-void add_common(CLI::App* cmd, api::CommonOptions& c);
+/// A command's own words for the common options (empty: the general ones); generate has no
+/// --input (it feeds the model itself).
+struct CommonHelp {
+  std::string batch, threads, seed, shape, input;
+  bool has_input = true;
+};
+/// --batch, --threads, --seed, --shape, --input: defined here once for every command that
+/// prepares a model (api::CommonOptions).
+void add_common(CLI::App* cmd, api::CommonOptions& c, const CommonHelp& help = {});
+/// --batch into a command's own field (train's mini-batch, gradcheck's batch), its default shown.
+void add_batch(CLI::App* cmd, int64_t& batch, const std::string& help);
 /// "ring (...); shm (...)": the --collective choices.
 std::string collective_help();
 

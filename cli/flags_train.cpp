@@ -59,7 +59,7 @@ struct TrainFlags {
                           "write a checkpoint at every epoch end: parameters, optimizer state, step, data order, log");
     train_cmd->add_option("--resume", train.resume, "continue the run a --checkpoint file was written by");
     train_cmd->add_option("--weight-decay", train.opt.weight_decay, "weight decay");
-    train_cmd->add_option("--batch", train.batch, "mini-batch size")->capture_default_str();
+    add_batch(train_cmd, train.batch, "mini-batch size");
     train_cmd->add_option("--epochs", train.epochs, "epochs")->capture_default_str();
     train_cmd->add_option("--steps", train.steps, "stop after this many steps (0: no limit)");
     train_cmd->add_option("--steps-per-epoch", train.steps_per_epoch, "cut every epoch short after this many steps");
@@ -117,7 +117,7 @@ struct GradcheckFlags {
                                                  "sharing the reference's evaluations")->capture_default_str();
     gc_cmd->add_option("--assign", gc.assign, "check a mixed placement instead, as bench --assign (a spec or a YAML file)")
         ->excludes(gc_backend_opt);
-    gc_cmd->add_option("--batch", gc.batch, "batch size")->capture_default_str();
+    add_batch(gc_cmd, gc.batch, "batch size");
     gc_cmd->add_option("--fallback", gc_fallback, "backends for nodes the checked one cannot run ('none' to forbid)")
         ->capture_default_str();
     gc_cmd->add_option("--eps", gc.check.eps, "largest finite-difference step (halved until no branch switches)")

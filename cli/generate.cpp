@@ -100,12 +100,14 @@ struct GenerateFlags {
     cmd->add_flag("--refresh-peaks", o.refresh_peaks, "measure the read bandwidth again instead of using the cached one");
     cmd->add_option("--json", json, "write the report as JSON (mosaic.generate/1), every token's time included");
     add_db(cmd, db);
-    // add_common's options but --input: generate feeds the model itself.
-    cmd->add_option("--batch", o.common.batch, "rows generated at once (default: the model's, symbolic = 1)");
-    cmd->add_option("--threads", o.common.threads, "threads for OpenMP, OpenBLAS and oneDNN (default: all cores)");
-    cmd->add_option("--seed", o.common.seed, "seed of the random prompt and of sampling")->capture_default_str();
-    cmd->add_option("--shape", o.common.shapes, "bind another symbolic dimension by name: NAME=N (repeatable; not "
-                                                "the sequence or past length, which generate sets)");
+    // The common options but --input: generate feeds the model itself.
+    CommonHelp help;
+    help.batch = "rows generated at once (default: the model's, symbolic = 1)";
+    help.seed = "seed of the random prompt and of sampling";
+    help.shape = "bind another symbolic dimension by name: NAME=N (repeatable; not the sequence or past length, "
+                 "which generate sets)";
+    help.has_input = false;
+    add_common(cmd, o.common, help);
     return cmd;
   }
 

@@ -116,13 +116,12 @@ struct LoadgenFlags {
     cmd->add_option("--json", json, "write the report as JSON (mosaic.loadgen/1), every query's issue time and "
                                     "latency included");
     add_db(cmd, db);
-    cmd->add_option("--batch", o.common.batch, "samples per query (multi-stream, default 8) or per call (offline, "
-                                               "default 8); single-stream and server queries are one sample");
-    cmd->add_option("--threads", o.common.threads, "threads in all, split among the workers (default: all cores)");
-    cmd->add_option("--seed", o.common.seed, "seed of the random inputs and of the server's arrivals")->capture_default_str();
-    cmd->add_option("--shape", o.common.shapes, "bind a symbolic input dimension by name: NAME=N (repeatable)");
-    cmd->add_option("--input", o.common.inputs, "an input's values from a file instead of random ones: NAME=FILE "
-                                                "(repeatable)");
+    CommonHelp help;
+    help.batch = "samples per query (multi-stream, default 8) or per call (offline, default 8); single-stream and "
+                 "server queries are one sample";
+    help.threads = "threads in all, split among the workers (default: all cores)";
+    help.seed = "seed of the random inputs and of the server's arrivals";
+    add_common(cmd, o.common, help);
     return cmd;
   }
 

@@ -6,7 +6,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "backends/registry.hpp"
 #include "ir/file_io.hpp"
 #include "cli/train.hpp"
 #include "cli/cli_util.hpp"
