@@ -54,7 +54,10 @@ std::string shape_text(const Shape& s) {
 Expected<RnnParams> rnn_params(const OpContext& ctx) {
   const Node& n = *ctx.node;
   RnnParams p;
-  p.cell = n.op_type == "LSTM" ? RnnCell::kLstm : n.op_type == "GRU" ? RnnCell::kGru : RnnCell::kRnn;
+  if (n.op_type == "LSTM") p.cell = RnnCell::kLstm;
+  else if (n.op_type == "GRU") p.cell = RnnCell::kGru;
+  else if (n.op_type == "RNN") p.cell = RnnCell::kRnn;
+  else return Status::invalid(n.label() + ": not a recurrent op (RNN, GRU, LSTM)");
   p.gates = p.cell == RnnCell::kLstm ? 4 : p.cell == RnnCell::kGru ? 3 : 1;
   p.acts_per_dir = p.cell == RnnCell::kLstm ? 3 : p.cell == RnnCell::kGru ? 2 : 1;
   const std::string direction = n.attr_string("direction", "forward");

@@ -82,6 +82,8 @@ PLANTS = [
      "return r.kind == LossRule::kCrossEntropy ? lse : sum;", "cross-entropy's row loss without the label's logit"),
     ("device_unary.hpp", "case BinaryOp::kSub: return DevBinary::kSub;", "case BinaryOp::kSub: return DevBinary::kAdd;",
      "Sub's row mapped to the device's Add"),
+    ("device_geometry.hpp", "case ReduceOp::kL1: return DevReduce::kL1;", "case ReduceOp::kL1: return DevReduce::kL2;",
+     "ReduceL1's row mapped to the device's L2"),
 ]
 
 LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",

@@ -4,6 +4,7 @@
 // any machine.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,25 @@
 #include "operators/reduce.hpp"
 
 namespace mosaic::cuda_backend {
+
+/// The device form of reduction row `op` (reduce_step, dev_reduce_grad); nullopt where it has
+/// none, so that the backend registers only the rows it computes (a row added to
+/// operators/reduce.hpp is declined by name until it has a case here).
+inline std::optional<DevReduce> device_reduce(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return DevReduce::kSum;
+    case ReduceOp::kMean: return DevReduce::kMean;
+    case ReduceOp::kMax: return DevReduce::kMax;
+    case ReduceOp::kMin: return DevReduce::kMin;
+    case ReduceOp::kProd: return DevReduce::kProd;
+    case ReduceOp::kL1: return DevReduce::kL1;
+    case ReduceOp::kL2: return DevReduce::kL2;
+    case ReduceOp::kLogSum: return DevReduce::kLogSum;
+    case ReduceOp::kLogSumExp: return DevReduce::kLogSumExp;
+    case ReduceOp::kSumSquare: return DevReduce::kSumSquare;
+    default: return std::nullopt;
+  }
+}
 
 /// The kept and the reduced axes of `p` (at most 8 dimensions: the caller checks), outermost
 /// first, with their strides in the input.

@@ -296,8 +296,10 @@ class ReduceKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    const ReduceOp op = *reduce_op_of(ctx.node->op_type);
-    op_ = static_cast<DevReduce>(static_cast<int>(op));
+    const auto row = reduce_op_of(ctx.node->op_type);
+    const auto op = row ? device_reduce(*row) : std::nullopt;
+    if (!op) return Status::unsupported(label_ + ": the cuda backend has no kernel for " + ctx.node->op_type);
+    op_ = *op;
     MOSAIC_ASSIGN_OR_RETURN(const ReduceParams p, reduce_params(ctx));
     if (p.axes.empty()) return Status::unsupported(label_ + ": no axis to reduce (noop_with_empty_axes), a copy");
     if (p.in.size() > kMaxAxes) return Status::unsupported(label_ + ": the cuda backend reduces up to 8 dimensions");
@@ -341,10 +343,6 @@ class ReduceKernel final : public CudaKernel {
   DeviceMemory stats_;  // backward of Max, Min, Prod: each output's ties or zeros
 };
 
-static_assert(static_cast<int>(ReduceOp::kSumSquare) == static_cast<int>(DevReduce::kSumSquare) &&
-                  static_cast<int>(ReduceOp::kLogSumExp) == static_cast<int>(DevReduce::kLogSumExp),
-              "DevReduce follows operators/reduce.hpp's rows");
-
 }  // namespace
 
 void add_movement_kernels(BackendRegistration& r) {
@@ -352,7 +350,8 @@ void add_movement_kernels(BackendRegistration& r) {
       .kernel("Slice", make_factory<SliceKernel>())
       .kernel("Transpose", make_factory<TransposeKernel>())
       .kernel("Concat", make_factory<ConcatKernel>());
-  for (const ReduceOpInfo& info : kReduceOps) r.kernel(info.name, make_factory<ReduceKernel>());
+  for (const ReduceOpInfo& info : kReduceOps)
+    if (device_reduce(info.op)) r.kernel(info.name, make_factory<ReduceKernel>());
   // Gather takes float32 data and int64 indices, run-time ones too (its own check, in place of
   // float32_kernels').
   r.kernel("Gather", make_factory<GatherKernel>(), KernelTraits{LayoutUse::kNone, [](const KernelContext& ctx) {

@@ -28,8 +28,12 @@ __device__ double reduce_step(DevReduce op, double acc, double v) {
     case DevReduce::kL1: return acc + fabs(v);
     case DevReduce::kL2:
     case DevReduce::kSumSquare: return acc + v * v;
-    default: return acc + v;  // Sum, Mean, LogSum; LogSumExp adds exp(x - max) (see below)
+    case DevReduce::kSum:
+    case DevReduce::kMean:
+    case DevReduce::kLogSum:
+    case DevReduce::kLogSumExp: return acc + v;  // LogSumExp adds exp(x - max) (see below)
   }
+  return acc + v;
 }
 
 __global__ void reduce_kernel(DevReduce op, ReduceGeometry g, const float* x, float* y, int64_t n_out) {

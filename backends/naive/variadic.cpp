@@ -15,7 +15,11 @@ class VariadicKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     const std::string& op = ctx.node->op_type;
-    kind_ = op == "Sum" ? Kind::kSum : op == "Mean" ? Kind::kMean : op == "Max" ? Kind::kMax : Kind::kMin;
+    if (op == "Sum") kind_ = Kind::kSum;
+    else if (op == "Mean") kind_ = Kind::kMean;
+    else if (op == "Max") kind_ = Kind::kMax;
+    else if (op == "Min") kind_ = Kind::kMin;
+    else return Status::internal(ctx.node->label() + ": not a variadic op (Sum, Mean, Max, Min)");
     out_ = ctx.outputs[0].shape;
     for (const auto& in : ctx.inputs) strides_.push_back(broadcast_strides(in.shape, out_));
     int64_ = ctx.outputs[0].dtype == DType::kI64;
