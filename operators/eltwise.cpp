@@ -12,7 +12,8 @@ UnaryArgs unary_args(UnaryOp op, const OpContext& ctx) {
     case UnaryOp::kLeakyRelu: a.alpha = n.attr_float("alpha", 0.01f); break;
     case UnaryOp::kElu:
     case UnaryOp::kCelu:
-    case UnaryOp::kSwish: a.alpha = n.attr_float("alpha", 1.0f); break;
+    case UnaryOp::kSwish:
+    case UnaryOp::kThresholdedRelu: a.alpha = n.attr_float("alpha", 1.0f); break;
     case UnaryOp::kSelu:
       a.alpha = n.attr_float("alpha", 1.67326319217681884765625f);
       a.gamma = n.attr_float("gamma", 1.05070102214813232421875f);

@@ -36,6 +36,7 @@ enum class UnaryOp {
   kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kExp, kLog, kSqrt, kErf, kNeg, kAbs, kReciprocal,
   kSoftplus, kSoftsign, kElu, kSelu, kHardSigmoid, kHardSwish, kGelu, kSin, kCos,
   kTan, kSinh, kCosh, kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kMish, kCelu, kSwish,
+  kThresholdedRelu,
   kCount  // not an op: the number of ops
 };
 
@@ -223,6 +224,13 @@ inline constexpr std::array<UnaryOpInfo, static_cast<size_t>(UnaryOp::kCount)> k
        return s + a.alpha * x * s * (1 - s);
      },
      0, nullptr, nullptr, true},
+    // The function itself jumps at alpha (from 0 to alpha): the two pieces let gradcheck
+    // take one-sided differences there. dy/dx is torch.threshold's, 1 strictly above alpha.
+    {UnaryOp::kThresholdedRelu, "ThresholdedRelu", "x if x > alpha else 0", 1, true, false, 1, 1,
+     [](double x, const UnaryArgs& a) { return x > a.alpha ? x : 0.0; },
+     [](double x, double, const UnaryArgs& a) { return x > a.alpha ? 1.0 : 0.0; },
+     1, [](int, const UnaryArgs& a) { return a.alpha; },
+     [](int, bool above, double x, const UnaryArgs&) { return above ? x : 0.0; }, false},
 }};
 // clang-format on
 

@@ -1,7 +1,7 @@
 // Element-wise ops outside the differentiable tables of operators/eltwise.hpp: rounding
 // (Floor, Ceil, Round), Sign, the classifications IsNaN and IsInf, Mod, and the bit ops
 // (BitShift, BitwiseAnd/Or/Xor/Not), and the activations without a backward here (PRelu,
-// Shrink, ThresholdedRelu, SwiGLU). One row each: name, arity, the dtypes ONNX gives them
+// Shrink, SwiGLU). One row each: name, arity, the dtypes ONNX gives them
 // (floats, integers or both), whether the result is bool, whether it works on an integer's
 // bits (then uint64 too, exactly); the mathematics below. They have no backward: PyTorch's gradient of each is zero
 // almost everywhere, and a training plan through one is refused naming it.
@@ -23,7 +23,7 @@ struct OpSchema;
 
 enum class PointwiseOp {
   kFloor, kCeil, kRound, kSign, kIsNaN, kIsInf, kMod, kBitShift, kBitwiseAnd, kBitwiseOr, kBitwiseXor, kBitwiseNot,
-  kPRelu, kShrink, kThresholdedRelu, kSwiGLU,
+  kPRelu, kShrink, kSwiGLU,
   kCount
 };
 
@@ -57,7 +57,6 @@ inline constexpr std::array<PointwiseOpInfo, static_cast<size_t>(PointwiseOp::kC
     {PointwiseOp::kBitwiseNot, "BitwiseNot", "~a", 1, false, true, false, true},
     {PointwiseOp::kPRelu, "PRelu", "x if x >= 0 else slope * x, slope broadcast onto x", 2, true, true, false, false},
     {PointwiseOp::kShrink, "Shrink", "x + bias if x < -lambd, x - bias if x > lambd, else 0", 1, true, true, false, false},
-    {PointwiseOp::kThresholdedRelu, "ThresholdedRelu", "x if x > alpha else 0", 1, true, false, false, false},
     {PointwiseOp::kSwiGLU, "SwiGLU", "a * sigmoid(alpha * a) * b", 2, true, false, false, false},
 }};
 // clang-format on
@@ -83,7 +82,7 @@ struct PointwiseArgs {
   bool shift_left = true;
   bool unsigned64 = false;  ///< the int64 values are uint64's bits: RIGHT shifts in zeros
   double bias = 0, lambd = 0.5;  ///< Shrink's
-  double alpha = 1;              ///< ThresholdedRelu's and SwiGLU's
+  double alpha = 1;              ///< SwiGLU's
 };
 
 /// The op on float32 (IsNaN and IsInf: 1 or 0). Round uses the current rounding mode, C's
@@ -104,7 +103,6 @@ inline float pointwise_forward(PointwiseOp op, float a, float b, const Pointwise
     case PointwiseOp::kPRelu: return a < 0 ? b * a : a;
     case PointwiseOp::kShrink:
       return a < -args.lambd ? static_cast<float>(a + args.bias) : a > args.lambd ? static_cast<float>(a - args.bias) : 0.f;
-    case PointwiseOp::kThresholdedRelu: return a > args.alpha ? a : 0.f;
     case PointwiseOp::kSwiGLU: return static_cast<float>(a / (1 + std::exp(-args.alpha * a)) * b);
     case PointwiseOp::kBitShift:  // integers only (the schema refuses floats)
     case PointwiseOp::kBitwiseAnd:

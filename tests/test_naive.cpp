@@ -175,6 +175,10 @@ TEST(Naive, ElementwiseOpsByHand) {
   EXPECT_NEAR(at("Atanh", 0.5f), 0.54930614f, 1e-6);
   EXPECT_NEAR(at("Mish", 1), 0.86509839f, 1e-6);  // tanh(ln(1 + e))
   EXPECT_NEAR(at("Celu", -1, {{"alpha", A::of_float(2)}}), 2 * (std::exp(-0.5f) - 1), 1e-6);
+  EXPECT_NEAR(at("ThresholdedRelu", 1), 0, 0);  // alpha 1: strictly above it
+  EXPECT_NEAR(at("ThresholdedRelu", 1.5f), 1.5f, 0);
+  EXPECT_NEAR(at("ThresholdedRelu", 0.5f, {{"alpha", A::of_float(0.25f)}}), 0.5f, 0);
+  EXPECT_NEAR(at("ThresholdedRelu", -0.5f, {{"alpha", A::of_float(-1)}}), -0.5f, 0);
   OpCase pow;
   pow.node = make_node("Pow");
   pow.inputs = {Tensor::from_f32({3}, {2, 4, 9}), Tensor::from_f32({3}, {3, 0.5f, -0.5f})};

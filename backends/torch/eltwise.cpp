@@ -74,6 +74,9 @@ std::optional<TorchUnary> torch_unary(UnaryOp op) {
     case UnaryOp::kGelu:
       return TorchUnary{[](X x, at::Tensor& y, A a) { at::gelu_out(y, x, a.tanh ? "tanh" : "none"); },
                         [](X x, X, X dy, at::Tensor& dx, A a) { at::gelu_backward_out(dx, dy, x, a.tanh ? "tanh" : "none"); }};
+    case UnaryOp::kThresholdedRelu:  // torch.threshold(x, alpha, 0) and its backward
+      return TorchUnary{[](X x, at::Tensor& y, A a) { at::threshold_out(y, x, a.alpha, 0); },
+                        [](X x, X, X dy, at::Tensor& dx, A a) { at::threshold_backward_out(dx, dy, x, a.alpha); }};
     case UnaryOp::kSin:
       return TorchUnary{[](X x, at::Tensor& y, A) { at::sin_out(y, x); },
                         [](X x, X, X dy, at::Tensor& dx, A) { at::mul_out(dx, dy, x.cos()); }};
