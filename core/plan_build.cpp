@@ -578,6 +578,61 @@ class PlanBuilder {
     return out;
   }
 
+  /// Node `ni`'s kernel on `backend`, which its capability query `cap` accepted: inputs in a
+  /// layout the kernel cannot read are converted to plain first, the step's FLOPs counted
+  /// from the context, and a kernel without the backward a training plan needs declined. A
+  /// kernel that declines an input in the backend's own layout (oneDNN's training max pool
+  /// reads channel blocks only, and bf16 convolutions on AMX leave others) is asked again with
+  /// those inputs converted to plain before the node moves to another backend. IN and OUT are
+  /// the value indices it reads and writes; T0 when the successful creation began.
+  Expected<std::unique_ptr<Kernel>> create_kernel(size_t ni, const std::string& backend, const Capability& cap,
+                                                  bool run_time_shape, std::vector<int>& in, std::vector<int>& out,
+                                                  PlanStep& step, int64_t& t0) {
+    const Node& node = g.nodes[ni];
+    for (int& v : in)
+      if (v >= 0 && P.values_[v].desc.layout && (P.values_[v].desc.layout->backend() != backend || !cap.layouts)) {
+        MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
+      }
+    auto attempt = [&]() -> Expected<std::unique_ptr<Kernel>> {
+      KernelContext ctx = node_context(ni, in);
+      bool grads_flow = false;
+      for (int v : in) grads_flow = grads_flow || (v >= 0 && P.values_[v].needs_grad);
+      out.clear();
+      for (const auto& name : node.outputs) {
+        const int v = name.empty() ? -1 : index_.at(name);
+        out.push_back(v);
+        ctx.output_layout_free.push_back(v >= 0 && cap.layouts && layout_free(name, backend));
+      }
+      if (step.flops == 0) step.flops = node_flops(ctx);
+      if (training_) {
+        const std::vector<double> bf = node_backward_flops(ctx);
+        step.backward_flops_data = step.backward_flops_weights = 0;
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] < 0) continue;
+          const PlanValue& v = P.values_[in[i]];
+          if (v.trainable) step.backward_flops_weights += bf[i];
+          else if (v.needs_grad) step.backward_flops_data += bf[i];
+        }
+      }
+      t0 = now_ns();
+      auto k = run_time_shape ? make_run_time_shape_kernel(ctx, registry_, backend) : registry_.create(backend, ctx);
+      if (k.ok() && grads_flow && !k.value()->has_backward())
+        k = Status::unsupported("backend '" + backend + "' has no backward for " + node.op_type);
+      return k;
+    };
+    auto k = attempt();
+    if (k.ok() || k.status().code() != StatusCode::kUnsupported) return k;
+    bool in_layout = false;
+    for (int v : in) in_layout = in_layout || (v >= 0 && P.values_[v].desc.layout);
+    if (!in_layout) return k;
+    for (int& v : in)
+      if (v >= 0 && P.values_[v].desc.layout) {
+        MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
+      }
+    auto plain = attempt();
+    return plain.ok() ? std::move(plain) : std::move(k);
+  }
+
   /// The step of node `ni`: its requested backend, else the placement's fallbacks in order.
   /// A decline (unsupported, no kernel) tries the next; any other error stops the build.
   Status create_step(size_t ni) {
@@ -615,35 +670,9 @@ class PlanBuilder {
                    ", which cannot keep gradients in its memory (Device::zero, accumulate)";
         continue;
       }
-      // Inputs in a layout this kernel cannot read are converted first.
-      for (int& v : in)
-        if (v >= 0 && P.values_[v].desc.layout && (P.values_[v].desc.layout->backend() != backend || !cap.layouts)) {
-          MOSAIC_ASSIGN_OR_RETURN(v, to_plain(v));
-        }
-      KernelContext ctx = node_context(ni, in);
-      bool grads_flow = false;
-      for (int v : in) grads_flow = grads_flow || (v >= 0 && P.values_[v].needs_grad);
       std::vector<int> out;
-      for (const auto& name : node.outputs) {
-        const int v = name.empty() ? -1 : index_.at(name);
-        out.push_back(v);
-        ctx.output_layout_free.push_back(v >= 0 && cap.layouts && layout_free(name, backend));
-      }
-      if (step.flops == 0) step.flops = node_flops(ctx);
-      if (training_) {
-        const std::vector<double> bf = node_backward_flops(ctx);
-        step.backward_flops_data = step.backward_flops_weights = 0;
-        for (size_t i = 0; i < in.size(); ++i) {
-          if (in[i] < 0) continue;
-          const PlanValue& v = P.values_[in[i]];
-          if (v.trainable) step.backward_flops_weights += bf[i];
-          else if (v.needs_grad) step.backward_flops_data += bf[i];
-        }
-      }
-      const int64_t t0 = now_ns();
-      auto k = run_time_shape ? make_run_time_shape_kernel(ctx, registry_, backend) : registry_.create(backend, ctx);
-      if (k.ok() && grads_flow && !k.value()->has_backward())
-        k = Status::unsupported("backend '" + backend + "' has no backward for " + node.op_type);
+      int64_t t0 = 0;
+      auto k = create_kernel(ni, backend, cap, run_time_shape, in, out, step, t0);
       if (k.ok()) {
         step.create_ns = now_ns() - t0;
         step.kernel = std::move(k.value());
