@@ -10,7 +10,9 @@
    inputs; the twin's top-1 agreement and SQNR against float32 over the batch.
 3. Peer (when onnxruntime imports): ONNX Runtime on the trained model's float32 and QDQ
    forms over the same test images: its int8 accuracy, its agreement with Mosaic's int8
-   classes, and its own float32 and int8 times at --batch.
+   classes, and its own float32 and int8 times at --batch; and per model of --models, the
+   model's float32 and QDQ files timed in ONNX Runtime beside Mosaic's onednn on the QDQ
+   file, --rounds interleaved rounds.
 
 usage: bench/int8_tradeoff.py [--mosaic build/mosaic] [--models fmnist-cnn,alexnet-cifar,vgg16-cifar]
          [--backends onednn,im2col] [--batch 64] [--epochs 2] [--json docs/perf_int8.json]
@@ -18,6 +20,7 @@ usage: bench/int8_tradeoff.py [--mosaic build/mosaic] [--models fmnist-cnn,alexn
 """
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +66,46 @@ def speed(args, model):
                   "top1_agreement": q["check"]["top1_agreement"], "sqnr_db": q["check"]["sqnr_db"],
                   "check_passed": q["check"]["passed"],
                   "contended": bool(f["summary"].get("contended") or q["summary"].get("contended"))}
+    return out
+
+
+def ort_speed(args, model, work):
+    """The same model's float32 and int8 QDQ forms (`mosaic export`, `mosaic quantize` on random
+    inputs) in ONNX Runtime (all graph optimisations: it fuses the QDQ groups into its integer
+    kernels) and in Mosaic's onednn, which rewrites them into QLinearConv (core/fuse_qdq.cpp),
+    interleaved: median ms at --batch."""
+    try:
+        import numpy as np
+        import onnxruntime as ort
+    except ImportError as e:
+        return {"skipped": f"onnxruntime not importable ({e})"}
+    f32, q = os.path.join(work, model + ".onnx"), os.path.join(work, model + "_int8.onnx")
+    r = subprocess.run([args.mosaic, "export", model, "-o", f32], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"int8_tradeoff: mosaic export {model} failed: {r.stdout}{r.stderr}")
+    run(args, ["quantize", f32, "-o", q, "--no-evaluate", "--batch", str(args.batch)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count()
+    sessions = {k: ort.InferenceSession(p, opts, providers=["CPUExecutionProvider"]) for k, p in (("f32", f32), ("int8", q))}
+    inp = sessions["f32"].get_inputs()[0]
+    shape = [args.batch] + [d if isinstance(d, int) else 1 for d in inp.shape[1:]]
+    x = np.random.default_rng(0).uniform(-1, 1, size=shape).astype(np.float32)
+    out = {"onnxruntime": ort.__version__}
+    times = {"f32": [], "int8": []}
+    for k, s in sessions.items():
+        for _ in range(3):
+            s.run(None, {inp.name: x})
+    for _ in range(args.rounds):
+        for k, s in sessions.items():
+            for _ in range(10):
+                t = time.perf_counter()
+                s.run(None, {inp.name: x})
+                times[k].append(time.perf_counter() - t)
+        doc = run(args, ["bench", q, "--backends", "onednn", "--batch", str(args.batch), "--no-peaks", "--no-db",
+                         "--warmup", "3", "--iterations", "10"])
+        times.setdefault("mosaic_int8", []).append(doc["runs"][0]["summary"]["median_ms"] / 1e3)
+    for k, v in times.items():
+        out[k + "_ms"] = 1e3 * sorted(v)[len(v) // 2]
     return out
 
 
@@ -139,6 +182,17 @@ def markdown(doc):
             lines.append(f"| {m} | {b} | {r['f32_ms']:.1f} | {r['int8_ms']:.1f} | {r['speedup']:.2f}x"
                          f"{' (contended)' if r['contended'] else ''} | {100 * r['top1_agreement']:.0f}% | "
                          f"{sq if isinstance(sq, str) else f'{sq:.1f}'} dB |")
+    ps = doc.get("peer_speed", {})
+    if any("int8_ms" in r for r in ps.values()):
+        lines += ["", f"Beside ONNX Runtime (all graph optimisations, its integer kernels for the QDQ groups) on the "
+                  f"same files at batch {doc['batch']} (`mosaic export`, `mosaic quantize` on random inputs), "
+                  f"interleaved rounds; Mosaic's int8 column is onednn on the QDQ file:", "",
+                  "| model | ONNX Runtime float32 ms | ONNX Runtime int8 ms | Mosaic onednn int8 ms | Mosaic int8 / ONNX Runtime int8 |",
+                  "|---|---|---|---|---|"]
+        for m, r in ps.items():
+            if "int8_ms" in r:
+                lines.append(f"| {m} | {r['f32_ms']:.1f} | {r['int8_ms']:.1f} | {r['mosaic_int8_ms']:.1f} | "
+                             f"**{r['int8_ms'] / r['mosaic_int8_ms']:.2f}x** |")
     return "\n".join(lines) + "\n"
 
 
@@ -149,6 +203,7 @@ def main():
     ap.add_argument("--backends", default="onednn,im2col")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the ONNX Runtime comparison")
     ap.add_argument("--json", default="")
     ap.add_argument("--update-docs", default="", help="replace the table between the int8 markers of this file")
     args = ap.parse_args()
@@ -163,6 +218,8 @@ def main():
             r.pop("model")
         doc["accuracy"].pop("float_model")
     doc["speed"] = {m: speed(args, m) for m in args.models.split(",")}
+    with tempfile.TemporaryDirectory() as work:
+        doc["peer_speed"] = {m: ort_speed(args, m, work) for m in args.models.split(",")}
     table = markdown(doc)
     print(table)
     if args.json:

@@ -162,6 +162,34 @@ std::function<bool(const Node&)> where_kernel(std::vector<Placement> placements,
   };
 }
 
+/// The reference backend, which runs graphs as written.
+constexpr const char* kOracleBackend = "naive";
+
+std::function<bool(const Graph&, const Node&)> where_accepted(std::vector<Placement> placements,
+                                                              const KernelRegistry& registry) {
+  return [placements = std::move(placements), &registry](const Graph& g, const Node& n) {
+    KernelContext ctx;
+    ctx.node = &n;
+    ctx.opset = g.opset;
+    for (const auto& in : n.inputs) {
+      const TensorDesc* d = in.empty() ? nullptr : fuse::desc_of(g, in);
+      if (!in.empty() && !d) return false;
+      auto init = in.empty() ? g.initializers.end() : g.initializers.find(in);
+      ctx.inputs.push_back(d ? *d : TensorDesc{});
+      ctx.input_present.push_back(!in.empty());
+      ctx.constants.push_back(init == g.initializers.end() ? nullptr : &init->second);
+    }
+    for (const auto& out : n.outputs) {
+      const TensorDesc* d = out.empty() ? nullptr : fuse::desc_of(g, out);
+      if (!out.empty() && !d) return false;
+      ctx.outputs.push_back(d ? *d : TensorDesc{});
+      ctx.output_present.push_back(!out.empty());
+    }
+    return std::all_of(placements.begin(), placements.end(),
+                       [&](const Placement& p) { return registry.query(p.backend_for(n), ctx).accepted(); });
+  };
+}
+
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
   FuseOptions fo;
   fo.activations = !training;
@@ -171,6 +199,12 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
     fo.attention = where_kernel({placement}, registry, kAttentionOp);
     fo.rms_norm = where_kernel({placement}, registry, "RMSNormalization");
     fo.linear = where_kernel({placement}, registry, "Gemm");
+    // Not on the oracle: it computes a QDQ model as written (the rewrite is not exact, and
+    // every other backend's integer run is judged against that).
+    auto accepted = where_accepted({placement}, registry);
+    fo.integer = [placement, accepted](const Graph& g, const Node& n) {
+      return placement.backend_for(n) != kOracleBackend && accepted(g, n);
+    };
   }
   fo.apart = apart_in({placement});
   return fo;
@@ -283,8 +317,14 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
       changed = true;
     }
   }
+  // QDQ convolutions as integer ones, after the padding folded into them; their float
+  // weights are then dead too.
+  const size_t fused_before = report.fused.size();
+  fuse_qdq_convs(g, options.integer, report);
+  folded_weights = folded_weights || report.fused.size() > fused_before;
   // The plan would count weights nothing reads (the convolutions' and BatchNormalizations'
-  // parameters a fold replaced); nothing else fuse_graph does leaves weights behind.
+  // parameters a fold replaced, the float weights of integer convolutions); nothing else
+  // fuse_graph does leaves weights behind.
   if (folded_weights) drop_unused_initializers(g);
   for (const auto& n : g.nodes)
     if (n.name.find('+') != std::string::npos &&

@@ -26,6 +26,9 @@
 //  - Scaled dot-product attention (MatMul, scale, mask add, Softmax, MatMul) -> one
 //    FusedAttention node, for the nodes FuseOptions::attention accepts (a backend with the
 //    kernel; core/fuse_attention.cpp). Inference only: the node has no backward.
+//  - A QDQ model's DequantizeLinear -> Conv -> QuantizeLinear, its weights folded from the
+//    model's int8 codes, -> one QLinearConv on those codes, where FuseOptions::integer
+//    accepts it (core/fuse_qdq.cpp). Inference only.
 // A rewrite happens only when the intermediate value has one consumer and is not a graph
 // output. Fused nodes are named "a+b" so reports show what was merged.
 #pragma once
@@ -75,6 +78,10 @@ struct FuseOptions {
   /// constant bias after it (empty: none; core/fuse_linear.cpp). Inference plans: the
   /// activation that may then fuse into the Gemm has no backward.
   std::function<bool(const Node& fused)> linear;
+  /// Which QDQ groups to make integer ops of (empty: none; core/fuse_qdq.cpp): where the
+  /// backend that will run the fused node takes it, asked with the node's descriptors and
+  /// constants in the graph (where_accepted). Inference plans.
+  std::function<bool(const Graph& graph, const Node& fused)> integer;
   /// Whether two nodes must stay apart because the placement runs them on different backends
   /// (empty: never): a node that a rule of its own (`Relu=naive`, `@relu1=python`) places on
   /// another backend than its producer is not fused into it, instead of vanishing into an
@@ -89,7 +96,13 @@ struct Placement;
 /// every one of `placements` runs it on a backend with a kernel for `op`.
 std::function<bool(const Node&)> where_kernel(std::vector<Placement> placements, const KernelRegistry& registry,
                                              std::string op);
-/// The fusions for plans of `placement`: activations, Linear layers and attention in inference plans only
+/// A fusion's filter that asks each of `placements`' backend for the fused node whether it
+/// takes the node as it stands in the graph (KernelRegistry::query on its descriptors and
+/// constants): every one of them must.
+std::function<bool(const Graph&, const Node&)> where_accepted(std::vector<Placement> placements,
+                                                              const KernelRegistry& registry);
+/// The fusions for plans of `placement`: activations, Linear layers, attention and the QDQ
+/// convolution rewrite (not on naive, the oracle, which runs a QDQ model as written) in inference plans only
 /// (their fused nodes have no backward), attention where the backend `placement` assigns
 /// to the fused node has a FusedAttention kernel, nothing across nodes it places on
 /// different backends (FuseOptions::apart).
@@ -118,5 +131,7 @@ std::set<std::string> attention_scores(const Graph& graph);
 void fuse_linears(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 /// The attention recognition alone (core/fuse_attention.cpp); fuse_graph calls it.
 void fuse_attention(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
+/// The QDQ convolution rewrite alone (core/fuse_qdq.cpp); fuse_graph calls it with FuseOptions::integer.
+void fuse_qdq_convs(Graph& graph, const std::function<bool(const Graph&, const Node&)>& accept, FuseReport& report);
 
 }  // namespace mosaic

@@ -186,6 +186,25 @@ Expected<std::vector<TensorDesc>> planned_from_values(const Graph& g, const Node
   return descs;
 }
 
+/// After `node` folded: a DequantizeLinear of integer constants per tensor or per axis (not
+/// blocked) is remembered with its codes, scale and zero point (Graph::dequantized).
+void remember_dequantized(Graph& g, const Node& node) {
+  if (node.op_key() != "DequantizeLinear" || node.attr_int("block_size", 0) != 0 || node.outputs.empty()) return;
+  auto input = [&](size_t i) -> const Tensor* {
+    if (i >= node.inputs.size() || node.inputs[i].empty()) return nullptr;
+    auto it = g.initializers.find(node.inputs[i]);
+    return it == g.initializers.end() ? nullptr : &it->second;
+  };
+  const Tensor *codes = input(0), *scale = input(1), *zero = input(2);
+  if (!codes || !scale || !dtype_is_integer(codes->dtype()) || scale->dtype() != DType::kF32) return;
+  Dequantized d{*codes, *scale, zero ? *zero : Tensor{}, node.attr_int("axis", 1)};
+  if (d.axis < 0) d.axis += static_cast<int64_t>(codes->rank());
+  if (scale->numel() != 1 && (d.axis < 0 || d.axis >= static_cast<int64_t>(codes->rank()) ||
+                              scale->numel() != codes->dim(static_cast<size_t>(d.axis))))
+    return;
+  g.dequantized[node.outputs[0]] = std::move(d);
+}
+
 /// A node whose inputs are all constants, computed once on opt.fold_backend: one tensor per
 /// output (undefined where the output is omitted).
 Expected<std::vector<Tensor>> fold_node(const Graph& g, const Node& node, const KernelContext& ctx,
@@ -267,6 +286,7 @@ Expected<PrepareReport> prepare_graph(Graph& g, const KernelRegistry& registry, 
         g.value_descs[node.outputs[i]] = results[i].desc();
         if (!reads_parameter) g.constants.insert(node.outputs[i]);
       }
+      remember_dequantized(g, node);
       ++report.folded_nodes;
       continue;
     }
@@ -294,6 +314,7 @@ int drop_unused_initializers(Graph& g) {
   for (auto it = g.initializers.begin(); it != g.initializers.end();) {
     if (!used.count(it->first)) {
       g.constants.erase(it->first);
+      g.dequantized.erase(it->first);
       it = g.initializers.erase(it);
       ++dropped;
     } else {

@@ -81,6 +81,16 @@ struct ValueInfo {
   bool has_shape = false;
 };
 
+/// A float initializer that load folded from DequantizeLinear of integer constants: the codes
+/// the model stores beside their scale, so that the fusion pass can give an integer kernel the
+/// model's own weights (core/fuse_qdq.cpp) while every float kernel reads the folded floats.
+struct Dequantized {
+  Tensor codes;       ///< the stored integers (int8, uint8, int32, ...), the float's shape
+  Tensor scale;       ///< float32: one value, or one per entry of `axis`
+  Tensor zero_point;  ///< the codes' type, shaped like `scale`; undefined: 0
+  int64_t axis = 1;   ///< the per-axis axis (non-negative) where `scale` has several values
+};
+
 struct Graph {
   std::string name;
   std::string source;    ///< file it was loaded from, for messages
@@ -97,6 +107,8 @@ struct Graph {
   /// Constant nodes and what folds from them at load (an exporter's 1.0, -10000, sqrt(d)),
   /// and tensors the fusion pass makes up (core/prepare.cpp, core/fuse_layer_norm.cpp).
   std::set<std::string> constants;
+  /// Initializers folded at load from DequantizeLinear of integer constants, by name (core/prepare.cpp).
+  std::map<std::string, Dequantized> dequantized;
 
   /// Number of float parameters held in initializers.
   int64_t parameter_count() const;

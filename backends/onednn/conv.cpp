@@ -204,6 +204,40 @@ bool strided_pointwise(const Window& win) {
   return strided;
 }
 
+/// What QLinearConvKernel takes, asked before it is built (the planner's capability query,
+/// and the fusion pass that makes QLinearConv of a QDQ model's convolutions): uint8/int8 x
+/// and y, int8 weights with zero point 0 whose products this CPU sums exactly, 2-d and
+/// ungrouped, every scale, zero point, weight and the int32 bias constant.
+Status qlinear_conv_supported(const KernelContext& ctx) {
+  MOSAIC_ASSIGN_OR_RETURN(ConvParams p, quant_conv_params(ctx));
+  const Node& n = *ctx.node;
+  const DType xt = ctx.inputs[0].dtype, wt = ctx.inputs[3].dtype, yt = ctx.outputs[0].dtype;
+  if ((xt != DType::kU8 && xt != DType::kI8) || wt != DType::kI8 || (yt != DType::kU8 && yt != DType::kI8))
+    return Status::unsupported(n.label() + ": oneDNN's int8 convolution takes uint8/int8 x and y and int8 weights");
+  if (p.win.rank() != 2 || p.group != 1)
+    return Status::unsupported(n.label() + ": only 2-d ungrouped int8 convolutions here so far");
+  for (size_t i : {1, 2, 3, 4, 5, 6, 7})
+    if (!ctx.constant(i)) return Status::unsupported(n.label() + ": input " + std::to_string(i) + " is computed at run time; "
+                                                     "oneDNN's int8 convolution takes scales, zero points and weights when built");
+  const Tensor* bias = ctx.inputs.size() > 8 && ctx.inputs[8].dtype == DType::kI32 ? ctx.constant(8) : nullptr;
+  if (ctx.inputs.size() > 8 && ctx.input_present[8] && !bias) return Status::unsupported(n.label() + ": a bias computed at run time");
+  const Tensor& w = *ctx.constant(3);
+  const Tensor& w_zp = *ctx.constant(5);
+  for (int64_t i = 0; i < w_zp.numel(); ++i)
+    if (w_zp.get(i) != 0) return Status::unsupported(n.label() + ": oneDNN takes weights with zero point 0 only");
+  int64_t wmin = 0, wmax = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    wmin = std::min<int64_t>(wmin, static_cast<int64_t>(w.get(i)));
+    wmax = std::max<int64_t>(wmax, static_cast<int64_t>(w.get(i)));
+  }
+  if (!int8_products_exact(wmin, wmax))
+    return Status::unsupported(n.label() + ": weights in [" + std::to_string(wmin) + ", " + std::to_string(wmax) +
+                               "] need 8 bits, and this CPU's oneDNN int8 path (" + onednn_effective_isa() +
+                               ", no VNNI) sums u8 x s8 pairs in int16, which saturates; quantise with 7-bit weights "
+                               "(reduce_range)");
+  return Status::ok();
+}
+
 /// ONNX's QLinearConv on oneDNN's int8 convolution: uint8 or int8 input and output, int8
 /// weights, an int32 bias added to the accumulator, requantised per output channel by
 /// x_scale * w_scale[m] / y_scale (backends/common/quantize.hpp's multiplier) rounding half to
@@ -222,32 +256,12 @@ bool strided_pointwise(const Window& win) {
 class QLinearConvKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(qlinear_conv_supported(ctx));
     MOSAIC_ASSIGN_OR_RETURN(ConvParams p, quant_conv_params(ctx));
     const Node& n = *ctx.node;
-    const DType xt = ctx.inputs[0].dtype, wt = ctx.inputs[3].dtype, yt = ctx.outputs[0].dtype;
-    if ((xt != DType::kU8 && xt != DType::kI8) || wt != DType::kI8 || (yt != DType::kU8 && yt != DType::kI8))
-      return Status::unsupported(n.label() + ": oneDNN's int8 convolution takes uint8/int8 x and y and int8 weights");
-    if (p.win.rank() != 2 || p.group != 1)
-      return Status::unsupported(n.label() + ": only 2-d ungrouped int8 convolutions here so far");
-    for (size_t i : {1, 2, 3, 4, 5, 6, 7})
-      if (!ctx.constant(i)) return Status::unsupported(n.label() + ": input " + std::to_string(i) + " is computed at run time; "
-                                                       "oneDNN's int8 convolution takes scales, zero points and weights when built");
+    const DType xt = ctx.inputs[0].dtype, yt = ctx.outputs[0].dtype;
     const Tensor* bias = ctx.inputs.size() > 8 && ctx.inputs[8].dtype == DType::kI32 ? ctx.constant(8) : nullptr;
-    if (ctx.inputs.size() > 8 && !bias) return Status::unsupported(n.label() + ": a bias computed at run time");
     const Tensor& w = *ctx.constant(3);
-    const Tensor& w_zp = *ctx.constant(5);
-    for (int64_t i = 0; i < w_zp.numel(); ++i)
-      if (w_zp.get(i) != 0) return Status::unsupported(n.label() + ": oneDNN takes weights with zero point 0 only");
-    int64_t wmin = 0, wmax = 0;
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      wmin = std::min<int64_t>(wmin, static_cast<int64_t>(w.get(i)));
-      wmax = std::max<int64_t>(wmax, static_cast<int64_t>(w.get(i)));
-    }
-    if (!int8_products_exact(wmin, wmax))
-      return Status::unsupported(n.label() + ": weights in [" + std::to_string(wmin) + ", " + std::to_string(wmax) +
-                                 "] need 8 bits, and this CPU's oneDNN int8 path (" + onednn_effective_isa() +
-                                 ", no VNNI) sums u8 x s8 pairs in int16, which saturates; quantise with 7-bit weights "
-                                 "(reduce_range)");
     const Tensor& xs = *ctx.constant(1);
     const Tensor& ws = *ctx.constant(4);
     const Tensor& ys = *ctx.constant(6);
@@ -346,7 +360,7 @@ class QLinearConvKernel final : public Kernel {
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
-  r.kernel("QLinearConv", make_factory<QLinearConvKernel>(), {LayoutUse::kNone, {}, kAllDTypes});
+  r.kernel("QLinearConv", make_factory<QLinearConvKernel>(), {LayoutUse::kNone, qlinear_conv_supported, kAllDTypes});
   // Small maps as one dense matrix product where that applies (conv_dense.cpp), else direct.
   r.kernel("Conv",
            [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {

@@ -1,0 +1,168 @@
+// A QDQ model's quantised convolutions as integer ops (issue 52, item 2). A QDQ model states
+// each quantised convolution as float arithmetic between quantisation nodes:
+//   x = DequantizeLinear(x_q, x_scale, x_zp)
+//   y = Conv(x, W, B)            W, B: DequantizeLinear of the model's integer codes, folded
+//                                at load (Graph::dequantized keeps the codes)
+//   y_q = QuantizeLinear(y, y_scale, y_zp)
+// and ONNX Runtime, TensorRT and OpenVINO run it as one integer convolution. So does this
+// pass: the three become
+//   y_q = QLinearConv(x_q, x_scale, x_zp, W_q, w_scale, w_zp, y_scale, y_zp, B_q)
+// with W_q the stored codes, and B_q the bias at scale x_scale * w_scale[m] (ONNX's rule for
+// QLinearConv's bias): the stored int32 codes where the model's bias scale is that product,
+// else the folded float bias divided by it and rounded half to even (as ONNX Runtime's
+// fusion does), refused where it would not fit in int32.
+//
+// Not exact, as no integer fusion is: the float convolution rounds each product sum once
+// more than the int32 accumulator does, so an output lying within a float rounding of a
+// quantisation edge may take the neighbouring code (one step of y_scale). `bench` and
+// `verify` compare quantised outputs within one step for that reason (docs/quantization.md).
+//
+// Only where FuseOptions::integer accepts the fused node (the backend that will run it
+// computes it: its capability query on the node's descriptors and constants), in inference
+// plans. A DequantizeLinear with other readers stays for them.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "core/fuse.hpp"
+#include "core/fuse_match.hpp"
+
+namespace mosaic {
+namespace {
+
+/// A float32 or integer initializer with one element.
+const Tensor* scalar_initializer(const Graph& g, const std::string& v) {
+  auto it = g.initializers.find(v);
+  return it == g.initializers.end() || it->second.numel() != 1 ? nullptr : &it->second;
+}
+
+bool is_byte(DType t) { return t == DType::kU8 || t == DType::kI8; }
+
+/// A new initializer named after `base`, with its descriptor; a constant, never a parameter.
+std::string add_initializer(Graph& g, const std::string& base, Tensor t) {
+  const std::string name = fuse::fresh_name(g, base);
+  g.value_descs[name] = t.desc();
+  g.initializers[name] = std::move(t);
+  g.constants.insert(name);
+  return name;
+}
+
+/// A zero of one element of type `t` (an omitted zero point made explicit).
+Tensor zero_of(DType t) { return Tensor::empty({t, {}}); }
+
+/// The bias at scale x_scale * w_scale[m] as int32 codes, or an empty tensor where a value
+/// does not fit. `stored`: the model's own codes, used as they are where its scale is that
+/// product (what quantisers write); else the float bias is divided by it and rounded half to
+/// even.
+Tensor int32_bias(const Tensor& bias, const Dequantized* stored, double x_scale, const Tensor& w_scale) {
+  const int64_t m = bias.numel();
+  Tensor out = Tensor::empty({DType::kI32, {m}});
+  auto* codes = static_cast<int32_t*>(out.data());
+  bool same_scale = stored && stored->codes.dtype() == DType::kI32 && stored->codes.numel() == m;
+  if (same_scale && stored->zero_point.defined())
+    for (int64_t i = 0; i < stored->zero_point.numel(); ++i) same_scale = same_scale && stored->zero_point.get_i64(i) == 0;
+  for (int64_t i = 0; i < m && same_scale; ++i) {
+    const double want = x_scale * w_scale.get(w_scale.numel() == 1 ? 0 : i);
+    const double have = stored->scale.get(stored->scale.numel() == 1 ? 0 : i);
+    same_scale = std::fabs(have - want) <= 1e-6 * std::fabs(want);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    if (same_scale) {
+      codes[i] = static_cast<int32_t>(stored->codes.get_i64(i));
+      continue;
+    }
+    const double s = x_scale * w_scale.get(w_scale.numel() == 1 ? 0 : i);
+    const double q = s > 0 ? std::nearbyint(static_cast<double>(bias.f32()[i]) / s) : NAN;
+    if (!(std::fabs(q) <= static_cast<double>(std::numeric_limits<int32_t>::max()))) return Tensor{};
+    codes[i] = static_cast<int32_t>(q);
+  }
+  return out;
+}
+
+/// The QLinearConv of DequantizeLinear `dq` -> Conv `conv` -> QuantizeLinear `q`, or nothing
+/// where the pieces are not what it needs. New initializers are added to `g` only for a
+/// returned node.
+std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, const Node& q) {
+  if (conv.has_attr("mosaic.activation") || dq.attr_int("block_size", 0) != 0 || q.attr_int("block_size", 0) != 0)
+    return std::nullopt;
+  const TensorDesc* xq = fuse::desc_of(g, dq.inputs[0]);
+  const TensorDesc* yq = fuse::desc_of(g, q.outputs[0]);
+  const Tensor* xs = dq.inputs.size() > 1 ? scalar_initializer(g, dq.inputs[1]) : nullptr;
+  const Tensor* ys = q.inputs.size() > 1 ? scalar_initializer(g, q.inputs[1]) : nullptr;
+  const bool has_xz = dq.inputs.size() > 2 && !dq.inputs[2].empty(), has_yz = q.inputs.size() > 2 && !q.inputs[2].empty();
+  const Tensor* xz = has_xz ? scalar_initializer(g, dq.inputs[2]) : nullptr;
+  const Tensor* yz = has_yz ? scalar_initializer(g, q.inputs[2]) : nullptr;
+  if (!xq || !yq || !is_byte(xq->dtype) || !is_byte(yq->dtype) || !xs || !ys || xs->dtype() != DType::kF32 ||
+      ys->dtype() != DType::kF32 || (has_xz && !xz) || (has_yz && !yz) || !(xs->get(0) > 0) || !(ys->get(0) > 0))
+    return std::nullopt;
+  auto w = g.dequantized.find(conv.inputs[1]);
+  if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 ||
+      (w->second.scale.numel() != 1 && w->second.axis != 0))
+    return std::nullopt;
+  const Dequantized& wd = w->second;
+  Node fused;
+  fused.op_type = "QLinearConv";
+  fused.name = conv.name + "+" + q.name;
+  fused.attrs = conv.attrs;
+  const std::string& base = conv.name;
+  fused.inputs = {dq.inputs[0], dq.inputs[1],
+                  has_xz ? dq.inputs[2] : add_initializer(g, base + ".x_zero_point", zero_of(xq->dtype)),
+                  add_initializer(g, base + ".w_quantized", wd.codes), add_initializer(g, base + ".w_scale", wd.scale),
+                  add_initializer(g, base + ".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
+                  q.inputs[1], has_yz ? q.inputs[2] : add_initializer(g, base + ".y_zero_point", zero_of(yq->dtype))};
+  if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
+    auto b = g.initializers.find(conv.inputs[2]);
+    if (b == g.initializers.end() || b->second.dtype() != DType::kF32 || b->second.rank() != 1) return std::nullopt;
+    auto stored = g.dequantized.find(conv.inputs[2]);
+    Tensor codes = int32_bias(b->second, stored == g.dequantized.end() ? nullptr : &stored->second, xs->get(0), wd.scale);
+    if (!codes.defined()) return std::nullopt;
+    fused.inputs.push_back(add_initializer(g, base + ".b_quantized", std::move(codes)));
+  }
+  fused.outputs = {q.outputs[0]};
+  return fused;
+}
+
+/// Drops the initializers `made` added (a candidate the filter refused).
+void drop_added(Graph& g, const std::vector<std::string>& before_names, const Node& made) {
+  for (const auto& in : made.inputs)
+    if (!in.empty() && std::find(before_names.begin(), before_names.end(), in) == before_names.end()) {
+      g.initializers.erase(in);
+      g.value_descs.erase(in);
+      g.constants.erase(in);
+    }
+}
+
+}  // namespace
+
+void fuse_qdq_convs(Graph& g, const std::function<bool(const Graph&, const Node&)>& accept, FuseReport& report) {
+  if (!accept) return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    const fuse::Matcher M(g);
+    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+      const Node& conv = g.nodes[i];
+      if (conv.op_key() != "Conv" || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
+      const Node* dq = M.made_by(conv.inputs[0], "DequantizeLinear");
+      const Node* q = M.sole_consumer(conv.outputs[0], "QuantizeLinear");
+      if (!dq || !q || dq->inputs.empty() || q->outputs.size() != 1 || q->inputs[0] != conv.outputs[0]) continue;
+      const std::vector<std::string> before{conv.inputs.begin(), conv.inputs.end()};
+      std::vector<std::string> known = before;
+      known.insert(known.end(), dq->inputs.begin(), dq->inputs.end());
+      known.insert(known.end(), q->inputs.begin(), q->inputs.end());
+      std::optional<Node> fused = qlinear_conv(g, *dq, conv, *q);
+      if (!fused) continue;
+      if (!accept(g, *fused)) {
+        drop_added(g, known, *fused);
+        continue;
+      }
+      std::vector<const Node*> parts{&conv, q};
+      if (M.once(conv.inputs[0])) parts.insert(parts.begin(), dq);
+      fuse::replace_nodes(g, parts, std::move(*fused), report);
+      changed = true;
+    }
+  }
+}
+
+}  // namespace mosaic

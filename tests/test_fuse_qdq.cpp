@@ -1,0 +1,189 @@
+// The QDQ convolution rewrite (core/fuse_qdq.cpp): a QDQ model's DequantizeLinear -> Conv ->
+// QuantizeLinear groups become QLinearConv on the model's own int8 codes where the backend
+// computes it, and the integer plan agrees with the naive oracle's run of the QDQ graph as
+// written (float convolutions between the quantisation nodes) within a quantisation step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "core/fuse.hpp"
+#include "core/qdq.hpp"
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+/// x [2, 8, 10, 10] -> Conv (16 channels, pads 1) -> Relu -> Conv (8 channels, pads 1, GROUP)
+/// -> Relu -> y, in its QDQ form (per-channel int8 weights, uint8 activations calibrated on the
+/// float graph's own ranges over `x`), as loaded and prepared.
+Graph qdq_graph(const Tensor& x, int64_t group = 1) {
+  Graph g;
+  g.source = "qdq-convs";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 8, 10, 10}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w1"] = random_tensor({16, 8, 3, 3}, 1, -0.3f, 0.3f);
+  g.initializers["b1"] = random_tensor({16}, 2, -0.2f, 0.2f);
+  g.initializers["w2"] = random_tensor({8, 16 / group, 3, 3}, 3, -0.3f, 0.3f);
+  g.initializers["b2"] = random_tensor({8}, 4, -0.2f, 0.2f);
+  const Attribute pads = Attribute::of_ints({1, 1, 1, 1});
+  add_node(g, make_node("Conv", {{"pads", pads}}), {"x", "w1", "b1"}, {"c1"}, "conv1");
+  add_node(g, make_node("Relu"), {"c1"}, {"r1"}, "relu1");
+  add_node(g, make_node("Conv", {{"pads", pads}, {"group", Attribute::of_int(group)}}), {"r1", "w2", "b2"}, {"c2"}, "conv2");
+  add_node(g, make_node("Relu"), {"c2"}, {"y"}, "relu2");
+  // Each activation's range on x, from the float graph with every value an output.
+  Graph probe = g;
+  for (const char* v : {"c1", "r1", "c2"}) probe.outputs.push_back(ValueInfo{v, DType::kF32, {}, {}, false});
+  EXPECT_TRUE(prepare_graph(probe, builtin_registry(), PrepareOptions{}).ok());
+  std::vector<Tensor> values;
+  EXPECT_TRUE(Plan::build(probe, Placement::all_on("naive", {}), builtin_registry()).value()->run({x}, &values).is_ok());
+  std::map<std::string, std::pair<float, float>> ranges;
+  const std::vector<std::string> names = {"y", "c1", "r1", "c2"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    float lo = 0, hi = 0;
+    for (int64_t k = 0; k < values[i].numel(); ++k) lo = std::min(lo, values[i].f32()[k]), hi = std::max(hi, values[i].f32()[k]);
+    ranges[names[i]] = {lo, hi};
+  }
+  ranges["x"] = {-1.f, 1.f};
+  Graph prepared = g;
+  EXPECT_TRUE(prepare_graph(prepared, builtin_registry(), PrepareOptions{}).ok());
+  auto targets = qdq_targets(g, prepared.value_descs, QdqOptions{});
+  EXPECT_TRUE(targets.ok()) << targets.status().to_string();
+  EXPECT_TRUE(apply_qdq(g, targets.value(), ranges, QdqOptions{}).ok());
+  EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+  return g;
+}
+
+/// Whether oneDNN's int8 products accumulate exactly here (VNNI or AMX: its isa, as
+/// backends/onednn/conv.cpp's int8_products_exact reads it), so that it takes 8-bit weights.
+bool onednn_has_int8_exact_products() {
+  const BackendInfo* info = builtin_registry().info("onednn");
+  if (!info || !info->properties) return false;
+  for (const auto& [key, isa] : info->properties().kernels)
+    if (key == "isa") return isa == "avx512_core_vnni" || isa == "avx512_core_bf16" || isa == "avx512_core_amx";
+  return false;
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+/// The outputs of `fused` on onednn against naive's run of `qdq` (unfused) on x: the largest
+/// difference in steps of the output's quantisation scale, and the share of exact elements.
+std::pair<double, double> steps_apart(const Graph& fused, const Graph& qdq, const Tensor& x, double step) {
+  std::vector<Tensor> got, want;
+  auto plan = Plan::build(fused, Placement::all_on("onednn", {}), builtin_registry());
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return {INFINITY, 0};
+  EXPECT_TRUE(plan.value()->run({x}, &got).is_ok());
+  EXPECT_TRUE(Plan::build(qdq, Placement::all_on("naive", {}), builtin_registry()).value()->run({x}, &want).is_ok());
+  double worst = 0;
+  int64_t exact = 0;
+  for (int64_t i = 0; i < want[0].numel(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[0].f32()[i]) - want[0].f32()[i]);
+    worst = std::max(worst, d / step);
+    exact += d <= 1e-6 * step;
+  }
+  return {worst, static_cast<double>(exact) / static_cast<double>(want[0].numel())};
+}
+
+TEST(QdqFusion, ConvGroupsBecomeQLinearConvOnTheModelsCodesAndAgreeWithinAStep) {
+  if (!onednn_has_int8_exact_products()) GTEST_SKIP() << "this CPU's oneDNN sums u8 x s8 pairs in int16 (no VNNI)";
+  const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
+  const Graph qdq = qdq_graph(x);
+  // Load kept the int8 codes of both weights and both biases beside the floats they fold to.
+  int codes = 0;
+  for (const auto& [name, d] : qdq.dequantized) codes += d.codes.dtype() == DType::kI8 || d.codes.dtype() == DType::kI32;
+  EXPECT_EQ(codes, 4);
+  EXPECT_EQ(count_op(qdq, "Conv"), 2);
+
+  Graph fused = qdq;
+  const FuseReport r = fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+  EXPECT_EQ(count_op(fused, "Conv"), 0);
+  ASSERT_EQ(count_op(fused, "QLinearConv"), 2);
+  for (const auto& node : fused.nodes) {
+    if (node.op_type != "QLinearConv") continue;
+    // Its weights are the model's codes, its bias the model's int32 codes, element for element.
+    const std::string conv = node.name.substr(0, node.name.find('+'));
+    const Tensor* w = nullptr;
+    const Tensor* b = nullptr;
+    for (const auto& [name, d] : qdq.dequantized) {
+      if (name.rfind(conv == "conv1" ? "w1" : "w2", 0) == 0) w = &d.codes;
+      if (name.rfind(conv == "conv1" ? "b1" : "b2", 0) == 0) b = &d.codes;
+    }
+    ASSERT_TRUE(w && b) << node.name;
+    const Tensor& wq = fused.initializers.at(node.inputs[3]);
+    const Tensor& bq = fused.initializers.at(node.inputs[8]);
+    ASSERT_EQ(wq.dtype(), DType::kI8);
+    ASSERT_EQ(bq.dtype(), DType::kI32);
+    for (int64_t i = 0; i < w->numel(); ++i) ASSERT_EQ(wq.get_i64(i), w->get_i64(i)) << node.name << " weight " << i;
+    for (int64_t i = 0; i < b->numel(); ++i) ASSERT_EQ(bq.get_i64(i), b->get_i64(i)) << node.name << " bias " << i;
+  }
+  for (const auto& node : qdq.nodes) {
+    if (node.op_type != "Conv") continue;
+    EXPECT_FALSE(fused.initializers.count(node.inputs[1])) << "dead float weights are dropped";
+  }
+  EXPECT_EQ(std::count_if(r.fused.begin(), r.fused.end(), [](const std::string& n) { return n.find("conv") == 0; }), 2);
+
+  // y = Relu(DequantizeLinear(c2 codes)): one step of c2's scale.
+  double step = 0;
+  for (const auto& node : qdq.nodes)
+    if (node.op_type == "DequantizeLinear" && node.inputs[0].find("c2") != std::string::npos)
+      step = qdq.initializers.at(node.inputs[1]).get(0);
+  ASSERT_GT(step, 0);
+  const auto [worst, exact] = steps_apart(fused, qdq, x, step);
+  std::cout << "[ steps    ] the integer plan within " << worst << " steps of naive's QDQ run, " << 100 * exact
+            << "% of the outputs exact\n";
+  EXPECT_LE(worst, 2.0001) << "an edge of c1 moves c2 by at most a step or two";
+  EXPECT_GE(exact, 0.95);
+}
+
+TEST(QdqFusion, OnlyWhereTheBackendTakesTheIntegerConvolution) {
+  const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
+  // im2col has no QLinearConv, and naive, which has, is the oracle that runs the QDQ model
+  // as written: nothing changes on either.
+  for (const char* backend : {"im2col", "naive"}) {
+    Graph g = qdq_graph(x);
+    fuse_graph(g, fuse_options_for(Placement::all_on(backend, {}), builtin_registry(), false));
+    EXPECT_EQ(count_op(g, "Conv"), 2) << backend;
+    EXPECT_EQ(count_op(g, "QLinearConv"), 0) << backend;
+  }
+  // onednn's int8 convolution is ungrouped: the grouped second one stays float, with its
+  // DequantizeLinear and QuantizeLinear; the first still fuses where the CPU sums exactly.
+  const Graph grouped = qdq_graph(x, 2);
+  Graph fused = grouped;
+  fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+  EXPECT_EQ(count_op(fused, "Conv"), onednn_has_int8_exact_products() ? 1 : 2);
+  EXPECT_EQ(count_op(fused, "QuantizeLinear") + count_op(fused, "QLinearConv"), count_op(grouped, "QuantizeLinear"));
+  // Training plans fuse nothing of the kind (QLinearConv has no backward).
+  Graph training = qdq_graph(x);
+  fuse_graph(training, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), true));
+  EXPECT_EQ(count_op(training, "QLinearConv"), 0);
+}
+
+/// bench on a QDQ file (ONNX Runtime's quantiser's form of fmnist-cnn, from the quantised
+/// corpus): onednn runs the convolutions as QLinearConv where the CPU sums int8 products
+/// exactly, im2col beside it stays float, and both are checked as a quantised model's outputs
+/// are, with a note saying so.
+TEST(QdqFusion, BenchRunsAQdqFilesConvolutionsInInt8WhereTheBackendCan) {
+  const std::string model = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/quantised/cases/zoo_fmnist-cnn.qdq/model.onnx";
+  const std::string json = (std::filesystem::temp_directory_path() / ("mosaic_qdq_bench_" + std::to_string(getpid()) + ".json")).string();
+  CmdResult r = mosaic("bench " + model + " --backends onednn,im2col --batch 4 --warmup 0 --iterations 2 --no-peaks --no-db "
+                       "--json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: a quantised model: each output is checked within 3% of its scale"), std::string::npos) << r.out;
+  const auto doc = read_json(json);
+  std::filesystem::remove(json);
+  std::map<std::string, int> integer;
+  for (const auto& run : doc["runs"])
+    for (const auto& n : run["nodes"]) integer[run["label"]] += n["op"] == "QLinearConv";
+  EXPECT_EQ(integer["onednn"], onednn_has_int8_exact_products() ? 2 : 0) << r.out;
+  EXPECT_EQ(integer["im2col"], 0) << r.out;
+}
+
+}  // namespace
+}  // namespace mosaic::test
