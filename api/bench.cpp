@@ -521,7 +521,8 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   std::vector<const Graph*> graph_of(configs.size(), &timed);
   if (o.fuse && o.attention != "unfused") fuse_attention_per_config(o, timed, configs, graph_of, attention_graphs, report);
   if (o.fuse) fuse_integer_per_config(configs, graph_of, attention_graphs);
-  if (o.check && !int8 && count_op(g, "QuantizeLinear") > 0)
+  const bool quantised_model = count_op(g, "QuantizeLinear") > 0;  // its outputs are checked as an int8 twin's
+  if (o.check && !int8 && quantised_model)
     report.notes.push_back("a quantised model: each output is checked within 3% of its scale against naive's, as an int8 "
                            "twin is (a float sum on a rounding edge moves a code by one step, and the step carries on)");
   // --precision bf16/both: which configurations compute in bf16 (precision_configs).
@@ -588,7 +589,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
       MOSAIC_RETURN_IF_ERROR(plan.run(inputs, &outs));
       // A quantised model's outputs are judged as an int8 twin's, whatever computes them: a
       // float sum on a rounding edge moves a code by one step, and that step carries on.
-      const bool int8_rule = is_int8[i] || count_op(g, "QuantizeLinear") > 0;
+      const bool int8_rule = is_int8[i] || quantised_model;
       check_outputs(o, g, outs, is_int8[i] ? reference8 : reference, reference, precision_of[i], int8_rule, check);
       if (!check.check_ok) check.first_divergent_node = first_divergent(*graph_of[i], reg, configs[i].second, inputs, o);
       out.checks_ok = out.checks_ok && check.check_ok;

@@ -20,9 +20,7 @@
 // Only where FuseOptions::integer accepts the fused node (the backend that will run it
 // computes it: its capability query on the node's descriptors and constants), in inference
 // plans. A DequantizeLinear with other readers stays for them.
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -82,9 +80,9 @@ Tensor int32_bias(const Tensor& bias, const Dequantized* stored, double x_scale,
 }
 
 /// The QLinearConv of DequantizeLinear `dq` -> Conv `conv` -> QuantizeLinear `q`, or nothing
-/// where the pieces are not what it needs. New initializers are added to `g` only for a
-/// returned node.
-std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, const Node& q) {
+/// where the pieces are not what it needs. The initializers it adds to `g` for a returned node
+/// (codes, scales, zero points made explicit) are named in `added`; nothing is added otherwise.
+std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, const Node& q, std::vector<std::string>& added) {
   if (conv.has_attr("mosaic.activation") || dq.attr_int("block_size", 0) != 0 || q.attr_int("block_size", 0) != 0)
     return std::nullopt;
   const TensorDesc* xq = fuse::desc_of(g, dq.inputs[0]);
@@ -102,36 +100,40 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
       (w->second.scale.numel() != 1 && w->second.axis != 0))
     return std::nullopt;
   const Dequantized& wd = w->second;
-  Node fused;
-  fused.op_type = "QLinearConv";
-  fused.name = conv.name + "+" + q.name;
-  fused.attrs = conv.attrs;
-  const std::string& base = conv.name;
-  fused.inputs = {dq.inputs[0], dq.inputs[1],
-                  has_xz ? dq.inputs[2] : add_initializer(g, base + ".x_zero_point", zero_of(xq->dtype)),
-                  add_initializer(g, base + ".w_quantized", wd.codes), add_initializer(g, base + ".w_scale", wd.scale),
-                  add_initializer(g, base + ".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
-                  q.inputs[1], has_yz ? q.inputs[2] : add_initializer(g, base + ".y_zero_point", zero_of(yq->dtype))};
+  // The bias first: a candidate refused here has added nothing to the graph.
+  Tensor bias_codes;
   if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
     auto b = g.initializers.find(conv.inputs[2]);
     if (b == g.initializers.end() || b->second.dtype() != DType::kF32 || b->second.rank() != 1) return std::nullopt;
     auto stored = g.dequantized.find(conv.inputs[2]);
-    Tensor codes = int32_bias(b->second, stored == g.dequantized.end() ? nullptr : &stored->second, xs->get(0), wd.scale);
-    if (!codes.defined()) return std::nullopt;
-    fused.inputs.push_back(add_initializer(g, base + ".b_quantized", std::move(codes)));
+    bias_codes = int32_bias(b->second, stored == g.dequantized.end() ? nullptr : &stored->second, xs->get(0), wd.scale);
+    if (!bias_codes.defined()) return std::nullopt;
   }
+  const std::string& base = conv.name;
+  auto add = [&](const char* what, Tensor t) {
+    added.push_back(add_initializer(g, base + what, std::move(t)));
+    return added.back();
+  };
+  Node fused;
+  fused.op_type = "QLinearConv";
+  fused.name = conv.name + "+" + q.name;
+  fused.attrs = conv.attrs;
+  fused.inputs = {dq.inputs[0], dq.inputs[1], has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(xq->dtype)),
+                  add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
+                  add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
+                  q.inputs[1], has_yz ? q.inputs[2] : add(".y_zero_point", zero_of(yq->dtype))};
+  if (bias_codes.defined()) fused.inputs.push_back(add(".b_quantized", std::move(bias_codes)));
   fused.outputs = {q.outputs[0]};
   return fused;
 }
 
-/// Drops the initializers `made` added (a candidate the filter refused).
-void drop_added(Graph& g, const std::vector<std::string>& before_names, const Node& made) {
-  for (const auto& in : made.inputs)
-    if (!in.empty() && std::find(before_names.begin(), before_names.end(), in) == before_names.end()) {
-      g.initializers.erase(in);
-      g.value_descs.erase(in);
-      g.constants.erase(in);
-    }
+/// Drops the initializers a refused candidate added.
+void drop_added(Graph& g, const std::vector<std::string>& added) {
+  for (const auto& name : added) {
+    g.initializers.erase(name);
+    g.value_descs.erase(name);
+    g.constants.erase(name);
+  }
 }
 
 }  // namespace
@@ -147,14 +149,11 @@ void fuse_qdq_convs(Graph& g, const std::function<bool(const Graph&, const Node&
       const Node* dq = M.made_by(conv.inputs[0], "DequantizeLinear");
       const Node* q = M.sole_consumer(conv.outputs[0], "QuantizeLinear");
       if (!dq || !q || dq->inputs.empty() || q->outputs.size() != 1 || q->inputs[0] != conv.outputs[0]) continue;
-      const std::vector<std::string> before{conv.inputs.begin(), conv.inputs.end()};
-      std::vector<std::string> known = before;
-      known.insert(known.end(), dq->inputs.begin(), dq->inputs.end());
-      known.insert(known.end(), q->inputs.begin(), q->inputs.end());
-      std::optional<Node> fused = qlinear_conv(g, *dq, conv, *q);
+      std::vector<std::string> added;
+      std::optional<Node> fused = qlinear_conv(g, *dq, conv, *q, added);
       if (!fused) continue;
       if (!accept(g, *fused)) {
-        drop_added(g, known, *fused);
+        drop_added(g, added);
         continue;
       }
       std::vector<const Node*> parts{&conv, q};
