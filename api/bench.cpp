@@ -431,19 +431,26 @@ size_t count_op(const Graph& g, const char* op) {
   return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op_type == op; }));
 }
 
-/// A quantised model's convolutions as integer ones, per configuration: where a
-/// configuration's backend takes QLinearConv (core/fuse_qdq.cpp), it runs a copy of its graph
-/// with the QDQ groups rewritten, kept in `fused_graphs`; elsewhere the graph as it was.
+/// The nodes the integer rewrites make (core/fuse_qdq.cpp, core/fuse_dynamic.cpp).
+size_t integer_products(const Graph& g) {
+  return count_op(g, "QLinearConv") + count_op(g, "QLinearMatMul") + count_op(g, "MatMulIntegerToFloat");
+}
+
+/// A quantised model's products as integer ones, per configuration: where a configuration's
+/// backend takes QLinearConv for a QDQ convolution (core/fuse_qdq.cpp) or
+/// MatMulIntegerToFloat for a dynamic model's MatMulInteger chain (core/fuse_dynamic.cpp), it
+/// runs a copy of its graph with those groups rewritten, kept in `fused_graphs`; elsewhere
+/// the graph as it was.
 void fuse_integer_per_config(const BenchConfigs& configs, std::vector<const Graph*>& graph_of,
                              std::vector<std::unique_ptr<Graph>>& fused_graphs) {
   for (size_t i = 0; i < configs.size(); ++i) {
-    if (count_op(*graph_of[i], "QuantizeLinear") == 0) continue;
+    if (count_op(*graph_of[i], "QuantizeLinear") + count_op(*graph_of[i], "MatMulInteger") == 0) continue;
     FuseOptions fo;
     fo.activations = fo.batch_norm = fo.layer_norm = fo.gelu = false;
     fo.integer = fuse_options_for(configs[i].second, builtin_registry(), false).integer;
     auto fused = std::make_unique<Graph>(*graph_of[i]);
     fuse_graph(*fused, fo);
-    if (count_op(*fused, "QLinearConv") <= count_op(*graph_of[i], "QLinearConv")) continue;
+    if (integer_products(*fused) <= integer_products(*graph_of[i])) continue;
     graph_of[i] = fused.get();
     fused_graphs.push_back(std::move(fused));
   }
@@ -521,7 +528,9 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
   std::vector<const Graph*> graph_of(configs.size(), &timed);
   if (o.fuse && o.attention != "unfused") fuse_attention_per_config(o, timed, configs, graph_of, attention_graphs, report);
   if (o.fuse) fuse_integer_per_config(configs, graph_of, attention_graphs);
-  const bool quantised_model = count_op(g, "QuantizeLinear") > 0;  // its outputs are checked as an int8 twin's
+  // Its outputs are checked as an int8 twin's (a QDQ model, or a dynamic one: its
+  // DynamicQuantizeLinear codes move by a step where a float sum lands on a rounding edge).
+  const bool quantised_model = count_op(g, "QuantizeLinear") + count_op(g, "DynamicQuantizeLinear") > 0;
   if (o.check && !int8 && quantised_model)
     report.notes.push_back("a quantised model: each output is checked within 3% of its scale against naive's, as an int8 "
                            "twin is (a float sum on a rounding edge moves a code by one step, and the step carries on)");

@@ -321,6 +321,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   // weights are then dead too.
   const size_t fused_before = report.fused.size();
   fuse_qdq_convs(g, options.integer, report);
+  fuse_dynamic_products(g, options.integer, report);
   folded_weights = folded_weights || report.fused.size() > fused_before;
   // The plan would count weights nothing reads (the convolutions' and BatchNormalizations'
   // parameters a fold replaced, the float weights of integer convolutions); nothing else

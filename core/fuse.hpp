@@ -26,9 +26,12 @@
 //  - Scaled dot-product attention (MatMul, scale, mask add, Softmax, MatMul) -> one
 //    FusedAttention node, for the nodes FuseOptions::attention accepts (a backend with the
 //    kernel; core/fuse_attention.cpp). Inference only: the node has no backward.
-//  - A QDQ model's DequantizeLinear -> Conv -> QuantizeLinear, its weights folded from the
-//    model's int8 codes, -> one QLinearConv on those codes, where FuseOptions::integer
-//    accepts it (core/fuse_qdq.cpp). Inference only.
+//  - A QDQ model's DequantizeLinear -> Conv (MatMul) -> QuantizeLinear, its weights folded
+//    from the model's int8 codes, -> one QLinearConv (QLinearMatMul) on those codes, where
+//    FuseOptions::integer accepts it (core/fuse_qdq.cpp). Inference only.
+//  - A dynamically quantised model's MatMulInteger -> Cast -> Mul(a_scale * b_scale)
+//    [-> Add(bias)] -> one com.microsoft MatMulIntegerToFloat, where FuseOptions::integer
+//    accepts it (core/fuse_dynamic.cpp). Inference only.
 // A rewrite happens only when the intermediate value has one consumer and is not a graph
 // output. Fused nodes are named "a+b" so reports show what was merged.
 #pragma once
@@ -121,6 +124,10 @@ void fuse_rms_norms(Graph& graph, const std::function<bool(const Node&)>& accept
 /// The SiLU recognition alone (core/fuse_gelu.cpp), for the Swish nodes `accept` takes;
 /// fuse_graph calls it with FuseOptions::swish.
 void fuse_swishes(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
+/// The dynamic-quantisation rewrite alone (core/fuse_dynamic.cpp), for the
+/// MatMulIntegerToFloat nodes `accept` takes; fuse_graph calls it with FuseOptions::integer.
+void fuse_dynamic_products(Graph& graph, const std::function<bool(const Graph&, const Node&)>& accept,
+                           FuseReport& report);
 /// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.
 void fuse_gelus(Graph& graph, FuseReport& report);
 /// The [.., Tq, Tk] values of the attention chains fuse_attention recognises (the scores,

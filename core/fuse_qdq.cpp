@@ -1,4 +1,6 @@
-// A QDQ model's quantised convolutions as integer ops (issue 52, item 2). A QDQ model states
+// A QDQ model's quantised convolutions and matrix products as integer ops (issue 52, item 2).
+// MatMul by constant weights becomes QLinearMatMul the same way (no bias: a QDQ MatMul's Add
+// stays float after its DequantizeLinear). A QDQ model states
 // each quantised convolution as float arithmetic between quantisation nodes:
 //   x = DequantizeLinear(x_q, x_scale, x_zp)
 //   y = Conv(x, W, B)            W, B: DequantizeLinear of the model's integer codes, folded
@@ -79,22 +81,40 @@ Tensor int32_bias(const Tensor& bias, const Dequantized* stored, double x_scale,
   return out;
 }
 
+/// The quantisation either side of a product: x's codes, scale and zero point (the
+/// DequantizeLinear it reads) and y's (the QuantizeLinear after it), 8-bit codes with positive
+/// float32 scales and scalar constant zero points; nothing where they are not.
+struct QdqEnds {
+  const TensorDesc *xq = nullptr, *yq = nullptr;
+  const Tensor* xs = nullptr;
+  bool has_xz = false, has_yz = false;
+};
+std::optional<QdqEnds> qdq_ends(const Graph& g, const Node& dq, const Node& q) {
+  if (dq.attr_int("block_size", 0) != 0 || q.attr_int("block_size", 0) != 0) return std::nullopt;
+  QdqEnds e;
+  e.xq = fuse::desc_of(g, dq.inputs[0]);
+  e.yq = fuse::desc_of(g, q.outputs[0]);
+  e.xs = dq.inputs.size() > 1 ? scalar_initializer(g, dq.inputs[1]) : nullptr;
+  const Tensor* ys = q.inputs.size() > 1 ? scalar_initializer(g, q.inputs[1]) : nullptr;
+  e.has_xz = dq.inputs.size() > 2 && !dq.inputs[2].empty();
+  e.has_yz = q.inputs.size() > 2 && !q.inputs[2].empty();
+  if (!e.xq || !e.yq || !is_byte(e.xq->dtype) || !is_byte(e.yq->dtype) || !e.xs || !ys || e.xs->dtype() != DType::kF32 ||
+      ys->dtype() != DType::kF32 || (e.has_xz && !scalar_initializer(g, dq.inputs[2])) ||
+      (e.has_yz && !scalar_initializer(g, q.inputs[2])) || !(e.xs->get(0) > 0) || !(ys->get(0) > 0))
+    return std::nullopt;
+  return e;
+}
+
 /// The QLinearConv of DequantizeLinear `dq` -> Conv `conv` -> QuantizeLinear `q`, or nothing
 /// where the pieces are not what it needs. The initializers it adds to `g` for a returned node
 /// (codes, scales, zero points made explicit) are named in `added`; nothing is added otherwise.
 std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, const Node& q, std::vector<std::string>& added) {
-  if (conv.has_attr("mosaic.activation") || dq.attr_int("block_size", 0) != 0 || q.attr_int("block_size", 0) != 0)
-    return std::nullopt;
-  const TensorDesc* xq = fuse::desc_of(g, dq.inputs[0]);
-  const TensorDesc* yq = fuse::desc_of(g, q.outputs[0]);
-  const Tensor* xs = dq.inputs.size() > 1 ? scalar_initializer(g, dq.inputs[1]) : nullptr;
-  const Tensor* ys = q.inputs.size() > 1 ? scalar_initializer(g, q.inputs[1]) : nullptr;
-  const bool has_xz = dq.inputs.size() > 2 && !dq.inputs[2].empty(), has_yz = q.inputs.size() > 2 && !q.inputs[2].empty();
-  const Tensor* xz = has_xz ? scalar_initializer(g, dq.inputs[2]) : nullptr;
-  const Tensor* yz = has_yz ? scalar_initializer(g, q.inputs[2]) : nullptr;
-  if (!xq || !yq || !is_byte(xq->dtype) || !is_byte(yq->dtype) || !xs || !ys || xs->dtype() != DType::kF32 ||
-      ys->dtype() != DType::kF32 || (has_xz && !xz) || (has_yz && !yz) || !(xs->get(0) > 0) || !(ys->get(0) > 0))
-    return std::nullopt;
+  if (conv.has_attr("mosaic.activation")) return std::nullopt;
+  const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
+  if (!ends) return std::nullopt;
+  const TensorDesc *xq = ends->xq, *yq = ends->yq;
+  const Tensor* xs = ends->xs;
+  const bool has_xz = ends->has_xz, has_yz = ends->has_yz;
   auto w = g.dequantized.find(conv.inputs[1]);
   if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 ||
       (w->second.scale.numel() != 1 && w->second.axis != 0))
@@ -127,6 +147,35 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
   return fused;
 }
 
+/// The QLinearMatMul of DequantizeLinear `dq` -> MatMul `mm` (by constant weights, per tensor
+/// or per column of B) -> QuantizeLinear `q`, or nothing where the pieces are not what it
+/// needs; the initializers it adds are named in `added`.
+std::optional<Node> qlinear_matmul(Graph& g, const Node& dq, const Node& mm, const Node& q, std::vector<std::string>& added) {
+  const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
+  if (!ends) return std::nullopt;
+  const TensorDesc *xq = ends->xq, *yq = ends->yq;
+  const bool has_xz = ends->has_xz, has_yz = ends->has_yz;
+  auto w = g.dequantized.find(mm.inputs[1]);
+  if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 || w->second.codes.rank() != 2 ||
+      (w->second.scale.numel() != 1 && w->second.axis != 1))
+    return std::nullopt;
+  const Dequantized& wd = w->second;
+  const std::string& base = mm.name;
+  auto add = [&](const char* what, Tensor t) {
+    added.push_back(add_initializer(g, base + what, std::move(t)));
+    return added.back();
+  };
+  Node fused;
+  fused.op_type = "QLinearMatMul";
+  fused.name = mm.name + "+" + q.name;
+  fused.inputs = {dq.inputs[0], dq.inputs[1], has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(xq->dtype)),
+                  add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
+                  add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
+                  q.inputs[1], has_yz ? q.inputs[2] : add(".y_zero_point", zero_of(yq->dtype))};
+  fused.outputs = {q.outputs[0]};
+  return fused;
+}
+
 /// Drops the initializers a refused candidate added.
 void drop_added(Graph& g, const std::vector<std::string>& added) {
   for (const auto& name : added) {
@@ -144,13 +193,15 @@ void fuse_qdq_convs(Graph& g, const std::function<bool(const Graph&, const Node&
     changed = false;
     const fuse::Matcher M(g);
     for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
-      const Node& conv = g.nodes[i];
-      if (conv.op_key() != "Conv" || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
+      const Node& conv = g.nodes[i];  // a Conv or a MatMul
+      const bool matmul = conv.op_key() == "MatMul";
+      if ((conv.op_key() != "Conv" && !matmul) || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
       const Node* dq = M.made_by(conv.inputs[0], "DequantizeLinear");
       const Node* q = M.sole_consumer(conv.outputs[0], "QuantizeLinear");
       if (!dq || !q || dq->inputs.empty() || q->outputs.size() != 1 || q->inputs[0] != conv.outputs[0]) continue;
       std::vector<std::string> added;
-      std::optional<Node> fused = qlinear_conv(g, *dq, conv, *q, added);
+      std::optional<Node> fused =
+          matmul ? qlinear_matmul(g, *dq, conv, *q, added) : qlinear_conv(g, *dq, conv, *q, added);
       if (!fused) continue;
       if (!accept(g, *fused)) {
         drop_added(g, added);

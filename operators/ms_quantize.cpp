@@ -214,6 +214,42 @@ Expected<Descs> infer_qgemm(const OpContext& c) {
   return Descs{{out, {m, n}}};
 }
 
+/// MatMulIntegerToFloat: (A - a_zero_point)(B - b_zero_point) accumulated in int32, times
+/// a_scale * b_scale (per tensor, B's per column too), + bias [N]: ONNX Runtime's fusion of a
+/// dynamically quantised MatMulInteger -> Cast -> Mul [-> Add] (core/fuse_dynamic.cpp makes
+/// it too). Inputs: A 0, B 1, a_scale 2, b_scale 3, a_zero_point 4, b_zero_point 5, bias 6.
+Expected<Descs> infer_matmul_integer_to_float(const OpContext& c) {
+  const std::string& who = c.node->label();
+  MOSAIC_RETURN_IF_ERROR(need_inputs(c, 4, {0, 1, 2, 3}));
+  MOSAIC_RETURN_IF_ERROR(need_int8(c, 0, "A"));
+  MOSAIC_RETURN_IF_ERROR(need_int8(c, 1, "B"));
+  auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
+  if (!p.ok()) return Status::invalid(who + ": " + p.status().message());
+  MOSAIC_RETURN_IF_ERROR(need_scale(c, 2, "a_scale"));
+  MOSAIC_RETURN_IF_ERROR(need_zero_point(c, 4, c.inputs[0].dtype, "a_zero_point"));
+  for (size_t i : {size_t{3}, size_t{5}, size_t{6}}) {
+    if (!c.has_input(i)) continue;
+    const TensorDesc& d = c.inputs[i];
+    const char* what = i == 3 ? "b_scale" : i == 5 ? "b_zero_point" : "bias";
+    if ((i != 6 && d.numel() != 1 && d.shape != Shape{p->n}) || (i == 6 && d.shape != Shape{p->n}))
+      return Status::invalid(who + ": " + what + " " + shape_str(d.shape) +
+                             (i == 6 ? " must be one per column of B ([" : " must be one value or one per column of B ([") +
+                             std::to_string(p->n) + "])");
+    if (i != 5 && d.dtype != DType::kF32)
+      return Status::unsupported(who + ": " + what + " is " + dtype_name(d.dtype) + "; Mosaic reads float32 scales and bias");
+    if (i == 3) MOSAIC_RETURN_IF_ERROR(check_scale_value(c, 3, what));
+    if (i == 5 && d.dtype != c.inputs[1].dtype)
+      return Status::invalid(who + ": b_zero_point is " + dtype_name(d.dtype) + ", B " + dtype_name(c.inputs[1].dtype));
+  }
+  return Descs{{DType::kF32, p->out}};
+}
+
+double f_matmul_integer_to_float(const OpContext& c) {
+  auto p = matmul_params(c.inputs[0].shape, c.inputs[1].shape);
+  if (!p.ok()) return 0;
+  return 2.0 * static_cast<double>(shape_numel(p->out)) * static_cast<double>(p->k);
+}
+
 /// MatMulNBits: A [..., K] times the block-quantised weights B [N, K/block, block * bits / 8]
 /// (scales and zero points per block) transposed.
 Expected<Descs> infer_matmul_nbits(const OpContext& c) {
@@ -334,6 +370,8 @@ void add_ms_quantize_schemas(std::map<std::string, OpSchema>& t) {
       "each operand requantised to Y's scale and zero point, concatenated along axis");
   add("QGemm", 1, 9, infer_qgemm, f_qgemm,
       "int32 (A - a_zp)(B - b_zp) + C scaled by alpha a_scale b_scale (B per column), quantised or float32");
+  add("MatMulIntegerToFloat", 4, 7, infer_matmul_integer_to_float, f_matmul_integer_to_float,
+      "(A - a_zp)(B - b_zp) in int32, times a_scale * b_scale (B per column), + bias: float32");
   add("MatMulNBits", 1, 6, infer_matmul_nbits, f_matmul_nbits,
       "A x dequantised B^T: B in 2-, 4- or 8-bit blocks along K, a scale and zero point per block (+ bias)");
   // The domain's QuantizeLinear and DequantizeLinear: ONNX's (quant_linear_params), whatever

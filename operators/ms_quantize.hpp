@@ -1,7 +1,8 @@
 // The quantised operators of the com.microsoft domain that ONNX Runtime's quantiser writes in
 // its QOperator form (docs/conformance.md, "Quantised models"): QLinearAdd, QLinearMul,
 // QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
-// QLinearAveragePool, QLinearConcat and QGemm; MatMulNBits, the block-quantised weights of
+// QLinearAveragePool, QLinearConcat and QGemm; MatMulIntegerToFloat, its fusion of a dynamically
+// quantised MatMulInteger -> Cast -> Mul [-> Add]; MatMulNBits, the block-quantised weights of
 // today's LLM exports (2, 4 or 8 bits); and the domain's QuantizeLinear and
 // DequantizeLinear (ONNX's, with 16-bit and 4-bit types at any opset). Their keys are
 // "com.microsoft.QLinearAdd" and so on (ir/graph.hpp, op_key): an ONNX-domain node of the same

@@ -364,6 +364,58 @@ class QGemmKernel final : public Kernel {
   DType a_type_ = DType::kU8, b_type_ = DType::kI8, out_ = DType::kF32;
 };
 
+/// MatMulIntegerToFloat: the exact integer product of (A - a_zp) and (B - b_zp) (B's per
+/// column) wrapped to int32, converted to float32, times the float32 product a_scale *
+/// b_scale[n], + bias[n]: the float32 values of the MatMulInteger -> Cast -> Mul(a_scale *
+/// b_scale) -> Add chain it fuses, each rounding in the same place.
+class IntegerToFloatKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    auto p = matmul_params(ctx.inputs[0].shape, ctx.inputs[1].shape);
+    if (!p.ok()) return Status::invalid(ctx.node->label() + ": " + p.status().message());
+    p_ = *p;
+    a_type_ = ctx.inputs[0].dtype;
+    b_type_ = ctx.inputs[1].dtype;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const int64_t M = p_.m, N = p_.n, K = p_.k;
+    auto at = [&](size_t i) { return i < src.size() ? src[i] : nullptr; };
+    const Tensor *as = src[2], *bs = src[3], *az = at(4), *bz = at(5), *bias = at(6);
+    const float a_scale = as->f32()[0];
+    const int64_t a_zp = az ? load_i64(az->dtype(), az->data(), 0) : 0;
+    std::vector<float> mult(static_cast<size_t>(N));
+    std::vector<int64_t> b_zp(static_cast<size_t>(N), 0);
+    for (int64_t n = 0; n < N; ++n) {
+      mult[static_cast<size_t>(n)] = a_scale * bs->f32()[bs->numel() == 1 ? 0 : n];
+      if (bz) b_zp[static_cast<size_t>(n)] = load_i64(bz->dtype(), bz->data(), bz->numel() == 1 ? 0 : n);
+    }
+    const void *a = src[0]->data(), *b = src[1]->data();
+    float* y = dst[0]->f32();
+    for_each_matmul_batch(p_, [&](int64_t bi, int64_t ma, int64_t mb) {
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          int64_t acc = 0;  // exact: 255 * 255 * K stays far below 2^63
+          for (int64_t k = 0; k < K; ++k)
+            acc += (load_i64(a_type_, a, (ma * M + m) * K + k) - a_zp) *
+                   (load_i64(b_type_, b, (mb * K + k) * N + n) - b_zp[static_cast<size_t>(n)]);
+          const auto acc32 = static_cast<int32_t>(static_cast<uint32_t>(acc));  // int32 accumulation
+          y[(bi * M + m) * N + n] = static_cast<float>(acc32) * mult[static_cast<size_t>(n)];
+        }
+    });
+    // The bias in a pass of its own: the product rounds before the sum, as in the chain (in
+    // one expression, -march=native's contraction would make one fused multiply-add of them).
+    if (bias)
+      for (int64_t i = 0, rows = dst[0]->numel() / std::max<int64_t>(N, 1); i < rows; ++i)
+        for (int64_t n = 0; n < N; ++n) y[i * N + n] += bias->f32()[n];
+    return Status::ok();
+  }
+
+ private:
+  MatMulParams p_;
+  DType a_type_ = DType::kU8, b_type_ = DType::kI8;
+};
+
 /// MatMulNBits: B's blocks dequantised in float32, (q - zero point) * scale, the product
 /// accumulated in double and rounded once to A's type, + bias.
 class MatMulNBitsKernel final : public Kernel {
@@ -430,6 +482,7 @@ void add_ms_quantize_kernels(BackendRegistration& r) {
   r.kernel(key("QLinearAveragePool"), make_factory<PoolKernel>(), any);
   r.kernel(key("QLinearConcat"), make_factory<ConcatKernel>(), any);
   r.kernel(key("QGemm"), make_factory<QGemmKernel>(), any);
+  r.kernel(key("MatMulIntegerToFloat"), make_factory<IntegerToFloatKernel>(), any);
   r.kernel(key("MatMulNBits"), make_factory<MatMulNBitsKernel>(), any);
 }
 

@@ -201,27 +201,72 @@ class DequantizeLinearKernel final : public Kernel {
 
 /// uint8 with the scale and zero point of [min(0, min x), max(0, max x)], in float32 as
 /// ONNX specifies.
+/// The range [lo, hi] of n float32 values and 0, on `threads`: min and max are exact in any
+/// order, and a NaN is passed over as the oracle's loop passes it (each comparison with it is
+/// false). Sixteen lanes per chunk, so that the compiler keeps them in one vector register
+/// (an OpenMP simd reduction did not vectorise: 3.5x slower).
+void range_with_zero(const float* x, int64_t n, int threads, float* lo, float* hi) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t tasks = (n + kChunk - 1) / kChunk;
+  float l = 0, h = 0;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(min : l) reduction(max : h) if (threads > 1 && n > 32768)
+  for (int64_t t = 0; t < tasks; ++t) {
+    float ls[16] = {}, hs[16] = {};
+    const int64_t begin = t * kChunk, end = std::min(n, begin + kChunk);
+    int64_t i = begin;
+    for (; i + 16 <= end; i += 16)
+      for (int k = 0; k < 16; ++k) {
+        ls[k] = x[i + k] < ls[k] ? x[i + k] : ls[k];
+        hs[k] = x[i + k] > hs[k] ? x[i + k] : hs[k];
+      }
+    for (; i < end; ++i) {
+      ls[0] = x[i] < ls[0] ? x[i] : ls[0];
+      hs[0] = x[i] > hs[0] ? x[i] : hs[0];
+    }
+    for (int k = 0; k < 16; ++k) {
+      l = std::min(l, ls[k]);
+      h = std::max(h, hs[k]);
+    }
+  }
+  *lo = l, *hi = h;
+}
+
 class DynamicQuantizeLinearKernel final : public Kernel {
  public:
+  /// `fast`: float32 x on every thread, vectorised (the optimised backends' kernel); the
+  /// oracle's reads any float type element by element. The same codes either way.
+  explicit DynamicQuantizeLinearKernel(bool fast) : fast_(fast), threads_(kernel_threads(fast)) {}
   Status init(const KernelContext& ctx) {
     x_ = ctx.inputs[0].dtype;
+    fast_ = fast_ && x_ == DType::kF32;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const int64_t n = src[0]->numel();
     float lo = 0, hi = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(load_f64(x_, src[0]->data(), i));
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+    if (fast_) {
+      range_with_zero(src[0]->f32(), n, threads_, &lo, &hi);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(load_f64(x_, src[0]->data(), i));
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
     }
     const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
     const float zp_float = std::min(255.0f, std::max(0.0f, 0.0f - lo / scale));
     const float zp = std::nearbyint(zp_float);
     uint8_t* y = static_cast<uint8_t*>(dst[0]->data());
-    for (int64_t i = 0; i < n; ++i) {
-      const float q = static_cast<float>(load_f64(x_, src[0]->data(), i)) / scale;
-      y[i] = static_cast<uint8_t>(requantize(q, zp, 0, 255));
+    if (fast_) {
+      QuantScaleLayout whole;
+      whole.inner = n;
+      const auto zp_code = static_cast<uint8_t>(zp);
+      quantize_bytes(whole, threads_, src[0]->f32(), &scale, &zp_code, y);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const float q = static_cast<float>(load_f64(x_, src[0]->data(), i)) / scale;
+        y[i] = static_cast<uint8_t>(requantize(q, zp, 0, 255));
+      }
     }
     if (dst.size() > 1 && dst[1]) store_f64(x_, dst[1]->data(), 0, scale);
     if (dst.size() > 2 && dst[2]) static_cast<uint8_t*>(dst[2]->data())[0] = static_cast<uint8_t>(zp);
@@ -230,6 +275,8 @@ class DynamicQuantizeLinearKernel final : public Kernel {
 
  private:
   DType x_ = DType::kF32;
+  bool fast_ = false;
+  int threads_ = 1;
 };
 
 /// A scale or zero point that is one value or one per index of an n-long axis.
@@ -414,7 +461,7 @@ void add_quantize_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(false), any);
   r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(false), any);
-  r.kernel("DynamicQuantizeLinear", make_factory<DynamicQuantizeLinearKernel>(), any);
+  r.kernel("DynamicQuantizeLinear", threaded_factory<DynamicQuantizeLinearKernel>(false), any);
   r.kernel("MatMulInteger", make_factory<IntegerMatMulKernel>(), any);
   r.kernel("QLinearMatMul", make_factory<IntegerMatMulKernel>(), any);
   r.kernel("ConvInteger", make_factory<IntegerConvKernel>(), any);
@@ -428,6 +475,7 @@ void add_qdq_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};
   r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(true), any);
   r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(true), any);
+  r.kernel("DynamicQuantizeLinear", threaded_factory<DynamicQuantizeLinearKernel>(true), any);
 }
 
 /// The requantisation multiplier as ONNX's reference forms it: in float32, a_scale * b_scale

@@ -8,8 +8,9 @@
 namespace mosaic {
 
 void add_quantize_kernels(BackendRegistration& r);
-/// QuantizeLinear and DequantizeLinear for the optimised backends (the QDQ models' activations
-/// between float kernels): the same kernels, their float32 <-> 8-bit case on every thread.
+/// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for the optimised backends (the
+/// QDQ models' activations between float kernels, a dynamic model's inputs to its integer
+/// products): the same kernels, their float32 <-> 8-bit case on every thread.
 void add_qdq_kernels(BackendRegistration& r);
 /// QLinearConv's and QLinearMatMul's requantisation multiplier as ONNX's reference forms it:
 /// a_scale * b_scale / y_scale in float32 (the one definition every backend's kernel uses).

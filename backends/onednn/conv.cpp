@@ -182,17 +182,6 @@ class ConvKernel final : public Kernel {
   bool per_group_gemm_ = false;
 };
 
-/// Whether oneDNN's int8 products are exact for weights in [w_min, w_max] here: with VNNI (or
-/// AMX) they accumulate u8 x s8 in int32; without, the AVX2/AVX-512 path adds pairs of
-/// products in int16 (VPMADDUBSW), exact only while 2 x 255 x |w| fits: |w| <= 64, the
-/// 7-bit weights of reduce_range (measured on this AVX2 machine: 1,173 of 2,592 outputs off by
-/// up to 116 steps with weights in [-127, 127], none with [-64, 64]).
-bool int8_products_exact(int64_t w_min, int64_t w_max) {
-  const std::string isa = onednn_effective_isa();
-  const bool vnni = isa == "avx512_core_vnni" || isa == "avx512_core_bf16" || isa == "avx512_core_amx";
-  return vnni || (w_min >= -64 && w_max <= 64);
-}
-
 /// Whether a convolution is 1x1 with a stride above 1 and no padding: a 1x1 convolution at
 /// stride 1 over every stride-th pixel.
 bool strided_pointwise(const Window& win) {

@@ -249,6 +249,11 @@ class SrcDstPrimitive : public Kernel {
 /// more, as one dense matrix product in NHWC; a null kernel where that does not apply.
 /// `grouped`: also a grouped convolution (the direct primitive oneDNN chose is a GEMM per group).
 Expected<std::unique_ptr<Kernel>> small_map_conv(const KernelContext& ctx, bool grouped = false);
+/// Whether oneDNN's int8 products sum u8 x s8 exactly for weights in [w_min, w_max] on this
+/// CPU (VNNI or AMX, or 7-bit weights without): the int8 convolutions' and products' query.
+bool int8_products_exact(int64_t w_min, int64_t w_max);
+/// int8_matmul.cpp: MatMulInteger, QLinearMatMul and com.microsoft's MatMulIntegerToFloat on oneDNN's int8 matmul.
+void add_int8_matmul_kernels(BackendRegistration& r);
 // The kernel families, each in its own file; register.cpp calls them.
 void add_conv_kernels(BackendRegistration& r);
 void add_pool_kernels(BackendRegistration& r);

@@ -123,6 +123,7 @@ Status register_onednn(Registrar& registrar) {
   onednn_impl::add_movement_kernels(r);
   onednn_impl::add_reduce_kernels(r);
   onednn_impl::add_layer_norm_kernels(r);
+  onednn_impl::add_int8_matmul_kernels(r);
   // The fused attention node: blocks of rows per thread, oneDNN's sgemm for the products.
   add_attention_kernel(r, dnnl_gemm, true);
   // Token models' index and mask ops: oneDNN has no primitive for them; the shared loops
