@@ -23,9 +23,9 @@ bool is_f32(const TensorDesc* d) { return d && d->dtype == DType::kF32; }
 
 /// The scales of a MatMulIntegerToFloat from the Mul's other operand `s` (n columns):
 /// a_scale and b_scale, or false where `s` is not a product of a per-tensor scale and one per
-/// tensor or per column. Where `s` is itself the folded constant, a_scale is a constant 1
-/// added to the graph (the caller drops it if the candidate is refused).
-bool scales_of(Graph& g, const fuse::Matcher& M, const std::string& s, int64_t n, std::string* a_scale,
+/// tensor or per column. Where `s` is itself the folded constant, a_scale is left empty: the
+/// caller makes it a constant 1.
+bool scales_of(const Graph& g, const fuse::Matcher& M, const std::string& s, int64_t n, std::string* a_scale,
                std::string* b_scale, const Node** product) {
   auto per_column = [&](const std::string& v) {
     const TensorDesc* d = fuse::desc_of(g, v);
@@ -44,11 +44,7 @@ bool scales_of(Graph& g, const fuse::Matcher& M, const std::string& s, int64_t n
     return true;
   }
   if (!g.initializers.count(s) || !per_column(s)) return false;
-  const std::string one = fuse::fresh_name(g, s + ".one");
-  g.initializers[one] = Tensor::from_f32({}, {1.f});
-  g.value_descs[one] = g.initializers[one].desc();
-  g.constants.insert(one);
-  *a_scale = one, *b_scale = s;
+  a_scale->clear(), *b_scale = s;
   *product = nullptr;
   return true;
 }
@@ -73,9 +69,7 @@ void fuse_dynamic_products(Graph& g, const std::function<bool(const Graph&, cons
       const std::string s = fuse::Matcher::other(*mul, cast->outputs[0]);
       std::string a_scale, b_scale;
       const Node* product = nullptr;
-      const size_t before = g.initializers.size();
       if (s.empty() || !scales_of(g, M, s, n, &a_scale, &b_scale, &product)) continue;
-      const bool added_one = g.initializers.size() > before;
       // A bias after it: Add of a constant float32 [n].
       const Node* add = M.sole_consumer(mul->outputs[0], "Add");
       std::string bias;
@@ -96,12 +90,13 @@ void fuse_dynamic_products(Graph& g, const std::function<bool(const Graph&, cons
       if (add) fused.inputs.push_back(bias);
       while (!fused.inputs.empty() && fused.inputs.back().empty()) fused.inputs.pop_back();
       fused.outputs = {(add ? add : mul)->outputs[0]};
+      std::vector<std::string> added;
+      if (a_scale.empty()) {  // the folded scale: a_scale 1
+        added.push_back(fuse::add_constant(g, s + ".one", Tensor::from_f32({}, {1.f})));
+        fused.inputs[2] = added.back();
+      }
       if (!accept(g, fused)) {
-        if (added_one) {
-          g.initializers.erase(a_scale);
-          g.value_descs.erase(a_scale);
-          g.constants.erase(a_scale);
-        }
+        fuse::drop_constants(g, added);
         continue;
       }
       std::vector<const Node*> parts{&mm, cast, mul};

@@ -58,6 +58,22 @@ std::string fresh_name(const Graph& g, const std::string& base) {
   return name;
 }
 
+std::string add_constant(Graph& g, const std::string& base, Tensor t) {
+  const std::string name = fresh_name(g, base);
+  g.value_descs[name] = t.desc();
+  g.initializers[name] = std::move(t);
+  g.constants.insert(name);
+  return name;
+}
+
+void drop_constants(Graph& g, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    g.initializers.erase(name);
+    g.value_descs.erase(name);
+    g.constants.erase(name);
+  }
+}
+
 void replace_nodes(Graph& g, const std::vector<const Node*>& parts, Node fused, FuseReport& report) {
   std::set<const Node*> gone(parts.begin(), parts.end());
   size_t last = 0;

@@ -39,6 +39,12 @@ const TensorDesc* desc_of(const Graph& g, const std::string& v);
 /// `base`, or `base.2`, `base.3`, ...: a name no initializer or value has yet.
 std::string fresh_name(const Graph& g, const std::string& base);
 
+/// A new constant initializer named after `base` (fresh_name), with its descriptor; never a
+/// parameter. Returns its name.
+std::string add_constant(Graph& g, const std::string& base, Tensor t);
+/// Removes the constants a refused candidate added with add_constant.
+void drop_constants(Graph& g, const std::vector<std::string>& names);
+
 /// Replaces `parts` by `fused`, placed where the last of them was (its inputs are all
 /// produced earlier), drops the parts' intermediate values (all outputs but `fused`'s)
 /// and records the fused node's name in `report`.

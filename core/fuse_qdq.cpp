@@ -40,15 +40,6 @@ const Tensor* scalar_initializer(const Graph& g, const std::string& v) {
 
 bool is_byte(DType t) { return t == DType::kU8 || t == DType::kI8; }
 
-/// A new initializer named after `base`, with its descriptor; a constant, never a parameter.
-std::string add_initializer(Graph& g, const std::string& base, Tensor t) {
-  const std::string name = fuse::fresh_name(g, base);
-  g.value_descs[name] = t.desc();
-  g.initializers[name] = std::move(t);
-  g.constants.insert(name);
-  return name;
-}
-
 /// A zero of one element of type `t` (an omitted zero point made explicit).
 Tensor zero_of(DType t) { return Tensor::empty({t, {}}); }
 
@@ -105,6 +96,21 @@ std::optional<QdqEnds> qdq_ends(const Graph& g, const Node& dq, const Node& q) {
   return e;
 }
 
+/// The eight inputs QLinearConv and QLinearMatMul share: x's codes, scale and zero point,
+/// the weights' codes, scales and zero points, y's scale and zero point; the omitted zero
+/// points made explicit and every new constant named after `base` and listed in `added`.
+std::vector<std::string> qlinear_inputs(Graph& g, const Node& dq, const Node& q, const QdqEnds& e, const Dequantized& wd,
+                                        const std::string& base, std::vector<std::string>& added) {
+  auto add = [&](const char* what, Tensor t) {
+    added.push_back(fuse::add_constant(g, base + what, std::move(t)));
+    return added.back();
+  };
+  return {dq.inputs[0], dq.inputs[1], e.has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(e.xq->dtype)),
+          add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
+          add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
+          q.inputs[1], e.has_yz ? q.inputs[2] : add(".y_zero_point", zero_of(e.yq->dtype))};
+}
+
 /// The QLinearConv of DequantizeLinear `dq` -> Conv `conv` -> QuantizeLinear `q`, or nothing
 /// where the pieces are not what it needs. The initializers it adds to `g` for a returned node
 /// (codes, scales, zero points made explicit) are named in `added`; nothing is added otherwise.
@@ -112,9 +118,6 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
   if (conv.has_attr("mosaic.activation")) return std::nullopt;
   const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
   if (!ends) return std::nullopt;
-  const TensorDesc *xq = ends->xq, *yq = ends->yq;
-  const Tensor* xs = ends->xs;
-  const bool has_xz = ends->has_xz, has_yz = ends->has_yz;
   auto w = g.dequantized.find(conv.inputs[1]);
   if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 ||
       (w->second.scale.numel() != 1 && w->second.axis != 0))
@@ -126,23 +129,18 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
     auto b = g.initializers.find(conv.inputs[2]);
     if (b == g.initializers.end() || b->second.dtype() != DType::kF32 || b->second.rank() != 1) return std::nullopt;
     auto stored = g.dequantized.find(conv.inputs[2]);
-    bias_codes = int32_bias(b->second, stored == g.dequantized.end() ? nullptr : &stored->second, xs->get(0), wd.scale);
+    bias_codes = int32_bias(b->second, stored == g.dequantized.end() ? nullptr : &stored->second, ends->xs->get(0), wd.scale);
     if (!bias_codes.defined()) return std::nullopt;
   }
-  const std::string& base = conv.name;
-  auto add = [&](const char* what, Tensor t) {
-    added.push_back(add_initializer(g, base + what, std::move(t)));
-    return added.back();
-  };
   Node fused;
   fused.op_type = "QLinearConv";
   fused.name = conv.name + "+" + q.name;
   fused.attrs = conv.attrs;
-  fused.inputs = {dq.inputs[0], dq.inputs[1], has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(xq->dtype)),
-                  add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
-                  add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
-                  q.inputs[1], has_yz ? q.inputs[2] : add(".y_zero_point", zero_of(yq->dtype))};
-  if (bias_codes.defined()) fused.inputs.push_back(add(".b_quantized", std::move(bias_codes)));
+  fused.inputs = qlinear_inputs(g, dq, q, *ends, wd, conv.name, added);
+  if (bias_codes.defined()) {
+    added.push_back(fuse::add_constant(g, conv.name + ".b_quantized", std::move(bias_codes)));
+    fused.inputs.push_back(added.back());
+  }
   fused.outputs = {q.outputs[0]};
   return fused;
 }
@@ -153,36 +151,16 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
 std::optional<Node> qlinear_matmul(Graph& g, const Node& dq, const Node& mm, const Node& q, std::vector<std::string>& added) {
   const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
   if (!ends) return std::nullopt;
-  const TensorDesc *xq = ends->xq, *yq = ends->yq;
-  const bool has_xz = ends->has_xz, has_yz = ends->has_yz;
   auto w = g.dequantized.find(mm.inputs[1]);
   if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 || w->second.codes.rank() != 2 ||
       (w->second.scale.numel() != 1 && w->second.axis != 1))
     return std::nullopt;
-  const Dequantized& wd = w->second;
-  const std::string& base = mm.name;
-  auto add = [&](const char* what, Tensor t) {
-    added.push_back(add_initializer(g, base + what, std::move(t)));
-    return added.back();
-  };
   Node fused;
   fused.op_type = "QLinearMatMul";
   fused.name = mm.name + "+" + q.name;
-  fused.inputs = {dq.inputs[0], dq.inputs[1], has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(xq->dtype)),
-                  add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
-                  add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
-                  q.inputs[1], has_yz ? q.inputs[2] : add(".y_zero_point", zero_of(yq->dtype))};
+  fused.inputs = qlinear_inputs(g, dq, q, *ends, w->second, mm.name, added);
   fused.outputs = {q.outputs[0]};
   return fused;
-}
-
-/// Drops the initializers a refused candidate added.
-void drop_added(Graph& g, const std::vector<std::string>& added) {
-  for (const auto& name : added) {
-    g.initializers.erase(name);
-    g.value_descs.erase(name);
-    g.constants.erase(name);
-  }
 }
 
 }  // namespace
@@ -204,7 +182,7 @@ void fuse_qdq_convs(Graph& g, const std::function<bool(const Graph&, const Node&
           matmul ? qlinear_matmul(g, *dq, conv, *q, added) : qlinear_conv(g, *dq, conv, *q, added);
       if (!fused) continue;
       if (!accept(g, *fused)) {
-        drop_added(g, added);
+        fuse::drop_constants(g, added);
         continue;
       }
       std::vector<const Node*> parts{&conv, q};

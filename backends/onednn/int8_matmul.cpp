@@ -42,6 +42,11 @@ IntegerSlots slots_of(const Node& n) {
 
 bool present(const KernelContext& ctx, size_t i) { return i > 0 && ctx.has_input(i); }
 
+/// The first value of a uint8 or int8 tensor (a zero point).
+int32_t byte_value(const Tensor& t) {
+  return t.dtype() == DType::kU8 ? static_cast<const uint8_t*>(t.data())[0] : static_cast<const int8_t*>(t.data())[0];
+}
+
 /// What IntegerMatMulKernel takes, asked before it is built (the planner's capability query
 /// and core/fuse_dynamic.cpp's filter): A uint8/int8 at run time or not, one zero point for it;
 /// B a constant int8 matrix with zero point 0 whose products this CPU sums exactly; for
@@ -150,30 +155,28 @@ class IntegerMatMulKernel final : public Kernel {
     y_.set_data_handle(dst[0]->data());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, weights_.get(nullptr)}, {DNNL_ARG_DST, y_}};
     if (has_a_zp_) {
-      const Tensor& z = *src[s_.a_zp];
-      zp_value_ = z.dtype() == DType::kU8 ? static_cast<const uint8_t*>(z.data())[0] : static_cast<const int8_t*>(z.data())[0];
+      zp_value_ = byte_value(*src[s_.a_zp]);
       args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp_;
     }
-    if (s_.to_float) {
-      // The chain's Mul(a_scale, b_scale): one float32 product per column.
+    if (s_.to_float || s_.requantise) {
+      // One float32 multiplier per column: the chain's Mul(a_scale, b_scale), or
+      // QLinearMatMul's a_scale * b_scale / y_scale (checked: a run's scales may be bad).
       const float a_scale = src[s_.a_scale]->f32()[0];
       const float* b_scale = src[s_.b_scale]->f32();
-      for (size_t j = 0; j < scales_.size(); ++j) scales_[j] = a_scale * b_scale[j];
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = scale_mem_;
-    }
-    if (s_.requantise) {
-      const float a_scale = src[s_.a_scale]->f32()[0], y_scale = src[s_.y_scale]->f32()[0];
-      const float* b_scale = src[s_.b_scale]->f32();
-      MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, a_scale, "a_scale"));
-      MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, y_scale, "y_scale"));
-      for (size_t j = 0; j < scales_.size(); ++j) {
-        MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, b_scale[j], "b_scale"));
-        scales_[j] = static_cast<float>(qlinear_multiplier(a_scale, b_scale[j], y_scale));
+      if (s_.requantise) {
+        const float y_scale = src[s_.y_scale]->f32()[0];
+        MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, a_scale, "a_scale"));
+        MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, y_scale, "y_scale"));
+        for (size_t j = 0; j < scales_.size(); ++j) {
+          MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, b_scale[j], "b_scale"));
+          scales_[j] = static_cast<float>(qlinear_multiplier(a_scale, b_scale[j], y_scale));
+        }
+        y_zp_value_ = static_cast<float>(byte_value(*src[s_.y_zp]));
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = y_zp_mem_;
+      } else {
+        for (size_t j = 0; j < scales_.size(); ++j) scales_[j] = a_scale * b_scale[j];
       }
-      const Tensor& yz = *src[s_.y_zp];
-      y_zp_value_ = yz.dtype() == DType::kU8 ? static_cast<const uint8_t*>(yz.data())[0] : static_cast<const int8_t*>(yz.data())[0];
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = scale_mem_;
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = y_zp_mem_;
     }
     if (has_bias_) {
       bias_.set_data_handle(const_cast<void*>(src[s_.bias]->data()));
