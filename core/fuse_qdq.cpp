@@ -1,6 +1,7 @@
 // A QDQ model's quantised convolutions and matrix products as integer ops (issue 52, item 2).
 // MatMul by constant weights becomes QLinearMatMul the same way (no bias: a QDQ MatMul's Add
-// stays float after its DequantizeLinear). A QDQ model states
+// stays float after its DequantizeLinear), and Gemm (a fully connected layer) com.microsoft's
+// QGemm, its C as int32 codes like a convolution's bias. A QDQ model states
 // each quantised convolution as float arithmetic between quantisation nodes:
 //   x = DequantizeLinear(x_q, x_scale, x_zp)
 //   y = Conv(x, W, B)            W, B: DequantizeLinear of the model's integer codes, folded
@@ -28,6 +29,7 @@
 
 #include "core/fuse.hpp"
 #include "core/fuse_match.hpp"
+#include "operators/ms_quantize.hpp"
 
 namespace mosaic {
 namespace {
@@ -73,42 +75,49 @@ Tensor int32_bias(const Tensor& bias, const Dequantized* stored, double x_scale,
 }
 
 /// The quantisation either side of a product: x's codes, scale and zero point (the
-/// DequantizeLinear it reads) and y's (the QuantizeLinear after it), 8-bit codes with positive
-/// float32 scales and scalar constant zero points; nothing where they are not.
+/// DequantizeLinear it reads) and y's (the QuantizeLinear after it, where there is one), 8-bit
+/// codes with positive float32 scales and scalar constant zero points; nothing where they are
+/// not.
 struct QdqEnds {
   const TensorDesc *xq = nullptr, *yq = nullptr;
   const Tensor* xs = nullptr;
   bool has_xz = false, has_yz = false;
 };
-std::optional<QdqEnds> qdq_ends(const Graph& g, const Node& dq, const Node& q) {
-  if (dq.attr_int("block_size", 0) != 0 || q.attr_int("block_size", 0) != 0) return std::nullopt;
+std::optional<QdqEnds> qdq_ends(const Graph& g, const Node& dq, const Node* q) {
+  if (dq.attr_int("block_size", 0) != 0) return std::nullopt;
   QdqEnds e;
   e.xq = fuse::desc_of(g, dq.inputs[0]);
-  e.yq = fuse::desc_of(g, q.outputs[0]);
   e.xs = dq.inputs.size() > 1 ? scalar_initializer(g, dq.inputs[1]) : nullptr;
-  const Tensor* ys = q.inputs.size() > 1 ? scalar_initializer(g, q.inputs[1]) : nullptr;
   e.has_xz = dq.inputs.size() > 2 && !dq.inputs[2].empty();
-  e.has_yz = q.inputs.size() > 2 && !q.inputs[2].empty();
-  if (!e.xq || !e.yq || !is_byte(e.xq->dtype) || !is_byte(e.yq->dtype) || !e.xs || !ys || e.xs->dtype() != DType::kF32 ||
-      ys->dtype() != DType::kF32 || (e.has_xz && !scalar_initializer(g, dq.inputs[2])) ||
-      (e.has_yz && !scalar_initializer(g, q.inputs[2])) || !(e.xs->get(0) > 0) || !(ys->get(0) > 0))
+  if (!e.xq || !is_byte(e.xq->dtype) || !e.xs || e.xs->dtype() != DType::kF32 ||
+      (e.has_xz && !scalar_initializer(g, dq.inputs[2])) || !(e.xs->get(0) > 0))
+    return std::nullopt;
+  if (!q) return e;
+  if (q->attr_int("block_size", 0) != 0) return std::nullopt;
+  e.yq = fuse::desc_of(g, q->outputs[0]);
+  const Tensor* ys = q->inputs.size() > 1 ? scalar_initializer(g, q->inputs[1]) : nullptr;
+  e.has_yz = q->inputs.size() > 2 && !q->inputs[2].empty();
+  if (!e.yq || !is_byte(e.yq->dtype) || !ys || ys->dtype() != DType::kF32 ||
+      (e.has_yz && !scalar_initializer(g, q->inputs[2])) || !(ys->get(0) > 0))
     return std::nullopt;
   return e;
 }
 
-/// The eight inputs QLinearConv and QLinearMatMul share: x's codes, scale and zero point,
-/// the weights' codes, scales and zero points, y's scale and zero point; the omitted zero
-/// points made explicit and every new constant named after `base` and listed in `added`.
-std::vector<std::string> qlinear_inputs(Graph& g, const Node& dq, const Node& q, const QdqEnds& e, const Dequantized& wd,
+/// The eight inputs QLinearConv, QLinearMatMul and QGemm share: x's codes, scale and zero
+/// point, the weights' codes, scales and zero points, y's scale and zero point (the first six
+/// without a QuantizeLinear `q`); the omitted zero points made explicit and every new constant
+/// named after `base` and listed in `added`.
+std::vector<std::string> qlinear_inputs(Graph& g, const Node& dq, const Node* q, const QdqEnds& e, const Dequantized& wd,
                                         const std::string& base, std::vector<std::string>& added) {
   auto add = [&](const char* what, Tensor t) {
     added.push_back(fuse::add_constant(g, base + what, std::move(t)));
     return added.back();
   };
-  return {dq.inputs[0], dq.inputs[1], e.has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(e.xq->dtype)),
-          add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
-          add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8)),
-          q.inputs[1], e.has_yz ? q.inputs[2] : add(".y_zero_point", zero_of(e.yq->dtype))};
+  std::vector<std::string> in = {dq.inputs[0], dq.inputs[1], e.has_xz ? dq.inputs[2] : add(".x_zero_point", zero_of(e.xq->dtype)),
+                                 add(".w_quantized", wd.codes), add(".w_scale", wd.scale),
+                                 add(".w_zero_point", wd.zero_point.defined() ? wd.zero_point : zero_of(DType::kI8))};
+  if (q) in.insert(in.end(), {q->inputs[1], e.has_yz ? q->inputs[2] : add(".y_zero_point", zero_of(e.yq->dtype))});
+  return in;
 }
 
 /// The QLinearConv of DequantizeLinear `dq` -> Conv `conv` -> QuantizeLinear `q`, or nothing
@@ -116,7 +125,7 @@ std::vector<std::string> qlinear_inputs(Graph& g, const Node& dq, const Node& q,
 /// (codes, scales, zero points made explicit) are named in `added`; nothing is added otherwise.
 std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, const Node& q, std::vector<std::string>& added) {
   if (conv.has_attr("mosaic.activation")) return std::nullopt;
-  const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
+  const std::optional<QdqEnds> ends = qdq_ends(g, dq, &q);
   if (!ends) return std::nullopt;
   auto w = g.dequantized.find(conv.inputs[1]);
   if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 ||
@@ -136,7 +145,7 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
   fused.op_type = "QLinearConv";
   fused.name = conv.name + "+" + q.name;
   fused.attrs = conv.attrs;
-  fused.inputs = qlinear_inputs(g, dq, q, *ends, wd, conv.name, added);
+  fused.inputs = qlinear_inputs(g, dq, &q, *ends, wd, conv.name, added);
   if (bias_codes.defined()) {
     added.push_back(fuse::add_constant(g, conv.name + ".b_quantized", std::move(bias_codes)));
     fused.inputs.push_back(added.back());
@@ -149,7 +158,7 @@ std::optional<Node> qlinear_conv(Graph& g, const Node& dq, const Node& conv, con
 /// or per column of B) -> QuantizeLinear `q`, or nothing where the pieces are not what it
 /// needs; the initializers it adds are named in `added`.
 std::optional<Node> qlinear_matmul(Graph& g, const Node& dq, const Node& mm, const Node& q, std::vector<std::string>& added) {
-  const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
+  const std::optional<QdqEnds> ends = qdq_ends(g, dq, &q);
   if (!ends) return std::nullopt;
   auto w = g.dequantized.find(mm.inputs[1]);
   if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 || w->second.codes.rank() != 2 ||
@@ -158,8 +167,52 @@ std::optional<Node> qlinear_matmul(Graph& g, const Node& dq, const Node& mm, con
   Node fused;
   fused.op_type = "QLinearMatMul";
   fused.name = mm.name + "+" + q.name;
-  fused.inputs = qlinear_inputs(g, dq, q, *ends, w->second, mm.name, added);
+  fused.inputs = qlinear_inputs(g, dq, &q, *ends, w->second, mm.name, added);
   fused.outputs = {q.outputs[0]};
+  return fused;
+}
+
+/// The QGemm of DequantizeLinear `dq` -> Gemm `gemm` (A as it is, B constant weights per
+/// tensor or per output column, alpha and beta 1, C of one value per column) ->
+/// QuantizeLinear `q`, or float32 out where `q` is null (a classifier's last layer), or nothing
+/// where the pieces are not what it needs; the initializers it adds are named in `added`.
+std::optional<Node> qgemm(Graph& g, const Node& dq, const Node& gemm, const Node* q, std::vector<std::string>& added) {
+  if (gemm.has_attr("mosaic.activation") || gemm.attr_int("transA", 0) != 0 || gemm.attr_float("alpha", 1.f) != 1.f ||
+      gemm.attr_float("beta", 1.f) != 1.f)
+    return std::nullopt;
+  const std::optional<QdqEnds> ends = qdq_ends(g, dq, q);
+  if (!ends) return std::nullopt;
+  const bool tb = gemm.attr_int("transB", 0) != 0;
+  auto w = g.dequantized.find(gemm.inputs[1]);
+  if (w == g.dequantized.end() || w->second.codes.dtype() != DType::kI8 || w->second.codes.rank() != 2 ||
+      (w->second.scale.numel() != 1 && w->second.axis != (tb ? 0 : 1)))
+    return std::nullopt;
+  const Dequantized& wd = w->second;
+  const int64_t n = wd.codes.dim(tb ? 0 : 1);
+  Tensor c_codes;
+  if (gemm.inputs.size() > 2 && !gemm.inputs[2].empty()) {
+    auto c = g.initializers.find(gemm.inputs[2]);
+    if (c == g.initializers.end() || c->second.dtype() != DType::kF32 || c->second.numel() != n ||
+        c->second.dim(c->second.rank() - 1) != n)
+      return std::nullopt;
+    auto stored = g.dequantized.find(gemm.inputs[2]);
+    c_codes = int32_bias(c->second, stored == g.dequantized.end() ? nullptr : &stored->second, ends->xs->get(0), wd.scale);
+    if (!c_codes.defined()) return std::nullopt;
+  }
+  Node fused;
+  fused.op_type = "QGemm";
+  fused.domain = kMicrosoftDomain;
+  fused.name = q ? gemm.name + "+" + q->name : gemm.name;
+  if (tb) fused.attrs["transB"] = Attribute::of_int(1);
+  fused.inputs = qlinear_inputs(g, dq, q, *ends, wd, gemm.name, added);
+  // QGemm's C sits between B's zero point and y's scale.
+  std::string c_name;
+  if (c_codes.defined()) {
+    added.push_back(fuse::add_constant(g, gemm.name + ".c_quantized", std::move(c_codes)));
+    c_name = added.back();
+  }
+  if (q || !c_name.empty()) fused.inputs.insert(fused.inputs.begin() + 6, c_name);
+  fused.outputs = {q ? q->outputs[0] : gemm.outputs[0]};
   return fused;
 }
 
@@ -171,21 +224,25 @@ void fuse_qdq_convs(Graph& g, const std::function<bool(const Graph&, const Node&
     changed = false;
     const fuse::Matcher M(g);
     for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
-      const Node& conv = g.nodes[i];  // a Conv or a MatMul
-      const bool matmul = conv.op_key() == "MatMul";
-      if ((conv.op_key() != "Conv" && !matmul) || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
+      const Node& conv = g.nodes[i];  // a Conv, a MatMul or a Gemm
+      const bool matmul = conv.op_key() == "MatMul", gemm = conv.op_key() == "Gemm";
+      if ((conv.op_key() != "Conv" && !matmul && !gemm) || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
       const Node* dq = M.made_by(conv.inputs[0], "DequantizeLinear");
       const Node* q = M.sole_consumer(conv.outputs[0], "QuantizeLinear");
-      if (!dq || !q || dq->inputs.empty() || q->outputs.size() != 1 || q->inputs[0] != conv.outputs[0]) continue;
+      if (q && (q->outputs.size() != 1 || q->inputs[0] != conv.outputs[0])) q = nullptr;
+      // Without a QuantizeLinear after it, a Gemm still becomes QGemm with a float32 output.
+      if (!dq || dq->inputs.empty() || (!q && !gemm)) continue;
       std::vector<std::string> added;
-      std::optional<Node> fused =
-          matmul ? qlinear_matmul(g, *dq, conv, *q, added) : qlinear_conv(g, *dq, conv, *q, added);
+      std::optional<Node> fused = matmul ? qlinear_matmul(g, *dq, conv, *q, added)
+                                  : gemm ? qgemm(g, *dq, conv, q, added)
+                                         : qlinear_conv(g, *dq, conv, *q, added);
       if (!fused) continue;
       if (!accept(g, *fused)) {
         fuse::drop_constants(g, added);
         continue;
       }
-      std::vector<const Node*> parts{&conv, q};
+      std::vector<const Node*> parts{&conv};
+      if (q) parts.push_back(q);
       if (M.once(conv.inputs[0])) parts.insert(parts.begin(), dq);
       fuse::replace_nodes(g, parts, std::move(*fused), report);
       changed = true;

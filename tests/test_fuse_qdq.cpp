@@ -79,8 +79,10 @@ int count_op(const Graph& g, const std::string& op) {
 }
 
 /// The outputs of `fused` on onednn against naive's run of `qdq` (unfused) on x: the largest
-/// difference in steps of the output's quantisation scale, and the share of exact elements.
-std::pair<double, double> steps_apart(const Graph& fused, const Graph& qdq, const Tensor& x, double step) {
+/// difference in steps of the output's quantisation scale, and the share of exact elements
+/// (within `exact_within` of a step: a float output's sums round differently).
+std::pair<double, double> steps_apart(const Graph& fused, const Graph& qdq, const Tensor& x, double step,
+                                      double exact_within = 1e-6) {
   std::vector<Tensor> got, want;
   auto plan = Plan::build(fused, Placement::all_on("onednn", {}), builtin_registry());
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
@@ -92,7 +94,7 @@ std::pair<double, double> steps_apart(const Graph& fused, const Graph& qdq, cons
   for (int64_t i = 0; i < want[0].numel(); ++i) {
     const double d = std::fabs(static_cast<double>(got[0].f32()[i]) - want[0].f32()[i]);
     worst = std::max(worst, d / step);
-    exact += d <= 1e-6 * step;
+    exact += d <= exact_within * step;
   }
   return {worst, static_cast<double>(exact) / static_cast<double>(want[0].numel())};
 }
@@ -218,6 +220,129 @@ TEST(QdqFusion, MatMulGroupsBecomeQLinearMatMulAndAgreeWithinAStep) {
             << "% of the outputs exact\n";
   EXPECT_LE(worst, 1.0001);
   EXPECT_GE(exact, 0.97);
+}
+
+/// x [6, 32] -> Gemm (W1 [24, 32], transB) -> Relu -> Gemm (W2 [24, 10]) -> y, in its QDQ form
+/// (per-column int8 weights, int32 C codes, uint8 activations calibrated on the float graph's
+/// own ranges over `x`; y, the output, stays float as a classifier's logits do), prepared.
+Graph qdq_gemm_graph(const Tensor& x) {
+  Graph g;
+  g.source = "qdq-gemm";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {6, 32}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w1"] = random_tensor({24, 32}, 31, -0.4f, 0.4f);
+  g.initializers["c1"] = random_tensor({24}, 32, -0.3f, 0.3f);
+  g.initializers["w2"] = random_tensor({24, 10}, 33, -0.4f, 0.4f);
+  g.initializers["c2"] = random_tensor({10}, 34, -0.3f, 0.3f);
+  add_node(g, make_node("Gemm", {{"transB", Attribute::of_int(1)}}), {"x", "w1", "c1"}, {"m1"}, "fc1");
+  add_node(g, make_node("Relu"), {"m1"}, {"r1"}, "relu1");
+  add_node(g, make_node("Gemm"), {"r1", "w2", "c2"}, {"y"}, "fc2");
+  quantise_on_own_ranges(g, x, {"m1", "r1"});
+  return g;
+}
+
+TEST(QdqFusion, GemmGroupsBecomeQGemmOnTheModelsCodesAndAgreeWithinAStep) {
+  const Tensor x = random_tensor({6, 32}, 35, -1.f, 1.f);
+  const Graph qdq = qdq_gemm_graph(x);
+  ASSERT_EQ(count_op(qdq, "Gemm"), 2);
+  for (const char* backend : {"im2col", "naive"}) {  // no rewrite where the backend lacks it, or on the oracle
+    Graph g = qdq;
+    fuse_graph(g, fuse_options_for(Placement::all_on(backend, {}), builtin_registry(), false));
+    EXPECT_EQ(count_op(g, "QGemm"), 0) << backend;
+  }
+  if (!onednn_has_int8_exact_products()) GTEST_SKIP() << "this CPU's oneDNN sums u8 x s8 pairs in int16 (no VNNI)";
+  Graph fused = qdq;
+  fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+  ASSERT_EQ(count_op(fused, "QGemm"), 2);
+  EXPECT_EQ(count_op(fused, "Gemm"), 0);
+  for (const auto& node : fused.nodes) {
+    if (node.op_type != "QGemm") continue;
+    // B and C are the model's own codes, element for element; a scale per output column.
+    const bool first = node.name.rfind("fc1", 0) == 0;
+    const Tensor* w = nullptr;
+    const Tensor* c = nullptr;
+    for (const auto& [name, d] : qdq.dequantized) {
+      if (name.rfind(first ? "w1" : "w2", 0) == 0) w = &d.codes;
+      if (name.rfind(first ? "c1" : "c2", 0) == 0) c = &d.codes;
+    }
+    ASSERT_TRUE(w && c) << node.name;
+    EXPECT_EQ(node.attr_int("transB", 0), first ? 1 : 0) << node.name;
+    const Tensor& wq = fused.initializers.at(node.inputs[3]);
+    const Tensor& cq = fused.initializers.at(node.inputs[6]);
+    ASSERT_EQ(wq.dtype(), DType::kI8);
+    ASSERT_EQ(cq.dtype(), DType::kI32);
+    EXPECT_EQ(fused.initializers.at(node.inputs[4]).numel(), first ? 24 : 10) << "a scale per column of B";
+    for (int64_t i = 0; i < w->numel(); ++i) ASSERT_EQ(wq.get_i64(i), w->get_i64(i)) << node.name << " weight " << i;
+    for (int64_t i = 0; i < c->numel(); ++i) ASSERT_EQ(cq.get_i64(i), c->get_i64(i)) << node.name << " C " << i;
+  }
+  // fc1 ends in a QuantizeLinear (uint8 out), fc2 in none (float32 out).
+  for (const auto& node : fused.nodes) {
+    if (node.op_type != "QGemm") continue;
+    EXPECT_EQ(node.inputs.size(), node.name.rfind("fc1", 0) == 0 ? 9u : 7u) << node.name;
+  }
+  // y is float: an r1 code one step off moves it by r1's scale times a weight of fc2 (|w2| <=
+  // 0.4); otherwise only the float sums' rounding differs.
+  double step = 0;
+  for (const auto& node : qdq.nodes)
+    if (node.op_type == "QuantizeLinear" && node.inputs[0] == "r1") step = 0.4 * qdq.initializers.at(node.inputs[1]).get(0);
+  ASSERT_GT(step, 0);
+  const auto [worst, exact] = steps_apart(fused, qdq, x, step, 1e-3);
+  std::cout << "[ steps    ] the integer plan within " << worst << " steps of naive's QDQ run, " << 100 * exact
+            << "% of the outputs within a thousandth of one\n";
+  EXPECT_LE(worst, 2.0001) << "an edge of m1 moves y by at most a step or two";
+  EXPECT_GE(exact, 0.9);
+}
+
+/// com.microsoft QGemm on every backend that runs it, against values computed by hand: A's
+/// zero point, B per column, C added before the scales, alpha, A or B stored transposed, float32
+/// or requantised output with an odd zero point on a tie (ONNX rounds before adding it).
+TEST(QdqFusion, QGemmByHandOnEveryBackendThatRunsIt) {
+  // A - 1 = [[0 1 2] [3 4 6]], B = [[1 -1] [2 0] [-3 4]]: sums [[-4 8] [-7 21]], + C [1 -2].
+  struct Variant {
+    bool ta, tb, quantised;
+    float alpha;
+    std::vector<double> want;
+  };
+  // Float: times alpha * 0.5 * [2 0.25]. Quantised: over 0.25 -> [[-12 3] [-24 9.5]], rounded
+  // half to even (9.5 -> 10) before the zero point 11 is added, saturated to uint8.
+  const std::vector<Variant> variants = {{false, false, false, 1.f, {-3, 0.75, -6, 2.375}},
+                                         {true, true, false, 2.f, {-6, 1.5, -12, 4.75}},
+                                         {false, true, true, 1.f, {0, 14, 0, 21}},
+                                         {true, false, true, 1.f, {0, 14, 0, 21}}};
+  for (const Variant& v : variants) {
+    Graph g;
+    g.source = "qgemm";
+    g.opset = 13;
+    g.inputs.push_back(ValueInfo{"a", DType::kU8, v.ta ? Shape{3, 2} : Shape{2, 3}, {}, true});
+    g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+    g.initializers["b"] = v.tb ? typed(DType::kI8, {2, 3}, {1, 2, -3, -1, 0, 4}) : typed(DType::kI8, {3, 2}, {1, -1, 2, 0, -3, 4});
+    g.initializers["a_scale"] = Tensor::from_f32({}, {0.5f});
+    g.initializers["a_zp"] = typed(DType::kU8, {}, {1});
+    g.initializers["b_scale"] = Tensor::from_f32({2}, {2.f, 0.25f});
+    g.initializers["b_zp"] = typed(DType::kI8, {2}, {0, 0});
+    g.initializers["c"] = typed(DType::kI32, {2}, {1, -2});
+    g.initializers["y_scale"] = Tensor::from_f32({}, {0.25f});
+    g.initializers["y_zp"] = typed(DType::kU8, {}, {11});
+    Node n = make_node("QGemm", {{"transA", Attribute::of_int(v.ta)}, {"transB", Attribute::of_int(v.tb)},
+                                 {"alpha", Attribute::of_float(v.alpha)}});
+    n.domain = "com.microsoft";
+    std::vector<std::string> in = {"a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "c"};
+    if (v.quantised) in.insert(in.end(), {"y_scale", "y_zp"});
+    add_node(g, n, in, {"y"}, "qgemm");
+    ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+    const Tensor a = v.ta ? typed(DType::kU8, {3, 2}, {1, 4, 2, 5, 3, 7}) : typed(DType::kU8, {2, 3}, {1, 2, 3, 4, 5, 7});
+    for (const char* backend : {"naive", "onednn"}) {
+      auto plan = Plan::build(g, Placement::all_on(backend, {"naive"}), builtin_registry());
+      ASSERT_TRUE(plan.ok()) << backend << ": " << plan.status().to_string();
+      const PlanStep& step = plan.value()->steps().back();
+      const bool on_onednn = std::string(backend) == "onednn" && onednn_has_int8_exact_products();
+      EXPECT_EQ(step.backend, on_onednn ? "onednn" : "naive") << backend << " " << step.fallback_reason;
+      std::vector<Tensor> out;
+      ASSERT_TRUE(plan.value()->run({a}, &out).is_ok());
+      EXPECT_EQ(values_of(out[0]), v.want) << backend << " transA " << v.ta << " transB " << v.tb;
+    }
+  }
 }
 
 /// bench on a QDQ file (ONNX Runtime's quantiser's form of fmnist-cnn, from the quantised

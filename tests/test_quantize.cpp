@@ -154,6 +154,22 @@ std::pair<int, double> codes_apart(const Tensor& got, const Tensor& want) {
   return {differ, worst};
 }
 
+TEST(Quantize, QLinearConvRoundsBeforeItAddsTheZeroPointOnEveryBackend) {
+  // x * 0.5 on ties: 0.5, 1.5, 2.5, 3.5 round half to even to 0, 2, 2, 4, then y's odd zero
+  // point 11: 11, 13, 13, 15 (rounded after the sum they would be 12, 12, 14, 14).
+  OpCase c = op_case("QLinearConv", {typed(DType::kU8, {1, 1, 1, 4}, {1, 3, 5, 7}), Tensor::from_f32({}, {0.5f}),
+                                     typed(DType::kU8, {}, {0}), typed(DType::kI8, {1, 1, 1, 1}, {1}),
+                                     Tensor::from_f32({1}, {1.f}), typed(DType::kI8, {1}, {0}), Tensor::from_f32({}, {1.f}),
+                                     typed(DType::kU8, {}, {11})});
+  c.is_const = {false, true, true, true, true, true, true, true};
+  for (const char* backend : {"naive", "onednn"}) {
+    std::vector<Tensor> out;
+    const Status st = run_on(c, backend, &out);
+    ASSERT_TRUE(st.is_ok()) << backend << ": " << st.to_string();
+    EXPECT_EQ(values_of(out[0]), (std::vector<double>{11, 13, 13, 15})) << backend;
+  }
+}
+
 TEST(Quantize, OnednnQLinearConvIsTheOracles) {
   // Random uint8 images and 7-bit weights (what reduce_range writes), per-channel scales, a
   // bias and both zero points: oneDNN's int8 convolution against naive's exact loops.
@@ -185,7 +201,7 @@ TEST(Quantize, OnednnQLinearConvIsTheOracles) {
   EXPECT_TRUE(audit->nodes[0].ran);
   EXPECT_LT(audit->first_divergent, 0) << audit->nodes[0].note;
   EXPECT_EQ(audit->nodes[0].max_abs, worst);
-  // Full 8-bit weights: exact with VNNI; without, oneDNN's int16 pair sums saturate, so the
+  // Full 8-bit weights: exact sums with VNNI; without, oneDNN's int16 pair sums saturate, so the
   // kernel declines naming why (and the planner falls back to naive).
   const Tensor w8 = bytes(DType::kI8, {8, 16, 3, 3}, -127, 127);
   const Status st8 = run_on(qlinear_conv_case(x, w8, b, ws, pads), "onednn", &got);
@@ -194,7 +210,11 @@ TEST(Quantize, OnednnQLinearConvIsTheOracles) {
     EXPECT_NE(st8.message().find("saturates"), std::string::npos) << st8.message();
   } else {
     ASSERT_TRUE(run_on(qlinear_conv_case(x, w8, b, ws, pads), "naive", &want).is_ok());
-    EXPECT_EQ(values_of(got[0]), values_of(want[0]));
+    // The sums are exact; the float32 requantisation may still take a near-tie's other code,
+    // as above (1 of 100,352 here). Saturated int16 pair sums would be off by tens of codes.
+    const auto [differ8, worst8] = codes_apart(got[0], want[0]);
+    EXPECT_LE(worst8, 1.0);
+    EXPECT_LE(differ8, 3) << "of " << want[0].numel();
   }
 }
 

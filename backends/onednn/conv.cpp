@@ -289,7 +289,15 @@ class QLinearConvKernel final : public Kernel {
       dnnl::primitive_attr attr;
       attr.set_output_scales(1 << 1, scales);
       if (x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp});
-      if (y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
+      if (y_zp != 0) {
+        // ONNX rounds before it adds y's zero point; oneDNN adds it to the scaled float and
+        // rounds the sum, which moves a tie by one code where the zero point is odd (0.5 + 11
+        // -> 12, ONNX's 0 + 11). Rounded first by a post-op, the sum is exact.
+        dnnl::post_ops po;
+        po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
+        attr.set_post_ops(po);
+        attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
+      }
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       src_.init(x_plain, pd.src_desc(), ctx.tracker, false);
       dst_.init(memory::desc(yd, y_dt, tag::nchw), pd.dst_desc(), ctx.tracker, true);

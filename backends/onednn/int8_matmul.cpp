@@ -2,7 +2,10 @@
 // CPU has them): ONNX's MatMulInteger (int32 out) and QLinearMatMul (requantised to uint8 or
 // int8 by a_scale * b_scale[n] / y_scale, rounding half to even), and com.microsoft's MatMulIntegerToFloat
 // (float32 out: the int32 product times a_scale * b_scale, + bias), which is what a dynamically
-// quantised model's MatMulInteger -> Cast -> Mul [-> Add] becomes (core/fuse_dynamic.cpp).
+// quantised model's MatMulInteger -> Cast -> Mul [-> Add] becomes (core/fuse_dynamic.cpp), and
+// QGemm (A or B transposed, the int32 C added to the accumulator, times alpha * a_scale *
+// b_scale[n], requantised by y_scale or float32 without it), which is what a QDQ model's
+// DequantizeLinear -> Gemm -> QuantizeLinear becomes (core/fuse_qdq.cpp).
 //
 // A (uint8 or int8, [..., K]) and its zero point arrive at run time, as a DynamicQuantizeLinear
 // writes them; B is a constant int8 [K, N] matrix with zero point 0, reordered once into the
@@ -23,14 +26,26 @@ namespace {
 
 /// Where each operand sits among the node's inputs (0: absent, except A's).
 struct IntegerSlots {
-  bool to_float = false;   ///< MatMulIntegerToFloat
-  bool requantise = false; ///< QLinearMatMul
-  size_t b = 1, a_zp = 2, b_zp = 3, a_scale = 0, b_scale = 0, bias = 0, y_scale = 0, y_zp = 0;
+  bool to_float = false;   ///< MatMulIntegerToFloat, QGemm without y_scale
+  bool requantise = false; ///< QLinearMatMul, QGemm with y_scale
+  bool gemm = false;       ///< QGemm: transA, transB, alpha and an int32 C
+  bool ta = false, tb = false;
+  float alpha = 1.f;
+  /// bias: a float32 one added after the scales; c: QGemm's int32 one added before them.
+  size_t b = 1, a_zp = 2, b_zp = 3, a_scale = 0, b_scale = 0, bias = 0, c = 0, y_scale = 0, y_zp = 0;
 };
 
 IntegerSlots slots_of(const Node& n) {
   IntegerSlots s;
-  if (n.domain == kMicrosoftDomain) {
+  if (n.domain == kMicrosoftDomain && n.op_type == "QGemm") {
+    s.gemm = true;
+    s.requantise = n.inputs.size() > 7 && !n.inputs[7].empty();
+    s.to_float = !s.requantise;
+    s.ta = n.attr_int("transA", 0) != 0;
+    s.tb = n.attr_int("transB", 0) != 0;
+    s.alpha = n.attr_float("alpha", 1.f);
+    s.a_scale = 1, s.a_zp = 2, s.b = 3, s.b_scale = 4, s.b_zp = 5, s.c = 6, s.y_scale = 7, s.y_zp = 8;
+  } else if (n.domain == kMicrosoftDomain) {
     s.to_float = true;
     s.a_scale = 2, s.b_scale = 3, s.a_zp = 4, s.b_zp = 5, s.bias = 6;
   } else if (n.op_type == "QLinearMatMul") {
@@ -50,7 +65,8 @@ int32_t byte_value(const Tensor& t) {
 /// What IntegerMatMulKernel takes, asked before it is built (the planner's capability query
 /// and core/fuse_dynamic.cpp's filter): A uint8/int8 at run time or not, one zero point for it;
 /// B a constant int8 matrix with zero point 0 whose products this CPU sums exactly; for
-/// MatMulIntegerToFloat, float32 scales (one for A, one or one per column for B) and bias.
+/// MatMulIntegerToFloat, float32 scales (one for A, one or one per column for B) and bias;
+/// for QGemm, a 2-D A and an int32 C of one value per column.
 Status integer_matmul_supported(const KernelContext& ctx) {
   const Node& n = *ctx.node;
   const IntegerSlots s = slots_of(n);
@@ -60,10 +76,14 @@ Status integer_matmul_supported(const KernelContext& ctx) {
   const Tensor* b = ctx.constant(s.b);
   if (!b || ctx.inputs[s.b].shape.size() != 2)
     return Status::unsupported(n.label() + ": B must be a constant matrix (oneDNN reorders int8 weights when built)");
-  const int64_t k = ctx.inputs[s.b].shape[0];
-  if (ctx.inputs[0].shape.empty() || ctx.inputs[0].shape.back() != k || k < 1)
-    return Status::unsupported(n.label() + ": A " + shape_str(ctx.inputs[0].shape) + " against B " +
-                               shape_str(ctx.inputs[s.b].shape));
+  const Shape& as = ctx.inputs[0].shape;
+  const int64_t k = ctx.inputs[s.b].shape[s.tb ? 1 : 0], n_cols = ctx.inputs[s.b].shape[s.tb ? 0 : 1];
+  if (as.empty() || (s.gemm && as.size() != 2) || as[s.ta ? 0 : as.size() - 1] != k || k < 1)
+    return Status::unsupported(n.label() + ": A " + shape_str(as) + " against B " + shape_str(ctx.inputs[s.b].shape));
+  if (present(ctx, s.c) && (ctx.inputs[s.c].dtype != DType::kI32 || ctx.inputs[s.c].numel() != n_cols ||
+                            ctx.inputs[s.c].shape.back() != n_cols))
+    return Status::unsupported(n.label() + ": C " + shape_str(ctx.inputs[s.c].shape) +
+                               ": oneDNN adds an int32 C of one value per column only");
   // |A - zp| <= 255 and |B| <= 128: the int32 sum cannot wrap while 255 * 128 * K fits.
   if (k > std::numeric_limits<int32_t>::max() / (255 * 128))
     return Status::unsupported(n.label() + ": K = " + std::to_string(k) + " could wrap the int32 accumulator");
@@ -90,7 +110,7 @@ Status integer_matmul_supported(const KernelContext& ctx) {
   if (s.requantise) {
     // QLinearMatMul: per-tensor scales of A and Y (a scale per row of A is ONNX's too).
     for (size_t i : {s.a_scale, s.y_scale, s.y_zp})
-      if (ctx.inputs[i].numel() != 1) return Status::unsupported(n.label() + ": a scale or zero point per row");
+      if (present(ctx, i) && ctx.inputs[i].numel() != 1) return Status::unsupported(n.label() + ": a scale or zero point per row");
     if (ctx.inputs[s.a_scale].dtype != DType::kF32 || ctx.inputs[s.b_scale].dtype != DType::kF32 ||
         ctx.inputs[s.y_scale].dtype != DType::kF32)
       return Status::unsupported(n.label() + ": float32 scales only");
@@ -98,8 +118,9 @@ Status integer_matmul_supported(const KernelContext& ctx) {
   return Status::ok();
 }
 
-/// MatMulInteger and MatMulIntegerToFloat on one oneDNN int8 matmul: A as [rows, K] (its
-/// leading axes as rows), B [K, N] reordered once, the output [rows, N] plain.
+/// The four integer products on one oneDNN int8 matmul: A as [rows, K] (its leading axes as
+/// rows; QGemm's A [K, rows] with transA), B [K, N] (QGemm's [N, K] with transB) reordered
+/// once, the output [rows, N] plain.
 class IntegerMatMulKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -107,18 +128,21 @@ class IntegerMatMulKernel final : public Kernel {
     s_ = slots_of(*ctx.node);
     node_ = ctx.node;
     const Shape& bs = ctx.inputs[s_.b].shape;
-    k_ = bs[0];
-    n_ = bs[1];
+    k_ = bs[s_.tb ? 1 : 0];
+    n_ = bs[s_.tb ? 0 : 1];
     rows_ = ctx.inputs[0].numel() / k_;
     has_a_zp_ = present(ctx, s_.a_zp);
-    has_bias_ = s_.to_float && present(ctx, s_.bias);
+    has_bias_ = present(ctx, s_.bias);
+    has_c_ = present(ctx, s_.c);
+    has_y_zp_ = present(ctx, s_.y_zp);
     per_column_ = (s_.to_float || s_.requantise) && ctx.inputs[s_.b_scale].numel() != 1;
     out_ = ctx.outputs[0].dtype;
     scales_.assign(static_cast<size_t>(per_column_ ? n_ : 1), 0.f);
     if (rows_ == 0) return Status::ok();  // nothing to compute: no primitive
     return guarded(*ctx.node, [&]() -> Status {
       const dt a_dt = ctx.inputs[0].dtype == DType::kU8 ? dt::u8 : dt::s8;
-      const memory::desc a_md({rows_, k_}, a_dt, tag::ab), w_plain({k_, n_}, dt::s8, tag::ab),
+      // A transposed is [K, rows], B transposed [N, K]: the same matrices in the other order.
+      const memory::desc a_md({rows_, k_}, a_dt, s_.ta ? tag::ba : tag::ab), w_plain({k_, n_}, dt::s8, s_.tb ? tag::ba : tag::ab),
           w_any({k_, n_}, dt::s8, tag::any),
           y_md({rows_, n_}, s_.to_float ? dt::f32 : s_.requantise ? (out_ == DType::kU8 ? dt::u8 : dt::s8) : dt::s32, tag::ab);
       dnnl::primitive_attr attr;
@@ -134,15 +158,23 @@ class IntegerMatMulKernel final : public Kernel {
         dnnl::post_ops po;
         po.append_binary(algorithm::binary_mul, scale_md);
         if (has_bias_) po.append_binary(algorithm::binary_add, bias_md);
+        // ONNX rounds before it adds y's zero point: rounded after the sum, an odd zero point
+        // would move a tie (9.5 + 11 -> 20, ONNX's 10 + 11).
+        if (s_.requantise) po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
         if (s_.requantise) po.append_binary(algorithm::binary_add, zp_md);
         attr.set_post_ops(po);
       }
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_any, y_md), attr, engine());
+      // QGemm's C is the primitive's bias: oneDNN adds it to the int32 accumulator before the
+      // post-ops, as QGemm does before its scales.
+      const memory::desc c_md({1, n_}, dt::s32, tag::ab);
+      dnnl::matmul::primitive_desc pd(has_c_ ? dnnl::matmul::desc(a_md, w_any, c_md, y_md) : dnnl::matmul::desc(a_md, w_any, y_md),
+                                      attr, engine());
       weights_.init(w_plain, pd.weights_desc(), ctx.constant(s_.b), ctx.tracker);
       y_zp_mem_ = memory(zp_md, engine(), &y_zp_value_);
       a_ = memory(a_md, engine(), DNNL_MEMORY_NONE);
       y_ = memory(y_md, engine(), DNNL_MEMORY_NONE);
       bias_ = memory(bias_md, engine(), DNNL_MEMORY_NONE);
+      c_ = memory(c_md, engine(), DNNL_MEMORY_NONE);
       zp_ = memory(memory::desc({1}, dt::s32, tag::x), engine(), &zp_value_);
       scale_mem_ = memory(scale_md, engine(), scales_.data());
       prim_ = dnnl::matmul(pd);
@@ -161,18 +193,18 @@ class IntegerMatMulKernel final : public Kernel {
     if (s_.to_float || s_.requantise) {
       // One float32 multiplier per column: the chain's Mul(a_scale, b_scale), or
       // QLinearMatMul's a_scale * b_scale / y_scale (checked: a run's scales may be bad).
-      const float a_scale = src[s_.a_scale]->f32()[0];
+      const float a_scale = s_.alpha * src[s_.a_scale]->f32()[0];  // alpha: QGemm's, else 1
       const float* b_scale = src[s_.b_scale]->f32();
       if (s_.requantise) {
         const float y_scale = src[s_.y_scale]->f32()[0];
-        MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, a_scale, "a_scale"));
+        MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, src[s_.a_scale]->f32()[0], "a_scale"));
         MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, y_scale, "y_scale"));
         for (size_t j = 0; j < scales_.size(); ++j) {
           MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, b_scale[j], "b_scale"));
           scales_[j] = static_cast<float>(qlinear_multiplier(a_scale, b_scale[j], y_scale));
         }
-        y_zp_value_ = static_cast<float>(byte_value(*src[s_.y_zp]));
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = y_zp_mem_;
+        y_zp_value_ = has_y_zp_ ? static_cast<float>(byte_value(*src[s_.y_zp])) : 0.f;  // QGemm's is optional
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1] = y_zp_mem_;
       } else {
         for (size_t j = 0; j < scales_.size(); ++j) scales_[j] = a_scale * b_scale[j];
       }
@@ -181,6 +213,10 @@ class IntegerMatMulKernel final : public Kernel {
     if (has_bias_) {
       bias_.set_data_handle(const_cast<void*>(src[s_.bias]->data()));
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = bias_;
+    }
+    if (has_c_) {
+      c_.set_data_handle(const_cast<void*>(src[s_.c]->data()));
+      args[DNNL_ARG_BIAS] = c_;
     }
     prim_.execute(stream(), args);
     stream().wait();
@@ -195,11 +231,11 @@ class IntegerMatMulKernel final : public Kernel {
   float y_zp_value_ = 0;
   memory y_zp_mem_;
   int64_t k_ = 0, n_ = 0, rows_ = 0;
-  bool has_a_zp_ = false, has_bias_ = false, per_column_ = false;
+  bool has_a_zp_ = false, has_bias_ = false, has_c_ = false, has_y_zp_ = false, per_column_ = false;
   int32_t zp_value_ = 0;
   std::vector<float> scales_;
   Weights weights_;
-  memory a_, y_, bias_, zp_, scale_mem_;
+  memory a_, y_, bias_, c_, zp_, scale_mem_;
   dnnl::matmul prim_;
 };
 
@@ -210,6 +246,7 @@ void add_int8_matmul_kernels(BackendRegistration& r) {
   r.kernel("MatMulInteger", make_factory<IntegerMatMulKernel>(), traits);
   r.kernel("QLinearMatMul", make_factory<IntegerMatMulKernel>(), traits);
   r.kernel(op_key(kMicrosoftDomain, "MatMulIntegerToFloat"), make_factory<IntegerMatMulKernel>(), traits);
+  r.kernel(op_key(kMicrosoftDomain, "QGemm"), make_factory<IntegerMatMulKernel>(), traits);
 }
 
 }  // namespace mosaic::onednn_impl
