@@ -16,7 +16,9 @@
 
 usage: bench/int8_tradeoff.py [--mosaic build/mosaic] [--models fmnist-cnn,alexnet-cifar,vgg16-cifar]
          [--backends onednn,im2col] [--batch 64] [--epochs 2] [--json docs/perf_int8.json]
-         [--update-docs docs/performance.md]
+         [--update-docs docs/performance.md] [--speed-only]
+--speed-only: parts 2 and 3's timings alone (no training, no accuracy, no table), for a
+quick side-by-side rerun of the speed rows into --json.
 """
 import argparse
 import os
@@ -72,7 +74,7 @@ def speed(args, model):
 def ort_speed(args, model, work):
     """The same model's float32 and int8 QDQ forms (`mosaic export`, `mosaic quantize` on random
     inputs) in ONNX Runtime (all graph optimisations: it fuses the QDQ groups into its integer
-    kernels) and in Mosaic's onednn, which rewrites them into QLinearConv (core/fuse_qdq.cpp),
+    kernels) and in Mosaic's onednn, which rewrites them into QLinearConv and QGemm (core/fuse_qdq.cpp),
     interleaved: median ms at --batch."""
     try:
         import numpy as np
@@ -196,6 +198,23 @@ def markdown(doc):
     return "\n".join(lines) + "\n"
 
 
+def speed_only(args, doc):
+    """Parts 2 and 3's timings, printed as one line per model and written to --json."""
+    doc["speed"] = {m: speed(args, m) for m in args.models.split(",")}
+    with tempfile.TemporaryDirectory() as work:
+        doc["peer_speed"] = {m: ort_speed(args, m, work) for m in args.models.split(",")}
+    for m, per in doc["speed"].items():
+        row = ", ".join(f"{b} {r['f32_ms']:.1f} -> {r['int8_ms']:.1f} ms ({r['speedup']:.2f}x)" for b, r in per.items())
+        ps = doc["peer_speed"].get(m, {})
+        if "int8_ms" in ps:
+            row += (f"; ONNX Runtime {ps['f32_ms']:.1f} -> {ps['int8_ms']:.1f} ms, Mosaic onednn int8 "
+                    f"{ps['mosaic_int8_ms']:.1f} ms ({ps['int8_ms'] / ps['mosaic_int8_ms']:.2f}x ONNX Runtime's int8)")
+        print(f"{m}: {row}")
+    if args.json:
+        write_json(args.json, doc)
+    return 1 if any(not r["check_passed"] for per in doc["speed"].values() for r in per.values()) else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mosaic", default=os.path.join(ROOT, "build", "mosaic"))
@@ -206,12 +225,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the ONNX Runtime comparison")
     ap.add_argument("--json", default="")
     ap.add_argument("--update-docs", default="", help="replace the table between the int8 markers of this file")
+    ap.add_argument("--speed-only", action="store_true", help="the speed rows alone: no training or accuracy, no table")
     args = ap.parse_args()
+    if args.speed_only and args.update_docs:
+        sys.exit("int8_tradeoff: --speed-only writes no table: give --json instead of --update-docs")
     if not os.access(args.mosaic, os.X_OK):
         sys.exit(f"int8_tradeoff: {args.mosaic} not found: build Mosaic first (scripts/setup.sh)")
     doc = {"schema": "mosaic.int8/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cpu": bench_docs.cpu_description(), "batch": args.batch, "epochs": args.epochs}
     with tempfile.TemporaryDirectory() as work:
+        if args.speed_only:
+            return speed_only(args, doc)
         doc["accuracy"] = accuracy(args, work)
         doc["peer"] = peer(args, doc["accuracy"])
         for r in doc["accuracy"]["methods"].values():
