@@ -12,6 +12,7 @@
 
 #include <omp.h>
 
+#include <random>
 #include <set>
 #include <thread>
 
@@ -247,22 +248,66 @@ TEST_F(LoadgenCli, ServerLatencyIsTheQueueOfAKnownServiceTime) {
   EXPECT_EQ(j["metric"]["value"], 200.0);
 }
 
+/// The highest Poisson rate at which a single server whose per-query time is drawn from
+/// `occupied_ms` (each query's service plus its dispatch, as measured) keeps the latency's
+/// q-quantile within `bound_ms`: Lindley's recursion over 100,000 simulated queries per
+/// rate tried, bisected on the rate (the same seeds at every rate, so the curve is monotone
+/// but for the resampling's noise).
+double mg1_rate(const std::vector<double>& occupied_ms, double bound_ms, double q) {
+  double mean = 0;
+  for (double s : occupied_ms) mean += s / static_cast<double>(occupied_ms.size());
+  double lo = 0, hi = 1e3 / mean;
+  const size_t n = 100000;
+  for (int step = 0; step < 30; ++step) {
+    const double rate = (lo + hi) / 2;
+    std::mt19937_64 rng(7);
+    std::exponential_distribution<double> gap(rate / 1e3);
+    std::uniform_int_distribution<size_t> pick(0, occupied_ms.size() - 1);
+    std::vector<double> latency(n);
+    double t = 0, free_at = 0;
+    for (size_t i = 0; i < n; ++i) {
+      t += gap(rng);
+      free_at = std::max(free_at, t) + occupied_ms[pick(rng)];
+      latency[i] = free_at - t;
+    }
+    std::nth_element(latency.begin(), latency.begin() + static_cast<int64_t>(q * n), latency.end());
+    (latency[static_cast<size_t>(q * n)] <= bound_ms ? lo : hi) = rate;
+  }
+  return lo;
+}
+
 TEST_F(LoadgenCli, FindRateMatchesTheMD1Queue) {
   // 2 ms a query, p99 bound 12 ms. The search reports the highest rate whose early-stopping
-  // p99 met the bound; an M/D/1 queue meets it at its 99th percentile up to md1_rate(0.99)
-  // and at its 99.9th up to md1_rate(0.999). The estimate lies between those percentiles for
-  // 662 queries, so the answer must too (with 25% and 10% for the schedule's randomness and
-  // the search's resolution: 3 halvings of the bracket). About 12 s: --full only.
+  // p99 met the bound; the estimate lies between the 99th and the 99.9th percentiles for 662
+  // queries, so the answer lies between the rates at which the queue meets the bound at those
+  // percentiles (with 25% and 10% for the schedule's randomness and the search's resolution:
+  // 3 halvings of the bracket). Above: an M/D/1 queue of the service time alone, the most a
+  // 2 ms server can sustain. Below: the queue of what each query actually occupied the server
+  // for in these runs (its service and its dispatch, Lindley's recursion subtracted), drawn
+  // at random: a sleep that overshoots and a worker woken late (a loaded machine: ctest runs
+  // two tests at once) lower the rate the search can honestly report: against M/D/1 alone this
+  // test failed 2 runs of 3 on a quiet 2-core VM. A search that gives up early, or an estimate
+  // biased upwards, still falls below both. About 20 s: --full only.
   const json j = run(wait_model(2, 0), "--scenario server --find-rate --latency-bound 12 --search-steps 3 "
                                        "--min-duration 0");
   ASSERT_TRUE(j.is_object());
   ASSERT_FALSE(j["max_rate"].is_null()) << j["notes"];
   const double d = j["service_ms"].get<double>() / 1e3;
   const double found = j["max_rate"].get<double>();
-  const double high = md1_rate(d, 12e-3, 0.99), low = md1_rate(d, 12e-3, 0.999);
+  const double high = md1_rate(d, 12e-3, 0.99);
+  std::vector<double> occupied;
+  for (const json& r : j["runs"]) {
+    const auto issue = r["issue_ms"].get<std::vector<double>>();
+    const auto service = r["query_service_ms"].get<std::vector<double>>();
+    const auto latency = r["query_latency_ms"].get<std::vector<double>>();
+    const std::vector<double> queued = lindley(issue, service);
+    for (size_t i = 0; i < issue.size(); ++i) occupied.push_back(service[i] + std::max(0.0, latency[i] - queued[i]));
+  }
+  ASSERT_GT(occupied.size(), 1000u);
+  const double low = mg1_rate(occupied, 12.0, 0.999);
   EXPECT_LT(low, high);
-  EXPECT_GT(found, 0.75 * low) << "M/D/1: " << low << " (p99.9) to " << high << " (p99) queries/s";
-  EXPECT_LT(found, 1.1 * high) << "M/D/1: " << low << " (p99.9) to " << high << " (p99) queries/s";
+  EXPECT_GT(found, 0.75 * low) << "M/G/1 of the measured times: " << low << " (p99.9); M/D/1: " << high << " (p99)";
+  EXPECT_LT(found, 1.1 * high) << "M/G/1 of the measured times: " << low << " (p99.9); M/D/1: " << high << " (p99)";
   // Every run that met the bound had its estimate within it, every other one not.
   for (const json& r : j["runs"]) {
     if (r["meets_bound"].get<bool>()) {
