@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "operators/eltwise.hpp"
@@ -310,6 +311,54 @@ TEST(Naive, ExpandRangeTriluByHand) {
   const auto st = prepare_graph(g, builtin_registry(), PrepareOptions{});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().message().find("delta must be non-zero"), std::string::npos) << st.status().message();
+}
+
+/// Expand copies the trailing axes it keeps as whole blocks: rows of every width (a word of 1,
+/// 2, 4 or 8 bytes, or longer runs), leading axes added, a broadcast axis between kept ones,
+/// and an empty result, each against the values written out by hand.
+TEST(Naive, ExpandCopiesKeptAxesAsBlocksOfEveryWidth) {
+  auto run = [](Tensor x, std::vector<int64_t> shape) {
+    OpCase e;
+    e.node = make_node("Expand");
+    e.inputs = {std::move(x), Tensor::from_i64({static_cast<int64_t>(shape.size())}, shape)};
+    e.is_const = {false, true};
+    std::vector<Tensor> out;
+    const Status st = run_on(e, "naive", &out);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    return out.empty() ? Tensor() : out[0];
+  };
+  // int64 [2, 1, 3] -> [2, 2, 3]: blocks of three 8-byte values.
+  Tensor y = run(Tensor::from_i64({2, 1, 3}, {1, 2, 3, 4, 5, 6}), {2, 2, 3});
+  ASSERT_EQ(y.numel(), 12);
+  EXPECT_EQ(std::vector<int64_t>(y.i64(), y.i64() + 12), (std::vector<int64_t>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
+  // uint8 [3, 1] -> [2, 3, 4]: a leading axis added, one byte per block.
+  Tensor u = Tensor::empty({DType::kU8, {3, 1}});
+  for (int i = 0; i < 3; ++i) u.u8()[i] = static_cast<uint8_t>(7 + i);
+  y = run(u, {2, 3, 4});
+  ASSERT_EQ(y.numel(), 24);
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(y.u8()[i], 7 + (i / 4) % 3) << i;
+  // float16 [1, 2] -> [3, 2]: a block of two 2-byte values (one 4-byte word), bits kept.
+  Tensor h = Tensor::empty({DType::kF16, {1, 2}});
+  const uint16_t bits[2] = {0x3c00, 0xfc00};  // 1.0 and -inf
+  std::memcpy(h.data(), bits, sizeof bits);
+  y = run(h, {3, 2});
+  ASSERT_EQ(y.numel(), 6);
+  for (int64_t i = 0; i < 6; ++i) {
+    uint16_t v;
+    std::memcpy(&v, static_cast<const uint8_t*>(y.data()) + 2 * i, 2);
+    EXPECT_EQ(v, bits[i % 2]) << i;
+  }
+  // float32 [2, 1, 2] -> [2, 3, 2]: the broadcast axis between kept ones.
+  y = run(Tensor::from_f32({2, 1, 2}, {1, 2, 3, 4}), {2, 3, 2});
+  EXPECT_EQ(std::vector<float>(y.f32(), y.f32() + 12), (std::vector<float>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
+  // int32 [4] -> [2, 4]: one block of 16 bytes per row of the result.
+  Tensor i32 = Tensor::empty({DType::kI32, {4}});
+  for (int i = 0; i < 4; ++i) reinterpret_cast<int32_t*>(i32.data())[i] = -i;
+  y = run(i32, {2, 4});
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(reinterpret_cast<const int32_t*>(y.data())[i], -(i % 4)) << i;
+  // [1, 1] -> [2, 0]: nothing to copy.
+  y = run(Tensor::from_f32({1, 1}, {5}), {2, 0});
+  EXPECT_EQ(y.numel(), 0);
 }
 
 /// Every row of the op tables is complete: its functions present, its kinks with their

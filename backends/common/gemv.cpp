@@ -24,6 +24,15 @@ inline Float8 load8(const float* p) {
 }
 inline void store8(float* p, Float8 v) { std::memcpy(p, &v, sizeof v); }
 
+/// One panel row as one value: a zmm register with AVX-512, a ymm one with AVX2.
+typedef float FloatP __attribute__((vector_size(kGemvPanel * sizeof(float))));
+inline FloatP loadp(const float* p) {
+  FloatP v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void storep(float* p, FloatP v) { std::memcpy(p, &v, sizeof v); }
+
 /// A full block of C, 4 rows by 16 columns, in eight vector accumulators; each row of B's
 /// block is loaded once for the four rows.
 void small_gemm_4x16(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
@@ -124,7 +133,6 @@ void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float*
 }
 
 void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
-  static_assert(kGemvPanel == 8, "one Float8 per panel row");
   constexpr int kStreams = 8;
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel if (n * k >= (1 << 16))
@@ -146,21 +154,21 @@ void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64
           src[live] = panels + which[live] * k * kGemvPanel;
           ++live;
         }
-      Float8 acc[kStreams] = {};
+      FloatP acc[kStreams] = {};
       if (live == kStreams) {
         for (int64_t kk = 0; kk < k; ++kk) {
-          const Float8 xv = x[kk] - Float8{};
-          for (int s = 0; s < kStreams; ++s) acc[s] += load8(src[s] + kk * kGemvPanel) * xv;
+          const FloatP xv = x[kk] - FloatP{};
+          for (int s = 0; s < kStreams; ++s) acc[s] += loadp(src[s] + kk * kGemvPanel) * xv;
         }
       } else {
         for (int64_t kk = 0; kk < k; ++kk) {
-          const Float8 xv = x[kk] - Float8{};
-          for (int s = 0; s < live; ++s) acc[s] += load8(src[s] + kk * kGemvPanel) * xv;
+          const FloatP xv = x[kk] - FloatP{};
+          for (int s = 0; s < live; ++s) acc[s] += loadp(src[s] + kk * kGemvPanel) * xv;
         }
       }
       for (int s = 0; s < live; ++s) {
         float out[kGemvPanel];
-        store8(out, acc[s] * alpha);
+        storep(out, acc[s] * alpha);
         const int64_t col = which[s] * kGemvPanel, width = std::min(kGemvPanel, n - col);
         std::memcpy(y + col, out, static_cast<size_t>(width) * sizeof(float));
       }
@@ -169,25 +177,39 @@ void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64
 }
 
 namespace {
-/// Rows r .. r + R of Y for the S panels `src` (each [k][8]): every panel row loaded once for
-/// the R rows of A, R * S accumulators (at most 8 of AVX2's 16 registers).
+/// Panel rows ahead of the one read that gemm_panels asks the memory for.
+constexpr int64_t kPanelPrefetchRows = 64;
+/// Panels each thread reads side by side in gemm_panels (a stream each): 3 read 1.1-1.2x the
+/// memory's rate of 2 at batch 8 in the same standalone test.
+constexpr int kPanelStreams = 3;
+
+/// Rows r .. r + R of Y for the S panels `src` (each [k][kGemvPanel]): every panel row loaded
+/// once for the R rows of A, R * S accumulators (at most 24 of AVX-512's 32 registers, 12 of
+/// AVX2's 16).
 template <int R, int S>
 void panel_block(const float* const* src, const int64_t* which, const float* a, int64_t lda, float* y, int64_t ldy,
                  int64_t n, int64_t k, float alpha) {
-  Float8 acc[S][R] = {};
+  FloatP acc[S][R] = {};
   for (int64_t kk = 0; kk < k; ++kk) {
-    Float8 w[S];
+    FloatP w[S];
+    // The hardware's prefetchers stop at each 4 KB page of a stream; asking for the row
+    // kPanelPrefetchRows ahead keeps the memory busy: at batch 8 on the AMX Xeon 75-80 ->
+    // 101-113 GFLOP/s, on its AVX2 path 55 -> 62-66 (a standalone copy of this loop over 768 MB
+    // of panels, alternating; docs/generation.md). Past the panel's end it is a hint, not a load.
+    for (int s = 0; s < S; ++s) __builtin_prefetch(src[s] + (kk + kPanelPrefetchRows) * kGemvPanel);
     for (int s = 0; s < S; ++s) {
-      w[s] = load8(src[s] + kk * kGemvPanel);
-#if defined(__AVX__)
+      w[s] = loadp(src[s] + kk * kGemvPanel);
       // Kept in a register: GCC folds it into each row's FMA as a memory operand, loading the
       // panel row R times, and the loads, not the FMAs, bound the loop (4 rows in cache on one
-      // core: 33 GFLOP/s folded, 66 in a register). Without AVX, Float8 is two SSE registers.
+      // core: 33 GFLOP/s folded, 66 in a register). Without AVX, a panel row is two SSE registers.
+#if defined(__AVX512F__)
+      asm("" : "+v"(w[s]));
+#elif defined(__AVX__)
       asm("" : "+x"(w[s]));
 #endif
     }
     for (int r = 0; r < R; ++r) {
-      const Float8 av = a[r * lda + kk] - Float8{};
+      const FloatP av = a[r * lda + kk] - FloatP{};
       for (int s = 0; s < S; ++s) acc[s][r] += w[s] * av;
     }
   }
@@ -195,7 +217,7 @@ void panel_block(const float* const* src, const int64_t* which, const float* a, 
     const int64_t col = which[s] * kGemvPanel, width = std::min(kGemvPanel, n - col);
     for (int r = 0; r < R; ++r) {
       float out[kGemvPanel];
-      store8(out, acc[s][r] * alpha);
+      storep(out, acc[s][r] * alpha);
       std::memcpy(y + r * ldy + col, out, static_cast<size_t>(width) * sizeof(float));
     }
   }
@@ -204,11 +226,18 @@ void panel_block(const float* const* src, const int64_t* which, const float* a, 
 template <int S>
 void panel_rows(int64_t rows, const float* const* src, const int64_t* which, const float* a, int64_t lda, float* y,
                 int64_t ldy, int64_t n, int64_t k, float alpha) {
+  static_assert(kPanelRowsPerPass == 4 || kPanelRowsPerPass == 8, "a case per row count below");
   switch (rows) {
     case 1: return panel_block<1, S>(src, which, a, lda, y, ldy, n, k, alpha);
     case 2: return panel_block<2, S>(src, which, a, lda, y, ldy, n, k, alpha);
     case 3: return panel_block<3, S>(src, which, a, lda, y, ldy, n, k, alpha);
-    default: return panel_block<4, S>(src, which, a, lda, y, ldy, n, k, alpha);
+#if defined(__AVX512F__)
+    case 4: return panel_block<4, S>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 5: return panel_block<5, S>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 6: return panel_block<6, S>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 7: return panel_block<7, S>(src, which, a, lda, y, ldy, n, k, alpha);
+#endif
+    default: return panel_block<kPanelRowsPerPass, S>(src, which, a, lda, y, ldy, n, k, alpha);
   }
 }
 }  // namespace
@@ -218,18 +247,30 @@ void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel if (m * n * k >= (1 << 16))
   {
-    // This thread's panels, contiguous, as two streams (its two halves side by side); for each
-    // pair, the rows of A four at a time, the pair's panels re-read from the cache after the first.
+    // This thread's panels, contiguous, as kPanelStreams streams (equal parts side by side);
+    // for each group of panels, the rows of A kPanelRowsPerPass at a time, the group re-read
+    // from the cache after the first pass.
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t first = np * t / nt, count = np * (t + 1) / nt - first, half = (count + 1) / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      int64_t which[2] = {first + i, first + half + i};
-      const float* src[2] = {panels + which[0] * k * kGemvPanel, panels + which[1] * k * kGemvPanel};
-      const bool pair = half + i < count;
-      for (int64_t r = 0; r < m; r += 4) {
-        const int64_t rows = std::min<int64_t>(4, m - r);
-        if (pair) panel_rows<2>(rows, src, which, a + r * lda, lda, y + r * ldy, ldy, n, k, alpha);
-        else panel_rows<1>(rows, src, which, a + r * lda, lda, y + r * ldy, ldy, n, k, alpha);
+    const int64_t first = np * t / nt, count = np * (t + 1) / nt - first;
+    const int64_t per = (count + kPanelStreams - 1) / kPanelStreams;
+    for (int64_t i = 0; i < per; ++i) {
+      int64_t which[kPanelStreams];
+      const float* src[kPanelStreams];
+      int live = 0;
+      for (int s = 0; s < kPanelStreams; ++s)
+        if (s * per + i < count) {
+          which[live] = first + s * per + i;
+          src[live] = panels + which[live] * k * kGemvPanel;
+          ++live;
+        }
+      for (int64_t r = 0; r < m; r += kPanelRowsPerPass) {
+        const int64_t rows = std::min<int64_t>(kPanelRowsPerPass, m - r);
+        const float* ar = a + r * lda;
+        float* yr = y + r * ldy;
+        static_assert(kPanelStreams == 3, "a case per live stream count below");
+        if (live == 3) panel_rows<3>(rows, src, which, ar, lda, yr, ldy, n, k, alpha);
+        else if (live == 2) panel_rows<2>(rows, src, which, ar, lda, yr, ldy, n, k, alpha);
+        else panel_rows<1>(rows, src, which, ar, lda, yr, ldy, n, k, alpha);
       }
     }
   }

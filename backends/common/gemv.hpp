@@ -20,10 +20,15 @@ namespace mosaic {
 void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, float alpha);
 
 /// The same product from a constant op(B) packed once as panels of kGemvPanel outputs,
-/// [ceil(n / 8)][k][8] (zero-padded), so that each thread reads its share of the weights as
+/// [ceil(n / P)][k][P] (zero-padded), so that each thread reads its share of the weights as
 /// eight long sequential streams, whatever B's shape: 1.4x gemv_rows on short rows such as
-/// GPT-2's [50257, 768] head (bench/gemv_layouts.cpp, docs/generation.md).
+/// GPT-2's [50257, 768] head (bench/gemv_layouts.cpp, docs/generation.md). A panel row is one
+/// vector register: 16 floats where the build targets AVX-512, else 8 (AVX2).
+#if defined(__AVX512F__)
+inline constexpr int64_t kGemvPanel = 16;
+#else
 inline constexpr int64_t kGemvPanel = 8;
+#endif
 int64_t gemv_panel_floats(int64_t n, int64_t k);
 /// op(B) is B [k, n], or B [n, k] when trans_b.
 void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels);
@@ -35,10 +40,19 @@ void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64
 /// address while the panels live. Constant inputs of inference plans are never written.
 std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, int64_t n, int64_t k);
 /// Y[m, n] = alpha * A[m, k] op(B) for a few rows of A (a decoder's step at a small batch)
-/// against the same panels: each panel is read from memory once for all the rows, four rows
-/// at a time against two panels (eight accumulators).
+/// against the same panels: each panel is read from memory once for all the rows,
+/// kPanelRowsPerPass rows at a time against three panels (3 x that many accumulators; the
+/// panels re-read from the cache for the next rows), each a stream prefetched 64 rows ahead.
 void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
                  int64_t k, float alpha);
+/// Rows of A per pass over a group of panels: 8 with AVX-512's 32 vector registers (24
+/// accumulators), 4 with AVX2's 16 (12), so that a decode step at batch 8 on AVX-512 reads each
+/// panel from memory once and computes it once.
+#if defined(__AVX512F__)
+inline constexpr int kPanelRowsPerPass = 8;
+#else
+inline constexpr int kPanelRowsPerPass = 4;
+#endif
 
 /// Row-major C[m, n] = A[m, k] B[k, n] for products small enough that a library call's fixed
 /// cost (1-3 us: argument checks, a thread fork) would be most of the time: each row of C

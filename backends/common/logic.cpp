@@ -127,15 +127,41 @@ class ExpandKernel final : public Kernel {
     in_ = {ctx.inputs[0].shape};
     out_ = ctx.outputs[0].shape;
     dtype_ = ctx.inputs[0].dtype;
+    // The trailing axes Expand leaves as they are are one contiguous block in both: the copy
+    // walks the outer axes and moves a block at a time (a decoder's grouped-query key and value
+    // heads, [b, kv, 1, L, d] -> [b, kv, g, L, d], copy L x d floats at once).
+    Shape in = in_[0];
+    in.insert(in.begin(), out_.size() - in.size(), 1);
+    size_t outer = out_.size();
+    block_ = 1;
+    while (outer > 0 && in[outer - 1] == out_[outer - 1]) block_ *= out_[--outer];
+    outer_in_ = {Shape(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(outer))};
+    outer_out_ = Shape(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(outer));
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const size_t bytes = dtype_size(dtype_);
     const auto* x = static_cast<const uint8_t*>(src[0]->data());
     auto* y = static_cast<uint8_t*>(dst[0]->data());
-    each_broadcast<1>(out_, in_, [&](int64_t i, const std::array<int64_t, 1>& o) {
-      std::memcpy(y + i * bytes, x + o[0] * bytes, bytes);
-    });
+    if (block_ == 0) return Status::ok();
+    const size_t row = static_cast<size_t>(block_) * dtype_size(dtype_);
+    auto copy = [&](auto word) {  // rows of one element moved as a word of their size
+      using W = decltype(word);
+      each_broadcast<1>(outer_out_, outer_in_, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        W v;
+        std::memcpy(&v, x + o[0] * sizeof(W), sizeof(W));
+        std::memcpy(y + i * sizeof(W), &v, sizeof(W));
+      });
+    };
+    switch (row) {
+      case 1: copy(uint8_t{}); break;
+      case 2: copy(uint16_t{}); break;
+      case 4: copy(uint32_t{}); break;
+      case 8: copy(uint64_t{}); break;
+      default:
+        each_broadcast<1>(outer_out_, outer_in_, [&](int64_t i, const std::array<int64_t, 1>& o) {
+          std::memcpy(y + static_cast<size_t>(i) * row, x + static_cast<size_t>(o[0]) * row, row);
+        });
+    }
     return Status::ok();
   }
   bool has_backward() const override { return dtype_ == DType::kF32; }
@@ -153,6 +179,9 @@ class ExpandKernel final : public Kernel {
   std::array<Shape, 1> in_;
   Shape out_;
   DType dtype_ = DType::kF32;
+  int64_t block_ = 1;                ///< elements of the trailing axes Expand keeps
+  std::array<Shape, 1> outer_in_;    ///< the input's other axes (at the output's rank)
+  Shape outer_out_;                  ///< the output's other axes
 };
 
 }  // namespace
