@@ -216,6 +216,7 @@ ContextPoint context_point(const GenerateReport& r) {
   p.decode_copy_share = r.decode_copy_share;
   p.step_gbs = r.step_gbs;
   p.bandwidth_share = r.bandwidth_share;
+  p.runs = r.runs;
   return p;
 }
 

@@ -74,6 +74,11 @@ struct PlannedLength {
   double causal_diff = 0;   ///< the padding check: largest change of a real position's logit (0: not padded)
 };
 
+/// One timed generation.
+struct GenerationRun {
+  std::vector<double> token_ms;  ///< when each new token was known, from the start of the run
+};
+
 /// One depth of a --context sweep: the figures of a generation from a prompt that long.
 struct ContextPoint {
   int64_t context = 0;
@@ -83,6 +88,7 @@ struct ContextPoint {
   double cache_copy_share = 0;  ///< the timed runs' share spent copying the cache between plans
   double decode_copy_share = 0;  ///< the same over the decode steps alone (after the first token)
   double step_gbs = 0, bandwidth_share = 0;
+  std::vector<GenerationRun> runs;  ///< this depth's timed runs (what `compare` tests)
 };
 
 /// A node's forward time in a --per-node generation: in the prefill (the first step), and
@@ -92,10 +98,6 @@ struct NodeSplit {
   double prefill_ms = 0, decode_ms = 0;
 };
 
-/// One timed generation.
-struct GenerationRun {
-  std::vector<double> token_ms;  ///< when each new token was known, from the start of the run
-};
 
 struct GenerateReport {
   std::string model, backend;

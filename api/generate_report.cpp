@@ -66,14 +66,17 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
              {"copy_share", r.cache_copy_share},
              {"decode_copy_share", r.decode_copy_share}};
   }
-  json runs = json::array();
-  for (const GenerationRun& run : r.runs) runs.push_back({{"token_ms", run.token_ms}});
   json nodes = json();
   if (!r.nodes.empty()) {
     nodes = json::array();
     for (const NodeSplit& n : r.nodes)
       nodes.push_back({{"name", n.name}, {"op", n.op}, {"prefill_ms", n.prefill_ms}, {"decode_ms", n.decode_ms}});
   }
+  auto runs_json = [](const std::vector<GenerationRun>& runs) {
+    json j = json::array();
+    for (const GenerationRun& run : runs) j.push_back({{"token_ms", run.token_ms}});
+    return j;
+  };
   json contexts = json();
   if (!r.contexts.empty()) {
     contexts = json::array();
@@ -88,7 +91,8 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
                           {"cache_copy_share", p.cache_copy_share},
                           {"decode_copy_share", p.decode_copy_share},
                           {"step_gbs", p.step_gbs},
-                          {"bandwidth_share", p.bandwidth_share > 0 ? json(p.bandwidth_share) : json()}});
+                          {"bandwidth_share", p.bandwidth_share > 0 ? json(p.bandwidth_share) : json()},
+                          {"runs", runs_json(p.runs)}});
   }
   const DecoderInterface& d = r.interface;
   return {
@@ -128,7 +132,7 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
         {"prefill_tokens_per_s", r.prefill_tokens_per_s},
         {"decode_tokens_per_s", r.decode_tokens_per_s},
         {"inter_token_ms", {{"p50", r.itl_p50_ms}, {"p90", r.itl_p90_ms}, {"p99", r.itl_p99_ms}}}}},
-      {"runs", runs},
+      {"runs", runs_json(r.runs)},
       {"notes", r.notes},
       {"provenance", r.provenance},
   };

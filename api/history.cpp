@@ -33,7 +33,10 @@ Expected<CompareOutcome> compare_documents(const nlohmann::json& a, const nlohma
                                            const std::string& a_name, const std::string& b_name) {
   if (!(stats.alpha > 0 && stats.alpha < 1)) return Status::invalid("`alpha` must be in (0, 1)");
   if (!(stats.threshold >= 0)) return Status::invalid("`threshold` must be >= 0");
-  auto r = compare_bench_runs(a, b, stats);
+  // Two generations compare by their decode steps and first tokens; anything else as bench runs
+  // (whose check names a document of another kind).
+  auto r = run_kind(a) == "generate" && run_kind(b) == "generate" ? compare_generate_runs(a, b, stats)
+                                                                   : compare_bench_runs(a, b, stats);
   if (!r.ok()) return r.status().with_context(a_name + " vs " + b_name);
   CompareOutcome out;
   out.comparison = std::move(r).value();

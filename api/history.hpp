@@ -1,5 +1,6 @@
 // history and compare as library functions: the runs in the results store, one run's
-// document, and two bench runs compared with the statistics of metrics/run_compare.hpp.
+// document, and two bench (or two generate) runs compared with the statistics of
+// metrics/run_compare.hpp.
 // `mosaic history` and `mosaic compare` print what these return.
 #pragma once
 
@@ -35,7 +36,7 @@ Expected<nlohmann::json> run_document(const std::string& db, int64_t id);
 nlohmann::json stored_run_json(const StoredRun& r);
 
 struct CompareQuery {
-  std::string a, b;  ///< run ids, "last" / "last~N" from the store, or bench JSON files
+  std::string a, b;  ///< run ids, "last" / "last~N" from the store, or bench or generate JSON files
   std::string db;    ///< the store the ids name; empty: default_results_db()
   CompareOptions stats;
 };
@@ -46,10 +47,10 @@ struct CompareOutcome {
   nlohmann::json a_doc, b_doc;
 };
 
-/// Loads two bench runs and compares them. Errors: alpha outside (0, 1), a negative threshold,
+/// Loads two bench runs (or two generate runs) and compares them. Errors: alpha outside (0, 1), a negative threshold,
 /// the same run twice, a run that cannot be found, documents that are not comparable.
 Expected<CompareOutcome> compare(const CompareQuery& q);
-/// The same on two bench documents held in memory (mosaic.bench's results in Python).
+/// The same on two documents held in memory (mosaic.bench's or mosaic.generate's results in Python).
 Expected<CompareOutcome> compare_documents(const nlohmann::json& a, const nlohmann::json& b, const CompareOptions& stats,
                                            const std::string& a_name = "A", const std::string& b_name = "B");
 

@@ -64,8 +64,8 @@ std::string num(const json& v, const char* fmt) {
   return b;
 }
 
-/// The kinds of run the report draws (the results store knows more: generate).
-bool drawn(const std::string& kind) { return kind == "bench" || kind == "train" || kind == "sweep"; }
+/// The kinds of run the report draws (the results store knows more: loadgen).
+bool drawn(const std::string& kind) { return kind == "bench" || kind == "train" || kind == "sweep" || kind == "generate"; }
 
 /// Loads one INPUT: a run id, a sweep output directory (its sweep.json), or a JSON file of
 /// a run. Errors name it.
@@ -79,23 +79,25 @@ Expected<json> load_input(const std::string& in, const std::string& db_path, std
   json doc = std::move(run.doc);
   doc["_name"] = what == in ? run.name : in;
   if (const std::string kind = run_kind(doc); !kind.empty() && !drawn(kind))
-    return Status::invalid(in + ": a " + kind + " run; the report draws bench, train and sweep runs (its figures are in "
-                           "its --json and `history`)");
+    return Status::invalid(in + ": a " + kind + " run; the report draws bench, train, sweep and generate runs (its "
+                           "figures are in its --json and `history`)");
   if (run_kind(doc).empty()) {
     const std::string schema = doc.contains("schema") && doc["schema"].is_string() ? doc["schema"].get<std::string>() : "";
-    for (const char* k : {"mosaic.bench/", "mosaic.train/", "mosaic.sweep/"})
+    for (const char* k : {"mosaic.bench/", "mosaic.train/", "mosaic.sweep/", "mosaic.generate/"})
       if (schema.rfind(k, 0) == 0)
         return Status::invalid(in + ": schema '" + schema + "' is a version this mosaic does not read (it reads "
-                               "mosaic.bench/1 and /2, mosaic.train/1 and mosaic.sweep/1): a newer mosaic wrote it?");
-    return Status::invalid(in + ": not a bench, train or sweep document (schema '" + schema + "')");
+                               "mosaic.bench/1 and /2, mosaic.train/1, mosaic.sweep/1 and mosaic.generate/1): a newer "
+                               "mosaic wrote it?");
+    return Status::invalid(in + ": not a bench, train, sweep or generate document (schema '" + schema + "')");
   }
   return doc;
 }
 
-/// A run given as its document (mosaic.bench's result, say): a bench, train or sweep report.
+/// A run given as its document (mosaic.bench's result, say): a bench, train, sweep or generate report.
 Expected<json> document_input(const json& doc, size_t index) {
   const std::string name = "document " + std::to_string(index + 1);
-  if (!doc.is_object() || !drawn(run_kind(doc))) return Status::invalid(name + " is not a bench, train or sweep report");
+  if (!doc.is_object() || !drawn(run_kind(doc)))
+    return Status::invalid(name + " is not a bench, train, sweep or generate report");
   json d = doc;
   d["_name"] = name;
   return d;
@@ -179,6 +181,39 @@ void sweep_table(std::ostream& h, const json& d) {
   h << "</table>\n";
 }
 
+/// A generation: its figures, and one row per context depth of a --context sweep.
+void generate_table(std::ostream& h, const json& d) {
+  const json& st = d.value("settings", json::object());
+  const json& cache = d.value("cache", json());
+  h << "<p>" << html_escape(d.value("backend", "")) << ", " << html_escape(d.value("decoding", "")) << ", batch "
+    << st.value("batch", 0) << ", prompt " << st.value("prompt_tokens", 0) << " tokens, " << st.value("new_tokens", 0)
+    << " new, " << html_escape(st.value("sampling", "")) << ", " << st.value("runs", 0) << " timed runs";
+  if (cache.is_object()) h << "; KV cache " << num(cache.value("bytes_per_token", json()), "%.0f") << " bytes per token";
+  h << "</p>\n<table><tr><th>context</th><th>TTFT ms</th><th>TPOT ms</th><th>decode tokens/s</th>"
+       "<th>prefill tokens/s</th><th>inter-token p50 ms</th><th>p99 ms</th></tr>\n";
+  auto row = [&](const std::string& context, const json& p, const json& itl) {
+    h << "<tr><td>" << context << "</td><td>" << num(p.value("ttft_ms", json()), "%.4g") << "</td><td>"
+      << num(p.value("tpot_ms", json()), "%.4g") << "</td><td>" << num(p.value("decode_tokens_per_s", json()), "%.1f")
+      << "</td><td>" << num(p.value("prefill_tokens_per_s", json()), "%.1f") << "</td><td>"
+      << num(itl.is_object() ? itl.value("p50", json()) : json(), "%.4g") << "</td><td>"
+      << num(itl.is_object() ? itl.value("p99", json()) : json(), "%.4g") << "</td></tr>\n";
+  };
+  const json& contexts = d.value("contexts", json());
+  if (contexts.is_array() && !contexts.empty()) {
+    for (const auto& p : contexts)
+      row(std::to_string(p.value("context", int64_t{0})), p, p.value("inter_token_ms", json()));
+  } else {
+    const json& s = d.value("summary", json::object());
+    row("prompt (" + std::to_string(st.value("prompt_tokens", int64_t{0})) + ")", s, s.value("inter_token_ms", json()));
+  }
+  h << "</table>\n";
+  const json& bw = d.value("bandwidth", json());
+  if (bw.is_object() && bw.value("share", json()).is_number())
+    h << "<p>A decode step reads " << num(json(bw.value("step_gbs", 0.0)), "%.1f") << " GB/s, "
+      << num(json(100 * bw.value("share", 0.0)), "%.0f") << "% of the machine's read bandwidth ("
+      << num(bw.value("read_bandwidth_gbs", json()), "%.1f") << " GB/s).</p>\n";
+}
+
 const char* kStyle = R"css(
 body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
@@ -198,7 +233,7 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
   ReportOutcome out;
   out.output = o.output;
   std::unique_ptr<ResultsDb> db;
-  json data{{"bench", json::array()}, {"train", json::array()}, {"sweep", json::array()}};
+  json data{{"bench", json::array()}, {"train", json::array()}, {"sweep", json::array()}, {"generate", json::array()}};
   std::vector<json> docs;
   std::vector<Expected<json>> given;
   for (const auto& in : o.inputs) given.push_back(load_input(in, o.db, db));
@@ -263,7 +298,7 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
   h << "<h2>Figures</h2>\n";
   if (figures.empty())
     h << "<p>No figure applies to these runs (throughput vs batch needs two batch sizes of one model; curves need "
-         "train or sweep runs).</p>\n";
+         "train or sweep runs; tokens/s vs context depth a generate run with two depths or more).</p>\n";
   for (const auto& f : figures) {
     const std::string svg = read_file((dir / f.value("file", "")).string());
     h << "<figure><img class=\"figure\" alt=\"" << html_escape(f.value("title", "")) << "\" src=\"data:image/svg+xml;base64,"
@@ -281,6 +316,8 @@ Expected<ReportOutcome> html_report(const ReportQuery& o) {
       bench_table(h, d);
     } else if (kind == "train") {
       train_table(h, d);
+    } else if (kind == "generate") {
+      generate_table(h, d);
     } else {
       sweep_table(h, d);
     }

@@ -13,7 +13,7 @@
 namespace mosaic::api {
 
 struct ReportQuery {
-  /// Runs by name: bench/train JSON files, sweep output folders (their sweep.json), run ids
+  /// Runs by name: bench/train/generate JSON files, sweep output folders (their sweep.json), run ids
   /// or "last" / "last~N" in the results store `db`.
   std::vector<std::string> inputs;
   std::vector<nlohmann::json> documents;  ///< runs given as their documents (after `inputs`)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two Mosaic builds side by side on one `mosaic bench` command: A and B alternate, round by round.
+"""Two Mosaic builds side by side on one `mosaic bench` (or `generate`) command: A and B alternate, round by round.
 
 For a change no flag switches off (a graph rewrite, a kernel), the honest comparison is the
 build before it against the build after it on the same command, interleaved so that the
@@ -9,6 +9,7 @@ each build's median iteration and the ratio A/B of the medians (above 1: B is fa
 
 usage: bench/ab_binaries.py --a /tmp/mosaic-before --b build/mosaic [--rounds 5] [--json out.json]
                             -- bench zoo:resnet50 --backends onednn --batch 8 --iterations 20 --no-check
+       (or -- generate zoo:llama-1b --backend onednn --batch 8 --new-tokens 16 --runs 2)
 """
 import argparse
 import json
@@ -20,14 +21,18 @@ import tempfile
 
 
 def run_once(binary, args):
-    """{configuration label: median ms} of one `binary bench ... --json` run."""
+    """{configuration label: median ms} of one `binary bench ... --json` run; of a `generate`
+    run, its time per output token and time to first token (medians over its timed runs)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [binary] + args + ["--no-db", "--json", f.name]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=dict(os.environ, MOSAIC_PROGRESS="0", MOSAIC_DB="off"))
         if r.returncode:
             sys.exit(f"ab_binaries: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout[-2000:]}")
-        return {run["label"]: run["summary"]["median_ms"] for run in json.load(open(f.name))["runs"]}
+        doc = json.load(open(f.name))
+        if doc.get("schema") == "mosaic.generate/1":
+            return {"TPOT (decode step)": doc["summary"]["tpot_ms"], "TTFT (first token)": doc["summary"]["ttft_ms"]}
+        return {run["label"]: run["summary"]["median_ms"] for run in doc["runs"]}
 
 
 def main():
@@ -39,8 +44,8 @@ def main():
     ap.add_argument("args", nargs=argparse.REMAINDER, help="-- then the mosaic command (bench ...)")
     o = ap.parse_args()
     args = o.args[1:] if o.args[:1] == ["--"] else o.args
-    if not args or args[0] != "bench":
-        sys.exit("ab_binaries: give the mosaic command after --, starting with bench")
+    if not args or args[0] not in ("bench", "generate"):
+        sys.exit("ab_binaries: give the mosaic command after --, starting with bench or generate")
     if o.rounds < 1:
         sys.exit("ab_binaries: --rounds must be positive")
     for b in (o.a, o.b):

@@ -36,8 +36,10 @@ struct CompareFlags {
 
   CLI::App* add(CLI::App& app) {
     auto* compare_cmd = app.add_subcommand(
-        "compare", "are two bench runs' timings different? per backend and per node, with a significance test");
-    compare_cmd->add_option("a", cmp.a, "baseline: run id, last, last~N (N bench runs before the last), or bench JSON file")
+        "compare", "are two bench runs' timings different (per backend and per node), or two generate runs' (decode "
+                   "step, first token)? with a significance test");
+    compare_cmd->add_option("a", cmp.a,
+                            "baseline: run id, last, last~N (N bench runs before the last), or a bench or generate JSON file")
         ->required();
     compare_cmd->add_option("b", cmp.b, "candidate: the same forms")->required();
     compare_cmd->add_option("--db", cmp.db, "results store the ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
@@ -63,7 +65,7 @@ struct ReportFlags {
 
   CLI::App* add(CLI::App& app) {
     auto* report_cmd = app.add_subcommand("report", "one self-contained HTML page with figures from bench, train and sweep runs");
-    report_cmd->add_option("inputs", report.inputs, "bench/train JSON files, sweep output directories, or run ids")->required();
+    report_cmd->add_option("inputs", report.inputs, "bench/train/generate JSON files, sweep output directories, or run ids")->required();
     report_cmd->add_option("-o,--output", report.output, "the HTML file")->capture_default_str();
     report_cmd->add_option("--db", report.db, "results store run ids refer to (default: $MOSAIC_DB, else ./mosaic-runs.sqlite)");
     report_cmd->add_option("--title", report.title, "page title");

@@ -19,8 +19,17 @@ using nlohmann::json;
 
 std::string describe_doc(const std::string& name, const json& d) {
   const json& p = d.value("provenance", json::object());
-  std::string s = name + ": " + d.value("model", "?") + ", batch " + std::to_string(d.value("batch", int64_t{0})) + ", " +
-                  d.value("mode", "?") + ", " + std::to_string(d.value("threads", 0)) + " threads";
+  std::string s;
+  if (d.value("schema", "") == "mosaic.generate/1") {
+    const json& st = d.value("settings", json::object());
+    s = name + ": " + d.value("model", "?") + ", " + d.value("backend", "?") + ", " + d.value("decoding", "?") + ", batch " +
+        std::to_string(st.value("batch", int64_t{0})) + ", prompt " + std::to_string(st.value("prompt_tokens", int64_t{0})) +
+        ", " + std::to_string(st.value("new_tokens", int64_t{0})) + " new tokens, " +
+        std::to_string(st.value("runs", int64_t{0})) + " runs";
+  } else {
+    s = name + ": " + d.value("model", "?") + ", batch " + std::to_string(d.value("batch", int64_t{0})) + ", " +
+        d.value("mode", "?") + ", " + std::to_string(d.value("threads", 0)) + " threads";
+  }
   if (p.contains("run")) s += ", " + p["run"].value("time_utc", "");
   if (p.contains("build")) {
     const std::string c = p["build"].value("git_commit", "");
@@ -87,7 +96,14 @@ int run_compare(const CompareCliOptions& o) {
   for (const auto& w : r->warnings) std::printf("warning: %s\n", w.c_str());
   for (const auto& l : r->only_a) std::printf("only in A: %s\n", l.c_str());
   for (const auto& l : r->only_b) std::printf("only in B: %s\n", l.c_str());
-  if (r->by_process) {
+  const bool generation = r->kind == "generate";
+  if (generation) {
+    std::printf("test: Mann-Whitney U on the decode steps (the gaps between consecutive tokens of every timed run) and "
+                "on the runs' times to first token, alpha %g; a change counts beyond %g%% of the median\n",
+                o.stats.alpha, 100 * o.stats.threshold);
+    std::printf("note: the steps of one process share its state (placement, cache, frequency); a difference between "
+                "two processes of the same build can reach the threshold (docs/generation.md#comparing-generations-and-the-report)\n\n");
+  } else if (r->by_process) {
     std::printf("test: Welch's t-test on the log of each process's median (%zu vs %zu processes), alpha %g; a change "
                 "counts beyond %g%%\n\n",
                 r->processes_a, r->processes_b, o.stats.alpha, 100 * o.stats.threshold);
@@ -99,13 +115,15 @@ int run_compare(const CompareCliOptions& o) {
                 "%zu or more on both sides gives the calibrated test\n\n",
                 r->processes_a, r->processes_a == 1 ? "" : "es", r->processes_b, kMinCompareProcesses);
   }
-  std::printf("%-12s %14s %14s %9s %8s  %s\n", "iteration", r->by_process ? "A ms (geo)" : "A median ms",
-              r->by_process ? "B ms (geo)" : "B median ms", "change", "p", "verdict");
+  const int width = generation ? 24 : 12;
+  std::printf("%-*s %14s %14s %9s %8s  %s\n", width, generation ? "time" : "iteration",
+              r->by_process ? "A ms (geo)" : "A median ms", r->by_process ? "B ms (geo)" : "B median ms", "change", "p",
+              "verdict");
   for (const auto& c : r->configs) {
     const TimingComparison& t = c.total;
-    std::printf("%-12s %9.4f %c=%-3zu %9.4f %c=%-3zu %9s %8s  %s\n", c.label.c_str(), t.median_a, t.by_process ? 'P' : 'n',
-                t.n_a, t.median_b, t.by_process ? 'P' : 'n', t.n_b,
-                pct(t.change).c_str(), pvalue(t.p_value).c_str(), change_name(t.verdict));
+    std::printf("%-*s %9.4f %c=%-3zu %9.4f %c=%-3zu %9s %8s  %s\n", width, c.label.c_str(), t.median_a,
+                t.by_process ? 'P' : 'n', t.n_a, t.median_b, t.by_process ? 'P' : 'n', t.n_b, pct(t.change).c_str(),
+                pvalue(t.p_value).c_str(), change_name(t.verdict));
   }
   for (const auto& c : r->configs) {
     if (c.nodes.empty()) continue;

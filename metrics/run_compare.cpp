@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "metrics/json_fields.hpp"
 #include "metrics/peaks.hpp"
 #include "metrics/stats.hpp"
 
@@ -12,39 +13,14 @@ namespace mosaic {
 namespace {
 
 using nlohmann::json;
-
-std::vector<double> numbers(const json& j) {
-  std::vector<double> v;
-  if (j.is_array())
-    for (const auto& x : j)
-      if (x.is_number()) v.push_back(x.get<double>());
-  return v;
-}
+using json_fields::at;
+using json_fields::model_of;
+using json_fields::check_same;
+using json_fields::member;
+using json_fields::numbers;
+using json_fields::show;
 
 double median_of(std::vector<double> v) { return describe(std::move(v)).median; }
-
-/// A setting's value as a message shows it (strings without quotes).
-std::string show(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
-
-/// A setting that should match for a like-for-like comparison.
-void check_same(const std::string& what, const json& a, const json& b, std::vector<std::string>& warnings) {
-  if (a == b) return;
-  warnings.push_back(what + " differs: " + show(a) + " vs " + show(b));
-}
-
-json at(const json& doc, std::initializer_list<const char*> path) {
-  const json* j = &doc;
-  for (const char* k : path) {
-    if (!j->is_object() || !j->contains(k)) return json();
-    j = &(*j)[k];
-  }
-  return *j;
-}
-
-/// j[key], null when j is not an object or has no such key.
-json member(const json& j, const std::string& key) {
-  return j.is_object() && j.contains(key) ? j[key] : json();
-}
 
 /// The named node of a bench run, null when absent.
 const json& node_of(const json& run, const std::string& name) {
@@ -110,7 +86,7 @@ Status check_times(const json& j, const std::string& path, bool is_time, const s
 Status check_doc(const json& d, const std::string& which) {
   const std::string schema = d.is_object() && d.contains("schema") && d["schema"].is_string() ? d["schema"].get<std::string>() : "";
   if (schema.rfind("mosaic.bench/", 0) != 0)
-    return Status::invalid(which + ": not a bench report (schema '" + schema + "'); compare reads `mosaic bench` runs");
+    return Status::invalid(which + ": not a bench report (schema '" + schema + "'); compare reads two `mosaic bench` runs or two `mosaic generate` runs");
   if (schema == "mosaic.bench/1")
     return Status::invalid(which + ": a mosaic.bench/1 report has no raw samples; rerun the benchmark");
   if (d.contains("runs")) {
@@ -193,12 +169,6 @@ bool RunComparison::slower() const {
 
 namespace {
 
-/// The model of a bench document: its file's hash where known, else its name.
-json model_of(const json& d) {
-  const json h = at(d, {"provenance", "run", "model_sha256"});
-  return h.is_null() ? at(d, {"model"}) : h;
-}
-
 /// What makes two timings incomparable: another computation (model) or another configuration
 /// (mode, batch, threads, backends). Refused unless --force.
 Status refuse_incomparable(const json& a, const json& b) {
@@ -215,11 +185,7 @@ Status refuse_incomparable(const json& a, const json& b) {
     return l;
   };
   if (labels(a) != labels(b)) differ.push_back("backends (" + labels(a) + " vs " + labels(b) + ")");
-  if (differ.empty()) return Status::ok();
-  std::string what;
-  for (const auto& d : differ) what += (what.empty() ? "" : ", ") + d;
-  return Status::invalid("A and B differ in " + what +
-                         ": a difference in time would be the settings', not the code's (--force compares them anyway)");
+  return json_fields::refuse_differences(differ);
 }
 
 /// Warnings for what differs but does not make the timings incomparable (kernels, machine, build).
@@ -228,9 +194,7 @@ void warn_about_settings(const json& a, const json& b, std::vector<std::string>&
   for (const char* k : {"batch", "mode", "threads", "kernels"}) check_same(k, at(a, {k}), at(b, {k}), warnings);
   for (const char* k : {"blas_core", "onednn_isa"})  // documents written before the backends' properties
     if (a.contains(k) || b.contains(k)) check_same(k, at(a, {k}), at(b, {k}), warnings);
-  check_same("machine", at(a, {"provenance", "machine", "cpu_model"}), at(b, {"provenance", "machine", "cpu_model"}), warnings);
-  for (const char* k : {"build_type", "sanitized", "native"})
-    check_same(std::string("build ") + k, at(a, {"provenance", "build", k}), at(b, {"provenance", "build", k}), warnings);
+  json_fields::warn_about_machine_and_build(a, b, warnings);
 }
 
 /// One configuration present in both: its iteration time, and every node both runs timed (by
@@ -285,9 +249,7 @@ ConfigComparison compare_configuration(const json& a, const json& b, const json&
 Expected<RunComparison> compare_bench_runs(const json& a, const json& b, const CompareOptions& o) {
   MOSAIC_RETURN_IF_ERROR(check_doc(a, "A"));
   MOSAIC_RETURN_IF_ERROR(check_doc(b, "B"));
-  if (a == b)
-    return Status::invalid("A and B are the same run: comparing a run with itself says nothing (name two runs, e.g. "
-                           "last~1 last)");
+  MOSAIC_RETURN_IF_ERROR(json_fields::refuse_same_run(a, b));
   if (!o.force) MOSAIC_RETURN_IF_ERROR(refuse_incomparable(a, b));
   RunComparison r;
   warn_about_settings(a, b, r.warnings);
@@ -337,15 +299,18 @@ json comparison_json(const RunComparison& r, const CompareOptions& o, const std:
                 {"change", t.change},
                 {"p_value", std::isnan(t.p_value) ? json() : json(t.p_value)},
                 {"verdict", change_name(t.verdict)},
-                {"unit", t.by_process ? "process" : "iteration"}};
+                {"unit", !t.unit.empty() ? t.unit : t.by_process ? "process" : "iteration"}};
   };
-  json j{{"schema", "mosaic.compare/1"}, {"a", a_name}, {"b", b_name}, {"alpha", o.alpha}, {"threshold", o.threshold},
+  json j{{"schema", "mosaic.compare/1"}, {"kind", r.kind}, {"a", a_name}, {"b", b_name}, {"alpha", o.alpha},
+         {"threshold", o.threshold},
          {"test", r.by_process ? "welch-log-process-medians" : "mann-whitney-samples"},
          {"processes_a", r.processes_a}, {"processes_b", r.processes_b},
          {"warnings", r.warnings}, {"only_in_a", r.only_a}, {"only_in_b", r.only_b}, {"slower", r.slower()},
          {"configs", json::array()}};
   for (const auto& c : r.configs) {
-    json cj{{"label", c.label}, {"iteration_ms", timing(c.total)}, {"node_alpha", c.node_alpha}, {"nodes_us", json::array()}};
+    // A bench configuration's time is an iteration's; a generation's a decode step's or a first token's.
+    json cj{{"label", c.label}, {r.kind == "generate" ? "time_ms" : "iteration_ms", timing(c.total)},
+            {"node_alpha", c.node_alpha}, {"nodes_us", json::array()}};
     for (const auto& n : c.nodes) cj["nodes_us"].push_back(timing(n));
     j["configs"].push_back(cj);
   }

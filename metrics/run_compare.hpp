@@ -1,5 +1,5 @@
 // `mosaic compare A B`: are two benchmark runs' timings different? Per configuration (the
-// gate) and per node, a significance test plus a practical threshold on the change
+// gate) and per node (bench), per figure (generate: metrics/generate_compare.cpp), a significance test plus a practical threshold on the change
 // (docs/metrics.md#comparing-runs). Runs of several processes (bench --processes K, K >= 3)
 // are compared process by process (Welch's t-test on the log of each process's median), so
 // the test sees the between-process variation; single-process runs by their raw samples
@@ -45,6 +45,7 @@ struct TimingComparison {
   double p_value = 0;                 ///< NaN with kTooFewSamples
   Change verdict = Change::kNone;
   bool by_process = false;  ///< n_* are processes, median_* geometric means of their medians
+  std::string unit;         ///< what a sample is when not an iteration or a process ("decode step", "run")
 };
 
 /// Compares two samples of times (iterations of one run each) at level `alpha` with
@@ -64,6 +65,9 @@ struct ConfigComparison {
 };
 
 struct RunComparison {
+  /// "bench": configurations are backends, their time an iteration's. "generate": they are the
+  /// decode step and the first token (at each context depth of a --context sweep).
+  std::string kind = "bench";
   std::vector<std::string> warnings;  ///< settings that differ between A and B
   std::vector<ConfigComparison> configs;
   std::vector<std::string> only_a, only_b;  ///< configurations in one run only
@@ -76,6 +80,12 @@ struct RunComparison {
 /// Compares two bench documents (mosaic.bench/2: raw samples are needed). Errors when either
 /// is not one, or when they share no configuration.
 Expected<RunComparison> compare_bench_runs(const nlohmann::json& a, const nlohmann::json& b, const CompareOptions& o);
+
+/// Compares two generate documents (mosaic.generate/1): every decode step (the time between
+/// consecutive tokens, of every timed run) and every run's time to first token, by Mann-Whitney U,
+/// at the top level and at each context depth both swept. Refused unless --force when the model,
+/// backend, decoding, batch, prompt, new tokens or sampling differ. Errors when either is not one.
+Expected<RunComparison> compare_generate_runs(const nlohmann::json& a, const nlohmann::json& b, const CompareOptions& o);
 
 /// The comparison as JSON (schema mosaic.compare/1, docs/json-schema.md).
 nlohmann::json comparison_json(const RunComparison& r, const CompareOptions& o, const std::string& a_name,

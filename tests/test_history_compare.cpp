@@ -419,7 +419,7 @@ TEST_F(History, ReportRefusesBadInputAndWritesNothing) {
   std::ofstream(path("gc.json")) << R"({"schema": "mosaic.gradcheck/1"})";
   r = mosaic("report " + path("gc.json") + " -o " + out);
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("gc.json: not a bench, train or sweep document (schema 'mosaic.gradcheck/1')"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gc.json: not a bench, train, sweep or generate document (schema 'mosaic.gradcheck/1')"), std::string::npos) << r.out;
   fs::create_directories(path("empty"));
   r = mosaic("report " + path("empty") + " -o " + out);
   EXPECT_EQ(r.code, 2);

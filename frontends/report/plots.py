@@ -2,7 +2,7 @@
 
 Embedded in the mosaic binary at build time and run as
     python3 plots.py DATA.json OUTDIR
-DATA.json: {"bench": [doc, ...], "train": [doc, ...], "sweep": [doc, ...]} with each doc as
+DATA.json: {"bench": [doc, ...], "train": [doc, ...], "sweep": [doc, ...], "generate": [doc, ...]} with each doc as
 `--json` writes it (plus "_name", how the report names it). Writes one SVG per figure into
 OUTDIR and OUTDIR/figures.json: [{"file", "title", "caption"}, ...] in page order, and
 OUTDIR/skipped.json: a line per figure a document's missing or wrongly typed field cost.
@@ -317,10 +317,76 @@ def curves(figs, trains, sweeps):
                   "One line per backend, optimizer, lr and batch; diverged runs end at their last finished epoch.")
 
 
+def generate_label(g):
+    """A generate run's legend entry: model, backend, batch, and its decoding when it recomputes."""
+    settings = g.get("settings") or {}
+    label = "%s, %s, batch %s" % (g.get("model"), g.get("backend"), settings.get("batch"))
+    return label + ("" if g.get("decoding") == "kv-cache" else ", " + str(g.get("decoding")))
+
+
+def tokens_vs_context(figs, generates):
+    """Decode tokens/s and the time to first token against the context depth (generate --context
+    with two depths or more): what a growing KV cache costs."""
+    swept = [g for g in generates if g.get("contexts") and len(g["contexts"]) >= 2]
+    if not swept:
+        return
+    fig, (tps, ttft) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for g in swept:
+        points = sorted(g["contexts"], key=lambda p: p["context"])
+        label = generate_label(g)
+        style = dict(marker="o", label=label, color=PALETTE.color("series:" + label),
+                     linestyle=PALETTE.linestyle("series:" + label))
+        x = [p["context"] for p in points]
+        tps.plot(x, [p["decode_tokens_per_s"] for p in points], **style)
+        ttft.plot(x, [p["ttft_ms"] for p in points], **style)
+    tps.set_ylabel("decode tokens/s")
+    ttft.set_ylabel("time to first token, ms")
+    for ax in (tps, ttft):
+        ax.set_xlabel("context depth (prompt tokens)")
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3)
+    ttft.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    figs.save(fig, "Tokens/s vs context depth",
+              "Medians over each depth's timed runs (generate --context D1,D2,...): decode tokens/s = batch x (new "
+              "tokens - 1) / (last token's time - first's); the time to first token includes the prefill of the "
+              "whole context.")
+
+
+def latency_cdf(figs, generates):
+    """The empirical distribution of the inter-token latency (every decode step of every timed
+    run) per generate run, with its p50 and p99 in the legend."""
+    drawn = []
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    for g in generates:
+        gaps = sorted(b - a for r in g.get("runs", []) for a, b in zip(r["token_ms"], r["token_ms"][1:]))
+        if not gaps:
+            continue
+        n = len(gaps)
+        p50, p99 = gaps[min(n - 1, n // 2)], gaps[min(n - 1, int(0.99 * n))]
+        depth = " @ context %s" % g["contexts"][0].get("context") if g.get("contexts") else ""  # a sweep: its first depth's runs
+        label = "%s%s (p50 %.3g ms, p99 %.3g ms, %d steps)" % (generate_label(g), depth, p50, p99, n)
+        key = "series:" + generate_label(g)
+        ax.step(gaps, [(i + 1) / n for i in range(n)], where="post", label=label, color=PALETTE.color(key),
+                linestyle=PALETTE.linestyle(key))
+        drawn.append(g)
+    if not drawn:
+        plt.close(fig)
+        return
+    ax.set_xlabel("inter-token latency, ms")
+    ax.set_ylabel("share of decode steps at or below")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    figs.save(fig, "Inter-token latency CDF",
+              "Every decode step of every timed run (the time between consecutive tokens; the first token's time is "
+              "the TTFT, not a step). The percentiles in the legend are the nearest-rank ones of the steps drawn.")
+
+
 def main():
     data = json.load(open(sys.argv[1]))
     figs = Figures(sys.argv[2])
     benches, trains, sweeps = data.get("bench", []), data.get("train", []), data.get("sweep", [])
+    generates = data.get("generate", [])
     # A document that lacks a field a figure reads (hand-edited, or another tool's) costs that
     # figure, named in OUTDIR/skipped.json, not the report (it was a traceback).
     skipped = []
@@ -341,6 +407,8 @@ def main():
     draw("speed-up vs ranks", sweeps, speedup_vs_ranks, sweeps)
     draw("training curves", trains + sweeps, curves, trains, sweeps)
     draw("step losses", trains, step_losses, trains)
+    draw("tokens/s vs context depth", generates, tokens_vs_context, generates)
+    draw("inter-token latency CDF", generates, latency_cdf, generates)
     json.dump(figs.items, open(os.path.join(sys.argv[2], "figures.json"), "w"), indent=1)
     json.dump(skipped, open(os.path.join(sys.argv[2], "skipped.json"), "w"), indent=1)
 

@@ -535,7 +535,7 @@ py::object run_document(int64_t id, const py::object& db) {
   return to_python(value_or_raise(api::run_document(db.is_none() ? "" : as_str(db, "run_document(): argument 'db'"), id)));
 }
 
-/// A run for compare: a bench report (dict, as mosaic.bench returns), a run id, or a name
+/// A run for compare: a bench or generate report (dict, as mosaic.bench returns), a run id, or a name
 /// ("last", "last~1", a JSON file).
 nlohmann::json from_python(py::handle v) {
   return nlohmann::json::parse(py::module_::import("json").attr("dumps")(v).cast<std::string>());
@@ -557,7 +557,7 @@ py::object run_compare(const py::object& a, const py::object& b, const py::kwarg
   Expected<api::CompareOutcome> out = Status::internal("not run");
   if (py::isinstance<py::dict>(a) || py::isinstance<py::dict>(b)) {
     if (!py::isinstance<py::dict>(a) || !py::isinstance<py::dict>(b))
-      throw py::type_error("compare(): give two bench reports (dicts) or two run names, not one of each");
+      throw py::type_error("compare(): give two reports (dicts) or two run names, not one of each");
     out = api::compare_documents(from_python(a), from_python(b), q.stats);
   } else {
     q.a = name(a, "a");
@@ -700,9 +700,9 @@ void bind_commands(py::module_& m) {
   m.def("run_document", &run_document, py::arg("id"), py::arg("db") = py::none(),
         "run_document(id, db=None) -> dict: the document a stored run recorded.");
   m.def("compare", &run_compare, py::arg("a"), py::arg("b"),
-        "compare(a, b, db=None, alpha=0.05, threshold=0.05, force=False) -> dict: two bench runs (reports from "
-        "mosaic.bench, run ids, 'last', 'last~1' or JSON files) compared per configuration and node "
-        "(mosaic.compare/1, plus 'slower').");
+        "compare(a, b, db=None, alpha=0.05, threshold=0.05, force=False) -> dict: two bench runs or two generate "
+        "runs (reports from mosaic.bench or mosaic.generate, run ids, 'last', 'last~1' or JSON files) compared per "
+        "configuration and node, or per decode step and first token (mosaic.compare/1, plus 'slower').");
   m.def("plan", &run_plan, py::arg("model"),
         doc("plan(model, **options) -> dict: the placement, fallbacks and conversions a plan would have (mosaic.plan/1).",
             plan_fields())
@@ -719,7 +719,8 @@ void bind_commands(py::module_& m) {
         "returns mosaic.sweep/1 plus ran, cached, errors, stopped and output.");
   m.def("report", &run_report,
         "report(*runs, output='report.html', title=None, db=None) -> dict: one self-contained HTML page with "
-        "matplotlib figures from bench, train and sweep runs: reports as mosaic.bench/train/sweep returned them, JSON "
+        "matplotlib figures from bench, train, sweep and generate runs: reports as mosaic.bench/train/sweep/generate "
+        "returned them, JSON "
         "files, sweep output folders, run ids or 'last'. Returns {output, figures, runs, notes}.");
   m.def("export", &run_export, py::arg("model"), py::arg("output"), py::arg("seed") = 0,
         "export(model, output, seed=0) -> str: writes a built-in model (\"alexnet-cifar\" or \"zoo:alexnet-cifar\") "

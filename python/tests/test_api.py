@@ -114,6 +114,20 @@ def test_generate_returns_the_tokens_and_their_times():
         mosaic.generate("zoo:gpt2-tiny", new_tokens=0)
 
 
+def test_two_generations_are_compared_and_drawn(tmp_path):
+    a, b = (mosaic.generate("zoo:gpt2-tiny-kv", backend="naive", prompt_tokens=4, new_tokens=6, runs=2) for _ in range(2))
+    c = mosaic.compare(a, b)
+    assert c["schema"] == "mosaic.compare/1" and c["kind"] == "generate"
+    assert [k["label"] for k in c["configs"]] == ["decode step", "first token"]
+    assert c["configs"][0]["time_ms"]["n_a"] == 10 and c["configs"][1]["time_ms"]["verdict"] == "too few samples"
+    assert c["slower"] == (c["configs"][0]["time_ms"]["verdict"] == "SLOWER")
+    with pytest.raises(ValueError, match="differ in backend"):
+        mosaic.compare(a, mosaic.generate("zoo:gpt2-tiny-kv", backend="im2col", prompt_tokens=4, new_tokens=6, runs=2))
+    r = mosaic.report(a, output=tmp_path / "g.html")
+    assert r["runs"] == 1 and r["figures"] == 1  # the latency CDF (one depth: no tokens/s vs depth)
+    assert "Inter-token latency CDF" in (tmp_path / "g.html").read_text()
+
+
 def test_loadgen_runs_the_scenarios_and_refuses_as_the_cli_does():
     r = mosaic.loadgen("zoo:fmnist-cnn", scenario="single-stream", backend="onednn", min_queries=50, min_duration=0)
     assert r["schema"] == "mosaic.loadgen/1" and r["scenario"] == "single-stream"
@@ -332,7 +346,7 @@ def test_report_draws_runs_given_as_documents_and_files(tmp_path):
     assert any("again; drawn once" in n for n in r["notes"])  # the file is the first document
     page = out.read_text()
     assert "<title>from &lt;python&gt;</title>" in page and page.count("data:image/svg+xml;base64,") == r["figures"]
-    with pytest.raises(ValueError, match="document 1 is not a bench, train or sweep report"):
+    with pytest.raises(ValueError, match="document 1 is not a bench, train, sweep or generate report"):
         mosaic.report({"schema": "other"}, output=tmp_path / "x.html")
     with pytest.raises(ValueError, match="at least one run"):
         mosaic.report(output=tmp_path / "x.html")

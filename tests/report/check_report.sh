@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `mosaic report` end to end: real bench, training-bench and sweep runs -> one HTML page,
+# `mosaic report` end to end: real bench, training-bench, sweep and generate runs -> one HTML page,
 # opened in headless Chromium. Every figure must decode and every expected figure must be
 # there. Keeps a screenshot (docs/report-screenshot.png is one).
 # Usage: check_report.sh MOSAIC WORKDIR [SCREENSHOT.png]
@@ -42,11 +42,13 @@ ranks: [1, 2]
 mode: [allreduce, ps]
 YAML
 OMPI_MCA_btl_vader_single_copy_mechanism=none quiet "$mosaic" sweep scaling.yaml
-quiet "$mosaic" report b4.json b16.json t8.json sweep scaling -o report.html --title "Mosaic report check"
+# A generation swept over context depths: tokens/s vs depth and the inter-token latency CDF.
+quiet "$mosaic" generate zoo:gpt2-tiny-kv --backend onednn --context 4,8,16 --new-tokens 6 --runs 2 --json g.json
+quiet "$mosaic" report b4.json b16.json t8.json sweep scaling g.json -o report.html --title "Mosaic report check"
 
 # 1 throughput-vs-batch (batches 4 and 16) + 3 bench runs x (stacked bars + roofline) + 1 speed-up vs workers
-# + 2 curves (one per sweep).
-expected=10
+# + 2 curves (one per sweep) + 2 of the generation.
+expected=12
 chrome() { chromium --headless --no-sandbox --disable-gpu --user-data-dir="$work/chrome" "$@" 2> chrome.log; }
 chrome --dump-dom "file://$work/report.html" > dom.html || { cat chrome.log; echo "FAIL: chromium could not open the page"; exit 1; }
 loaded=$(grep -o 'data-figures-loaded="[0-9]*/[0-9]*"' dom.html || true)
@@ -56,7 +58,8 @@ if [ "$loaded" != "data-figures-loaded=\"$expected/$expected\"" ]; then
 fi
 for title in "Throughput vs batch size: zoo:fmnist-cnn, inference" "Per-layer time per backend: zoo:fmnist-cnn, batch 8, training" \
              "Roofline: zoo:fmnist-cnn, batch 16, inference" "Accuracy and loss vs epoch: zoo:fmnist-cnn" \
-             "Data-parallel speed-up vs workers: zoo:fmnist-cnn, onednn sgd lr 0.01, batch 8 per worker (sweep scaling-check)"; do
+             "Data-parallel speed-up vs workers: zoo:fmnist-cnn, onednn sgd lr 0.01, batch 8 per worker (sweep scaling-check)" \
+             "Tokens/s vs context depth" "Inter-token latency CDF"; do
   grep -qF "$title" dom.html || { echo "FAIL: no figure '$title'"; exit 1; }
 done
 chrome --hide-scrollbars --window-size=1100,2600 --screenshot="$shot" "file://$work/report.html" || { cat chrome.log; exit 1; }
