@@ -1,16 +1,10 @@
 // api::bench_processes (api/bench_processes.hpp): children of the mosaic program, pooled.
 #include "api/bench_processes.hpp"
 
-#include <unistd.h>
-
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <ostream>
 
-#include "ir/interrupt.hpp"
+#include "api/child_processes.hpp"
 #include "metrics/provenance.hpp"
 #include "metrics/report.hpp"
 #include "metrics/stats.hpp"
@@ -18,33 +12,9 @@
 namespace mosaic::api {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
-/// A number that reads back as the same double ("0.01", not "0.01000000000000000021").
-std::string number(double v) {
-  char b[40];
-  for (int digits : {15, 17}) {
-    std::snprintf(b, sizeof b, "%.*g", digits, v);
-    if (std::strtod(b, nullptr) == v) break;
-  }
-  return b;
-}
-
 std::string joined(const std::vector<std::string>& v) { return join(v, ","); }
-
-/// The lines of a child's log worth quoting: those that say "error", else the last five.
-std::string log_excerpt(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<std::string> lines, errors;
-  for (std::string line; std::getline(f, line);) {
-    lines.push_back(line);
-    if (line.find("error") != std::string::npos) errors.push_back(line);
-  }
-  if (errors.empty())
-    errors.assign(lines.size() > 5 ? lines.end() - 5 : lines.begin(), lines.end());
-  return join(errors, "\n");
-}
 
 /// Statistics of samples already in the report's unit.
 json stats(const std::vector<double>& v) { return stats_json(describe(v), 1.0); }
@@ -154,32 +124,32 @@ Expected<std::vector<std::string>> bench_child_arguments(const BenchOptions& o, 
   if (o.mode != d.mode) put("--mode", o.mode);
   if (o.mode == "training") {
     put("--optimizer", o.optimizer);
-    put("--lr", number(o.lr));
+    put("--lr", argument_number(o.lr));
   }
   put("--warmup", std::to_string(o.config.warmup));
   if (o.config.target_ci > 0) {
-    put("--target-ci", number(o.config.target_ci * 100));
+    put("--target-ci", argument_number(o.config.target_ci * 100));
     if (o.config.max_iterations > 0) put("--iterations", std::to_string(o.config.max_iterations));
   } else {
     put("--iterations", std::to_string(o.config.iterations));
     put("--repeats", std::to_string(o.config.repeats));
   }
-  put("--max-seconds", number(o.config.max_seconds));
-  if (o.config.min_seconds > 0) put("--min-seconds", number(o.config.min_seconds));
+  put("--max-seconds", argument_number(o.config.max_seconds));
+  if (o.config.min_seconds > 0) put("--min-seconds", argument_number(o.config.min_seconds));
   if (o.config.overhead_pairs > 0) put("--metrics-overhead", std::to_string(o.config.overhead_pairs));
   if (!o.data.empty()) put("--data", o.data);
   if (!o.peaks) a.push_back("--no-peaks");
   if (o.refresh_peaks) a.push_back("--refresh-peaks");
   if (o.remeasure) a.push_back("--remeasure");
-  if (o.auto_budget != d.auto_budget) put("--auto-budget", number(o.auto_budget));
+  if (o.auto_budget != d.auto_budget) put("--auto-budget", argument_number(o.auto_budget));
   if (!o.check) a.push_back("--no-check");
   if (!o.fuse) a.push_back("--no-fuse");
   if (o.attention != d.attention) put("--attention", o.attention);
   if (o.deterministic) a.push_back("--deterministic");
   if (o.precision != d.precision) put("--precision", o.precision);
   if (o.check) {
-    put("--rtol", number(o.rtol));
-    put("--atol", number(o.atol));
+    put("--rtol", argument_number(o.rtol));
+    put("--atol", argument_number(o.atol));
   }
   a.push_back("--quiet");  // the log keeps one line per configuration
   a.push_back("--no-db");  // the caller records the pooled run
@@ -192,44 +162,15 @@ Expected<ProcessesOutcome> bench_processes(const BenchOptions& o, std::ostream* 
   if (o.processes < 1) return Status::invalid("`processes` must be at least 1, got " + std::to_string(o.processes));
   MOSAIC_RETURN_IF_ERROR(check_bench_options(o));
   MOSAIC_RETURN_IF_ERROR(bench_configs(o).status());
-  MOSAIC_ASSIGN_OR_RETURN(const std::string program, mosaic_executable());
-  const fs::path dir = fs::temp_directory_path() / ("mosaic_processes_" + std::to_string(getpid()));
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::internal("cannot create " + dir.string() + ": " + ec.message());
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(d, e);
-    }
-  } cleanup{dir};
+  MOSAIC_ASSIGN_OR_RETURN(
+      ChildReports children,
+      run_child_reports(o.processes, [&](const std::string& json_path) { return bench_child_arguments(o, json_path); },
+                        progress));
   ProcessesOutcome out;
-  std::vector<json> reports;
-  for (int p = 0; p < o.processes && !interrupted(); ++p) {
-    const std::string json_path = (dir / ("p" + std::to_string(p) + ".json")).string();
-    const std::string log = (dir / ("p" + std::to_string(p) + ".log")).string();
-    MOSAIC_ASSIGN_OR_RETURN(const std::vector<std::string> args, bench_child_arguments(o, json_path));
-    if (progress) *progress << "process " << p + 1 << "/" << o.processes << "..." << std::endl;
-    const int code = run_program(program, args, log, true);
-    if (interrupted()) {
-      if (progress)
-        *progress << "process " << p + 1 << " was stopped (" << (interrupt_signal() == SIGINT ? "SIGINT" : "SIGTERM")
-                  << ") and is left out" << std::endl;
-      out.interrupted = true;
-      break;
-    }
-    std::ifstream jf(json_path);
-    json doc = jf ? json::parse(jf, nullptr, false) : json();
-    if ((code != 0 && code != 1) || !doc.is_object())
-      return Status::internal("process " + std::to_string(p + 1) + " of " + std::to_string(o.processes) +
-                              " failed with exit code " + std::to_string(code) + ":\n" + log_excerpt(log));
-    out.checks_ok = out.checks_ok && code == 0;
-    reports.push_back(std::move(doc));
-  }
-  if (reports.empty()) return Status::internal("interrupted before a process finished: nothing to pool");
-  out.finished = static_cast<int>(reports.size());
-  out.pooled = combine(reports);
+  for (int code : children.exit_codes) out.checks_ok = out.checks_ok && code == 0;
+  out.interrupted = children.interrupted;
+  out.finished = static_cast<int>(children.reports.size());
+  out.pooled = combine(children.reports);
   if (out.interrupted) out.pooled["interrupted"] = true;
   out.provenance = run_provenance(o.model, {{"input", std::to_string(o.common.seed)}});
   out.pooled["provenance"] = provenance_json(out.provenance);

@@ -15,6 +15,7 @@
 namespace mosaic::api {
 
 void summarise_generation(GenerateReport& r);  // generate_report.cpp
+Expected<GenerateReport> generate_processes(const GenerateOptions& o);  // generate_processes.cpp
 
 namespace gen {
 
@@ -223,7 +224,9 @@ ContextPoint context_point(const GenerateReport& r) {
 }  // namespace
 
 Expected<GenerateReport> generate(const GenerateOptions& o) {
+  if (o.processes < 1) return Status::invalid("`processes` must be at least 1, got " + std::to_string(o.processes));
   MOSAIC_RETURN_IF_ERROR(check_options(o));
+  if (o.processes > 1) return generate_processes(o);
   MOSAIC_RETURN_IF_ERROR(set_num_threads(o.common.threads));
   MOSAIC_ASSIGN_OR_RETURN(Graph g, load_model(o.model));
   if (o.contexts.empty()) return generate_one(o, g);

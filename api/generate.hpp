@@ -49,6 +49,10 @@ struct GenerateOptions {
   bool fuse = true;  ///< the graph fusions bench runs (core/fuse.hpp); false: the graph as loaded
   bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (cached)
   bool refresh_peaks = false;         ///< measure it again instead of using the cached one
+  /// More than 1: that many child processes (`mosaic generate`, one after another), each its
+  /// warm-up and `runs` timed runs, the runs pooled and every process's own medians kept
+  /// (GenerateReport::processes), which `compare` tests between runs (api/generate_processes.cpp).
+  int processes = 1;
   CommonOptions common;               ///< batch (0: the model's, symbolic = 1), threads, seed, shapes
 };
 
@@ -91,6 +95,16 @@ struct ContextPoint {
   std::vector<GenerationRun> runs;  ///< this depth's timed runs (what `compare` tests)
 };
 
+/// One process's medians in a --processes run: the unit `compare` tests between two runs.
+struct ProcessFigures {
+  double ttft_ms = 0, tpot_ms = 0, decode_tokens_per_s = 0;
+  struct Depth {
+    int64_t context = 0;
+    double ttft_ms = 0, tpot_ms = 0;
+  };
+  std::vector<Depth> contexts;  ///< a --context sweep's, per depth
+};
+
 /// A node's forward time in a --per-node generation: in the prefill (the first step), and
 /// per decode step (the mean over the others). Nodes by name, summed over the plans.
 struct NodeSplit {
@@ -131,6 +145,9 @@ struct GenerateReport {
   std::vector<NodeSplit> nodes;  ///< --per-node: by decode time, longest first
   /// A --context sweep's points, in the order given (the fields above are the first's).
   std::vector<ContextPoint> contexts;
+  /// --processes K (K > 1): each process's medians, in order; the runs above pool every
+  /// process's, and the figures are recomputed from them.
+  std::vector<ProcessFigures> processes;
   std::vector<std::string> notes;
   nlohmann::json provenance;
 };
@@ -142,5 +159,16 @@ Expected<GenerateReport> generate(const GenerateOptions& o);
 
 /// The report as JSON (mosaic.generate/1, docs/json-schema.md).
 nlohmann::json generate_report_json(const GenerateReport& r);
+/// The report a mosaic.generate/1 document holds (what generate_report_json wrote; --per-node
+/// node times aside). Errors name the field that is missing or of the wrong type.
+Expected<GenerateReport> generate_report_from_json(const nlohmann::json& doc);
+
+/// The figures of timed runs: TTFT, TPOT, end to end, prefill and decode tokens/s (medians over
+/// the runs) and the inter-token latency's p50, p90 and p99 (every run's gaps pooled).
+struct RunFigures {
+  double ttft_ms = 0, tpot_ms = 0, e2e_ms = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+  double itl_p50_ms = 0, itl_p90_ms = 0, itl_p99_ms = 0;
+};
+RunFigures run_figures(const std::vector<GenerationRun>& runs, int64_t batch, int64_t prompt_tokens);
 
 }  // namespace mosaic::api

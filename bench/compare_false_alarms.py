@@ -14,7 +14,8 @@ With --generate every run is `mosaic generate MODEL --backend onednn` (--new-tok
 kinds aa and threads: compare refuses generations of different batches), and the configurations
 compared are the decode step and the first token (docs/generation.md#comparing-generations-and-the-report).
 
-With --processes K every run is `bench --processes K` (K >= 3: compare's process-level test).
+With --processes K every run is `bench --processes K` or `generate --processes K` (K >= 3:
+compare's process-level test).
 
 usage: compare_false_alarms.py MOSAIC OUTDIR [--pairs 30] [--models zoo:fmnist-cnn,zoo:alexnet-cifar]
                                [--kinds aa,threads,batch] [--processes K] [--results FILE] [--table]
@@ -39,9 +40,11 @@ def bench(mosaic, out, model, batch, threads, iterations, path, processes):
         raise SystemExit("bench failed: %s\n%s" % (" ".join(cmd), r.stderr))
 
 
-def generate(mosaic, model, threads, new_tokens, runs, path):
+def generate(mosaic, model, threads, new_tokens, runs, path, processes):
     cmd = [mosaic, "generate", model, "--backend", "onednn", "--prompt-tokens", "16", "--new-tokens", str(new_tokens),
            "--runs", str(runs), "--no-db", "--json", path]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
     if threads:
         cmd += ["--threads", str(threads)]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -111,8 +114,8 @@ def main():
                         if kind not in ("aa", "threads"):
                             raise SystemExit("--generate takes the kinds aa and threads")
                         threads = (2, 1) if kind == "threads" else (0, 0)
-                        generate(a.mosaic, model, threads[0], a.new_tokens, a.runs, pa)
-                        generate(a.mosaic, model, threads[1], a.new_tokens, a.runs, pb)
+                        generate(a.mosaic, model, threads[0], a.new_tokens, a.runs, pa, a.processes)
+                        generate(a.mosaic, model, threads[1], a.new_tokens, a.runs, pb, a.processes)
                     elif kind == "aa":
                         bench(a.mosaic, a.out, model, a.batch, 0, a.iterations, pa, a.processes)
                         bench(a.mosaic, a.out, model, a.batch, 0, a.iterations, pb, a.processes)

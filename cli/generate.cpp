@@ -67,6 +67,16 @@ void print_report(const api::GenerateReport& r) {
                   100 * p.bandwidth_share);
     std::printf("(the lines above and the tokens below are the first context's)\n");
   }
+  if (!r.processes.empty()) {
+    std::string tpots;
+    for (const api::ProcessFigures& p : r.processes) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.2f", p.tpot_ms);
+      tpots += (tpots.empty() ? "" : ", ") + std::string(b);
+    }
+    std::printf("%zu processes, TPOT per process %s ms (compare tests these between runs)\n", r.processes.size(),
+                tpots.c_str());
+  }
   for (size_t b = 0; b < r.generated.size() && b < 4; ++b)
     std::printf("row %zu: %s\n", b, ids_text(r.generated[b]).c_str());
   if (r.generated.size() > 4) std::printf("(%zu more rows in --json)\n", r.generated.size() - 4);
@@ -92,6 +102,9 @@ struct GenerateFlags {
     cmd->add_option("--temperature", o.temperature, "0: greedy; else sample softmax(logits / T)")->capture_default_str();
     cmd->add_option("--top-k", o.top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
+    cmd->add_option("--processes", o.processes, "K independent processes, each a warm-up and --runs timed runs, pooled; "
+                                                "compare tests their medians (K >= 3)")
+        ->capture_default_str();
     cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
     cmd->add_flag("--per-node", o.per_node, "one more generation with each node's time: the prefill and a decode "
                                             "step apart");

@@ -97,12 +97,14 @@ int run_compare(const CompareCliOptions& o) {
   for (const auto& l : r->only_a) std::printf("only in A: %s\n", l.c_str());
   for (const auto& l : r->only_b) std::printf("only in B: %s\n", l.c_str());
   const bool generation = r->kind == "generate";
-  if (generation) {
+  if (generation && !r->by_process) {
     std::printf("test: Mann-Whitney U on the decode steps (the gaps between consecutive tokens of every timed run) and "
                 "on the runs' times to first token, alpha %g; a change counts beyond %g%% of the median\n",
                 o.stats.alpha, 100 * o.stats.threshold);
-    std::printf("note: the steps of one process share its state (placement, cache, frequency); a difference between "
-                "two processes of the same build can reach the threshold (docs/generation.md#comparing-generations-and-the-report)\n\n");
+    std::printf("note: the steps of one process share its state (placement, cache, frequency), and two processes of the "
+                "same build differ beyond the threshold in about a third of pairs here; generate --processes %zu or more "
+                "on both sides gives the calibrated test (docs/generation.md#comparing-generations-and-the-report)\n\n",
+                kMinCompareProcesses);
   } else if (r->by_process) {
     std::printf("test: Welch's t-test on the log of each process's median (%zu vs %zu processes), alpha %g; a change "
                 "counts beyond %g%%\n\n",

@@ -1,5 +1,6 @@
 // `mosaic compare` of two generate runs (mosaic.generate/1, docs/generation.md): the decode
 // step and the time to first token, each a configuration of the comparison (metrics/run_compare.hpp).
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -77,20 +78,48 @@ void samples(const json& runs, std::vector<double>& steps, std::vector<double>& 
   }
 }
 
-/// The decode step and the first token of one pair of run lists, as two configurations.
-void compare_pair(const json& runs_a, const json& runs_b, const std::string& suffix, const CompareOptions& o,
-                  RunComparison& r) {
+/// Each process's median of `key` ("tpot_ms", "ttft_ms") in a --processes document, at one
+/// context depth (`depth` >= 0) or at the top level; processes without it are skipped.
+std::vector<double> process_values(const json& doc, const char* key, int64_t depth) {
+  std::vector<double> v;
+  const json processes = doc.value("processes", json());
+  if (!processes.is_array()) return v;
+  for (const auto& p : processes) {
+    json value = json_fields::member(p, key);
+    if (depth >= 0) {
+      value = json();
+      const json contexts = json_fields::member(p, "contexts");
+      if (contexts.is_array())
+        for (const auto& d : contexts)
+          if (d.value("context", int64_t{-1}) == depth) value = json_fields::member(d, key);
+    }
+    if (value.is_number()) v.push_back(value.get<double>());
+  }
+  return v;
+}
+
+/// The decode step and the first token of one pair of run lists (at context `depth`, or -1
+/// for the top level), as two configurations: by process when both runs have kMinCompareProcesses
+/// processes (each process's TPOT and TTFT, Welch on their logs), else by sample.
+void compare_pair(const json& a, const json& b, const json& runs_a, const json& runs_b, int64_t depth,
+                  const CompareOptions& o, RunComparison& r) {
+  const std::string suffix = depth >= 0 ? " @ " + std::to_string(depth) : "";
   std::vector<double> steps_a, first_a, steps_b, first_b;
   samples(runs_a, steps_a, first_a);
   samples(runs_b, steps_b, first_b);
-  for (const auto& [label, unit, sa, sb] :
-       {std::tuple<std::string, const char*, const std::vector<double>*, const std::vector<double>*>{
-            "decode step" + suffix, "decode step", &steps_a, &steps_b},
-        {"first token" + suffix, "run", &first_a, &first_b}}) {
+  for (const auto& [label, unit, key, sa, sb] :
+       {std::tuple<std::string, const char*, const char*, const std::vector<double>*, const std::vector<double>*>{
+            "decode step" + suffix, "decode step", "tpot_ms", &steps_a, &steps_b},
+        {"first token" + suffix, "run", "ttft_ms", &first_a, &first_b}}) {
     ConfigComparison c;
     c.label = label;
-    c.total = compare_samples(label, *sa, *sb, o.alpha, o.threshold);
-    c.total.unit = unit;
+    if (r.by_process) {
+      c.total = compare_process_medians(label, process_values(a, key, depth), process_values(b, key, depth), o.alpha,
+                                        o.threshold);
+    } else {
+      c.total = compare_samples(label, *sa, *sb, o.alpha, o.threshold);
+      c.total.unit = unit;
+    }
     c.node_alpha = o.alpha;
     r.configs.push_back(c);
   }
@@ -110,6 +139,13 @@ Expected<RunComparison> compare_generate_runs(const json& a, const json& b, cons
   for (const char* k : {"batch", "prompt_tokens", "new_tokens", "sampling"})
     check_same(k, at(a, {"settings", k}), at(b, {"settings", k}), r.warnings);
   json_fields::warn_about_machine_and_build(a, b, r.warnings);
+  auto processes = [](const json& d) {
+    const json p = d.value("processes", json());
+    return p.is_array() ? std::max<size_t>(1, p.size()) : size_t{1};
+  };
+  r.processes_a = processes(a);
+  r.processes_b = processes(b);
+  r.by_process = r.processes_a >= kMinCompareProcesses && r.processes_b >= kMinCompareProcesses;
   // A --context sweep: each depth both runs swept, by its own timed runs (the top level is the
   // first depth's); a depth in one run only is listed as such.
   const json ca = a.value("contexts", json()), cb = b.value("contexts", json());
@@ -124,7 +160,7 @@ Expected<RunComparison> compare_generate_runs(const json& a, const json& b, cons
         r.only_a.push_back("context" + at_depth);
         continue;
       }
-      compare_pair(pa.value("runs", json()), pb->value("runs", json()), at_depth, o, r);
+      compare_pair(a, b, pa.value("runs", json()), pb->value("runs", json()), depth(pa), o, r);
     }
     for (const auto& pb : cb) {
       bool both = false;
@@ -132,7 +168,7 @@ Expected<RunComparison> compare_generate_runs(const json& a, const json& b, cons
       if (!both) r.only_b.push_back("context @ " + std::to_string(depth(pb)));
     }
   } else {
-    compare_pair(a.value("runs", json()), b.value("runs", json()), "", o, r);
+    compare_pair(a, b, a.value("runs", json()), b.value("runs", json()), -1, o, r);
   }
   if (r.configs.empty())
     return Status::invalid("A and B share no context depth (A has " + std::to_string(r.only_a.size()) + ", B has " +

@@ -83,7 +83,8 @@ Expected<RunComparison> compare_bench_runs(const nlohmann::json& a, const nlohma
 
 /// Compares two generate documents (mosaic.generate/1): every decode step (the time between
 /// consecutive tokens, of every timed run) and every run's time to first token, by Mann-Whitney U,
-/// at the top level and at each context depth both swept. Refused unless --force when the model,
+/// at the top level and at each context depth both swept; when both ran --processes K >= 3,
+/// each process's TPOT and TTFT instead, by Welch's t-test on their logs. Refused unless --force when the model,
 /// backend, decoding, batch, prompt, new tokens or sampling differ. Errors when either is not one.
 Expected<RunComparison> compare_generate_runs(const nlohmann::json& a, const nlohmann::json& b, const CompareOptions& o);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "api/generate.hpp"
 #include "metrics/run_compare.hpp"
 #include "test_util.hpp"
 
@@ -137,6 +138,76 @@ TEST(GenerateCompare, EveryRefusalNamesWhatIsWrong) {
   bad = generation(3, 50, 10);
   bad["contexts"] = json::array({{{"context", "deep"}}});
   refused(a, bad, "`contexts[0].context` is missing or not a whole number");
+}
+
+/// Two --processes runs: each process's TPOT and TTFT, Welch's t-test on their logs.
+TEST(GenerateCompare, ThreeProcessesASideAreTestedByTheirMedians) {
+  auto with_processes = [](std::vector<double> tpots, std::vector<double> ttfts) {
+    json g = generation(3, 50, 10);
+    g["processes"] = json::array();
+    for (size_t i = 0; i < tpots.size(); ++i)
+      g["processes"].push_back({{"process", i}, {"tpot_ms", tpots[i]}, {"ttft_ms", ttfts[i]}, {"decode_tokens_per_s", 0}});
+    return g;
+  };
+  // Tight processes, B's 20% slower: SLOWER; the same change within processes that spread
+  // +-15%: no detectable difference; the first token unchanged.
+  auto r = compare_generate_runs(with_processes({10, 10.1, 9.9}, {50, 51, 49}), with_processes({12, 12.12, 11.88}, {50, 51, 49}),
+                                 CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->by_process);
+  EXPECT_EQ(r->processes_a, 3u);
+  const TimingComparison& step = config(*r, "decode step").total;
+  EXPECT_EQ(step.verdict, Change::kSlower);
+  EXPECT_NEAR(step.change, 0.2, 1e-9);
+  EXPECT_TRUE(step.by_process);
+  EXPECT_EQ(config(*r, "first token").total.verdict, Change::kNone);
+  r = compare_generate_runs(with_processes({10, 11.5, 8.5}, {50, 51, 49}), with_processes({12, 13.8, 10.2}, {50, 51, 49}),
+                            CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(config(*r, "decode step").total.verdict, Change::kNone);
+  // Two processes on one side: the samples' test, as for single runs.
+  r = compare_generate_runs(with_processes({10, 10.1}, {50, 51}), with_processes({12, 12.1, 11.9}, {50, 51, 49}),
+                            CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->by_process);
+  EXPECT_EQ(config(*r, "decode step").total.n_a, 60u);
+}
+
+/// generate --processes: the children's runs pooled, each process's medians kept, the document
+/// read back as the report it was written from.
+TEST(GenerateCompare, ProcessesArePooledAndTheDocumentReadsBack) {
+  const std::string dir = ::testing::TempDir() + "generate_processes/";
+  std::filesystem::create_directories(dir);
+  CmdResult r = mosaic("generate zoo:gpt2-tiny-kv --backend naive --context 4,8 --new-tokens 4 --runs 2 --processes 3 "
+                       "--no-db --json " + dir + "p.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 processes, TPOT per process"), std::string::npos) << r.out;
+  const json doc = read_json(dir + "p.json");
+  EXPECT_EQ(doc["settings"]["processes"], 3);
+  EXPECT_EQ(doc["runs"].size(), 6u);                     // 2 runs of each of 3 processes
+  EXPECT_EQ(doc["contexts"][1]["runs"].size(), 6u);
+  ASSERT_EQ(doc["processes"].size(), 3u);
+  EXPECT_EQ(doc["processes"][2]["contexts"][1]["context"], 8);
+  // The pooled figures are the pooled runs' (recomputed, not the first process's).
+  std::vector<api::GenerationRun> runs;
+  for (const auto& x : doc["runs"]) runs.push_back({x["token_ms"].get<std::vector<double>>()});
+  EXPECT_DOUBLE_EQ(doc["summary"]["tpot_ms"].get<double>(), api::run_figures(runs, 1, 4).tpot_ms);
+  auto back = api::generate_report_from_json(doc);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(api::generate_report_json(back.value()), doc) << "the reader and the writer disagree";
+  json broken = doc;
+  broken["summary"].erase("tpot_ms");
+  back = api::generate_report_from_json(broken);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("`summary` is missing a field"), std::string::npos) << back.status().message();
+  r = mosaic("generate zoo:gpt2-tiny-kv --backend naive --processes 2 --per-node --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--per-node times one more generation in one process; it excludes --processes"), std::string::npos)
+      << r.out;
+  r = mosaic("generate zoo:gpt2-tiny-kv --backend naive --processes 0 --no-db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--processes: must be a positive integer, got 0"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 /// Real generations of the tiny decoder: compared, and drawn with a context sweep.

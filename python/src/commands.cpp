@@ -137,6 +137,7 @@ const std::vector<Field<GenerateOptions>>& generate_fields() {
       float_field<O>("temperature", [](O& o) -> auto& { return o.temperature; }),
       int_field<O>("top_k", [](O& o) -> auto& { return o.top_k; }),
       int_field<O>("runs", [](O& o) -> auto& { return o.runs; }),
+      int_field<O>("processes", [](O& o) -> auto& { return o.processes; }),
       int_list_field<O>("contexts", [](O& o) -> auto& { return o.contexts; }),
       bool_field<O>("per_node", [](O& o) -> auto& { return o.per_node; }),
       bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),

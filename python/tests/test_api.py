@@ -123,6 +123,8 @@ def test_two_generations_are_compared_and_drawn(tmp_path):
     assert c["slower"] == (c["configs"][0]["time_ms"]["verdict"] == "SLOWER")
     with pytest.raises(ValueError, match="differ in backend"):
         mosaic.compare(a, mosaic.generate("zoo:gpt2-tiny-kv", backend="im2col", prompt_tokens=4, new_tokens=6, runs=2))
+    pooled = mosaic.generate("zoo:gpt2-tiny-kv", backend="naive", prompt_tokens=4, new_tokens=4, runs=1, processes=2)
+    assert len(pooled["processes"]) == 2 and len(pooled["runs"]) == 2 and pooled["settings"]["processes"] == 2
     r = mosaic.report(a, output=tmp_path / "g.html")
     assert r["runs"] == 1 and r["figures"] == 1  # the latency CDF (one depth: no tokens/s vs depth)
     assert "Inter-token latency CDF" in (tmp_path / "g.html").read_text()
