@@ -448,6 +448,7 @@ void fuse_integer_per_config(const BenchConfigs& configs, std::vector<const Grap
     FuseOptions fo;
     fo.activations = fo.batch_norm = fo.layer_norm = fo.gelu = false;
     fo.integer = fuse_options_for(configs[i].second, builtin_registry(), false).integer;
+    fo.oracle = &builtin_registry();
     auto fused = std::make_unique<Graph>(*graph_of[i]);
     fuse_graph(*fused, fo);
     if (integer_products(*fused) <= integer_products(*graph_of[i])) continue;
@@ -552,6 +553,7 @@ Status run_inference_bench(const BenchOptions& o, BenchConfigs configs, const st
       BenchReport scratch;  // the float graph's fusion notes already say what fuses
       FuseOptions fo;
       fo.integer = fuse_options_for(config.second, reg, false).integer;
+      fo.oracle = &reg;
       if (o.fuse) fuse_for_bench(*int8_timed.back(), fo, scratch);
     }
     add_int8_twins(int8_timed, configs, graph_of, precision_of, is_int8);

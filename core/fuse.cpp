@@ -205,6 +205,7 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
     fo.integer = [placement, accepted](const Graph& g, const Node& n) {
       return placement.backend_for(n) != kOracleBackend && accepted(g, n);
     };
+    fo.oracle = &registry;
   }
   fo.apart = apart_in({placement});
   return fo;
@@ -321,6 +322,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   // weights are then dead too.
   const size_t fused_before = report.fused.size();
   fuse_qdq_convs(g, options.integer, report);
+  fuse_qdq_codes(g, options.integer, options.oracle, report);
   fuse_dynamic_products(g, options.integer, report);
   folded_weights = folded_weights || report.fused.size() > fused_before;
   // The plan would count weights nothing reads (the convolutions' and BatchNormalizations'

@@ -29,6 +29,9 @@
 //  - A QDQ model's DequantizeLinear -> Conv (MatMul) -> QuantizeLinear, its weights folded
 //    from the model's int8 codes, -> one QLinearConv (QLinearMatMul) on those codes, where
 //    FuseOptions::integer accepts it (core/fuse_qdq.cpp). Inference only.
+//  - Then a QDQ model's float stretches between its integer ops (DequantizeLinear -> Relu ->
+//    Pad -> MaxPool -> QuantizeLinear) -> a CodeLookup of the codes and the Pad and MaxPool on
+//    codes, exactly, where FuseOptions::integer accepts them (core/fuse_qdq_codes.cpp).
 //  - A dynamically quantised model's MatMulInteger -> Cast -> Mul(a_scale * b_scale)
 //    [-> Add(bias)] -> one com.microsoft MatMulIntegerToFloat, where FuseOptions::integer
 //    accepts it (core/fuse_dynamic.cpp). Inference only.
@@ -44,6 +47,8 @@
 #include "ir/graph.hpp"
 
 namespace mosaic {
+
+class KernelRegistry;
 
 struct FuseReport {
   std::vector<std::string> fused;  ///< names of the fused nodes, e.g. "conv1+relu1"
@@ -85,6 +90,9 @@ struct FuseOptions {
   /// backend that will run the fused node takes it, asked with the node's descriptors and
   /// constants in the graph (where_accepted). Inference plans.
   std::function<bool(const Graph& graph, const Node& fused)> integer;
+  /// The registry whose naive backend computes the tables of a QDQ model's float stretches
+  /// made code lookups (core/fuse_qdq_codes.cpp), with `integer` deciding where (null: none).
+  const KernelRegistry* oracle = nullptr;
   /// Whether two nodes must stay apart because the placement runs them on different backends
   /// (empty: never): a node that a rule of its own (`Relu=naive`, `@relu1=python`) places on
   /// another backend than its producer is not fused into it, instead of vanishing into an
@@ -92,7 +100,6 @@ struct FuseOptions {
   std::function<bool(const Node& producer, const Node& consumer)> apart;
 };
 
-class KernelRegistry;
 struct Placement;
 
 /// A fusion's filter (FuseOptions::attention, rms_norm, swish): the fused node is made where
@@ -140,5 +147,11 @@ void fuse_linears(Graph& graph, const std::function<bool(const Node&)>& accept, 
 void fuse_attention(Graph& graph, const std::function<bool(const Node&)>& accept, FuseReport& report);
 /// The QDQ convolution rewrite alone (core/fuse_qdq.cpp); fuse_graph calls it with FuseOptions::integer.
 void fuse_qdq_convs(Graph& graph, const std::function<bool(const Graph&, const Node&)>& accept, FuseReport& report);
+/// A QDQ model's float stretches between integer ops (DequantizeLinear -> Relu/Clip/LeakyRelu,
+/// Pad, MaxPool, Reshape, Flatten -> QuantizeLinear) as one CodeLookup and the moving steps on
+/// 8-bit codes, exactly (core/fuse_qdq_codes.cpp), where `accept` takes every new node; the
+/// tables folded by `oracle`'s naive backend.
+void fuse_qdq_codes(Graph& graph, const std::function<bool(const Graph&, const Node&)>& accept,
+                    const KernelRegistry* oracle, FuseReport& report);
 
 }  // namespace mosaic

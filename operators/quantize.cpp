@@ -89,6 +89,15 @@ Expected<Descs> infer_qlinear_conv(const OpContext& c) {
 }
 
 double f_elementwise(const OpContext& c) { return 2.0 * static_cast<double>(c.inputs[0].numel()); }
+double f_zero(const OpContext&) { return 0; }
+
+Expected<Descs> infer_code_lookup(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(check_int8(c, 0, "X"));
+  MOSAIC_RETURN_IF_ERROR(check_int8(c, 1, "Table"));
+  if (c.inputs[1].shape != Shape{256})
+    return Status::invalid(c.node->label() + ": Table must be [256], one result per code, got " + shape_str(c.inputs[1].shape));
+  return Descs{{c.inputs[1].dtype, c.inputs[0].shape}};
+}
 
 double f_matmul_at(const OpContext& c, size_t b) {
   auto p = matmul_params(c.inputs[0].shape, c.inputs[b].shape);
@@ -237,6 +246,10 @@ void add_quantize_schemas(std::map<std::string, OpSchema>& t) {
              "quantised MatMul: int32 product requantised by a_scale * b_scale / y_scale");
   add_schema(t, "QLinearConv", 8, 9, infer_qlinear_conv, f_quant_conv,
              "quantised Conv with an int32 bias, requantised by x_scale * w_scale / y_scale");
+  // A graph has it only after fusion (core/fuse_qdq_codes.cpp): no FLOPs, a byte per element.
+  add_schema(t, kCodeLookupOp, 2, 2, infer_code_lookup, f_zero,
+             "Table[X - least code]: a QDQ model's per-value float stretch on 8-bit codes (inference)");
+  t[kCodeLookupOp].domain = kCodeLookupDomain;
 }
 
 }  // namespace mosaic

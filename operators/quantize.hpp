@@ -48,6 +48,13 @@ bool quant_int_range(DType d, int64_t* lo, int64_t* hi);
 /// keeps them among its inputs.
 Expected<ConvParams> quant_conv_params(const OpContext& ctx);
 
+/// Mosaic's own op for a QDQ model's float stretch between a DequantizeLinear and a
+/// QuantizeLinear that maps each value alone (ReLU, Clip, a requantisation): Y = Table[X],
+/// X's 8-bit codes indexing a constant table of the 256 results (X - the type's least code),
+/// Y the table's type. A graph has it only after the fusion pass (core/fuse_qdq_codes.cpp).
+inline constexpr const char* kCodeLookupOp = "CodeLookup";
+inline constexpr const char* kCodeLookupDomain = "mosaic";
+
 void add_quantize_schemas(std::map<std::string, OpSchema>& table);
 
 }  // namespace mosaic

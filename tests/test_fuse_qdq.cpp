@@ -43,7 +43,7 @@ void quantise_on_own_ranges(Graph& g, const Tensor& x, const std::vector<std::st
 /// x [2, 8, 10, 10] -> Conv (16 channels, pads 1) -> Relu -> Conv (8 channels, pads 1, GROUP)
 /// -> Relu -> y, in its QDQ form (per-channel int8 weights, uint8 activations calibrated on the
 /// float graph's own ranges over `x`), as loaded and prepared.
-Graph qdq_graph(const Tensor& x, int64_t group = 1) {
+Graph qdq_graph(const Tensor& x, int64_t group = 1, bool explicit_pad = false, float pad_value = 0.f) {
   Graph g;
   g.source = "qdq-convs";
   g.opset = 13;
@@ -56,9 +56,16 @@ Graph qdq_graph(const Tensor& x, int64_t group = 1) {
   const Attribute pads = Attribute::of_ints({1, 1, 1, 1});
   add_node(g, make_node("Conv", {{"pads", pads}}), {"x", "w1", "b1"}, {"c1"}, "conv1");
   add_node(g, make_node("Relu"), {"c1"}, {"r1"}, "relu1");
-  add_node(g, make_node("Conv", {{"pads", pads}, {"group", Attribute::of_int(group)}}), {"r1", "w2", "b2"}, {"c2"}, "conv2");
+  if (explicit_pad) {  // VGG's layout: Pad(1) then an unpadded convolution
+    g.initializers["p2"] = Tensor::from_i64({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+    g.initializers["v2"] = Tensor::from_f32({}, {pad_value});
+    add_node(g, make_node("Pad"), {"r1", "p2", "v2"}, {"r1p"}, "pad2");
+    add_node(g, make_node("Conv", {{"group", Attribute::of_int(group)}}), {"r1p", "w2", "b2"}, {"c2"}, "conv2");
+  } else {
+    add_node(g, make_node("Conv", {{"pads", pads}, {"group", Attribute::of_int(group)}}), {"r1", "w2", "b2"}, {"c2"}, "conv2");
+  }
   add_node(g, make_node("Relu"), {"c2"}, {"y"}, "relu2");
-  quantise_on_own_ranges(g, x, {"c1", "r1", "c2"});
+  quantise_on_own_ranges(g, x, explicit_pad ? std::vector<std::string>{"c1", "r1", "r1p", "c2"} : std::vector<std::string>{"c1", "r1", "c2"});
   return g;
 }
 
@@ -99,6 +106,14 @@ std::pair<double, double> steps_apart(const Graph& fused, const Graph& qdq, cons
   return {worst, static_cast<double>(exact) / static_cast<double>(want[0].numel())};
 }
 
+/// A step of the second convolution's output quantisation: y = Relu(DequantizeLinear(c2 codes)).
+double c2_step(const Graph& qdq) {
+  for (const auto& node : qdq.nodes)
+    if (node.op_type == "DequantizeLinear" && node.inputs[0].find("c2") != std::string::npos)
+      return qdq.initializers.at(node.inputs[1]).get(0);
+  return 0;
+}
+
 TEST(QdqFusion, ConvGroupsBecomeQLinearConvOnTheModelsCodesAndAgreeWithinAStep) {
   if (!onednn_has_int8_exact_products()) GTEST_SKIP() << "this CPU's oneDNN sums u8 x s8 pairs in int16 (no VNNI)";
   const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
@@ -137,17 +152,48 @@ TEST(QdqFusion, ConvGroupsBecomeQLinearConvOnTheModelsCodesAndAgreeWithinAStep) 
   }
   EXPECT_EQ(std::count_if(r.fused.begin(), r.fused.end(), [](const std::string& n) { return n.find("conv") == 0; }), 2);
 
-  // y = Relu(DequantizeLinear(c2 codes)): one step of c2's scale.
-  double step = 0;
-  for (const auto& node : qdq.nodes)
-    if (node.op_type == "DequantizeLinear" && node.inputs[0].find("c2") != std::string::npos)
-      step = qdq.initializers.at(node.inputs[1]).get(0);
+  const double step = c2_step(qdq);
   ASSERT_GT(step, 0);
   const auto [worst, exact] = steps_apart(fused, qdq, x, step);
   std::cout << "[ steps    ] the integer plan within " << worst << " steps of naive's QDQ run, " << 100 * exact
             << "% of the outputs exact\n";
   EXPECT_LE(worst, 2.0001) << "an edge of c1 moves c2 by at most a step or two";
   EXPECT_GE(exact, 0.95);
+}
+
+/// Between the two convolutions, DequantizeLinear -> Relu -> Pad -> QuantizeLinear becomes a
+/// code lookup (core/fuse_qdq_codes.cpp) and the Pad of codes, whose value is the second
+/// convolution's input zero point, folds into that convolution's pads: no float pass is left,
+/// and the plan still agrees with naive's run of the QDQ graph as written within a step.
+TEST(QdqFusion, ThePadBetweenTwoIntegerConvolutionsFoldsIntoTheSecond) {
+  if (!onednn_has_int8_exact_products()) GTEST_SKIP() << "this CPU's oneDNN sums u8 x s8 pairs in int16 (no VNNI)";
+  const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
+  const Graph qdq = qdq_graph(x, 1, true);
+  EXPECT_EQ(count_op(qdq, "Pad"), 1);
+  Graph fused = qdq;
+  const FuseReport r = fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+  EXPECT_EQ(count_op(fused, "Pad"), 0);
+  EXPECT_EQ(count_op(fused, "CodeLookup"), 1);
+  EXPECT_EQ(count_op(fused, "DequantizeLinear") + count_op(fused, "Relu"), 2) << "only the output's DequantizeLinear -> Relu";
+  bool padded = false;
+  for (const auto& node : fused.nodes)
+    if (node.op_type == "QLinearConv" && node.name.rfind("pad2+", 0) == 0)
+      padded = node.attr_ints("pads") == std::vector<int64_t>{1, 1, 1, 1};
+  EXPECT_TRUE(padded) << "conv2 takes the Pad's pads";
+  const double step = c2_step(qdq);
+  ASSERT_GT(step, 0);
+  const auto [worst, exact] = steps_apart(fused, qdq, x, step);
+  EXPECT_LE(worst, 2.0001);
+  EXPECT_GE(exact, 0.95);
+  // Padded with 0.3, not the zero point's 0: the Pad stays, on codes, and the plan agrees as well.
+  const Graph other = qdq_graph(x, 1, true, 0.3f);
+  fused = other;
+  fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+  EXPECT_EQ(count_op(fused, "Pad"), 1);
+  EXPECT_EQ(count_op(fused, "CodeLookup"), 1);
+  const auto [worst_other, exact_other] = steps_apart(fused, other, x, step);
+  EXPECT_LE(worst_other, 2.0001);
+  EXPECT_GE(exact_other, 0.95);
 }
 
 TEST(QdqFusion, OnlyWhereTheBackendTakesTheIntegerConvolution) {
@@ -166,7 +212,9 @@ TEST(QdqFusion, OnlyWhereTheBackendTakesTheIntegerConvolution) {
   Graph fused = grouped;
   fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
   EXPECT_EQ(count_op(fused, "Conv"), onednn_has_int8_exact_products() ? 1 : 2);
-  EXPECT_EQ(count_op(fused, "QuantizeLinear") + count_op(fused, "QLinearConv"), count_op(grouped, "QuantizeLinear"));
+  // Each QuantizeLinear stays, or ends an integer convolution or a code lookup (core/fuse_qdq_codes.cpp).
+  EXPECT_EQ(count_op(fused, "QuantizeLinear") + count_op(fused, "QLinearConv") + count_op(fused, "CodeLookup"),
+            count_op(grouped, "QuantizeLinear"));
   // Training plans fuse nothing of the kind (QLinearConv has no backward).
   Graph training = qdq_graph(x);
   fuse_graph(training, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), true));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/kernel.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic {
@@ -44,5 +45,18 @@ void max_pool_forward_interior(const float* x, float* y, int64_t outer, int lane
 /// The same from channel blocks of `lanes` (8 or 16) into a plain NCHW output of `c`
 /// channels (the padding lanes dropped): the pool and the reorder to plain in one pass.
 void max_pool_forward_interior_unblock(const float* x, float* y, int64_t n, int64_t c, int lanes, const Window& w);
+
+/// MaxPool of int8 or uint8 codes in plain layout (inference, no Indices): each window's
+/// first maximum, padding never a candidate (backends/common/pooling_bytes.cpp). The optimised
+/// backends run a QDQ model's pools on codes with it (core/fuse_qdq_codes.cpp).
+KernelFactory codes_max_pool_factory();
+/// A MaxPool registration of an optimised backend with the codes beside its float kernel:
+/// `float_factory` for float32, codes_max_pool_factory for int8 and uint8.
+KernelFactory with_codes_max_pool(KernelFactory float_factory);
+/// Its check: float32_pool's for float32; for 8-bit codes, inference without Indices.
+Status float32_pool_or_codes(const KernelContext& ctx);
+/// The element types such a registration takes: float32 (and the base types the float check
+/// refuses by name), int8 and uint8.
+inline constexpr DTypeSet kPoolOrCodesDTypes = kBaseDTypes | dtype_bit(DType::kU8) | dtype_bit(DType::kI8);
 
 }  // namespace mosaic

@@ -1,5 +1,9 @@
 #include "backends/common/quantize.hpp"
 
+#if defined(__AVX512VBMI__)
+#include <immintrin.h>
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -445,6 +449,53 @@ class IntegerConvKernel final : public Kernel {
   int64_t lo_ = 0, hi_ = 255;
 };
 
+/// CodeLookup: Y[i] = Table[X[i] - the least code] over the bytes, the table constant or not
+/// (read each run), on every thread for the optimised backends.
+class CodeLookupKernel final : public Kernel {
+ public:
+  explicit CodeLookupKernel(bool fast) : fast_(fast), threads_(kernel_threads(fast)) {}
+  Status init(const KernelContext& ctx) {
+    offset_ = ctx.inputs[0].dtype == DType::kI8 ? 128 : 0;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto* x = static_cast<const uint8_t*>(src[0]->data());
+    const auto* table = static_cast<const uint8_t*>(src[1]->data());
+    auto* y = static_cast<uint8_t*>(dst[0]->data());
+    const int64_t n = src[0]->numel();
+    const uint8_t offset = offset_;
+    // int8 code c sits at table[c + 128]: its byte plus 128, modulo 256.
+#if defined(__AVX512VBMI__)
+    if (!fast_) {  // the oracle's: the plain loop
+      for (int64_t i = 0; i < n; ++i) y[i] = table[static_cast<uint8_t>(x[i] + offset)];
+      return Status::ok();
+    }
+    // 64 codes at a time: two 128-byte halves of the table as byte permutations, chosen by
+    // each index's top bit.
+    __m512i t[4];
+    for (int k = 0; k < 4; ++k) t[k] = _mm512_loadu_si512(table + 64 * k);
+    const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+    const int64_t blocks = n / 64;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (threads_ > 1 && n > 65536)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m512i idx = _mm512_add_epi8(_mm512_loadu_si512(x + 64 * b), off);
+      const __m512i lo = _mm512_permutex2var_epi8(t[0], idx, t[1]), hi = _mm512_permutex2var_epi8(t[2], idx, t[3]);
+      _mm512_storeu_si512(y + 64 * b, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
+    }
+    for (int64_t i = blocks * 64; i < n; ++i) y[i] = table[static_cast<uint8_t>(x[i] + offset)];
+#else
+#pragma omp parallel for schedule(static) num_threads(threads_) if (threads_ > 1 && n > 65536)
+    for (int64_t i = 0; i < n; ++i) y[i] = table[static_cast<uint8_t>(x[i] + offset)];
+#endif
+    return Status::ok();
+  }
+
+ private:
+  bool fast_ = false;
+  int threads_ = 1;
+  uint8_t offset_ = 0;
+};
+
 /// make_factory for the kernels with the oracle's loops or (`fast`) the optimised backends' path.
 template <class K>
 KernelFactory threaded_factory(bool fast) {
@@ -466,6 +517,7 @@ void add_quantize_kernels(BackendRegistration& r) {
   r.kernel("QLinearMatMul", make_factory<IntegerMatMulKernel>(), any);
   r.kernel("ConvInteger", make_factory<IntegerConvKernel>(), any);
   r.kernel("QLinearConv", make_factory<IntegerConvKernel>(), any);
+  r.kernel(kCodeLookupOp, threaded_factory<CodeLookupKernel>(false), any);
   // com.microsoft's QuantizeLinear and DequantizeLinear are ONNX's (operators/ms_quantize.hpp).
   r.kernel(op_key(kMicrosoftDomain, "QuantizeLinear"), threaded_factory<QuantizeLinearKernel>(false), any);
   r.kernel(op_key(kMicrosoftDomain, "DequantizeLinear"), threaded_factory<DequantizeLinearKernel>(false), any);
@@ -476,6 +528,7 @@ void add_qdq_kernels(BackendRegistration& r) {
   r.kernel("QuantizeLinear", threaded_factory<QuantizeLinearKernel>(true), any);
   r.kernel("DequantizeLinear", threaded_factory<DequantizeLinearKernel>(true), any);
   r.kernel("DynamicQuantizeLinear", threaded_factory<DynamicQuantizeLinearKernel>(true), any);
+  r.kernel(kCodeLookupOp, threaded_factory<CodeLookupKernel>(true), any);
 }
 
 /// The requantisation multiplier as ONNX's reference forms it: in float32, a_scale * b_scale

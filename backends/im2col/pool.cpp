@@ -141,7 +141,9 @@ class PoolKernel final : public Kernel {
 }  // namespace
 
 void add_pool_kernels(BackendRegistration& r) {
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+  r.kernel("MaxPool", with_codes_max_pool(make_factory<PoolKernel>()),
+           {LayoutUse::kNone, float32_pool_or_codes, kPoolOrCodesDTypes});
+  for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
     r.kernel(op, make_factory<PoolKernel>(), {LayoutUse::kNone, float32_pool});
 }
 

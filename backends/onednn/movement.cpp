@@ -164,6 +164,9 @@ std::optional<memory::desc> same_layout(const memory::desc& md, const memory::di
 /// The Pads oneDNN's reorders can do: constant, known at plan time, float, not cropping.
 Status pad_supported(const KernelContext& ctx) {
   MOSAIC_ASSIGN_OR_RETURN(PadParams p, pad_params(ctx));
+  // 8-bit codes (a QDQ model's pads once its float stretch is a table: core/fuse_qdq_codes.cpp)
+  // take the shared byte-moving kernel, in any mode.
+  if (ctx.inputs[0].dtype == DType::kU8 || ctx.inputs[0].dtype == DType::kI8) return Status::ok();
   if (p.mode != "constant") return Status::unsupported(ctx.node->label() + ": oneDNN has no " + p.mode + " padding");
   if (p.value_at_run_time) return Status::unsupported(ctx.node->label() + ": pad value computed at run time");
   if (ctx.inputs[0].dtype != DType::kF32) return Status::unsupported(ctx.node->label() + ": non-float pad");
@@ -257,7 +260,13 @@ void add_movement_kernels(BackendRegistration& r) {
                : make_factory<ConcatKernel>()(ctx);
   }, {LayoutUse::kNone, nullptr, kAllDTypes});
   r.kernel("Transpose", make_factory<TransposeKernel>());
-  r.kernel("Pad", make_factory<PadKernel>(), {LayoutUse::kTraining, pad_supported});
+  r.kernel("Pad",
+           [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+             if (ctx.inputs[0].dtype == DType::kF32) return make_factory<PadKernel>()(ctx);
+             if (ctx.input_layout(0)) return Status::unsupported(ctx.node->label() + ": 8-bit pad reads plain tensors");
+             return movement_kernel_factory("Pad")(ctx);
+           },
+           {LayoutUse::kTraining, pad_supported, kBaseDTypes | dtype_bit(DType::kU8) | dtype_bit(DType::kI8)});
   r.kernel(kToPlainOp, make_factory<ToPlainKernel>());
 }
 

@@ -205,7 +205,9 @@ class PoolKernel final : public Kernel {
 void add_pool_kernels(BackendRegistration& r) {
   // Max pooling reads and writes blocked layouts in training too (its backward routes lane
   // by lane); average and global pooling in inference.
-  r.kernel("MaxPool", make_factory<PoolKernel>(), {LayoutUse::kTraining, float32_pool});
+  // A QDQ model's pools on 8-bit codes (core/fuse_qdq_codes.cpp) run the shared codes loop.
+  r.kernel("MaxPool", with_codes_max_pool(make_factory<PoolKernel>()),
+           {LayoutUse::kTraining, float32_pool_or_codes, kPoolOrCodesDTypes});
   for (const char* op : {"AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
     r.kernel(op, make_factory<PoolKernel>(), {LayoutUse::kInference, float32_pool});
 }
