@@ -102,11 +102,13 @@ TEST(QdqCodes, AStretchBecomesALookupAndPoolsOnCodesBitForBitTheOracles) {
   const Step clip{"Clip", {}, {Tensor::from_f32({}, {-0.3f}), Tensor::from_f32({}, {2.5f})}};
   const Step leaky{"LeakyRelu", {{"alpha", Attribute::of_float(0.1f)}}, {}};
   const Step flatten{"Flatten", {{"axis", Attribute::of_int(1)}}, {}};
+  const Step dilated_pool{"MaxPool", {{"kernel_shape", ints({2, 2})}, {"dilations", ints({2, 2})}}, {}};
   const std::vector<std::vector<Step>> cases = {
       {relu, pad, pool},                 // VGG's stretch
       {relu, padded_pool},               // its Pad folded into the pool (-inf padding)
       {clip, pad, leaky},                // a pad whose value goes through the steps after it
       {leaky, pool, flatten},
+      {relu, dilated_pool},              // the general window walk
       {},                                // a requantisation alone
   };
   for (DType in : {DType::kU8, DType::kI8})
@@ -171,6 +173,33 @@ TEST(QdqCodes, TheByteKernelsByHand) {
     ASSERT_TRUE(run_on(pool, backend, &out).is_ok()) << backend;
     ASSERT_EQ(out[0].numel(), 4);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(out[0].u8()[i], want_pool[i]) << backend << " " << i;
+  }
+  // Windows wholly in the padding (pads as wide as the kernel) write 0, as the oracle does.
+  OpCase outside;
+  outside.node = make_node("MaxPool", {{"kernel_shape", ints({2, 2})}, {"pads", ints({2, 2, 2, 2})}});
+  outside.inputs = {p};
+  std::vector<Tensor> want_outside;
+  ASSERT_TRUE(run_on(outside, "naive", &want_outside).is_ok());
+  for (const char* backend : {"im2col", "onednn"}) {
+    std::vector<Tensor> got;
+    ASSERT_TRUE(run_on(outside, backend, &got).is_ok()) << backend;
+    ASSERT_EQ(got[0].numel(), want_outside[0].numel());
+    EXPECT_EQ(got[0].u8()[0], 0) << backend << ": the corner window holds padding only";
+    EXPECT_EQ(std::memcmp(got[0].data(), want_outside[0].data(), static_cast<size_t>(got[0].numel())), 0) << backend;
+  }
+  // Rows wider than a vector register (70 codes) take the scalar rows, against naive too.
+  OpCase wide;
+  wide.node = make_node("MaxPool", {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}});
+  Tensor wx = Tensor::empty({DType::kU8, {1, 2, 5, 70}});
+  const Tensor wr = random_tensor({1, 2, 5, 70}, 17, 0.f, 256.f);
+  for (int64_t i = 0; i < wx.numel(); ++i) wx.u8()[i] = static_cast<uint8_t>(wr.f32()[i]);
+  wide.inputs = {wx};
+  std::vector<Tensor> want_wide;
+  ASSERT_TRUE(run_on(wide, "naive", &want_wide).is_ok());
+  for (const char* backend : {"im2col", "onednn"}) {
+    std::vector<Tensor> got;
+    ASSERT_TRUE(run_on(wide, backend, &got).is_ok()) << backend;
+    EXPECT_EQ(std::memcmp(got[0].data(), want_wide[0].data(), static_cast<size_t>(got[0].numel())), 0) << backend;
   }
   // The table must have 256 entries, one per code.
   lookup.inputs[1] = Tensor::empty({DType::kU8, {255}});

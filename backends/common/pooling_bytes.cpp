@@ -3,8 +3,12 @@
 // codes is the code of the maximum, since quantisation is monotone.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include <omp.h>
+#if defined(__AVX512VBMI__)
+#include <immintrin.h>
+#endif
 
 #include "backends/common/pooling.hpp"
 #include "backends/common/support.hpp"
@@ -13,63 +17,117 @@
 namespace mosaic {
 namespace {
 
+/// m = the element-wise maximum of rows a and b (m may be a), in vector registers.
+template <class T>
+inline void rows_max(T* m, const T* a, const T* __restrict b, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) m[c] = a[c] > b[c] ? a[c] : b[c];
+}
+
 /// y = the first maximum of each window's cells inside x (padding is never a candidate, as
 /// ONNX's MaxPool pads with -inf), for nc planes of a 1-3-d window; a window wholly in the
 /// padding writes 0, as the oracle does. OpenMP over planes.
+#if defined(__AVX512VBMI__)
+/// Rows of up to 64 codes in one zmm register each: a window's rows reduced by vector maxima,
+/// then for each of the kw columns of a window a byte permutation that brings that column of
+/// every output's window under the output (index clamped into the row: a window with a cell
+/// inside takes its clamped index's value, which is one of its cells); outputs whose window
+/// is wholly in the padding are zeroed (the oracle's 0).
 template <class T>
-void max_pool_codes(const T* x, T* y, int64_t nc, const Window3& w, int threads) {
-  const int64_t in_sp = w.in_size(), out_sp = w.out_size();
-  // A 1-d or 2-d window without dilation (every CNN's): each window's rows clamped to the
-  // input, no per-cell test.
-  const bool flat = w.in[0] == 1 && w.k[0] == 1 && w.d[1] == 1 && w.d[2] == 1;
+bool max_pool_codes_vbmi(const T* x, T* y, int64_t nc, const Window3& w, int threads) {
+  const int64_t H = w.in[1], W = w.in[2], OH = w.out[1], OW = w.out[2], kw = w.k[2];
+  if (W > 64 || OW > 64 || kw > 16 || W < 1) return false;
+  alignas(64) uint8_t idx[16][64] = {};
+  uint64_t empty = 0;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const int64_t w0 = ow * w.s[2] - w.pb[2];
+    if (w0 + kw <= 0 || w0 >= W) empty |= uint64_t{1} << ow;
+    for (int64_t k = 0; k < kw; ++k) idx[k][ow] = static_cast<uint8_t>(std::clamp<int64_t>(w0 + k, 0, W - 1));
+  }
+  __m512i perm[16];
+  for (int64_t k = 0; k < kw; ++k) perm[k] = _mm512_load_si512(idx[k]);
+  const __mmask64 in_mask = W == 64 ? ~__mmask64{0} : (__mmask64{1} << W) - 1;
+  const __mmask64 out_mask = (OW == 64 ? ~__mmask64{0} : (__mmask64{1} << OW) - 1) & ~empty;
+  const __mmask64 out_all = OW == 64 ? ~__mmask64{0} : (__mmask64{1} << OW) - 1;
+  const int64_t in_sp = H * W, out_sp = OH * OW;
+  auto vmax = [](__m512i a, __m512i b) {
+    return std::is_signed<T>::value ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b);
+  };
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && nc * out_sp > 16384)
   for (int64_t p = 0; p < nc; ++p) {
     const T* xp = x + p * in_sp;
     T* yp = y + p * out_sp;
-    if (flat && w.k[1] == 2 && w.k[2] == 2 && w.s[1] == 2 && w.s[2] == 2 && w.pb[2] <= 1 && w.in[2] <= 4096) {
-      // 2x2 windows, stride 2 (VGG's, ResNet's): the two rows' maxima first, a vector pass,
-      // then each output the larger of two neighbours (padding columns never win).
-      const int64_t H = w.in[1], W = w.in[2], pw = w.pb[2];
-      T m[4096];
-      for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-        const int64_t h0 = oh * 2 - w.pb[1];
-        const T* r0 = h0 >= 0 && h0 < H ? xp + h0 * W : nullptr;
-        const T* r1 = h0 + 1 >= 0 && h0 + 1 < H ? xp + (h0 + 1) * W : nullptr;
-        T* yr = yp + oh * w.out[2];
-        if (!r0 && !r1) {
-          for (int64_t ow = 0; ow < w.out[2]; ++ow) yr[ow] = T(0);
-          continue;
-        }
-        const T* a = r0 ? r0 : r1;
-        const T* b = r1 ? r1 : r0;
-        for (int64_t c = 0; c < W; ++c) m[c] = std::max(a[c], b[c]);
-        // Outputs whose two columns are both inside (all but the edges), without a test each.
-        const int64_t lo = pw, hi = std::max<int64_t>(lo, std::min<int64_t>(w.out[2], (W + pw) / 2));
-        for (int64_t ow = lo; ow < hi; ++ow) yr[ow] = std::max(m[2 * ow - pw], m[2 * ow - pw + 1]);
-        for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-          if (ow == lo) ow = hi;
-          if (ow >= w.out[2]) break;
-          const int64_t c0 = ow * 2 - pw, c1 = c0 + 1;
-          const bool in0 = c0 >= 0 && c0 < W, in1 = c1 >= 0 && c1 < W;
-          yr[ow] = in0 && in1 ? std::max(m[c0], m[c1]) : in0 ? m[c0] : in1 ? m[c1] : T(0);
-        }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = oh * w.s[1] - w.pb[1], hs = std::max<int64_t>(h0, 0), he = std::min(h0 + w.k[1], H);
+      if (hs >= he) {
+        _mm512_mask_storeu_epi8(yp + oh * OW, out_all, _mm512_setzero_si512());
+        continue;
       }
-      continue;
+      __m512i m = _mm512_maskz_loadu_epi8(in_mask, xp + hs * W);
+      for (int64_t h = hs + 1; h < he; ++h) m = vmax(m, _mm512_maskz_loadu_epi8(in_mask, xp + h * W));
+      __m512i r = _mm512_maskz_permutexvar_epi8(~__mmask64{0}, perm[0], m);
+      for (int64_t k = 1; k < kw; ++k) r = vmax(r, _mm512_maskz_permutexvar_epi8(~__mmask64{0}, perm[k], m));
+      _mm512_mask_storeu_epi8(yp + oh * OW, out_all, _mm512_maskz_mov_epi8(out_mask, r));
     }
-    if (flat) {
-      const int64_t H = w.in[1], W = w.in[2];
+  }
+  return true;
+}
+#endif
+
+template <class T>
+void max_pool_codes(const T* x, T* y, int64_t nc, const Window3& w, int threads) {
+  const int64_t in_sp = w.in_size(), out_sp = w.out_size();
+#if defined(__AVX512VBMI__)
+  if (w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 && w.d[1] == 1 && w.d[2] == 1 &&
+      max_pool_codes_vbmi(x, y, nc, w, threads))
+    return;
+#endif
+  // A 1-d or 2-d window without dilation (every CNN's) runs separably, below.
+  const bool flat = w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 && w.d[1] == 1 && w.d[2] == 1;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && nc * out_sp > 16384)
+  for (int64_t p = 0; p < nc; ++p) {
+    const T* xp = x + p * in_sp;
+    T* yp = y + p * out_sp;
+    if (flat && w.in[2] <= 4096) {
+      // Separable: each output row's window rows reduced to one row first (a vector pass over
+      // the columns), then each output the maximum of its columns in that row.
+      const int64_t H = w.in[1], W = w.in[2], kw = w.k[2], sw = w.s[2], pw = w.pb[2];
+      T m[4096];
       for (int64_t oh = 0; oh < w.out[1]; ++oh) {
         const int64_t h0 = oh * w.s[1] - w.pb[1], hs = std::max<int64_t>(h0, 0), he = std::min(h0 + w.k[1], H);
         T* yr = yp + oh * w.out[2];
-        for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-          const int64_t w0 = ow * w.s[2] - w.pb[2], ws = std::max<int64_t>(w0, 0), we = std::min(w0 + w.k[2], W);
-          if (hs >= he || ws >= we) {
+        if (hs >= he) {
+          for (int64_t ow = 0; ow < w.out[2]; ++ow) yr[ow] = T(0);
+          continue;
+        }
+        const T* r0 = xp + hs * W;
+        rows_max(m, r0, he - hs > 1 ? r0 + W : r0, W);
+        for (int64_t h = hs + 2; h < he; ++h) rows_max(m, m, xp + h * W, W);
+        // Outputs whose window lies inside the row (all but the edges) without clamps, the
+        // common widths unrolled; the edges clamped.
+        const int64_t ow_out = w.out[2], lo = std::min(ow_out, (pw + sw - 1) / sw);
+        const int64_t hi = W - kw + pw < 0 ? lo : std::max(lo, std::min(ow_out, (W - kw + pw) / sw + 1));
+        if (kw == 2)
+          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] = std::max(m[ow * sw - pw], m[ow * sw - pw + 1]);
+        else if (kw == 3)
+          for (int64_t ow = lo; ow < hi; ++ow)
+            yr[ow] = std::max(std::max(m[ow * sw - pw], m[ow * sw - pw + 1]), m[ow * sw - pw + 2]);
+        else
+          for (int64_t ow = lo; ow < hi; ++ow) {
+            T best = m[ow * sw - pw];
+            for (int64_t c = 1; c < kw; ++c) best = std::max(best, m[ow * sw - pw + c]);
+            yr[ow] = best;
+          }
+        for (int64_t ow = 0; ow < ow_out; ++ow) {
+          if (ow == lo) ow = hi;
+          if (ow >= ow_out) break;
+          const int64_t w0 = ow * sw - pw, ws = std::max<int64_t>(w0, 0), we = std::min(w0 + kw, W);
+          if (ws >= we) {
             yr[ow] = T(0);
             continue;
           }
-          T best = xp[hs * W + ws];
-          for (int64_t h = hs; h < he; ++h)
-            for (int64_t c = ws; c < we; ++c) best = std::max(best, xp[h * W + c]);
+          T best = m[ws];
+          for (int64_t c = ws + 1; c < we; ++c) best = std::max(best, m[c]);
           yr[ow] = best;
         }
       }
