@@ -77,7 +77,11 @@ Status check_options(const LoadgenOptions& o) {
   if (!server && (o.rate > 0 || o.latency_bound > 0 || o.find_rate))
     return Status::invalid(std::string("`") + (o.rate > 0 ? "rate" : o.latency_bound > 0 ? "latency_bound" : "find_rate") +
                            "` is for the server scenario, not " + o.scenario);
-  if (server && o.find_rate && o.latency_bound <= 0)
+  const GenerateLoad& gl = o.generate;
+  if (server && o.find_rate && gl.enabled && gl.ttft_bound <= 0 && gl.tpot_bound <= 0)
+    return Status::invalid("`find_rate` with generation requests searches for the highest rate whose goodput reaches "
+                           "`goodput_target` under `ttft_bound` and/or `tpot_bound`: give a bound (ms)");
+  if (server && o.find_rate && !gl.enabled && o.latency_bound <= 0)
     return Status::invalid("`find_rate` searches for the highest rate under `latency_bound`: give the bound (ms)");
   if (server && !o.find_rate && o.rate <= 0)
     return Status::invalid("the server scenario sends queries at `rate` per second: give it, or `find_rate` with a "
@@ -87,9 +91,13 @@ Status check_options(const LoadgenOptions& o) {
   if ((o.scenario == "single-stream" || o.scenario == "server") && o.common.batch > 1)
     return Status::invalid("`batch`: " + o.scenario + " queries are one sample each (LoadGen's); multi-stream and "
                            "offline take a batch");
-  const GenerateLoad& gl = o.generate;
   MOSAIC_RETURN_IF_ERROR(check_numbers("loadgen", {{"ttft_bound", gl.ttft_bound}, {"tpot_bound", gl.tpot_bound}}));
   const GenerateLoad defaults;
+  if (!(gl.goodput_target > 0 && gl.goodput_target <= 1))
+    return Status::invalid("`goodput_target` must be a share in (0, 1], got " + fixed(gl.goodput_target, 4));
+  if (gl.goodput_target != defaults.goodput_target && !(gl.enabled && o.find_rate))
+    return Status::invalid("`goodput_target` is what `find_rate` searches for with generation requests: add `generate` "
+                           "and `find_rate`");
   const char* generation_only = gl.ttft_bound > 0                           ? "ttft_bound"
                                 : gl.tpot_bound > 0                           ? "tpot_bound"
                                 : gl.prompt_tokens != defaults.prompt_tokens ? "prompt_tokens"
@@ -99,9 +107,8 @@ Status check_options(const LoadgenOptions& o) {
     return Status::invalid(std::string("`") + generation_only + "` is for generation requests: add `generate`");
   if (gl.enabled && !server)
     return Status::invalid("`generate`: generation requests arrive in the server scenario, not " + o.scenario);
-  if (gl.enabled && (o.find_rate || o.latency_bound > 0))
-    return Status::invalid(std::string("`") + (o.find_rate ? "find_rate" : "latency_bound") +
-                           "`: generation requests are judged by `ttft_bound` and `tpot_bound` (goodput)");
+  if (gl.enabled && o.latency_bound > 0)
+    return Status::invalid("`latency_bound`: generation requests are judged by `ttft_bound` and `tpot_bound` (goodput)");
   if (gl.enabled && o.common.batch > 1)
     return Status::invalid("`batch`: a generation request is one sequence");
   if (gl.enabled && !o.common.inputs.empty())
@@ -410,20 +417,15 @@ Status offline_scenario(const LoadgenOptions& o, Setup& s, LoadgenReport& r) {
   return Status::ok();
 }
 
-using ServerRun = std::function<Expected<LoadRun>(double rate)>;
+}  // namespace
 
-/// The server search: bisection between a rate that met the bound and one that did not, from
-/// the capacity the service time implies (workers / service time). First bracket it (up to
-/// 1.5x the capacity; down to 1% of it, where queueing is negligible and a lower rate would
-/// not help), then halve. A bound below one call's time cannot be met at any rate. Every rate
-/// tried is a run of r.runs; the highest that met the bound is r.max_rate.
-Status find_highest_rate(const LoadgenOptions& o, const ServerRun& server_run, LoadgenReport& r) {
-  const double capacity = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
+namespace lg {
+
+Status find_highest_rate(const RateSearch& s, const ServerRun& server_run, LoadgenReport& r) {
+  const double capacity = std::max(s.capacity, 1e-9);
   double lo = 0, hi = 0, rate = 0.5 * capacity;
-  if (o.latency_bound < r.service_ms)
-    r.notes.push_back("the bound (" + fixed(o.latency_bound, 3) + " ms) is below one call's time alone (" +
-                      fixed(r.service_ms, 3) + " ms): no rate can meet it");
-  while (o.latency_bound >= r.service_ms && (lo == 0 || hi == 0)) {
+  if (!s.feasible) r.notes.push_back(s.infeasible);
+  while (s.feasible && (lo == 0 || hi == 0)) {
     MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(rate));
     const bool met = run.meets_bound;
     r.runs.push_back(std::move(run));
@@ -437,7 +439,7 @@ Status find_highest_rate(const LoadgenOptions& o, const ServerRun& server_run, L
       if (lo == 0 && rate < capacity / 100) break;
     }
   }
-  for (int64_t step = 0; step < o.search_steps && lo > 0 && hi > 0; ++step) {
+  for (int64_t step = 0; step < s.steps && lo > 0 && hi > 0; ++step) {
     const double mid = (lo + hi) / 2;
     MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server_run(mid));
     (run.meets_bound ? lo : hi) = mid;
@@ -445,11 +447,14 @@ Status find_highest_rate(const LoadgenOptions& o, const ServerRun& server_run, L
   }
   if (lo > 0) r.max_rate = lo;
   else if (!r.runs.empty())
-    r.notes.push_back("no rate tried met the bound: the lowest, " + fixed(r.runs.back().target_rate, 2) +
-                      " queries/s, had p99 " +
-                      (r.runs.back().estimate_ms ? fixed(*r.runs.back().estimate_ms, 2) + " ms" : "unestimated"));
+    r.notes.push_back("no rate tried met it: the lowest, " + fixed(r.runs.back().target_rate, 2) + "/s, " +
+                      (s.missed ? s.missed(r.runs.back()) : std::string("missed")));
   return Status::ok();
 }
+
+}  // namespace lg
+
+namespace {
 
 /// Server: one run at `rate`, or the search for the highest rate under the bound.
 Status server_scenario(const LoadgenOptions& o, const Scenario& sc, Setup& s, LoadgenReport& r) {
@@ -462,7 +467,16 @@ Status server_scenario(const LoadgenOptions& o, const Scenario& sc, Setup& s, Lo
     return run;
   };
   if (o.find_rate) {
-    MOSAIC_RETURN_IF_ERROR(find_highest_rate(o, server_run, r));
+    RateSearch search;
+    search.capacity = static_cast<double>(o.workers) / std::max(r.service_ms / 1e3, 1e-6);
+    search.steps = o.search_steps;
+    search.feasible = o.latency_bound >= r.service_ms;
+    search.infeasible = "the bound (" + fixed(o.latency_bound, 3) + " ms) is below one call's time alone (" +
+                        fixed(r.service_ms, 3) + " ms): no rate can meet it";
+    search.missed = [](const LoadRun& run) {
+      return "had p99 " + (run.estimate_ms ? fixed(*run.estimate_ms, 2) + " ms" : std::string("unestimated"));
+    };
+    MOSAIC_RETURN_IF_ERROR(find_highest_rate(search, server_run, r));
     r.metric = "highest rate whose p99 (early-stopping estimate) met the " + fixed(o.latency_bound, 2) + " ms bound";
     r.metric_value = r.max_rate;
   } else {
@@ -533,7 +547,8 @@ nlohmann::json loadgen_report_json(const LoadgenReport& r) {
                     {"estimate_min_queries", run.estimate_min_queries},
                     {"max_issue_lag_ms", run.max_issue_lag_ms},
                     {"mean_service_ms", run.mean_service_ms > 0 ? json(run.mean_service_ms) : json()},
-                    {"meets_bound", r.latency_bound > 0 ? json(run.meets_bound) : json()},
+                    {"meets_bound", r.latency_bound > 0 || run.goodput ? json(run.meets_bound) : json()},
+                    {"goodput", run.goodput ? json(*run.goodput) : json()},
                     {"issue_ms", run.issue_ms},
                     {"query_latency_ms", run.latency_ms},
                     {"query_service_ms", run.service_ms.empty() ? json() : json(run.service_ms)}});

@@ -40,6 +40,9 @@ struct GenerateLoad {
   std::string new_tokens = "16";     ///< the output lengths' distribution
   double ttft_bound = 0;             ///< ms from the scheduled arrival to the first token (0: none)
   double tpot_bound = 0;             ///< ms per output token after the first (0: none)
+  /// With `find_rate`: the share of good requests (every bound met) a rate must reach; the
+  /// search finds the highest such rate (MLPerf's LLM server figure, as a share: 0.99).
+  double goodput_target = 0.99;
 };
 
 struct LoadgenOptions {
@@ -50,7 +53,9 @@ struct LoadgenOptions {
   double min_duration = 2;          ///< and at least this many seconds of them
   double rate = 0;                  ///< server: queries/s scheduled (required unless `find_rate`)
   double latency_bound = 0;         ///< server: the p99 bound in ms (0: none)
-  bool find_rate = false;           ///< server: search for the highest rate whose p99 meets the bound
+  /// server: search for the highest rate whose p99 meets the bound (generation requests: whose
+  /// goodput reaches `generate.goodput_target`)
+  bool find_rate = false;
   int64_t search_steps = 6;         ///< server search: runs after the first bracket
   int64_t workers = 1;              ///< server and offline: plans serving concurrently
   bool fuse = true;                 ///< bench's graph fusions (core/fuse.hpp)
@@ -80,6 +85,7 @@ struct LoadRun {
   /// rest of its latency is the queue and the dispatch).
   double mean_service_ms = 0;
   bool meets_bound = true;         ///< server with a bound: the estimate exists and is within it
+  std::optional<double> goodput;   ///< generation requests: the share that met every bound
   std::vector<double> issue_ms;    ///< per query: its scheduled issue, ms after the start
   std::vector<double> latency_ms;  ///< per query, in issue order
   std::vector<double> service_ms;  ///< server: per query, its time in the model (in issue order)
@@ -117,11 +123,13 @@ struct LoadgenReport {
   double service_ms = 0;           ///< one call alone: median of the warm-up calls
   double latency_bound = 0;        ///< ms, 0: none
   std::vector<LoadRun> runs;       ///< server search: every rate tried, in order
-  std::optional<double> max_rate;  ///< find_rate: the highest rate tried that met the bound
+  std::optional<double> max_rate;  ///< find_rate: the highest rate tried that met the bound (or the goodput target)
   std::string metric;              ///< LoadGen's headline figure, in words
   std::optional<double> metric_value;  ///< empty: none (no rate met the bound; too few queries)
   std::string metric_unit;
-  std::optional<GenerationServing> generation;  ///< `--generate` runs
+  /// `--generate` runs: the figures and requests of the run (of a search: at the highest rate
+  /// that reached the goodput target, else the last rate tried)
+  std::optional<GenerationServing> generation;
   std::vector<std::string> notes;
   nlohmann::json provenance;
 };

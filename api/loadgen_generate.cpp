@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -113,6 +114,155 @@ struct Decoder {
   std::unique_ptr<gen::Stepper> stepper;
 };
 
+/// The requests, the workers' decoders and the runs at each rate of one `--generate` scenario.
+class GenerationServer {
+ public:
+  GenerationServer(const LoadgenOptions& o, const Lengths& prompts, const Lengths& outputs, int threads)
+      : o_(o), gl_(o.generate), prompts_(prompts), outputs_(outputs), threads_(threads),
+        min_queries_(o.min_queries > 0 ? o.min_queries : 64) {
+    gs_.prompt_tokens = gl_.prompt_tokens;
+    gs_.new_tokens = gl_.new_tokens;
+    gs_.ttft_bound = gl_.ttft_bound;
+    gs_.tpot_bound = gl_.tpot_bound;
+    go_.model = o.model;
+    go_.backend = o.backend;
+    go_.fuse = o.fuse;
+    go_.common = o.common;
+    go_.common.batch = 1;
+    go_.prompt_tokens = prompts.hi;  // the longest request, as the decoders' messages name it
+    go_.new_tokens = outputs.hi;
+  }
+
+  /// Draws `queries` requests (a search draws more once it knows the capacity; each rate serves
+  /// the first server_queries(rate) of them) and plans every length they reach on each worker's
+  /// decoder: one generation from the shortest prompt to the longest sequence (it passes
+  /// through every bucket of the sequence or of the cached past), then a first token at each
+  /// prompt length drawn (with a cache, a prompt's first step is a plan of its own length).
+  Status set_up(const Graph& g, int64_t queries) {
+    queries_ = queries;
+    const std::set<int64_t> lengths = draw_requests(o_.common.seed, prompts_, outputs_, queries_, gs_.requests);
+    const int64_t longest = prompts_.hi + outputs_.hi - 1;  // the last token is picked, never run
+    decoders_.resize(static_cast<size_t>(o_.workers));
+    const Clock::time_point plan_start = Clock::now();
+    for (Decoder& d : decoders_) {
+      MOSAIC_ASSIGN_OR_RETURN(d.interface, gen::find_interface(g, o_.model));
+      d.stepper = d.interface.cache.empty() ? gen::recompute_stepper(go_, g, d.interface, longest)
+                                            : gen::cached_stepper(go_, g, d.interface, longest);
+      MOSAIC_RETURN_IF_ERROR(d.stepper->prepare(prompts_.hi));
+      if (d.stepper->batch != 1)
+        return Status::invalid(o_.model + ": its batch is fixed at " + std::to_string(d.stepper->batch) +
+                               "; a generation request is one sequence");
+      vocab_ = d.interface.vocab;
+      GenerateOptions warm = go_;
+      warm.new_tokens = longest - prompts_.lo + 1;
+      std::vector<std::vector<int64_t>> out;
+      MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*d.stepper, warm, {std::vector<int64_t>(prompts_.lo, 0)}, out, nullptr));
+    }
+    MOSAIC_RETURN_IF_ERROR(plan_prompts(lengths));
+    gs_.plan_ms = ms_between(plan_start, Clock::now());
+    gs_.decoding = decoders_[0].interface.cache.empty() ? "recompute" : "kv-cache";
+    return Status::ok();
+  }
+
+  /// One run at `rate`: the requests served, their figures (kept by rate), and whether the
+  /// share of good ones reached the goodput target.
+  Expected<LoadRun> run_at(double rate) {
+    int64_t n = queries_;
+    if (o_.find_rate) {
+      MOSAIC_ASSIGN_OR_RETURN(n, server_queries(rate, min_queries_, o_.min_duration));
+    }
+    n = std::min(n, queries_);
+    first_ms_.assign(static_cast<size_t>(n), 0.0);
+    last_ms_.assign(static_cast<size_t>(n), 0.0);
+    const bool spin = o_.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(decoders_.size(), threads_, rate, n, o_.common.seed, spin,
+                                                    [this](size_t w, size_t i) { return serve(w, i); }));
+    GenerationServing at = gs_;
+    at.requests.resize(static_cast<size_t>(n));
+    add_figures(gl_, first_ms_, last_ms_, n, run, at);
+    run.goodput = at.goodput;
+    run.meets_bound = at.goodput >= gl_.goodput_target;
+    served_[rate] = std::move(at);
+    return run;
+  }
+
+  /// The highest rate whose goodput reaches the target (find_highest_rate), from the capacity
+  /// one request of the lengths' means alone implies; r.generation gets that rate's figures
+  /// (the last rate's where none reached it).
+  Status search(LoadgenReport& r) {
+    GenerateOptions one = go_;
+    one.new_tokens = (outputs_.lo + outputs_.hi) / 2;
+    std::vector<std::vector<int64_t>> out;
+    std::vector<double> t;
+    const std::vector<int64_t> prompt(static_cast<size_t>((prompts_.lo + prompts_.hi) / 2), 0);
+    MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*decoders_[0].stepper, one, {prompt}, out, &t));
+    const double tpot = one.new_tokens > 1 ? (t.back() - t.front()) / static_cast<double>(one.new_tokens - 1) : 0;
+    RateSearch s;
+    s.capacity = static_cast<double>(decoders_.size()) / (std::max(t.back(), 1e-3) / 1e3);
+    s.steps = o_.search_steps;
+    s.feasible = (gl_.ttft_bound <= 0 || gl_.ttft_bound >= t.front()) && (gl_.tpot_bound <= 0 || gl_.tpot_bound >= tpot);
+    s.infeasible = "a request of the lengths' means alone misses a bound (TTFT " + fixed(t.front(), 2) + " ms, TPOT " +
+                   fixed(tpot, 2) + " ms): no rate can reach the goodput target";
+    s.missed = [](const LoadRun& run) { return "had goodput " + fixed(100 * run.goodput.value_or(0), 1) + "%"; };
+    // Enough requests for the highest rate the search may try, their new prompt lengths planned.
+    MOSAIC_ASSIGN_OR_RETURN(queries_, server_queries(1.5 * s.capacity, min_queries_, o_.min_duration));
+    MOSAIC_RETURN_IF_ERROR(plan_prompts(draw_requests(o_.common.seed, prompts_, outputs_, queries_, gs_.requests)));
+    MOSAIC_RETURN_IF_ERROR(find_highest_rate(s, [this](double rate) { return run_at(rate); }, r));
+    auto shown = r.max_rate ? served_.find(*r.max_rate) : served_.end();
+    if (shown == served_.end() && !r.runs.empty()) shown = served_.find(r.runs.back().target_rate);
+    if (shown != served_.end()) r.generation = shown->second;
+    return Status::ok();
+  }
+
+  GenerationServing& figures_at(double rate) { return served_.at(rate); }
+  const GenerationServing& setup() const { return gs_; }
+
+ private:
+  /// A first token at each prompt length not planned yet, on every decoder.
+  Status plan_prompts(const std::set<int64_t>& lengths) {
+    GenerateOptions first = go_;
+    first.new_tokens = 1;
+    std::vector<std::vector<int64_t>> out;
+    for (int64_t p : lengths) {
+      if (!planned_.insert(p).second) continue;
+      for (Decoder& d : decoders_)
+        MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*d.stepper, first, {std::vector<int64_t>(static_cast<size_t>(p), 0)}, out, nullptr));
+    }
+    return Status::ok();
+  }
+
+  /// Request i on worker w: its prompt drawn from its own seed, so that any worker serves it
+  /// alike; its tokens' times from the generation's start.
+  Status serve(size_t w, size_t i) {
+    const ServedRequest& q = gs_.requests[i];
+    std::mt19937_64 ids(o_.common.seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    std::uniform_int_distribution<int64_t> id(0, vocab_ - 1);
+    std::vector<int64_t> prompt(static_cast<size_t>(q.prompt_tokens));
+    for (auto& t : prompt) t = id(ids);
+    GenerateOptions one = go_;
+    one.new_tokens = q.new_tokens;
+    std::vector<std::vector<int64_t>> out;
+    std::vector<double> token_ms;
+    MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*decoders_[w].stepper, one, {prompt}, out, &token_ms));
+    first_ms_[i] = token_ms.front();
+    last_ms_[i] = token_ms.back();
+    return Status::ok();
+  }
+
+  const LoadgenOptions& o_;
+  const GenerateLoad& gl_;
+  const Lengths prompts_, outputs_;
+  const int threads_;
+  const int64_t min_queries_;
+  int64_t queries_ = 0, vocab_ = 0;
+  GenerateOptions go_;
+  GenerationServing gs_;
+  std::vector<Decoder> decoders_;
+  std::set<int64_t> planned_;
+  std::vector<double> first_ms_, last_ms_;
+  std::map<double, GenerationServing> served_;
+};
+
 }  // namespace
 
 Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
@@ -122,91 +272,39 @@ Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r) {
   if (prompts.hi + outputs.hi - 1 > kMaxPositions)
     return Status::invalid("`new_tokens`: prompts of up to " + std::to_string(prompts.hi) + " tokens and " +
                            std::to_string(outputs.hi) + " new ones need more than 2^31 - 1 positions");
-  const int64_t longest = prompts.hi + outputs.hi - 1;  // the last token is picked, never run
-  MOSAIC_ASSIGN_OR_RETURN(const int64_t queries, server_queries(o.rate, o.min_queries > 0 ? o.min_queries : 64,
-                                                                o.min_duration));
+  int64_t queries = o.min_queries > 0 ? o.min_queries : 64;
+  if (!o.find_rate) {
+    MOSAIC_ASSIGN_OR_RETURN(queries, server_queries(o.rate, queries, o.min_duration));
+  }
   const int all_threads = o.common.threads > 0 ? o.common.threads : omp_get_max_threads();
   r.threads_per_worker = std::max<int64_t>(1, all_threads / o.workers);
   const int threads = static_cast<int>(r.threads_per_worker);
   if (o.workers > all_threads)
     r.notes.push_back(std::to_string(o.workers) + " workers share " + std::to_string(all_threads) +
                       " thread(s): they take turns on the cores");
-
-  GenerationServing gs;
-  gs.prompt_tokens = gl.prompt_tokens;
-  gs.new_tokens = gl.new_tokens;
-  gs.ttft_bound = gl.ttft_bound;
-  gs.tpot_bound = gl.tpot_bound;
-  const std::set<int64_t> prompt_lengths = draw_requests(o.common.seed, prompts, outputs, queries, gs.requests);
-
-  // One decoder per worker. The warm-up plans every length a request will reach: one
-  // generation from the shortest prompt to the longest sequence (it passes through every
-  // bucket of the sequence or of the cached past), then a first token at each prompt length
-  // drawn (with a cache, a prompt's first step is a plan of its own length).
-  GenerateOptions go;
-  go.model = o.model;
-  go.backend = o.backend;
-  go.fuse = o.fuse;
-  go.common = o.common;
-  go.common.batch = 1;
-  go.prompt_tokens = prompts.hi;  // the longest request, as the decoders' messages name it
-  go.new_tokens = outputs.hi;
   MOSAIC_RETURN_IF_ERROR(set_num_threads(threads));
   MOSAIC_ASSIGN_OR_RETURN(const Graph g, load_model(o.model));
-  std::vector<Decoder> decoders(static_cast<size_t>(o.workers));
-  int64_t vocab = 0;
-  const Clock::time_point plan_start = Clock::now();
-  for (Decoder& d : decoders) {
-    MOSAIC_ASSIGN_OR_RETURN(d.interface, gen::find_interface(g, o.model));
-    d.stepper = d.interface.cache.empty() ? gen::recompute_stepper(go, g, d.interface, longest)
-                                          : gen::cached_stepper(go, g, d.interface, longest);
-    MOSAIC_RETURN_IF_ERROR(d.stepper->prepare(prompts.hi));
-    if (d.stepper->batch != 1)
-      return Status::invalid(o.model + ": its batch is fixed at " + std::to_string(d.stepper->batch) +
-                             "; a generation request is one sequence");
-    vocab = d.interface.vocab;
-    GenerateOptions warm = go;
-    warm.new_tokens = longest - prompts.lo + 1;
-    std::vector<std::vector<int64_t>> out;
-    MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*d.stepper, warm, {std::vector<int64_t>(prompts.lo, 0)}, out, nullptr));
-    warm.new_tokens = 1;
-    for (int64_t p : prompt_lengths)
-      MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*d.stepper, warm, {std::vector<int64_t>(p, 0)}, out, nullptr));
+  GenerationServer server(o, prompts, outputs, threads);
+  MOSAIC_RETURN_IF_ERROR(server.set_up(g, queries));
+  if (o.find_rate) {
+    MOSAIC_RETURN_IF_ERROR(server.search(r));
+    r.metric = "highest request rate whose goodput reached " + fixed(100 * gl.goodput_target, 1) +
+               "% (requests meeting every bound)";
+    r.metric_value = r.max_rate;
+    r.metric_unit = "requests/s";
+  } else {
+    MOSAIC_ASSIGN_OR_RETURN(LoadRun run, server.run_at(o.rate));
+    r.runs.push_back(std::move(run));
+    r.generation = server.figures_at(o.rate);
+    const bool bounded = gl.ttft_bound > 0 || gl.tpot_bound > 0;
+    r.metric = bounded ? "goodput: the share of requests that met every bound" : "output tokens per second";
+    r.metric_value = bounded ? r.generation->goodput : r.generation->output_tokens_per_s;
+    r.metric_unit = bounded ? "of requests" : "tokens/s";
   }
-  gs.plan_ms = ms_between(plan_start, Clock::now());
-  gs.decoding = decoders[0].interface.cache.empty() ? "recompute" : "kv-cache";
-
-  // Serving: request i's prompt is drawn from its own seed, so that any worker serves it alike.
-  // Its tokens' times are kept from the generation's start; run_server gives when it arrived
-  // (scheduled), how long it took from then, and how long the worker spent on it.
-  std::vector<double> first_ms(gs.requests.size()), last_ms(gs.requests.size());
-  const bool spin = o.workers < static_cast<int64_t>(std::thread::hardware_concurrency());
-  auto serve = [&](size_t w, size_t i) -> Status {
-    ServedRequest& q = gs.requests[i];
-    std::mt19937_64 ids(o.common.seed + 0x9e3779b97f4a7c15ull * (i + 1));
-    std::uniform_int_distribution<int64_t> id(0, vocab - 1);
-    std::vector<int64_t> prompt(static_cast<size_t>(q.prompt_tokens));
-    for (auto& t : prompt) t = id(ids);
-    GenerateOptions one = go;
-    one.new_tokens = q.new_tokens;
-    std::vector<std::vector<int64_t>> out;
-    std::vector<double> token_ms;
-    MOSAIC_RETURN_IF_ERROR(gen::generate_tokens(*decoders[w].stepper, one, {prompt}, out, &token_ms));
-    first_ms[i] = token_ms.front();
-    last_ms[i] = token_ms.back();
-    return Status::ok();
-  };
-  MOSAIC_ASSIGN_OR_RETURN(LoadRun run, run_server(decoders.size(), threads, o.rate, queries, o.common.seed, spin, serve));
-
-  add_figures(gl, first_ms, last_ms, queries, run, gs);
-  r.runs.push_back(std::move(run));
-  const bool bounded = gl.ttft_bound > 0 || gl.tpot_bound > 0;
-  r.metric = bounded ? "goodput: the share of requests that met every bound" : "output tokens per second";
-  r.metric_value = bounded ? gs.goodput : gs.output_tokens_per_s;
-  r.metric_unit = bounded ? "of requests" : "tokens/s";
-  r.notes.push_back("planning every length the requests reach took " + fixed(gs.plan_ms, 1) + " ms in the warm-up (" +
-                    std::to_string(o.workers) + " decoder(s), " + gs.decoding + "), before the first arrival");
-  r.generation = std::move(gs);
+  if (!r.generation) r.generation = server.setup();
+  r.notes.push_back("planning every length the requests reach took " + fixed(server.setup().plan_ms, 1) +
+                    " ms in the warm-up (" + std::to_string(o.workers) + " decoder(s), " + server.setup().decoding +
+                    "), before the first arrival");
   return Status::ok();
 }
 

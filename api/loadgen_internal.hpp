@@ -44,6 +44,23 @@ Expected<LoadRun> run_server(size_t workers, int threads, double rate, int64_t q
 /// `min_duration`, refused past kMaxQueries or a day's schedule.
 Expected<int64_t> server_queries(double rate, int64_t min_queries, double min_duration);
 
+/// A search for the highest rate that meets a criterion (find_highest_rate).
+struct RateSearch {
+  double capacity = 0;   ///< what one call's (request's) time alone implies: workers / service time
+  int64_t steps = 6;     ///< halvings after the first bracket
+  bool feasible = true;  ///< false: no rate can meet it (a bound below one call's time); said in `infeasible`
+  std::string infeasible;
+  /// Why the last rate tried missed, for the note when none met ("had p99 12.3 ms").
+  std::function<std::string(const LoadRun&)> missed;
+};
+using ServerRun = std::function<Expected<LoadRun>(double rate)>;
+
+/// The server search: bisection between a rate that met the criterion (LoadRun::meets_bound)
+/// and one that did not, from the capacity. First bracket it (up to 1.5x the capacity; down to
+/// 1% of it, where queueing is negligible and a lower rate would not help), then halve. Every
+/// rate tried is a run of r.runs; the highest that met it is r.max_rate.
+Status find_highest_rate(const RateSearch& s, const ServerRun& server_run, LoadgenReport& r);
+
 /// Generation requests (`--generate`) under the server scenario: fills r.runs and r.generation.
 Status generation_scenario(const LoadgenOptions& o, LoadgenReport& r);
 

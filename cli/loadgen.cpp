@@ -30,7 +30,22 @@ void print_run(const api::LoadRun& run, double bound) {
 
 void print_generation(const api::LoadgenReport& r) {
   const api::GenerationServing& g = *r.generation;
-  const api::LoadRun& run = r.runs.back();
+  if (r.runs.empty()) {
+    for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+    return;
+  }
+  // A search: every rate tried, then the figures at the highest that reached the target.
+  const api::LoadRun* shown = &r.runs.back();
+  if (r.max_rate) {
+    std::printf("%12s %9s %9s %9s  %s\n", "rate req/s", "requests", "seconds", "goodput", "target");
+    for (const api::LoadRun& run : r.runs) {
+      std::printf("%12.3f %9lld %9.1f %8.1f%%  %s\n", run.target_rate, static_cast<long long>(run.queries), run.duration_s,
+                  100 * run.goodput.value_or(0), run.meets_bound ? "reached" : "NOT reached");
+      if (run.target_rate == *r.max_rate) shown = &run;
+    }
+  }
+  if (r.metric_value) std::printf("%s: %.4g %s\n", r.metric.c_str(), *r.metric_value, r.metric_unit.c_str());
+  const api::LoadRun& run = *shown;
   std::printf("loadgen %s on %s: generation requests (%s) at %.2f/s, %lld worker(s) x %lld thread(s); prompts %s "
               "tokens, outputs %s\n",
               r.model.c_str(), r.backend.c_str(), g.decoding.c_str(), run.target_rate,
@@ -93,7 +108,8 @@ struct LoadgenFlags {
     cmd->add_option("--backend", o.backend, "where the model runs")->capture_default_str();
     cmd->add_option("--rate", o.rate, "server: queries per second, arriving at random (Poisson)");
     cmd->add_option("--latency-bound", o.latency_bound, "server: the bound on the 99th percentile of latency, ms");
-    cmd->add_flag("--find-rate", o.find_rate, "server: search for the highest rate whose p99 meets --latency-bound");
+    cmd->add_flag("--find-rate", o.find_rate, "server: search for the highest rate whose p99 meets --latency-bound "
+                                              "(with --generate: whose goodput reaches --goodput-target)");
     cmd->add_option("--search-steps", o.search_steps, "server search: halvings after the first bracket")
         ->capture_default_str();
     cmd->add_option("--workers", o.workers, "server and offline: plans serving queries at once (the threads are "
@@ -112,6 +128,9 @@ struct LoadgenFlags {
     cmd->add_option("--ttft-bound", o.generate.ttft_bound, "--generate: the bound on time to first token, ms from "
                                                            "the scheduled arrival (goodput counts the requests within)");
     cmd->add_option("--tpot-bound", o.generate.tpot_bound, "--generate: the bound on time per output token, ms");
+    cmd->add_option("--goodput-target", o.generate.goodput_target, "--generate --find-rate: the share of requests "
+                                                                   "that must meet every bound")
+        ->capture_default_str();
     cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
     cmd->add_option("--json", json, "write the report as JSON (mosaic.loadgen/1), every query's issue time and "
                                     "latency included");

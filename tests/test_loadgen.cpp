@@ -449,6 +449,47 @@ TEST_F(LoadgenCli, GenerationRequestsTakeTheirDecodersTimeAndQueueAsOneServer) {
   }
 }
 
+/// --find-rate with generation requests: the highest rate whose goodput reached the target,
+/// bracketed by one that did not; every run judged by its own goodput; a bound no request
+/// alone can meet tries no rate.
+TEST_F(LoadgenCli, GenerationRateSearchFindsTheHighestRateThatReachesTheGoodputTarget) {
+  // Every step waits 4 ms: a request of 2 tokens takes 8 ms alone, 125 requests/s for one worker.
+  const std::string model = wait_decoder(4);
+  const json j = run(model, "--scenario server --generate --find-rate --prompt-tokens 3 --new-tokens 2 --ttft-bound 40 "
+                            "--tpot-bound 20 --goodput-target 0.9 --min-queries 40 --min-duration 0 --search-steps 2");
+  ASSERT_TRUE(j.contains("max_rate") && j["max_rate"].is_number()) << j.dump().substr(0, 2000);
+  const double found = j["max_rate"];
+  EXPECT_EQ(j["metric"]["value"], found);
+  EXPECT_EQ(j["metric"]["unit"], "requests/s");
+  double highest_met = 0, lowest_missed = 1e300;
+  for (const json& run : j["runs"]) {
+    const double goodput = run["goodput"], rate = run["target_rate"];
+    EXPECT_TRUE(goodput >= 0 && goodput <= 1) << run.dump().substr(0, 300);
+    EXPECT_EQ(run["meets_bound"].get<bool>(), goodput >= 0.9) << rate;
+    if (goodput >= 0.9) highest_met = std::max(highest_met, rate);
+    else lowest_missed = std::min(lowest_missed, rate);
+  }
+  EXPECT_EQ(found, highest_met);
+  EXPECT_GT(lowest_missed, found) << "a higher rate missed the target (or 1.5x the capacity met it)";
+  EXPECT_LE(found, 1.5 * 125 * 1.05);
+  EXPECT_GT(found, 125 * 0.1) << "at a tenth of the capacity nearly every request is served at once";
+  // The figures shown are the found rate's: its requests, its goodput.
+  EXPECT_GE(j["generation"]["goodput"].get<double>(), 0.9);
+  for (const json& run : j["runs"]) {
+    if (run["target_rate"] != found) continue;
+    ASSERT_EQ(j["generation"]["requests"].size(), run["queries"].get<size_t>());
+    EXPECT_EQ(j["generation"]["goodput"], run["goodput"]);
+    for (size_t i = 0; i < run["issue_ms"].size(); ++i)
+      EXPECT_EQ(j["generation"]["requests"][i]["issue_ms"], run["issue_ms"][i]) << "another rate's requests shown";
+  }
+  // A TTFT bound below one step: no rate is tried.
+  const json none = run(model, "--scenario server --generate --find-rate --prompt-tokens 3 --new-tokens 2 --ttft-bound 1 "
+                               "--min-queries 40 --min-duration 0");
+  EXPECT_TRUE(none["max_rate"].is_null());
+  EXPECT_TRUE(none["runs"].empty());
+  EXPECT_NE(none["notes"].dump().find("misses a bound"), std::string::npos) << none["notes"].dump();
+}
+
 TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
   const std::string model = wait_model(0, 0);
   const std::string plugin = " --backend naive --plugin " + std::string(MOSAIC_PLUGIN_DIR) + "/libmosaic_test_wait.so ";
@@ -473,7 +514,10 @@ TEST_F(LoadgenCli, BadOptionsAreRefusedByName) {
            {"--scenario server --rate 5 --ttft-bound 3", "--ttft-bound is for generation requests: add --generate"},
            {"--scenario server --rate 5 --prompt-tokens 4", "--prompt-tokens is for generation requests"},
            {"--scenario server --rate 5 --generate --tpot-bound nan", "--tpot-bound: must be a finite number"},
-           {"--scenario server --generate --find-rate --latency-bound 3", "--find-rate: generation requests are judged"},
+           {"--scenario server --generate --rate 5 --latency-bound 3", "--latency-bound: generation requests are judged"},
+           {"--scenario server --generate --find-rate", "under --ttft-bound and/or --tpot-bound: give a bound (ms)"},
+           {"--scenario server --generate --find-rate --ttft-bound 9 --goodput-target 1.5", "--goodput-target must be a share in (0, 1]"},
+           {"--scenario server --generate --rate 5 --goodput-target 0.5", "--goodput-target is what --find-rate searches for"},
            {"--scenario server --rate 5 --generate --prompt-tokens uniform:5-2", "'uniform:5-2': expected N or uniform:A-B"},
            {"--scenario server --rate 5 --generate --new-tokens 0", "--new-tokens '0': expected N or uniform:A-B"},
            {"--scenario server --rate 5 --generate --new-tokens x", "--new-tokens 'x'"},

@@ -169,6 +169,7 @@ const std::vector<Field<LoadgenOptions>>& loadgen_fields() {
       str_field<O>("prompt_tokens", [](O& o) -> auto& { return o.generate.prompt_tokens; }),
       str_field<O>("new_tokens", [](O& o) -> auto& { return o.generate.new_tokens; }),
       float_field<O>("ttft_bound", [](O& o) -> auto& { return o.generate.ttft_bound; }),
+      float_field<O>("goodput_target", [](O& o) -> auto& { return o.generate.goodput_target; }),
       float_field<O>("tpot_bound", [](O& o) -> auto& { return o.generate.tpot_bound; }),
       int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
       list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
