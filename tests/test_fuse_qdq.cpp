@@ -196,6 +196,27 @@ TEST(QdqFusion, ThePadBetweenTwoIntegerConvolutionsFoldsIntoTheSecond) {
   EXPECT_GE(exact_other, 0.95);
 }
 
+/// Grouped convolutions (2 groups, and 8 groups of 2 input channels each) as QLinearConv on
+/// oneDNN's grouped int8 convolution: the integer plan within a step of naive's QDQ run.
+TEST(QdqFusion, GroupedConvolutionsRunInInt8AndAgreeWithinAStep) {
+  if (!onednn_has_int8_exact_products()) GTEST_SKIP() << "this CPU's oneDNN sums u8 x s8 pairs in int16 (no VNNI)";
+  const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
+  for (int64_t group : {2, 8}) {
+    SCOPED_TRACE("group " + std::to_string(group));
+    const Graph qdq = qdq_graph(x, group);
+    Graph fused = qdq;
+    fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+    ASSERT_EQ(count_op(fused, "QLinearConv"), 2);
+    bool grouped = false;
+    for (const auto& node : fused.nodes)
+      grouped = grouped || (node.op_type == "QLinearConv" && node.attr_int("group", 1) == group);
+    EXPECT_TRUE(grouped);
+    const auto [worst, exact] = steps_apart(fused, qdq, x, c2_step(qdq));
+    EXPECT_LE(worst, 2.0001);
+    EXPECT_GE(exact, 0.95);
+  }
+}
+
 TEST(QdqFusion, OnlyWhereTheBackendTakesTheIntegerConvolution) {
   const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
   // im2col has no QLinearConv, and naive, which has, is the oracle that runs the QDQ model
@@ -206,12 +227,12 @@ TEST(QdqFusion, OnlyWhereTheBackendTakesTheIntegerConvolution) {
     EXPECT_EQ(count_op(g, "Conv"), 2) << backend;
     EXPECT_EQ(count_op(g, "QLinearConv"), 0) << backend;
   }
-  // onednn's int8 convolution is ungrouped: the grouped second one stays float, with its
-  // DequantizeLinear and QuantizeLinear; the first still fuses where the CPU sums exactly.
+  // onednn's int8 convolution takes groups too (docs/backends.md): both fuse where the CPU sums
+  // exactly (QdqFusion.GroupedConvolutionsRunInInt8AndAgreeWithinAStep checks the values).
   const Graph grouped = qdq_graph(x, 2);
   Graph fused = grouped;
   fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
-  EXPECT_EQ(count_op(fused, "Conv"), onednn_has_int8_exact_products() ? 1 : 2);
+  EXPECT_EQ(count_op(fused, "Conv"), onednn_has_int8_exact_products() ? 0 : 2);
   // Each QuantizeLinear stays, or ends an integer convolution or a code lookup (core/fuse_qdq_codes.cpp).
   EXPECT_EQ(count_op(fused, "QuantizeLinear") + count_op(fused, "QLinearConv") + count_op(fused, "CodeLookup"),
             count_op(grouped, "QuantizeLinear"));

@@ -195,16 +195,15 @@ bool strided_pointwise(const Window& win) {
 
 /// What QLinearConvKernel takes, asked before it is built (the planner's capability query,
 /// and the fusion pass that makes QLinearConv of a QDQ model's convolutions): uint8/int8 x
-/// and y, int8 weights with zero point 0 whose products this CPU sums exactly, 2-d and
-/// ungrouped, every scale, zero point, weight and the int32 bias constant.
+/// and y, int8 weights with zero point 0 whose products this CPU sums exactly, 2-d (grouped or
+/// not), every scale, zero point, weight and the int32 bias constant.
 Status qlinear_conv_supported(const KernelContext& ctx) {
   MOSAIC_ASSIGN_OR_RETURN(ConvParams p, quant_conv_params(ctx));
   const Node& n = *ctx.node;
   const DType xt = ctx.inputs[0].dtype, wt = ctx.inputs[3].dtype, yt = ctx.outputs[0].dtype;
   if ((xt != DType::kU8 && xt != DType::kI8) || wt != DType::kI8 || (yt != DType::kU8 && yt != DType::kI8))
     return Status::unsupported(n.label() + ": oneDNN's int8 convolution takes uint8/int8 x and y and int8 weights");
-  if (p.win.rank() != 2 || p.group != 1)
-    return Status::unsupported(n.label() + ": only 2-d ungrouped int8 convolutions here so far");
+  if (p.win.rank() != 2) return Status::unsupported(n.label() + ": only 2-d int8 convolutions here so far");
   for (size_t i : {1, 2, 3, 4, 5, 6, 7})
     if (!ctx.constant(i)) return Status::unsupported(n.label() + ": input " + std::to_string(i) + " is computed at run time; "
                                                      "oneDNN's int8 convolution takes scales, zero points and weights when built");
@@ -262,7 +261,13 @@ class QLinearConvKernel final : public Kernel {
       const Shape& x_shape = ctx.inputs[0].shape;
       const Shape& y_shape = ctx.outputs[0].shape;
       memory::dims xd(x_shape.begin(), x_shape.end()), yd(y_shape.begin(), y_shape.end());
-      const memory::dims wd(w.shape().begin(), w.shape().end());
+      // Grouped (depthwise too): the same bytes as [groups, oc / groups, ic / groups, kh, kw].
+      memory::dims wd(w.shape().begin(), w.shape().end());
+      if (p.group > 1) {
+        wd[0] /= p.group;
+        wd.insert(wd.begin(), p.group);
+      }
+      const tag w_tag = p.group > 1 ? tag::goihw : tag::oihw;
       memory::dims strides(p.win.stride.begin(), p.win.stride.end());
       memory::dims dil, pl(p.win.pad_begin.begin(), p.win.pad_begin.end()), pr(p.win.rank());
       for (auto d : p.win.dilation) dil.push_back(d - 1);
@@ -301,7 +306,7 @@ class QLinearConvKernel final : public Kernel {
       dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
       src_.init(x_plain, pd.src_desc(), ctx.tracker, false);
       dst_.init(memory::desc(yd, y_dt, tag::nchw), pd.dst_desc(), ctx.tracker, true);
-      weights_.init(memory::desc(wd, dt::s8, tag::oihw), pd.weights_desc(), &w, ctx.tracker);
+      weights_.init(memory::desc(wd, dt::s8, w_tag), pd.weights_desc(), &w, ctx.tracker);
       if (bias) {
         bias_ = *bias;
         bias_mem_ = memory(b_md, engine(), bias_.data());
