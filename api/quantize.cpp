@@ -10,6 +10,7 @@
 #include <set>
 
 #include "api/option_rules.hpp"
+#include "core/fuse.hpp"
 #include "api/train_support.hpp"
 #include "backends/registry.hpp"
 #include "core/plan.hpp"
@@ -180,6 +181,9 @@ Expected<Calibrated> calibrate_model(const QuantizeOptions& o, QuantizeReport* r
     cal.common.batch = std::min(o.common.batch > 0 ? o.common.batch : 64, rows);
   }
   MOSAIC_ASSIGN_OR_RETURN(Graph loaded, load_model(o.model));
+  // Batch normalisations fold into their convolutions first: the weights quantised are the
+  // folded ones, and no float normalisation is left between two integer convolutions.
+  const int folded = fold_batch_norms(loaded);
   MOSAIC_ASSIGN_OR_RETURN(cal.prepared, prepare_model(loaded, cal.common, nullptr));
   if (cal.data) {
     const TensorDesc& in = cal.prepared.value_descs.at(cal.prepared.inputs[0].name);
@@ -206,6 +210,9 @@ Expected<Calibrated> calibrate_model(const QuantizeOptions& o, QuantizeReport* r
     r->nodes = targets.nodes;
     r->skipped = targets.skipped;
     r->notes = rewrite.notes;
+    if (folded)
+      r->notes.push_back("folded " + std::to_string(folded) + " BatchNormalization node(s) into the convolution before "
+                         "each, then quantised the folded weights");
     r->weights = rewrite.weights;
     r->biases = rewrite.biases;
     for (const auto& a : targets.activations) {

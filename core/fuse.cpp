@@ -190,6 +190,34 @@ std::function<bool(const Graph&, const Node&)> where_accepted(std::vector<Placem
   };
 }
 
+int fold_batch_norms(Graph& g) {
+  int folded = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    const auto uses = use_counts(g);
+    std::map<std::string, size_t> producer;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+    for (size_t bi = 0; bi < g.nodes.size() && !changed; ++bi) {
+      const Node& bn = g.nodes[bi];
+      if (bn.op_key() != "BatchNormalization" || bn.inputs.empty()) continue;
+      auto p = producer.find(bn.inputs[0]);
+      auto u = uses.find(bn.inputs[0]);
+      if (p == producer.end() || u == uses.end() || u->second != 1) continue;
+      Node& conv = g.nodes[p->second];
+      if (conv.op_key() != "Conv" || conv.outputs.size() != 1 || !fold_batch_norm(g, conv, bn)) continue;
+      g.value_descs.erase(conv.outputs[0]);
+      conv.outputs[0] = bn.outputs[0];
+      g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(bi));
+      ++folded;
+      changed = true;
+    }
+  }
+  if (folded) drop_unused_initializers(g);
+  return folded;
+}
+
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
   FuseOptions fo;
   fo.activations = !training;

@@ -121,6 +121,13 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
 /// where any of them runs the two nodes on different backends.
 std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> placements);
 
+/// Conv -> BatchNormalization (inference statistics, every parameter an initializer, the Conv's
+/// output read by the BatchNormalization alone) folded into the convolution's weights and bias,
+/// in any graph, prepared or as loaded: what `mosaic quantize` does before it quantises (as
+/// ONNX Runtime's quantisation preprocessing does), so that the codes are the folded weights'
+/// and no float BatchNormalization sits between two integer convolutions. Returns how many.
+int fold_batch_norms(Graph& graph);
+
 /// Rewrites a prepared graph (value_descs filled) in place.
 FuseReport fuse_graph(Graph& graph, const FuseOptions& options = {});
 /// The LayerNorm recognition alone (core/fuse_layer_norm.cpp); fuse_graph calls it.

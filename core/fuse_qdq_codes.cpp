@@ -18,6 +18,7 @@
 // CodeLookup and the 8-bit Pad and MaxPool), in inference plans, after the integer products.
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -80,7 +81,17 @@ struct Stretch {
   DType in = DType::kU8, out = DType::kU8;
 };
 
-std::optional<Stretch> stretch_from(const Graph& g, const fuse::Matcher& M, const Node& dq) {
+/// The node that reads each value (the last one, where several do; M.once tells them apart).
+std::map<std::string, const Node*> readers(const Graph& g) {
+  std::map<std::string, const Node*> r;
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs)
+      if (!in.empty()) r[in] = &n;
+  return r;
+}
+
+std::optional<Stretch> stretch_from(const Graph& g, const fuse::Matcher& M, const std::map<std::string, const Node*>& reader,
+                                    const Node& dq) {
   if (dq.op_key() != "DequantizeLinear" || dq.inputs.empty() || g.initializers.count(dq.inputs[0])) return std::nullopt;
   const TensorDesc* x = fuse::desc_of(g, dq.inputs[0]);
   const TensorDesc* v = fuse::desc_of(g, dq.outputs.empty() ? "" : dq.outputs[0]);
@@ -91,9 +102,8 @@ std::optional<Stretch> stretch_from(const Graph& g, const fuse::Matcher& M, cons
   std::string cur = dq.outputs[0];
   for (int hops = 0; hops < 16; ++hops) {
     if (!M.once(cur)) return std::nullopt;
-    const Node* next = nullptr;
-    for (const auto& n : g.nodes)
-      if (std::find(n.inputs.begin(), n.inputs.end(), cur) != n.inputs.end()) next = &n;
+    const auto it = reader.find(cur);
+    const Node* next = it == reader.end() ? nullptr : it->second;
     if (!next || next->inputs[0] != cur) return std::nullopt;
     if (next->op_key() == "QuantizeLinear") {
       const TensorDesc* y = fuse::desc_of(g, next->outputs.empty() ? "" : next->outputs[0]);
@@ -289,13 +299,14 @@ void fold_code_pads(Graph& g, const std::function<bool(const Graph&, const Node&
 void fuse_qdq_codes(Graph& g, const std::function<bool(const Graph&, const Node&)>& accept, const KernelRegistry* oracle,
                     FuseReport& report) {
   if (!accept || !oracle) return;
-  std::set<std::string> refused;  // stretches refused once (by their QuantizeLinear's output) are not tried again
-  for (bool changed = true; changed;) {
-    changed = false;
+  // One pass over the nodes: a rewrite changes nothing before its DequantizeLinear, so the scan
+  // goes on from there (with the index rebuilt).
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].op_key() != "DequantizeLinear") continue;
     const fuse::Matcher M(g);
-    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
-      const std::optional<Stretch> s = stretch_from(g, M, g.nodes[i]);
-      if (!s || refused.count(s->q->outputs[0])) continue;
+    {
+      const std::optional<Stretch> s = stretch_from(g, M, readers(g), g.nodes[i]);
+      if (!s) continue;
       std::vector<size_t> parts{i};
       for (size_t k = i + 1; k < g.nodes.size(); ++k) {
         const Node* n = &g.nodes[k];
@@ -304,13 +315,9 @@ void fuse_qdq_codes(Graph& g, const std::function<bool(const Graph&, const Node&
       std::string name;
       std::optional<Graph> rewritten =
           parts.size() == s->steps.size() + 2 ? rewrite(g, *s, parts, *oracle, accept, name) : std::nullopt;
-      if (!rewritten) {
-        refused.insert(s->q->outputs[0]);
-        continue;
-      }
+      if (!rewritten) continue;
       g = std::move(*rewritten);
       report.fused.push_back(name);
-      changed = true;
     }
   }
   fold_code_pads(g, accept, report);

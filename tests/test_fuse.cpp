@@ -500,6 +500,33 @@ TEST(FuseBatchNorm, NotInTrainingNorWhereItCouldChangeOrIsReadTwice) {
   }
 }
 
+/// fold_batch_norms on a graph as loaded (what `mosaic quantize` runs before it quantises):
+/// the normalisation gone into the convolution's weights and bias, the outputs naive gives
+/// within the folded weights' rounding, the replaced constants dropped; nothing folds where the
+/// plans' fusion would not fold either.
+TEST(FuseBatchNorm, FoldBatchNormsFoldsAGraphAsLoaded) {
+  const Tensor x = random_tensor({2, 4, 6, 6}, 19, -2.f, 2.f);
+  Graph folded = conv_bn_relu(true);
+  EXPECT_EQ(fold_batch_norms(folded), 1);
+  ASSERT_EQ(folded.nodes.size(), 2u);
+  EXPECT_EQ(folded.nodes[0].op_type, "Conv");
+  EXPECT_EQ(folded.nodes[0].outputs[0], "n") << "the convolution now writes what the normalisation wrote";
+  for (const char* gone : {"w", "b", "scale", "shift", "mean", "var"}) EXPECT_EQ(folded.initializers.count(gone), 0u) << gone;
+  Graph original = conv_bn_relu(true);
+  ASSERT_TRUE(prepare_graph(original, builtin_registry(), PrepareOptions{}).ok());
+  ASSERT_TRUE(prepare_graph(folded, builtin_registry(), PrepareOptions{}).ok());
+  std::vector<Tensor> want, got;
+  ASSERT_TRUE(Plan::build(original, Placement::all_on("naive", {}), builtin_registry()).value()->run({x}, &want).is_ok());
+  ASSERT_TRUE(Plan::build(folded, Placement::all_on("naive", {}), builtin_registry()).value()->run({x}, &got).is_ok());
+  for (int64_t i = 0; i < want[0].numel(); ++i)
+    ASSERT_NEAR(got[0].f32()[i], want[0].f32()[i], 1e-4 * (1 + std::fabs(want[0].f32()[i]))) << i;
+  Graph training_mode = conv_bn_relu(true, {{"training_mode", A::of_int(1)}});
+  EXPECT_EQ(fold_batch_norms(training_mode), 0);
+  Graph read_twice = conv_bn_relu(true);
+  add_node(read_twice, make_node("Sigmoid"), {"c"}, {"z"}, "side");
+  EXPECT_EQ(fold_batch_norms(read_twice), 0);
+}
+
 // A fully connected layer at batch 1 with its activation fused (the CPU backends compute it
 // as a row GEMV, backends/common/gemv.hpp): ONNX's weights stored [N, K] (transB, read in
 // place) or [K, N] (transposed once), C of N values or one; every backend against naive on

@@ -297,6 +297,40 @@ TEST_F(QuantizeCommand, WritesAModelThatRunsAsTheOneInMemoryAndReportsItsCost) {
   EXPECT_EQ(values_of(ya[0]), values_of(yb[0]));
 }
 
+/// A Conv -> BatchNormalization -> Relu model: quantize folds the normalisation into the
+/// convolution first, so the written QDQ model has none and its codes are the folded weights'.
+TEST_F(QuantizeCommand, BatchNormalisationsFoldIntoTheirConvolutionsBeforeQuantising) {
+  Graph g;
+  g.opset = 15;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {4, 3, 8, 8}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w"] = random_tensor({5, 3, 3, 3}, 31);
+  g.initializers["gamma"] = random_tensor({5}, 32, 0.5f, 2.f);
+  g.initializers["beta"] = random_tensor({5}, 33);
+  g.initializers["mu"] = random_tensor({5}, 34);
+  g.initializers["sigma2"] = random_tensor({5}, 35, 0.1f, 3.f);
+  add_node(g, make_node("Conv", {{"pads", Attribute::of_ints({1, 1, 1, 1})}}), {"x", "w"}, {"c"}, "conv");
+  add_node(g, make_node("BatchNormalization"), {"c", "gamma", "beta", "mu", "sigma2"}, {"n"}, "bn");
+  add_node(g, make_node("Relu"), {"n"}, {"y"}, "relu");
+  ASSERT_TRUE(save_onnx(g, path("bn.onnx")).is_ok());
+  api::QuantizeOptions o;
+  o.model = path("bn.onnx");
+  o.output = path("bn_int8.onnx");
+  o.backend = "naive";
+  o.samples = 8;
+  auto r = api::quantize_model(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_NE(::testing::PrintToString(r->notes).find("folded 1 BatchNormalization"), std::string::npos)
+      << ::testing::PrintToString(r->notes);
+  EXPECT_GT(r->output_sqnr_db, 20);
+  auto written = load_onnx(o.output);
+  ASSERT_TRUE(written.ok()) << written.status().to_string();
+  for (const auto& n : written->nodes) EXPECT_NE(n.op_type, "BatchNormalization");
+  int conv = 0;
+  for (const auto& n : written->nodes) conv += n.op_type == "Conv";
+  EXPECT_EQ(conv, 1);
+}
+
 TEST_F(QuantizeCommand, EveryMethodCalibratesAndBadOptionsAreRefusedByName) {
   for (const char* method : {"percentile", "entropy"}) {
     api::QuantizeOptions o;
