@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -294,6 +295,74 @@ void fold_code_pads(Graph& g, const std::function<bool(const Graph&, const Node&
   }
 }
 
+/// Input `i` of `n`, or a constant zero of type `t` added to `g` where it is omitted (a zero
+/// point); its name joins `added`.
+std::string zero_point_or_zero(Graph& g, const Node& n, size_t i, DType t, std::vector<std::string>& added) {
+  if (n.inputs.size() > i && !n.inputs[i].empty()) return n.inputs[i];
+  added.push_back(fuse::add_constant(g, n.name + ".zero_point", Tensor::empty({t, {}})));
+  return added.back();
+}
+
+bool fuse_qdq_add(Graph& g, size_t i, const std::function<bool(const Graph&, const Node&)>& accept, FuseReport& report);
+
+/// A QDQ model's residual Add: Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu] ->
+/// QuantizeLinear, each quantisation per tensor and of one 8-bit type, A, B and the sum of one
+/// shape, as one com.microsoft QLinearAdd on the codes (a Relu fused as its activation: the
+/// maximum with C's zero point, which is Q(relu(v)) exactly). Not exact, as no integer fusion
+/// is: QLinearAdd scales each difference by its ratio to C's scale where the chain dequantises,
+/// adds and divides, so a sum on a rounding edge may take the neighbouring code.
+void fuse_qdq_adds(Graph& g, const std::function<bool(const Graph&, const Node&)>& accept, FuseReport& report) {
+  // Each rewrite moves the indices: the scan starts again (a model has a few dozen Adds).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) changed = fuse_qdq_add(g, i, accept, report);
+  }
+}
+
+/// fuse_qdq_adds on the node at `i`: whether it rewrote it.
+bool fuse_qdq_add(Graph& g, size_t i, const std::function<bool(const Graph&, const Node&)>& accept, FuseReport& report) {
+  {
+    const Node& add = g.nodes[i];
+    if (add.op_key() != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1 || add.inputs[0] == add.inputs[1])
+      return false;
+    const fuse::Matcher M(g);
+    const Node* da = M.made_by(add.inputs[0], "DequantizeLinear");
+    const Node* db = M.made_by(add.inputs[1], "DequantizeLinear");
+    const TensorDesc* y = fuse::desc_of(g, add.outputs[0]);
+    if (!da || !db || !y) return false;
+    const TensorDesc* xa = fuse::desc_of(g, da->inputs[0]);
+    const TensorDesc* xb = fuse::desc_of(g, db->inputs[0]);
+    if (!xa || !xb || !is_byte(xa->dtype) || xb->dtype != xa->dtype || xa->shape != y->shape || xb->shape != y->shape ||
+        !per_tensor_bytes(g, *da, xa->dtype) || !per_tensor_bytes(g, *db, xa->dtype))
+      return false;
+    const Node* relu = M.sole_consumer(add.outputs[0], "Relu");
+    const std::string sum = relu ? relu->outputs[0] : add.outputs[0];
+    const Node* q = M.sole_consumer(sum, "QuantizeLinear");
+    const TensorDesc* yq = q ? fuse::desc_of(g, q->outputs[0]) : nullptr;
+    if (!q || q->inputs[0] != sum || !yq || yq->dtype != xa->dtype || !per_tensor_bytes(g, *q, xa->dtype)) return false;
+    std::vector<std::string> added;
+    Node fused;
+    fused.op_type = "QLinearAdd";
+    fused.domain = "com.microsoft";
+    fused.name = add.name + (relu ? "+" + relu->name : "") + "+" + q->name;
+    fused.inputs = {da->inputs[0], da->inputs[1], zero_point_or_zero(g, *da, 2, xa->dtype, added),
+                    db->inputs[0], db->inputs[1], zero_point_or_zero(g, *db, 2, xa->dtype, added),
+                    q->inputs[1],  zero_point_or_zero(g, *q, 2, xa->dtype, added)};
+    if (relu) fused.attrs["mosaic.activation"] = Attribute::of_string("Relu");
+    fused.outputs = {q->outputs[0]};
+    if (!accept(g, fused)) {
+      fuse::drop_constants(g, added);
+      return false;
+    }
+    std::vector<const Node*> parts{&add, q};
+    if (relu) parts.push_back(relu);
+    for (const Node* d : {da, db})
+      if (M.once(d->outputs[0])) parts.push_back(d);
+    fuse::replace_nodes(g, parts, std::move(fused), report);
+    return true;
+  }
+}
+
 }  // namespace
 
 void fuse_qdq_codes(Graph& g, const std::function<bool(const Graph&, const Node&)>& accept, const KernelRegistry* oracle,
@@ -321,6 +390,7 @@ void fuse_qdq_codes(Graph& g, const std::function<bool(const Graph&, const Node&
     }
   }
   fold_code_pads(g, accept, report);
+  fuse_qdq_adds(g, accept, report);
 }
 
 }  // namespace mosaic

@@ -217,6 +217,51 @@ TEST(QdqFusion, GroupedConvolutionsRunInInt8AndAgreeWithinAStep) {
   }
 }
 
+/// A residual block in QDQ form: x -> conv1 -> relu -> r1; conv2(r1) -> c2; Add(c2, r1) -> Relu
+/// -> conv3 -> y. The Add's two DequantizeLinear, the Add, its Relu and the QuantizeLinear
+/// become one com.microsoft QLinearAdd on codes (core/fuse_qdq_codes.cpp) on onednn, and the
+/// plan agrees with naive's QDQ run within a step.
+TEST(QdqFusion, AResidualAddOnCodesIsOneQLinearAddWithinAStep) {
+  if (!onednn_has_int8_exact_products()) GTEST_SKIP() << "this CPU's oneDNN sums u8 x s8 pairs in int16 (no VNNI)";
+  const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
+  Graph g;
+  g.source = "qdq-residual";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {2, 8, 10, 10}, {}, true});
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  g.initializers["w1"] = random_tensor({16, 8, 3, 3}, 1, -0.3f, 0.3f);
+  g.initializers["w2"] = random_tensor({16, 16, 3, 3}, 3, -0.2f, 0.2f);
+  g.initializers["w3"] = random_tensor({8, 16, 3, 3}, 6, -0.2f, 0.2f);
+  const Attribute pads = Attribute::of_ints({1, 1, 1, 1});
+  add_node(g, make_node("Conv", {{"pads", pads}}), {"x", "w1"}, {"c1"}, "conv1");
+  add_node(g, make_node("Relu"), {"c1"}, {"r1"}, "relu1");
+  add_node(g, make_node("Conv", {{"pads", pads}}), {"r1", "w2"}, {"c2"}, "conv2");
+  add_node(g, make_node("Add"), {"c2", "r1"}, {"s"}, "add");
+  add_node(g, make_node("Relu"), {"s"}, {"r2"}, "relu2");
+  add_node(g, make_node("Conv", {{"pads", pads}}), {"r2", "w3"}, {"y"}, "conv3");
+  quantise_on_own_ranges(g, x, {"c1", "r1", "c2", "s", "r2"});
+  Graph fused = g;
+  fuse_graph(fused, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), false));
+  EXPECT_EQ(count_op(fused, "Add"), 0);
+  ASSERT_EQ(count_op(fused, "QLinearAdd"), 1);
+  for (const auto& node : fused.nodes)
+    if (node.op_type == "QLinearAdd") EXPECT_EQ(node.attr_string("mosaic.activation", ""), "Relu");
+  // y is conv3's float output (no QuantizeLinear after it): a step of its input's scale, times
+  // the weights, is the resolution; compare against the output's own scale instead.
+  double scale = 0;
+  {
+    std::vector<Tensor> want;
+    ASSERT_TRUE(Plan::build(g, Placement::all_on("naive", {}), builtin_registry()).value()->run({x}, &want).is_ok());
+    for (int64_t i = 0; i < want[0].numel(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[0].f32()[i])));
+  }
+  const auto [worst, exact] = steps_apart(fused, g, x, scale, 1e-6);
+  EXPECT_LE(worst, 0.03) << "within 3% of the output's scale, bench's rule for a quantised model";
+  // And im2col (no integer convolution) keeps the float graph.
+  Graph cpu = g;
+  fuse_graph(cpu, fuse_options_for(Placement::all_on("naive", {}), builtin_registry(), false));
+  EXPECT_EQ(count_op(cpu, "QLinearAdd"), 0) << "the oracle runs the Add as written";
+}
+
 TEST(QdqFusion, OnlyWhereTheBackendTakesTheIntegerConvolution) {
   const Tensor x = random_tensor({2, 8, 10, 10}, 5, -1.f, 1.f);
   // im2col has no QLinearConv, and naive, which has, is the oracle that runs the QDQ model

@@ -1,5 +1,7 @@
 #include "backends/common/ms_quantize.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -67,6 +69,7 @@ class BinaryKernel final : public Kernel {
   Status init(const KernelContext& ctx) {
     node_ = ctx.node;
     mul_ = ctx.node->op_type == "QLinearMul";
+    relu_ = ctx.node->attr_string("mosaic.activation", "") == "Relu";
     a_ = ctx.inputs[0].shape;
     b_ = ctx.inputs[3].shape;
     out_ = ctx.outputs[0].shape;
@@ -86,17 +89,84 @@ class BinaryKernel final : public Kernel {
       const int64_t da = load_i64(type_, a, off[0]) - qa.zero_point, db = load_i64(type_, b, off[1]) - qb.zero_point;
       const float v = mul_ ? rab * static_cast<float>(da * db)
                            : ra * static_cast<float>(da) + rb * static_cast<float>(db);
-      store_i64(type_, y, i, range.quantise(v, qc.zero_point));
+      // A Relu fused before the quantisation (core/fuse_qdq_codes.cpp): Q(relu(v)) = max(Q(v), Q(0)).
+      const int64_t q = range.quantise(v, qc.zero_point);
+      store_i64(type_, y, i, relu_ ? std::max(q, std::clamp(qc.zero_point, range.lo, range.hi)) : q);
     });
     return Status::ok();
   }
 
  private:
   const Node* node_ = nullptr;
-  bool mul_ = false;
+  bool mul_ = false, relu_ = false;
   Shape a_, b_, out_;
   DType type_ = DType::kU8;
 };
+
+/// QLinearAdd of same-shaped 8-bit A, B and C (a QDQ residual Add: core/fuse_qdq_codes.cpp) on
+/// the optimised backends: the oracle's arithmetic (ra * (a - za) + rb * (b - zb), rounded half
+/// to even, C's zero point added, saturated; a fused Relu as max with it), a vector loop on every
+/// thread.
+class FastAddKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    node_ = ctx.node;
+    signed_ = ctx.outputs[0].dtype == DType::kI8;
+    relu_ = ctx.node->attr_string("mosaic.activation", "") == "Relu";
+    threads_ = omp_get_max_threads();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const QParam qa = qparam(src, 1, 2), qb = qparam(src, 4, 5), qc = qparam(src, 6, 7);
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qa.scale, "A_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qb.scale, "B_scale"));
+    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qc.scale, "C_scale"));
+    if (signed_) run<int8_t>(src, dst, qa, qb, qc);
+    else run<uint8_t>(src, dst, qa, qb, qc);
+    return Status::ok();
+  }
+
+ private:
+  template <class T>
+  void run(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst, QParam qa, QParam qb, QParam qc) const {
+    const Range8 range(signed_ ? DType::kI8 : DType::kU8);
+    const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
+    const float za = static_cast<float>(qa.zero_point), zb = static_cast<float>(qb.zero_point);
+    const float zc = static_cast<float>(std::clamp(qc.zero_point, range.lo, range.hi));
+    const float lo = relu_ ? zc : static_cast<float>(range.lo), hi = static_cast<float>(range.hi);
+    const T* a = static_cast<const T*>(src[0]->data());
+    const T* b = static_cast<const T*>(src[3]->data());
+    T* y = static_cast<T*>(dst[0]->data());
+    const int64_t n = dst[0]->numel();
+#pragma omp parallel for simd schedule(static) num_threads(threads_) if (threads_ > 1 && n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = ra * (static_cast<float>(a[i]) - za) + rb * (static_cast<float>(b[i]) - zb);
+      // Not a number only from an infinite scale ratio, which check_quant_scale refuses.
+      const float r = std::nearbyint(v) + zc;
+      y[i] = static_cast<T>(r < lo ? lo : r > hi ? hi : r);
+    }
+  }
+
+  const Node* node_ = nullptr;
+  bool signed_ = false, relu_ = false;
+  int threads_ = 1;
+};
+
+/// What FastAddKernel takes: QLinearAdd (not Mul) of one 8-bit type throughout, A, B and C of
+/// one shape (no broadcast), every scale and zero point a scalar.
+Status fast_add_supported(const KernelContext& ctx) {
+  const Node& n = *ctx.node;
+  if (n.op_type != "QLinearAdd") return Status::unsupported(n.label() + ": only QLinearAdd here");
+  const DType t = ctx.outputs[0].dtype;
+  if ((t != DType::kU8 && t != DType::kI8) || ctx.inputs[0].dtype != t || ctx.inputs[3].dtype != t)
+    return Status::unsupported(n.label() + ": A, B and C of one 8-bit type");
+  if (ctx.inputs[0].shape != ctx.outputs[0].shape || ctx.inputs[3].shape != ctx.outputs[0].shape)
+    return Status::unsupported(n.label() + ": a broadcast QLinearAdd (naive's)");
+  for (size_t i : {1, 2, 4, 5, 6, 7})
+    if (i < ctx.inputs.size() && ctx.has_input(i) && ctx.inputs[i].numel() != 1)
+      return Status::unsupported(n.label() + ": a scale or zero point per axis");
+  return Status::ok();
+}
 
 /// QLinearSigmoid and QLinearLeakyRelu: a table of the 256 results, each the function of the
 /// dequantised value quantised, as ONNX Runtime computes them.
@@ -469,6 +539,11 @@ class MatMulNBitsKernel final : public Kernel {
 };
 
 }  // namespace
+
+void add_fast_qlinear_add(BackendRegistration& r) {
+  r.kernel(op_key(kMicrosoftDomain, "QLinearAdd"), make_factory<FastAddKernel>(),
+           {LayoutUse::kNone, fast_add_supported, kAllDTypes});
+}
 
 void add_ms_quantize_kernels(BackendRegistration& r) {
   const KernelTraits any{LayoutUse::kNone, nullptr, kAllDTypes};

@@ -8,5 +8,8 @@
 namespace mosaic {
 
 void add_ms_quantize_kernels(BackendRegistration& r);
+/// com.microsoft.QLinearAdd of same-shaped 8-bit tensors, vectorised on every thread: the
+/// optimised backends run a QDQ model's residual Adds with it (core/fuse_qdq_codes.cpp).
+void add_fast_qlinear_add(BackendRegistration& r);
 
 }  // namespace mosaic

@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <cblas.h>
 
+#include "backends/common/ms_quantize.hpp"
 #include "backends/common/quantize.hpp"
 #include "backends/common/movement.hpp"
 #include "backends/common/layer_norm.hpp"
@@ -51,6 +52,7 @@ Status register_im2col(Registrar& registrar) {
   add_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
   add_pointwise_kernels(r);
   add_qdq_kernels(r);  // a QDQ model's activations between the float kernels
+  add_fast_qlinear_add(r);  // and its residual Adds (core/fuse_qdq_codes.cpp)
   add_indexing_kernels(r);
   add_detection_kernels(r);
   add_resize_kernel(r);

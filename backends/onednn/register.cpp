@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/common/ms_quantize.hpp"
 #include "backends/common/quantize.hpp"
 #include "backends/common/attention.hpp"
 #include "backends/common/detection.hpp"
@@ -133,6 +134,7 @@ Status register_onednn(Registrar& registrar) {
   add_rearrange_kernels(r);
   add_pointwise_kernels(r);
   add_qdq_kernels(r);  // a QDQ model's activations between the float kernels
+  add_fast_qlinear_add(r);  // and its residual Adds (core/fuse_qdq_codes.cpp)
   add_indexing_kernels(r);
   add_detection_kernels(r);
   add_resize_kernel(r);
