@@ -132,14 +132,15 @@ std::vector<OpCase> cases() {
   add("matmul_weights_4k_rows", make_node("MatMul"), {{2, 8, 16}, {16, 1024}}, {false, true});
   add("gemm_weights_4k_rows_transB", make_node("Gemm", {{"transB", A::of_int(1)}}), {{16, 24}, {1024, 24}, {1024}},
       {false, true, true});
-  // At least 8192 columns of constant weights: onednn runs blocks of 1024 columns (views of
-  // the padded weights, the output and the bias), the last one short; a bias per column, one
-  // per element (C [M, N], scaled by beta), a fused activation, and a MatMul's rows.
-  add("gemm_wide_constant_weights", make_node("Gemm"), {{3, 16}, {16, 8200}, {8200}}, {false, true, true});
+  // At least 8192 columns of constant weights and more rows than the few-rows panels take
+  // (kPanelRowsMax): onednn runs blocks of 512 columns (the weights packed as a panel each,
+  // views of the output and the bias), the last one short; a bias per column, one per element
+  // (C [M, N], scaled by beta), a fused activation, transposed weights, and a MatMul's rows.
+  add("gemm_wide_constant_weights", make_node("Gemm"), {{19, 16}, {16, 8200}, {8200}}, {false, true, true});
   add("gemm_wide_transB_c_matrix",
       make_node("Gemm", {{"transB", A::of_int(1)}, {"beta", A::of_float(0.5f)}, {"mosaic.activation", A::of_string("Relu")}}),
-      {{5, 12}, {9300, 12}, {5, 9300}}, {false, true, true});
-  add("matmul_wide_constant_weights", make_node("MatMul"), {{2, 3, 16}, {16, 10240}}, {false, true});
+      {{17, 12}, {9300, 12}, {17, 9300}}, {false, true, true});
+  add("matmul_wide_constant_weights", make_node("MatMul"), {{2, 9, 16}, {16, 10240}}, {false, true});
   // Every row of the element-wise tables (operators/eltwise.hpp): a new op is tested on every
   // backend, forward and backward, without a line here. Pow's base is positive (its
   // exponent's gradient reads log(a)).
