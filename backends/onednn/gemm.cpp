@@ -118,7 +118,6 @@ class ColumnPanels {
   /// `b`: the constant's layout [K, N] (any strides).
   void init(const memory::desc& b, const Tensor& constant, int64_t width, int64_t ld, MemoryTracker* tracker) {
     const int64_t k = b.dims()[0], n = b.dims()[1];
-    width_ = width;
     panel_floats_ = k * ld;
     const int64_t panels = (n + width - 1) / width;
     all_ = memory(memory::desc({panels * k, ld}, dt::f32, memory::dims{ld, 1}), engine());
@@ -138,7 +137,7 @@ class ColumnPanels {
 
  private:
   memory all_;
-  int64_t width_ = 0, panel_floats_ = 0;
+  int64_t panel_floats_ = 0;
   size_t bytes_ = 0;
   MemoryTracker* tracker_ = nullptr;
 };
