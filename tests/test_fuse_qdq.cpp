@@ -245,7 +245,9 @@ TEST(QdqFusion, AResidualAddOnCodesIsOneQLinearAddWithinAStep) {
   EXPECT_EQ(count_op(fused, "Add"), 0);
   ASSERT_EQ(count_op(fused, "QLinearAdd"), 1);
   for (const auto& node : fused.nodes)
-    if (node.op_type == "QLinearAdd") EXPECT_EQ(node.attr_string("mosaic.activation", ""), "Relu");
+    if (node.op_type == "QLinearAdd") {
+      EXPECT_EQ(node.attr_string("mosaic.activation", ""), "Relu");
+    }
   // y is conv3's float output (no QuantizeLinear after it): a step of its input's scale, times
   // the weights, is the resolution; compare against the output's own scale instead.
   double scale = 0;

@@ -168,7 +168,9 @@ TEST(QdqCodes, TheFastQLinearAddIsTheOraclesOnEveryPairOfCodes) {
       ASSERT_TRUE(run_on(c, "naive", &want).is_ok());
       int64_t at_zero_point = 0;
       for (int64_t i = 0; i < want[0].numel(); ++i) at_zero_point += want[0].get_i64(i) == (t == DType::kI8 ? -11 : 101);
-      if (relu) EXPECT_GT(at_zero_point, 1000) << "the Relu clamps the negative sums to C's zero point";
+      if (relu) {
+        EXPECT_GT(at_zero_point, 1000) << "the Relu clamps the negative sums to C's zero point";
+      }
       for (const char* backend : {"im2col", "onednn"}) {
         std::vector<Tensor> got;
         ASSERT_TRUE(run_on(c, backend, &got).is_ok()) << backend;
