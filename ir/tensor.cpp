@@ -212,13 +212,14 @@ Tensor Tensor::scalar_i64(int64_t v) { return from_i64({}, {v}); }
 
 Tensor Tensor::from_f32(const Shape& shape, const std::vector<float>& values) {
   Tensor t = empty({DType::kF32, shape});
-  std::memcpy(t.data(), values.data(), std::min(values.size() * 4, t.bytes()));
+  // An empty vector's data() may be null, and memcpy's source must never be (even for 0 bytes).
+  if (!values.empty()) std::memcpy(t.data(), values.data(), std::min(values.size() * 4, t.bytes()));
   return t;
 }
 
 Tensor Tensor::from_i64(const Shape& shape, const std::vector<int64_t>& values) {
   Tensor t = empty({DType::kI64, shape});
-  std::memcpy(t.data(), values.data(), std::min(values.size() * 8, t.bytes()));
+  if (!values.empty()) std::memcpy(t.data(), values.data(), std::min(values.size() * 8, t.bytes()));
   return t;
 }
 
