@@ -29,6 +29,17 @@ QParam qparam(const std::vector<const Tensor*>& src, size_t scale, size_t zero_p
   return q;
 }
 
+/// A binary op's quantisation (QLinearAdd, QLinearMul: A at inputs 1-2, B at 4-5, C at 6-7),
+/// each scale checked.
+Status binary_qparams(const Node& node, const std::vector<const Tensor*>& src, QParam& qa, QParam& qb, QParam& qc) {
+  qa = qparam(src, 1, 2);
+  qb = qparam(src, 4, 5);
+  qc = qparam(src, 6, 7);
+  MOSAIC_RETURN_IF_ERROR(check_quant_scale(node, qa.scale, "A_scale"));
+  MOSAIC_RETURN_IF_ERROR(check_quant_scale(node, qb.scale, "B_scale"));
+  return check_quant_scale(node, qc.scale, "C_scale");
+}
+
 /// What the unary ops share (QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, the pools):
 /// the node, X's element type, and X's (scale 1, zero point 2) and Y's (3, 4) quantisation,
 /// read and checked each run.
@@ -77,10 +88,8 @@ class BinaryKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const QParam qa = qparam(src, 1, 2), qb = qparam(src, 4, 5), qc = qparam(src, 6, 7);
-    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qa.scale, "A_scale"));
-    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qb.scale, "B_scale"));
-    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qc.scale, "C_scale"));
+    QParam qa, qb, qc;
+    MOSAIC_RETURN_IF_ERROR(binary_qparams(*node_, src, qa, qb, qc));
     const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale, rab = qa.scale * qb.scale / qc.scale;
     const void *a = src[0]->data(), *b = src[3]->data();
     void* y = dst[0]->data();
@@ -117,10 +126,8 @@ class FastAddKernel final : public Kernel {
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const QParam qa = qparam(src, 1, 2), qb = qparam(src, 4, 5), qc = qparam(src, 6, 7);
-    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qa.scale, "A_scale"));
-    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qb.scale, "B_scale"));
-    MOSAIC_RETURN_IF_ERROR(check_quant_scale(*node_, qc.scale, "C_scale"));
+    QParam qa, qb, qc;
+    MOSAIC_RETURN_IF_ERROR(binary_qparams(*node_, src, qa, qb, qc));
     if (signed_) run<int8_t>(src, dst, qa, qb, qc);
     else run<uint8_t>(src, dst, qa, qb, qc);
     return Status::ok();
