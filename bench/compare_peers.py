@@ -11,7 +11,10 @@ load or run stays in the table as "missing" with the reason.
 
 Method (seed 001): per engine and configuration a fresh process, 20 warm-up batches, 100
 measured, the median; `--rounds` independent rounds, the engines interleaved (their order
-rotates each round), and the table gives the median over rounds (and the spread). Before
+rotates each round), and the table gives the median over rounds (and the spread), and for
+ONNX Runtime a paired ratio (the median of the rounds' onednn / ORT ratios, each round's two
+processes back to back, with a 90% bootstrap interval). `--pool A.json,B.json` pools the
+rounds of several runs of one build into that paired ratio, measuring nothing. Before
 timing, every engine's output on one fixed input is compared with PyTorch's (`mosaic verify`
 for Mosaic), so that the compared computations are the same.
 
@@ -32,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -243,6 +247,12 @@ def markdown(doc, engines_asked):
     ratios = sorted(r["engines"]["mosaic-onednn"]["images_per_s"] / r["engines"]["onnxruntime"]["images_per_s"]
                     for r in results if "images_per_s" in r["engines"].get("mosaic-onednn", {})
                     and "images_per_s" in r["engines"].get("onnxruntime", {}))
+    paired = [(r, r["engines"]["onnxruntime"]["paired_onednn"]) for r in results
+              if "paired_onednn" in r["engines"].get("onnxruntime", {})]
+    if paired:
+        lines += [""] + [f"Paired, {r['model']} batch {r['batch']}: onednn / ONNX Runtime round by round (each round "
+                         f"both engines back to back) median {p['median']:.2f}x, 90% bootstrap interval "
+                         f"{p['ci90'][0]:.2f}-{p['ci90'][1]:.2f}x over {len(p['ratios'])} rounds." for r, p in paired]
     if len(ratios) > 1:
         lines += ["", f"onednn / ONNX Runtime over the {len(ratios)} rows both ran: median "
                       f"{statistics.median(ratios):.2f}x, lowest {ratios[0]:.2f}x, highest {ratios[-1]:.2f}x; "
@@ -263,6 +273,42 @@ def markdown(doc, engines_asked):
                      (": not measured " + "; ".join(planned) if planned else " after the rows above"))
     if notes:
         lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def paired_ratio(one_ms, peer_ms):
+    """onednn's speed over a peer's, round by round: each round ran both engines back to back,
+    so a round's ratio cancels the drift of this machine's speed between rounds (a VM here moves
+    15-20% from minute to minute). The median of the rounds' ratios, and a 90% bootstrap
+    interval of that median (2,000 resamples, fixed seed: the same rounds give the same
+    interval)."""
+    ratios = [p / o for o, p in zip(one_ms, peer_ms)]
+    rng = random.Random(0)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return {"ratios": [round(x, 4) for x in ratios], "median": statistics.median(ratios),
+            "ci90": [meds[100], meds[1899]]}
+
+
+def pooled(paths):
+    """onednn / ONNX Runtime over the rounds of several runs (--json files) together, per model
+    and batch: every round of every run, none left out. A markdown table."""
+    rows = {}
+    for path in paths:
+        for r in json.load(open(path))["results"]:
+            one, peer = r["engines"].get("mosaic-onednn", {}), r["engines"].get("onnxruntime", {})
+            if "rounds_ms" not in one or "rounds_ms" not in peer or len(one["rounds_ms"]) != len(peer["rounds_ms"]):
+                continue
+            row = rows.setdefault((r["model"], r["batch"]), {"runs": 0, "one": [], "peer": []})
+            row["runs"] += 1
+            row["one"] += one["rounds_ms"]
+            row["peer"] += peer["rounds_ms"]
+    lines = ["| model, batch | runs | rounds | onednn / ORT, medians of the rounds | paired median | 90% interval "
+             "| rounds at 1.1x or more |", "|---|---|---|---|---|---|---|"]
+    for (model, batch), row in sorted(rows.items()):
+        p = paired_ratio(row["one"], row["peer"])
+        lines.append(f"| {model}, {batch} | {row['runs']} | {len(row['one'])} | "
+                     f"{statistics.median(row['peer']) / statistics.median(row['one']):.2f}x | {p['median']:.2f}x | "
+                     f"{p['ci90'][0]:.2f}-{p['ci90'][1]:.2f}x | {sum(x >= 1.1 for x in p['ratios'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -295,6 +341,10 @@ def interleaved_rounds(args, engines, row, checks, label, time_one):
                              "check": checks.get(e)}
         if "requests" in ms[0]:
             row["engines"][e]["requests"] = ms[0]["requests"]
+    one = runs.get("mosaic-onednn")
+    for e, ms in runs.items():
+        if e not in MOSAIC and ms and one and len(ms) == len(one):
+            row["engines"][e]["paired_onednn"] = paired_ratio([x["median_ms"] for x in one], [x["median_ms"] for x in ms])
     print(json.dumps({k: (round(v["images_per_s"], 1) if "images_per_s" in v else v) for k, v in row["engines"].items()}),
           file=sys.stderr, flush=True)
 
@@ -341,6 +391,9 @@ def main():
     ap.add_argument("--update-docs", default="", help="replace the table between the peers markers of this file")
     ap.add_argument("--table-from", default="", help="print (and with --update-docs write) the table of an earlier "
                     "run's --json, measuring nothing: a run made elsewhere, or one cut short")
+    ap.add_argument("--pool", default="", help="comma-separated --json files of earlier runs: print, per model "
+                    "and batch, onednn / ONNX Runtime over all their rounds together (paired, with the interval), "
+                    "measuring nothing: runs of one build on a machine whose speed drifts")
     ap.add_argument("--marker", default="peers", help="the name of the --update-docs markers (<!-- NAME:begin -->)")
     args = ap.parse_args()
     args.engines = args.engines.split(",")
@@ -348,6 +401,9 @@ def main():
         cases = sorted(os.path.join(args.corpus, c) for c in os.listdir(args.corpus)
                        if os.path.exists(os.path.join(args.corpus, c, "model.onnx")))
         args.models = ",".join(([args.models] if args.models and args.models != ap.get_default("models") else []) + cases)
+    if args.pool:
+        print(pooled(args.pool.split(",")), end="")
+        return 0
     if args.table_from:
         doc = json.load(open(args.table_from))
         table = markdown(doc, doc.get("engines", MOSAIC + PEERS))
