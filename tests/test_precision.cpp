@@ -12,6 +12,7 @@
 #include "backends/registry.hpp"
 #include "core/plan.hpp"
 #include "core/prepare.hpp"
+#include "ir/elements.hpp"
 #include "metrics/compare.hpp"
 #include "test_util.hpp"
 
@@ -73,6 +74,49 @@ TEST_F(Precision, Bf16PlansRoundTheirInputsAndStayWithinTheTolerance) {
   EXPECT_GT(a16.max_abs, 1e-4 * scale) << "the bf16 plan computed in float32";
   EXPECT_LT(a16.max_abs, api::kBf16Tolerance * scale);
   EXPECT_EQ(top1_agreement(ref, ref), 1.0);
+}
+
+/// A decoder's step in a bf16 plan: products of 1 and 5 rows by constant weights (a Gemm with
+/// a bias, a MatMul; above the small-product loop's size) run on bfloat16 panels
+/// (common/gemv.hpp) and must be the float32 products of the operands rounded to bfloat16
+/// (nearest even), A included, the bias added in float32: oneDNN's bf16 arithmetic.
+TEST_F(Precision, Bf16FewRowsProductsAreTheProductsOfTheRoundedOperands) {
+  if (!onednn_has_bf16()) GTEST_SKIP() << "this CPU has no bfloat16 dot products (AVX512_BF16 or AMX)";
+  auto round16 = [](float v) { return static_cast<double>(bf16_to_f32(f32_to_bf16(v))); };
+  const int64_t k = 512, n = 384;
+  for (const char* op : {"Gemm", "MatMul"})
+    for (int64_t rows : {1, 5}) {
+      SCOPED_TRACE(std::string(op) + ", " + std::to_string(rows) + " rows");
+      Graph g;
+      g.source = "bf16-rows";
+      g.opset = 13;
+      g.inputs.push_back(ValueInfo{"x", DType::kF32, {rows, k}, {}, true});
+      g.initializers["w"] = random_tensor({k, n}, 2, -1.f, 1.f);
+      g.initializers["b"] = random_tensor({n}, 3, -1.f, 1.f);
+      const bool gemm = std::string(op) == "Gemm";
+      add_node(g, make_node(op), gemm ? std::vector<std::string>{"x", "w", "b"} : std::vector<std::string>{"x", "w"},
+               {"y"}, "fc");
+      g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+      const Tensor w = g.initializers.at("w").clone(), b = g.initializers.at("b").clone();
+      ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
+      const Tensor x = random_tensor({rows, k}, 7, -1.f, 1.f);
+      PlanOptions po;
+      po.precision = mosaic::Precision::kBF16;
+      auto plan = Plan::build(g, Placement::all_on("onednn", {}), builtin_registry(), po);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      std::vector<Tensor> out;
+      ASSERT_TRUE(plan.value()->run({x}, &out).is_ok());
+      double worst = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = gemm ? b.f32()[j] : 0.0;
+          for (int64_t p = 0; p < k; ++p) s += round16(x.f32()[r * k + p]) * round16(w.f32()[p * n + j]);
+          worst = std::max(worst, std::abs(out[0].f32()[r * n + j] - s));
+        }
+      // float32 sums of 512 products below 1: about 1e-5; one weight or input off by a
+      // bfloat16 step moves an output by up to 2^-8.
+      EXPECT_LT(worst, 1e-4);
+    }
 }
 
 TEST_F(Precision, BackendsTrainingAndCpusWithoutBf16Decline) {

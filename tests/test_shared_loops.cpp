@@ -9,6 +9,7 @@
 
 #include "backends/common/broadcast.hpp"
 #include "backends/common/gemv.hpp"
+#include "ir/elements.hpp"
 
 namespace mosaic {
 namespace {
@@ -130,6 +131,44 @@ TEST(SharedLoops, GemmPanelsMatchTheDoubleLoopForAFewRows) {
       }
     }
   }
+}
+
+/// The bfloat16 panels (bf16 plans): one row and every row count up to kPanelRowsMax against
+/// the double loop over the operands rounded to bfloat16 (nearest even) as the caller rounds
+/// A: what is left is float32's summation error. Rounding the weights by truncation, or
+/// reading a panel element off by one, is far outside it.
+TEST(SharedLoops, Bf16PanelsMatchTheDoubleLoopOfTheRoundedOperands) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto round16 = [](float v) { return bf16_to_f32(f32_to_bf16(v)); };
+  for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{{7, 33}, {9, 3}, {203, 517}, {4099, 17}, {5, 0}}) {
+    for (int64_t m = 1; m <= kPanelRowsMax; m += (m < 3 ? 1 : 6)) {
+      SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+      std::vector<float> b(static_cast<size_t>(n * k)), a(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n) + 1, -7.f);
+      for (float& v : b) v = u(rng);
+      for (float& v : a) v = round16(u(rng));
+      std::vector<uint16_t> panels(static_cast<size_t>(gemv_panel_floats(n, k)), 0xffff);
+      pack_gemv_panels_bf16(b.data(), false, n, k, panels.data());
+      if (m == 1) gemv_panels_bf16(panels.data(), a.data(), y.data(), n, k, 0.5f);
+      else gemm_panels_bf16(panels.data(), a.data(), k, y.data(), n, m, n, k, 0.5f);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a[r * k + p]) * round16(b[p * n + j]);
+          ASSERT_NEAR(y[r * n + j], 0.5 * want, 1e-6 * (1 + k)) << "row " << r << ", output " << j;
+        }
+      EXPECT_EQ(y[m * n], -7.f) << "wrote past the outputs";
+    }
+  }
+  // Shared bf16 panels are the bf16 packing, apart from the float32 ones of the same weights.
+  Tensor w = Tensor::empty({DType::kF32, {33, 7}});
+  for (int64_t i = 0; i < 33 * 7; ++i) w.f32()[i] = u(rng);
+  auto f32 = shared_gemv_panels(w, false, 7, 33), bf16 = shared_gemv_panels(w, false, 7, 33, DType::kBF16);
+  ASSERT_NE(f32.get(), bf16.get());
+  EXPECT_EQ(bf16->dtype(), DType::kBF16);
+  std::vector<uint16_t> want(static_cast<size_t>(gemv_panel_floats(7, 33)));
+  pack_gemv_panels_bf16(w.f32(), false, 7, 33, want.data());
+  EXPECT_EQ(std::memcmp(bf16->data(), want.data(), want.size() * sizeof(uint16_t)), 0);
 }
 
 /// The panels of one constant are packed once while a kernel holds them: the same tensor (or a

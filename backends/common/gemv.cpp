@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "ir/elements.hpp"
 #include "ir/splitmix.hpp"
 
 namespace mosaic {
@@ -32,6 +33,20 @@ inline FloatP loadp(const float* p) {
   return v;
 }
 inline void storep(float* p, FloatP v) { std::memcpy(p, &v, sizeof v); }
+/// A panel row of bfloat16 weights (their bits) widened to floats: a bfloat16 is the high half
+/// of a float, so each one is zero-extended and shifted up (vpmovzxwd, vpslld).
+typedef uint16_t HalfP __attribute__((vector_size(kGemvPanel * sizeof(uint16_t))));
+typedef uint32_t WordP __attribute__((vector_size(kGemvPanel * sizeof(uint32_t))));
+inline FloatP loadp(const uint16_t* p) {
+  HalfP h;
+  std::memcpy(&h, p, sizeof h);
+  const WordP w = __builtin_convertvector(h, WordP) << 16;
+  FloatP v;
+  std::memcpy(&v, &w, sizeof v);
+  return v;
+}
+inline float to_panel(float v, float) { return v; }
+inline uint16_t to_panel(float v, uint16_t) { return f32_to_bf16(v); }
 
 /// A full block of C, 4 rows by 16 columns, in eight vector accumulators; each row of B's
 /// block is loaded once for the four rows.
@@ -115,25 +130,39 @@ void gemv_rows(const float* w, const float* x, float* y, int64_t n, int64_t k, f
 
 int64_t gemv_panel_floats(int64_t n, int64_t k) { return (n + kGemvPanel - 1) / kGemvPanel * kGemvPanel * k; }
 
-void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels) {
+namespace {
+template <typename P>
+void pack_panels(const float* b, bool trans_b, int64_t n, int64_t k, P* panels) {
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel for schedule(static) if (n * k >= (1 << 16))
   for (int64_t q = 0; q < np; ++q) {
-    float* dst = panels + q * k * kGemvPanel;
+    P* dst = panels + q * k * kGemvPanel;
     const int64_t width = std::min(kGemvPanel, n - q * kGemvPanel);
     for (int64_t kk = 0; kk < k; ++kk) {
-      float* d = dst + kk * kGemvPanel;
+      P* d = dst + kk * kGemvPanel;
       for (int64_t l = 0; l < width; ++l) {
         const int64_t col = q * kGemvPanel + l;
-        d[l] = trans_b ? b[col * k + kk] : b[kk * n + col];
+        d[l] = to_panel(trans_b ? b[col * k + kk] : b[kk * n + col], P{});
       }
-      for (int64_t l = width; l < kGemvPanel; ++l) d[l] = 0.f;
+      for (int64_t l = width; l < kGemvPanel; ++l) d[l] = P{};
     }
   }
 }
+}  // namespace
 
-void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
+void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels) {
+  pack_panels(b, trans_b, n, k, panels);
+}
+
+void pack_gemv_panels_bf16(const float* b, bool trans_b, int64_t n, int64_t k, uint16_t* panels) {
+  pack_panels(b, trans_b, n, k, panels);
+}
+
+namespace {
+template <typename P>
+void gemv_panels_of(const P* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
   constexpr int kStreams = 8;
+  constexpr int64_t kPrefetchRows = 64 * int64_t{sizeof(float) / sizeof(P)};  // 4 KB ahead, as gemm_panels
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel if (n * k >= (1 << 16))
   {
@@ -145,7 +174,7 @@ void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64
     const int64_t first = np * t / nt, count = np * (t + 1) / nt - first;
     const int64_t per = (count + kStreams - 1) / kStreams;
     for (int64_t i = 0; i < per; ++i) {
-      const float* src[kStreams];
+      const P* src[kStreams];
       int live = 0;
       int64_t which[kStreams];
       for (int s = 0; s < kStreams; ++s)
@@ -158,6 +187,10 @@ void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64
       if (live == kStreams) {
         for (int64_t kk = 0; kk < k; ++kk) {
           const FloatP xv = x[kk] - FloatP{};
+          // bfloat16 panels: asked for 4 KB ahead, as gemm_panels does (a 1B decoder's bf16 step
+          // 116 -> 103 ms; float32's unchanged, 174 ms either way: docs/generation.md).
+          if constexpr (sizeof(P) != sizeof(float))
+            for (int s = 0; s < kStreams; ++s) __builtin_prefetch(src[s] + (kk + kPrefetchRows) * kGemvPanel);
           for (int s = 0; s < kStreams; ++s) acc[s] += loadp(src[s] + kk * kGemvPanel) * xv;
         }
       } else {
@@ -176,6 +209,16 @@ void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64
   }
 }
 
+}  // namespace
+
+void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
+  gemv_panels_of(panels, x, y, n, k, alpha);
+}
+
+void gemv_panels_bf16(const uint16_t* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
+  gemv_panels_of(panels, x, y, n, k, alpha);
+}
+
 namespace {
 /// Panel rows ahead of the one read that gemm_panels asks the memory for.
 constexpr int64_t kPanelPrefetchRows = 64;
@@ -186,8 +229,8 @@ constexpr int kPanelStreams = 3;
 /// Rows r .. r + R of Y for the S panels `src` (each [k][kGemvPanel]): every panel row loaded
 /// once for the R rows of A, R * S accumulators (at most 24 of AVX-512's 32 registers, 12 of
 /// AVX2's 16).
-template <int R, int S>
-void panel_block(const float* const* src, const int64_t* which, const float* a, int64_t lda, float* y, int64_t ldy,
+template <int R, int S, typename P>
+void panel_block(const P* const* src, const int64_t* which, const float* a, int64_t lda, float* y, int64_t ldy,
                  int64_t n, int64_t k, float alpha) {
   FloatP acc[S][R] = {};
   for (int64_t kk = 0; kk < k; ++kk) {
@@ -196,7 +239,7 @@ void panel_block(const float* const* src, const int64_t* which, const float* a, 
     // kPanelPrefetchRows ahead keeps the memory busy: at batch 8 on the AMX Xeon 75-80 ->
     // 101-113 GFLOP/s, on its AVX2 path 55 -> 62-66 (a standalone copy of this loop over 768 MB
     // of panels, alternating; docs/generation.md). Past the panel's end it is a hint, not a load.
-    for (int s = 0; s < S; ++s) __builtin_prefetch(src[s] + (kk + kPanelPrefetchRows) * kGemvPanel);
+    for (int s = 0; s < S; ++s) __builtin_prefetch(src[s] + (kk + kPanelPrefetchRows * int64_t{sizeof(float) / sizeof(P)}) * kGemvPanel);
     for (int s = 0; s < S; ++s) {
       w[s] = loadp(src[s] + kk * kGemvPanel);
       // Kept in a register: GCC folds it into each row's FMA as a memory operand, loading the
@@ -223,27 +266,27 @@ void panel_block(const float* const* src, const int64_t* which, const float* a, 
   }
 }
 
-template <int S>
-void panel_rows(int64_t rows, const float* const* src, const int64_t* which, const float* a, int64_t lda, float* y,
+template <int S, typename P>
+void panel_rows(int64_t rows, const P* const* src, const int64_t* which, const float* a, int64_t lda, float* y,
                 int64_t ldy, int64_t n, int64_t k, float alpha) {
   static_assert(kPanelRowsPerPass == 4 || kPanelRowsPerPass == 8, "a case per row count below");
   switch (rows) {
-    case 1: return panel_block<1, S>(src, which, a, lda, y, ldy, n, k, alpha);
-    case 2: return panel_block<2, S>(src, which, a, lda, y, ldy, n, k, alpha);
-    case 3: return panel_block<3, S>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 1: return panel_block<1, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 2: return panel_block<2, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 3: return panel_block<3, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
 #if defined(__AVX512F__)
-    case 4: return panel_block<4, S>(src, which, a, lda, y, ldy, n, k, alpha);
-    case 5: return panel_block<5, S>(src, which, a, lda, y, ldy, n, k, alpha);
-    case 6: return panel_block<6, S>(src, which, a, lda, y, ldy, n, k, alpha);
-    case 7: return panel_block<7, S>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 4: return panel_block<4, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 5: return panel_block<5, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 6: return panel_block<6, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
+    case 7: return panel_block<7, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
 #endif
-    default: return panel_block<kPanelRowsPerPass, S>(src, which, a, lda, y, ldy, n, k, alpha);
+    default: return panel_block<kPanelRowsPerPass, S, P>(src, which, a, lda, y, ldy, n, k, alpha);
   }
 }
-}  // namespace
 
-void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
-                 int64_t k, float alpha) {
+template <typename P>
+void gemm_panels_of(const P* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
+                    int64_t k, float alpha) {
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel if (m * n * k >= (1 << 16))
   {
@@ -255,7 +298,7 @@ void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int
     const int64_t per = (count + kPanelStreams - 1) / kPanelStreams;
     for (int64_t i = 0; i < per; ++i) {
       int64_t which[kPanelStreams];
-      const float* src[kPanelStreams];
+      const P* src[kPanelStreams];
       int live = 0;
       for (int s = 0; s < kPanelStreams; ++s)
         if (s * per + i < count) {
@@ -274,6 +317,17 @@ void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int
       }
     }
   }
+}
+}  // namespace
+
+void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
+                 int64_t k, float alpha) {
+  gemm_panels_of(panels, a, lda, y, ldy, m, n, k, alpha);
+}
+
+void gemm_panels_bf16(const uint16_t* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
+                      int64_t k, float alpha) {
+  gemm_panels_of(panels, a, lda, y, ldy, m, n, k, alpha);
 }
 
 namespace {
@@ -297,7 +351,7 @@ uint64_t content_hash(const float* p, int64_t n) {
 }
 }  // namespace
 
-std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, int64_t n, int64_t k) {
+std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, int64_t n, int64_t k, DType type) {
   struct Packed {
     std::shared_ptr<Buffer> source;  ///< pinned: its address cannot be reused while the panels live
     uint64_t hash = 0;               ///< of the weights packed
@@ -307,11 +361,14 @@ std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, 
     const void* data;
     bool trans_b;
     int64_t n, k;
-    bool operator<(const Key& o) const { return std::tie(data, trans_b, n, k) < std::tie(o.data, o.trans_b, o.n, o.k); }
+    DType type;
+    bool operator<(const Key& o) const {
+      return std::tie(data, trans_b, n, k, type) < std::tie(o.data, o.trans_b, o.n, o.k, o.type);
+    }
   };
   static std::mutex mutex;
   static std::map<Key, std::weak_ptr<Packed>> cache;
-  const Key key{b.data(), trans_b, n, k};
+  const Key key{b.data(), trans_b, n, k, type};
   // The weights' contents, checked on every hit: a buffer written in place since it was packed
   // (no inference plan does, but nothing else may then reuse stale panels) is packed anew.
   const uint64_t hash = content_hash(b.f32(), n * k);
@@ -325,15 +382,18 @@ std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, 
   packed->hash = hash;
   // Untracked: the panels may outlive the plan that packed them (its MemoryTracker); each
   // kernel reports them as its workspace instead.
-  packed->panels = Tensor::empty(TensorDesc{DType::kF32, {gemv_panel_floats(n, k)}});
-  pack_gemv_panels(b.f32(), trans_b, n, k, packed->panels.f32());
+  packed->panels = Tensor::empty(TensorDesc{type, {gemv_panel_floats(n, k)}});
+  if (type == DType::kBF16) pack_gemv_panels_bf16(b.f32(), trans_b, n, k, static_cast<uint16_t*>(packed->panels.data()));
+  else pack_gemv_panels(b.f32(), trans_b, n, k, packed->panels.f32());
   cache[key] = packed;
   return std::shared_ptr<const Tensor>(packed, &packed->panels);
 }
 
 bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
   active_ = false;
-  if (p.m < 1 || p.m > kPanelRowsMax || ctx.training || ctx.precision != Precision::kF32) return false;
+  if (p.m < 1 || p.m > kPanelRowsMax || ctx.training) return false;
+  if (ctx.precision != Precision::kF32 && ctx.precision != Precision::kBF16) return false;
+  bf16_ = ctx.precision == Precision::kBF16;
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.has_input(i) && ctx.inputs[i].dtype != DType::kF32) return false;
   c_elems_ = p.has_c && p.beta != 0.f ? ctx.inputs[2].numel() : 0;
@@ -342,8 +402,8 @@ bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
     if (p.trans_a || !b) return false;
     if (c_elems_ > 1 && (c_elems_ != p.n || ctx.inputs[2].shape.back() != p.n)) return false;
   }
-  if (b) packed_ = shared_gemv_panels(*b, p.trans_b, p.n, p.k);
-  else if (!p.trans_b) return false;  // a run-time [K, N] B would be read down its columns
+  if (b) packed_ = shared_gemv_panels(*b, p.trans_b, p.n, p.k, bf16_ ? DType::kBF16 : DType::kF32);
+  else if (!p.trans_b || bf16_) return false;  // a run-time [K, N] B would be read down its columns
   p_ = p;
   act_ = fused_activation(*ctx.node);
   active_ = true;
@@ -367,7 +427,17 @@ void RowGemv::run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) 
   float* out = y.f32();
   const int64_t m = p_.m, n = p_.n;
   // One row: A is [1, K] or its transpose [K, 1], K contiguous floats either way.
-  if (m > 1) gemm_panels(packed_->f32(), a.f32(), p_.k, out, n, m, n, p_.k, p_.alpha);
+  if (bf16_) {
+    // bfloat16 inputs and weights, float32 sums (as oneDNN's bf16 products): A's rows rounded
+    // to bfloat16 first, so that the result is the float32 product of the rounded operands.
+    const float* src = a.f32();
+    const int64_t count = m * p_.k;
+    a16_.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) a16_[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(src[i]));
+    const auto* panels = static_cast<const uint16_t*>(packed_->data());
+    if (m > 1) gemm_panels_bf16(panels, a16_.data(), p_.k, out, n, m, n, p_.k, p_.alpha);
+    else gemv_panels_bf16(panels, a16_.data(), out, n, p_.k, p_.alpha);
+  } else if (m > 1) gemm_panels(packed_->f32(), a.f32(), p_.k, out, n, m, n, p_.k, p_.alpha);
   else if (packed_) gemv_panels(packed_->f32(), a.f32(), out, n, p_.k, p_.alpha);
   else gemv_rows(b.f32(), a.f32(), out, n, p_.k, p_.alpha);
   if (c_elems_) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/kernel.hpp"
 #include "operators/params.hpp"
@@ -33,18 +34,27 @@ int64_t gemv_panel_floats(int64_t n, int64_t k);
 /// op(B) is B [k, n], or B [n, k] when trans_b.
 void pack_gemv_panels(const float* b, bool trans_b, int64_t n, int64_t k, float* panels);
 void gemv_panels(const float* panels, const float* x, float* y, int64_t n, int64_t k, float alpha);
+/// The same layout in bfloat16 (the weights rounded to nearest even, half the bytes to read):
+/// the product in float32 of x (as given: callers round it to bfloat16 for bf16 plans) and the
+/// rounded weights.
+void pack_gemv_panels_bf16(const float* b, bool trans_b, int64_t n, int64_t k, uint16_t* panels);
+void gemv_panels_bf16(const uint16_t* panels, const float* x, float* y, int64_t n, int64_t k, float alpha);
 /// The panels of a constant B, packed once for every kernel that multiplies by the same
 /// weights while any of them lives: the plans a generation builds (one per planned length)
 /// share them, instead of holding a copy each (llama-1b: 4.1 GB per plan). Keyed by B's
 /// address, layout and size; the entry pins B's buffer, so no other tensor can take its
 /// address while the panels live. Constant inputs of inference plans are never written.
-std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, int64_t n, int64_t k);
+/// `type`: kF32, or kBF16 for bfloat16 panels (pack_gemv_panels_bf16).
+std::shared_ptr<const Tensor> shared_gemv_panels(const Tensor& b, bool trans_b, int64_t n, int64_t k,
+                                                 DType type = DType::kF32);
 /// Y[m, n] = alpha * A[m, k] op(B) for a few rows of A (a decoder's step at a small batch)
 /// against the same panels: each panel is read from memory once for all the rows,
 /// kPanelRowsPerPass rows at a time against three panels (3 x that many accumulators; the
 /// panels re-read from the cache for the next rows), each a stream prefetched 64 rows ahead.
 void gemm_panels(const float* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
                  int64_t k, float alpha);
+void gemm_panels_bf16(const uint16_t* panels, const float* a, int64_t lda, float* y, int64_t ldy, int64_t m, int64_t n,
+                      int64_t k, float alpha);
 /// Rows of A per pass over a group of panels: 8 with AVX-512's 32 vector registers (24
 /// accumulators), 4 with AVX2's 16 (12), so that a decode step at batch 8 on AVX-512 reads each
 /// panel from memory once and computes it once.
@@ -71,7 +81,7 @@ inline constexpr double kSmallGemmMaxMacs = 131072;
 inline constexpr int64_t kPanelRowsMax = 16;
 
 /// A Gemm of one row of A (batch 1), or of up to kPanelRowsMax rows by a constant B, in an
-/// inference plan in float32: a constant B is packed once into the panels' layout; a run-time B
+/// inference plan in float32 (or bf16: bfloat16 panels and A, float32 sums; a constant B only): a constant B is packed once into the panels' layout; a run-time B
 /// with transB = 1 ([N, K], PyTorch's Linear) is read in place by gemv_rows (one row only).
 /// Then beta * C (shared by every row) and the fused activation.
 class RowGemv {
@@ -84,7 +94,9 @@ class RowGemv {
   bool init_matmul(const KernelContext& ctx, const MatMulParams& p);
   bool active() const { return active_; }
   void run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) const;
-  size_t workspace_bytes() const { return packed_ ? packed_->bytes() : 0; }
+  size_t workspace_bytes() const {
+    return (packed_ ? packed_->bytes() : 0) + (bf16_ ? static_cast<size_t>(p_.m * p_.k) * sizeof(float) : 0);
+  }
 
  private:
   bool active_ = false;
@@ -92,6 +104,8 @@ class RowGemv {
   std::shared_ptr<const Tensor> packed_;  ///< a constant B in gemv_panels' layout (shared_gemv_panels)
   int64_t c_elems_ = 0;
   Activation act_;
+  bool bf16_ = false;              ///< a bf16 plan: bfloat16 panels, A rounded to bfloat16 (a16_)
+  mutable std::vector<float> a16_;
 };
 
 }  // namespace mosaic
