@@ -85,6 +85,10 @@ Status check_options(const GenerateOptions& o) {
     return Status::invalid("`new_tokens`: the prompt's " + std::to_string(prompt) + " tokens and " +
                            std::to_string(o.new_tokens) + " new ones need more than 2^31 - 1 positions");
   if (!builtin_registry().has_backend(o.backend)) return unknown_backend(o.backend);
+  MOSAIC_ASSIGN_OR_RETURN(const Precision precision, parse_precision(o.precision));
+  if (const BackendInfo* info = builtin_registry().info(o.backend))
+    if (const std::string why = precision_declined(*info, precision); !why.empty())
+      return Status::invalid("`precision` " + o.precision + ": backend " + o.backend + " declines it: " + why);
   if (!o.common.inputs.empty())
     return Status::invalid("`input`: generate feeds the model's inputs itself (the prompt: `prompt_ids`)");
   if (!o.contexts.empty() && !o.prompt_ids.empty())
@@ -114,7 +118,7 @@ std::vector<std::vector<int64_t>> make_prompt(const GenerateOptions& o, int64_t 
 /// (GenerateReport::bandwidth_share).
 void measure_bandwidth_share(GenerateReport& r, const Graph& g, const GenerateOptions& o, const Provenance& prov) {
   if (r.new_tokens < 2 || r.tpot_ms <= 0) return;  // no decode step
-  r.step_weight_bytes = gen::step_weight_bytes(g, r.batch);
+  r.step_weight_bytes = gen::step_weight_bytes(g, r.batch, r.precision == "bf16");
   // Decode step k (1 .. new - 1) runs after prompt + k - 1 positions: the median step's past.
   const int64_t median_past = r.prompt_tokens + (r.new_tokens - 2) / 2;
   r.step_cache_bytes = r.interface.cache_bytes_per_token * r.batch * median_past;
@@ -131,6 +135,7 @@ Expected<GenerateReport> generate_one(const GenerateOptions& o, const Graph& g) 
   MOSAIC_ASSIGN_OR_RETURN(r.interface, gen::find_interface(g, o.model));
   r.model = o.model;
   r.backend = o.backend;
+  r.precision = precision_name(parse_precision(o.precision).value());
   r.new_tokens = o.new_tokens;
   r.prompt_tokens = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
   const int64_t longest = r.prompt_tokens + o.new_tokens - 1;  // the last token is picked, never run

@@ -47,6 +47,9 @@ struct GenerateOptions {
   /// apart from the decode steps (GenerateReport::nodes); its tokens are not timed.
   bool per_node = false;
   bool fuse = true;  ///< the graph fusions bench runs (core/fuse.hpp); false: the graph as loaded
+  /// f32, or bf16: the products by weights on bfloat16 operands with float32 sums (the weights
+  /// read as bfloat16: half the bytes per decode step); where the backend computes it.
+  std::string precision = "f32";
   bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (cached)
   bool refresh_peaks = false;         ///< measure it again instead of using the cached one
   /// More than 1: that many child processes (`mosaic generate`, one after another), each its
@@ -117,6 +120,7 @@ struct GenerateReport {
   std::string model, backend;
   int64_t batch = 0, prompt_tokens = 0, new_tokens = 0;
   std::string sampling;  ///< "greedy", or "temperature T, top-k K, seed S"
+  std::string precision = "f32";  ///< GenerateOptions::precision
   std::string decoding;  ///< "recompute" (the whole sequence each token) or "kv-cache"
   DecoderInterface interface;
   std::vector<PlannedLength> lengths;

@@ -17,7 +17,7 @@ namespace mosaic::api::gen {
 /// Bytes of the model's initializers one step reads for `rows` tokens, at least: each once, but
 /// a table that only Gather nodes read (as their data) for one row per token and Gather, and
 /// none of one that is only sliced (a causal mask buffer) or asked its shape.
-int64_t step_weight_bytes(const Graph& g, int64_t rows);
+int64_t step_weight_bytes(const Graph& g, int64_t rows, bool bf16_products = false);
 
 /// Finds the ids, mask, position and cache inputs and their outputs in a loaded model.
 Expected<DecoderInterface> find_interface(const Graph& g, const std::string& model);

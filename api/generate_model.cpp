@@ -34,18 +34,22 @@ std::string present_of(const std::string& past, const Graph& g) {
 
 }  // namespace
 
-int64_t step_weight_bytes(const Graph& g, int64_t rows) {
+int64_t step_weight_bytes(const Graph& g, int64_t rows, bool bf16_products) {
   std::map<std::string, int64_t> gathers;  // tables read only as a Gather's data: how many Gathers
-  std::set<std::string> whole;
+  std::set<std::string> whole, products;  // products: weights a bf16 plan reads as bfloat16 panels
   for (const Node& n : g.nodes)
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!g.initializers.count(n.inputs[i])) continue;
       if (n.op_type == "Gather" && i == 0) ++gathers[n.inputs[i]];
       else if (n.op_type != "Slice" && n.op_type != "Shape") whole.insert(n.inputs[i]);
+      if ((n.op_type == "MatMul" || n.op_type == "Gemm") && i == 1) products.insert(n.inputs[i]);
     }
   int64_t bytes = 0;
   for (const auto& [name, t] : g.initializers) {
-    const auto b = static_cast<int64_t>(t.bytes());
+    // A product's float32 weights are read as bfloat16 in a bf16 plan: half the bytes (a
+    // lower bound still where another node also reads them whole).
+    const bool half = bf16_products && t.dtype() == DType::kF32 && products.count(name);
+    const auto b = static_cast<int64_t>(t.bytes()) / (half ? 2 : 1);
     const auto it = gathers.find(name);
     if (whole.count(name) || (it != gathers.end() && (t.shape().empty() || t.shape()[0] <= 0))) {
       bytes += b;
@@ -145,7 +149,9 @@ Expected<BoundPlan> bind_plan(const Graph& g, const GenerateOptions& o, const st
   // producer): the padding check and the PyTorch agreement test run on the fused plans.
   if (o.fuse) fuse_graph(prepared, fuse_options_for(placement, builtin_registry(), false));
   BoundPlan bp;
-  MOSAIC_ASSIGN_OR_RETURN(bp.plan, Plan::build(prepared, placement, builtin_registry(), PlanOptions{}));
+  PlanOptions po;
+  MOSAIC_ASSIGN_OR_RETURN(po.precision, parse_precision(o.precision));
+  MOSAIC_ASSIGN_OR_RETURN(bp.plan, Plan::build(prepared, placement, builtin_registry(), po));
   bp.planned.plan_ms = static_cast<double>(now_ns() - t0) / 1e6;
   const Graph& pg = bp.plan->graph();
   bp.inputs.reserve(pg.inputs.size());

@@ -33,6 +33,7 @@ Expected<std::vector<std::string>> generate_child_arguments(const GenerateOption
   put("--runs", std::to_string(o.runs));
   if (o.temperature != d.temperature) put("--temperature", argument_number(o.temperature));
   if (o.top_k != d.top_k) put("--top-k", std::to_string(o.top_k));
+  if (o.precision != d.precision) put("--precision", o.precision);
   if (!o.fuse) a.push_back("--no-fuse");
   if (!o.peaks) a.push_back("--no-peaks");
   if (o.refresh_peaks) a.push_back("--refresh-peaks");

@@ -132,6 +132,7 @@ nlohmann::json generate_report_json(const GenerateReport& r) {
       {"backend", r.backend},
       {"settings",
        {{"batch", r.batch}, {"prompt_tokens", r.prompt_tokens}, {"new_tokens", r.new_tokens}, {"sampling", r.sampling},
+        {"precision", r.precision},
         {"runs", r.runs.size()}, {"processes", std::max<size_t>(1, r.processes.size())}}},
       {"decoding", r.decoding},  // "recompute" (the whole sequence each token) or "kv-cache"
       {"cache", cache},
@@ -198,6 +199,7 @@ Expected<GenerateReport> generate_report_from_json(const nlohmann::json& doc) {
     r.prompt_tokens = st.at("prompt_tokens").get<int64_t>();
     r.new_tokens = st.at("new_tokens").get<int64_t>();
     r.sampling = st.at("sampling").get<std::string>();
+    r.precision = st.value("precision", "f32");  // documents before bf16 generation: float32
     field = "decoding";
     r.decoding = doc.at("decoding").get<std::string>();
     field = "interface";

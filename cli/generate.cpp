@@ -26,8 +26,8 @@ void print_report(const api::GenerateReport& r) {
     for (const auto& l : r.lengths)
       if (l.length == 1) lengths += (lengths.empty() ? "" : ", ") + std::to_string(l.past);
   }
-  std::printf("generate %s on %s: batch %lld, prompt %lld token(s), %lld new, %s; %s %s position(s)\n", r.model.c_str(),
-              r.backend.c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.prompt_tokens),
+  std::printf("generate %s on %s%s: batch %lld, prompt %lld token(s), %lld new, %s; %s %s position(s)\n", r.model.c_str(),
+              r.backend.c_str(), r.precision == "f32" ? "" : (" in " + r.precision).c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.prompt_tokens),
               static_cast<long long>(r.new_tokens), r.sampling.c_str(),
               r.decoding == "kv-cache" ? "KV cache: the prompt once, then one token at a time, the past padded to"
                                        : "the whole sequence recomputed each token (no KV cache), padded to",
@@ -104,6 +104,10 @@ struct GenerateFlags {
     cmd->add_option("--runs", o.runs, "timed generations after one warm-up")->capture_default_str();
     cmd->add_option("--processes", o.processes, "K independent processes, each a warm-up and --runs timed runs, pooled; "
                                                 "compare tests their medians (K >= 3)")
+        ->capture_default_str();
+    cmd->add_option("--precision", o.precision, "f32, or bf16: the products by weights on bfloat16 operands with "
+                                                "float32 sums (half the weight bytes per token; where the backend "
+                                                "computes it: onednn on a CPU with AVX512_BF16 or AMX)")
         ->capture_default_str();
     cmd->add_flag("--no-fuse{false}", o.fuse, "plan the graph as loaded, without bench's fusions");
     cmd->add_flag("--per-node", o.per_node, "one more generation with each node's time: the prefill and a decode "

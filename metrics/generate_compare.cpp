@@ -55,7 +55,14 @@ Status check_generate_doc(const json& d, const std::string& which) {
   return Status::ok();
 }
 
-/// What makes two generations incomparable: another model, backend, decoding or workload.
+/// The precision a generation ran in (documents from before bf16 generation: float32).
+std::string precision_of(const json& d) {
+  const json p = at(d, {"settings", "precision"});
+  return p.is_string() ? p.get<std::string>() : "f32";
+}
+
+/// What makes two generations incomparable: another model, backend, decoding, workload or
+/// precision.
 Status refuse_incomparable(const json& a, const json& b) {
   std::vector<std::string> differ;
   if (model_of(a) != model_of(b)) differ.push_back("model (" + show(at(a, {"model"})) + " vs " + show(at(b, {"model"})) + ")");
@@ -64,6 +71,7 @@ Status refuse_incomparable(const json& a, const json& b) {
   for (const char* k : {"batch", "prompt_tokens", "new_tokens", "sampling"})
     if (at(a, {"settings", k}) != at(b, {"settings", k}))
       differ.push_back(std::string(k) + " (" + show(at(a, {"settings", k})) + " vs " + show(at(b, {"settings", k})) + ")");
+  if (precision_of(a) != precision_of(b)) differ.push_back("precision (" + precision_of(a) + " vs " + precision_of(b) + ")");
   return json_fields::refuse_differences(differ);
 }
 
@@ -138,6 +146,7 @@ Expected<RunComparison> compare_generate_runs(const json& a, const json& b, cons
   for (const char* k : {"backend", "decoding"}) check_same(k, at(a, {k}), at(b, {k}), r.warnings);
   for (const char* k : {"batch", "prompt_tokens", "new_tokens", "sampling"})
     check_same(k, at(a, {"settings", k}), at(b, {"settings", k}), r.warnings);
+  check_same("precision", json(precision_of(a)), json(precision_of(b)), r.warnings);
   json_fields::warn_about_machine_and_build(a, b, r.warnings);
   auto processes = [](const json& d) {
     const json p = d.value("processes", json());

@@ -128,6 +128,44 @@ TEST(Generate, ADecodeStepReadsEachWeightOnceAndAGatheredTableByItsRows) {
   EXPECT_EQ(api::gen::step_weight_bytes(g, 3), 3 * 16 + 2 * 3 * 16 + 96);
   add_node(g, make_node("MatMul"), {"h", "tok"}, {"logits"}, "tied_head");  // [.., 6] x [10, 4]: shapes aside
   EXPECT_EQ(api::gen::step_weight_bytes(g, 3), 160 + 2 * 3 * 16 + 96);
+  // bf16: the products' weights as bfloat16 panels, half the bytes (the tied table too); the
+  // gathered-only table stays float32 rows.
+  EXPECT_EQ(api::gen::step_weight_bytes(g, 3, true), 160 / 2 + 2 * 3 * 16 + 96 / 2);
+}
+
+// --precision bf16: the products by weights on bfloat16 operands (their arithmetic against
+// the double loop: Precision.Bf16FewRowsProductsAreTheProductsOfTheRoundedOperands); here the
+// option's way through: the report and its JSON say bf16, the step reads half the products'
+// bytes, and a backend that computes in float32 only, or no precision at all, is refused by
+// name before any work.
+TEST(Generate, Bf16IsSaidInTheReportAndRefusedWhereTheBackendDeclinesIt) {
+  const BackendInfo* onednn = builtin_registry().info("onednn");
+  api::GenerateOptions o = tiny("naive");
+  o.precision = "bf16";
+  auto r = api::generate(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("`precision` bf16: backend naive declines it: it computes in float32 only"),
+            std::string::npos) << r.status().to_string();
+  o.precision = "fp8";
+  r = api::generate(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'fp8' is not a precision"), std::string::npos) << r.status().to_string();
+  if (!onednn || !precision_declined(*onednn, Precision::kBF16).empty()) GTEST_SKIP() << "onednn has no bf16 here";
+  o = tiny("onednn");
+  auto f32 = api::generate(o);
+  ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+  o.precision = "bf16";
+  auto bf16 = api::generate(o);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  EXPECT_EQ(f32->precision, "f32");
+  EXPECT_EQ(bf16->precision, "bf16");
+  const nlohmann::json j = api::generate_report_json(*bf16);
+  EXPECT_EQ(j["settings"]["precision"], "bf16");
+  auto back = api::generate_report_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->precision, "bf16");
+  EXPECT_LT(bf16->step_weight_bytes, f32->step_weight_bytes);
+  EXPECT_EQ(bf16->generated.size(), f32->generated.size());
 }
 
 // --context: one generation per depth from a prompt that long, a point each; the report's

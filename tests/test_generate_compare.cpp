@@ -124,6 +124,12 @@ TEST(GenerateCompare, EveryRefusalNamesWhatIsWrong) {
   auto forced = compare_generate_runs(a, generation(3, 50, 10, "im2col"), force);
   ASSERT_TRUE(forced.ok()) << forced.status().message();
   EXPECT_EQ(forced->warnings, std::vector<std::string>{"backend differs: onednn vs im2col"});
+  json bf16 = generation(3, 50, 10);
+  bf16["settings"]["precision"] = "bf16";
+  refused(a, bf16, "differ in precision (f32 vs bf16)");  // a document without it ran in float32
+  json f32 = generation(3, 50, 10);
+  f32["settings"]["precision"] = "f32";
+  EXPECT_TRUE(compare_generate_runs(a, f32, {}).ok());
   refused(a, a, "A and B are the same run");
   refused(json{{"schema", "mosaic.bench/2"}}, a, "A: not a generate report (schema 'mosaic.bench/2')");
   json bad = generation(3, 50, 10);

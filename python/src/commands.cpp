@@ -141,6 +141,7 @@ const std::vector<Field<GenerateOptions>>& generate_fields() {
       int_list_field<O>("contexts", [](O& o) -> auto& { return o.contexts; }),
       bool_field<O>("per_node", [](O& o) -> auto& { return o.per_node; }),
       bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),
+      str_field<O>("precision", [](O& o) -> auto& { return o.precision; }),
       bool_field<O>("peaks", [](O& o) -> auto& { return o.peaks; }),
       bool_field<O>("refresh_peaks", [](O& o) -> auto& { return o.refresh_peaks; }),
       int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),

@@ -112,6 +112,9 @@ def test_generate_returns_the_tokens_and_their_times():
     assert bw["step_gbs"] == pytest.approx(bw["step_weight_bytes"] / (r["summary"]["tpot_ms"] / 1e3) / 1e9, rel=1e-9)
     with pytest.raises(ValueError, match="new_tokens"):
         mosaic.generate("zoo:gpt2-tiny", new_tokens=0)
+    assert r["settings"]["precision"] == "f32"
+    with pytest.raises(ValueError, match="backend naive declines it"):
+        mosaic.generate("zoo:gpt2-tiny", backend="naive", precision="bf16")
 
 
 def test_two_generations_are_compared_and_drawn(tmp_path):
