@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <set>
 
 #include "api/generate.hpp"
@@ -131,6 +133,41 @@ TEST(Generate, ADecodeStepReadsEachWeightOnceAndAGatheredTableByItsRows) {
   // bf16: the products' weights as bfloat16 panels, half the bytes (the tied table too); the
   // gathered-only table stays float32 rows.
   EXPECT_EQ(api::gen::step_weight_bytes(g, 3, true), 160 / 2 + 2 * 3 * 16 + 96 / 2);
+}
+
+// The draw itself: frequencies of 200,000 seeded draws against softmax(logits / T) over the
+// whole vocabulary (no top-k: drawn in id order, no sort) and over the top k (sorted), within
+// 5 standard deviations of a binomial count each; greedy takes the first of the largest.
+TEST(Generate, PickDrawsFromTheSoftmaxOfTheLogits) {
+  struct Fixed : api::gen::Stepper {
+    std::vector<double> logits{1.0, 3.0, 0.5, 3.0, -2.0, 2.0};
+    Status step(const std::vector<std::vector<int64_t>>&) override { return Status::ok(); }
+    double logit(int64_t, int64_t v) const override { return logits[static_cast<size_t>(v)]; }
+    std::vector<api::PlannedLength> planned() const override { return {}; }
+    Status prepare(int64_t) override { return Status::ok(); }
+  } s;
+  s.vocab = static_cast<int64_t>(s.logits.size());
+  api::GenerateOptions o;
+  std::mt19937_64 greedy_rng(1);
+  EXPECT_EQ(api::gen::pick(s, 0, o, greedy_rng), 1) << "greedy: the first of the largest";
+  for (int64_t top_k : {0, 3, 6, 100}) {
+    SCOPED_TRACE("top-k " + std::to_string(top_k));
+    o.temperature = 1.5;
+    o.top_k = top_k;
+    const size_t keep = top_k > 0 && top_k < 6 ? static_cast<size_t>(top_k) : 6;
+    std::vector<double> p(6, 0.0);
+    std::vector<size_t> order{1, 3, 5, 0, 2, 4};  // by logit, ties by id
+    double sum = 0;
+    for (size_t i = 0; i < keep; ++i) sum += p[order[i]] = std::exp((s.logits[order[i]] - 3.0) / o.temperature);
+    std::mt19937_64 rng(7);
+    std::vector<int> count(6, 0);
+    const int draws = 200000;
+    for (int i = 0; i < draws; ++i) ++count[static_cast<size_t>(api::gen::pick(s, 0, o, rng))];
+    for (size_t v = 0; v < 6; ++v) {
+      const double want = p[v] / sum, sd = std::sqrt(draws * want * (1 - want));
+      EXPECT_NEAR(count[v], draws * want, 5 * sd + 1e-9) << "id " << v;
+    }
+  }
 }
 
 // --precision bf16: the products by weights on bfloat16 operands (their arithmetic against
