@@ -12,6 +12,12 @@ PyTorch's on the same weights):
                  SwiGLU 5632, 32,000 ids): transformers' LlamaForCausalLM, and the same weights
                  turned by onnxruntime_genai.models.builder (float32, CPU) into its ONNX model
 
+--precision bf16: every engine on bfloat16 weights. Mosaic's `generate --precision bf16` (the
+products by weights on bfloat16 operands, float32 sums, everything else float32);
+transformers with the model loaded in torch.bfloat16 (all of its arithmetic in bfloat16, its
+CPU kernels' choice); ONNX Runtime GenAI's builder with `-p bf16 -e cpu`, and where it or its
+CPU provider cannot, the engine is missing with the reason.
+
 Each engine runs in its own process, a warm-up then --runs timed generations of --new tokens
 from a --prompt-token prompt at each batch; the figures are defined as `mosaic generate`
 defines them (docs/generation.md, "The figures"): TTFT, TPOT = (last token's time - first's) /
@@ -27,8 +33,9 @@ usage: bench/generate_peers.py [--mosaic build/mosaic] [--models gpt2-small-kv,l
          [--batches 1,8] [--prompt 16] [--new 32] [--runs 2] [--rounds 2] [--threads 2]
          [--engines mosaic-onednn,transformers,ort-genai] [--venv .peers-venv] [--work DIR]
          [--json docs/perf_generate_peers.json] [--update-docs docs/generation.md]
-  (inside the venv) generate_peers.py worker prepare MODEL DIR
-  (inside the venv) generate_peers.py worker ENGINE MODEL DIR BATCH PROMPT NEW RUNS THREADS
+         [--precision f32|bf16]
+  (inside the venv) generate_peers.py worker prepare MODEL DIR PRECISION
+  (inside the venv) generate_peers.py worker ENGINE MODEL DIR BATCH PROMPT NEW RUNS THREADS PRECISION
 """
 import argparse
 import json
@@ -78,20 +85,27 @@ def save_word_tokenizer(hf, vocab):
     fast.save_pretrained(hf)
 
 
-def prepare(name, work):
-    """WORK/hf: the model in transformers' format; WORK/og: ONNX Runtime GenAI's (llama only)."""
+def og_dir(work, precision):
+    return os.path.join(work, "og" if precision == "f32" else "og-" + precision)
+
+
+def prepare(name, work, precision):
+    """WORK/hf: the model in transformers' format; WORK/og (og-bf16): ONNX Runtime GenAI's
+    (llama only); with the builder's failure as `og_missing` where it cannot (bf16 on the CPU)."""
     hf = os.path.join(work, "hf")
     if not os.path.exists(os.path.join(hf, "config.json")):
         hf_model(name).eval().save_pretrained(hf, safe_serialization=True)
-    og = os.path.join(work, "og")
+    og, missing = og_dir(work, precision), None
     if MODELS[name][0] == "llama" and not os.path.exists(os.path.join(og, "genai_config.json")):
         save_word_tokenizer(hf, MODELS[name][1]["vocab_size"])
-        r = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", og, "-p", "fp32",
-                            "-e", "cpu", "-c", os.path.join(work, "og-cache")],
+        r = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", og, "-p",
+                            "fp32" if precision == "f32" else precision, "-e", "cpu", "-c", os.path.join(work, "og-cache")],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0 or not os.path.exists(os.path.join(og, "genai_config.json")):
-            sys.exit(f"generate_peers: ONNX Runtime GenAI's builder failed on {hf}:\n{r.stdout[-3000:]}")
-    print(json.dumps({"hf": hf, "og": og if os.path.exists(og) else None}))
+            if precision == "f32":
+                sys.exit(f"generate_peers: ONNX Runtime GenAI's builder failed on {hf}:\n{r.stdout[-3000:]}")
+            missing = "its builder failed: " + (r.stdout.strip().splitlines() or ["exit %d" % r.returncode])[-1][:200]
+    print(json.dumps({"hf": hf, "og": og if os.path.exists(og) else None, "og_missing": missing}))
 
 
 def prompt_ids(batch, prompt, vocab):
@@ -106,11 +120,12 @@ def figures(token_s, batch):
             "decode_tokens_per_s": batch * (new - 1) / (token_s[-1] - token_s[0])}
 
 
-def time_transformers(name, work, batch, prompt, new, runs, threads):
+def time_transformers(name, work, batch, prompt, new, runs, threads, precision):
     import torch
     import transformers
     torch.set_num_threads(threads)
-    model = transformers.AutoModelForCausalLM.from_pretrained(os.path.join(work, "hf"), dtype=torch.float32).eval()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = transformers.AutoModelForCausalLM.from_pretrained(os.path.join(work, "hf"), dtype=dtype).eval()
     model.generation_config.eos_token_id = None  # exactly `new` tokens, as the other engines
     model.generation_config.pad_token_id = 0
     ids = torch.tensor(prompt_ids(batch, prompt, model.config.vocab_size))
@@ -138,17 +153,17 @@ def time_transformers(name, work, batch, prompt, new, runs, threads):
     return {"version": f"transformers {transformers.__version__}, torch {torch.__version__}", "runs": out}
 
 
-def time_ort_genai(work, batch, prompt, new, runs, threads):
+def time_ort_genai(work, batch, prompt, new, runs, threads, precision):
     import numpy as np
     import onnxruntime_genai as og
-    og_dir = os.path.join(work, "og")
-    cfg_path = os.path.join(og_dir, "genai_config.json")
+    folder = og_dir(work, precision)
+    cfg_path = os.path.join(folder, "genai_config.json")
     cfg = json.load(open(cfg_path))
     opts = cfg["model"]["decoder"].setdefault("session_options", {})
     opts["intra_op_num_threads"], opts["inter_op_num_threads"] = threads, 1
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=1)
-    model = og.Model(og_dir)
+    model = og.Model(folder)
     vocab = cfg["model"]["vocab_size"]
     ids = prompt_ids(batch, prompt, vocab).astype(np.int32)
     out = []
@@ -173,13 +188,14 @@ def time_ort_genai(work, batch, prompt, new, runs, threads):
 
 def worker(argv):
     if argv[0] == "prepare":
-        return prepare(argv[1], argv[2])
+        return prepare(argv[1], argv[2], argv[3])
     engine, name, work = argv[0], argv[1], argv[2]
     batch, prompt, new, runs, threads = (int(a) for a in argv[3:8])
+    precision = argv[8]
     if engine == "transformers":
-        doc = time_transformers(name, work, batch, prompt, new, runs, threads)
+        doc = time_transformers(name, work, batch, prompt, new, runs, threads, precision)
     else:
-        doc = time_ort_genai(work, batch, prompt, new, runs, threads)
+        doc = time_ort_genai(work, batch, prompt, new, runs, threads, precision)
     print(json.dumps(doc))
 
 
@@ -209,7 +225,8 @@ def mosaic_runs(args, backend, name, batch):
     from bench_docs import mosaic_json
     doc = mosaic_json(args.mosaic, ["generate", f"zoo:{name}", "--backend", backend, "--batch", str(batch),
                                     "--prompt-tokens", str(args.prompt), "--new-tokens", str(args.new), "--runs",
-                                    str(args.runs), "--threads", str(args.threads)], "generate_peers")
+                                    str(args.runs), "--threads", str(args.threads), "--precision", args.precision],
+                      "generate_peers")
     if doc.get("decoding") != "kv-cache":
         sys.exit(f"generate_peers: zoo:{name} did not decode with its cache ({doc.get('decoding')})")
     runs = []
@@ -234,7 +251,7 @@ def markdown(doc):
             " | " + " | ".join(f"{m} / {p}" for m in engines if m.startswith("mosaic")
                                for p in engines if not p.startswith("mosaic")) + " |")
     lines = [f"{doc['cpu']}, {doc['threads']} threads, {doc['date']}; prompt {doc['prompt']}, {doc['new']} new "
-             f"tokens, greedy, random weights; medians of {doc['rounds']} interleaved rounds x {doc['runs']} runs "
+             f"tokens, greedy, random weights, {doc.get('precision', 'f32')} weights; medians of {doc['rounds']} interleaved rounds x {doc['runs']} runs "
              f"(`bench/generate_peers.py`). The ratios are decode tokens/s. Versions: "
              + "; ".join(f"{k}: {v}" for k, v in doc["versions"].items()) + ".", "", head,
              "|" + "---|" * (2 + len(engines) + sum(1 for m in engines if m.startswith("mosaic")
@@ -251,6 +268,8 @@ def markdown(doc):
                     a, b = row["engines"].get(m), row["engines"].get(p)
                     ratios.append(f"**{a['decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}x**" if a and b else "-")
         lines.append(f"| {row['model']} | {row['batch']} | " + " | ".join(cells + ratios) + " |")
+    for e, why in sorted(doc.get("missing", {}).items()):
+        lines.append(f"\n{e}: missing ({why}).")
     return "\n".join(lines) + "\n"
 
 
@@ -271,6 +290,8 @@ def main():
     ap.add_argument("--work", default="/tmp/mosaic-generate-peers")
     ap.add_argument("--json", default="")
     ap.add_argument("--update-docs", default="")
+    ap.add_argument("--marker", default="generate-peers", help="the name of the --update-docs markers")
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16"], help="every engine's weights (module doc)")
     args = ap.parse_args()
     models, engines = args.models.split(","), args.engines.split(",")
     batches = [int(b) for b in args.batches.split(",")]
@@ -281,24 +302,35 @@ def main():
     sys.path.insert(0, HERE)
     from bench_docs import cpu_description, replace_table, write_json
     py = ensure_venv(args.venv) if any(not e.startswith("mosaic") for e in engines) else None
-    work = {}
+    work, missing = {}, {}
     for m in models:
         work[m] = os.path.join(args.work, m)
         os.makedirs(work[m], exist_ok=True)
         if py:
-            run_json([py, os.path.abspath(__file__), "worker", "prepare", m, work[m]], f"preparing {m}")
+            got = run_json([py, os.path.abspath(__file__), "worker", "prepare", m, work[m], args.precision],
+                           f"preparing {m}")
+            if got.get("og_missing") and "ort-genai" in engines:
+                missing["ort-genai"] = f"{m} in {args.precision}: {got['og_missing']}"
     samples, versions = {}, {}
     for rnd in range(args.rounds):
         for m in models:
             for b in batches:
                 for e in engines:
-                    if e == "ort-genai" and MODELS[m][0] != "llama":
+                    if (e == "ort-genai" and MODELS[m][0] != "llama") or e in missing:
                         continue
                     if e.startswith("mosaic"):
                         got = mosaic_runs(args, e.split("-", 1)[1], m, b)
                     else:
-                        got = run_json([py, os.path.abspath(__file__), "worker", e, m, work[m], str(b), str(args.prompt),
-                                        str(args.new), str(args.runs), str(args.threads)], f"{e} on {m}")
+                        try:
+                            got = run_json([py, os.path.abspath(__file__), "worker", e, m, work[m], str(b),
+                                            str(args.prompt), str(args.new), str(args.runs), str(args.threads),
+                                            args.precision], f"{e} on {m}")
+                        except SystemExit as failed:
+                            if args.precision == "f32":
+                                raise
+                            # A peer that cannot run bfloat16 weights here is missing, with why.
+                            missing[e] = f"{m} in {args.precision}: " + str(failed).strip().splitlines()[-1][:200]
+                            continue
                     versions[e] = got["version"]
                     samples.setdefault((m, b, e), []).extend(got["runs"])
                     r = got["runs"][-1]
@@ -316,13 +348,14 @@ def main():
             rows.append(row)
     doc = {"schema": "mosaic.generate_peers/1", "cpu": cpu_description(), "threads": args.threads,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "prompt": args.prompt, "new": args.new,
-           "runs": args.runs, "rounds": args.rounds, "engines": engines, "versions": versions, "rows": rows}
+           "runs": args.runs, "rounds": args.rounds, "engines": engines, "versions": versions, "rows": rows,
+           "precision": args.precision, "missing": missing}
     table = markdown(doc)
     print(table)
     if args.json:
         write_json(args.json, doc)
     if args.update_docs:
-        replace_table(args.update_docs, "generate-peers", table, "generate_peers")
+        replace_table(args.update_docs, args.marker, table, "generate_peers")
 
 
 if __name__ == "__main__":
