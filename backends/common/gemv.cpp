@@ -48,6 +48,14 @@ inline FloatP loadp(const uint16_t* p) {
 inline float to_panel(float v, float) { return v; }
 inline uint16_t to_panel(float v, uint16_t) { return f32_to_bf16(v); }
 
+/// Panel rows of float32 ahead of the one read that the panel loops ask the memory for (4 KB on
+/// AVX-512); of a narrower element type as many bytes ahead.
+constexpr int64_t kPanelPrefetchRows = 64;
+template <typename P>
+constexpr int64_t prefetch_rows() {
+  return kPanelPrefetchRows * static_cast<int64_t>(sizeof(float) / sizeof(P));
+}
+
 /// A full block of C, 4 rows by 16 columns, in eight vector accumulators; each row of B's
 /// block is loaded once for the four rows.
 void small_gemm_4x16(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
@@ -162,7 +170,6 @@ namespace {
 template <typename P>
 void gemv_panels_of(const P* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
   constexpr int kStreams = 8;
-  constexpr int64_t kPrefetchRows = 64 * int64_t{sizeof(float) / sizeof(P)};  // 4 KB ahead, as gemm_panels
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel if (n * k >= (1 << 16))
   {
@@ -190,7 +197,7 @@ void gemv_panels_of(const P* panels, const float* x, float* y, int64_t n, int64_
           // bfloat16 panels: asked for 4 KB ahead, as gemm_panels does (a 1B decoder's bf16 step
           // 116 -> 103 ms; float32's unchanged, 174 ms either way: docs/generation.md).
           if constexpr (sizeof(P) != sizeof(float))
-            for (int s = 0; s < kStreams; ++s) __builtin_prefetch(src[s] + (kk + kPrefetchRows) * kGemvPanel);
+            for (int s = 0; s < kStreams; ++s) __builtin_prefetch(src[s] + (kk + prefetch_rows<P>()) * kGemvPanel);
           for (int s = 0; s < kStreams; ++s) acc[s] += loadp(src[s] + kk * kGemvPanel) * xv;
         }
       } else {
@@ -220,8 +227,6 @@ void gemv_panels_bf16(const uint16_t* panels, const float* x, float* y, int64_t 
 }
 
 namespace {
-/// Panel rows ahead of the one read that gemm_panels asks the memory for.
-constexpr int64_t kPanelPrefetchRows = 64;
 /// Panels each thread reads side by side in gemm_panels (a stream each): 3 read 1.1-1.2x the
 /// memory's rate of 2 at batch 8 in the same standalone test.
 constexpr int kPanelStreams = 3;
@@ -239,7 +244,7 @@ void panel_block(const P* const* src, const int64_t* which, const float* a, int6
     // kPanelPrefetchRows ahead keeps the memory busy: at batch 8 on the AMX Xeon 75-80 ->
     // 101-113 GFLOP/s, on its AVX2 path 55 -> 62-66 (a standalone copy of this loop over 768 MB
     // of panels, alternating; docs/generation.md). Past the panel's end it is a hint, not a load.
-    for (int s = 0; s < S; ++s) __builtin_prefetch(src[s] + (kk + kPanelPrefetchRows * int64_t{sizeof(float) / sizeof(P)}) * kGemvPanel);
+    for (int s = 0; s < S; ++s) __builtin_prefetch(src[s] + (kk + prefetch_rows<P>()) * kGemvPanel);
     for (int s = 0; s < S; ++s) {
       w[s] = loadp(src[s] + kk * kGemvPanel);
       // Kept in a register: GCC folds it into each row's FMA as a memory operand, loading the
@@ -405,6 +410,7 @@ bool RowGemv::init(const KernelContext& ctx, const GemmParams& p) {
   if (b) packed_ = shared_gemv_panels(*b, p.trans_b, p.n, p.k, bf16_ ? DType::kBF16 : DType::kF32);
   else if (!p.trans_b || bf16_) return false;  // a run-time [K, N] B would be read down its columns
   p_ = p;
+  if (bf16_) a16_.assign(static_cast<size_t>(p.m * p.k), 0.f);
   act_ = fused_activation(*ctx.node);
   active_ = true;
   return true;
@@ -431,8 +437,7 @@ void RowGemv::run(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& y) 
     // bfloat16 inputs and weights, float32 sums (as oneDNN's bf16 products): A's rows rounded
     // to bfloat16 first, so that the result is the float32 product of the rounded operands.
     const float* src = a.f32();
-    const int64_t count = m * p_.k;
-    a16_.resize(static_cast<size_t>(count));
+    const int64_t count = m * p_.k;  // a16_'s size, set at init
     for (int64_t i = 0; i < count; ++i) a16_[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(src[i]));
     const auto* panels = static_cast<const uint16_t*>(packed_->data());
     if (m > 1) gemm_panels_bf16(panels, a16_.data(), p_.k, out, n, m, n, p_.k, p_.alpha);
