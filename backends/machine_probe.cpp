@@ -8,6 +8,8 @@
 #include "core/events.hpp"
 #if MOSAIC_WITH_IM2COL
 #include <cblas.h>
+
+#include "backends/im2col/blas_core.hpp"
 #endif
 #if MOSAIC_WITH_ONEDNN
 #include "backends/onednn/onednn.hpp"
@@ -38,6 +40,7 @@ double best_gemm_gflops(int n, int runs, Gemm gemm) {
 // A library this build does not have measures 0 (no peak from it).
 double probe_sgemm_gflops([[maybe_unused]] int n, [[maybe_unused]] int runs) {
 #if MOSAIC_WITH_IM2COL
+  im2col_impl::choose_openblas_core();  // the kernels the im2col backend runs
   return best_gemm_gflops(n, runs, [](int m, const float* a, const float* b, float* c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.f, a, m, b, m, 0.f, c, m);
     return true;

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/im2col/blas_core.hpp"
+
 namespace {
 
 struct Shape {
@@ -60,6 +62,7 @@ void time_shapes() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mosaic::im2col_impl::choose_openblas_core();  // the kernels the im2col backend runs
   if (argc > 1 && std::strcmp(argv[1], "--shapes") == 0) {
     time_shapes();
     return 0;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "backends/common/gemv.hpp"
+#include "backends/im2col/blas_core.hpp"
 #include "backends/machine_probe.hpp"
 
 namespace {
@@ -58,6 +59,7 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mosaic::im2col_impl::choose_openblas_core();  // OpenBLAS's sgemm/sgemv on the kernels im2col runs
   int rounds = 7;
   int64_t rows = 1;
   std::string json;

@@ -2,6 +2,8 @@
 // environment and forced OpenBLAS core, and a reproducer that reruns the same command.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -104,6 +106,41 @@ TEST(Provenance, ForcedOpenblasCoreIsFlagged) {
   j = read_json(json);
   EXPECT_FALSE(forced(j)) << j["provenance"]["machine"];
   EXPECT_TRUE(j["provenance"]["run"]["environment"].find("OPENBLAS_CORETYPE") == j["provenance"]["run"]["environment"].end());
+}
+
+TEST(Provenance, OpenblasRunsTheVectorKernelsThisCpuHas) {
+  // Debian 12's OpenBLAS does not know CPUs newer than its build (Emerald Rapids) and falls back
+  // to its SSE3 kernels, "Prescott", 5x slower than AVX-512's on sgemm. The im2col backend
+  // chooses again from cpuid; the user's OPENBLAS_CORETYPE is kept as given.
+  const std::string json = ::testing::TempDir() + "prov_core_cpu.json";
+  const std::string bin = MOSAIC_BIN;
+  const std::string run = " " + bin + " bench zoo:fmnist-cnn --batch 1 --backends naive --warmup 1 --iterations 1 "
+                          "--no-check --json " + json + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(("env -u OPENBLAS_CORETYPE" + run).c_str()), 0);
+  auto j = read_json(json);
+  const auto& k = j["kernels"]["im2col"];
+  const std::string core = k["blas_core"].get<std::string>();
+  const std::set<std::string> before_avx2 = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                                             "Sandybridge", "Katmai", "Coppermine", "Northwood", "Banias"};
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512 || avx2) {
+    EXPECT_EQ(before_avx2.count(core), 0u) << "OpenBLAS runs " << core << " on a CPU with AVX2: " << k;
+  }
+  if (k.contains("blas_core_detected")) {
+    const std::string took = k["blas_core_detected"].get<std::string>();
+    EXPECT_EQ(before_avx2.count(took.substr(0, took.find(' '))), 1u) << k;  // replaced only a fallback
+    EXPECT_EQ(core, avx512 ? "SkylakeX" : "Haswell") << k;
+  }
+  EXPECT_TRUE(j["provenance"]["run"]["environment"].find("OPENBLAS_CORETYPE") == j["provenance"]["run"]["environment"].end())
+      << "the choice is not passed off as the user's variable";
+  // The user's choice stands, even a slow one.
+  ASSERT_EQ(std::system(("env OPENBLAS_CORETYPE=Prescott" + run).c_str()), 0);
+  j = read_json(json);
+  EXPECT_EQ(j["kernels"]["im2col"]["blas_core"], "Prescott") << j["kernels"];
+  EXPECT_FALSE(j["kernels"]["im2col"].contains("blas_core_detected")) << j["kernels"];
 }
 
 }  // namespace

@@ -17,23 +17,28 @@
 #include "backends/common/rnn.hpp"
 #include "backends/common/support.hpp"
 #include "backends/common/rearrange.hpp"
+#include "backends/im2col/blas_core.hpp"
 #include "backends/im2col/im2col_internal.hpp"
 
 namespace mosaic {
 
-/// OpenBLAS's build and Eigen's version; the kernel family OpenBLAS picked for this CPU
-/// (OPENBLAS_CORETYPE overrides its detection).
+/// OpenBLAS's build and Eigen's version; the kernel family OpenBLAS runs on this CPU
+/// (OPENBLAS_CORETYPE overrides its detection) and, when Mosaic replaced a fallback core
+/// OpenBLAS took for a CPU it does not know (blas_core.cpp), the core it took.
 BackendProperties im2col_properties() {
   std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
   if (blas.rfind("OpenBLAS ", 0) == 0) blas = blas.substr(9);
   BackendProperties p;
   p.libraries = {{"OpenBLAS", blas}, {"Eigen", eigen_version()}};
   p.kernels = {{"blas_core", openblas_get_corename()}};
+  if (const std::string took = im2col_impl::openblas_core_detected(); !took.empty())
+    p.kernels.emplace_back("blas_core_detected", took + " (OpenBLAS's fallback for this CPU; Mosaic chose blas_core from cpuid)");
   if (std::getenv("OPENBLAS_CORETYPE")) p.forced_by.push_back("OPENBLAS_CORETYPE");
   return p;
 }
 
 Status register_im2col(Registrar& registrar) {
+  im2col_impl::choose_openblas_core();  // before any BLAS call
   BackendRegistration r(registrar, {"im2col",
                                    "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm (batch 1: Mosaic's "
                                    "row GEMV), Eigen for the rest",
