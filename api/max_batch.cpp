@@ -286,10 +286,9 @@ MaxBatch find_max_batch(const BenchOptions& o, const std::string& label, const P
   return m;
 }
 
-/// 90% of MemAvailable, the default limit.
-int64_t default_memory_limit() { return available_memory_bytes() * 9 / 10; }
-
 }  // namespace
+
+int64_t default_memory_limit() { return available_memory_bytes() * 9 / 10; }
 
 Expected<int64_t> largest_batch(const BenchOptions& o, const Placement& placement, int64_t limit) {
   const bool explicit_limit = limit > 0;

@@ -24,6 +24,8 @@ Expected<nlohmann::json> find_max_batch(
 /// The largest batch of o.model (in o.mode, with o.optimizer) that fits in `limit` bytes
 /// (0: 90% of the available memory) on `placement`.
 Expected<int64_t> largest_batch(const BenchOptions& o, const Placement& placement, int64_t limit);
+/// 90% of MemAvailable (0 when /proc/meminfo cannot be read): the limit when none is given.
+int64_t default_memory_limit();
 /// "512M", "4G", "1.5GiB", "1000" (bytes) -> bytes; errors name memory_limit.
 Expected<int64_t> parse_bytes(const std::string& text);
 

@@ -28,6 +28,7 @@
 #include "frontends/config/sweep_config.hpp"
 #include "frontends/data/dataset.hpp"
 #include "frontends/data/text.hpp"
+#include "metrics/report.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/sqlite_db.hpp"
 
@@ -340,6 +341,14 @@ Status load_sweep_data(const SweepConfig& c, bool tokens, DataSplits& images) {
   return Status::ok();
 }
 
+/// The most processes one cell starts on this machine: 1, or with `ranks` the largest worker
+/// count plus the servers of a parameter-server mode.
+int64_t processes_per_cell(const SweepConfig& c) {
+  if (c.ranks.empty()) return 1;
+  const bool ps = std::any_of(c.modes.begin(), c.modes.end(), [](const std::string& m) { return m.rfind("ps", 0) == 0; });
+  return *std::max_element(c.ranks.begin(), c.ranks.end()) + (ps ? c.servers : 0);
+}
+
 /// `batch: max`: the largest training batch of each model on each backend, found once per
 /// model, backend, optimizer and limit, and kept in OUTPUT/max_batch.json: a resumed sweep
 /// runs the same cells (a new search could land one batch apart).
@@ -356,9 +365,23 @@ Expected<std::map<std::pair<std::string, std::string>, int64_t>> largest_batches
   }
   int64_t limit = 0;
   if (!c.memory_limit.empty()) limit = parse_bytes(c.memory_limit).value();  // checked by check_sweep
+  // A data-parallel cell starts its workers (and servers) on this machine at once, each
+  // holding its own batch and model: the search gets the limit's share of one process.
+  const int64_t processes = processes_per_cell(c);
+  std::string share;
+  if (processes > 1) {
+    if (limit <= 0) limit = default_memory_limit();
+    if (limit <= 0) return Status::invalid(c.file + ": key 'batch': max: cannot read MemAvailable; give memory_limit");
+    share = " / " + std::to_string(processes) + " processes";
+    say(out, "batch max: a cell runs up to %lld processes here, so the search's limit is %s of %s\n",
+        static_cast<long long>(processes), format_bytes(static_cast<double>(limit / processes)).c_str(),
+        format_bytes(static_cast<double>(limit)).c_str());
+    limit /= processes;
+  }
   for (const auto& m : c.models)
     for (const auto& b : c.backends) {
-      const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" + (c.memory_limit.empty() ? "90% available" : c.memory_limit);
+      const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" +
+                              (c.memory_limit.empty() ? "90% available" : c.memory_limit) + share;
       if (found.contains(key) && found[key].is_number_integer() && found[key].get<int64_t>() > 0) {
         largest[{m, b}] = found[key].get<int64_t>();
         say(out, "batch max: %lld for %s on %s (found earlier, %s)\n", static_cast<long long>(largest[{m, b}]),

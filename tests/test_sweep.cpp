@@ -1,7 +1,9 @@
 // `mosaic sweep`: grid, resume from the results store, Table 2/3 contents, config errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -226,6 +228,42 @@ evaluate: false
   EXPECT_NE(r.out.find("batch max: " + std::to_string(max) + " for zoo:bert-tiny on onednn (found earlier"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("0 cells run, 3 finished earlier"), std::string::npos) << r.out;
+}
+
+TEST_F(Sweep, MaxWithRanksFitsEveryWorkerOfACell) {
+  // A data-parallel cell starts its workers on this machine at once, each with its own batch:
+  // `max` is searched within one worker's share of the limit. Two workers within 1000M find
+  // what one process finds within 500M (a search that ignored the ranks found the 1000M batch
+  // for each of them: twice the memory, and the kernel's killer). Each process's own resident
+  // memory (the binary, oneDNN) counts, so the shares are of a few hundred MB.
+  const std::string common = R"(data: synthetic-tokens:256,128,30521
+objective: masked-lm
+models: zoo:bert-tiny
+backends: [onednn]
+optimizers: [adam]
+lr: 0.0001
+batch: max
+epochs: 1
+steps_per_epoch: 1
+evaluate: false
+threads: 1
+)";
+  auto found = [](const std::string& out) {
+    const std::string resolved = "batch max: ";
+    long long max = 0;
+    for (size_t p = out.find(resolved); p != std::string::npos; p = out.find(resolved, p + 1))
+      if (std::isdigit(static_cast<unsigned char>(out[p + resolved.size()]))) max = std::stoll(out.substr(p + resolved.size()));
+    return max;
+  };
+  CmdResult two = mosaic("sweep " + write("two.yaml", "name: two\noutput: two\nmemory_limit: 1000M\nranks: [2]\n" + common));
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("a cell runs up to 2 processes here, so the search's limit is 524.29 MB of 1.05 GB"),
+            std::string::npos) << two.out;
+  CmdResult one = mosaic("sweep " + write("one.yaml", "name: one\noutput: one\nmemory_limit: 500M\n" + common));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const long long per_worker = found(two.out), alone = found(one.out);
+  ASSERT_GT(alone, 1) << one.out;
+  EXPECT_LE(std::llabs(per_worker - alone), std::max(1LL, alone / 20)) << two.out << one.out;
 }
 
 TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
