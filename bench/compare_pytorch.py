@@ -188,7 +188,8 @@ def load_onnx_weights(model, path):
             p.copy_(torch.from_numpy(t.copy()))
 
 
-def time_pytorch(name, batch, warmup, iterations, budget, training=False, optimizer="sgd", lr=0.01, onnx_path=""):
+def time_pytorch(name, batch, warmup, iterations, budget, training=False, optimizer="sgd", lr=0.01, onnx_path="",
+                 check_steps=3):
     torch.manual_seed(0)
     model = MODELS[name]().eval()
     assert sum(p.numel() for p in model.parameters()) == PARAMS[name]
@@ -215,10 +216,10 @@ def time_pytorch(name, batch, warmup, iterations, budget, training=False, optimi
             opt.step()
             return loss
 
-        if onnx_path and not seq:  # three steps on the fixed batch: the cross-framework check
+        if onnx_path and not seq and check_steps:  # steps on the fixed batch: the cross-framework check
             cx, cy = check_batch(batch, IMAGE[name], classes)
             cx, cy = torch.from_numpy(cx), torch.from_numpy(cy)
-            check["check_losses"] = [float(step(cx, cy)) for _ in range(3)]
+            check["check_losses"] = [float(step(cx, cy)) for _ in range(check_steps)]
 
         start = time.perf_counter()
         for _ in range(warmup):
@@ -386,13 +387,15 @@ def main():
     ap.add_argument("--tensorflow", default="", help="training: time TensorFlow's steps too, in this Python "
                     "(with tensorflow-cpu), from the same weights")
     ap.add_argument("--onnx", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--check-steps", type=int, default=3, help=argparse.SUPPRESS)
     ap.add_argument("--pytorch-worker", nargs=2, metavar=("MODEL", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.pytorch_worker:
         name, batch = args.pytorch_worker[0], int(args.pytorch_worker[1])
         print(json.dumps(time_pytorch(name, batch, args.warmup, args.iterations, args.max_seconds,
-                                      args.mode == "training", args.optimizers or "sgd", args.lr or 0.01, args.onnx)))
+                                      args.mode == "training", args.optimizers or "sgd", args.lr or 0.01, args.onnx,
+                                      args.check_steps)))
         return 0
     unknown = [o for o in args.optimizers.split(",") if args.optimizers and o not in LR]
     if unknown:

@@ -18,10 +18,10 @@ reading the previous node's output); anything else is refused naming the node.
 Threads: intra-op = the given count, inter-op = 1 (as ONNX Runtime is run); TensorFlow's
 oneDNN optimisations stay at their default (on for x86), and both settings are reported.
 
-  tf_peer.py train MODEL.onnx BATCH THREADS OPTIMIZER LR WARMUP ITERATIONS MAX_SECONDS
+  tf_peer.py train MODEL.onnx BATCH THREADS OPTIMIZER LR WARMUP ITERATIONS MAX_SECONDS [CHECK_STEPS]
       one training step per iteration (forward, softmax cross-entropy, backward, update);
-      first the check: three steps on a fixed batch (seeded, as bench/compare_pytorch.py
-      makes it) whose losses it prints beside the timings
+      first the check: CHECK_STEPS (default three, 0 for none) steps on a fixed batch
+      (seeded, as bench/compare_pytorch.py makes it) whose losses it prints beside the timings
 """
 import json
 import os
@@ -263,11 +263,12 @@ def time_training(path, batch, threads, opt_name, lr, warmup, iterations, budget
 
 
 def main():
-    if len(sys.argv) != 10 or sys.argv[1] != "train":
+    if len(sys.argv) not in (10, 11) or sys.argv[1] != "train":
         raise SystemExit(__doc__)
     path, batch, threads, opt_name, lr = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], float(sys.argv[6])
     warmup, iterations, budget = int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
-    time_training(path, batch, threads, opt_name, lr, warmup, iterations, budget)
+    check_steps = int(sys.argv[10]) if len(sys.argv) == 11 else 3
+    time_training(path, batch, threads, opt_name, lr, warmup, iterations, budget, check_steps)
 
 
 if __name__ == "__main__":
