@@ -70,6 +70,13 @@ def run_cell(args, c):
         return rec
 
 
+def save(path, doc):
+    """Rewritten whole after every cell, never left half written."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def simulate(args, model, batch):
     """mosaic simulate's images/s for 1, 2 and 4 K80-like GPUs, {mode: {ranks: images/s}}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
@@ -89,7 +96,9 @@ def simulate(args, model, batch):
 
 
 def markdown(doc):
-    lines = [f"Seed 004's study on this machine ({doc['cores']} cores; {doc['data']}, two epochs, Adam lr 0.001, "
+    epochs = "two epochs" + (f" cut to {doc['steps_per_epoch']} steps each (not whole epochs)"
+                             if doc.get("steps_per_epoch") else "")
+    lines = [f"Seed 004's study on this machine ({doc['cores']} cores; {doc['data']}, {epochs}, Adam lr 0.001, "
              f"threads 1 per rank, backend {doc['backend']}; `bench/seed004_dp_study.py`, {doc['date'][:10]}). "
              "Epoch times in seconds; images/s over both epochs' steps; speed-up = images/s on W workers / on 1, "
              "same model, data, batch and mode.", "",
@@ -140,9 +149,14 @@ def main():
     ap.add_argument("--markdown", default="")
     args = ap.parse_args()
     doc = {"schema": "mosaic.seed004/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "cores": os.cpu_count(), "data": args.data, "backend": args.backend, "cells": [], "simulated": []}
+           "cores": os.cpu_count(), "data": args.data, "backend": args.backend, "steps_per_epoch": args.steps_per_epoch,
+           "cells": [], "simulated": []}
     if args.json and os.path.exists(args.json):
-        doc["cells"] = [c for c in json.load(open(args.json)).get("cells", []) if "error" not in c]
+        old = json.load(open(args.json))
+        if old.get("steps_per_epoch", 0) != args.steps_per_epoch:
+            sys.exit(f"seed004_dp_study: {args.json} holds cells of --steps-per-epoch {old.get('steps_per_epoch', 0)}, "
+                     f"not {args.steps_per_epoch}: give another --json")
+        doc["cells"] = [c for c in old.get("cells", []) if "error" not in c]
     done = {key(c) for c in doc["cells"]}
     for model in args.models.split(","):
         if model not in K80_IMAGES_PER_S:
@@ -160,8 +174,7 @@ def main():
                                                                    "error") if k in rec}), file=sys.stderr, flush=True)
                         doc["cells"].append(rec)
                         if args.json:
-                            with open(args.json, "w") as f:
-                                json.dump(doc, f, indent=1)
+                            save(args.json, doc)
     order = {k: i for i, k in enumerate(key(dict(model=m, mode=o, repeat=int(r), batch=int(b), workers=int(w)))
                                         for m in args.models.split(",") for o in args.modes.split(",")
                                         for r in args.repeats.split(",") for b in args.batches.split(",")
@@ -172,8 +185,7 @@ def main():
             for batch in map(int, args.batches.split(",")):
                 doc["simulated"].append({"model": model, "batch": batch, "prediction": simulate(args, model, batch)})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        save(args.json, doc)
     table = markdown(doc)
     print(table)
     if args.markdown:
