@@ -353,6 +353,7 @@ int64_t processes_per_cell(const SweepConfig& c) {
 /// model, backend, optimizer and limit, and kept in OUTPUT/max_batch.json: a resumed sweep
 /// runs the same cells (a new search could land one batch apart).
 Expected<std::map<std::pair<std::string, std::string>, int64_t>> largest_batches(const SweepConfig& c,
+                                                                                 const DataSplits& data,
                                                                                  std::ostream* out) {
   std::map<std::pair<std::string, std::string>, int64_t> largest;
   if (std::find(c.batches.begin(), c.batches.end(), SweepConfig::kLargestBatch) == c.batches.end()) return largest;
@@ -372,13 +373,33 @@ Expected<std::map<std::pair<std::string, std::string>, int64_t>> largest_batches
   if (processes > 1) {
     if (limit <= 0) limit = default_memory_limit();
     if (limit <= 0) return Status::invalid(c.file + ": key 'batch': max: cannot read MemAvailable; give memory_limit");
-    share = " / " + std::to_string(processes) + " processes";
-    say(out, "batch max: a cell runs up to %lld processes here, so the search's limit is %s of %s\n",
-        static_cast<long long>(processes), format_bytes(static_cast<double>(limit / processes)).c_str(),
-        format_bytes(static_cast<double>(limit)).c_str());
+    share = " / " + std::to_string(processes) + " processes, less data and buffers";
+    say(out, "batch max: a cell runs up to %lld processes here, so the search's limit is %s of %s, less what each "
+        "holds besides its plan\n", static_cast<long long>(processes),
+        format_bytes(static_cast<double>(limit / processes)).c_str(), format_bytes(static_cast<double>(limit)).c_str());
     limit /= processes;
   }
-  for (const auto& m : c.models)
+  for (const auto& m : c.models) {
+    // Besides the training plan the search sizes, each process of a data-parallel cell holds
+    // the data set it loads, its communication buffers (up to three copies of the parameters:
+    // the flattened gradients, the block received, a server's copy) and the MPI runtime.
+    // (Without them two ResNet-50 workers at the share's largest batch were killed for memory.)
+    int64_t model_limit = limit;
+    if (processes > 1) {
+      CommonOptions common;
+      common.seed = c.seed;
+      MOSAIC_ASSIGN_OR_RETURN(const Graph g, load_prepared(m, common, nullptr));
+      const auto bytes = [](const Tensor& t) { return t.defined() ? static_cast<int64_t>(t.bytes()) : int64_t{0}; };
+      const int64_t held = bytes(data.train.images) + bytes(data.train.labels) + bytes(data.test.images) +
+                           bytes(data.test.labels) + 3 * 4 * g.parameter_count() + (int64_t{256} << 20);
+      model_limit = limit - held;
+      if (model_limit <= 0)
+        return Status::invalid(c.file + ": key 'batch': max: " + m + ": each of " + std::to_string(processes) +
+                               " processes holds " + format_bytes(static_cast<double>(held)) +
+                               " of data and buffers, more than its share of the memory limit");
+      say(out, "batch max: %s: each process holds %s of data and buffers besides its plan\n", m.c_str(),
+          format_bytes(static_cast<double>(held)).c_str());
+    }
     for (const auto& b : c.backends) {
       const std::string key = m + "|" + b + "|" + c.optimizers.front() + "|" +
                               (c.memory_limit.empty() ? "90% available" : c.memory_limit) + share;
@@ -397,13 +418,14 @@ Expected<std::map<std::pair<std::string, std::string>, int64_t>> largest_batches
       o.common.seed = c.seed;
       say(out, "batch max: the largest training batch of %s on %s with %s (bench --find-max-batch's search)...\n",
           m.c_str(), b.c_str(), o.optimizer.c_str());
-      auto r = largest_batch(o, Placement::all_on(b), limit);
+      auto r = largest_batch(o, Placement::all_on(b), model_limit);
       if (!r.ok()) return Status(r.status().code(), c.file + ": key 'batch': max: " + r.status().message());
       largest[{m, b}] = r.value();
       found[key] = r.value();
       if (Status w = write_file(max_file, found.dump(1) + "\n"); !w.is_ok()) return w;
       say(out, "batch max: %lld for %s on %s\n", static_cast<long long>(r.value()), m.c_str(), b.c_str());
     }
+  }
   return largest;
 }
 
@@ -634,7 +656,7 @@ Expected<SweepOutcome> sweep(const SweepQuery& so) {
   if (ec) return Status::io_error(c.output + ": cannot create the output directory: " + ec.message());
   Store store;
   MOSAIC_RETURN_IF_ERROR(store.open(c.output + "/results.sqlite"));
-  MOSAIC_ASSIGN_OR_RETURN(const auto largest, largest_batches(c, so.progress));
+  MOSAIC_ASSIGN_OR_RETURN(const auto largest, largest_batches(c, images, so.progress));
   std::vector<Cell> cells = grid_cells(c, largest);
   announce(c, cells, images, tokens, so.progress);
   GridRun grid(c, so, store, images, tokens, largest);
