@@ -233,10 +233,10 @@ evaluate: false
 TEST_F(Sweep, MaxWithRanksFitsEveryWorkerOfACell) {
   // A data-parallel cell starts its workers on this machine at once, each with its own batch,
   // data set and communication buffers: `max` is searched within one worker's share of the
-  // limit, less what a worker holds besides its plan. Two workers within 1000M find what one
-  // process finds within that remainder (a search that ignored the ranks found the 1000M batch
-  // for each of them: twice the memory, and the kernel's killer; one that split the limit but
-  // forgot the data and buffers had two ResNet-50 workers killed at the share's batch).
+  // limit, less what a worker holds besides its plan and a sixth kept back. Two workers within
+  // 1600M find what one process finds within that remainder (a search that ignored the ranks
+  // found the 1600M batch for each of them: twice the memory, and the kernel's killer; one that
+  // split the limit but forgot the data and buffers had two ResNet-50 workers killed).
   const std::string common = R"(data: synthetic-tokens:256,128,30521
 objective: masked-lm
 models: zoo:bert-tiny
@@ -256,16 +256,17 @@ threads: 1
       if (std::isdigit(static_cast<unsigned char>(out[p + resolved.size()]))) max = std::stoll(out.substr(p + resolved.size()));
     return max;
   };
-  CmdResult two = mosaic("sweep " + write("two.yaml", "name: two\noutput: two\nmemory_limit: 1000M\nranks: [2]\n" + common));
+  CmdResult two = mosaic("sweep " + write("two.yaml", "name: two\noutput: two\nmemory_limit: 1600M\nranks: [2]\n" + common));
   ASSERT_EQ(two.code, 0) << two.out;
-  EXPECT_NE(two.out.find("a cell runs up to 2 processes here, so the search's limit is 524.29 MB of 1.05 GB"),
+  EXPECT_NE(two.out.find("a cell runs up to 2 processes here, so the search's limit is 838.86 MB of 1.68 GB"),
             std::string::npos) << two.out;
   // bert-tiny: 4,367,290 parameters, three copies in float32, and 256 MiB of runtime (token
   // data is made per cell: none held at the search).
   const long long held = 3LL * 4 * 4367290 + (256LL << 20);
   EXPECT_NE(two.out.find("zoo:bert-tiny: each process holds 320.84 MB of data and buffers"), std::string::npos)
       << two.out;
-  const std::string rest = std::to_string(1000LL * 1048576 / 2 - held);
+  const long long share = 1600LL * 1048576 / 2;
+  const std::string rest = std::to_string(share - share / 6 - held);  // a sixth of the share kept back
   CmdResult one = mosaic("sweep " + write("one.yaml", "name: one\noutput: one\nmemory_limit: " + rest + "\n" + common));
   ASSERT_EQ(one.code, 0) << one.out;
   const long long per_worker = found(two.out), alone = found(one.out);
