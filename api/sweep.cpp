@@ -637,7 +637,7 @@ Status write_sweep_outputs(const SweepConfig& c, const std::vector<Cell>& cells,
       scaling.push_back({cell.model + " | " + cell.backend + " | " + cell.optimizer + " | " + num(cell.lr) + " | " +
                              std::to_string(cell.batch),
                          cell.mode, cell.ranks, steady_images_per_s(cell.log), cell.status});
-    st = write_speedup_table(c.output, c.name, provenance, c.ranks, scaling);
+    st = write_speedup_table(c.output, c.name, provenance, c.ranks, scaling, is_token_spec(c.data));
   }
   result.doc = sweep_json(c, finished, stopped);
   if (st.is_ok()) st = write_file(c.output + "/sweep.json", result.doc.dump(2) + "\n");

@@ -33,10 +33,10 @@ std::string sweep_number(double v);
 /// first carries the warm-up), else epoch 1's; 0 when there is none.
 double steady_images_per_s(const nlohmann::json& log);
 
-/// OUTPUT/table_speedup.{csv,md}: per row and mode, images/s by worker count, speed-up
-/// against 1 worker of the same mode (the data-parallel benchmark's: throughput on n /
-/// throughput on 1) and efficiency (speed-up / n).
+/// OUTPUT/table_speedup.{csv,md}: per row and mode, images/s (sequences/s with `tokens`) by
+/// worker count, speed-up against 1 worker of the same mode (the data-parallel benchmark's:
+/// throughput on n / throughput on 1) and efficiency (speed-up / n).
 Status write_speedup_table(const std::string& output, const std::string& name, const std::string& provenance,
-                           const std::vector<int64_t>& ranks, const std::vector<ScalingCell>& cells);
+                           const std::vector<int64_t>& ranks, const std::vector<ScalingCell>& cells, bool tokens);
 
 }  // namespace mosaic::api
