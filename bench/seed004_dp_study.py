@@ -22,11 +22,15 @@ small 3 s, large 15 s: 20,000 and 4,000 images/s).
 
 Writes a Markdown table (stdout, --markdown) and every cell's record (--json, rewritten after
 each cell, so a run cut short keeps what it measured; rerunning with the same --json skips
-the cells it holds).
+the cells it holds). --figures DIR draws, per model and mode, the second epoch's time and the
+speed-up against the workers (one line per data size and batch) beside `mosaic simulate`'s
+prediction, as the seed's figures do: DIR/STEM_MODEL_MODE.svg, STEM the JSON's name
+(matplotlib, in /usr/bin/python3). --table-only redraws the table and figures from --json.
 
 usage: bench/seed004_dp_study.py [--mosaic build/mosaic] [--models dp-mnist-small,dp-mnist-large]
           [--workers 1,2,4] [--repeats 1,4,8] [--batches 128,256,512] [--modes allreduce,ps]
           [--data fashion-mnist] [--backend onednn] [--steps-per-epoch S] [--json F] [--markdown F]
+          [--figures DIR] [--table-only]
 """
 import argparse
 import json
@@ -35,6 +39,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import svg_figures  # noqa: E402
 
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 K80_IMAGES_PER_S = {"dp-mnist-small": 20000.0, "dp-mnist-large": 4000.0}  # the seed's notebook, 1 K80, batch 128
@@ -77,11 +84,11 @@ def save(path, doc):
     os.replace(path + ".tmp", path)
 
 
-def simulate(args, model, batch):
+def simulate(args, model, batch, modes):
     """mosaic simulate's images/s for 1, 2 and 4 K80-like GPUs, {mode: {ranks: images/s}}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         r = subprocess.run([args.mosaic, "simulate", "zoo:" + model, "--batch", str(batch), "--backend", args.backend,
-                            "--ranks", "1,2,3,4,5", "--mode", ",".join(args.modes.split(",")), "--network", "pcie3-gpu",
+                            "--ranks", "1,2,3,4,5", "--mode", ",".join(modes), "--network", "pcie3-gpu",
                             "--target-images-per-s", str(K80_IMAGES_PER_S[model]),
                             "--json", f.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=dict(os.environ, MOSAIC_PROGRESS="0"))
@@ -133,6 +140,67 @@ def markdown(doc):
     return "\n".join(lines) + "\n"
 
 
+FIGURE_CODE = r"""
+for f in spec:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    # Colour: the batch; line: the data size (x1 solid, x4 dashed, x8 dash-dot).
+    for name, xs, ys, c, ls in f["epoch"]:
+        left.plot(xs, ys, ls, color="C%d" % c, marker="o", label=name)
+    for name, xs, ys, c, ls in f["speedup"]:
+        right.plot(xs, ys, ls, color="C%d" % c, marker="o", label=name)
+    for name, xs, ys, c in f["simulated"]:
+        right.plot(xs, ys, ":", color="C%d" % c, marker="s", alpha=0.6, label=name)
+    right.plot([1, 4], [1, 4], color="grey", lw=0.8, label="linear")
+    for a in (left, right):
+        a.set_xticks([1, 2, 4])
+        a.set_xlabel("workers" + (" (MPI ranks on " + str(f["cores"]) + " cores)"))
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    left.set_ylabel("second epoch, s")
+    right.set_ylabel("speed-up over one worker (images/s)")
+    left.set_title(f["title"], fontsize=10)
+    right.set_title("speed-up, beside mosaic simulate's for the seed's K80s", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(f["path"], metadata={"Date": None})
+    plt.close(fig)
+"""
+
+
+def figures(doc, json_path, out_dir):
+    """One SVG per model and mode (the seed's figures: epoch time and speed-up against workers)."""
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(json_path))[0]
+    ok = [c for c in doc["cells"] if "error" not in c]
+    spec = []
+    for model, mode in sorted({(c["model"], c["mode"]) for c in ok}):
+        epoch, speedup = [], []
+        mine = [c for c in ok if (c["model"], c["mode"]) == (model, mode)]
+        batches = sorted({c["batch"] for c in mine})
+        line = {1: "-", 4: "--", 8: "-."}
+        for repeat, batch in sorted({(c["repeat"], c["batch"]) for c in mine}):
+            style = [batches.index(batch), line.get(repeat, ":")]
+            pts = sorted(((c["workers"], c) for c in mine if (c["repeat"], c["batch"]) == (repeat, batch)),
+                         key=lambda wc: wc[0])
+            name = f"data x{repeat}, batch {batch}"
+            epoch.append([name, [w for w, _ in pts], [c["second_epoch_s"] for _, c in pts]] + style)
+            if pts[0][0] == 1:
+                base = pts[0][1]["images_per_s"]
+                speedup.append([name, [w for w, _ in pts], [c["images_per_s"] / base for _, c in pts]] + style)
+        simulated = []
+        for s in doc.get("simulated", []):
+            by = s["prediction"].get(mode) if s["model"] == model else None
+            if by and "1" in by and s["batch"] in batches:
+                ws = sorted(int(w) for w in by)
+                simulated.append([f"simulated K80s, batch {s['batch']}", ws, [by[str(w)] / by["1"] for w in ws],
+                                  batches.index(s["batch"])])
+        cut = f", epochs of {doc['steps_per_epoch']} steps" if doc.get("steps_per_epoch") else ""
+        spec.append({"title": f"{model}, {mode}: second epoch time{cut}", "epoch": epoch, "speedup": speedup,
+                     "simulated": simulated, "cores": doc["cores"],
+                     "path": os.path.join(out_dir, f"{stem}_{model}_{mode}.svg")})
+    svg_figures.draw(FIGURE_CODE, spec)
+    return [f["path"] for f in spec]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mosaic", default="build/mosaic")
@@ -147,7 +215,13 @@ def main():
     ap.add_argument("--no-simulate", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--figures", default="", help="directory for the SVG figures")
+    ap.add_argument("--table-only", action="store_true", help="the table and figures of --json; nothing run")
     args = ap.parse_args()
+    if args.table_only:
+        if not args.json:
+            sys.exit("seed004_dp_study: --table-only reads --json")
+        return write_outputs(args, json.load(open(args.json)))
     doc = {"schema": "mosaic.seed004/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cores": os.cpu_count(), "data": args.data, "backend": args.backend, "steps_per_epoch": args.steps_per_epoch,
            "cells": [], "simulated": []}
@@ -175,22 +249,28 @@ def main():
                         doc["cells"].append(rec)
                         if args.json:
                             save(args.json, doc)
-    order = {k: i for i, k in enumerate(key(dict(model=m, mode=o, repeat=int(r), batch=int(b), workers=int(w)))
-                                        for m in args.models.split(",") for o in args.modes.split(",")
-                                        for r in args.repeats.split(",") for b in args.batches.split(",")
-                                        for w in args.workers.split(","))}
-    doc["cells"].sort(key=lambda c: order.get(key(c), len(order)))
+    models = list(K80_IMAGES_PER_S)  # one order whatever ran when: model, mode, data, batch, workers
+    doc["cells"].sort(key=lambda c: (models.index(c["model"]), c["mode"], c["repeat"], c["batch"], c["workers"]))
     if not args.no_simulate:
-        for model in args.models.split(","):
-            for batch in map(int, args.batches.split(",")):
-                doc["simulated"].append({"model": model, "batch": batch, "prediction": simulate(args, model, batch)})
+        # For every model and batch the JSON holds (a run of some cells keeps the others' predictions).
+        pairs = {(c["model"], c["batch"]) for c in doc["cells"]}
+        for model, batch in sorted(pairs, key=lambda mb: (models.index(mb[0]), mb[1])):
+            modes = sorted({c["mode"] for c in doc["cells"] if c["model"] == model})
+            doc["simulated"].append({"model": model, "batch": batch, "prediction": simulate(args, model, batch, modes)})
     if args.json:
         save(args.json, doc)
+    return write_outputs(args, doc)
+
+
+def write_outputs(args, doc):
     table = markdown(doc)
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table)
+    if args.figures:
+        for path in figures(doc, args.json or "dp_study.json", args.figures):
+            print(f"wrote {path}", file=sys.stderr)
     return 1 if any("error" in c for c in doc["cells"]) else 0
 
 
