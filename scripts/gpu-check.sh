@@ -24,7 +24,8 @@
 #                 ResNet-50 inference at batch 64, float32; bench/profile_cuda_training.py: its
 #                 training step by stage and by layer kind, forward and backward
 # MOSAIC_GPU_STEPS (default "tests check compare pointwise profile sanitizer") picks the steps,
-# to rerun only some within a short call (run only: compare's mode is its own).
+# to rerun only some within a short call (run only: compare's mode is its own); "seed001" (seed
+# 001's training table on cuda, into check.txt) runs only when named.
 # It exits 1 if cuda is unavailable there, a test or check fails, or the sanitizer reports an
 # error. 8 minutes at most: each step has its own time limit, cut to what is left of 470 s from
 # the start (a step with nothing left is killed at once and counts as failed).
@@ -167,6 +168,37 @@ if want profile; then
     >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_nodes.py" | tee -a "$out/profile.txt"
   [ "$mode" = run ] && { timeout "$(limit 45)" python3 "$root/bench/profile_cuda_training.py" --mosaic "$m" \
     --model resnet50 --batch 64 >> "$out/profile.txt" 2>&1 || echo "FAILED: profile_cuda_training.py" | tee -a "$out/profile.txt"; }
+fi
+
+# Seed 001's method on the GPU (not a default step: MOSAIC_GPU_STEPS=seed001 alone, about 7
+# minutes): ResNet-50 (SGD, lr 0.128) and BERT-Base (Adam, lr 1e-4) training on cuda at batch 1,
+# 64 (BERT: 128) and the largest batch the device holds (bench --find-max-batch), each 20
+# warm-up and 100 measured batches in three processes, pooled (--processes 3); --max-seconds
+# cuts a process's batches short within the call (the line says how many were measured).
+if want seed001; then
+  step seed001
+  {
+    echo "== seed 001 on cuda: training, 20 warm-up + 100 batches, three processes"
+    for run in "resnet50 sgd 0.128 64" "bert-base adam 0.0001 128"; do
+      read -r model opt lr mid <<< "$run"
+      train="--backends cuda --mode training --optimizer $opt --lr $lr --no-db"
+      rm -f /tmp/mosaic-s1max.json
+      timeout "$(limit 60)" "$m" bench zoo:$model $train --find-max-batch --json /tmp/mosaic-s1max.json
+      max=$(python3 -c "import json; print(json.load(open('/tmp/mosaic-s1max.json'))['configs'][0]['max_batch'] or '')" \
+              2>/dev/null)
+      echo "seed001 $model: largest batch on cuda ${max:-not found}"
+      for batch in 1 $mid $max; do
+        rm -f /tmp/mosaic-s1.json
+        timeout "$(limit 90)" "$m" bench zoo:$model $train --batch "$batch" --warmup 20 --iterations 100 --processes 3 \
+          --max-seconds 20 --no-check --no-peaks --json /tmp/mosaic-s1.json > /dev/null
+        python3 -c "
+import json; r = json.load(open('/tmp/mosaic-s1.json'))['runs'][0]
+print('seed001 $model batch $batch: %.1f samples/s, %d batches measured' % (r['summary']['images_per_s'], r['iterations']['measured']))" \
+          2>/dev/null || { echo "seed001 $model batch $batch: FAILED"; status=1; }
+      done
+    done
+  } >> "$out/check.txt" 2>&1
+  grep "^seed001" "$out/check.txt"
 fi
 
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
