@@ -178,8 +178,8 @@ def worker(argv):
     print(json.dumps({"epochs": log, "images": int(len(y)), "settings": settings}))
 
 
-def run_cell(args, python, onnx, model, engine, opt, lr):
-    cmd = [python, os.path.abspath(__file__), "worker", engine, model, onnx, args.data, opt, str(lr),
+def run_cell(args, onnx, model, engine, opt, lr):
+    cmd = [args.python, os.path.abspath(__file__), "worker", engine, model, onnx, args.data, opt, str(lr),
            str(args.epochs), str(args.batch), str(args.threads)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -219,6 +219,7 @@ def mosaic_rows(paths):
 def markdown(doc, args):
     cols = [e for e in range(2, args.epochs + 1, 2)] or [args.epochs]
     rows = mosaic_rows(args.mosaic_json)
+    framework = {v: k for k, v in NAMES.items()}  # a row's engine label -> the seed's framework key
     for c in doc["cells"].values():
         if c["status"] == "done":
             rows[(c["model"], NAMES[c["engine"]], c["optimizer"], c["lr"])] = {
@@ -235,7 +236,7 @@ def markdown(doc, args):
                 for (m, engine, o, l), acc in sorted(rows.items()):
                     if (m, o, l) != (model, opt, lr):
                         continue
-                    fw = {v: k for k, v in NAMES.items()}.get(engine)
+                    fw = framework.get(engine)
                     seed = SEED.get((model, fw, opt), {}).get(lr, "-") if fw else "-"
                     s5, s10 = ("-", "-") if seed == "-" else ("", "") if seed is None else (pct(seed[0]), pct(seed[1]))
                     out.append(f"| {opt} | {lr:g} | {engine} | " + " | ".join(pct(acc.get(e)) for e in cols) +
@@ -293,7 +294,7 @@ def main():
                         if doc["cells"].get(k, {}).get("status") == "done":
                             continue
                         t0 = time.time()
-                        cell = run_cell(args, args.python, onnx, model, engine, opt, lr)
+                        cell = run_cell(args, onnx, model, engine, opt, lr)
                         doc["cells"][k] = {"model": model, "engine": engine, "optimizer": opt, "lr": lr, **cell}
                         doc["images"] = cell.get("images", doc.get("images"))
                         save(args.json, doc)
