@@ -43,8 +43,12 @@ Expected<PlanReport> plan(const PlanQuery& q) {
   r.placement = placement.str();
   r.fallback = placement.fallback;
   r.notes = pr.notes;
-  // Training plans fold only the padding, as bench and train do.
-  if (q.fuse) r.fused = fuse_graph(g.value(), fuse_options_for(placement, reg, training)).fused;
+  // Training plans fold only the padding and run a Relu before a MaxPool after it, as train does.
+  if (q.fuse) {
+    FuseReport fr = fuse_graph(g.value(), fuse_options_for(placement, reg, training));
+    r.fused = std::move(fr.fused);
+    r.reordered = std::move(fr.reordered);
+  }
   PlanOptions po;
   po.training = training;
   po.allocate = false;
@@ -107,7 +111,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   return {{"schema", "mosaic.plan/1"}, {"model", r.model},  {"batch", r.batch},
           {"mode", r.mode},            {"placement", r.placement}, {"steps", steps},
           {"conversions", r.conversions}, {"conversion_bytes", r.conversion_bytes},
-          {"fallbacks", r.fallbacks}, {"fused", r.fused}};
+          {"fallbacks", r.fallbacks}, {"fused", r.fused}, {"reordered", r.reordered}};
 }
 
 }  // namespace mosaic::api

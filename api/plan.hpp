@@ -46,6 +46,7 @@ struct PlanReport {
   int64_t batch = 1;
   std::vector<std::string> notes;  ///< what loading and preparing said
   std::vector<std::string> fused;  ///< the fused nodes' names
+  std::vector<std::string> reordered;  ///< training: "pool1 before relu1" (FuseReport::reordered)
   std::vector<PlanStepReport> steps;
   std::map<std::string, int> nodes_per_backend;  ///< conversions not counted
   int conversions = 0, fallbacks = 0;

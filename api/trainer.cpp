@@ -173,12 +173,10 @@ class Trainer {
     po_.resident_parameters = dp_ == nullptr;
     po_.loss_on_device = dp_ == nullptr;  // the logits stay where they are computed, the loss runs there
     MOSAIC_RETURN_IF_ERROR(freeze(po_));
-    // Zero padding folds into the convolutions (exact; activations stay separate nodes, as
-    // kernels have no backward for a fused one).
-    FuseOptions fo;
-    fo.activations = fo.batch_norm = false;
-    fo.apart = apart_in({placement_});
-    fuse_graph(graph_, fo);
+    // A training plan's rewrites, as bench's and plan's (fuse_options_for): zero padding folds
+    // into the convolutions, a Relu before a MaxPool runs after it, SiLU becomes Swish where the
+    // backend has it; activations stay separate nodes (kernels have no backward for a fused one).
+    fuse_graph(graph_, fuse_options_for(placement_, builtin_registry(), true));
     MOSAIC_ASSIGN_OR_RETURN(plan_, Plan::build(graph_, placement_, builtin_registry(), po_));
     // The plan trains its own copies of the float initializers; drop the loaded ones.
     graph_.release_float_initializers();

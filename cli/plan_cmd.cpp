@@ -21,6 +21,8 @@ int run_plan(const PlanCliOptions& o) {
             << "  fallback " << (r.fallback.empty() ? "none" : join(r.fallback, ",")) << "\n";
   for (const auto& n : r.notes) std::cout << "note: " << n << "\n";
   if (!r.fused.empty()) std::cout << "note: fused " << join(r.fused) << " (--no-fuse to disable)\n";
+  if (!r.reordered.empty())
+    std::cout << "note: reordered " << join(r.reordered) << " (exact in training; --no-fuse to disable)\n";
   int width = 20;
   for (const auto& s : r.steps) width = std::max(width, static_cast<int>(s.node.size()));
   char line[1024];

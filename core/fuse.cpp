@@ -222,6 +222,7 @@ FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& r
   FuseOptions fo;
   fo.activations = !training;
   fo.batch_norm = !training;
+  fo.pool_before_relu = training;
   fo.swish = where_kernel({placement}, registry, "Swish");
   if (!training) {
     fo.attention = where_kernel({placement}, registry, kAttentionOp);
@@ -257,6 +258,7 @@ FuseReport fuse_graph(Graph& g, const FuseOptions& options) {
   if (options.gelu) fuse_gelus(g, report);
   fuse_attention(g, options.attention, report);
   fuse_linears(g, options.linear, report);
+  if (options.pool_before_relu) reorder_relu_max_pools(g, options.apart, report);
   bool folded_weights = false;  // a BatchNormalization folded: the weights it replaced may be dead
   bool changed = true;
   while (changed) {

@@ -52,12 +52,20 @@ class KernelRegistry;
 
 struct FuseReport {
   std::vector<std::string> fused;  ///< names of the fused nodes, e.g. "conv1+relu1"
+  /// Relu -> MaxPool pairs run as MaxPool -> Relu (FuseOptions::pool_before_relu), e.g.
+  /// "pool1 before relu1".
+  std::vector<std::string> reordered;
 };
 
 struct FuseOptions {
   /// Fuse activations into Conv/Gemm. Training plans fold only the padding: their kernels
   /// have no backward for a fused activation.
   bool activations = true;
+  /// Run a Relu whose output only a MaxPool reads after the pool instead (exact, forward
+  /// and backward: core/fuse_relu_pool.cpp), so that it passes over the pooled tensor.
+  /// Training plans, where Relu is a node of its own with a backward; inference plans fuse
+  /// it into the Conv before it instead.
+  bool pool_before_relu = false;
   /// Fold an inference BatchNormalization into the Conv before it. Training plans, and plans
   /// whose weights are replaced after fusion (an evaluation plan sharing a training plan's
   /// parameter buffers), must turn it off: the folded weights are copies.
@@ -142,6 +150,10 @@ void fuse_swishes(Graph& graph, const std::function<bool(const Node&)>& accept, 
 /// MatMulIntegerToFloat nodes `accept` takes; fuse_graph calls it with FuseOptions::integer.
 void fuse_dynamic_products(Graph& graph, const std::function<bool(const Graph&, const Node&)>& accept,
                            FuseReport& report);
+/// The Relu -> MaxPool reordering alone (core/fuse_relu_pool.cpp); fuse_graph calls it with
+/// FuseOptions::pool_before_relu, keeping apart the pairs `apart` names.
+void reorder_relu_max_pools(Graph& graph, const std::function<bool(const Node&, const Node&)>& apart,
+                            FuseReport& report);
 /// The GELU recognition alone (core/fuse_gelu.cpp); fuse_graph calls it.
 void fuse_gelus(Graph& graph, FuseReport& report);
 /// The [.., Tq, Tk] values of the attention chains fuse_attention recognises (the scores,

@@ -183,7 +183,8 @@ TEST(BenchFlops, TrainingCountsBackwardDataAndWeightsFromTheSchemas) {
   EXPECT_EQ(node["conv2"]["backward_flops_weights"].get<double>(), 2 * macs2 + 3 * 64 * 196);
   EXPECT_EQ(node["fc1"]["backward_flops_data"].get<double>(), 2.0 * 3 * 128 * 3136);
   EXPECT_EQ(node["fc1"]["backward_flops_weights"].get<double>(), 2.0 * 3 * 128 * 3136 + 3 * 128);
-  EXPECT_EQ(node["relu1"]["backward_flops_data"].get<double>(), 3.0 * 32 * 28 * 28);
+  // relu1 runs after pool1 in training plans (core/fuse_relu_pool.cpp): on the pooled 14x14.
+  EXPECT_EQ(node["relu1"]["backward_flops_data"].get<double>(), 3.0 * 32 * 14 * 14);
   EXPECT_EQ(node["pool1"]["backward_flops_data"].get<double>(), 3.0 * 32 * 14 * 14);  // one add per output
   double sum = 0;
   for (const auto& [name, n] : node)
