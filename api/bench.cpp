@@ -95,11 +95,6 @@ std::vector<Placement> placements_of(const BenchConfigs& configs) {
 /// Applies the fusion pass to the graph the timed plans run, noting what it merged.
 void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
   FuseReport fr = fuse_graph(timed, fo);
-  const auto join = [](const std::vector<std::string>& names) {
-    std::string list;
-    for (const auto& f : names) list += (list.empty() ? "" : ", ") + f;
-    return list;
-  };
   if (!fr.fused.empty())
     report.notes.push_back("fused " + std::to_string(fr.fused.size()) + " node pairs (--no-fuse to disable): " +
                            join(fr.fused));
@@ -335,18 +330,11 @@ Status run_training_bench(const BenchOptions& o, BenchConfigs configs, const std
   // (Plan::optimizer_step); data-parallel runs exchange gradients on the host and keep them all there.
   po.resident_parameters = dp == nullptr;
   po.loss_on_device = dp == nullptr;  // and the logits, the loss computed there (Plan::loss)
-  // Timed plans fold zero padding into convolutions and run a Relu before a MaxPool after it
-  // (activations stay separate: fused ones have no backward); the naive reference trains the
-  // graph as loaded.
+  // Timed plans get a training plan's rewrites (fuse_options_for: zero padding folded, a Relu
+  // before a MaxPool run after it; activations stay separate, fused ones have no backward);
+  // the naive reference trains the graph as loaded.
   Graph timed = g;
-  if (o.fuse) {
-    FuseOptions fo;
-    fo.activations = fo.batch_norm = false;
-    fo.pool_before_relu = true;
-    fo.apart = apart_in(placements_of(configs));
-    fo.swish = where_kernel(placements_of(configs), reg, "Swish");
-    fuse_for_bench(timed, fo, report);
-  }
+  if (o.fuse) fuse_for_bench(timed, fuse_options_for(placements_of(configs), reg, true), report);
   OptimizerConfig oc;
   oc.lr = o.lr;
   const AutoTiming timing{po, [&](Plan& plan, const BenchConfig& cfg) -> Expected<BenchResult> {

@@ -218,26 +218,33 @@ int fold_batch_norms(Graph& g) {
   return folded;
 }
 
-FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
+FuseOptions fuse_options_for(const std::vector<Placement>& placements, const KernelRegistry& registry,
+                             bool training) {
   FuseOptions fo;
   fo.activations = !training;
   fo.batch_norm = !training;
   fo.pool_before_relu = training;
-  fo.swish = where_kernel({placement}, registry, "Swish");
+  fo.swish = where_kernel(placements, registry, "Swish");
   if (!training) {
-    fo.attention = where_kernel({placement}, registry, kAttentionOp);
-    fo.rms_norm = where_kernel({placement}, registry, "RMSNormalization");
-    fo.linear = where_kernel({placement}, registry, "Gemm");
+    fo.attention = where_kernel(placements, registry, kAttentionOp);
+    fo.rms_norm = where_kernel(placements, registry, "RMSNormalization");
+    fo.linear = where_kernel(placements, registry, "Gemm");
     // Not on the oracle: it computes a QDQ model as written (the rewrite is not exact, and
     // every other backend's integer run is judged against that).
-    auto accepted = where_accepted({placement}, registry);
-    fo.integer = [placement, accepted](const Graph& g, const Node& n) {
-      return placement.backend_for(n) != kOracleBackend && accepted(g, n);
+    auto accepted = where_accepted(placements, registry);
+    fo.integer = [placements, accepted](const Graph& g, const Node& n) {
+      for (const auto& p : placements)
+        if (p.backend_for(n) == kOracleBackend) return false;
+      return accepted(g, n);
     };
     fo.oracle = &registry;
   }
-  fo.apart = apart_in({placement});
+  fo.apart = apart_in(placements);
   return fo;
+}
+
+FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training) {
+  return fuse_options_for(std::vector<Placement>{placement}, registry, training);
 }
 
 std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> placements) {

@@ -125,6 +125,10 @@ std::function<bool(const Graph&, const Node&)> where_accepted(std::vector<Placem
 /// to the fused node has a FusedAttention kernel, nothing across nodes it places on
 /// different backends (FuseOptions::apart).
 FuseOptions fuse_options_for(const Placement& placement, const KernelRegistry& registry, bool training);
+/// The same for one graph fused for several placements (bench's configurations): each
+/// fusion only where every one of them allows it.
+FuseOptions fuse_options_for(const std::vector<Placement>& placements, const KernelRegistry& registry,
+                             bool training);
 /// FuseOptions::apart for one placement or several (one graph fused for all of them): apart
 /// where any of them runs the two nodes on different backends.
 std::function<bool(const Node&, const Node&)> apart_in(std::vector<Placement> placements);

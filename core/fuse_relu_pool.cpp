@@ -37,7 +37,6 @@ void reorder_relu_max_pools(Graph& g, const std::function<bool(const Node&, cons
     if (j <= i) continue;  // not in topological order: leave it
     const std::string p = pool->outputs[0];
     const std::string pooled = fuse::fresh_name(g, p + ".before_" + relu.name);
-    TensorDesc pooled_desc = *pd;
     Node new_pool = *pool, new_relu = relu;
     new_pool.inputs[0] = x;
     new_pool.outputs.assign(1, pooled);
@@ -46,8 +45,8 @@ void reorder_relu_max_pools(Graph& g, const std::function<bool(const Node&, cons
     // The pool takes the Relu's place (x is ready there) and the Relu the pool's (whatever
     // reads p comes after it).
     report.reordered.push_back(pool->name + " before " + relu.name);
+    g.value_descs[pooled] = *pd;
     g.value_descs.erase(r);
-    g.value_descs[pooled] = pooled_desc;
     g.nodes[i] = std::move(new_pool);
     g.nodes[j] = std::move(new_relu);
   }
