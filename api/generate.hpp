@@ -50,8 +50,7 @@ struct GenerateOptions {
   /// f32, or bf16: the products by weights on bfloat16 operands with float32 sums (the weights
   /// read as bfloat16: half the bytes per decode step); where the backend computes it.
   std::string precision = "f32";
-  bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (cached)
-  bool refresh_peaks = false;         ///< measure it again instead of using the cached one
+  bool peaks = true;                  ///< the machine's read bandwidth, for the bandwidth share (measured after the runs)
   /// More than 1: that many child processes (`mosaic generate`, one after another), each its
   /// warm-up and `runs` timed runs, the runs pooled and every process's own medians kept
   /// (GenerateReport::processes), which `compare` tests between runs (api/generate_processes.cpp).

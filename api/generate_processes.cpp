@@ -36,7 +36,6 @@ Expected<std::vector<std::string>> generate_child_arguments(const GenerateOption
   if (o.precision != d.precision) put("--precision", o.precision);
   if (!o.fuse) a.push_back("--no-fuse");
   if (!o.peaks) a.push_back("--no-peaks");
-  if (o.refresh_peaks) a.push_back("--refresh-peaks");
   if (o.common.batch > 0) put("--batch", std::to_string(o.common.batch));
   for (const auto& s : o.common.shapes) put("--shape", s);
   if (o.common.threads > 0) put("--threads", std::to_string(o.common.threads));

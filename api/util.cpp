@@ -319,7 +319,10 @@ Status record_run(ResultsDb* db, const nlohmann::json& doc) {
 }
 
 MachinePeaks cpu_peaks(const Provenance& p, bool refresh, const std::function<void(const std::string&)>& say) {
-  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | " + kernels_line(p.kernels);
+  // The memory probes' working set is part of the key: an entry measured over less (256 MiB,
+  // inside this Xeon's 300 MiB level-3 cache, before 2026-12-07) is not this measurement.
+  const std::string key = p.cpu_model + " | " + std::to_string(p.threads) + " threads | " + kernels_line(p.kernels) +
+                          " | memory probes over " + std::to_string(memory_probe_mib()) + " MiB";
   // More threads than cores measure the oversubscribed machine, not its peak: used for this
   // run's percentages, never cached as the machine's.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());

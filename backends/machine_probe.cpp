@@ -1,6 +1,7 @@
 #include "backends/machine_probe.hpp"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -66,7 +67,22 @@ double probe_bf16_gemm_gflops([[maybe_unused]] int n, [[maybe_unused]] int runs)
 #endif
 }
 
+long long last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE})
+    if (const long bytes = sysconf(name); bytes > 0) return bytes;
+  return 0;
+}
+
+int memory_probe_mib() {
+  constexpr long long kMiB = 1 << 20;
+  long long mib = std::max(256LL, (4 * last_level_cache_bytes() + kMiB - 1) / kMiB);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) mib = std::min(mib, std::max(256LL, static_cast<long long>(pages) * page / 8 / kMiB));
+  return static_cast<int>(mib);
+}
+
 double probe_triad_gbs(int mib, int runs) {
+  if (mib <= 0) mib = std::max(1, memory_probe_mib() / 3);
   const int64_t n = static_cast<int64_t>(mib) * (1 << 20) / 4;
   std::vector<float> a(n), b(n), c(n);
 #pragma omp parallel for schedule(static)
@@ -88,6 +104,7 @@ double probe_triad_gbs(int mib, int runs) {
 }
 
 double probe_read_gbs(int mib, int runs) {
+  if (mib <= 0) mib = memory_probe_mib();
   constexpr int64_t kStreams = 8, kLanes = 8;
   const int64_t n = static_cast<int64_t>(mib) * (1 << 20) / 4 / (kStreams * kLanes) * (kStreams * kLanes);
   std::vector<float> a(n);

@@ -42,7 +42,7 @@ void print_report(const api::GenerateReport& r) {
                 static_cast<double>(r.step_weight_bytes + r.step_cache_bytes) / 1e6,
                 static_cast<double>(r.step_weight_bytes) / 1e6, static_cast<double>(r.step_cache_bytes) / 1e6, r.step_gbs);
     if (r.read_bandwidth_gbs > 0)
-      std::printf(", %.0f%% of the machine's read bandwidth (%.1f GB/s)", 100 * r.bandwidth_share, r.read_bandwidth_gbs);
+      std::printf(", %.0f%% of the machine's read bandwidth (%.1f GB/s, read after the runs)", 100 * r.bandwidth_share, r.read_bandwidth_gbs);
     std::printf("\n");
   }
   if (!r.nodes.empty()) {
@@ -114,7 +114,6 @@ struct GenerateFlags {
                                             "step apart");
     cmd->add_flag("--no-peaks{false}", o.peaks, "do not measure or report the machine's read bandwidth (the decode "
                                                "step's share of it)");
-    cmd->add_flag("--refresh-peaks", o.refresh_peaks, "measure the read bandwidth again instead of using the cached one");
     cmd->add_option("--json", json, "write the report as JSON (mosaic.generate/1), every token's time included");
     add_db(cmd, db);
     // The common options but --input: generate feeds the model itself.

@@ -469,5 +469,21 @@ TEST(BenchPeaks, Bf16ConfigurationsAreDividedByTheBf16MatmulPeak) {
   std::cout << "[ bf16     ] oneDNN's bfloat16 matmul here: " << probed << " GFLOP/s (n = 256)\n";
 }
 
+// The memory probes must measure the memory: their working set is four times the last-level
+// cache (this VM's Xeon has 300 MiB of level 3, and the read probe's old 256 MiB fit in it),
+// read from sysconf here and in the probe alike, but capped at an eighth of the RAM.
+TEST(MachineProbe, TheMemoryProbesWorkingSetOutgrowsTheLastLevelCache) {
+  const long long llc = last_level_cache_bytes();
+  const long long probe = static_cast<long long>(memory_probe_mib()) << 20;
+  const long long ram = static_cast<long long>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  EXPECT_GE(probe, 256LL << 20);
+  if (llc > 0 && 4 * llc <= ram / 8) {
+    EXPECT_GE(probe, 4 * llc) << "last-level cache " << llc;
+  }
+  EXPECT_LE(probe, std::max(256LL << 20, ram / 8 + (1 << 20)));
+  std::cout << "[ probe    ] last-level cache " << (llc >> 20) << " MiB, memory probes over " << (probe >> 20)
+            << " MiB\n";
+}
+
 }  // namespace
 }  // namespace mosaic::test

@@ -143,7 +143,6 @@ const std::vector<Field<GenerateOptions>>& generate_fields() {
       bool_field<O>("fuse", [](O& o) -> auto& { return o.fuse; }),
       str_field<O>("precision", [](O& o) -> auto& { return o.precision; }),
       bool_field<O>("peaks", [](O& o) -> auto& { return o.peaks; }),
-      bool_field<O>("refresh_peaks", [](O& o) -> auto& { return o.refresh_peaks; }),
       int_field<O>("batch", [](O& o) -> auto& { return o.common.batch; }),
       list_field<O>("shapes", [](O& o) -> auto& { return o.common.shapes; }),
       int_field<O>("seed", [](O& o) -> auto& { return o.common.seed; }),
