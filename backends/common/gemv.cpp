@@ -169,14 +169,18 @@ void pack_gemv_panels_bf16(const float* b, bool trans_b, int64_t n, int64_t k, u
 namespace {
 template <typename P>
 void gemv_panels_of(const P* panels, const float* x, float* y, int64_t n, int64_t k, float alpha) {
-  constexpr int kStreams = 8;
+  // Float32 panels of 16 outputs (AVX-512): four streams a thread, prefetched 4 KB ahead, read
+  // a 1B decoder's step 1.04x faster than eight unprefetched (8 alternating rounds; GPT-2
+  // small's 1.03x; docs/generation.md). The AVX2 layout and bfloat16 keep eight.
+  constexpr bool kFour = sizeof(P) == sizeof(float) && kGemvPanel == 16;
+  constexpr int kStreams = kFour ? 4 : 8;
   const int64_t np = (n + kGemvPanel - 1) / kGemvPanel;
 #pragma omp parallel if (n * k >= (1 << 16))
   {
     // This thread's share of the panels, contiguous, read as kStreams sequential streams
     // (panel i of each of kStreams equal parts, side by side): one stream per thread leaves
     // the memory system idle between misses; eight read GPT-2's head 1.4x faster than rows
-    // of 3 KB (bench/gemv_layouts.cpp).
+    // of 3 KB (bench/gemv_layouts.cpp), four prefetched a little faster again (above).
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t first = np * t / nt, count = np * (t + 1) / nt - first;
     const int64_t per = (count + kStreams - 1) / kStreams;
@@ -194,9 +198,9 @@ void gemv_panels_of(const P* panels, const float* x, float* y, int64_t n, int64_
       if (live == kStreams) {
         for (int64_t kk = 0; kk < k; ++kk) {
           const FloatP xv = x[kk] - FloatP{};
-          // bfloat16 panels: asked for 4 KB ahead, as gemm_panels does (a 1B decoder's bf16 step
-          // 116 -> 103 ms; float32's unchanged, 174 ms either way: docs/generation.md).
-          if constexpr (sizeof(P) != sizeof(float))
+          // Asked for 4 KB ahead, as gemm_panels does: bfloat16's eight streams (a 1B decoder's
+          // bf16 step 116 -> 103 ms), float32's four (the eight were unchanged by it, 1.00x).
+          if constexpr (kFour || sizeof(P) != sizeof(float))
             for (int s = 0; s < kStreams; ++s) __builtin_prefetch(src[s] + (kk + prefetch_rows<P>()) * kGemvPanel);
           for (int s = 0; s < kStreams; ++s) acc[s] += loadp(src[s] + kk * kGemvPanel) * xv;
         }
