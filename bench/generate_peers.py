@@ -26,6 +26,12 @@ times are taken by a logits processor, called once per new token after that step
 for ONNX Runtime GenAI after each generate_next_token(). Every engine must return exactly
 --new tokens per row (end-of-sequence is disabled). Rounds alternate the engines.
 
+The last columns are the memory's bound: the bytes a decode step must read (Mosaic's
+`bandwidth.step_weight_bytes + step_cache_bytes`: the weights once, the cache's past) over the
+read bandwidth each Mosaic run measured in its own process right after its timed runs (the
+median over rounds), as a step time no engine reading them from memory can beat; and each
+peer's TPOT over it: the most any engine could be faster than that peer on this machine.
+
 The peers come from PyPI into --venv (made and filled on first use; torch, transformers,
 onnxruntime-genai); nothing of Mosaic's build or tests needs them.
 
@@ -238,7 +244,14 @@ def mosaic_runs(args, backend, name, batch):
     build = doc["provenance"]["build"]
     version = (f"Mosaic {build['git_commit'][:7]}{' (uncommitted changes)' if build['git_dirty'] else ''}, "
                f"oneDNN {build['versions'].get('oneDNN', '?')}")
-    return {"version": version, "runs": runs}
+    bw = doc.get("bandwidth") or {}
+    bound = None
+    if bw.get("read_bandwidth_gbs"):
+        # The bytes a step must read, over the read bandwidth this run measured right after its
+        # timed runs: no engine's step that reads them from memory can be shorter.
+        bound = {"step_bytes": bw["step_weight_bytes"] + bw["step_cache_bytes"],
+                 "read_bandwidth_gbs": bw["read_bandwidth_gbs"]}
+    return {"version": version, "runs": runs, "bound": bound}
 
 
 def median_of(runs, key):
@@ -247,15 +260,23 @@ def median_of(runs, key):
 
 def markdown(doc):
     engines = doc["engines"]
+    peers = [p for p in engines if not p.startswith("mosaic")]
+    # The memory's bound (a step reading its bytes at the read bandwidth Mosaic's runs measured),
+    # and how far above each peer any engine could be: where a peer is close to the bound, a
+    # ratio over it is capped by the machine, not by the engines.
+    bounded = any(row.get("bound") for row in doc["rows"])
     head = ("| model | batch | " + " | ".join(f"{e} TTFT / TPOT ms, decode tok/s" for e in engines) +
             " | " + " | ".join(f"{m} / {p}" for m in engines if m.startswith("mosaic")
-                               for p in engines if not p.startswith("mosaic")) + " |")
+                               for p in engines if not p.startswith("mosaic")) +
+            ("".join([" | a step at the read bandwidth, ms"] + [f" | the most over {p}" for p in peers])
+             if bounded else "") + " |")
     lines = [f"{doc['cpu']}, {doc['threads']} threads, {doc['date']}; prompt {doc['prompt']}, {doc['new']} new "
              f"tokens, greedy, random weights, {doc.get('precision', 'f32')} weights; medians of {doc['rounds']} interleaved rounds x {doc['runs']} runs "
              f"(`bench/generate_peers.py`). The ratios are decode tokens/s. Versions: "
              + "; ".join(f"{k}: {v}" for k, v in doc["versions"].items()) + ".", "", head,
              "|" + "---|" * (2 + len(engines) + sum(1 for m in engines if m.startswith("mosaic")
-                                                   for p in engines if not p.startswith("mosaic")))]
+                                                   for p in engines if not p.startswith("mosaic")) +
+                             ((1 + len(peers)) if bounded else 0))]
     for row in doc["rows"]:
         cells = []
         for e in engines:
@@ -267,6 +288,15 @@ def markdown(doc):
                 if m.startswith("mosaic") and not p.startswith("mosaic"):
                     a, b = row["engines"].get(m), row["engines"].get(p)
                     ratios.append(f"**{a['decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}x**" if a and b else "-")
+        bound = row.get("bound")
+        if bounded:
+            if bound:
+                ratios.append(f"{bound['step_ms']:.1f} ({bound['read_bandwidth_gbs']:.1f} GB/s)")
+                for p in peers:
+                    r = row["engines"].get(p)
+                    ratios.append(f"{r['tpot_ms'] / bound['step_ms']:.2f}x" if r else "-")
+            else:
+                ratios += ["-"] * (1 + len(peers))
         lines.append(f"| {row['model']} | {row['batch']} | " + " | ".join(cells + ratios) + " |")
     for e, why in sorted(doc.get("missing", {}).items()):
         lines.append(f"\n{e}: missing ({why}).")
@@ -311,7 +341,7 @@ def main():
                            f"preparing {m}")
             if got.get("og_missing") and "ort-genai" in engines:
                 missing["ort-genai"] = f"{m} in {args.precision}: {got['og_missing']}"
-    samples, versions = {}, {}
+    samples, versions, bounds = {}, {}, {}
     for rnd in range(args.rounds):
         for m in models:
             for b in batches:
@@ -332,6 +362,8 @@ def main():
                             missing[e] = f"{m} in {args.precision}: " + str(failed).strip().splitlines()[-1][:200]
                             continue
                     versions[e] = got["version"]
+                    if got.get("bound"):
+                        bounds.setdefault((m, b), []).append(got["bound"])
                     samples.setdefault((m, b, e), []).extend(got["runs"])
                     r = got["runs"][-1]
                     print(f"round {rnd + 1}: {m} batch {b} {e}: TTFT {r['ttft_ms']:.0f} ms, TPOT {r['tpot_ms']:.1f} ms, "
@@ -345,6 +377,11 @@ def main():
                     s = samples[(m, b, e)]
                     row["engines"][e] = {k: median_of(s, k) for k in ("ttft_ms", "tpot_ms", "decode_tokens_per_s")}
                     row["engines"][e]["samples"] = s
+            if (m, b) in bounds:
+                got = bounds[(m, b)]
+                gbs = statistics.median(g["read_bandwidth_gbs"] for g in got)
+                row["bound"] = {"step_bytes": got[0]["step_bytes"], "read_bandwidth_gbs": gbs,
+                                "step_ms": got[0]["step_bytes"] / gbs / 1e6, "samples": got}
             rows.append(row)
     doc = {"schema": "mosaic.generate_peers/1", "cpu": cpu_description(), "threads": args.threads,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "prompt": args.prompt, "new": args.new,
