@@ -47,8 +47,11 @@ FuseOptions reorder_only() {
   return fo;
 }
 
-/// One training step on `backend`: the output, the input's gradient, the parameters'.
-std::vector<Tensor> step(Graph g, bool reorder, const std::string& backend, const Tensor& x, FuseReport* report) {
+/// One training step on `backend`: the output, the input's gradient, the parameters' (the
+/// output's gradient `dy`, else random).
+std::vector<Tensor> step(Graph g, bool reorder, const std::string& backend, const Tensor& x, FuseReport* report,
+                         const Tensor* dy_given = nullptr, const Plan** built = nullptr,
+                         std::unique_ptr<Plan>* keep = nullptr) {
   EXPECT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
   if (reorder) *report = fuse_graph(g, reorder_only());
   PlanOptions po;
@@ -60,11 +63,15 @@ std::vector<Tensor> step(Graph g, bool reorder, const std::string& backend, cons
   std::vector<Tensor> out;
   EXPECT_TRUE(plan.value()->run({x}, &out).is_ok());
   if (out.empty()) return {};
-  const Tensor dy = random_tensor(out[0].shape(), 21);
+  const Tensor dy = dy_given ? *dy_given : random_tensor(out[0].shape(), 21);
   EXPECT_TRUE(plan.value()->backward({dy}).is_ok());
   std::vector<Tensor> got = {out[0].clone()};
   if (const Tensor* dx = plan.value()->input_grad(0)) got.push_back(dx->clone());
   for (const ParamRef& p : plan.value()->parameters()) got.push_back(p.grad.clone());
+  if (keep) {
+    *keep = std::move(plan.value());
+    if (built) *built = keep->get();
+  }
   return got;
 }
 
@@ -141,6 +148,61 @@ TEST(ReorderReluPool, NearMissesAreLeftAlone) {
   ASSERT_TRUE(prepare_graph(together, builtin_registry(), PrepareOptions{}).ok());
   EXPECT_EQ(fuse_graph(together, fuse_options_for(Placement::all_on("onednn", {}), builtin_registry(), true)).reordered,
             std::vector<std::string>{"pool before relu"});
+}
+
+/// x [2, 3, 8, 8] -> Conv 3x3 (16 channels, pad 1) -> Relu -> MaxPool 2x2 -> Flatten -> Gemm
+/// (5 outputs) -> y: reordered, the Relu lands between oneDNN's blocked pool and the Flatten.
+Graph conv_relu_pool_gemm() {
+  Graph g = conv_relu_pool({{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}});
+  g.source = "conv-relu-pool-gemm";
+  g.initializers["w"] = small_integers({16, 3, 3, 3}, 11, -1, 1);
+  g.initializers["b"] = small_integers({16}, 12, -1, 1);
+  g.initializers["fw"] = small_integers({5, 16 * 4 * 4}, 13, -1, 1);
+  g.initializers["fb"] = small_integers({5}, 14, -1, 1);
+  g.outputs.clear();
+  add_node(g, make_node("Flatten"), {"y"}, {"f"}, "flatten");
+  add_node(g, make_node("Gemm", {{"transB", A::of_int(1)}}), {"f", "fw", "fb"}, {"z"}, "fc");
+  g.outputs.push_back(ValueInfo{"z", DType::kF32, {}, {}, false});
+  return g;
+}
+
+// onednn runs a Relu from a blocked layout to plain as one pass each way (relu_to_plain,
+// relu_grad_to_blocked in common/eltwise_loops.cpp): the training step equals naive's bit for
+// bit (integer data and output gradient: every sum exact), and the pass is the one taken (no
+// staging buffer where the input is blocked).
+TEST(ReorderReluPool, AReluAtTheLayoutBoundaryIsOnePassOnOnednnAndExact) {
+  if (!builtin_registry().has_backend("onednn")) GTEST_SKIP() << "no onednn backend";
+  const Tensor x = small_integers({2, 3, 8, 8}, 7, -2, 2);
+  const Tensor dz = small_integers({2, 5}, 9, -2, 2);
+  FuseReport report;
+  const auto want = step(conv_relu_pool_gemm(), true, "naive", x, &report, &dz);
+  const Plan* plan = nullptr;
+  std::unique_ptr<Plan> keep;
+  const auto got = step(conv_relu_pool_gemm(), true, "onednn", x, &report, &dz, &plan, &keep);
+  ASSERT_EQ(report.reordered, std::vector<std::string>{"pool before relu"});
+  ASSERT_EQ(want.size(), 6u);
+  ASSERT_EQ(got.size(), want.size());
+  int positive = 0, negative = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    ASSERT_EQ(got[k].shape(), want[k].shape()) << "tensor " << k;
+    for (int64_t i = 0; i < want[k].numel(); ++i)
+      ASSERT_EQ(got[k].get(i), want[k].get(i)) << "tensor " << k << " element " << i;
+  }
+  ASSERT_NE(plan, nullptr);
+  const PlanStep* pool = nullptr;
+  const PlanStep* relu = nullptr;
+  for (const PlanStep& st : plan->steps()) {
+    const std::string& name = plan->graph().nodes[static_cast<size_t>(st.node)].name;
+    if (name == "pool") pool = &st;
+    if (name == "relu") relu = &st;
+  }
+  ASSERT_TRUE(pool && relu);
+  const Tensor* pooled = relu->src[0];
+  for (int64_t i = 0; i < pooled->numel(); ++i) (pooled->f32()[i] > 0 ? positive : negative) += 1;
+  EXPECT_GT(positive, 0);
+  EXPECT_GT(negative, 0);  // the Relu has something to clip
+  if (!pool->kernel->output_layout(0)) GTEST_SKIP() << "oneDNN kept the pool's output plain here: no boundary";
+  EXPECT_EQ(relu->kernel->workspace_bytes(), 0u) << "the Relu staged its output: the one-pass path was not taken";
 }
 
 }  // namespace

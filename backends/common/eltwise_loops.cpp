@@ -208,4 +208,31 @@ bool unary_loop_vectorised(UnaryOp op) {
   }
 }
 
+void relu_to_plain(const float* x, float* y, int64_t n, int64_t c, int64_t hw, int64_t block) {
+  const int64_t blocks = c / block;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* from = x + (i * blocks + b) * hw * block;
+      float* to = y + (i * c + b * block) * hw;
+      for (int64_t l = 0; l < block; ++l)
+        for (int64_t p = 0; p < hw; ++p) to[l * hw + p] = std::max(from[p * block + l], 0.f);
+    }
+}
+
+void relu_grad_to_blocked(const float* y, const float* dy, float* dx, int64_t n, int64_t c, int64_t hw, int64_t block) {
+  const int64_t blocks = c / block;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t plain = (i * c + b * block) * hw;
+      float* to = dx + (i * blocks + b) * hw * block;
+      for (int64_t l = 0; l < block; ++l) {
+        const float* yl = y + plain + l * hw;
+        const float* dyl = dy + plain + l * hw;
+        for (int64_t p = 0; p < hw; ++p) to[p * block + l] = yl[p] > 0.f ? dyl[p] : 0.f;
+      }
+    }
+}
+
 }  // namespace mosaic

@@ -2,6 +2,7 @@
 // (binary primitive). Small plain tensors, and operands the binary primitive cannot broadcast,
 // run the shared loops instead (common/eltwise_loops.hpp).
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <functional>
@@ -13,6 +14,18 @@
 
 namespace mosaic::onednn_impl {
 namespace {
+
+/// The channel block (16 or 8) of a float32 nChw16c / nChw8c layout whose channels fill whole
+/// blocks, else 0: the layouts in which a Relu at a layout boundary runs as one pass.
+int64_t whole_channel_block(const memory::desc& md) {
+  const memory::dims d = md.dims();
+  if (d.size() != 4 || md.data_type() != memory::data_type::f32) return 0;
+  for (const int64_t b : {16, 8})
+    if (d[1] % b == 0 && md == memory::desc(d, memory::data_type::f32, b == 16 ? memory::format_tag::nChw16c
+                                                                                 : memory::format_tag::nChw8c))
+      return b;
+  return 0;
+}
 
 class EltwiseKernel final : public Kernel {
  public:
@@ -50,12 +63,24 @@ class EltwiseKernel final : public Kernel {
         trainable_ = true;
       }
       src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
-      dst_.init(out_md, md, ctx.tracker, true);
       out_layout_ = layout_of(out_md, ys);
+      // A Relu from a blocked layout to plain: one pass each way (relu_to_plain), no staging.
+      if (op_ == UnaryOp::kRelu && alpha == 0.f && out_md != md && out_md == plain(ys) && (!ctx.training || from_dst_))
+        boundary_block_ = whole_channel_block(md);
+      if (boundary_block_) {
+        const memory::dims d = md.dims();
+        dims_ = {d[0], d[1], d[2] * d[3]};
+        return Status::ok();
+      }
+      dst_.init(out_md, md, ctx.tracker, true);
       return Status::ok();
     });
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (boundary_block_) {
+      relu_to_plain(src[0]->f32(), dst[0]->f32(), dims_[0], dims_[1], dims_[2], boundary_block_);
+      return Status::ok();
+    }
     src_.bind(src[0]);
     dst_.bind_out(dst[0]);
     prim_.execute(stream(), {{DNNL_ARG_SRC, src_.mem}, {DNNL_ARG_DST, dst_.internal}});
@@ -72,6 +97,11 @@ class EltwiseKernel final : public Kernel {
     for (size_t i = 1; i < a.diff_src.size(); ++i)
       zeroed_grad(a, i);
     if (!a.diff_src[0]) return Status::ok();
+    if (boundary_block_) {
+      relu_grad_to_blocked(a.dst[0]->f32(), a.diff_dst[0]->f32(), a.diff_src[0]->f32(), dims_[0], dims_[1], dims_[2],
+                           boundary_block_);
+      return Status::ok();
+    }
     b_data_.bind_in(from_dst_ ? a.dst[0] : a.src[0]);
     b_diff_dst_.bind_in(a.diff_dst[0]);
     b_diff_src_.bind(a.diff_src[0]);
@@ -89,6 +119,8 @@ class EltwiseKernel final : public Kernel {
   bool trainable_ = false;
   UnaryOp op_ = UnaryOp::kRelu;
   bool from_dst_ = false;
+  int64_t boundary_block_ = 0;  ///< relu_to_plain's channel block; 0: oneDNN's eltwise
+  std::array<int64_t, 3> dims_{};  ///< N, C, H x W where boundary_block_
   dnnl::eltwise_backward bwd_;
   Staged b_data_, b_diff_dst_;
   Bound b_diff_src_;
