@@ -185,7 +185,7 @@ TEST(GenerateCompare, ProcessesArePooledAndTheDocumentReadsBack) {
   const std::string dir = ::testing::TempDir() + "generate_processes/";
   std::filesystem::create_directories(dir);
   CmdResult r = mosaic("generate zoo:gpt2-tiny-kv --backend naive --context 4,8 --new-tokens 4 --runs 2 --processes 3 "
-                       "--no-db --json " + dir + "p.json");
+                       "--no-db --no-peaks --json " + dir + "p.json");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("3 processes, TPOT per process"), std::string::npos) << r.out;
   const json doc = read_json(dir + "p.json");
@@ -206,7 +206,7 @@ TEST(GenerateCompare, ProcessesArePooledAndTheDocumentReadsBack) {
   back = api::generate_report_from_json(broken);
   ASSERT_FALSE(back.ok());
   EXPECT_NE(back.status().message().find("`summary` is missing a field"), std::string::npos) << back.status().message();
-  r = mosaic("generate zoo:gpt2-tiny-kv --backend naive --processes 2 --per-node --no-db");
+  r = mosaic("generate zoo:gpt2-tiny-kv --backend naive --processes 2 --per-node --no-db --no-peaks");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--per-node times one more generation in one process; it excludes --processes"), std::string::npos)
       << r.out;
@@ -221,7 +221,7 @@ TEST(GenerateCompare, CompareAndReportReadRealGenerations) {
   const std::string dir = ::testing::TempDir() + "generate_compare/";
   std::filesystem::create_directories(dir);
   for (const char* name : {"a", "b"}) {
-    CmdResult r = mosaic("generate zoo:gpt2-tiny --backend naive --prompt-tokens 4 --new-tokens 6 --runs 2 --no-db --json " +
+    CmdResult r = mosaic("generate zoo:gpt2-tiny --backend naive --prompt-tokens 4 --new-tokens 6 --runs 2 --no-db --no-peaks --json " +
                          dir + name + ".json");
     ASSERT_EQ(r.code, 0) << r.out;
   }
@@ -241,7 +241,7 @@ TEST(GenerateCompare, CompareAndReportReadRealGenerations) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("B: not a bench report (schema 'mosaic.generate/1')"), std::string::npos) << r.out;
 
-  r = mosaic("generate zoo:gpt2-tiny --backend naive --context 4,8 --new-tokens 4 --runs 1 --no-db --json " + dir + "ctx.json");
+  r = mosaic("generate zoo:gpt2-tiny --backend naive --context 4,8 --new-tokens 4 --runs 1 --no-db --no-peaks --json " + dir + "ctx.json");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(read_json(dir + "ctx.json")["contexts"][1]["runs"][0]["token_ms"].size(), 4u);
   r = mosaic("report " + dir + "a.json " + dir + "ctx.json -o " + dir + "r.html");

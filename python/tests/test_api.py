@@ -118,15 +118,18 @@ def test_generate_returns_the_tokens_and_their_times():
 
 
 def test_two_generations_are_compared_and_drawn(tmp_path):
-    a, b = (mosaic.generate("zoo:gpt2-tiny-kv", backend="naive", prompt_tokens=4, new_tokens=6, runs=2) for _ in range(2))
+    a, b = (mosaic.generate("zoo:gpt2-tiny-kv", backend="naive", prompt_tokens=4, new_tokens=6, runs=2, peaks=False)
+            for _ in range(2))
     c = mosaic.compare(a, b)
     assert c["schema"] == "mosaic.compare/1" and c["kind"] == "generate"
     assert [k["label"] for k in c["configs"]] == ["decode step", "first token"]
     assert c["configs"][0]["time_ms"]["n_a"] == 10 and c["configs"][1]["time_ms"]["verdict"] == "too few samples"
     assert c["slower"] == (c["configs"][0]["time_ms"]["verdict"] == "SLOWER")
     with pytest.raises(ValueError, match="differ in backend"):
-        mosaic.compare(a, mosaic.generate("zoo:gpt2-tiny-kv", backend="im2col", prompt_tokens=4, new_tokens=6, runs=2))
-    pooled = mosaic.generate("zoo:gpt2-tiny-kv", backend="naive", prompt_tokens=4, new_tokens=4, runs=1, processes=2)
+        mosaic.compare(a, mosaic.generate("zoo:gpt2-tiny-kv", backend="im2col", prompt_tokens=4, new_tokens=6, runs=2,
+                                       peaks=False))
+    pooled = mosaic.generate("zoo:gpt2-tiny-kv", backend="naive", prompt_tokens=4, new_tokens=4, runs=1, processes=2,
+                             peaks=False)
     assert len(pooled["processes"]) == 2 and len(pooled["runs"]) == 2 and pooled["settings"]["processes"] == 2
     r = mosaic.report(a, output=tmp_path / "g.html")
     assert r["runs"] == 1 and r["figures"] == 1  # the latency CDF (one depth: no tokens/s vs depth)

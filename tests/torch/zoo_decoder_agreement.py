@@ -171,7 +171,7 @@ def main():
             out = os.path.join(tmp, "%s_%s.json" % (name, backend))
             r = subprocess.run([args.mosaic, "generate", spread, "--backend", backend, "--prompt-ids", ",".join(map(str, PROMPT)),
                                 "--new-tokens", str(args.new_tokens), "--runs", "1", "--threads", "2", "--no-db",
-                                "--json", out], capture_output=True, text=True)
+                                "--no-peaks", "--json", out], capture_output=True, text=True)
             if r.returncode != 0:
                 print("%s %s: mosaic generate failed (%d): %s" % (name, backend, r.returncode, (r.stderr or r.stdout).strip()))
                 ok = False
