@@ -65,7 +65,7 @@ class EltwiseKernel final : public Kernel {
       src_.mem = memory(md, engine(), DNNL_MEMORY_NONE);
       out_layout_ = layout_of(out_md, ys);
       // A Relu from a blocked layout to plain: one pass each way (relu_to_plain), no staging.
-      if (op_ == UnaryOp::kRelu && alpha == 0.f && out_md != md && out_md == plain(ys) && (!ctx.training || from_dst_))
+      if (op_ == UnaryOp::kRelu && alpha == 0.f && out_md != md && (!ctx.training || from_dst_))
         boundary_block_ = whole_channel_block(md);
       if (boundary_block_) {
         const memory::dims d = md.dims();
