@@ -315,6 +315,26 @@ double f_qgemm(const OpContext& c) {
 
 }  // namespace
 
+IntegerProductSlots integer_product_slots(const Node& n) {
+  IntegerProductSlots s;
+  if (n.domain == kMicrosoftDomain && n.op_type == "QGemm") {
+    s.gemm = true;
+    s.requantise = n.inputs.size() > 7 && !n.inputs[7].empty();
+    s.to_float = !s.requantise;
+    s.ta = n.attr_int("transA", 0) != 0;
+    s.tb = n.attr_int("transB", 0) != 0;
+    s.alpha = n.attr_float("alpha", 1.f);
+    s.a_scale = 1, s.a_zp = 2, s.b = 3, s.b_scale = 4, s.b_zp = 5, s.c = 6, s.y_scale = 7, s.y_zp = 8;
+  } else if (n.domain == kMicrosoftDomain) {
+    s.to_float = true;
+    s.a_scale = 2, s.b_scale = 3, s.a_zp = 4, s.b_zp = 5, s.bias = 6;
+  } else if (n.op_type == "QLinearMatMul") {
+    s.requantise = true;
+    s.a_scale = 1, s.a_zp = 2, s.b = 3, s.b_scale = 4, s.b_zp = 5, s.y_scale = 6, s.y_zp = 7;
+  }
+  return s;
+}
+
 Status check_quant_scale(const Node& node, float scale, const std::string& what) {
   if (!(scale > 0.f) || !std::isfinite(scale))
     return Status::invalid(node.label() + ": " + what + " is " + std::to_string(scale) +

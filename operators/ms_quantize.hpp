@@ -28,6 +28,22 @@ struct OpSchema;
 /// The domain of ONNX Runtime's contributed operators.
 inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 
+/// Where each operand of an integer matrix product sits among its node's inputs, for the
+/// four that share one kernel on the int8 backends: ONNX's MatMulInteger (int32 out) and
+/// QLinearMatMul (requantised), and this domain's MatMulIntegerToFloat (float32 out, a float
+/// bias) and QGemm (A or B transposed, an int32 C, alpha; requantised with y_scale, float32
+/// without). 0: absent (every op has A at 0).
+struct IntegerProductSlots {
+  bool to_float = false;   ///< MatMulIntegerToFloat, QGemm without y_scale
+  bool requantise = false; ///< QLinearMatMul, QGemm with y_scale
+  bool gemm = false;       ///< QGemm: transA, transB, alpha and an int32 C
+  bool ta = false, tb = false;
+  float alpha = 1.f;
+  /// bias: a float32 one added after the scales; c: QGemm's int32 one added before them.
+  size_t b = 1, a_zp = 2, b_zp = 3, a_scale = 0, b_scale = 0, bias = 0, c = 0, y_scale = 0, y_zp = 0;
+};
+IntegerProductSlots integer_product_slots(const Node& n);
+
 /// QLinearConcat's operands: input 3k + 2 is tensor k, 3k + 3 its scale, 3k + 4 its zero point.
 inline size_t qlinear_concat_tensors(const OpContext& ctx) { return (ctx.inputs.size() - 2) / 3; }
 

@@ -24,37 +24,6 @@
 namespace mosaic::onednn_impl {
 namespace {
 
-/// Where each operand sits among the node's inputs (0: absent, except A's).
-struct IntegerSlots {
-  bool to_float = false;   ///< MatMulIntegerToFloat, QGemm without y_scale
-  bool requantise = false; ///< QLinearMatMul, QGemm with y_scale
-  bool gemm = false;       ///< QGemm: transA, transB, alpha and an int32 C
-  bool ta = false, tb = false;
-  float alpha = 1.f;
-  /// bias: a float32 one added after the scales; c: QGemm's int32 one added before them.
-  size_t b = 1, a_zp = 2, b_zp = 3, a_scale = 0, b_scale = 0, bias = 0, c = 0, y_scale = 0, y_zp = 0;
-};
-
-IntegerSlots slots_of(const Node& n) {
-  IntegerSlots s;
-  if (n.domain == kMicrosoftDomain && n.op_type == "QGemm") {
-    s.gemm = true;
-    s.requantise = n.inputs.size() > 7 && !n.inputs[7].empty();
-    s.to_float = !s.requantise;
-    s.ta = n.attr_int("transA", 0) != 0;
-    s.tb = n.attr_int("transB", 0) != 0;
-    s.alpha = n.attr_float("alpha", 1.f);
-    s.a_scale = 1, s.a_zp = 2, s.b = 3, s.b_scale = 4, s.b_zp = 5, s.c = 6, s.y_scale = 7, s.y_zp = 8;
-  } else if (n.domain == kMicrosoftDomain) {
-    s.to_float = true;
-    s.a_scale = 2, s.b_scale = 3, s.a_zp = 4, s.b_zp = 5, s.bias = 6;
-  } else if (n.op_type == "QLinearMatMul") {
-    s.requantise = true;
-    s.a_scale = 1, s.a_zp = 2, s.b = 3, s.b_scale = 4, s.b_zp = 5, s.y_scale = 6, s.y_zp = 7;
-  }
-  return s;
-}
-
 bool present(const KernelContext& ctx, size_t i) { return i > 0 && ctx.has_input(i); }
 
 /// The first value of a uint8 or int8 tensor (a zero point).
@@ -69,7 +38,7 @@ int32_t byte_value(const Tensor& t) {
 /// for QGemm, a 2-D A and an int32 C of one value per column.
 Status integer_matmul_supported(const KernelContext& ctx) {
   const Node& n = *ctx.node;
-  const IntegerSlots s = slots_of(n);
+  const IntegerProductSlots s = integer_product_slots(n);
   const DType at = ctx.inputs[0].dtype, bt = ctx.inputs[s.b].dtype;
   if ((at != DType::kU8 && at != DType::kI8) || bt != DType::kI8)
     return Status::unsupported(n.label() + ": oneDNN's int8 matmul takes uint8/int8 A and int8 B");
@@ -125,7 +94,7 @@ class IntegerMatMulKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(integer_matmul_supported(ctx));
-    s_ = slots_of(*ctx.node);
+    s_ = integer_product_slots(*ctx.node);
     node_ = ctx.node;
     const Shape& bs = ctx.inputs[s_.b].shape;
     k_ = bs[s_.tb ? 1 : 0];
@@ -225,7 +194,7 @@ class IntegerMatMulKernel final : public Kernel {
   size_t workspace_bytes() const override { return weights_.bytes(); }
 
  private:
-  IntegerSlots s_;
+  IntegerProductSlots s_;
   const Node* node_ = nullptr;
   DType out_ = DType::kI32;
   float y_zp_value_ = 0;
