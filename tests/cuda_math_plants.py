@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The catch rate of tests/test_cuda_math.cpp: plants each bug below in a copy of the cuda
-backend's host-checkable headers (backends/cuda/device_*.hpp), builds the CudaMath tests
-against the copy and counts the builds whose tests fail. No GPU needed.
+"""The catch rate of tests/test_cuda_math.cpp and tests/test_cuda_int8_math.cpp: plants each
+bug below in a copy of the cuda backend's host-checkable headers (backends/cuda/device_*.hpp,
+int8_plan.hpp), builds the CudaMath and CudaInt8Math tests against the copy and counts the
+builds whose tests fail. No GPU needed.
 
 usage: tests/cuda_math_plants.py [--build build]   (a configured and built tree: its static
                                                     libraries are linked)
@@ -84,18 +85,60 @@ PLANTS = [
      "Sub's row mapped to the device's Add"),
     ("device_geometry.hpp", "case ReduceOp::kL1: return DevReduce::kL1;", "case ReduceOp::kL1: return DevReduce::kL2;",
      "ReduceL1's row mapped to the device's L2"),
+    # The integer products and 8-bit codes (issue 52; tests/test_cuda_int8_math.cpp).
+    ("device_quant.hpp", "  const float r = rintf(q) + static_cast<float>(zero_point);",
+     "  const float r = roundf(q) + static_cast<float>(zero_point);", "QuantizeLinear rounding ties away from zero"),
+    ("device_quant.hpp", "  return dev_mul_rn(static_cast<float>(code - zero_point), scale);",
+     "  return dev_mul_rn(static_cast<float>(code), scale);", "DequantizeLinear's zero point dropped"),
+    ("device_quant.hpp", "dev_exact_sum(a.c[at], e.shift - a_zp, ", "dev_exact_sum(a.c[at], e.shift, ",
+     "the activations' zero point dropped from the correction"),
+    ("device_quant.hpp", "a.multipliers[e.per_column ? col : 0]", "a.multipliers[0]",
+     "a per-channel scale taken per tensor"),
+    ("device_quant.hpp", "a.bias_i32 ? a.bias_i32[col] : 0", "0", "the int32 bias dropped"),
+    ("device_quant.hpp", "if (a.bias_f32) v = dev_add_rn(v, a.bias_f32[col]);", "if (a.bias_f32) v = dev_add_rn(v, a.bias_f32[0]);",
+     "MatMulIntegerToFloat's bias per tensor"),
+    ("device_quant.hpp", "  *c_at = ((ch / e.n) * e.rows + r) * e.np + ch % e.n;", "  *c_at = ((ch / e.n) * e.rows + r) * e.n + ch % e.n;",
+     "the sums read without the columns' padding"),
+    ("device_quant.hpp", "  int code = zero_point ? dev_code(zero_point[0], p.is_signed) : p.pad_code;", "  int code = 0;",
+     "a convolution's padding as code 0, not the zero point"),
+    ("device_quant.hpp", "const uint8_t byte = p.transposed ? a[k * p.rows + r] : a[r * p.k + k];",
+     "const uint8_t byte = a[r * p.k + k];", "QGemm's transA ignored"),
+    ("device_quant.hpp", "const double v = rint(r) + zero_point;", "const double v = rint(r + zero_point);",
+     "QLinear's zero point added before rounding"),
+    ("int8_plan.hpp", "return codes[s.tb ? c * k + kk : kk * n + c];", "return codes[kk * n + c];", "QGemm's transB ignored"),
+    ("int8_plan.hpp", "  c.stride_b = static_cast<long long>(p.e.rows) * p.kp;", "  c.stride_b = static_cast<long long>(p.e.np) * p.kp;",
+     "the packed columns' group stride"),
+    ("int8_plan.hpp", "const float product = s.alpha * as * b_scale[j];", "const float product = as * b_scale[j];",
+     "QGemm's alpha dropped"),
+    ("int8_plan.hpp", "  c.in[a] = win.in[a], c.out[a] = win.out[a], c.kernel[a] = win.k[a];",
+     "  c.in[a] = win.in[a], c.out[a] = win.out[a], c.kernel[a] = win.k[2 - a];", "the kernel's axes reversed"),
 ]
 
-LIBS = ["libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a",
-        "libmosaic_backend_common.a", "libmosaic_core.a", "libmosaic_ir.a"]
+# What the two test files link: Mosaic's libraries as the test binary links them (the int8
+# tests run the naive oracle through a plan), then gtest.
+LIBS = ["libmosaic_api.a", "libmosaic_data.a", "libmosaic_validate.a", "libmosaic_onnx.a", "libmosaic_zoo.a",
+        "libmosaic_metrics.a", "libmosaic_config.a", "libmosaic_backends.a", "libmosaic_backend_naive.a",
+        "libmosaic_backend_im2col.a", "libmosaic_backend_onednn.a", "libmosaic_backend_common.a",
+        "libmosaic_distributed.a", "libmosaic_core.a", "libmosaic_operators.a", "libmosaic_ir.a"]
+SYSTEM_LIBS = ["-lonnx", "-lonnx_proto", "-lprotobuf", "-lz", "-lsqlite3", "-ldnnl", "-lyaml-cpp",
+               "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so", "-L/usr/lib/x86_64-linux-gnu/openmpi/lib",
+               "-lmpi_cxx", "-lmpi", "-lgomp", "-lpthread"]
+TESTS = {"math": "tests/test_cuda_math.cpp", "int8": "tests/test_cuda_int8_math.cpp"}
+# Which test files include each header (a plant in device_math.hpp reaches both).
+READERS = {"device_math.hpp": ["math", "int8"], "device_unary.hpp": ["math"], "device_geometry.hpp": ["math"],
+           "device_quant.hpp": ["int8"], "int8_plan.hpp": ["int8"]}
 
 
-def build(build_dir, include, out):
-    cmd = ["g++", "-O1", "-std=gnu++17", "-I" + include, "-I" + ROOT, "-I" + os.path.join(ROOT, "tests"),
-           '-DMOSAIC_SOURCE_DIR="%s"' % ROOT, '-DMOSAIC_BIN="mosaic"', '-DMOSAIC_PLUGIN_DIR="."',
-           os.path.join(ROOT, "tests/test_cuda_math.cpp"), "-o", out] + \
+def compile_test(include, name, obj):
+    subprocess.run(["g++", "-O1", "-std=gnu++17", "-c", "-I" + include, "-I" + ROOT, "-I" + os.path.join(ROOT, "tests"),
+                    '-DMOSAIC_SOURCE_DIR="%s"' % ROOT, '-DMOSAIC_BIN="mosaic"', '-DMOSAIC_PLUGIN_DIR="."',
+                    os.path.join(ROOT, TESTS[name]), "-o", obj], check=True)
+
+
+def link(build_dir, out_dir, out):
+    cmd = ["g++", "-rdynamic"] + [os.path.join(out_dir, n + ".o") for n in TESTS] + ["-o", out] + \
           [os.path.join(build_dir, lib) for lib in LIBS] + \
-          ["/usr/lib/x86_64-linux-gnu/libgtest_main.a", "/usr/lib/x86_64-linux-gnu/libgtest.a", "-lgomp", "-lpthread"]
+          ["/usr/lib/x86_64-linux-gnu/libgtest_main.a", "/usr/lib/x86_64-linux-gnu/libgtest.a"] + SYSTEM_LIBS
     subprocess.run(cmd, check=True)
 
 
@@ -107,10 +150,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "backends/cuda")
         os.makedirs(copy)
-        for f in ("device_math.hpp", "device_unary.hpp", "device_geometry.hpp"):
+        for f in ("device_math.hpp", "device_unary.hpp", "device_geometry.hpp", "device_quant.hpp", "int8_plan.hpp"):
             shutil.copy(os.path.join(src, f), copy)
         binary = os.path.join(tmp, "t")
-        build(args.build, tmp, binary)
+        for name in TESTS:  # the unplanted objects, kept for the files a plant does not reach
+            compile_test(tmp, name, os.path.join(tmp, name + ".clean.o"))
+            shutil.copy(os.path.join(tmp, name + ".clean.o"), os.path.join(tmp, name + ".o"))
+        link(args.build, tmp, binary)
         if subprocess.run([binary], capture_output=True).returncode != 0:
             print("the tests fail without a planted bug", file=sys.stderr)
             return 1
@@ -122,10 +168,15 @@ def main():
                 return 1
             with open(os.path.join(copy, f), "w") as out:
                 out.write(text.replace(good, bad))
-            build(args.build, tmp, binary)
+            for name in TESTS:
+                if name in READERS[f]:
+                    compile_test(tmp, name, os.path.join(tmp, name + ".o"))
+                else:
+                    shutil.copy(os.path.join(tmp, name + ".clean.o"), os.path.join(tmp, name + ".o"))
+            link(args.build, tmp, binary)
             failed = subprocess.run([binary], capture_output=True).returncode != 0
             caught += failed
-            print(("caught  " if failed else "MISSED  ") + what)
+            print(("caught  " if failed else "MISSED  ") + what, flush=True)
             shutil.copy(os.path.join(src, f), copy)
         print(f"{caught} of {len(PLANTS)} planted bugs caught")
         return 0 if caught == len(PLANTS) else 1

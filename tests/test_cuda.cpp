@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "metrics/compare.hpp"
+#include "operators/quantize.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::test {
@@ -223,6 +224,68 @@ TEST_F(CudaBackend, OnAGpuModelsMatchNaive) {
   EXPECT_NE(r.out.find("cuda-tf32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check:   tf32 within 1% of naive's float32 outputs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tf32 declined by onednn"), std::string::npos) << r.out;
+}
+
+// Issue 52: the integer products, QuantizeLinear, DequantizeLinear and the code lookups on
+// the GPU, code for code the oracle's (the host runs the same plans and formulas with a plain
+// product for cuBLAS's: tests/test_cuda_int8_math.cpp); then a QDQ file's convolutions and
+// `bench --precision int8` in int8 on cuda.
+TEST_F(CudaBackend, OnAGpuIntegerOpsMatchNaive) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  std::vector<OpCase> cases = int8_product_cases();
+  const Tensor x = random_tensor({2, 3, 1000}, 5, -40.f, 40.f);
+  for (DType t : {DType::kU8, DType::kI8}) {
+    const Tensor s = Tensor::from_f32({3}, {0.5f, 0.25f, 0.125f});
+    const Tensor z = typed(t, {3}, t == DType::kU8 ? std::vector<double>{128, 0, 255} : std::vector<double>{0, -100, 90});
+    OpCase q = op_case("QuantizeLinear", {x, s, z}, {{"axis", Attribute::of_int(1)}});
+    q.is_const = {false, true, true};
+    cases.push_back(q);
+    std::vector<Tensor> codes;
+    ASSERT_TRUE(run_on(q, "naive", &codes).is_ok());
+    OpCase dq = op_case("DequantizeLinear", {codes[0], Tensor::from_f32({}, {0.3f}), typed(t, {}, {7})});
+    dq.is_const = {false, true, true};
+    cases.push_back(dq);
+    std::vector<double> table(256);
+    for (int i = 0; i < 256; ++i) table[static_cast<size_t>(i)] = (i * 37 + 11) % 256 - (t == DType::kI8 ? 128 : 0);
+    OpCase lookup = op_case(kCodeLookupOp, {codes[0], typed(t, {256}, table)});
+    lookup.node.domain = kCodeLookupDomain;
+    lookup.is_const = {false, true};
+    cases.push_back(lookup);
+  }
+  // DynamicQuantizeLinear: a range over many blocks (NaN passed over), and one of a few values.
+  Tensor big = random_tensor({3, 70001}, 6, -3.f, 11.f);
+  big.f32()[1234] = NAN;
+  cases.push_back(op_case("DynamicQuantizeLinear", {big}, {}, 21, {"y", "y_scale", "y_zero_point"}));
+  cases.push_back(op_case("DynamicQuantizeLinear", {Tensor::from_f32({3}, {-0.5f, 0.f, 0.25f})}, {}, 21,
+                          {"y", "y_scale", "y_zero_point"}));
+  for (const OpCase& c : cases) {
+    std::vector<Tensor> want, got;
+    ASSERT_TRUE(run_on(c, "naive", &want).is_ok()) << c.label;
+    const Status st = run_on(c, "cuda", &got);
+    ASSERT_TRUE(st.is_ok()) << c.label << ": " << st.to_string();
+    ASSERT_EQ(got.size(), want.size()) << c.label;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].dtype(), want[i].dtype()) << c.label << " output " << i;
+      EXPECT_EQ(values_of(got[i]), values_of(want[i])) << c.label << " output " << i;
+    }
+  }
+  // A QDQ file (ONNX Runtime's form): its two convolutions become QLinearConv on cuda, and
+  // the outputs pass the check within a quantisation step.
+  const std::string model = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/quantised/cases/zoo_fmnist-cnn.qdq/model.onnx";
+  const std::string json = path("qdq.json");
+  CmdResult r = mosaic("bench " + model + " --backends cuda --batch 4 --warmup 0 --iterations 2 --no-peaks --no-db --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json doc = read_json(json);
+  EXPECT_TRUE(doc["runs"][0]["check"]["passed"].get<bool>()) << doc["runs"][0]["check"].dump();
+  int integer = 0;
+  for (const auto& n : doc["runs"][0]["nodes"]) integer += n["op"] == "QLinearConv" && n["backend"] == "cuda";
+  EXPECT_EQ(integer, 2) << r.out;
+  // bench's int8 twin, calibrated on the fly.
+  r = mosaic("bench zoo:vgg16-cifar --backends cuda --precision int8 --batch 8 --no-peaks --iterations 3 --warmup 1 --repeats 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cuda-int8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check:   int8 within 3% of naive's int8 outputs"), std::string::npos) << r.out;
 }
 
 #ifdef MOSAIC_CUDA_PLUGIN

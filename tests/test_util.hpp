@@ -299,6 +299,9 @@ inline std::vector<Tensor> training_step(const OpCase& c, const std::string& bac
 
 /// The forward op cases every backend runs (test_backends.cpp).
 std::vector<OpCase> forward_op_cases();
+/// The integer products the cuda backend runs on cuBLAS's int8 product, one of each form
+/// (test_cuda_int8_math.cpp): checked on the host there, on a GPU by test_cuda.cpp.
+std::vector<OpCase> int8_product_cases();
 
 inline Node make_node(const std::string& op, std::map<std::string, Attribute> attrs = {}) {
   Node n;

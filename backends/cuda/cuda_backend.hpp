@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/device_math.hpp"
+#include "backends/cuda/device_quant.hpp"
 #include "core/kernel.hpp"
 
 namespace mosaic::cuda_backend {
@@ -217,5 +218,32 @@ inline int64_t layer_norm_backward_scratch_floats(int64_t rows, int64_t cols) {
 cudaError_t launch_layer_norm_backward(cudaStream_t stream, const float* x, const float* scale, const float* dy,
                                        float* dx, float* dscale, float* dbias, float* stats, int64_t rows, int64_t cols,
                                        float epsilon);
+
+// ---- 8-bit codes and integer products (quant.cu; the formulas: device_quant.hpp) ----
+
+/// QuantizeLinear of n float32 values into uint8 or int8 codes (y_signed), scale and zero
+/// point per tensor (axis_dim 1) or per axis; zero_points may be nullptr (zero).
+cudaError_t launch_quantize(cudaStream_t stream, const float* x, uint8_t* y, int64_t n, const float* scales,
+                            const uint8_t* zero_points, int64_t axis_dim, int64_t inner, bool y_signed);
+/// DequantizeLinear of n uint8 or int8 codes (x_signed) to float32, likewise.
+cudaError_t launch_dequantize(cudaStream_t stream, const uint8_t* x, float* y, int64_t n, const float* scales,
+                              const uint8_t* zero_points, int64_t axis_dim, int64_t inner, bool x_signed);
+/// DynamicQuantizeLinear of n float32 values: their range with 0 (NaN passed over), then the
+/// scale and zero point (dev_dynamic_params) into `params` (device scratch: a float and a
+/// byte after it) and into scale_out and zp_out where given, then the codes. `partials`:
+/// device scratch of 2 * dynamic_range_blocks(n) floats.
+cudaError_t launch_dynamic_quantize(cudaStream_t stream, const float* x, uint8_t* y, int64_t n, float* partials,
+                                    void* params, float* scale_out, uint8_t* zp_out);
+int dynamic_range_blocks(int64_t n);
+/// CodeLookup: y[i] = table[(uint8)(x[i] + offset)] over n bytes.
+cudaError_t launch_code_lookup(cudaStream_t stream, const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n,
+                               uint8_t offset);
+/// A matrix product's A packed for cuBLAS (dev_row_pack_at): rows * kp bytes.
+cudaError_t launch_row_pack(cudaStream_t stream, const RowPack& p, const uint8_t* a, int8_t* packed);
+/// A convolution's columns gathered for cuBLAS (dev_conv_pack_at): groups * rows * kp bytes.
+cudaError_t launch_conv_pack(cudaStream_t stream, const ConvPack& p, const uint8_t* x, const uint8_t* zero_point,
+                             int8_t* packed);
+/// The outputs of an integer product from cuBLAS's int32 sums (dev_epilogue_at), n of them.
+cudaError_t launch_int_epilogue(cudaStream_t stream, const IntEpilogue& e, const IntEpilogueArgs& a, int64_t n);
 
 }  // namespace mosaic::cuda_backend

@@ -21,11 +21,13 @@ Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& la
 /// Clip's bounds or a Reshape's shape, are read on the host).
 void float32_kernels(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
 /// Each kernel family's kernels (gemm.cpp, eltwise.cpp, conv.cpp, pool_norm.cpp,
-/// movement.cpp), as every backend's.
+/// movement.cpp, quant.cpp), as every backend's.
 void add_gemm_kernels(BackendRegistration& r);
 void add_eltwise_kernels(BackendRegistration& r);
 void add_conv_kernels(BackendRegistration& r);
 void add_pool_norm_kernels(BackendRegistration& r);
 void add_movement_kernels(BackendRegistration& r);
+/// 8-bit codes and integer products (quant.cpp).
+void add_quant_kernels(BackendRegistration& r);
 
 }  // namespace mosaic::cuda_backend

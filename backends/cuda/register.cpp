@@ -9,7 +9,7 @@ namespace {
 
 Status register_cuda(Registrar& registrar) {
   const std::shared_ptr<CudaDevice>& device = CudaDevice::instance();
-  BackendInfo info{"cuda", "GPU 0 through cuDNN, cuBLAS (float32; TF32 with --precision tf32) and its own CUDA kernels, in device memory",
+  BackendInfo info{"cuda", "GPU 0 through cuDNN, cuBLAS (float32; TF32 with --precision tf32; int8 products) and its own CUDA kernels, in device memory",
                    [device] { return device->properties(); }, [](Precision p) -> std::string {
                      if (p == Precision::kBF16) return "the cuda backend computes in float32, or TF32 with --precision tf32";
                      return "";
@@ -23,6 +23,7 @@ Status register_cuda(Registrar& registrar) {
   add_conv_kernels(r);
   add_pool_norm_kernels(r);
   add_movement_kernels(r);
+  add_quant_kernels(r);
   return r.status();
 }
 
