@@ -217,6 +217,12 @@ TEST(CudaInt8Math, WhatThePlanDeclinesItNames) {
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("x_scale and y_scale must be float32 constants"), std::string::npos)
       << plan.status().message();
+  // A fused activation is declined, not dropped.
+  OpCase fused = test::int8_product_cases()[5];
+  ASSERT_EQ(fused.node.op_type, "QLinearMatMul");
+  fused.node.attrs["mosaic.activation"] = A::of_string("Relu");
+  p = context_of(fused);
+  EXPECT_NE(int8_matmul_plan(p->ctx, false).status().message().find("a fused activation"), std::string::npos);
   // B computed at run time: the product takes constant weights only.
   OpCase m = op_case("MatMulInteger", {random_codes(DType::kU8, {2, 4}, 0, 255, 1), random_codes(DType::kI8, {4, 2}, -9, 9, 2)});
   p = context_of(m);

@@ -124,6 +124,14 @@ inline Status requantised_output(const KernelContext& ctx, size_t y_zp, DevIntOu
   return Status::ok();
 }
 
+/// The products compute their node alone: a fused activation (the fusion pass's attribute) is
+/// declined rather than left out.
+inline Status no_fused_activation(const KernelContext& ctx) {
+  if (ctx.node->has_attr("mosaic.activation"))
+    return Status::unsupported(ctx.node->label() + ": a fused activation on an integer product");
+  return Status::ok();
+}
+
 inline Status fits_cublas(const KernelContext& ctx, const Int8Plan& p) {
   if (p.e.rows > INT32_MAX || p.e.np > INT32_MAX || p.kp > INT32_MAX || p.e.groups > INT32_MAX)
     return Status::unsupported(ctx.node->label() + ": dimensions beyond cuBLAS's 32-bit sizes");
@@ -178,6 +186,7 @@ inline Status product_multipliers(const KernelContext& ctx, const IntegerProduct
 inline Expected<Int8Plan> int8_matmul_plan(const KernelContext& ctx, bool pack) {
   using namespace int8_detail;
   const std::string& label = ctx.node->label();
+  MOSAIC_RETURN_IF_ERROR(no_fused_activation(ctx));
   const IntegerProductSlots s = integer_product_slots(*ctx.node);
   const Tensor* b = ctx.constant(s.b);
   const Shape& as = ctx.inputs[0].shape;
@@ -223,6 +232,7 @@ inline Expected<Int8Plan> int8_conv_plan(const KernelContext& ctx, bool pack) {
   const std::string& label = ctx.node->label();
   const bool qlinear = ctx.node->op_type == "QLinearConv";
   const size_t w_slot = qlinear ? 3 : 1;
+  MOSAIC_RETURN_IF_ERROR(no_fused_activation(ctx));
   MOSAIC_ASSIGN_OR_RETURN(ConvParams cp, quant_conv_params(ctx));
   MOSAIC_ASSIGN_OR_RETURN(Window3 win, lift_window3(cp.win, *ctx.node));
   const Tensor* w = ctx.constant(w_slot);
