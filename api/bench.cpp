@@ -100,7 +100,7 @@ void fuse_for_bench(Graph& timed, const FuseOptions& fo, BenchReport& report) {
                            join(fr.fused));
   if (!fr.reordered.empty())
     report.notes.push_back("reordered " + std::to_string(fr.reordered.size()) +
-                           " Relu -> MaxPool pairs, exact (--no-fuse to disable): " + join(fr.reordered));
+                           " Relu -> MaxPool pairs (a zero Pad between as the pool's padding), exact (--no-fuse to disable): " + join(fr.reordered));
 }
 
 void say(const BenchOptions& o, const std::string& line) {

@@ -124,12 +124,8 @@ bool fold_batch_norm(Graph& g, Node& conv, const Node& bn) {
   return true;
 }
 
-/// Pad(constant 0) -> MaxPool/AveragePool as the pool's own pads, where that is exact:
-/// MaxPool pads with -inf, so only a non-negative input (a ReLU's) whose every window keeps a
-/// real element gives the same maxima; AveragePool counts the zeros with count_include_pad=1,
-/// so the pool must have no pads of its own or count them already. Not with ceil_mode (a
-/// window that starts in the right padding is dropped, a window over padded zeros is not) or
-/// MaxPool's Indices output.
+}  // namespace
+
 bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_non_negative) {
   if (pool.attr_string("auto_pad", "NOTSET") != "NOTSET" || pool.attr_int("ceil_mode", 0) != 0) return false;
   const bool max = pool.op_key() == "MaxPool";
@@ -151,8 +147,6 @@ bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_
   if (!max) pool.attrs["count_include_pad"] = Attribute::of_int(1);
   return true;
 }
-
-}  // namespace
 
 std::function<bool(const Node&)> where_kernel(std::vector<Placement> placements, const KernelRegistry& registry,
                                              std::string op) {

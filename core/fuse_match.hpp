@@ -51,3 +51,15 @@ void drop_constants(Graph& g, const std::vector<std::string>& names);
 void replace_nodes(Graph& g, const std::vector<const Node*>& parts, Node fused, FuseReport& report);
 
 }  // namespace mosaic::fuse
+
+namespace mosaic {
+
+/// Pad(constant 0) -> MaxPool/AveragePool as the pool's own pads (core/fuse.cpp), where that
+/// is exact: MaxPool pads with -inf, so only a non-negative input (a ReLU's) whose every
+/// window keeps a real element gives the same maxima; AveragePool counts the zeros with
+/// count_include_pad=1, so the pool must have no pads of its own or count them already. Not
+/// with ceil_mode (a window that starts in the right padding is dropped, a window over padded
+/// zeros is not) or MaxPool's Indices output. Returns false, `pool` untouched, where not.
+bool fold_pad_into_pool(const Graph& g, const Node& pad, Node& pool, bool input_non_negative);
+
+}  // namespace mosaic

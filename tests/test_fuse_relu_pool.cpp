@@ -23,8 +23,10 @@ Tensor small_integers(const Shape& shape, uint64_t seed, int lo, int hi) {
   return t;
 }
 
-/// x [2, 3, 8, 8] -> Conv 3x3 (4 channels, pad 1) -> Relu -> MaxPool (`pool` attributes) -> y.
-Graph conv_relu_pool(std::map<std::string, Attribute> pool, bool indices = false) {
+/// x [2, 3, 8, 8] -> Conv 3x3 (4 channels, pad 1) -> Relu [-> Pad (`pad`: ONNX's pads of
+/// the 4-d tensor, its constant `value`)] -> MaxPool (`pool` attributes) -> y.
+Graph conv_relu_pool(std::map<std::string, Attribute> pool, bool indices = false, std::vector<int64_t> pad = {},
+                     float value = 0.f) {
   Graph g;
   g.source = "conv-relu-pool";
   g.opset = 13;
@@ -33,8 +35,15 @@ Graph conv_relu_pool(std::map<std::string, Attribute> pool, bool indices = false
   g.initializers["b"] = small_integers({4}, 12, -1, 1);
   add_node(g, make_node("Conv", {{"pads", A::of_ints({1, 1, 1, 1})}}), {"x", "w", "b"}, {"c"}, "conv");
   add_node(g, make_node("Relu"), {"c"}, {"r"}, "relu");
-  add_node(g, make_node("MaxPool", std::move(pool)), {"r"}, indices ? std::vector<std::string>{"y", "i"}
-                                                                   : std::vector<std::string>{"y"}, "pool");
+  std::string pooled = "r";
+  if (!pad.empty()) {
+    g.initializers["pads"] = typed(DType::kI64, {static_cast<int64_t>(pad.size())}, std::vector<double>(pad.begin(), pad.end()));
+    g.initializers["value"] = Tensor::from_f32({}, {value});
+    add_node(g, make_node("Pad"), {"r", "pads", "value"}, {"padded"}, "pad");
+    pooled = "padded";
+  }
+  add_node(g, make_node("MaxPool", std::move(pool)), {pooled}, indices ? std::vector<std::string>{"y", "i"}
+                                                                      : std::vector<std::string>{"y"}, "pool");
   g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
   if (indices) g.outputs.push_back(ValueInfo{"i", DType::kI64, {}, {}, false});
   return g;
@@ -115,6 +124,59 @@ TEST(ReorderReluPool, TheTrainingStepIsTheSameBitForBitOnEveryBackend) {
       for (int64_t i = 0; i < want[0].numel(); ++i) zeros += want[0].get(i) == 0;
     }
     EXPECT_GT(zeros, 0);
+  }
+}
+
+TEST(ReorderReluPool, AZeroPadBetweenThemBecomesThePoolsPadsAndTheStepIsTheSameBitForBit) {
+  const Tensor x = small_integers({2, 3, 8, 8}, 8, -1, 1);
+  struct Case {
+    std::vector<int64_t> pad;
+    std::map<std::string, Attribute> pool;
+    std::vector<int64_t> pads_after;
+  };
+  const std::vector<Case> cases = {
+      // The zoo's CIFAR networks: a zero row and column after the maps, then 3x3 windows, stride 2.
+      {{0, 0, 0, 0, 0, 0, 1, 1}, {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})}}, {0, 0, 1, 1}},
+      // VGG16-CIFAR's: a zero border, then 2x2 windows at stride 2 (the borders clip the first
+      // and last windows of each row and column once the Pad is the pool's).
+      {{0, 0, 1, 1, 0, 0, 1, 1}, {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}}, {1, 1, 1, 1}},
+      // Both sides, added to the pool's own pads.
+      {{0, 0, 1, 1, 0, 0, 1, 0},
+       {{"kernel_shape", A::of_ints({3, 3})}, {"strides", A::of_ints({2, 2})}, {"pads", A::of_ints({0, 1, 0, 1})}},
+       {1, 2, 1, 1}}};
+  for (const Case& c : cases) {
+    Graph probe = conv_relu_pool(c.pool, false, c.pad);
+    ASSERT_TRUE(prepare_graph(probe, builtin_registry(), PrepareOptions{}).ok());
+    Graph g = probe;
+    const FuseReport report = fuse_graph(g, reorder_only());
+    ASSERT_EQ(g.nodes.size(), 3u);
+    EXPECT_EQ(g.nodes[1].name, "pad+pool");
+    EXPECT_EQ(g.nodes[1].inputs[0], "c");
+    EXPECT_EQ(g.nodes[1].attr_ints("pads"), c.pads_after);
+    EXPECT_EQ(g.nodes[2].name, "relu");
+    EXPECT_EQ(g.nodes[2].outputs[0], "y");
+    EXPECT_EQ(g.value_descs.count("padded"), 0u);
+    EXPECT_EQ(report.reordered, std::vector<std::string>{"pool before relu (pad as its pads)"});
+    int zeros = 0;
+    for (const std::string& backend : training_backends(true)) {
+      FuseReport r;
+      const auto want = step(conv_relu_pool(c.pool, false, c.pad), false, backend, x, nullptr);
+      const auto got = step(conv_relu_pool(c.pool, false, c.pad), true, backend, x, &r);
+      ASSERT_EQ(want.size(), 4u) << backend;
+      expect_same_bits(want, got, backend + " padded");
+      if (::testing::Test::HasFatalFailure()) return;
+      for (int64_t i = 0; i < want[0].numel(); ++i) zeros += want[0].get(i) == 0;
+    }
+    EXPECT_GT(zeros, 0);  // windows whose maximum is a padded zero or a Relu's
+  }
+  // Not a zero Pad, or pads a window could lie wholly in: left as written.
+  const std::map<std::string, Attribute> pool = {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}};
+  for (Graph near : {conv_relu_pool(pool, false, {0, 0, 0, 0, 0, 0, 1, 1}, 0.5f),
+                     conv_relu_pool(pool, false, {0, 0, 2, 0, 0, 0, 0, 0}),
+                     conv_relu_pool(pool, false, {0, 1, 0, 0, 0, 0, 0, 0})}) {
+    ASSERT_TRUE(prepare_graph(near, builtin_registry(), PrepareOptions{}).ok());
+    EXPECT_TRUE(fuse_graph(near, reorder_only()).reordered.empty());
+    EXPECT_EQ(near.nodes.size(), 4u);
   }
 }
 

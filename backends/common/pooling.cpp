@@ -206,6 +206,52 @@ void max_pool_forward_interior_unblock(const float* x, float* y, int64_t n, int6
   max_forward_unblock<8>(x, y, n, c, w);
 }
 
+bool max_pool_is_2x2_stride_2(const Window& w) {
+  if (w.rank() != 2) return false;
+  for (size_t a = 0; a < 2; ++a)
+    if (w.kernel[a] != 2 || w.stride[a] != 2 || w.dilation[a] != 1 || w.pad_begin[a] > 1 || w.pad_end[a] > 1 ||
+        w.out[a] < 1)
+      return false;
+  return true;
+}
+
+void max_pool_forward_2x2(const float* x, float* y, int64_t outer, const Window& win) {
+  const Window3 w(win);
+  const int64_t ih = w.in[1], iw = w.in[2], oh = w.out[1], ow = w.out[2], ph = w.pb[1], pw = w.pb[2];
+  const int64_t lo = std::min(pw, ow), hi = std::max(lo, std::min(ow, (iw + pw) / 2));  // columns inside: [lo, hi)
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < outer; ++c) {
+    const float* xc = x + c * ih * iw;
+    for (int64_t o1 = 0; o1 < oh; ++o1) {
+      const int64_t h = 2 * o1 - ph;
+      const bool rows_inside = h >= 0 && h + 1 < ih;
+      float* __restrict yr = y + (c * oh + o1) * ow;
+      if (rows_inside && hi > lo) {
+        const int64_t first = 2 * lo - pw, n = hi - lo;
+        const float *__restrict r0 = xc + h * iw + first, *__restrict r1 = r0 + iw;
+        float* __restrict yl = yr + lo;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) {
+          float m = -INFINITY;
+          m = m < r0[2 * j] ? r0[2 * j] : m;
+          m = m < r0[2 * j + 1] ? r0[2 * j + 1] : m;
+          m = m < r1[2 * j] ? r1[2 * j] : m;
+          m = m < r1[2 * j + 1] ? r1[2 * j + 1] : m;
+          yl[j] = m;
+        }
+      }
+      for (int64_t o2 = 0; o2 < ow; ++o2) {
+        if (rows_inside && o2 >= lo && o2 < hi) continue;
+        float m = -INFINITY;
+        for (int64_t r = std::max<int64_t>(0, h); r < std::min(ih, h + 2); ++r)
+          for (int64_t q = std::max<int64_t>(0, 2 * o2 - pw); q < std::min(iw, 2 * o2 - pw + 2); ++q)
+            m = m < xc[r * iw + q] ? xc[r * iw + q] : m;
+        yr[o2] = m;
+      }
+    }
+  }
+}
+
 void max_pool_backward_lanes(const float* x, const float* dy, float* dx, int64_t outer, int lanes, const Window& w,
                              float tie_rtol) {
   switch (lanes) {
@@ -219,20 +265,61 @@ void max_pool_backward(const float* x, const float* dy, float* dx, int64_t nc, c
   const Window3 w3(w);
   const int64_t(&in)[3] = w3.in, (&out)[3] = w3.out, (&k)[3] = w3.k, (&s)[3] = w3.s, (&d)[3] = w3.d, (&p)[3] = w3.pb;
   const int64_t in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
-  if (in[0] == 1 && k[0] == 1 && k[1] == 2 && k[2] == 2 && s[1] == 2 && s[2] == 2 && p[1] == 0 && p[2] == 0 &&
-      d[1] == 1 && d[2] == 1 && in[1] == 2 * out[1] && in[2] == 2 * out[2]) {
-    // 2x2 windows tiling the input (the common CNN pool): each element is written once,
-    // branch-free, a row pair at a time so the compiler vectorises along W.
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < nc; ++c) {
-      for (int64_t o1 = 0; o1 < out[1]; ++o1) {
-        const float *__restrict r0 = x + c * in_sp + 2 * o1 * in[2], *__restrict r1 = r0 + in[2];
-        float *__restrict d0 = dx + c * in_sp + 2 * o1 * in[2], *__restrict d1 = d0 + in[2];
-        const float* __restrict g = dy + c * out_sp + o1 * out[2];
+  if (in[0] == 1 && k[0] == 1 && k[1] == 2 && k[2] == 2 && s[1] == 2 && s[2] == 2 && p[1] <= 1 && p[2] <= 1 &&
+      w3.pe[1] <= 1 && w3.pe[2] <= 1 && d[1] == 1 && d[2] == 1) {
+    // 2x2 windows at stride 2 (the common CNN pool), at most one padded row and column on each
+    // side (a zero Pad folded into the pool: VGG16-CIFAR's training plan). The windows never
+    // overlap: each cell has one window at most. Per row of windows, the two input rows are
+    // copied into window columns, a padded row or column replaced by the real one beside it in
+    // the same window (so the four cells in window order are the real ones in theirs, each once
+    // or twice: the same maximum, the same first cell within tolerance); every window is then
+    // routed branch-free (the compiler vectorises along W; a row as long as the maps, however
+    // they are padded), and each real cell takes the gradients of its copies.
+    const int64_t ph = p[1], pw = p[2], iw = in[2], ow = out[2], wb = 2 * ow;
+    const bool tiled = ph == 0 && pw == 0 && in[1] == 2 * out[1] && iw == wb;
+    const bool covered = 2 * out[1] - ph >= in[1] && wb - pw >= iw;
+    const int64_t reach = std::min(iw, wb - pw);  // the real columns some window reads
+#pragma omp parallel
+    {
+      std::vector<float> rows(tiled ? 0 : static_cast<size_t>(4 * wb));
+      float *xb0 = rows.data(), *xb1 = xb0 + wb, *gb0 = xb1 + wb, *gb1 = gb0 + wb;
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < nc; ++c) {
+        const float* xc = x + c * in_sp;
+        float* dxc = dx + c * in_sp;
+        if (!covered) std::fill(dxc, dxc + in_sp, 0.f);  // cells no window reaches
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          const int64_t h = 2 * o1 - ph, top = h < 0 ? h + 1 : h, bottom = h + 1 < in[1] ? h + 1 : h;
+          const float* __restrict g = dy + c * out_sp + o1 * ow;
+          float *dt = dxc + top * iw, *dbm = dxc + bottom * iw;
+          if (tiled) {  // the rows as they are
+            const float *__restrict r0 = xc + top * iw, *__restrict r1 = xc + bottom * iw;
+            float *__restrict d0 = dt, *__restrict d1 = dbm;
 #pragma omp simd
-        for (int64_t o2 = 0; o2 < out[2]; ++o2)
-          route_2x2(r0[2 * o2], r0[2 * o2 + 1], r1[2 * o2], r1[2 * o2 + 1], g[o2], tie_rtol, d0[2 * o2],
-                    d0[2 * o2 + 1], d1[2 * o2], d1[2 * o2 + 1]);
+            for (int64_t o2 = 0; o2 < ow; ++o2)
+              route_2x2(r0[2 * o2], r0[2 * o2 + 1], r1[2 * o2], r1[2 * o2 + 1], g[o2], tie_rtol, d0[2 * o2],
+                        d0[2 * o2 + 1], d1[2 * o2], d1[2 * o2 + 1]);
+            continue;
+          }
+          std::copy(xc + top * iw, xc + top * iw + reach, xb0 + pw);
+          std::copy(xc + bottom * iw, xc + bottom * iw + reach, xb1 + pw);
+          if (pw) xb0[0] = xb0[1], xb1[0] = xb1[1];  // column -1: column 0 of the same window
+          for (int64_t j = reach + pw; j < wb; ++j) xb0[j] = xb0[j - 1], xb1[j] = xb1[j - 1];  // past the maps
+#pragma omp simd
+          for (int64_t o2 = 0; o2 < ow; ++o2)
+            route_2x2(xb0[2 * o2], xb0[2 * o2 + 1], xb1[2 * o2], xb1[2 * o2 + 1], g[o2], tie_rtol, gb0[2 * o2],
+                      gb0[2 * o2 + 1], gb1[2 * o2], gb1[2 * o2 + 1]);
+          // Back to the real cells: column c is window column c + pw. A copy before its real
+          // cell in window order (column -1's, row -1's) may take the gradient: it goes to the
+          // real cell; a copy after it (past the maps) never does, the real one coming first.
+          if (pw) gb0[1] += gb0[0], gb1[1] += gb1[0];
+          if (top == bottom) {
+            for (int64_t q = 0; q < reach; ++q) dt[q] = gb0[q + pw] + gb1[q + pw];
+          } else {
+            std::copy(gb0 + pw, gb0 + pw + reach, dt);
+            std::copy(gb1 + pw, gb1 + pw + reach, dbm);
+          }
+        }
       }
     }
     return;

@@ -46,6 +46,14 @@ void max_pool_forward_interior(const float* x, float* y, int64_t outer, int lane
 /// channels (the padding lanes dropped): the pool and the reorder to plain in one pass.
 void max_pool_forward_interior_unblock(const float* x, float* y, int64_t n, int64_t c, int lanes, const Window& w);
 
+/// 2x2 windows at stride 2 without dilation, at most one padded row and column on each side
+/// (a zero Pad folded into the pool): the windows max_pool_forward_2x2 computes.
+bool max_pool_is_2x2_stride_2(const Window& w);
+/// MaxPool of plain [outer][H][W] planes over such windows: the windows inside the maps
+/// branch-free along W, those the borders clip over their real cells (padding is -inf, a NaN
+/// never the maximum, as in the general loop). Requires max_pool_is_2x2_stride_2(w).
+void max_pool_forward_2x2(const float* x, float* y, int64_t outer, const Window& w);
+
 /// MaxPool of int8 or uint8 codes in plain layout (inference, no Indices): each window's
 /// first maximum, padding never a candidate (backends/common/pooling_bytes.cpp). The optimised
 /// backends run a QDQ model's pools on codes with it (core/fuse_qdq_codes.cpp).
