@@ -292,7 +292,11 @@ threads: 1
   ASSERT_EQ(one.code, 0) << one.out;
   const long long per_worker = found(two.out), alone = found(one.out);
   ASSERT_GT(alone, 1) << one.out;
-  EXPECT_LE(std::llabs(per_worker - alone), std::max(1LL, alone / 20)) << two.out << one.out;
+  // The searches confirm their batch with real runs whose resident growth sits near the limit
+  // here: on a 2-core AMD VM (2026-12-07) each of the two found 3 in some runs and 5 in others,
+  // alone and beside other tests. A search that forgot the data and buffers would search
+  // within 699 MB, 11 there; one that ignored the ranks, more still.
+  EXPECT_LE(std::llabs(per_worker - alone), std::max(2LL, alone / 5)) << two.out << one.out;
 }
 
 TEST_F(Sweep, ConfigErrorsNameFileAndKeyAndLeaveNoOutput) {
