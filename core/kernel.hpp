@@ -223,11 +223,12 @@ class KernelRegistry {
   std::vector<BackendInfo> order_;
 };
 
-/// Helper for kernels that are a plain function of the context.
-template <class K>
-KernelFactory make_factory() {
-  return [](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
-    auto k = std::make_unique<K>();
+/// Helper for kernels that are a plain function of the context (and of constructor arguments
+/// fixed at registration, copied into the factory).
+template <class K, class... Args>
+KernelFactory make_factory(Args... args) {
+  return [args...](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    auto k = std::make_unique<K>(args...);
     Status st = k->init(ctx);
     if (!st.is_ok()) return st;
     return std::unique_ptr<Kernel>(std::move(k));

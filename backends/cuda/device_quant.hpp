@@ -30,39 +30,24 @@
 namespace mosaic::cuda_backend {
 
 /// Products and quotients rounded once each, never fused into a multiply-add (the host's
-/// -march=native and nvcc would both contract a * b + c): the naive oracle rounds each.
-MOSAIC_HD float dev_mul_rn(float a, float b) {
+/// -march=native and nvcc would both contract a * b + c): the naive oracle rounds each. The
+/// device's round-to-nearest intrinsics; on the host, each result stored through a volatile.
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+MOSAIC_HD float dev_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+MOSAIC_HD float dev_add_rn(float a, float b) { return __fadd_rn(a, b); }
+MOSAIC_HD float dev_div_rn(float a, float b) { return __fdiv_rn(a, b); }
+MOSAIC_HD double dev_dmul_rn(double a, double b) { return __dmul_rn(a, b); }
 #else
-  volatile float p = a * b;
-  return p;
-#endif
+template <class T>
+MOSAIC_HD T dev_stored(T v) {
+  volatile T r = v;
+  return r;
 }
-MOSAIC_HD float dev_add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  volatile float s = a + b;
-  return s;
+MOSAIC_HD float dev_mul_rn(float a, float b) { return dev_stored(a * b); }
+MOSAIC_HD float dev_add_rn(float a, float b) { return dev_stored(a + b); }
+MOSAIC_HD float dev_div_rn(float a, float b) { return dev_stored(a / b); }
+MOSAIC_HD double dev_dmul_rn(double a, double b) { return dev_stored(a * b); }
 #endif
-}
-MOSAIC_HD float dev_div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  volatile float q = a / b;
-  return q;
-#endif
-}
-MOSAIC_HD double dev_dmul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  volatile double p = a * b;
-  return p;
-#endif
-}
 
 /// An 8-bit code as stored (one byte) read as its integer: uint8 0..255 or int8 -128..127.
 MOSAIC_HD int dev_code(uint8_t byte, bool is_signed) {

@@ -5,7 +5,7 @@
 // one strided batch), QLinearMatMul, MatMulInteger, QGemm and MatMulIntegerToFloat. Each is
 // its node's exact ONNX value, as the naive oracle computes it: int8_plan.hpp plans each
 // product on the host (and says what is declined), device_quant.hpp has the per-element
-// formulas and why the packed operands give the exact sums; tests/test_cuda_math.cpp runs
+// formulas and why the packed operands give the exact sums; tests/test_cuda_int8_math.cpp runs
 // both on the host against the oracle. A QDQ model's convolutions and products become these
 // ops where this backend takes them (core/fuse_qdq.cpp asks its capability query), so
 // `bench --precision int8 --backends cuda` and a quantised file run in int8 on the GPU.
@@ -120,10 +120,11 @@ class CodeLookupKernel final : public CudaKernel {
 /// then the epilogue; a matrix product's or a convolution's.
 class Int8ProductKernel final : public CudaKernel {
  public:
-  explicit Int8ProductKernel(bool convolution) : convolution_(convolution) {}
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(p_, convolution_ ? int8_conv_plan(ctx, true) : int8_matmul_plan(ctx, true));
+    const std::string& op = ctx.node->op_type;
+    const bool convolution = op == "QLinearConv" || op == "ConvInteger";
+    MOSAIC_ASSIGN_OR_RETURN(p_, convolution ? int8_conv_plan(ctx, true) : int8_matmul_plan(ctx, true));
     MOSAIC_RETURN_IF_ERROR(upload(weights_, p_.weights.codes.data(), p_.weights.codes.size()));
     MOSAIC_RETURN_IF_ERROR(upload(sums_, p_.weights.sums.data(), p_.weights.sums.size() * sizeof(int32_t)));
     MOSAIC_RETURN_IF_ERROR(upload(multipliers_, p_.multipliers.data(), p_.multipliers.size() * sizeof(float)));
@@ -179,19 +180,9 @@ class Int8ProductKernel final : public CudaKernel {
                  "cublasGemmStridedBatchedEx (int8)");
   }
 
-  bool convolution_ = false;
   Int8Plan p_;
   DeviceMemory weights_, sums_, multipliers_, packed_, c_;
 };
-
-template <class K, class... Args>
-KernelFactory factory_of(Args... args) {
-  return [args...](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
-    auto k = std::make_unique<K>(args...);
-    MOSAIC_RETURN_IF_ERROR(k->init(ctx));
-    return std::unique_ptr<Kernel>(std::move(k));
-  };
-}
 
 /// The capability query asks what init checks (no device is touched: init_base is not called).
 Status qdq_supported(const KernelContext& ctx) {
@@ -202,23 +193,23 @@ Status qdq_supported(const KernelContext& ctx) {
 
 void add_quant_kernels(BackendRegistration& r) {
   const KernelTraits qdq{LayoutUse::kNone, qdq_supported, kAllDTypes};
-  r.kernel("QuantizeLinear", factory_of<QuantizeKernel>(true), qdq);
-  r.kernel("DequantizeLinear", factory_of<QuantizeKernel>(false), qdq);
-  r.kernel("DynamicQuantizeLinear", factory_of<DynamicQuantizeKernel>(), {LayoutUse::kNone, [](const KernelContext& ctx) {
+  r.kernel("QuantizeLinear", make_factory<QuantizeKernel>(true), qdq);
+  r.kernel("DequantizeLinear", make_factory<QuantizeKernel>(false), qdq);
+  r.kernel("DynamicQuantizeLinear", make_factory<DynamicQuantizeKernel>(), {LayoutUse::kNone, [](const KernelContext& ctx) {
              return ctx.inputs[0].dtype == DType::kF32 ? Status::ok()
                                                        : Status::unsupported(ctx.node->label() + ": float32 values only");
            }, kAllDTypes});
-  r.kernel(kCodeLookupOp, factory_of<CodeLookupKernel>(), {LayoutUse::kNone, code_lookup_supported, kAllDTypes});
+  r.kernel(kCodeLookupOp, make_factory<CodeLookupKernel>(), {LayoutUse::kNone, code_lookup_supported, kAllDTypes});
   // The products' query is their plan without the packing (the QDQ fusion asks it before
   // making a QLinearConv of a convolution for this backend); no device is touched.
   const KernelTraits products{LayoutUse::kNone, [](const KernelContext& ctx) { return int8_matmul_plan(ctx, false).status(); },
                               kAllDTypes};
   const KernelTraits convolutions{LayoutUse::kNone, [](const KernelContext& ctx) { return int8_conv_plan(ctx, false).status(); },
                                   kAllDTypes};
-  for (const char* op : {"QLinearMatMul", "MatMulInteger"}) r.kernel(op, factory_of<Int8ProductKernel>(false), products);
+  for (const char* op : {"QLinearMatMul", "MatMulInteger"}) r.kernel(op, make_factory<Int8ProductKernel>(), products);
   for (const char* op : {"QGemm", "MatMulIntegerToFloat"})
-    r.kernel(op_key(kMicrosoftDomain, op), factory_of<Int8ProductKernel>(false), products);
-  for (const char* op : {"QLinearConv", "ConvInteger"}) r.kernel(op, factory_of<Int8ProductKernel>(true), convolutions);
+    r.kernel(op_key(kMicrosoftDomain, op), make_factory<Int8ProductKernel>(), products);
+  for (const char* op : {"QLinearConv", "ConvInteger"}) r.kernel(op, make_factory<Int8ProductKernel>(), convolutions);
 }
 
 }  // namespace mosaic::cuda_backend
