@@ -139,8 +139,8 @@ void add_device_peaks(const BenchOptions& o, const std::vector<std::unique_ptr<P
     }
 }
 
-/// The configurations of --precision: every one in float32 (f32); in bf16 (or tf32), labelled
-/// LABEL-bf16 (LABEL-tf32), those whose backends all accept it, the others left out with their
+/// The configurations of --precision: every one in float32 (f32); in bf16 (or tf32, fp16),
+/// labelled LABEL-bf16 (LABEL-tf32, LABEL-fp16), those whose backends all accept it, the others left out with their
 /// reasons; or each float32 one followed by its bf16 twin where accepted (both). `from` maps
 /// each kept configuration to the one it came from.
 struct PrecisionConfigs {
@@ -160,7 +160,7 @@ Expected<PrecisionConfigs> precision_configs(const BenchOptions& o, const BenchC
     return out;
   }
   const auto& reg = builtin_registry();
-  const Precision reduced = o.precision == "tf32" ? Precision::kTF32 : Precision::kBF16;
+  const Precision reduced = o.precision == "both" ? Precision::kBF16 : parse_precision(o.precision).value();
   const std::string name = precision_name(reduced);
   std::vector<std::string> declined;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -684,10 +684,14 @@ Status check_bench_options(const BenchOptions& o) {
       return Status::invalid("`distributed` runs fixed iteration counts on every rank: it excludes "
                              "`target_ci`, `min_seconds`, `find_max_batch` and `processes`");
   }
-  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "tf32" && o.precision != "both" && o.precision != "int8")
-    return Status::invalid("`precision` must be f32, bf16, tf32, both or int8, got '" + o.precision + "'");
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "tf32" && o.precision != "fp16" &&
+      o.precision != "both" && o.precision != "int8")
+    return Status::invalid("`precision` must be f32, bf16, tf32, fp16, both or int8, got '" + o.precision + "'");
   if (o.precision == "int8" && o.mode != "inference")
     return Status::invalid("`precision` int8 times inference (a QDQ model does not train)");
+  if (o.precision == "fp16" && o.mode != "inference")
+    return Status::invalid("`precision` fp16 times inference: float16 gradients underflow without loss scaling, "
+                           "which Mosaic's training does not do (bf16 trains)");
   if (o.precision != "f32" && o.assign == "auto")
     return Status::unsupported("`precision` " + o.precision + " with `assign` auto: the automatic placement chooses "
                                "in float32; time `precision` " + o.precision + " on explicit placements");

@@ -54,7 +54,9 @@ struct BenchOptions {
   /// "f32", "bf16" (convolutions and matrix products on bfloat16 inputs and weights,
   /// core/kernel.hpp Precision; configurations labelled "LABEL-bf16"), "tf32" (the cuda
   /// backend's TF32 tensor-core math, labelled "LABEL-tf32", checked within kTf32Tolerance of
-  /// the output's scale; inference only, since plans on a device do not train yet) or "both" (each
+  /// the output's scale; inference only, since plans on a device do not train yet), "fp16" (the
+  /// cuda backend's float16 tensor-core products, labelled "LABEL-fp16", checked within
+  /// kF16Tolerance; inference; cuda also takes bf16 so, on bfloat16 operands) or "both" (each
   /// configuration whose backends accept bf16 also as its "-bf16" twin, side by side).
   /// Configurations whose backends decline are left out with a note giving the reason; none
   /// left is an error. Inference: bf16 outputs are checked against naive's float32 within
@@ -86,6 +88,11 @@ inline constexpr double kBf16Tolerance = 0.03;
 /// precision, and products still accumulate in float32. Not yet measured on a GPU
 /// (docs/gpu.md).
 inline constexpr double kTf32Tolerance = 0.01;
+/// fp16 configurations (the cuda backend's float16 tensor-core products) agree with the float32
+/// oracle within this fraction of the output's scale: float16 keeps 11 significant bits, as
+/// TF32 does, and products accumulate in float32; a convolution's output is rounded to float16
+/// once more (cuDNN's pseudo-half configuration). Not yet measured on a GPU (docs/gpu.md).
+inline constexpr double kF16Tolerance = 0.01;
 /// int8 twins (--precision int8) agree with naive on the same QDQ model when every output
 /// element is within this fraction of the output's largest magnitude: where a float sum lands
 /// on a rounding edge its code moves by one step, and the step's effect carries through the
@@ -93,7 +100,12 @@ inline constexpr double kTf32Tolerance = 0.01;
 inline constexpr double kInt8Tolerance = 0.03;
 /// The tolerance of a reduced precision's check (0 for float32, which checks elementwise).
 inline double reduced_precision_tolerance(Precision p) {
-  return p == Precision::kBF16 ? kBf16Tolerance : p == Precision::kTF32 ? kTf32Tolerance : 0.0;
+  switch (p) {
+    case Precision::kBF16: return kBf16Tolerance;
+    case Precision::kTF32: return kTf32Tolerance;
+    case Precision::kF16: return kF16Tolerance;
+    default: return 0.0;
+  }
 }
 /// bf16 training configurations agree with the float32 oracle when the loss is within
 /// kBf16Tolerance of it and every parameter's gradient within this relative L2 distance

@@ -54,7 +54,8 @@
 ///   9: one registration idiom for every backend: PluginRegistrar is core/registration.hpp's
 ///      Registrar, with registry() (the registry plans are built from), and
 ///      BackendRegistration chains a plugin's kernels as it does the built-ins'.
-#define MOSAIC_PLUGIN_API_VERSION 9
+///  10: Precision::kF16 (a plugin built before it would take fp16 plans for float32 ones).
+#define MOSAIC_PLUGIN_API_VERSION 10
 
 namespace mosaic {
 

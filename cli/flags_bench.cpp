@@ -86,9 +86,10 @@ struct BenchFlags {
                           "f32, bf16 (convolutions and matrix products on bfloat16 inputs and weights, float32 "
                           "accumulation; in training also their backward, with float32 parameters; backends without "
                           "it decline with the reason), tf32 (the cuda backend's TF32 tensor-core math for "
-                          "convolutions and matrix products), both (f32 and bf16) side by side, or int8 (inference: each "
+                          "convolutions and matrix products), fp16 (the cuda backend's float16 tensor-core math for convolutions and "
+                          "matrix products, inference), both (f32 and bf16) side by side, or int8 (inference: each "
                           "configuration beside its twin on the model's int8 QDQ form, calibrated on --data or random inputs)")
-        ->check(CLI::IsMember({"f32", "bf16", "tf32", "both", "int8"}));
+        ->check(CLI::IsMember({"f32", "bf16", "tf32", "fp16", "both", "int8"}));
     bench_cmd->add_flag("--no-check", no_check, "skip the check against the naive reference");
     bench_cmd->add_flag("--deterministic", bench.deterministic,
                         "bitwise-repeatable plans at a fixed thread count (no timing-dependent work splits)");

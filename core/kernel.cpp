@@ -11,6 +11,7 @@ const char* precision_name(Precision p) {
   switch (p) {
     case Precision::kBF16: return "bf16";
     case Precision::kTF32: return "tf32";
+    case Precision::kF16: return "fp16";
     default: return "f32";
   }
 }
@@ -19,7 +20,8 @@ Expected<Precision> parse_precision(const std::string& text) {
   if (text == "f32" || text == "fp32" || text == "float32") return Precision::kF32;
   if (text == "bf16" || text == "bfloat16") return Precision::kBF16;
   if (text == "tf32") return Precision::kTF32;
-  return Status::invalid("--precision: '" + text + "' is not a precision (f32, bf16 or tf32)");
+  if (text == "fp16" || text == "f16" || text == "float16" || text == "half") return Precision::kF16;
+  return Status::invalid("--precision: '" + text + "' is not a precision (f32, bf16, tf32 or fp16)");
 }
 
 std::string precision_declined(const BackendInfo& info, Precision p) {

@@ -23,12 +23,16 @@ namespace mosaic {
 /// output's gradient, the input and the weights, and write float32 gradients (mixed
 /// precision: parameters and optimizer state stay float32). tf32: convolutions and matrix
 /// products may round their operands to TF32 (10 mantissa bits) on a GPU's tensor cores and
-/// accumulate in float32 (NVIDIA's TF32 mode; the cuda backend). Only backends whose
+/// accumulate in float32 (NVIDIA's TF32 mode; the cuda backend). fp16: convolutions and
+/// matrix products read IEEE float16 copies of their inputs and weights (rounded to nearest
+/// even; weights once per plan) and accumulate in float32 on a GPU's tensor cores (the cuda
+/// backend, inference; there bf16 is the same with bfloat16 operands). Only backends whose
 /// BackendInfo::declines_precision accepts it get it.
-enum class Precision { kF32, kBF16, kTF32 };
-/// "f32", "bf16", "tf32".
+enum class Precision { kF32, kBF16, kTF32, kF16 };
+/// "f32", "bf16", "tf32", "fp16".
 const char* precision_name(Precision p);
-/// "f32"/"fp32"/"float32", "bf16"/"bfloat16" or "tf32"; an error naming the value otherwise.
+/// "f32"/"fp32"/"float32", "bf16"/"bfloat16", "tf32" or "fp16"/"f16"/"float16"/"half"; an
+/// error naming the value otherwise.
 Expected<Precision> parse_precision(const std::string& text);
 
 /// Everything a kernel may look at when it is created (the "create" stage): the node,

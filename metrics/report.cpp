@@ -322,10 +322,10 @@ void print_check(const BenchReport& rep, const ConfigReport& c, std::ostream& os
       os << line;
       if (!c.check_ok) os << "check:   " << c.check_message << "\n";
     } else if (c.precision != "f32") {  // the trade-off: error against the float32 oracle beside the speed
-      // The limits: api/bench.hpp kBf16Tolerance and kTf32Tolerance.
+      // The limits: api/bench.hpp kBf16Tolerance, kTf32Tolerance and kF16Tolerance.
       // int8 twins are checked against naive on the same QDQ model, and measured against float32.
       const bool int8 = c.precision == "int8";
-      const std::string within = std::string("within ") + (c.precision == "tf32" ? "1%" : "3%") + " of";
+      const std::string within = std::string("within ") + (c.precision == "tf32" || c.precision == "fp16" ? "1%" : "3%") + " of";
       std::snprintf(line, sizeof line, "check:   %s %s naive's %s %s: max abs err %.3g (%.2f%% of the output's scale)%s",
                     c.precision.c_str(), c.check_ok ? within.c_str() : "DIFFERS from", int8 ? "int8" : "float32", what,
                     c.max_abs_err, 100 * c.max_rel_err, c.top1_agreement >= 0 ? "" : "\n");

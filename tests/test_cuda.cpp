@@ -288,6 +288,118 @@ TEST_F(CudaBackend, OnAGpuIntegerOpsMatchNaive) {
   EXPECT_NE(r.out.find("check:   int8 within 3% of naive's int8 outputs"), std::string::npos) << r.out;
 }
 
+// --precision fp16 and bf16 on cuda (issue 52): Gemm (each transpose, alpha, beta, a row of
+// C), MatMul (a batch over one constant weight; two batched operands) and Conv (groups,
+// strides, dilations, a bias; pads that differ between an axis's ends, padded first) read
+// float16 or bfloat16 copies of their operands and sum in float32. Against naive on the
+// operands rounded as the plan rounds them (ir/elements.hpp): within float32's summation
+// error, plus for a convolution its output's one rounding to 16 bits (no bias: every output is
+// then a 16-bit value) and a little for its algorithm's transforms; and, for the products, farther from float32's own result than that,
+// which says the 16-bit path ran at all (a plan that ignored the precision would pass the
+// first check only by luck). Then bench's twins on a model, checked within their tolerances.
+std::vector<OpCase> float16_product_cases() {
+  std::vector<OpCase> cases;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    OpCase g = op_case("Gemm", {random_tensor(ta ? Shape{96, 33} : Shape{33, 96}, 11 + t),
+                                random_tensor(tb ? Shape{40, 96} : Shape{96, 40}, 21 + t), random_tensor({40}, 31)},
+                       {{"transA", Attribute::of_int(ta)}, {"transB", Attribute::of_int(tb)},
+                        {"alpha", Attribute::of_float(0.75f)}, {"beta", Attribute::of_float(1.5f)}});
+    g.is_const = {false, t != 1, true};
+    g.label = "Gemm transA=" + std::to_string(ta) + " transB=" + std::to_string(tb);
+    cases.push_back(g);
+  }
+  OpCase shared = op_case("MatMul", {random_tensor({3, 5, 17, 64}, 41), random_tensor({64, 24}, 42)});
+  shared.is_const = {false, true};
+  shared.label = "MatMul over a constant weight";
+  cases.push_back(shared);
+  OpCase both = op_case("MatMul", {random_tensor({4, 9, 80}, 43), random_tensor({4, 80, 12}, 44)});
+  both.label = "MatMul of two batched operands";
+  cases.push_back(both);
+  OpCase conv = op_case("Conv", {random_tensor({2, 8, 13, 11}, 51), random_tensor({12, 4, 3, 3}, 52)},
+                        {{"group", Attribute::of_int(2)}, {"strides", Attribute::of_ints({2, 1})},
+                         {"dilations", Attribute::of_ints({1, 2})}, {"pads", Attribute::of_ints({1, 2, 1, 2})}});
+  conv.is_const = {false, true};
+  conv.label = "Conv grouped, strided, dilated, no bias";
+  cases.push_back(conv);
+  OpCase uneven = op_case("Conv", {random_tensor({3, 5, 10, 10}, 53), random_tensor({7, 5, 2, 2}, 54),
+                                   random_tensor({7}, 55)},
+                          {{"strides", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({0, 0, 1, 1})}});
+  uneven.is_const = {false, true, true};
+  uneven.label = "Conv with a bias and uneven pads";
+  cases.push_back(uneven);
+  return cases;
+}
+
+TEST_F(CudaBackend, OnAGpuFloat16ProductsFollowFloat32) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  for (const Precision p : {Precision::kF16, Precision::kBF16}) {
+    const bool half = p == Precision::kF16;
+    auto round16 = [half](float v) { return half ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v)); };
+    const double unit = half ? 1.0 / 2048 : 1.0 / 256;  // half a unit in the last place, relative
+    PlanOptions po;
+    po.precision = p;
+    for (const OpCase& c : float16_product_cases()) {
+      const std::string label = c.label + " in " + precision_name(p);
+      const bool convolution = c.node.op_type == "Conv";
+      OpCase rounded = c;
+      for (size_t i = 0; i < rounded.inputs.size(); ++i) {
+        if (convolution && i == 2) continue;  // a convolution's bias adds in float32
+        if (c.node.op_type == "Gemm" && i == 2) continue;  // so does Gemm's C
+        float* v = rounded.inputs[i].f32();
+        for (int64_t e = 0; e < rounded.inputs[i].numel(); ++e) v[e] = round16(v[e]);
+      }
+      std::vector<Tensor> want, exact, got;
+      ASSERT_TRUE(run_on(rounded, "naive", &want).is_ok()) << label;
+      ASSERT_TRUE(run_on(c, "naive", &exact).is_ok()) << label;
+      const Status st = run_on(c, "cuda", &got, po);
+      ASSERT_TRUE(st.is_ok()) << label << ": " << st.to_string();
+      const float* g = got[0].f32();
+      const float* w = want[0].f32();
+      const float* x = exact[0].f32();
+      double scale = 0, off_rounded = 0, off_exact = 0;
+      for (int64_t e = 0; e < want[0].numel(); ++e) scale = std::max(scale, std::fabs(double(w[e])));
+      const double sums = 3e-5 * scale;  // float32 sums of under a hundred terms, in another order
+      bool within = true, sixteen_bit = true;
+      for (int64_t e = 0; e < want[0].numel(); ++e) {
+        const double d = std::fabs(double(g[e]) - w[e]);
+        off_rounded = std::max(off_rounded, d);
+        off_exact = std::max(off_exact, std::fabs(double(g[e]) - x[e]));
+        if (convolution) {
+          // Its one rounding, and an eighth of a unit of the scale for the transforms of the
+          // algorithm cuDNN's search picks (Winograd's, FFT's) in float32.
+          within = within && d <= unit * (std::fabs(double(w[e])) + scale / 8) + sums;
+          sixteen_bit = sixteen_bit && (c.inputs.size() > 2 || round16(g[e]) == g[e]);
+        }
+      }
+      if (convolution) {
+        EXPECT_TRUE(within) << label << ": " << off_rounded << " of " << scale;
+        EXPECT_TRUE(sixteen_bit) << label << ": an output that is not a 16-bit value";
+      } else {
+        EXPECT_LE(off_rounded, sums) << label << " (scale " << scale << ")";
+        EXPECT_GT(off_exact, 3 * sums) << label << ": as close to float32's result as 16-bit operands cannot be";
+      }
+    }
+  }
+  // The whole-model twins: labelled, checked against float32 within their tolerances;
+  // onednn declines fp16 by name; training in bf16 on cuda is refused by node.
+  CmdResult r = mosaic("bench zoo:vgg16-cifar --backends cuda,onednn --precision fp16 --batch 8 --no-peaks "
+                       "--iterations 3 --warmup 1 --repeats 1 --no-db");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cuda-fp16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check:   fp16 within 1% of naive's float32 outputs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp16 declined by onednn"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:bert-tiny --backends cuda --precision bf16 --batch 4 --no-peaks --iterations 3 --warmup 1 "
+             "--repeats 1 --no-db");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("check:   bf16 within 3% of naive's float32 outputs"), std::string::npos) << r.out;
+  r = mosaic("bench zoo:fmnist-cnn --backends cuda --mode training --precision bf16 --batch 4 --no-peaks --iterations 1 "
+             "--no-db");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("computes bf16 products for inference only"), std::string::npos) << r.out;
+}
+
 #ifdef MOSAIC_CUDA_PLUGIN
 // Token ids are read on the device (an embedding lookup stays on the GPU): the rows are
 // naive's, and an id outside the table fails the run with the host's message, naming the

@@ -262,11 +262,12 @@ inline Graph make_graph(const OpCase& c) {
 
 /// Runs the case on one backend with no fallback. Returns the status (kUnsupported if the
 /// backend declines) and fills outputs.
-inline Status run_on(const OpCase& c, const std::string& backend, std::vector<Tensor>* outputs) {
+inline Status run_on(const OpCase& c, const std::string& backend, std::vector<Tensor>* outputs,
+                     const PlanOptions& options = {}) {
   Graph g = make_graph(c);
   auto pr = prepare_graph(g, builtin_registry(), PrepareOptions{});
   if (!pr.ok()) return pr.status();
-  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry());
+  auto plan = Plan::build(g, Placement::all_on(backend, {}), builtin_registry(), options);
   if (!plan.ok()) return plan.status();
   std::vector<Tensor> runtime;
   for (size_t i = 0; i < c.inputs.size(); ++i)

@@ -2,7 +2,9 @@
 // differ between an axis's ends by a zero-padded copy first), then the bias and a fused
 // activation. The algorithm is cuDNN's own search (it times each candidate),
 // run once per geometry in the process and cached; float32 FMA math unless the plan asks for
-// TF32. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
+// TF32, or for fp16 or bf16: then cuDNN convolves float16 or bfloat16 copies of x and w (the
+// weights rounded once per plan) with float32 sums on the tensor cores and writes a 16-bit y
+// (its "pseudo-half" configuration), widened to the float32 output before the bias. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
 // strided-batched cuBLAS product, and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
 // gemm or cudnn decides instead, uncached: the tests run both). A deterministic plan times
 // nothing: it takes the first algorithm of cuDNN's heuristic ranking that fits (the same in
@@ -49,13 +51,13 @@ AlgoCache& algo_cache() {
 }
 
 /// The fastest of cuDNN's timed candidates (fastest first) that succeeded, fits kMaxWorkspace,
-/// computes in the math asked for (no tensor-op math in float32) and, where asked, gives the
-/// same bits every run; -1 where none does.
+/// computes in the math asked for (no tensor-op math in float32: `tensor_ops` is TF32's,
+/// fp16's or bf16's) and, where asked, gives the same bits every run; -1 where none does.
 template <class Perf>
-int pick(const Perf* perf, int returned, bool tf32, bool deterministic) {
+int pick(const Perf* perf, int returned, bool tensor_ops, bool deterministic) {
   for (int i = 0; i < returned; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace &&
-        (tf32 || perf[i].mathType != CUDNN_TENSOR_OP_MATH) && (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
+        (tensor_ops || perf[i].mathType != CUDNN_TENSOR_OP_MATH) && (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
       return i;
   return -1;
 }
@@ -71,6 +73,11 @@ class ConvKernel final : public CudaKernel {
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
     MOSAIC_ASSIGN_OR_RETURN(p_, conv_params(ctx));
+    half_ = float16_kind(ctx.precision);
+    if (half_ && ctx.training) return float16_training_refused(label_, *half_);
+    tf32_ = ctx.precision == Precision::kTF32;
+    tensor_ops_ = tf32_ || half_;
+    const cudnnDataType_t data = half_ ? cudnn_type(*half_) : CUDNN_DATA_FLOAT;
     Window window = p_.win;
     Shape x_shape = ctx.inputs[0].shape;
     MOSAIC_RETURN_IF_ERROR(pad_explicitly(ctx, window, x_shape));
@@ -80,10 +87,11 @@ class ConvKernel final : public CudaKernel {
     MOSAIC_ASSIGN_OR_RETURN(auto x_dims, cudnn_dims(x_shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto w_dims, cudnn_dims(ctx.inputs[1].shape, rank, label_));
     MOSAIC_ASSIGN_OR_RETURN(auto y_dims, cudnn_dims(ctx.outputs[0].shape, rank, label_));
-    MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, x_dims), "x descriptor"));
-    MOSAIC_RETURN_IF_ERROR(check(set_packed(y_, y_dims), "y descriptor"));
+    MOSAIC_RETURN_IF_ERROR(check(set_packed(x_, x_dims, data), "x descriptor"));
+    MOSAIC_RETURN_IF_ERROR(check(set_packed(y_, y_dims, data), "y descriptor"));
+    if (half_) MOSAIC_RETURN_IF_ERROR(check(set_packed(y32_, y_dims), "y descriptor"));
     MOSAIC_RETURN_IF_ERROR(check(filter_.create(), "filter descriptor"));
-    MOSAIC_RETURN_IF_ERROR(check(cudnnSetFilterNdDescriptor(filter_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+    MOSAIC_RETURN_IF_ERROR(check(cudnnSetFilterNdDescriptor(filter_.get(), data, CUDNN_TENSOR_NCHW,
                                                             static_cast<int>(rank), w_dims.data()),
                                  "filter descriptor"));
     MOSAIC_RETURN_IF_ERROR(check(conv_.create(), "convolution descriptor"));
@@ -92,9 +100,8 @@ class ConvKernel final : public CudaKernel {
                                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                                  "convolution descriptor"));
     MOSAIC_RETURN_IF_ERROR(check(cudnnSetConvolutionGroupCount(conv_.get(), static_cast<int>(p_.group)), "groups"));
-    tf32_ = ctx.precision == Precision::kTF32;
     MOSAIC_RETURN_IF_ERROR(
-        check(cudnnSetConvolutionMathType(conv_.get(), tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "math type"));
+        check(cudnnSetConvolutionMathType(conv_.get(), tensor_ops_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "math type"));
     // cuDNN's output geometry must be the node's (the shape inference's rules are ONNX's).
     std::vector<int> out(rank);
     MOSAIC_RETURN_IF_ERROR(check(cudnnGetConvolutionNdForwardOutputDim(conv_.get(), x_.get(), filter_.get(),
@@ -107,7 +114,8 @@ class ConvKernel final : public CudaKernel {
       MOSAIC_RETURN_IF_ERROR(check(set_packed(bias_, b_dims), "bias descriptor"));
     }
     MOSAIC_ASSIGN_OR_RETURN(act_, device_activation(*ctx.node, label_));
-    bool pointwise = p_.group == 1;  // the dimensions are cuDNN's ints already
+    // (In fp16 and bf16 cuDNN convolves: the product's alternative is float32's.)
+    bool pointwise = p_.group == 1 && !half_;  // the dimensions are cuDNN's ints already
     int64_t pixels = 1;
     for (size_t d = 2; d < rank; ++d) {
       pointwise = pointwise && w_dims[d] == 1 && strides[d - 2] == 1 && pads[d - 2] == 0 && dilations[d - 2] == 1;
@@ -120,7 +128,12 @@ class ConvKernel final : public CudaKernel {
       gemm_.out = y_dims[1];
     }
     key_ = join(x_dims) + "|" + join(w_dims) + "|" + join(pads) + "|" + join(strides) + "|" + join(dilations) + "|" +
-           std::to_string(p_.group) + "|" + (tf32_ ? "tf32" : "fma");
+           std::to_string(p_.group) + "|" + math_name();
+    if (half_) {
+      MOSAIC_RETURN_IF_ERROR(x16_.prepare(*half_, shape_numel(x_shape), nullptr));
+      MOSAIC_RETURN_IF_ERROR(w16_.prepare(*half_, shape_numel(ctx.inputs[1].shape), ctx.constant(1)));
+      MOSAIC_RETURN_IF_ERROR(y16_.prepare(*half_, shape_numel(ctx.outputs[0].shape), nullptr));
+    }
     MOSAIC_RETURN_IF_ERROR(choose_algorithm(ctx.deterministic));
     size_t workspace = use_gemm_ ? 0 : algo_.memory;
     if (ctx.training) {
@@ -134,7 +147,8 @@ class ConvKernel final : public CudaKernel {
   /// The algorithms' workspace and the explicit padding's buffers, in device memory (the plan
   /// reports them under the device).
   size_t workspace_bytes() const override {
-    return workspace_.bytes() + pad_.bytes() + padded_.bytes() + crop_.bytes() + dx_padded_.bytes();
+    return workspace_.bytes() + pad_.bytes() + padded_.bytes() + crop_.bytes() + dx_padded_.bytes() + x16_.bytes() +
+           w16_.bytes() + y16_.bytes();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
@@ -142,6 +156,16 @@ class ConvKernel final : public CudaKernel {
     MOSAIC_ASSIGN_OR_RETURN(const float* x, padded_input(src[0]));
     if (use_gemm_) {
       MOSAIC_RETURN_IF_ERROR(pointwise_product(x, src[1]->f32(), y));
+    } else if (half_) {  // the 16-bit copies convolved into a 16-bit y, widened into the output
+      const cudaStream_t stream = device().stream();
+      MOSAIC_RETURN_IF_ERROR(check(x16_.round(stream, x), "rounding x"));
+      MOSAIC_RETURN_IF_ERROR(check(w16_.round(stream, src[1]->f32()), "rounding w"));
+      auto* y16 = static_cast<uint16_t*>(y16_.data());
+      MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionForward(device().cudnn(), &one, x_.get(), x16_.data(), filter_.get(),
+                                                           w16_.data(), conv_.get(), algo_.algo, workspace_.data(),
+                                                           workspace_.bytes(), &zero, y_.get(), y16),
+                                   "cudnnConvolutionForward (16-bit)"));
+      MOSAIC_RETURN_IF_ERROR(check(launch_widen(stream, *half_, y16, y, dst[0]->numel()), "widening y"));
     } else {
       MOSAIC_RETURN_IF_ERROR(check(cudnnConvolutionForward(device().cudnn(), &one, x_.get(), x, filter_.get(),
                                                            src[1]->f32(), conv_.get(), algo_.algo, workspace_.data(),
@@ -149,7 +173,8 @@ class ConvKernel final : public CudaKernel {
                                    "cudnnConvolutionForward"));
     }
     if (p_.has_bias && src.size() > 2 && src[2])
-      MOSAIC_RETURN_IF_ERROR(check(cudnnAddTensor(device().cudnn(), &one, bias_.get(), src[2]->f32(), &one, y_.get(), y),
+      MOSAIC_RETURN_IF_ERROR(check(cudnnAddTensor(device().cudnn(), &one, bias_.get(), src[2]->f32(), &one,
+                                                  half_ ? y32_.get() : y_.get(), y),
                                    "bias"));
     if (act_.op != DevUnary::kNone)
       MOSAIC_RETURN_IF_ERROR(check(launch_unary(device().stream(), act_, y, y, dst[0]->numel()), "activation"));
@@ -250,10 +275,10 @@ class ConvKernel final : public CudaKernel {
                                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
                                                                           perf),
                                      "cudnnFindConvolutionForwardAlgorithm"));
-      const int chosen = pick(perf, returned, tf32_, deterministic);
+      const int chosen = pick(perf, returned, tensor_ops_, deterministic);
       if (chosen < 0)
-        return Status::unsupported(label_ + ": cuDNN has no forward algorithm for this convolution in " +
-                                   (tf32_ ? "TF32" : "float32") + (deterministic ? " math, deterministic" : " math"));
+        return Status::unsupported(label_ + ": cuDNN has no forward algorithm for this convolution in " + math_name() +
+                                   (deterministic ? " math, deterministic" : " math"));
       algo_ = perf[chosen];
       use_gemm_ = gemm_.batch > 0 && force.empty() && !deterministic && faster_as_product(algo_.time);
       if (force.empty()) cache.found[key] = Choice{algo_, use_gemm_};
@@ -262,11 +287,13 @@ class ConvKernel final : public CudaKernel {
     return set_math(algo_.mathType);
   }
   /// In float32 the descriptor stays in FMA math whatever a search reports: cuDNN's default
-  /// math would let TF32 tensor cores in on Ampere and later. In TF32 it takes each
-  /// algorithm's own (set before each call: forward and backward algorithms may differ).
+  /// math would let TF32 tensor cores in on Ampere and later. In TF32, fp16 and bf16 it takes
+  /// each algorithm's own (set before each call: forward and backward algorithms may differ).
   Status set_math(cudnnMathType_t algorithm_math) const {
-    return check(cudnnSetConvolutionMathType(conv_.get(), tf32_ ? algorithm_math : CUDNN_FMA_MATH), "math type");
+    return check(cudnnSetConvolutionMathType(conv_.get(), tensor_ops_ ? algorithm_math : CUDNN_FMA_MATH), "math type");
   }
+  /// The arithmetic asked for, as the algorithm cache's key and the refusals name it.
+  std::string math_name() const { return half_ ? float16_name(*half_) : tf32_ ? "TF32" : "float32"; }
 
   /// The backward passes' algorithms (data: dx from dy and w; filter: dw from x and dy), by
   /// cuDNN's timed search as forward's; where the plan asks for determinism, the first
@@ -329,10 +356,10 @@ class ConvKernel final : public CudaKernel {
     int returned = 0;
     MOSAIC_RETURN_IF_ERROR(set_math(CUDNN_DEFAULT_MATH));
     MOSAIC_RETURN_IF_ERROR(check(find(Count, &returned, perf), "cuDNN's algorithm search"));
-    const int chosen = pick(perf, returned, tf32_, deterministic);
+    const int chosen = pick(perf, returned, tensor_ops_, deterministic);
     if (chosen < 0)
-      return Status::unsupported(label_ + ": cuDNN has no " + pass + " algorithm for this convolution in " +
-                                 (tf32_ ? "TF32" : "float32") + (deterministic ? " math, deterministic" : " math"));
+      return Status::unsupported(label_ + ": cuDNN has no " + pass + " algorithm for this convolution in " + math_name() +
+                                 (deterministic ? " math, deterministic" : " math"));
     *out = found[key] = perf[chosen];
     return Status::ok();
   }
@@ -434,6 +461,10 @@ class ConvKernel final : public CudaKernel {
   DeviceMemory workspace_;
   DevUnaryArgs act_;
   bool tf32_ = false;
+  std::optional<Float16Kind> half_;  // fp16/bf16: x and w convolved as 16-bit copies into y16_
+  bool tensor_ops_ = false;          // TF32, fp16 or bf16: cuDNN's tensor-op algorithms allowed
+  TensorDesc y32_;                   // fp16/bf16: the float32 output (the bias adds to it)
+  Float16Operand x16_, w16_, y16_;
   /// A pointwise convolution's product sizes (batch 0: not pointwise), and whether it runs so.
   struct {
     int64_t batch = 0, in = 0, out = 0;

@@ -129,6 +129,14 @@ cudaError_t launch_binary(cudaStream_t stream, DevBinary op, const Broadcast& sh
 cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* c, int64_t row_stride, int64_t col_stride, float* y,
                                   int64_t m, int64_t n);
 
+/// The 16-bit float a plan's products read in --precision fp16 or bf16 (Precision).
+enum class Float16Kind { kHalf, kBfloat16 };
+/// y[i] = x[i] rounded to float16 or bfloat16 to nearest even (CUDA's conversions: overflow
+/// to infinity, NaN kept), stored as its 16 bits, for i < n.
+cudaError_t launch_narrow(cudaStream_t stream, Float16Kind kind, const float* x, uint16_t* y, int64_t n);
+/// y[i] = the float16 or bfloat16 x[i] as a float (exact), for i < n.
+cudaError_t launch_widen(cudaStream_t stream, Float16Kind kind, const uint16_t* x, float* y, int64_t n);
+
 // ---- gradients (eltwise.cu) ----
 
 /// dx[i] = dy[i] * f'(x[i], y[i]) for i < n; x or y may be nullptr where f' does not read it

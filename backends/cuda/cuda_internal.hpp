@@ -30,4 +30,37 @@ void add_movement_kernels(BackendRegistration& r);
 /// 8-bit codes and integer products (quant.cpp).
 void add_quant_kernels(BackendRegistration& r);
 
+/// The 16-bit float a plan's convolutions and products read: float16 for --precision fp16,
+/// bfloat16 for bf16; none for f32 and tf32 (they read float32).
+std::optional<Float16Kind> float16_kind(Precision p);
+/// cuBLAS's name of the kind (CUDA_R_16F, CUDA_R_16BF), cuDNN's (CUDNN_DATA_HALF,
+/// CUDNN_DATA_BFLOAT16) and ours ("fp16", "bf16").
+cudaDataType_t cublas_type(Float16Kind kind);
+cudnnDataType_t cudnn_type(Float16Kind kind);
+const char* float16_name(Float16Kind kind);
+/// The refusal of a training plan in fp16 or bf16 on cuda, naming the node (`label`): its
+/// products compute in those for inference only.
+Status float16_training_refused(const std::string& label, Float16Kind kind);
+
+/// A float32 operand's 16-bit copy in device memory, which a product in fp16 or bf16 reads: a
+/// constant's (weights) rounded once when the plan is built, on the host (ir/elements.hpp's
+/// rounding to nearest even, the oracle's), any other's rounded on the device before each
+/// product (launch_narrow, the same rounding).
+class Float16Operand {
+ public:
+  /// Holds `n` elements of `kind`; `constant` (nullable) is the operand's float32 value, rounded
+  /// and uploaded now.
+  Status prepare(Float16Kind kind, int64_t n, const Tensor* constant);
+  /// Queues rounding x into the copy on `stream` (nothing for a constant, whose x is unread).
+  cudaError_t round(cudaStream_t stream, const float* x) const;
+  void* data() const { return mem_.data(); }
+  size_t bytes() const { return mem_.bytes(); }
+
+ private:
+  DeviceMemory mem_;
+  Float16Kind kind_ = Float16Kind::kHalf;
+  int64_t n_ = 0;
+  bool constant_ = false;
+};
+
 }  // namespace mosaic::cuda_backend

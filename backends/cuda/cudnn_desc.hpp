@@ -91,13 +91,14 @@ inline Expected<CudnnWindow> cudnn_window(const Window& w, const std::string& la
   return c;
 }
 
-/// Sets `desc` to a packed float tensor of `dims` (row-major: NCHW for 4 dimensions).
-inline cudnnStatus_t set_packed(TensorDesc& desc, const std::vector<int>& dims) {
+/// Sets `desc` to a packed tensor of `dims` (row-major: NCHW for 4 dimensions) of `type`.
+inline cudnnStatus_t set_packed(TensorDesc& desc, const std::vector<int>& dims,
+                                cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   cudnnStatus_t s = desc.create();
   if (s != CUDNN_STATUS_SUCCESS) return s;
   std::vector<int> strides(dims.size(), 1);
   for (size_t i = dims.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * dims[i + 1];
-  return cudnnSetTensorNdDescriptor(desc.get(), CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(),
+  return cudnnSetTensorNdDescriptor(desc.get(), type, static_cast<int>(dims.size()), dims.data(),
                                     strides.data());
 }
 

@@ -269,7 +269,7 @@ BackendProperties CudaDevice::properties() {
       p.kernels.emplace_back("memory", std::to_string(prop.totalGlobalMem >> 20) + " MiB");
     }
   }
-  p.kernels.emplace_back("math", "float32 (TF32 only with --precision tf32)");
+  p.kernels.emplace_back("math", "float32 (TF32, fp16 or bf16 tensor cores only with --precision)");
   if (std::getenv("CUDA_VISIBLE_DEVICES")) p.forced_by.push_back("CUDA_VISIBLE_DEVICES");
   if (std::getenv("NVIDIA_TF32_OVERRIDE")) p.forced_by.push_back("NVIDIA_TF32_OVERRIDE");
   return p;

@@ -2,6 +2,9 @@
 // float), broadcasting binary ops, and the row broadcast of a Gemm's bias. Grid-stride loops,
 // 16-byte loads where the operands are contiguous and aligned; each launcher queues one kernel
 // on the given stream.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/launch.cuh"
 
@@ -163,6 +166,19 @@ __global__ void optimizer_kernel(OptimizerRule o, float* p, const float* g, floa
     dev_optimizer_update(o, &p[i], g[i], s0 ? &s0[i] : &unused0, s1 ? &s1[i] : &unused1);
 }
 
+/// Rounds to float16 (__float2half_rn) or bfloat16 (__float2bfloat16_rn), nearest even.
+__global__ void narrow_kernel(bool bf16, const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x[i])) : __half_as_ushort(__float2half_rn(x[i]));
+}
+
+__global__ void widen_kernel(bool bf16, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = bf16 ? __bfloat162float(__ushort_as_bfloat16(x[i])) : __half2float(__ushort_as_half(x[i]));
+}
+
 }  // namespace
 
 cudaError_t launch_unary(cudaStream_t stream, const DevUnaryArgs& f, const float* x, float* y, int64_t n) {
@@ -219,6 +235,18 @@ cudaError_t launch_grad_reduce(cudaStream_t stream, DevBinary op, int which, con
     const int64_t blocks = g.elements < 65535 * 16 ? g.elements : 65535 * 16;
     grad_reduce_block_kernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(op, which, g, dy, a, b, out, scale);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_narrow(cudaStream_t stream, Float16Kind kind, const float* x, uint16_t* y, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  narrow_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kind == Float16Kind::kBfloat16, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_widen(cudaStream_t stream, Float16Kind kind, const uint16_t* x, float* y, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  widen_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kind == Float16Kind::kBfloat16, x, y, n);
   return cudaGetLastError();
 }
 

@@ -1,13 +1,52 @@
-// cuda: Gemm and MatMul on cuBLAS (float32; TF32 tensor-core math in a --precision tf32 plan),
-// with a fused activation applied after.
+// cuda: Gemm and MatMul on cuBLAS (float32; TF32 tensor-core math in a --precision tf32 plan;
+// float16 or bfloat16 operands with float32 sums and outputs in fp16 or bf16, cublasGemmEx),
+// with a fused activation applied after. Also the 16-bit operands conv.cpp shares.
 // Row-major operands are read as cuBLAS's column-major transposes: Y^T = op(B)^T op(A)^T.
 #include "backends/cuda/cuda_internal.hpp"
 
 #include <climits>
 
+#include "ir/elements.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic::cuda_backend {
+
+std::optional<Float16Kind> float16_kind(Precision p) {
+  if (p == Precision::kF16) return Float16Kind::kHalf;
+  if (p == Precision::kBF16) return Float16Kind::kBfloat16;
+  return std::nullopt;
+}
+cudaDataType_t cublas_type(Float16Kind kind) { return kind == Float16Kind::kHalf ? CUDA_R_16F : CUDA_R_16BF; }
+cudnnDataType_t cudnn_type(Float16Kind kind) {
+  return kind == Float16Kind::kHalf ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+}
+const char* float16_name(Float16Kind kind) { return kind == Float16Kind::kHalf ? "fp16" : "bf16"; }
+
+Status float16_training_refused(const std::string& label, Float16Kind kind) {
+  return Status::unsupported(label + ": the cuda backend computes " + float16_name(kind) +
+                             " products for inference only; its training plans take f32 or tf32");
+}
+
+Status Float16Operand::prepare(Float16Kind kind, int64_t n, const Tensor* constant) {
+  kind_ = kind;
+  n_ = n;
+  constant_ = constant != nullptr;
+  MOSAIC_RETURN_IF_ERROR(mem_.resize(static_cast<size_t>(n) * sizeof(uint16_t)));
+  if (!constant_ || n == 0) return Status::ok();
+  if (constant->numel() != n || constant->dtype() != DType::kF32)
+    return Status::internal("a 16-bit copy of a constant of " + std::to_string(constant->numel()) + " elements, not " +
+                            std::to_string(n) + " float32 ones");
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  const float* v = constant->f32();
+  for (int64_t i = 0; i < n; ++i) bits[i] = kind == Float16Kind::kHalf ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+  return CudaDevice::instance()->copy_to_device(mem_.data(), bits.data(), bits.size() * sizeof(uint16_t));
+}
+
+cudaError_t Float16Operand::round(cudaStream_t stream, const float* x) const {
+  if (constant_) return cudaSuccess;
+  return launch_narrow(stream, kind_, x, static_cast<uint16_t*>(mem_.data()), n_);
+}
+
 namespace {
 
 /// cuBLAS's math for a plan's precision: full float32 (CUBLAS_DEFAULT_MATH, no tensor-core
@@ -53,8 +92,15 @@ class GemmKernel final : public CudaKernel {
     if (p_.has_c) {
       MOSAIC_ASSIGN_OR_RETURN(c_strides_, bias_strides(ctx.inputs[2].shape, p_.m, p_.n, label_));
     }
+    if ((half_ = float16_kind(ctx.precision))) {
+      if (ctx.training) return float16_training_refused(label_, *half_);
+      MOSAIC_RETURN_IF_ERROR(a16_.prepare(*half_, p_.m * p_.k, ctx.constant(0)));
+      MOSAIC_RETURN_IF_ERROR(b16_.prepare(*half_, p_.k * p_.n, ctx.constant(1)));
+    }
     return Status::ok();
   }
+  /// The operands' 16-bit copies (fp16, bf16).
+  size_t workspace_bytes() const override { return a16_.bytes() + b16_.bytes(); }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const cudaStream_t stream = device().stream();
     float* y = dst[0]->f32();
@@ -66,10 +112,21 @@ class GemmKernel final : public CudaKernel {
     }
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
     MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(device().cublas(), math_), "math mode"));
-    MOSAIC_RETURN_IF_ERROR(check(
+    if (half_) {  // the same product on the 16-bit copies, float32 sums into the float32 Y
+      MOSAIC_RETURN_IF_ERROR(check(a16_.round(stream, src[0]->f32()), "rounding A"));
+      MOSAIC_RETURN_IF_ERROR(check(b16_.round(stream, src[1]->f32()), "rounding B"));
+      const cudaDataType_t t = cublas_type(*half_);
+      MOSAIC_RETURN_IF_ERROR(check(
+          cublasGemmEx(device().cublas(), p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                       m, k, &p_.alpha, b16_.data(), t, p_.trans_b ? k : n, a16_.data(), t, p_.trans_a ? m : k, &beta, y,
+                       CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx (16-bit)"));
+    } else {
+      MOSAIC_RETURN_IF_ERROR(check(
         cublasSgemm(device().cublas(), p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                     k, &p_.alpha, src[1]->f32(), p_.trans_b ? k : n, src[0]->f32(), p_.trans_a ? m : k, &beta, y, n),
         "cublasSgemm"));
+    }
     if (act_.op != DevUnary::kNone)
       MOSAIC_RETURN_IF_ERROR(check(launch_unary(stream, act_, y, y, p_.m * p_.n), "activation"));
     return Status::ok();
@@ -114,6 +171,8 @@ class GemmKernel final : public CudaKernel {
   DevUnaryArgs act_;
   cublasMath_t math_ = CUBLAS_DEFAULT_MATH;
   std::pair<int64_t, int64_t> c_strides_{0, 0};
+  std::optional<Float16Kind> half_;  // fp16/bf16: A and B read as these copies
+  Float16Operand a16_, b16_;
 };
 
 /// MatMul of [..., m, k] and [..., k, n]: one strided-batched call where each operand's batch
@@ -131,12 +190,30 @@ class MatMulKernel final : public CudaKernel {
     if (p_.m > INT32_MAX || p_.n > INT32_MAX || p_.k > INT32_MAX || batch_ > INT32_MAX)
       return Status::unsupported(label_ + ": dimensions beyond cuBLAS's 32-bit sizes");
     math_ = cublas_math(ctx);
+    if ((half_ = float16_kind(ctx.precision))) {
+      if (ctx.training) return float16_training_refused(label_, *half_);
+      MOSAIC_RETURN_IF_ERROR(a16_.prepare(*half_, shape_numel(ctx.inputs[0].shape), ctx.constant(0)));
+      MOSAIC_RETURN_IF_ERROR(b16_.prepare(*half_, shape_numel(ctx.inputs[1].shape), ctx.constant(1)));
+    }
     return Status::ok();
   }
+  /// The operands' 16-bit copies (fp16, bf16).
+  size_t workspace_bytes() const override { return a16_.bytes() + b16_.bytes(); }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const float one = 1.f, zero = 0.f;
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
     MOSAIC_RETURN_IF_ERROR(check(cublasSetMathMode(device().cublas(), math_), "math mode"));
+    if (half_) {  // the same product on the 16-bit copies, float32 sums into the float32 Y
+      const cudaStream_t stream = device().stream();
+      MOSAIC_RETURN_IF_ERROR(check(a16_.round(stream, src[0]->f32()), "rounding A"));
+      MOSAIC_RETURN_IF_ERROR(check(b16_.round(stream, src[1]->f32()), "rounding B"));
+      const cudaDataType_t t = cublas_type(*half_);
+      return check(cublasGemmStridedBatchedEx(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b16_.data(), t,
+                                              n, b_stride_, a16_.data(), t, k, a_stride_, &zero, dst[0]->f32(),
+                                              CUDA_R_32F, n, p_.m * p_.n, static_cast<int>(batch_), CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx (16-bit)");
+    }
     return check(cublasSgemmStridedBatched(device().cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, src[1]->f32(), n,
                                            b_stride_, src[0]->f32(), k, a_stride_, &zero, dst[0]->f32(), n, p_.m * p_.n,
                                            static_cast<int>(batch_)),
@@ -199,6 +276,8 @@ class MatMulKernel final : public CudaKernel {
   MatMulParams p_;
   int64_t batch_ = 1, a_stride_ = 0, b_stride_ = 0;
   cublasMath_t math_ = CUBLAS_DEFAULT_MATH;
+  std::optional<Float16Kind> half_;  // fp16/bf16: A and B read as these copies
+  Float16Operand a16_, b16_;
 };
 
 }  // namespace

@@ -9,11 +9,12 @@ namespace {
 
 Status register_cuda(Registrar& registrar) {
   const std::shared_ptr<CudaDevice>& device = CudaDevice::instance();
-  BackendInfo info{"cuda", "GPU 0 through cuDNN, cuBLAS (float32; TF32 with --precision tf32; int8 products) and its own CUDA kernels, in device memory",
-                   [device] { return device->properties(); }, [](Precision p) -> std::string {
-                     if (p == Precision::kBF16) return "the cuda backend computes in float32, or TF32 with --precision tf32";
-                     return "";
-                   }};
+  // Every precision: float32, TF32, and float16 or bfloat16 operands of the convolutions and
+  // products (inference; a training plan's kernels refuse those by name).
+  BackendInfo info{"cuda",
+                   "GPU 0 through cuDNN, cuBLAS (float32; TF32, fp16 or bf16 tensor-core math with --precision; int8 "
+                   "products) and its own CUDA kernels, in device memory",
+                   [device] { return device->properties(); }, [](Precision) { return std::string(); }};
   info.device = device;
   info.unavailable = [device] { return device->unavailable(); };
   BackendRegistration r(registrar, std::move(info));
