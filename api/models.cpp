@@ -12,6 +12,7 @@
 #include "backends/registry.hpp"
 #include "core/inputs.hpp"
 #include "ir/checked.hpp"
+#include "ir/elements.hpp"
 #include "frontends/data/npy.hpp"
 #include "frontends/data/text.hpp"
 #include "frontends/zoo/zoo.hpp"
@@ -207,7 +208,17 @@ Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& 
       inputs.push_back(std::move(t));
       continue;
     }
-    // Integers and bools: values the model accepts (a shape or position was bound at load).
+    if (dtype_is_float(t.dtype())) {  // float16, bfloat16, float64, the 8- and 4-bit floats: rounded once
+      for (int64_t i = 0; i < t.numel(); ++i) store_f64(t.dtype(), t.data(), i, dist(rng));
+      inputs.push_back(std::move(t));
+      continue;
+    }
+    if (!dtype_is_integer(t.dtype()) && t.dtype() != DType::kBool)
+      return Status::unsupported(g.source + ": input '" + in.name + "' is " + dtype_name(t.dtype()) +
+                                 ", of which Mosaic makes no random values; give its values with --input " + in.name +
+                                 "=FILE");
+    // Integers and bools: values the model accepts (a shape or position was bound at load),
+    // written in the input's own type.
     std::string why;
     if (t.dtype() == DType::kBool) {
       std::bernoulli_distribution d(0.5);
@@ -216,7 +227,7 @@ Expected<std::vector<Tensor>> model_inputs(const Graph& g, const CommonOptions& 
     } else if (const int64_t longest = sequence_length_bound(g, in.name, &why); longest > 0) {
       // sequence_lens: lengths a recurrent op accepts, in [1, T] (not ids below 2).
       std::uniform_int_distribution<int64_t> d(1, longest);
-      for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
+      for (int64_t i = 0; i < t.numel(); ++i) store_i64(t.dtype(), t.data(), i, d(rng));
       ids += "; '" + in.name + "': lengths uniform in [1, " + std::to_string(longest) + "] (" + why + ")";
     } else if (const int64_t bound = index_bound(g, in.name, &why); bound > 0) {
       fill_ids(t, bound, rng);

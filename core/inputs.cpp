@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "ir/elements.hpp"
 #include "operators/schema.hpp"
 
 namespace mosaic {
@@ -93,7 +94,7 @@ int64_t sequence_length_bound(const Graph& g, const std::string& name, std::stri
 
 void fill_ids(Tensor& t, int64_t bound, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> d(0, bound - 1);
-  for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = d(rng);
+  for (int64_t i = 0; i < t.numel(); ++i) store_i64(t.dtype(), t.data(), i, d(rng));
 }
 
 }  // namespace mosaic

@@ -35,7 +35,8 @@ size_t batch_axis(const Graph& g, const std::string& name);
 /// X's sequence axis, once shapes are bound (0 otherwise). Valid lengths lie in [1, this].
 int64_t sequence_length_bound(const Graph& g, const std::string& name, std::string* why = nullptr);
 
-/// Fills an int64 tensor with ids uniform in [0, bound) (bound >= 1).
+/// Fills an integer tensor of any width with ids uniform in [0, bound) (bound >= 1), each
+/// written in the tensor's own type (wrapped where the type is narrower than the bound).
 void fill_ids(Tensor& t, int64_t bound, std::mt19937_64& rng);
 
 }  // namespace mosaic
