@@ -30,13 +30,7 @@ Tensor converted(const Tensor& t, DType to) {
   return out;
 }
 
-/// A node's context with its tensors' types widened, and what was widened.
-struct Promoted {
-  KernelContext ctx;
-  std::vector<Tensor> constants;  ///< widened copies of constant inputs, which ctx points at
-  std::vector<bool> input_widened, output_widened;
-  std::string widened;  ///< the first type widened ("" where none was)
-};
+}  // namespace
 
 Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet native) {
   auto p = std::make_shared<Promoted>();
@@ -73,6 +67,8 @@ Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet n
   }
   return p;
 }
+
+namespace {
 
 /// Runs the kernel built for the widened context: widens the inputs, narrows the outputs.
 class PromotedKernel final : public Kernel {

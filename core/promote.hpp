@@ -14,11 +14,28 @@
 // (never computed in float32: that would lose digits silently).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/kernel.hpp"
 
 namespace mosaic {
+
+/// A node's context with its tensors' types widened, and what was widened.
+struct Promoted {
+  KernelContext ctx;
+  std::vector<Tensor> constants;  ///< widened copies of constant inputs, which ctx points at
+  std::vector<bool> input_widened, output_widened;
+  std::string widened;  ///< the first type widened ("" where none was)
+};
+
+/// `ctx` with each input and output of a type outside `native` widened to the type that holds
+/// its every value (float16, bfloat16 and the 8-bit floats to float32, the narrow integers to
+/// int64, where `native` has that type), constant inputs converted on the host; an error
+/// naming the node, the tensor and its type where `native` has no such type. What
+/// promote_element_types builds its kernels on; the cuda backend's float16 adapter too.
+Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet native);
 
 /// A BackendRegistration::Adapter: a kernel whose traits take every element type is left as
 /// it is; any other takes every type it can widen without loss (its SupportCheck and

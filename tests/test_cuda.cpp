@@ -400,6 +400,33 @@ TEST_F(CudaBackend, OnAGpuFloat16ProductsFollowFloat32) {
   EXPECT_NE(r.out.find("computes bf16 products for inference only"), std::string::npos) << r.out;
 }
 
+// float16 models (tests/corpus/half: ORT's converter applied to corpus exports) on cuda: every
+// kernel that computes in float32 takes their float16 nodes widened in device memory and
+// rounds each output once, as naive does on the host (backends/cuda/eltwise.cpp
+// widen_float16), so the models match onnx's float16 reference at the corpus's tolerance and
+// most of their nodes run on the GPU rather than on naive behind copies.
+TEST_F(CudaBackend, OnAGpuFloat16ModelsRunThereAndMatchTheReference) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  const std::string dir = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/half/cases/";
+  for (const char* name : {"resnet_hf.torchscript.float16", "timm_vit.torchscript.float16", "gpt2.dynamo.float16"}) {
+    CmdResult r = mosaic("verify " + dir + name + " --backend cuda --fallback naive --rtol 1e-2 --atol 1e-3");
+    EXPECT_EQ(r.code, 0) << name << "\n" << r.out;
+    const std::string json = path(std::string(name) + ".json");
+    r = mosaic("bench " + dir + name + "/model.onnx --backends cuda --fallback naive --batch 1 --warmup 0 --iterations 2 "
+               "--repeats 1 --no-peaks --no-db --rtol 1e-2 --atol 1e-3 --json " + json);
+    ASSERT_EQ(r.code, 0) << name << "\n" << r.out;
+    const nlohmann::json doc = read_json(json);
+    EXPECT_TRUE(doc["runs"][0]["check"]["passed"].get<bool>()) << name << " " << doc["runs"][0]["check"].dump();
+    int on_cuda = 0, nodes = 0;
+    for (const auto& n : doc["runs"][0]["nodes"]) {
+      on_cuda += n["backend"] == "cuda";
+      ++nodes;
+    }
+    EXPECT_GT(2 * on_cuda, nodes) << name << ": " << on_cuda << " of " << nodes << " nodes on cuda";
+  }
+}
+
 #ifdef MOSAIC_CUDA_PLUGIN
 // Token ids are read on the device (an embedding lookup stays on the GPU): the rows are
 // naive's, and an id outside the table fails the run with the host's message, naming the

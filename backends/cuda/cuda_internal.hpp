@@ -16,10 +16,16 @@ namespace mosaic::cuda_backend {
 /// kUnsupported naming the activation the device lacks.
 Expected<DevUnaryArgs> device_activation(const Node& node, const std::string& label);
 
-/// The backend's BackendRegistration::Adapter: a kernel registered without a SupportCheck
+/// The backend's first BackendRegistration::Adapter: a kernel registered without a SupportCheck
 /// reads plain layouts and takes float32 inputs only (constants of other types, such as
 /// Clip's bounds or a Reshape's shape, are read on the host).
 void float32_kernels(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
+/// The second: a kernel that computes in float32 also takes float16 and bfloat16 nodes, widened
+/// (core/promote.hpp's context; WidenedKernel: the 16-bit tensors widened and rounded back in
+/// device memory, as naive widens them on the host), for inference only.
+void widen_float16(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
+/// Both, in that order: what the backend registers every kernel through.
+void device_kernels(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
 /// Each kernel family's kernels (gemm.cpp, eltwise.cpp, conv.cpp, pool_norm.cpp,
 /// movement.cpp, quant.cpp), as every backend's.
 void add_gemm_kernels(BackendRegistration& r);

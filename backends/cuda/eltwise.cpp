@@ -1,7 +1,10 @@
 // cuda: element-wise ops (the rows of operators/eltwise.hpp the device computes), broadcasting
-// Add/Sub/Mul/Div, and the shape-only ops as views of their input (no copy, no launch).
+// Add/Sub/Mul/Div, and the shape-only ops as views of their input (no copy, no launch). Also
+// the backend's registration adapters: float32 kernels, and float16/bfloat16 nodes run on them
+// widened in device memory.
 #include "backends/cuda/cuda_internal.hpp"
 
+#include "core/promote.hpp"
 #include "operators/params.hpp"
 
 namespace mosaic::cuda_backend {
@@ -24,6 +27,103 @@ void float32_kernels(const std::string&, KernelFactory&, KernelTraits& traits) {
                               return Status::unsupported(ctx.node->label() + ": the cuda backend computes float32 only");
                           return Status::ok();
                         }};
+}
+
+namespace {
+
+Float16Kind kind_of(DType t) { return t == DType::kBF16 ? Float16Kind::kBfloat16 : Float16Kind::kHalf; }
+
+/// A float32 kernel run on a float16 or bfloat16 node (Promoted: the node's context widened,
+/// core/promote.hpp): each 16-bit input widened into a float32 buffer in device memory before
+/// it runs (exactly), each 16-bit output computed into one and rounded back to nearest even
+/// after, as naive computes such nodes (one rounding per node). A view (Reshape of a float16
+/// tensor) stays a view: the bytes are the same in either type.
+class WidenedKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx, std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    p_ = std::move(p);
+    inner_ = std::move(inner);
+    if (inner_->aliases_input()) return Status::ok();
+    const std::shared_ptr<Device> device = CudaDevice::instance();
+    auto buffers = [&](const std::vector<bool>& widened, const std::vector<TensorDesc>& descs,
+                       std::vector<Tensor>& out) -> Status {
+      out.resize(widened.size());
+      for (size_t i = 0; i < widened.size(); ++i) {
+        if (!widened[i]) continue;
+        MOSAIC_ASSIGN_OR_RETURN(auto buffer, device_buffer(device, descs[i].bytes(), nullptr));
+        out[i] = Tensor::on_buffer(descs[i], buffer);
+      }
+      return Status::ok();
+    };
+    MOSAIC_RETURN_IF_ERROR(buffers(p_->input_widened, p_->ctx.inputs, in_));
+    return buffers(p_->output_widened, p_->ctx.outputs, out_);
+  }
+  bool aliases_input() const override { return inner_->aliases_input(); }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    if (inner_->aliases_input()) return Status::ok();
+    const cudaStream_t stream = device().stream();
+    std::vector<const Tensor*> s(src);
+    std::vector<Tensor*> d(dst);
+    for (size_t i = 0; i < src.size() && i < in_.size(); ++i)
+      if (src[i] && in_[i].defined()) {
+        MOSAIC_RETURN_IF_ERROR(check(launch_widen(stream, kind_of(src[i]->dtype()), static_cast<const uint16_t*>(src[i]->data()),
+                                                  in_[i].f32(), src[i]->numel()),
+                                     "widening an input"));
+        s[i] = &in_[i];
+      }
+    for (size_t i = 0; i < dst.size() && i < out_.size(); ++i)
+      if (dst[i] && out_[i].defined()) d[i] = &out_[i];
+    MOSAIC_RETURN_IF_ERROR(inner_->forward(s, d));
+    for (size_t i = 0; i < dst.size(); ++i)
+      if (d[i] != dst[i])
+        MOSAIC_RETURN_IF_ERROR(check(launch_narrow(stream, kind_of(dst[i]->dtype()), out_[i].f32(),
+                                                   static_cast<uint16_t*>(dst[i]->data()), dst[i]->numel()),
+                                     "rounding an output"));
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override {
+    size_t bytes = inner_->workspace_bytes();
+    for (const auto* v : {&in_, &out_})
+      for (const Tensor& t : *v) bytes += t.defined() ? t.bytes() : 0;
+    return bytes;
+  }
+
+ private:
+  std::shared_ptr<Promoted> p_;  // the widened context (its constants) the inner kernel was built on
+  std::unique_ptr<Kernel> inner_;
+  std::vector<Tensor> in_, out_;  // the widened inputs and outputs, in device memory
+};
+
+}  // namespace
+
+void widen_float16(const std::string&, KernelFactory& factory, KernelTraits& traits) {
+  const DTypeSet native = traits.dtypes;
+  const DTypeSet sixteen = dtype_bit(DType::kF16) | dtype_bit(DType::kBF16);
+  if (!(native & dtype_bit(DType::kF32)) || (native & sixteen)) return;  // none to widen to, or its own
+  traits.dtypes = native | sixteen;
+  SupportCheck check = traits.supports;
+  KernelFactory inner = factory;
+  traits.supports = [native, check](const KernelContext& ctx) -> Status {
+    MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
+    if (!p->widened.empty() && ctx.training)
+      return Status::unsupported(ctx.node->label() + ": training on " + p->widened +
+                                 " tensors (the cuda backend widens them for inference only)");
+    return check ? check(p->ctx) : Status::ok();
+  };
+  factory = [native, inner](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+    MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
+    if (p->widened.empty()) return inner(ctx);
+    MOSAIC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, inner(p->ctx));
+    auto widened = std::make_unique<WidenedKernel>();
+    MOSAIC_RETURN_IF_ERROR(widened->init(ctx, std::move(p), std::move(k)));
+    return std::unique_ptr<Kernel>(std::move(widened));
+  };
+}
+
+void device_kernels(const std::string& op_type, KernelFactory& factory, KernelTraits& traits) {
+  float32_kernels(op_type, factory, traits);
+  widen_float16(op_type, factory, traits);
 }
 
 namespace {

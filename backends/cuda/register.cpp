@@ -18,7 +18,7 @@ Status register_cuda(Registrar& registrar) {
   info.device = device;
   info.unavailable = [device] { return device->unavailable(); };
   BackendRegistration r(registrar, std::move(info));
-  r.adapt(float32_kernels);
+  r.adapt(device_kernels);
   add_gemm_kernels(r);
   add_eltwise_kernels(r);
   add_conv_kernels(r);
