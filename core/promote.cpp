@@ -65,6 +65,9 @@ Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet n
     MOSAIC_ASSIGN_OR_RETURN(bool w, widen(p->ctx.outputs[i], i, "output"));
     p->output_widened[i] = w;
   }
+  // The wrapping kernel converts plain tensors and reports plain outputs: the inner kernel
+  // writes none in a backend's own layout.
+  if (!p->widened.empty()) p->ctx.output_layout_free.assign(ctx.outputs.size(), false);
   return p;
 }
 
@@ -120,25 +123,43 @@ class PromotedKernel final : public Kernel {
 
 }  // namespace
 
-void promote_element_types(const std::string&, KernelFactory& factory, KernelTraits& traits) {
+void adapt_widened(KernelFactory& factory, KernelTraits& traits, DTypeSet accepted, WrapPromoted wrap) {
   const DTypeSet native = traits.dtypes;
-  if (native == kAllDTypes) return;
   SupportCheck check = traits.supports;
   KernelFactory inner = factory;
-  traits.dtypes = kAllDTypes;
+  traits.dtypes = accepted;
   traits.supports = [native, check](const KernelContext& ctx) -> Status {
     MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
     if (!p->widened.empty() && ctx.training)
       return Status::unsupported(ctx.node->label() + ": training on " + p->widened +
-                                 " tensors (naive widens them for inference only)");
+                                 " tensors (they are widened for inference only)");
     return check ? check(p->ctx) : Status::ok();
   };
-  factory = [native, inner](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
+  factory = [native, inner, wrap](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
     MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
     if (p->widened.empty()) return inner(ctx);
     MOSAIC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, inner(p->ctx));
-    return std::unique_ptr<Kernel>(new PromotedKernel(p, std::move(k), ctx.tracker));
+    return wrap(ctx, std::move(p), std::move(k));
   };
+}
+
+namespace {
+
+Expected<std::unique_ptr<Kernel>> on_the_host(const KernelContext& ctx, std::shared_ptr<Promoted> p,
+                                              std::unique_ptr<Kernel> k) {
+  return std::unique_ptr<Kernel>(new PromotedKernel(std::move(p), std::move(k), ctx.tracker));
+}
+
+}  // namespace
+
+void promote_element_types(const std::string&, KernelFactory& factory, KernelTraits& traits) {
+  if (traits.dtypes == kAllDTypes) return;
+  adapt_widened(factory, traits, kAllDTypes, on_the_host);
+}
+
+void promote_float16(const std::string&, KernelFactory& factory, KernelTraits& traits) {
+  if (!(traits.dtypes & dtype_bit(DType::kF32)) || (traits.dtypes & kFloat16Types)) return;
+  adapt_widened(factory, traits, traits.dtypes | kFloat16Types, on_the_host);
 }
 
 }  // namespace mosaic

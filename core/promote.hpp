@@ -14,6 +14,7 @@
 // (never computed in float32: that would lose digits silently).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,10 +38,29 @@ struct Promoted {
 /// promote_element_types builds its kernels on; the cuda backend's float16 adapter too.
 Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet native);
 
-/// A BackendRegistration::Adapter: a kernel whose traits take every element type is left as
-/// it is; any other takes every type it can widen without loss (its SupportCheck and
+/// How a backend runs a kernel built on a widened context: converting its widened inputs and
+/// outputs around it (on the host: PromotedKernel; the cuda backend in device memory).
+using WrapPromoted =
+    std::function<Expected<std::unique_ptr<Kernel>>(const KernelContext& ctx, std::shared_ptr<Promoted> p,
+                                                    std::unique_ptr<Kernel> inner)>;
+/// What the adapters below share: the kernel now takes the types `accepted`; a node with a
+/// tensor outside its own (traits.dtypes) is checked and built on promote's context and
+/// wrapped by `wrap`; a training plan over such a node is declined (widening is for
+/// inference).
+void adapt_widened(KernelFactory& factory, KernelTraits& traits, DTypeSet accepted, WrapPromoted wrap);
+
+/// float16 and bfloat16.
+inline constexpr DTypeSet kFloat16Types = dtype_bit(DType::kF16) | dtype_bit(DType::kBF16);
+
+/// A BackendRegistration::Adapter (naive's): a kernel whose traits take every element type is
+/// left as it is; any other takes every type it can widen without loss (its SupportCheck and
 /// factory see the widened context, constants converted) and declines the rest, naming
 /// the type. Inference only: a training plan over a widened node is declined.
 void promote_element_types(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
+/// The CPU backends' adapter (im2col, onednn): a kernel that computes in float32 also takes
+/// float16 and bfloat16 nodes, widened on the host as naive widens them, and no other type (a
+/// float16 model's nodes run on the backend, each rounding its outputs once, instead of on
+/// naive). Inference only.
+void promote_float16(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
 
 }  // namespace mosaic

@@ -175,12 +175,20 @@ TEST(ElementTypes, WhatCannotBeComputedExactlyIsDeclinedByName) {
   EXPECT_EQ(out[0].get(0), 1.0 + 1e-12);
   ASSERT_TRUE(run_on(op_case("Exp", {e}), "naive", &out).is_ok());
   EXPECT_EQ(out[0].get(0), std::exp(1e-12));
-  // A backend whose kernel takes float32, int64 and bool declines a float16 Add, naming it.
-  const Tensor h = typed(DType::kF16, {2}, {1, 2});
-  st = run_on(op_case("Add", {h, h}), "im2col", &out);
+  // A backend whose kernel takes float32, int64 and bool declines a float64 Add, naming it; a
+  // float16 one it widens as naive does (core/promote.hpp promote_float16): the same bits.
+  st = run_on(op_case("Add", {e, e}), "im2col", &out);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
-  EXPECT_NE(st.message().find("input 0 is float16; its kernel takes float32, int64, bool"), std::string::npos)
+  EXPECT_NE(st.message().find("input 0 is float64; its kernel takes float32, int64, bool"), std::string::npos)
       << st.message();
+  const Tensor h = typed(DType::kF16, {2}, {1, 30});
+  const Tensor third = typed(DType::kF16, {2}, {1.0 / 3, 65504});
+  for (const char* backend : {"naive", "im2col", "onednn"}) {
+    ASSERT_TRUE(run_on(op_case("Add", {h, third}), backend, &out).is_ok()) << backend;
+    ASSERT_EQ(out[0].dtype(), DType::kF16) << backend;
+    EXPECT_EQ(out[0].get(0), f16_to_f32(f32_to_f16(f16_to_f32(f32_to_f16(1.f / 3)) + 1.f))) << backend;
+    EXPECT_TRUE(std::isinf(out[0].get(1))) << backend << ": 65504 + 30 rounds past float16's largest";
+  }
   // Training through a widened node is refused (widening is for inference).
   Graph g = make_graph(op_case("Relu", {h}));
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());
@@ -188,6 +196,9 @@ TEST(ElementTypes, WhatCannotBeComputedExactlyIsDeclinedByName) {
   po.training = true;
   po.input_grads = true;
   auto plan = Plan::build(g, Placement::all_on("naive", {}), builtin_registry(), po);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("training on float16 tensors"), std::string::npos) << plan.status().message();
+  plan = Plan::build(g, Placement::all_on("im2col", {}), builtin_registry(), po);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("training on float16 tensors"), std::string::npos) << plan.status().message();
 }

@@ -98,27 +98,14 @@ class WidenedKernel final : public CudaKernel {
 }  // namespace
 
 void widen_float16(const std::string&, KernelFactory& factory, KernelTraits& traits) {
-  const DTypeSet native = traits.dtypes;
-  const DTypeSet sixteen = dtype_bit(DType::kF16) | dtype_bit(DType::kBF16);
-  if (!(native & dtype_bit(DType::kF32)) || (native & sixteen)) return;  // none to widen to, or its own
-  traits.dtypes = native | sixteen;
-  SupportCheck check = traits.supports;
-  KernelFactory inner = factory;
-  traits.supports = [native, check](const KernelContext& ctx) -> Status {
-    MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
-    if (!p->widened.empty() && ctx.training)
-      return Status::unsupported(ctx.node->label() + ": training on " + p->widened +
-                                 " tensors (the cuda backend widens them for inference only)");
-    return check ? check(p->ctx) : Status::ok();
-  };
-  factory = [native, inner](const KernelContext& ctx) -> Expected<std::unique_ptr<Kernel>> {
-    MOSAIC_ASSIGN_OR_RETURN(std::shared_ptr<Promoted> p, promote(ctx, native));
-    if (p->widened.empty()) return inner(ctx);
-    MOSAIC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, inner(p->ctx));
-    auto widened = std::make_unique<WidenedKernel>();
-    MOSAIC_RETURN_IF_ERROR(widened->init(ctx, std::move(p), std::move(k)));
-    return std::unique_ptr<Kernel>(std::move(widened));
-  };
+  if (!(traits.dtypes & dtype_bit(DType::kF32)) || (traits.dtypes & kFloat16Types)) return;  // none to widen to, or its own
+  adapt_widened(factory, traits, traits.dtypes | kFloat16Types,
+                [](const KernelContext& ctx, std::shared_ptr<Promoted> p,
+                   std::unique_ptr<Kernel> inner) -> Expected<std::unique_ptr<Kernel>> {
+                  auto widened = std::make_unique<WidenedKernel>();
+                  MOSAIC_RETURN_IF_ERROR(widened->init(ctx, std::move(p), std::move(inner)));
+                  return std::unique_ptr<Kernel>(std::move(widened));
+                });
 }
 
 void device_kernels(const std::string& op_type, KernelFactory& factory, KernelTraits& traits) {

@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <cblas.h>
 
+#include "core/promote.hpp"
 #include "backends/common/ms_quantize.hpp"
 #include "backends/common/quantize.hpp"
 #include "backends/common/movement.hpp"
@@ -43,6 +44,7 @@ Status register_im2col(Registrar& registrar) {
                                    "im2col/col2im + OpenBLAS sgemm for convolutions and Gemm (batch 1: Mosaic's "
                                    "row GEMV), Eigen for the rest",
                                    im2col_properties, nullptr});
+  r.adapt(promote_float16);  // float16 and bfloat16 nodes widened on the host, as naive's
   im2col_impl::add_conv_kernels(r);
   im2col_impl::add_pool_kernels(r);
   im2col_impl::add_gemm_kernels(r);

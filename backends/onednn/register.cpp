@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/promote.hpp"
 #include "backends/common/ms_quantize.hpp"
 #include "backends/common/quantize.hpp"
 #include "backends/common/attention.hpp"
@@ -116,6 +117,7 @@ Status register_onednn(Registrar& registrar) {
                          "oneDNN primitives, in its blocked layouts along chains of layout-aware ops; "
                          "batch-1 Gemm by Mosaic's row GEMV; small tensors by Mosaic's loops",
                          onednn_properties, onednn_declines_precision});
+  r.adapt(promote_float16);  // float16 and bfloat16 nodes widened on the host, as naive's
   onednn_impl::add_conv_kernels(r);
   onednn_impl::add_pool_kernels(r);
   onednn_impl::add_gemm_kernels(r);
