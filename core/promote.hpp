@@ -57,7 +57,7 @@ inline constexpr DTypeSet kFloat16Types = dtype_bit(DType::kF16) | dtype_bit(DTy
 /// factory see the widened context, constants converted) and declines the rest, naming
 /// the type. Inference only: a training plan over a widened node is declined.
 void promote_element_types(const std::string& op_type, KernelFactory& factory, KernelTraits& traits);
-/// The CPU backends' adapter (im2col, onednn): a kernel that computes in float32 also takes
+/// The CPU backends' adapter (im2col, onednn, torch): a kernel that computes in float32 also takes
 /// float16 and bfloat16 nodes, widened on the host as naive widens them, and no other type (a
 /// float16 model's nodes run on the backend, each rounding its outputs once, instead of on
 /// naive). Inference only.

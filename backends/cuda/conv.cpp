@@ -4,8 +4,9 @@
 // run once per geometry in the process and cached; float32 FMA math unless the plan asks for
 // TF32, or for fp16 or bf16: then cuDNN convolves float16 or bfloat16 copies of x and w (the
 // weights rounded once per plan) with float32 sums on the tensor cores and writes a 16-bit y
-// (its "pseudo-half" configuration), widened to the float32 output before the bias. A pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
-// strided-batched cuBLAS product, and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
+// (its "pseudo-half" configuration), widened to the float32 output before the bias. A
+// pointwise convolution (1x1, stride 1, no padding, one group) is also timed as one
+// strided-batched cuBLAS product (in float32 and TF32), and runs as that where it is faster (MOSAIC_CUDA_POINTWISE=
 // gemm or cudnn decides instead, uncached: the tests run both). A deterministic plan times
 // nothing: it takes the first algorithm of cuDNN's heuristic ranking that fits (the same in
 // every process, so two runs compute the same bits; a timed choice can differ between

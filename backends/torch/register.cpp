@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "backends/torch/torch_kernel.hpp"
+#include "core/promote.hpp"
 
 namespace mosaic::torch_backend {
 
@@ -88,6 +89,7 @@ Status register_torch(Registrar& registrar) {
   follow_thread_count(omp_get_max_threads());
   BackendRegistration r(registrar, {kName, "PyTorch's ATen kernels (libtorch) forward and backward, zero-copy on Mosaic's buffers",
                                     properties, nullptr});
+  r.adapt(promote_float16);  // float16 and bfloat16 nodes widened on the host, as naive's
   add_conv_gemm_kernels(r);
   add_pool_kernels(r);
   add_eltwise_kernels(r);
