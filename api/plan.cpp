@@ -75,6 +75,7 @@ Expected<PlanReport> plan(const PlanQuery& q) {
     st.output_layout = layout_name(out);
     st.output_device = device_name(p.values()[first]);
     st.fallback_reason = s.fell_back() ? s.fallback_reason : "";
+    st.widened_from = s.widened_from;
     st.conversion = s.conversion;
     if (s.conversion) {
       const TensorDesc& from = p.values()[s.in[0]].desc;
@@ -100,7 +101,8 @@ nlohmann::json plan_json(const PlanReport& r) {
     nlohmann::json j = {{"node", s.node},        {"op", s.op},  {"requested", s.requested},
                         {"backend", s.backend},  {"output_layout", s.output_layout},
                         {"output_device", s.output_device},
-                        {"fallback_reason", s.fallback_reason},  {"conversion", s.conversion}};
+                        {"fallback_reason", s.fallback_reason},  {"conversion", s.conversion},
+                        {"widened_from", s.widened_from}};
     if (s.conversion) {
       j["from_layout"] = s.from_layout;
       j["from_device"] = s.from_device;

@@ -31,6 +31,7 @@ struct PlanStepReport {
   Shape output_shape;
   std::string output_layout;    ///< "plain" or "backend:layout"
   std::string fallback_reason;  ///< why it runs elsewhere than requested ("" if it does not)
+  std::string widened_from;     ///< PlanStep::widened_from ("float16": computed in float32, converted around)
   std::string output_device = "host";  ///< where the output lives: "host" or a Device::name
   bool conversion = false;      ///< a layout-to-plain step or a device copy the planner inserted
   std::string converted_value;  ///< conversions: the value converted ...

@@ -55,7 +55,8 @@
 ///      Registrar, with registry() (the registry plans are built from), and
 ///      BackendRegistration chains a plugin's kernels as it does the built-ins'.
 ///  10: Precision::kF16 (a plugin built before it would take fp16 plans for float32 ones).
-#define MOSAIC_PLUGIN_API_VERSION 10
+///  11: Kernel::widened_from (a new virtual function).
+#define MOSAIC_PLUGIN_API_VERSION 11
 
 namespace mosaic {
 

@@ -33,7 +33,9 @@ int run_plan(const PlanCliOptions& o) {
     std::snprintf(line, sizeof line, "%-*.*s %-18.18s %-10s %-10s %-20.20s %s%s\n", width, 600, s.node.c_str(),
                   s.op.c_str(), s.requested.c_str(), s.backend.c_str(), shape_str(s.output_shape).c_str(),
                   (s.output_layout + (s.output_device == "host" ? "" : " on " + s.output_device)).c_str(),
-                  s.fell_back() ? "  (fallback)" : "");
+                  (std::string(s.fell_back() ? "  (fallback)" : "") +
+                   (s.widened_from.empty() ? "" : "  (" + s.widened_from + " widened)"))
+                      .c_str());
     std::cout << line;
   }
   for (const auto& s : r.steps) {

@@ -101,6 +101,10 @@ class Kernel {
   /// The layout forward writes output i in (nullptr: plain). Only non-null where the
   /// context allowed it (KernelContext::layout_free).
   virtual std::shared_ptr<const Layout> output_layout(size_t) const { return nullptr; }
+  /// The element type its node's tensors are widened from where a kernel written for wider
+  /// ones runs it ("float16": core/promote.hpp's adapters convert around it each run); "" where
+  /// it computes in the node's own types. The plan and bench's nodes say so.
+  virtual std::string widened_from() const { return ""; }
 };
 
 /// Op type of the conversion step the planner inserts to turn a backend's layout into a

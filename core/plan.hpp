@@ -117,6 +117,9 @@ struct PlanStep {
   std::string backend;           ///< backend that runs it
   std::string requested;         ///< backend placement asked for
   std::string fallback_reason;   ///< why `requested` could not run it (empty if it did)
+  /// The element type its kernel widens the node's tensors from ("float16"; Kernel::widened_from),
+  /// "" where it computes in them.
+  std::string widened_from;
   std::unique_ptr<Kernel> kernel;
   std::vector<int> in, out;      ///< value indices (-1: omitted)
   std::vector<const Tensor*> src;

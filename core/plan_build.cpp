@@ -702,6 +702,7 @@ class PlanBuilder {
       return Status::unsupported(g.source + ": " + node.label() + ": no backend can run it (" + reasons + ")");
     if (step.backend != step.requested) step.fallback_reason = reasons;
     step.alias = step.kernel->aliases_input();
+    step.widened_from = step.kernel->widened_from();
     for (size_t o = 0; o < step.out.size(); ++o) {
       const int v = step.out[o];
       if (v < 0) continue;

@@ -107,6 +107,7 @@ class PromotedKernel final : public Kernel {
         convert_elements(out_[i].dtype(), out_[i].data(), dst[i]->dtype(), dst[i]->data(), dst[i]->numel());
     return Status::ok();
   }
+  std::string widened_from() const override { return p_->widened; }
   size_t workspace_bytes() const override {
     size_t bytes = inner_->workspace_bytes();
     for (const auto* v : {&in_, &out_})

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -85,6 +86,7 @@ ConfigReport make_config_report(const std::string& label, const Plan& plan, cons
     row.device = st.device ? st.device->name() : "";
     row.requested = st.requested;
     row.fallback_reason = st.fallback_reason;
+    row.widened_from = st.widened_from;
     row.view = st.alias;
     row.output_shape = st.out.empty() || st.out[0] < 0 ? "" : shape_str(plan.values()[st.out[0]].desc.shape);
     row.flops = st.flops;
@@ -272,6 +274,14 @@ void print_node_table(const BenchReport& rep, const ConfigReport& c, std::ostrea
     if (!n.fallback_reason.empty())
       os << "fallback: " << n.name << " (" << n.op << ") ran on " << n.backend << " instead of " << n.requested
          << ": " << n.fallback_reason << "\n";
+  // Nodes whose kernels compute in wider types than the node's (core/promote.hpp), per backend
+  // and type: their times include the conversions around them.
+  std::map<std::pair<std::string, std::string>, int> widened;
+  for (const auto& n : c.nodes)
+    if (!n.widened_from.empty()) ++widened[{n.backend, n.widened_from}];
+  for (const auto& [key, count] : widened)
+    os << "widened: " << count << " node" << (count == 1 ? "" : "s") << " on " << key.first << " computed their "
+       << key.second << " tensors in a wider type, converted before and after each run (their times include it)\n";
 }
 
 /// Weights, gradients, optimizer state, activations, workspace; per device; page-locked bytes.
@@ -543,6 +553,7 @@ nlohmann::json node_json(const BenchReport& rep, const ConfigReport& c, const No
           {"backend", n.backend},
           {"requested_backend", n.requested},
           {"fallback_reason", n.fallback_reason},
+          {"widened_from", n.widened_from},
           {"output_shape", n.output_shape},
           {"view", n.view},
           {"flops", n.flops},

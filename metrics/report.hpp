@@ -18,6 +18,7 @@ namespace mosaic {
 
 struct NodeRow {
   std::string name, op, backend, requested, output_shape, fallback_reason;
+  std::string widened_from;  ///< PlanStep::widened_from: "" where it computes in the node's own types
   std::string device;  ///< the device it computes on ("cuda:0"; "" for the host)
   double flops = 0, median_us = 0, min_us = 0, gflops = 0, share = 0;
   double backward_us = 0;  ///< training benchmarks: median backward time

@@ -394,9 +394,9 @@ TEST_F(CudaBackend, OnAGpuFloat16ProductsFollowFloat32) {
              "--repeats 1 --no-db");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("check:   bf16 within 3% of naive's float32 outputs"), std::string::npos) << r.out;
+  // (Refused by node: the run fails, or those nodes fall back to naive, saying why.)
   r = mosaic("bench zoo:fmnist-cnn --backends cuda --mode training --precision bf16 --batch 4 --no-peaks --iterations 1 "
              "--no-db");
-  EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("computes bf16 products for inference only"), std::string::npos) << r.out;
 }
 

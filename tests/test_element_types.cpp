@@ -188,7 +188,18 @@ TEST(ElementTypes, WhatCannotBeComputedExactlyIsDeclinedByName) {
     ASSERT_EQ(out[0].dtype(), DType::kF16) << backend;
     EXPECT_EQ(out[0].get(0), f16_to_f32(f32_to_f16(f16_to_f32(f32_to_f16(1.f / 3)) + 1.f))) << backend;
     EXPECT_TRUE(std::isinf(out[0].get(1))) << backend << ": 65504 + 30 rounds past float16's largest";
+    // The plan says which nodes compute in a wider type than their own (bench's nodes too).
+    Graph g16 = make_graph(op_case("Add", {h, third}));
+    ASSERT_TRUE(prepare_graph(g16, builtin_registry(), PrepareOptions{}).ok());
+    auto p16 = Plan::build(g16, Placement::all_on(backend, {}), builtin_registry());
+    ASSERT_TRUE(p16.ok()) << p16.status().to_string();
+    EXPECT_EQ(p16.value()->steps()[0].widened_from, "float16") << backend;
   }
+  Graph g32 = make_graph(op_case("Add", {Tensor::from_f32({1}, {1}), Tensor::from_f32({1}, {2})}));
+  ASSERT_TRUE(prepare_graph(g32, builtin_registry(), PrepareOptions{}).ok());
+  auto p32 = Plan::build(g32, Placement::all_on("im2col", {}), builtin_registry());
+  ASSERT_TRUE(p32.ok()) << p32.status().to_string();
+  EXPECT_EQ(p32.value()->steps()[0].widened_from, "");
   // Training through a widened node is refused (widening is for inference).
   Graph g = make_graph(op_case("Relu", {h}));
   ASSERT_TRUE(prepare_graph(g, builtin_registry(), PrepareOptions{}).ok());

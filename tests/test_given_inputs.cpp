@@ -325,9 +325,18 @@ TEST_F(GivenInputs, RandomInputsOfEveryElementTypeAreWrittenInTheirOwnType) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("outputs match naive"), std::string::npos) << r.out;
   // A half-precision corpus model, as the abort was found.
-  r = mosaic("bench " + std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/half/cases/resnet_hf.torchscript.float16/model.onnx "
-             "--backends naive --iterations 1 --warmup 0 --no-peaks --no-db");
+  const std::string half = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/half/cases/resnet_hf.torchscript.float16/model.onnx";
+  r = mosaic("bench " + half + " --backends naive,onednn --iterations 1 --warmup 0 --no-peaks --no-db --json " +
+             path("half.json"));
   EXPECT_EQ(r.code, 0) << r.out;
+  // Its float16 nodes computed in float32 are said so, per backend, and per node in the JSON.
+  EXPECT_NE(r.out.find("widened: 21 nodes on onednn computed their float16 tensors in a wider type"), std::string::npos)
+      << r.out;
+  const nlohmann::json doc = read_json(path("half.json"));
+  EXPECT_EQ(doc["runs"][1]["nodes"][0]["widened_from"], "float16") << doc["runs"][1]["nodes"][0].dump();
+  r = mosaic("plan " + half + " --backend im2col");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(float16 widened)"), std::string::npos) << r.out;
 }
 
 }  // namespace

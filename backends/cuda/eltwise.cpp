@@ -60,6 +60,7 @@ class WidenedKernel final : public CudaKernel {
     return buffers(p_->output_widened, p_->ctx.outputs, out_);
   }
   bool aliases_input() const override { return inner_->aliases_input(); }
+  std::string widened_from() const override { return p_->widened; }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     if (inner_->aliases_input()) return Status::ok();
     const cudaStream_t stream = device().stream();
