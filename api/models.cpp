@@ -297,19 +297,24 @@ Expected<RealBatch> real_batch(const Graph& g, const std::string& spec, uint64_t
   const int64_t batch = desc.shape.at(0);
   Shape want{batch};
   want.insert(want.end(), d.images.shape().begin() + 1, d.images.shape().end());
-  if (desc.shape != want || desc.dtype != DType::kF32)
+  if (desc.shape != want)
     return Status::invalid("`data` " + spec + ": " + g.source + "'s input '" + g.inputs[0].name + "' is " +
                            shape_str(desc.shape) + " but the data gives batches of " + shape_str(want));
+  // Images are float32: a float16 (or other float) input takes them rounded once to its type.
+  if (!dtype_is_float(desc.dtype))
+    return Status::invalid("`data` " + spec + ": " + g.source + "'s input '" + g.inputs[0].name + "' is " +
+                           dtype_name(desc.dtype) + ", which images (float32 values) do not fill");
   if (batch > d.size())
     return Status::invalid("`data` " + spec + ": batch " + std::to_string(batch) + " is larger than the training set (" +
                            std::to_string(d.size()) + " images)");
   RealBatch r;
   Tensor x = Tensor::empty(desc);
-  std::memcpy(x.f32(), d.images.f32(), static_cast<size_t>(x.numel()) * sizeof(float));
+  convert_elements(DType::kF32, d.images.f32(), desc.dtype, x.data(), x.numel());
   r.inputs.push_back(std::move(x));
   r.labels = Tensor::empty({DType::kI64, {batch}});
   std::memcpy(r.labels.i64(), d.labels.i64(), static_cast<size_t>(batch) * sizeof(int64_t));
   r.description = spec + ": training images 0.." + std::to_string(batch - 1) + " (real data, --data)";
+  if (desc.dtype != DType::kF32) r.description += ", rounded once to " + std::string(dtype_name(desc.dtype));
   const Shape logits = g.value_descs.at(g.outputs[0].name).shape;
   if (logits.size() == 2 && logits[1] != d.classes) r.labels = Tensor();  // labels do not fit the logits: random ones
   return r;
