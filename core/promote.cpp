@@ -71,55 +71,66 @@ Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet n
   return p;
 }
 
+Status ConvertingKernel::allocate(const std::function<Expected<Tensor>(const TensorDesc&)>& make) {
+  in_.resize(p_->input_widened.size());
+  out_.resize(p_->output_widened.size());
+  for (size_t i = 0; i < in_.size(); ++i) {
+    if (p_->input_widened[i]) {
+      MOSAIC_ASSIGN_OR_RETURN(in_[i], make(p_->ctx.inputs[i]));
+    }
+  }
+  for (size_t i = 0; i < out_.size(); ++i) {
+    if (p_->output_widened[i]) {
+      MOSAIC_ASSIGN_OR_RETURN(out_[i], make(p_->ctx.outputs[i]));
+    }
+  }
+  return Status::ok();
+}
+
+Status ConvertingKernel::forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) {
+  if (inner_->aliases_input()) return view(*src[0], *dst[0]);
+  std::vector<const Tensor*> s(src);
+  std::vector<Tensor*> d(dst);
+  for (size_t i = 0; i < src.size() && i < in_.size(); ++i)
+    if (src[i] && in_[i].defined()) {
+      MOSAIC_RETURN_IF_ERROR(convert(*src[i], in_[i]));
+      s[i] = &in_[i];
+    }
+  for (size_t i = 0; i < dst.size() && i < out_.size(); ++i)
+    if (dst[i] && out_[i].defined()) d[i] = &out_[i];
+  MOSAIC_RETURN_IF_ERROR(inner_->forward(s, d));
+  for (size_t i = 0; i < dst.size(); ++i)
+    if (d[i] != dst[i]) MOSAIC_RETURN_IF_ERROR(convert(*d[i], *dst[i]));
+  return Status::ok();
+}
+
+size_t ConvertingKernel::workspace_bytes() const {
+  size_t bytes = inner_->workspace_bytes();
+  for (const auto* v : {&in_, &out_})
+    for (const Tensor& t : *v) bytes += t.defined() ? t.bytes() : 0;
+  return bytes;
+}
+
 namespace {
 
-/// Runs the kernel built for the widened context: widens the inputs, narrows the outputs.
-class PromotedKernel final : public Kernel {
+/// The host's: buffers in host memory (reported to the plan's tracker), converted by
+/// convert_elements; a view's bytes copied (Dropout at inference).
+class PromotedKernel final : public ConvertingKernel {
  public:
-  /// The widened copies are allocated once, here, from the plan's static descriptors.
-  PromotedKernel(std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner, MemoryTracker* tracker)
-      : p_(std::move(p)), inner_(std::move(inner)), tracker_(tracker) {
-    in_.resize(p_->input_widened.size());
-    out_.resize(p_->output_widened.size());
-    for (size_t i = 0; i < in_.size(); ++i)
-      if (p_->input_widened[i]) in_[i] = Tensor::empty(p_->ctx.inputs[i], tracker_);
-    for (size_t i = 0; i < out_.size(); ++i)
-      if (p_->output_widened[i]) out_[i] = Tensor::empty(p_->ctx.outputs[i], tracker_);
+  using ConvertingKernel::ConvertingKernel;
+  Status init(MemoryTracker* tracker) {
+    return allocate([tracker](const TensorDesc& d) -> Expected<Tensor> { return Tensor::empty(d, tracker); });
   }
 
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    if (inner_->aliases_input()) {  // a view of input 0 (Dropout at inference): the same bytes
-      if (dst[0]->bytes()) std::memcpy(dst[0]->data(), src[0]->data(), dst[0]->bytes());
-      return Status::ok();
-    }
-    std::vector<const Tensor*> s(src);
-    std::vector<Tensor*> d(dst);
-    for (size_t i = 0; i < src.size() && i < in_.size(); ++i)
-      if (src[i] && in_[i].defined()) {
-        convert_elements(src[i]->dtype(), src[i]->data(), in_[i].dtype(), in_[i].data(), src[i]->numel());
-        s[i] = &in_[i];
-      }
-    for (size_t i = 0; i < dst.size() && i < out_.size(); ++i)
-      if (dst[i] && out_[i].defined()) d[i] = &out_[i];
-    MOSAIC_RETURN_IF_ERROR(inner_->forward(s, d));
-    for (size_t i = 0; i < dst.size(); ++i)
-      if (d[i] != dst[i])
-        convert_elements(out_[i].dtype(), out_[i].data(), dst[i]->dtype(), dst[i]->data(), dst[i]->numel());
+ protected:
+  Status convert(const Tensor& from, Tensor& to) override {
+    convert_elements(from.dtype(), from.data(), to.dtype(), to.data(), from.numel());
     return Status::ok();
   }
-  std::string widened_from() const override { return p_->widened; }
-  size_t workspace_bytes() const override {
-    size_t bytes = inner_->workspace_bytes();
-    for (const auto* v : {&in_, &out_})
-      for (const Tensor& t : *v) bytes += t.defined() ? t.bytes() : 0;
-    return bytes;
+  Status view(const Tensor& src, Tensor& dst) override {
+    if (dst.bytes()) std::memcpy(dst.data(), src.data(), dst.bytes());
+    return Status::ok();
   }
-
- private:
-  std::shared_ptr<Promoted> p_;
-  std::unique_ptr<Kernel> inner_;
-  MemoryTracker* tracker_;
-  std::vector<Tensor> in_, out_;  ///< the widened inputs and outputs (undefined where not widened)
 };
 
 }  // namespace
@@ -148,7 +159,9 @@ namespace {
 
 Expected<std::unique_ptr<Kernel>> on_the_host(const KernelContext& ctx, std::shared_ptr<Promoted> p,
                                               std::unique_ptr<Kernel> k) {
-  return std::unique_ptr<Kernel>(new PromotedKernel(std::move(p), std::move(k), ctx.tracker));
+  auto kernel = std::make_unique<PromotedKernel>(std::move(p), std::move(k));
+  MOSAIC_RETURN_IF_ERROR(kernel->init(ctx.tracker));
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 }  // namespace

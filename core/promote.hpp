@@ -38,6 +38,35 @@ struct Promoted {
 /// promote_element_types builds its kernels on; the cuda backend's float16 adapter too.
 Expected<std::shared_ptr<Promoted>> promote(const KernelContext& ctx, DTypeSet native);
 
+/// A kernel built on a widened context (`inner`), run between conversions: each widened
+/// input converted into a buffer of the wider type before it, each widened output computed
+/// into one and converted back after. What the backends share; how a tensor converts and
+/// where the buffers live is each backend's (the host: PromotedKernel in promote.cpp; the
+/// cuda backend: in device memory).
+class ConvertingKernel : public Kernel {
+ public:
+  ConvertingKernel(std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner)
+      : p_(std::move(p)), inner_(std::move(inner)) {}
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) final;
+  std::string widened_from() const final { return p_->widened; }
+  size_t workspace_bytes() const final;
+
+ protected:
+  /// Makes the buffers of the widened inputs and outputs with `make` (a descriptor of the
+  /// wider type to a tensor of it).
+  Status allocate(const std::function<Expected<Tensor>(const TensorDesc&)>& make);
+  /// `to` = `from` converted to `to`'s type (widened exactly, or rounded once to nearest even).
+  virtual Status convert(const Tensor& from, Tensor& to) = 0;
+  /// Where the inner kernel is a view of input 0: output 0 made from input 0 (the same bytes).
+  virtual Status view(const Tensor& src, Tensor& dst) = 0;
+  const Kernel& inner() const { return *inner_; }
+
+ private:
+  std::shared_ptr<Promoted> p_;
+  std::unique_ptr<Kernel> inner_;
+  std::vector<Tensor> in_, out_;  ///< the widened inputs and outputs (undefined where not widened)
+};
+
 /// How a backend runs a kernel built on a widened context: converting its widened inputs and
 /// outputs around it (on the host: PromotedKernel; the cuda backend in device memory).
 using WrapPromoted =

@@ -33,67 +33,39 @@ namespace {
 
 Float16Kind kind_of(DType t) { return t == DType::kBF16 ? Float16Kind::kBfloat16 : Float16Kind::kHalf; }
 
-/// A float32 kernel run on a float16 or bfloat16 node (Promoted: the node's context widened,
-/// core/promote.hpp): each 16-bit input widened into a float32 buffer in device memory before
-/// it runs (exactly), each 16-bit output computed into one and rounded back to nearest even
-/// after, as naive computes such nodes (one rounding per node). A view (Reshape of a float16
-/// tensor) stays a view: the bytes are the same in either type.
-class WidenedKernel final : public CudaKernel {
+/// A float32 kernel run on a float16 or bfloat16 node (core/promote.hpp's ConvertingKernel
+/// on the node's widened context): each 16-bit input widened into a float32 buffer in device
+/// memory before it runs (exactly), each 16-bit output computed into one and rounded back to
+/// nearest even after, as naive computes such nodes (one rounding per node). A view (Reshape
+/// of a float16 tensor) stays a view: the bytes are the same in either type.
+class WidenedKernel final : public ConvertingKernel {
  public:
-  Status init(const KernelContext& ctx, std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner) {
-    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    p_ = std::move(p);
-    inner_ = std::move(inner);
-    if (inner_->aliases_input()) return Status::ok();
+  WidenedKernel(const KernelContext& ctx, std::shared_ptr<Promoted> p, std::unique_ptr<Kernel> inner)
+      : ConvertingKernel(std::move(p), std::move(inner)), label_(ctx.node->label()) {}
+  Status init() {
+    if (inner().aliases_input()) return Status::ok();  // a view: no buffers
     const std::shared_ptr<Device> device = CudaDevice::instance();
-    auto buffers = [&](const std::vector<bool>& widened, const std::vector<TensorDesc>& descs,
-                       std::vector<Tensor>& out) -> Status {
-      out.resize(widened.size());
-      for (size_t i = 0; i < widened.size(); ++i) {
-        if (!widened[i]) continue;
-        MOSAIC_ASSIGN_OR_RETURN(auto buffer, device_buffer(device, descs[i].bytes(), nullptr));
-        out[i] = Tensor::on_buffer(descs[i], buffer);
-      }
-      return Status::ok();
-    };
-    MOSAIC_RETURN_IF_ERROR(buffers(p_->input_widened, p_->ctx.inputs, in_));
-    return buffers(p_->output_widened, p_->ctx.outputs, out_);
+    return allocate([&device](const TensorDesc& d) -> Expected<Tensor> {
+      MOSAIC_ASSIGN_OR_RETURN(auto buffer, device_buffer(device, d.bytes(), nullptr));
+      return Tensor::on_buffer(d, buffer);
+    });
   }
-  bool aliases_input() const override { return inner_->aliases_input(); }
-  std::string widened_from() const override { return p_->widened; }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    if (inner_->aliases_input()) return Status::ok();
-    const cudaStream_t stream = device().stream();
-    std::vector<const Tensor*> s(src);
-    std::vector<Tensor*> d(dst);
-    for (size_t i = 0; i < src.size() && i < in_.size(); ++i)
-      if (src[i] && in_[i].defined()) {
-        MOSAIC_RETURN_IF_ERROR(check(launch_widen(stream, kind_of(src[i]->dtype()), static_cast<const uint16_t*>(src[i]->data()),
-                                                  in_[i].f32(), src[i]->numel()),
-                                     "widening an input"));
-        s[i] = &in_[i];
-      }
-    for (size_t i = 0; i < dst.size() && i < out_.size(); ++i)
-      if (dst[i] && out_[i].defined()) d[i] = &out_[i];
-    MOSAIC_RETURN_IF_ERROR(inner_->forward(s, d));
-    for (size_t i = 0; i < dst.size(); ++i)
-      if (d[i] != dst[i])
-        MOSAIC_RETURN_IF_ERROR(check(launch_narrow(stream, kind_of(dst[i]->dtype()), out_[i].f32(),
-                                                   static_cast<uint16_t*>(dst[i]->data()), dst[i]->numel()),
-                                     "rounding an output"));
-    return Status::ok();
+  bool aliases_input() const override { return inner().aliases_input(); }
+
+ protected:
+  Status convert(const Tensor& from, Tensor& to) override {
+    const cudaStream_t stream = CudaDevice::instance()->stream();
+    const bool widen = to.dtype() == DType::kF32;
+    const cudaError_t e =
+        widen ? launch_widen(stream, kind_of(from.dtype()), static_cast<const uint16_t*>(from.data()), to.f32(), from.numel())
+              : launch_narrow(stream, kind_of(to.dtype()), from.f32(), static_cast<uint16_t*>(to.data()), from.numel());
+    if (e == cudaSuccess) return Status::ok();
+    return Status::internal(label_ + ": " + (widen ? "widening an input: " : "rounding an output: ") + cuda_error(e));
   }
-  size_t workspace_bytes() const override {
-    size_t bytes = inner_->workspace_bytes();
-    for (const auto* v : {&in_, &out_})
-      for (const Tensor& t : *v) bytes += t.defined() ? t.bytes() : 0;
-    return bytes;
-  }
+  Status view(const Tensor&, Tensor&) override { return Status::ok(); }  // aliased by the plan: never called
 
  private:
-  std::shared_ptr<Promoted> p_;  // the widened context (its constants) the inner kernel was built on
-  std::unique_ptr<Kernel> inner_;
-  std::vector<Tensor> in_, out_;  // the widened inputs and outputs, in device memory
+  std::string label_;
 };
 
 }  // namespace
@@ -103,8 +75,9 @@ void widen_float16(const std::string&, KernelFactory& factory, KernelTraits& tra
   adapt_widened(factory, traits, traits.dtypes | kFloat16Types,
                 [](const KernelContext& ctx, std::shared_ptr<Promoted> p,
                    std::unique_ptr<Kernel> inner) -> Expected<std::unique_ptr<Kernel>> {
-                  auto widened = std::make_unique<WidenedKernel>();
-                  MOSAIC_RETURN_IF_ERROR(widened->init(ctx, std::move(p), std::move(inner)));
+                  MOSAIC_RETURN_IF_ERROR(CudaDevice::instance()->ensure_ready());
+                  auto widened = std::make_unique<WidenedKernel>(ctx, std::move(p), std::move(inner));
+                  MOSAIC_RETURN_IF_ERROR(widened->init());
                   return std::unique_ptr<Kernel>(std::move(widened));
                 });
 }

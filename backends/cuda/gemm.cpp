@@ -37,8 +37,7 @@ Status Float16Operand::prepare(Float16Kind kind, int64_t n, const Tensor* consta
     return Status::internal("a 16-bit copy of a constant of " + std::to_string(constant->numel()) + " elements, not " +
                             std::to_string(n) + " float32 ones");
   std::vector<uint16_t> bits(static_cast<size_t>(n));
-  const float* v = constant->f32();
-  for (int64_t i = 0; i < n; ++i) bits[i] = kind == Float16Kind::kHalf ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+  convert_elements(DType::kF32, constant->data(), kind == Float16Kind::kHalf ? DType::kF16 : DType::kBF16, bits.data(), n);
   return CudaDevice::instance()->copy_to_device(mem_.data(), bits.data(), bits.size() * sizeof(uint16_t));
 }
 
