@@ -47,6 +47,25 @@ IntegerProductSlots integer_product_slots(const Node& n);
 /// QLinearConcat's operands: input 3k + 2 is tensor k, 3k + 3 its scale, 3k + 4 its zero point.
 inline size_t qlinear_concat_tensors(const OpContext& ctx) { return (ctx.inputs.size() - 2) / 3; }
 
+/// (code - zero point) * scale rounded once to float32, as a product no compiler fuses with the
+/// addition that follows it: -march=native contracts a plain `d * s + t` into one multiply-add
+/// on machines with FMA (one rounding instead of two), and the codes quantised from such sums
+/// then differ with the build at ties. A difference (|d| < 2^24) times a float is exact in
+/// double, so the conversion is the product's one rounding on every machine.
+template <class Int>
+float scaled_difference(Int d, float scale) {
+  return static_cast<float>(static_cast<double>(d) * static_cast<double>(scale));
+}
+
+/// QLinearAdd's value before its rounding: each operand's difference from its zero point times
+/// its scale over C's, each product rounded to float32, then their float32 sum (the order of
+/// ONNX Runtime's scalar kernel; never one multiply-add, as above). The naive oracle, the host
+/// backends' vector loop and the cuda kernel all compute this.
+template <class Int>
+float qlinear_add_value(float ra, Int da, float rb, Int db) {
+  return scaled_difference(da, ra) + scaled_difference(db, rb);
+}
+
 /// A scale of zero, a negative one or a non-finite one has no quantised meaning: refused by
 /// name (`what`) instead of dividing by it. Shape inference checks constant scales with it,
 /// the kernels the scales a run is given.

@@ -146,37 +146,49 @@ TEST(QdqCodes, WhatIsNotAMonotoneMapOfOneValueStays) {
 
 /// The optimised backends' QLinearAdd (a QDQ residual Add) against naive's on every pair of
 /// codes, uint8 and int8, with and without the fused Relu: the same arithmetic, the same codes.
+/// The second scales put (92, -80) and (-92, 80) from the zero points on ties that a fused
+/// multiply-add would round the other way (MsQuantize.QLinearAddRoundsEachScaledDifferenceBeforeTheSum).
 TEST(QdqCodes, TheFastQLinearAddIsTheOraclesOnEveryPairOfCodes) {
   for (DType t : {DType::kU8, DType::kI8})
-    for (bool relu : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + (relu ? ", Relu" : ""));
-      OpCase c;
-      c.node = make_node("QLinearAdd");
-      c.node.domain = "com.microsoft";
-      if (relu) c.node.attrs["mosaic.activation"] = Attribute::of_string("Relu");
-      Tensor a = Tensor::empty({t, {256, 256}}), b = Tensor::empty({t, {256, 256}});
-      for (int i = 0; i < 256; ++i)
-        for (int j = 0; j < 256; ++j) {
-          a.u8()[i * 256 + j] = static_cast<uint8_t>(i);
-          b.u8()[i * 256 + j] = static_cast<uint8_t>(j);
+    for (int ties = 0; ties < 2; ++ties)
+      for (bool relu : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + (relu ? ", Relu" : "") + (ties ? ", ties" : ""));
+        OpCase c;
+        c.node = make_node("QLinearAdd");
+        c.node.domain = "com.microsoft";
+        if (relu) c.node.attrs["mosaic.activation"] = Attribute::of_string("Relu");
+        Tensor a = Tensor::empty({t, {256, 256}}), b = Tensor::empty({t, {256, 256}});
+        for (int i = 0; i < 256; ++i)
+          for (int j = 0; j < 256; ++j) {
+            a.u8()[i * 256 + j] = static_cast<uint8_t>(i);
+            b.u8()[i * 256 + j] = static_cast<uint8_t>(j);
+          }
+        const bool s8 = t == DType::kI8;
+        const int64_t za = ties ? (s8 ? 0 : 128) : (s8 ? -3 : 125), zb = ties ? za : (s8 ? 9 : 131);
+        const int64_t zc = ties ? za : (s8 ? -11 : 101);
+        c.inputs = {a, Tensor::from_f32({}, {ties ? 0x1.bf9f9cp-5f : 0.043f}), scalar_of(t, za),
+                    b, Tensor::from_f32({}, {ties ? 0x1.592e58p-5f : 0.031f}), scalar_of(t, zb),
+                    Tensor::from_f32({}, {ties ? 0x1.aeb1dp-5f : 0.057f}), scalar_of(t, zc)};
+        c.is_const = {false, true, true, false, true, true, true, true};
+        std::vector<Tensor> want;
+        ASSERT_TRUE(run_on(c, "naive", &want).is_ok());
+        if (ties) {
+          // Row a, column b of the 256 x 256 table: codes as bytes.
+          auto at = [&](int64_t da, int64_t db) { return want[0].get_i64(((da + za) & 255) * 256 + ((db + zb) & 255)); };
+          EXPECT_EQ(at(92, -80), zc + 32);
+          EXPECT_EQ(at(-92, 80), relu ? zc : zc - 32);
         }
-      c.inputs = {a, Tensor::from_f32({}, {0.043f}), scalar_of(t, t == DType::kI8 ? -3 : 125),
-                  b, Tensor::from_f32({}, {0.031f}), scalar_of(t, t == DType::kI8 ? 9 : 131),
-                  Tensor::from_f32({}, {0.057f}), scalar_of(t, t == DType::kI8 ? -11 : 101)};
-      c.is_const = {false, true, true, false, true, true, true, true};
-      std::vector<Tensor> want;
-      ASSERT_TRUE(run_on(c, "naive", &want).is_ok());
-      int64_t at_zero_point = 0;
-      for (int64_t i = 0; i < want[0].numel(); ++i) at_zero_point += want[0].get_i64(i) == (t == DType::kI8 ? -11 : 101);
-      if (relu) {
-        EXPECT_GT(at_zero_point, 1000) << "the Relu clamps the negative sums to C's zero point";
+        int64_t at_zero_point = 0;
+        for (int64_t i = 0; i < want[0].numel(); ++i) at_zero_point += want[0].get_i64(i) == zc;
+        if (relu) {
+          EXPECT_GT(at_zero_point, 1000) << "the Relu clamps the negative sums to C's zero point";
+        }
+        for (const char* backend : {"im2col", "onednn"}) {
+          std::vector<Tensor> got;
+          ASSERT_TRUE(run_on(c, backend, &got).is_ok()) << backend;
+          EXPECT_EQ(std::memcmp(got[0].data(), want[0].data(), 65536), 0) << backend;
+        }
       }
-      for (const char* backend : {"im2col", "onednn"}) {
-        std::vector<Tensor> got;
-        ASSERT_TRUE(run_on(c, backend, &got).is_ok()) << backend;
-        EXPECT_EQ(std::memcmp(got[0].data(), want[0].data(), 65536), 0) << backend;
-      }
-    }
 }
 
 /// CodeLookup and the 8-bit MaxPool by hand, on every CPU backend.

@@ -56,6 +56,21 @@ TEST(MsQuantize, QLinearAddAndMulBroadcastRoundHalfToEvenAndSaturate) {
             (std::vector<double>{-8, 8, 127}));
 }
 
+/// QLinearAdd rounds each scaled difference to float32 before their sum, on every machine: with
+/// these scales, 92 * (A / C) + -80 * (B / C) is 95.616158 - 64.116158 = 31.5 exactly in
+/// float32 (-> 32, ties to even) while its exact value is 31.4999976 (-> 31). One fused
+/// multiply-add (what -march=native makes of the plain expression on a machine with FMA)
+/// rounds once and gives 31: the code would depend on the build.
+TEST(MsQuantize, QLinearAddRoundsEachScaledDifferenceBeforeTheSum) {
+  const Tensor sa = f32(0x1.bf9f9cp-5f), sb = f32(0x1.592e58p-5f), sc = f32(0x1.aeb1dp-5f);
+  EXPECT_EQ(run_naive(ms_case("QLinearAdd", {i8({2}, {92, -92}), sa, i8({}, {0}), i8({2}, {-80, 80}), sb, i8({}, {0}),
+                                             sc, i8({}, {0})})),
+            (std::vector<double>{32, -32}));
+  EXPECT_EQ(run_naive(ms_case("QLinearAdd", {u8({2}, {220, 36}), sa, u8({}, {128}), u8({2}, {48, 208}), sb,
+                                             u8({}, {128}), sc, u8({}, {128})})),
+            (std::vector<double>{160, 96}));
+}
+
 TEST(MsQuantize, LookupOpsQuantiseTheFunctionOfTheDequantisedValue) {
   // x = (q - 128) * 0.05 = -6.4, 0, 6.35; sigmoid * 256 = 0.42, 128, 255.6 -> 0, 128, 255 (saturated).
   EXPECT_EQ(run_naive(ms_case("QLinearSigmoid", {u8({3}, {0, 128, 255}), f32(0.05f), u8({}, {128}), f32(1.f / 256),
@@ -101,6 +116,14 @@ TEST(MsQuantize, PoolsAverageTheDequantisedValues) {
                               {u8({1, 1, 2, 2}, {0, 10, 20, 31}), f32(0.5f), Tensor(), f32(0.5f), u8({}, {3})},
                               {{"kernel_shape", A::of_ints({2, 2})}})),
             (std::vector<double>{18}));
+  // Each dequantised cell rounded before the sum, on every machine: 34, 55, -51 and -19 times
+  // this scale sum to 1.8286203 in float32, over 4 and Y's scale 16.4999924 -> 16 (+ 5). Fused
+  // multiply-adds (-march=native's contraction of the plain loop) make it 16.5000019 -> 17.
+  EXPECT_EQ(run_naive(ms_case("QLinearAveragePool",
+                              {i8({1, 1, 2, 2}, {34, 55, -51, -19}), f32(0x1.8a3652p-4f), Tensor(),
+                               f32(0x1.c5f0fep-6f), i8({}, {5})},
+                              {{"kernel_shape", A::of_ints({2, 2})}})),
+            (std::vector<double>{21}));
   EXPECT_NE(failure(ms_case("QLinearAveragePool", {u8({1, 1, 2, 2}, {0, 1, 2, 3}), f32(1), Tensor(), f32(1)},
                             {{"kernel_shape", A::of_ints({2, 2})}, {"channels_last", A::of_int(1)}}))
                 .find("channels_last"),

@@ -96,8 +96,7 @@ class BinaryKernel final : public Kernel {
     const Range8 range(type_);
     each_broadcast<2>(out_, {a_, b_}, [&](int64_t i, const std::array<int64_t, 2>& off) {
       const int64_t da = load_i64(type_, a, off[0]) - qa.zero_point, db = load_i64(type_, b, off[1]) - qb.zero_point;
-      const float v = mul_ ? rab * static_cast<float>(da * db)
-                           : ra * static_cast<float>(da) + rb * static_cast<float>(db);
+      const float v = mul_ ? rab * static_cast<float>(da * db) : qlinear_add_value(ra, da, rb, db);
       // A Relu fused before the quantisation (core/fuse_qdq_codes.cpp): Q(relu(v)) = max(Q(v), Q(0)).
       const int64_t q = range.quantise(v, qc.zero_point);
       store_i64(type_, y, i, relu_ ? std::max(q, std::clamp(qc.zero_point, range.lo, range.hi)) : q);
@@ -113,9 +112,8 @@ class BinaryKernel final : public Kernel {
 };
 
 /// QLinearAdd of same-shaped 8-bit A, B and C (a QDQ residual Add: core/fuse_qdq_codes.cpp) on
-/// the optimised backends: the oracle's arithmetic (ra * (a - za) + rb * (b - zb), rounded half
-/// to even, C's zero point added, saturated; a fused Relu as max with it), a vector loop on every
-/// thread.
+/// the optimised backends: the oracle's arithmetic (qlinear_add_value, rounded half to even, C's
+/// zero point added, saturated; a fused Relu as max with it), a vector loop on every thread.
 class FastAddKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -138,7 +136,8 @@ class FastAddKernel final : public Kernel {
   void run(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst, QParam qa, QParam qb, QParam qc) const {
     const Range8 range(signed_ ? DType::kI8 : DType::kU8);
     const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
-    const float za = static_cast<float>(qa.zero_point), zb = static_cast<float>(qb.zero_point);
+    // The zero points are codes of A's and B's 8-bit type (shape inference).
+    const auto za = static_cast<int32_t>(qa.zero_point), zb = static_cast<int32_t>(qb.zero_point);
     const float zc = static_cast<float>(std::clamp(qc.zero_point, range.lo, range.hi));
     const float lo = relu_ ? zc : static_cast<float>(range.lo), hi = static_cast<float>(range.hi);
     const T* a = static_cast<const T*>(src[0]->data());
@@ -147,7 +146,10 @@ class FastAddKernel final : public Kernel {
     const int64_t n = dst[0]->numel();
 #pragma omp parallel for simd schedule(static) num_threads(threads_) if (threads_ > 1 && n > 65536)
     for (int64_t i = 0; i < n; ++i) {
-      const float v = ra * (static_cast<float>(a[i]) - za) + rb * (static_cast<float>(b[i]) - zb);
+      // qlinear_add_value's value in float32's lanes (twice its double products'): this file
+      // is compiled without contraction (CMakeLists.txt), so each product rounds before the sum
+      // here too (QdqCodes.TheFastQLinearAddIsTheOraclesOnEveryPairOfCodes holds them equal on ties).
+      const float v = ra * static_cast<float>(int32_t{a[i]} - za) + rb * static_cast<float>(int32_t{b[i]} - zb);
       // Not a number only from an infinite scale ratio, which check_quant_scale refuses.
       const float r = std::nearbyint(v) + zc;
       y[i] = static_cast<T>(r < lo ? lo : r > hi ? hi : r);
@@ -302,7 +304,7 @@ class PoolKernel final : public UnaryQuantKernel {
             float sum = 0.f;
             int64_t count = 0;
             w_.each_cell(o0, o1, o2, [&](int64_t off) {
-              sum += static_cast<float>(load_i64(type_, x, nc * in_sp + off) - qx.zero_point) * qx.scale;
+              sum += scaled_difference(load_i64(type_, x, nc * in_sp + off) - qx.zero_point, qx.scale);
               ++count;
             });
             const int64_t cells = p_.count_include_pad ? w_.padded_cells(o0, o1, o2) : count;
