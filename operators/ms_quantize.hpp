@@ -14,6 +14,9 @@
 // kernels do, and rounds half to even once (backends/common/ms_quantize.cpp).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -64,6 +67,28 @@ float scaled_difference(Int d, float scale) {
 template <class Int>
 float qlinear_add_value(float ra, Int da, float rb, Int db) {
   return scaled_difference(da, ra) + scaled_difference(db, rb);
+}
+
+/// How each op of this domain quantises its float32 result: rounded half to even, plus the
+/// zero point, saturated to [lo, hi]; NaN gives the zero point (saturated).
+inline int64_t quantise_result(float v, int64_t zero_point, int64_t lo, int64_t hi) {
+  if (std::isnan(v)) return std::clamp(zero_point, lo, hi);
+  const float r = std::nearbyint(v) + static_cast<float>(zero_point);
+  if (r <= static_cast<float>(lo)) return lo;
+  if (r >= static_cast<float>(hi)) return hi;
+  return static_cast<int64_t>(r);
+}
+
+/// QLinearSigmoid's and QLinearLeakyRelu's results for every code q in [lo, hi] (table[q -
+/// lo]), as ONNX Runtime computes them: the function of the dequantised value (q - x_zp) *
+/// x_scale, over y_scale, quantised. The naive oracle and the cuda backend look codes up in it.
+inline void qlinear_lookup_table(bool sigmoid, float alpha, float x_scale, int64_t x_zp, float y_scale, int64_t y_zp,
+                                 int64_t lo, int64_t hi, int64_t* table) {
+  for (int64_t q = lo; q <= hi; ++q) {
+    const float x = static_cast<float>(q - x_zp) * x_scale;
+    const float f = sigmoid ? 1.f / (1.f + std::exp(-x)) : (x >= 0.f ? x : alpha * x);
+    table[q - lo] = quantise_result(f / y_scale, y_zp, lo, hi);
+  }
 }
 
 /// A scale of zero, a negative one or a non-finite one has no quantised meaning: refused by

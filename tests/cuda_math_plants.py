@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The catch rate of tests/test_cuda_math.cpp and tests/test_cuda_int8_math.cpp: plants each
-bug below in a copy of the cuda backend's host-checkable headers (backends/cuda/device_*.hpp,
-int8_plan.hpp), builds the CudaMath and CudaInt8Math tests against the copy and counts the
-builds whose tests fail. No GPU needed.
+"""The catch rate of tests/test_cuda_math.cpp, tests/test_cuda_int8_math.cpp and
+tests/test_cuda_qlinear_math.cpp: plants each bug below in a copy of the cuda backend's
+host-checkable headers (backends/cuda/device_*.hpp, int8_plan.hpp, qlinear_plan.hpp), builds
+the CudaMath, CudaInt8Math and CudaQLinearMath tests against the copy and counts the builds
+whose tests fail. No GPU needed.
 
-usage: tests/cuda_math_plants.py [--build build]   (a configured and built tree: its static
-                                                    libraries are linked)
+usage: tests/cuda_math_plants.py [--build build] [--only HEADER ...] [--match TEXT]
+       (a configured and built tree: its static libraries are linked)
 """
 import argparse
 import os
@@ -112,9 +113,35 @@ PLANTS = [
      "QGemm's alpha dropped"),
     ("int8_plan.hpp", "  c.in[a] = win.in[a], c.out[a] = win.out[a], c.kernel[a] = win.k[a];",
      "  c.in[a] = win.in[a], c.out[a] = win.out[a], c.kernel[a] = win.k[2 - a];", "the kernel's axes reversed"),
+    ("device_math.hpp", "    b += k * s.b_strides[d];", "    b += k * s.a_strides[d];",
+     "a broadcast reading B with A's strides"),
+    ("device_qlinear.hpp",
+     ": dev_add_rn(dev_mul_rn(q.ra, static_cast<float>(da)), dev_mul_rn(q.rb, static_cast<float>(db)));",
+     ": fmaf(q.ra, static_cast<float>(da), dev_mul_rn(q.rb, static_cast<float>(db)));",
+     "QLinearAdd's products fused into one multiply-add"),
+    ("device_qlinear.hpp", "  return q.relu && r < q.zc ? q.zc : r;", "  return r;", "QLinearAdd's fused Relu dropped"),
+    ("device_qlinear.hpp", "const int da = dev_code(a[ia], q.is_signed) - q.za,", "const int da = dev_code(a[ia], q.is_signed),",
+     "A's zero point dropped"),
+    ("device_qlinear.hpp", "  const float r = rintf(v) + static_cast<float>(zero_point);",
+     "  const float r = rintf(v + static_cast<float>(zero_point));", "the zero point added before rounding"),
+    ("device_qlinear.hpp", "  sum -= p.spatial * p.zx;", "  sum -= p.zx;", "the global pool's zero point taken once"),
+    ("device_qlinear.hpp", "x[p.channels_last ? (n * p.spatial + s) * p.channels + c : o * p.spatial + s]",
+     "x[o * p.spatial + s]", "the global pool reading channels-last as NCHW"),
+    ("device_qlinear.hpp", "  y[o * r.out_run + r.start + e] = out;", "  y[i + r.start] = out;",
+     "a concatenated operand written as one run"),
+    ("device_qlinear.hpp", "dev_div_rn(dev_mul_rn(static_cast<float>(dev_code(x[i], r.is_signed) - r.zx), r.x_scale), r.y_scale)",
+     "dev_mul_rn(static_cast<float>(dev_code(x[i], r.is_signed) - r.zx), r.x_scale)", "Y's scale not divided"),
+    ("qlinear_plan.hpp", "q.ra = q.mul ? a.scale * b.scale / c.scale : a.scale / c.scale;", "q.ra = a.scale / c.scale;",
+     "QLinearMul's ratio without B's scale"),
+    ("qlinear_plan.hpp", "r.copy = x.scale == y.scale && x.zero_point == y.zero_point;", "r.copy = x.scale == y.scale;",
+     "an operand copied whose zero point is not Y's"),
+    ("qlinear_plan.hpp", "qlinear_lookup_table(ctx.node->op_type == \"QLinearSigmoid\",", "qlinear_lookup_table(true,",
+     "QLinearLeakyRelu's table of the sigmoid"),
+    ("qlinear_plan.hpp", "p.channels = p.channels_last ? in.back() : in[1];", "p.channels = in[1];",
+     "channels-last's channels read from axis 1"),
 ]
 
-# What the two test files link: Mosaic's libraries as the test binary links them (the int8
+# What the test files link: Mosaic's libraries as the test binary links them (the int8
 # tests run the naive oracle through a plan), then gtest.
 LIBS = ["libmosaic_api.a", "libmosaic_data.a", "libmosaic_validate.a", "libmosaic_onnx.a", "libmosaic_zoo.a",
         "libmosaic_metrics.a", "libmosaic_config.a", "libmosaic_backends.a", "libmosaic_backend_naive.a",
@@ -123,10 +150,13 @@ LIBS = ["libmosaic_api.a", "libmosaic_data.a", "libmosaic_validate.a", "libmosai
 SYSTEM_LIBS = ["-lonnx", "-lonnx_proto", "-lprotobuf", "-lz", "-lsqlite3", "-ldnnl", "-lyaml-cpp",
                "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so", "-L/usr/lib/x86_64-linux-gnu/openmpi/lib",
                "-lmpi_cxx", "-lmpi", "-lgomp", "-lpthread"]
-TESTS = {"math": "tests/test_cuda_math.cpp", "int8": "tests/test_cuda_int8_math.cpp"}
-# Which test files include each header (a plant in device_math.hpp reaches both).
-READERS = {"device_math.hpp": ["math", "int8"], "device_unary.hpp": ["math"], "device_geometry.hpp": ["math"],
-           "device_quant.hpp": ["int8"], "int8_plan.hpp": ["int8"]}
+TESTS = {"math": "tests/test_cuda_math.cpp", "int8": "tests/test_cuda_int8_math.cpp",
+         "qlinear": "tests/test_cuda_qlinear_math.cpp"}
+# Which test files include each header (a plant in device_math.hpp reaches all three).
+READERS = {"device_math.hpp": ["math", "int8", "qlinear"], "device_unary.hpp": ["math", "qlinear"],
+           "device_geometry.hpp": ["math"], "device_quant.hpp": ["int8", "qlinear"], "int8_plan.hpp": ["int8", "qlinear"],
+           "device_qlinear.hpp": ["qlinear"], "qlinear_plan.hpp": ["qlinear"]}
+HEADERS = list(READERS)
 
 
 def compile_test(include, name, obj):
@@ -145,12 +175,15 @@ def link(build_dir, out_dir, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--only", nargs="*", choices=HEADERS, help="plant only in these headers")
+    ap.add_argument("--match", help="plant only the bugs whose description contains this")
     args = ap.parse_args()
+    plants = [p for p in PLANTS if (not args.only or p[0] in args.only) and (not args.match or args.match in p[3])]
     src = os.path.join(ROOT, "backends/cuda")
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "backends/cuda")
         os.makedirs(copy)
-        for f in ("device_math.hpp", "device_unary.hpp", "device_geometry.hpp", "device_quant.hpp", "int8_plan.hpp"):
+        for f in HEADERS:
             shutil.copy(os.path.join(src, f), copy)
         binary = os.path.join(tmp, "t")
         for name in TESTS:  # the unplanted objects, kept for the files a plant does not reach
@@ -161,7 +194,7 @@ def main():
             print("the tests fail without a planted bug", file=sys.stderr)
             return 1
         caught = 0
-        for f, good, bad, what in PLANTS:
+        for f, good, bad, what in plants:
             text = open(os.path.join(src, f)).read()
             if good not in text:
                 print(f"{f} no longer has the text to plant '{what}' in", file=sys.stderr)
@@ -178,8 +211,8 @@ def main():
             caught += failed
             print(("caught  " if failed else "MISSED  ") + what, flush=True)
             shutil.copy(os.path.join(src, f), copy)
-        print(f"{caught} of {len(PLANTS)} planted bugs caught")
-        return 0 if caught == len(PLANTS) else 1
+        print(f"{caught} of {len(plants)} planted bugs caught")
+        return 0 if caught == len(plants) else 1
 
 
 if __name__ == "__main__":

@@ -56,6 +56,21 @@ std::string cuda_listing() {
 class CudaBackend : public ScratchDirTest {
  protected:
   CudaBackend() : ScratchDirTest("mosaic_cuda_") {}
+  /// Corpus case `dir`/`name` verified on cuda (naive taking what it declines) against its
+  /// reference outputs, then benched there with bench's check passing (`tolerance`: flags for
+  /// both): the run's JSON, whose nodes say where each ran (null where bench failed).
+  nlohmann::json verified_on_cuda(const std::string& dir, const std::string& name, const std::string& tolerance) {
+    CmdResult r = mosaic("verify " + dir + name + " --backend cuda --fallback naive" + tolerance);
+    EXPECT_EQ(r.code, 0) << name << "\n" << r.out;
+    const std::string json = path(name + ".json");
+    r = mosaic("bench " + dir + name + "/model.onnx --backends cuda --fallback naive --batch 1 --warmup 0 --iterations 2 "
+               "--repeats 1 --no-peaks --no-db" + tolerance + " --json " + json);
+    EXPECT_EQ(r.code, 0) << name << "\n" << r.out;
+    if (r.code != 0) return nullptr;
+    const nlohmann::json doc = read_json(json);
+    EXPECT_TRUE(doc["runs"][0]["check"]["passed"].get<bool>()) << name << " " << doc["runs"][0]["check"].dump();
+    return doc["runs"][0];
+  }
 };
 
 TEST_F(CudaBackend, WithoutAGpuItIsListedWithTheReasonAndRefusedByName) {
@@ -288,6 +303,40 @@ TEST_F(CudaBackend, OnAGpuIntegerOpsMatchNaive) {
   EXPECT_NE(r.out.find("check:   int8 within 3% of naive's int8 outputs"), std::string::npos) << r.out;
 }
 
+// The com.microsoft QOperator element-wise ops on cuda (issue 52): the host-checked cases
+// (tests/test_cuda_qlinear_math.cpp) on the device, code for code against naive; then ONNX
+// Runtime's QOperator files, where every such op must run on cuda and the outputs agree with
+// ONNX Runtime's within a quantisation step.
+TEST_F(CudaBackend, OnAGpuQOperatorOpsMatchNaive) {
+  if (!cuda_built()) GTEST_SKIP() << "this build has no cuda backend";
+  if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
+  for (const OpCase& c : qlinear_elementwise_cases()) {
+    std::vector<Tensor> want, got;
+    ASSERT_TRUE(run_on(c, "naive", &want).is_ok()) << c.label;
+    const Status st = run_on(c, "cuda", &got);
+    ASSERT_TRUE(st.is_ok()) << c.label << ": " << st.to_string();
+    ASSERT_EQ(got[0].dtype(), want[0].dtype()) << c.label;
+    EXPECT_EQ(values_of(got[0]), values_of(want[0])) << c.label;
+  }
+  const std::string dir = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/quantised/cases_qoperator/";
+  for (const char* name : {"resnet_hf.torchscript.qop", "timm_efficientnet.torchscript.qop",
+                           "timm_mobilenetv3.torchscript.qop", "tv_shufflenet.torchscript.qop"}) {
+    const nlohmann::json run = verified_on_cuda(dir, name, "");
+    if (run.is_null()) continue;
+    int ops = 0, on_cuda = 0;
+    for (const auto& n : run["nodes"]) {
+      const std::string op = n["op"].get<std::string>();
+      if (op == "QLinearAdd" || op == "QLinearMul" || op == "QLinearSigmoid" || op == "QLinearGlobalAveragePool" ||
+          op == "QLinearConcat") {
+        ++ops;
+        on_cuda += n["backend"] == "cuda";
+      }
+    }
+    EXPECT_GT(ops, 0) << name;
+    EXPECT_EQ(on_cuda, ops) << name << ": " << on_cuda << " of " << ops << " QOperator element-wise nodes on cuda";
+  }
+}
+
 // --precision fp16 and bf16 on cuda (issue 52): Gemm (each transpose, alpha, beta, a row of
 // C), MatMul (a batch over one constant weight; two batched operands) and Conv (groups,
 // strides, dilations, a bias; pads that differ between an axis's ends, padded first) read
@@ -410,16 +459,10 @@ TEST_F(CudaBackend, OnAGpuFloat16ModelsRunThereAndMatchTheReference) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU here: " << cuda_listing();
   const std::string dir = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/half/cases/";
   for (const char* name : {"resnet_hf.torchscript.float16", "timm_vit.torchscript.float16", "gpt2.dynamo.float16"}) {
-    CmdResult r = mosaic("verify " + dir + name + " --backend cuda --fallback naive --rtol 1e-2 --atol 1e-3");
-    EXPECT_EQ(r.code, 0) << name << "\n" << r.out;
-    const std::string json = path(std::string(name) + ".json");
-    r = mosaic("bench " + dir + name + "/model.onnx --backends cuda --fallback naive --batch 1 --warmup 0 --iterations 2 "
-               "--repeats 1 --no-peaks --no-db --rtol 1e-2 --atol 1e-3 --json " + json);
-    ASSERT_EQ(r.code, 0) << name << "\n" << r.out;
-    const nlohmann::json doc = read_json(json);
-    EXPECT_TRUE(doc["runs"][0]["check"]["passed"].get<bool>()) << name << " " << doc["runs"][0]["check"].dump();
+    const nlohmann::json run = verified_on_cuda(dir, name, " --rtol 1e-2 --atol 1e-3");
+    if (run.is_null()) continue;
     int on_cuda = 0, nodes = 0;
-    for (const auto& n : doc["runs"][0]["nodes"]) {
+    for (const auto& n : run["nodes"]) {
       on_cuda += n["backend"] == "cuda";
       ++nodes;
     }

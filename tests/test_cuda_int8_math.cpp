@@ -13,53 +13,18 @@
 #include <random>
 
 #include "backends/cuda/int8_plan.hpp"
+#include "planned_context.hpp"
 #include "test_util.hpp"
 
 namespace mosaic::cuda_backend {
 namespace {
+using test::context_of;
 using test::op_case;
 using test::OpCase;
+using test::random_codes;
 using test::typed;
 using test::values_of;
 using A = Attribute;
-
-/// Random codes of type d (uint8, int8 or int32 within [lo, hi]).
-Tensor random_codes(DType d, const Shape& shape, int lo, int hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (double& x : v) x = dist(rng);
-  return typed(d, shape, v);
-}
-
-/// A case planned as the cuda backend plans it: the node, its inputs' and output's types and
-/// shapes (the output's from the oracle's run, whose values are `want`) and its constants.
-struct Planned {
-  Graph graph;
-  KernelContext ctx;
-  std::vector<Tensor> want;
-};
-
-std::unique_ptr<Planned> context_of(const OpCase& c) {
-  auto p = std::make_unique<Planned>();
-  p->graph = test::make_graph(c);
-  const Status st = test::run_on(c, "naive", &p->want);
-  EXPECT_TRUE(st.is_ok()) << c.label << ": " << st.to_string();
-  KernelContext& ctx = p->ctx;
-  ctx.node = &p->graph.nodes[0];
-  ctx.opset = c.opset;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const bool present = c.inputs[i].defined();
-    ctx.inputs.push_back(present ? TensorDesc(c.inputs[i].dtype(), c.inputs[i].shape()) : TensorDesc());
-    ctx.input_present.push_back(present);
-    ctx.constants.push_back(present && i < c.is_const.size() && c.is_const[i] ? &c.inputs[i] : nullptr);
-  }
-  for (const Tensor& t : p->want) {
-    ctx.outputs.emplace_back(t.dtype(), t.shape());
-    ctx.output_present.push_back(true);
-  }
-  return p;
-}
 
 const uint8_t* bytes_of(const OpCase& c, size_t slot) {
   return slot ? static_cast<const uint8_t*>(c.inputs[slot].data()) : nullptr;
@@ -237,7 +202,6 @@ namespace mosaic::test {
 std::vector<OpCase> int8_product_cases() {
   using cuda_backend::ms_case;
   using cuda_backend::qlinear_conv;
-  using cuda_backend::random_codes;
   std::vector<OpCase> cases;
   // Two groups of 3 output channels (padded to 4), K = 2 x 3 x 3 = 18 (padded to 32),
   // strides, pads and dilations; uint8 x with zero point 131 (the padding holds it).

@@ -303,6 +303,10 @@ std::vector<OpCase> forward_op_cases();
 /// The integer products the cuda backend runs on cuBLAS's int8 product, one of each form
 /// (test_cuda_int8_math.cpp): checked on the host there, on a GPU by test_cuda.cpp.
 std::vector<OpCase> int8_product_cases();
+/// The com.microsoft QOperator element-wise ops the cuda backend computes (QLinearAdd and Mul,
+/// the lookups, the global pool, QLinearConcat), every scale and zero point constant
+/// (tests/test_cuda_qlinear_math.cpp; run on a GPU by tests/test_cuda.cpp).
+std::vector<OpCase> qlinear_elementwise_cases();
 
 inline Node make_node(const std::string& op, std::map<std::string, Attribute> attrs = {}) {
   Node n;

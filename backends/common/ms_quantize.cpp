@@ -63,14 +63,7 @@ class UnaryQuantKernel : public Kernel {
 struct Range8 {
   int64_t lo = 0, hi = 255;
   explicit Range8(DType t) { quant_int_range(t, &lo, &hi); }
-  /// round_half_even(v) + zero point, saturated; NaN gives the zero point.
-  int64_t quantise(float v, int64_t zero_point) const {
-    if (std::isnan(v)) return std::clamp(zero_point, lo, hi);
-    const float r = std::nearbyint(v) + static_cast<float>(zero_point);
-    if (r <= static_cast<float>(lo)) return lo;
-    if (r >= static_cast<float>(hi)) return hi;
-    return static_cast<int64_t>(r);
-  }
+  int64_t quantise(float v, int64_t zero_point) const { return quantise_result(v, zero_point, lo, hi); }
 };
 
 /// QLinearAdd and QLinearMul, broadcast: A and B's differences from their zero points scaled
@@ -177,8 +170,7 @@ Status fast_add_supported(const KernelContext& ctx) {
   return Status::ok();
 }
 
-/// QLinearSigmoid and QLinearLeakyRelu: a table of the 256 results, each the function of the
-/// dequantised value quantised, as ONNX Runtime computes them.
+/// QLinearSigmoid and QLinearLeakyRelu: a table of the 256 results (qlinear_lookup_table).
 class LookupKernel final : public UnaryQuantKernel {
  public:
   Status init(const KernelContext& ctx) {
@@ -192,11 +184,7 @@ class LookupKernel final : public UnaryQuantKernel {
     MOSAIC_RETURN_IF_ERROR(params(src, &qx, &qy));
     const Range8 range(type_);
     int64_t table[256];
-    for (int64_t q = range.lo; q <= range.hi; ++q) {
-      const float x = static_cast<float>(q - qx.zero_point) * qx.scale;
-      const float f = sigmoid_ ? 1.f / (1.f + std::exp(-x)) : (x >= 0.f ? x : alpha_ * x);
-      table[q - range.lo] = range.quantise(f / qy.scale, qy.zero_point);
-    }
+    qlinear_lookup_table(sigmoid_, alpha_, qx.scale, qx.zero_point, qy.scale, qy.zero_point, range.lo, range.hi, table);
     const int64_t n = src[0]->numel();
     for (int64_t i = 0; i < n; ++i)
       store_i64(type_, dst[0]->data(), i, table[load_i64(type_, src[0]->data(), i) - range.lo]);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/device_math.hpp"
+#include "backends/cuda/device_qlinear.hpp"
 #include "backends/cuda/device_quant.hpp"
 #include "core/kernel.hpp"
 
@@ -253,5 +254,12 @@ cudaError_t launch_conv_pack(cudaStream_t stream, const ConvPack& p, const uint8
                              int8_t* packed);
 /// The outputs of an integer product from cuBLAS's int32 sums (dev_epilogue_at), n of them.
 cudaError_t launch_int_epilogue(cudaStream_t stream, const IntEpilogue& e, const IntEpilogueArgs& a, int64_t n);
+/// QLinearAdd or QLinearMul of codes (dev_qbinary_at): n outputs.
+cudaError_t launch_qbinary(cudaStream_t stream, const DevQBinary& q, const uint8_t* a, const uint8_t* b, uint8_t* y,
+                           int64_t n);
+/// QLinearGlobalAveragePool (dev_qglobal_pool_at): one output per image and channel, n of them.
+cudaError_t launch_qglobal_pool(cudaStream_t stream, const DevQGlobalPool& p, const uint8_t* x, uint8_t* y, int64_t n);
+/// One QLinearConcat operand of n codes into y (dev_qconcat_at).
+cudaError_t launch_qconcat(cudaStream_t stream, const DevQRequant& r, const uint8_t* x, uint8_t* y, int64_t n);
 
 }  // namespace mosaic::cuda_backend

@@ -35,6 +35,8 @@ void add_pool_norm_kernels(BackendRegistration& r);
 void add_movement_kernels(BackendRegistration& r);
 /// 8-bit codes and integer products (quant.cpp).
 void add_quant_kernels(BackendRegistration& r);
+/// The com.microsoft QOperator element-wise ops on codes (qlinear.cpp).
+void add_qlinear_kernels(BackendRegistration& r);
 
 /// The 16-bit float a plan's convolutions and products read: float16 for --precision fp16,
 /// bfloat16 for bf16; none for f32 and tf32 (they read float32).

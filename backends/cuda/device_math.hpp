@@ -179,6 +179,19 @@ struct Broadcast {
   int64_t a_strides[6] = {}, b_strides[6] = {};
 };
 
+/// Where output element i of a broadcast op reads each operand.
+MOSAIC_HD void broadcast_offsets(const Broadcast& s, int64_t i, int64_t* ia, int64_t* ib) {
+  int64_t rest = i, a = 0, b = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    const int64_t k = rest % s.dims[d];
+    rest /= s.dims[d];
+    a += k * s.a_strides[d];
+    b += k * s.b_strides[d];
+  }
+  *ia = a;
+  *ib = b;
+}
+
 /// The gradient of one operand of a broadcast op, as a sum: operand element o (its own
 /// packed order) adds up the `count` output elements that read it. Its dimensions split into
 /// the kept ones (where the operand has the output's extent; o runs over them row-major) and

@@ -48,13 +48,8 @@ __global__ void binary_kernel(DevBinary op, Broadcast s, const float* a, const f
                               DevUnaryArgs f) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int d = s.rank - 1; d >= 0; --d) {
-      const int64_t k = rest % s.dims[d];
-      rest /= s.dims[d];
-      ia += k * s.a_strides[d];
-      ib += k * s.b_strides[d];
-    }
+    int64_t ia = 0, ib = 0;
+    broadcast_offsets(s, i, &ia, &ib);
     y[i] = dev_apply(f, dev_combine(op, a[ia], b[ib]));
   }
 }

@@ -25,6 +25,7 @@ Status register_cuda(Registrar& registrar) {
   add_pool_norm_kernels(r);
   add_movement_kernels(r);
   add_quant_kernels(r);
+  add_qlinear_kernels(r);
   return r.status();
 }
 
