@@ -132,7 +132,7 @@ std::vector<std::vector<int64_t>> make_prompt(const GenerateOptions& o, int64_t 
 /// another sitting made shares of 113% (2026-12-07).
 void measure_bandwidth_share(GenerateReport& r, const Graph& g, const GenerateOptions& o) {
   if (r.new_tokens < 2 || r.tpot_ms <= 0) return;  // no decode step
-  r.step_weight_bytes = gen::step_weight_bytes(g, r.batch, r.precision == "bf16");
+  r.step_weight_bytes = gen::step_weight_bytes(g, r.batch, gen::products_read_16bit(parse_precision(r.precision).value()));
   // Decode step k (1 .. new - 1) runs after prompt + k - 1 positions: the median step's past.
   const int64_t median_past = r.prompt_tokens + (r.new_tokens - 2) / 2;
   r.step_cache_bytes = r.interface.cache_bytes_per_token * r.batch * median_past;

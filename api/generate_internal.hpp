@@ -17,7 +17,11 @@ namespace mosaic::api::gen {
 /// Bytes of the model's initializers one step reads for `rows` tokens, at least: each once, but
 /// a table that only Gather nodes read (as their data) for one row per token and Gather, and
 /// none of one that is only sliced (a causal mask buffer) or asked its shape.
-int64_t step_weight_bytes(const Graph& g, int64_t rows, bool bf16_products = false);
+/// `half_products`: MatMul and Gemm read 16-bit copies of their float32 weights (half the bytes).
+int64_t step_weight_bytes(const Graph& g, int64_t rows, bool half_products = false);
+/// Whether a plan in precision `p` reads its products' weights as 16-bit copies: bf16 (onednn's
+/// and cuda's bfloat16 panels) and fp16 (cuda's float16 copies); f32 and tf32 read float32.
+inline bool products_read_16bit(Precision p) { return p == Precision::kBF16 || p == Precision::kF16; }
 
 /// Finds the ids, mask, position and cache inputs and their outputs in a loaded model.
 Expected<DecoderInterface> find_interface(const Graph& g, const std::string& model);

@@ -34,9 +34,9 @@ std::string present_of(const std::string& past, const Graph& g) {
 
 }  // namespace
 
-int64_t step_weight_bytes(const Graph& g, int64_t rows, bool bf16_products) {
+int64_t step_weight_bytes(const Graph& g, int64_t rows, bool half_products) {
   std::map<std::string, int64_t> gathers;  // tables read only as a Gather's data: how many Gathers
-  std::set<std::string> whole, products;  // products: weights a bf16 plan reads as bfloat16 panels
+  std::set<std::string> whole, products;  // products: weights a bf16 or fp16 plan reads as 16-bit copies
   for (const Node& n : g.nodes)
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!g.initializers.count(n.inputs[i])) continue;
@@ -46,9 +46,9 @@ int64_t step_weight_bytes(const Graph& g, int64_t rows, bool bf16_products) {
     }
   int64_t bytes = 0;
   for (const auto& [name, t] : g.initializers) {
-    // A product's float32 weights are read as bfloat16 in a bf16 plan: half the bytes (a
-    // lower bound still where another node also reads them whole).
-    const bool half = bf16_products && t.dtype() == DType::kF32 && products.count(name);
+    // A product's float32 weights are read as 16-bit copies in a bf16 or fp16 plan: half the
+    // bytes (a lower bound still where another node also reads them whole).
+    const bool half = half_products && t.dtype() == DType::kF32 && products.count(name);
     const auto b = static_cast<int64_t>(t.bytes()) / (half ? 2 : 1);
     const auto it = gathers.find(name);
     if (whole.count(name) || (it != gathers.end() && (t.shape().empty() || t.shape()[0] <= 0))) {

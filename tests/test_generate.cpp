@@ -133,6 +133,12 @@ TEST(Generate, ADecodeStepReadsEachWeightOnceAndAGatheredTableByItsRows) {
   // bf16: the products' weights as bfloat16 panels, half the bytes (the tied table too); the
   // gathered-only table stays float32 rows.
   EXPECT_EQ(api::gen::step_weight_bytes(g, 3, true), 160 / 2 + 2 * 3 * 16 + 96 / 2);
+  // Which plans read those 16-bit copies: bf16's and cuda's fp16 (whose step counted its
+  // products' weights at twice the bytes it reads before 2026-12-07), not f32's or tf32's.
+  EXPECT_TRUE(api::gen::products_read_16bit(Precision::kBF16));
+  EXPECT_TRUE(api::gen::products_read_16bit(Precision::kF16));
+  EXPECT_FALSE(api::gen::products_read_16bit(Precision::kF32));
+  EXPECT_FALSE(api::gen::products_read_16bit(Precision::kTF32));
 }
 
 // The draw itself: frequencies of 200,000 seeded draws against softmax(logits / T) over the
