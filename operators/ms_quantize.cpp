@@ -342,6 +342,21 @@ Status check_quant_scale(const Node& node, float scale, const std::string& what)
   return Status::ok();
 }
 
+Expected<SoftmaxRows> qlinear_softmax_rows(const OpContext& ctx) {
+  const Shape& x = ctx.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", -1), rank, *ctx.node));
+  const bool coerce_2d = ctx.node->attr_int("opset", 13) < 13;
+  SoftmaxRows r;
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t v = x[static_cast<size_t>(d)];
+    if (d < axis) r.outer *= v;
+    else if (d == axis || coerce_2d) r.len *= v;
+    else r.inner *= v;
+  }
+  return r;
+}
+
 Expected<PoolParams> qlinear_pool_params(const OpContext& ctx) {
   OpContext x = ctx;
   x.inputs.resize(1);

@@ -96,6 +96,14 @@ inline void qlinear_lookup_table(bool sigmoid, float alpha, float x_scale, int64
 /// the kernels the scales a run is given.
 Status check_quant_scale(const Node& node, float scale, const std::string& what);
 
+/// QLinearSoftmax's rows: X as [outer, len, inner], the softmax over len: `axis` alone from
+/// opset 13 (the node's `opset` attribute), every axis from `axis` on before it (the Softmax of
+/// opset < 13).
+struct SoftmaxRows {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+Expected<SoftmaxRows> qlinear_softmax_rows(const OpContext& ctx);
+
 /// QLinearAveragePool's window geometry: AveragePool's, of X alone.
 Expected<PoolParams> qlinear_pool_params(const OpContext& ctx);
 

@@ -320,14 +320,14 @@ TEST_F(CudaBackend, OnAGpuQOperatorOpsMatchNaive) {
   }
   const std::string dir = std::string(MOSAIC_SOURCE_DIR) + "/tests/corpus/quantised/cases_qoperator/";
   for (const char* name : {"resnet_hf.torchscript.qop", "timm_efficientnet.torchscript.qop",
-                           "timm_mobilenetv3.torchscript.qop", "tv_shufflenet.torchscript.qop"}) {
+                           "timm_mobilenetv3.torchscript.qop", "tv_shufflenet.torchscript.qop", "vit.torchscript.qop"}) {
     const nlohmann::json run = verified_on_cuda(dir, name, "");
     if (run.is_null()) continue;
     int ops = 0, on_cuda = 0;
     for (const auto& n : run["nodes"]) {
       const std::string op = n["op"].get<std::string>();
       if (op == "QLinearAdd" || op == "QLinearMul" || op == "QLinearSigmoid" || op == "QLinearGlobalAveragePool" ||
-          op == "QLinearConcat") {
+          op == "QLinearConcat" || op == "QLinearSoftmax") {
         ++ops;
         on_cuda += n["backend"] == "cuda";
       }

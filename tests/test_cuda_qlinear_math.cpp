@@ -62,6 +62,16 @@ void expect_oracles(const OpCase& c) {
     auto g = qlinear_global_pool_plan(p->ctx);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     for (int64_t o = 0; o < y.numel(); ++o) got[static_cast<size_t>(o)] = dev_qglobal_pool_at(*g, bytes(0), o);
+  } else if (op == "QLinearAveragePool") {
+    auto a = qlinear_avg_pool_plan(p->ctx);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    for (int64_t o = 0; o < y.numel(); ++o) got[static_cast<size_t>(o)] = dev_qavg_pool_at(*a, bytes(0), o);
+  } else if (op == "QLinearSoftmax") {
+    auto m = qlinear_softmax_plan(p->ctx);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    std::vector<uint8_t> out(static_cast<size_t>(y.numel()), 0xA5);
+    for (int64_t r = 0; r < y.numel() / m->len; ++r) dev_qsoftmax_row(*m, bytes(0), out.data(), r);
+    for (size_t i = 0; i < out.size(); ++i) got[i] = dev_code(out[i], y.dtype() == DType::kI8);
   } else {
     ASSERT_EQ(op, "QLinearConcat");
     auto parts = qlinear_concat_plan(p->ctx);
@@ -76,7 +86,7 @@ void expect_oracles(const OpCase& c) {
 
 TEST(CudaQLinearMath, QOperatorElementwiseOpsAreTheOracles) {
   const std::vector<OpCase> cases = test::qlinear_elementwise_cases();
-  ASSERT_EQ(cases.size(), 12u);
+  ASSERT_EQ(cases.size(), 18u);
   for (const OpCase& c : cases) expect_oracles(c);
 }
 
@@ -196,6 +206,37 @@ std::vector<OpCase> qlinear_elementwise_cases() {
                          random_codes(u8, {3, 2, 2}, 0, 255, 11), f32(0.01f), code(u8, 200)},
                         {true, true, false, true, true, false, true, true}, "QLinearConcat uint8 axis -1",
                         {{"axis", Attribute::of_int(-1)}}));
+  // 12-14: average pools: uint8 3x3 windows, strides 2, padded, over the cells inside; int8
+  // 1-D windows of 4 (stride 3, dilation 2) counting the padding; the tie of
+  // MsQuantize.PoolsAverageTheDequantisedValues (each cell rounded before the sum).
+  const std::vector<bool> x_y = {false, true, true, true, true};
+  cases.push_back(ms_op("QLinearAveragePool",
+                        {random_codes(u8, {2, 3, 7, 6}, 0, 255, 12), f32(0.03f), code(u8, 17), f32(0.02f), code(u8, 9)},
+                        x_y, "QLinearAveragePool uint8 3x3 stride 2 padded",
+                        {{"kernel_shape", Attribute::of_ints({3, 3})}, {"strides", Attribute::of_ints({2, 2})},
+                         {"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+  cases.push_back(ms_op("QLinearAveragePool",
+                        {random_codes(i8, {1, 2, 13}, -128, 127, 13), f32(0.07f), code(i8, 3), f32(0.05f), code(i8, -6)},
+                        x_y, "QLinearAveragePool int8 1-D count_include_pad",
+                        {{"kernel_shape", Attribute::of_ints({4})}, {"strides", Attribute::of_ints({3})},
+                         {"dilations", Attribute::of_ints({2})}, {"pads", Attribute::of_ints({2, 1})},
+                         {"count_include_pad", Attribute::of_int(1)}}));
+  cases.push_back(ms_op("QLinearAveragePool",
+                        {typed(i8, {1, 1, 2, 2}, {34, 55, -51, -19}), f32(0x1.8a3652p-4f), Tensor(), f32(0x1.c5f0fep-6f),
+                         code(i8, 5)},
+                        x_y, "QLinearAveragePool int8 tie", {{"kernel_shape", Attribute::of_ints({2, 2})}}));
+  // 15-17: softmaxes: uint8 over the last axis (opset 13), int8 over every axis from 1 (opset
+  // 11's), and over a middle axis (inner > 1).
+  cases.push_back(ms_op("QLinearSoftmax",
+                        {random_codes(u8, {2, 3, 10}, 0, 255, 14), f32(0.05f), code(u8, 128), f32(1.f / 256), code(u8, 0)},
+                        x_y, "QLinearSoftmax uint8 last axis", {{"opset", Attribute::of_int(13)}}));
+  cases.push_back(ms_op("QLinearSoftmax",
+                        {random_codes(i8, {2, 3, 4}, -128, 127, 15), f32(0.08f), code(i8, -3), f32(1.f / 256), code(i8, -128)},
+                        x_y, "QLinearSoftmax int8 opset 11 from axis 1",
+                        {{"opset", Attribute::of_int(11)}, {"axis", Attribute::of_int(1)}}));
+  cases.push_back(ms_op("QLinearSoftmax",
+                        {random_codes(u8, {2, 5, 3}, 0, 255, 16), f32(0.1f), code(u8, 100), f32(1.f / 256), code(u8, 0)},
+                        x_y, "QLinearSoftmax uint8 middle axis", {{"opset", Attribute::of_int(13)}, {"axis", Attribute::of_int(1)}}));
   return cases;
 }
 

@@ -203,16 +203,10 @@ class SoftmaxKernel final : public UnaryQuantKernel {
  public:
   Status init(const KernelContext& ctx) {
     bind(ctx);
-    const Shape& x = ctx.inputs[0].shape;
-    const int64_t rank = static_cast<int64_t>(x.size());
-    MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(ctx.node->attr_int("axis", -1), rank, *ctx.node));
-    const bool coerce_2d = ctx.node->attr_int("opset", 13) < 13;
-    for (int64_t d = 0; d < rank; ++d) {
-      const int64_t v = x[static_cast<size_t>(d)];
-      if (d < axis) outer_ *= v;
-      else if (d == axis || coerce_2d) len_ *= v;
-      else inner_ *= v;
-    }
+    MOSAIC_ASSIGN_OR_RETURN(const SoftmaxRows r, qlinear_softmax_rows(ctx));
+    outer_ = r.outer;
+    len_ = r.len;
+    inner_ = r.inner;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {

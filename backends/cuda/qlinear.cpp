@@ -2,9 +2,9 @@
 // between its integer products (issue 52): QLinearAdd and QLinearMul (broadcast; a QDQ
 // model's residual Adds become QLinearAdd with a fused Relu, core/fuse_qdq_codes.cpp),
 // QLinearSigmoid and QLinearLeakyRelu (the oracle's table of 256 codes, looked up on the
-// device), QLinearGlobalAveragePool and QLinearConcat. A QOperator model's codes then stay on
-// the GPU from one QLinearConv to the next instead of crossing to the host around each of
-// these. Each output is the naive oracle's code: qlinear_plan.hpp plans the node on the host
+// device), QLinearGlobalAveragePool, QLinearAveragePool, QLinearSoftmax and QLinearConcat. A
+// QOperator model's codes then stay on the GPU from one QLinearConv to the next instead of
+// crossing to the host around each of these. Each output is the naive oracle's code: qlinear_plan.hpp plans the node on the host
 // (and says what is declined), device_qlinear.hpp has the per-element functions;
 // tests/test_cuda_qlinear_math.cpp runs both on the host against the oracle.
 #include "backends/cuda/cuda_internal.hpp"
@@ -71,6 +71,40 @@ class QGlobalPoolKernel final : public CudaKernel {
   DevQGlobalPool p_;
 };
 
+class QAvgPoolKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(p_, qlinear_avg_pool_plan(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    return check(launch_qavg_pool(device().stream(), p_, codes(src[0]), codes(dst[0]), dst[0]->numel()),
+                 "QLinearAveragePool");
+  }
+
+ private:
+  DevQAvgPool p_;
+};
+
+/// QLinearSoftmax: a thread per row of the softmax.
+class QSoftmaxKernel final : public CudaKernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(p_, qlinear_softmax_plan(ctx));
+    rows_ = p_.len > 0 ? ctx.inputs[0].numel() / p_.len : 0;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    return check(launch_qsoftmax(device().stream(), p_, codes(src[0]), codes(dst[0]), rows_), "QLinearSoftmax");
+  }
+
+ private:
+  DevQSoftmax p_;
+  int64_t rows_ = 0;
+};
+
 /// QLinearConcat: one launch per operand, each writing its columns of the output.
 class QConcatKernel final : public CudaKernel {
  public:
@@ -107,6 +141,8 @@ void add_qlinear_kernels(BackendRegistration& r) {
   for (const char* op : {"QLinearSigmoid", "QLinearLeakyRelu"})
     r.kernel(key(op), make_factory<QLookupKernel>(), planned(qlinear_lookup_plan));
   r.kernel(key("QLinearGlobalAveragePool"), make_factory<QGlobalPoolKernel>(), planned(qlinear_global_pool_plan));
+  r.kernel(key("QLinearAveragePool"), make_factory<QAvgPoolKernel>(), planned(qlinear_avg_pool_plan));
+  r.kernel(key("QLinearSoftmax"), make_factory<QSoftmaxKernel>(), planned(qlinear_softmax_plan));
   r.kernel(key("QLinearConcat"), make_factory<QConcatKernel>(), planned(qlinear_concat_plan));
 }
 

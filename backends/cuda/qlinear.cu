@@ -19,6 +19,14 @@ __global__ void qglobal_pool_kernel(DevQGlobalPool p, const uint8_t* x, uint8_t*
   for (int64_t o = first_index(); o < n; o += grid_stride()) y[o] = static_cast<uint8_t>(dev_qglobal_pool_at(p, x, o));
 }
 
+__global__ void qavg_pool_kernel(DevQAvgPool p, const uint8_t* x, uint8_t* y, int64_t n) {
+  for (int64_t o = first_index(); o < n; o += grid_stride()) y[o] = static_cast<uint8_t>(dev_qavg_pool_at(p, x, o));
+}
+
+__global__ void qsoftmax_kernel(DevQSoftmax p, const uint8_t* x, uint8_t* y, int64_t rows) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride()) dev_qsoftmax_row(p, x, y, r);
+}
+
 __global__ void qconcat_kernel(DevQRequant r, const uint8_t* x, uint8_t* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) dev_qconcat_at(r, x, y, i);
 }
@@ -35,6 +43,18 @@ cudaError_t launch_qbinary(cudaStream_t stream, const DevQBinary& q, const uint8
 cudaError_t launch_qglobal_pool(cudaStream_t stream, const DevQGlobalPool& p, const uint8_t* x, uint8_t* y, int64_t n) {
   if (n <= 0) return cudaSuccess;
   qglobal_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_qavg_pool(cudaStream_t stream, const DevQAvgPool& p, const uint8_t* x, uint8_t* y, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  qavg_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_qsoftmax(cudaStream_t stream, const DevQSoftmax& p, const uint8_t* x, uint8_t* y, int64_t rows) {
+  if (rows <= 0) return cudaSuccess;
+  qsoftmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(p, x, y, rows);
   return cudaGetLastError();
 }
 

@@ -9,7 +9,6 @@
 // them each run. Declined with the reason (the planner falls back to the host): a scale or
 // zero point computed at run time or given per axis, codes other than uint8/int8, operands of
 // two types, a broadcast over more than 6 dimensions, another fused activation than Relu.
-// QLinearSoftmax and QLinearAveragePool have no cuda kernel (they run on the host).
 #pragma once
 
 #include <string>
@@ -66,6 +65,20 @@ inline Status one_code_type(const KernelContext& ctx, std::initializer_list<size
   return Status::ok();
 }
 
+/// A unary op's codes and quantisation: X (0, scale 1, zero point 2), Y (scale 3, zero point 4).
+struct UnaryQuant {
+  bool is_signed = false;
+  int lo = 0, hi = 255;
+  ConstantQuant x, y;
+};
+inline Expected<UnaryQuant> unary_quant(const KernelContext& ctx) {
+  UnaryQuant q;
+  MOSAIC_RETURN_IF_ERROR(one_code_type(ctx, {0}, &q.is_signed, &q.lo, &q.hi));
+  MOSAIC_ASSIGN_OR_RETURN(q.x, constant_quant(ctx, 1, 2, "X"));
+  MOSAIC_ASSIGN_OR_RETURN(q.y, constant_quant(ctx, 3, 4, "Y"));
+  return q;
+}
+
 }  // namespace qlinear_detail
 
 /// QLinearAdd and QLinearMul: A (0, scale 1, zero point 2), B (3, 4, 5), C (scale 6, zero
@@ -98,15 +111,10 @@ inline Expected<DevQBinary> qlinear_binary_plan(const KernelContext& ctx) {
 /// 4): the oracle's table of the 256 results, as bytes in CodeLookup's order (an int8 code c
 /// at c + 128).
 inline Expected<std::vector<uint8_t>> qlinear_lookup_plan(const KernelContext& ctx) {
-  using namespace qlinear_detail;
-  bool is_signed = false;
-  int lo = 0, hi = 255;
-  MOSAIC_RETURN_IF_ERROR(one_code_type(ctx, {0}, &is_signed, &lo, &hi));
-  MOSAIC_ASSIGN_OR_RETURN(ConstantQuant x, constant_quant(ctx, 1, 2, "X"));
-  MOSAIC_ASSIGN_OR_RETURN(ConstantQuant y, constant_quant(ctx, 3, 4, "Y"));
+  MOSAIC_ASSIGN_OR_RETURN(const qlinear_detail::UnaryQuant q, qlinear_detail::unary_quant(ctx));
   int64_t table[256];
-  qlinear_lookup_table(ctx.node->op_type == "QLinearSigmoid", ctx.node->attr_float("alpha", 0.01f), x.scale, x.zero_point,
-                       y.scale, y.zero_point, lo, hi, table);
+  qlinear_lookup_table(ctx.node->op_type == "QLinearSigmoid", ctx.node->attr_float("alpha", 0.01f), q.x.scale,
+                       q.x.zero_point, q.y.scale, q.y.zero_point, q.lo, q.hi, table);
   std::vector<uint8_t> bytes(256);
   for (size_t i = 0; i < 256; ++i) bytes[i] = static_cast<uint8_t>(table[i]);
   return bytes;
@@ -114,19 +122,50 @@ inline Expected<std::vector<uint8_t>> qlinear_lookup_plan(const KernelContext& c
 
 /// QLinearGlobalAveragePool: X (0, scale 1, zero point 2), Y (scale 3, zero point 4).
 inline Expected<DevQGlobalPool> qlinear_global_pool_plan(const KernelContext& ctx) {
-  using namespace qlinear_detail;
+  MOSAIC_ASSIGN_OR_RETURN(const qlinear_detail::UnaryQuant q, qlinear_detail::unary_quant(ctx));
   DevQGlobalPool p;
-  MOSAIC_RETURN_IF_ERROR(one_code_type(ctx, {0}, &p.is_signed, &p.lo, &p.hi));
-  MOSAIC_ASSIGN_OR_RETURN(ConstantQuant x, constant_quant(ctx, 1, 2, "X"));
-  MOSAIC_ASSIGN_OR_RETURN(ConstantQuant y, constant_quant(ctx, 3, 4, "Y"));
+  p.is_signed = q.is_signed, p.lo = q.lo, p.hi = q.hi;
   const Shape& in = ctx.inputs[0].shape;
   p.channels_last = ctx.node->attr_int("channels_last", 0) != 0;
   const int64_t images = in[0];
   p.channels = p.channels_last ? in.back() : in[1];
   p.spatial = images * p.channels > 0 ? shape_numel(in) / (images * p.channels) : 1;
-  p.scale = x.scale / (y.scale * static_cast<float>(p.spatial));
-  p.zx = x.zero_point;
-  p.zy = y.zero_point;
+  p.scale = q.x.scale / (q.y.scale * static_cast<float>(p.spatial));
+  p.zx = q.x.zero_point;
+  p.zy = q.y.zero_point;
+  return p;
+}
+
+/// QLinearAveragePool (NCHW): X (0, scale 1, zero point 2), Y (scale 3, zero point 4); the
+/// window as the oracle's (qlinear_pool_params, lifted to 3 axes).
+inline Expected<DevQAvgPool> qlinear_avg_pool_plan(const KernelContext& ctx) {
+  if (ctx.node->attr_int("channels_last", 0) != 0)
+    return Status::unsupported(ctx.node->label() + ": channels_last (the oracle's too)");
+  MOSAIC_ASSIGN_OR_RETURN(const qlinear_detail::UnaryQuant q, qlinear_detail::unary_quant(ctx));
+  DevQAvgPool p;
+  p.is_signed = q.is_signed, p.lo = q.lo, p.hi = q.hi;
+  MOSAIC_ASSIGN_OR_RETURN(const PoolParams pool, qlinear_pool_params(ctx));
+  MOSAIC_ASSIGN_OR_RETURN(const Window3 w, lift_window3(pool.win, *ctx.node));
+  for (int a = 0; a < 3; ++a) {
+    p.in[a] = w.in[a], p.out[a] = w.out[a], p.k[a] = w.k[a], p.s[a] = w.s[a], p.d[a] = w.d[a];
+    p.pb[a] = w.pb[a], p.pe[a] = w.pe[a];
+  }
+  p.count_include_pad = pool.count_include_pad;
+  p.x_scale = q.x.scale, p.y_scale = q.y.scale;
+  p.zx = q.x.zero_point, p.zy = q.y.zero_point;
+  return p;
+}
+
+/// QLinearSoftmax: X (0, scale 1, zero point 2), Y (scale 3, zero point 4), the rows as the
+/// oracle's (qlinear_softmax_rows). X's zero point cancels in the softmax.
+inline Expected<DevQSoftmax> qlinear_softmax_plan(const KernelContext& ctx) {
+  MOSAIC_ASSIGN_OR_RETURN(const qlinear_detail::UnaryQuant q, qlinear_detail::unary_quant(ctx));
+  MOSAIC_ASSIGN_OR_RETURN(const SoftmaxRows rows, qlinear_softmax_rows(ctx));
+  DevQSoftmax p;
+  p.is_signed = q.is_signed, p.lo = q.lo, p.hi = q.hi;
+  p.len = rows.len, p.inner = rows.inner;
+  p.x_scale = q.x.scale, p.y_scale = q.y.scale;
+  p.zy = q.y.zero_point;
   return p;
 }
 
