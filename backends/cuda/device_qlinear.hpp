@@ -145,6 +145,11 @@ struct DevQSoftmax {
   int zy = 0, lo = 0, hi = 255;
 };
 
+/// exp of a code less the row's greatest, dequantised (the float32 product rounded), in double.
+MOSAIC_HD double dev_softmax_exp(const DevQSoftmax& p, uint8_t byte, int top) {
+  return exp(static_cast<double>(dev_mul_rn(static_cast<float>(dev_code(byte, p.is_signed) - top), p.x_scale)));
+}
+
 /// Row r (outer r / inner, inner r % inner), its len outputs: exp of each code less the row's
 /// greatest, dequantised (the zero point cancels), in double; their sum in double in order;
 /// each exp over the sum rounded to float32, over y's scale, quantised. The oracle's exp is the
@@ -158,12 +163,9 @@ MOSAIC_HD void dev_qsoftmax_row(const DevQSoftmax& p, const uint8_t* x, uint8_t*
     top = v > top ? v : top;
   }
   double sum = 0;
-  for (int64_t k = 0; k < p.len; ++k)
-    sum += exp(static_cast<double>(dev_mul_rn(static_cast<float>(dev_code(x[first + k * p.inner], p.is_signed) - top), p.x_scale)));
+  for (int64_t k = 0; k < p.len; ++k) sum += dev_softmax_exp(p, x[first + k * p.inner], top);
   for (int64_t k = 0; k < p.len; ++k) {
-    const double e =
-        exp(static_cast<double>(dev_mul_rn(static_cast<float>(dev_code(x[first + k * p.inner], p.is_signed) - top), p.x_scale)));
-    const float share = static_cast<float>(e / sum);
+    const float share = static_cast<float>(dev_softmax_exp(p, x[first + k * p.inner], top) / sum);
     y[first + k * p.inner] = static_cast<uint8_t>(dev_quantise_result(dev_div_rn(share, p.y_scale), p.zy, p.lo, p.hi));
   }
 }

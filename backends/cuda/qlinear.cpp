@@ -4,9 +4,10 @@
 // QLinearSigmoid and QLinearLeakyRelu (the oracle's table of 256 codes, looked up on the
 // device), QLinearGlobalAveragePool, QLinearAveragePool, QLinearSoftmax and QLinearConcat. A
 // QOperator model's codes then stay on the GPU from one QLinearConv to the next instead of
-// crossing to the host around each of these. Each output is the naive oracle's code: qlinear_plan.hpp plans the node on the host
-// (and says what is declined), device_qlinear.hpp has the per-element functions;
-// tests/test_cuda_qlinear_math.cpp runs both on the host against the oracle.
+// crossing to the host around each of these. Each output is the naive oracle's code:
+// qlinear_plan.hpp plans the node on the host (and says what is declined), device_qlinear.hpp
+// has the per-element functions; tests/test_cuda_qlinear_math.cpp runs both on the host
+// against the oracle.
 #include "backends/cuda/cuda_internal.hpp"
 
 #include "backends/cuda/qlinear_plan.hpp"

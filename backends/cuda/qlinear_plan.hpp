@@ -126,6 +126,7 @@ inline Expected<DevQGlobalPool> qlinear_global_pool_plan(const KernelContext& ct
   DevQGlobalPool p;
   p.is_signed = q.is_signed, p.lo = q.lo, p.hi = q.hi;
   const Shape& in = ctx.inputs[0].shape;
+  if (in.size() < 3) return Status::unsupported(ctx.node->label() + ": an input of fewer than 3 dimensions");
   p.channels_last = ctx.node->attr_int("channels_last", 0) != 0;
   const int64_t images = in[0];
   p.channels = p.channels_last ? in.back() : in[1];
