@@ -261,8 +261,8 @@ cudaError_t launch_qbinary(cudaStream_t stream, const DevQBinary& q, const uint8
 cudaError_t launch_qglobal_pool(cudaStream_t stream, const DevQGlobalPool& p, const uint8_t* x, uint8_t* y, int64_t n);
 /// QLinearAveragePool (dev_qavg_pool_at): n outputs.
 cudaError_t launch_qavg_pool(cudaStream_t stream, const DevQAvgPool& p, const uint8_t* x, uint8_t* y, int64_t n);
-/// QLinearSoftmax (dev_qsoftmax_row): a thread per row, `rows` of them.
-cudaError_t launch_qsoftmax(cudaStream_t stream, const DevQSoftmax& p, const uint8_t* x, uint8_t* y, int64_t rows);
+/// QLinearSoftmax of n codes (dev_qsoftmax_row): a thread per row.
+cudaError_t launch_qsoftmax(cudaStream_t stream, const DevQSoftmax& p, const uint8_t* x, uint8_t* y, int64_t n);
 /// One QLinearConcat operand of n codes into y (dev_qconcat_at).
 cudaError_t launch_qconcat(cudaStream_t stream, const DevQRequant& r, const uint8_t* x, uint8_t* y, int64_t n);
 

@@ -56,55 +56,29 @@ class QLookupKernel final : public CudaKernel {
   uint8_t offset_ = 0;
 };
 
-class QGlobalPoolKernel final : public CudaKernel {
+/// QLinearGlobalAveragePool, QLinearAveragePool, QLinearSoftmax: one plan, one launch over
+/// the output's codes.
+template <class Plan, Expected<Plan> (*make)(const KernelContext&),
+          cudaError_t (*launch)(cudaStream_t, const Plan&, const uint8_t*, uint8_t*, int64_t)>
+class UnaryCodesKernel final : public CudaKernel {
  public:
   Status init(const KernelContext& ctx) {
     MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(p_, qlinear_global_pool_plan(ctx));
+    MOSAIC_ASSIGN_OR_RETURN(p_, make(ctx));
+    op_ = ctx.node->op_type;
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    return check(launch_qglobal_pool(device().stream(), p_, codes(src[0]), codes(dst[0]), dst[0]->numel()),
-                 "QLinearGlobalAveragePool");
+    return check(launch(device().stream(), p_, codes(src[0]), codes(dst[0]), dst[0]->numel()), op_.c_str());
   }
 
  private:
-  DevQGlobalPool p_;
+  Plan p_;
+  std::string op_;
 };
-
-class QAvgPoolKernel final : public CudaKernel {
- public:
-  Status init(const KernelContext& ctx) {
-    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(p_, qlinear_avg_pool_plan(ctx));
-    return Status::ok();
-  }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    return check(launch_qavg_pool(device().stream(), p_, codes(src[0]), codes(dst[0]), dst[0]->numel()),
-                 "QLinearAveragePool");
-  }
-
- private:
-  DevQAvgPool p_;
-};
-
-/// QLinearSoftmax: a thread per row of the softmax.
-class QSoftmaxKernel final : public CudaKernel {
- public:
-  Status init(const KernelContext& ctx) {
-    MOSAIC_RETURN_IF_ERROR(init_base(ctx));
-    MOSAIC_ASSIGN_OR_RETURN(p_, qlinear_softmax_plan(ctx));
-    rows_ = p_.len > 0 ? ctx.inputs[0].numel() / p_.len : 0;
-    return Status::ok();
-  }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    return check(launch_qsoftmax(device().stream(), p_, codes(src[0]), codes(dst[0]), rows_), "QLinearSoftmax");
-  }
-
- private:
-  DevQSoftmax p_;
-  int64_t rows_ = 0;
-};
+using QGlobalPoolKernel = UnaryCodesKernel<DevQGlobalPool, qlinear_global_pool_plan, launch_qglobal_pool>;
+using QAvgPoolKernel = UnaryCodesKernel<DevQAvgPool, qlinear_avg_pool_plan, launch_qavg_pool>;
+using QSoftmaxKernel = UnaryCodesKernel<DevQSoftmax, qlinear_softmax_plan, launch_qsoftmax>;
 
 /// QLinearConcat: one launch per operand, each writing its columns of the output.
 class QConcatKernel final : public CudaKernel {

@@ -35,33 +35,24 @@ __global__ void qconcat_kernel(DevQRequant r, const uint8_t* x, uint8_t* y, int6
 
 cudaError_t launch_qbinary(cudaStream_t stream, const DevQBinary& q, const uint8_t* a, const uint8_t* b, uint8_t* y,
                            int64_t n) {
-  if (n <= 0) return cudaSuccess;
-  qbinary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(q, a, b, y, n);
-  return cudaGetLastError();
+  return launch_over(qbinary_kernel, stream, n, q, a, b, y, n);
 }
 
 cudaError_t launch_qglobal_pool(cudaStream_t stream, const DevQGlobalPool& p, const uint8_t* x, uint8_t* y, int64_t n) {
-  if (n <= 0) return cudaSuccess;
-  qglobal_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, x, y, n);
-  return cudaGetLastError();
+  return launch_over(qglobal_pool_kernel, stream, n, p, x, y, n);
 }
 
 cudaError_t launch_qavg_pool(cudaStream_t stream, const DevQAvgPool& p, const uint8_t* x, uint8_t* y, int64_t n) {
-  if (n <= 0) return cudaSuccess;
-  qavg_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, x, y, n);
-  return cudaGetLastError();
+  return launch_over(qavg_pool_kernel, stream, n, p, x, y, n);
 }
 
-cudaError_t launch_qsoftmax(cudaStream_t stream, const DevQSoftmax& p, const uint8_t* x, uint8_t* y, int64_t rows) {
-  if (rows <= 0) return cudaSuccess;
-  qsoftmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(p, x, y, rows);
-  return cudaGetLastError();
+cudaError_t launch_qsoftmax(cudaStream_t stream, const DevQSoftmax& p, const uint8_t* x, uint8_t* y, int64_t n) {
+  const int64_t rows = p.len > 0 ? n / p.len : 0;
+  return launch_over(qsoftmax_kernel, stream, rows, p, x, y, rows);
 }
 
 cudaError_t launch_qconcat(cudaStream_t stream, const DevQRequant& r, const uint8_t* x, uint8_t* y, int64_t n) {
-  if (n <= 0) return cudaSuccess;
-  qconcat_kernel<<<blocks_for(n), kThreads, 0, stream>>>(r, x, y, n);
-  return cudaGetLastError();
+  return launch_over(qconcat_kernel, stream, n, r, x, y, n);
 }
 
 }  // namespace mosaic::cuda_backend
