@@ -3,6 +3,8 @@
 // alphabetical order. An ellipsis stands for the same broadcast axes in every operand;
 // a label repeated within one operand takes its diagonal. Labels absent from the output are
 // summed over.
+// Det: the determinant of each trailing square matrix, by LU factorisation with partial
+// pivoting in double.
 #pragma once
 
 #include <map>
@@ -27,5 +29,15 @@ struct EinsumParams {
 
 Expected<EinsumParams> einsum_params(const OpContext& ctx);
 void add_einsum_schema(std::map<std::string, OpSchema>& table);
+
+/// Det on [..., M, M]: how many matrices and their order M.
+struct DetParams {
+  int64_t matrices = 1, order = 0;
+};
+Expected<DetParams> det_params(const OpContext& ctx);
+
+/// The determinant of the M x M row-major matrix `a` (overwritten by its LU factors):
+/// Gaussian elimination with partial pivoting, in double; 1 for M = 0.
+double determinant_in_place(double* a, int64_t m);
 
 }  // namespace mosaic

@@ -183,6 +183,8 @@ Expected<GatherNDParams> gather_nd_params(const OpContext& ctx) {
 
 Expected<ScatterReduction> scatter_reduction(const OpContext& ctx) {
   const std::string r = ctx.node->attr_string("reduction", "none");
+  if (ctx.node->op_type == "Scatter" && ctx.node->has_attr("reduction"))
+    return Status::invalid(ctx.node->label() + ": Scatter has no reduction (ScatterElements has, from opset 16)");
   if (r == "none") return ScatterReduction::kNone;
   if (r == "add") return ScatterReduction::kAdd;
   if (r == "mul") return ScatterReduction::kMul;
@@ -242,7 +244,9 @@ void add_indexing_schemas(std::map<std::string, OpSchema>& t) {
   };
   add("ScatterElements", 3, 3, infer_scatter_elements, f_zero, "write updates along an axis (reduction)");
   add("ScatterND", 3, 3, infer_scatter_nd, f_zero, "write slices at index tuples (reduction)");
-  t["ScatterElements"].non_trainable_inputs = t["ScatterND"].non_trainable_inputs = {1};
+  // Scatter (versions 9 and 11, deprecated at opset 11) is ScatterElements without reduction.
+  add("Scatter", 3, 3, infer_scatter_elements, f_zero, "ScatterElements' old name (opsets 9 and 10)");
+  t["ScatterElements"].non_trainable_inputs = t["ScatterND"].non_trainable_inputs = t["Scatter"].non_trainable_inputs = {1};
   add("TopK", 1, 2, infer_topk, f_zero, "the k largest or smallest along an axis, sorted, with their indices");
   t["TopK"].max_outputs = 2;
   t["TopK"].min_outputs = 2;

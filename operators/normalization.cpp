@@ -15,6 +15,16 @@ Expected<std::vector<TensorDesc>> infer_instance_norm(const OpContext& c) {
   return std::vector<TensorDesc>{c.inputs[0]};
 }
 
+Expected<std::vector<TensorDesc>> infer_group_norm(const OpContext& c) {
+  for (size_t i = 0; i < 3; ++i)
+    if (!dtype_is_float(c.inputs[i].dtype) || c.inputs[i].dtype != c.inputs[0].dtype)
+      return Status::unsupported(c.node->label() + ": input " + std::to_string(i) + " has dtype " +
+                                 dtype_name(c.inputs[i].dtype) + "; GroupNormalization takes X, scale and bias of "
+                                 "one floating-point type");
+  MOSAIC_RETURN_IF_ERROR(group_norm_params(c).status());
+  return std::vector<TensorDesc>{c.inputs[0]};
+}
+
 // Mean 1, variance 3, normalise 2, scale and shift 2 per element (as LayerNormalization).
 double f_instance_norm(const OpContext& c) { return 8.0 * static_cast<double>(c.inputs[0].numel()); }
 
@@ -65,6 +75,36 @@ Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx) {
     if (ctx.inputs[i].shape != Shape{p.channels})
       return Status::invalid(n.label() + ": " + (i == 1 ? "scale" : "B") + " must have shape [" +
                              std::to_string(p.channels) + "], got " + shape_str(ctx.inputs[i].shape));
+  p.epsilon = n.attr_float("epsilon", 1e-5f);
+  return p;
+}
+
+Expected<GroupNormParams> group_norm_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape& x = ctx.inputs[0].shape;
+  if (x.size() < 2) return Status::invalid(n.label() + ": X must be N x C x ..., got " + shape_str(x));
+  if (!n.has_attr("num_groups")) return Status::invalid(n.label() + ": GroupNormalization needs num_groups");
+  GroupNormParams p;
+  p.batch = x[0];
+  p.channels = x[1];
+  for (size_t d = 2; d < x.size(); ++d) p.spatial *= x[d];
+  p.groups = n.attr_int("num_groups", 0);
+  if (p.groups < 1 || p.groups > p.channels || p.channels % p.groups != 0)
+    return Status::invalid(n.label() + ": num_groups " + std::to_string(p.groups) + " must divide the " +
+                           std::to_string(p.channels) + " channels");
+  // Version 18 took a scale and bias per group; 21 per channel (opset 18 to 20 read as 18).
+  p.affine_per_group = ctx.opset < 21;
+  const int64_t affine = p.affine_per_group ? p.groups : p.channels;
+  for (size_t i = 1; i < 3; ++i)
+    if (ctx.inputs[i].shape != Shape{affine})
+      return Status::invalid(n.label() + ": " + (i == 1 ? "scale" : "bias") + " must have shape [" +
+                             std::to_string(affine) + "] (one value per " + (p.affine_per_group ? "group" : "channel") +
+                             " at opset " + std::to_string(ctx.opset) + "), got " + shape_str(ctx.inputs[i].shape));
+  // The statistics are computed in double, as precise as float32's stash and double's.
+  const int64_t stash = n.attr_int("stash_type", 1);
+  if (stash != 1 && stash != 11)
+    return Status::unsupported(n.label() + ": stash_type " + std::to_string(stash) +
+                               " (Mosaic computes the statistics in float32 or wider: 1 or 11)");
   p.epsilon = n.attr_float("epsilon", 1e-5f);
   return p;
 }
@@ -124,6 +164,9 @@ void add_normalization_schemas(std::map<std::string, OpSchema>& table) {
   OpSchema& s = add_schema(table, "InstanceNormalization", 3, 3, infer_instance_norm, f_instance_norm,
                            "scale * (x - mean) / sqrt(var + epsilon) + B per channel of each image, over space");
   s.backward_flops = nullptr;
+  OpSchema& g = add_schema(table, "GroupNormalization", 3, 3, infer_group_norm, f_instance_norm,
+                           "scale * (x - mean) / sqrt(var + epsilon) + bias per group of channels of each image");
+  g.backward_flops = nullptr;
   add_schema(table, "RMSNormalization", 2, 2, infer_rms_norm, f_rms_norm,
              "x / sqrt(mean(x^2) + epsilon) * scale over the axes from axis on");
 }

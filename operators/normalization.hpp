@@ -1,5 +1,6 @@
 // Normalisations: InstanceNormalization (each channel of each image over its spatial
-// positions), RMSNormalization (opset 23: each row over the axes from `axis` on, by its
+// positions), GroupNormalization (each group of channels of each image over the group's
+// channels and spatial positions), RMSNormalization (opset 23: each row over the axes from `axis` on, by its
 // root mean square), LpNormalization (along one axis, by its L1 or L2 norm) and
 // MeanVarianceNormalization (over a set of axes, to mean 0 and variance 1). Schemas and the parameters every kernel reads; LayerNormalization and
 // BatchNormalization are in operators/params.hpp and schemas.cpp.
@@ -21,6 +22,17 @@ struct InstanceNormParams {
   float epsilon = 1e-5f;
 };
 Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx);
+
+/// GroupNormalization on [N, C, spatial...]: N * groups groups of C / groups channels each,
+/// normalised over their channels and spatial positions, then scaled and shifted per channel
+/// (opset 21) or per group (opset 18, whose scale and bias have one value per group).
+/// InstanceNormalization is the case groups == C with per-channel scale and bias.
+struct GroupNormParams {
+  int64_t batch = 1, channels = 1, groups = 1, spatial = 1;
+  bool affine_per_group = false;  // opset 18's scale and bias
+  float epsilon = 1e-5f;
+};
+Expected<GroupNormParams> group_norm_params(const OpContext& ctx);
 
 /// RMSNormalization: `outer` rows of `inner` elements; scale has `inner` elements or one.
 struct RmsNormParams {

@@ -69,6 +69,11 @@ Expected<Descs> infer_window(const OpContext& c) {
   return Descs{{p.dtype, {p.size}}};
 }
 
+Expected<Descs> infer_tensor_scatter(const OpContext& c) {
+  MOSAIC_RETURN_IF_ERROR(tensor_scatter_params(c).status());
+  return Descs{c.inputs[0]};
+}
+
 double f_zero(const OpContext&) { return 0; }
 double f_window(const OpContext& c) { return 4.0 * static_cast<double>(c.outputs.empty() ? 0 : c.outputs[0].numel()); }
 
@@ -173,6 +178,51 @@ Expected<WindowParams> window_params(const OpContext& ctx) {
   return p;
 }
 
+Expected<TensorScatterParams> tensor_scatter_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  const Shape &cache = ctx.inputs[0].shape, &update = ctx.inputs[1].shape;
+  const int64_t r = static_cast<int64_t>(cache.size());
+  if (r < 2) return Status::invalid(n.label() + ": past_cache must have a batch axis and a sequence axis, got " + shape_str(cache));
+  if (ctx.inputs[1].dtype != ctx.inputs[0].dtype)
+    return Status::invalid(n.label() + ": update is " + dtype_name(ctx.inputs[1].dtype) + ", past_cache " +
+                           dtype_name(ctx.inputs[0].dtype));
+  if (dtype_packed_bits(ctx.inputs[0].dtype))
+    return Status::unsupported(n.label() + ": TensorScatter of " + dtype_name(ctx.inputs[0].dtype) +
+                               " (Mosaic does not address the packed 4- and 2-bit types by element)");
+  MOSAIC_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(n.attr_int("axis", -2), r, n));
+  if (axis == 0) return Status::invalid(n.label() + ": axis 0 is the batch axis; the sequence axis must be another");
+  bool fits = update.size() == cache.size() && update[static_cast<size_t>(axis)] <= cache[static_cast<size_t>(axis)];
+  for (int64_t d = 0; fits && d < r; ++d)
+    if (d != axis) fits = update[static_cast<size_t>(d)] == cache[static_cast<size_t>(d)];
+  if (!fits)
+    return Status::invalid(n.label() + ": update " + shape_str(update) + " must match past_cache " + shape_str(cache) +
+                           " but for a sequence axis (" + std::to_string(axis) + ") no longer than the cache's");
+  if (ctx.has_input(2) && (ctx.inputs[2].shape != Shape{cache[0]} || ctx.inputs[2].dtype != DType::kI64))
+    return Status::invalid(n.label() + ": write_indices must be int64 [" + std::to_string(cache[0]) + "], got " +
+                           dtype_name(ctx.inputs[2].dtype) + " " + shape_str(ctx.inputs[2].shape));
+  const std::string mode = n.attr_string("mode", "linear");
+  if (mode != "linear" && mode != "circular") return Status::invalid(n.label() + ": mode '" + mode + "' (linear, circular)");
+  TensorScatterParams p;
+  p.circular = mode == "circular";
+  for (int64_t d = 0; d < r; ++d) {
+    if (d < axis) p.outer *= cache[static_cast<size_t>(d)];
+    else if (d > axis) p.inner *= cache[static_cast<size_t>(d)];
+    if (d > 0 && d < axis) p.per_batch *= cache[static_cast<size_t>(d)];
+  }
+  p.max_len = cache[static_cast<size_t>(axis)];
+  p.seq_len = update[static_cast<size_t>(axis)];
+  return p;
+}
+
+int64_t tensor_scatter_position(const TensorScatterParams& p, int64_t index, int64_t step) {
+  if (p.circular) {
+    const int64_t m = p.max_len;  // > 0 whenever a step exists (seq_len <= max_len)
+    return ((index % m) + step % m + m) % m;
+  }
+  if (index < 0 || index > p.max_len - p.seq_len) return -1;
+  return index + step;
+}
+
 double window_value(const std::string& op, int64_t i, const WindowParams& p) {
   const double pi = 3.14159265358979323846, n = static_cast<double>(i);
   // N - 1 for a symmetric window, N for a periodic one (ONNX's definitions).
@@ -203,8 +253,11 @@ void add_rearrange_schemas(std::map<std::string, OpSchema>& t) {
   add_schema(t, "HammingWindow", 1, 1, infer_window, f_window, "25/46 - 21/46 cos(2 pi n / N)");
   add_schema(t, "BlackmanWindow", 1, 1, infer_window, f_window, "0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)");
   for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) t[op].shape_inputs = {0};
+  add_schema(t, "TensorScatter", 2, 3, infer_tensor_scatter, f_zero,
+             "a KV cache with each batch entry's update written from its write index (linear or circular)");
+  t["TensorScatter"].non_trainable_inputs = {2};
   for (const char* op : {"DepthToSpace", "SpaceToDepth", "BitCast", "EyeLike", "OneHot", "ReverseSequence", "CenterCropPad",
-                         "HannWindow", "HammingWindow", "BlackmanWindow"})
+                         "HannWindow", "HammingWindow", "BlackmanWindow", "TensorScatter"})
     t[op].backward_flops = nullptr;
 }
 

@@ -3,8 +3,9 @@
 // type of the same width), EyeLike (an identity matrix, diagonal k), OneHot (indices to
 // one-hot rows of on/off values along an axis), ReverseSequence (each batch entry's
 // first sequence_lens steps reversed), CenterCropPad (each axis cropped or zero-padded
-// about its centre) and the signal windows HannWindow, HammingWindow and BlackmanWindow.
-// Their kernels move bytes or write values: every element type.
+// about its centre), the signal windows HannWindow, HammingWindow and BlackmanWindow, and
+// TensorScatter (opset 24: a KV cache's update written at each batch entry's position,
+// linear or circular). Their kernels move bytes or write values: every element type.
 #pragma once
 
 #include <map>
@@ -50,6 +51,19 @@ struct WindowParams {
 Expected<WindowParams> window_params(const OpContext& ctx);
 /// Element n of the window named by op_type, in double.
 double window_value(const std::string& op_type, int64_t n, const WindowParams& p);
+
+/// TensorScatter: the cache [batch, ..., max_len (axis), ...] viewed as [outer, max_len,
+/// inner], the update as [outer, seq_len, inner]; `per_batch` outer rows share a batch
+/// entry's write index. Packed 4- and 2-bit types are declined.
+struct TensorScatterParams {
+  int64_t outer = 1, per_batch = 1, max_len = 1, seq_len = 0, inner = 1;
+  bool circular = false;
+};
+Expected<TensorScatterParams> tensor_scatter_params(const OpContext& ctx);
+
+/// Where update step `step` of a batch entry whose write index is `index` goes in the cache,
+/// or -1 where it falls outside (linear mode): circular wraps modulo max_len.
+int64_t tensor_scatter_position(const TensorScatterParams& p, int64_t index, int64_t step);
 
 void add_rearrange_schemas(std::map<std::string, OpSchema>& table);
 

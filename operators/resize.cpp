@@ -32,7 +32,7 @@ double keys_cubic(double x, double a) {  // Keys' cubic convolution kernel
 
 Expected<std::vector<TensorDesc>> infer_resize(const OpContext& c) {
   if (!dtype_is_float(c.inputs[0].dtype))
-    return Status::unsupported(c.node->label() + ": Resize of " + dtype_name(c.inputs[0].dtype) + " (floats only)");
+    return Status::unsupported(c.node->label() + ": " + c.node->op_type + " of " + dtype_name(c.inputs[0].dtype) + " (floats only)");
   MOSAIC_ASSIGN_OR_RETURN(ResizeParams p, resize_params(c));
   return std::vector<TensorDesc>{{c.inputs[0].dtype, p.out}};
 }
@@ -51,9 +51,15 @@ Expected<ResizeParams> resize_params(const OpContext& ctx) {
   ResizeParams p;
   p.in = ctx.inputs[0].shape;
   const size_t r = p.in.size();
+  // Upsample (versions 7 and 9) and Resize 10 had a mode and scales only; ONNX's version
+  // converter reads them as Resize 11's asymmetric coordinates, nearest rounding down.
+  const bool legacy = n.op_type == "Upsample" || ctx.opset < 11;
   p.mode = n.attr_string("mode", "nearest");
-  p.transform = n.attr_string("coordinate_transformation_mode", "half_pixel");
-  p.nearest_mode = n.attr_string("nearest_mode", "round_prefer_floor");
+  p.transform = legacy ? "asymmetric" : n.attr_string("coordinate_transformation_mode", "half_pixel");
+  p.nearest_mode = legacy ? "floor" : n.attr_string("nearest_mode", "round_prefer_floor");
+  if (legacy && p.mode != "nearest" && p.mode != "linear")
+    return Status::invalid(n.label() + ": unknown mode '" + p.mode + "' (" + n.op_type + " at opset " +
+                           std::to_string(ctx.opset) + " takes nearest or linear)");
   p.cubic_a = n.attr_float("cubic_coeff_a", -0.75f);
   p.exclude_outside = n.attr_int("exclude_outside", 0) != 0;
   p.extrapolation = n.attr_float("extrapolation_value", 0.f);
@@ -87,10 +93,17 @@ Expected<ResizeParams> resize_params(const OpContext& ctx) {
   if (axes.empty())
     for (size_t a = 0; a < r; ++a) axes.push_back(static_cast<int64_t>(a));
   bool run_time = false;
-  const Tensor* roi = optional_constant(ctx, 1, &run_time);
-  const Tensor* scales = optional_constant(ctx, 2, &run_time);
-  const Tensor* sizes = optional_constant(ctx, 3, &run_time);
+  const Tensor* roi = legacy ? nullptr : optional_constant(ctx, 1, &run_time);
+  const Tensor* scales = optional_constant(ctx, legacy ? 1 : 2, &run_time);
+  const Tensor* sizes = legacy ? nullptr : optional_constant(ctx, 3, &run_time);
   if (run_time) return Status::unsupported(n.label() + ": roi, scales and sizes must be constants known at load time");
+  Tensor scales_attr;  // Upsample 7's scales are an attribute
+  if (legacy && !ctx.has_input(1)) {
+    const std::vector<float> given = n.attr_floats("scales", {});
+    if (given.empty()) return Status::invalid(n.label() + ": " + n.op_type + " needs scales");
+    scales_attr = Tensor::from_f32({static_cast<int64_t>(given.size())}, given);
+    scales = &scales_attr;
+  }
   if ((scales == nullptr) == (sizes == nullptr))
     return Status::invalid(n.label() + ": exactly one of scales and sizes must be given");
   p.scale.assign(r, 1.0);
@@ -230,6 +243,11 @@ void add_resize_schema(std::map<std::string, OpSchema>& table) {
                            "nearest, linear or cubic interpolation to scales or sizes (every coordinate transformation)");
   s.shape_inputs = {1, 2, 3};
   s.non_trainable_inputs = {1, 2, 3};
+  // Upsample (versions 7 and 9, deprecated at opset 10): Resize 10's semantics.
+  OpSchema& u = add_schema(table, "Upsample", 1, 2, infer_resize, f_resize,
+                           "nearest or linear upsampling by scales (Resize 10: asymmetric, nearest rounding down)");
+  u.shape_inputs = {1};
+  u.non_trainable_inputs = {1};
 }
 
 }  // namespace mosaic

@@ -12,6 +12,7 @@
 #include "operators/conv_transpose.hpp"
 #include "operators/einsum.hpp"
 #include "operators/detection.hpp"
+#include "operators/selection.hpp"
 #include "operators/grid_sample.hpp"
 #include "operators/rearrange.hpp"
 #include "operators/loss_ops.hpp"
@@ -691,7 +692,7 @@ void set_versions(std::map<std::string, OpSchema>& t) {
       {"Reshape", 1},  // the shape attribute before opset 5
       {"Slice", 1},    // starts, ends and axes attributes before opset 10
       {"Pad", 2},      // pads and value attributes before opset 11 (version 1 called them paddings)
-      {"Resize", 11},  // version 10 had no coordinate transformation (Upsample's rules)
+      {"Resize", 10},  // version 10 had no coordinate transformation (Upsample's rules)
       {"Scan", 9},     // Scan 8 had a batch axis and sequence_lens
   };
   for (auto& [op, s] : t) {
@@ -701,6 +702,8 @@ void set_versions(std::map<std::string, OpSchema>& t) {
     if (lo == 0) lo = onnx_op_versions(op).front();
     s.versions = {{lo, latest}};
   }
+  t.at("Upsample").versions = {{7, 9}};  // deprecated at opset 10 for Resize
+  t.at("Scatter").versions = {{9, 10}};  // deprecated at opset 11 for ScatterElements
 }
 
 /// Adds an op's schema with its outputs' arity and whether it only folds (build_table).
@@ -846,6 +849,7 @@ std::map<std::string, OpSchema> build_table() {
   add_einsum_schema(t);
   add_grid_sample_schema(t);
   add_detection_schemas(t);
+  add_selection_schemas(t);
   add_rearrange_schemas(t);
   add_conv_transpose_schema(t);
   set_versions(t);

@@ -6,13 +6,14 @@
 #include "operators/detection.hpp"
 
 namespace mosaic {
-namespace {
 
-Status length_changed(const Node& n, int64_t planned, int64_t now, const char* what) {
+Status output_length_changed(const Node& n, int64_t planned, int64_t now, const char* what) {
   return Status::invalid(n.label() + ": " + what + " " + std::to_string(now) + " where the plan was made for " +
                          std::to_string(planned) +
                          " (an output length that depends on input values; plan again with these inputs)");
 }
+
+namespace {
 
 class NonZeroKernel final : public Kernel {
  public:
@@ -27,7 +28,7 @@ class NonZeroKernel final : public Kernel {
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
     const Tensor& x = *src[0];
     const int64_t count = count_nonzero(x);
-    if (count != planned_) return length_changed(*node_, planned_, count, "it finds nonzero elements:");
+    if (count != planned_) return output_length_changed(*node_, planned_, count, "it finds nonzero elements:");
     const auto rank = static_cast<int64_t>(shape_.size());
     int64_t* y = dst[0]->i64();
     int64_t k = 0;
@@ -65,7 +66,7 @@ class NmsKernel final : public Kernel {
     MOSAIC_ASSIGN_OR_RETURN(NmsParams p, nms_with_scalars(p_, *node_, scalar(2), scalar(3), scalar(4)));
     const std::vector<int64_t> sel = nms_select(p, src[0]->f32(), src[1]->f32());
     const auto count = static_cast<int64_t>(sel.size() / 3);
-    if (count != planned_) return length_changed(*node_, planned_, count, "it keeps boxes:");
+    if (count != planned_) return output_length_changed(*node_, planned_, count, "it keeps boxes:");
     std::copy(sel.begin(), sel.end(), dst[0]->i64());
     return Status::ok();
   }

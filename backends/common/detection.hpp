@@ -10,4 +10,8 @@ namespace mosaic {
 
 void add_detection_kernels(BackendRegistration& r);
 
+/// The run's failure where a value-dependent output length is not the planned one: names the
+/// node, what was counted (`what`, e.g. "it keeps slices:") and both lengths.
+Status output_length_changed(const Node& n, int64_t planned, int64_t now, const char* what);
+
 }  // namespace mosaic

@@ -80,11 +80,39 @@ class EinsumKernel final : public Kernel {
   bool int64_ = false, float64_ = false;
 };
 
+class DetKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, det_params(ctx));
+    float64_ = ctx.inputs[0].dtype == DType::kF64;
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const int64_t size = p_.order * p_.order;
+    std::vector<double> a(static_cast<size_t>(size));
+    for (int64_t k = 0; k < p_.matrices; ++k) {
+      for (int64_t i = 0; i < size; ++i)
+        a[static_cast<size_t>(i)] = float64_ ? static_cast<const double*>(src[0]->data())[k * size + i]
+                                             : static_cast<double>(src[0]->f32()[k * size + i]);
+      const double det = determinant_in_place(a.data(), p_.order);
+      if (float64_) static_cast<double*>(dst[0]->data())[k] = det;
+      else dst[0]->f32()[k] = static_cast<float>(det);
+    }
+    return Status::ok();
+  }
+
+ private:
+  DetParams p_;
+  bool float64_ = false;
+};
+
 }  // namespace
 
-void add_einsum_kernel(BackendRegistration& r) {
+void add_einsum_det_kernels(BackendRegistration& r) {
   // float64 in its own width (double sums either way); the rest as KernelTraits' default.
-  r.kernel("Einsum", make_factory<EinsumKernel>(), {LayoutUse::kNone, nullptr, kBaseDTypes | dtype_bit(DType::kF64)});
+  const KernelTraits wide{LayoutUse::kNone, nullptr, kBaseDTypes | dtype_bit(DType::kF64)};
+  r.kernel("Einsum", make_factory<EinsumKernel>(), wide);
+  r.kernel("Det", make_factory<DetKernel>(), wide);
 }
 
 }  // namespace mosaic

@@ -343,6 +343,7 @@ class TopKKernel final : public Kernel {
 
 void add_indexing_kernels(BackendRegistration& r) {
   r.kernel("ScatterElements", make_factory<ScatterKernel>());
+  r.kernel("Scatter", make_factory<ScatterKernel>());  // ScatterElements' old name
   r.kernel("ScatterND", make_factory<ScatterKernel>());
   r.kernel("TopK", make_factory<TopKKernel>());
   r.kernel("GatherND", make_factory<GatherNDKernel>());

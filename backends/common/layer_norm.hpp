@@ -1,7 +1,8 @@
 // LayerNormalization's one definition of its arithmetic: forward in float or double (the
 // naive oracle, im2col and gradcheck's double reference) and backward in float (PyTorch's
 // native_layer_norm_backward formulas). Row statistics are accumulated in double.
-// RMSNormalization's forward, likewise.
+// RMSNormalization's forward, likewise; GroupNormalization's and InstanceNormalization's
+// kernel (forward, statistics in double).
 #pragma once
 
 #include <cmath>
@@ -91,5 +92,10 @@ inline void rms_norm_forward(const RmsNormParams& p, const float* x, const float
 /// naive oracle's, and the CPU backends' for the RMSNorm decompositions the fusion pass
 /// recognises (core/fuse_layer_norm.cpp).
 void add_rms_norm_loop_kernel(BackendRegistration& r);
+
+/// Registers GroupNormalization's and InstanceNormalization's kernel (float32; forward only):
+/// each (image, group) normalised over its channels' spatial positions with statistics in
+/// double, then scaled and shifted per channel (per group before opset 21).
+void add_group_norm_loop_kernel(BackendRegistration& r);
 
 }  // namespace mosaic

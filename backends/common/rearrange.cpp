@@ -193,6 +193,47 @@ class WindowKernel final : public Kernel {
   std::string op_;
 };
 
+/// TensorScatter: the cache copied, then each batch entry's update rows written from its
+/// write index (0 without write_indices); an index that runs past the cache in linear mode
+/// fails the run, naming the node, the entry and the index.
+class TensorScatterKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, tensor_scatter_params(ctx));
+    esize_ = static_cast<int64_t>(dtype_size(ctx.inputs[0].dtype));
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto* cache = static_cast<const char*>(src[0]->data());
+    const auto* update = static_cast<const char*>(src[1]->data());
+    auto* out = static_cast<char*>(dst[0]->data());
+    const Tensor* indices = src.size() > 2 ? src[2] : nullptr;
+    const int64_t row = p_.inner * esize_;
+    // Every index checked before anything is written: a refused run leaves no partial cache.
+    for (int64_t b = 0; p_.seq_len > 0 && b * p_.per_batch < p_.outer; ++b) {
+      const int64_t index = indices ? indices->i64()[b] : 0;
+      if (tensor_scatter_position(p_, index, 0) < 0)
+        return Status::invalid(label_ + ": write_indices[" + std::to_string(b) + "] = " + std::to_string(index) +
+                               " with " + std::to_string(p_.seq_len) + " steps to write runs outside the cache's " +
+                               std::to_string(p_.max_len) + " positions (linear mode)");
+    }
+    if (out != cache) std::memcpy(out, cache, static_cast<size_t>(src[0]->numel() * esize_));
+    for (int64_t o = 0; o < p_.outer; ++o) {
+      const int64_t index = indices ? indices->i64()[o / p_.per_batch] : 0;
+      for (int64_t t = 0; t < p_.seq_len; ++t)
+        std::memcpy(out + (o * p_.max_len + tensor_scatter_position(p_, index, t)) * row,
+                    update + (o * p_.seq_len + t) * row, static_cast<size_t>(row));
+    }
+    return Status::ok();
+  }
+
+ private:
+  TensorScatterParams p_;
+  int64_t esize_ = 1;
+  std::string label_;
+};
+
 }  // namespace
 
 void add_rearrange_kernels(BackendRegistration& r) {
@@ -205,6 +246,7 @@ void add_rearrange_kernels(BackendRegistration& r) {
   r.kernel("ReverseSequence", make_factory<ReverseSequenceKernel>(), any);
   r.kernel("CenterCropPad", make_factory<CropPadKernel>(), any);
   for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.kernel(op, make_factory<WindowKernel>(), any);
+  r.kernel("TensorScatter", make_factory<TensorScatterKernel>(), any);
 }
 
 }  // namespace mosaic

@@ -54,6 +54,9 @@ class ResizeKernel final : public Kernel {
 
 }  // namespace
 
-void add_resize_kernel(BackendRegistration& r) { r.kernel("Resize", make_factory<ResizeKernel>()); }
+void add_resize_kernel(BackendRegistration& r) {
+  r.kernel("Resize", make_factory<ResizeKernel>());
+  r.kernel("Upsample", make_factory<ResizeKernel>());  // Resize 10's rules (operators/resize.cpp)
+}
 
 }  // namespace mosaic

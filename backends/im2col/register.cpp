@@ -10,6 +10,7 @@
 #include "backends/common/movement.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/detection.hpp"
+#include "backends/common/selection.hpp"
 #include "backends/common/indexing.hpp"
 #include "backends/common/logic.hpp"
 #include "backends/common/pointwise.hpp"
@@ -55,6 +56,7 @@ Status register_im2col(Registrar& registrar) {
   add_reduce_loop_kernels(r, float32_data);  // no BLAS or Eigen call fits every axis set
   add_layer_norm_loop_kernel(r, float32_only);
   add_rms_norm_loop_kernel(r);  // the fused RMSNorm decompositions (core/fuse_layer_norm.cpp)
+  add_group_norm_loop_kernel(r);  // InstanceNormalization and GroupNormalization (common/layer_norm.hpp)
   add_logic_kernels(r);  // masks and broadcasts: byte moves, nothing for BLAS or Eigen
   add_rearrange_kernels(r);  // DepthToSpace, OneHot, BitCast...: byte moves too
   add_pointwise_kernels(r);
@@ -62,6 +64,7 @@ Status register_im2col(Registrar& registrar) {
   add_fast_qlinear_add(r);  // and its residual Adds (core/fuse_qdq_codes.cpp)
   add_indexing_kernels(r);
   add_detection_kernels(r);
+  add_selection_kernels(r);  // Compress, Unique
   add_resize_kernel(r);
   add_rnn_kernels(r, im2col_impl::cblas_gemm, float32_data);  // the shared recurrence, sgemm products
   return r.status();

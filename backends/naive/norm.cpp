@@ -239,36 +239,6 @@ class LrnKernel final : public Kernel {
   int64_t n_ = 0, c_ = 0, sp_ = 0;
 };
 
-/// InstanceNormalization: each (image, channel) over its spatial positions, in double
-/// (forward only).
-class InstanceNormKernel final : public Kernel {
- public:
-  Status init(const KernelContext& ctx) {
-    MOSAIC_ASSIGN_OR_RETURN(p_, instance_norm_params(ctx));
-    return Status::ok();
-  }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const float *x = src[0]->f32(), *scale = src[1]->f32(), *bias = src[2]->f32();
-    float* y = dst[0]->f32();
-    const double n = static_cast<double>(p_.spatial);
-    for (int64_t g = 0; g < p_.batch * p_.channels; ++g) {
-      const float* xs = x + g * p_.spatial;
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < p_.spatial; ++i) mean += xs[i];
-      mean /= n;
-      for (int64_t i = 0; i < p_.spatial; ++i) var += (xs[i] - mean) * (xs[i] - mean);
-      var /= n;
-      const int64_t c = g % p_.channels;
-      const double k = scale[c] / std::sqrt(var + p_.epsilon);
-      for (int64_t i = 0; i < p_.spatial; ++i) y[g * p_.spatial + i] = static_cast<float>((xs[i] - mean) * k + bias[c]);
-    }
-    return Status::ok();
-  }
-
- private:
-  InstanceNormParams p_;
-};
-
 }  // namespace
 
 /// Hardmax: 1 at the first largest element along the axis (softmax_params' axis), 0 elsewhere.
@@ -379,8 +349,8 @@ void add_norm_kernels(BackendRegistration& r) {
   r.kernel("Hardmax", make_factory<HardmaxKernel>());
   r.kernel("LpNormalization", make_factory<LpNormKernel>());
   r.kernel("MeanVarianceNormalization", make_factory<MvnKernel>());
-  r.kernel("InstanceNormalization", make_factory<InstanceNormKernel>());
-  add_rms_norm_loop_kernel(r);  // the shared loop (common/layer_norm.hpp)
+  add_rms_norm_loop_kernel(r);    // the shared loops (common/layer_norm.hpp)
+  add_group_norm_loop_kernel(r);  // InstanceNormalization and GroupNormalization
   r.kernel("Softmax", make_factory<SoftmaxKernel>());
   r.kernel("LogSoftmax", make_factory<SoftmaxKernel>());
   r.kernel("BatchNormalization", make_factory<BatchNormKernel>());

@@ -9,6 +9,7 @@
 #include "backends/common/pointwise.hpp"
 #include "backends/common/einsum.hpp"
 #include "backends/common/detection.hpp"
+#include "backends/common/selection.hpp"
 #include "backends/common/grid_sample.hpp"
 #include "backends/common/loss_ops.hpp"
 #include "backends/common/quantize.hpp"
@@ -49,9 +50,10 @@ Status register_naive(Registrar& registrar) {
   add_ms_quantize_kernels(r);
   add_control_flow_kernels(r);
   add_signal_kernels(r);
-  add_einsum_kernel(r);
+  add_einsum_det_kernels(r);
   add_grid_sample_kernel(r);
   add_detection_kernels(r);
+  add_selection_kernels(r);  // Compress, Unique
   add_rearrange_kernels(r);
   add_rnn_kernels(r, loop_gemm<float>, float32_data);
   add_attention_kernel(r, loop_gemm<float>, false);

@@ -11,6 +11,7 @@
 #include "backends/common/quantize.hpp"
 #include "backends/common/attention.hpp"
 #include "backends/common/detection.hpp"
+#include "backends/common/selection.hpp"
 #include "backends/common/indexing.hpp"
 #include "backends/common/layer_norm.hpp"
 #include "backends/common/logic.hpp"
@@ -139,12 +140,14 @@ Status register_onednn(Registrar& registrar) {
   add_fast_qlinear_add(r);  // and its residual Adds (core/fuse_qdq_codes.cpp)
   add_indexing_kernels(r);
   add_detection_kernels(r);
+  add_selection_kernels(r);  // Compress, Unique
   add_resize_kernel(r);
   // The recurrent ops: the shared recurrence (backends/common/rnn.hpp) with oneDNN's sgemm.
   add_rnn_kernels(r, dnnl_gemm, float32_data);
   // RMSNorm (the fused decompositions of today's decoders): oneDNN's layer normalisation
   // subtracts the mean, so the shared row loop.
   add_rms_norm_loop_kernel(r);
+  add_group_norm_loop_kernel(r);  // InstanceNormalization and GroupNormalization (common/layer_norm.hpp)
   add_view_kernels(r);
   return r.status();
 }

@@ -1,0 +1,321 @@
+// Ops that models of today's and yesterday's opsets use and Mosaic lacked: GroupNormalization
+// (opsets 18 and 21), TensorScatter (24, the KV cache update), Det, Compress and Unique
+// (lengths that depend on values), and the deprecated Upsample, Scatter and Resize 10 that
+// old exports still carry. Against hand-computed values (onnx's node tests check them
+// against its reference outputs, tests/conformance/onnx-1.23); each refusal names the node.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "test_util.hpp"
+
+namespace mosaic::test {
+namespace {
+
+using A = Attribute;
+
+const char* const kCpuBackends[] = {"naive", "im2col", "onednn"};
+
+std::vector<Tensor> run_ok(const OpCase& c, const std::string& backend) {
+  std::vector<Tensor> out;
+  const Status st = run_on(c, backend, &out);
+  EXPECT_TRUE(st.is_ok()) << backend << ": " << st.to_string();
+  return out;
+}
+
+std::string refusal(const OpCase& c, const std::string& backend = "naive") {
+  std::vector<Tensor> out;
+  const Status st = run_on(c, backend, &out);
+  EXPECT_FALSE(st.is_ok()) << c.label << " ran on " << backend;
+  return st.message();
+}
+
+void expect_values(const Tensor& t, const std::vector<double>& want, double tol = 0) {
+  const std::vector<double> got = values_of(t);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+// x [1, 4, 2]: groups of two channels {1, 3, 5, 7} and {0, 0, 2, 2} (means 4 and 1,
+// variances 5 and 1), epsilon 0.
+OpCase group_norm_case(int64_t opset, const Shape& affine, std::vector<float> scale, std::vector<float> bias) {
+  OpCase c;
+  c.label = "GroupNormalization";
+  c.node = make_node("GroupNormalization", {{"num_groups", A::of_int(2)}, {"epsilon", A::of_float(0)}});
+  c.inputs = {Tensor::from_f32({1, 4, 2}, {1, 3, 5, 7, 0, 0, 2, 2}), Tensor::from_f32(affine, std::move(scale)),
+              Tensor::from_f32(affine, std::move(bias))};
+  c.is_const = {false, true, true};
+  c.opset = opset;
+  return c;
+}
+
+TEST(GroupNorm, PerChannelAtOpset21AndPerGroupAtOpset18ByHand) {
+  const double r5 = 1 / std::sqrt(5.0);
+  // Opset 21: scale and bias per channel.
+  OpCase c = group_norm_case(21, {4}, {1, 2, 1, -1}, {0, 1, 0, 10});
+  for (const char* b : kCpuBackends) {
+    auto out = run_ok(c, b);
+    if (out.empty()) continue;
+    expect_values(out[0], {-3 * r5, -r5, 2 * r5 + 1, 6 * r5 + 1, -1, -1, 9, 9}, 1e-6);
+  }
+  // Opset 18: one scale and bias per group.
+  c = group_norm_case(18, {2}, {2, 3}, {1, -1});
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {-6 * r5 + 1, -2 * r5 + 1, 2 * r5 + 1, 6 * r5 + 1, -4, -4, 2, 2}, 1e-6);
+  // InstanceNormalization is the case of a channel a group.
+  OpCase in;
+  in.node = make_node("InstanceNormalization", {{"epsilon", A::of_float(0)}});
+  in.inputs = {Tensor::from_f32({1, 2, 2}, {1, 3, 0, 4}), Tensor::from_f32({2}, {1, 2}), Tensor::from_f32({2}, {0, 1})};
+  in.is_const = {false, true, true};
+  for (const char* b : kCpuBackends) {
+    out = run_ok(in, b);
+    if (!out.empty()) expect_values(out[0], {-1, 1, -1, 3}, 1e-6);
+  }
+}
+
+TEST(GroupNorm, RefusesWhatItCannotNormaliseNamingTheNode) {
+  OpCase c = group_norm_case(21, {4}, {1, 1, 1, 1}, {0, 0, 0, 0});
+  c.node.attrs["num_groups"] = A::of_int(3);
+  EXPECT_NE(refusal(c).find("num_groups 3 must divide the 4 channels"), std::string::npos) << refusal(c);
+  c.node.attrs.erase("num_groups");
+  EXPECT_NE(refusal(c).find("needs num_groups"), std::string::npos) << refusal(c);
+  c = group_norm_case(18, {4}, {1, 1, 1, 1}, {0, 0, 0, 0});  // per channel at opset 18
+  EXPECT_NE(refusal(c).find("scale must have shape [2] (one value per group at opset 18)"), std::string::npos)
+      << refusal(c);
+  c = group_norm_case(21, {4}, {1, 1, 1, 1}, {0, 0, 0, 0});
+  c.node.attrs["stash_type"] = A::of_int(10);
+  EXPECT_NE(refusal(c).find("stash_type 10"), std::string::npos) << refusal(c);
+}
+
+OpCase upsample_case(int64_t opset, const std::string& mode, const Shape& shape, std::vector<float> x,
+                     std::vector<float> scales) {
+  OpCase c;
+  c.label = "Upsample";
+  c.node = make_node("Upsample", {{"mode", A::of_string(mode)}});
+  c.inputs = {Tensor::from_f32(shape, std::move(x))};
+  c.opset = opset;
+  if (opset >= 9) {
+    c.inputs.push_back(Tensor::from_f32({static_cast<int64_t>(scales.size())}, scales));
+    c.is_const = {false, true};
+  } else {
+    c.node.attrs["scales"] = A::of_floats(scales);
+  }
+  return c;
+}
+
+TEST(Upsample, FollowsResize10sRulesAsymmetricAndRoundingDown) {
+  // Nearest x2 then x1.5: columns 0 0 1 1 -> floor(o / 1.5) = 0 0 1.
+  OpCase c = upsample_case(9, "nearest", {1, 1, 1, 2}, {1, 2}, {1, 1, 2, 1.5f});
+  for (const char* b : kCpuBackends) {
+    auto out = run_ok(c, b);
+    if (!out.empty()) {
+      EXPECT_EQ(out[0].shape(), (Shape{1, 1, 2, 3}));
+      expect_values(out[0], {1, 1, 2, 1, 1, 2});
+    }
+  }
+  // Linear x2 from o / 2: 0, 0.5, 1, 1.5 (the last clamped to the edge).
+  c = upsample_case(7, "linear", {1, 1, 1, 2}, {0, 4}, {1, 1, 1, 2});
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {0, 2, 4, 4});
+  // Downsampling by 0.5, nearest: positions 0 and 2 (PyTorch's floor; ONNX's version converter).
+  c = upsample_case(9, "nearest", {4}, {10, 11, 12, 13}, {0.5f});
+  out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {10, 12});
+  // Resize at opset 10 is the same op under its new name.
+  OpCase r = upsample_case(10, "linear", {1, 1, 1, 2}, {0, 4}, {1, 1, 1, 2});
+  r.node.op_type = "Resize";
+  out = run_ok(r, "naive");
+  if (!out.empty()) expect_values(out[0], {0, 2, 4, 4});
+  // Upsample is deprecated from opset 10; cubic never was one of its modes.
+  c = upsample_case(10, "nearest", {4}, {10, 11, 12, 13}, {2});
+  EXPECT_NE(refusal(c).find("Mosaic implements Upsample versions 7 to 9"), std::string::npos) << refusal(c);
+  c = upsample_case(9, "cubic", {4}, {10, 11, 12, 13}, {2});
+  EXPECT_NE(refusal(c).find("unknown mode 'cubic'"), std::string::npos) << refusal(c);
+  c = upsample_case(7, "nearest", {4}, {10, 11, 12, 13}, {});
+  EXPECT_NE(refusal(c).find("needs scales"), std::string::npos) << refusal(c);
+}
+
+TEST(Scatter, IsScatterElementsWithoutReduction) {
+  OpCase c;
+  c.label = "Scatter";
+  c.node = make_node("Scatter", {{"axis", A::of_int(1)}});
+  c.inputs = {Tensor::from_f32({2, 3}, {0, 0, 0, 0, 0, 0}), Tensor::from_i64({2, 1}, {2, 0}),
+              Tensor::from_f32({2, 1}, {5, 7})};
+  c.opset = 9;
+  for (const char* b : kCpuBackends) {
+    auto out = run_ok(c, b);
+    if (!out.empty()) expect_values(out[0], {0, 0, 5, 7, 0, 0});
+  }
+  c.node.attrs["reduction"] = A::of_string("add");
+  EXPECT_NE(refusal(c).find("Scatter has no reduction"), std::string::npos) << refusal(c);
+  c.node.attrs.erase("reduction");
+  c.opset = 11;
+  EXPECT_NE(refusal(c).find("Mosaic implements Scatter versions 9 to 10"), std::string::npos) << refusal(c);
+}
+
+// A cache [2 entries, 1 head, 4 positions, 1] of int8 (bytes moved whatever the type), two
+// steps of update per entry.
+OpCase tensor_scatter_case(const std::string& mode, std::vector<int64_t> write) {
+  OpCase c;
+  c.label = "TensorScatter";
+  c.node = make_node("TensorScatter", {{"mode", A::of_string(mode)}});
+  Tensor cache = Tensor::empty({DType::kI8, {2, 1, 4, 1}}), update = Tensor::empty({DType::kI8, {2, 1, 2, 1}});
+  for (int i = 0; i < 8; ++i) static_cast<int8_t*>(cache.data())[i] = static_cast<int8_t>(i);
+  for (int i = 0; i < 4; ++i) static_cast<int8_t*>(update.data())[i] = static_cast<int8_t>(-10 - i);
+  c.inputs = {cache, update, Tensor::from_i64({2}, write)};
+  c.opset = 24;
+  return c;
+}
+
+TEST(TensorScatter, WritesEachEntrysUpdateFromItsIndexLinearOrCircular) {
+  for (const char* b : kCpuBackends) {
+    auto out = run_ok(tensor_scatter_case("linear", {1, 2}), b);
+    if (!out.empty()) expect_values(out[0], {0, -10, -11, 3, 4, 5, -12, -13});
+    out = run_ok(tensor_scatter_case("circular", {3, 6}), b);  // 3, 0 and 6 % 4 = 2, 3
+    if (!out.empty()) expect_values(out[0], {-11, 1, 2, -10, 4, 5, -12, -13});
+    out = run_ok(tensor_scatter_case("circular", {-1, 2}), b);  // -1 mod 4 = 3 (numpy's modulo)
+    if (!out.empty()) expect_values(out[0], {-11, 1, 2, -10, 4, 5, -12, -13});
+  }
+  // Without write_indices every entry writes from 0.
+  OpCase c = tensor_scatter_case("linear", {0, 0});
+  c.inputs.pop_back();
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {-10, -11, 2, 3, -12, -13, 6, 7});
+  // Past the end in linear mode: refused at run time, naming the entry.
+  std::string why = refusal(tensor_scatter_case("linear", {0, 3}));
+  EXPECT_NE(why.find("write_indices[1] = 3 with 2 steps to write runs outside the cache's 4 positions"),
+            std::string::npos)
+      << why;
+  why = refusal(tensor_scatter_case("linear", {-1, 0}));
+  EXPECT_NE(why.find("write_indices[0] = -1"), std::string::npos) << why;
+  c = tensor_scatter_case("linear", {0, 0});
+  c.node.attrs["axis"] = A::of_int(0);
+  EXPECT_NE(refusal(c).find("axis 0 is the batch axis"), std::string::npos) << refusal(c);
+  c = tensor_scatter_case("ring", {0, 0});
+  EXPECT_NE(refusal(c).find("mode 'ring'"), std::string::npos) << refusal(c);
+  c = tensor_scatter_case("linear", {0, 0});
+  std::swap(c.inputs[0], c.inputs[1]);  // an update longer than the cache
+  EXPECT_NE(refusal(c).find("no longer than the cache's"), std::string::npos) << refusal(c);
+}
+
+TEST(Det, MatchesHandComputedDeterminants) {
+  OpCase c;
+  c.label = "Det";
+  c.node = make_node("Det");
+  // [[1, 2], [3, 4]] = -2; a pivot needed ([[0, 1], [1, 0]] = -1); proportional rows: 0.
+  c.inputs = {Tensor::from_f32({3, 2, 2}, {1, 2, 3, 4, 0, 1, 1, 0, 2, 4, 1, 2})};
+  c.opset = 22;
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) {
+    EXPECT_EQ(out[0].shape(), (Shape{3}));
+    expect_values(out[0], {-2, -1, 0});
+  }
+  // 3 x 3 with a zero first pivot: 0 (50 - 48) - 2 (40 - 42) + 3 (32 - 35) = 4 - 9.
+  c.inputs = {Tensor::from_f32({3, 3}, {0, 2, 3, 4, 5, 6, 7, 8, 10})};
+  out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {-5}, 1e-5);
+  c.inputs = {Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6})};
+  EXPECT_NE(refusal(c).find("square matrices"), std::string::npos) << refusal(c);
+}
+
+TEST(Compress, AConstantConditionIsPlannedAtLoadTimeOnEveryBackend) {
+  OpCase c;
+  c.label = "Compress";
+  c.node = make_node("Compress", {{"axis", A::of_int(1)}});
+  Tensor cond = Tensor::empty({DType::kBool, {2}});  // shorter than the axis: slice 2 dropped
+  cond.u8()[0] = 0;
+  cond.u8()[1] = 1;
+  c.inputs = {Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6}), cond};
+  c.is_const = {false, true};
+  for (const char* b : kCpuBackends) {
+    auto out = run_ok(c, b);
+    if (!out.empty()) {
+      EXPECT_EQ(out[0].shape(), (Shape{2, 1}));
+      expect_values(out[0], {2, 5});
+    }
+  }
+  c.node.attrs.erase("axis");  // flattened
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {2});
+  Tensor long_cond = Tensor::empty({DType::kBool, {7}});
+  for (int i = 0; i < 7; ++i) long_cond.u8()[i] = 1;
+  c.inputs[1] = long_cond;
+  EXPECT_NE(refusal(c).find("condition has 7 values for 6 elements"), std::string::npos) << refusal(c);
+}
+
+TEST(Compress, ARunTimeConditionIsPlannedFromGivenInputsAndCheckedEachRun) {
+  Graph g;
+  g.source = "compress.onnx";
+  g.opset = 13;
+  g.inputs.push_back(ValueInfo{"x", DType::kF32, {4}, {}, true});
+  g.inputs.push_back(ValueInfo{"keep", DType::kBool, {4}, {}, true});
+  add_node(g, make_node("Compress", {{"axis", A::of_int(0)}}), {"x", "keep"}, {"y"}, "select");
+  g.outputs.push_back(ValueInfo{"y", DType::kF32, {}, {}, false});
+  auto bools = [](std::vector<int> v) {
+    Tensor t = Tensor::empty({DType::kBool, {static_cast<int64_t>(v.size())}});
+    for (size_t i = 0; i < v.size(); ++i) t.u8()[i] = static_cast<uint8_t>(v[i]);
+    return t;
+  };
+  const Tensor x = Tensor::from_f32({4}, {1, 2, 3, 4});
+  Graph unplanned = g;
+  auto refused = prepare_graph(unplanned, builtin_registry(), PrepareOptions{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("depends on condition's values"), std::string::npos);
+  PrepareOptions po;
+  po.specialise = [&](const Graph&) -> Expected<std::vector<Tensor>> { return std::vector<Tensor>{x, bools({1, 0, 0, 1})}; };
+  ASSERT_TRUE(prepare_graph(g, builtin_registry(), po).ok());
+  auto plan = Plan::build(g, Placement::all_on("onednn"), builtin_registry());
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(plan.value()->run({x, bools({0, 1, 1, 0})}, &out).is_ok());
+  expect_values(out[0], {2, 3});
+  const Status st = plan.value()->run({x, bools({1, 1, 1, 0})}, &out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("'select' (Compress)"), std::string::npos) << st.message();
+}
+
+OpCase unique_case(const Shape& shape, std::vector<float> x, int sorted, int64_t axis = -100) {
+  OpCase c;
+  c.label = "Unique";
+  c.node = make_node("Unique", {{"sorted", A::of_int(sorted)}});
+  if (axis != -100) c.node.attrs["axis"] = A::of_int(axis);
+  c.node.outputs = {"y", "indices", "inverse", "counts"};
+  c.inputs = {Tensor::from_f32(shape, std::move(x))};
+  c.is_const = {true};  // planned at load time (the value decides the length)
+  c.opset = 11;
+  return c;
+}
+
+TEST(Unique, SortedInOrderOfOccurrenceAndAlongAnAxisByHand) {
+  auto out = run_ok(unique_case({6}, {2, 1, 1, 3, 4, 3}, 1), "naive");
+  ASSERT_EQ(out.size(), 4u);
+  expect_values(out[0], {1, 2, 3, 4});
+  expect_values(out[1], {1, 0, 3, 4});
+  expect_values(out[2], {1, 0, 0, 2, 3, 2});
+  expect_values(out[3], {2, 1, 2, 1});
+  out = run_ok(unique_case({6}, {2, 1, 1, 3, 4, 3}, 0), "naive");
+  ASSERT_EQ(out.size(), 4u);
+  expect_values(out[0], {2, 1, 3, 4});
+  expect_values(out[1], {0, 1, 3, 4});
+  expect_values(out[2], {0, 1, 1, 2, 3, 2});
+  expect_values(out[3], {1, 2, 2, 1});
+  // Rows along axis 0, compared element by element: [2, 0] < [2, 1]; the repeated row once.
+  out = run_ok(unique_case({3, 2}, {2, 1, 2, 0, 2, 1}, 1, 0), "naive");
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].shape(), (Shape{2, 2}));
+  expect_values(out[0], {2, 0, 2, 1});
+  expect_values(out[2], {1, 0, 1});
+  expect_values(out[3], {1, 2});
+  // NaNs are one value, after every number (numpy's unique).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  out = run_ok(unique_case({3}, {nan, 1, nan}, 1), "naive");
+  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out[0].numel(), 2);
+  EXPECT_EQ(out[0].f32()[0], 1.f);
+  EXPECT_TRUE(std::isnan(out[0].f32()[1]));
+  expect_values(out[3], {1, 2});
+}
+
+}  // namespace
+}  // namespace mosaic::test
