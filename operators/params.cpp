@@ -238,6 +238,15 @@ Expected<int64_t> normalize_axis(int64_t axis, int64_t rank, const Node& node) {
   return axis < 0 ? axis + rank : axis;
 }
 
+Expected<std::vector<int64_t>> bounded_ints(const Node& n, const char* name, int64_t def, int64_t lo, size_t count) {
+  std::vector<int64_t> v = n.has_attr(name) ? n.attr_ints(name) : std::vector<int64_t>(count, def);
+  if (v.size() != count)
+    return Status::invalid(n.label() + ": " + name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(count));
+  for (int64_t e : v)
+    if (e < lo || e > kMaxDim) return Status::invalid(n.label() + ": " + name + " value " + std::to_string(e) + " out of range");
+  return v;
+}
+
 Expected<PadParams> pad_params(const OpContext& ctx) {
   const Node& node = *ctx.node;
   PadParams p;

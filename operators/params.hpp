@@ -126,6 +126,9 @@ Expected<MatMulParams> matmul_params(const Shape& a, const Shape& b);
 Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 /// Normalises a possibly negative axis into [0, rank).
 Expected<int64_t> normalize_axis(int64_t axis, int64_t rank, const Node& node);
+/// An ints attribute of exactly `count` values, each in [lo, 2^31 - 1]; `def` each where the
+/// node has none (strides, dilations, pads of the windowed ops that read no Window).
+Expected<std::vector<int64_t>> bounded_ints(const Node& node, const char* name, int64_t def, int64_t lo, size_t count);
 
 struct PadParams {
   std::string mode = "constant";

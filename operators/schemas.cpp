@@ -11,6 +11,7 @@
 #include "operators/normalization.hpp"
 #include "operators/conv_transpose.hpp"
 #include "operators/einsum.hpp"
+#include "operators/deform_conv.hpp"
 #include "operators/detection.hpp"
 #include "operators/selection.hpp"
 #include "operators/grid_sample.hpp"
@@ -852,6 +853,7 @@ std::map<std::string, OpSchema> build_table() {
   add_selection_schemas(t);
   add_rearrange_schemas(t);
   add_conv_transpose_schema(t);
+  add_deform_conv_schema(t);
   set_versions(t);
   return t;
 }

@@ -1,7 +1,7 @@
 // Ops that models of today's and yesterday's opsets use and Mosaic lacked: GroupNormalization
 // (opsets 18 and 21), TensorScatter (24, the KV cache update), Det, Compress and Unique
-// (lengths that depend on values), and the deprecated Upsample, Scatter and Resize 10 that
-// old exports still carry. Against hand-computed values (onnx's node tests check them
+// (lengths that depend on values), Col2Im, AffineGrid, MaxUnpool and DeformConv, and the
+// deprecated Upsample, Scatter and Resize 10 that old exports still carry. Against hand-computed values (onnx's node tests check them
 // against its reference outputs, tests/conformance/onnx-1.23); each refusal names the node.
 #include <gtest/gtest.h>
 
@@ -315,6 +315,133 @@ TEST(Unique, SortedInOrderOfOccurrenceAndAlongAnAxisByHand) {
   EXPECT_EQ(out[0].f32()[0], 1.f);
   EXPECT_TRUE(std::isnan(out[0].f32()[1]));
   expect_values(out[3], {1, 2});
+}
+
+OpCase col2im_case(const Shape& image, const Shape& block, const Shape& input, std::map<std::string, Attribute> attrs) {
+  OpCase c;
+  c.label = "Col2Im";
+  c.node = make_node("Col2Im", std::move(attrs));
+  c.inputs = {Tensor::from_f32(input, std::vector<float>(static_cast<size_t>(shape_numel(input)), 1.f)),
+              Tensor::from_i64({static_cast<int64_t>(image.size())}, image),
+              Tensor::from_i64({static_cast<int64_t>(block.size())}, block)};
+  c.is_const = {false, true, true};
+  c.opset = 18;
+  return c;
+}
+
+TEST(Col2Im, SumsEachBlockBackIntoTheImage) {
+  // 2 x 2 blocks over a 3 x 3 image at stride 1: each pixel gets as many ones as blocks cover it.
+  auto out = run_ok(col2im_case({3, 3}, {2, 2}, {1, 4, 4}, {}), "naive");
+  if (!out.empty()) {
+    EXPECT_EQ(out[0].shape(), (Shape{1, 1, 3, 3}));
+    expect_values(out[0], {1, 2, 1, 2, 4, 2, 1, 2, 1});
+  }
+  // Padded by 1: 3 x 3 block positions, every pixel of the 2 x 2 image under 4 of them; two
+  // channels of columns.
+  out = run_ok(col2im_case({2, 2}, {2, 2}, {1, 8, 9}, {{"pads", A::of_ints({1, 1, 1, 1})}}), "naive");
+  if (!out.empty()) expect_values(out[0], {4, 4, 4, 4, 4, 4, 4, 4});
+  // Stride 2 and dilation 2 along one axis: blocks at 0 and 2 reach 0, 2 and 2, 4.
+  out = run_ok(col2im_case({5}, {2}, {1, 2, 2}, {{"strides", A::of_ints({2})}, {"dilations", A::of_ints({2})}}), "naive");
+  if (!out.empty()) expect_values(out[0], {1, 0, 2, 0, 1});
+  const std::string why = refusal(col2im_case({3, 3}, {2, 2}, {1, 4, 5}, {}));
+  EXPECT_NE(why.find("must be [N, C * 4, 4] for blocks [2,2] over image [3,3]"), std::string::npos) << why;
+}
+
+TEST(AffineGrid, TransformsTheNormalisedCoordinatesXFirst) {
+  OpCase c;
+  c.label = "AffineGrid";
+  c.node = make_node("AffineGrid");
+  c.inputs = {Tensor::from_f32({1, 2, 3}, {2, 0, 0.5f, 0, -1, 0}), Tensor::from_i64({4}, {1, 1, 2, 3})};
+  c.is_const = {false, true};
+  c.opset = 20;
+  // Point centres: x -2/3, 0, 2/3 along W; y -1/2, 1/2 along H. (2x + 0.5, -y) each.
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) {
+    EXPECT_EQ(out[0].shape(), (Shape{1, 2, 3, 2}));
+    expect_values(out[0], {-4.0 / 3 + 0.5, 0.5, 0.5, 0.5, 4.0 / 3 + 0.5, 0.5, -4.0 / 3 + 0.5, -0.5, 0.5, -0.5, 4.0 / 3 + 0.5,
+                           -0.5},
+                  1e-6);
+  }
+  c.node.attrs["align_corners"] = A::of_int(1);  // the corners: x -1, 0, 1; y -1, 1
+  out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {-1.5, 1, 0.5, 1, 2.5, 1, -1.5, -1, 0.5, -1, 2.5, -1}, 1e-6);
+  c.inputs[1] = Tensor::from_i64({5}, {1, 1, 2, 2, 3});  // 3-D needs a 3 x 4 theta
+  EXPECT_NE(refusal(c).find("theta [1,2,3] must be [1, 3, 4]"), std::string::npos) << refusal(c);
+}
+
+TEST(MaxUnpool, WritesEachValueAtItsIndexAndRefusesOnesOutside) {
+  OpCase c;
+  c.label = "MaxUnpool";
+  c.node = make_node("MaxUnpool", {{"kernel_shape", A::of_ints({2, 2})}, {"strides", A::of_ints({2, 2})}});
+  c.inputs = {Tensor::from_f32({1, 1, 2, 2}, {1, 2, 3, 4}), Tensor::from_i64({1, 1, 2, 2}, {0, 3, 9, 15})};
+  c.opset = 11;
+  std::vector<double> want(16, 0);
+  want[0] = 1, want[3] = 2, want[9] = 3, want[15] = 4;
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], want);
+  // output_shape 5 x 5: the 4 x 4 the indices address kept at its start (ONNX's reference).
+  c.inputs.push_back(Tensor::from_i64({4}, {1, 1, 5, 5}));
+  c.is_const = {false, false, true};
+  want.assign(25, 0);
+  want[0] = 1, want[3] = 2, want[11] = 3, want[18] = 4;
+  out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], want);
+  c.inputs[2] = Tensor::from_i64({4}, {1, 1, 3, 5});
+  EXPECT_NE(refusal(c).find("must keep N and C and hold the unpooled [1,1,4,4]"), std::string::npos) << refusal(c);
+  c.inputs.pop_back();
+  c.is_const.clear();
+  c.inputs[1] = Tensor::from_i64({1, 1, 2, 2}, {0, 3, 9, 16});
+  EXPECT_NE(refusal(c).find("I[3] = 16 is outside the unpooled [1,1,4,4]'s 16 elements"), std::string::npos)
+      << refusal(c);
+}
+
+TEST(DeformConv, ShiftedTapsSampleBilinearlyAndZeroOffsetsAreAConvolution) {
+  // A 1 x 1 kernel shifted half a column right: the mean of two neighbours, the right one
+  // outside the image counting 0; a mask of 0.5 and a bias of 1.
+  OpCase c;
+  c.label = "DeformConv";
+  c.node = make_node("DeformConv");
+  std::vector<float> x(9), shift(18, 0.f);
+  for (int i = 0; i < 9; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+  for (int i = 9; i < 18; ++i) shift[static_cast<size_t>(i)] = 0.5f;  // channel 1: the column shift
+  c.inputs = {Tensor::from_f32({1, 1, 3, 3}, x), Tensor::from_f32({1, 1, 1, 1}, {1}), Tensor::from_f32({1, 2, 3, 3}, shift),
+              Tensor::from_f32({1}, {1}), Tensor::from_f32({1, 1, 3, 3}, std::vector<float>(9, 0.5f))};
+  c.opset = 19;
+  auto out = run_ok(c, "naive");
+  if (!out.empty()) expect_values(out[0], {1.25, 1.75, 1.5, 2.75, 3.25, 2.25, 4.25, 4.75, 3}, 1e-6);
+  // Two offset groups, a channel each: the second's taps shifted one column right (its
+  // second output reads past the edge: 0), the first's not.
+  OpCase groups;
+  groups.node = make_node("DeformConv", {{"offset_group", A::of_int(2)}});
+  groups.inputs = {Tensor::from_f32({1, 2, 1, 2}, {1, 2, 10, 20}), Tensor::from_f32({1, 2, 1, 1}, {1, 1}),
+                   Tensor::from_f32({1, 4, 1, 2}, {0, 0, 0, 0, 0, 0, 1, 1})};
+  groups.opset = 19;
+  out = run_ok(groups, "naive");
+  if (!out.empty()) expect_values(out[0], {21, 2});
+  // Zero offsets, no mask: the naive Conv's answer (grouped, strided, dilated, padded).
+  const std::map<std::string, Attribute> geometry = {{"group", A::of_int(2)},
+                                                     {"strides", A::of_ints({2, 1})},
+                                                     {"dilations", A::of_ints({1, 2})},
+                                                     {"pads", A::of_ints({1, 0, 1, 2})}};
+  OpCase conv;
+  conv.node = make_node("Conv", geometry);
+  conv.inputs = {random_tensor({2, 4, 5, 6}, 1), random_tensor({6, 2, 3, 2}, 2), random_tensor({6}, 3)};
+  conv.is_const = {false, true, true};
+  auto want = run_ok(conv, "naive");
+  OpCase deform;
+  deform.node = make_node("DeformConv", geometry);
+  deform.node.attrs["offset_group"] = A::of_int(2);
+  ASSERT_FALSE(want.empty());
+  const Shape& o = want[0].shape();  // [2, 6, 3, 6]
+  const Shape offsets{2, 2 * 3 * 2 * 2, o[2], o[3]};
+  deform.inputs = {conv.inputs[0], conv.inputs[1], Tensor::from_f32(offsets, std::vector<float>(shape_numel(offsets), 0.f)),
+                   conv.inputs[2]};
+  deform.opset = 19;
+  out = run_ok(deform, "naive");
+  if (!out.empty()) expect_values(out[0], values_of(want[0]), 1e-5);
+  deform.inputs[2] = Tensor::from_f32({2, 12, o[2], o[3]}, std::vector<float>(static_cast<size_t>(24 * o[2] * o[3]), 0.f));
+  const std::string why = refusal(deform);
+  EXPECT_NE(why.find("offset [2,12,3,6] must be [2,24,3,6]"), std::string::npos) << why;
 }
 
 }  // namespace

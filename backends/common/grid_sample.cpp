@@ -123,8 +123,46 @@ class GridSampleKernel final : public Kernel {
   GridSampleParams p_;
 };
 
+/// AffineGrid: theta times each point's homogeneous normalised coordinates (x, y[, z], 1),
+/// x along the last axis, in double, rounded once.
+class AffineGridKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, affine_grid_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const auto k = static_cast<int64_t>(p_.spatial.size());
+    const int64_t points = shape_numel(p_.spatial);
+    const float* theta = src[0]->f32();
+    float* y = dst[0]->f32();
+    std::vector<double> coord(static_cast<size_t>(k) + 1, 1.0);  // x, y[, z], 1
+    for (int64_t b = 0; b < p_.n; ++b)
+      for (int64_t pt = 0; pt < points; ++pt) {
+        for (int64_t d = k - 1, r = pt; d >= 0; --d) {  // axis d's coordinate goes to slot k - 1 - d
+          const int64_t size = p_.spatial[static_cast<size_t>(d)];
+          coord[static_cast<size_t>(k - 1 - d)] = affine_grid_coordinate(r % size, size, p_.align_corners);
+          r /= size;
+        }
+        for (int64_t row = 0; row < k; ++row) {
+          const float* t = theta + (b * k + row) * (k + 1);
+          double v = 0;
+          for (int64_t j = 0; j <= k; ++j) v += static_cast<double>(t[j]) * coord[static_cast<size_t>(j)];
+          y[(b * points + pt) * k + row] = static_cast<float>(v);
+        }
+      }
+    return Status::ok();
+  }
+
+ private:
+  AffineGridParams p_;
+};
+
 }  // namespace
 
-void add_grid_sample_kernel(BackendRegistration& r) { r.kernel("GridSample", make_factory<GridSampleKernel>()); }
+void add_grid_sample_kernel(BackendRegistration& r) {
+  r.kernel("GridSample", make_factory<GridSampleKernel>());
+  r.kernel("AffineGrid", make_factory<AffineGridKernel>());
+}
 
 }  // namespace mosaic

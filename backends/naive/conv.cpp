@@ -2,6 +2,7 @@
 #include "backends/common/grad.hpp"
 #include "backends/naive/naive_internal.hpp"
 #include "operators/conv_transpose.hpp"
+#include "operators/deform_conv.hpp"
 
 namespace mosaic::naive_impl {
 namespace {
@@ -170,9 +171,129 @@ class ConvTransposeKernel final : public Kernel {
   ConvTransposeParams p_;
 };
 
+/// Col2Im: every column element added to the image position its block and tap reach (none
+/// where that falls in the padding), summed in double and rounded once.
+class Col2ImKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, col2im_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const size_t k = p_.image.size();
+    const int64_t taps = shape_numel(p_.block), positions = shape_numel(p_.blocks), image = shape_numel(p_.image);
+    const float* x = src[0]->f32();
+    std::vector<double> acc(static_cast<size_t>(p_.n * p_.c * image), 0.0);
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t l = 0; l < positions; ++l) {
+        int64_t at = 0;
+        bool inside = true;
+        for (int64_t d = static_cast<int64_t>(k) - 1, tr = t, lr = l, scale = 1; d >= 0; --d) {
+          const auto u = static_cast<size_t>(d);
+          const int64_t pos = (lr % p_.blocks[u]) * p_.strides[u] - p_.pad_begin[u] + (tr % p_.block[u]) * p_.dilations[u];
+          tr /= p_.block[u];
+          lr /= p_.blocks[u];
+          inside = inside && pos >= 0 && pos < p_.image[u];
+          at += pos * scale;
+          scale *= p_.image[u];
+        }
+        if (!inside) continue;
+        for (int64_t b = 0; b < p_.n * p_.c; ++b)  // image b (batch, channel) reads row (b % C) * taps + t
+          acc[static_cast<size_t>(b * image + at)] += x[((b * taps) + t) * positions + l];
+      }
+    float* y = dst[0]->f32();
+    for (size_t i = 0; i < acc.size(); ++i) y[i] = static_cast<float>(acc[i]);
+    return Status::ok();
+  }
+
+ private:
+  Col2ImParams p_;
+};
+
+/// MaxUnpool: zeros, then each value of X at its index into the unpooled shape (mapped into
+/// output_shape's, which holds it at its start); an index outside it fails the run, naming
+/// the node. Later elements overwrite earlier ones at a repeated index.
+class MaxUnpoolKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, max_unpool_params(ctx));
+    label_ = ctx.node->label();
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const float* x = src[0]->f32();
+    const int64_t* index = src[1]->i64();
+    float* y = dst[0]->f32();
+    std::fill(y, y + dst[0]->numel(), 0.f);
+    const int64_t total = shape_numel(p_.inferred);
+    for (int64_t e = 0; e < src[0]->numel(); ++e) {
+      if (index[e] < 0 || index[e] >= total)
+        return Status::invalid(label_ + ": I[" + std::to_string(e) + "] = " + std::to_string(index[e]) +
+                               " is outside the unpooled " + shape_str(p_.inferred) + "'s " + std::to_string(total) +
+                               " elements");
+      int64_t at = 0;
+      for (int64_t d = static_cast<int64_t>(p_.out.size()) - 1, r = index[e], scale = 1; d >= 0; --d) {
+        at += (r % p_.inferred[static_cast<size_t>(d)]) * scale;
+        r /= p_.inferred[static_cast<size_t>(d)];
+        scale *= p_.out[static_cast<size_t>(d)];
+      }
+      y[at] = x[e];
+    }
+    return Status::ok();
+  }
+
+ private:
+  MaxUnpoolParams p_;
+  std::string label_;
+};
+
+/// DeformConv: each output the bias plus, over its group's channels and the kernel's taps,
+/// weight x mask x X sampled bilinearly at the tap's position moved by its offset; in double.
+class DeformConvKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, deform_conv_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
+    const int64_t taps = p_.kh * p_.kw, outs = p_.oh * p_.ow, cg = p_.c / p_.group, mg = p_.m / p_.group;
+    const int64_t per_offset_group = p_.c / p_.offset_group;
+    const float *x = src[0]->f32(), *w = src[1]->f32(), *off = src[2]->f32();
+    const float* b = p_.has_bias ? src[3]->f32() : nullptr;
+    const float* mask = p_.has_mask ? src[4]->f32() : nullptr;
+    float* y = dst[0]->f32();
+    for (int64_t n = 0; n < p_.n; ++n)
+      for (int64_t m = 0; m < p_.m; ++m)
+        for (int64_t o = 0; o < outs; ++o) {
+          const int64_t i = o / p_.ow, j = o % p_.ow, g = m / mg;
+          double acc = b ? b[m] : 0.0;
+          for (int64_t ci = 0; ci < cg; ++ci) {
+            const int64_t c = g * cg + ci, og = c / per_offset_group;
+            const float* plane = x + (n * p_.c + c) * p_.h * p_.w;
+            for (int64_t t = 0; t < taps; ++t) {
+              const int64_t a = t / p_.kw, k = t % p_.kw;
+              const int64_t at = ((n * p_.offset_group + og) * taps + t) * 2 * outs + o;  // the row shift; + outs the column's
+              const double yy = static_cast<double>(i * p_.strides[0] - p_.pads[0] + a * p_.dilations[0]) + off[at];
+              const double xx = static_cast<double>(j * p_.strides[1] - p_.pads[1] + k * p_.dilations[1]) + off[at + outs];
+              const double mk = mask ? mask[((n * p_.offset_group + og) * taps + t) * outs + o] : 1.0;
+              acc += sample_bilinear_zero_padded(plane, p_.h, p_.w, yy, xx) * mk * w[(m * cg + ci) * taps + t];
+            }
+          }
+          y[(n * p_.m + m) * outs + o] = static_cast<float>(acc);
+        }
+    return Status::ok();
+  }
+
+ private:
+  DeformConvParams p_;
+};
+
 }  // namespace
 
 void add_conv_kernels(BackendRegistration& r) {
+  r.kernel("DeformConv", make_factory<DeformConvKernel>());
+  r.kernel("MaxUnpool", make_factory<MaxUnpoolKernel>());
+  r.kernel("Col2Im", make_factory<Col2ImKernel>());
   r.kernel("Conv", make_factory<ConvKernel>());
   r.kernel("ConvTranspose", make_factory<ConvTransposeKernel>());
 }
