@@ -13,6 +13,7 @@
 #include "operators/einsum.hpp"
 #include "operators/deform_conv.hpp"
 #include "operators/detection.hpp"
+#include "operators/linear_attention.hpp"
 #include "operators/selection.hpp"
 #include "operators/grid_sample.hpp"
 #include "operators/rearrange.hpp"
@@ -854,6 +855,7 @@ std::map<std::string, OpSchema> build_table() {
   add_rearrange_schemas(t);
   add_conv_transpose_schema(t);
   add_deform_conv_schema(t);
+  add_linear_attention_schemas(t);
   set_versions(t);
   return t;
 }

@@ -1,7 +1,8 @@
 // Ops that models of today's and yesterday's opsets use and Mosaic lacked: GroupNormalization
 // (opsets 18 and 21), TensorScatter (24, the KV cache update), Det, Compress and Unique
-// (lengths that depend on values), Col2Im, AffineGrid, MaxUnpool and DeformConv, and the
-// deprecated Upsample, Scatter and Resize 10 that old exports still carry. Against hand-computed values (onnx's node tests check them
+// (lengths that depend on values), Col2Im, AffineGrid, MaxUnpool and DeformConv,
+// LinearAttention and CausalConvWithState (27: Gated DeltaNet, Mamba), and the deprecated
+// Upsample, Scatter and Resize 10 that old exports still carry. Against hand-computed values (onnx's node tests check them
 // against its reference outputs, tests/conformance/onnx-1.23); each refusal names the node.
 #include <gtest/gtest.h>
 
@@ -442,6 +443,100 @@ TEST(DeformConv, ShiftedTapsSampleBilinearlyAndZeroOffsetsAreAConvolution) {
   deform.inputs[2] = Tensor::from_f32({2, 12, o[2], o[3]}, std::vector<float>(static_cast<size_t>(24 * o[2] * o[3]), 0.f));
   const std::string why = refusal(deform);
   EXPECT_NE(why.find("offset [2,12,3,6] must be [2,24,3,6]"), std::string::npos) << why;
+}
+
+// One batch entry, two tokens, one head, d_k 2, d_v 1, scale 1: q = e0 then e1, k = (1, 2)
+// then (3, 4), v = 5 then 6.
+OpCase linear_attention_case(const std::string& rule) {
+  OpCase c;
+  c.label = "LinearAttention";
+  c.node = make_node("LinearAttention", {{"q_num_heads", A::of_int(1)},
+                                         {"kv_num_heads", A::of_int(1)},
+                                         {"scale", A::of_float(1)},
+                                         {"update_rule", A::of_string(rule)}});
+  c.node.outputs = {"y", "state"};
+  c.inputs = {Tensor::from_f32({1, 2, 2}, {1, 0, 0, 1}), Tensor::from_f32({1, 2, 2}, {1, 2, 3, 4}),
+              Tensor::from_f32({1, 2, 1}, {5, 6}), Tensor(), Tensor(), Tensor()};
+  const float half = std::log(0.5f);
+  if (rule == "gated" || rule == "gated_delta") c.inputs[4] = Tensor::from_f32({1, 2, 1}, {half, half});
+  if (rule == "delta" || rule == "gated_delta") c.inputs[5] = Tensor::from_f32({1, 2, 1}, {1, 0.5f});
+  c.opset = 27;
+  return c;
+}
+
+TEST(LinearAttention, EachUpdateRuleByHand) {
+  // linear: S = (5, 10), read 5; S = (5 + 18, 10 + 24), read 34.
+  auto out = run_ok(linear_attention_case("linear"), "naive");
+  ASSERT_EQ(out.size(), 2u);
+  expect_values(out[0], {5, 34}, 1e-5);
+  expect_values(out[1], {23, 34}, 1e-5);
+  // gated, exp(g) = 1/2: S = (5, 10); S = (2.5 + 18, 5 + 24), read 29.
+  out = run_ok(linear_attention_case("gated"), "naive");
+  if (out.size() == 2) expect_values(out[0], {5, 29}, 1e-5);
+  // delta, beta 1 then 1/2: S = (5, 10); S^T k = 55, v' = (6 - 55) / 2, S += (3, 4) v', read -88.
+  out = run_ok(linear_attention_case("delta"), "naive");
+  if (out.size() == 2) expect_values(out[1], {-68.5, -88}, 1e-5);
+  // gated_delta: the correction reads the decayed state (2.5, 5): S^T k = 27.5, v' = -10.75.
+  out = run_ok(linear_attention_case("gated_delta"), "naive");
+  if (out.size() == 2) expect_values(out[1], {2.5 - 32.25, 5 - 43}, 1e-5);
+  // Carried on from a past state: the linear rule adds onto it.
+  OpCase c = linear_attention_case("linear");
+  c.inputs[3] = Tensor::from_f32({1, 1, 2, 1}, {100, 200});
+  out = run_ok(c, "naive");
+  if (out.size() == 2) expect_values(out[1], {123, 234}, 1e-5);
+  // Two query heads share one key/value head; the default scale 1 / sqrt(d_k).
+  OpCase gqa;
+  gqa.node = make_node("LinearAttention", {{"q_num_heads", A::of_int(2)},
+                                           {"kv_num_heads", A::of_int(1)},
+                                           {"update_rule", A::of_string("linear")}});
+  gqa.inputs = {Tensor::from_f32({1, 1, 4}, {1, 0, 0, 1}), Tensor::from_f32({1, 1, 2}, {1, 2}), Tensor::from_f32({1, 1, 1}, {5})};
+  gqa.opset = 27;
+  out = run_ok(gqa, "naive");
+  if (!out.empty()) expect_values(out[0], {5 / std::sqrt(2.0), 10 / std::sqrt(2.0)}, 1e-5);
+}
+
+TEST(LinearAttention, RefusesInconsistentInputsNamingTheNode) {
+  OpCase c = linear_attention_case("linear");
+  c.inputs[4] = Tensor::from_f32({1, 2, 1}, {0, 0});
+  EXPECT_NE(refusal(c).find("update_rule 'linear' takes no decay"), std::string::npos) << refusal(c);
+  c = linear_attention_case("gated_delta");
+  c.inputs[5] = Tensor();
+  EXPECT_NE(refusal(c).find("update_rule 'gated_delta' needs beta"), std::string::npos) << refusal(c);
+  c = linear_attention_case("linear");
+  c.node.attrs["q_num_heads"] = A::of_int(3);
+  c.node.attrs["kv_num_heads"] = A::of_int(2);
+  EXPECT_NE(refusal(c).find("q_num_heads 3 must be a positive multiple of kv_num_heads 2"), std::string::npos)
+      << refusal(c);
+  c = linear_attention_case("linear");
+  c.inputs[3] = Tensor::from_f32({1, 1, 1, 2}, {0, 0});
+  EXPECT_NE(refusal(c).find("past_state [1,1,1,2] must be [1,1,2,1]"), std::string::npos) << refusal(c);
+}
+
+TEST(CausalConvWithState, ContinuesThePastStateAndKeepsTheLastPositions) {
+  OpCase c;
+  c.label = "CausalConvWithState";
+  c.node = make_node("CausalConvWithState");
+  c.node.outputs = {"y", "state"};
+  c.inputs = {Tensor::from_f32({1, 1, 3}, {1, 2, 3}), Tensor::from_f32({1, 1, 2}, {1, 2}), Tensor(),
+              Tensor::from_f32({1, 1, 1}, {10})};
+  c.opset = 27;
+  // [10 | 1 2 3] with weights (1, 2): 10 + 2, 1 + 4, 2 + 6; the state keeps 3.
+  auto out = run_ok(c, "naive");
+  ASSERT_EQ(out.size(), 2u);
+  expect_values(out[0], {12, 5, 8});
+  expect_values(out[1], {3});
+  // A bias and the fused SiLU; no past: zeros before the input.
+  c.node.attrs["activation"] = A::of_string("silu");
+  c.inputs[2] = Tensor::from_f32({1}, {1});
+  c.inputs[3] = Tensor();
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  out = run_ok(c, "naive");
+  if (out.size() == 2) expect_values(out[0], {silu(3), silu(6), silu(9)}, 1e-5);
+  c.inputs[3] = Tensor::from_f32({1, 1, 2}, {0, 0});
+  EXPECT_NE(refusal(c).find("past_state [1,1,2] must be [1,1,1]"), std::string::npos) << refusal(c);
+  c.inputs[3] = Tensor();
+  c.node.attrs["activation"] = A::of_string("gelu");
+  EXPECT_NE(refusal(c).find("activation 'gelu'"), std::string::npos) << refusal(c);
 }
 
 }  // namespace

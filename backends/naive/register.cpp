@@ -8,6 +8,7 @@
 #include "backends/common/logic.hpp"
 #include "backends/common/pointwise.hpp"
 #include "backends/common/einsum.hpp"
+#include "backends/common/linear_attention.hpp"
 #include "backends/common/detection.hpp"
 #include "backends/common/selection.hpp"
 #include "backends/common/grid_sample.hpp"
@@ -54,6 +55,7 @@ Status register_naive(Registrar& registrar) {
   add_grid_sample_kernel(r);
   add_detection_kernels(r);
   add_selection_kernels(r);  // Compress, Unique
+  add_linear_attention_kernels(r);  // LinearAttention, CausalConvWithState
   add_rearrange_kernels(r);
   add_rnn_kernels(r, loop_gemm<float>, float32_data);
   add_attention_kernel(r, loop_gemm<float>, false);
