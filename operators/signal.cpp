@@ -1,5 +1,7 @@
 #include "operators/signal.hpp"
 
+#include <cmath>
+
 #include "ir/checked.hpp"
 #include "operators/params.hpp"
 #include "operators/schema.hpp"
@@ -113,7 +115,68 @@ Expected<DftParams> dft_params(const OpContext& ctx) {
   return p;
 }
 
+Expected<MelParams> mel_params(const OpContext& ctx) {
+  const Node& n = *ctx.node;
+  MelParams p;
+  MOSAIC_ASSIGN_OR_RETURN(p.mel_bins, constant_scalar(ctx, 0, "num_mel_bins"));
+  MOSAIC_ASSIGN_OR_RETURN(int64_t dft, constant_scalar(ctx, 1, "dft_length"));
+  MOSAIC_ASSIGN_OR_RETURN(int64_t rate, constant_scalar(ctx, 2, "sample_rate"));
+  const Tensor *lo_t = ctx.constant(3), *hi_t = ctx.constant(4);
+  if (!lo_t || !hi_t) return Status::unsupported(n.label() + ": the edges in hertz must be constants known at load time");
+  if (lo_t->numel() != 1 || hi_t->numel() != 1) return Status::invalid(n.label() + ": the edges in hertz must be one value each");
+  const double lo = lo_t->get(0), hi = hi_t->get(0);
+  if (p.mel_bins < 1 || p.mel_bins > kMaxDim || dft < 1 || dft > kMaxDim || rate < 1)
+    return Status::invalid(n.label() + ": num_mel_bins " + std::to_string(p.mel_bins) + ", dft_length " + std::to_string(dft) +
+                           " and sample_rate " + std::to_string(rate) + " must be positive and at most 2^31 - 1");
+  if (!(lo >= 0 && lo < hi && std::isfinite(hi)))
+    return Status::invalid(n.label() + ": the edges must satisfy 0 <= lower_edge_hertz < upper_edge_hertz (finite)");
+  p.spectrum_bins = dft / 2 + 1;
+  if (p.spectrum_bins * p.mel_bins > kMaxTensorBytes) return Status::invalid(n.label() + ": the matrix is too large");
+  const int64_t code = n.attr_int("output_datatype", 1);
+  p.dtype = dtype_of_onnx(code);
+  if (p.dtype == DType::kCount || dtype_packed_bits(p.dtype))
+    return Status::unsupported(n.label() + ": output_datatype " + onnx_type_name(code));
+  const double ln10 = std::log(10.0), lo_mel = 2595 * std::log1p(lo / 700) / ln10, hi_mel = 2595 * std::log1p(hi / 700) / ln10;
+  const double step = (hi_mel - lo_mel) / static_cast<double>(p.mel_bins + 2);
+  for (int64_t i = 0; i < p.mel_bins + 2; ++i) {
+    const double hz = 700 * std::expm1((static_cast<double>(i) * step + lo_mel) / 2595 * ln10);
+    const double bin = std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate));
+    if (!(bin >= 0 && bin < static_cast<double>(p.spectrum_bins)))
+      return Status::invalid(n.label() + ": mel point " + std::to_string(i) + " (" + std::to_string(hz) +
+                             " Hz) falls outside the " + std::to_string(p.spectrum_bins) +
+                             " spectrum bins (upper_edge_hertz above sample_rate / 2?)");
+    p.corners.push_back(static_cast<int64_t>(bin));
+  }
+  return p;
+}
+
+double mel_weight(const MelParams& p, int64_t bin, int64_t mel) {
+  const auto at = [&](int64_t i) { return p.corners[static_cast<size_t>(mel + i)]; };
+  const int64_t left = at(0), centre = at(1), right = at(2);
+  // The falling side (from the centre to the right corner) is written after the rising one.
+  if (bin >= centre && bin < right) return static_cast<double>(right - bin) / static_cast<double>(right - centre);
+  if (left == centre) return bin == centre ? 1.0 : 0.0;
+  if (bin >= left && bin <= centre) return static_cast<double>(bin - left) / static_cast<double>(centre - left);
+  return 0.0;
+}
+
+namespace {
+
+Expected<std::vector<TensorDesc>> infer_mel(const OpContext& c) {
+  MOSAIC_ASSIGN_OR_RETURN(MelParams p, mel_params(c));
+  return std::vector<TensorDesc>{{p.dtype, {p.spectrum_bins, p.mel_bins}}};
+}
+
+double f_mel(const OpContext&) { return 0; }
+
+}  // namespace
+
 void add_signal_schemas(std::map<std::string, OpSchema>& t) {
+  OpSchema& m = add_schema(t, "MelWeightMatrix", 5, 5, infer_mel, f_mel,
+                           "triangular mel filters over a one-sided spectrum's bins, [dft_length / 2 + 1, num_mel_bins]");
+  m.shape_inputs = {0, 1, 2, 3, 4};
+  m.non_trainable_inputs = {0, 1, 2, 3, 4};
+  m.backward_flops = nullptr;
   OpSchema& s = add_schema(t, "DFT", 1, 3, infer_dft, f_dft,
                            "discrete Fourier transform along an axis: forward or inverse, full or one-sided");
   s.shape_inputs = {1, 2};

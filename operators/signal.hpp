@@ -1,12 +1,14 @@
 // ONNX's DFT: a discrete Fourier transform along one axis of a real ([..., 1]) or complex
 // ([..., 2], real and imaginary parts) signal; forward or inverse (scaled by 1/n), full or
 // one-sided (the first n/2 + 1 frequencies of a real signal, and back), at a length that
-// truncates or zero-pads the signal; and STFT, the DFT of windowed frames. The naive oracle
+// truncates or zero-pads the signal; STFT, the DFT of windowed frames; and MelWeightMatrix,
+// the triangular filters that map a one-sided spectrum's bins to mel bins. The naive oracle
 // computes them directly in double.
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/status.hpp"
 #include "operators/op_context.hpp"
@@ -35,6 +37,19 @@ struct StftParams {
   Shape out;
 };
 Expected<StftParams> stft_params(const OpContext& ctx);
+
+/// MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] of triangles whose corners are the
+/// spectrum bins of num_mel_bins + 2 points evenly spaced on the mel scale (mel(f) = 2595
+/// log10(1 + f / 700)) from lower_edge_hertz to upper_edge_hertz, as ONNX's reference spaces
+/// them (the span divided by num_mel_bins + 2).
+struct MelParams {
+  int64_t spectrum_bins = 1, mel_bins = 1;
+  std::vector<int64_t> corners;  ///< num_mel_bins + 2 spectrum bins
+  DType dtype = DType::kF32;
+};
+Expected<MelParams> mel_params(const OpContext& ctx);
+/// Row `bin`, column `mel` of the matrix.
+double mel_weight(const MelParams& p, int64_t bin, int64_t mel);
 
 void add_signal_schemas(std::map<std::string, OpSchema>& table);
 

@@ -1,7 +1,8 @@
 // Ops that models of today's and yesterday's opsets use and Mosaic lacked: GroupNormalization
 // (opsets 18 and 21), TensorScatter (24, the KV cache update), Det, Compress and Unique
 // (lengths that depend on values), Col2Im, AffineGrid, MaxUnpool and DeformConv,
-// LinearAttention and CausalConvWithState (27: Gated DeltaNet, Mamba), and the deprecated
+// LinearAttention and CausalConvWithState (27: Gated DeltaNet, Mamba), MelWeightMatrix, and
+// the deprecated
 // Upsample, Scatter and Resize 10 that old exports still carry. Against hand-computed values (onnx's node tests check them
 // against its reference outputs, tests/conformance/onnx-1.23); each refusal names the node.
 #include <gtest/gtest.h>
@@ -537,6 +538,32 @@ TEST(CausalConvWithState, ContinuesThePastStateAndKeepsTheLastPositions) {
   c.inputs[3] = Tensor();
   c.node.attrs["activation"] = A::of_string("gelu");
   EXPECT_NE(refusal(c).find("activation 'gelu'"), std::string::npos) << refusal(c);
+}
+
+TEST(MelWeightMatrix, TrianglesPeakAtOneAndTheEdgesMustFitTheSpectrum) {
+  OpCase c;
+  c.label = "MelWeightMatrix";
+  c.node = make_node("MelWeightMatrix");
+  c.inputs = {Tensor::from_i64({}, {8}), Tensor::from_i64({}, {64}), Tensor::from_i64({}, {16000}),
+              Tensor::from_f32({}, {100}), Tensor::from_f32({}, {7000})};
+  c.is_const = {true, true, true, true, true};
+  c.opset = 17;
+  auto out = run_ok(c, "naive");
+  ASSERT_FALSE(out.empty());
+  ASSERT_EQ(out[0].shape(), (Shape{33, 8}));
+  for (int64_t mel = 0; mel < 8; ++mel) {  // every filter a triangle with a peak of 1
+    double peak = 0;
+    for (int64_t bin = 0; bin < 33; ++bin) {
+      const double v = out[0].get(bin * 8 + mel);
+      EXPECT_TRUE(v >= 0 && v <= 1) << bin << ", " << mel;
+      peak = std::max(peak, v);
+    }
+    EXPECT_EQ(peak, 1.0) << "filter " << mel;
+  }
+  c.inputs[4] = Tensor::from_f32({}, {12000});  // above the Nyquist frequency: past the last bin
+  EXPECT_NE(refusal(c).find("falls outside the 33 spectrum bins"), std::string::npos) << refusal(c);
+  c.inputs[4] = Tensor::from_f32({}, {50});
+  EXPECT_NE(refusal(c).find("0 <= lower_edge_hertz < upper_edge_hertz"), std::string::npos) << refusal(c);
 }
 
 }  // namespace

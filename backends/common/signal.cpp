@@ -119,9 +119,27 @@ class StftKernel final : public Kernel {
   DType dtype_ = DType::kF32, window_dtype_ = DType::kF32;
 };
 
+class MelKernel final : public Kernel {
+ public:
+  Status init(const KernelContext& ctx) {
+    MOSAIC_ASSIGN_OR_RETURN(p_, mel_params(ctx));
+    return Status::ok();
+  }
+  Status forward(const std::vector<const Tensor*>&, const std::vector<Tensor*>& dst) override {
+    for (int64_t bin = 0; bin < p_.spectrum_bins; ++bin)
+      for (int64_t mel = 0; mel < p_.mel_bins; ++mel)
+        store_f64(p_.dtype, dst[0]->data(), bin * p_.mel_bins + mel, mel_weight(p_, bin, mel));
+    return Status::ok();
+  }
+
+ private:
+  MelParams p_;
+};
+
 }  // namespace
 
 void add_signal_kernels(BackendRegistration& r) {
+  r.kernel("MelWeightMatrix", make_factory<MelKernel>(), {LayoutUse::kNone, nullptr, kAllDTypes});
   r.kernel("STFT", make_factory<StftKernel>(),
            {LayoutUse::kNone, nullptr, dtype_bit(DType::kF32) | dtype_bit(DType::kF64) | dtype_bit(DType::kI64) | dtype_bit(DType::kI32)});
   r.kernel("DFT", make_factory<DftKernel>(), {LayoutUse::kNone, nullptr, dtype_bit(DType::kF32) | dtype_bit(DType::kF64) | dtype_bit(DType::kI64) | dtype_bit(DType::kI32)});  // the integers: dft_length and axis
