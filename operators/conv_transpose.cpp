@@ -124,7 +124,9 @@ Expected<Col2ImParams> col2im_params(const OpContext& ctx) {
                            std::to_string(positions) + "] for blocks " + shape_str(p.block) + " over image " +
                            shape_str(p.image) + " (" + shape_str(p.blocks) + " block positions)");
   p.c = x[1] / taps;
-  if (shape_numel(p.image) * p.n * p.c > kMaxTensorBytes) return Status::invalid(n.label() + ": output too large");
+  Shape out{p.n, p.c};
+  out.insert(out.end(), p.image.begin(), p.image.end());
+  if (shape_numel(out) > kMaxTensorBytes) return Status::invalid(n.label() + ": output " + shape_str(out) + " too large");
   return p;
 }
 

@@ -71,7 +71,9 @@ Expected<AffineGridParams> affine_grid_params(const OpContext& ctx) {
   if (theta != Shape{p.n, k, k + 1})
     return Status::invalid(n.label() + ": theta " + shape_str(theta) + " must be [" + std::to_string(p.n) + ", " +
                            std::to_string(k) + ", " + std::to_string(k + 1) + "] for size " + shape_str(Shape(s)));
-  if (shape_numel(p.spatial) * p.n * k > kMaxTensorBytes) return Status::invalid(n.label() + ": grid too large");
+  Shape grid{p.n, k};
+  grid.insert(grid.end(), p.spatial.begin(), p.spatial.end());
+  if (shape_numel(grid) > kMaxTensorBytes) return Status::invalid(n.label() + ": grid " + shape_str(grid) + " too large");
   p.align_corners = n.attr_int("align_corners", 0) != 0;
   return p;
 }

@@ -93,6 +93,15 @@ Expected<LinearAttentionParams> linear_attention_params(const OpContext& ctx) {
       return bad("beta " + shape_str(be) + " must be [B, T, kv_num_heads] or [B, T, 1]");
     p.beta_heads = be[2];
   }
+  // The state and the work grow as d_k x d_v, a product of two input extents: a few MB of
+  // input could ask for terabytes of state or hours of loop. Refused past 2^40 of either.
+  const double cells = static_cast<double>(p.b) * static_cast<double>(p.kv_heads) * static_cast<double>(p.dk) *
+                       static_cast<double>(p.dv);
+  const double work = cells / static_cast<double>(p.kv_heads) * static_cast<double>(p.t) *
+                      static_cast<double>(p.q_heads + p.kv_heads);
+  if (cells * 8 > 1099511627776.0 || work > 1099511627776.0)
+    return bad("a state of " + shape_str(Shape{p.b, p.kv_heads, p.dk, p.dv}) + " over " + std::to_string(p.t) +
+               " tokens is more than 2^40 bytes of state or steps of recurrence");
   const float scale = n.attr_float("scale", 0.f);
   if (!std::isfinite(scale)) return bad("scale must be finite");
   p.scale = scale == 0.f ? 1.0 / std::sqrt(static_cast<double>(p.dk)) : static_cast<double>(scale);
@@ -114,6 +123,9 @@ Expected<CausalConvParams> causal_conv_params(const OpContext& ctx) {
   if (p.has_past && ctx.inputs[3].shape != Shape{p.b, p.c, p.k - 1})
     return Status::invalid(n.label() + ": past_state " + shape_str(ctx.inputs[3].shape) + " must be " +
                            shape_str(Shape{p.b, p.c, p.k - 1}) + " (the last k - 1 positions)");
+  if (static_cast<double>(p.b * p.c * p.l) * static_cast<double>(p.k) > 1099511627776.0)
+    return Status::invalid(n.label() + ": " + shape_str(x) + " convolved with " + std::to_string(p.k) +
+                           " taps is more than 2^40 multiply-adds");
   const std::string act = n.attr_string("activation", "none");
   if (act != "none" && act != "silu" && act != "swish")
     return Status::invalid(n.label() + ": activation '" + act + "' (none, silu, swish)");

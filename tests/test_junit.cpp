@@ -31,8 +31,8 @@ TEST(JUnit, EscapesMarkup) {
 
 TEST(JUnit, VerifyOneSuitePerBackendWithSkippedUnsupported) {
   const std::string xml = ::testing::TempDir() + "verify.xml";
-  // test_det_2d: Det is not supported (UNSUPPORTED on every backend); the other two pass.
-  CmdResult r = mosaic("verify /usr/share/libonnx-testdata/data/node --filter '^test_(relu|det_2d|conv_with_strides_padding)$' "
+  // test_bernoulli: Bernoulli is not supported (UNSUPPORTED on every backend); the other two pass.
+  CmdResult r = mosaic("verify /usr/share/libonnx-testdata/data/node --filter '^test_(relu|bernoulli|conv_with_strides_padding)$' "
                        "--backend all --quiet --junit " + xml);
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<std::string> backends = cli_all_backends();
@@ -48,7 +48,7 @@ TEST(JUnit, VerifyOneSuitePerBackendWithSkippedUnsupported) {
               std::string::npos) << b << "\n" << x;
   EXPECT_EQ(count(x, "<testcase "), 3 * n);
   EXPECT_EQ(count(x, "<skipped message="), n);
-  EXPECT_NE(x.find("operator Det is not supported"), std::string::npos);
+  EXPECT_NE(x.find("operator Bernoulli is not supported"), std::string::npos);
   // Refused where it does not apply, before any work.
   r = mosaic("verify zoo:fmnist-cnn --per-node --junit " + xml);
   EXPECT_EQ(r.code, 2);

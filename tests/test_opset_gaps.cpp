@@ -511,6 +511,12 @@ TEST(LinearAttention, RefusesInconsistentInputsNamingTheNode) {
   c = linear_attention_case("linear");
   c.inputs[3] = Tensor::from_f32({1, 1, 1, 2}, {0, 0});
   EXPECT_NE(refusal(c).find("past_state [1,1,1,2] must be [1,1,2,1]"), std::string::npos) << refusal(c);
+  // 8 MB of query, key and value asking for a 2^20 x 2^20 state: refused before any work.
+  c = linear_attention_case("linear");
+  c.inputs = {Tensor::from_f32({1, 1, 1 << 20}, std::vector<float>(1 << 20, 0.f)),
+              Tensor::from_f32({1, 1, 1 << 20}, std::vector<float>(1 << 20, 0.f)),
+              Tensor::from_f32({1, 1, 1 << 20}, std::vector<float>(1 << 20, 0.f)), Tensor(), Tensor(), Tensor()};
+  EXPECT_NE(refusal(c).find("more than 2^40 bytes of state or steps"), std::string::npos) << refusal(c);
 }
 
 TEST(CausalConvWithState, ContinuesThePastStateAndKeepsTheLastPositions) {
@@ -538,6 +544,10 @@ TEST(CausalConvWithState, ContinuesThePastStateAndKeepsTheLastPositions) {
   c.inputs[3] = Tensor();
   c.node.attrs["activation"] = A::of_string("gelu");
   EXPECT_NE(refusal(c).find("activation 'gelu'"), std::string::npos) << refusal(c);
+  c.node.attrs.erase("activation");  // 4 MB of input and of weight: 2^40 multiply-adds
+  c.inputs = {Tensor::from_f32({1, 1, 1 << 20}, std::vector<float>(1 << 20, 0.f)),
+              Tensor::from_f32({1, 1, (1 << 20) + 1}, std::vector<float>((1 << 20) + 1, 0.f)), Tensor(), Tensor()};
+  EXPECT_NE(refusal(c).find("more than 2^40 multiply-adds"), std::string::npos) << refusal(c);
 }
 
 TEST(MelWeightMatrix, TrianglesPeakAtOneAndTheEdgesMustFitTheSpectrum) {

@@ -123,7 +123,8 @@ TEST_F(Outputs, MoreThreadsThanCoresWarnsAndIsNeverCachedAsThePeak) {
 }
 
 TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
-  // x -> Det -> Unique -> Det -> Relu: two op types Mosaic lacks, in three nodes.
+  // x -> Bernoulli -> ImageDecoder -> Bernoulli -> Relu: two op types Mosaic lacks, in
+  // three nodes.
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
@@ -132,7 +133,7 @@ TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
   in->set_name("x");
   in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   for (int d : {2, 4}) in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-  const std::vector<std::pair<std::string, std::string>> ops = {{"Det", ""}, {"Unique", ""}, {"Det", ""}, {"Relu", ""}};
+  const std::vector<std::pair<std::string, std::string>> ops = {{"Bernoulli", ""}, {"ImageDecoder", ""}, {"Bernoulli", ""}, {"Relu", ""}};
   std::string prev = "x";
   for (size_t i = 0; i < ops.size(); ++i) {
     auto* n = g->add_node();
@@ -151,8 +152,8 @@ TEST_F(Outputs, EveryUnsupportedOpIsNamedAtOnce) {
   for (const std::string cmd : {"info ", "bench ", "verify --per-node "}) {
     CmdResult r = mosaic(cmd + file);
     EXPECT_EQ(r.code, 2) << cmd << r.out;
-    EXPECT_NE(r.out.find("node 'n0' (Det): operator Det is not supported"), std::string::npos) << cmd << r.out;
-    EXPECT_NE(r.out.find("in all, 2 op types in 3 nodes are not supported: Det (2 nodes, first 'n0'), Unique "
+    EXPECT_NE(r.out.find("node 'n0' (Bernoulli): operator Bernoulli is not supported"), std::string::npos) << cmd << r.out;
+    EXPECT_NE(r.out.find("in all, 2 op types in 3 nodes are not supported: Bernoulli (2 nodes, first 'n0'), ImageDecoder "
                          "(1 node, first 'n1')"),
               std::string::npos)
         << cmd << r.out;
@@ -300,15 +301,15 @@ TEST_F(Outputs, KilledTrainingLeavesItsFinishedEpochs) {
 TEST(Habits, VerifyEndsWithATallyPerBackendAndWhatIsNotSupported) {
   const std::string suite = "/usr/share/libonnx-testdata/data/node";
   if (!std::filesystem::exists(suite)) GTEST_SKIP() << "libonnx-testdata not installed";
-  CmdResult r = mosaic("verify " + suite + " --backend naive,im2col --filter '^test_(relu|argmax_default_axis_example|det_2d|cast_FLOAT_to_STRING)$' --quiet");
+  CmdResult r = mosaic("verify " + suite + " --backend naive,im2col --filter '^test_(relu|argmax_default_axis_example|bernoulli|cast_FLOAT_to_STRING)$' --quiet");
   // --backend takes one backend or all: a list is refused by name.
   EXPECT_EQ(r.code, 2) << r.out;
-  r = mosaic("verify " + suite + " --backend all --filter '^test_(relu|argmax_default_axis_example|det_2d|cast_FLOAT_to_STRING)$' --quiet");
+  r = mosaic("verify " + suite + " --backend all --filter '^test_(relu|argmax_default_axis_example|bernoulli|cast_FLOAT_to_STRING)$' --quiet");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("per backend:  naive 2 passed, 0 failed, 2 skipped;  im2col 1 passed, 0 failed, 3 skipped;"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("not supported by Mosaic, by cases: Det 1, element type STRING 1 (2 ops)"), std::string::npos)
+  EXPECT_NE(r.out.find("not supported by Mosaic, by cases: Bernoulli 1, element type STRING 1 (2 ops)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("no kernel for ArgMax on: im2col, onednn, torch"), std::string::npos) << r.out;
   const std::string last_line = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
