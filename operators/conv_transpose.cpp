@@ -35,7 +35,7 @@ Expected<std::vector<TensorDesc>> infer_col2im(const OpContext& c) {
 }
 
 // Col2Im: one add per input element; MaxUnpool: one write.
-double f_col2im(const OpContext& c) { return static_cast<double>(c.inputs[0].numel()); }
+double f_one_per_input(const OpContext& c) { return static_cast<double>(c.inputs[0].numel()); }
 
 
 Expected<std::vector<TensorDesc>> infer_max_unpool(const OpContext& c) {
@@ -204,12 +204,12 @@ void add_conv_transpose_schema(std::map<std::string, OpSchema>& table) {
   OpSchema& s = add_schema(table, "ConvTranspose", 2, 3, infer_conv_transpose, f_conv_transpose,
                            "transposed convolution: each input element spread over the kernel's window (strides, groups)");
   s.backward_flops = nullptr;
-  OpSchema& c = add_schema(table, "Col2Im", 3, 3, infer_col2im, f_col2im,
+  OpSchema& c = add_schema(table, "Col2Im", 3, 3, infer_col2im, f_one_per_input,
                            "columns of blocks summed back into an image (im2col's inverse; strides, dilations, pads)");
   c.shape_inputs = {1, 2};
   c.non_trainable_inputs = {1, 2};
   c.backward_flops = nullptr;
-  OpSchema& u = add_schema(table, "MaxUnpool", 2, 3, infer_max_unpool, f_col2im,
+  OpSchema& u = add_schema(table, "MaxUnpool", 2, 3, infer_max_unpool, f_one_per_input,
                            "MaxPool's inverse: X's values written at their indices, zeros elsewhere");
   u.shape_inputs = {2};
   u.non_trainable_inputs = {1, 2};

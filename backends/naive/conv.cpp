@@ -1,4 +1,5 @@
-// The naive oracle's convolution: direct loops, forward and backward (data, weights, bias).
+// The naive oracle's convolutions: direct loops. Conv forward and backward (data, weights,
+// bias); ConvTranspose, Col2Im and DeformConv forward.
 #include "backends/common/grad.hpp"
 #include "backends/naive/naive_internal.hpp"
 #include "operators/conv_transpose.hpp"
@@ -210,43 +211,6 @@ class Col2ImKernel final : public Kernel {
   Col2ImParams p_;
 };
 
-/// MaxUnpool: zeros, then each value of X at its index into the unpooled shape (mapped into
-/// output_shape's, which holds it at its start); an index outside it fails the run, naming
-/// the node. Later elements overwrite earlier ones at a repeated index.
-class MaxUnpoolKernel final : public Kernel {
- public:
-  Status init(const KernelContext& ctx) {
-    MOSAIC_ASSIGN_OR_RETURN(p_, max_unpool_params(ctx));
-    label_ = ctx.node->label();
-    return Status::ok();
-  }
-  Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
-    const float* x = src[0]->f32();
-    const int64_t* index = src[1]->i64();
-    float* y = dst[0]->f32();
-    std::fill(y, y + dst[0]->numel(), 0.f);
-    const int64_t total = shape_numel(p_.inferred);
-    for (int64_t e = 0; e < src[0]->numel(); ++e) {
-      if (index[e] < 0 || index[e] >= total)
-        return Status::invalid(label_ + ": I[" + std::to_string(e) + "] = " + std::to_string(index[e]) +
-                               " is outside the unpooled " + shape_str(p_.inferred) + "'s " + std::to_string(total) +
-                               " elements");
-      int64_t at = 0;
-      for (int64_t d = static_cast<int64_t>(p_.out.size()) - 1, r = index[e], scale = 1; d >= 0; --d) {
-        at += (r % p_.inferred[static_cast<size_t>(d)]) * scale;
-        r /= p_.inferred[static_cast<size_t>(d)];
-        scale *= p_.out[static_cast<size_t>(d)];
-      }
-      y[at] = x[e];
-    }
-    return Status::ok();
-  }
-
- private:
-  MaxUnpoolParams p_;
-  std::string label_;
-};
-
 /// DeformConv: each output the bias plus, over its group's channels and the kernel's taps,
 /// weight x mask x X sampled bilinearly at the tap's position moved by its offset; in double.
 class DeformConvKernel final : public Kernel {
@@ -292,7 +256,6 @@ class DeformConvKernel final : public Kernel {
 
 void add_conv_kernels(BackendRegistration& r) {
   r.kernel("DeformConv", make_factory<DeformConvKernel>());
-  r.kernel("MaxUnpool", make_factory<MaxUnpoolKernel>());
   r.kernel("Col2Im", make_factory<Col2ImKernel>());
   r.kernel("Conv", make_factory<ConvKernel>());
   r.kernel("ConvTranspose", make_factory<ConvTransposeKernel>());
