@@ -63,13 +63,13 @@ Expected<RmsNormParams> rms_norm_params(const OpContext& ctx) {
   return p;
 }
 
-Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx) {
+Expected<GroupNormParams> instance_norm_params(const OpContext& ctx) {
   const Node& n = *ctx.node;
   const Shape& x = ctx.inputs[0].shape;
   if (x.size() < 2) return Status::invalid(n.label() + ": input must be N x C x ..., got " + shape_str(x));
-  InstanceNormParams p;
+  GroupNormParams p;
   p.batch = x[0];
-  p.channels = x[1];
+  p.channels = p.groups = x[1];
   for (size_t d = 2; d < x.size(); ++d) p.spatial *= x[d];
   for (size_t i = 1; i < 3; ++i)
     if (ctx.inputs[i].shape != Shape{p.channels})

@@ -16,13 +16,6 @@ namespace mosaic {
 
 struct OpSchema;
 
-/// InstanceNormalization on [N, C, spatial...]: N * C groups of `spatial` elements each.
-struct InstanceNormParams {
-  int64_t batch = 1, channels = 1, spatial = 1;
-  float epsilon = 1e-5f;
-};
-Expected<InstanceNormParams> instance_norm_params(const OpContext& ctx);
-
 /// GroupNormalization on [N, C, spatial...]: N * groups groups of C / groups channels each,
 /// normalised over their channels and spatial positions, then scaled and shifted per channel
 /// (opset 21) or per group (opset 18, whose scale and bias have one value per group).
@@ -33,6 +26,9 @@ struct GroupNormParams {
   float epsilon = 1e-5f;
 };
 Expected<GroupNormParams> group_norm_params(const OpContext& ctx);
+/// InstanceNormalization on [N, C, spatial...]: GroupNormalization's parameters with one
+/// channel a group (N * C groups of `spatial` elements), scale and B per channel.
+Expected<GroupNormParams> instance_norm_params(const OpContext& ctx);
 
 /// RMSNormalization: `outer` rows of `inner` elements; scale has `inner` elements or one.
 struct RmsNormParams {

@@ -55,15 +55,8 @@ class RmsNormLoopKernel final : public Kernel {
 class GroupNormKernel final : public Kernel {
  public:
   Status init(const KernelContext& ctx) {
-    if (ctx.node->op_type == "GroupNormalization") {
-      MOSAIC_ASSIGN_OR_RETURN(p_, group_norm_params(ctx));
-      return Status::ok();
-    }
-    MOSAIC_ASSIGN_OR_RETURN(InstanceNormParams in, instance_norm_params(ctx));
-    p_.batch = in.batch;
-    p_.channels = p_.groups = in.channels;
-    p_.spatial = in.spatial;
-    p_.epsilon = in.epsilon;
+    MOSAIC_ASSIGN_OR_RETURN(p_, ctx.node->op_type == "GroupNormalization" ? group_norm_params(ctx)
+                                                                          : instance_norm_params(ctx));
     return Status::ok();
   }
   Status forward(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) override {
