@@ -138,6 +138,18 @@ TEST(Upsample, FollowsResize10sRulesAsymmetricAndRoundingDown) {
   EXPECT_NE(refusal(c).find("needs scales"), std::string::npos) << refusal(c);
 }
 
+// ONNX Runtime's outputs for Upsample 7 and 9 and Resize 10 (tests/conformance/legacy_resize/
+// make_cases.py): nearest and linear, integer and fractional scales, linear downsampling.
+TEST(Upsample, MatchesOnnxRuntimeOnEveryCpuBackend) {
+  const std::string dir = std::string(MOSAIC_SOURCE_DIR) + "/tests/conformance/legacy_resize/node";
+  const CmdResult r = mosaic("verify " + dir + " --backend all --quiet");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("naive 8 passed, 0 failed, 0 skipped;  im2col 8 passed, 0 failed, 0 skipped;  onednn 8 passed, "
+                       "0 failed, 0 skipped;"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Scatter, IsScatterElementsWithoutReduction) {
   OpCase c;
   c.label = "Scatter";
